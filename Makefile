@@ -1,0 +1,36 @@
+# aicdb — build, test, bench, lint, gate.
+GO ?= go
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BIN := bin/aicdb
+
+.PHONY: build test bench lint gate demo clean
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/aicdb
+
+# The README's test command.
+test:
+	$(GO) test -count=1 -timeout 15m ./...
+
+# Performance targets are checked here, never by timed unit tests.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200ms ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needs to run on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+# The validation gate: the model against the oracle.
+gate:
+	$(GO) test -count=1 -run Gate -v ./oracle
+
+# The main job on the embedded default data.
+demo: build
+	rm -f aicdb.sqlite aicdb.sqlite-wal aicdb.sqlite-shm
+	./$(BIN) init
+	./$(BIN) sweep --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --total-gpus 8 --isl 4000 --osl 500
+	./$(BIN) query "select * from pareto where ttft_steady_p99 < 200"
+
+clean:
+	rm -rf bin aicdb.sqlite aicdb.sqlite-wal aicdb.sqlite-shm

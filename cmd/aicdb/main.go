@@ -1,0 +1,98 @@
+// Command aicdb predicts latency distributions and throughput of LLM inference
+// deployments and stores them in one SQLite file. This package wires the CLI only;
+// all model logic lives in the library packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// exit codes: 0 success, 1 user error (bad input), 2 internal error.
+const (
+	exitUser     = 1
+	exitInternal = 2
+)
+
+// userError marks an error caused by the user's input: one line, exit code 1.
+type userError struct{ err error }
+
+func (e userError) Error() string { return e.err.Error() }
+func (e userError) Unwrap() error { return e.err }
+
+// userErrorf builds a user error (exit code 1).
+func userErrorf(format string, args ...any) error {
+	return userError{fmt.Errorf(format, args...)}
+}
+
+// asUser marks err as a user error (exit code 1); nil stays nil.
+func asUser(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue userError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return userError{err}
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:  "aicdb",
+		Usage: "latency distributions and throughput of LLM serving deployments, in one SQLite file",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "db", Value: "./aicdb.sqlite", EnvVars: []string{"AICDB_DB"}, Usage: "the store `PATH`"},
+		},
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Commands: []*cli.Command{
+			initCommand(),
+			perfdbCommand(),
+			estimateCommand(),
+			evalCommand(),
+			oracleCommand(),
+			sweepCommand(),
+			bestCommand(),
+			queryCommand(),
+		},
+		// Usage errors (unknown flags, missing values) are user errors.
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return asUser(err) },
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+}
+
+// run executes the CLI and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := newApp(stdout, stderr).RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "aicdb: "+oneLine(err.Error()))
+	var ue userError
+	if errors.As(err, &ue) {
+		return exitUser
+	}
+	var ce cli.ExitCoder
+	if errors.As(err, &ce) && ce.ExitCode() != 0 {
+		return ce.ExitCode()
+	}
+	if isFlagError(err) {
+		return exitUser
+	}
+	return exitInternal
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
