@@ -1,0 +1,360 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Point modes.
+const (
+	ModeAgg    = "agg"
+	ModeDisagg = "disagg"
+)
+
+// Queueing tiers (the precision class of a row's queueing columns).
+const (
+	TierScreening    = "screening"
+	TierQuantitative = "quantitative"
+	TierStatic       = "static"
+	TierComposed     = "composed"
+	TierNone         = "none" // no queueing model applies (e.g. an OOM row)
+)
+
+// PointInputs are every input of an operating point: the row key is their hash.
+// Disaggregated points set the P*/D* fields and leave Batch/CtxTokens to the decode
+// side's values; aggregated points leave P*/D* at zero.
+type PointInputs struct {
+	Model, System, Backend, Version, Mode string
+
+	ISL, OSL, Prefix int
+
+	TP, PP, DP, MoETP, MoEEP int
+
+	// Batch is the per-worker batch (agg: concurrency per replica / (pp·dp)).
+	Batch int
+	// CtxTokens is the per-iteration prefill token budget of aiconfigurator's agg sweep.
+	CtxTokens int
+	// Engine knobs the queueing layer reads (0 = backend default).
+	MaxNumBatchedTokens int
+	MaxNumSeqs          int
+	ChunkedPrefill      bool
+
+	DatabaseMode                                            string
+	GemmQuant, KVCacheQuant, FMHAQuant, MoEQuant, CommQuant string
+	NextN                                                   int
+
+	// Disaggregated shape: workers, batch and parallelism of each pool.
+	PWorkers, PBatch, PTP, PPP, PDP int
+	DWorkers, DBatch, DTP, DPP, DDP int
+
+	// Evaluator names the code that produced the row's numbers; a new evaluator
+	// version gives new keys instead of silently reusing stale rows.
+	Evaluator string
+}
+
+// Key returns the row key: the sha256 hex of a canonical encoding of every input.
+// The encoding is versioned and field-ordered; TestKeyGolden pins it.
+func (p *PointInputs) Key() string {
+	h := sha256.New()
+	b := make([]byte, 0, 512)
+	b = append(b, "aicdb-point-v1"...)
+	str := func(name, v string) {
+		b = append(b, 0)
+		b = append(b, name...)
+		b = append(b, '=')
+		b = strconv.AppendQuote(b, v)
+	}
+	num := func(name string, v int) {
+		b = append(b, 0)
+		b = append(b, name...)
+		b = append(b, '=')
+		b = strconv.AppendInt(b, int64(v), 10)
+	}
+	str("model", p.Model)
+	str("system", p.System)
+	str("backend", p.Backend)
+	str("version", p.Version)
+	str("mode", p.Mode)
+	num("isl", p.ISL)
+	num("osl", p.OSL)
+	num("prefix", p.Prefix)
+	num("tp", p.TP)
+	num("pp", p.PP)
+	num("dp", p.DP)
+	num("moe_tp", p.MoETP)
+	num("moe_ep", p.MoEEP)
+	num("batch", p.Batch)
+	num("ctx_tokens", p.CtxTokens)
+	num("max_num_batched_tokens", p.MaxNumBatchedTokens)
+	num("max_num_seqs", p.MaxNumSeqs)
+	num("enable_chunked_prefill", b2i(p.ChunkedPrefill))
+	str("database_mode", p.DatabaseMode)
+	str("gemm_quant", p.GemmQuant)
+	str("kvcache_quant", p.KVCacheQuant)
+	str("fmha_quant", p.FMHAQuant)
+	str("moe_quant", p.MoEQuant)
+	str("comm_quant", p.CommQuant)
+	num("nextn", p.NextN)
+	num("p_workers", p.PWorkers)
+	num("p_batch", p.PBatch)
+	num("p_tp", p.PTP)
+	num("p_pp", p.PPP)
+	num("p_dp", p.PDP)
+	num("d_workers", p.DWorkers)
+	num("d_batch", p.DBatch)
+	num("d_tp", p.DTP)
+	num("d_pp", p.DPP)
+	num("d_dp", p.DDP)
+	str("evaluator", p.Evaluator)
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Parallel returns aiconfigurator's parallel label: tp4pp1dp1etp1ep1 for agg,
+// "p<workers>x<label>-d<workers>x<label>" for disagg.
+func (p *PointInputs) Parallel() string {
+	if p.Mode == ModeDisagg {
+		return fmt.Sprintf("p%dxtp%dpp%ddp%d-d%dxtp%dpp%ddp%d",
+			p.PWorkers, p.PTP, p.PPP, p.PDP, p.DWorkers, p.DTP, p.DPP, p.DDP)
+	}
+	return fmt.Sprintf("tp%dpp%ddp%detp%dep%d", p.TP, p.PP, p.DP, p.MoETP, p.MoEEP)
+}
+
+// NumGPUs returns the GPUs one replica of the point occupies.
+func (p *PointInputs) NumGPUs() int {
+	if p.Mode == ModeDisagg {
+		return p.PWorkers*p.PTP*p.PPP*p.PDP + p.DWorkers*p.DTP*p.DPP*p.DDP
+	}
+	return p.TP * p.PP * p.DP
+}
+
+// Group returns the point's workload group (the pareto partition).
+func (p *PointInputs) Group() Group {
+	return Group{Model: p.Model, System: p.System, Backend: p.Backend, Version: p.Version,
+		Mode: p.Mode, ISL: p.ISL, OSL: p.OSL, Prefix: p.Prefix}
+}
+
+// Validate reports the first input that cannot describe a point.
+func (p *PointInputs) Validate() error {
+	switch {
+	case p.Model == "" || p.System == "" || p.Backend == "" || p.Version == "":
+		return errors.New("point: model, system, backend and version must be set")
+	case p.Mode != ModeAgg && p.Mode != ModeDisagg:
+		return fmt.Errorf("point: mode %q: want agg or disagg", p.Mode)
+	case p.ISL <= 0 || p.OSL <= 0:
+		return fmt.Errorf("point: isl %d, osl %d: must be > 0", p.ISL, p.OSL)
+	case p.Prefix < 0 || p.Prefix >= p.ISL:
+		return fmt.Errorf("point: prefix %d: must be in [0, isl)", p.Prefix)
+	case p.TP <= 0 || p.PP <= 0 || p.DP <= 0 || p.MoETP <= 0 || p.MoEEP <= 0:
+		return errors.New("point: tp, pp, dp, moe_tp and moe_ep must be > 0")
+	case p.Batch <= 0:
+		return fmt.Errorf("point: batch %d: must be > 0", p.Batch)
+	case p.Mode == ModeDisagg && (p.PWorkers <= 0 || p.DWorkers <= 0 || p.PTP <= 0 || p.DTP <= 0 ||
+		p.PPP <= 0 || p.DPP <= 0 || p.PDP <= 0 || p.DDP <= 0 || p.PBatch <= 0 || p.DBatch <= 0):
+		return errors.New("point: disagg needs workers, batch, tp, pp and dp > 0 on both pools")
+	case p.Evaluator == "":
+		return errors.New("point: evaluator must be set")
+	}
+	return nil
+}
+
+// Group is a workload group: the partition of the pareto frontier.
+type Group struct {
+	Model, System, Backend, Version, Mode string
+	ISL, OSL, Prefix                      int
+}
+
+// Legacy holds aiconfigurator's legacy estimate of a point (ms unless named).
+type Legacy struct {
+	OOM bool
+	// Concurrency is the per-replica concurrency (aiconfigurator's `concurrency`).
+	Concurrency int
+
+	TTFT, TPOT, RequestLatency, RequestRate float64
+	SeqPerS, SeqPerSPerGPU                  float64
+	TokensPerS, TokensPerSPerGPU            float64
+	TokensPerSPerUser, MemoryGiB            float64
+}
+
+func (l *Legacy) values() []float64 {
+	return []float64{l.TTFT, l.TPOT, l.RequestLatency, l.RequestRate, l.SeqPerS, l.SeqPerSPerGPU,
+		l.TokensPerS, l.TokensPerSPerGPU, l.TokensPerSPerUser, l.MemoryGiB}
+}
+
+// legacyColumns name Legacy.values in order.
+var legacyColumns = []string{"ttft", "tpot", "request_latency", "request_rate", "seq_per_s",
+	"seq_per_s_per_gpu", "tokens_per_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "memory_gib"}
+
+// Indices of Queueing.V: the queueing columns shared by the screening and the
+// quantitative tier, named by QueueingColumns (the eval JSON keys).
+const (
+	QTTFTSteadyMean = iota
+	QTTFTSteadyP50
+	QTTFTSteadyP75
+	QTTFTSteadyP90
+	QTTFTSteadyP95
+	QTTFTSteadyP99
+	QTTFTSteadyP999
+	QTTFTTransientMean
+	QTTFTTransientMax
+	QITLMean
+	QITLP50
+	QITLP99
+	QTPOTMean
+	QTPOTP50
+	QTPOTP99
+	QE2EMean
+	QE2EP50
+	QE2EP99
+	NumQ
+)
+
+// QueueingColumns names the entries of Queueing.V (column names = eval JSON keys).
+var QueueingColumns = [NumQ]string{
+	"ttft_steady_mean", "ttft_steady_p50", "ttft_steady_p75", "ttft_steady_p90",
+	"ttft_steady_p95", "ttft_steady_p99", "ttft_steady_p999",
+	"ttft_transient_mean", "ttft_transient_max",
+	"itl_mean", "itl_p50", "itl_p99",
+	"tpot_mean", "tpot_p50", "tpot_p99",
+	"e2e_mean", "e2e_p50", "e2e_p99",
+}
+
+// QueueingIndex returns the index of a queueing column name, or -1.
+func QueueingIndex(col string) int {
+	for i, c := range QueueingColumns {
+		if c == col {
+			return i
+		}
+	}
+	return -1
+}
+
+// Queueing holds a point's queueing columns at one tier.
+type Queueing struct {
+	// Valid is false when the row has no queueing model (columns stored NULL).
+	Valid    bool
+	Tier     string
+	Fidelity string
+	V        [NumQ]float64
+	// P99Lo and P99Hi bracket the steady TTFT (screening tier only; see QUEUEING.md §5).
+	P99Lo, P99Hi float64
+	HasBracket   bool
+}
+
+// FromMap fills q.V from a flat column map keyed by QueueingColumns; every column
+// must be present.
+func (q *Queueing) FromMap(m map[string]float64) error {
+	for i, c := range QueueingColumns {
+		v, ok := m[c]
+		if !ok {
+			return fmt.Errorf("queueing result: column %s missing", c)
+		}
+		q.V[i] = v
+	}
+	return nil
+}
+
+// Point is one operating_points row.
+type Point struct {
+	PointInputs
+	Key    string
+	Legacy Legacy
+	Q      Queueing
+	// IsPareto is read back from the store (maintained by RefreshPareto).
+	IsPareto bool
+}
+
+// NewPoint builds a row from its inputs and results, computing the key.
+func NewPoint(in PointInputs, l Legacy, q Queueing) Point {
+	return Point{PointInputs: in, Key: in.Key(), Legacy: l, Q: q}
+}
+
+// Validate checks a row before it is written: valid inputs, finite results, a
+// consistent bracket. No NaN/Inf is ever stored.
+func (p *Point) Validate() error {
+	if err := p.PointInputs.Validate(); err != nil {
+		return err
+	}
+	if p.Key != p.PointInputs.Key() {
+		return fmt.Errorf("point %s: key does not match its inputs", p.Key)
+	}
+	if !p.Legacy.OOM {
+		for i, v := range p.Legacy.values() {
+			if !finite(v) || v < 0 {
+				return fmt.Errorf("point %s: %s = %v: must be finite and ≥ 0", p.Parallel(), legacyColumns[i], v)
+			}
+		}
+		if p.Legacy.Concurrency <= 0 {
+			return fmt.Errorf("point %s: concurrency %d: must be > 0", p.Parallel(), p.Legacy.Concurrency)
+		}
+	}
+	if p.Q.Valid {
+		if err := p.Q.validate(); err != nil {
+			return fmt.Errorf("point %s: %w", p.Parallel(), err)
+		}
+	}
+	return nil
+}
+
+func (q *Queueing) validate() error {
+	for i, v := range q.V {
+		if !finite(v) || v < 0 {
+			return fmt.Errorf("%s = %v: must be finite and ≥ 0", QueueingColumns[i], v)
+		}
+	}
+	if q.HasBracket {
+		if !finite(q.P99Lo) || !finite(q.P99Hi) || q.P99Lo > q.P99Hi || q.P99Lo < 0 {
+			return fmt.Errorf("bracket [%v, %v]: must be finite with 0 ≤ lo ≤ hi", q.P99Lo, q.P99Hi)
+		}
+	}
+	if q.Tier == "" || q.Fidelity == "" {
+		return errors.New("queueing tier and workload fidelity must be set")
+	}
+	return nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// Quantitative is one quantitative_results row: the evaluator's columns for a point
+// and its full distributions as JSON ({"ttft_steady": [[x, w], ...], ...}).
+type Quantitative struct {
+	Key              string
+	V                [NumQ]float64
+	ThroughputRPS    float64
+	OutputTokensPerS float64
+	Fidelity         string
+	Distributions    string
+}
+
+// Validate checks a quantitative row before it is written.
+func (r *Quantitative) Validate() error {
+	if len(r.Key) != 64 {
+		return fmt.Errorf("quantitative result: key %q is not a point key", r.Key)
+	}
+	for i, v := range r.V {
+		if !finite(v) || v < 0 {
+			return fmt.Errorf("quantitative result %s: %s = %v: must be finite and ≥ 0", r.Key[:12], QueueingColumns[i], v)
+		}
+	}
+	if !finite(r.ThroughputRPS) || !finite(r.OutputTokensPerS) || r.ThroughputRPS < 0 || r.OutputTokensPerS < 0 {
+		return fmt.Errorf("quantitative result %s: throughput must be finite and ≥ 0", r.Key[:12])
+	}
+	if r.Fidelity == "" {
+		return fmt.Errorf("quantitative result %s: workload fidelity must be set", r.Key[:12])
+	}
+	if r.Distributions == "" {
+		r.Distributions = "{}"
+	}
+	return nil
+}

@@ -1,0 +1,329 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// pointColumns are the operating_points columns written by InsertPoints, in the
+// order of Point.args.
+var pointColumns = append(append(append([]string{
+	"key", "model", "system", "backend", "version", "mode", "isl", "osl", "prefix",
+	"tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "ctx_tokens", "max_num_batched_tokens",
+	"max_num_seqs", "enable_chunked_prefill", "database_mode", "gemm_quant", "kvcache_quant",
+	"fmha_quant", "moe_quant", "comm_quant", "nextn",
+	"p_workers", "p_batch", "p_tp", "p_pp", "p_dp", "d_workers", "d_batch", "d_tp", "d_pp", "d_dp",
+	"evaluator", "parallel", "num_gpus", "concurrency", "oom"},
+	legacyColumns...), QueueingColumns[:]...),
+	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "queueing_tier", "workload_fidelity")
+
+func nullable(v float64, ok bool) any {
+	if !ok {
+		return nil
+	}
+	return v
+}
+
+func (p *Point) args() []any {
+	in := &p.PointInputs
+	a := make([]any, 0, len(pointColumns))
+	conc := p.Legacy.Concurrency
+	if conc <= 0 {
+		conc = in.Batch * in.PP * in.DP
+	}
+	a = append(a, p.Key, in.Model, in.System, in.Backend, in.Version, in.Mode, in.ISL, in.OSL, in.Prefix,
+		in.TP, in.PP, in.DP, in.MoETP, in.MoEEP, in.Batch, in.CtxTokens, in.MaxNumBatchedTokens,
+		in.MaxNumSeqs, b2i(in.ChunkedPrefill), in.DatabaseMode, in.GemmQuant, in.KVCacheQuant,
+		in.FMHAQuant, in.MoEQuant, in.CommQuant, in.NextN,
+		in.PWorkers, in.PBatch, in.PTP, in.PPP, in.PDP, in.DWorkers, in.DBatch, in.DTP, in.DPP, in.DDP,
+		in.Evaluator, in.Parallel(), in.NumGPUs(), conc, b2i(p.Legacy.OOM))
+	for _, v := range p.Legacy.values() {
+		a = append(a, nullable(v, !p.Legacy.OOM))
+	}
+	for _, v := range p.Q.V {
+		a = append(a, nullable(v, p.Q.Valid))
+	}
+	a = append(a, nullable(p.Q.P99Lo, p.Q.Valid && p.Q.HasBracket), nullable(p.Q.P99Hi, p.Q.Valid && p.Q.HasBracket))
+	tier, fid := TierNone, "none"
+	if p.Q.Valid {
+		tier, fid = p.Q.Tier, p.Q.Fidelity
+	} else if p.Q.Tier != "" {
+		tier = p.Q.Tier
+	}
+	return append(a, tier, fid)
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+var insertPointSQL = `INSERT OR IGNORE INTO operating_points (` + strings.Join(pointColumns, ", ") +
+	`) VALUES (` + placeholders(len(pointColumns)) + `)`
+
+// InsertPoints writes rows in one transaction (INSERT OR IGNORE: a key already stored
+// is kept) and refreshes the pareto flag of every workload group it touched, so a
+// reader never sees a batch half-written. It returns the number of rows inserted.
+func (s *Store) InsertPoints(ctx context.Context, pts []Point) (int, error) {
+	for i := range pts {
+		if err := pts[i].Validate(); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	err := s.Tx(ctx, func(tx *sqlx.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, insertPointSQL)
+		if err != nil {
+			return fmt.Errorf("prepare point insert: %w", err)
+		}
+		defer stmt.Close()
+		groups := map[Group]bool{}
+		var order []Group
+		for i := range pts {
+			res, err := stmt.ExecContext(ctx, pts[i].args()...)
+			if err != nil {
+				return fmt.Errorf("insert point %s: %w", pts[i].Key[:12], err)
+			}
+			k, _ := res.RowsAffected()
+			n += int(k)
+			g := pts[i].Group()
+			if !groups[g] {
+				groups[g] = true
+				order = append(order, g)
+			}
+		}
+		for _, g := range order {
+			if err := refreshPareto(ctx, tx, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ?`
+
+func (g Group) args() []any {
+	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix}
+}
+
+// refreshPareto recomputes is_pareto for one workload group: a non-OOM row is on the
+// front iff its tokens_per_s_per_gpu is strictly greater than the running max over
+// every row ordered before it by tokens_per_s_per_user descending (ties: higher
+// tokens_per_s_per_gpu first, then key), i.e. no other row weakly dominates it.
+// Only rows whose flag changes are written.
+func refreshPareto(ctx context.Context, tx *sqlx.Tx, g Group) error {
+	q := `WITH ranked AS (
+	SELECT key, tokens_per_s_per_gpu AS y,
+	       max(tokens_per_s_per_gpu) OVER (
+	           ORDER BY tokens_per_s_per_user DESC, tokens_per_s_per_gpu DESC, key
+	           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS m
+	FROM operating_points WHERE ` + groupWhere + ` AND oom = 0
+), front AS (SELECT key FROM ranked WHERE m IS NULL OR y > m)
+UPDATE operating_points SET is_pareto = 1 - is_pareto
+WHERE ` + groupWhere + ` AND is_pareto != (key IN (SELECT key FROM front))`
+	args := append(g.args(), g.args()...)
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("refresh pareto for %s %s %s %s %s isl %d osl %d: %w",
+			g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, err)
+	}
+	return nil
+}
+
+// RefreshPareto recomputes the pareto flags of g in one transaction.
+func (s *Store) RefreshPareto(ctx context.Context, g Group) error {
+	return s.Tx(ctx, func(tx *sqlx.Tx) error { return refreshPareto(ctx, tx, g) })
+}
+
+// GroupKeys returns the keys stored for workload group g.
+func (s *Store) GroupKeys(ctx context.Context, g Group) (map[string]struct{}, error) {
+	rows, err := s.DB.QueryContext(ctx, `SELECT key FROM operating_points WHERE `+groupWhere, g.args()...)
+	if err != nil {
+		return nil, fmt.Errorf("read stored keys: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]struct{}{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("read stored keys: %w", err)
+		}
+		out[k] = struct{}{}
+	}
+	return out, rows.Err()
+}
+
+var quantColumns = append(append([]string{"key"}, QueueingColumns[:]...),
+	"throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions")
+
+var insertQuantSQL = `INSERT OR REPLACE INTO quantitative_results (` + strings.Join(quantColumns, ", ") +
+	`) VALUES (` + placeholders(len(quantColumns)) + `)`
+
+// InsertQuantitative stores quantitative results in one transaction.
+func (s *Store) InsertQuantitative(ctx context.Context, rs []Quantitative) error {
+	for i := range rs {
+		if err := rs[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return s.Tx(ctx, func(tx *sqlx.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, insertQuantSQL)
+		if err != nil {
+			return fmt.Errorf("prepare quantitative insert: %w", err)
+		}
+		defer stmt.Close()
+		for i := range rs {
+			r := &rs[i]
+			a := make([]any, 0, len(quantColumns))
+			a = append(a, r.Key)
+			for _, v := range r.V {
+				a = append(a, v)
+			}
+			a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions)
+			if _, err := stmt.ExecContext(ctx, a...); err != nil {
+				return fmt.Errorf("insert quantitative result %s: %w", r.Key[:12], err)
+			}
+		}
+		return nil
+	})
+}
+
+// PointFilter selects rows of the points view; empty/zero fields do not filter.
+type PointFilter struct {
+	Model, System, Backend, Version, Mode string
+	ISL, OSL                              int
+	Prefix                                int // -1 or 0 with !PrefixSet: any
+	PrefixSet                             bool
+	ParetoOnly                            bool
+	IncludeOOM                            bool
+	Keys                                  []string
+}
+
+// readColumns are read back from the points view by SelectPoints.
+var readColumns = append(append([]string{}, pointColumns...), "is_pareto")
+
+// SelectPoints reads rows of the points view (each at its best available tier)
+// matching f, ordered by tokens_per_s_per_gpu descending, then key.
+func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error) {
+	var where []string
+	var args []any
+	add := func(col string, v any) {
+		where = append(where, col+" = ?")
+		args = append(args, v)
+	}
+	if f.Model != "" {
+		add("model", f.Model)
+	}
+	if f.System != "" {
+		add("system", f.System)
+	}
+	if f.Backend != "" {
+		add("backend", f.Backend)
+	}
+	if f.Version != "" {
+		add("version", f.Version)
+	}
+	if f.Mode != "" {
+		add("mode", f.Mode)
+	}
+	if f.ISL > 0 {
+		add("isl", f.ISL)
+	}
+	if f.OSL > 0 {
+		add("osl", f.OSL)
+	}
+	if f.PrefixSet {
+		add("prefix", f.Prefix)
+	}
+	if f.ParetoOnly {
+		where = append(where, "is_pareto = 1")
+	}
+	if !f.IncludeOOM {
+		where = append(where, "oom = 0")
+	}
+	if f.Keys != nil {
+		where = append(where, "key IN (SELECT value FROM json_each(?))")
+		args = append(args, jsonStrings(f.Keys))
+	}
+	q := `SELECT ` + strings.Join(readColumns, ", ") + ` FROM points`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY tokens_per_s_per_gpu DESC, key`
+	rows, err := s.DB.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read points: %w", err)
+	}
+	defer rows.Close()
+	var out []Point
+	for rows.Next() {
+		p, err := scanPoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read points: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func jsonStrings(ss []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, s := range ss {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q", s)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+func scanPoint(rows *sql.Rows) (Point, error) {
+	var p Point
+	in := &p.PointInputs
+	var chunked, oom, pareto int
+	var parallel string
+	var numGPUs int
+	leg := make([]sql.NullFloat64, len(legacyColumns))
+	var qv [NumQ]sql.NullFloat64
+	var lo, hi sql.NullFloat64
+	dst := []any{&p.Key, &in.Model, &in.System, &in.Backend, &in.Version, &in.Mode, &in.ISL, &in.OSL, &in.Prefix,
+		&in.TP, &in.PP, &in.DP, &in.MoETP, &in.MoEEP, &in.Batch, &in.CtxTokens, &in.MaxNumBatchedTokens,
+		&in.MaxNumSeqs, &chunked, &in.DatabaseMode, &in.GemmQuant, &in.KVCacheQuant,
+		&in.FMHAQuant, &in.MoEQuant, &in.CommQuant, &in.NextN,
+		&in.PWorkers, &in.PBatch, &in.PTP, &in.PPP, &in.PDP, &in.DWorkers, &in.DBatch, &in.DTP, &in.DPP, &in.DDP,
+		&in.Evaluator, &parallel, &numGPUs, &p.Legacy.Concurrency, &oom}
+	for i := range leg {
+		dst = append(dst, &leg[i])
+	}
+	for i := range qv {
+		dst = append(dst, &qv[i])
+	}
+	dst = append(dst, &lo, &hi, &p.Q.Tier, &p.Q.Fidelity, &pareto)
+	if err := rows.Scan(dst...); err != nil {
+		return p, err
+	}
+	in.ChunkedPrefill = chunked == 1
+	p.Legacy.OOM = oom == 1
+	p.IsPareto = pareto == 1
+	l := &p.Legacy
+	for i, f := range []*float64{&l.TTFT, &l.TPOT, &l.RequestLatency, &l.RequestRate, &l.SeqPerS, &l.SeqPerSPerGPU,
+		&l.TokensPerS, &l.TokensPerSPerGPU, &l.TokensPerSPerUser, &l.MemoryGiB} {
+		*f = leg[i].Float64
+	}
+	p.Q.Valid = qv[QTTFTSteadyP50].Valid || qv[QITLP50].Valid
+	for i := range qv {
+		p.Q.V[i] = qv[i].Float64
+	}
+	p.Q.HasBracket = lo.Valid && hi.Valid
+	p.Q.P99Lo, p.Q.P99Hi = lo.Float64, hi.Float64
+	return p, nil
+}

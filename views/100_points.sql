@@ -1,0 +1,107 @@
+-- points: every operating point at its best available tier. Queueing columns come
+-- from quantitative_results when the funnel has stored them for the row, else from
+-- the row's own (screening) values; queueing_tier says which. The screening bracket
+-- ttft_steady_p99_{lo,hi} is always the stored screening bracket.
+CREATE VIEW points AS
+SELECT
+    o.key,
+    o.model,
+    o.system,
+    o.backend,
+    o.version,
+    o.mode,
+    o.isl,
+    o.osl,
+    o.prefix,
+    o.tp,
+    o.pp,
+    o.dp,
+    o.moe_tp,
+    o.moe_ep,
+    o.batch,
+    o.ctx_tokens,
+    o.max_num_batched_tokens,
+    o.max_num_seqs,
+    o.enable_chunked_prefill,
+    o.database_mode,
+    o.gemm_quant,
+    o.kvcache_quant,
+    o.fmha_quant,
+    o.moe_quant,
+    o.comm_quant,
+    o.nextn,
+    o.p_workers,
+    o.p_batch,
+    o.p_tp,
+    o.p_pp,
+    o.p_dp,
+    o.d_workers,
+    o.d_batch,
+    o.d_tp,
+    o.d_pp,
+    o.d_dp,
+    o.evaluator,
+    o.parallel,
+    o.num_gpus,
+    o.concurrency,
+    o.oom,
+    o.ttft,
+    o.tpot,
+    o.request_latency,
+    o.request_rate,
+    o.seq_per_s,
+    o.seq_per_s_per_gpu,
+    o.tokens_per_s,
+    o.tokens_per_s_per_gpu,
+    o.tokens_per_s_per_user,
+    o.memory_gib,
+    CASE WHEN r.key IS NULL THEN o.ttft_steady_mean ELSE r.ttft_steady_mean END AS ttft_steady_mean,
+    CASE WHEN r.key IS NULL THEN o.ttft_steady_p50 ELSE r.ttft_steady_p50 END AS ttft_steady_p50,
+    CASE WHEN r.key IS NULL THEN o.ttft_steady_p75 ELSE r.ttft_steady_p75 END AS ttft_steady_p75,
+    CASE WHEN r.key IS NULL THEN o.ttft_steady_p90 ELSE r.ttft_steady_p90 END AS ttft_steady_p90,
+    CASE WHEN r.key IS NULL THEN o.ttft_steady_p95 ELSE r.ttft_steady_p95 END AS ttft_steady_p95,
+    CASE WHEN r.key IS NULL THEN o.ttft_steady_p99 ELSE r.ttft_steady_p99 END AS ttft_steady_p99,
+    CASE WHEN r.key IS NULL THEN o.ttft_steady_p999 ELSE r.ttft_steady_p999 END AS ttft_steady_p999,
+    o.ttft_steady_p99_lo,
+    o.ttft_steady_p99_hi,
+    CASE WHEN r.key IS NULL THEN o.ttft_transient_mean ELSE r.ttft_transient_mean END AS ttft_transient_mean,
+    CASE WHEN r.key IS NULL THEN o.ttft_transient_max ELSE r.ttft_transient_max END AS ttft_transient_max,
+    CASE WHEN r.key IS NULL THEN o.itl_mean ELSE r.itl_mean END AS itl_mean,
+    CASE WHEN r.key IS NULL THEN o.itl_p50 ELSE r.itl_p50 END AS itl_p50,
+    CASE WHEN r.key IS NULL THEN o.itl_p99 ELSE r.itl_p99 END AS itl_p99,
+    CASE WHEN r.key IS NULL THEN o.tpot_mean ELSE r.tpot_mean END AS tpot_mean,
+    CASE WHEN r.key IS NULL THEN o.tpot_p50 ELSE r.tpot_p50 END AS tpot_p50,
+    CASE WHEN r.key IS NULL THEN o.tpot_p99 ELSE r.tpot_p99 END AS tpot_p99,
+    CASE WHEN r.key IS NULL THEN o.e2e_mean ELSE r.e2e_mean END AS e2e_mean,
+    CASE WHEN r.key IS NULL THEN o.e2e_p50 ELSE r.e2e_p50 END AS e2e_p50,
+    CASE WHEN r.key IS NULL THEN o.e2e_p99 ELSE r.e2e_p99 END AS e2e_p99,
+    CASE WHEN r.key IS NULL THEN o.queueing_tier ELSE 'quantitative' END AS queueing_tier,
+    CASE WHEN r.key IS NULL THEN o.workload_fidelity ELSE r.workload_fidelity END AS workload_fidelity,
+    o.is_pareto
+FROM operating_points AS o
+LEFT JOIN quantitative_results AS r ON r.key = o.key;
+
+-- pareto: the frontier of tokens_per_s_per_gpu vs tokens_per_s_per_user (both
+-- maximized) per model, system, backend, version, mode and workload (isl, osl,
+-- prefix). The flag is_pareto is maintained at sweep time by store.RefreshPareto
+-- with a window-function formulation (a row is on the front iff its
+-- tokens_per_s_per_gpu beats the running max over every row with a higher
+-- tokens_per_s_per_user); materialising it keeps `pareto` an index lookup.
+-- The frontier is on the legacy throughput columns, so it does not move when the
+-- funnel upgrades a row's latency columns to quantitative tier.
+CREATE VIEW pareto AS
+SELECT * FROM points WHERE is_pareto = 1;
+
+-- best_configs: per workload group and parallel configuration, the non-OOM point
+-- with the highest tokens_per_s_per_gpu (aiconfigurator's group-by-parallel pick,
+-- without SLA; put SLA filters in your WHERE or use `aicdb best`).
+CREATE VIEW best_configs AS
+SELECT * FROM (
+    SELECT p.*, row_number() OVER (
+        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, parallel
+        ORDER BY tokens_per_s_per_gpu DESC, tokens_per_s_per_user DESC, key
+    ) AS parallel_rank
+    FROM points AS p
+    WHERE oom = 0
+)
+WHERE parallel_rank = 1;
