@@ -1,0 +1,327 @@
+package perfdb
+
+// compose.go turns a model's op list into the latency of an engine phase
+// (aiconfigurator's engine/runtime.rs + session.rs: run_context_ops,
+// run_generation_ops_step). Each op carries its shape and a scale factor (how
+// many times it repeats: layers × MTP scale); the kernel latency comes from a
+// kernels source (a *Querier in production, fakes in tests).
+
+import (
+	"fmt"
+	"math"
+)
+
+// kernels is the slice of the Querier API composition needs. *Querier
+// implements it; tests substitute fakes to check the arithmetic.
+type kernels interface {
+	GemmOp(quant GemmQuant, m, n, k int, lowPrecisionInput bool) (Perf, error)
+	ContextAttention(b, s, prefix, nHeads, nKV, headDim, window int, kvQuant KVQuant, fmhaQuant FMHAQuant) (Perf, error)
+	GenerationAttention(b, s, nHeads, nKV, headDim, window int, kvQuant KVQuant) (Perf, error)
+	CustomAllReduce(quant CommQuant, tp int, size float64) (Perf, error)
+	NCCL(quant CommQuant, numGPUs int, op string, size float64) (Perf, error)
+	MoE(a MoEArgs, numTokens int) (Perf, error)
+	MemOp(bytes float64) (Perf, error)
+	P2P(bytes float64) (Perf, error)
+}
+
+// opKind enumerates the operator types of the LLAMA and MOE op lists.
+type opKind uint8
+
+const (
+	opEmbedding   opKind = iota // memory-bound row lookup: tokens·h·2 bytes
+	opElementwise               // memory-bound: tokens·(2·dimIn + 2·dimOut) bytes
+	opGemm                      // m = tokens, n, k
+	opContextAttn               // prefill FMHA + fused RoPE/KV-write(/qk-norm) extras ×1.1
+	opGenAttn                   // decode attention
+	opAllReduce                 // custom all-reduce of tokens·h elements over tp
+	opP2P                       // pipeline hop: tokens·h·2 bytes
+	opMoE                       // fused MoE expert compute
+	opMoEDispatch               // pre/post MoE dispatch communication
+)
+
+// op is one entry of a context or generation op list (aiconfigurator
+// operators/*.rs, the fields a LLAMA/MOE list uses).
+type op struct {
+	name  string
+	kind  opKind
+	scale float64 // scale_factor: repetitions (layers × MTP scale)
+
+	// GEMM
+	n, k    int
+	gemmQ   GemmQuant
+	lowPrec bool // low_precision_input (o-proj, down-proj): fp8_static subtracts scale_matrix too
+	logits  bool // the logits GEMM sees m = batch in the context phase
+
+	// memory-bound ops: bytes per token
+	bytesPerToken float64
+
+	// attention (heads per GPU)
+	heads, kvHeads, headDim, window int
+	kvQ                             KVQuant
+	fmhaQ                           FMHAQuant
+	qkNorm                          bool
+
+	// communication
+	hidden int // elements per token
+	tp     int // all-reduce group (tp) or pipeline size (pp) for P2P
+
+	// MoE and dispatch
+	moe      MoEArgs
+	pre      bool   // dispatch: pre (true) or combine (false)
+	backend  string // dispatch: vllm | sglang | trtllm
+	smVer    int    // dispatch: system sm_version (trtllm branch)
+	nvl72    bool   // dispatch: num_gpus_per_node ≥ 72
+	weightsB float64
+}
+
+// isContextAttention and isGenerationAttention are the name filters of the
+// mixed-step passes (session.rs ContextOpFilter).
+func (o *op) isContextAttention() bool    { return o.name == "context_attention" }
+func (o *op) isGenerationAttention() bool { return o.name == "generation_attention" }
+
+// query prices one op. batch is the phase batch, s the per-request sequence
+// (new tokens for context ops, KV length for decode attention), prefix the
+// cached prefix, x the token count token-major ops see.
+func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
+	var r Perf
+	var err error
+	switch o.kind {
+	case opEmbedding, opElementwise:
+		r, err = ks.MemOp(o.bytesPerToken * float64(x))
+	case opGemm:
+		r, err = ks.GemmOp(o.gemmQ, x, o.n, o.k, o.lowPrec)
+	case opContextAttn:
+		r, err = o.contextAttention(ks, batch, s, prefix)
+	case opGenAttn:
+		r, err = ks.GenerationAttention(batch, s, o.heads, o.kvHeads, o.headDim, o.window, o.kvQ)
+	case opAllReduce:
+		if o.tp <= 1 {
+			return Perf{Source: SourceEmpirical}, nil
+		}
+		r, err = ks.CustomAllReduce(CommHalf, o.tp, float64(x)*float64(o.hidden))
+	case opP2P:
+		if o.tp <= 1 {
+			return Perf{}, nil
+		}
+		r, err = ks.P2P(float64(x) * float64(o.hidden) * 2)
+	case opMoE:
+		r, err = ks.MoE(o.moe, x)
+	case opMoEDispatch:
+		r, err = o.dispatch(ks, x)
+	default:
+		return Perf{}, fmt.Errorf("op %s: unknown kind %d", o.name, o.kind)
+	}
+	if err != nil {
+		return Perf{}, fmt.Errorf("%s: %w", o.name, err)
+	}
+	return r.ClampNonNegative().Scaled(o.scale), nil
+}
+
+// contextAttention is ContextAttentionOp::query without the scale factor: the
+// table value plus 1.1× the fused extras, each a per-layer memory op whose byte
+// count does NOT scale with tokens (PERFDB.md §2.1 surprise, kept on purpose):
+// qk-norm 2·(2·mem(2q) + 2·mem(2k)), RoPE 2·mem(2q + 2k), KV write
+// mem(k·b_fmha) + mem(v·b_fmha).
+func (o *op) contextAttention(ks kernels, batch, s, prefix int) (Perf, error) {
+	r, err := ks.ContextAttention(batch, s, prefix, o.heads, o.kvHeads, o.headDim, o.window, o.kvQ, o.fmhaQ)
+	if err != nil {
+		return Perf{}, err
+	}
+	fm, err := o.fmhaQ.Mapping()
+	if err != nil {
+		return Perf{}, err
+	}
+	q := float64(o.heads * o.headDim)
+	kv := float64(o.kvHeads * o.headDim)
+	mem := func(b float64) (Perf, error) { return ks.MemOp(b) }
+	extra := Perf{Source: SourceEmpirical}
+	if o.qkNorm {
+		a, err := mem(q * 2)
+		if err != nil {
+			return Perf{}, err
+		}
+		b, err := mem(kv * 2)
+		if err != nil {
+			return Perf{}, err
+		}
+		extra = extra.Plus(a.Scaled(2).Plus(b.Scaled(2)).Scaled(2))
+	}
+	rope, err := mem(q*2 + kv*2)
+	if err != nil {
+		return Perf{}, err
+	}
+	kw, err := mem(kv * fm.Memory)
+	if err != nil {
+		return Perf{}, err
+	}
+	extra = extra.Plus(rope.Scaled(2).Plus(kw.Plus(kw)))
+	return r.Plus(extra.Scaled(1.1)), nil
+}
+
+// dispatch is MoEDispatchOp::query for the fused (non-large-EP) path: vLLM and
+// SGLang ride the custom all-reduce / NCCL flavor, TRT-LLM its own branch
+// (moe_dispatch.rs). Sub-queries are unscaled; the caller scales once.
+func (o *op) dispatch(ks kernels, x int) (Perf, error) {
+	a := o.moe
+	numGPUs := max(a.MoETP*a.MoEEP, 1)
+	dp := max(a.AttentionDP, 1)
+	attnTP := max(numGPUs/dp, 1)
+	h := float64(o.hidden)
+	ar := func(tokens int) (float64, error) {
+		if numGPUs <= 1 {
+			return 0, nil
+		}
+		r, err := ks.CustomAllReduce(CommHalf, numGPUs, float64(tokens)*h)
+		return max(r.LatencyMs, 0), err
+	}
+	nccl := func(g int, opName string, tokens int, perTok float64) (float64, error) {
+		if g <= 1 {
+			return 0, nil
+		}
+		r, err := ks.NCCL(CommHalf, g, opName, float64(tokens)*perTok)
+		return max(r.LatencyMs, 0), err
+	}
+	gatherOrScatter := NCCLReduceScatter
+	if o.pre {
+		gatherOrScatter = NCCLAllGather
+	}
+	var total float64
+	switch o.backend {
+	case "vllm":
+		if attnTP > 1 {
+			v, err := ar(x)
+			if err != nil {
+				return Perf{}, err
+			}
+			total += v
+		}
+		if dp > 1 {
+			v, err := nccl(numGPUs, gatherOrScatter, x*dp, h)
+			if err != nil {
+				return Perf{}, err
+			}
+			total += v
+		}
+	case "sglang":
+		switch {
+		case attnTP > 1 && dp > 1:
+			var v1, v2 float64
+			var err error
+			if o.pre {
+				if v1, err = nccl(attnTP, NCCLReduceScatter, x, h); err == nil {
+					v2, err = nccl(numGPUs, NCCLAllGather, x*dp, h)
+				}
+			} else {
+				if v1, err = nccl(numGPUs, NCCLReduceScatter, x*dp, h); err == nil {
+					v2, err = nccl(attnTP, NCCLAllGather, x, h)
+				}
+			}
+			if err != nil {
+				return Perf{}, err
+			}
+			total = v1 + v2
+		case attnTP > 1:
+			v, err := ar(x)
+			if err != nil {
+				return Perf{}, err
+			}
+			total = v
+		case dp > 1:
+			v, err := nccl(numGPUs, gatherOrScatter, x*dp, h)
+			if err != nil {
+				return Perf{}, err
+			}
+			total = v
+		}
+	case "trtllm":
+		var err error
+		switch {
+		case o.smVer == 100 && dp > 1 && a.MoETP == 1 && o.nvl72:
+			return Perf{}, fmt.Errorf("trtllm alltoall dispatch (NVL72 attention-DP) is not modeled")
+		case o.smVer == 100 && dp > 1:
+			if o.pre {
+				xf, sf := 1.0, 0.0
+				switch a.Quant {
+				case MoENVFP4:
+					xf, sf = 0.25, 0.25/8
+				case MoEFP8, MoEFP8Block:
+					xf = 0.5
+				}
+				total, err = nccl(numGPUs, NCCLAllGather, x*dp, h*(xf+sf))
+			} else {
+				total, err = nccl(numGPUs, NCCLReduceScatter, x*dp, h)
+			}
+		case attnTP > 1:
+			total, err = ar(x)
+		case dp > 1:
+			total, err = nccl(numGPUs, gatherOrScatter, x*dp, h)
+		}
+		if err != nil {
+			return Perf{}, err
+		}
+	default:
+		return Perf{}, fmt.Errorf("moe dispatch: unknown backend %q", o.backend)
+	}
+	return Perf{LatencyMs: total, Source: SourceSilicon}, nil
+}
+
+// phaseCtx runs the context op list (session.rs run_context_ops_with): batch
+// requests of s new tokens after prefix; token-major ops see batch·s tokens, the
+// logits GEMM sees batch. filter selects the mixed-step passes.
+func runContext(ks kernels, ops []op, batch, s, prefix int, filter ctxFilter) (Perf, error) {
+	total := Perf{}
+	for i := range ops {
+		o := &ops[i]
+		switch {
+		case filter == skipContextAttention && o.isContextAttention():
+			continue
+		case filter == onlyContextAttention && !o.isContextAttention():
+			continue
+		}
+		x := batch * s
+		if o.logits {
+			x = batch
+		}
+		r, err := o.query(ks, batch, s, prefix, x)
+		if err != nil {
+			return Perf{}, err
+		}
+		total = total.Plus(r)
+	}
+	return total, nil
+}
+
+// ctxFilter selects the context ops of a mixed-step pass.
+type ctxFilter uint8
+
+const (
+	allOps ctxFilter = iota
+	skipContextAttention
+	onlyContextAttention
+)
+
+// runGenStep runs one decode step of the generation op list at batch bs and KV
+// length s (session.rs run_generation_ops_step: x = bs·beam with beam 1).
+func runGenStep(ks kernels, ops []op, bs, s int, onlyAttention bool) (Perf, error) {
+	total := Perf{}
+	for i := range ops {
+		o := &ops[i]
+		if onlyAttention && !o.isGenerationAttention() {
+			continue
+		}
+		r, err := o.query(ks, bs, s, 0, bs)
+		if err != nil {
+			return Perf{}, err
+		}
+		total = total.Plus(r)
+	}
+	return total, nil
+}
+
+// finite reports an error for a NaN or infinite result.
+func finite(name string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("%s is not finite (%v); the perf data gave an unusable value", name, v)
+	}
+	return nil
+}

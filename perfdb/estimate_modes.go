@@ -1,0 +1,359 @@
+package perfdb
+
+import (
+	"fmt"
+	"math"
+)
+
+// Throughput is the throughput block every static/agg/disagg row carries.
+type Throughput struct {
+	SeqPerS           float64 `json:"seq_per_s"`
+	TokensPerSPerGPU  float64 `json:"tokens_per_s_per_gpu"`
+	TokensPerSPerUser float64 `json:"tokens_per_s_per_user"`
+	MemoryGiB         float64 `json:"memory_gib"`
+}
+
+// StaticInput is one static-batching point (BaseBackend.run_static).
+type StaticInput struct {
+	Batch, ISL, OSL, Prefix int
+	Stride                  int // generation quadrature stride (golden harness: 1; run_static default 32)
+}
+
+// StaticResult is a static row: phase latencies rounded to 3 decimals as the
+// reference summary row is; Total is the sum of the two rounded phases.
+type StaticResult struct {
+	ContextMs    float64 `json:"context_latency_ms"`
+	GenerationMs float64 `json:"generation_latency_ms"`
+	RequestMs    float64 `json:"request_latency_ms"`
+	TTFTMs       float64 `json:"ttft_ms"`
+	TPOTMs       float64 `json:"tpot_ms"`
+	Throughput
+}
+
+// validateShape checks the request shape flags.
+func validateShape(batch, isl, osl, prefix int) error {
+	switch {
+	case batch <= 0:
+		return fmt.Errorf("--batch %d: must be ≥ 1", batch)
+	case isl <= 0:
+		return fmt.Errorf("--isl %d: must be ≥ 1", isl)
+	case osl <= 0:
+		return fmt.Errorf("--osl %d: must be ≥ 1", osl)
+	case prefix < 0:
+		return fmt.Errorf("--prefix %d: must be ≥ 0", prefix)
+	case prefix >= isl:
+		return fmt.Errorf("--prefix %d must be smaller than --isl %d", prefix, isl)
+	}
+	return nil
+}
+
+// Static is run_static(mode="static"): context + generation at batch b.
+// ttft = context, tpot = generation/(osl−1), request = ttft + tpot·(osl−1);
+// seq/s = b·dp/request·1000·pp, tokens/s = seq/s·osl, per GPU ÷ tp·pp·dp.
+func (e *Estimator) Static(in StaticInput) (StaticResult, error) {
+	if err := validateShape(in.Batch, in.ISL, in.OSL, in.Prefix); err != nil {
+		return StaticResult{}, err
+	}
+	ctx, err := e.ContextMs(in.Batch, in.ISL, in.Prefix)
+	if err != nil {
+		return StaticResult{}, err
+	}
+	gen, err := e.GenerationMs(in.Batch, in.ISL, in.OSL, in.Stride)
+	if err != nil {
+		return StaticResult{}, err
+	}
+	r := StaticResult{ContextMs: round3(ctx.LatencyMs), GenerationMs: round3(gen.LatencyMs)}
+	tpot := 0.0
+	if in.OSL > 1 {
+		tpot = gen.LatencyMs / float64(in.OSL-1)
+	}
+	req := ctx.LatencyMs + tpot*float64(in.OSL-1)
+	r.TTFTMs, r.TPOTMs, r.RequestMs = round3(ctx.LatencyMs), round3(tpot), round3(req)
+	seq := float64(in.Batch*e.cfg.DP) / req * 1000 * float64(e.cfg.PP)
+	r.SeqPerS = round3(seq)
+	r.TokensPerSPerGPU = round3(seq * float64(in.OSL) / float64(e.gpus()))
+	if tpot > 0 {
+		r.TokensPerSPerUser = round3(1000 / tpot)
+	}
+	mem, err := e.Memory(in.Batch, in.ISL, in.OSL, in.Prefix, 0)
+	if err != nil {
+		return StaticResult{}, err
+	}
+	r.MemoryGiB = round3(mem.TotalGiB)
+	return r, finiteAll(r.ContextMs, r.GenerationMs, r.RequestMs, r.SeqPerS)
+}
+
+// StaticTotal is the golden static_total: the sum of the two rounded phases.
+func (r StaticResult) StaticTotal() float64 { return r.ContextMs + r.GenerationMs }
+
+// AggInput is one continuous-batching point (BaseBackend.run_agg).
+type AggInput struct {
+	Batch, CtxTokens, ISL, OSL, Prefix int
+}
+
+// AggResult is an agg row (unrounded, as the reference result dict).
+type AggResult struct {
+	TTFTMs      float64 `json:"ttft_ms"`
+	TPOTMs      float64 `json:"tpot_ms"`
+	RequestMs   float64 `json:"request_latency_ms"`
+	MixedStepMs float64 `json:"mixed_step_ms"`
+	GenOnlyMs   float64 `json:"genonly_step_ms"`
+	NumMix      float64 `json:"num_mix_steps"`
+	NumGenOnly  float64 `json:"num_genonly_steps"`
+	Concurrency int     `json:"concurrency"`
+	Throughput
+}
+
+// hooks are the per-backend agg hooks (backends/*_backend.py).
+type hooks struct{ backend string }
+
+// mixGenTokens is _mix_step_gen_tokens: decode requests riding a mix step.
+// vLLM (max_num_partial_prefills = 1, V-R-rule of SCHEDULERS.md: one partial
+// prefill per pass): max(1, b − ⌈ctx/isl⌉); others split by the ratio of
+// prefill steps to decode iterations.
+func (h hooks) mixGenTokens(b, ctx, isl int, decodeIters float64) int {
+	if h.backend != "vllm" {
+		steps := math.Ceil(float64(isl*b) / float64(ctx))
+		if steps >= decodeIters {
+			return max(1, int(math.Floor(float64(b)/(steps/decodeIters))))
+		}
+	}
+	return max(1, b-ceilDiv(ctx, isl))
+}
+
+// tpotMixSteps is _tpot_mix_steps: TRT-LLM and SGLang drop 3 drain steps.
+func (h hooks) tpotMixSteps(n float64) float64 {
+	if h.backend == "trtllm" || h.backend == "sglang" {
+		return math.Max(1, n-3)
+	}
+	return n
+}
+
+// ttftQueuingFactor is _ttft_queuing_factor: vLLM 1 + log2(b)/8 capped at 2
+// (1 at b ≤ 1); others the legacy min(2 + (steps − 3)/20, 4).
+func (h hooks) ttftQueuingFactor(b int, steps float64) float64 {
+	if h.backend == "vllm" {
+		if b <= 1 {
+			return 1
+		}
+		return math.Min(1+math.Log2(float64(b))/8, 2)
+	}
+	return math.Min(2+(steps-3)/2/10, 4)
+}
+
+// dispatchOverheadMs is _prefill_dispatch_overhead_ms: vLLM 0.8 ms per layer.
+func (h hooks) dispatchOverheadMs(layers int) float64 {
+	if h.backend == "vllm" {
+		return float64(layers) * 0.8
+	}
+	return 0
+}
+
+// throughputCap is _throughput_cap: vLLM caps at the Little's-law rate
+// b·(osl−1)·1000/(ttft + tpot·(osl−1)).
+func (h hooks) throughputCap(step, ttft, tpot float64, b, osl int) float64 {
+	if h.backend != "vllm" {
+		return step
+	}
+	req := ttft + tpot*float64(max(osl-1, 0))
+	if req <= 0 {
+		return step
+	}
+	return math.Min(step, float64(b*max(osl-1, 0))*1000/req)
+}
+
+// Agg is run_agg for one (b, ctx_tokens) point (nextn progress 1 token/iter).
+func (e *Estimator) Agg(in AggInput) (AggResult, error) {
+	if err := validateShape(in.Batch, in.ISL, in.OSL, in.Prefix); err != nil {
+		return AggResult{}, err
+	}
+	if in.CtxTokens <= 0 {
+		return AggResult{}, fmt.Errorf("--ctx-tokens %d: must be ≥ 1", in.CtxTokens)
+	}
+	h := hooks{e.cfg.Backend}
+	b, isl, osl, ctx := in.Batch, in.ISL, in.OSL, in.CtxTokens
+	decodeIters := 1 + float64(max(osl-1, 0))
+	steps := math.Ceil(float64(isl*b) / float64(ctx))
+	var nMix, nGen, nMixTPOT float64
+	var mixGen, genTokens int
+	if b > 1 {
+		mixGen = h.mixGenTokens(b, ctx, isl, decodeIters)
+		nMix = steps
+		if steps >= decodeIters {
+			nMixTPOT = nMix
+		} else {
+			nGen = decodeIters - nMix
+			genTokens = b
+			nMixTPOT = h.tpotMixSteps(nMix)
+		}
+	} else {
+		nMix, nGen, genTokens = 1, math.Max(decodeIters-1, 0), 1
+	}
+	mix, err := e.MixedMs(ctx, mixGen, isl, osl, in.Prefix)
+	if err != nil {
+		return AggResult{}, err
+	}
+	genOnly, err := e.GenOnlyMs(genTokens, isl, osl)
+	if err != nil {
+		return AggResult{}, err
+	}
+	r := AggResult{MixedStepMs: mix, GenOnlyMs: genOnly, NumMix: nMix, NumGenOnly: nGen}
+	r.TTFTMs = (mix*math.Ceil(float64(isl)/float64(ctx)) + h.dispatchOverheadMs(e.model.Layers)) * h.ttftQueuingFactor(b, steps)
+	if n := nMixTPOT + nGen; n > 0 {
+		r.TPOTMs = (mix*nMixTPOT + genOnly*nGen) / n
+	}
+	r.RequestMs = r.TTFTMs + r.TPOTMs*float64(osl-1)
+	total := nMix*mix + nGen*genOnly
+	step := 0.0
+	if osl > 1 && total > 0 {
+		step = 1000 / total * float64(b*(osl-1))
+	}
+	out := h.throughputCap(step, r.TTFTMs, r.TPOTMs, b, osl) * float64(e.cfg.PP*e.cfg.DP)
+	r.Concurrency = b * e.cfg.PP * e.cfg.DP
+	if osl > 1 {
+		r.SeqPerS = out / float64(osl-1)
+	}
+	r.TokensPerSPerGPU = out / float64(e.gpus())
+	if r.TPOTMs > 0 {
+		r.TokensPerSPerUser = 1000 / r.TPOTMs
+	}
+	numTokens := ctx
+	numGenReq := float64(b) - math.Ceil(float64(ctx)/float64(isl))
+	if b > 1 {
+		numTokens = int(numGenReq) + ctx
+	}
+	mem, err := e.Memory(b, isl, osl, in.Prefix, numTokens)
+	if err != nil {
+		return AggResult{}, err
+	}
+	if b == 1 && osl > 1 {
+		dm, err := e.Memory(b, isl, osl, in.Prefix, 1)
+		if err != nil {
+			return AggResult{}, err
+		}
+		if dm.TotalGiB > mem.TotalGiB {
+			mem = dm
+		}
+	}
+	r.MemoryGiB = mem.TotalGiB
+	if err := e.checkOOM(mem); err != nil {
+		return AggResult{}, err
+	}
+	return r, finiteAll(r.TTFTMs, r.TPOTMs, r.RequestMs, r.SeqPerS)
+}
+
+// DisaggInput is one disaggregated point (DisaggInferenceSession.run_disagg).
+type DisaggInput struct {
+	ISL, OSL, Prefix             int
+	PrefillBatch, PrefillWorkers int
+	DecodeBatch, DecodeWorkers   int
+	PrefillCorrection            float64 // default 1.1
+	DecodeCorrection             float64 // default 1.08
+	Stride                       int     // static stride of both workers (default 32)
+}
+
+// DisaggResult is a disagg row (rounded to 3 decimals as the reference).
+type DisaggResult struct {
+	TTFTMs    float64 `json:"ttft_ms"`
+	TPOTMs    float64 `json:"tpot_ms"`
+	RequestMs float64 `json:"request_latency_ms"`
+	Throughput
+	PrefillMemoryGiB float64 `json:"prefill_memory_gib"`
+	DecodeMemoryGiB  float64 `json:"decode_memory_gib"`
+}
+
+// Disagg constants (inference_session.py, picking.py).
+const (
+	autoscaleTTFTFactor   = 1.8  // _AUTOSCALE_TTFT_CORRECTION_FACTOR
+	prefillRateDegrade    = 0.9  // prefill pipeline bubbles
+	decodeRateDegrade     = 0.92 // decode batch slots not saturated
+	defaultPrefillCorrect = 1.1
+	defaultDecodeCorrect  = 1.08
+)
+
+// Disagg prices a prefill worker (pre) and a decode worker (dec): P =
+// round(ctx(bp)·1.1, 3), T = round(gen(bd)·1.08/(osl−1), 3); ttft =
+// round(P·1.8, 3), request = round(P·1.8 + T·(osl−1), 3); seq/s =
+// min(P_seq/s·nP·0.9, D_seq/s·nD·0.92).
+func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
+	if pre.model != dec.model && pre.model.ID != dec.model.ID {
+		return DisaggResult{}, fmt.Errorf("disagg: prefill and decode workers price different models")
+	}
+	for name, v := range map[string]int{"prefill-batch": in.PrefillBatch, "prefill-workers": in.PrefillWorkers,
+		"decode-batch": in.DecodeBatch, "decode-workers": in.DecodeWorkers} {
+		if v <= 0 {
+			return DisaggResult{}, fmt.Errorf("--%s %d: must be ≥ 1", name, v)
+		}
+	}
+	if err := validateShape(1, in.ISL, in.OSL, in.Prefix); err != nil {
+		return DisaggResult{}, err
+	}
+	pc, dc := in.PrefillCorrection, in.DecodeCorrection
+	if pc == 0 {
+		pc = defaultPrefillCorrect
+	}
+	if dc == 0 {
+		dc = defaultDecodeCorrect
+	}
+	if pc < 0 || dc < 0 {
+		return DisaggResult{}, fmt.Errorf("--prefill-correction %v / --decode-correction %v: must be > 0", pc, dc)
+	}
+	stride := in.Stride
+	if stride <= 0 {
+		stride = 32
+	}
+	ctx, err := pre.ContextMs(in.PrefillBatch, in.ISL, in.Prefix)
+	if err != nil {
+		return DisaggResult{}, fmt.Errorf("prefill worker: %w", err)
+	}
+	gen, err := dec.GenerationMs(in.DecodeBatch, in.ISL, in.OSL, stride)
+	if err != nil {
+		return DisaggResult{}, fmt.Errorf("decode worker: %w", err)
+	}
+	P := round3(ctx.LatencyMs * pc)
+	T := 0.0
+	if in.OSL > 1 {
+		T = round3(gen.LatencyMs * dc / float64(in.OSL-1))
+	}
+	r := DisaggResult{TTFTMs: round3(P * autoscaleTTFTFactor), TPOTMs: T,
+		RequestMs: round3(P*autoscaleTTFTFactor + T*float64(in.OSL-1))}
+	pSeq := float64(in.PrefillBatch*pre.cfg.DP) / P * 1000 * float64(pre.cfg.PP)
+	dSeq := math.Inf(1)
+	if in.OSL > 1 && T > 0 {
+		dSeq = float64(in.DecodeBatch*dec.cfg.DP) / (T * float64(in.OSL-1)) * 1000 * float64(dec.cfg.PP)
+	}
+	seq := math.Min(pSeq*float64(in.PrefillWorkers)*prefillRateDegrade, dSeq*float64(in.DecodeWorkers)*decodeRateDegrade)
+	gpus := in.PrefillWorkers*pre.gpus() + in.DecodeWorkers*dec.gpus()
+	r.SeqPerS = round3(seq)
+	r.TokensPerSPerGPU = round3(seq * float64(in.OSL) / float64(gpus))
+	if T > 0 {
+		r.TokensPerSPerUser = round3(1000 / T)
+	}
+	pm, err := pre.Memory(in.PrefillBatch, in.ISL, in.OSL, in.Prefix, 0)
+	if err != nil {
+		return DisaggResult{}, err
+	}
+	dm, err := dec.Memory(in.DecodeBatch, in.ISL, in.OSL, in.Prefix, in.DecodeBatch)
+	if err != nil {
+		return DisaggResult{}, err
+	}
+	if err := pre.checkOOM(pm); err != nil {
+		return DisaggResult{}, fmt.Errorf("prefill worker: %w", err)
+	}
+	if err := dec.checkOOM(dm); err != nil {
+		return DisaggResult{}, fmt.Errorf("decode worker: %w", err)
+	}
+	r.PrefillMemoryGiB, r.DecodeMemoryGiB = round3(pm.TotalGiB), round3(dm.TotalGiB)
+	r.MemoryGiB = math.Max(r.PrefillMemoryGiB, r.DecodeMemoryGiB)
+	return r, finiteAll(r.TTFTMs, r.TPOTMs, r.RequestMs, r.SeqPerS)
+}
+
+// finiteAll reports the first NaN/Inf among results.
+func finiteAll(vs ...float64) error {
+	for _, v := range vs {
+		if err := finite("estimate", v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package perfdb
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+// fakeKernels prices kernels with smooth deterministic formulas so the
+// estimate arithmetic can be checked without perf data.
+type fakeKernels struct{}
+
+func (fakeKernels) GemmOp(q GemmQuant, m, n, k int, lp bool) (Perf, error) {
+	return Perf{LatencyMs: 0.002 + float64(m)*float64(n)*float64(k)*1e-12, Source: SourceSilicon}, nil
+}
+func (fakeKernels) ContextAttention(b, s, prefix, nh, nkv, hd, w int, kv KVQuant, f FMHAQuant) (Perf, error) {
+	full := float64(s + prefix)
+	return Perf{LatencyMs: 0.01 + float64(b)*float64(nh)*(full*full-float64(prefix*prefix))*1e-9, Source: SourceSilicon}, nil
+}
+func (fakeKernels) GenerationAttention(b, s, nh, nkv, hd, w int, kv KVQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.005 + float64(b)*float64(s)*float64(nkv)*1e-8, Source: SourceSilicon}, nil
+}
+func (fakeKernels) CustomAllReduce(q CommQuant, tp int, size float64) (Perf, error) {
+	return Perf{LatencyMs: 0.004 + size*1e-9, Source: SourceSilicon}, nil
+}
+func (fakeKernels) NCCL(q CommQuant, g int, op string, size float64) (Perf, error) {
+	return Perf{LatencyMs: 0.006 + size*1e-9, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MoE(a MoEArgs, tokens int) (Perf, error) {
+	return Perf{LatencyMs: 0.02 + float64(tokens*max(a.AttentionDP, 1))*1e-5, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MemOp(bytes float64) (Perf, error) {
+	return Perf{LatencyMs: (bytes/(4.8e12*0.8) + 3e-6) * 1000, Source: SourceEmpirical}, nil
+}
+func (fakeKernels) P2P(bytes float64) (Perf, error) {
+	return Perf{LatencyMs: (bytes/50e9 + 1e-5) * 1000, Source: SourceEmpirical}, nil
+}
+
+func testSystem() *System {
+	return &System{Name: "h200_sxm", MemBW: 4.8e12, MemBWEmpiricalScalingFactor: 0.8, MemEmpiricalConstantLatency: 3e-6,
+		MemCapacity: 151397597184, BF16TCFlops: 989e12, FP8TCFlops: 1978e12, INT8TCFlops: 1978e12, SMVersion: 90,
+		NumGPUsPerNode: 8, InterNodeBW: 50e9, IntraNodeBW: 450e9, P2PLatency: 1e-5,
+		NCCLMem: map[int]float64{1: 0, 2: 358612992, 4: 411041792, 8: 411041792}, OtherMem: 3758096384}
+}
+
+func testModel(t testing.TB) *Model {
+	t.Helper()
+	cfg := `{"architectures":["Qwen3ForCausalLM"],"num_hidden_layers":64,"hidden_size":5120,"num_attention_heads":64,
+"num_key_value_heads":8,"head_dim":128,"intermediate_size":25600,"vocab_size":151936,"max_position_embeddings":40960}`
+	m, err := ParseHFConfig("Qwen/Qwen3-32B", "inline", []byte(cfg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func testEstimator(t testing.TB, backend string, tp int) *Estimator {
+	t.Helper()
+	e, err := newEstimator(fakeKernels{}, testSystem(), testModel(t), Config{Backend: backend, TP: tp, MoEEP: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func near(a, b, rtol float64) bool { return math.Abs(a-b) <= math.Max(math.Abs(b)*rtol, 1e-9) }
+
+// TestAggIdentityVLLM checks PERFDB.md §2.3: vLLM agg at b = 2, ctx = isl,
+// osl = 2 gives tpot = mixed step and ttft = (mixed + 0.8·L)·1.125.
+func TestAggIdentityVLLM(t *testing.T) {
+	e := testEstimator(t, "vllm", 8)
+	r, err := e.Agg(AggInput{Batch: 2, CtxTokens: 1024, ISL: 1024, OSL: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mix, err := e.MixedMs(1024, 1, 1024, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(r.TPOTMs, mix, 1e-12) {
+		t.Errorf("agg tpot %v != mixed %v", r.TPOTMs, mix)
+	}
+	if want := (mix + 0.8*64) * 1.125; !near(r.TTFTMs, want, 1e-12) {
+		t.Errorf("agg ttft %v, want %v", r.TTFTMs, want)
+	}
+	if !near(r.RequestMs, r.TTFTMs+r.TPOTMs, 1e-12) {
+		t.Errorf("request %v != ttft + tpot", r.RequestMs)
+	}
+}
+
+// TestAggRatioTRTLLM: TRT-LLM agg at b = 2, ctx = isl, osl = 2 has steps = 2 =
+// decode iterations, so ttft = mix·1.95 and tpot = mix.
+func TestAggRatioTRTLLM(t *testing.T) {
+	e := testEstimator(t, "trtllm", 8)
+	r, err := e.Agg(AggInput{Batch: 2, CtxTokens: 1024, ISL: 1024, OSL: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(r.TTFTMs/r.TPOTMs, 1.95, 1e-12) {
+		t.Errorf("ttft/tpot = %v, want 1.95", r.TTFTMs/r.TPOTMs)
+	}
+}
+
+// TestHooks mirrors the reference hook unit tests.
+func TestHooks(t *testing.T) {
+	v := hooks{"vllm"}
+	for b, want := range map[int]float64{1: 1, 2: 1.125, 256: 2, 1024: 2} {
+		if got := v.ttftQueuingFactor(b, 3); got != want {
+			t.Errorf("vllm queuing(%d) = %v, want %v", b, got, want)
+		}
+	}
+	if got := (hooks{"trtllm"}).tpotMixSteps(10); got != 7 {
+		t.Errorf("trtllm tpot mix steps(10) = %v, want 7", got)
+	}
+	if got := (hooks{"trtllm"}).ttftQueuingFactor(4, 1); got != 1.9 {
+		t.Errorf("legacy queuing(1 step) = %v, want 1.9", got)
+	}
+	if got := (hooks{"sglang"}).ttftQueuingFactor(4, 100); got != 4 {
+		t.Errorf("legacy queuing cap = %v, want 4", got)
+	}
+	if got := v.dispatchOverheadMs(64); got != 51.2 {
+		t.Errorf("vllm dispatch overhead = %v", got)
+	}
+	if got := v.throughputCap(1e9, 10, 1, 4, 11); got != 4*10*1000.0/20 {
+		t.Errorf("little's law cap = %v", got)
+	}
+}
+
+// TestDisaggIdentity: disagg ttft = round(round(ctx·1.1, 3)·1.8, 3).
+func TestDisaggIdentity(t *testing.T) {
+	e := testEstimator(t, "vllm", 8)
+	r, err := Disagg(e, e, DisaggInput{ISL: 1024, OSL: 2, PrefillBatch: 1, PrefillWorkers: 1, DecodeBatch: 4, DecodeWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := e.ContextMs(1, 1024, 0)
+	if want := round3(round3(ctx.LatencyMs*1.1) * 1.8); r.TTFTMs != want {
+		t.Errorf("disagg ttft %v, want %v", r.TTFTMs, want)
+	}
+	gen, _ := e.GenerationMs(4, 1024, 2, 32)
+	if want := round3(gen.LatencyMs * 1.08); r.TPOTMs != want {
+		t.Errorf("disagg tpot %v, want %v", r.TPOTMs, want)
+	}
+}
+
+// TestStaticTotal: static_total = rounded ctx + rounded gen, and the stride
+// quadrature weights steps by min(stride, osl−1−i).
+func TestStaticTotal(t *testing.T) {
+	e := testEstimator(t, "vllm", 8)
+	r, err := e.Static(StaticInput{Batch: 1, ISL: 1024, OSL: 70, Stride: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1, _ := runGenStep(e.ks, e.ops.gen, 1, 1025, false)
+	g2, _ := runGenStep(e.ks, e.ops.gen, 1, 1057, false)
+	g3, _ := runGenStep(e.ks, e.ops.gen, 1, 1089, false)
+	if want := round3(g1.LatencyMs*32 + g2.LatencyMs*32 + g3.LatencyMs*5); r.GenerationMs != want {
+		t.Errorf("stride-32 generation %v, want %v", r.GenerationMs, want)
+	}
+	if r.StaticTotal() != r.ContextMs+r.GenerationMs {
+		t.Error("static total is not the sum of the rounded phases")
+	}
+}
+
+// TestBadInput checks that bad shapes name their flag.
+func TestBadInput(t *testing.T) {
+	e := testEstimator(t, "vllm", 8)
+	if _, err := e.Static(StaticInput{Batch: 1, ISL: 100, OSL: 2, Prefix: 100}); err == nil || !strings.Contains(err.Error(), "--prefix") {
+		t.Errorf("prefix ≥ isl: %v", err)
+	}
+	if _, err := e.Static(StaticInput{Batch: 0, ISL: 100, OSL: 2}); err == nil || !strings.Contains(err.Error(), "--batch") {
+		t.Errorf("batch 0: %v", err)
+	}
+	if _, err := newEstimator(fakeKernels{}, testSystem(), testModel(t), Config{Backend: "vllm", TP: 3}); err == nil || !strings.Contains(err.Error(), "--tp") {
+		t.Errorf("tp 3: %v", err)
+	}
+	big := testEstimator(t, "vllm", 1)
+	if _, err := big.Agg(AggInput{Batch: 4096, CtxTokens: 32768, ISL: 32768, OSL: 2}); !errors.Is(err, ErrOOM) {
+		t.Errorf("huge batch: want OOM, got %v", err)
+	}
+}

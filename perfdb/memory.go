@@ -1,0 +1,102 @@
+package perfdb
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// MemoryUsage is one GPU's memory footprint in GiB (BaseBackend._get_memory_usage).
+type MemoryUsage struct {
+	TotalGiB       float64 `json:"total_gib"`
+	WeightsGiB     float64 `json:"weights_gib"`
+	ActivationsGiB float64 `json:"activations_gib"`
+	KVCacheGiB     float64 `json:"kvcache_gib"`
+	NCCLGiB        float64 `json:"nccl_gib"`
+	OthersGiB      float64 `json:"others_gib"`
+}
+
+// ErrOOM marks a configuration whose memory estimate exceeds the GPU.
+var ErrOOM = errors.New("out of memory")
+
+// activationCoeff is ACTIVATION_COEFFICIENTS[family][min(tp, 8)]: TRT-LLM and
+// vLLM share one table, SGLang has its own (backends/*_backend.py).
+func activationCoeff(backend, family string, tp int) float64 {
+	idx := map[int]int{1: 0, 2: 1, 4: 2, 8: 3}[min(tp, 8)]
+	var t map[string][4]float64
+	if backend == "sglang" {
+		t = map[string][4]float64{"LLAMA": {14, 8.5, 6.5, 6.5}, "MOE": {28, 17, 13, 13}, "default": {10, 6, 5, 5}}
+	} else {
+		t = map[string][4]float64{"LLAMA": {11, 6.5, 5, 5}, "MOE": {22, 13, 10, 10}, "default": {10, 6, 5, 5}}
+	}
+	c, ok := t[family]
+	if !ok {
+		c = t["default"]
+	}
+	return c[idx]
+}
+
+// Memory estimates one GPU's footprint for batch requests of isl + osl
+// tokens; numTokens is the per-step token count (0 means (isl − prefix)·batch):
+//
+//	weights     = Σ op weights / pp
+//	activations = max(2·tokens·(n·d)·coef[family][min(tp,8)], 70 MiB (SGLang 90 MiB)) (SGLang ×1.15)
+//	kvcache     = batch·(isl + osl)·kv_bytes·L·2·⌈n_kv/tp⌉·d   (gpt-oss: banded layers capped at 128)
+//	nccl        = misc.nccl_mem[min(tp,8)];  others = misc.other_mem (SGLang ×1.2)
+func (e *Estimator) Memory(batch, isl, osl, prefix, numTokens int) (MemoryUsage, error) {
+	m, c := e.model, e.cfg
+	var weights float64
+	for i := range e.ops.ctx {
+		weights += e.ops.ctx[i].weightsB
+	}
+	weights /= float64(c.PP)
+	h := float64(m.Heads * m.HeadDim)
+	if numTokens == 0 {
+		numTokens = (isl - prefix) * batch
+	}
+	tpc := min(c.TP, 8)
+	act := 2 * float64(numTokens) * h * activationCoeff(c.Backend, m.Family, tpc)
+	minAct, actOver, othOver := 70.0*(1<<20), 0.0, 0.0
+	if c.Backend == "sglang" {
+		minAct, actOver, othOver = 90.0*(1<<20), 0.15, 0.20
+	}
+	act = math.Max(act, minAct)
+	if c.Nextn > 0 && numTokens > 0 {
+		act *= float64(c.Nextn + 1)
+	}
+	act *= 1 + actOver
+	kvm, err := c.KVQuant.Mapping()
+	if err != nil {
+		return MemoryUsage{}, err
+	}
+	seq := isl + osl
+	perTok := float64(kvHeadsPerGPU(m, c.TP)*m.HeadDim) * 2 * kvm.Memory
+	var kvPerSeq float64
+	if m.Architecture == "GptOssForCausalLM" {
+		swa := m.Layers / 2
+		kvPerSeq = perTok * float64(swa*min(seq, gptOSSWindow)+(m.Layers-swa)*seq)
+	} else {
+		kvPerSeq = perTok * float64(m.Layers) * float64(seq)
+	}
+	kv := float64(batch) * kvPerSeq
+	nccl, ok := e.sys.NCCLMem[tpc]
+	if !ok && tpc > 1 {
+		return MemoryUsage{}, fmt.Errorf("system %s: misc.nccl_mem has no entry for %d GPUs", e.sys.Name, tpc)
+	}
+	others := e.sys.OtherMem * (1 + othOver)
+	const gib = 1 << 30
+	u := MemoryUsage{WeightsGiB: weights / gib, ActivationsGiB: act / gib, KVCacheGiB: kv / gib,
+		NCCLGiB: nccl / gib, OthersGiB: others / gib}
+	u.TotalGiB = (weights + act + kv + nccl + others) / gib
+	return u, nil
+}
+
+// checkOOM fails when the footprint exceeds the GPU's memory capacity.
+func (e *Estimator) checkOOM(u MemoryUsage) error {
+	capGiB := e.sys.MemCapacity / (1 << 30)
+	if capGiB > 0 && u.TotalGiB > capGiB {
+		return fmt.Errorf("%w: %.2f GiB needed on %s (capacity %.2f GiB); raise tp/pp or lower the batch",
+			ErrOOM, u.TotalGiB, e.sys.Name, capGiB)
+	}
+	return nil
+}
