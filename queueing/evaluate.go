@@ -1,0 +1,41 @@
+package queueing
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// Options tunes a quantitative evaluation. The zero value selects the defaults.
+type Options struct {
+	// WarmupGenerations (closed loop): requests of a slot before its steady window
+	// (default 4; the first generation is always the transient).
+	WarmupGenerations int
+	// WindowGenerations (closed loop): steady requests per slot (default
+	// max(8, ceil(256/C))).
+	WindowGenerations int
+	// OpenLoopRequests: open-loop requests when the workload does not set
+	// NumRequests (default 1024).
+	OpenLoopRequests int
+	// RecordTokenTimes fills RequestRecord.TokenMs.
+	RecordTokenTimes bool
+}
+
+// Quantitative evaluates w on engine e with pass timing t by the limit-cycle
+// recursion of the backend's calendar (QUEUEING.md §4) with default options.
+func Quantitative(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
+	return QuantitativeWith(ctx, w, e, t, Options{})
+}
+
+// QuantitativeWith is Quantitative with explicit options.
+func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
+	return nil, errors.New("queueing: quantitative evaluator not built yet")
+}
+
+// Screening evaluates w on engine e with pass timing t by the closed form of
+// QUEUEING.md §5: O(1) timing calls, no simulation.
+func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
+	return nil, errors.New("queueing: screening tier not built yet")
+}
