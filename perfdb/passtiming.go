@@ -1,0 +1,246 @@
+package perfdb
+
+// passtiming.go adapts an Estimator to queueing/timing.Timing: it prices an
+// arbitrary engine pass (prefill chunks with their computed context, decode
+// rows with their context lengths) as ONE fused pass, the way
+// aiconfigurator's mixed step composes one (Engine::mixed_step_breakdown):
+//
+//   - token-major work (GEMMs, norms, MoE, all-reduces): the context op list
+//     without context_attention, at batch 1 over P + D tokens (P prefill
+//     tokens, D decode rows), as mixed pass 1;
+//   - prefill attention per chunk: context_attention at batch 1, s = the
+//     chunk's tokens, prefix = its already-computed tokens (the table's
+//     prefix correction charges exactly the chunk's share of the causal
+//     triangle); equal chunks are batched;
+//   - decode attention: generation_attention at batch D and KV length = the
+//     rows' mean context length, as mixed pass 3 (decode attention is
+//     memory-bound, linear in the summed context).
+//
+// A decode-only pass is the full generation op list at batch D (the gen-only
+// step), so a pass of the agg shapes prices t_mix (MixedMs with ctx = isl)
+// and t_gen (GenOnlyMs) exactly whenever its context lengths lie on the
+// bucket grid below (otherwise within the bucketing error).
+//
+// Caching: a pass is keyed by its exact chunk token counts, its bucketed
+// chunk contexts, its exact decode count and its bucketed mean decode
+// context. bucket(x) keeps x exact up to 64 and above rounds it to the
+// nearest multiple of 2^(⌊log2 x⌋−4) (16 buckets per octave, ≤ 1.6 %
+// relative error), and the pass is priced AT the bucketed values, so the
+// result is a pure function of the key (order-independent, deterministic).
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+)
+
+// PassTiming prices engine passes for the queueing layer. It is safe for
+// concurrent use.
+type PassTiming struct {
+	e *Estimator
+
+	mu    sync.RWMutex
+	cache map[passKey]float64
+	err   error // first pricing error (sticky)
+}
+
+// failedPassMs is returned by PassMs when a pass cannot be priced; Err then
+// reports why. It is finite and huge so a run that ignores Err is obviously wrong.
+const failedPassMs = 1e9
+
+var _ timing.Timing = (*PassTiming)(nil)
+
+// NewPassTiming wraps an estimator and probes it at a small and a large pass
+// so a data gap surfaces here, not mid-simulation.
+func NewPassTiming(e *Estimator) (*PassTiming, error) {
+	if e == nil {
+		return nil, errors.New("pass timing: nil estimator")
+	}
+	pt := &PassTiming{e: e, cache: make(map[passKey]float64)}
+	probes := []timing.Pass{
+		{Decode: []int{1025}},
+		{Prefill: []timing.Chunk{{Tokens: 512, Computed: 512}}, Decode: []int{2048, 4096}},
+	}
+	for i := range probes {
+		if _, err := pt.Price(&probes[i]); err != nil {
+			return nil, fmt.Errorf("pass timing: probe pass %d: %w", i, err)
+		}
+	}
+	return pt, nil
+}
+
+// Err returns the first error PassMs met (nil if every pass was priced).
+func (pt *PassTiming) Err() error {
+	pt.mu.RLock()
+	defer pt.mu.RUnlock()
+	return pt.err
+}
+
+// PassMs implements timing.Timing. On a pricing error it records the error
+// (see Err) and returns failedPassMs; an empty pass costs 0.
+func (pt *PassTiming) PassMs(p *timing.Pass) float64 {
+	v, err := pt.Price(p)
+	if err != nil {
+		pt.mu.Lock()
+		if pt.err == nil {
+			pt.err = err
+		}
+		pt.mu.Unlock()
+		return failedPassMs
+	}
+	return v
+}
+
+// Price returns the fused-pass latency in ms, or an error naming the failing
+// query or the invalid pass.
+func (pt *PassTiming) Price(p *timing.Pass) (float64, error) {
+	if len(p.Prefill) == 0 && len(p.Decode) == 0 {
+		return 0, nil
+	}
+	k, err := makePassKey(p)
+	if err != nil {
+		return 0, err
+	}
+	pt.mu.RLock()
+	v, ok := pt.cache[k]
+	pt.mu.RUnlock()
+	if ok {
+		return v, nil
+	}
+	v, err = pt.price(p)
+	if err != nil {
+		return 0, err
+	}
+	pt.mu.Lock()
+	pt.cache[k] = v
+	pt.mu.Unlock()
+	return v, nil
+}
+
+// price computes a pass at its bucketed shape (uncached).
+func (pt *PassTiming) price(p *timing.Pass) (float64, error) {
+	e := pt.e
+	nextn := e.cfg.Nextn + 1
+	d := len(p.Decode)
+	var meanCtx int
+	if d > 0 {
+		sum := 0
+		for _, c := range p.Decode {
+			sum += c
+		}
+		meanCtx = bucket((sum + d/2) / d)
+	}
+	if len(p.Prefill) == 0 {
+		r, err := runGenStep(e.ks, e.ops.gen, d*nextn, max(meanCtx, 1), false)
+		if err != nil {
+			return 0, err
+		}
+		return r.LatencyMs, finite("pass", r.LatencyMs)
+	}
+	type shape struct{ tokens, ctx int }
+	counts := map[shape]int{}
+	var order []shape
+	tokens := 0
+	for _, c := range p.Prefill {
+		s := shape{c.Tokens, bucket(c.Computed)}
+		if counts[s] == 0 {
+			order = append(order, s)
+		}
+		counts[s]++
+		tokens += c.Tokens
+	}
+	total, err := runContext(e.ks, e.ops.ctx, 1, tokens+d*nextn, 0, skipContextAttention)
+	if err != nil {
+		return 0, err
+	}
+	ms := total.LatencyMs
+	slices.SortFunc(order, func(a, b shape) int {
+		if a.tokens != b.tokens {
+			return a.tokens - b.tokens
+		}
+		return a.ctx - b.ctx
+	})
+	for _, s := range order {
+		a, err := runContext(e.ks, e.ops.ctx, counts[s], s.tokens, s.ctx, onlyContextAttention)
+		if err != nil {
+			return 0, err
+		}
+		ms += a.LatencyMs
+	}
+	if d > 0 {
+		a, err := runGenStep(e.ks, e.ops.gen, d*nextn, max(meanCtx, 1), true)
+		if err != nil {
+			return 0, err
+		}
+		ms += a.LatencyMs
+	}
+	return ms, finite("pass", ms)
+}
+
+// bucket quantizes a context length: exact up to 64, then 16 buckets per
+// octave (nearest multiple of 2^(⌊log2 x⌋−4)).
+func bucket(x int) int {
+	if x <= 64 {
+		return x
+	}
+	step := 1 << (bits.Len(uint(x)) - 1 - 4)
+	return (x + step/2) / step * step
+}
+
+// passKey identifies a pass's bucketed shape: two independent 64-bit hashes
+// of the order-independent multiset of chunks plus the decode summary.
+type passKey struct{ a, b uint64 }
+
+// makePassKey hashes a pass without allocating. Chunks are combined with a
+// commutative sum of per-chunk mixes so their order does not matter.
+func makePassKey(p *timing.Pass) (passKey, error) {
+	var sa, sb uint64
+	for _, c := range p.Prefill {
+		if c.Tokens <= 0 || c.Computed < 0 || c.Prefix < 0 || c.Prefix > c.Computed {
+			return passKey{}, fmt.Errorf("pass chunk %+v: tokens must be > 0 and 0 ≤ prefix ≤ computed", c)
+		}
+		v := uint64(c.Tokens)<<32 | uint64(bucket(c.Computed))
+		sa += mix64(v)
+		sb += mix64(v ^ 0x9e3779b97f4a7c15)
+	}
+	d := len(p.Decode)
+	mean := 0
+	if d > 0 {
+		sum := 0
+		for _, c := range p.Decode {
+			if c <= 0 {
+				return passKey{}, fmt.Errorf("pass decode row context %d: must be > 0", c)
+			}
+			sum += c
+		}
+		mean = bucket((sum + d/2) / d)
+	}
+	dv := uint64(d)<<32 | uint64(mean)
+	return passKey{mix64(sa^mix64(dv)) + uint64(len(p.Prefill)), mix64(sb+0x632be59bd9b4e019) ^ mix64(dv^0xbf58476d1ce4e5b9)}, nil
+}
+
+// mix64 is the splitmix64 finalizer.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// TMixMs is the screening tier's t_mix: the agg mix step with ctxTokens
+// prefill tokens and genTokens decode rows (Estimator.MixedMs).
+func (pt *PassTiming) TMixMs(ctxTokens, genTokens, isl, osl, prefix int) (float64, error) {
+	return pt.e.MixedMs(ctxTokens, genTokens, isl, osl, prefix)
+}
+
+// TGenMs is the screening tier's t_gen: the gen-only step at batch b
+// (Estimator.GenOnlyMs).
+func (pt *PassTiming) TGenMs(b, isl, osl int) (float64, error) {
+	return pt.e.GenOnlyMs(b, isl, osl)
+}

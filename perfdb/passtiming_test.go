@@ -1,0 +1,139 @@
+package perfdb
+
+import (
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"pgregory.net/rapid"
+)
+
+func testPassTiming(t testing.TB) *PassTiming {
+	t.Helper()
+	pt, err := NewPassTiming(testEstimator(t, "vllm", 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pt
+}
+
+// TestPassTimingMatchesAggSteps: the agg shapes price as t_mix and t_gen when
+// the decode context (isl + osl/2 + 1 = 1088) lies on the bucket grid.
+func TestPassTimingMatchesAggSteps(t *testing.T) {
+	pt := testPassTiming(t)
+	isl, osl := 1024, 126
+	mix, err := pt.TMixMs(isl, 3, isl, osl, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pt.PassMs(&timing.Pass{Prefill: []timing.Chunk{{Tokens: isl}}, Decode: []int{1000, 1088, 1176}})
+	if !near(got, mix, 1e-12) {
+		t.Errorf("mixed pass %v, t_mix %v", got, mix)
+	}
+	gen, err := pt.TGenMs(4, isl, osl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pt.PassMs(&timing.Pass{Decode: []int{1088, 1088, 1088, 1088}}); !near(got, gen, 1e-12) {
+		t.Errorf("decode pass %v, t_gen %v", got, gen)
+	}
+	if pt.Err() != nil {
+		t.Error(pt.Err())
+	}
+}
+
+// TestPassTimingProperties: positive, finite, order-independent, cached value
+// identical to the uncached one, monotone in decode rows.
+func TestPassTimingProperties(t *testing.T) {
+	pt := testPassTiming(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		var p timing.Pass
+		for i, n := 0, rapid.IntRange(0, 4).Draw(rt, "chunks"); i < n; i++ {
+			comp := rapid.IntRange(0, 20000).Draw(rt, "computed")
+			p.Prefill = append(p.Prefill, timing.Chunk{Tokens: rapid.IntRange(1, 8192).Draw(rt, "tokens"), Computed: comp})
+		}
+		for i, n := 0, rapid.IntRange(0, 64).Draw(rt, "rows"); i < n; i++ {
+			p.Decode = append(p.Decode, rapid.IntRange(1, 40000).Draw(rt, "ctx"))
+		}
+		if len(p.Prefill)+len(p.Decode) == 0 {
+			return
+		}
+		v := pt.PassMs(&p)
+		if !(v > 0) || math.IsInf(v, 0) || v == failedPassMs {
+			rt.Fatalf("pass %+v priced %v (err %v)", p, v, pt.Err())
+		}
+		uncached, err := pt.price(&p)
+		if err != nil || uncached != v {
+			rt.Fatalf("cached %v != uncached %v (%v)", v, uncached, err)
+		}
+		rev := timing.Pass{Decode: p.Decode}
+		for i := len(p.Prefill) - 1; i >= 0; i-- {
+			rev.Prefill = append(rev.Prefill, p.Prefill[i])
+		}
+		if w := pt.PassMs(&rev); w != v {
+			rt.Fatalf("chunk order changed the price: %v vs %v", v, w)
+		}
+		more := timing.Pass{Prefill: p.Prefill, Decode: append(append([]int(nil), p.Decode...), p.Decode...)}
+		if len(p.Decode) > 0 && pt.PassMs(&more) < v {
+			rt.Fatalf("doubling the decode rows made the pass cheaper")
+		}
+	})
+}
+
+// TestPassTimingConcurrent prices from many goroutines (run with -race).
+func TestPassTimingConcurrent(t *testing.T) {
+	pt := testPassTiming(t)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				pt.PassMs(&timing.Pass{Prefill: []timing.Chunk{{Tokens: 1 + (i*g)%512, Computed: i}}, Decode: []int{100 + i}})
+			}
+		}(g)
+	}
+	wg.Wait()
+	if pt.Err() != nil {
+		t.Fatal(pt.Err())
+	}
+}
+
+// TestPassTimingBadPass: invalid chunks are errors, not prices.
+func TestPassTimingBadPass(t *testing.T) {
+	pt := testPassTiming(t)
+	if _, err := pt.Price(&timing.Pass{Prefill: []timing.Chunk{{Tokens: 0}}}); err == nil {
+		t.Error("zero-token chunk priced")
+	}
+	if v := pt.PassMs(&timing.Pass{Decode: []int{0}}); v != failedPassMs || pt.Err() == nil {
+		t.Errorf("zero-context decode row: %v, err %v", v, pt.Err())
+	}
+}
+
+func TestBucket(t *testing.T) {
+	for x := 1; x < 1<<20; x += 1 + x/7 {
+		b := bucket(x)
+		if math.Abs(float64(b-x))/float64(x) > 1.0/32+1e-12 {
+			t.Fatalf("bucket(%d) = %d: error above 1/32", x, b)
+		}
+		if bucket(b) != b {
+			t.Fatalf("bucket not idempotent at %d", x)
+		}
+	}
+}
+
+// BenchmarkPassTimingCached prices a repeated mixed pass (the cache hit path).
+func BenchmarkPassTimingCached(b *testing.B) {
+	pt := testPassTiming(b)
+	p := &timing.Pass{Prefill: []timing.Chunk{{Tokens: 2048, Computed: 4096}, {Tokens: 512}}, Decode: make([]int, 64)}
+	for i := range p.Decode {
+		p.Decode[i] = 1000 + 37*i
+	}
+	pt.PassMs(p)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pt.PassMs(p)
+	}
+}
