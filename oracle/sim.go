@@ -1,0 +1,425 @@
+package oracle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// Options tune what a run records.
+type Options struct {
+	// PassLog records every pass (scheduled tokens per request, preemptions, free
+	// blocks). Off for long runs.
+	PassLog bool
+	// MaxPasses bounds the run (0 = a bound derived from the workload); hitting it is
+	// an error, never a hang.
+	MaxPasses int
+}
+
+// Sched is one entry of a pass: request index (into Result.Requests) and tokens.
+type Sched struct {
+	Req    int32
+	Tokens int
+}
+
+// PassRecord is one pass of the per-pass log.
+type PassRecord struct {
+	Index      int // 1-based
+	StartMs    float64
+	EndMs      float64
+	FreeBlocks int     // free-queue size right after the pass was scheduled
+	Scheduled  []Sched // in schedule order
+	Preempted  []int32 // request indices preempted while scheduling this pass
+}
+
+// RequestRecord is the outcome of one request.
+type RequestRecord struct {
+	ID              string
+	ArrivalMs       float64
+	PromptLen       int
+	MaxTokens       int
+	TTFTMs          float64   // first token time − arrival
+	TokenTimesMs    []float64 // absolute emission time of every output token
+	FinishMs        float64
+	NumPreemptions  int
+	NumCachedTokens int // prefix-hit tokens at first admission
+	Client          int // closed-loop client, -1 otherwise
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Requests      []RequestRecord
+	Passes        []PassRecord // only with Options.PassLog
+	NumPasses     int          // non-empty passes run
+	EndMs         float64      // end of the last pass
+	ScheduledToks int          // Σ tokens scheduled over all passes
+}
+
+// entry is one scheduled request of a pass in flight.
+type entry struct {
+	r       int32
+	n       int
+	samples bool // not a prefill chunk: the pass samples a token for it (V-R5, V-R7)
+}
+
+// passBuf is a pass in flight (the batch queue holds at most two, V-R10).
+type passBuf struct {
+	entries   []entry
+	preempted []int32
+	start     float64
+	end       float64
+	index     int
+}
+
+// arrival is a future arrival (time, then insertion order).
+type arrival struct {
+	t   float64
+	seq int
+	r   int32
+}
+
+// Sim is one engine instance under simulation. Build it with New, add requests (or use
+// a driver), then Run once.
+type Sim struct {
+	eng    Engine
+	timing timing.Timing
+	opt    Options
+	bs     int
+	pool   *blockPool
+
+	reqs     []req
+	waiting  deque
+	running  []int32
+	arrivals []arrival // binary min-heap
+	seq      int
+
+	now      float64
+	gpuFree  float64
+	depth    int // batch-queue size: 2 with async scheduling, else 1
+	inflight [3]passBuf
+	qhead    int
+	qlen     int
+	nPasses  int
+
+	tp       timing.Pass
+	hitBuf   []int32
+	flatS    []Sched
+	flatP    []int32
+	passes   []PassRecord
+	schedTk  int
+	finished int
+
+	fatal error // a condition found while scheduling that makes the workload unfinishable
+
+	onFinish func(s *Sim, r int32, t float64)
+}
+
+// New builds a simulator for eng with timing t.
+func New(eng Engine, t timing.Timing, opt Options) (*Sim, error) {
+	if err := eng.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkBackend(&eng); err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, errors.New("oracle: timing is nil; pass a timing.Timing")
+	}
+	s := &Sim{eng: eng, timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
+	if eng.Backend == VLLM && eng.AsyncScheduling {
+		s.depth = 2
+	}
+	s.pool = newBlockPool(eng.NumGPUBlocks, eng.EnablePrefixCaching)
+	s.initBackend()
+	return s, nil
+}
+
+// Add queues an explicit request; it arrives at r.ArrivalMs. It returns its index.
+func (s *Sim) Add(r workload.Request) (int32, error) {
+	name := r.ID
+	if name == "" {
+		name = fmt.Sprintf("#%d", len(s.reqs))
+	}
+	p := r.Len()
+	switch {
+	case p <= 0:
+		return -1, fmt.Errorf("request %s: prompt length %d: must be > 0", name, p)
+	case r.MaxTokens <= 0:
+		return -1, fmt.Errorf("request %s: max_tokens %d: must be > 0", name, r.MaxTokens)
+	case r.EOSAt < 0:
+		return -1, fmt.Errorf("request %s: eos_at %d: must be ≥ 0 (0 = never)", name, r.EOSAt)
+	case math.IsNaN(r.ArrivalMs) || math.IsInf(r.ArrivalMs, 0) || r.ArrivalMs < 0:
+		return -1, fmt.Errorf("request %s: arrival_ms %v: must be a finite number ≥ 0", name, r.ArrivalMs)
+	case (p+s.bs-1)/s.bs > s.eng.usableBlocks():
+		return -1, fmt.Errorf("request %s: prompt of %d tokens needs %d blocks but the KV pool has %d usable (num_gpu_blocks − 1); raise num_gpu_blocks or shorten the prompt",
+			name, p, (p+s.bs-1)/s.bs, s.eng.usableBlocks())
+	}
+	for _, t := range r.PromptTokens {
+		if t < 0 {
+			return -1, fmt.Errorf("request %s: prompt token id %d: must be ≥ 0", name, t)
+		}
+	}
+	return s.add(name, r.ArrivalMs, p, r.PromptTokens, 0, r.MaxTokens, r.EOSAt, -1), nil
+}
+
+// add creates a request (no validation) and schedules its arrival.
+func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxTokens, eosAt int, client int32) int32 {
+	i := int32(len(s.reqs))
+	nb := (p+maxTokens)/s.bs + 2
+	s.reqs = append(s.reqs, req{
+		id: id, uid: uint64(i) + 1, arrival: at, p: p, maxTokens: maxTokens, eosAt: eosAt,
+		tokens: tokens, sharedLen: sharedLen, group: 1, numCached: -1, client: client,
+		table:    make([]int32, 0, nb),
+		tokTimes: make([]float64, 0, maxTokens),
+	})
+	s.pushArrival(at, i)
+	return i
+}
+
+func (s *Sim) pushArrival(t float64, r int32) {
+	a := arrival{t: t, seq: s.seq, r: r}
+	s.seq++
+	s.arrivals = append(s.arrivals, a)
+	h := s.arrivals
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !arrLess(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func arrLess(a, b arrival) bool { return a.t < b.t || (a.t == b.t && a.seq < b.seq) }
+
+func (s *Sim) popArrival() arrival {
+	h := s.arrivals
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && arrLess(h[l], h[m]) {
+			m = l
+		}
+		if r < len(h) && arrLess(h[r], h[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	s.arrivals = h
+	return top
+}
+
+// absorb moves every request that has arrived by now to the waiting tail, in arrival
+// order (ties in insertion order): arrivals are seen at pass boundaries only.
+func (s *Sim) absorb() {
+	for len(s.arrivals) > 0 && s.arrivals[0].t <= s.now {
+		a := s.popArrival()
+		s.reqs[a.r].st = stWaiting
+		s.enqueueArrival(a.r)
+	}
+}
+
+func (s *Sim) hasRequests() bool { return len(s.running) > 0 || s.waitingLen() > 0 }
+
+// Run simulates until every request finished. A workload that can never finish (a
+// request that cannot be admitted even into an empty engine) is an error naming it.
+func (s *Sim) Run(ctx context.Context) (*Result, error) {
+	maxPasses := s.opt.MaxPasses
+	if maxPasses <= 0 {
+		maxPasses = 1000
+		for i := range s.reqs {
+			maxPasses += 4 * (s.reqs[i].p + s.reqs[i].maxTokens)
+		}
+	}
+	idleStreak := 0
+	for iter := 0; ; iter++ {
+		if iter&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("oracle run: %w", err)
+			}
+		}
+		s.absorb()
+		if s.hasRequests() {
+			pb := s.pushPass()
+			s.schedule(pb)
+			if s.fatal != nil {
+				return nil, s.fatal
+			}
+			if err := s.launch(pb); err != nil {
+				return nil, err
+			}
+			if s.qlen < s.depth && (len(pb.entries) > 0 || s.hasRequests()) {
+				continue
+			}
+		} else if s.qlen == 0 {
+			if len(s.arrivals) == 0 {
+				break
+			}
+			s.now = max(s.now, s.arrivals[0].t)
+			continue
+		}
+		pb := s.popPass()
+		s.now = max(s.now, pb.end)
+		s.update(pb)
+		if len(pb.entries) == 0 && len(pb.preempted) == 0 && s.qlen == 0 {
+			idleStreak++
+			if idleStreak > 4 {
+				return nil, s.stuckError()
+			}
+		} else {
+			idleStreak = 0
+		}
+		if s.nPasses > maxPasses {
+			return nil, fmt.Errorf("oracle run: no completion after %d passes (%d of %d requests finished); the workload does not make progress", s.nPasses, s.finished, len(s.reqs))
+		}
+	}
+	return s.result(), nil
+}
+
+// stuckError names the request that blocks an otherwise idle engine.
+func (s *Sim) stuckError() error {
+	if s.waitingLen() > 0 {
+		r := &s.reqs[s.waitingHead()]
+		return fmt.Errorf("oracle run: request %s (prompt %d + %d generated tokens) can never be scheduled: the engine is idle and it still does not fit (KV pool %d usable blocks of %d tokens, budget or batch limits); the workload can never finish",
+			r.id, r.p, r.g, s.eng.usableBlocks(), s.bs)
+	}
+	return fmt.Errorf("oracle run: the engine makes no progress with %d running requests", len(s.running))
+}
+
+// pushPass takes the next free pass buffer of the batch queue.
+func (s *Sim) pushPass() *passBuf {
+	i := (s.qhead + s.qlen) % len(s.inflight)
+	s.qlen++
+	pb := &s.inflight[i]
+	pb.entries = pb.entries[:0]
+	pb.preempted = pb.preempted[:0]
+	return pb
+}
+
+func (s *Sim) popPass() *passBuf {
+	pb := &s.inflight[s.qhead]
+	s.qhead = (s.qhead + 1) % len(s.inflight)
+	s.qlen--
+	return pb
+}
+
+// launch prices the pass and places it on the GPU timeline: passes run back to back
+// in launch order; an empty pass takes no time.
+func (s *Sim) launch(pb *passBuf) error {
+	pb.start = max(s.now, s.gpuFree)
+	pb.end = pb.start
+	pb.index = 0 // a scheduler step that ran no pass (it only preempted) keeps index 0
+	if len(pb.entries) > 0 {
+		s.buildTimingPass(pb)
+		ms := s.timing.PassMs(&s.tp)
+		if !(ms > 0) || math.IsInf(ms, 0) {
+			return fmt.Errorf("oracle run: timing returned %v ms for pass %d (%d prefill tokens, %d decode rows): must be a finite number > 0",
+				ms, s.nPasses+1, s.tp.PrefillTokens(), len(s.tp.Decode))
+		}
+		pb.end = pb.start + ms
+		s.nPasses++
+		pb.index = s.nPasses
+		s.gpuFree = pb.end
+		for _, e := range pb.entries {
+			s.schedTk += e.n
+		}
+	}
+	if s.opt.PassLog && (len(pb.entries) > 0 || len(pb.preempted) > 0) {
+		s.logPass(pb)
+	}
+	return nil
+}
+
+// logPass appends pb to the per-pass log.
+func (s *Sim) logPass(pb *passBuf) {
+	i0, j0 := len(s.flatS), len(s.flatP)
+	for _, e := range pb.entries {
+		s.flatS = append(s.flatS, Sched{Req: e.r, Tokens: e.n})
+	}
+	s.flatP = append(s.flatP, pb.preempted...)
+	s.passes = append(s.passes, PassRecord{
+		Index: pb.index, StartMs: pb.start, EndMs: pb.end, FreeBlocks: s.freeBlocks(),
+		Scheduled: s.flatS[i0:len(s.flatS):len(s.flatS)], Preempted: s.flatP[j0:len(s.flatP):len(s.flatP)],
+	})
+}
+
+// result collects the per-request records.
+func (s *Sim) result() *Result {
+	res := &Result{Passes: s.passes, NumPasses: s.nPasses, EndMs: s.gpuFree, ScheduledToks: s.schedTk}
+	res.Requests = make([]RequestRecord, len(s.reqs))
+	for i := range s.reqs {
+		r := &s.reqs[i]
+		rec := RequestRecord{
+			ID: r.id, ArrivalMs: r.arrival, PromptLen: r.p, MaxTokens: r.maxTokens,
+			TokenTimesMs: r.tokTimes, FinishMs: r.finish, NumPreemptions: r.preemptions,
+			NumCachedTokens: max(r.numCached, 0), Client: int(r.client),
+		}
+		if len(r.tokTimes) > 0 {
+			rec.TTFTMs = r.tokTimes[0] - r.arrival
+		}
+		res.Requests[i] = rec
+	}
+	return res
+}
+
+// buildTimingPass fills s.tp per the timing.Pass rule: an entry is a decode row iff
+// its request had computed its whole prompt before the pass and it schedules exactly
+// one token (context = computed before + 1); every other entry is a Chunk.
+func (s *Sim) buildTimingPass(pb *passBuf) {
+	s.tp.Reset()
+	for _, e := range pb.entries {
+		r := &s.reqs[e.r]
+		before := r.c - e.n // c was advanced at schedule time (V-R5)
+		if before >= r.p && e.n == 1 {
+			s.tp.Decode = append(s.tp.Decode, before+1)
+		} else {
+			s.tp.Prefill = append(s.tp.Prefill, timing.Chunk{Tokens: e.n, Computed: before, Prefix: min(r.hits, before)})
+		}
+	}
+}
+
+// appendToken records one sampled output token of r at time t and applies the stop
+// checks (V-R7): EOS at eos_at, length at max_tokens. It reports whether r stopped.
+func (s *Sim) appendToken(ri int32, t float64) bool {
+	r := &s.reqs[ri]
+	r.g++
+	r.tokTimes = append(r.tokTimes, t)
+	return (r.eosAt > 0 && r.g == r.eosAt) || r.g >= r.maxTokens
+}
+
+// finish marks r finished at t, frees its blocks and calls the driver hook.
+func (s *Sim) finishReq(ri int32, t float64) {
+	r := &s.reqs[ri]
+	r.st = stFinished
+	r.finish = t
+	s.freeTable(ri)
+	s.finished++
+	if s.onFinish != nil {
+		s.onFinish(s, ri, t)
+	}
+}
+
+// freeTable releases r's blocks in reverse order (the tail blocks are evicted first,
+// §2.5) and clears its table.
+func (s *Sim) freeTable(ri int32) {
+	r := &s.reqs[ri]
+	for i := len(r.table) - 1; i >= 0; i-- {
+		s.pool.release(r.table[i])
+	}
+	r.table = r.table[:0]
+	r.nCachedBl = 0
+}
+
+func (s *Sim) freeBlocks() int { return s.pool.nfree }
