@@ -100,7 +100,11 @@ type GemmRow struct {
 
 // AttentionRow is one measured context- or generation-attention point.
 // NumHeads and NumKVHeads are per GPU (after TP). For generation rows the KV
-// length is ISL + Step; for context rows Step is 0 and ISL is the full sequence.
+// length is ISL + Step; for context rows ISL is the full sequence. First-wins
+// keys follow aiconfigurator's loaders: context (AttnDtype, KVDtype, NumKVHeads,
+// HeadDim, Window, NumHeads, ISL, Batch); generation (KVDtype, NumKVHeads,
+// HeadDim, Window, NumHeads, Batch, ISL+Step) — attn_dtype is not part of the
+// generation key. A missing window_size column reads as 0.
 type AttentionRow struct {
 	AttnDtype  string // attn_dtype
 	KVDtype    string // kv_cache_dtype
@@ -117,7 +121,10 @@ type AttentionRow struct {
 }
 
 // AllReduceRow is one custom all-reduce point (custom_allreduce_perf). Only
-// CUDA-graph rows are kept: `*_eager` kernel rows are dropped at load (loader rule).
+// CUDA-graph rows are kept: rows whose kernel_source or backend column ends in
+// "_eager" are dropped at load (loader rule; aiconfigurator exempts only b60).
+// aiconfigurator files every row under dtype "half" whatever allreduce_dtype
+// says, so first-wins dedupes on (NumGPUs, MessageSize) only.
 type AllReduceRow struct {
 	Dtype       string // allreduce_dtype
 	NumGPUs     int
@@ -125,6 +132,7 @@ type AllReduceRow struct {
 	Latency     float64
 	Power       float64
 	Kernel      string
+	Impl        string // the file's backend/implementation column, e.g. "vllm_graph"; "" when absent
 }
 
 // NCCLRow is one NCCL collective point (comm/nccl/<misc.nccl_version>/nccl_perf).
@@ -139,6 +147,9 @@ type NCCLRow struct {
 }
 
 // MoERow is one fused-MoE point (moe_perf): a latency curve over NumTokens per key.
+// Dtype has aiconfigurator's kernel-specific rewrites applied
+// (w4a8_mxfp4_mxfp8 + sglang_mxfp4_flashinfer_trtllm_moe → w4a8_mxfp4_mxfp8_trtllm;
+// w4a16_mxfp4 + sglang_flashinfer_cutlass_moe → w4a16_mxfp4_cutlass).
 type MoERow struct {
 	Dtype        string // moe_dtype
 	Distribution string // balanced | power_law_1.01 | power_law_1.2 | uniform …

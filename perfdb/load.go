@@ -1,0 +1,399 @@
+package perfdb
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+)
+
+// LoadDir loads the perf data (system, backend, version) sees from an
+// aiconfigurator `systems` folder (the folder holding <system>.yaml and the
+// data/ tree): the shared-layer sources resolved and the loader rules applied
+// (see Data). Unknown system, backend or version → an error listing what exists.
+func LoadDir(ctx context.Context, systemsDir, system, backend, version string) (*Data, error) {
+	return loadFS(ctx, os.DirFS(systemsDir), systemsDir, system, backend, version)
+}
+
+// loadFS is LoadDir over any file system; label names the root in errors.
+func loadFS(ctx context.Context, fsys fs.FS, label, system, backend, version string) (*Data, error) {
+	sys, _, err := readSystemFS(fsys, label, system)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := scanTreeFS(fsys, label, sys)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(ctx, tr, &fsSource{fsys: fsys, label: label}, backend, version)
+}
+
+// systemNamesFS lists the <name>.yaml system specs at the root of fsys.
+func systemNamesFS(fsys fs.FS) ([]string, error) {
+	ents, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || n == "perf_data_reuse_manifest.yaml" {
+			continue
+		}
+		if s, ok := strings.CutSuffix(n, ".yaml"); ok {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// ListSystemsDir lists the systems of an aiconfigurator systems folder.
+func ListSystemsDir(systemsDir string) ([]string, error) {
+	out, err := systemNamesFS(os.DirFS(systemsDir))
+	if err != nil {
+		return nil, fmt.Errorf("systems folder %s: %w", systemsDir, err)
+	}
+	return out, nil
+}
+
+// ListBackendsDir lists the backends with perf data for a system (nccl excluded).
+func ListBackendsDir(systemsDir, system string) ([]string, error) {
+	bv, err := backendVersionsFS(os.DirFS(systemsDir), systemsDir, system)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(bv))
+	for b := range bv {
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// ListVersionsDir lists a backend's versions for a system, in PEP 440 order.
+func ListVersionsDir(systemsDir, system, backend string) ([]string, error) {
+	bv, err := backendVersionsFS(os.DirFS(systemsDir), systemsDir, system)
+	if err != nil {
+		return nil, err
+	}
+	return bv[backend], nil
+}
+
+func backendVersionsFS(fsys fs.FS, label, system string) (map[string][]string, error) {
+	sys, _, err := readSystemFS(fsys, label, system)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := scanTreeFS(fsys, label, sys)
+	if err != nil {
+		return nil, err
+	}
+	return tr.backendVersions(), nil
+}
+
+// readSystemFS reads and parses <system>.yaml; an unknown system is an error
+// listing the known ones. It also returns the raw YAML.
+func readSystemFS(fsys fs.FS, label, system string) (*System, []byte, error) {
+	if system == "" || strings.ContainsAny(system, `/\`) || strings.HasPrefix(system, ".") {
+		return nil, nil, fmt.Errorf("system %q: not a system name", system)
+	}
+	file := system + ".yaml"
+	data, err := fs.ReadFile(fsys, file)
+	if errors.Is(err, fs.ErrNotExist) {
+		names, _ := systemNamesFS(fsys)
+		return nil, nil, fmt.Errorf("system %q: unknown in %s; available: %s", system, label, listOrNone(names))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("system spec %s: %w", path.Join(label, file), err)
+	}
+	sys, err := ParseSystemYAML(system, path.Join(label, file), data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sys, data, nil
+}
+
+// scanTreeFS indexes the system's data dir: every <family>/<backend>/<version>
+// dir with its sidecars (reuse.yaml parsed strictly: a malformed sidecar is an
+// error naming the file), the importable table files, and the manifest.
+func scanTreeFS(fsys fs.FS, label string, sys *System) (*tree, error) {
+	t := &tree{system: sys, dirs: map[dirKey]*dirInfo{}, files: map[string]bool{}}
+	root := path.Clean(sys.DataDir)
+	if root == "." || strings.HasPrefix(root, "..") || path.IsAbs(root) {
+		return nil, fmt.Errorf("system spec %s.yaml: data_dir %q must be a relative path inside the systems folder", path.Join(label, sys.Name), sys.DataDir)
+	}
+	if m, err := fs.ReadFile(fsys, "perf_data_reuse_manifest.yaml"); err == nil {
+		t.manifest, err = parseManifestYAML(path.Join(label, "perf_data_reuse_manifest.yaml"), m)
+		if err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reuse manifest %s: %w", path.Join(label, "perf_data_reuse_manifest.yaml"), err)
+	}
+	fams, err := readDirs(fsys, root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return t, nil // a system without data: every load lists no versions
+	}
+	if err != nil {
+		return nil, fmt.Errorf("perf data %s: %w", path.Join(label, root), err)
+	}
+	for _, fam := range fams {
+		if knownBackendDirs[fam] { // legacy <backend>/<version> layout: not supported
+			continue
+		}
+		backends, err := readDirs(fsys, path.Join(root, fam))
+		if err != nil {
+			return nil, fmt.Errorf("perf data %s: %w", path.Join(label, root, fam), err)
+		}
+		for _, be := range backends {
+			versions, err := readDirs(fsys, path.Join(root, fam, be))
+			if err != nil {
+				return nil, fmt.Errorf("perf data %s: %w", path.Join(label, root, fam, be), err)
+			}
+			for _, v := range versions {
+				if strings.HasPrefix(v, "_") {
+					continue
+				}
+				k := dirKey{fam, be, v}
+				d, err := scanVersionDir(fsys, label, path.Join(root, fam, be, v), t.files)
+				if err != nil {
+					return nil, err
+				}
+				t.dirs[k] = d
+			}
+		}
+	}
+	return t, nil
+}
+
+// scanVersionDir reads one version dir's sidecars and notes its table files.
+func scanVersionDir(fsys fs.FS, label, dir string, files map[string]bool) (*dirInfo, error) {
+	ents, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("perf data %s: %w", path.Join(label, dir), err)
+	}
+	d := &dirInfo{}
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") {
+			continue
+		}
+		p := path.Join(dir, n)
+		switch n {
+		case "collection_meta.yaml":
+			b, err := fs.ReadFile(fsys, p)
+			if err != nil {
+				return nil, fmt.Errorf("collection meta %s: %w", path.Join(label, p), err)
+			}
+			if err := checkMetaYAML(path.Join(label, p), b); err != nil {
+				return nil, err
+			}
+			s := string(b)
+			d.meta = &s
+		case "reuse.yaml":
+			b, err := fs.ReadFile(fsys, p)
+			if err != nil {
+				return nil, fmt.Errorf("reuse file %s: %w", path.Join(label, p), err)
+			}
+			if d.reuse, err = parseReuseYAML(path.Join(label, p), b); err != nil {
+				return nil, err
+			}
+			s := string(b)
+			d.reuseText = &s
+		case "INCOMPLETE.txt":
+			d.incomplete = true
+		default:
+			if stem, ok := strings.CutSuffix(n, ".parquet"); ok && isImportedStem(stem) {
+				files[p] = true
+			}
+		}
+	}
+	return d, nil
+}
+
+// readDirs lists the visible subdirectory names of dir, sorted.
+func readDirs(fsys fs.FS, dir string) ([]string, error) {
+	ents, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// rowSource provides the rows of a resolved file: from Parquet (fsSource) or
+// from the store (storeSource).
+type rowSource interface{ isRowSource() }
+
+// fsSource reads Parquet files from a file system.
+type fsSource struct {
+	fsys  fs.FS
+	label string
+}
+
+func (*fsSource) isRowSource() {}
+
+// readKindRows returns the rows of one file of kind k as stored (before loader
+// rules) and the file's sha256.
+func readKindRows[R any, K comparable](ctx context.Context, src rowSource, k *tableKind[R, K], p string) ([]R, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	switch s := src.(type) {
+	case *fsSource:
+		data, err := fs.ReadFile(s.fsys, p)
+		if err != nil {
+			return nil, "", fmt.Errorf("parquet file %s: %w", path.Join(s.label, p), err)
+		}
+		sum := sha256.Sum256(data)
+		t, err := readParquet(path.Join(s.label, p), data, k.cols)
+		if err != nil {
+			return nil, "", err
+		}
+		rows, err := k.fromParquet(t)
+		return rows, hex.EncodeToString(sum[:]), err
+	case *storeSource:
+		return loadStoreRows(ctx, s, k, p)
+	}
+	return nil, "", fmt.Errorf("internal: unknown row source %T", src)
+}
+
+// loadKind resolves one table: reads each source in priority order, applies
+// the kernel_source allowlist and the loader rules, keeps the first row of
+// each coordinate, and records the sources.
+func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableKind[R, K], refs []srcRef, d *Data) ([]R, error) {
+	seen := map[K]struct{}{}
+	var out []R
+	for _, ref := range refs {
+		rows, sum, err := readKindRows(ctx, src, k, ref.path)
+		if err != nil {
+			return nil, err
+		}
+		n, used := 0, 0
+		for i := range rows {
+			r := &rows[i]
+			if ref.ks != nil && !ref.ks[k.kernel(r)] {
+				continue
+			}
+			if k.keep != nil && !k.keep(r) {
+				continue
+			}
+			if k.norm != nil {
+				k.norm(r)
+			}
+			n++
+			key := k.key(r)
+			if _, dup := seen[key]; dup {
+				continue
+			}
+			seen[key] = struct{}{}
+			out = append(out, *r)
+			used++
+		}
+		d.Sources = append(d.Sources, DataSource{Table: k.stem, Backend: ref.dir.backend, Version: ref.dir.version,
+			Channel: ref.channel, Path: ref.path, SHA256: sum, Rows: n, Used: used})
+	}
+	return out, nil
+}
+
+// assemble builds Data for (backend, version) from a tree and a row source.
+func assemble(ctx context.Context, tr *tree, src rowSource, backend, version string) (*Data, error) {
+	if backend == "" || version == "" || !tr.hasBackendVersion(backend, version) {
+		return nil, fmt.Errorf("perf data for system %s: no %s %s; available: %s",
+			tr.system.Name, orDash(backend), orDash(version), describeVersions(tr.backendVersions()))
+	}
+	d := &Data{System: tr.system, Backend: backend, Version: version}
+	var err error
+	res := func(stem string) []srcRef { return tr.resolve(backend, version, stem) }
+	if d.Gemm, err = loadKind(ctx, src, gemmKind, res(gemmKind.stem), d); err != nil {
+		return nil, err
+	}
+	floorGemmAtSOL(tr.system, d.Gemm)
+	if d.ContextAttention, err = loadKind(ctx, src, contextAttentionKind, res(contextAttentionKind.stem), d); err != nil {
+		return nil, err
+	}
+	if d.GenerationAttention, err = loadKind(ctx, src, generationAttentionKind, res(generationAttentionKind.stem), d); err != nil {
+		return nil, err
+	}
+	if d.AllReduce, err = loadKind(ctx, src, allReduceKind, res(allReduceKind.stem), d); err != nil {
+		return nil, err
+	}
+	if ref, ok := tr.ncclSource(); ok {
+		if d.NCCL, err = loadKind(ctx, src, ncclKind, []srcRef{ref}, d); err != nil {
+			return nil, err
+		}
+	}
+	moe, err := loadKind(ctx, src, moeKind, res(moeKind.stem), d)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range moe {
+		if r.Kernel == moeMinLatencyKernel {
+			d.MoEMinLatency = append(d.MoEMinLatency, r)
+		} else {
+			d.MoE = append(d.MoE, r)
+		}
+	}
+	if d.ComputeScale, err = loadKind(ctx, src, computeScaleKind, res(computeScaleKind.stem), d); err != nil {
+		return nil, err
+	}
+	if d.ScaleMatrix, err = loadKind(ctx, src, scaleMatrixKind, res(scaleMatrixKind.stem), d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// floorGemmAtSOL raises every GEMM latency below its SOL to the SOL
+// (aiconfigurator GEMM._correct_sol; power is kept).
+func floorGemmAtSOL(s *System, rows []GemmRow) {
+	for i := range rows {
+		r := &rows[i]
+		if sol, ok := s.GemmSOL(r.Dtype, r.M, r.N, r.K); ok && sol > r.Latency {
+			r.Latency = sol
+		}
+	}
+}
+
+// describeVersions renders backend → versions for error messages, e.g.
+// "sglang 0.5.14; trtllm 1.3.0rc20; vllm 0.14.0, 0.22.0".
+func describeVersions(bv map[string][]string) string {
+	if len(bv) == 0 {
+		return "none"
+	}
+	bs := make([]string, 0, len(bv))
+	for b := range bv {
+		bs = append(bs, b)
+	}
+	sort.Strings(bs)
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		parts[i] = b + " " + strings.Join(bv[b], ", ")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
