@@ -1,18 +1,87 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/oracle"
 )
 
-// oracleCommand is not built yet; its issue replaces this file.
+// oracleCommand wires `aicdb oracle run|validate` (issue 4). The simulation and the gate
+// live in package oracle; this file only reads flags and prints.
 func oracleCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "oracle",
-		Usage: "(not built yet)",
+		Usage: "discrete-event simulation of the engines' real schedulers, and the validation gate",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "run",
+				Usage: "simulate a hand-written scenario file (engine, timing, requests)",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario JSON `FILE`"},
+					&cli.StringFlag{Name: "format", Value: "json", Usage: "output format: json|table"},
+				},
+				Action: oracleRun,
+			},
+			oracleValidateCommand(),
+		},
+	}
+}
+
+// oracleRun runs one scenario and prints its per-pass log and per-request records.
+func oracleRun(c *cli.Context) error {
+	path := c.String("scenario")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return userErrorf("--scenario %s: %v", path, err)
+	}
+	sc, err := oracle.ParseScenario(data)
+	if err != nil {
+		return userErrorf("--scenario %s: %v", path, err)
+	}
+	res, err := sc.Run(c.Context)
+	if err != nil {
+		return userErrorf("--scenario %s: %v", path, err)
+	}
+	out := res.Output()
+	w := c.App.Writer
+	switch c.String("format") {
+	case "json":
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return fmt.Errorf("oracle run: encoding output: %w", err)
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "table":
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "pass\tstart_ms\tend_ms\tscheduled\tpreempted\tfree_blocks")
+		for _, p := range out.Passes {
+			s, _ := p.Scheduled.MarshalJSON()
+			fmt.Fprintf(tw, "%d\t%g\t%g\t%s\t%v\t%d\n", p.Index, p.StartMs, p.EndMs, s, p.Preempted, p.FreeBlocks)
+		}
+		fmt.Fprintln(tw, "\nrequest\tttft_ms\tfinish_ms\ttokens\tpreemptions\tcached_tokens")
+		for _, r := range out.Requests {
+			fmt.Fprintf(tw, "%s\t%g\t%g\t%d\t%d\t%d\n", r.ID, r.TTFTMs, r.FinishMs, len(r.TokenTimesMs), r.NumPreemptions, r.NumCachedTokens)
+		}
+		return tw.Flush()
+	default:
+		return userErrorf("--format %q: must be json or table", c.String("format"))
+	}
+}
+
+// oracleValidateCommand prints the gate's residual table.
+func oracleValidateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "validate",
+		Usage: "run the validation gate (model vs oracle) and print the residual table",
 		Action: func(*cli.Context) error {
-			return errors.New("oracle is not built yet")
+			return errors.New("oracle validate: the gate is not built yet")
 		},
 	}
 }
