@@ -1,0 +1,203 @@
+package refine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sort"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aicdb/aicdb/store"
+)
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// BestOptions ask for the top configurations under an SLA.
+type BestOptions struct {
+	Filter store.PointFilter
+	SLA    SLA
+	// TopK parallel configurations to report (default 5).
+	TopK int
+	// Refine resolves straddlers with the evaluator (stage 2) and upgrades the reported
+	// rows to quantitative tier; it never changes what stage 1 eliminates.
+	Refine bool
+	// MaxEvals caps stage-2 evaluations (0 = no cap); rows left unresolved are kept at
+	// screening tier.
+	MaxEvals int
+}
+
+// BestResult is the funnel's answer.
+type BestResult struct {
+	// Rows are the best row per parallel configuration, highest tokens_per_s_per_gpu
+	// first, at most TopK.
+	Rows []store.Point
+	// Verdicts[i] is what the stored numbers prove about Rows[i] (Pass or Straddle).
+	Verdicts   []Verdict
+	Candidates int // rows read
+	Eliminated int // stage 1 (and stage 2) eliminations
+	Evaluated  int // quantitative evaluations performed (and persisted)
+	Unresolved int // straddlers reported at screening tier
+}
+
+// Best runs the two-stage funnel (QUEUEING.md §7) over the stored points that match
+// opt.Filter. Stage 1 drops rows the stored numbers eliminate (for TTFT: bracket
+// lower bound above the target). Stage 2 (opt.Refine) walks the survivors in
+// tokens_per_s_per_gpu order, evaluates straddlers lazily until TopK parallel
+// configurations are confirmed, persists every evaluation, and reports each
+// configuration's best confirmed row. Without Refine, straddlers are kept, visibly at
+// screening tier.
+func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (BestResult, error) {
+	var res BestResult
+	if opt.TopK <= 0 {
+		opt.TopK = 5
+	}
+	cands, err := st.SelectPoints(ctx, opt.Filter)
+	if err != nil {
+		return res, err
+	}
+	res.Candidates = len(cands)
+	var survivors []store.Point
+	var verdicts []Verdict
+	for i := range cands {
+		v := opt.SLA.Check(&cands[i])
+		if v == Fail {
+			res.Eliminated++
+			continue
+		}
+		survivors = append(survivors, cands[i])
+		verdicts = append(verdicts, v)
+	}
+	var quant []store.Quantitative
+	taken := map[string]bool{}
+	budget := opt.MaxEvals
+	for i := range survivors {
+		if len(res.Rows) == opt.TopK {
+			break
+		}
+		p := &survivors[i]
+		par := p.Parallel()
+		if taken[par] {
+			continue
+		}
+		v := verdicts[i]
+		if v == Straddle && opt.Refine && opt.SLA.PercentileMode && (opt.MaxEvals == 0 || budget > 0) {
+			q, err := evaluate(ctx, ev, p)
+			switch {
+			case errors.Is(err, ErrNoQuantitative):
+			case err != nil:
+				return res, err
+			default:
+				budget--
+				res.Evaluated++
+				quant = append(quant, q)
+				upgrade(p, q)
+				v = opt.SLA.Check(p)
+			}
+		}
+		if v == Fail {
+			res.Eliminated++
+			continue
+		}
+		if v == Straddle {
+			res.Unresolved++
+		}
+		taken[par] = true
+		res.Rows = append(res.Rows, *p)
+		res.Verdicts = append(res.Verdicts, v)
+	}
+	// --sla-refine also upgrades the reported rows themselves (QUEUEING.md §7).
+	if opt.Refine {
+		for i := range res.Rows {
+			p := &res.Rows[i]
+			if p.Q.Tier != store.TierScreening {
+				continue
+			}
+			q, err := evaluate(ctx, ev, p)
+			if errors.Is(err, ErrNoQuantitative) {
+				continue
+			}
+			if err != nil {
+				return res, err
+			}
+			res.Evaluated++
+			quant = append(quant, q)
+			upgrade(p, q)
+		}
+	}
+	if len(quant) > 0 {
+		if err := st.InsertQuantitative(ctx, quant); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func evaluate(ctx context.Context, ev Evaluator, p *store.Point) (store.Quantitative, error) {
+	q, err := ev.Quantitative(ctx, p.PointInputs)
+	if err != nil {
+		return q, fmt.Errorf("quantitative evaluation of %s b%d ctx%d: %w", p.Parallel(), p.Batch, p.CtxTokens, err)
+	}
+	q.Key = p.Key
+	if err := q.Validate(); err != nil {
+		return q, fmt.Errorf("evaluator %s: %w", ev.Name(), err)
+	}
+	return q, nil
+}
+
+// upgrade puts a quantitative result into a row read from the points view, as the
+// view itself would present it.
+func upgrade(p *store.Point, q store.Quantitative) {
+	p.Q.V = q.V
+	p.Q.Tier = store.TierQuantitative
+	p.Q.Fidelity = q.Fidelity
+	p.Q.Valid = true
+}
+
+// Resolve evaluates the given rows (parallel, deterministic results), skipping rows
+// without a quantitative tier, and persists the results in one transaction. It
+// returns the number of rows evaluated.
+func Resolve(ctx context.Context, st *store.Store, ev Evaluator, rows []store.Point, workers int) (int, error) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	out := make([]store.Quantitative, len(rows))
+	ok := make([]bool, len(rows))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := range rows {
+		g.Go(func() error {
+			q, err := evaluate(gctx, ev, &rows[i])
+			if errors.Is(err, ErrNoQuantitative) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			out[i], ok[i] = q, true
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	var keep []store.Quantitative
+	for i := range out {
+		if ok[i] {
+			keep = append(keep, out[i])
+		}
+	}
+	if len(keep) == 0 {
+		return 0, nil
+	}
+	return len(keep), st.InsertQuantitative(ctx, slices.Clip(keep))
+}

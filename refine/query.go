@@ -1,0 +1,278 @@
+package refine
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/aicdb/aicdb/store"
+)
+
+// Threshold is one `column op number` comparison found in a user's SQL.
+type Threshold struct {
+	Column string
+	Op     Op
+	Value  float64
+}
+
+type tokKind int
+
+const (
+	tIdent tokKind = iota
+	tNumber
+	tOp
+	tOther
+)
+
+type token struct {
+	kind tokKind
+	text string
+}
+
+// tokenize splits SQL into identifiers, numbers, comparison operators and other
+// punctuation; string literals and comments are dropped (they never hold a
+// threshold), quoted identifiers ("x", `x`, [x]) become identifiers.
+func tokenize(sql string) []token {
+	var out []token
+	s := sql
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+		case c == '-' && i+1 < len(s) && s[i+1] == '-':
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			j := strings.Index(s[i+2:], "*/")
+			if j < 0 {
+				i = len(s)
+			} else {
+				i += j + 4
+			}
+		case c == '\'':
+			j := i + 1
+			for j < len(s) {
+				if s[j] == '\'' {
+					if j+1 < len(s) && s[j+1] == '\'' {
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			out = append(out, token{tOther, "'"})
+			i = j + 1
+		case c == '"' || c == '`' || c == '[':
+			end := byte('"')
+			if c == '`' {
+				end = '`'
+			} else if c == '[' {
+				end = ']'
+			}
+			j := strings.IndexByte(s[i+1:], end)
+			if j < 0 {
+				j = len(s) - i - 1
+			}
+			out = append(out, token{tIdent, strings.ToLower(s[i+1 : i+1+j])})
+			i += j + 2
+		case isIdentStart(c):
+			j := i
+			for j < len(s) && (isIdentStart(s[j]) || (s[j] >= '0' && s[j] <= '9')) {
+				j++
+			}
+			out = append(out, token{tIdent, strings.ToLower(s[i:j])})
+			i = j
+		case (c >= '0' && c <= '9') || (c == '.' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9'):
+			j := i
+			for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.' || s[j] == 'e' || s[j] == 'E' ||
+				((s[j] == '+' || s[j] == '-') && j > i && (s[j-1] == 'e' || s[j-1] == 'E'))) {
+				j++
+			}
+			out = append(out, token{tNumber, s[i:j]})
+			i = j
+		case c == '<' || c == '>' || c == '=' || c == '!':
+			j := i + 1
+			if j < len(s) && (s[j] == '=' || s[j] == '>') {
+				j++
+			}
+			out = append(out, token{tOp, s[i:j]})
+			i = j
+		default:
+			out = append(out, token{tOther, string(c)})
+			i++
+		}
+	}
+	return out
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80
+}
+
+func flip(o Op) Op {
+	switch o {
+	case LT:
+		return GT
+	case LE:
+		return GE
+	case GT:
+		return LT
+	}
+	return LE
+}
+
+// ExtractThresholds finds comparisons of queueing columns with numeric literals in
+// sql: `col < n`, `col <= n`, `col > n`, `col >= n`, `n < col` (…), `col BETWEEN a AND b`,
+// with optional table qualifiers (`p.col`), a unary `+` or `-` on the number.
+func ExtractThresholds(sql string) []Threshold {
+	toks := tokenize(sql)
+	var out []Threshold
+	num := func(i int) (float64, int, bool) { // number at i (with sign), next index
+		sign := 1.0
+		if i < len(toks) && toks[i].kind == tOther && (toks[i].text == "-" || toks[i].text == "+") {
+			if toks[i].text == "-" {
+				sign = -1
+			}
+			i++
+		}
+		if i >= len(toks) || toks[i].kind != tNumber {
+			return 0, i, false
+		}
+		v, err := strconv.ParseFloat(toks[i].text, 64)
+		if err != nil {
+			return 0, i, false
+		}
+		return sign * v, i + 1, true
+	}
+	op := func(t token) (Op, bool) {
+		switch t.text {
+		case "<", "<=", ">", ">=":
+			return Op(t.text), true
+		}
+		return "", false
+	}
+	for i := 0; i < len(toks); i++ {
+		t := toks[i]
+		if t.kind != tIdent || store.QueueingIndex(t.text) < 0 {
+			continue
+		}
+		col := t.text
+		if i+1 < len(toks) {
+			if o, ok := op(toks[i+1]); ok {
+				if v, _, ok := num(i + 2); ok {
+					out = append(out, Threshold{col, o, v})
+				}
+			}
+			if toks[i+1].kind == tIdent && toks[i+1].text == "between" {
+				if a, j, ok := num(i + 2); ok && j < len(toks) && toks[j].text == "and" {
+					if b, _, ok := num(j + 1); ok {
+						out = append(out, Threshold{col, GE, a}, Threshold{col, LE, b})
+					}
+				}
+			}
+		}
+		// number op column (a qualifier "x." may sit between).
+		j := i - 1
+		if j >= 1 && toks[j].text == "." && toks[j-1].kind == tIdent {
+			j -= 2
+		}
+		if j >= 1 {
+			if o, ok := op(toks[j]); ok && toks[j-1].kind == tNumber {
+				if v, err := strconv.ParseFloat(toks[j-1].text, 64); err == nil {
+					if j >= 2 && toks[j-2].text == "-" {
+						v = -v
+					}
+					out = append(out, Threshold{col, flip(o), v})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// QueryScope says which stored rows a query can read, judged by the relations it
+// names: only `pareto` → pareto rows; otherwise every row.
+func QueryScope(sql string) (paretoOnly bool) {
+	names := map[string]bool{}
+	for _, t := range tokenize(sql) {
+		if t.kind == tIdent {
+			names[t.text] = true
+		}
+	}
+	if !names["pareto"] {
+		return false
+	}
+	for _, n := range []string{"operating_points", "points", "best_configs", "quantitative_results"} {
+		if names[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// QueryStats reports what PrepareQuery did.
+type QueryStats struct {
+	Thresholds []Threshold
+	Straddlers int // rows whose stored numbers do not decide a threshold
+	Evaluated  int // rows resolved with the evaluator and persisted
+	Unresolved int // straddlers left at screening tier (MaxEvals, or no quantitative tier)
+}
+
+// PrepareQuery is the first pass of the two-pass design (GO_STACK.md §2.4–2.5): it
+// finds the thresholds on queueing columns in the user's SQL, the screening-tier rows
+// in the query's scope for which the stored numbers do not decide one of them
+// (Classify = Straddle, or the bracket and the stored screening value disagree), and
+// resolves them with the evaluator in tokens_per_s_per_gpu order (at most maxEvals
+// when > 0), persisting the results in one transaction. The user's SQL then runs
+// unchanged on the real tables and views, where `points`/`pareto` present the
+// quantitative values: every screening-tier row it returns is certain by its bracket.
+func PrepareQuery(ctx context.Context, st *store.Store, ev Evaluator, sql string, maxEvals, workers int) (QueryStats, error) {
+	var qs QueryStats
+	qs.Thresholds = ExtractThresholds(sql)
+	if len(qs.Thresholds) == 0 {
+		return qs, nil
+	}
+	rows, err := st.SelectPoints(ctx, store.PointFilter{ParetoOnly: QueryScope(sql)})
+	if err != nil {
+		return qs, err
+	}
+	var todo []store.Point
+	for i := range rows {
+		p := &rows[i]
+		if p.Q.Tier != store.TierScreening {
+			continue
+		}
+		for _, th := range qs.Thresholds {
+			if undecided(p, th) {
+				todo = append(todo, *p)
+				break
+			}
+		}
+	}
+	qs.Straddlers = len(todo)
+	if maxEvals > 0 && len(todo) > maxEvals {
+		todo = todo[:maxEvals] // rows arrive in tokens_per_s_per_gpu order
+	}
+	n, err := Resolve(ctx, st, ev, todo, workers)
+	if err != nil {
+		return qs, err
+	}
+	qs.Evaluated = n
+	qs.Unresolved = qs.Straddlers - n
+	return qs, nil
+}
+
+// undecided reports a screening row whose answer to th the stored numbers leave
+// open, or where the bracket's verdict and the stored screening value disagree (the
+// SQL compares the stored value, so such a row must be resolved to be answered right).
+func undecided(p *store.Point, th Threshold) bool {
+	v := Classify(p, th.Column, th.Op, th.Value)
+	if v == Straddle {
+		return true
+	}
+	sv := th.Op.holds(p.Q.V[store.QueueingIndex(th.Column)], th.Value)
+	return (v == Pass) != sv
+}
