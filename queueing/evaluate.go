@@ -29,11 +29,6 @@ func Quantitative(ctx context.Context, w workload.Spec, e EngineSpec, t timing.T
 	return QuantitativeWith(ctx, w, e, t, Options{})
 }
 
-// QuantitativeWith is Quantitative with explicit options.
-func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
-	return nil, errors.New("queueing: quantitative evaluator not built yet")
-}
-
 // Screening evaluates w on engine e with pass timing t by the closed form of
 // QUEUEING.md §5: O(1) timing calls, no simulation.
 func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {

@@ -1,0 +1,84 @@
+package queueing
+
+// scheduleTRT is the TRT-LLM fused calendar (SCHEDULERS.md §4.3–§4.4) at slot
+// level.
+//
+// Capacity (T-R1, GUARANTEED_NO_EVICT): waiting requests are admitted FCFS while
+// fewer than max_batch_size are active and, when a KV capacity is set, the
+// reservation ceil((isl + osl)/tokens_per_block) blocks fits the free blocks;
+// the first that does not fit stops admission (head-of-line). Reservations are
+// released at finish. Without a KV capacity only max_batch_size caps admission.
+//
+// Micro-batch (T-R3), over active requests in arrival order with budget
+// max_num_tokens: a generation request costs 1 token; with chunking off a context
+// costs its whole remaining prompt and one that does not fit stops the scan;
+// with chunking on contexts are sized after the scan from the budget left, FCFS,
+// a cut chunk rounded down to a multiple of tokens_per_block, and contexts with a
+// zero chunk sit out. Reuse is applied after budgeting (§4.4): the budget is
+// charged from the prompt position, and prefix tokens inside the chunk are reused,
+// not computed (the chunk end is not re-aligned to a block boundary).
+func (s *sim) scheduleTRT(p *simPass) {
+	// T-R1 capacity: admit from the waiting queue.
+	for s.waitingLen() > 0 && len(s.running) < s.seqCap {
+		ri := s.waiting[s.wHead]
+		r := &s.reqs[ri]
+		if s.e.KVCapacityTokens > 0 {
+			need := ceilDiv(r.isl+r.osl, s.e.BlockSize)
+			if need > s.kvFree {
+				break
+			}
+			s.kvFree -= need
+			r.blocks = need
+		}
+		s.popWaiting()
+		r.c = 0
+		s.running = append(s.running, ri)
+	}
+	// T-R3 micro-batch.
+	tokens, count := 0, 0
+	s.chunkList = s.chunkList[:0]
+	for _, ri := range s.running {
+		r := &s.reqs[ri]
+		if r.gSched >= r.osl {
+			continue // async/overlap: final token in flight
+		}
+		if r.c >= r.isl {
+			if tokens+1 > s.budget {
+				break
+			}
+			s.addDecode(p, ri)
+			tokens++
+		} else if !s.e.EnableChunkedPrefill {
+			t := r.isl - r.c
+			if tokens+t > s.budget {
+				break
+			}
+			s.addPrompt(p, ri, t)
+			tokens += t
+		} else {
+			s.chunkList = append(s.chunkList, ri)
+		}
+		count++
+		if count >= s.seqCap {
+			break
+		}
+	}
+	if len(s.chunkList) == 0 {
+		return
+	}
+	capacity := s.budget - tokens
+	unit := s.e.BlockSize
+	for _, ri := range s.chunkList {
+		r := &s.reqs[ri]
+		rest := r.isl - r.c
+		chunk := min(rest, capacity)
+		if chunk < rest {
+			chunk = chunk / unit * unit
+		}
+		if chunk <= 0 {
+			continue
+		}
+		capacity -= chunk
+		s.addPrompt(p, ri, chunk)
+	}
+}

@@ -1,0 +1,280 @@
+package queueing
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+)
+
+// simReq is one request slot-instance of the recursion.
+type simReq struct {
+	slot, gen   int
+	arrival     float64
+	isl, prefix int
+	osl         int
+	// c is the prompt position: tokens of the prompt already scheduled (computed or
+	// served from the prefix cache). vLLM/SGLang start it at prefix on admission
+	// (cached tokens cost no budget); TRT-LLM starts it at 0 and applies reuse after
+	// budgeting (§4.4).
+	c int
+	// gSched counts output tokens already scheduled (sampled or in flight); gOut
+	// counts output tokens emitted.
+	gSched, gOut int
+	first, last  float64 // emission times of the first and latest token
+	done         float64
+	blocks       int // TRT-LLM GUARANTEED_NO_EVICT reservation
+	finished     bool
+	steady       bool
+	transient    bool
+	tokens       []float64 // emission times, when recorded
+}
+
+// entry is one scheduled item of a pass.
+type entry struct {
+	r      int32
+	n      int32 // tokens computed (0 for a TRT-LLM chunk fully covered by reuse)
+	decode bool
+	emits  bool // this entry samples an output token at the end of the pass
+}
+
+// simPass is a scheduled pass: its entries and the timing view.
+type simPass struct {
+	entries []entry
+	tp      timing.Pass
+}
+
+func (p *simPass) reset() {
+	p.entries = p.entries[:0]
+	p.tp.Reset()
+}
+
+// sim is the state of one limit-cycle recursion. The calendar (schedule*) decides
+// each pass; the driver (run) owns the clock, arrivals and completions.
+type sim struct {
+	e      EngineSpec
+	t      timing.Timing
+	budget int
+	seqCap int
+
+	reqs     []simReq
+	incoming []int32 // created requests not yet visible to the scheduler, by arrival
+	inHead   int
+	waiting  []int32 // FCFS queue, head at wHead
+	wHead    int
+	running  []int32 // admission order
+
+	chunked int32 // SGLang: the request whose prefill is in progress, or -1
+	kvFree  int   // TRT-LLM: free KV blocks (reservations), when capacity is set
+
+	now       float64 // the clock: end of the last completed pass
+	passes    int
+	maxPasses int
+	finBuf    []int32
+	decBuf    []int32 // SGLang decoders of the pass being built
+	chunkList []int32 // TRT-LLM contexts to size after the scan
+
+	// hooks of the driver
+	onFinish func(s *sim, r int32, now float64)
+	onPass   func(s *sim, p *simPass, start, end float64)
+	record   bool
+}
+
+// errNoProgress reports a calendar that can schedule nothing while work remains.
+var errNoProgress = fmt.Errorf("queueing: the calendar cannot schedule any request while work remains (deadlock); check the engine caps against the request shape")
+
+// absorb moves created requests that arrived at or before t into the waiting queue.
+func (s *sim) absorb(t float64) {
+	for s.inHead < len(s.incoming) && s.reqs[s.incoming[s.inHead]].arrival <= t {
+		s.waiting = append(s.waiting, s.incoming[s.inHead])
+		s.inHead++
+	}
+	if s.inHead == len(s.incoming) {
+		s.incoming, s.inHead = s.incoming[:0], 0
+	}
+}
+
+func (s *sim) waitingLen() int { return len(s.waiting) - s.wHead }
+
+func (s *sim) popWaiting() int32 {
+	r := s.waiting[s.wHead]
+	s.wHead++
+	if s.wHead == len(s.waiting) {
+		s.waiting, s.wHead = s.waiting[:0], 0
+	}
+	return r
+}
+
+// nextArrival returns the arrival time of the next created request not yet visible.
+func (s *sim) nextArrival() (float64, bool) {
+	if s.inHead < len(s.incoming) {
+		return s.reqs[s.incoming[s.inHead]].arrival, true
+	}
+	return 0, false
+}
+
+// addPrompt schedules n prompt tokens of r from position r.c (tokens below prefix
+// are reused, not computed) and advances r.c to r.c + charge.
+func (s *sim) addPrompt(p *simPass, ri int32, charge int) {
+	r := &s.reqs[ri]
+	from := max(r.c, r.prefix)
+	to := r.c + charge
+	r.c = to
+	n := to - from
+	emits := r.c >= r.isl
+	if emits {
+		r.gSched = 1
+	}
+	if n > 0 {
+		p.tp.Prefill = append(p.tp.Prefill, timing.Chunk{Tokens: n, Computed: from, Prefix: r.prefix})
+	} else {
+		n = 0
+	}
+	p.entries = append(p.entries, entry{r: ri, n: int32(n), emits: emits})
+}
+
+// addDecode schedules one decode row of r (context = computed tokens before the
+// pass + 1 = isl + outputs scheduled so far).
+func (s *sim) addDecode(p *simPass, ri int32) {
+	r := &s.reqs[ri]
+	p.tp.Decode = append(p.tp.Decode, r.isl+r.gSched)
+	r.gSched++
+	p.entries = append(p.entries, entry{r: ri, n: 1, decode: true, emits: true})
+}
+
+// schedule builds the next pass into p from the current state.
+func (s *sim) schedule(p *simPass) {
+	p.reset()
+	switch s.e.Backend {
+	case BackendVLLM:
+		s.scheduleVLLM(p)
+	case BackendTRTLLM:
+		s.scheduleTRT(p)
+	case BackendSGLang:
+		s.scheduleSGLang(p)
+	}
+}
+
+// complete applies the outputs of pass p, which ended at end: token emission,
+// finishes (the slot and its KV are released), the driver's hooks.
+func (s *sim) complete(p *simPass, start, end float64) {
+	if s.onPass != nil {
+		s.onPass(s, p, start, end)
+	}
+	fin := s.finBuf[:0]
+	for _, en := range p.entries {
+		if !en.emits {
+			continue
+		}
+		r := &s.reqs[en.r]
+		r.gOut++
+		if r.gOut == 1 {
+			r.first = end
+		}
+		r.last = end
+		if s.record && (r.steady || r.transient) {
+			r.tokens = append(r.tokens, end)
+		}
+		if r.gOut == r.osl {
+			r.finished = true
+			r.done = end
+			if r.blocks > 0 {
+				s.kvFree += r.blocks
+				r.blocks = 0
+			}
+			fin = append(fin, en.r)
+		}
+	}
+	s.finBuf = fin
+	if len(fin) == 0 {
+		return
+	}
+	k := 0
+	for _, ri := range s.running {
+		if !s.reqs[ri].finished {
+			s.running[k] = ri
+			k++
+		}
+	}
+	s.running = s.running[:k]
+	if s.onFinish != nil {
+		for _, ri := range fin {
+			s.onFinish(s, ri, end)
+		}
+	}
+}
+
+// run drives the recursion from time 0 until stop() is true. Synchronous engines
+// schedule each pass at the end of the previous one; asynchronous ones (V-R10,
+// TRT-LLM overlap) schedule pass k+1 at the start of pass k, seeing arrivals up to
+// that instant and not yet the finishes of pass k (a length-capped request is not
+// scheduled again, V-R12, but keeps its slot until pass k's outputs are
+// processed). If that early schedule is empty, the engine waits for pass k and
+// schedules at its end.
+func (s *sim) run(ctx context.Context, stop func() bool) error {
+	var cur, next simPass
+	haveCur := false
+	var curStart, curEnd float64
+	for !stop() {
+		if !haveCur {
+			now := s.now
+			s.absorb(now)
+			s.schedule(&cur)
+			if len(cur.entries) == 0 {
+				t, ok := s.nextArrival()
+				if !ok {
+					if len(s.running) == 0 && s.waitingLen() == 0 {
+						return fmt.Errorf("queueing: no work left before the measurement completed (internal)")
+					}
+					return errNoProgress
+				}
+				s.now = math.Max(now, t)
+				continue
+			}
+			dt, err := s.price(&cur)
+			if err != nil {
+				return err
+			}
+			curStart, curEnd, haveCur = now, now+dt, true
+		}
+		if s.passes++; s.passes > s.maxPasses {
+			return fmt.Errorf("queueing: pass bound %d hit before the measurement window completed; the configuration makes no steady progress (report it)", s.maxPasses)
+		}
+		if s.passes&255 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("queueing: evaluation cancelled: %w", err)
+			}
+		}
+		if s.e.AsyncScheduling {
+			s.absorb(curStart)
+			s.schedule(&next)
+		}
+		s.complete(&cur, curStart, curEnd)
+		s.now = curEnd
+		if s.e.AsyncScheduling && len(next.entries) > 0 {
+			dt, err := s.price(&next)
+			if err != nil {
+				return err
+			}
+			cur, next = next, cur
+			curStart, curEnd = s.now, s.now+dt
+			continue
+		}
+		haveCur = false
+	}
+	return nil
+}
+
+// price returns the duration of p from the timing, rejecting non-finite or
+// non-positive values.
+func (s *sim) price(p *simPass) (float64, error) {
+	dt := s.t.PassMs(&p.tp)
+	if !(dt > 0) || math.IsInf(dt, 0) {
+		return 0, fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", dt, p.tp.PrefillTokens(), len(p.tp.Decode))
+	}
+	return dt, nil
+}
+
+// clock returns the simulated time.
+func (s *sim) clock() float64 { return s.now }

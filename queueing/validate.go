@@ -1,0 +1,118 @@
+package queueing
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// Upper limits that keep one evaluation bounded in memory and time.
+const (
+	maxConcurrency = 1 << 16
+	maxTokens      = 1 << 24
+	maxOpenLoop    = 1 << 21
+)
+
+// shapeBounds are the extreme request shapes of a workload.
+type shapeBounds struct {
+	minISL, maxISL, maxOSL int
+	meanOSL                float64
+}
+
+// checkInputs validates w and e for the calendars and returns the shape extremes.
+// Every error is one line naming the input and how to fix it.
+func checkInputs(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds, error) {
+	var b shapeBounds
+	if t == nil {
+		return b, fmt.Errorf("timing: none given; pass a timing model (e.g. --timing linear)")
+	}
+	if v, ok := t.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return b, err
+		}
+	}
+	if err := e.Validate(); err != nil {
+		return b, err
+	}
+	if w.ISL <= 0 || w.ISL > maxTokens {
+		return b, fmt.Errorf("workload isl = %d: must be in 1..%d tokens", w.ISL, maxTokens)
+	}
+	if w.OSL <= 0 || w.OSL > maxTokens {
+		return b, fmt.Errorf("workload osl = %d: must be in 1..%d tokens", w.OSL, maxTokens)
+	}
+	if w.Prefix < 0 {
+		return b, fmt.Errorf("workload prefix = %d: must be ≥ 0", w.Prefix)
+	}
+	closed, open := w.Concurrency != 0, w.RateRPS != 0
+	switch {
+	case closed && open:
+		return b, fmt.Errorf("workload: both concurrency (%d) and rate (%v) given; set exactly one", w.Concurrency, w.RateRPS)
+	case !closed && !open:
+		return b, fmt.Errorf("workload: neither concurrency nor rate given; set exactly one (> 0)")
+	case closed && (w.Concurrency < 0 || w.Concurrency > maxConcurrency):
+		return b, fmt.Errorf("workload concurrency = %d: must be in 1..%d", w.Concurrency, maxConcurrency)
+	case open && (!(w.RateRPS > 0) || math.IsInf(w.RateRPS, 0)):
+		return b, fmt.Errorf("workload rate = %v: must be a finite number > 0 (requests per second)", w.RateRPS)
+	}
+	if math.IsNaN(w.TurnaroundMs) || math.IsInf(w.TurnaroundMs, 0) || w.TurnaroundMs < 0 {
+		return b, fmt.Errorf("workload turnaround_ms = %v: must be a finite number ≥ 0", w.TurnaroundMs)
+	}
+	if w.NumRequests < 0 || w.NumRequests > maxOpenLoop {
+		return b, fmt.Errorf("workload num_requests = %d: must be in 0..%d (0 = default)", w.NumRequests, maxOpenLoop)
+	}
+	b = shapeBounds{minISL: w.ISL, maxISL: w.ISL, maxOSL: w.OSL, meanOSL: float64(w.OSL)}
+	if len(w.ISLQuantiles) > 0 {
+		b.minISL, b.maxISL = math.MaxInt, 0
+		for _, v := range w.ISLQuantiles {
+			if v <= 0 || v > maxTokens {
+				return b, fmt.Errorf("workload isl quantile %d: must be in 1..%d tokens", v, maxTokens)
+			}
+			b.minISL, b.maxISL = min(b.minISL, v), max(b.maxISL, v)
+		}
+	}
+	if len(w.OSLQuantiles) > 0 {
+		b.maxOSL, b.meanOSL = 0, 0
+		for _, v := range w.OSLQuantiles {
+			if v <= 0 || v > maxTokens {
+				return b, fmt.Errorf("workload osl quantile %d: must be in 1..%d tokens", v, maxTokens)
+			}
+			b.maxOSL = max(b.maxOSL, v)
+			b.meanOSL += float64(v)
+		}
+		b.meanOSL /= float64(len(w.OSLQuantiles))
+	}
+	if w.Prefix >= b.minISL {
+		return b, fmt.Errorf("workload prefix = %d: must be < isl (%d); at least one prompt token is always computed", w.Prefix, b.minISL)
+	}
+	switch e.Backend {
+	case BackendVLLM:
+		if e.KVCapacityTokens > 0 {
+			return b, fmt.Errorf("engine kv_capacity_tokens = %d: the vLLM calendar does not model KV pressure (recompute preemption); drop it, or evaluate with the oracle (aicdb oracle), which does", e.KVCapacityTokens)
+		}
+		if !e.EnableChunkedPrefill && b.maxISL-w.Prefix > e.MaxNumBatchedTokens {
+			return b, fmt.Errorf("engine max_num_batched_tokens = %d: with chunked prefill off it must hold a whole prompt (%d uncached tokens); raise it or enable chunked prefill", e.MaxNumBatchedTokens, b.maxISL-w.Prefix)
+		}
+	case BackendSGLang:
+		if e.KVCapacityTokens > 0 {
+			return b, fmt.Errorf("engine kv_capacity_tokens = %d: the SGLang calendar does not model KV pressure (decode retraction); drop it, or evaluate with the oracle (aicdb oracle), which does", e.KVCapacityTokens)
+		}
+	case BackendTRTLLM:
+		if e.KVCapacityTokens > 0 {
+			if e.CapacityPolicy == PolicyMaxUtilization {
+				return b, fmt.Errorf("engine capacity_policy = max_utilization with kv_capacity_tokens = %d: pausing under KV pressure is not modelled; use guaranteed_no_evict, drop the KV capacity, or use the oracle", e.KVCapacityTokens)
+			}
+			need := ceilDiv(b.maxISL+b.maxOSL, e.BlockSize)
+			if need > e.KVCapacityTokens/e.BlockSize {
+				return b, fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens (isl %d + osl %d) under guaranteed_no_evict; raise the KV capacity", e.KVCapacityTokens, need, e.BlockSize, b.maxISL, b.maxOSL)
+			}
+		}
+		if !e.EnableChunkedPrefill && b.maxISL > e.MaxNumTokens {
+			return b, fmt.Errorf("engine max_num_tokens = %d: with chunked prefill off it must hold a whole prompt (%d tokens); raise it or enable chunked prefill", e.MaxNumTokens, b.maxISL)
+		}
+	}
+	return b, nil
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
