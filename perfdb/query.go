@@ -1,90 +1,186 @@
 package perfdb
 
-import "errors"
+// query.go builds the Querier: per-table indexes precomputed once from the
+// resolved Data (site indexes for GEMM, nested grids for attention and the
+// fp8-static tables, 1-D curves for communication and MoE) plus lazily built
+// empirical util grids, shared by every mode view.
 
-// errNotImplemented marks query kinds whose bodies have not landed yet.
-var errNotImplemented = errors.New("perfdb: query not implemented yet")
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// TransferPolicy enables the empirical path's util-transfer kinds (Rust
+// TransferPolicy). The zero value disables every transfer; AllTransfers is
+// aiconfigurator's default.
+type TransferPolicy struct {
+	XShape, XQuant, XProfile, XOp bool
+}
+
+// AllTransfers is the default policy (every transfer kind enabled).
+var AllTransfers = TransferPolicy{XShape: true, XQuant: true, XProfile: true, XOp: true}
 
 // Querier answers kernel-latency queries for one resolved (system, backend,
-// version) Data under one DatabaseMode. Build it with NewQuerier(d, mode)
-// (it precomputes per-table indexes); it is immutable and safe for
-// concurrent use.
+// version) Data under one DatabaseMode. Build it with NewQuerier; it is
+// immutable after construction (empirical grids are memoised behind a
+// mutex) and safe for concurrent use.
+//
+// Data for EMPIRICAL and SOL modes should be loaded WITHOUT the shared layer
+// (aiconfigurator's _shared_layer_enabled is true only for SILICON/HYBRID);
+// SOL answers never read the tables.
 type Querier struct {
-	mode DatabaseMode
+	mode   DatabaseMode
+	policy TransferPolicy
+	*tables
+}
+
+// tables is the mode-independent index set shared by every view.
+type tables struct {
+	sys     *System
+	backend string
+	version string
+
+	gemm       map[string]*gemmTable // by gemm_dtype
+	gemmQuants []string              // gemm dtypes in first-seen row order
+	cscale     map[string]*grid      // compute_scale by quant_dtype, axes [m][k]
+	smatrix    map[string]*grid      // scale_matrix by quant_dtype, axes [m][k]
+
+	ctx map[ctxKey]*attnSlice
+	gen map[genKey]*attnSlice
+
+	allreduce map[int]*curve // custom all-reduce by num_gpus ("half")
+	nccl      map[ncclCurveKey]*curve
+	ncclMax   map[[2]string]int // (dtype, op) → max collected num_gpus
+
+	moe   *moeIndex
+	moeLL *moeIndex
+
+	emp empCache
+}
+
+// gemmTable is one GEMM dtype: its site index and SOL.
+type gemmTable struct {
+	idx *siteIndex
+	sol gemmSOL
+	ok  bool // false when the system lacks the dtype's flops (no SOL available)
+}
+
+// empCache memoises empirical util grids by slice identity.
+type empCache struct {
+	mu     sync.Mutex
+	grids  map[string]*utilGrid
+	deltas map[string]*deltaLookup
+}
+
+// grid returns the memoised grid for key, building it on first use.
+func (c *empCache) grid(key string, build func() *utilGrid) *utilGrid {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.grids[key]; ok {
+		return g
+	}
+	if c.grids == nil {
+		c.grids = map[string]*utilGrid{}
+	}
+	g := build()
+	c.grids[key] = g
+	return g
+}
+
+// delta returns the memoised compute_scale lookup for key.
+func (c *empCache) delta(key string, build func() *deltaLookup) *deltaLookup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.deltas[key]; ok {
+		return d
+	}
+	if c.deltas == nil {
+		c.deltas = map[string]*deltaLookup{}
+	}
+	d := build()
+	c.deltas[key] = d
+	return d
+}
+
+// NewQuerier indexes d for queries in mode (with every util transfer enabled).
+func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
+	if _, err := ParseDatabaseMode(string(mode)); err != nil {
+		return nil, err
+	}
+	if d == nil || d.System == nil {
+		return nil, errors.New("perfdb: NewQuerier needs loaded perf data with a system spec; load it with LoadDir or from the store first")
+	}
+	if !positiveFinite(d.System.MemBW) {
+		return nil, fmt.Errorf("system %s: gpu.mem_bw must be > 0; fix the system YAML", d.System.Name)
+	}
+	t := &tables{sys: d.System, backend: d.Backend, version: d.Version}
+	t.buildGemm(d)
+	t.buildQuantize(d)
+	t.buildAttention(d)
+	t.buildComm(d)
+	t.moe = buildMoEIndex(d.MoE)
+	t.moeLL = buildMoEIndex(d.MoEMinLatency)
+	return &Querier{mode: mode, policy: AllTransfers, tables: t}, nil
 }
 
 // Mode reports the database mode the querier answers in.
 func (q *Querier) Mode() DatabaseMode { return q.mode }
 
-// Gemm is the table-level GEMM latency for (m, n, k) under quant (Rust
-// query_gemm_table). fp8_static reads the fp8 table here; use GemmOp for the
-// fp8_static overhead subtraction.
-func (q *Querier) Gemm(quant GemmQuant, m, n, k int) (Perf, error) {
-	return Perf{}, errNotImplemented
+// System is the system spec the querier prices on.
+func (q *Querier) System() *System { return q.sys }
+
+// WithMode returns a view over the same indexes answering in mode (Rust
+// silicon_view / sol_full_view). Note the shared-layer caveat on Querier.
+func (q *Querier) WithMode(mode DatabaseMode) (*Querier, error) {
+	if _, err := ParseDatabaseMode(string(mode)); err != nil {
+		return nil, err
+	}
+	return &Querier{mode: mode, policy: q.policy, tables: q.tables}, nil
 }
 
-// GemmOp is the operator-level GEMM (Rust GemmOp::query before
-// scale_factor): Gemm, and for fp8_static minus compute_scale(m, k) (and
-// scale_matrix(m, k) when lowPrecisionInput — o-proj and down-proj), floored
-// at the GEMM's SOL, tagged Estimated.
-func (q *Querier) GemmOp(quant GemmQuant, m, n, k int, lowPrecisionInput bool) (Perf, error) {
-	return Perf{}, errNotImplemented
+// WithTransferPolicy returns a view with the given empirical transfer policy.
+func (q *Querier) WithTransferPolicy(p TransferPolicy) *Querier {
+	return &Querier{mode: q.mode, policy: p, tables: q.tables}
 }
 
-// ComputeScale is the fp8-static dynamic-quant overhead delta at (m, k).
-func (q *Querier) ComputeScale(quant GemmQuant, m, k int) (Perf, error) {
-	return Perf{}, errNotImplemented
+// hybridMiss reports whether a HYBRID query should replace err (a
+// structured table miss) with the empirical estimate.
+func (q *Querier) hybridMiss(err error) bool { return q.mode == ModeHybrid && IsMiss(err) }
+
+// checkDims rejects negative sizes with an error naming the argument.
+func checkDims(op string, names []string, vals ...int) error {
+	for i, v := range vals {
+		if v < 0 {
+			return fmt.Errorf("%s: %s = %d must be ≥ 0", op, names[i], v)
+		}
+	}
+	return nil
 }
 
-// ScaleMatrix is the fp8-static static-quant kernel latency at (m, k).
-func (q *Querier) ScaleMatrix(quant GemmQuant, m, k int) (Perf, error) {
-	return Perf{}, errNotImplemented
-}
-
-// ContextAttention is the prefill FMHA latency (Rust
-// query_context_attention_table): batch b, s new tokens per request after
-// prefix cached tokens, nHeads/nKV per GPU (nKV == nHeads means MHA),
-// window 0 = full attention. The table is read at full_s = s + prefix and
-// scaled by (full_s² − prefix²)/full_s². The RoPE/KV-write extras of the
-// operator are NOT included (compose them with MemOp).
-func (q *Querier) ContextAttention(b, s, prefix, nHeads, nKV, headDim, window int, kvQuant KVQuant, fmhaQuant FMHAQuant) (Perf, error) {
-	return Perf{}, errNotImplemented
-}
-
-// GenerationAttention is the decode attention latency (Rust
-// query_generation_attention_table): batch b, KV length s (tokens already in
-// the cache including the new one), averaged over 5 points in ±10 % of s.
-func (q *Querier) GenerationAttention(b, s, nHeads, nKV, headDim, window int, kvQuant KVQuant) (Perf, error) {
-	return Perf{}, errNotImplemented
-}
-
-// CustomAllReduce is the framework all-reduce latency of size ELEMENTS
-// across tp GPUs (0 with source Empirical when tp ≤ 1).
-func (q *Querier) CustomAllReduce(quant CommQuant, tp int, size float64) (Perf, error) {
-	return Perf{}, errNotImplemented
-}
-
-// NCCL is the NCCL collective latency (op one of NCCLAllGather, …) of size
-// ELEMENTS across numGPUs GPUs.
-func (q *Querier) NCCL(quant CommQuant, numGPUs int, op string, size float64) (Perf, error) {
-	return Perf{}, errNotImplemented
-}
-
-// MoE is the MoE expert-compute latency for numTokens tokens (per
-// attention-DP rank; multiplied by AttentionDP inside).
-func (q *Querier) MoE(a MoEArgs, numTokens int) (Perf, error) {
-	return Perf{}, errNotImplemented
-}
-
-// MemOp is the memory-bound op latency for bytes moved:
-// (bytes/(mem_bw·scaling) + constant)·1000 ms; SOL mode drops the constant
-// and the scaling.
+// MemOp is the memory-bound op latency for bytes moved (Rust query_mem_op):
+// (bytes/(mem_bw·scaling) + constant)·1000 ms tagged Empirical in every
+// table mode; SOL mode is the pure bytes/mem_bw bound.
 func (q *Querier) MemOp(bytes float64) (Perf, error) {
-	return Perf{}, errNotImplemented
+	if !(bytes >= 0) {
+		return Perf{}, fmt.Errorf("mem op: bytes = %v must be ≥ 0", bytes)
+	}
+	if q.mode == ModeSOL {
+		return Perf{LatencyMs: bytes / max(q.sys.MemBW, 1) * 1000, Source: SourceSOL}, nil
+	}
+	return Perf{LatencyMs: memOpMs(q.sys, bytes), Source: SourceEmpirical}, nil
 }
 
-// P2P is the pipeline point-to-point latency for bytes:
+// P2P is the pipeline point-to-point latency for bytes (Rust P2POp::query
+// without the pp ≤ 1 short-circuit, which belongs to the caller):
 // (bytes/inter_node_bw + p2p_latency)·1000 ms; SOL mode drops the latency.
 func (q *Querier) P2P(bytes float64) (Perf, error) {
-	return Perf{}, errNotImplemented
+	if !(bytes >= 0) {
+		return Perf{}, fmt.Errorf("p2p: bytes = %v must be ≥ 0", bytes)
+	}
+	bw := max(q.sys.InterNodeBW, 1)
+	if q.mode == ModeSOL {
+		return Perf{LatencyMs: bytes / bw * 1000, Source: SourceSOL}, nil
+	}
+	return Perf{LatencyMs: (bytes/bw + q.sys.P2PLatency) * 1000, Source: SourceEmpirical}, nil
 }

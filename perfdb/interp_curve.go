@@ -1,0 +1,97 @@
+package perfdb
+
+// interp_curve.go is the one-axis fast path of the Grid resolver (Rust
+// axis_curve.rs LeafAxisCurve), used by the communication size curves and
+// the MoE token curves: exact hit verbatim, raw linear blend inside the
+// measured range, and outside it the boundary point's utilization held
+// (k_tail = 1): latency = SOL(q) / (SOL(anchor)/latency(anchor)).
+
+import (
+	"slices"
+)
+
+// curvePoint is one measured point of a 1-D curve.
+type curvePoint struct {
+	x float64
+	l leaf
+}
+
+// curve is a sorted 1-D curve with the axis name for messages.
+type curve struct {
+	axis string
+	pts  []curvePoint
+}
+
+// newCurve sorts pts by x; the first point at an x wins.
+func newCurve(axis string, pts []curvePoint) *curve {
+	out := make([]curvePoint, 0, len(pts))
+	seen := make(map[float64]bool, len(pts))
+	for _, p := range pts {
+		if !seen[p.x] {
+			seen[p.x] = true
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b curvePoint) int {
+		switch {
+		case a.x < b.x:
+			return -1
+		case a.x > b.x:
+			return 1
+		}
+		return 0
+	})
+	return &curve{axis: axis, pts: out}
+}
+
+// search returns the first index with x >= c.
+func (cv *curve) search(c float64) int {
+	lo, hi := 0, len(cv.pts)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if cv.pts[mid].x < c {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// query resolves c with sol the analytic SOL along the axis.
+func (cv *curve) query(sol solFn, c float64) (leaf, error) {
+	q := pt{c}
+	axes := []string{cv.axis}
+	if cv == nil || len(cv.pts) == 0 {
+		return leaf{}, anchorMiss(axes, q, "empty table")
+	}
+	up := cv.search(c)
+	if up < len(cv.pts) && cv.pts[up].x == c && isExactKey(c) {
+		return cv.pts[up].l, nil
+	}
+	if up == 0 || up == len(cv.pts) {
+		a := cv.pts[0]
+		if up != 0 {
+			a = cv.pts[len(cv.pts)-1]
+		}
+		as := sol.sol(pt{a.x})
+		if !(a.l.lat > 0) || !(as > 0) {
+			return leaf{}, anchorMiss(axes, q, "no positive-util boundary anchor")
+		}
+		qs := sol.sol(q)
+		if !(qs > 0) {
+			return leaf{}, anchorMiss(axes, q, "non-positive SOL at query")
+		}
+		lat := qs / (as / a.l.lat)
+		return resolved(lat, a.l.blendPower()), nil
+	}
+	lo, hi := cv.pts[up-1], cv.pts[up]
+	w := (c - lo.x) / (hi.x - lo.x)
+	plo := lo.l.blendPower()
+	return resolved(lo.l.lat+(hi.l.lat-lo.l.lat)*w, plo+(hi.l.blendPower()-plo)*w), nil
+}
+
+// identitySOL is the SOL of communication curves: proportional to size.
+type identitySOL struct{}
+
+func (identitySOL) sol(c pt) float64 { return c[0] }
