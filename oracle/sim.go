@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -48,6 +49,7 @@ type RequestRecord struct {
 	NumPreemptions  int
 	NumCachedTokens int // prefix-hit tokens at first admission
 	Client          int // closed-loop client, -1 otherwise
+	Generation      int // closed loop: index of the request within its client
 }
 
 // Result is the outcome of a run.
@@ -113,7 +115,8 @@ type Sim struct {
 	schedTk  int
 	finished int
 
-	fatal error // a condition found while scheduling that makes the workload unfinishable
+	gen   []int32 // closed loop: generation index of each request within its client
+	fatal error   // a condition found while scheduling that makes the workload unfinishable
 
 	onFinish func(s *Sim, r int32, t float64)
 }
@@ -171,7 +174,7 @@ func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxToke
 	i := int32(len(s.reqs))
 	nb := (p+maxTokens)/s.bs + 2
 	s.reqs = append(s.reqs, req{
-		id: id, uid: uint64(i) + 1, arrival: at, p: p, maxTokens: maxTokens, eosAt: eosAt,
+		id: idOr(id, i), uid: uint64(i) + 1, arrival: at, p: p, maxTokens: maxTokens, eosAt: eosAt,
 		tokens: tokens, sharedLen: sharedLen, group: 1, numCached: -1, client: client,
 		table:    make([]int32, 0, nb),
 		tokTimes: make([]float64, 0, maxTokens),
@@ -366,6 +369,9 @@ func (s *Sim) result() *Result {
 			TokenTimesMs: r.tokTimes, FinishMs: r.finish, NumPreemptions: r.preemptions,
 			NumCachedTokens: max(r.numCached, 0), Client: int(r.client),
 		}
+		if i < len(s.gen) {
+			rec.Generation = int(s.gen[i])
+		}
 		if len(r.tokTimes) > 0 {
 			rec.TTFTMs = r.tokTimes[0] - r.arrival
 		}
@@ -423,3 +429,11 @@ func (s *Sim) freeTable(ri int32) {
 }
 
 func (s *Sim) freeBlocks() int { return s.pool.nfree }
+
+// idOr names unnamed (driver) requests by their index.
+func idOr(id string, i int32) string {
+	if id != "" {
+		return id
+	}
+	return "r" + strconv.Itoa(int(i))
+}

@@ -1,0 +1,166 @@
+package oracle
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// Shape is the fixed request shape of the synthetic drivers: prompt ISL tokens of which
+// the first Prefix are a prompt prefix shared by every request (a prefix-cache hit once
+// cached; Prewarm caches it before t = 0), OSL output tokens (max_tokens).
+type Shape struct {
+	ISL    int
+	OSL    int
+	Prefix int
+	// Prewarm registers the shared prefix's full blocks in the prefix cache before the
+	// first arrival (as if an earlier request had computed them), so that every
+	// request, the first included, hits it. Needs prefix caching on.
+	Prewarm bool
+}
+
+func (sh Shape) validate(e *Engine) error {
+	switch {
+	case sh.ISL <= 0:
+		return fmt.Errorf("driver isl = %d: must be > 0", sh.ISL)
+	case sh.OSL <= 0:
+		return fmt.Errorf("driver osl = %d: must be > 0", sh.OSL)
+	case sh.Prefix < 0 || sh.Prefix >= sh.ISL:
+		return fmt.Errorf("driver prefix = %d: must be in [0, isl = %d)", sh.Prefix, sh.ISL)
+	case sh.Prewarm && !e.EnablePrefixCaching:
+		return fmt.Errorf("driver prewarm: prefix caching is off (enable_prefix_caching = false); a prefix cannot be cached")
+	case (sh.ISL+e.BlockSize-1)/e.BlockSize > e.usableBlocks():
+		return fmt.Errorf("driver isl = %d needs %d KV blocks but the pool has %d usable; raise num_gpu_blocks", sh.ISL, (sh.ISL+e.BlockSize-1)/e.BlockSize, e.usableBlocks())
+	}
+	return nil
+}
+
+// prewarm computes the shared prefix's full blocks once (allocate, register, free), so
+// they sit in the free queue as cached blocks.
+func (s *Sim) prewarm(prefix int) {
+	if prefix < s.bs || !s.eng.EnablePrefixCaching {
+		return
+	}
+	d := req{p: prefix, sharedLen: prefix, group: 1}
+	nb := prefix / s.bs
+	d.ensureHashes(nb, s.bs)
+	blocks := make([]int32, 0, nb)
+	for i := 0; i < nb && s.pool.nfree > 0; i++ {
+		b := s.pool.popFree()
+		s.pool.register(b, d.hashes[i])
+		blocks = append(blocks, b)
+	}
+	for i := len(blocks) - 1; i >= 0; i-- {
+		s.pool.release(blocks[i])
+	}
+}
+
+// ClosedLoop is the closed-loop driver (QUEUEING.md §1): Clients clients each send
+// Generations requests one after another; a client's next request arrives at the
+// previous one's finish + TurnaroundMs. All clients send their first request at 0.
+type ClosedLoop struct {
+	Shape
+	Clients      int
+	Generations  int
+	TurnaroundMs float64
+}
+
+// RunClosedLoop simulates the closed loop. Result.Requests are in creation order;
+// each record carries its Client and Generation.
+func (s *Sim) RunClosedLoop(ctx context.Context, cl ClosedLoop) (*Result, error) {
+	if err := cl.Shape.validate(&s.eng); err != nil {
+		return nil, err
+	}
+	switch {
+	case cl.Clients <= 0:
+		return nil, fmt.Errorf("closed loop concurrency = %d: must be > 0", cl.Clients)
+	case cl.Generations <= 0:
+		return nil, fmt.Errorf("closed loop generations = %d: must be > 0", cl.Generations)
+	case cl.TurnaroundMs < 0 || math.IsNaN(cl.TurnaroundMs) || math.IsInf(cl.TurnaroundMs, 0):
+		return nil, fmt.Errorf("closed loop turnaround_ms = %v: must be a finite number ≥ 0", cl.TurnaroundMs)
+	}
+	if cl.Prewarm {
+		s.prewarm(cl.Prefix)
+	}
+	s.reqs = make([]req, 0, cl.Clients*cl.Generations)
+	s.gen = make([]int32, 0, cl.Clients*cl.Generations)
+	sent := make([]int, cl.Clients)
+	spawn := func(c int, at float64) {
+		s.gen = append(s.gen, int32(sent[c]))
+		s.add("", at, cl.ISL, nil, cl.Prefix, cl.OSL, 0, int32(c))
+		sent[c]++
+	}
+	for c := 0; c < cl.Clients; c++ {
+		spawn(c, 0)
+	}
+	s.onFinish = func(s *Sim, ri int32, t float64) {
+		c := int(s.reqs[ri].client)
+		if sent[c] < cl.Generations {
+			spawn(c, t+cl.TurnaroundMs)
+		}
+	}
+	s.opt.MaxPasses = max(s.opt.MaxPasses, 1000+4*cl.Clients*cl.Generations*(cl.ISL+cl.OSL))
+	return s.Run(ctx)
+}
+
+// OpenLoop is the open-loop driver: NumRequests requests of one shape arriving at
+// ArrivalsMs when given (explicit times, e.g. the model's W1 stream), else as a
+// Poisson process of RateRPS drawn from a PCG generator seeded with Seed (fixed seed,
+// bit-reproducible).
+type OpenLoop struct {
+	Shape
+	RateRPS     float64
+	NumRequests int
+	Seed        uint64
+	ArrivalsMs  []float64
+}
+
+// RunOpenLoop simulates the open loop.
+func (s *Sim) RunOpenLoop(ctx context.Context, ol OpenLoop) (*Result, error) {
+	if err := ol.Shape.validate(&s.eng); err != nil {
+		return nil, err
+	}
+	times := ol.ArrivalsMs
+	if times == nil {
+		if !(ol.RateRPS > 0) || math.IsInf(ol.RateRPS, 0) {
+			return nil, fmt.Errorf("open loop rate = %v rps: must be a finite number > 0", ol.RateRPS)
+		}
+		if ol.NumRequests <= 0 {
+			return nil, fmt.Errorf("open loop num_requests = %d: must be > 0", ol.NumRequests)
+		}
+		rng := rand.New(rand.NewPCG(ol.Seed, 0x6f7261636c65))
+		times = make([]float64, ol.NumRequests)
+		t := 0.0
+		for i := range times {
+			times[i] = t
+			t += rng.ExpFloat64() * 1000 / ol.RateRPS
+		}
+	}
+	for i, t := range times {
+		if math.IsNaN(t) || math.IsInf(t, 0) || t < 0 || (i > 0 && t < times[i-1]) {
+			return nil, fmt.Errorf("open loop arrival %d = %v ms: arrivals must be finite, ≥ 0 and non-decreasing", i, t)
+		}
+	}
+	if ol.Prewarm {
+		s.prewarm(ol.Prefix)
+	}
+	s.reqs = make([]req, 0, len(times))
+	for _, t := range times {
+		s.add("", t, ol.ISL, nil, ol.Prefix, ol.OSL, 0, -1)
+	}
+	return s.Run(ctx)
+}
+
+// RunTrace simulates explicit requests (trace replay): per-request arrival and prompt
+// (length, or token ids for prefix caching), max_tokens and optional EOS position.
+func (s *Sim) RunTrace(ctx context.Context, reqs []workload.Request) (*Result, error) {
+	for _, r := range reqs {
+		if _, err := s.Add(r); err != nil {
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+	}
+	return s.Run(ctx)
+}
