@@ -7,7 +7,7 @@ package oracle
 // prefix-cache map from block hash to block(s), duplicates allowed.
 //
 // Everything is int32 arrays indexed by block id; no allocation after construction
-// except the hash map's own growth.
+// none at all (the hash table is sized for the pool).
 type blockPool struct {
 	n       int32
 	ref     []int32
@@ -19,8 +19,8 @@ type blockPool struct {
 	nfree   int
 	hash    []uint64
 	hashed  []bool
-	dupNext []int32          // next block with the same hash (insertion order), -1 = none
-	cached  map[uint64]int32 // hash → first registered block with that hash
+	dupNext []int32 // next block with the same hash (insertion order), -1 = none
+	cached  hashTab // hash → first registered block with that hash
 	caching bool
 }
 
@@ -41,7 +41,7 @@ func newBlockPool(numBlocks int, caching bool) *blockPool {
 		caching: caching,
 	}
 	if caching {
-		p.cached = make(map[uint64]int32, numBlocks)
+		p.cached = newHashTab(numBlocks)
 	}
 	for i := range p.dupNext {
 		p.dupNext[i] = -1
@@ -118,10 +118,7 @@ func (p *blockPool) release(b int32) {
 
 // lookup returns the first registered block with hash h, or -1.
 func (p *blockPool) lookup(h uint64) int32 {
-	if b, ok := p.cached[h]; ok {
-		return b
-	}
-	return -1
+	return p.cached.get(h)
 }
 
 // register publishes b under hash h (duplicates allowed; the first one registered is
@@ -130,9 +127,9 @@ func (p *blockPool) register(b int32, h uint64) {
 	p.hash[b] = h
 	p.hashed[b] = true
 	p.dupNext[b] = -1
-	first, ok := p.cached[h]
-	if !ok {
-		p.cached[h] = b
+	first := p.cached.get(h)
+	if first < 0 {
+		p.cached.set(h, b)
 		return
 	}
 	for p.dupNext[first] >= 0 {
@@ -145,12 +142,12 @@ func (p *blockPool) register(b int32, h uint64) {
 func (p *blockPool) evict(b int32) {
 	h := p.hash[b]
 	p.hashed[b] = false
-	first := p.cached[h]
+	first := p.cached.get(h)
 	if first == b {
 		if p.dupNext[b] >= 0 {
-			p.cached[h] = p.dupNext[b]
+			p.cached.set(h, p.dupNext[b])
 		} else {
-			delete(p.cached, h)
+			p.cached.del(h)
 		}
 	} else {
 		for first >= 0 && p.dupNext[first] != b {
