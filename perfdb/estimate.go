@@ -33,6 +33,9 @@ type Config struct {
 	MoEQuant  MoEQuant
 	CommQuant CommQuant
 
+	// Mode is the database mode kernels are answered in (default SILICON).
+	Mode DatabaseMode
+
 	sys *System
 }
 
