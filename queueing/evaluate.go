@@ -2,7 +2,6 @@ package queueing
 
 import (
 	"context"
-	"errors"
 
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -27,10 +26,4 @@ type Options struct {
 // recursion of the backend's calendar (QUEUEING.md §4) with default options.
 func Quantitative(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
 	return QuantitativeWith(ctx, w, e, t, Options{})
-}
-
-// Screening evaluates w on engine e with pass timing t by the closed form of
-// QUEUEING.md §5: O(1) timing calls, no simulation.
-func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
-	return nil, errors.New("queueing: screening tier not built yet")
 }

@@ -1,0 +1,479 @@
+package queueing
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// Discretisation of the screening distributions (atoms per continuous component).
+const residualAtoms = 24
+
+// pricer prices the few passes the closed form needs, reusing one Pass.
+type pricer struct {
+	t     timing.Timing
+	p     timing.Pass
+	chunk [1]timing.Chunk
+	err   error
+}
+
+// price returns the duration of a pass with one prefill chunk (tokens at
+// position from, prefix cached) and rows decode rows of context ctx each.
+func (pr *pricer) price(tokens, from, prefix, rows, ctx int) float64 {
+	pr.p.Prefill = pr.chunk[:0]
+	if tokens > 0 {
+		pr.p.Prefill = append(pr.p.Prefill, timing.Chunk{Tokens: tokens, Computed: from, Prefix: prefix})
+	}
+	if cap(pr.p.Decode) < rows {
+		pr.p.Decode = make([]int, rows)
+	}
+	pr.p.Decode = pr.p.Decode[:rows]
+	for i := range pr.p.Decode {
+		pr.p.Decode[i] = ctx
+	}
+	if tokens == 0 && rows == 0 {
+		return 0
+	}
+	v := pr.t.PassMs(&pr.p)
+	if !(v > 0) || math.IsInf(v, 0) {
+		if pr.err == nil {
+			pr.err = fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", v, tokens, rows)
+		}
+		return 1
+	}
+	return v
+}
+
+// prefillMs prices a request's own prompt alone: chunks of at most chunk tokens
+// from position prefix to isl, each pass also carrying rows decode rows of
+// context ctx (rows = 0: the pure prefill).
+func (pr *pricer) prefillMs(isl, prefix, chunk, rows, ctx int) (ms float64, passes int) {
+	for pos := prefix; pos < isl; {
+		n := min(chunk, isl-pos)
+		ms += pr.price(n, pos, prefix, rows, ctx)
+		pos += n
+		passes++
+	}
+	return ms, passes
+}
+
+// scr holds the derived quantities of one screening evaluation (docs/queueing.md).
+type scr struct {
+	c          float64 // requests in service
+	I, O       float64 // mean uncached prompt, mean output length
+	np         int     // own prefill passes
+	pmix       int     // prefill tokens of a mixed pass
+	dmix, dgen int     // decode rows of a mixed / decode-only pass
+	nmix, ngen float64 // passes per request cycle
+	tmix, tgen float64
+	own        float64 // own prefill passes, with the decode rows riding along
+	tcyc       float64 // one request cycle (all c requests served once)
+}
+
+// Screening evaluates w on engine e with pass timing t by the closed form of
+// QUEUEING.md §5 (derived in docs/queueing.md): a handful of timing calls, no
+// simulation.
+func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
+	b, err := checkInputs(w, e, t)
+	if err != nil {
+		return nil, err
+	}
+	pr := &pricer{t: t}
+	rep, err := screen(pr, w, e, b)
+	if err != nil {
+		return nil, err
+	}
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	return rep, finite(rep)
+}
+
+// chunkCap returns the largest prompt chunk one request can get in a pass with
+// rows decode rows (0 when none), and whether prompts are whole (chunking off).
+func chunkCap(e EngineSpec, rows int) (int, bool) {
+	switch e.Backend {
+	case BackendVLLM:
+		if !e.EnableChunkedPrefill {
+			return e.MaxNumBatchedTokens, true
+		}
+		c := e.MaxNumBatchedTokens - rows
+		if e.LongPrefillTokenThreshold > 0 {
+			c = min(c, e.LongPrefillTokenThreshold)
+		}
+		return c, false
+	case BackendTRTLLM:
+		if !e.EnableChunkedPrefill {
+			return e.MaxNumTokens, true
+		}
+		return (e.MaxNumTokens - rows) / e.BlockSize * e.BlockSize, false
+	}
+	if !e.EnableChunkedPrefill {
+		return math.MaxInt32, true
+	}
+	c := e.ChunkedPrefillSize
+	if e.EnableMixedChunk {
+		c -= rows
+	}
+	return c / e.BlockSize * e.BlockSize, false
+}
+
+func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, error) {
+	stage := e.StageMs
+	meanISL := float64(w.ISL)
+	if len(w.ISLQuantiles) > 0 {
+		meanISL = 0
+		for _, v := range w.ISLQuantiles {
+			meanISL += float64(v)
+		}
+		meanISL /= float64(len(w.ISLQuantiles))
+	}
+	isl := int(math.Round(meanISL))
+	prefix := w.Prefix
+	I := float64(isl - prefix)
+	O := b.meanOSL
+	osl := int(math.Round(O))
+	ctxDec := isl + max(osl/2, 1) // mean context of a decode row
+	S := e.seqCap()
+	alternating := e.Backend == BackendSGLang && !e.EnableMixedChunk
+	async := e.AsyncScheduling
+
+	// lo: the pure prefill of the shortest prompt in the largest chunks any pass
+	// can give it (no decode rows, no waiting) — every steady TTFT is at least this.
+	maxChunk, _ := chunkCap(e, 0)
+	maxChunk = max(maxChunk, 1)
+	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
+		maxChunk = math.MaxInt32
+	}
+	pureMin, _ := pr.prefillMs(b.minISL, prefix, maxChunk, 0, 0)
+	lo := stage + pureMin
+
+	var s scr
+	open := w.RateRPS > 0
+	lambda := w.RateRPS / 1000 // requests per ms
+	var wq Distribution
+	rho := 0.0
+	unstableReason := ""
+	if !open {
+		s = cycle(pr, e, float64(min(w.Concurrency, S)), I, O, isl, prefix, ctxDec, alternating)
+	} else {
+		// Open loop: the in-service population n solves n = λ·(time in service).
+		n := 1.0
+		for it := 0; it < 12; it++ {
+			s = cycle(pr, e, n, I, O, isl, prefix, ctxDec, alternating)
+			inService := s.own + (O-1)*s.tcyc/math.Max(s.nmix+s.ngen, 1)
+			next := math.Max(1, lambda*inService)
+			if next > float64(S) || next > 1e6 {
+				unstableReason = fmt.Sprintf("unstable at rate %.4g rps: the requests in service would exceed the engine cap (%d); lower the rate", w.RateRPS, S)
+				break
+			}
+			n = next
+		}
+		if unstableReason == "" {
+			// The prefill server: M/D/1 on the own-prefill time (the whole request
+			// when one sequence runs at a time).
+			svc := s.own
+			if S == 1 {
+				svc = s.own + (O-1)*s.tgen
+			}
+			rho = lambda * svc
+			if rho >= 1 {
+				unstableReason = fmt.Sprintf("unstable at rate %.4g rps: the prefill load ρ = %.3g ≥ 1 (capacity about %.4g rps); lower the rate", w.RateRPS, rho, 1000/svc)
+			} else {
+				wq = md1Wait(rho, svc)
+			}
+		}
+	}
+	if unstableReason != "" {
+		return &Report{Tier: TierScreening, Fidelity: w.Fidelity(), Unstable: true, UnstableReason: unstableReason,
+			Diagnostics: Diagnostics{Rho: rho}}, nil
+	}
+	c := s.c
+
+	// Waiting for a slot (closed loop, C > max running): Little's law on the cycle.
+	wait := 0.0
+	thr := 0.0
+	if !open {
+		C := float64(w.Concurrency)
+		if C > c {
+			thr = c / s.tcyc
+			wait = math.Max(0, C/thr-s.tcyc-w.TurnaroundMs)
+		} else {
+			thr = C / (s.tcyc + w.TurnaroundMs)
+		}
+		rho = s.nmix * s.tmix / s.tcyc
+	} else {
+		thr = lambda
+	}
+
+	// The residual of the pass in flight at arrival.
+	var res Distribution
+	switch {
+	case open && S == 1:
+		res = PointMass(0) // inside the M/D/1 wait
+	case open || w.TurnaroundMs > 0:
+		res = residual(s, async)
+	case async && c > 1:
+		// Pass-aligned arrival, seen one pass late (V-R10): one whole pass.
+		res = twoAtoms(s.tgen, s.ngen, s.tmix, s.nmix)
+	default:
+		res = PointMass(0)
+	}
+	shift := stage + wait + s.own
+	ttft := res.Shift(shift)
+	if open && S > 1 {
+		ttft = wq.Shift(shift + res.Mean())
+	} else if open {
+		ttft = wq.Shift(shift)
+	}
+
+	// ITL: two masses through the weighted-quantile rule (osl ≤ 1: no gaps).
+	var itl, tpot Distribution
+	tpotMean := 0.0
+	if O > 1 {
+		gaps := O - 1
+		var mixGap, mixW float64
+		if alternating {
+			// A prefill stretch stalls every decoder for the whole chunked prefill.
+			mixGap, mixW = s.tgen+float64(s.np)*s.tmix, math.Min(gaps, math.Max(c-1, 0))
+		} else {
+			mixGap, mixW = s.tmix, math.Min(gaps, s.nmix*(c-1)/c)
+		}
+		genW := gaps - mixW
+		itl = twoAtoms(s.tgen, genW, mixGap, mixW)
+		tpotMean = itl.Mean()
+		tpot = PointMass(tpotMean)
+	} else {
+		itl, tpot = PointMass(0), PointMass(0)
+	}
+	e2e := ttft.Shift((O - 1) * tpotMean)
+
+	// Transient: the admission staircase of the burst (request k waits for the k
+	// prompts before it; beyond the running cap, for whole cycles).
+	trans := PointMass(lo)
+	if !open {
+		trans = staircase(pr, e, w, s, lo, isl, prefix)
+	}
+
+	hi, certain := bracketHi(pr, e, w, b, async, alternating)
+	p99 := ttft.Quantile(0.99)
+	if !certain {
+		hi = math.Max(hi, p99)
+	}
+	lo = math.Min(lo, ttft.Min())
+	rep := &Report{
+		TTFTSteady: ttft, TTFTTransient: trans, ITL: itl, TPOT: tpot, E2E: e2e,
+		TTFTSteadyP99Lo: lo, TTFTSteadyP99Hi: hi,
+		ThroughputRPS: thr * 1000, OutputTokensPerS: thr * 1000 * O,
+		Tier: TierScreening, Fidelity: w.Fidelity(),
+		Diagnostics: Diagnostics{BracketCertain: certain, Rho: rho, TMixMs: s.tmix, TGenMs: s.tgen, NMix: s.nmix, NGen: s.ngen},
+	}
+	return rep, nil
+}
+
+// cycle derives the pass structure of one request cycle with c requests in
+// service (docs/queueing.md §2).
+func cycle(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, alternating bool) scr {
+	s := scr{c: c, I: I, O: O}
+	ci := int(math.Ceil(c))
+	ch0, whole := chunkCap(e, 0)
+	np0 := 1
+	if !whole {
+		np0 = int(math.Ceil(I / float64(max(ch0, 1))))
+	}
+	// Share of the other requests decoding while one is prefilled.
+	fdec := 0.0
+	if O > 1 {
+		fdec = (O - 1) / (O - 1 + float64(np0))
+	}
+	d := int(math.Round((c - 1) * fdec))
+	if alternating {
+		d = 0
+	}
+	ch, whole := chunkCap(e, d)
+	ch = max(ch, 1)
+	if whole {
+		ch = int(I)
+	}
+	s.pmix = min(ch, int(I))
+	s.dmix = d
+	s.own, s.np = pr.prefillMs(isl, prefix, ch, d, ctxDec)
+	s.tmix = pr.price(s.pmix, prefix, prefix, d, ctxDec)
+	s.nmix = c * I / float64(s.pmix)
+	pcyc := math.Max(float64(s.np)+O-1, s.nmix)
+	s.ngen = pcyc - s.nmix
+	s.dgen = max(1, int(math.Round(c*(O-1)/pcyc)))
+	if alternating {
+		s.dgen = max(1, ci-1)
+	}
+	s.tgen = pr.price(0, 0, 0, s.dgen, ctxDec)
+	if O <= 1 {
+		s.ngen, s.tgen = 0, s.tmix
+	}
+	s.tcyc = s.nmix*s.tmix + s.ngen*s.tgen
+	return s
+}
+
+// residual is the renewal residual of the pass in flight at a random arrival: a
+// pass of type i is hit with probability ∝ n_i·t_i and the residual is uniform on
+// [0, t_i]; asynchronous scheduling adds the already-scheduled next pass.
+func residual(s scr, async bool) Distribution {
+	wg, wm := s.ngen*s.tgen, s.nmix*s.tmix
+	atoms := make([]Atom, 0, 2*residualAtoms)
+	for _, comp := range []struct{ t, w float64 }{{s.tgen, wg}, {s.tmix, wm}} {
+		if comp.w <= 0 {
+			continue
+		}
+		for j := 0; j < residualAtoms; j++ {
+			v := (float64(j) + 0.5) / residualAtoms * comp.t
+			atoms = append(atoms, Atom{Value: v, Weight: comp.w / residualAtoms})
+		}
+	}
+	d := fromAtomsOwned(atoms)
+	if async {
+		d = d.Shift((s.ngen*s.tgen + s.nmix*s.tmix) / math.Max(s.ngen+s.nmix, 1e-12))
+	}
+	return d
+}
+
+// md1Wait is the M/D/1 waiting time with load rho and service svc: no wait with
+// probability 1−ρ, else an exponential tail with the Pollaczek–Khinchine mean
+// ρ·svc/(2(1−ρ)) (docs/queueing.md §4), as midpoint atoms.
+func md1Wait(rho, svc float64) Distribution {
+	mean := rho * svc / (2 * (1 - rho))
+	if rho <= 0 {
+		return PointMass(0)
+	}
+	condMean := mean / rho
+	atoms := make([]Atom, 0, 65)
+	atoms = append(atoms, Atom{Value: 0, Weight: 1 - rho})
+	const k = 64
+	for j := 0; j < k; j++ {
+		u := (float64(j) + 0.5) / k
+		atoms = append(atoms, Atom{Value: -condMean * math.Log1p(-u), Weight: rho / k})
+	}
+	return fromAtomsOwned(atoms)
+}
+
+// twoAtoms returns the two-mass distribution (a with weight wa, b with weight wb).
+func twoAtoms(a, wa, b, wb float64) Distribution {
+	atoms := make([]Atom, 0, 2)
+	if wa > 0 {
+		atoms = append(atoms, Atom{Value: a, Weight: wa})
+	}
+	if wb > 0 {
+		atoms = append(atoms, Atom{Value: b, Weight: wb})
+	}
+	if len(atoms) == 0 {
+		return PointMass(a)
+	}
+	return fromAtomsOwned(atoms)
+}
+
+// staircase is the transient of the initial burst: request k (k = 0..C−1) waits
+// for the prompts of the k requests before it at the burst's prefill rate, and
+// for ⌊k/S⌋ whole cycles beyond the running cap S. Returned as two atoms with the
+// staircase's mean and maximum.
+func staircase(pr *pricer, e EngineSpec, w workload.Spec, s scr, first float64, isl, prefix int) Distribution {
+	C := float64(w.Concurrency)
+	S := float64(e.seqCap())
+	inWave := math.Min(C, S)
+	if inWave <= 1 && C <= 1 {
+		return PointMass(first)
+	}
+	// During the burst about half the admitted prompts are already decoding.
+	d := 0
+	if s.O > 1 {
+		d = int((inWave - 1) / 2)
+	}
+	ch, whole := chunkCap(e, d)
+	if whole || ch < 1 {
+		ch = int(s.I)
+	}
+	pb := min(ch, int(s.I)*int(inWave))
+	tb := pr.price(pb, prefix, prefix, d, isl)
+	perPrompt := s.I / float64(pb) * tb // pass time per prompt at the burst rate
+	meanStep := (inWave - 1) / 2 * perPrompt
+	maxStep := (inWave - 1) * perPrompt
+	// Waves beyond S: Σ_k ⌊k/S⌋ over k < C.
+	q := math.Floor(C / S)
+	r := C - q*S
+	waves := (S*q*(q-1)/2 + r*q) / C
+	mean := first + meanStep + waves*s.tcyc
+	mx := first + maxStep + math.Max(0, math.Ceil(C/S)-1)*s.tcyc
+	if mx <= mean {
+		return PointMass(mean)
+	}
+	// Two atoms at first and mx with the staircase mean.
+	wMax := (mean - first) / (mx - first)
+	if !(wMax > 0) {
+		return PointMass(first)
+	}
+	return twoAtoms(first, 1-wMax, mx, wMax)
+}
+
+// bracketHi is the structural upper bound on any steady TTFT of a closed loop with
+// C ≤ the running cap (docs/queueing.md §3): the pass in flight at arrival (+1 when
+// scheduling is asynchronous) and, at worst, the prompts of all C clients served
+// one after another, the earliest unfinished prompt gaining at least b_req tokens
+// per pass; every pass priced at its worst shape. certain is false where the bound
+// does not hold (open loop, C above the cap, KV-capped admission, a budget the
+// decode rows can exhaust); hi is then the same formula as an estimate.
+func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, alternating bool) (float64, bool) {
+	C := max(w.Concurrency, 1)
+	certain := w.Concurrency > 0 && C <= e.seqCap()
+	rows := C - 1
+	if alternating {
+		rows = 0
+	}
+	iMax := b.maxISL - w.Prefix
+	pos := iMax // prompt positions to cover per request
+	if e.Backend == BackendTRTLLM {
+		pos = b.maxISL // the budget is charged from position 0 (reuse after budgeting)
+	}
+	breq, whole := chunkCap(e, rows)
+	pmax := e.budget() // prefill tokens of the worst pass
+	switch {
+	case whole:
+		// A whole prompt is admitted once it fits beside the decode rows.
+		fits := true
+		switch e.Backend {
+		case BackendVLLM:
+			fits = iMax+rows <= e.MaxNumBatchedTokens
+		case BackendTRTLLM:
+			fits = b.maxISL+rows <= e.MaxNumTokens
+		}
+		certain = certain && fits
+		breq = max(pos, 1)
+		pmax = max(pmax, iMax)
+	case breq < 1:
+		certain = false
+		breq = 1
+	}
+	if e.Backend == BackendTRTLLM && e.KVCapacityTokens > 0 {
+		certain = certain && C*ceilDiv(b.maxISL+b.maxOSL, e.BlockSize) <= e.KVCapacityTokens/e.BlockSize
+	}
+	// Each pass advances the earliest unfinished prompt by ≥ min(rest, b_req). Where
+	// the budget left after the decode rows is packed greedily across prompts
+	// (vLLM chunked without a per-request threshold, TRT-LLM chunked FCFS), each
+	// pass also consumes ≥ b_req tokens of the remaining prompt work: fluid bound.
+	passes := C * ceilDiv(pos, breq)
+	fluid := !whole && ((e.Backend == BackendVLLM && e.LongPrefillTokenThreshold == 0) || e.Backend == BackendTRTLLM)
+	if fluid {
+		passes = min(passes, ceilDiv(C*pos, breq)+1)
+	}
+	extra := 1
+	if async {
+		extra++
+	}
+	tok := min(pmax, iMax*C)
+	from := max(w.Prefix, b.maxISL-tok)
+	if from+tok > b.maxISL {
+		from = w.Prefix
+	}
+	ctx := b.maxISL + b.maxOSL
+	tmax := math.Max(pr.price(tok, from, w.Prefix, rows, ctx), pr.price(0, 0, 0, C, ctx))
+	return e.StageMs + float64(passes+extra)*tmax, certain
+}
