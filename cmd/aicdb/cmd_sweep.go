@@ -1,18 +1,266 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/store"
 )
 
-// sweepCommand is not built yet; its issue replaces this file.
+// sweepCommand evaluates aiconfigurator's default search space into the store
+// (incremental, parallel, whole-row batches) and prints the best configs when SLA
+// flags are given.
 func sweepCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "model", Usage: "model `ID` known to the store", Required: true},
+		&cli.StringFlag{Name: "system", Usage: "GPU `SYSTEM` (e.g. h200_sxm)", Required: true},
+		&cli.StringFlag{Name: "backend", Usage: "`BACKEND`: vllm, trtllm or sglang", Required: true},
+		&cli.StringFlag{Name: "version", Usage: "backend `VERSION` (default: newest in the store)"},
+		&cli.IntFlag{Name: "total-gpus", Usage: "GPU budget `N`", Required: true},
+		&cli.IntFlag{Name: "isl", Usage: "prompt length `N` in tokens", Required: true},
+		&cli.IntFlag{Name: "osl", Usage: "output length `N` in tokens", Required: true},
+		&cli.IntFlag{Name: "prefix", Usage: "prefix-cached prompt tokens `N`"},
+		&cli.StringFlag{Name: "mode", Value: "agg", Usage: "`MODE`: agg, disagg or all (disagg rows are composed from static estimates)"},
+		&cli.StringFlag{Name: "tp", Usage: "tensor-parallel sizes `LIST` (default 1,2,4,8)"},
+		&cli.StringFlag{Name: "batch", Usage: "agg batch sizes `LIST` (default: aiconfigurator's schedule)"},
+		&cli.StringFlag{Name: "ctx-tokens", Usage: "agg prefill budgets `LIST` (default: aiconfigurator's list for --isl)"},
+		&cli.StringFlag{Name: "decode-batch", Usage: "disagg decode batch sizes `LIST` (default: aiconfigurator's schedule)"},
+		&cli.BoolFlag{Name: "chunked-prefill", Usage: "aiconfigurator's enable_chunked_prefill for the ctx_tokens grid"},
+		&cli.IntFlag{Name: "workers", Usage: "parallel evaluations (default: all cores)"},
+		&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
+		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
+		&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT` of the best-config table: table, csv or json"},
+	}
 	return &cli.Command{
 		Name:  "sweep",
-		Usage: "(not built yet)",
-		Action: func(*cli.Context) error {
-			return errors.New("sweep is not built yet")
-		},
+		Usage: "evaluate the default search space into the store (incremental; prints best configs with SLA flags)",
+		Description: `Example:
+   aicdb sweep --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --total-gpus 8 --isl 4000 --osl 500
+Points already stored are not evaluated again; an interrupted sweep resumes when rerun.`,
+		Flags:  append(flags, slaFlags()...),
+		Action: runSweep,
 	}
+}
+
+func parseList(c *cli.Context, name string) ([]int, error) {
+	s := strings.TrimSpace(c.String(name))
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return nil, userErrorf("--%s %q: want a comma-separated list of integers > 0", name, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
+	s := refine.SweepSpec{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
+		Version: c.String("version"), TotalGPUs: c.Int("total-gpus"), ISL: c.Int("isl"), OSL: c.Int("osl"),
+		Prefix: c.Int("prefix"), ChunkedPrefill: c.Bool("chunked-prefill")}
+	switch m := c.String("mode"); m {
+	case "agg", "disagg":
+		s.Modes = []string{m}
+	case "all":
+		s.Modes = []string{"agg", "disagg"}
+	default:
+		return s, userErrorf("--mode %q: use agg, disagg or all", m)
+	}
+	var err error
+	for _, l := range []struct {
+		name string
+		dst  *[]int
+	}{{"tp", &s.TPs}, {"batch", &s.Batches}, {"ctx-tokens", &s.CtxTokens}, {"decode-batch", &s.DecodeBatches}} {
+		if *l.dst, err = parseList(c, l.name); err != nil {
+			return s, err
+		}
+	}
+	if c.String("mode") == "disagg" && (s.Batches != nil || s.CtxTokens != nil) {
+		return s, userErrorf("--batch/--ctx-tokens apply to agg rows but --mode is disagg: use --decode-batch, or --mode all")
+	}
+	if c.String("mode") == "agg" && s.DecodeBatches != nil {
+		return s, userErrorf("--decode-batch applies to disagg rows but --mode is agg: use --mode disagg or all")
+	}
+	if c.Int("workers") < 0 || c.Int("commit-every") <= 0 || c.Int("top") <= 0 {
+		return s, userErrorf("--workers must be ≥ 0, --commit-every and --top > 0")
+	}
+	return s, nil
+}
+
+func runSweep(c *cli.Context) error {
+	ctx := c.Context
+	spec, err := sweepSpec(c)
+	if err != nil {
+		return err
+	}
+	sla, err := slaFromFlags(c)
+	if err != nil {
+		return err
+	}
+	if err := checkFormat(c.String("format")); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, c.String("db"), store.Options{})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	ev, err := newEvaluator(ctx, st)
+	if err != nil {
+		return err
+	}
+	opt := refine.SweepOptions{Workers: c.Int("workers"), BatchSize: c.Int("commit-every"), Arguments: spec}
+	bar := newProgress(c.App.ErrWriter)
+	opt.Progress = bar.update
+	res, err := refine.Sweep(ctx, st, ev, spec, opt)
+	bar.done()
+	if err != nil {
+		if res.SweepID == 0 {
+			return asUser(err) // rejected before any work: bad input
+		}
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "sweep %d: %d points for %s on %s %s %s (isl %d, osl %d): %d evaluated, %d already stored, %d OOM\n",
+		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, spec.ISL, spec.OSL, res.Evaluated, res.Skipped, res.OOM)
+	if sla.Empty() {
+		return nil
+	}
+	f := store.PointFilter{Model: spec.Model, System: spec.System, Backend: spec.Backend, Version: res.Version,
+		ISL: spec.ISL, OSL: spec.OSL, Prefix: spec.Prefix, PrefixSet: true}
+	if len(spec.Modes) == 1 {
+		f.Mode = spec.Modes[0]
+	}
+	return printBest(c, st, ev, f, sla)
+}
+
+// progress draws a one-line progress bar on a terminal and stays quiet otherwise.
+type progress struct {
+	w      io.Writer
+	on     bool
+	drawn  bool
+	mu     sync.Mutex
+	total  int
+	lastAt int
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.on = true
+	}
+	return p
+}
+
+func (p *progress) update(done, total int) {
+	if !p.on || total == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	const width = 30
+	n := done * width / total
+	fmt.Fprintf(p.w, "\rsweep [%s%s] %d/%d", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
+	p.drawn = true
+}
+
+func (p *progress) done() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// newEvaluator returns the evaluator the sweep, best and query commands use:
+// the perf-database evaluator over the store, or with AICDB_EVALUATOR=synthetic the
+// deterministic synthetic one (tests and demos without perf data;
+// AICDB_SYNTHETIC_DELAY slows each point, for interruption tests).
+func newEvaluator(ctx context.Context, st *store.Store) (refine.Evaluator, error) {
+	switch v := os.Getenv("AICDB_EVALUATOR"); v {
+	case "synthetic":
+		var d time.Duration
+		if s := os.Getenv("AICDB_SYNTHETIC_DELAY"); s != "" {
+			var err error
+			if d, err = time.ParseDuration(s); err != nil {
+				return nil, userErrorf("AICDB_SYNTHETIC_DELAY %q: %v", s, err)
+			}
+		}
+		return refine.Synthetic{Delay: d}, nil
+	case "", "perfdb":
+		return perfdbEvaluator(ctx, st)
+	default:
+		return nil, userErrorf("AICDB_EVALUATOR %q: use perfdb or synthetic", v)
+	}
+}
+
+// lazyEvaluator builds the evaluator on first use (loading perf data costs time a
+// query without straddlers should not pay).
+type lazyEvaluator struct {
+	st   *store.Store
+	once sync.Once
+	ev   refine.Evaluator
+	err  error
+}
+
+func newLazyEvaluator(st *store.Store) *lazyEvaluator { return &lazyEvaluator{st: st} }
+
+func (l *lazyEvaluator) get(ctx context.Context) (refine.Evaluator, error) {
+	l.once.Do(func() { l.ev, l.err = newEvaluator(ctx, l.st) })
+	return l.ev, l.err
+}
+
+func (l *lazyEvaluator) Name() string {
+	if ev, err := l.get(context.Background()); err == nil {
+		return ev.Name()
+	}
+	return "unavailable"
+}
+
+func (l *lazyEvaluator) Resolve(ctx context.Context, model, system, backend, version string) (refine.Resolved, error) {
+	ev, err := l.get(ctx)
+	if err != nil {
+		return refine.Resolved{}, err
+	}
+	return ev.Resolve(ctx, model, system, backend, version)
+}
+
+func (l *lazyEvaluator) Legacy(ctx context.Context, in store.PointInputs) (store.Legacy, error) {
+	ev, err := l.get(ctx)
+	if err != nil {
+		return store.Legacy{}, err
+	}
+	return ev.Legacy(ctx, in)
+}
+
+func (l *lazyEvaluator) Screen(ctx context.Context, in store.PointInputs) (store.Queueing, error) {
+	ev, err := l.get(ctx)
+	if err != nil {
+		return store.Queueing{}, err
+	}
+	return ev.Screen(ctx, in)
+}
+
+func (l *lazyEvaluator) Quantitative(ctx context.Context, in store.PointInputs) (store.Quantitative, error) {
+	ev, err := l.get(ctx)
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	return ev.Quantitative(ctx, in)
+}
+
+// perfdbEvaluator returns the perf-database evaluator over st.
+func perfdbEvaluator(context.Context, *store.Store) (refine.Evaluator, error) {
+	return nil, userErrorf("the perf-database evaluator is not wired into sweeps yet: set AICDB_EVALUATOR=synthetic for the synthetic demo evaluator")
 }

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aicdb/aicdb/store"
+)
+
+// sweepArgs is the acceptance sweep (synthetic evaluator in tests).
+var sweepArgs = []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm",
+	"--total-gpus", "8", "--isl", "4000", "--osl", "500"}
+
+// cliRun runs the CLI in-process against db and returns exit code, stdout, stderr.
+func cliRun(t *testing.T, db string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"aicdb", "--db", db}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func syntheticDB(t *testing.T) string {
+	t.Helper()
+	t.Setenv("AICDB_EVALUATOR", "synthetic")
+	return filepath.Join(t.TempDir(), "a.sqlite")
+}
+
+func TestSweepCLIIncremental(t *testing.T) {
+	db := syntheticDB(t)
+	code, out, errs := cliRun(t, db, sweepArgs...)
+	if code != 0 || !strings.Contains(out, "352 evaluated, 0 already stored") {
+		t.Fatalf("first sweep: code %d out %q err %q", code, out, errs)
+	}
+	if errs != "" {
+		t.Fatalf("sweep wrote to stderr off a terminal: %q", errs)
+	}
+	code, out, _ = cliRun(t, db, sweepArgs...)
+	if code != 0 || !strings.Contains(out, "0 evaluated, 352 already stored") {
+		t.Fatalf("repeated sweep: code %d out %q", code, out)
+	}
+	// SLA flags make sweep print the best configs with named headers.
+	code, out, errs = cliRun(t, db, append(sweepArgs, "--ttft", "150", "--ttft-percentile", "p99", "--itl", "200", "--top", "2")...)
+	if code != 0 || !strings.Contains(out, "TTFT(P99)") || !strings.Contains(out, "ITL(P99)") || !strings.Contains(out, "TPOT(avg)") {
+		t.Fatalf("sweep with SLA: code %d out %q err %q", code, out, errs)
+	}
+}
+
+func TestSweepCLIBadInput(t *testing.T) {
+	db := syntheticDB(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sweep", "--model", "nope/X", "--system", "h200_sxm", "--backend", "vllm", "--total-gpus", "8", "--isl", "10", "--osl", "5"}, "Qwen/Qwen3-32B"},
+		{[]string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "b999", "--backend", "vllm", "--total-gpus", "8", "--isl", "10", "--osl", "5"}, "h200_sxm"},
+		{append(sweepArgs[:len(sweepArgs):len(sweepArgs)], "--mode", "both"), "--mode"},
+		{append(sweepArgs[:len(sweepArgs):len(sweepArgs)], "--tp", "2,x"), "--tp"},
+		{append(sweepArgs[:len(sweepArgs):len(sweepArgs)], "--mode", "disagg", "--batch", "4"), "--mode is disagg"},
+		{append(sweepArgs[:len(sweepArgs):len(sweepArgs)], "--prefix", "4000"), "--prefix"},
+		{append(sweepArgs[:len(sweepArgs):len(sweepArgs)], "--ttft", "-5"), "--ttft -5"},
+	} {
+		code, _, errs := cliRun(t, db, c.args...)
+		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("%v: code %d stderr %q, want exit 1 with one line naming %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+func TestQueryCLI(t *testing.T) {
+	db := syntheticDB(t)
+	if code, _, errs := cliRun(t, db, sweepArgs...); code != 0 {
+		t.Fatal(errs)
+	}
+	// The acceptance query works and its answer is right at screening tier.
+	code, out, errs := cliRun(t, db, "query", "select * from pareto where ttft_steady_p99 < 200")
+	if code != 0 || !strings.Contains(out, "ttft_steady_p99") {
+		t.Fatalf("query: code %d err %q", code, errs)
+	}
+	// Straddlers were resolved and persisted: a second run evaluates nothing new.
+	var n1, n2 int
+	s, _ := sql.Open("sqlite", db)
+	s.QueryRow(`SELECT count(*) FROM quantitative_results`).Scan(&n1)
+	cliRun(t, db, "query", "select * from pareto where ttft_steady_p99 < 200")
+	s.QueryRow(`SELECT count(*) FROM quantitative_results`).Scan(&n2)
+	s.Close()
+	if n1 == 0 || n1 != n2 {
+		t.Fatalf("quantitative rows after 1st/2nd query: %d/%d", n1, n2)
+	}
+	// Flags after the SQL work too.
+	code, out, _ = cliRun(t, db, "query", "select parallel, batch from pareto order by key limit 2", "--format", "csv")
+	if code != 0 || !strings.HasPrefix(out, "parallel,batch\n") || strings.Count(out, "\n") != 3 {
+		t.Fatalf("csv: code %d out %q", code, out)
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "json", "select 1 as a, 'x' as b, null as c, 2.5 as d")
+	var got []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || got[0]["b"] != "x" || got[0]["c"] != nil || got[0]["d"] != 2.5 {
+		t.Fatalf("json: code %d out %q", code, out)
+	}
+	// SQL errors: one line, exit 1.
+	code, _, errs = cliRun(t, db, "query", "select * from nope")
+	if code != 1 || !strings.Contains(errs, "no such table") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("bad SQL: code %d err %q", code, errs)
+	}
+	code, _, errs = cliRun(t, db, "query", "select 1", "--format", "xml")
+	if code != 1 || !strings.Contains(errs, "--format") {
+		t.Fatalf("bad format: code %d err %q", code, errs)
+	}
+}
+
+func TestQueryCLIReadOnlyUnlessWrite(t *testing.T) {
+	db := syntheticDB(t)
+	if code, _, errs := cliRun(t, db, sweepArgs...); code != 0 {
+		t.Fatal(errs)
+	}
+	code, _, errs := cliRun(t, db, "query", "insert into sweeps (arguments, started_at, status) values ('{}', 'x', 'done')")
+	if code != 1 || !strings.Contains(strings.ToLower(errs), "readonly") && !strings.Contains(strings.ToLower(errs), "read-only") && !strings.Contains(errs, "query_only") {
+		t.Fatalf("INSERT without --write: code %d err %q (want exit 1, read-only)", code, errs)
+	}
+	code, _, _ = cliRun(t, db, "query", "delete from operating_points")
+	code2, out, _ := cliRun(t, db, "query", "--format", "csv", "select count(*) from operating_points")
+	if code != 1 || code2 != 0 || out != "count(*)\n352\n" {
+		t.Fatalf("DELETE without --write changed the store: code %d, count %q", code, out)
+	}
+	code, _, errs = cliRun(t, db, "query", "--write", "insert into sweeps (arguments, started_at, status) values ('{}', 'x', 'done')")
+	_, out, _ = cliRun(t, db, "query", "--format", "csv", "select count(*) from sweeps")
+	if code != 0 || out != "count(*)\n2\n" {
+		t.Fatalf("INSERT with --write: code %d err %q count %q", code, errs, out)
+	}
+}
+
+func TestBestCLI(t *testing.T) {
+	db := syntheticDB(t)
+	if code, _, errs := cliRun(t, db, sweepArgs...); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := cliRun(t, db, "best", "--ttft", "200", "--ttft-percentile", "p99", "--itl", "150", "--sla-refine", "--top", "3")
+	if code != 0 {
+		t.Fatalf("best: %d %q", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 || len(lines) > 4 || !strings.Contains(lines[0], "TTFT(P99)") || !strings.Contains(lines[0], "ITL(P99)") || !strings.Contains(lines[0], "TPOT(avg)") {
+		t.Fatalf("best table:\n%s", out)
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasSuffix(l, "quantitative") {
+			t.Fatalf("--sla-refine row not at quantitative tier: %q", l)
+		}
+	}
+	code, out, _ = cliRun(t, db, "best", "--ttft", "300", "--tpot", "30", "--top", "2")
+	if code != 0 || !strings.Contains(out, "TTFT(avg)") {
+		t.Fatalf("legacy best: %d\n%s", code, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"best", "--ttft", "200", "--ttft-percentile", "p98"}, "unknown percentile"},
+		{[]string{"best", "--ttft", "-1"}, "--ttft -1"},
+		{[]string{"best", "--ttft-percentile", "p99"}, "without --ttft"},
+		{[]string{"best", "--tpot", "20", "--tpot-percentile", "p90"}, "not stored"},
+		{[]string{"best", "--top", "0"}, "--top"},
+		{[]string{"best", "--model", "nope"}, "no stored points"},
+	} {
+		code, _, errs := cliRun(t, db, c.args...)
+		if code != 1 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: code %d err %q, want exit 1 naming %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// dumpPoints returns every operating_points row, key-ordered, as text.
+func dumpPoints(t *testing.T, path string) (string, int) {
+	t.Helper()
+	st, err := store.Open(context.Background(), path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.DB.Queryx(`SELECT * FROM operating_points ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	n := 0
+	for rows.Next() {
+		v, err := rows.SliceScan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(&b, v...)
+		n++
+	}
+	return b.String(), n
+}
+
+// TestSweepKill9Resume builds the binary, SIGKILLs a sweep mid-way, reruns it, and
+// compares the final content with an uninterrupted sweep: no duplicate or partial rows.
+func TestSweepKill9Resume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "aicdb")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	env := append(os.Environ(), "AICDB_EVALUATOR=synthetic")
+	runBin := func(db string, extra ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(append([]string{"--db", db}, sweepArgs...), extra...)...)
+		cmd.Env = env
+		return cmd
+	}
+	ref := filepath.Join(dir, "ref.sqlite")
+	if out, err := runBin(ref).CombinedOutput(); err != nil {
+		t.Fatalf("reference sweep: %v\n%s", err, out)
+	}
+	want, total := dumpPoints(t, ref)
+
+	db := filepath.Join(dir, "killed.sqlite")
+	cmd := runBin(db, "--commit-every", "16", "--workers", "2")
+	cmd.Env = append(env, "AICDB_SYNTHETIC_DELAY=3ms")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill once some batches are committed.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the sweep never committed a batch")
+		}
+		time.Sleep(20 * time.Millisecond)
+		s, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(1000)")
+		if err != nil {
+			continue
+		}
+		var n int
+		err = s.QueryRow(`SELECT count(*) FROM operating_points`).Scan(&n)
+		s.Close()
+		if err == nil && n >= 48 {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	werr := cmd.Wait()
+	_, n := dumpPoints(t, db)
+	if n == total {
+		t.Skipf("the sweep finished before SIGKILL (%v)", werr)
+	}
+	if n%16 != 0 {
+		t.Fatalf("killed sweep left %d rows: not whole batches of 16", n)
+	}
+	out, err := runBin(db).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("%d evaluated, %d already stored", total-n, n)) {
+		t.Fatalf("rerun after kill at %d rows: %v\n%s", n, err, out)
+	}
+	if got, _ := dumpPoints(t, db); got != want {
+		t.Fatal("content after kill -9 and rerun differs from an uninterrupted sweep")
+	}
+}
