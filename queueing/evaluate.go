@@ -16,7 +16,8 @@ type Options struct {
 	// max(8, ceil(256/C))).
 	WindowGenerations int
 	// OpenLoopRequests: open-loop requests when the workload does not set
-	// NumRequests (default 1024).
+	// NumRequests (default workload.ArrivalStrata: one whole stream period, so
+	// the windowed rate is exact).
 	OpenLoopRequests int
 	// RecordTokenTimes fills RequestRecord.TokenMs.
 	RecordTokenTimes bool

@@ -14,7 +14,7 @@ const (
 	defaultWarmup       = 4
 	defaultWindowMin    = 8
 	defaultWindowReqs   = 128
-	defaultOpenRequests = 1024
+	defaultOpenRequests = workload.ArrivalStrata
 )
 
 // collector accumulates the steady statistics while the recursion runs.

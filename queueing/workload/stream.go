@@ -5,9 +5,13 @@ import (
 	"math"
 )
 
-// ArrivalStrata is the number of inter-arrival strata of the open-loop stream
-// (≥ 256 keeps the without-replacement correlation, about −1/K, negligible).
-const ArrivalStrata = 256
+// ArrivalStrata is the number of inter-arrival strata of the open-loop stream. A
+// period visits every stratum once, so the arrival count over a window of m gaps
+// has the variance of sampling without replacement, m·σ²·(K−m)/(K−1): with K = 256
+// a ρ = 0.8 M/D/1 queue (busy periods of ~100 arrivals) waits 11 % less than
+// under Poisson arrivals; K = 4096 brings that to 2 % (identities_test.go) while
+// the per-pair correlation −1/(K−1) is negligible.
+const ArrivalStrata = 4096
 
 // ArrivalStream is the deterministic, correlation-free, Poisson-equivalent
 // open-loop arrival stream of fidelity tier W1 (QUEUEING.md §2).
@@ -23,7 +27,7 @@ const ArrivalStrata = 256
 // Request 0 arrives at 0 ms; request i at the sum of the first i gaps.
 type ArrivalStream struct {
 	strata [ArrivalStrata]float64 // gap values in ms, by stratum
-	perm   [ArrivalStrata]uint16  // current period's order
+	perm   [ArrivalStrata]uint16  // current period's order (K ≤ 65536)
 	period int
 	i      int     // index of the next gap within the period
 	t      float64 // arrival time of the next request

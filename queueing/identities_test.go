@@ -1,0 +1,213 @@
+package queueing
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// lin is the synthetic timing used by the identity tests.
+var lin = timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.025, DecodeMsPerRow: 0.07, CtxMsPerToken: 0.00002}
+
+func engine(t testing.TB, backend string, mod func(*EngineSpec)) EngineSpec {
+	t.Helper()
+	e, err := DefaultEngine(backend, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mod != nil {
+		mod(&e)
+	}
+	return e
+}
+
+func quant(t testing.TB, w workload.Spec, e EngineSpec, tm timing.Timing) *Report {
+	t.Helper()
+	r, err := Quantitative(context.Background(), w, e, tm)
+	if err != nil {
+		t.Fatalf("Quantitative(%+v, %+v): %v", w, e, err)
+	}
+	return r
+}
+
+func near(a, b, rel float64) bool {
+	return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b))+1e-9
+}
+
+// TestC1SteadyTTFTIsPurePrefill: with one client the steady TTFT is exactly the
+// pure prefill of the uncached prompt (chunked at the engine's budget) plus the
+// additive stages, on every calendar, synchronous or not (QUEUEING.md §8).
+func TestC1SteadyTTFTIsPurePrefill(t *testing.T) {
+	type tc struct {
+		backend         string
+		isl, prefix     int
+		budget          int
+		chunked, async  bool
+		stage           float64
+		wantPrefillPass int
+	}
+	cases := []tc{
+		{BackendVLLM, 4096, 0, 8192, true, true, 0, 1},
+		{BackendVLLM, 10000, 1000, 2048, true, false, 7.5, 5}, // ceil(9000/2048)
+		{BackendVLLM, 3000, 512, 4096, false, true, 2, 1},
+		{BackendTRTLLM, 4096, 0, 8192, false, true, 0, 1},
+		{BackendTRTLLM, 8192, 0, 2048, true, false, 3, 4},
+		{BackendSGLang, 4096, 256, 8192, true, false, 0, 1},
+		{BackendSGLang, 9000, 0, 2048, true, false, 1, 5},
+	}
+	for _, c := range cases {
+		e := engine(t, c.backend, func(e *EngineSpec) {
+			e.EnableChunkedPrefill = c.chunked
+			e.StageMs = c.stage
+			if c.backend != BackendSGLang {
+				e.AsyncScheduling = c.async
+			}
+			switch c.backend {
+			case BackendVLLM:
+				e.MaxNumBatchedTokens = c.budget
+			case BackendTRTLLM:
+				e.MaxNumTokens = c.budget
+			case BackendSGLang:
+				e.ChunkedPrefillSize = c.budget
+			}
+		})
+		for _, osl := range []int{1, 2, 64} {
+			w := workload.Spec{ISL: c.isl, OSL: osl, Prefix: c.prefix, Concurrency: 1}
+			r := quant(t, w, e, lin)
+			want := c.stage + float64(c.wantPrefillPass)*lin.BaseMs + lin.PrefillMsPerToken*float64(c.isl-c.prefix)
+			if !near(r.TTFTSteady.Min(), want, 1e-12) || !near(r.TTFTSteady.Max(), want, 1e-12) {
+				t.Errorf("%+v osl %d: steady TTFT [%v, %v], want pure prefill %v", c, osl, r.TTFTSteady.Min(), r.TTFTSteady.Max(), want)
+			}
+			if !near(r.TTFTTransient.Max(), want, 1e-12) {
+				t.Errorf("%+v osl %d: transient TTFT %v, want %v", c, osl, r.TTFTTransient.Max(), want)
+			}
+			s, err := Screening(w, e, lin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(s.TTFTSteady.Mean(), want, 1e-12) || !near(s.TTFTSteadyP99Lo, want, 1e-12) {
+				t.Errorf("%+v osl %d: screening TTFT %v lo %v, want %v", c, osl, s.TTFTSteady.Mean(), s.TTFTSteadyP99Lo, want)
+			}
+		}
+	}
+}
+
+// TestClosedLoopLittlesLaw: C = X·(E2E + turnaround) over the steady window.
+func TestClosedLoopLittlesLaw(t *testing.T) {
+	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
+		for _, c := range []int{1, 7, 32, 100} {
+			for _, turn := range []float64{0, 35} {
+				e := engine(t, backend, func(e *EngineSpec) { e.StageMs = 3 })
+				w := workload.Spec{ISL: 1500, OSL: 40, Prefix: 100, Concurrency: c, TurnaroundMs: turn}
+				r := quant(t, w, e, lin)
+				got := r.ThroughputRPS / 1000 * (r.E2E.Mean() + turn)
+				if !near(got, float64(c), 0.01) {
+					t.Errorf("%s C=%d T=%v: X·(E2E+T) = %v, want %d", backend, c, turn, got, c)
+				}
+			}
+		}
+	}
+}
+
+// TestITLMedianIsDecodeOnlyPass: where decode-only passes dominate, the ITL median
+// is exactly the decode-only pass of the running batch.
+func TestITLMedianIsDecodeOnlyPass(t *testing.T) {
+	tm := timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.03, DecodeMsPerRow: 0.11}
+	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
+		for _, c := range []int{1, 8, 48} {
+			e := engine(t, backend, nil)
+			w := workload.Spec{ISL: 700, OSL: 300, Concurrency: c}
+			r := quant(t, w, e, tm)
+			want := tm.BaseMs + tm.DecodeMsPerRow*float64(c)
+			if got := r.ITL.Quantile(0.5); !near(got, want, 1e-12) {
+				t.Errorf("%s C=%d: ITL p50 %v, want the decode-only pass %v", backend, c, got, want)
+			}
+			s, err := Screening(w, e, tm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.ITL.Quantile(0.5); !near(got, want, 0.02) {
+				t.Errorf("%s C=%d: screening ITL p50 %v, want ≈ %v", backend, c, got, want)
+			}
+		}
+	}
+}
+
+// TestOSL1HasNoGaps: osl = 1 rows report ITL and TPOT 0, never a pass length.
+func TestOSL1HasNoGaps(t *testing.T) {
+	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
+		e := engine(t, backend, nil)
+		for _, w := range []workload.Spec{{ISL: 900, OSL: 1, Concurrency: 16}, {ISL: 900, OSL: 1, RateRPS: 3}} {
+			q := quant(t, w, e, lin)
+			s, err := Screening(w, e, lin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []*Report{q, s} {
+				cols := r.Columns(1)
+				for _, k := range []string{"itl_mean", "itl_p50", "itl_p99", "tpot_mean", "tpot_p50", "tpot_p99", "tokens_per_s_per_user"} {
+					if cols[k] != 0.0 {
+						t.Errorf("%s %s %+v: %s = %v, want 0", backend, r.Tier, w, k, cols[k])
+					}
+				}
+			}
+		}
+	}
+}
+
+// md1WaitCDF is Erlang's M/D/1 waiting-time distribution with arrival rate lam and
+// service s: P(W ≤ x) = (1−ρ)·Σ_{k=0}^{⌊x/s⌋} (λ(ks−x))^k/k!·e^{−λ(ks−x)}.
+func md1WaitCDF(x, lam, s float64) float64 {
+	rho := lam * s
+	sum := 0.0
+	for k := 0; float64(k)*s <= x; k++ {
+		u := lam * (float64(k)*s - x)
+		lg, _ := math.Lgamma(float64(k) + 1)
+		term := math.Exp(-u - lg)
+		if k > 0 {
+			term *= math.Pow(math.Abs(u), float64(k))
+			if u < 0 && k%2 == 1 {
+				term = -term
+			}
+		}
+		sum += term
+	}
+	return (1 - rho) * sum
+}
+
+// TestMD1OpenLoop: a one-sequence engine with osl = 1 under the W1 stream is an
+// M/D/1 queue; mean and p90 waiting time within 5 % of theory at ρ = 0.5 and 0.8.
+func TestMD1OpenLoop(t *testing.T) {
+	tm := timing.Constant{Ms: 20}
+	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.MaxNumSeqs = 1; e.AsyncScheduling = false })
+	for _, rho := range []float64{0.5, 0.8} {
+		lam := rho / tm.Ms // per ms
+		w := workload.Spec{ISL: 512, OSL: 1, RateRPS: lam * 1000, NumRequests: 100000}
+		r := quant(t, w, e, tm)
+		wait := r.TTFTSteady.Shift(-tm.Ms)
+		wantMean := rho * tm.Ms / (2 * (1 - rho))
+		// Scan upwards (Erlang's alternating series loses precision far in the tail).
+		hi := 0.0
+		for md1WaitCDF(hi, lam, tm.Ms) < 0.9 {
+			hi += tm.Ms / 2000
+		}
+		wantP90 := hi
+		if got := wait.Mean(); !near(got, wantMean, 0.05) {
+			t.Errorf("ρ=%v: mean wait %v, M/D/1 %v", rho, got, wantMean)
+		}
+		if got := wait.Quantile(0.9); !near(got, wantP90, 0.05) {
+			t.Errorf("ρ=%v: p90 wait %v, M/D/1 %v", rho, got, wantP90)
+		}
+		s, err := Screening(w, e, tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.TTFTSteady.Mean() - tm.Ms; !near(got, wantMean, 0.05) {
+			t.Errorf("ρ=%v: screening mean wait %v, M/D/1 %v", rho, got, wantMean)
+		}
+		t.Logf("ρ=%v: mean %.3f (M/D/1 %.3f), p90 %.3f (M/D/1 %.3f), screening mean %.3f", rho, wait.Mean(), wantMean, wait.Quantile(0.9), wantP90, s.TTFTSteady.Mean()-tm.Ms)
+	}
+}
