@@ -85,6 +85,9 @@ CREATE TABLE operating_points (
     ttft_steady_p999         REAL CHECK (ttft_steady_p999 = ttft_steady_p999 AND abs(ttft_steady_p999) < 1e308),
     ttft_steady_p99_lo       REAL CHECK (ttft_steady_p99_lo = ttft_steady_p99_lo AND abs(ttft_steady_p99_lo) < 1e308),
     ttft_steady_p99_hi       REAL CHECK (ttft_steady_p99_hi = ttft_steady_p99_hi AND abs(ttft_steady_p99_hi) < 1e308),
+    -- 1 when ttft_steady_p99_hi is a structural upper bound of the quantitative p99
+    -- (a row may be declared certain-pass on it); 0 when hi is only an estimate.
+    bracket_certain          INTEGER NOT NULL DEFAULT 0 CHECK (bracket_certain IN (0, 1)),
     ttft_transient_mean      REAL CHECK (ttft_transient_mean = ttft_transient_mean AND abs(ttft_transient_mean) < 1e308),
     ttft_transient_max       REAL CHECK (ttft_transient_max = ttft_transient_max AND abs(ttft_transient_max) < 1e308),
     itl_mean                 REAL CHECK (itl_mean = itl_mean AND abs(itl_mean) < 1e308),

@@ -144,7 +144,7 @@ func TestFunnelQueryProperties(t *testing.T) {
 					all[i].Key[:8], col, q.V[qi], target, all[i].Q.P99Lo, all[i].Q.P99Hi)
 			}
 		}
-		sql := fmt.Sprintf("select key, queueing_tier, %s, ttft_steady_p99_lo, ttft_steady_p99_hi from %s where isl = %d and %s < %v", col, rel, spec.ISL, col, target)
+		sql := fmt.Sprintf("select key, queueing_tier, %s, ttft_steady_p99_lo, ttft_steady_p99_hi, bracket_certain from %s where isl = %d and %s < %v", col, rel, spec.ISL, col, target)
 		before := ev.quant.Load()
 		qs, err := PrepareQuery(ctx, s, ev, sql, 0, 2)
 		if err != nil {
@@ -163,14 +163,15 @@ func TestFunnelQueryProperties(t *testing.T) {
 		for rows.Next() {
 			var key, tier string
 			var v, lo, hi float64
-			if err := rows.Scan(&key, &tier, &v, &lo, &hi); err != nil {
+			var certain int
+			if err := rows.Scan(&key, &tier, &v, &lo, &hi, &certain); err != nil {
 				rt.Fatal(err)
 			}
 			got[key] = true
 			returned++
 			switch tier {
 			case store.TierScreening:
-				if !(hi < target) || !strings.HasPrefix(col, "ttft_steady_p") || col == "ttft_steady_p999" {
+				if !(hi < target) || certain != 1 || !strings.HasPrefix(col, "ttft_steady_p") || col == "ttft_steady_p999" {
 					rt.Fatalf("screening row %s returned for %s < %v but not certain-pass (bracket [%v, %v])", key[:8], col, target, lo, hi)
 				}
 			case store.TierQuantitative:

@@ -254,8 +254,9 @@ func bracketedColumn(col string) (Percentile, bool) {
 //   - screening tier, TTFT steady columns: the bracket decides where it can.
 //     lo ≤ the evaluator's minimum steady TTFT bounds every statistic from below, so
 //     `< t` fails for certain when lo ≥ t (stage 1 never eliminates a row whose
-//     quantitative value meets the target); hi ≥ the evaluator's p99 bounds p50…p99
-//     from above, so `< t` passes for certain when hi < t. Otherwise: Straddle;
+//     quantitative value meets the target); where the bracket is certain, hi ≥ the
+//     evaluator's p99 bounds p50…p99 from above, so `< t` passes for certain when
+//     hi < t. Otherwise: Straddle;
 //   - screening tier, other queueing columns (no structural bound exists): the
 //     screening value enforces elimination (QUEUEING.md §7 screening enforcement),
 //     a screening pass is only a Straddle.
@@ -285,19 +286,20 @@ func Classify(p *store.Point, col string, op Op, t float64) Verdict {
 	}
 	if pct, ok := bracketedColumn(col); ok && p.Q.HasBracket {
 		lo, hi := p.Q.P99Lo, p.Q.P99Hi
+		hiBounds := pct.bracketCovers() && p.Q.HiCertain
 		switch op {
 		case LT, LE:
 			if !op.holds(lo, t) {
 				return Fail
 			}
-			if pct.bracketCovers() && op.holds(hi, t) {
+			if hiBounds && op.holds(hi, t) {
 				return Pass
 			}
 		case GT, GE:
 			if op.holds(lo, t) {
 				return Pass
 			}
-			if pct.bracketCovers() && !op.holds(hi, t) {
+			if hiBounds && !op.holds(hi, t) {
 				return Fail
 			}
 		}

@@ -247,9 +247,12 @@ type Queueing struct {
 	Tier     string
 	Fidelity string
 	V        [NumQ]float64
-	// P99Lo and P99Hi bracket the steady TTFT (screening tier only; see QUEUEING.md §5).
+	// P99Lo and P99Hi bracket the steady TTFT (screening tier only; see QUEUEING.md §5):
+	// P99Lo ≤ every steady TTFT of the quantitative evaluator; P99Hi ≥ its p99 when
+	// HiCertain (otherwise P99Hi is an estimate and cannot prove a pass).
 	P99Lo, P99Hi float64
 	HasBracket   bool
+	HiCertain    bool
 }
 
 // FromMap fills q.V from a flat column map keyed by QueueingColumns; every column

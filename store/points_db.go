@@ -19,7 +19,7 @@ var pointColumns = append(append(append([]string{
 	"p_workers", "p_batch", "p_tp", "p_pp", "p_dp", "d_workers", "d_batch", "d_tp", "d_pp", "d_dp",
 	"evaluator", "parallel", "num_gpus", "concurrency", "oom"},
 	legacyColumns...), QueueingColumns[:]...),
-	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "queueing_tier", "workload_fidelity")
+	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity")
 
 func nullable(v float64, ok bool) any {
 	if !ok {
@@ -47,7 +47,8 @@ func (p *Point) args() []any {
 	for _, v := range p.Q.V {
 		a = append(a, nullable(v, p.Q.Valid))
 	}
-	a = append(a, nullable(p.Q.P99Lo, p.Q.Valid && p.Q.HasBracket), nullable(p.Q.P99Hi, p.Q.Valid && p.Q.HasBracket))
+	a = append(a, nullable(p.Q.P99Lo, p.Q.Valid && p.Q.HasBracket), nullable(p.Q.P99Hi, p.Q.Valid && p.Q.HasBracket),
+		b2i(p.Q.Valid && p.Q.HasBracket && p.Q.HiCertain))
 	tier, fid := TierNone, "none"
 	if p.Q.Valid {
 		tier, fid = p.Q.Tier, p.Q.Fidelity
@@ -295,6 +296,7 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	leg := make([]sql.NullFloat64, len(legacyColumns))
 	var qv [NumQ]sql.NullFloat64
 	var lo, hi sql.NullFloat64
+	var certain int
 	dst := []any{&p.Key, &in.Model, &in.System, &in.Backend, &in.Version, &in.Mode, &in.ISL, &in.OSL, &in.Prefix,
 		&in.TP, &in.PP, &in.DP, &in.MoETP, &in.MoEEP, &in.Batch, &in.CtxTokens, &in.MaxNumBatchedTokens,
 		&in.MaxNumSeqs, &chunked, &in.DatabaseMode, &in.GemmQuant, &in.KVCacheQuant,
@@ -307,7 +309,7 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	for i := range qv {
 		dst = append(dst, &qv[i])
 	}
-	dst = append(dst, &lo, &hi, &p.Q.Tier, &p.Q.Fidelity, &pareto)
+	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err
 	}
@@ -325,5 +327,6 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	}
 	p.Q.HasBracket = lo.Valid && hi.Valid
 	p.Q.P99Lo, p.Q.P99Hi = lo.Float64, hi.Float64
+	p.Q.HiCertain = certain == 1
 	return p, nil
 }

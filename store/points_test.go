@@ -24,7 +24,7 @@ func testInputs() PointInputs {
 func testPoint(in PointInputs, x, y float64) Point {
 	l := Legacy{Concurrency: in.Batch, TTFT: 100, TPOT: 1000 / x, RequestLatency: 100 + 1000/x*float64(in.OSL-1),
 		RequestRate: 1, SeqPerS: 1, SeqPerSPerGPU: 1, TokensPerS: y * 8, TokensPerSPerGPU: y, TokensPerSPerUser: x, MemoryGiB: 60}
-	q := Queueing{Valid: true, Tier: TierScreening, Fidelity: "W0", HasBracket: true, P99Lo: 50, P99Hi: 300}
+	q := Queueing{Valid: true, Tier: TierScreening, Fidelity: "W0", HasBracket: true, HiCertain: true, P99Lo: 50, P99Hi: 300}
 	for i := range q.V {
 		q.V[i] = 100 + float64(i)
 	}

@@ -64,6 +64,7 @@ SELECT
     CASE WHEN r.key IS NULL THEN o.ttft_steady_p999 ELSE r.ttft_steady_p999 END AS ttft_steady_p999,
     o.ttft_steady_p99_lo,
     o.ttft_steady_p99_hi,
+    o.bracket_certain,
     CASE WHEN r.key IS NULL THEN o.ttft_transient_mean ELSE r.ttft_transient_mean END AS ttft_transient_mean,
     CASE WHEN r.key IS NULL THEN o.ttft_transient_max ELSE r.ttft_transient_max END AS ttft_transient_max,
     CASE WHEN r.key IS NULL THEN o.itl_mean ELSE r.itl_mean END AS itl_mean,

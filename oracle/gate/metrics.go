@@ -1,0 +1,111 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing"
+)
+
+// rec is one request as both sides report it: absolute arrival, first-token and finish
+// times and every output token's emission time (ms).
+type rec struct {
+	arrival float64
+	ttft    float64 // first token − arrival
+	e2e     float64 // finish − arrival
+	tokens  []float64
+}
+
+// Metrics are the gated quantities (QUEUEING.md §8), measured identically on both
+// sides from per-request records (see docs/validation.md for the conventions).
+type Metrics struct {
+	TTFTMean, TTFTP50, TTFTP99 float64 // steady requests
+	TransMean, TransMax        float64 // transient (initial burst) requests
+	ITLP50, ITLP99             float64 // every gap of every steady request
+	TPOTMean                   float64 // per steady request (e2e − ttft)/(osl − 1)
+	ThroughputRPS              float64 // steady requests / steady span
+}
+
+// metricNames are the columns of the residual table, in Metrics order.
+var metricNames = []string{"ttft_mean", "ttft_p50", "ttft_p99", "trans_mean", "trans_max", "itl_p50", "itl_p99", "tpot_mean", "throughput"}
+
+// tolerances per metric (relative), in Metrics order.
+var tolerances = []float64{0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.03, 0.02}
+
+func (m Metrics) values() []float64 {
+	return []float64{m.TTFTMean, m.TTFTP50, m.TTFTP99, m.TransMean, m.TransMax, m.ITLP50, m.ITLP99, m.TPOTMean, m.ThroughputRPS}
+}
+
+// measure computes Metrics from steady and transient records with the one quantile
+// rule of queueing.Distribution. Throughput is the number of steady requests over the
+// span from the first steady arrival to the last steady finish.
+func measure(steady, transient []rec) (Metrics, error) {
+	var m Metrics
+	if len(steady) == 0 {
+		return m, fmt.Errorf("no steady requests")
+	}
+	dist := func(vals []float64) (queueing.Distribution, error) {
+		atoms := make([]queueing.Atom, len(vals))
+		for i, v := range vals {
+			atoms[i] = queueing.Atom{Value: v, Weight: 1}
+		}
+		return queueing.NewDistribution(atoms)
+	}
+	var ttft, itl []float64
+	tpot := 0.0
+	t0, t1 := math.Inf(1), math.Inf(-1)
+	for _, r := range steady {
+		ttft = append(ttft, r.ttft)
+		for i := 1; i < len(r.tokens); i++ {
+			itl = append(itl, r.tokens[i]-r.tokens[i-1])
+		}
+		if n := len(r.tokens); n > 1 {
+			tpot += (r.e2e - r.ttft) / float64(n-1)
+		}
+		t0 = math.Min(t0, r.arrival)
+		t1 = math.Max(t1, r.arrival+r.e2e)
+	}
+	d, err := dist(ttft)
+	if err != nil {
+		return m, err
+	}
+	m.TTFTMean, m.TTFTP50, m.TTFTP99 = d.Mean(), d.Quantile(0.5), d.Quantile(0.99)
+	if len(itl) > 0 {
+		if d, err = dist(itl); err != nil {
+			return m, err
+		}
+		m.ITLP50, m.ITLP99 = d.Quantile(0.5), d.Quantile(0.99)
+	}
+	m.TPOTMean = tpot / float64(len(steady))
+	if t1 > t0 {
+		m.ThroughputRPS = float64(len(steady)) / ((t1 - t0) / 1000)
+	}
+	if len(transient) > 0 {
+		var tr []float64
+		for _, r := range transient {
+			tr = append(tr, r.ttft)
+		}
+		if d, err = dist(tr); err != nil {
+			return m, err
+		}
+		m.TransMean, m.TransMax = d.Mean(), d.Max()
+	}
+	for i, v := range m.values() {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return m, fmt.Errorf("metric %s = %v: not finite", metricNames[i], v)
+		}
+	}
+	return m, nil
+}
+
+// residual is (model − oracle)/oracle; both 0 is 0; a zero oracle with a non-zero
+// model is +Inf (a failure).
+func residual(model, oracle float64) float64 {
+	if model == oracle {
+		return 0
+	}
+	if oracle == 0 {
+		return math.Inf(1)
+	}
+	return (model - oracle) / oracle
+}

@@ -1,0 +1,31 @@
+package oracle_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/oracle/gate"
+)
+
+// TestGate is the validation gate (QUEUEING.md §8): the quantitative evaluator against
+// the DES over the §8 families with identical timing; any metric over tolerance or
+// any non-finite value fails. `go test ./oracle -run Gate -v` prints the table.
+func TestGate(t *testing.T) {
+	rows, err := gate.Run(context.Background(), gate.Families())
+	if errors.Is(err, gate.ErrModelNotBuilt) {
+		t.Skip("gate: the queueing evaluator is not built yet; nothing to compare")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := gate.WriteTable(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+	if err := gate.Verdict(rows); err != nil {
+		t.Error(err)
+	}
+}
