@@ -126,6 +126,23 @@ type goldenEnv struct {
 	mu   sync.Mutex
 	data map[string]*Data
 	errs map[string]error
+	qs   map[string]*Querier
+}
+
+// querier returns the shared querier of (data, mode).
+func (g *goldenEnv) querier(d *Data, mode DatabaseMode) (*Querier, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := d.System.Name + "/" + d.Backend + "/" + d.Version + "/" + string(mode)
+	if q, ok := g.qs[k]; ok {
+		return q, nil
+	}
+	q, err := NewQuerier(d, mode)
+	if err != nil {
+		return nil, err
+	}
+	g.qs[k] = q
+	return q, nil
 }
 
 func (g *goldenEnv) systemsDir() string {
@@ -198,7 +215,7 @@ type outcome struct {
 func TestGoldenConformance(t *testing.T) {
 	root := aicDataRoot(t)
 	cases, records := loadGoldens(t, root)
-	env := &goldenEnv{root: root, data: map[string]*Data{}, errs: map[string]error{}}
+	env := &goldenEnv{root: root, data: map[string]*Data{}, errs: map[string]error{}, qs: map[string]*Querier{}}
 	var table []string
 	var mu sync.Mutex
 	for i := range cases {
@@ -212,6 +229,10 @@ func TestGoldenConformance(t *testing.T) {
 					table = append(table, fmt.Sprintf("%-58s %-7s %-5s %s", c.Name, o.surface, o.verdict, o.detail))
 				}
 			}()
+			if testing.Short() && c.Name != "qwen3-32b-h200-vllm-022-power" && !strings.Contains(c.Name, "b200-vllm-019") {
+				outs = append(outs, outcome{"all", "SKIP", "-short: only the h200 power case and b200 vllm 0.19.0 cases run"})
+				t.Skip("-short")
+			}
 			if why := env.coverage(c); why != "" {
 				outs = append(outs, outcome{"all", "SKIP", why})
 				t.Skip(why)
@@ -259,6 +280,10 @@ func runGoldenCase(t *testing.T, env *goldenEnv, c *goldenCase, recs map[string]
 	}
 	directCfg := ResolveQuant(d, m, cfg, false)
 	directCfg.Nextn = c.Nextn
+	q, err := env.querier(d, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range c.Surfaces {
 		rec, ok := recs[s]
 		if !ok {
@@ -269,13 +294,13 @@ func runGoldenCase(t *testing.T, env *goldenEnv, c *goldenCase, recs map[string]
 		var err error
 		switch s {
 		case "static":
-			got, err = goldenStatic(d, m, cliCfg, c)
+			got, err = goldenStatic(q, d, m, cliCfg, c)
 		case "mixed":
-			got, err = goldenMixed(d, m, directCfg, c)
+			got, err = goldenMixed(q, d, m, directCfg, c)
 		case "agg":
-			got, err = goldenAgg(d, m, cliCfg, c)
+			got, err = goldenAgg(q, d, m, cliCfg, c)
 		case "disagg":
-			got, err = goldenDisagg(d, m, cliCfg, c)
+			got, err = goldenDisagg(q, d, m, cliCfg, c)
 		default:
 			outs = append(outs, outcome{s, "SKIP", "surface " + s + " not modeled"})
 			continue
@@ -334,8 +359,8 @@ func goldenOneLine(err error) string {
 	return s
 }
 
-func goldenStatic(d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64, error) {
-	e, err := NewEstimator(d, m, cfg)
+func goldenStatic(q *Querier, d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64, error) {
+	e, err := NewEstimatorWith(q, d, m, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -359,8 +384,8 @@ func goldenStatic(d *Data, m *Model, cfg Config, c *goldenCase) (map[string]floa
 	return out, nil
 }
 
-func goldenMixed(d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64, error) {
-	e, err := NewEstimator(d, m, cfg)
+func goldenMixed(q *Querier, d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64, error) {
+	e, err := NewEstimatorWith(q, d, m, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -368,8 +393,8 @@ func goldenMixed(d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float
 	return map[string]float64{"mixed_step": v}, err
 }
 
-func goldenAgg(d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64, error) {
-	e, err := NewEstimator(d, m, cfg)
+func goldenAgg(q *Querier, d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64, error) {
+	e, err := NewEstimatorWith(q, d, m, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -377,8 +402,8 @@ func goldenAgg(d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64
 	return map[string]float64{"agg_ttft": r.TTFTMs, "agg_tpot": r.TPOTMs, "agg_request": r.RequestMs}, err
 }
 
-func goldenDisagg(d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64, error) {
-	e, err := NewEstimator(d, m, cfg)
+func goldenDisagg(q *Querier, d *Data, m *Model, cfg Config, c *goldenCase) (map[string]float64, error) {
+	e, err := NewEstimatorWith(q, d, m, cfg)
 	if err != nil {
 		return nil, err
 	}
