@@ -39,7 +39,7 @@ func (pr *pricer) price(tokens, from, prefix, rows, ctx int) float64 {
 	v := pr.t.PassMs(&pr.p)
 	if !(v > 0) || math.IsInf(v, 0) {
 		if pr.err == nil {
-			pr.err = fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", v, tokens, rows)
+			pr.err = inputErr(fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", v, tokens, rows))
 		}
 		return 1
 	}

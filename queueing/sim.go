@@ -82,7 +82,7 @@ type sim struct {
 }
 
 // errNoProgress reports a calendar that can schedule nothing while work remains.
-var errNoProgress = fmt.Errorf("queueing: the calendar cannot schedule any request while work remains (deadlock); check the engine caps against the request shape")
+var errNoProgress = inputErr(fmt.Errorf("queueing: the calendar cannot schedule any request while work remains (deadlock); check the engine caps against the request shape"))
 
 // absorb moves created requests that arrived at or before t into the waiting queue.
 func (s *sim) absorb(t float64) {
@@ -271,7 +271,7 @@ func (s *sim) run(ctx context.Context, stop func() bool) error {
 func (s *sim) price(p *simPass) (float64, error) {
 	dt := s.t.PassMs(&p.tp)
 	if !(dt > 0) || math.IsInf(dt, 0) {
-		return 0, fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", dt, p.tp.PrefillTokens(), len(p.tp.Decode))
+		return 0, inputErr(fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", dt, p.tp.PrefillTokens(), len(p.tp.Decode)))
 	}
 	return dt, nil
 }

@@ -24,6 +24,11 @@ type shapeBounds struct {
 // checkInputs validates w and e for the calendars and returns the shape extremes.
 // Every error is one line naming the input and how to fix it.
 func checkInputs(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds, error) {
+	b, err := checkInputsRaw(w, e, t)
+	return b, inputErr(err)
+}
+
+func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds, error) {
 	var b shapeBounds
 	if t == nil {
 		return b, fmt.Errorf("timing: none given; pass a timing model (e.g. --timing linear)")

@@ -1,18 +1,389 @@
 package main
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
 )
 
-// evalCommand is not built yet; its issue replaces this file.
+// evalCommand evaluates one operating point with the pass-calendar model (issue 3):
+// the screening closed form, the quantitative limit-cycle evaluator, or both. The
+// pass timing is either synthetic (--timing linear) or the perf database
+// (--model/--system/--backend/--tp …). All model logic lives in package queueing.
 func evalCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "eval",
-		Usage: "(not built yet)",
-		Action: func(*cli.Context) error {
-			return errors.New("eval is not built yet")
+		Usage: "latency distributions and throughput of one aggregated operating point (pass-calendar model)",
+		UsageText: "aicdb eval --timing linear --base-ms 5 --prefill-ms-per-token 0.02 --decode-ms-per-row 0.05 --concurrency 32 --isl 4096 --osl 256 --format json\n" +
+			"   aicdb eval --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --tp 2 --rate 3 --isl 4000 --osl 500 --tier both",
+		Flags: []cli.Flag{
+			// perf-database timing
+			&cli.StringFlag{Name: "model", Usage: "model `ID` known to the store, or a path to a config.json"},
+			&cli.StringFlag{Name: "system", Usage: "GPU system `NAME` (with --model)"},
+			&cli.StringFlag{Name: "backend", Usage: "vllm | trtllm | sglang (with --model: perf data and engine semantics)"},
+			&cli.StringFlag{Name: "version", Usage: "backend `VERSION` (default: the newest available)"},
+			&cli.IntFlag{Name: "tp", Usage: "tensor parallel size (with --model)"},
+			&cli.IntFlag{Name: "pp", Value: 1, Usage: "pipeline parallel size"},
+			&cli.IntFlag{Name: "dp", Value: 1, Usage: "attention data parallel size"},
+			&cli.IntFlag{Name: "moe-tp", Value: 1, Usage: "MoE tensor parallel size"},
+			&cli.IntFlag{Name: "moe-ep", Value: 1, Usage: "MoE expert parallel size"},
+			&cli.StringFlag{Name: "database-mode", Value: "SILICON", Usage: "SILICON | HYBRID | EMPIRICAL | SOL"},
+			&cli.StringFlag{Name: "gemm-quant", Usage: "GEMM quant mode (default: from the model)"},
+			&cli.StringFlag{Name: "kv-quant", Usage: "KV cache quant mode (default: from the model)"},
+			&cli.StringFlag{Name: "fmha-quant", Usage: "FMHA quant mode (default: from the model and backend)"},
+			&cli.StringFlag{Name: "moe-quant", Usage: "MoE quant mode (default: from the model)"},
+			// synthetic timing
+			&cli.StringFlag{Name: "timing", Usage: "synthetic timing `KIND`: linear (instead of --model)"},
+			&cli.Float64Flag{Name: "base-ms", Usage: "linear timing: ms per pass"},
+			&cli.Float64Flag{Name: "prefill-ms-per-token", Usage: "linear timing: ms per prefill token"},
+			&cli.Float64Flag{Name: "decode-ms-per-row", Usage: "linear timing: ms per decode row"},
+			&cli.Float64Flag{Name: "ctx-ms-per-token", Usage: "linear timing: ms per context token of the decode rows"},
+			&cli.StringFlag{Name: "backend-engine", Usage: "engine semantics with --timing: vllm | trtllm | sglang (default vllm)"},
+			&cli.IntFlag{Name: "gpus", Usage: "GPUs of the deployment for output_tokens_per_s_per_gpu (default tp·pp·dp, or 1 with --timing)"},
+			// workload
+			&cli.IntFlag{Name: "concurrency", Usage: "closed loop: number of clients"},
+			&cli.Float64Flag{Name: "turnaround-ms", Usage: "closed loop: client delay between a completion and the next request"},
+			&cli.Float64Flag{Name: "rate", Usage: "open loop: request rate (requests/s)"},
+			&cli.IntFlag{Name: "num-requests", Usage: "open loop: requests to simulate (default 4096)"},
+			&cli.IntFlag{Name: "isl", Usage: "input sequence length (tokens)"},
+			&cli.IntFlag{Name: "osl", Usage: "output sequence length (tokens)"},
+			&cli.IntFlag{Name: "prefix", Usage: "prompt tokens served from the prefix cache (< isl)"},
+			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},
+			&cli.StringFlag{Name: "osl-quantiles", Usage: "W2: equally weighted osl quantile points `a,b,..`"},
+			&cli.Float64Flag{Name: "stage-ms", Usage: "additive per-request stages (encoder + dispatch), ms"},
+			// engine knobs (default: the backend's defaults, SCHEDULERS.md §6)
+			&cli.IntFlag{Name: "max-num-batched-tokens", Usage: "vLLM token budget"},
+			&cli.IntFlag{Name: "max-num-seqs", Usage: "vLLM max_num_seqs / SGLang max_running_requests"},
+			&cli.BoolFlag{Name: "chunked-prefill", Usage: "chunked prefill on/off (--chunked-prefill=false)"},
+			&cli.IntFlag{Name: "long-prefill-token-threshold", Usage: "vLLM per-request chunk cap (0 = off)"},
+			&cli.BoolFlag{Name: "async-scheduling", Usage: "vLLM async scheduling / TRT-LLM overlap executor"},
+			&cli.IntFlag{Name: "block-size", Usage: "KV block / page size (tokens)"},
+			&cli.IntFlag{Name: "kv-capacity-tokens", Usage: "KV capacity (TRT-LLM guaranteed_no_evict only)"},
+			&cli.IntFlag{Name: "chunked-prefill-size", Usage: "SGLang chunk budget"},
+			&cli.IntFlag{Name: "max-prefill-tokens", Usage: "SGLang max_prefill_tokens"},
+			&cli.BoolFlag{Name: "mixed-chunk", Usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)"},
+			&cli.IntFlag{Name: "max-batch-size", Usage: "TRT-LLM max_batch_size"},
+			&cli.IntFlag{Name: "max-num-tokens", Usage: "TRT-LLM max_num_tokens"},
+			&cli.StringFlag{Name: "capacity-policy", Usage: "TRT-LLM guaranteed_no_evict | max_utilization"},
+			// output
+			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
+			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
 		},
+		Action: runEval,
 	}
+}
+
+// evalSpec is everything one evaluation needs.
+type evalSpec struct {
+	w      workload.Spec
+	e      queueing.EngineSpec
+	t      timing.Timing
+	gpus   int
+	pt     *perfdb.PassTiming // set on the perf-database path (its Err is checked)
+	tiers  []queueing.Tier
+	format string
+}
+
+func runEval(c *cli.Context) error {
+	spec, err := parseEval(c)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{}
+	for _, tier := range spec.tiers {
+		var rep *queueing.Report
+		if tier == queueing.TierScreening {
+			rep, err = queueing.Screening(spec.w, spec.e, spec.t)
+		} else {
+			rep, err = queueing.Quantitative(c.Context, spec.w, spec.e, spec.t)
+		}
+		if err == nil && spec.pt != nil {
+			if perr := spec.pt.Err(); perr != nil {
+				err = fmt.Errorf("pass timing: %w", perr)
+			}
+		}
+		if err != nil {
+			if queueing.IsInputError(err) {
+				return asUser(err)
+			}
+			return err
+		}
+		out[string(tier)] = rep.Columns(spec.gpus)
+	}
+	var v any = out
+	if len(spec.tiers) == 1 {
+		v = out[string(spec.tiers[0])]
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("eval: encoding output: %w", err)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
+	return err
+}
+
+// parseEval validates the flags into an evalSpec. Every error names the flag.
+func parseEval(c *cli.Context) (*evalSpec, error) {
+	s := &evalSpec{format: c.String("format")}
+	if s.format != "json" {
+		return nil, userErrorf("--format %q: unknown; use json", s.format)
+	}
+	switch c.String("tier") {
+	case "screening":
+		s.tiers = []queueing.Tier{queueing.TierScreening}
+	case "quantitative":
+		s.tiers = []queueing.Tier{queueing.TierQuantitative}
+	case "both":
+		s.tiers = []queueing.Tier{queueing.TierScreening, queueing.TierQuantitative}
+	default:
+		return nil, userErrorf("--tier %q: unknown; use screening, quantitative or both", c.String("tier"))
+	}
+	w, err := parseWorkload(c)
+	if err != nil {
+		return nil, err
+	}
+	s.w = w
+
+	synthetic := c.IsSet("timing")
+	if synthetic == c.IsSet("model") {
+		return nil, userErrorf("timing: give either --timing linear (synthetic) or --model with --system, --backend and --tp (perf database)")
+	}
+	backend := c.String("backend")
+	if synthetic {
+		if c.String("timing") != "linear" {
+			return nil, userErrorf("--timing %q: unknown; use linear", c.String("timing"))
+		}
+		for _, f := range []string{"base-ms", "prefill-ms-per-token", "decode-ms-per-row"} {
+			if !c.IsSet(f) {
+				return nil, userErrorf("--timing linear: --%s is required", f)
+			}
+		}
+		lin := timing.Linear{BaseMs: c.Float64("base-ms"), PrefillMsPerToken: c.Float64("prefill-ms-per-token"),
+			DecodeMsPerRow: c.Float64("decode-ms-per-row"), CtxMsPerToken: c.Float64("ctx-ms-per-token")}
+		if err := lin.Validate(); err != nil {
+			return nil, userErrorf("--timing linear: %v", err)
+		}
+		s.t = lin
+		if be := c.String("backend-engine"); be != "" {
+			backend = be
+		}
+		if backend == "" {
+			backend = queueing.BackendVLLM
+		}
+		s.gpus = 1
+	} else {
+		for _, f := range []string{"system", "backend", "tp"} {
+			if !c.IsSet(f) {
+				return nil, userErrorf("--model: --%s is required with the perf-database timing", f)
+			}
+		}
+		if c.IsSet("backend-engine") && c.String("backend-engine") != backend {
+			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
+		}
+		pt, version, gpus, err := evalPassTiming(c)
+		if err != nil {
+			return nil, err
+		}
+		s.t, s.pt, s.gpus = pt, pt, gpus
+		if err := c.Set("version", version); err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
+		}
+	}
+	if c.IsSet("gpus") {
+		if c.Int("gpus") < 1 {
+			return nil, userErrorf("--gpus %d: must be ≥ 1", c.Int("gpus"))
+		}
+		s.gpus = c.Int("gpus")
+	}
+	e, err := queueing.DefaultEngine(backend, c.String("version"))
+	if err != nil {
+		return nil, userErrorf("--backend: %v", err)
+	}
+	if err := applyEngineFlags(c, &e); err != nil {
+		return nil, err
+	}
+	s.e = e
+	return s, nil
+}
+
+// parseWorkload reads the workload flags.
+func parseWorkload(c *cli.Context) (workload.Spec, error) {
+	var w workload.Spec
+	for _, f := range []string{"isl", "osl"} {
+		if !c.IsSet(f) {
+			return w, userErrorf("--%s is required", f)
+		}
+		if c.Int(f) <= 0 {
+			return w, userErrorf("--%s %d: must be ≥ 1", f, c.Int(f))
+		}
+	}
+	w.ISL, w.OSL, w.Prefix = c.Int("isl"), c.Int("osl"), c.Int("prefix")
+	if w.Prefix < 0 || w.Prefix >= w.ISL {
+		return w, userErrorf("--prefix %d: must be in 0..isl−1 (%d)", w.Prefix, w.ISL-1)
+	}
+	closed, open := c.IsSet("concurrency"), c.IsSet("rate")
+	if closed == open {
+		return w, userErrorf("workload: give exactly one of --concurrency (closed loop) or --rate (open loop)")
+	}
+	if closed {
+		w.Concurrency, w.TurnaroundMs = c.Int("concurrency"), c.Float64("turnaround-ms")
+		if w.Concurrency <= 0 {
+			return w, userErrorf("--concurrency %d: must be ≥ 1", w.Concurrency)
+		}
+		if c.IsSet("num-requests") {
+			return w, userErrorf("--num-requests: only with --rate (open loop)")
+		}
+	} else {
+		w.RateRPS, w.NumRequests = c.Float64("rate"), c.Int("num-requests")
+		if !(w.RateRPS > 0) {
+			return w, userErrorf("--rate %v: must be > 0 requests/s", w.RateRPS)
+		}
+		if c.IsSet("turnaround-ms") {
+			return w, userErrorf("--turnaround-ms: only with --concurrency (closed loop)")
+		}
+		if c.IsSet("num-requests") && w.NumRequests <= 0 {
+			return w, userErrorf("--num-requests %d: must be ≥ 1", w.NumRequests)
+		}
+	}
+	if w.TurnaroundMs < 0 {
+		return w, userErrorf("--turnaround-ms %v: must be ≥ 0", w.TurnaroundMs)
+	}
+	var err error
+	if w.ISLQuantiles, err = parseQuantiles(c.String("isl-quantiles")); err != nil {
+		return w, userErrorf("--isl-quantiles: %v", err)
+	}
+	if w.OSLQuantiles, err = parseQuantiles(c.String("osl-quantiles")); err != nil {
+		return w, userErrorf("--osl-quantiles: %v", err)
+	}
+	return w, nil
+}
+
+// parseQuantiles parses "a,b,.." into positive token counts (empty → nil).
+func parseQuantiles(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > 4096 {
+		return nil, fmt.Errorf("%d points: at most 4096", len(parts))
+	}
+	out := make([]int, 0, len(parts))
+	for _, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer; want comma-separated token counts such as 512,1024,4096", p)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// applyEngineFlags overrides the backend defaults with the engine flags given.
+func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
+	ints := []struct {
+		flag string
+		dst  *int
+	}{
+		{"max-num-batched-tokens", &e.MaxNumBatchedTokens}, {"max-num-seqs", &e.MaxNumSeqs},
+		{"long-prefill-token-threshold", &e.LongPrefillTokenThreshold}, {"block-size", &e.BlockSize},
+		{"kv-capacity-tokens", &e.KVCapacityTokens}, {"chunked-prefill-size", &e.ChunkedPrefillSize},
+		{"max-prefill-tokens", &e.MaxPrefillTokens}, {"max-batch-size", &e.MaxBatchSize},
+		{"max-num-tokens", &e.MaxNumTokens},
+	}
+	for _, f := range ints {
+		if !c.IsSet(f.flag) {
+			continue
+		}
+		v := c.Int(f.flag)
+		minV := 1
+		if f.flag == "long-prefill-token-threshold" || f.flag == "kv-capacity-tokens" {
+			minV = 0
+		}
+		if v < minV {
+			return userErrorf("--%s %d: must be ≥ %d", f.flag, v, minV)
+		}
+		*f.dst = v
+	}
+	if c.IsSet("chunked-prefill") {
+		e.EnableChunkedPrefill = c.Bool("chunked-prefill")
+	}
+	if c.IsSet("async-scheduling") {
+		e.AsyncScheduling = c.Bool("async-scheduling")
+	}
+	if c.IsSet("mixed-chunk") {
+		e.EnableMixedChunk = c.Bool("mixed-chunk")
+	}
+	if c.IsSet("capacity-policy") {
+		e.CapacityPolicy = c.String("capacity-policy")
+	}
+	if c.IsSet("stage-ms") {
+		e.StageMs = c.Float64("stage-ms")
+	}
+	if err := e.Validate(); err != nil {
+		return userErrorf("%v", err)
+	}
+	return nil
+}
+
+// evalPassTiming builds the perf-database pass timing of --model/--system/--backend
+// /--version/--tp…, returning the resolved version and the deployment's GPUs.
+func evalPassTiming(c *cli.Context) (*perfdb.PassTiming, string, int, error) {
+	ctx := c.Context
+	src, err := openEstimateSource(ctx, c.String("db"))
+	if err != nil {
+		return nil, "", 0, asUser(err)
+	}
+	defer src.close()
+	system, backend, version := c.String("system"), c.String("backend"), c.String("version")
+	if version == "" {
+		vs, err := src.versions(ctx, system, backend)
+		if err != nil {
+			return nil, "", 0, asUser(err)
+		}
+		if len(vs) == 0 {
+			return nil, "", 0, userErrorf("--backend %s: no versions for system %s", backend, system)
+		}
+		sort.Slice(vs, func(i, j int) bool { return perfdb.CompareVersions(vs[i], vs[j]) < 0 })
+		version = vs[len(vs)-1]
+	}
+	mode, err := perfdb.ParseDatabaseMode(c.String("database-mode"))
+	if err != nil {
+		return nil, "", 0, userErrorf("--database-mode: %v", err)
+	}
+	for _, f := range []string{"tp", "pp", "dp", "moe-tp", "moe-ep"} {
+		if c.Int(f) <= 0 {
+			return nil, "", 0, userErrorf("--%s %d: must be ≥ 1", f, c.Int(f))
+		}
+	}
+	m, err := src.model(ctx, c.String("model"))
+	if err != nil {
+		return nil, "", 0, asUser(err)
+	}
+	d, err := src.data(ctx, system, backend, version)
+	if err != nil {
+		return nil, "", 0, asUser(err)
+	}
+	cfg := perfdb.Config{Backend: backend, Version: version, TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
+		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), Mode: mode,
+		GemmQuant: perfdb.GemmQuant(c.String("gemm-quant")), KVQuant: perfdb.KVQuant(c.String("kv-quant")),
+		FMHAQuant: perfdb.FMHAQuant(c.String("fmha-quant")), MoEQuant: perfdb.MoEQuant(c.String("moe-quant"))}
+	est, err := perfdb.NewEstimator(d, m, cfg)
+	if err != nil {
+		return nil, "", 0, asUser(err)
+	}
+	pt, err := perfdb.NewPassTiming(est)
+	if err != nil {
+		return nil, "", 0, asUser(err)
+	}
+	return pt, version, c.Int("tp") * c.Int("pp") * c.Int("dp"), nil
 }
