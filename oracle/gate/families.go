@@ -19,6 +19,10 @@ func vllm(b, s int) queueing.EngineSpec {
 		EnableChunkedPrefill: true, BlockSize: 16}
 }
 
+func open(isl, osl, prefix int, rps float64, n int) workload.Spec {
+	return workload.Spec{ISL: isl, OSL: osl, Prefix: prefix, RateRPS: rps, NumRequests: n}
+}
+
 func closed(isl, osl, prefix, c int) workload.Spec {
 	return workload.Spec{ISL: isl, OSL: osl, Prefix: prefix, Concurrency: c}
 }
@@ -53,6 +57,19 @@ func Families() []Family {
 	e.AsyncScheduling = true
 	add("vllm/c1 isl2048 osl256 async", closed(2048, 256, 0, 1), e)
 	add("vllm/c32 isl2048 osl256 async", closed(2048, 256, 0, 32), e)
+	// Open loop on the model's W1 stream (the DES replays the same arrival instants).
+	// ρ is relative to the DES closed-loop throughput at C = max_num_seqs = 256 (the
+	// capacity): 11.9 rps for isl 2048/osl 256 at budget 8192, 26.2 rps for isl 1024/
+	// osl 128 at budget 2048. One W1 stream period (4096 requests) lets the in-system
+	// population reach its steady level before the measurement ends.
+	for _, rho := range []float64{0.3, 0.6, 0.9} {
+		add(fmt.Sprintf("vllm/open ρ%.1f isl2048 osl256 b8192", rho), open(2048, 256, 0, rho*11.9, 4096), vllm(8192, 256))
+		add(fmt.Sprintf("vllm/open ρ%.1f isl1024 osl128 b2048", rho), open(1024, 128, 0, rho*26.2, 4096), vllm(2048, 256))
+	}
+	e = vllm(8192, 256)
+	e.AsyncScheduling = true
+	add("vllm/open ρ0.6 isl2048 osl256 async", open(2048, 256, 0, 0.6*11.9, 2048), e)
+	add("vllm/open ρ0.6 isl4096 prefix2048 osl256", open(4096, 256, 2048, 0.6*11.9, 2048), vllm(8192, 256))
 	for _, be := range []string{queueing.BackendTRTLLM, queueing.BackendSGLang} {
 		de, err := queueing.DefaultEngine(be, "")
 		if err != nil {

@@ -98,18 +98,40 @@ func runModel(ctx context.Context, f Family) (Metrics, error) {
 	}
 	var steady, trans []rec
 	for _, r := range rep.Requests {
-		x := rec{arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.E2EMs, tokens: r.TokenMs}
+		x := rec{slot: r.Slot, gen: r.Generation, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.E2EMs, tokens: r.TokenMs}
 		if r.Transient {
 			trans = append(trans, x)
 		} else {
 			steady = append(steady, x)
 		}
 	}
-	m, err := measure(steady, trans)
+	m, err := measure(steady, trans, f.Spec.TurnaroundMs)
 	if err != nil {
 		return m, fmt.Errorf("model: %w", err)
 	}
+	if err := consistent(rep, m); err != nil {
+		return m, fmt.Errorf("model: %w", err)
+	}
 	return m, nil
+}
+
+// consistent checks that the model's reported distributions and throughput equal what
+// its own per-request records give (a mis-aggregation, e.g. an ITL quantile taken by
+// branching instead of from the gap atoms, fails here).
+func consistent(rep *queueing.Report, m Metrics) error {
+	got := Metrics{
+		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP99: rep.TTFTSteady.Quantile(0.99),
+		TransMean: rep.TTFTTransient.Mean(), TransMax: rep.TTFTTransient.Max(),
+		ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99), TPOTMean: rep.TPOT.Mean(),
+		ThroughputRPS: rep.ThroughputRPS,
+	}
+	gv, mv := got.values(), m.values()
+	for i := range gv {
+		if r := residual(gv[i], mv[i]); math.IsNaN(r) || math.Abs(r) > 1e-9 {
+			return fmt.Errorf("report %s = %v but its own records give %v", metricNames[i], gv[i], mv[i])
+		}
+	}
+	return nil
 }
 
 // oracleEngine maps the model's engine spec to the oracle's, with a KV pool large
@@ -143,7 +165,7 @@ func runOracle(ctx context.Context, f Family) (Metrics, error) {
 	w := f.Spec
 	shape := oracle.Shape{ISL: w.ISL, OSL: w.OSL, Prefix: w.Prefix, Prewarm: w.Prefix > 0}
 	if w.Concurrency <= 0 {
-		return Metrics{}, errors.New("open-loop families need the model's arrival stream (not wired yet)")
+		return runOracleOpen(ctx, f, shape)
 	}
 	win := windowGenerations(w.Concurrency)
 	eng, err := oracleEngine(f, w.Concurrency)
@@ -161,7 +183,7 @@ func runOracle(ctx context.Context, f Family) (Metrics, error) {
 	}
 	var steady, trans []rec
 	for _, r := range res.Requests {
-		x := rec{arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs}
+		x := rec{slot: r.Client, gen: r.Generation, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs}
 		switch {
 		case r.Generation == 0:
 			trans = append(trans, x)
@@ -169,7 +191,44 @@ func runOracle(ctx context.Context, f Family) (Metrics, error) {
 			steady = append(steady, x)
 		}
 	}
-	return measure(steady, trans)
+	return measure(steady, trans, w.TurnaroundMs)
+}
+
+// runOracleOpen replays the model's W1 arrival stream (the same arrival instants) in
+// the DES; the first n/10 requests are warm-up, as in the evaluator.
+func runOracleOpen(ctx context.Context, f Family, shape oracle.Shape) (Metrics, error) {
+	w := f.Spec
+	n := w.NumRequests
+	if n <= 0 {
+		return Metrics{}, errors.New("open-loop family: set num_requests")
+	}
+	stream, err := workload.NewArrivalStream(w.RateRPS)
+	if err != nil {
+		return Metrics{}, err
+	}
+	times := make([]float64, n)
+	for i := range times {
+		times[i] = stream.Next()
+	}
+	eng, err := oracleEngine(f, max(f.Engine.MaxNumSeqs, f.Engine.MaxBatchSize, 1))
+	if err != nil {
+		return Metrics{}, err
+	}
+	s, err := oracle.New(eng, f.Timing, oracle.Options{})
+	if err != nil {
+		return Metrics{}, err
+	}
+	res, err := s.RunOpenLoop(ctx, oracle.OpenLoop{Shape: shape, ArrivalsMs: times})
+	if err != nil {
+		return Metrics{}, err
+	}
+	var steady []rec
+	for i, r := range res.Requests {
+		if i >= n/10 {
+			steady = append(steady, rec{slot: -1, gen: i, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs})
+		}
+	}
+	return measure(steady, nil, 0)
 }
 
 // Run evaluates every family. It returns ErrModelNotBuilt if the evaluator is a stub.

@@ -10,6 +10,8 @@ import (
 // rec is one request as both sides report it: absolute arrival, first-token and finish
 // times and every output token's emission time (ms).
 type rec struct {
+	slot    int // closed loop: client slot; open loop: -1
+	gen     int // closed loop: generation within the slot; open loop: request index
 	arrival float64
 	ttft    float64 // first token − arrival
 	e2e     float64 // finish − arrival
@@ -37,9 +39,11 @@ func (m Metrics) values() []float64 {
 }
 
 // measure computes Metrics from steady and transient records with the one quantile
-// rule of queueing.Distribution. Throughput is the number of steady requests over the
-// span from the first steady arrival to the last steady finish.
-func measure(steady, transient []rec) (Metrics, error) {
+// rule of queueing.Distribution. Throughput follows the evaluator's definitions
+// (QUEUEING.md §4): closed loop, Σ over slots of (steady requests of the slot) /
+// (last steady finish + turnaround − first steady arrival of the slot); open loop, the
+// arrival rate of the steady requests, (n − 1)/(last arrival − first arrival).
+func measure(steady, transient []rec, turnaround float64) (Metrics, error) {
 	var m Metrics
 	if len(steady) == 0 {
 		return m, fmt.Errorf("no steady requests")
@@ -54,7 +58,22 @@ func measure(steady, transient []rec) (Metrics, error) {
 	var ttft, itl []float64
 	tpot := 0.0
 	t0, t1 := math.Inf(1), math.Inf(-1)
+	type span struct {
+		n      int
+		t0, t1 float64
+	}
+	slots := map[int]*span{}
 	for _, r := range steady {
+		if r.slot >= 0 {
+			sp := slots[r.slot]
+			if sp == nil {
+				sp = &span{t0: math.Inf(1), t1: math.Inf(-1)}
+				slots[r.slot] = sp
+			}
+			sp.n++
+			sp.t0 = math.Min(sp.t0, r.arrival)
+			sp.t1 = math.Max(sp.t1, r.arrival+r.e2e+turnaround)
+		}
 		ttft = append(ttft, r.ttft)
 		for i := 1; i < len(r.tokens); i++ {
 			itl = append(itl, r.tokens[i]-r.tokens[i-1])
@@ -63,7 +82,7 @@ func measure(steady, transient []rec) (Metrics, error) {
 			tpot += (r.e2e - r.ttft) / float64(n-1)
 		}
 		t0 = math.Min(t0, r.arrival)
-		t1 = math.Max(t1, r.arrival+r.e2e)
+		t1 = math.Max(t1, r.arrival)
 	}
 	d, err := dist(ttft)
 	if err != nil {
@@ -77,8 +96,14 @@ func measure(steady, transient []rec) (Metrics, error) {
 		m.ITLP50, m.ITLP99 = d.Quantile(0.5), d.Quantile(0.99)
 	}
 	m.TPOTMean = tpot / float64(len(steady))
-	if t1 > t0 {
-		m.ThroughputRPS = float64(len(steady)) / ((t1 - t0) / 1000)
+	if len(slots) > 0 {
+		for _, sp := range slots {
+			if sp.t1 > sp.t0 {
+				m.ThroughputRPS += float64(sp.n) / ((sp.t1 - sp.t0) / 1000)
+			}
+		}
+	} else if t1 > t0 {
+		m.ThroughputRPS = float64(len(steady)-1) / ((t1 - t0) / 1000)
 	}
 	if len(transient) > 0 {
 		var tr []float64
