@@ -8,6 +8,7 @@ package perfdb
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -20,6 +21,41 @@ type TransferPolicy struct {
 
 // AllTransfers is the default policy (every transfer kind enabled).
 var AllTransfers = TransferPolicy{XShape: true, XQuant: true, XProfile: true, XOp: true}
+
+// ParseTransferPolicy resolves an aiconfigurator transfer-policy spec
+// (resolve_transfer_policy): "" → every kind; a preset ("off",
+// "conservative" = xshape, "balanced" = xshape+xquant, "aggressive" = all);
+// or a comma-separated list of kinds/presets ("xshape,xquant").
+func ParseTransferPolicy(spec string) (TransferPolicy, error) {
+	spec = strings.ToLower(strings.TrimSpace(spec))
+	if spec == "" {
+		return AllTransfers, nil
+	}
+	var p TransferPolicy
+	for _, tok := range strings.Split(spec, ",") {
+		switch strings.TrimSpace(tok) {
+		case "":
+		case "off":
+		case "conservative":
+			p.XShape = true
+		case "balanced":
+			p.XShape, p.XQuant = true, true
+		case "aggressive":
+			p = AllTransfers
+		case "xshape":
+			p.XShape = true
+		case "xquant":
+			p.XQuant = true
+		case "xprofile":
+			p.XProfile = true
+		case "xop":
+			p.XOp = true
+		default:
+			return TransferPolicy{}, fmt.Errorf("transfer policy %q: unknown kind or preset %q; valid kinds: xop, xprofile, xquant, xshape; presets: aggressive, balanced, conservative, off", spec, strings.TrimSpace(tok))
+		}
+	}
+	return p, nil
+}
 
 // Querier answers kernel-latency queries for one resolved (system, backend,
 // version) Data under one DatabaseMode. Build it with NewQuerier; it is

@@ -145,3 +145,22 @@ func TestQueryBadInput(t *testing.T) {
 		t.Error("NewQuerier(nil) must fail")
 	}
 }
+
+func TestParseTransferPolicy(t *testing.T) {
+	for spec, want := range map[string]TransferPolicy{
+		"":                 AllTransfers,
+		"off":              {},
+		"conservative":     {XShape: true},
+		"balanced":         {XShape: true, XQuant: true},
+		"Aggressive":       AllTransfers,
+		"xshape, xprofile": {XShape: true, XProfile: true},
+	} {
+		got, err := ParseTransferPolicy(spec)
+		if err != nil || got != want {
+			t.Errorf("%q: got %+v %v, want %+v", spec, got, err, want)
+		}
+	}
+	if _, err := ParseTransferPolicy("xshapes"); err == nil || !strings.Contains(err.Error(), "presets") {
+		t.Errorf("unknown token: %v", err)
+	}
+}
