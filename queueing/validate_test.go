@@ -1,0 +1,113 @@
+package queueing
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// TestBadInputNamesTheInput: every bad input of issue 3 gives a one-line input
+// error naming it, on both tiers, never a hang or a NaN.
+func TestBadInputNamesTheInput(t *testing.T) {
+	ok := workload.Spec{ISL: 1000, OSL: 50, Concurrency: 4}
+	type tc struct {
+		name    string
+		w       workload.Spec
+		backend string
+		mod     func(*EngineSpec)
+		tm      timing.Timing
+		want    string
+	}
+	wmod := func(f func(*workload.Spec)) workload.Spec { w := ok; f(&w); return w }
+	cases := []tc{
+		{"zero concurrency", wmod(func(w *workload.Spec) { w.Concurrency = 0 }), BackendVLLM, nil, lin, "neither concurrency nor rate"},
+		{"negative concurrency", wmod(func(w *workload.Spec) { w.Concurrency = -3 }), BackendVLLM, nil, lin, "concurrency = -3"},
+		{"negative rate", wmod(func(w *workload.Spec) { w.Concurrency = 0; w.RateRPS = -1 }), BackendVLLM, nil, lin, "rate = -1"},
+		{"both loops", wmod(func(w *workload.Spec) { w.RateRPS = 2 }), BackendVLLM, nil, lin, "both concurrency"},
+		{"zero isl", wmod(func(w *workload.Spec) { w.ISL = 0 }), BackendVLLM, nil, lin, "isl = 0"},
+		{"negative osl", wmod(func(w *workload.Spec) { w.OSL = -1 }), BackendVLLM, nil, lin, "osl = -1"},
+		{"prefix = isl", wmod(func(w *workload.Spec) { w.Prefix = 1000 }), BackendVLLM, nil, lin, "prefix = 1000"},
+		{"prefix ≥ isl stratum", wmod(func(w *workload.Spec) { w.Prefix = 600; w.ISLQuantiles = []int{500, 1500} }), BackendVLLM, nil, lin, "prefix = 600"},
+		{"bad quantile", wmod(func(w *workload.Spec) { w.OSLQuantiles = []int{4, 0} }), BackendVLLM, nil, lin, "osl quantile 0"},
+		{"negative turnaround", wmod(func(w *workload.Spec) { w.TurnaroundMs = -1 }), BackendVLLM, nil, lin, "turnaround_ms"},
+		{"zero budget", ok, BackendVLLM, func(e *EngineSpec) { e.MaxNumBatchedTokens = 0 }, lin, "max_num_batched_tokens = 0"},
+		{"negative budget", ok, BackendVLLM, func(e *EngineSpec) { e.MaxNumBatchedTokens = -5 }, lin, "max_num_batched_tokens = -5"},
+		{"zero seqs", ok, BackendVLLM, func(e *EngineSpec) { e.MaxNumSeqs = 0 }, lin, "max_num_seqs = 0"},
+		{"zero block", ok, BackendVLLM, func(e *EngineSpec) { e.BlockSize = 0 }, lin, "block_size = 0"},
+		{"trt zero batch", ok, BackendTRTLLM, func(e *EngineSpec) { e.MaxBatchSize = 0 }, lin, "max_batch_size = 0"},
+		{"trt zero tokens", ok, BackendTRTLLM, func(e *EngineSpec) { e.MaxNumTokens = 0 }, lin, "max_num_tokens = 0"},
+		{"sglang zero chunk", ok, BackendSGLang, func(e *EngineSpec) { e.ChunkedPrefillSize = 0 }, lin, "chunked_prefill_size = 0"},
+		{"sglang zero page", ok, BackendSGLang, func(e *EngineSpec) { e.BlockSize = 0 }, lin, "block_size = 0"},
+		{"vllm chunk off small budget", ok, BackendVLLM, func(e *EngineSpec) { e.EnableChunkedPrefill = false; e.MaxNumBatchedTokens = 512 }, lin, "max_num_batched_tokens = 512"},
+		{"trt chunk off small budget", ok, BackendTRTLLM, func(e *EngineSpec) { e.MaxNumTokens = 512 }, lin, "max_num_tokens = 512"},
+		{"vllm kv", ok, BackendVLLM, func(e *EngineSpec) { e.KVCapacityTokens = 1 << 20 }, lin, "oracle"},
+		{"sglang kv", ok, BackendSGLang, func(e *EngineSpec) { e.KVCapacityTokens = 1 << 20 }, lin, "oracle"},
+		{"trt max_util kv", ok, BackendTRTLLM, func(e *EngineSpec) { e.CapacityPolicy = PolicyMaxUtilization; e.KVCapacityTokens = 1 << 20 }, lin, "max_utilization"},
+		{"trt kv below one request", ok, BackendTRTLLM, func(e *EngineSpec) { e.KVCapacityTokens = 512 }, lin, "kv_capacity_tokens = 512"},
+		{"trt bad policy", ok, BackendTRTLLM, func(e *EngineSpec) { e.CapacityPolicy = "evict" }, lin, "capacity_policy"},
+		{"sglang async", ok, BackendSGLang, func(e *EngineSpec) { e.AsyncScheduling = true }, lin, "async_scheduling"},
+		{"unknown backend", ok, BackendVLLM, func(e *EngineSpec) { e.Backend = "tgi" }, lin, "backend \"tgi\""},
+		{"nan stage", ok, BackendVLLM, func(e *EngineSpec) { e.StageMs = nanF() }, lin, "stage_ms"},
+		{"bad timing", ok, BackendVLLM, nil, timing.Linear{BaseMs: -1}, "base_ms"},
+		{"nil timing", ok, BackendVLLM, nil, nil, "timing"},
+		{"nan timing", ok, BackendVLLM, nil, timing.Func(func(*timing.Pass) float64 { return nanF() }), "pass priced at NaN"},
+	}
+	for _, c := range cases {
+		e := engine(t, c.backend, c.mod)
+		_, qerr := Quantitative(context.Background(), c.w, e, c.tm)
+		_, serr := Screening(c.w, e, c.tm)
+		for tier, err := range map[string]error{"quantitative": qerr, "screening": serr} {
+			if err == nil {
+				t.Errorf("%s (%s): no error", c.name, tier)
+				continue
+			}
+			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s (%s): error %q, want one line containing %q", c.name, tier, err, c.want)
+			}
+			if !IsInputError(err) {
+				t.Errorf("%s (%s): %v is not an InputError", c.name, tier, err)
+			}
+		}
+	}
+}
+
+func nanF() float64 { z := 0.0; return z / z }
+
+// TestDefaultEngine: the §6 defaults validate, unknown backends and malformed
+// versions are rejected.
+func TestDefaultEngine(t *testing.T) {
+	for _, b := range []string{"vllm", "trtllm", "sglang", "VLLM"} {
+		for _, v := range []string{"", "latest", "0.11.0", "v1.3.0rc20", "0.5.14.post1"} {
+			e, err := DefaultEngine(b, v)
+			if err != nil {
+				t.Fatalf("DefaultEngine(%q, %q): %v", b, v, err)
+			}
+			if err := e.Validate(); err != nil {
+				t.Errorf("DefaultEngine(%q, %q) does not validate: %v", b, v, err)
+			}
+		}
+	}
+	if _, err := DefaultEngine("tgi", ""); err == nil || !strings.Contains(err.Error(), "tgi") {
+		t.Errorf("unknown backend: %v", err)
+	}
+	for _, v := range []string{"x", "1", "a.b", "1..2"} {
+		if _, err := DefaultEngine("vllm", v); err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("version %q: %v", v, err)
+		}
+	}
+	e, _ := DefaultEngine("vllm", "")
+	if e.MaxNumBatchedTokens != 8192 || e.MaxNumSeqs != 1024 || !e.AsyncScheduling || e.BlockSize != 16 {
+		t.Errorf("vllm defaults %+v", e)
+	}
+	e, _ = DefaultEngine("trtllm", "")
+	if e.MaxNumTokens != 8192 || e.MaxBatchSize != 2048 || e.EnableChunkedPrefill || e.CapacityPolicy != PolicyGuaranteedNoEvict || e.BlockSize != 32 {
+		t.Errorf("trtllm defaults %+v", e)
+	}
+	e, _ = DefaultEngine("sglang", "")
+	if e.ChunkedPrefillSize != 8192 || e.MaxPrefillTokens != 16384 || !e.EnableMixedChunk || e.BlockSize != 1 {
+		t.Errorf("sglang defaults %+v", e)
+	}
+}
