@@ -12,6 +12,11 @@ import (
 // benchSweep measures the default agg sweep (one model, 8 GPUs, one isl/osl) into a
 // fresh store, writes included; ev is the evaluator under test.
 func benchSweep(b *testing.B, ev Evaluator) {
+	benchSweepFresh(b, func() Evaluator { return ev })
+}
+
+// benchSweepFresh is benchSweep with a new evaluator per iteration.
+func benchSweepFresh(b *testing.B, newEv func() Evaluator) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	b.ReportAllocs()
@@ -20,7 +25,7 @@ func benchSweep(b *testing.B, ev Evaluator) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := Sweep(ctx, s, ev, defaultSpec(), SweepOptions{Now: fixedNow})
+		res, err := Sweep(ctx, s, newEv(), defaultSpec(), SweepOptions{Now: fixedNow})
 		if err != nil {
 			b.Fatal(err)
 		}

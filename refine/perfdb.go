@@ -1,0 +1,443 @@
+package refine
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/store"
+)
+
+// PerfSource is where the perfdb evaluator reads perf data and models: the store
+// (StoreSource, the default) or an aiconfigurator directory tree (DirSource, for
+// tests and benchmarks on ../shared data without an import).
+type PerfSource interface {
+	Systems(ctx context.Context) ([]string, error)
+	Backends(ctx context.Context, system string) ([]string, error)
+	Versions(ctx context.Context, system, backend string) ([]string, error)
+	Data(ctx context.Context, system, backend, version string) (*perfdb.Data, error)
+	// Model returns the model with id, or an error listing the known ids.
+	Model(ctx context.Context, id string) (*perfdb.Model, error)
+}
+
+// StoreSource reads perf data and models from the store (after `aicdb init` or
+// `aicdb perfdb import`).
+type StoreSource struct{ St *store.Store }
+
+// Systems implements PerfSource.
+func (s StoreSource) Systems(ctx context.Context) ([]string, error) {
+	return perfdb.ListSystems(ctx, s.St)
+}
+
+// Backends implements PerfSource.
+func (s StoreSource) Backends(ctx context.Context, system string) ([]string, error) {
+	return perfdb.ListBackends(ctx, s.St, system)
+}
+
+// Versions implements PerfSource.
+func (s StoreSource) Versions(ctx context.Context, system, backend string) ([]string, error) {
+	return perfdb.ListVersions(ctx, s.St, system, backend)
+}
+
+// Data implements PerfSource.
+func (s StoreSource) Data(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
+	return perfdb.LoadStore(ctx, s.St, system, backend, version)
+}
+
+// Model implements PerfSource.
+func (s StoreSource) Model(ctx context.Context, id string) (*perfdb.Model, error) {
+	var cfg string
+	var qc sql.NullString
+	err := s.St.DB.QueryRowContext(ctx, `SELECT config, quant_config FROM models WHERE id = ?`, id).Scan(&cfg, &qc)
+	if errors.Is(err, sql.ErrNoRows) {
+		var ids []string
+		if err := s.St.DB.SelectContext(ctx, &ids, `SELECT id FROM models ORDER BY id`); err != nil {
+			return nil, fmt.Errorf("list models: %w", err)
+		}
+		return nil, fmt.Errorf("--model %q is not in the store: known models are %s (add others with 'aicdb perfdb import')", id, listOrNone(ids))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read model %s: %w", id, err)
+	}
+	var q []byte
+	if qc.Valid {
+		q = []byte(qc.String)
+	}
+	return perfdb.ParseHFConfig(id, "store model "+id, []byte(cfg), q)
+}
+
+// DirSource reads an aiconfigurator systems directory and a model_configs
+// directory of <org>--<name>_config.json files.
+type DirSource struct{ SystemsDir, ModelsDir string }
+
+// Systems implements PerfSource.
+func (s DirSource) Systems(context.Context) ([]string, error) {
+	return perfdb.ListSystemsDir(s.SystemsDir)
+}
+
+// Backends implements PerfSource.
+func (s DirSource) Backends(_ context.Context, system string) ([]string, error) {
+	return perfdb.ListBackendsDir(s.SystemsDir, system)
+}
+
+// Versions implements PerfSource.
+func (s DirSource) Versions(_ context.Context, system, backend string) ([]string, error) {
+	return perfdb.ListVersionsDir(s.SystemsDir, system, backend)
+}
+
+// Data implements PerfSource.
+func (s DirSource) Data(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
+	return perfdb.LoadDir(ctx, s.SystemsDir, system, backend, version)
+}
+
+// Model implements PerfSource.
+func (s DirSource) Model(_ context.Context, id string) (*perfdb.Model, error) {
+	base := filepath.Join(s.ModelsDir, strings.ReplaceAll(id, "/", "--"))
+	cfg, err := os.ReadFile(base + "_config.json")
+	if err != nil {
+		return nil, fmt.Errorf("--model %q: no %s_config.json in %s", id, strings.ReplaceAll(id, "/", "--"), s.ModelsDir)
+	}
+	q, _ := os.ReadFile(base + "_hf_quant_config.json")
+	return perfdb.ParseHFConfig(id, base+"_config.json", cfg, q)
+}
+
+// PerfdbEvaluator is the real evaluator: legacy estimates from perfdb (agg: run_agg;
+// disagg: composed from static numbers, PERFDB.md §2.4), the screening and
+// quantitative tiers from queueing over perfdb.PassTiming. Perf data, models and
+// estimators are loaded once per key and shared (all are safe for concurrent use).
+type PerfdbEvaluator struct {
+	src PerfSource
+
+	mu     sync.Mutex
+	data   map[[3]string]*perfdb.Data
+	models map[string]*perfdb.Model
+	ests   map[perfdb.Config]*estEntry
+}
+
+type estEntry struct {
+	once sync.Once
+	e    *perfdb.Estimator
+	pt   *perfdb.PassTiming
+	err  error
+}
+
+// NewPerfdbEvaluator returns an evaluator over the perf data and models of src.
+func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
+	return &PerfdbEvaluator{src: src, data: map[[3]string]*perfdb.Data{}, models: map[string]*perfdb.Model{},
+		ests: map[perfdb.Config]*estEntry{}}
+}
+
+// Name implements Evaluator. Bump the suffix when the numbers this evaluator
+// produces change, so stale rows are not reused.
+func (p *PerfdbEvaluator) Name() string { return "perfdb-1" }
+
+func (p *PerfdbEvaluator) loadData(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
+	k := [3]string{system, backend, version}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d, ok := p.data[k]; ok {
+		return d, nil
+	}
+	d, err := p.src.Data(ctx, system, backend, version)
+	if err != nil {
+		return nil, err
+	}
+	p.data[k] = d
+	return d, nil
+}
+
+func (p *PerfdbEvaluator) loadModel(ctx context.Context, id string) (*perfdb.Model, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.models[id]; ok {
+		return m, nil
+	}
+	m, err := p.src.Model(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p.models[id] = m
+	return m, nil
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none (run 'aicdb init')"
+	}
+	return strings.Join(s, ", ")
+}
+
+// Resolve implements Evaluator.
+func (p *PerfdbEvaluator) Resolve(ctx context.Context, model, system, backend, version string) (Resolved, error) {
+	systems, err := p.src.Systems(ctx)
+	if err != nil {
+		return Resolved{}, err
+	}
+	if !slices.Contains(systems, system) {
+		return Resolved{}, fmt.Errorf("--system %q is not in the store: known systems are %s", system, listOrNone(systems))
+	}
+	backends, err := p.src.Backends(ctx, system)
+	if err != nil {
+		return Resolved{}, err
+	}
+	if !slices.Contains(backends, backend) {
+		return Resolved{}, fmt.Errorf("--backend %q has no perf data for %s: known backends are %s", backend, system, listOrNone(backends))
+	}
+	versions, err := p.src.Versions(ctx, system, backend)
+	if err != nil {
+		return Resolved{}, err
+	}
+	if version == "" {
+		vs := slices.Clone(versions)
+		slices.SortFunc(vs, perfdb.CompareVersions)
+		if len(vs) == 0 {
+			return Resolved{}, fmt.Errorf("--backend %s on %s has no versions in the store", backend, system)
+		}
+		version = vs[len(vs)-1]
+	} else if !slices.Contains(versions, version) {
+		return Resolved{}, fmt.Errorf("--version %q of %s on %s is not in the store: known versions are %s", version, backend, system, listOrNone(versions))
+	}
+	m, err := p.loadModel(ctx, model)
+	if err != nil {
+		return Resolved{}, err
+	}
+	if m.Family == "" {
+		return Resolved{}, fmt.Errorf("--model %s: architecture %s is not supported yet", model, m.Architecture)
+	}
+	d, err := p.loadData(ctx, system, backend, version)
+	if err != nil {
+		return Resolved{}, err
+	}
+	cfg := perfdb.ResolveQuant(d, m, perfdb.Config{Backend: backend, Version: version, TP: 1, PP: 1, DP: 1, MoETP: 1, MoEEP: 1}, true)
+	return Resolved{Version: version, Heads: m.Heads, KVHeads: m.KVHeads, MoE: m.NumExperts > 0,
+		DatabaseMode: string(perfdb.ModeSilicon), GemmQuant: string(cfg.GemmQuant), KVCacheQuant: string(cfg.KVQuant),
+		FMHAQuant: string(cfg.FMHAQuant), MoEQuant: string(cfg.MoEQuant), CommQuant: string(cfg.CommQuant)}, nil
+}
+
+// estimator returns the (cached) estimator and pass timing of one worker.
+func (p *PerfdbEvaluator) estimator(ctx context.Context, in store.PointInputs, tp, pp, dp, moeTP, moeEP int) (*perfdb.Estimator, *perfdb.PassTiming, error) {
+	mode, err := perfdb.ParseDatabaseMode(in.DatabaseMode)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := perfdb.Config{Backend: in.Backend, Version: in.Version, TP: tp, PP: pp, DP: dp, MoETP: moeTP, MoEEP: moeEP,
+		Nextn: in.NextN, GemmQuant: perfdb.GemmQuant(in.GemmQuant), KVQuant: perfdb.KVQuant(in.KVCacheQuant),
+		FMHAQuant: perfdb.FMHAQuant(in.FMHAQuant), MoEQuant: perfdb.MoEQuant(in.MoEQuant),
+		CommQuant: perfdb.CommQuant(in.CommQuant), Mode: mode}
+	p.mu.Lock()
+	ent, ok := p.ests[cfg]
+	if !ok {
+		ent = &estEntry{}
+		p.ests[cfg] = ent
+	}
+	p.mu.Unlock()
+	ent.once.Do(func() {
+		d, err := p.loadData(ctx, in.System, in.Backend, in.Version)
+		if err != nil {
+			ent.err = err
+			return
+		}
+		m, err := p.loadModel(ctx, in.Model)
+		if err != nil {
+			ent.err = err
+			return
+		}
+		if ent.e, ent.err = perfdb.NewEstimator(d, m, cfg); ent.err != nil {
+			return
+		}
+		ent.pt, ent.err = perfdb.NewPassTiming(ent.e)
+	})
+	return ent.e, ent.pt, ent.err
+}
+
+// Legacy implements Evaluator.
+func (p *PerfdbEvaluator) Legacy(ctx context.Context, in store.PointInputs) (store.Legacy, error) {
+	if in.Mode == store.ModeDisagg {
+		pre, _, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, in.MoETP, in.MoEEP)
+		if err != nil {
+			return store.Legacy{}, err
+		}
+		dec, _, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, in.MoETP, in.MoEEP)
+		if err != nil {
+			return store.Legacy{}, err
+		}
+		r, err := perfdb.Disagg(pre, dec, perfdb.DisaggInput{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix,
+			PrefillBatch: in.PBatch, PrefillWorkers: in.PWorkers, DecodeBatch: in.DBatch, DecodeWorkers: in.DWorkers})
+		if errors.Is(err, perfdb.ErrOOM) {
+			return store.Legacy{OOM: true, Concurrency: in.DBatch * in.DWorkers}, nil
+		}
+		if err != nil {
+			return store.Legacy{}, err
+		}
+		return legacyRow(in, r.TTFTMs, r.TPOTMs, r.RequestMs, in.DBatch*in.DWorkers*in.DPP*in.DDP, r.Throughput)
+	}
+	e, _, err := p.estimator(ctx, in, in.TP, in.PP, in.DP, in.MoETP, in.MoEEP)
+	if err != nil {
+		return store.Legacy{}, err
+	}
+	r, err := e.Agg(perfdb.AggInput{Batch: in.Batch, CtxTokens: in.CtxTokens, ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix})
+	if errors.Is(err, perfdb.ErrOOM) {
+		return store.Legacy{OOM: true, Concurrency: in.Batch * in.PP * in.DP}, nil
+	}
+	if err != nil {
+		return store.Legacy{}, err
+	}
+	return legacyRow(in, r.TTFTMs, r.TPOTMs, r.RequestMs, r.Concurrency, r.Throughput)
+}
+
+// legacyRow maps a perfdb row onto the legacy columns: tokens/s = tokens/s/gpu ×
+// GPUs of one replica, seq/s/gpu = seq/s ÷ GPUs, request_rate = seq/s.
+func legacyRow(in store.PointInputs, ttft, tpot, req float64, conc int, t perfdb.Throughput) (store.Legacy, error) {
+	g := float64(in.NumGPUs())
+	l := store.Legacy{Concurrency: conc, TTFT: ttft, TPOT: tpot, RequestLatency: req, RequestRate: t.SeqPerS,
+		SeqPerS: t.SeqPerS, SeqPerSPerGPU: t.SeqPerS / g, TokensPerS: t.TokensPerSPerGPU * g,
+		TokensPerSPerGPU: t.TokensPerSPerGPU, TokensPerSPerUser: t.TokensPerSPerUser, MemoryGiB: t.MemoryGiB}
+	for _, v := range []float64{ttft, tpot, req, t.SeqPerS, t.TokensPerSPerGPU, t.TokensPerSPerUser, t.MemoryGiB} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return store.Legacy{}, fmt.Errorf("legacy estimate of %s is not finite", in.Parallel())
+		}
+	}
+	return l, nil
+}
+
+// engine builds the queueing engine of an agg point from the backend's defaults
+// (SCHEDULERS.md §6) with aiconfigurator's sweep knobs: the per-iteration token
+// budget is ctx_tokens (V-R1 max_num_batched_tokens, T-R1 max_num_tokens, S-R1
+// chunked_prefill_size) and the running cap is the batch (V-R2 max_num_seqs, T-R1
+// max_batch_size, S-R2 max_running_requests). Chunked prefill is on when asked or
+// when a prompt would not fit the budget (aiconfigurator's ctx grid snaps to isl
+// multiples when it is off).
+func engine(in store.PointInputs) (queueing.EngineSpec, error) {
+	e, err := queueing.DefaultEngine(in.Backend, in.Version)
+	if err != nil {
+		return e, err
+	}
+	budget := in.MaxNumBatchedTokens
+	if budget <= 0 {
+		budget = in.CtxTokens
+	}
+	seqs := in.MaxNumSeqs
+	if seqs <= 0 {
+		seqs = in.Batch
+	}
+	chunked := in.ChunkedPrefill || budget < in.ISL-in.Prefix
+	switch e.Backend {
+	case queueing.BackendVLLM:
+		e.MaxNumBatchedTokens, e.MaxNumSeqs = budget, seqs
+	case queueing.BackendTRTLLM:
+		e.MaxNumTokens, e.MaxBatchSize = budget, seqs
+	case queueing.BackendSGLang:
+		e.ChunkedPrefillSize, e.MaxNumSeqs = budget, seqs
+		e.MaxPrefillTokens = max(e.MaxPrefillTokens, budget)
+	}
+	e.EnableChunkedPrefill = chunked
+	return e, nil
+}
+
+// pointTiming prices passes for one evaluation and keeps its own first error (the
+// shared PassTiming's sticky error would leak between points).
+type pointTiming struct {
+	pt  *perfdb.PassTiming
+	err error
+}
+
+func (t *pointTiming) PassMs(p *timing.Pass) float64 {
+	v, err := t.pt.Price(p)
+	if err != nil {
+		if t.err == nil {
+			t.err = err
+		}
+		return 1
+	}
+	return v
+}
+
+func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs) (workload.Spec, queueing.EngineSpec, *pointTiming, error) {
+	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix, Concurrency: in.Batch}
+	_, pt, err := p.estimator(ctx, in, in.TP, in.PP, in.DP, in.MoETP, in.MoEEP)
+	if err != nil {
+		return w, queueing.EngineSpec{}, nil, err
+	}
+	e, err := engine(in)
+	return w, e, &pointTiming{pt: pt}, err
+}
+
+// Screen implements Evaluator (agg points; disagg rows stay composed).
+func (p *PerfdbEvaluator) Screen(ctx context.Context, in store.PointInputs) (store.Queueing, error) {
+	if in.Mode == store.ModeDisagg {
+		return store.Queueing{Tier: store.TierComposed}, nil
+	}
+	w, e, t, err := p.setup(ctx, in)
+	if err != nil {
+		return store.Queueing{}, err
+	}
+	r, err := queueing.Screening(w, e, t)
+	if err == nil && t.err != nil {
+		err = t.err
+	}
+	if err != nil {
+		return store.Queueing{}, err
+	}
+	q := store.Queueing{Valid: true, Tier: string(r.Tier), Fidelity: string(r.Fidelity), HasBracket: true,
+		P99Lo: r.TTFTSteadyP99Lo, P99Hi: r.TTFTSteadyP99Hi, HiCertain: r.Diagnostics.BracketCertain}
+	if err := fillColumns(&q.V, r); err != nil {
+		return store.Queueing{}, err
+	}
+	return q, nil
+}
+
+// fillColumns copies the report's flat column map (queueing.Report.Columns, the
+// eval JSON keys) into v.
+func fillColumns(v *[store.NumQ]float64, r *queueing.Report) error {
+	cols := r.Columns(1)
+	for i, name := range store.QueueingColumns {
+		x, ok := cols[name].(float64)
+		if !ok {
+			return fmt.Errorf("queueing report: column %s missing", name)
+		}
+		v[i] = x
+	}
+	return nil
+}
+
+// Quantitative implements Evaluator.
+func (p *PerfdbEvaluator) Quantitative(ctx context.Context, in store.PointInputs) (store.Quantitative, error) {
+	if in.Mode == store.ModeDisagg {
+		return store.Quantitative{}, fmt.Errorf("disagg %s: %w (the tandem is not built yet)", in.Parallel(), ErrNoQuantitative)
+	}
+	w, e, t, err := p.setup(ctx, in)
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	r, err := queueing.Quantitative(ctx, w, e, t)
+	if err == nil && t.err != nil {
+		err = t.err
+	}
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	var out store.Quantitative
+	if err := fillColumns(&out.V, r); err != nil {
+		return out, err
+	}
+	out.ThroughputRPS, out.OutputTokensPerS, out.Fidelity = r.ThroughputRPS, r.OutputTokensPerS, string(r.Fidelity)
+	d, err := json.Marshal(map[string]queueing.Distribution{"ttft_steady": r.TTFTSteady, "ttft_transient": r.TTFTTransient,
+		"itl": r.ITL, "tpot": r.TPOT, "e2e": r.E2E})
+	if err != nil {
+		return out, fmt.Errorf("encode distributions: %w", err)
+	}
+	out.Distributions = string(d)
+	return out, nil
+}
