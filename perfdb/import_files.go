@@ -1,0 +1,195 @@
+package perfdb
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// fileImporter parses one Parquet file of a table kind and inserts its rows.
+type fileImporter interface {
+	insertSQL() string
+	// parse reads the file; rows is the row count, insert writes them.
+	parse(name string, data []byte) (rows int, insert func(ctx context.Context, stmt *sql.Stmt, srcID int64, system, backend, version string) error, err error)
+}
+
+type kindImporter[R any, K comparable] struct{ k *tableKind[R, K] }
+
+func (ki kindImporter[R, K]) insertSQL() string {
+	cols := append([]string{"source_id", "row_idx", "system", "backend", "version"}, ki.k.sql.cols...)
+	return "INSERT INTO " + ki.k.sql.name + " (" + strings.Join(cols, ", ") + ") VALUES (" +
+		strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + ")"
+}
+
+func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.Context, *sql.Stmt, int64, string, string, string) error, error) {
+	t, err := readParquet(name, data, ki.k.cols)
+	if err != nil {
+		return 0, nil, err
+	}
+	rows, err := ki.k.fromParquet(t)
+	if err != nil {
+		return 0, nil, err
+	}
+	hasPower := t.hasCol("power")
+	insert := func(ctx context.Context, stmt *sql.Stmt, srcID int64, system, backend, version string) error {
+		for i := range rows {
+			var p any
+			if hasPower {
+				p = powerOf(&rows[i])
+			}
+			args := append([]any{srcID, i, system, backend, version}, ki.k.sql.args(&rows[i], p)...)
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+				return fmt.Errorf("store: insert row %d of %s: %w", i, name, err)
+			}
+		}
+		return nil
+	}
+	return len(rows), insert, nil
+}
+
+// powerOf returns a row's power (W).
+func powerOf(r any) float64 {
+	switch r := r.(type) {
+	case *GemmRow:
+		return r.Power
+	case *AttentionRow:
+		return r.Power
+	case *AllReduceRow:
+		return r.Power
+	case *NCCLRow:
+		return r.Power
+	case *MoERow:
+		return r.Power
+	case *QuantizeRow:
+		return r.Power
+	}
+	return 0
+}
+
+// importers maps table stems to their importers.
+var importers = map[string]fileImporter{
+	gemmKind.stem:                kindImporter[GemmRow, gemmKey]{gemmKind},
+	contextAttentionKind.stem:    kindImporter[AttentionRow, ctxAttnKey]{contextAttentionKind},
+	generationAttentionKind.stem: kindImporter[AttentionRow, genAttnKey]{generationAttentionKind},
+	allReduceKind.stem:           kindImporter[AllReduceRow, allReduceKey]{allReduceKind},
+	ncclKind.stem:                kindImporter[NCCLRow, ncclKey]{ncclKind},
+	moeKind.stem:                 kindImporter[MoERow, moeKey]{moeKind},
+	computeScaleKind.stem:        kindImporter[QuantizeRow, quantKey]{computeScaleKind},
+	scaleMatrixKind.stem:         kindImporter[QuantizeRow, quantKey]{scaleMatrixKind},
+}
+
+// importFiles imports the tree's table files: unchanged files (same sha256)
+// are skipped, changed ones replaced, files no longer present removed.
+func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr *tree, o ImportOptions, rep *ImportReport) error {
+	system := tr.system.Name
+	type have struct {
+		id  int64
+		sha string
+	}
+	existing := map[string]have{}
+	rows, err := tx.QueryContext(ctx, `SELECT id, path, sha256 FROM perf_sources WHERE system = ?`, system)
+	if err != nil {
+		return fmt.Errorf("store: read perf_sources: %w", err)
+	}
+	for rows.Next() {
+		var h have
+		var p string
+		if err := rows.Scan(&h.id, &p, &h.sha); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: read perf_sources: %w", err)
+		}
+		existing[p] = h
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: read perf_sources: %w", err)
+	}
+	paths := make([]string, 0, len(tr.files))
+	for p := range tr.files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	stmts := map[string]*sql.Stmt{}
+	defer func() {
+		for _, s := range stmts {
+			s.Close()
+		}
+	}()
+	root := path.Clean(tr.system.DataDir)
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		seen[p] = true
+		rel := strings.Split(strings.TrimPrefix(p, root+"/"), "/")
+		if len(rel) != 4 {
+			return fmt.Errorf("internal: unexpected perf file path %s", p)
+		}
+		fam, be, ver, stem := rel[0], rel[1], rel[2], strings.TrimSuffix(rel[3], ".parquet")
+		imp := importers[stem]
+		name := path.Join(label, p)
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return fmt.Errorf("parquet file %s: %w", name, err)
+		}
+		sum := sha256.Sum256(data)
+		sha := hex.EncodeToString(sum[:])
+		if h, ok := existing[p]; ok {
+			if h.sha == sha {
+				rep.FilesSkipped++
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM perf_sources WHERE id = ?`, h.id); err != nil {
+				return fmt.Errorf("store: replace %s: %w", name, err)
+			}
+		}
+		n, insert, err := imp.parse(name, data)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO perf_sources (system, family, backend, version, table_name, path, sha256, rows, imported_at, content)
+			VALUES (?,?,?,?,?,?,?,?,?,?)`, system, fam, be, ver, stem, p, sha, n, o.ImportedAt, data)
+		if err != nil {
+			return fmt.Errorf("store: perf source %s: %w", name, err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("store: perf source %s: %w", name, err)
+		}
+		stmt := stmts[stem]
+		if stmt == nil {
+			if stmt, err = tx.PrepareContext(ctx, imp.insertSQL()); err != nil {
+				return fmt.Errorf("store: prepare insert for %s: %w", stem, err)
+			}
+			stmts[stem] = stmt
+		}
+		if err := insert(ctx, stmt, id, system, be, ver); err != nil {
+			return err
+		}
+		rep.Files++
+		rep.Rows += n
+	}
+	stale := make([]string, 0)
+	for p := range existing {
+		if !seen[p] {
+			stale = append(stale, p)
+		}
+	}
+	sort.Strings(stale)
+	for _, p := range stale {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM perf_sources WHERE id = ?`, existing[p].id); err != nil {
+			return fmt.Errorf("store: remove %s: %w", p, err)
+		}
+		rep.FilesRemoved++
+	}
+	return nil
+}
