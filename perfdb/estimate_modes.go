@@ -104,6 +104,10 @@ type AggResult struct {
 	Throughput
 }
 
+// trtllmMaxNumTokens is TRT-LLM's default BuildConfig.max_num_tokens, which
+// sizes its agg activation memory.
+const trtllmMaxNumTokens = 8192
+
 // hooks are the per-backend agg hooks (backends/*_backend.py).
 type hooks struct{ backend string }
 
@@ -217,17 +221,25 @@ func (e *Estimator) Agg(in AggInput) (AggResult, error) {
 	if r.TPOTMs > 0 {
 		r.TokensPerSPerUser = 1000 / r.TPOTMs
 	}
-	numTokens := ctx
-	numGenReq := float64(b) - math.Ceil(float64(ctx)/float64(isl))
+	// Memory (run_agg): activations for the mix step's tokens (decode share
+	// = the decode rows); b = 1 also checks the decode step. TRT-LLM sizes
+	// activations by max_num_tokens (8192) with the legacy full MTP multiplier.
+	numTokens, share := ctx, 0
+	numGenReq := b - ceilDiv(ctx, isl)
 	if b > 1 {
-		numTokens = int(numGenReq) + ctx
+		numTokens, share = numGenReq+ctx, numGenReq
+	} else {
+		numGenReq = 1
 	}
-	mem, err := e.Memory(b, isl, osl, in.Prefix, numTokens)
+	if e.cfg.Backend == "trtllm" {
+		numTokens, share = trtllmMaxNumTokens, -1
+	}
+	mem, err := e.memory(b, isl, osl, in.Prefix, memOpts{numTokens: numTokens, decodeShare: share})
 	if err != nil {
 		return AggResult{}, err
 	}
-	if b == 1 && osl > 1 {
-		dm, err := e.Memory(b, isl, osl, in.Prefix, 1)
+	if b == 1 && osl > 1 && e.cfg.Backend != "trtllm" {
+		dm, err := e.memory(b, isl, osl, in.Prefix, memOpts{numTokens: numGenReq, decodeShare: -1})
 		if err != nil {
 			return AggResult{}, err
 		}
@@ -329,11 +341,14 @@ func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
 	if T > 0 {
 		r.TokensPerSPerUser = round3(1000 / T)
 	}
-	pm, err := pre.Memory(in.PrefillBatch, in.ISL, in.OSL, in.Prefix, 0)
+	// Memory (run_static): the prefill worker holds isl + 1 tokens per slot
+	// with prefill-peak activations; the decode worker isl + osl with
+	// activations for its batch (every token verifying nextn + 1 drafts).
+	pm, err := pre.memory(in.PrefillBatch, in.ISL, 1, in.Prefix, memOpts{})
 	if err != nil {
 		return DisaggResult{}, err
 	}
-	dm, err := dec.Memory(in.DecodeBatch, in.ISL, in.OSL, in.Prefix, in.DecodeBatch)
+	dm, err := dec.memory(in.DecodeBatch, in.ISL, in.OSL, in.Prefix, memOpts{numTokens: in.DecodeBatch, decodeShare: -1})
 	if err != nil {
 		return DisaggResult{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // MemoryUsage is one GPU's memory footprint in GiB (BaseBackend._get_memory_usage).
@@ -36,15 +37,31 @@ func activationCoeff(backend, family string, tp int) float64 {
 	return c[idx]
 }
 
-// Memory estimates one GPU's footprint for batch requests of isl + osl
-// tokens; numTokens is the per-step token count (0 means (isl − prefix)·batch):
+// memOpts are the per-call knobs of _get_memory_usage.
+type memOpts struct {
+	numTokens   int // per-step tokens sizing activations; 0 = (isl − prefix)·batch
+	decodeShare int // tokens of numTokens that verify nextn+1 drafts; < 0 = all (decode-only step)
+}
+
+// Memory estimates one GPU's footprint for batch requests of isl + osl tokens
+// with activations sized for numTokens per step (0 = (isl − prefix)·batch, the
+// prefill peak). See memory for the formula.
+func (e *Estimator) Memory(batch, isl, osl, prefix, numTokens int) (MemoryUsage, error) {
+	return e.memory(batch, isl, osl, prefix, memOpts{numTokens: numTokens})
+}
+
+// memory estimates one GPU's footprint (BaseBackend._get_memory_usage):
 //
 //	weights     = Σ op weights / pp
 //	activations = max(2·tokens·(n·d)·coef[family][min(tp,8)], 70 MiB (SGLang 90 MiB)) (SGLang ×1.15)
 //	kvcache     = batch·(isl + osl)·kv_bytes·L·2·⌈n_kv/tp⌉·d   (gpt-oss: banded layers capped at 128)
 //	nccl        = misc.nccl_mem[min(tp,8)];  others = misc.other_mem (SGLang ×1.2)
-func (e *Estimator) Memory(batch, isl, osl, prefix, numTokens int) (MemoryUsage, error) {
+//
+// With MTP (nextn > 0) the decode share of the activations is multiplied by
+// nextn + 1 (all of them for a decode-only step).
+func (e *Estimator) memory(batch, isl, osl, prefix int, o memOpts) (MemoryUsage, error) {
 	m, c := e.model, e.cfg
+	numTokens := o.numTokens
 	var weights float64
 	for i := range e.ops.ctx {
 		weights += e.ops.ctx[i].weightsB
@@ -62,7 +79,12 @@ func (e *Estimator) Memory(batch, isl, osl, prefix, numTokens int) (MemoryUsage,
 	}
 	act = math.Max(act, minAct)
 	if c.Nextn > 0 && numTokens > 0 {
-		act *= float64(c.Nextn + 1)
+		if o.decodeShare < 0 {
+			act *= float64(c.Nextn + 1)
+		} else {
+			share := float64(min(o.decodeShare, numTokens))
+			act = act * (float64(numTokens) - share + share*float64(c.Nextn+1)) / float64(numTokens)
+		}
 	}
 	act *= 1 + actOver
 	kvm, err := c.KVQuant.Mapping()
@@ -91,12 +113,53 @@ func (e *Estimator) Memory(batch, isl, osl, prefix, numTokens int) (MemoryUsage,
 	return u, nil
 }
 
-// checkOOM fails when the footprint exceeds the GPU's memory capacity.
+// kvBudgetParams are the backend's KV-cache budget rule
+// (set_memory_and_check_oom + memory.kv_cache_budget_bytes): the memory
+// fraction, whether it applies to the free pool (TRT-LLM
+// free_gpu_memory_fraction) or to total memory (vLLM gpu_memory_utilization,
+// SGLang mem_fraction_static), and the reserved/tolerance shrink factors.
+func kvBudgetParams(backend, version string) (fraction float64, ofFree bool, reserved, tolerance float64) {
+	switch backend {
+	case "trtllm":
+		return 0.9, true, 0.015, 0.02
+	case "sglang":
+		// The static path derives mem_fraction_static from capacity and
+		// parallelism; the 0.88 fallback is used for every path here.
+		return 0.88, false, 0, 0.02
+	}
+	for _, p := range []struct {
+		prefix string
+		f      float64
+	}{{"0.14", 0.9}, {"0.19", 0.9}, {"0.22", 0.92}, {"0.24", 0.92}} {
+		if strings.HasPrefix(version, p.prefix) {
+			return p.f, false, 0, 0.02
+		}
+	}
+	return 0.92, false, 0, 0.02
+}
+
+// checkOOM fails when the footprint reaches the GPU's memory capacity or the
+// KV cache exceeds the backend's KV budget (the reference raises
+// RuntimeError for both).
 func (e *Estimator) checkOOM(u MemoryUsage) error {
 	capGiB := e.sys.MemCapacity / (1 << 30)
-	if capGiB > 0 && u.TotalGiB > capGiB {
+	if capGiB <= 0 {
+		return nil
+	}
+	if u.TotalGiB >= capGiB {
 		return fmt.Errorf("%w: %.2f GiB needed on %s (capacity %.2f GiB); raise tp/pp or lower the batch",
 			ErrOOM, u.TotalGiB, e.sys.Name, capGiB)
+	}
+	f, ofFree, reserved, tol := kvBudgetParams(e.cfg.Backend, e.cfg.Version)
+	scale := (1 - reserved) * (1 - tol)
+	nonKV := u.TotalGiB - u.KVCacheGiB
+	budget := capGiB*f*scale - nonKV
+	if ofFree {
+		budget = (capGiB - nonKV) * f * scale
+	}
+	if u.KVCacheGiB > budget {
+		return fmt.Errorf("%w: KV cache %.2f GiB exceeds the %s KV budget %.2f GiB on %s; raise tp/pp or lower the batch",
+			ErrOOM, u.KVCacheGiB, e.cfg.Backend, budget, e.sys.Name)
 	}
 	return nil
 }
