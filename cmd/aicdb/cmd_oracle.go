@@ -2,14 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/oracle/gate"
 )
 
 // oracleCommand wires `aicdb oracle run|validate` (issue 4). The simulation and the gate
@@ -80,8 +81,34 @@ func oracleValidateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "validate",
 		Usage: "run the validation gate (model vs oracle) and print the residual table",
-		Action: func(*cli.Context) error {
-			return errors.New("oracle validate: the gate is not built yet")
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "family", Usage: "run only families whose name contains `TEXT`"},
+		},
+		Action: func(c *cli.Context) error {
+			fams := gate.Families()
+			if sub := c.String("family"); sub != "" {
+				var keep []gate.Family
+				for _, f := range fams {
+					if strings.Contains(f.Name, sub) {
+						keep = append(keep, f)
+					}
+				}
+				if len(keep) == 0 {
+					return userErrorf("--family %q: matches no family; run without it to list them all", sub)
+				}
+				fams = keep
+			}
+			rows, err := gate.Run(c.Context, fams)
+			if err != nil {
+				return fmt.Errorf("oracle validate: %w", err)
+			}
+			if err := gate.WriteTable(c.App.Writer, rows); err != nil {
+				return err
+			}
+			if err := gate.Verdict(rows); err != nil {
+				return cli.Exit(oneLine(err.Error()), exitUser)
+			}
+			return nil
 		},
 	}
 }

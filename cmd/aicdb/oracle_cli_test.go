@@ -66,3 +66,20 @@ func TestOracleRunBadScenario(t *testing.T) {
 		t.Fatalf("missing file: exit %d, want 1", code)
 	}
 }
+
+// TestOracleValidate: `aicdb oracle validate --family` prints the residual table for the
+// selected families and succeeds when they pass.
+func TestOracleValidate(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"aicdb", "oracle", "validate", "--family", "vllm/c8 isl2048"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+	}
+	if !strings.Contains(out.String(), "ttft_p99") || !strings.Contains(out.String(), "vllm/c8 isl2048 osl256 b8192") {
+		t.Fatalf("no residual table:\n%s", out.String())
+	}
+	code = run(context.Background(), []string{"aicdb", "oracle", "validate", "--family", "no-such-family"}, &out, &errb)
+	if code != exitUser {
+		t.Fatalf("unknown family: exit %d, want 1", code)
+	}
+}

@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/aicdb/aicdb/queueing"
 )
@@ -97,7 +98,13 @@ func measure(steady, transient []rec, turnaround float64) (Metrics, error) {
 	}
 	m.TPOTMean = tpot / float64(len(steady))
 	if len(slots) > 0 {
-		for _, sp := range slots {
+		ids := make([]int, 0, len(slots))
+		for id := range slots {
+			ids = append(ids, id)
+		}
+		sort.Ints(ids) // a fixed summation order: bit-reproducible
+		for _, id := range ids {
+			sp := slots[id]
 			if sp.t1 > sp.t0 {
 				m.ThroughputRPS += float64(sp.n) / ((sp.t1 - sp.t0) / 1000)
 			}
