@@ -13,6 +13,7 @@ package perfdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -190,8 +191,6 @@ func (g *goldenEnv) coverage(c *goldenCase) string {
 		return fmt.Sprintf("family %s not modeled (LLAMA and MOE only)", c.Family)
 	case c.CP > 1:
 		return fmt.Sprintf("context parallelism cp=%d not modeled", c.CP)
-	case c.Transfer != nil:
-		return "transfer policy " + *c.Transfer + " not modeled"
 	}
 	if _, err := os.Stat(filepath.Join(g.systemsDir(), c.System+".yaml")); err != nil {
 		return "no system spec " + c.System + ".yaml in the data slice"
@@ -284,6 +283,13 @@ func runGoldenCase(t *testing.T, env *goldenEnv, c *goldenCase, recs map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.Transfer != nil {
+		p, err := ParseTransferPolicy(*c.Transfer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q = q.WithTransferPolicy(p)
+	}
 	for _, s := range c.Surfaces {
 		rec, ok := recs[s]
 		if !ok {
@@ -317,6 +323,10 @@ func judge(t *testing.T, c *goldenCase, s string, rec goldenRecord, got map[stri
 			t.Errorf("%s: golden is error %s, got values %v", s, rec.Error, got)
 			return outcome{s, "FAIL", "want error " + rec.Error + ", got values"}
 		}
+		if !errorKindMatches(rec.Error, err) {
+			t.Errorf("%s: golden error %s, got a different kind: %v", s, rec.Error, err)
+			return outcome{s, "FAIL", "want " + rec.Error + ", got " + goldenOneLine(err)}
+		}
 		return outcome{s, "PASS", "errors as the reference (" + rec.Error + "): " + goldenOneLine(err)}
 	}
 	if err != nil {
@@ -349,6 +359,22 @@ func judge(t *testing.T, c *goldenCase, s string, rec goldenRecord, got map[stri
 		return outcome{s, "FAIL", strings.Join(bad, "; ")}
 	}
 	return outcome{s, "PASS", fmt.Sprintf("max rel err %.2e (rtol %g)", worst, c.RTol)}
+}
+
+// errorKindMatches maps the reference's exception class to ours.
+func errorKindMatches(kind string, err error) bool {
+	switch kind {
+	case "PerfDataNotAvailableError":
+		return IsMiss(err)
+	case "EmpiricalNotImplementedError":
+		var e *EmpiricalMissError
+		return errors.As(err, &e)
+	case "MissingSystemFlopsError":
+		return strings.Contains(err.Error(), "_tc_flops")
+	case "RuntimeError":
+		return errors.Is(err, ErrOOM)
+	}
+	return true // unknown kinds: failing at all is what the record asks
 }
 
 func goldenOneLine(err error) string {
