@@ -180,6 +180,9 @@ func (e EngineSpec) Validate() error {
 				return err
 			}
 		}
+		if e.EnableChunkedPrefill && e.MaxNumTokens < e.BlockSize {
+			return fmt.Errorf("engine max_num_tokens = %d: with chunked prefill a chunk is a multiple of block_size (%d); raise max_num_tokens", e.MaxNumTokens, e.BlockSize)
+		}
 		switch e.CapacityPolicy {
 		case PolicyGuaranteedNoEvict, PolicyMaxUtilization:
 		default:

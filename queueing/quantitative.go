@@ -64,7 +64,10 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timi
 	}
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass
-	perReq := b.maxISL - w.Prefix + b.maxOSL + 1
+	// Every pass advances some request by ≥ 1 token (a TRT-LLM reuse jump by ≥ 1
+	// position, once per request): a request needs at most its uncached prompt
+	// (chunk depth at worst one token per pass) + its outputs + 1 passes.
+	perReq := b.maxISL - w.Prefix + b.maxOSL + 2
 	if w.Concurrency > 0 {
 		return evalClosed(ctx, s, col, w, o, perReq)
 	}

@@ -96,14 +96,15 @@ func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) 
 func chunkCap(e EngineSpec, rows int) (int, bool) {
 	switch e.Backend {
 	case BackendVLLM:
+		// V-R3 caps n at the threshold before the chunked-prefill check, so a
+		// threshold chunks prompts even with chunked prefill off.
+		if thr := e.LongPrefillTokenThreshold; thr > 0 {
+			return min(thr, e.MaxNumBatchedTokens-rows), false
+		}
 		if !e.EnableChunkedPrefill {
 			return e.MaxNumBatchedTokens, true
 		}
-		c := e.MaxNumBatchedTokens - rows
-		if e.LongPrefillTokenThreshold > 0 {
-			c = min(c, e.LongPrefillTokenThreshold)
-		}
-		return c, false
+		return e.MaxNumBatchedTokens - rows, false
 	case BackendTRTLLM:
 		if !e.EnableChunkedPrefill {
 			return e.MaxNumTokens, true
@@ -144,8 +145,15 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	// can give it (no decode rows, no waiting) — every steady TTFT is at least this.
 	maxChunk, _ := chunkCap(e, 0)
 	maxChunk = max(maxChunk, 1)
-	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
-		maxChunk = math.MaxInt32
+	if e.Backend == BackendTRTLLM {
+		maxChunk = e.MaxNumTokens // a prompt that fits is not rounded to blocks
+	}
+	if e.Backend == BackendSGLang {
+		// The continuing chunked request takes min(rest, rem_chunk) unrounded.
+		maxChunk = e.ChunkedPrefillSize
+		if !e.EnableChunkedPrefill {
+			maxChunk = math.MaxInt32
+		}
 	}
 	pureMin, _ := pr.prefillMs(b.minISL, prefix, maxChunk, 0, 0)
 	lo := stage + pureMin
@@ -451,6 +459,9 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	case breq < 1:
 		certain = false
 		breq = 1
+	}
+	if e.Backend == BackendVLLM && !e.EnableChunkedPrefill && min(iMax, e.LongPrefillTokenThreshold) > e.MaxNumBatchedTokens-rows {
+		certain = false // the head prompt may not fit beside the decode rows (V-R3 break)
 	}
 	if e.Backend == BackendTRTLLM && e.KVCapacityTokens > 0 {
 		certain = certain && C*ceilDiv(b.maxISL+b.maxOSL, e.BlockSize) <= e.KVCapacityTokens/e.BlockSize

@@ -114,12 +114,15 @@ func (s *sim) nextArrival() (float64, bool) {
 	return 0, false
 }
 
-// addPrompt schedules n prompt tokens of r from position r.c (tokens below prefix
-// are reused, not computed) and advances r.c to r.c + charge.
+// addPrompt schedules charge prompt positions of r from r.c (positions below the
+// prefix are reused, not computed) and advances r.c.
 func (s *sim) addPrompt(p *simPass, ri int32, charge int) {
 	r := &s.reqs[ri]
 	from := max(r.c, r.prefix)
-	to := r.c + charge
+	// TRT-LLM charges the budget from position 0 and applies reuse afterwards: the
+	// position jumps over the reused prefix; a chunk that ends inside it computes
+	// nothing this pass (it sits out, §4.4).
+	to := max(r.c+charge, r.prefix)
 	r.c = to
 	n := to - from
 	emits := r.c >= r.isl
@@ -269,6 +272,9 @@ func (s *sim) run(ctx context.Context, stop func() bool) error {
 // price returns the duration of p from the timing, rejecting non-finite or
 // non-positive values.
 func (s *sim) price(p *simPass) (float64, error) {
+	if len(p.tp.Prefill) == 0 && len(p.tp.Decode) == 0 {
+		return 0, nil // only reuse jumps: no forward pass
+	}
 	dt := s.t.PassMs(&p.tp)
 	if !(dt > 0) || math.IsInf(dt, 0) {
 		return 0, inputErr(fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", dt, p.tp.PrefillTokens(), len(p.tp.Decode)))

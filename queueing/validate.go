@@ -96,8 +96,12 @@ func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds
 		if e.KVCapacityTokens > 0 {
 			return b, fmt.Errorf("engine kv_capacity_tokens = %d: the vLLM calendar does not model KV pressure (recompute preemption); drop it, or evaluate with the oracle (aicdb oracle), which does", e.KVCapacityTokens)
 		}
-		if !e.EnableChunkedPrefill && b.maxISL-w.Prefix > e.MaxNumBatchedTokens {
-			return b, fmt.Errorf("engine max_num_batched_tokens = %d: with chunked prefill off it must hold a whole prompt (%d uncached tokens); raise it or enable chunked prefill", e.MaxNumBatchedTokens, b.maxISL-w.Prefix)
+		first := b.maxISL - w.Prefix // V-R3: the threshold caps n before the fit check
+		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
+			first = t
+		}
+		if !e.EnableChunkedPrefill && first > e.MaxNumBatchedTokens {
+			return b, fmt.Errorf("engine max_num_batched_tokens = %d: with chunked prefill off it must hold a whole prompt (%d uncached tokens); raise it or enable chunked prefill", e.MaxNumBatchedTokens, first)
 		}
 	case BackendSGLang:
 		if e.KVCapacityTokens > 0 {

@@ -1,0 +1,171 @@
+package queueing
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"math"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// propConfig draws one random operating point of any backend (small enough to keep
+// 2,000 quantitative evaluations within a few seconds).
+func propConfig(rt *rapid.T) (workload.Spec, EngineSpec, timing.Timing) {
+	backend := rapid.SampledFrom([]string{BackendVLLM, BackendTRTLLM, BackendSGLang}).Draw(rt, "backend")
+	e, _ := DefaultEngine(backend, "")
+	isl := rapid.IntRange(8, 3000).Draw(rt, "isl")
+	w := workload.Spec{ISL: isl, OSL: rapid.IntRange(1, 48).Draw(rt, "osl")}
+	if rapid.Bool().Draw(rt, "prefix") {
+		w.Prefix = rapid.IntRange(0, isl-1).Draw(rt, "prefixLen")
+	}
+	if rapid.IntRange(0, 5).Draw(rt, "w2") == 0 {
+		w.ISLQuantiles = []int{max(w.Prefix+1, isl/2), isl, isl + isl/2}
+		w.OSLQuantiles = []int{max(1, w.OSL/3), w.OSL, 2 * w.OSL}
+	}
+	open := rapid.IntRange(0, 4).Draw(rt, "open") == 0
+	if open {
+		w.NumRequests = rapid.IntRange(64, 400).Draw(rt, "n")
+	} else {
+		w.Concurrency = rapid.IntRange(1, 40).Draw(rt, "c")
+		if rapid.Bool().Draw(rt, "turn") {
+			w.TurnaroundMs = rapid.Float64Range(0, 200).Draw(rt, "turnaround")
+		}
+	}
+	maxISL := isl
+	if len(w.ISLQuantiles) > 0 {
+		maxISL = w.ISLQuantiles[2]
+	}
+	budget := rapid.IntRange(64, 4096).Draw(rt, "budget")
+	chunked := rapid.Bool().Draw(rt, "chunked")
+	cap := rapid.IntRange(1, 64).Draw(rt, "cap")
+	switch backend {
+	case BackendVLLM:
+		e.MaxNumBatchedTokens, e.MaxNumSeqs, e.EnableChunkedPrefill = budget, cap, chunked
+		if !chunked {
+			e.MaxNumBatchedTokens = max(budget, maxISL-w.Prefix)
+		}
+		e.AsyncScheduling = rapid.Bool().Draw(rt, "async")
+		if rapid.IntRange(0, 3).Draw(rt, "thr") == 0 {
+			e.LongPrefillTokenThreshold = rapid.IntRange(1, 2048).Draw(rt, "threshold")
+		}
+	case BackendTRTLLM:
+		e.MaxNumTokens, e.MaxBatchSize, e.EnableChunkedPrefill = budget, cap, chunked
+		if !chunked {
+			e.MaxNumTokens = max(budget, maxISL)
+		}
+		e.AsyncScheduling = rapid.Bool().Draw(rt, "async")
+		e.BlockSize = rapid.SampledFrom([]int{1, 16, 32}).Draw(rt, "tpb")
+		if rapid.Bool().Draw(rt, "kv") {
+			per := ceilDiv(maxISL+2*w.OSL, e.BlockSize) * e.BlockSize
+			e.KVCapacityTokens = per * rapid.IntRange(1, 50).Draw(rt, "kvreqs")
+		}
+	case BackendSGLang:
+		e.ChunkedPrefillSize, e.MaxNumSeqs, e.EnableChunkedPrefill = budget, cap, chunked
+		e.EnableMixedChunk = rapid.Bool().Draw(rt, "mixed")
+		e.MaxPrefillTokens = rapid.IntRange(64, 16384).Draw(rt, "maxprefill")
+		e.BlockSize = rapid.SampledFrom([]int{1, 16}).Draw(rt, "page")
+		e.ChunkedPrefillSize = max(e.ChunkedPrefillSize, e.BlockSize)
+	}
+	if rapid.Bool().Draw(rt, "stage") {
+		e.StageMs = rapid.Float64Range(0, 50).Draw(rt, "stageMs")
+	}
+	tm := timing.Linear{
+		BaseMs:            rapid.Float64Range(0.5, 20).Draw(rt, "base"),
+		PrefillMsPerToken: rapid.Float64Range(0, 0.1).Draw(rt, "pre"),
+		DecodeMsPerRow:    rapid.Float64Range(0, 0.5).Draw(rt, "dec"),
+		CtxMsPerToken:     rapid.Float64Range(0, 1e-3).Draw(rt, "ctx"),
+	}
+	if open {
+		// ρ between 0.05 and 0.7 of a crude one-at-a-time capacity.
+		svc := tm.BaseMs*float64(1+w.OSL) + tm.PrefillMsPerToken*float64(isl) + float64(w.OSL)*tm.DecodeMsPerRow
+		w.RateRPS = rapid.Float64Range(0.05, 0.7).Draw(rt, "rho") * 1000 / svc * float64(min(cap, 8))
+	}
+	return w, e, tm
+}
+
+// checkColumns fails on a non-finite column or non-monotone quantiles.
+func checkColumns(r *Report) error {
+	cols := r.Columns(1)
+	for k, v := range cols {
+		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0) || f < 0) {
+			return fmt.Errorf("%s column %s = %v", r.Tier, k, f)
+		}
+	}
+	for _, seq := range [][]string{
+		{"ttft_steady_p50", "ttft_steady_p75", "ttft_steady_p90", "ttft_steady_p95", "ttft_steady_p99", "ttft_steady_p999"},
+		{"itl_p50", "itl_p99"}, {"tpot_p50", "tpot_p99"}, {"e2e_p50", "e2e_p99"},
+	} {
+		for i := 1; i < len(seq); i++ {
+			if cols[seq[i]].(float64) < cols[seq[i-1]].(float64) {
+				return fmt.Errorf("%s: %s %v < %s %v", r.Tier, seq[i], cols[seq[i]], seq[i-1], cols[seq[i-1]])
+			}
+		}
+	}
+	return nil
+}
+
+// TestPropertyBracketAndQuantiles: over ≥ 2,000 random configurations of all three
+// backends, the screening bracket holds against the quantitative evaluator (lo ≤
+// its minimum steady TTFT; hi ≥ its p99 where the row is declared certain), every
+// quantile sequence is monotone and nothing is non-finite.
+func TestPropertyBracketAndQuantiles(t *testing.T) {
+	atLeastChecks(t, 2000)
+	certain, total := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		w, e, tm := propConfig(rt)
+		q, err := Quantitative(context.Background(), w, e, tm)
+		if err != nil {
+			rt.Fatalf("quantitative %+v %+v: %v", w, e, err)
+		}
+		s, err := Screening(w, e, tm)
+		if err != nil {
+			rt.Fatalf("screening %+v %+v: %v", w, e, err)
+		}
+		total++
+		if q.Unstable || s.Unstable {
+			return
+		}
+		for _, r := range []*Report{q, s} {
+			if err := checkColumns(r); err != nil {
+				rt.Fatalf("%v\nworkload %+v\nengine %+v", err, w, e)
+			}
+		}
+		qmin := q.TTFTSteady.Min()
+		if s.TTFTSteadyP99Lo > qmin*(1+1e-9)+1e-9 {
+			rt.Fatalf("lo %v > evaluator min steady TTFT %v\nworkload %+v\nengine %+v", s.TTFTSteadyP99Lo, qmin, w, e)
+		}
+		if s.Diagnostics.BracketCertain {
+			certain++
+			if p99 := q.TTFTSteady.Quantile(0.99); s.TTFTSteadyP99Hi < p99*(1-1e-9) {
+				rt.Fatalf("certain hi %v < evaluator p99 %v\nworkload %+v\nengine %+v", s.TTFTSteadyP99Hi, p99, w, e)
+			}
+		}
+		if s.TTFTSteadyP99Lo > s.TTFTSteadyP99Hi {
+			rt.Fatalf("lo %v > hi %v", s.TTFTSteadyP99Lo, s.TTFTSteadyP99Hi)
+		}
+	})
+	t.Logf("%d configurations, %d with a certain bracket", total, certain)
+}
+
+// atLeastChecks raises rapid's -rapid.checks to n for this test unless the command
+// line asked for more.
+func atLeastChecks(t *testing.T, n int) {
+	f := flag.Lookup("rapid.checks")
+	if f == nil {
+		return
+	}
+	old := f.Value.String()
+	if v, err := strconv.Atoi(old); err == nil && v >= n {
+		return
+	}
+	if err := f.Value.Set(strconv.Itoa(n)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Value.Set(old) })
+}
