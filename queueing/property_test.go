@@ -4,8 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strconv"
 	"math"
+	"strconv"
 	"testing"
 
 	"pgregory.net/rapid"
