@@ -155,8 +155,8 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t.buildQuantize(d)
 	t.buildAttention(d)
 	t.buildComm(d)
-	t.moe = buildMoEIndex(d.MoE)
-	t.moeLL = buildMoEIndex(d.MoEMinLatency)
+	t.moe = buildMoEIndex(d.MoE, d.System)
+	t.moeLL = buildMoEIndex(d.MoEMinLatency, d.System)
 	return &Querier{mode: mode, policy: AllTransfers, tables: t}, nil
 }
 

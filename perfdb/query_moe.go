@@ -21,8 +21,15 @@ type moeShape struct {
 // moeIndex is quant → distribution → shape → token curve, with the quants in
 // first-seen row order (the ladder's tie-break order).
 type moeIndex struct {
-	byQuant map[string]map[string]map[moeShape]*curve
+	byQuant map[string]map[string]map[moeShape]*moeSlice
 	quants  []string
+}
+
+// moeSlice is one token curve with its precomputed rooflines (index 1:
+// gated, 3 GEMMs; index 0: 2 GEMMs); nil when the system lacks the flops.
+type moeSlice struct {
+	cv  *curve
+	sol [2]*moeSOL
 }
 
 // moeQuantRewrite maps kernel-specific rows to their own quant modes
@@ -38,8 +45,8 @@ func moeQuantRewrite(q, kernel string) string {
 }
 
 // buildMoEIndex indexes rows; the first row at a coordinate wins.
-func buildMoEIndex(rows []MoERow) *moeIndex {
-	idx := &moeIndex{byQuant: map[string]map[string]map[moeShape]*curve{}}
+func buildMoEIndex(rows []MoERow, sys *System) *moeIndex {
+	idx := &moeIndex{byQuant: map[string]map[string]map[moeShape]*moeSlice{}}
 	pts := map[string]map[string]map[moeShape][]curvePoint{}
 	for _, r := range rows {
 		qn := moeQuantRewrite(r.Dtype, r.Kernel)
@@ -54,11 +61,17 @@ func buildMoEIndex(rows []MoERow) *moeIndex {
 		pts[qn][r.Distribution][sh] = append(pts[qn][r.Distribution][sh], curvePoint{x: float64(r.NumTokens), l: newLeaf(r.Latency, r.Power)})
 	}
 	for qn, byDist := range pts {
-		idx.byQuant[qn] = map[string]map[moeShape]*curve{}
+		idx.byQuant[qn] = map[string]map[moeShape]*moeSlice{}
 		for dist, byShape := range byDist {
-			idx.byQuant[qn][dist] = map[moeShape]*curve{}
+			idx.byQuant[qn][dist] = map[moeShape]*moeSlice{}
 			for sh, p := range byShape {
-				idx.byQuant[qn][dist][sh] = newCurve("num_tokens", p)
+				sl := &moeSlice{cv: newCurve("num_tokens", p)}
+				for g := 0; g < 2; g++ {
+					if s, err := moeSOLOf(sys, MoEQuant(qn), g == 1, sh); err == nil {
+						sl.sol[g] = &s
+					}
+				}
+				idx.byQuant[qn][dist][sh] = sl
 			}
 		}
 	}
@@ -66,7 +79,7 @@ func buildMoEIndex(rows []MoERow) *moeIndex {
 }
 
 // shapes resolves the distribution (requested, else "uniform") for quant.
-func (m *moeIndex) shapes(quant, dist string) (string, map[moeShape]*curve) {
+func (m *moeIndex) shapes(quant, dist string) (string, map[moeShape]*moeSlice) {
 	bd, ok := m.byQuant[quant]
 	if !ok {
 		return "uniform", nil
@@ -77,11 +90,11 @@ func (m *moeIndex) shapes(quant, dist string) (string, map[moeShape]*curve) {
 	return "uniform", bd["uniform"]
 }
 
-// moeCurve returns the curve for the op's own slice, or a MissError.
-func (q *Querier) moeCurve(idx *moeIndex, a *MoEArgs) (*curve, error) {
+// moeCurve returns the op's own slice, or a MissError.
+func (q *Querier) moeCurve(idx *moeIndex, a *MoEArgs) (*moeSlice, error) {
 	dist, by := idx.shapes(string(a.Quant), a.Distribution)
 	cv := by[moeShape{a.TopK, a.NumExperts, a.Hidden, a.Inter, a.MoETP, a.MoEEP}]
-	if cv == nil || len(cv.pts) == 0 {
+	if cv == nil || len(cv.cv.pts) == 0 {
 		return nil, missf("MoE data missing for quant=%s distribution=%s topk=%d experts=%d hidden=%d inter=%d moe_tp=%d moe_ep=%d (%s %s %s)",
 			a.Quant, dist, a.TopK, a.NumExperts, a.Hidden, a.Inter, a.MoETP, a.MoEEP, q.sys.Name, q.backend, q.version)
 	}
@@ -90,11 +103,17 @@ func (q *Querier) moeCurve(idx *moeIndex, a *MoEArgs) (*curve, error) {
 
 // moeSOLFor builds the roofline for a shape under quant.
 func (q *Querier) moeSOLFor(quant MoEQuant, gated bool, topk, experts, hidden, inter, tp, ep int) (moeSOL, error) {
+	return moeSOLOf(q.sys, quant, gated, moeShape{topk, experts, hidden, inter, tp, ep})
+}
+
+// moeSOLOf builds the roofline for a shape under quant on sys.
+func moeSOLOf(sys *System, quant MoEQuant, gated bool, sh moeShape) (moeSOL, error) {
+	topk, experts, hidden, inter, tp, ep := sh.topk, sh.experts, sh.hidden, sh.inter, sh.tp, sh.ep
 	mp, err := quant.Mapping()
 	if err != nil {
 		return moeSOL{}, err
 	}
-	fl, err := tcFlops(q.sys, mp.Dtype)
+	fl, err := tcFlops(sys, mp.Dtype)
 	if err != nil {
 		return moeSOL{}, fmt.Errorf("moe %s: %w", quant, err)
 	}
@@ -103,7 +122,7 @@ func (q *Querier) moeSOLFor(quant MoEQuant, gated bool, topk, experts, hidden, i
 		ng = 3
 	}
 	return moeSOL{numGemms: ng, hidden: uint64(hidden), inter: uint64(inter), topk: uint64(topk),
-		experts: uint64(experts), tp: uint64(tp), ep: uint64(ep), mem: mp.Memory, flops: fl, memBW: q.sys.MemBW}, nil
+		experts: uint64(experts), tp: uint64(tp), ep: uint64(ep), mem: mp.Memory, flops: fl, memBW: sys.MemBW}, nil
 }
 
 // MoE is the MoE expert-compute latency for numTokens tokens per
@@ -126,22 +145,22 @@ func (q *Querier) MoE(a MoEArgs, numTokens int) (Perf, error) {
 	case ModeSOL:
 		return Perf{LatencyMs: s.sol(pt{float64(tokens)}), Source: SourceSOL}.ClampNonNegative(), nil
 	case ModeEmpirical:
-		v, err := q.moeEmpirical(&a, &s, tokens)
+		v, err := q.moeEmpirical(&a, s, tokens)
 		return Perf{LatencyMs: v, Source: SourceEmpirical}.ClampNonNegative(), err
 	}
-	p, err := q.moeSilicon(&a, &s, tokens)
+	p, err := q.moeSilicon(&a, s, tokens)
 	if err == nil {
 		return p, nil
 	}
 	if q.hybridMiss(err) {
-		v, err := q.moeEmpirical(&a, &s, tokens)
+		v, err := q.moeEmpirical(&a, s, tokens)
 		return Perf{LatencyMs: v, Source: SourceEmpirical}.ClampNonNegative(), err
 	}
 	return Perf{}, err
 }
 
 // moeSilicon is MoeOp::silicon_pr.
-func (q *Querier) moeSilicon(a *MoEArgs, s *moeSOL, tokens int) (Perf, error) {
+func (q *Querier) moeSilicon(a *MoEArgs, s moeSOL, tokens int) (Perf, error) {
 	if q.backend == "sglang" && a.EnableEPLB && a.IsContext {
 		tokens = int(float64(tokens) * 0.8)
 	}
@@ -165,12 +184,30 @@ func (q *Querier) moeSilicon(a *MoEArgs, s *moeSOL, tokens int) (Perf, error) {
 	return Perf{LatencyMs: l.lat, EnergyWms: l.energy, Source: SourceSilicon}.ClampNonNegative(), nil
 }
 
-// moeCurveQuery applies the singleton-underflow rule, then the curve.
-func moeCurveQuery(cv *curve, s *moeSOL, tokens int) (leaf, error) {
+// moeCurveQuery applies the singleton-underflow rule, then the curve (with
+// the slice's precomputed roofline when available, s otherwise).
+func moeCurveQuery(sl *moeSlice, s moeSOL, tokens int) (leaf, error) {
+	cv := sl.cv
+	g := 0
+	if s.numGemms == 3 {
+		g = 1
+	}
+	if sl.sol[g] == nil {
+		return moeCurveQueryOwn(sl, s, tokens)
+	}
 	if len(cv.pts) == 1 && float64(tokens) < cv.pts[0].x {
 		return leaf{}, missf("MoE silicon token underflow has only one measured point; cannot infer low-token latency from a singleton (num_tokens=%d, measured_token=%v)", tokens, cv.pts[0].x)
 	}
-	return cv.query(s, float64(tokens))
+	return cv.query(sl.sol[g], float64(tokens))
+}
+
+// moeCurveQueryOwn is moeCurveQuery with a roofline built for the query.
+func moeCurveQueryOwn(sl *moeSlice, s moeSOL, tokens int) (leaf, error) {
+	cv := sl.cv
+	if len(cv.pts) == 1 && float64(tokens) < cv.pts[0].x {
+		return leaf{}, missf("MoE silicon token underflow has only one measured point; cannot infer low-token latency from a singleton (num_tokens=%d, measured_token=%v)", tokens, cv.pts[0].x)
+	}
+	return cv.query(&s, float64(tokens))
 }
 
 // moeUtilLevel is aiconfigurator's per-profile MoE util level
@@ -197,7 +234,8 @@ type moeCand struct {
 }
 
 // moeEmpirical is MoeOp::empirical_latency: own-slice util, else the ladder.
-func (q *Querier) moeEmpirical(a *MoEArgs, s *moeSOL, tokens int) (float64, error) {
+func (q *Querier) moeEmpirical(a *MoEArgs, sv moeSOL, tokens int) (float64, error) {
+	s := &sv
 	idx, tag := q.moe, "std"
 	if tokens <= 128 && a.Quant == MoENVFP4 && a.IsGated && len(q.moeLL.quants) > 0 {
 		if _, err := q.moeCurve(q.moeLL, a); err == nil {
@@ -210,7 +248,7 @@ func (q *Querier) moeEmpirical(a *MoEArgs, s *moeSOL, tokens int) (float64, erro
 		if err != nil {
 			return nil
 		}
-		return buildUtilGrid(1, curvePoints(cv), s)
+		return buildUtilGrid(1, curvePoints(cv.cv), s)
 	})
 	scale := 1.0
 	if g.empty() {
@@ -259,8 +297,8 @@ func (q *Querier) moeEmpirical(a *MoEArgs, s *moeSOL, tokens int) (float64, erro
 func (q *Querier) moeCollect(idx *moeIndex, a *MoEArgs, source, solQuant MoEQuant, xform string, out []moeCand) []moeCand {
 	_, by := idx.shapes(string(source), a.Distribution)
 	var shs []moeShape
-	for sh, cv := range by {
-		if sh.tp == a.MoETP && sh.ep == a.MoEEP && len(cv.pts) > 0 {
+	for sh, sl := range by {
+		if sh.tp == a.MoETP && sh.ep == a.MoEEP && len(sl.cv.pts) > 0 {
 			shs = append(shs, sh)
 		}
 	}
@@ -274,7 +312,7 @@ func (q *Querier) moeCollect(idx *moeIndex, a *MoEArgs, source, solQuant MoEQuan
 		return false
 	})
 	for _, sh := range shs {
-		out = append(out, moeCand{sh: sh, cv: by[sh], refQuant: source, solQuant: solQuant, xform: xform})
+		out = append(out, moeCand{sh: sh, cv: by[sh].cv, refQuant: source, solQuant: solQuant, xform: xform})
 	}
 	return out
 }
