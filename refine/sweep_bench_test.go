@@ -20,6 +20,7 @@ func benchSweepFresh(b *testing.B, newEv func() Evaluator) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	b.ReportAllocs()
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		s, err := store.Open(ctx, filepath.Join(dir, fmt.Sprintf("b%d.sqlite", i)), store.Options{})
 		if err != nil {

@@ -260,7 +260,8 @@ func (l *lazyEvaluator) Quantitative(ctx context.Context, in store.PointInputs) 
 	return ev.Quantitative(ctx, in)
 }
 
-// perfdbEvaluator returns the perf-database evaluator over st.
-func perfdbEvaluator(context.Context, *store.Store) (refine.Evaluator, error) {
-	return nil, userErrorf("the perf-database evaluator is not wired into sweeps yet: set AICDB_EVALUATOR=synthetic for the synthetic demo evaluator")
+// perfdbEvaluator returns the perf-database evaluator over the perf data and models
+// stored in st (by 'aicdb init' or 'aicdb perfdb import').
+func perfdbEvaluator(_ context.Context, st *store.Store) (refine.Evaluator, error) {
+	return refine.NewPerfdbEvaluator(refine.StoreSource{St: st}), nil
 }
