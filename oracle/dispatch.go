@@ -3,21 +3,58 @@ package oracle
 import "fmt"
 
 // initBackend prepares backend-specific state.
-func (s *Sim) initBackend() {}
-
-// checkBackend reports a backend whose core is not built.
-func checkBackend(e *Engine) error {
-	if e.Backend != VLLM {
-		return fmt.Errorf("engine backend = %q: the oracle simulates only vllm so far", e.Backend)
+func (s *Sim) initBackend() {
+	if s.eng.Backend == SGLang {
+		s.sgl.chunked = -1
+		s.sgl.ratio = sglInitRatio
 	}
-	return nil
+}
+
+// checkBackend reports a configuration whose scheduler the oracle does not simulate.
+func checkBackend(e *Engine) error {
+	switch e.Backend {
+	case VLLM:
+		return nil
+	case TRTLLM:
+		if e.CapacityPolicy != GuaranteedNoEvict {
+			return fmt.Errorf("engine capacity_policy = %s: the oracle simulates TRT-LLM with %s only (MAX_UTILIZATION pausing, T-R2, is not built)", e.CapacityPolicy, GuaranteedNoEvict)
+		}
+		return nil
+	case SGLang:
+		if true {
+			return fmt.Errorf("engine backend = sglang: the oracle's SGLang core is not built yet")
+		}
+		if e.AsyncScheduling {
+			return fmt.Errorf("engine async_scheduling: the SGLang overlap scheduler is not simulated; set it to false")
+		}
+		return nil
+	}
+	return fmt.Errorf("engine backend = %q: must be vllm, sglang or trtllm", e.Backend)
 }
 
 // schedule forms the next pass for the configured backend.
-func (s *Sim) schedule(pb *passBuf) { s.scheduleVLLM(pb) }
+func (s *Sim) schedule(pb *passBuf) {
+	switch s.eng.Backend {
+	case TRTLLM:
+		s.scheduleTRT(pb)
+	case SGLang:
+		s.scheduleSGLang(pb)
+	default:
+		s.scheduleVLLM(pb)
+	}
+}
 
 // update applies the outputs of a finished pass.
-func (s *Sim) update(pb *passBuf) { s.updateVLLM(pb) }
+func (s *Sim) update(pb *passBuf) {
+	switch s.eng.Backend {
+	case TRTLLM:
+		s.updateTRT(pb)
+	case SGLang:
+		s.updateSGLang(pb)
+	default:
+		s.updateVLLM(pb)
+	}
+}
 
 func (s *Sim) waitingLen() int        { return s.waiting.len() }
 func (s *Sim) waitingHead() int32     { return s.waiting.at(0) }

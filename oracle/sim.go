@@ -64,7 +64,8 @@ type Result struct {
 // entry is one scheduled request of a pass in flight.
 type entry struct {
 	r       int32
-	n       int
+	n       int  // tokens computed in the pass (0: a TRT-LLM chunk fully covered by reuse)
+	from    int  // the request's computed tokens before the pass (prefix hits included)
 	samples bool // not a prefill chunk: the pass samples a token for it (V-R5, V-R7)
 }
 
@@ -115,8 +116,11 @@ type Sim struct {
 	schedTk  int
 	finished int
 
-	gen   []int32 // closed loop: generation index of each request within its client
-	fatal error   // a condition found while scheduling that makes the workload unfinishable
+	gen []int32 // closed loop: generation index of each request within its client
+	trt trtState
+	sgl sglState
+
+	fatal error // a condition found while scheduling that makes the workload unfinishable
 
 	onFinish func(s *Sim, r int32, t float64)
 }
@@ -133,8 +137,8 @@ func New(eng Engine, t timing.Timing, opt Options) (*Sim, error) {
 		return nil, errors.New("oracle: timing is nil; pass a timing.Timing")
 	}
 	s := &Sim{eng: eng, timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
-	if eng.Backend == VLLM && eng.AsyncScheduling {
-		s.depth = 2
+	if (eng.Backend == VLLM || eng.Backend == TRTLLM) && eng.AsyncScheduling {
+		s.depth = 2 // vLLM async scheduling (V-R10); TRT-LLM overlap executor (§4.2)
 	}
 	s.pool = newBlockPool(eng.NumGPUBlocks, eng.EnablePrefixCaching)
 	s.initBackend()
@@ -387,7 +391,10 @@ func (s *Sim) buildTimingPass(pb *passBuf) {
 	s.tp.Reset()
 	for _, e := range pb.entries {
 		r := &s.reqs[e.r]
-		before := r.c - e.n // c was advanced at schedule time (V-R5)
+		before := e.from
+		if e.n == 0 {
+			continue
+		}
 		if before >= r.p && e.n == 1 {
 			s.tp.Decode = append(s.tp.Decode, before+1)
 		} else {

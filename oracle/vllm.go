@@ -90,6 +90,7 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 	for k := range pb.entries {
 		en := &pb.entries[k]
 		r := &s.reqs[en.r]
+		en.from = r.c
 		r.c += en.n
 		prefillChunk := r.c < r.numTokens()+r.ph
 		en.samples = !prefillChunk

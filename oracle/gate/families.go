@@ -70,7 +70,28 @@ func Families() []Family {
 	e.AsyncScheduling = true
 	add("vllm/open ρ0.6 isl2048 osl256 async", open(2048, 256, 0, 0.6*11.9, 2048), e)
 	add("vllm/open ρ0.6 isl4096 prefix2048 osl256", open(4096, 256, 2048, 0.6*11.9, 2048), vllm(8192, 256))
-	for _, be := range []string{queueing.BackendTRTLLM, queueing.BackendSGLang} {
+	// TRT-LLM: defaults (chunking off, overlap executor on, max_num_tokens 8192, 32-token
+	// blocks), chunking on, overlap off, block reuse, and the GUARANTEED_NO_EVICT KV cap.
+	trt := func() queueing.EngineSpec {
+		e, err := queueing.DefaultEngine(queueing.BackendTRTLLM, "")
+		if err != nil {
+			panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
+		}
+		return e
+	}
+	add("trtllm/c16 isl2048 osl256 defaults", closed(2048, 256, 0, 16), trt())
+	e = trt()
+	e.EnableChunkedPrefill, e.MaxNumTokens = true, 2048
+	add("trtllm/c32 isl4096 osl256 chunked t2048", closed(4096, 256, 0, 32), e)
+	e = trt()
+	e.AsyncScheduling = false
+	add("trtllm/c8 isl1024 osl512 overlap off", closed(1024, 512, 0, 8), e)
+	add("trtllm/c16 isl4096 prefix2048 osl128 reuse", closed(4096, 128, 2048, 16), trt())
+	e = trt()
+	e.KVCapacityTokens = 16 * (2048 + 256)
+	add("trtllm/c64 isl2048 osl256 no-evict kv16req", closed(2048, 256, 0, 64), e)
+	add("trtllm/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), trt())
+	for _, be := range []string{queueing.BackendSGLang} {
 		de, err := queueing.DefaultEngine(be, "")
 		if err != nil {
 			panic(fmt.Sprintf("gate: default engine %s: %v", be, err))

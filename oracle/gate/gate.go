@@ -146,6 +146,9 @@ func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 		NumGPUBlocks:        inflight*blocksPer + f.Spec.Prefix/bs + 16,
 		EnablePrefixCaching: f.Spec.Prefix > 0,
 	}
+	if e.KVCapacityTokens > 0 {
+		oe.NumGPUBlocks = e.KVCapacityTokens/bs + 1 // + the reserved block 0
+	}
 	switch e.Backend {
 	case queueing.BackendVLLM:
 		oe.Backend = oracle.VLLM
@@ -154,6 +157,18 @@ func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 		oe.EnableChunkedPrefill = e.EnableChunkedPrefill
 		oe.LongPrefillTokenThreshold = e.LongPrefillTokenThreshold
 		oe.AsyncScheduling = e.AsyncScheduling
+	case queueing.BackendTRTLLM:
+		oe.Backend = oracle.TRTLLM
+		oe.MaxBatchSize = e.MaxBatchSize
+		oe.MaxNumTokens = e.MaxNumTokens
+		oe.EnableChunkedPrefill = e.EnableChunkedPrefill
+		oe.AsyncScheduling = e.AsyncScheduling
+		switch e.CapacityPolicy {
+		case queueing.PolicyGuaranteedNoEvict:
+			oe.CapacityPolicy = oracle.GuaranteedNoEvict
+		case queueing.PolicyMaxUtilization:
+			oe.CapacityPolicy = oracle.MaxUtilization
+		}
 	default:
 		return oe, fmt.Errorf("backend %s: the oracle core is not built", e.Backend)
 	}
