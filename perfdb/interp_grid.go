@@ -16,9 +16,10 @@ import (
 // gnode is one level of a nested table: sorted integer keys and either child
 // levels (kids) or, at the innermost axis, measured leaves (vals).
 type gnode struct {
-	keys []float64
-	kids []gnode
-	vals []leaf
+	keys  []float64
+	lkeys []float64 // log2Floor(keys), for the hold's distance walk
+	kids  []gnode
+	vals  []leaf
 }
 
 // find returns the index of key c, or -1.
@@ -96,6 +97,7 @@ func buildLevel(pts []gridPoint, depth, naxes int) gnode {
 			j++
 		}
 		n.keys = append(n.keys, float64(pts[i].c[depth]))
+		n.lkeys = append(n.lkeys, log2Floor(float64(pts[i].c[depth])))
 		if depth == naxes-1 {
 			n.vals = append(n.vals, pts[i].l)
 		} else {
@@ -274,26 +276,28 @@ type holdSel struct {
 	nbest int
 }
 
-// visit walks every leaf in sorted (table) order keeping the M nearest;
-// equal distances keep visit order (stable), as the Rust buffer does.
-func (s *holdSel) visit(node *gnode, path pt, depth int) {
+// visit walks the leaves in sorted (table) order keeping the M nearest;
+// equal distances keep visit order (stable), as the Rust buffer does. A
+// subtree whose partial distance already reaches the M-th best is skipped:
+// every leaf in it would be rejected (d ≥ worst), so the selection is the
+// exhaustive one. partial is the squared distance over axes < depth.
+func (s *holdSel) visit(node *gnode, path pt, depth int, partial float64) {
 	for i, k := range node.keys {
-		path[depth] = k
-		if depth < s.naxes-1 {
-			s.visit(&node.kids[i], path, depth+1)
+		delta := node.lkeys[i] - s.q[depth]
+		dd := partial + delta*delta
+		if s.nbest == s.m && math.Sqrt(dd) >= s.best[s.m-1].d {
+			if delta > 0 {
+				break // later keys are farther still on this axis
+			}
 			continue
 		}
-		s.n++
-		dd := 0.0
-		for a := 0; a < s.naxes; a++ {
-			delta := log2Floor(path[a]) - s.q[a]
-			dd += delta * delta
+		path[depth] = k
+		if depth < s.naxes-1 {
+			s.visit(&node.kids[i], path, depth+1, dd)
+			continue
 		}
 		d := math.Sqrt(dd)
 		if s.nbest == s.m {
-			if d >= s.best[s.m-1].d {
-				continue
-			}
 			s.nbest--
 		}
 		pos := sort.Search(s.nbest, func(j int) bool { return s.best[j].d > d })
@@ -311,7 +315,8 @@ func (g *grid) holdShepard(cfg *gridCfg, sol solFn, c pt) (leaf, error) {
 	for a := 0; a < g.naxes; a++ {
 		s.q[a] = log2Floor(c[a])
 	}
-	s.visit(&g.root, pt{}, 0)
+	s.visit(&g.root, pt{}, 0, 0)
+	s.n = g.n
 	cands := s.best[:s.nbest]
 	var (
 		picked  [8]holdCand

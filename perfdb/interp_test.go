@@ -7,6 +7,7 @@ package perfdb
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -251,4 +252,46 @@ func TestUtilGridTwoNeighbours(t *testing.T) {
 	if _, err := empty.estimate(1, pt{1}, 1); err == nil {
 		t.Error("empty grid must be an EmpiricalMissError")
 	}
+}
+
+func TestHoldSelectionMatchesExhaustive(t *testing.T) {
+	// The pruned best-M walk selects exactly the first M leaves of the
+	// distance-sorted (stable, table-order) exhaustive list.
+	rapid.Check(t, func(rt *rapid.T) {
+		var pts []gridPoint
+		for _, n := range rapid.SliceOfNDistinct(rapid.IntRange(1, 128), 1, 4, rapid.ID[int]).Draw(rt, "n") {
+			for _, s := range rapid.SliceOfNDistinct(rapid.IntRange(1, 1<<14), 1, 6, rapid.ID[int]).Draw(rt, "s") {
+				for _, b := range rapid.SliceOfNDistinct(rapid.IntRange(1, 256), 1, 5, rapid.ID[int]).Draw(rt, "b") {
+					pts = append(pts, gridPoint{c: [maxAxes]int{n, s, b}, l: leaf{lat: 1}})
+				}
+			}
+		}
+		g := buildGrid(3, pts)
+		q := pt{float64(rapid.IntRange(1, 256).Draw(rt, "qn")), float64(rapid.IntRange(1, 1<<15).Draw(rt, "qs")), float64(rapid.IntRange(1, 512).Draw(rt, "qb"))}
+		s := holdSel{naxes: 3, m: 12}
+		for a := 0; a < 3; a++ {
+			s.q[a] = log2Floor(q[a])
+		}
+		s.visit(&g.root, pt{}, 0, 0)
+		var all []holdCand
+		g.collect(&g.root, pt{}, 0, &all, &s)
+		slices.SortStableFunc(all, func(a, b holdCand) int {
+			switch {
+			case a.d < b.d:
+				return -1
+			case a.d > b.d:
+				return 1
+			}
+			return 0
+		})
+		want := all[:min(len(all), 12)]
+		if s.nbest != len(want) {
+			rt.Fatalf("selected %d, want %d", s.nbest, len(want))
+		}
+		for i := range want {
+			if s.best[i].c != want[i].c || s.best[i].d != want[i].d {
+				rt.Fatalf("rank %d: got %v (%g), want %v (%g)", i, s.best[i].c, s.best[i].d, want[i].c, want[i].d)
+			}
+		}
+	})
 }
