@@ -47,6 +47,9 @@ type BestResult struct {
 	Eliminated int // stage 1 (and stage 2) eliminations
 	Evaluated  int // quantitative evaluations performed (and persisted)
 	Unresolved int // straddlers reported at screening tier
+	// NoQueueing counts candidates without queueing columns (composed disagg rows,
+	// OOM rows): a percentile constraint cannot pass them.
+	NoQueueing int
 }
 
 // Best runs the two-stage funnel (QUEUEING.md §7) over the stored points that match
@@ -69,6 +72,9 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 	var survivors []store.Point
 	var verdicts []Verdict
 	for i := range cands {
+		if !cands[i].Q.Valid {
+			res.NoQueueing++
+		}
 		v := opt.SLA.Check(&cands[i])
 		if v == Fail {
 			res.Eliminated++

@@ -159,7 +159,12 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 		return err
 	}
 	if len(res.Rows) == 0 {
-		fmt.Fprintln(c.App.ErrWriter, "aicdb: no stored configuration meets the SLA")
+		msg := "aicdb: no stored configuration meets the SLA"
+		if sla.PercentileMode && res.NoQueueing > 0 {
+			msg += fmt.Sprintf(" (%d of %d candidates have no queueing distributions — composed disagg rows until the tandem lands — so percentile constraints cannot pass them)",
+				res.NoQueueing, res.Candidates)
+		}
+		fmt.Fprintln(c.App.ErrWriter, msg)
 	}
 	if res.Evaluated > 0 || res.Unresolved > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: %d candidates, %d eliminated, %d evaluated, %d reported unresolved at screening tier\n",
