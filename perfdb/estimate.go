@@ -62,21 +62,8 @@ func newEstimator(ks kernels, sys *System, m *Model, cfg Config) (*Estimator, er
 			*p = 1
 		}
 	}
-	for name, v := range map[string]int{"tp": cfg.TP, "pp": cfg.PP, "dp": cfg.DP, "moe-tp": cfg.MoETP, "moe-ep": cfg.MoEEP} {
-		if v < 0 {
-			return nil, fmt.Errorf("--%s %d: must be ≥ 1", name, v)
-		}
-	}
-	if cfg.Nextn < 0 {
-		return nil, fmt.Errorf("--nextn %d: must be ≥ 0", cfg.Nextn)
-	}
-	if m.Heads%cfg.TP != 0 {
-		return nil, fmt.Errorf("--tp %d does not divide the %d attention heads of %s; use a divisor", cfg.TP, m.Heads, m.ID)
-	}
-	switch cfg.Backend {
-	case "vllm", "trtllm", "sglang":
-	default:
-		return nil, fmt.Errorf("backend %q: unknown; use vllm, trtllm or sglang", cfg.Backend)
+	if err := ValidateConfig(m, cfg); err != nil {
+		return nil, err
 	}
 	if cfg.GemmQuant == "" {
 		cfg.GemmQuant = GemmQuant(m.GemmQuant)
@@ -115,6 +102,40 @@ func newEstimator(ks kernels, sys *System, m *Model, cfg Config) (*Estimator, er
 		return nil, err
 	}
 	return &Estimator{ks: ks, sys: sys, model: m, cfg: cfg, ops: ls}, nil
+}
+
+// ValidateConfig checks cfg against the model without touching perf data:
+// positive sizes, tp dividing the attention heads, a known backend and, for
+// MoE models, tp·dp = moe-tp·moe-ep. Errors name the flag.
+func ValidateConfig(m *Model, cfg Config) error {
+	for _, p := range []*int{&cfg.TP, &cfg.PP, &cfg.DP, &cfg.MoETP, &cfg.MoEEP} {
+		if *p == 0 {
+			*p = 1
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"tp", cfg.TP}, {"pp", cfg.PP}, {"dp", cfg.DP}, {"moe-tp", cfg.MoETP}, {"moe-ep", cfg.MoEEP}} {
+		if f.v < 0 {
+			return fmt.Errorf("--%s %d: must be ≥ 1", f.name, f.v)
+		}
+	}
+	if cfg.Nextn < 0 {
+		return fmt.Errorf("--nextn %d: must be ≥ 0", cfg.Nextn)
+	}
+	if m.Heads%cfg.TP != 0 {
+		return fmt.Errorf("--tp %d does not divide the %d attention heads of %s; use a divisor", cfg.TP, m.Heads, m.ID)
+	}
+	switch cfg.Backend {
+	case "vllm", "trtllm", "sglang":
+	default:
+		return fmt.Errorf("backend %q: unknown; use vllm, trtllm or sglang", cfg.Backend)
+	}
+	if m.Family == "MOE" {
+		return validateMoE(m, &cfg)
+	}
+	return nil
 }
 
 // Config returns the resolved configuration (quant defaults filled in).

@@ -291,10 +291,13 @@ func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
 	if pre.model != dec.model && pre.model.ID != dec.model.ID {
 		return DisaggResult{}, fmt.Errorf("disagg: prefill and decode workers price different models")
 	}
-	for name, v := range map[string]int{"prefill-batch": in.PrefillBatch, "prefill-workers": in.PrefillWorkers,
-		"decode-batch": in.DecodeBatch, "decode-workers": in.DecodeWorkers} {
-		if v <= 0 {
-			return DisaggResult{}, fmt.Errorf("--%s %d: must be ≥ 1", name, v)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"prefill-batch", in.PrefillBatch}, {"prefill-workers", in.PrefillWorkers},
+		{"decode-batch", in.DecodeBatch}, {"decode-workers", in.DecodeWorkers}} {
+		if f.v <= 0 {
+			return DisaggResult{}, fmt.Errorf("--%s %d: must be ≥ 1", f.name, f.v)
 		}
 	}
 	if err := validateShape(1, in.ISL, in.OSL, in.Prefix); err != nil {

@@ -21,7 +21,7 @@ func validateMoE(m *Model, c *Config) error {
 	if m.NumExperts < c.MoEEP {
 		return fmt.Errorf("moe-ep %d is larger than the %d experts of %s", c.MoEEP, m.NumExperts, m.ID)
 	}
-	if c.MoEQuant == MoEFP8Block && (m.MoEInter/c.MoETP)%128 != 0 {
+	if c.MoEQuant == MoEFP8Block && c.MoETP > 0 && (m.MoEInter/c.MoETP)%128 != 0 {
 		return fmt.Errorf("moe-tp %d: moe_intermediate_size %d / moe-tp is not a multiple of the fp8 block 128",
 			c.MoETP, m.MoEInter)
 	}
