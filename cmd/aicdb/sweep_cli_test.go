@@ -204,21 +204,30 @@ func dumpPoints(t *testing.T, path string) (string, int) {
 	return b.String(), n
 }
 
-// TestSweepKill9Resume builds the binary, SIGKILLs a sweep mid-way, reruns it, and
-// compares the final content with an uninterrupted sweep: no duplicate or partial rows.
+// TestSweepChildProcess is not a test: TestSweepKill9Resume re-executes the test
+// binary with AICDB_SWEEP_CHILD=1 to run the CLI in a child process it can SIGKILL.
+func TestSweepChildProcess(t *testing.T) {
+	if os.Getenv("AICDB_SWEEP_CHILD") != "1" {
+		t.Skip("child-process entry point of TestSweepKill9Resume")
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(os.Getenv("AICDB_SWEEP_ARGS")), &args); err != nil {
+		t.Fatal(err)
+	}
+	os.Exit(run(context.Background(), append([]string{"aicdb"}, args...), os.Stdout, os.Stderr))
+}
+
+// TestSweepKill9Resume runs a sweep in a child process (the re-executed test binary),
+// SIGKILLs it mid-way, reruns it, and compares the final content with an
+// uninterrupted sweep: no duplicate or partial rows.
 func TestSweepKill9Resume(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "aicdb")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	env := append(os.Environ(), "AICDB_EVALUATOR=synthetic")
+	env := append(os.Environ(), "AICDB_EVALUATOR=synthetic", "AICDB_SWEEP_CHILD=1")
 	runBin := func(db string, extra ...string) *exec.Cmd {
-		cmd := exec.Command(bin, append(append([]string{"--db", db}, sweepArgs...), extra...)...)
-		cmd.Env = env
+		args := append(append([]string{"--db", db}, sweepArgs...), extra...)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSweepChildProcess$")
+		enc, _ := json.Marshal(args)
+		cmd.Env = append(env, "AICDB_SWEEP_ARGS="+string(enc))
 		return cmd
 	}
 	ref := filepath.Join(dir, "ref.sqlite")
@@ -229,7 +238,7 @@ func TestSweepKill9Resume(t *testing.T) {
 
 	db := filepath.Join(dir, "killed.sqlite")
 	cmd := runBin(db, "--commit-every", "16", "--workers", "2")
-	cmd.Env = append(env, "AICDB_SYNTHETIC_DELAY=3ms")
+	cmd.Env = append(cmd.Env, "AICDB_SYNTHETIC_DELAY=3ms")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +269,7 @@ func TestSweepKill9Resume(t *testing.T) {
 	if n == total {
 		t.Skipf("the sweep finished before SIGKILL (%v)", werr)
 	}
+	t.Logf("SIGKILL left %d of %d rows (%v)", n, total, werr)
 	if n%16 != 0 {
 		t.Fatalf("killed sweep left %d rows: not whole batches of 16", n)
 	}
