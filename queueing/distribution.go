@@ -1,8 +1,10 @@
 package queueing
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -40,8 +42,15 @@ func NewDistribution(atoms []Atom) (Distribution, error) {
 // fromAtomsOwned sorts, merges and indexes a (which it takes ownership of). The
 // caller guarantees finite values and positive weights.
 func fromAtomsOwned(a []Atom) Distribution {
-	if !sort.SliceIsSorted(a, func(i, j int) bool { return a[i].Value < a[j].Value }) {
-		sort.Slice(a, func(i, j int) bool { return a[i].Value < a[j].Value })
+	sorted := true
+	for i := 1; i < len(a); i++ {
+		if a[i].Value < a[i-1].Value {
+			sorted = false
+			break
+		}
+	}
+	if !sorted {
+		slices.SortFunc(a, func(x, y Atom) int { return cmp.Compare(x.Value, y.Value) })
 	}
 	n := 0
 	for i := range a {

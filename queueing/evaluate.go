@@ -21,6 +21,9 @@ type Options struct {
 	OpenLoopRequests int
 	// RecordTokenTimes fills RequestRecord.TokenMs.
 	RecordTokenTimes bool
+	// NoFastForward disables the decode-stretch fast path (fastforward.go); the
+	// results are identical up to floating-point summation order.
+	NoFastForward bool
 }
 
 // Quantitative evaluates w on engine e with pass timing t by the limit-cycle

@@ -169,3 +169,33 @@ func atLeastChecks(t *testing.T, n int) {
 	}
 	t.Cleanup(func() { _ = f.Value.Set(old) })
 }
+
+// TestFastForwardIsExact: the decode-stretch fast path reproduces the pass-by-pass
+// recursion (same passes, every column equal up to summation order).
+func TestFastForwardIsExact(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		w, e, tm := propConfig(rt)
+		a, err := QuantitativeWith(context.Background(), w, e, tm, Options{})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		b, err := QuantitativeWith(context.Background(), w, e, tm, Options{NoFastForward: true})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if a.Unstable != b.Unstable || a.Diagnostics.Passes != b.Diagnostics.Passes {
+			rt.Fatalf("unstable %v/%v passes %d/%d", a.Unstable, b.Unstable, a.Diagnostics.Passes, b.Diagnostics.Passes)
+		}
+		ca, cb := a.Columns(1), b.Columns(1)
+		for k, va := range ca {
+			fa, ok := va.(float64)
+			if !ok {
+				continue
+			}
+			fb := cb[k].(float64)
+			if math.Abs(fa-fb) > 1e-9*math.Max(1, math.Abs(fb)) {
+				rt.Fatalf("%s: fast %v, pass-by-pass %v\nworkload %+v\nengine %+v", k, fa, fb, w, e)
+			}
+		}
+	})
+}

@@ -19,7 +19,7 @@ const (
 
 // collector accumulates the steady statistics while the recursion runs.
 type collector struct {
-	itl     []Atom // per-pass gap atoms (value = pass length, weight = rows) and odd gaps
+	itl     bins // ITL gaps, binned
 	stage   float64
 	steadyN int
 	doneN   int
@@ -41,11 +41,11 @@ func (c *collector) onPass(s *sim, p *simPass, start, end float64) {
 		if r.last == start {
 			pooled++
 		} else {
-			c.itl = append(c.itl, Atom{Value: end - r.last, Weight: 1})
+			c.itl.add(end-r.last, 1)
 		}
 	}
 	if pooled > 0 {
-		c.itl = append(c.itl, Atom{Value: end - start, Weight: pooled})
+		c.itl.add(end-start, pooled)
 	}
 }
 
@@ -64,6 +64,9 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timi
 	}
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass
+	if !o.RecordTokenTimes && !o.NoFastForward {
+		s.fast = col.itl.add
+	}
 	// Every pass advances some request by ≥ 1 token (a TRT-LLM reuse jump by ≥ 1
 	// position, once per request): a request needs at most its uncached prompt
 	// (chunk depth at worst one token per pass) + its outputs + 1 passes.
@@ -298,10 +301,10 @@ func (s *sim) report(col *collector, w workload.Spec) (*Report, error) {
 	rep.E2E = fromAtomsOwned(e2e)
 	rep.TPOT = fromAtomsOwned(tpot)
 	rep.TTFTTransient = fromAtomsOwned(trans)
-	if len(col.itl) == 0 {
+	if col.itl.empty() {
 		rep.ITL = PointMass(0) // osl ≤ 1: no gaps
 	} else {
-		rep.ITL = fromAtomsOwned(col.itl)
+		rep.ITL = col.itl.dist()
 	}
 	p99 := rep.TTFTSteady.Quantile(0.99)
 	rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi = p99, p99
@@ -311,11 +314,22 @@ func (s *sim) report(col *collector, w workload.Spec) (*Report, error) {
 	return rep, nil
 }
 
-// finite rejects a report carrying a non-finite number.
+// finite rejects a report carrying a non-finite number (without building the
+// column map).
 func finite(r *Report) error {
-	for k, v := range r.Columns(1) {
-		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
-			return fmt.Errorf("queueing: %s is not finite (internal)", k)
+	for _, d := range []struct {
+		name string
+		d    Distribution
+	}{{"ttft_steady", r.TTFTSteady}, {"ttft_transient", r.TTFTTransient}, {"itl", r.ITL}, {"tpot", r.TPOT}, {"e2e", r.E2E}} {
+		for _, v := range []float64{d.d.Min(), d.d.Max(), d.d.Mean()} {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("queueing: %s is not finite (internal)", d.name)
+			}
+		}
+	}
+	for _, v := range []float64{r.TTFTSteadyP99Lo, r.TTFTSteadyP99Hi, r.ThroughputRPS, r.OutputTokensPerS} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("queueing: a throughput or bracket column is not finite (internal)")
 		}
 	}
 	return nil

@@ -17,6 +17,8 @@ type pricer struct {
 	p     timing.Pass
 	chunk [1]timing.Chunk
 	err   error
+	// Decode[:filled] already holds fillCtx.
+	filled, fillCtx int
 }
 
 // price returns the duration of a pass with one prefill chunk (tokens at
@@ -28,11 +30,16 @@ func (pr *pricer) price(tokens, from, prefix, rows, ctx int) float64 {
 	}
 	if cap(pr.p.Decode) < rows {
 		pr.p.Decode = make([]int, rows)
+		pr.filled = 0
+	}
+	if pr.fillCtx != ctx {
+		pr.filled, pr.fillCtx = 0, ctx
 	}
 	pr.p.Decode = pr.p.Decode[:rows]
-	for i := range pr.p.Decode {
+	for i := pr.filled; i < rows; i++ {
 		pr.p.Decode[i] = ctx
 	}
+	pr.filled = max(pr.filled, rows)
 	if tokens == 0 && rows == 0 {
 		return 0
 	}

@@ -75,6 +75,10 @@ type sim struct {
 	decBuf    []int32 // SGLang decoders of the pass being built
 	chunkList []int32 // TRT-LLM contexts to size after the scan
 
+	// fast, when set, receives the ITL gaps of decode stretches run by
+	// fastForward (weight = steady rows of the pass).
+	fast func(gap, steadyRows float64)
+
 	// hooks of the driver
 	onFinish func(s *sim, r int32, now float64)
 	onPass   func(s *sim, p *simPass, start, end float64)
@@ -241,13 +245,13 @@ func (s *sim) run(ctx context.Context, stop func() bool) error {
 			}
 			curStart, curEnd, haveCur = now, now+dt, true
 		}
-		if s.passes++; s.passes > s.maxPasses {
-			return fmt.Errorf("queueing: pass bound %d hit before the measurement window completed; the configuration makes no steady progress (report it)", s.maxPasses)
-		}
-		if s.passes&255 == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("queueing: evaluation cancelled: %w", err)
+		if s.fast != nil {
+			if err := s.fastForward(ctx, &cur, &curStart, &curEnd); err != nil {
+				return err
 			}
+		}
+		if err := s.countPass(ctx); err != nil {
+			return err
 		}
 		if s.e.AsyncScheduling {
 			s.absorb(curStart)
@@ -284,3 +288,16 @@ func (s *sim) price(p *simPass) (float64, error) {
 
 // clock returns the simulated time.
 func (s *sim) clock() float64 { return s.now }
+
+// countPass counts one pass against the bound and polls ctx now and then.
+func (s *sim) countPass(ctx context.Context) error {
+	if s.passes++; s.passes > s.maxPasses {
+		return fmt.Errorf("queueing: pass bound %d hit before the measurement window completed; the configuration makes no steady progress (report it)", s.maxPasses)
+	}
+	if s.passes&255 == 0 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("queueing: evaluation cancelled: %w", err)
+		}
+	}
+	return nil
+}

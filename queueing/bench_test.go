@@ -1,0 +1,94 @@
+package queueing
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+var benchLin = timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 1e-5}
+
+// memo is a cached timing for the benchmarks: it keys a pass by its exact shape
+// (chunks, decode rows, Σ context) and prices a miss with the underlying timing —
+// the access pattern of perfdb.PassTiming, whose cache makes repeated shapes cheap.
+type memo struct {
+	t  timing.Timing
+	mu sync.Mutex
+	m  map[memoKey]float64
+}
+
+type memoKey struct {
+	chunks, tokens, computed, rows, ctx int
+}
+
+func (c *memo) PassMs(p *timing.Pass) float64 {
+	k := memoKey{chunks: len(p.Prefill), tokens: p.PrefillTokens(), rows: len(p.Decode), ctx: p.DecodeContext()}
+	for _, ch := range p.Prefill {
+		k.computed += ch.Computed
+	}
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = c.t.PassMs(p)
+	c.mu.Lock()
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
+}
+
+// BenchmarkScreening: one screening point (vLLM, C = 32, isl 4096, osl 256).
+func BenchmarkScreening(b *testing.B) {
+	e, _ := DefaultEngine(BackendVLLM, "")
+	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Screening(w, e, benchLin); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkQuantitativeVLLM: the quantitative point (vLLM, C = 32, isl
+// 4096, osl 256, budget 8192), with Linear and with a warm cached timing.
+func BenchmarkQuantitativeVLLM(b *testing.B) {
+	e, _ := DefaultEngine(BackendVLLM, "")
+	e.MaxNumBatchedTokens = 8192
+	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
+	for _, c := range []struct {
+		name string
+		t    timing.Timing
+	}{{"linear", benchLin}, {"cached", &memo{t: benchLin, m: map[memoKey]float64{}}}} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := Quantitative(context.Background(), w, e, c.t); err != nil { // warm the cache
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := Quantitative(context.Background(), w, e, c.t); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOpenLoop10k: 10,000 open-loop requests at ρ ≈ 0.6 (vLLM, isl 1024,
+// osl 128).
+func BenchmarkOpenLoop10k(b *testing.B) {
+	e, _ := DefaultEngine(BackendVLLM, "")
+	w := workload.Spec{ISL: 1024, OSL: 128, RateRPS: 8, NumRequests: 10000}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		r, err := Quantitative(context.Background(), w, e, benchLin)
+		if err != nil || r.Unstable {
+			b.Fatal(err, r.UnstableReason)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package queueing
+
+import (
+	"context"
+	"math"
+)
+
+// fastForward runs a quiescent decode stretch without the per-pass bookkeeping.
+//
+// cur is scheduled and in flight over [start, end]. If it is a decode-only pass
+// carrying every running request, nobody waits and no request can finish within
+// the next k passes (k = min over rows of the outputs left to schedule − 1), then
+// every following pass is the same rows with each context one longer — under any
+// calendar — until an arrival becomes visible to a schedule (at a pass start when
+// synchronous, one pass earlier when asynchronous). fastForward completes cur
+// normally, prices those passes in turn (contexts + 1) recording only their
+// lengths, and leaves the last of them in flight as the new cur, so the regular
+// loop resumes with exactly the state the pass-by-pass recursion would have.
+func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64) error {
+	if s.record || s.chunked >= 0 || s.waitingLen() > 0 || len(cur.tp.Prefill) > 0 ||
+		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
+		return nil
+	}
+	k := math.MaxInt
+	steady := 0.0
+	for _, en := range cur.entries {
+		r := &s.reqs[en.r]
+		if !en.decode {
+			return nil
+		}
+		k = min(k, r.osl-r.gSched)
+		if r.steady {
+			steady++
+		}
+	}
+	k--
+	tA, ok := s.nextArrival()
+	if !ok {
+		tA = math.Inf(1)
+	}
+	schedAt := func(prevStart, prevEnd float64) float64 { // schedule time of the pass after prev
+		if s.e.AsyncScheduling {
+			return prevStart
+		}
+		return prevEnd
+	}
+	if k < 2 || schedAt(*start, *end) >= tA {
+		return nil
+	}
+	if err := s.countPass(ctx); err != nil {
+		return err
+	}
+	s.complete(cur, *start, *end) // no row finishes: each has ≥ 2 outputs left
+	s.now = *end
+	j := 0
+	ps, pe := *start, *end
+	for j < k && schedAt(ps, pe) < tA {
+		if j > 0 { // the previous stretch pass completes in bulk
+			if err := s.countPass(ctx); err != nil {
+				return err
+			}
+			if steady > 0 {
+				s.fast(pe-ps, steady)
+			}
+		}
+		for i := range cur.tp.Decode {
+			cur.tp.Decode[i]++
+		}
+		dt, err := s.price(cur)
+		if err != nil {
+			return err
+		}
+		ps, pe = pe, pe+dt
+		j++
+	}
+	// j passes were scheduled (the last is in flight over [ps, pe]); j−1 completed.
+	for _, en := range cur.entries {
+		r := &s.reqs[en.r]
+		r.gSched += j
+		if j > 1 {
+			r.gOut += j - 1
+			r.last = ps
+		}
+	}
+	s.now = ps
+	*start, *end = ps, pe
+	return nil
+}
