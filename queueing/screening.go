@@ -144,7 +144,7 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	O := b.meanOSL
 	osl := int(math.Round(O))
 	ctxDec := isl + max(osl/2, 1) // mean context of a decode row
-	S := e.seqCap()
+	S := effSeqCap(e, isl, osl)
 	alternating := e.Backend == BackendSGLang && !e.EnableMixedChunk
 	async := e.AsyncScheduling
 
@@ -393,7 +393,7 @@ func twoAtoms(a, wa, b, wb float64) Distribution {
 // staircase's mean and maximum.
 func staircase(pr *pricer, e EngineSpec, w workload.Spec, s scr, first float64, isl, prefix int) Distribution {
 	C := float64(w.Concurrency)
-	S := float64(e.seqCap())
+	S := float64(effSeqCap(e, isl, int(math.Round(s.O))))
 	inWave := math.Min(C, S)
 	if inWave <= 1 && C <= 1 {
 		return PointMass(first)
@@ -494,4 +494,15 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	ctx := b.maxISL + b.maxOSL
 	tmax := math.Max(pr.price(tok, from, w.Prefix, rows, ctx), pr.price(0, 0, 0, C, ctx))
 	return e.StageMs + float64(passes+extra)*tmax, certain
+}
+
+// effSeqCap is the number of requests that can run at once: the running cap, and
+// under TRT-LLM GUARANTEED_NO_EVICT with a KV capacity ⌊blocks / reservation⌋
+// (T-R1).
+func effSeqCap(e EngineSpec, isl, osl int) int {
+	S := e.seqCap()
+	if e.Backend == BackendTRTLLM && e.KVCapacityTokens > 0 {
+		S = min(S, max(1, (e.KVCapacityTokens/e.BlockSize)/ceilDiv(isl+osl, e.BlockSize)))
+	}
+	return S
 }
