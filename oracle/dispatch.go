@@ -21,9 +21,6 @@ func checkBackend(e *Engine) error {
 		}
 		return nil
 	case SGLang:
-		if true {
-			return fmt.Errorf("engine backend = sglang: the oracle's SGLang core is not built yet")
-		}
 		if e.AsyncScheduling {
 			return fmt.Errorf("engine async_scheduling: the SGLang overlap scheduler is not simulated; set it to false")
 		}

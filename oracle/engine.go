@@ -76,8 +76,10 @@ func (e *Engine) Validate() error {
 			return fmt.Errorf("engine long_prefill_token_threshold = %d: must be ≥ 0 (0 = off)", e.LongPrefillTokenThreshold)
 		}
 	case SGLang:
-		if err := pos("chunked_prefill_size", e.ChunkedPrefillSize); err != nil {
-			return err
+		if e.EnableChunkedPrefill {
+			if err := pos("chunked_prefill_size", e.ChunkedPrefillSize); err != nil {
+				return err
+			}
 		}
 		if err := pos("max_prefill_tokens", e.MaxPrefillTokens); err != nil {
 			return err

@@ -140,7 +140,8 @@ func (re *rawEngine) engine() (Engine, error) {
 	case SGLang:
 		err = need(append([]knob{{"chunked_prefill_size", re.ChunkedPrefillSize != nil},
 			{"max_prefill_tokens", re.MaxPrefillTokens != nil}, {"enable_mixed_chunk", re.EnableMixedChunk != nil},
-			{"max_running_requests", re.MaxRunningRequests != nil}}, common...)...)
+			{"max_running_requests", re.MaxRunningRequests != nil},
+			{"enable_chunked_prefill", re.EnableChunkedPrefill != nil}}, common...)...)
 	case TRTLLM:
 		err = need(append([]knob{{"max_batch_size", re.MaxBatchSize != nil},
 			{"max_num_tokens", re.MaxNumTokens != nil}, {"enable_chunked_prefill", re.EnableChunkedPrefill != nil},

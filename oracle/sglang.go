@@ -1,16 +1,297 @@
 package oracle
 
-// sglInitRatio is SGLang's initial new_token_ratio (0.7 × schedule_conservativeness).
-const sglInitRatio = 0.7
+import "fmt"
 
-// sglState is the SGLang core's state (SCHEDULERS.md §3).
+// The SGLang scheduler (SCHEDULERS.md §3), normal (non-overlap) event loop, FCFS:
+// prefill priority (S-R3), the PrefillAdder admission with token reservations
+// (S-R4), at most one chunked request, optional mixed chunk, decode memory check
+// with retraction and the new_token_ratio tracker (S-R5), the radix cache modelled by
+// the block pool with block = page (S-R4 prefix match of (input + output)[: len − 1],
+// locked = referenced, evictable = cached and unreferenced).
+//
+// State mapping: s.waiting is waiting_queue; s.running is running_batch (decoders);
+// s.sgl.chunked is chunked_req. Requests admitted in a prefill batch join
+// s.running when that batch's outputs are processed (S-R2 merge).
+
+// SGLang defaults (§3.5).
+const (
+	sglInitRatio    = 0.7                                // init new_token_ratio (0.7 × schedule_conservativeness 1.0)
+	sglMinRatio     = sglInitRatio * 0.14                // min new_token_ratio
+	sglDecay        = (sglInitRatio - sglMinRatio) / 600 // per decode step
+	sglClipMaxNew   = 4096                               // SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
+	sglRetractSteps = 20                                 // retract_decode_steps
+	sglInf          = int(^uint(0) >> 2)                 // "no cap"
+)
+
+// sglState is the SGLang core's state.
 type sglState struct {
-	chunked int32   // the request whose prefill is in progress, or -1
-	ratio   float64 // new_token_ratio
+	chunked   int32   // chunked_req, or -1
+	ratio     float64 // new_token_ratio
+	batchFull bool    // running_batch.batch_is_full (sticky, S-R4/S-R5)
 }
 
-// scheduleSGLang is not built yet (checkBackend rejects SGLang).
-func (s *Sim) scheduleSGLang(pb *passBuf) {}
+// sglReserve is min(max_new − out, 4096): the output tokens a request may still need.
+func sglReserve(r *req) int { return min(r.maxTokens-r.g, sglClipMaxNew) }
 
-// updateSGLang is not built yet.
-func (s *Sim) updateSGLang(pb *passBuf) {}
+// scheduleSGLang forms one pass: a prefill (extend) batch if one can be formed, else a
+// decode step over the running batch (S-R3).
+func (s *Sim) scheduleSGLang(pb *passBuf) {
+	if s.sglPrefill(pb) {
+		return
+	}
+	if len(s.running) == 0 {
+		s.sgl.ratio = sglInitRatio // on_idle
+		return
+	}
+	s.sglDecodeMemCheck(pb) // S-R5
+	for _, ri := range s.running {
+		s.sglAddDecode(pb, ri)
+	}
+	if len(pb.preempted) == 0 {
+		s.sgl.ratio = max(s.sgl.ratio-sglDecay, sglMinRatio)
+	}
+}
+
+// sglPrefill is get_new_batch_prefill (S-R4); it reports whether a batch was formed.
+func (s *Sim) sglPrefill(pb *passBuf) bool {
+	e := &s.eng
+	sg := &s.sgl
+	if (sg.batchFull || s.waiting.len() == 0) && sg.chunked < 0 {
+		return false
+	}
+	if len(s.running) >= e.MaxRunningRequests && sg.chunked < 0 {
+		sg.batchFull = true
+		return false
+	}
+	page := s.bs
+	remChunk, remInput := sglInf, e.MaxPrefillTokens
+	if e.EnableChunkedPrefill {
+		remChunk = e.ChunkedPrefillSize
+	}
+	decoders := len(s.running)
+	if e.EnableMixedChunk {
+		remChunk -= decoders
+		remInput -= decoders
+	}
+	reservedRunning := 0.0
+	for _, ri := range s.running {
+		reservedRunning += float64(sglReserve(&s.reqs[ri])) * sg.ratio
+	}
+	// rem_total counts free + evictable tokens as they were before this batch: the
+	// pages of the batch's own extends are allocated after admission, so they are
+	// charged through `added` only; locking an evictable matched prefix removes it.
+	avail0 := s.pool.nfree * s.bs
+	added := 0 // Σ reservations of requests taken this pass, and newly locked evictable tokens
+	remTotal := func() float64 {
+		return float64(avail0) - reservedRunning - float64(added)
+	}
+	canRun := 0
+	if sg.chunked >= 0 && remChunk > 0 { // add_chunked_req
+		ri := sg.chunked
+		r := &s.reqs[ri]
+		n := min(r.numTokens()-r.c, remChunk, max(int(remTotal()), 0))
+		if n > 0 {
+			s.sglAllocExtend(ri, n)
+			pb.entries = append(pb.entries, entry{r: ri, n: n, from: r.c})
+			r.c += n
+			added += n
+			remChunk -= n
+			remInput -= n
+			canRun++
+		}
+		if r.c < r.numTokens() {
+			remChunk = 0 // still chunked: nothing else this pass
+		} else {
+			sg.chunked = -1
+			added += sglReserve(r)
+		}
+	}
+	for remChunk > 0 && remInput > 0 && remTotal() > 0 && s.waiting.len() > 0 && sg.chunked < 0 {
+		if canRun >= e.MaxRunningRequests-len(s.running) {
+			sg.batchFull = true
+			break
+		}
+		wi := s.waiting.at(0)
+		w := &s.reqs[wi]
+		hits := s.computedBlocks(wi) // radix match of (input + output)[: len − 1]
+		h := len(hits) * s.bs
+		extend := w.numTokens() - h
+		if float64(extend+sglReserve(w)) >= remTotal() {
+			sg.batchFull = true // NO_TOKEN
+			break
+		}
+		pe := (extend + page - 1) / page * page
+		if pe >= remInput && canRun > 0 {
+			break // OTHER
+		}
+		n := extend
+		if pe > remChunk {
+			n = remChunk / page * page
+			if n == 0 {
+				break
+			}
+		}
+		s.waiting.popFront()
+		for _, b := range hits { // lock the matched prefix
+			if s.pool.ref[b] == 0 {
+				added += s.bs
+			}
+			s.pool.touch(b)
+			w.table = append(w.table, b)
+		}
+		w.nCachedBl = len(hits)
+		w.c, w.hits = h, h
+		if w.numCached < 0 {
+			w.numCached = h
+		}
+		w.st = stRunning
+		s.sglAllocExtend(wi, n)
+		pb.entries = append(pb.entries, entry{r: wi, n: n, from: w.c})
+		w.c += n
+		canRun++
+		remChunk -= n
+		remInput -= n
+		if n < extend {
+			sg.chunked = wi
+			remChunk = 0
+			added += n
+		} else {
+			added += extend + sglReserve(w)
+		}
+	}
+	if len(pb.entries) == 0 {
+		return false
+	}
+	for k := range pb.entries {
+		r := &s.reqs[pb.entries[k].r]
+		pb.entries[k].samples = r.c >= r.numTokens()
+	}
+	if e.EnableMixedChunk {
+		for _, ri := range s.running { // decoders ride along as 1-token extends
+			s.sglAddDecode(pb, ri)
+		}
+	}
+	return true
+}
+
+// sglAddDecode schedules one decode token of a running request.
+func (s *Sim) sglAddDecode(pb *passBuf, ri int32) {
+	r := &s.reqs[ri]
+	if need := (r.c + 1 + s.bs - 1) / s.bs; len(r.table) < need {
+		if s.pool.nfree == 0 {
+			if s.fatal == nil {
+				s.fatal = fmt.Errorf("oracle run: request %s: no free KV page for its next decode token (a mixed-chunk batch is not memory-checked by SGLang; not modelled)", r.id)
+			}
+			return
+		}
+		r.table = append(r.table, s.pool.popFree())
+	}
+	pb.entries = append(pb.entries, entry{r: ri, n: 1, from: r.c, samples: true, dec: true})
+	r.c++
+}
+
+// sglAllocExtend allocates the pages for n more tokens of r.
+func (s *Sim) sglAllocExtend(ri int32, n int) {
+	r := &s.reqs[ri]
+	for need := (r.c + n + s.bs - 1) / s.bs; len(r.table) < need; {
+		if s.pool.nfree == 0 {
+			if s.fatal == nil {
+				s.fatal = fmt.Errorf("oracle run: request %s: the KV pool ran out during a prefill chunk (admission reserved it; not expected)", r.id)
+			}
+			return
+		}
+		r.table = append(r.table, s.pool.popFree())
+	}
+}
+
+// sglDecodeMemCheck is the decode memory check of update_running_batch (S-R5): if the
+// pages needed for this step are not free (evictable cache counts as free), retract
+// decoders — fewest output tokens first, ties to the longest prompt — until
+// retract_decode_steps tokens per remaining request are free, never the last one.
+func (s *Sim) sglDecodeMemCheck(pb *passBuf) {
+	need := 0
+	for _, ri := range s.running {
+		if r := &s.reqs[ri]; r.c%s.bs == 0 {
+			need++
+		}
+	}
+	if s.pool.nfree >= need {
+		return
+	}
+	for first := true; len(s.running) > 1 && (first || s.pool.nfree*s.bs < sglRetractSteps*len(s.running)); first = false {
+		v := 0
+		for i := 1; i < len(s.running); i++ {
+			a, b := &s.reqs[s.running[i]], &s.reqs[s.running[v]]
+			if a.g < b.g || (a.g == b.g && a.p >= b.p) { // ties: the last in order (stable reverse sort, pop)
+				v = i
+			}
+		}
+		vi := s.running[v]
+		s.running = append(s.running[:v], s.running[v+1:]...)
+		r := &s.reqs[vi]
+		s.freeTable(vi) // released without inserting (newer SGLang)
+		r.st, r.c, r.hits = stWaiting, 0, 0
+		r.preemptions++
+		s.waiting.pushBack(vi)
+		pb.preempted = append(pb.preempted, vi)
+	}
+	out, maxNew := 0, 0
+	for _, ri := range s.running {
+		out += s.reqs[ri].g
+		maxNew += s.reqs[ri].maxTokens
+	}
+	s.sgl.ratio = min(1, float64(out+sglRetractSteps*len(s.running))/float64(maxNew+1))
+	s.sgl.batchFull = false
+	n := 0
+	for _, ri := range s.running {
+		if r := &s.reqs[ri]; r.c%s.bs == 0 {
+			n++
+		}
+	}
+	if n > s.pool.nfree && s.fatal == nil {
+		r := &s.reqs[s.running[0]]
+		s.fatal = fmt.Errorf("oracle run: request %s can never finish: it alone needs more KV pages than the pool has (%d usable)", r.id, s.eng.usableBlocks())
+	}
+}
+
+// updateSGLang processes a batch's outputs (S-R6/S-R7, S-R2): completed prefills
+// sample their first token, are inserted into the radix cache and join the running
+// batch; the chunked request's computed prefix is inserted; decoders sample; finished
+// requests insert their KV and release it.
+func (s *Sim) updateSGLang(pb *passBuf) {
+	shrank := false
+	for _, en := range pb.entries {
+		r := &s.reqs[en.r]
+		if r.st == stFinished {
+			continue
+		}
+		if !en.samples {
+			s.storeBlocks(en.r, r.c) // cache_unfinished_req of the chunked request
+			continue
+		}
+		decoder := en.dec // was in the running batch before this pass
+		if !decoder {
+			s.storeBlocks(en.r, r.c)
+		}
+		if s.appendToken(en.r, pb.end) {
+			s.storeBlocks(en.r, r.p+r.g-1)
+			s.finishReq(en.r, pb.end)
+			shrank = shrank || decoder
+			continue
+		}
+		if !decoder {
+			s.running = append(s.running, en.r) // S-R2 merge
+		}
+	}
+	if shrank {
+		k := 0
+		for _, ri := range s.running {
+			if s.reqs[ri].st != stFinished {
+				s.running[k] = ri
+				k++
+			}
+		}
+		s.running = s.running[:k]
+		s.sgl.batchFull = false
+	}
+}

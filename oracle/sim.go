@@ -67,6 +67,7 @@ type entry struct {
 	n       int  // tokens computed in the pass (0: a TRT-LLM chunk fully covered by reuse)
 	from    int  // the request's computed tokens before the pass (prefix hits included)
 	samples bool // not a prefill chunk: the pass samples a token for it (V-R5, V-R7)
+	dec     bool // SGLang: a decode row of a running-batch request
 }
 
 // passBuf is a pass in flight (the batch queue holds at most two, V-R10).

@@ -91,13 +91,30 @@ func Families() []Family {
 	e.KVCapacityTokens = 16 * (2048 + 256)
 	add("trtllm/c64 isl2048 osl256 no-evict kv16req", closed(2048, 256, 0, 64), e)
 	add("trtllm/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), trt())
-	for _, be := range []string{queueing.BackendSGLang} {
-		de, err := queueing.DefaultEngine(be, "")
+	// SGLang: defaults (mixed chunk on — the product's deployment rule —, chunk 8192,
+	// page 1), mixed chunk off (prefill priority: decoders stall), a long chunked prefill,
+	// prefix, the max_running_requests cap, open loop.
+	sgl := func() queueing.EngineSpec {
+		e, err := queueing.DefaultEngine(queueing.BackendSGLang, "")
 		if err != nil {
-			panic(fmt.Sprintf("gate: default engine %s: %v", be, err))
+			panic(fmt.Sprintf("gate: default sglang engine: %v", err))
 		}
-		fs = append(fs, Family{Name: be + "/c16 isl2048 osl256 defaults", Spec: closed(2048, 256, 0, 16), Engine: de,
-			Timing: roofline, KnownFailing: "the oracle's " + be + " core (SCHEDULERS.md §3/§4) is not built yet"})
+		return e
 	}
+	add("sglang/c16 isl2048 osl256 defaults", closed(2048, 256, 0, 16), sgl())
+	e = sgl()
+	e.EnableMixedChunk = false
+	add("sglang/c16 isl2048 osl256 mixed off", closed(2048, 256, 0, 16), e)
+	e = sgl()
+	e.EnableMixedChunk, e.ChunkedPrefillSize = false, 2048
+	add("sglang/c16 isl8192 osl128 chunk2048 mixed off", closed(8192, 128, 0, 16), e)
+	e = sgl()
+	e.ChunkedPrefillSize = 2048
+	add("sglang/c32 isl4096 osl256 chunk2048 mixed", closed(4096, 256, 0, 32), e)
+	add("sglang/c16 isl4096 prefix2048 osl256", closed(4096, 256, 2048, 16), sgl())
+	e = sgl()
+	e.MaxNumSeqs = 16
+	add("sglang/c64 isl1024 osl256 running16 capped", closed(1024, 256, 0, 64), e)
+	add("sglang/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), sgl())
 	return fs
 }
