@@ -224,9 +224,16 @@ func (p *PerfdbEvaluator) Resolve(ctx context.Context, model, system, backend, v
 	if m.Family == "" {
 		return Resolved{}, fmt.Errorf("--model %s: architecture %s is not supported yet", model, m.Architecture)
 	}
-	d, err := p.loadData(ctx, system, backend, version)
-	if err != nil {
-		return Resolved{}, err
+	// ResolveQuant reads the perf data only for nvfp4 checkpoints (the system's SM
+	// version) and for a non-bf16 fmha off vLLM (the attention table's slices);
+	// otherwise skip loading it, so a repeated sweep with nothing to evaluate stays
+	// cheap.
+	d := &perfdb.Data{System: &perfdb.System{SMVersion: 100}}
+	if m.GemmQuant == string(perfdb.GemmNVFP4) || m.MoEQuant == string(perfdb.MoENVFP4) ||
+		(backend != "vllm" && m.FMHAQuant != string(perfdb.FMHABF16)) {
+		if d, err = p.loadData(ctx, system, backend, version); err != nil {
+			return Resolved{}, err
+		}
 	}
 	cfg := perfdb.ResolveQuant(d, m, perfdb.Config{Backend: backend, Version: version, TP: 1, PP: 1, DP: 1, MoETP: 1, MoEEP: 1}, true)
 	return Resolved{Version: version, Heads: m.Heads, KVHeads: m.KVHeads, MoE: m.NumExperts > 0,

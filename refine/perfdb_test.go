@@ -76,10 +76,12 @@ func BenchmarkSweepDefaultAggPerfdb(b *testing.B) {
 	benchSweepFresh(b, func() Evaluator { return NewPerfdbEvaluator(src) })
 }
 
-// BenchmarkSweepRepeatedPerfdb measures the repeated identical sweep (target < 20 %
-// of the first; zero evaluations).
+// BenchmarkSweepRepeatedPerfdb measures the repeated identical sweep with a fresh
+// evaluator, as a second `aicdb sweep` runs it (target < 20 % of the first; zero
+// evaluations, no perf data loaded).
 func BenchmarkSweepRepeatedPerfdb(b *testing.B) {
-	benchRepeat(b, NewPerfdbEvaluator(sharedSource(b)))
+	src := sharedSource(b)
+	benchRepeatFresh(b, func() Evaluator { return NewPerfdbEvaluator(src) })
 }
 
 // BenchmarkSweepDefaultAggPerfdbWarm is the same sweep with the perf data already
@@ -87,7 +89,7 @@ func BenchmarkSweepRepeatedPerfdb(b *testing.B) {
 func BenchmarkSweepDefaultAggPerfdbWarm(b *testing.B) {
 	src := sharedSource(b)
 	ev := NewPerfdbEvaluator(src)
-	if _, err := ev.Resolve(context.Background(), "Qwen/Qwen3-32B", "h200_sxm", "vllm", ""); err != nil {
+	if _, err := ev.loadData(context.Background(), "h200_sxm", "vllm", "0.24.0"); err != nil {
 		b.Fatal(err)
 	}
 	benchSweepFresh(b, func() Evaluator { return ev })

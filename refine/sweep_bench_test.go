@@ -37,19 +37,24 @@ func benchSweepFresh(b *testing.B, newEv func() Evaluator) {
 
 // benchRepeat measures a repeated identical sweep (zero evaluations).
 func benchRepeat(b *testing.B, ev Evaluator) {
+	benchRepeatFresh(b, func() Evaluator { return ev })
+}
+
+// benchRepeatFresh is benchRepeat with a new evaluator per run, as the CLI does.
+func benchRepeatFresh(b *testing.B, newEv func() Evaluator) {
 	ctx := context.Background()
 	s, err := store.Open(ctx, filepath.Join(b.TempDir(), "r.sqlite"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := Sweep(ctx, s, ev, defaultSpec(), SweepOptions{Now: fixedNow}); err != nil {
+	if _, err := Sweep(ctx, s, newEv(), defaultSpec(), SweepOptions{Now: fixedNow}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := Sweep(ctx, s, ev, defaultSpec(), SweepOptions{Now: fixedNow})
+		res, err := Sweep(ctx, s, newEv(), defaultSpec(), SweepOptions{Now: fixedNow})
 		if err != nil || res.Evaluated != 0 {
 			b.Fatalf("repeat: %+v %v", res, err)
 		}
