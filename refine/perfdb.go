@@ -348,12 +348,12 @@ func legacyRow(in store.PointInputs, ttft, tpot, req float64, conc int, t perfdb
 }
 
 // engine builds the queueing engine of an agg point from the backend's defaults
-// (SCHEDULERS.md §6) with aiconfigurator's sweep knobs: the per-iteration token
-// budget is ctx_tokens (V-R1 max_num_batched_tokens, T-R1 max_num_tokens, S-R1
-// chunked_prefill_size) and the running cap is the batch (V-R2 max_num_seqs, T-R1
-// max_batch_size, S-R2 max_running_requests). Chunked prefill is on when asked or
-// when a prompt would not fit the budget (aiconfigurator's ctx grid snaps to isl
-// multiples when it is off).
+// (SCHEDULERS.md §6) with the point's knobs: the per-pass token budget
+// max_num_batched_tokens (V-R1 max_num_batched_tokens, T-R1 max_num_tokens, S-R1
+// chunked_prefill_size; the sweep sets ctx_tokens + batch) and the running cap
+// max_num_seqs (V-R2 max_num_seqs, T-R1 max_batch_size, S-R2 max_running_requests;
+// the sweep sets batch). Chunked prefill is on when asked or when a prompt would not
+// fit the budget.
 func engine(in store.PointInputs) (queueing.EngineSpec, error) {
 	e, err := queueing.DefaultEngine(in.Backend, in.Version)
 	if err != nil {
@@ -361,7 +361,7 @@ func engine(in store.PointInputs) (queueing.EngineSpec, error) {
 	}
 	budget := in.MaxNumBatchedTokens
 	if budget <= 0 {
-		budget = in.CtxTokens
+		budget = in.CtxTokens + in.Batch
 	}
 	seqs := in.MaxNumSeqs
 	if seqs <= 0 {

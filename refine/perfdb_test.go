@@ -2,8 +2,10 @@ package refine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,16 +57,61 @@ func TestPerfdbEvaluatorSweep(t *testing.T) {
 			t.Fatalf("row %s: %+v", p.Parallel(), p.Q)
 		}
 	}
-	// Resolve one row quantitatively: the bracket's lower bound holds.
-	q, err := ev.Quantitative(ctx, pts[0].PointInputs)
+	// Every row against the quantitative evaluator: the bracket invariants the
+	// funnel relies on, then the query funnel's answer against the truth.
+	truth := map[string]float64{}
+	for _, p := range pts {
+		if p.Legacy.OOM {
+			continue
+		}
+		q, err := ev.Quantitative(ctx, p.PointInputs)
+		if err != nil {
+			t.Fatalf("%s b%d: %v", p.Parallel(), p.Batch, err)
+		}
+		p50, p99 := q.V[store.QTTFTSteadyP50], q.V[store.QTTFTSteadyP99]
+		truth[p.Key] = p99
+		if p50 < p.Q.P99Lo-1e-9 {
+			t.Errorf("%s b%d ctx%d: quantitative p50 %.3f below the bracket's lo %.3f", p.Parallel(), p.Batch, p.CtxTokens, p50, p.Q.P99Lo)
+		}
+		if p.Q.HiCertain && p99 > p.Q.P99Hi+1e-9 {
+			t.Errorf("%s b%d ctx%d: quantitative p99 %.3f above a certain hi %.3f", p.Parallel(), p.Batch, p.CtxTokens, p99, p.Q.P99Hi)
+		}
+		t.Logf("%s b%-3d ctx%-5d screening p99 %8.2f [%8.2f, %8.2f certain=%v]  quantitative p99 %8.2f",
+			p.Parallel(), p.Batch, p.CtxTokens, p.Q.V[store.QTTFTSteadyP99], p.Q.P99Lo, p.Q.P99Hi, p.Q.HiCertain, p99)
+	}
+	var p99s []float64
+	for _, v := range truth {
+		p99s = append(p99s, v)
+	}
+	slices.Sort(p99s)
+	target := p99s[len(p99s)/2] * 1.01
+	sql := fmt.Sprintf("select key, ttft_steady_p99 from points where ttft_steady_p99 < %v", target)
+	qs, err := PrepareQuery(ctx, s, ev, sql, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.V[store.QTTFTSteadyP50] < pts[0].Q.P99Lo-1e-9 {
-		t.Fatalf("quantitative p50 %v below the bracket's lo %v", q.V[store.QTTFTSteadyP50], pts[0].Q.P99Lo)
+	t.Logf("query < %.2f: %+v", target, qs)
+	rows, err := s.DB.Queryx(sql)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if pts[0].Q.HiCertain && q.V[store.QTTFTSteadyP99] > pts[0].Q.P99Hi+1e-9 {
-		t.Fatalf("quantitative p99 %v above a certain hi %v", q.V[store.QTTFTSteadyP99], pts[0].Q.P99Hi)
+	defer rows.Close()
+	got := map[string]bool{}
+	for rows.Next() {
+		var k string
+		var v float64
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = true
+		if truth[k] >= target {
+			t.Errorf("returned row %s has quantitative p99 %.3f ≥ %.3f", k[:8], truth[k], target)
+		}
+	}
+	for k, v := range truth {
+		if v < target && !got[k] {
+			t.Errorf("row %s meets the filter quantitatively (p99 %.3f) but is not returned", k[:8], v)
+		}
 	}
 }
 

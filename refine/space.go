@@ -207,8 +207,12 @@ func enumerateAgg(s SweepSpec, base store.PointInputs, tps []int, moe bool) []st
 				if moe {
 					p.MoETP = tp
 				}
-				// The engine the queueing layer runs: budget = ctx_tokens, seqs = batch.
-				p.MaxNumBatchedTokens, p.MaxNumSeqs = ctx, b
+				// The engine the queueing layer runs. aiconfigurator's mix step carries
+				// ctx_tokens prefill tokens plus the decode rows (PERFDB.md §2.3), and
+				// the engine budget counts both (V-R1, T-R1, S-R1: decode rows debit
+				// it), so budget = ctx_tokens + batch; running cap = batch (V-R2).
+				// Cf. aiconfigurator's generator rule agg max_num_tokens = b + isl + 1500.
+				p.MaxNumBatchedTokens, p.MaxNumSeqs = ctx+b, b
 				out = append(out, p)
 			}
 		}
