@@ -40,12 +40,15 @@ func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.
 	}
 	hasPower := t.hasCol("power")
 	insert := func(ctx context.Context, stmt *sql.Stmt, srcID int64, system, backend, version string) error {
+		// One prepared statement per row: measured cheaper in CPU than
+		// json_each batches (13.5 s vs 19.6 s user for the h200 slice).
+		args := make([]any, 0, 5+len(ki.k.sql.cols))
 		for i := range rows {
 			var p any
 			if hasPower {
 				p = powerOf(&rows[i])
 			}
-			args := append([]any{srcID, i, system, backend, version}, ki.k.sql.args(&rows[i], p)...)
+			args = append(append(args[:0], srcID, i, system, backend, version), ki.k.sql.args(&rows[i], p)...)
 			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				return fmt.Errorf("store: insert row %d of %s: %w", i, name, err)
 			}

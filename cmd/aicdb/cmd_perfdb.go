@@ -1,18 +1,170 @@
 package main
 
 import (
-	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/store"
 )
 
-// perfdbCommand is not built yet; its issue replaces this file.
+// perfdbCommand groups the perf-database subcommands: import and ls.
 func perfdbCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "perfdb",
-		Usage: "(not built yet)",
-		Action: func(*cli.Context) error {
-			return errors.New("perfdb is not built yet")
+		Usage: "import and list perf data (systems, models, backend versions)",
+		Subcommands: []*cli.Command{
+			perfdbImportCommand(),
+			perfdbLsCommand(),
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return userErrorf("perfdb: unknown subcommand %q; use import or ls", c.Args().First())
+			}
+			return userErrorf("perfdb: missing subcommand; use import or ls")
 		},
 	}
+}
+
+func perfdbImportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "import",
+		Usage:     "import an aiconfigurator systems folder, a folder of model configs, or one config.json",
+		ArgsUsage: "PATH",
+		Description: `PATH is one of:
+   an aiconfigurator systems folder (<system>.yaml files beside a data/ tree),
+   a folder of <org>--<name>_config.json files (+ optional <org>--<name>_hf_quant_config.json),
+   one config.json (model id from <org>--<name>_config.json, or --id ORG/NAME).
+One import is one transaction: on any error the store is unchanged. Re-importing
+skips unchanged files (same sha256) and replaces changed ones.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "id", Usage: "model `ID` (org/name) for a single config.json"},
+		},
+		Action: func(c *cli.Context) error {
+			args := c.Args().Slice()
+			id := c.String("id")
+			if len(args) > 1 { // flags after PATH (urfave/cli v2 stops at the first positional)
+				fs := flag.NewFlagSet("import", flag.ContinueOnError)
+				fs.SetOutput(io.Discard)
+				fs.StringVar(&id, "id", id, "")
+				if err := fs.Parse(args[1:]); err != nil {
+					return userErrorf("perfdb import: %v", err)
+				}
+				if fs.NArg() > 0 {
+					return userErrorf("perfdb import: one PATH expected, got extra %q", fs.Arg(0))
+				}
+				args = args[:1]
+			}
+			if len(args) != 1 {
+				return userErrorf("perfdb import: missing PATH: aicdb perfdb import path/to/systems")
+			}
+			if _, err := os.Stat(args[0]); err != nil {
+				return userErrorf("perfdb import: %s: no such file or folder", args[0])
+			}
+			st, err := store.Open(c.Context, c.String("db"), store.Options{})
+			if err != nil {
+				return asUser(err)
+			}
+			defer st.Close()
+			rep, err := perfdb.Import(c.Context, st, args[0], perfdb.ImportOptions{ID: id, ImportedAt: time.Now().UTC().Format(time.RFC3339)})
+			if err != nil {
+				return asUser(err)
+			}
+			fmt.Fprintf(c.App.Writer, "imported %s: systems %v, models %d, perf files %d (%d rows), unchanged %d, removed %d\n",
+				args[0], rep.Systems, len(rep.Models), rep.Files, rep.Rows, rep.FilesSkipped, rep.FilesRemoved)
+			if len(rep.TablesSkipped) > 0 {
+				fmt.Fprintf(c.App.ErrWriter, "not imported (tables aicdb does not model): %s\n", strings.Join(rep.TablesSkipped, ", "))
+			}
+			return nil
+		},
+	}
+}
+
+// lsSubjects are the things `perfdb ls` lists.
+var lsSubjects = []string{"systems", "models", "versions"}
+
+func perfdbLsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "ls",
+		Usage:     "list the store's systems, models or backend versions",
+		ArgsUsage: "systems|models|versions",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "output `FORMAT`: table, csv or json"},
+		},
+		Action: runPerfdbLs,
+	}
+}
+
+func runPerfdbLs(c *cli.Context) error {
+	ctx := c.Context
+	args := c.Args().Slice()
+	format := c.String("format")
+	if len(args) == 0 {
+		return userErrorf("perfdb ls: missing subject; use one of %s", strings.Join(lsSubjects, ", "))
+	}
+	subject := args[0]
+	if len(args) > 1 {
+		fs := flag.NewFlagSet("ls", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fs.StringVar(&format, "format", format, "")
+		fs.StringVar(&format, "f", format, "")
+		if err := fs.Parse(args[1:]); err != nil {
+			return userErrorf("perfdb ls: %v", err)
+		}
+		if fs.NArg() > 0 {
+			return userErrorf("perfdb ls: one subject expected, got extra %q", fs.Arg(0))
+		}
+	}
+	switch subject {
+	case "systems", "models", "versions":
+	default:
+		return userErrorf("perfdb ls: unknown subject %q; use one of %s", subject, strings.Join(lsSubjects, ", "))
+	}
+	if err := checkFormat(format); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, c.String("db"), store.Options{ReadOnly: true})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	var cols []string
+	var data [][]any
+	switch subject {
+	case "systems":
+		ss, err := perfdb.ListSystemInfo(ctx, st)
+		if err != nil {
+			return err
+		}
+		cols = []string{"system", "gpus_per_node", "mem_capacity_gib", "nccl_version", "backends"}
+		for _, s := range ss {
+			data = append(data, []any{s.Name, int64(s.GPUsPerNode), s.MemCapacity / (1 << 30), s.NCCLVersion, strings.Join(s.Backends, " ")})
+		}
+	case "models":
+		ms, err := perfdb.ListModels(ctx, st)
+		if err != nil {
+			return err
+		}
+		cols = []string{"model", "architecture", "family", "layers", "hidden", "heads", "kv_heads", "experts", "topk", "gemm_quant", "kvcache_quant"}
+		for _, m := range ms {
+			data = append(data, []any{m.ID, m.Architecture, m.Family, int64(m.Layers), int64(m.Hidden), int64(m.Heads),
+				int64(m.KVHeads), int64(m.NumExperts), int64(m.TopK), m.GemmQuant, m.KVQuant})
+		}
+	case "versions":
+		vs, err := perfdb.ListVersionInfo(ctx, st)
+		if err != nil {
+			return err
+		}
+		cols = []string{"system", "backend", "version", "tables", "rows"}
+		for _, v := range vs {
+			data = append(data, []any{v.System, v.Backend, v.Version, int64(v.Tables), int64(v.Rows)})
+		}
+	}
+	return writeRows(c.App.Writer, format, cols, data)
 }
