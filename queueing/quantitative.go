@@ -226,8 +226,8 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 		capRPS := float64(doneEnd-doneMid) / math.Max(end-mid, 1e-9) * 1000
 		return &Report{
 			Tier: TierQuantitative, Fidelity: w.Fidelity(), Unstable: true,
-			UnstableReason: fmt.Sprintf("unstable at rate %.4g rps: the engine completed about %.4g rps while requests kept arriving (in-system %d → %d over the second half); lower the rate",
-				w.RateRPS, capRPS, lMid, lEnd),
+			UnstableReason: fmt.Sprintf("unstable at rate %.4g rps: requests accumulate (in system %d → %d over the second half of the arrivals, %.3g rps completed); lower the rate",
+				w.RateRPS, lMid, lEnd, capRPS),
 			Diagnostics: Diagnostics{Passes: s.passes, Backlog: lEnd},
 		}, nil
 	}

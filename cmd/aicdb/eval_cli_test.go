@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var updateEval = flag.Bool("update-eval", false, "rewrite testdata/eval golden outputs")
+
+// evalRun runs `aicdb eval args...` and returns exit code, stdout and stderr.
+func evalRun(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"aicdb", "eval"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+var linArgs = []string{"--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.02", "--decode-ms-per-row", "0.05", "--ctx-ms-per-token", "0.00001"}
+
+// evalKeys are the JSON keys of issue 3 item 6.
+var evalKeys = []string{"ttft_steady_mean", "ttft_steady_p50", "ttft_steady_p75", "ttft_steady_p90",
+	"ttft_steady_p95", "ttft_steady_p99", "ttft_steady_p999", "ttft_steady_p99_lo",
+	"ttft_steady_p99_hi", "ttft_transient_mean", "ttft_transient_max", "itl_mean", "itl_p50",
+	"itl_p99", "tpot_mean", "tpot_p50", "tpot_p99", "e2e_mean", "e2e_p50", "e2e_p99",
+	"throughput_rps", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+	"tokens_per_s_per_user", "queueing_tier", "workload_fidelity"}
+
+// TestEvalJSONKeys: one tier prints exactly the issue's keys with finite values.
+func TestEvalJSONKeys(t *testing.T) {
+	for _, tier := range []string{"screening", "quantitative"} {
+		code, out, errs := evalRun(append(linArgs, "--concurrency", "8", "--isl", "2048", "--osl", "64", "--tier", tier, "--format", "json")...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", tier, code, errs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%s: not JSON: %v\n%s", tier, err, out)
+		}
+		if len(m) != len(evalKeys) {
+			t.Errorf("%s: %d keys, want %d", tier, len(m), len(evalKeys))
+		}
+		for _, k := range evalKeys {
+			v, ok := m[k]
+			if !ok {
+				t.Errorf("%s: missing key %s", tier, k)
+				continue
+			}
+			if f, isNum := v.(float64); isNum && (math.IsNaN(f) || math.IsInf(f, 0) || f < 0) {
+				t.Errorf("%s: %s = %v", tier, k, f)
+			}
+		}
+		if m["queueing_tier"] != tier || m["workload_fidelity"] != "W0" {
+			t.Errorf("%s: tier %v fidelity %v", tier, m["queueing_tier"], m["workload_fidelity"])
+		}
+	}
+}
+
+// TestEvalGolden: fixed CLI invocations against testdata/eval (-update-eval).
+func TestEvalGolden(t *testing.T) {
+	cases := map[string][]string{
+		"both_vllm_c32":      append(append([]string{}, linArgs...), "--concurrency", "32", "--isl", "4096", "--osl", "256", "--tier", "both"),
+		"trtllm_open":        append(append([]string{}, linArgs...), "--backend-engine", "trtllm", "--rate", "4", "--num-requests", "800", "--isl", "2048", "--osl", "128"),
+		"sglang_w2":          append(append([]string{}, linArgs...), "--backend-engine", "sglang", "--concurrency", "16", "--isl", "2048", "--osl", "128", "--isl-quantiles", "512,2048,4096", "--osl-quantiles", "32,128,256", "--mixed-chunk=false", "--tier", "both"),
+		"vllm_knobs":         append(append([]string{}, linArgs...), "--concurrency", "12", "--isl", "3000", "--osl", "40", "--prefix", "1000", "--max-num-batched-tokens", "1024", "--max-num-seqs", "8", "--async-scheduling=false", "--stage-ms", "4", "--turnaround-ms", "20"),
+		"unstable_open_loop": append(append([]string{}, linArgs...), "--rate", "100", "--num-requests", "600", "--isl", "4096", "--osl", "256", "--tier", "both"),
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, out, errs := evalRun(args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			path := filepath.Join("testdata", "eval", name+".json")
+			if *updateEval {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -run EvalGolden -update-eval)", err)
+			}
+			var g, w any
+			if err := json.Unmarshal([]byte(out), &g); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(want, &w); err != nil {
+				t.Fatal(err)
+			}
+			if d := jsonDiff("", w, g); d != "" {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+// TestEvalUnstableExitZero: an unstable open-loop point prints {"unstable": true,
+// "reason": ...} and exits 0.
+func TestEvalUnstableExitZero(t *testing.T) {
+	code, out, errs := evalRun(append(linArgs, "--rate", "100", "--num-requests", "500", "--isl", "4096", "--osl", "256", "--tier", "quantitative")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["unstable"] != true || !strings.Contains(m["reason"].(string), "unstable at rate 100") || len(m) != 2 {
+		t.Errorf("got %v", m)
+	}
+}
+
+// TestEvalBadInput: bad flags exit 1 with one line naming the flag or input.
+func TestEvalBadInput(t *testing.T) {
+	base := func(extra ...string) []string { return append(append([]string{}, linArgs...), extra...) }
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{base("--concurrency", "0", "--isl", "10", "--osl", "2"), "--concurrency 0"},
+		{base("--concurrency", "-2", "--isl", "10", "--osl", "2"), "--concurrency -2"},
+		{base("--rate", "0", "--isl", "10", "--osl", "2"), "--rate 0"},
+		{base("--rate", "2", "--concurrency", "3", "--isl", "10", "--osl", "2"), "exactly one of --concurrency"},
+		{base("--concurrency", "2", "--isl", "0", "--osl", "2"), "--isl 0"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "-1"), "--osl -1"},
+		{base("--concurrency", "2", "--isl", "10"), "--osl is required"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--prefix", "10"), "--prefix 10"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--max-num-batched-tokens", "0"), "--max-num-batched-tokens 0"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--block-size", "-16"), "--block-size -16"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--max-num-seqs", "0"), "--max-num-seqs 0"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--backend-engine", "trtllm", "--max-batch-size", "0"), "--max-batch-size 0"},
+		{base("--concurrency", "2", "--isl", "5000", "--osl", "2", "--chunked-prefill=false", "--max-num-batched-tokens", "4096"), "max_num_batched_tokens = 4096"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--kv-capacity-tokens", "100000"), "oracle"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--backend-engine", "sglang", "--kv-capacity-tokens", "100000"), "oracle"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--backend-engine", "trtllm", "--kv-capacity-tokens", "100000", "--capacity-policy", "max_utilization"), "max_utilization"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--isl-quantiles", "5,x"), "--isl-quantiles"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--tier", "fast"), "--tier"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--format", "yaml"), "--format"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--backend-engine", "tgi"), "tgi"},
+		{[]string{"--timing", "linear", "--base-ms", "5", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--prefill-ms-per-token is required"},
+		{[]string{"--timing", "linear", "--base-ms", "-5", "--prefill-ms-per-token", "1", "--decode-ms-per-row", "1", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "base_ms"},
+		{[]string{"--concurrency", "2", "--isl", "10", "--osl", "2"}, "--timing linear"},
+		{[]string{"--model", "m", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--system is required"},
+	}
+	for _, c := range cases {
+		code, out, errs := evalRun(c.args...)
+		if code != 1 || out != "" || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q, want exit 1 and one line containing %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// FuzzParseQuantiles: the quantile-list parser never panics, and accepts exactly
+// lists of positive integers.
+func FuzzParseQuantiles(f *testing.F) {
+	for _, s := range []string{"", "1", "512,1024,4096", " 3 , 4 ", "0", "-1", "a,b", "1,,2", "99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseQuantiles(s)
+		if err != nil {
+			if v != nil || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q with values %v", err, v)
+			}
+			return
+		}
+		for _, x := range v {
+			if x <= 0 {
+				t.Fatalf("%q parsed to non-positive %d", s, x)
+			}
+		}
+	})
+}
+
+// jsonDiff describes the first differences between want and got (floats 1e-9).
+func jsonDiff(path string, want, got any) string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok || len(g) != len(w) {
+			return path + ": objects differ in shape"
+		}
+		var b strings.Builder
+		for k := range w {
+			b.WriteString(jsonDiff(path+"."+k, w[k], g[k]))
+		}
+		return b.String()
+	case float64:
+		g, ok := got.(float64)
+		if !ok || math.Abs(g-w) > 1e-9*math.Max(1, math.Abs(w)) {
+			return path + ": differs\n"
+		}
+		return ""
+	default:
+		wb, _ := json.Marshal(want)
+		gb, _ := json.Marshal(got)
+		if string(wb) != string(gb) {
+			return path + ": " + string(gb) + " != " + string(wb) + "\n"
+		}
+		return ""
+	}
+}
