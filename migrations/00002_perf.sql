@@ -118,6 +118,7 @@ CREATE TABLE perf_sources (
     sha256      TEXT NOT NULL,
     rows        INTEGER NOT NULL,
     imported_at TEXT NOT NULL,
+    mirrored    INTEGER NOT NULL CHECK (mirrored IN (0, 1)), -- rows copied into the perf_* table
     content     BLOB NOT NULL,
     UNIQUE (system, path)
 ) STRICT;

@@ -28,6 +28,11 @@ type ImportOptions struct {
 	// ImportedAt is stored in perf_sources.imported_at (provenance only; no
 	// result reads it). The CLI passes the wall clock; tests a fixed string.
 	ImportedAt string
+	// NoMirror skips copying perf rows into the perf_* SQL tables (the bulk
+	// of an import's time). LoadStore does not read them: it decodes the
+	// stored files. A later import without NoMirror fills the mirror of
+	// unchanged files.
+	NoMirror bool
 }
 
 // ImportReport summarises one import.
@@ -37,7 +42,7 @@ type ImportReport struct {
 	Files         int      // Parquet files (re)imported
 	FilesSkipped  int      // Parquet files unchanged (same sha256)
 	FilesRemoved  int      // Parquet files in the store no longer in the folder
-	Rows          int      // perf rows inserted
+	Rows          int      // perf rows copied into the perf_* SQL mirror tables
 	TablesSkipped []string // table stems present but not imported by aicdb, sorted
 }
 

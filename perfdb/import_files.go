@@ -94,18 +94,19 @@ var importers = map[string]fileImporter{
 func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr *tree, o ImportOptions, rep *ImportReport) error {
 	system := tr.system.Name
 	type have struct {
-		id  int64
-		sha string
+		id       int64
+		sha      string
+		mirrored bool
 	}
 	existing := map[string]have{}
-	rows, err := tx.QueryContext(ctx, `SELECT id, path, sha256 FROM perf_sources WHERE system = ?`, system)
+	rows, err := tx.QueryContext(ctx, `SELECT id, path, sha256, mirrored FROM perf_sources WHERE system = ?`, system)
 	if err != nil {
 		return fmt.Errorf("store: read perf_sources: %w", err)
 	}
 	for rows.Next() {
 		var h have
 		var p string
-		if err := rows.Scan(&h.id, &p, &h.sha); err != nil {
+		if err := rows.Scan(&h.id, &p, &h.sha, &h.mirrored); err != nil {
 			rows.Close()
 			return fmt.Errorf("store: read perf_sources: %w", err)
 		}
@@ -121,6 +122,17 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 	}
 	sort.Strings(paths)
 	stmts := map[string]*sql.Stmt{}
+	stmtFor := func(stem string, imp fileImporter) (*sql.Stmt, error) {
+		if s := stmts[stem]; s != nil {
+			return s, nil
+		}
+		s, err := tx.PrepareContext(ctx, imp.insertSQL())
+		if err != nil {
+			return nil, fmt.Errorf("store: prepare insert for %s: %w", stem, err)
+		}
+		stmts[stem] = s
+		return s, nil
+	}
 	defer func() {
 		for _, s := range stmts {
 			s.Close()
@@ -147,8 +159,27 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 		sum := sha256.Sum256(data)
 		sha := hex.EncodeToString(sum[:])
 		if h, ok := existing[p]; ok {
-			if h.sha == sha {
+			if h.sha == sha && (h.mirrored || o.NoMirror) {
 				rep.FilesSkipped++
+				continue
+			}
+			if h.sha == sha { // unchanged, but its mirror is wanted now
+				n, insert, err := imp.parse(name, data)
+				if err != nil {
+					return err
+				}
+				stmt, err := stmtFor(stem, imp)
+				if err != nil {
+					return err
+				}
+				if err := insert(ctx, stmt, h.id, system, be, ver); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE perf_sources SET mirrored = 1 WHERE id = ?`, h.id); err != nil {
+					return fmt.Errorf("store: perf source %s: %w", name, err)
+				}
+				rep.FilesSkipped++
+				rep.Rows += n
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM perf_sources WHERE id = ?`, h.id); err != nil {
@@ -159,8 +190,12 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO perf_sources (system, family, backend, version, table_name, path, sha256, rows, imported_at, content)
-			VALUES (?,?,?,?,?,?,?,?,?,?)`, system, fam, be, ver, stem, p, sha, n, o.ImportedAt, data)
+		mirrored := 1
+		if o.NoMirror {
+			mirrored = 0
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO perf_sources (system, family, backend, version, table_name, path, sha256, rows, imported_at, mirrored, content)
+			VALUES (?,?,?,?,?,?,?,?,?,?,?)`, system, fam, be, ver, stem, p, sha, n, o.ImportedAt, mirrored, data)
 		if err != nil {
 			return fmt.Errorf("store: perf source %s: %w", name, err)
 		}
@@ -168,17 +203,17 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 		if err != nil {
 			return fmt.Errorf("store: perf source %s: %w", name, err)
 		}
-		stmt := stmts[stem]
-		if stmt == nil {
-			if stmt, err = tx.PrepareContext(ctx, imp.insertSQL()); err != nil {
-				return fmt.Errorf("store: prepare insert for %s: %w", stem, err)
-			}
-			stmts[stem] = stmt
+		rep.Files++
+		if o.NoMirror {
+			continue
+		}
+		stmt, err := stmtFor(stem, imp)
+		if err != nil {
+			return err
 		}
 		if err := insert(ctx, stmt, id, system, be, ver); err != nil {
 			return err
 		}
-		rep.Files++
 		rep.Rows += n
 	}
 	stale := make([]string, 0)

@@ -19,7 +19,11 @@ func initCommand() *cli.Command {
 		Usage: "create the store and load the embedded perf data (h200_sxm) and model configs",
 		Description: `Creates the SQLite store at --db (default ./aicdb.sqlite) and imports the data shipped
 in the binary. Other systems and models come through 'aicdb perfdb import PATH'.
-Running init again changes nothing that is already there.`,
+Running init again changes nothing that is already there. --no-mirror skips copying the
+perf rows into the perf_* SQL tables (estimates do not need them; a later init fills them).`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "no-mirror", Usage: "do not copy perf rows into the perf_* SQL tables (faster)"},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return userErrorf("init: takes no arguments (got %q); the store path is the global --db flag", c.Args().First())
@@ -29,7 +33,8 @@ Running init again changes nothing that is already there.`,
 				return asUser(err)
 			}
 			defer st.Close()
-			rep, err := perfdb.ImportEmbedded(c.Context, st, perfdb.ImportOptions{ImportedAt: time.Now().UTC().Format(time.RFC3339)})
+			rep, err := perfdb.ImportEmbedded(c.Context, st, perfdb.ImportOptions{
+				ImportedAt: time.Now().UTC().Format(time.RFC3339), NoMirror: c.Bool("no-mirror")})
 			if err != nil {
 				return err
 			}

@@ -45,14 +45,16 @@ One import is one transaction: on any error the store is unchanged. Re-importing
 skips unchanged files (same sha256) and replaces changed ones.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "model `ID` (org/name) for a single config.json"},
+			&cli.BoolFlag{Name: "no-mirror", Usage: "do not copy perf rows into the perf_* SQL tables (faster)"},
 		},
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
-			id := c.String("id")
+			id, noMirror := c.String("id"), c.Bool("no-mirror")
 			if len(args) > 1 { // flags after PATH (urfave/cli v2 stops at the first positional)
 				fs := flag.NewFlagSet("import", flag.ContinueOnError)
 				fs.SetOutput(io.Discard)
 				fs.StringVar(&id, "id", id, "")
+				fs.BoolVar(&noMirror, "no-mirror", noMirror, "")
 				if err := fs.Parse(args[1:]); err != nil {
 					return userErrorf("perfdb import: %v", err)
 				}
@@ -72,7 +74,8 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 				return asUser(err)
 			}
 			defer st.Close()
-			rep, err := perfdb.Import(c.Context, st, args[0], perfdb.ImportOptions{ID: id, ImportedAt: time.Now().UTC().Format(time.RFC3339)})
+			rep, err := perfdb.Import(c.Context, st, args[0], perfdb.ImportOptions{ID: id, NoMirror: noMirror,
+				ImportedAt: time.Now().UTC().Format(time.RFC3339)})
 			if err != nil {
 				return asUser(err)
 			}
