@@ -255,3 +255,70 @@ func TestOracleMoEB200(t *testing.T) {
 	p, err = h.WithTransferPolicy(TransferPolicy{XShape: true}).MoE(a, 96)
 	qtNear(t, "moe xshape conservative", p, err, 0.14427836344943168, SourceEmpirical)
 }
+
+func TestQueryRulesH200(t *testing.T) {
+	q := qtQuerier(t, "h200_sxm", "vllm", "0.24.0", ModeSilicon)
+	// Prefix correction: the table is read at full_s = s + prefix and scaled
+	// by (full² − prefix²)/full², i.e. a prefixed query is the full-sequence
+	// query times that factor.
+	full, err := q.ContextAttention(2, 6000, 0, 8, 1, 128, 0, KVBF16, FMHABF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := q.ContextAttention(2, 2000, 4000, 8, 1, 128, 0, KVBF16, FMHABF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approxRel(t, "prefix correction", pre.LatencyMs, full.LatencyMs*(6000.0*6000-4000*4000)/(6000*6000))
+
+	// Decode: the 5-point average over ±10 % of s. Where the five samples sit
+	// on one linear segment of the table the average equals the value at
+	// their mean; at s = 1 all samples coincide.
+	one, err := q.GenerationAttention(8, 1, 8, 1, 128, 0, KVBF16)
+	if err != nil || !(one.LatencyMs > 0) {
+		t.Fatalf("s=1: %+v %v", one, err)
+	}
+
+	// All-reduce beyond the node: the TP8 curve scaled by
+	// (tp−1)/tp · N/(N−1) · bw(N)/bw(tp).
+	a8, err := q.CustomAllReduce(CommHalf, 8, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a16, err := q.CustomAllReduce(CommHalf, 16, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approxRel(t, "all-reduce tp16", a16.LatencyMs, a8.LatencyMs*(15.0/16)*(8.0/7)*(450e9/50e9))
+
+	// fp8_static GEMM: fp8 table minus compute_scale (minus scale_matrix for
+	// low-precision inputs), floored at SOL, tagged estimated.
+	base, err := q.Gemm(GemmFP8, 4096, 5120, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := q.ComputeScale(GemmFP8Static, 4096, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm, err := q.ScaleMatrix(GemmFP8Static, 4096, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := q.WithMode(ModeSOL)
+	floor, _ := s.Gemm(GemmFP8Static, 4096, 5120, 4096)
+	for _, lp := range []bool{false, true} {
+		op, err := q.GemmOp(GemmFP8Static, 4096, 5120, 4096, lp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := base.LatencyMs - cs.LatencyMs
+		if lp {
+			want -= sm.LatencyMs
+		}
+		approxRel(t, "fp8_static", op.LatencyMs, math.Max(want, floor.LatencyMs))
+		if op.Source != SourceEstimated {
+			t.Errorf("fp8_static source %v, want estimated", op.Source)
+		}
+	}
+}
