@@ -75,15 +75,23 @@ func propConfig(rt *rapid.T) (workload.Spec, EngineSpec, timing.Timing) {
 	if rapid.Bool().Draw(rt, "stage") {
 		e.StageMs = rapid.Float64Range(0, 50).Draw(rt, "stageMs")
 	}
-	tm := timing.Linear{
+	lin := timing.Linear{
 		BaseMs:            rapid.Float64Range(0.5, 20).Draw(rt, "base"),
 		PrefillMsPerToken: rapid.Float64Range(0, 0.1).Draw(rt, "pre"),
 		DecodeMsPerRow:    rapid.Float64Range(0, 0.5).Draw(rt, "dec"),
 		CtxMsPerToken:     rapid.Float64Range(0, 1e-3).Draw(rt, "ctx"),
 	}
+	var tm timing.Timing = lin
+	if rapid.Bool().Draw(rt, "roofline") {
+		tm = timing.Roofline{
+			BaseMs: lin.BaseMs, WeightsMs: rapid.Float64Range(0, 10).Draw(rt, "weights"),
+			TokenMs: lin.PrefillMsPerToken, AttnMsPerPair: rapid.Float64Range(0, 1e-5).Draw(rt, "attn"),
+			KVMsPerToken: rapid.Float64Range(0, 1e-3).Draw(rt, "kvms"),
+		}
+	}
 	if open {
 		// ρ between 0.05 and 0.7 of a crude one-at-a-time capacity.
-		svc := tm.BaseMs*float64(1+w.OSL) + tm.PrefillMsPerToken*float64(isl) + float64(w.OSL)*tm.DecodeMsPerRow
+		svc := lin.BaseMs*float64(1+w.OSL) + lin.PrefillMsPerToken*float64(isl) + float64(w.OSL)*lin.DecodeMsPerRow
 		w.RateRPS = rapid.Float64Range(0.05, 0.7).Draw(rt, "rho") * 1000 / svc * float64(min(cap, 8))
 	}
 	return w, e, tm

@@ -53,11 +53,77 @@ func (pr *pricer) price(tokens, from, prefix, rows, ctx int) float64 {
 	return v
 }
 
-// prefillMs prices a request's own prompt alone: chunks of at most chunk tokens
-// from position prefix to isl, each pass also carrying rows decode rows of
+// priceTails prices a pass of tok prefill tokens split into m chunks, each the
+// tail of a prompt of length isl (cached prefix prefix), plus rows decode rows of
+// context ctx.
+func (pr *pricer) priceTails(tok, m, isl, prefix, rows, ctx int) float64 {
+	chunks := make([]timing.Chunk, 0, m)
+	for i := 0; i < m; i++ {
+		n := tok / m
+		if i < tok%m {
+			n++
+		}
+		from := max(prefix, isl-n)
+		chunks = append(chunks, timing.Chunk{Tokens: n, Computed: from, Prefix: prefix})
+	}
+	v := pr.price(0, 0, 0, rows, ctx) // fills the decode rows
+	pr.p.Prefill = chunks
+	v = pr.t.PassMs(&pr.p)
+	pr.p.Prefill = pr.chunk[:0]
+	if !(v > 0) || math.IsInf(v, 0) {
+		if pr.err == nil {
+			pr.err = inputErr(fmt.Errorf("timing: pass priced at %v ms (%d prefill chunks, %d decode rows); a timing must return a finite value > 0", v, m, rows))
+		}
+		return 1
+	}
+	return v
+}
+
+// alonePrefillMs prices the prompt of a request alone in the engine, chunk by
+// chunk as its calendar schedules it (calendar_*.go with no other request).
+func alonePrefillMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
+	ms := 0.0
+	switch e.Backend {
+	case BackendVLLM:
+		step := isl
+		if e.EnableChunkedPrefill {
+			step = e.MaxNumBatchedTokens
+		}
+		if t := e.LongPrefillTokenThreshold; t > 0 {
+			step = min(step, t)
+		}
+		ms, _ = pr.prefillMs(isl, prefix, prefix, max(step, 1), 0, 0)
+	case BackendTRTLLM:
+		// Charged from position 0, reuse applied after budgeting (T-R3, §4.4).
+		for pos := 0; pos < isl; {
+			n := isl - pos
+			if e.EnableChunkedPrefill && n > e.MaxNumTokens {
+				n = e.MaxNumTokens / e.BlockSize * e.BlockSize
+			}
+			from, to := max(pos, prefix), max(pos+n, prefix)
+			if to > from {
+				ms += pr.price(to-from, from, prefix, 0, 0)
+			}
+			pos = to
+		}
+	case BackendSGLang:
+		extend, page := isl-prefix, e.BlockSize
+		if !e.EnableChunkedPrefill || ceilDiv(extend, page)*page <= e.ChunkedPrefillSize {
+			return pr.price(extend, prefix, prefix, 0, 0)
+		}
+		first := e.ChunkedPrefillSize / page * page // truncated new prompt (S-R4)
+		ms = pr.price(first, prefix, prefix, 0, 0)
+		rest, _ := pr.prefillMs(isl, prefix+first, prefix, e.ChunkedPrefillSize, 0, 0) // continuation, unrounded
+		ms += rest
+	}
+	return ms
+}
+
+// prefillMs prices a request's own prompt: chunks of at most chunk tokens from
+// position from to isl (prefix cached), each pass also carrying rows decode rows of
 // context ctx (rows = 0: the pure prefill).
-func (pr *pricer) prefillMs(isl, prefix, chunk, rows, ctx int) (ms float64, passes int) {
-	for pos := prefix; pos < isl; {
+func (pr *pricer) prefillMs(isl, from, prefix, chunk, rows, ctx int) (ms float64, passes int) {
+	for pos := from; pos < isl; {
 		n := min(chunk, isl-pos)
 		ms += pr.price(n, pos, prefix, rows, ctx)
 		pos += n
@@ -148,22 +214,10 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	alternating := e.Backend == BackendSGLang && !e.EnableMixedChunk
 	async := e.AsyncScheduling
 
-	// lo: the pure prefill of the shortest prompt in the largest chunks any pass
-	// can give it (no decode rows, no waiting) — every steady TTFT is at least this.
-	maxChunk, _ := chunkCap(e, 0)
-	maxChunk = max(maxChunk, 1)
-	if e.Backend == BackendTRTLLM {
-		maxChunk = e.MaxNumTokens // a prompt that fits is not rounded to blocks
-	}
-	if e.Backend == BackendSGLang {
-		// The continuing chunked request takes min(rest, rem_chunk) unrounded.
-		maxChunk = e.ChunkedPrefillSize
-		if !e.EnableChunkedPrefill {
-			maxChunk = math.MaxInt32
-		}
-	}
-	pureMin, _ := pr.prefillMs(b.minISL, prefix, maxChunk, 0, 0)
-	lo := stage + pureMin
+	// lo: the shortest prompt prefilled alone, chunked exactly as the calendar
+	// chunks a lone request (no decode rows, no waiting): every steady TTFT is at
+	// least this (docs/queueing.md §4.6).
+	lo := stage + alonePrefillMs(pr, e, b.minISL, prefix)
 
 	var s scr
 	open := w.RateRPS > 0
@@ -314,7 +368,7 @@ func cycle(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, a
 	}
 	s.pmix = min(ch, int(I))
 	s.dmix = d
-	s.own, s.np = pr.prefillMs(isl, prefix, ch, d, ctxDec)
+	s.own, s.np = pr.prefillMs(isl, prefix, prefix, ch, d, ctxDec)
 	s.tmix = pr.price(s.pmix, prefix, prefix, d, ctxDec)
 	s.nmix = c * I / float64(s.pmix)
 	pcyc := math.Max(float64(s.np)+O-1, s.nmix)
@@ -493,6 +547,11 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	}
 	ctx := b.maxISL + b.maxOSL
 	tmax := math.Max(pr.price(tok, from, w.Prefix, rows, ctx), pr.price(0, 0, 0, C, ctx))
+	// The same tokens split into up to C chunks, each ending at the deepest prompt
+	// position (tails of different prompts attend to more context per token).
+	if m := min(C, tok); m > 1 {
+		tmax = math.Max(tmax, pr.priceTails(tok, m, b.maxISL, w.Prefix, rows, ctx))
+	}
 	return e.StageMs + float64(passes+extra)*tmax, certain
 }
 

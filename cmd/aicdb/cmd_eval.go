@@ -42,11 +42,15 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "fmha-quant", Usage: "FMHA quant mode (default: from the model and backend)"},
 			&cli.StringFlag{Name: "moe-quant", Usage: "MoE quant mode (default: from the model)"},
 			// synthetic timing
-			&cli.StringFlag{Name: "timing", Usage: "synthetic timing `KIND`: linear (instead of --model)"},
+			&cli.StringFlag{Name: "timing", Usage: "synthetic timing `KIND`: linear | roofline (instead of --model)"},
 			&cli.Float64Flag{Name: "base-ms", Usage: "linear timing: ms per pass"},
 			&cli.Float64Flag{Name: "prefill-ms-per-token", Usage: "linear timing: ms per prefill token"},
 			&cli.Float64Flag{Name: "decode-ms-per-row", Usage: "linear timing: ms per decode row"},
 			&cli.Float64Flag{Name: "ctx-ms-per-token", Usage: "linear timing: ms per context token of the decode rows"},
+			&cli.Float64Flag{Name: "weights-ms", Usage: "roofline timing: weight read per pass, ms"},
+			&cli.Float64Flag{Name: "token-ms", Usage: "roofline timing: GEMM compute per token, ms"},
+			&cli.Float64Flag{Name: "attn-ms-per-pair", Usage: "roofline timing: attention per (query, key) pair, ms"},
+			&cli.Float64Flag{Name: "kv-ms-per-token", Usage: "roofline timing: KV read per context token, ms"},
 			&cli.StringFlag{Name: "backend-engine", Usage: "engine semantics with --timing: vllm | trtllm | sglang (default vllm)"},
 			&cli.IntFlag{Name: "gpus", Usage: "GPUs of the deployment for output_tokens_per_s_per_gpu (default tp·pp·dp, or 1 with --timing)"},
 			// workload
@@ -155,24 +159,15 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 
 	synthetic := c.IsSet("timing")
 	if synthetic == c.IsSet("model") {
-		return nil, userErrorf("timing: give either --timing linear (synthetic) or --model with --system, --backend and --tp (perf database)")
+		return nil, userErrorf("timing: give either --timing linear|roofline (synthetic) or --model with --system, --backend and --tp (perf database)")
 	}
 	backend := c.String("backend")
 	if synthetic {
-		if c.String("timing") != "linear" {
-			return nil, userErrorf("--timing %q: unknown; use linear", c.String("timing"))
+		t, err := syntheticTiming(c)
+		if err != nil {
+			return nil, err
 		}
-		for _, f := range []string{"base-ms", "prefill-ms-per-token", "decode-ms-per-row"} {
-			if !c.IsSet(f) {
-				return nil, userErrorf("--timing linear: --%s is required", f)
-			}
-		}
-		lin := timing.Linear{BaseMs: c.Float64("base-ms"), PrefillMsPerToken: c.Float64("prefill-ms-per-token"),
-			DecodeMsPerRow: c.Float64("decode-ms-per-row"), CtxMsPerToken: c.Float64("ctx-ms-per-token")}
-		if err := lin.Validate(); err != nil {
-			return nil, userErrorf("--timing linear: %v", err)
-		}
-		s.t = lin
+		s.t = t
 		if be := c.String("backend-engine"); be != "" {
 			backend = be
 		}
@@ -213,6 +208,39 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	}
 	s.e = e
 	return s, nil
+}
+
+// syntheticTiming builds the --timing linear|roofline model from its flags.
+func syntheticTiming(c *cli.Context) (timing.Timing, error) {
+	kind := c.String("timing")
+	var need []string
+	switch kind {
+	case "linear":
+		need = []string{"base-ms", "prefill-ms-per-token", "decode-ms-per-row"}
+	case "roofline":
+		need = []string{"base-ms", "weights-ms", "token-ms", "attn-ms-per-pair", "kv-ms-per-token"}
+	default:
+		return nil, userErrorf("--timing %q: unknown; use linear or roofline", kind)
+	}
+	for _, f := range need {
+		if !c.IsSet(f) {
+			return nil, userErrorf("--timing %s: --%s is required", kind, f)
+		}
+	}
+	if kind == "linear" {
+		lin := timing.Linear{BaseMs: c.Float64("base-ms"), PrefillMsPerToken: c.Float64("prefill-ms-per-token"),
+			DecodeMsPerRow: c.Float64("decode-ms-per-row"), CtxMsPerToken: c.Float64("ctx-ms-per-token")}
+		if err := lin.Validate(); err != nil {
+			return nil, userErrorf("--timing linear: %v", err)
+		}
+		return lin, nil
+	}
+	rf := timing.Roofline{BaseMs: c.Float64("base-ms"), WeightsMs: c.Float64("weights-ms"), TokenMs: c.Float64("token-ms"),
+		AttnMsPerPair: c.Float64("attn-ms-per-pair"), KVMsPerToken: c.Float64("kv-ms-per-token")}
+	if err := rf.Validate(); err != nil {
+		return nil, userErrorf("--timing roofline: %v", err)
+	}
+	return rf, nil
 }
 
 // parseWorkload reads the workload flags.

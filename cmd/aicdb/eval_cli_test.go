@@ -68,6 +68,7 @@ func TestEvalGolden(t *testing.T) {
 		"trtllm_open":        append(append([]string{}, linArgs...), "--backend-engine", "trtllm", "--rate", "4", "--num-requests", "800", "--isl", "2048", "--osl", "128"),
 		"sglang_w2":          append(append([]string{}, linArgs...), "--backend-engine", "sglang", "--concurrency", "16", "--isl", "2048", "--osl", "128", "--isl-quantiles", "512,2048,4096", "--osl-quantiles", "32,128,256", "--mixed-chunk=false", "--tier", "both"),
 		"vllm_knobs":         append(append([]string{}, linArgs...), "--concurrency", "12", "--isl", "3000", "--osl", "40", "--prefix", "1000", "--max-num-batched-tokens", "1024", "--max-num-seqs", "8", "--async-scheduling=false", "--stage-ms", "4", "--turnaround-ms", "20"),
+		"roofline_trtllm":    {"--timing", "roofline", "--base-ms", "2", "--weights-ms", "8", "--token-ms", "0.01", "--attn-ms-per-pair", "1e-6", "--kv-ms-per-token", "1e-4", "--backend-engine", "trtllm", "--concurrency", "24", "--isl", "3000", "--osl", "200", "--chunked-prefill", "--max-num-tokens", "2048", "--tier", "both"},
 		"unstable_open_loop": append(append([]string{}, linArgs...), "--rate", "100", "--num-requests", "600", "--isl", "4096", "--osl", "256", "--tier", "both"),
 	}
 	for name, args := range cases {
@@ -150,6 +151,8 @@ func TestEvalBadInput(t *testing.T) {
 		{[]string{"--timing", "linear", "--base-ms", "5", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--prefill-ms-per-token is required"},
 		{[]string{"--timing", "linear", "--base-ms", "-5", "--prefill-ms-per-token", "1", "--decode-ms-per-row", "1", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "base_ms"},
 		{[]string{"--concurrency", "2", "--isl", "10", "--osl", "2"}, "--timing linear"},
+		{[]string{"--timing", "roofline", "--base-ms", "1", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--weights-ms is required"},
+		{[]string{"--timing", "cubic", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--timing \"cubic\""},
 		{[]string{"--model", "m", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--system is required"},
 	}
 	for _, c := range cases {
