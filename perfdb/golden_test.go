@@ -248,9 +248,8 @@ func TestGoldenConformance(t *testing.T) {
 		strings.Join(table, "\n"))
 }
 
-// runGoldenCase evaluates every surface of one case.
+// runGoldenCase evaluates every surface of one case on the data slice.
 func runGoldenCase(t *testing.T, env *goldenEnv, c *goldenCase, recs map[string]goldenRecord) []outcome {
-	var outs []outcome
 	d, err := env.load(c.System, c.Backend, c.Version)
 	if err != nil {
 		t.Fatalf("load %s/%s/%s: %v", c.System, c.Backend, c.Version, err)
@@ -263,9 +262,19 @@ func runGoldenCase(t *testing.T, env *goldenEnv, c *goldenCase, recs map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Backend: c.Backend, Version: c.Version, TP: c.TP, PP: c.PP, DP: c.DP, MoETP: c.MoETP, MoEEP: c.MoEEP, Mode: mode}
-	if q := c.QuantInputs["moe"]; q != nil {
-		cfg.MoEQuant = MoEQuant(*q)
+	q, err := env.querier(d, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evalGoldenCase(t, q, d, m, c, recs)
+}
+
+// evalGoldenCase checks the quant resolution and every surface of a case.
+func evalGoldenCase(t *testing.T, q *Querier, d *Data, m *Model, c *goldenCase, recs map[string]goldenRecord) []outcome {
+	var outs []outcome
+	cfg := Config{Backend: c.Backend, Version: c.Version, TP: c.TP, PP: c.PP, DP: c.DP, MoETP: c.MoETP, MoEEP: c.MoEEP, Mode: q.Mode()}
+	if mq := c.QuantInputs["moe"]; mq != nil {
+		cfg.MoEQuant = MoEQuant(*mq)
 	}
 	cliCfg := ResolveQuant(d, m, cfg, true)
 	if want := c.Resolved["context_role"]; want != nil {
@@ -279,10 +288,6 @@ func runGoldenCase(t *testing.T, env *goldenEnv, c *goldenCase, recs map[string]
 	}
 	directCfg := ResolveQuant(d, m, cfg, false)
 	directCfg.Nextn = c.Nextn
-	q, err := env.querier(d, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if c.Transfer != nil {
 		p, err := ParseTransferPolicy(*c.Transfer)
 		if err != nil {
@@ -314,6 +319,38 @@ func runGoldenCase(t *testing.T, env *goldenEnv, c *goldenCase, recs map[string]
 		outs = append(outs, judge(t, c, s, rec, got, err))
 	}
 	return outs
+}
+
+// TestGoldenH200Embedded keeps the qwen3-32b-h200-vllm-022-power case checked
+// from the data embedded in the binary (no ../shared needed); its inputs and
+// golden record are copied in testdata/golden_h200_power.json.
+func TestGoldenH200Embedded(t *testing.T) {
+	var f struct {
+		Case   goldenCase              `json:"case"`
+		Record map[string]goldenRecord `json:"record"`
+	}
+	readJSON(t, filepath.Join("testdata", "golden_h200_power.json"), &f)
+	c := &f.Case
+	c.Name = "qwen3-32b-h200-vllm-022-power"
+	d, err := LoadEmbedded(context.Background(), c.System, c.Backend, c.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := EmbeddedModel(c.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := NewQuerier(d, ModeSilicon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := evalGoldenCase(t, q, d, m, c, f.Record)
+	if len(outs) != 4 {
+		t.Fatalf("want 4 surfaces, got %v", outs)
+	}
+	for _, o := range outs {
+		t.Logf("%s %s %s %s", c.Name, o.surface, o.verdict, o.detail)
+	}
 }
 
 // judge compares one surface with its golden record at the case tolerance.
