@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -104,6 +102,25 @@ func (s *estimateSource) versions(ctx context.Context, system, backend string) (
 	return embeddedVersions(ctx, system, backend)
 }
 
+// unknownSystemBackend names what the store holds when (system, backend)
+// has no versions.
+func (s *estimateSource) unknownSystemBackend(ctx context.Context, system, backend string) error {
+	systems, err := perfdb.ListSystems(ctx, s.st)
+	if err != nil {
+		return err
+	}
+	for _, sys := range systems {
+		if sys == system {
+			bs, err := perfdb.ListBackends(ctx, s.st, system)
+			if err != nil {
+				return err
+			}
+			return userErrorf("--backend %q: no %s data in the store; available: %s", backend, system, strings.Join(bs, ", "))
+		}
+	}
+	return userErrorf("--system %q: not in the store; available: %s (import it with 'aicdb perfdb import')", system, strings.Join(systems, ", "))
+}
+
 // data loads the perf data of (system, backend, version).
 func (s *estimateSource) data(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
 	if s.st != nil {
@@ -119,26 +136,19 @@ func (s *estimateSource) model(ctx context.Context, ref string) (*perfdb.Model, 
 		return modelFromFile(ref)
 	}
 	if s.st == nil {
-		return embeddedModel(ref)
+		m, err := perfdb.EmbeddedModel(ref)
+		return m, asUser(prefixModel(err))
 	}
-	var cfg string
-	var qc sql.NullString
-	err := s.st.DB.QueryRowContext(ctx, `SELECT config, quant_config FROM models WHERE id = ?`, ref).Scan(&cfg, &qc)
-	if errors.Is(err, sql.ErrNoRows) {
-		var ids []string
-		if err := s.st.DB.SelectContext(ctx, &ids, `SELECT id FROM models ORDER BY id`); err != nil {
-			return nil, fmt.Errorf("list models: %w", err)
-		}
-		return nil, userErrorf("--model %q: not in the store and not a file; known models: %s", ref, strings.Join(ids, ", "))
+	m, err := perfdb.LoadModel(ctx, s.st, ref)
+	return m, asUser(prefixModel(err))
+}
+
+// prefixModel names the --model flag in a model lookup error.
+func prefixModel(err error) error {
+	if err == nil {
+		return nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read model %s: %w", ref, err)
-	}
-	var q []byte
-	if qc.Valid {
-		q = []byte(qc.String)
-	}
-	return perfdb.ParseHFConfig(ref, "store model "+ref, []byte(cfg), q)
+	return fmt.Errorf("--model: %w (or pass a path to a config.json)", err)
 }
 
 // modelFromFile reads a config.json and, when present beside it, the
@@ -179,7 +189,7 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 			return nil, asUser(err)
 		}
 		if len(vs) == 0 {
-			return nil, userErrorf("--backend %s: no versions for system %s", backend, system)
+			return nil, src.unknownSystemBackend(ctx, system, backend)
 		}
 		sort.Slice(vs, func(i, j int) bool { return perfdb.CompareVersions(vs[i], vs[j]) < 0 })
 		version = vs[len(vs)-1]
@@ -207,14 +217,31 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	if err != nil {
 		return nil, asUser(err)
 	}
-	d, err := src.data(ctx, system, backend, version)
-	if err != nil {
-		return nil, asUser(err)
-	}
 	cfg := perfdb.Config{Backend: backend, Version: version, TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
 		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), Nextn: c.Int("nextn"), Mode: mode,
 		GemmQuant: perfdb.GemmQuant(c.String("gemm-quant")), KVQuant: perfdb.KVQuant(c.String("kv-quant")),
 		FMHAQuant: perfdb.FMHAQuant(c.String("fmha-quant")), MoEQuant: perfdb.MoEQuant(c.String("moe-quant"))}
+	for _, tp := range []int{c.Int("prefill-tp"), c.Int("decode-tp")} {
+		if tp > 0 && c.String("mode") == "disagg" {
+			w := cfg
+			w.TP = tp
+			if err := perfdb.ValidateConfig(m, w); err != nil {
+				return nil, asUser(err)
+			}
+		}
+	}
+	if err := perfdb.ValidateConfig(m, cfg); err != nil {
+		return nil, asUser(err)
+	}
+	switch c.String("mode") {
+	case "static", "mixed", "agg", "disagg":
+	default:
+		return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", c.String("mode"))
+	}
+	d, err := src.data(ctx, system, backend, version)
+	if err != nil {
+		return nil, asUser(err)
+	}
 	ctxTokens := c.Int("ctx-tokens")
 	if ctxTokens == 0 {
 		ctxTokens = isl
@@ -303,15 +330,32 @@ func writeEstimate(w io.Writer, format string, v any) error {
 	return userErrorf("--format %q: unknown; use json or text", format)
 }
 
-// errNoStore is returned while the embedded fallback is unavailable.
-var errNoStore = errors.New("no store found at --db: run 'aicdb init' first (or pass --db PATH)")
-
-// embeddedVersions, embeddedData and embeddedModel serve the embedded default
-// data when no store exists.
-func embeddedVersions(context.Context, string, string) ([]string, error) { return nil, errNoStore }
-
-func embeddedData(context.Context, string, string, string) (*perfdb.Data, error) {
-	return nil, errNoStore
+// embeddedVersions lists a backend's versions in the embedded data, naming
+// what exists when the system or backend is unknown.
+func embeddedVersions(_ context.Context, system, backend string) ([]string, error) {
+	systems, err := perfdb.EmbeddedSystems()
+	if err != nil {
+		return nil, err
+	}
+	found := false
+	for _, s := range systems {
+		found = found || s == system
+	}
+	if !found {
+		return nil, userErrorf("--system %q: not in the embedded data; available: %s (import others with 'aicdb perfdb import', then pass --db)",
+			system, strings.Join(systems, ", "))
+	}
+	vs, err := perfdb.EmbeddedVersions(system, backend)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		return nil, userErrorf("--backend %q: no embedded %s data; use vllm, trtllm or sglang", backend, system)
+	}
+	return vs, nil
 }
 
-func embeddedModel(string) (*perfdb.Model, error) { return nil, errNoStore }
+// embeddedData loads the embedded perf data.
+func embeddedData(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
+	return perfdb.LoadEmbedded(ctx, system, backend, version)
+}
