@@ -38,12 +38,9 @@ func (t *tables) buildGemm(d *Data) {
 		}
 		gt.idx = buildSiteIndex(rows)
 		pts := make([]gridPointF, 0, len(rows))
-		seen := make(map[gemmRowKey]bool, len(rows))
-		for _, r := range rows {
-			k := gemmRowKey{r.m, r.n, r.k}
-			if !seen[k] {
-				seen[k] = true
-				pts = append(pts, gridPointF{c: pt{float64(r.m), float64(r.n), float64(r.k)}, lat: r.l.lat})
+		for _, st := range gt.idx.sites {
+			for _, p := range st.curve {
+				pts = append(pts, gridPointF{c: pt{p.m, st.n, st.k}, lat: p.l.lat})
 			}
 		}
 		slices.SortFunc(pts, cmpPoints)
