@@ -27,6 +27,16 @@ package perfdb
 // The op-level multipliers (scale_factor = layer count, the 1.1× fused
 // RoPE/KV-write extras of ContextAttentionOp, seq-imbalance corrections)
 // belong to the caller; the helpers here return one kernel's latency.
+//
+// Construction and modes: NewQuerier(d, mode) indexes a resolved Data once;
+// q.WithMode(m) and q.WithTransferPolicy(p) are cheap views over the same
+// indexes (ParseTransferPolicy reads aiconfigurator's presets). Errors: a
+// *MissError (IsMiss) is a structured table miss — what SILICON returns
+// and HYBRID replaces with the empirical estimate; an *EmpiricalMissError
+// means no utilization data to calibrate from (terminal in every mode);
+// anything else is bad input or a missing system key, as one line naming it.
+// EMPIRICAL and SOL answers in aiconfigurator read Data loaded WITHOUT the
+// shared layer (see Querier).
 
 import (
 	"fmt"
