@@ -101,6 +101,9 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 		win = max(defaultWindowMin, ceilDiv(defaultWindowReqs, C))
 	}
 	stage := s.e.StageMs
+	if err := s.workGuard(C*(warm+win+3), float64(warm+win+1)*cyclePasses(s, w, C), C); err != nil {
+		return nil, err
+	}
 	s.reqs = make([]simReq, 0, C*(warm+win+3))
 	s.maxPasses = C*(warm+win+4)*perReq + 64
 	for slot := 0; slot < C; slot++ {
@@ -177,6 +180,9 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 		return nil, err
 	}
 	warm := n / 10
+	if err := s.workGuard(n, float64(n)*cyclePasses(s, w, 1), 0); err != nil {
+		return nil, err
+	}
 	s.reqs = make([]simReq, 0, n)
 	s.maxPasses = n*perReq + 64
 	for i := 0; i < n; i++ {
@@ -249,6 +255,38 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 	}
 	rep.Diagnostics.WindowStartMs, rep.Diagnostics.WindowEndMs = a0, a1
 	return rep, finite(rep)
+}
+
+// Limits of one quantitative evaluation (memory and time): requests simulated and
+// an estimate of the passes (about 3·10⁷ passes is tens of seconds).
+const (
+	maxSimRequests = 1 << 19
+	maxSimPasses   = 3e7
+)
+
+// cyclePasses estimates the passes of one request cycle with c requests in
+// service: its own prefill and decode passes, or the prefill work of all c prompts
+// when that is longer.
+func cyclePasses(s *sim, w workload.Spec, c int) float64 {
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	b := float64(max(s.budget, 1))
+	i := float64(isl - w.Prefix)
+	return math.Max(math.Ceil(i/b)+float64(osl), float64(c)*i/b)
+}
+
+// workGuard rejects an evaluation too large to simulate, with the way out.
+func (s *sim) workGuard(requests int, passes float64, c int) error {
+	if requests > maxSimRequests || passes > maxSimPasses {
+		return inputErr(fmt.Errorf("workload: the quantitative tier would simulate %d requests and about %.3g passes (limits %d, %.0g); use the screening tier, fewer requests or a smaller concurrency (%d)",
+			requests, passes, maxSimRequests, maxSimPasses, c))
+	}
+	return nil
 }
 
 // arrivedBy counts requests (sorted by arrival) that arrived at or before t.

@@ -111,3 +111,22 @@ func TestDefaultEngine(t *testing.T) {
 		t.Errorf("sglang defaults %+v", e)
 	}
 }
+
+// TestWorkGuard: an operating point too large to simulate is an input error naming
+// the way out, returned at once (no hang); screening still answers.
+func TestWorkGuard(t *testing.T) {
+	e := engine(t, BackendVLLM, nil)
+	for _, w := range []workload.Spec{
+		{ISL: 1 << 20, OSL: 1 << 20, Concurrency: 1},
+		{ISL: 128, OSL: 8, Concurrency: 60000},
+		{ISL: 1 << 20, OSL: 1 << 16, RateRPS: 1, NumRequests: 100000},
+	} {
+		_, err := Quantitative(context.Background(), w, e, lin)
+		if err == nil || !IsInputError(err) || !strings.Contains(err.Error(), "screening tier") {
+			t.Errorf("%+v: %v", w, err)
+		}
+		if _, err := Screening(w, e, lin); err != nil {
+			t.Errorf("screening %+v: %v", w, err)
+		}
+	}
+}
