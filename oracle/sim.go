@@ -239,7 +239,9 @@ func (s *Sim) absorb() {
 	}
 }
 
-func (s *Sim) hasRequests() bool { return len(s.running) > 0 || s.waitingLen() > 0 }
+func (s *Sim) hasRequests() bool {
+	return len(s.running) > 0 || s.waitingLen() > 0 || (s.eng.Backend == SGLang && s.sgl.chunked >= 0)
+}
 
 // Run simulates until every request finished. A workload that can never finish (a
 // request that cannot be admitted even into an empty engine) is an error naming it.
@@ -281,7 +283,7 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 		pb := s.popPass()
 		s.now = max(s.now, pb.end)
 		s.update(pb)
-		if len(pb.entries) == 0 && len(pb.preempted) == 0 && s.qlen == 0 {
+		if len(pb.entries) == 0 && len(pb.preempted) == 0 && !s.workInFlight() {
 			idleStreak++
 			if idleStreak > 4 {
 				return nil, s.stuckError()
@@ -293,7 +295,21 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 			return nil, fmt.Errorf("oracle run: no completion after %d passes (%d of %d requests finished); the workload does not make progress", s.nPasses, s.finished, len(s.reqs))
 		}
 	}
+	if s.finished != len(s.reqs) {
+		return nil, fmt.Errorf("oracle run: internal: the engine went idle with %d of %d requests finished", s.finished, len(s.reqs))
+	}
 	return s.result(), nil
+}
+
+// workInFlight reports a queued pass that schedules or preempts something.
+func (s *Sim) workInFlight() bool {
+	for k := 0; k < s.qlen; k++ {
+		pb := &s.inflight[(s.qhead+k)%len(s.inflight)]
+		if len(pb.entries) > 0 || len(pb.preempted) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // stuckError names the request that blocks an otherwise idle engine.
