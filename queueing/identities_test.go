@@ -211,3 +211,31 @@ func TestMD1OpenLoop(t *testing.T) {
 		t.Logf("ρ=%v: mean %.3f (M/D/1 %.3f), p90 %.3f (M/D/1 %.3f), screening mean %.3f", rho, wait.Mean(), wantMean, wait.Quantile(0.9), wantP90, s.TTFTSteady.Mean()-tm.Ms)
 	}
 }
+
+// TestScreeningOwnPrefillIsPure: the screening TTFT's own-prefill term is the pure
+// prefill of the request's chunks, not a mixed-pass price, even where the two
+// differ (QUEUEING.md §9); the riding decode rows are a separate term.
+func TestScreeningOwnPrefillIsPure(t *testing.T) {
+	tm := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.5, CtxMsPerToken: 1e-4}
+	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.MaxNumBatchedTokens = 2048; e.AsyncScheduling = false })
+	w := workload.Spec{ISL: 5000, OSL: 200, Prefix: 1000, Concurrency: 16}
+	s, err := Screening(w, e, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Diagnostics
+	pure := 0.0 // chunks of the budget left beside the decode rows, from the prefix on
+	chunk := 2048 - int(math.Round(15*199.0/(199+2)))
+	for pos := 1000; pos < 5000; pos += chunk {
+		pure += tm.BaseMs + tm.PrefillMsPerToken*float64(min(chunk, 5000-pos))
+	}
+	if !near(d.OwnPrefillMs, pure, 1e-12) {
+		t.Errorf("own prefill %v, want the pure prefill %v", d.OwnPrefillMs, pure)
+	}
+	if !(d.RideMs > 0) || !(d.TMixMs > tm.BaseMs+tm.PrefillMsPerToken*float64(chunk)) {
+		t.Errorf("ride %v, t_mix %v: the mixed pass must differ from the pure one here", d.RideMs, d.TMixMs)
+	}
+	if got := s.TTFTSteady.Min(); !near(got, d.OwnPrefillMs+d.RideMs, 1e-12) {
+		t.Errorf("TTFT min %v, want own %v + ride %v (sync, T = 0: no residual)", got, d.OwnPrefillMs, d.RideMs)
+	}
+}

@@ -53,6 +53,10 @@ type Diagnostics struct {
 	// Screening pass model: the mixed and decode-only pass times and their counts
 	// per request cycle.
 	TMixMs float64 `json:"t_mix_ms,omitempty"`
+	// OwnPrefillMs is the screening TTFT's own-prefill term: the pure prefill of
+	// the request's own chunks; RideMs the decode rows riding in those passes.
+	OwnPrefillMs float64 `json:"own_prefill_ms,omitempty"`
+	RideMs       float64 `json:"ride_ms,omitempty"`
 	TGenMs float64 `json:"t_gen_ms,omitempty"`
 	NMix   float64 `json:"n_mix,omitempty"`
 	NGen   float64 `json:"n_gen,omitempty"`

@@ -141,7 +141,8 @@ type scr struct {
 	dmix, dgen int     // decode rows of a mixed / decode-only pass
 	nmix, ngen float64 // passes per request cycle
 	tmix, tgen float64
-	own        float64 // own prefill passes, with the decode rows riding along
+	own        float64 // the own prompt's pure prefill (its chunks alone, no decode rows)
+	ride       float64 // the other requests' decode rows riding in those own passes
 	tcyc       float64 // one request cycle (all c requests served once)
 }
 
@@ -232,7 +233,7 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 		n := 1.0
 		for it := 0; it < 12; it++ {
 			s = cycle(pr, e, n, I, O, isl, prefix, ctxDec, alternating)
-			inService := s.own + (O-1)*s.tcyc/math.Max(s.nmix+s.ngen, 1)
+			inService := s.own + s.ride + (O-1)*s.tcyc/math.Max(s.nmix+s.ngen, 1)
 			next := math.Max(1, lambda*inService)
 			if next > float64(S) || next > 1e6 {
 				unstableReason = fmt.Sprintf("unstable at rate %.4g rps: the requests in service would exceed the engine cap (%d); lower the rate", w.RateRPS, S)
@@ -243,9 +244,9 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 		if unstableReason == "" {
 			// The prefill server: M/D/1 on the own-prefill time (the whole request
 			// when one sequence runs at a time).
-			svc := s.own
+			svc := s.own + s.ride
 			if S == 1 {
-				svc = s.own + (O-1)*s.tgen
+				svc += (O - 1) * s.tgen
 			}
 			rho = lambda * svc
 			if rho >= 1 {
@@ -290,7 +291,7 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	default:
 		res = PointMass(0)
 	}
-	shift := stage + wait + s.own
+	shift := stage + wait + s.own + s.ride
 	ttft := res.Shift(shift)
 	if open && S > 1 {
 		ttft = wq.Shift(shift + res.Mean())
@@ -337,7 +338,8 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 		TTFTSteadyP99Lo: lo, TTFTSteadyP99Hi: hi,
 		ThroughputRPS: thr * 1000, OutputTokensPerS: thr * 1000 * O,
 		Tier: TierScreening, Fidelity: w.Fidelity(),
-		Diagnostics: Diagnostics{BracketCertain: certain, Rho: rho, TMixMs: s.tmix, TGenMs: s.tgen, NMix: s.nmix, NGen: s.ngen},
+		Diagnostics: Diagnostics{BracketCertain: certain, Rho: rho, TMixMs: s.tmix, TGenMs: s.tgen, NMix: s.nmix, NGen: s.ngen,
+			OwnPrefillMs: s.own, RideMs: s.ride},
 	}
 	return rep, nil
 }
@@ -368,7 +370,12 @@ func cycle(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, a
 	}
 	s.pmix = min(ch, int(I))
 	s.dmix = d
-	s.own, s.np = pr.prefillMs(isl, prefix, prefix, ch, d, ctxDec)
+	// The own-prefill term is the pure prefill of the request's own chunks (never
+	// a mixed-pass price, QUEUEING.md §9); the fused engine's decode rows that
+	// ride in those passes are a separate, explicit term.
+	s.own, s.np = pr.prefillMs(isl, prefix, prefix, ch, 0, 0)
+	withRows, _ := pr.prefillMs(isl, prefix, prefix, ch, d, ctxDec)
+	s.ride = math.Max(0, withRows-s.own)
 	s.tmix = pr.price(s.pmix, prefix, prefix, d, ctxDec)
 	s.nmix = c * I / float64(s.pmix)
 	pcyc := math.Max(float64(s.np)+O-1, s.nmix)

@@ -130,3 +130,25 @@ func TestWorkGuard(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDefaultEngineVersion: the version parser never panics, accepts only dotted
+// versions (or "", "latest"), and every accepted engine validates.
+func FuzzDefaultEngineVersion(f *testing.F) {
+	for _, s := range []string{"", "latest", "0.11.0", "v1.3.0rc20", "x", "1", "..", "1.2.post1", "v"} {
+		f.Add("vllm", s)
+	}
+	f.Add("sglang", "0.5.14")
+	f.Add("trtllm", "1.2")
+	f.Fuzz(func(t *testing.T, backend, version string) {
+		e, err := DefaultEngine(backend, version)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if err := e.Validate(); err != nil {
+			t.Fatalf("DefaultEngine(%q, %q) does not validate: %v", backend, version, err)
+		}
+	})
+}
