@@ -57,9 +57,9 @@ type Diagnostics struct {
 	// the request's own chunks; RideMs the decode rows riding in those passes.
 	OwnPrefillMs float64 `json:"own_prefill_ms,omitempty"`
 	RideMs       float64 `json:"ride_ms,omitempty"`
-	TGenMs float64 `json:"t_gen_ms,omitempty"`
-	NMix   float64 `json:"n_mix,omitempty"`
-	NGen   float64 `json:"n_gen,omitempty"`
+	TGenMs       float64 `json:"t_gen_ms,omitempty"`
+	NMix         float64 `json:"n_mix,omitempty"`
+	NGen         float64 `json:"n_gen,omitempty"`
 	// Backlog is the open-loop number of requests waiting for admission at the last
 	// arrival.
 	Backlog int `json:"backlog,omitempty"`
