@@ -29,6 +29,11 @@ type rawTable struct {
 	cols map[string]*column
 }
 
+// maxParquetRows bounds the rows of one table (the largest aiconfigurator
+// table has ~166k), so a corrupt footer cannot make the reader allocate
+// without bound.
+const maxParquetRows = 1 << 22
+
 // readParquet reads the named columns of a flat Parquet file. Columns in want
 // that the file lacks are simply absent from the result (callers decide which
 // are required). name is used in errors.
@@ -38,8 +43,8 @@ func readParquet(name string, data []byte, want []string) (*rawTable, error) {
 		return nil, fmt.Errorf("parquet file %s: cannot open: %w", name, err)
 	}
 	t := &rawTable{name: name, rows: int(f.NumRows()), cols: map[string]*column{}}
-	if t.rows < 0 {
-		return nil, fmt.Errorf("parquet file %s: negative row count", name)
+	if t.rows < 0 || t.rows > maxParquetRows {
+		return nil, fmt.Errorf("parquet file %s: declares %d rows; aicdb reads tables of 0..%d rows", name, t.rows, maxParquetRows)
 	}
 	schema := f.Schema()
 	for _, cn := range want {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runPerfdbCLI runs the app in-process and returns exit code, stdout, stderr.
+func runPerfdbCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"aicdb"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestPerfdbCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "a.sqlite")
+
+	if code, _, stderr := runPerfdbCLI(t, "--db", db, "perfdb", "ls", "systems"); code != 1 || !strings.Contains(stderr, "does not exist: run 'aicdb init' first") {
+		t.Errorf("ls before init: code %d stderr %q", code, stderr)
+	}
+	code, out, stderr := runPerfdbCLI(t, "--db", db, "init", "--no-mirror")
+	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 23 models, 45 perf files imported") {
+		t.Fatalf("init: code %d out %q stderr %q", code, out, stderr)
+	}
+	code, out, _ = runPerfdbCLI(t, "--db", db, "init", "--no-mirror")
+	if code != 0 || !strings.Contains(out, "0 perf files imported (0 rows), 45 unchanged") {
+		t.Errorf("second init: code %d out %q", code, out)
+	}
+
+	code, out, stderr = runPerfdbCLI(t, "--db", db, "perfdb", "ls", "versions", "--format", "csv")
+	want := `system,backend,version,tables,rows
+h200_sxm,nccl,2.23,1,342
+h200_sxm,nccl,2.26.2,1,1008
+h200_sxm,nccl,2.29.2,1,504
+h200_sxm,sglang,0.5.14,7,276111
+h200_sxm,trtllm,1.3.0rc20,7,358385
+h200_sxm,vllm,0.14.0,5,160689
+h200_sxm,vllm,0.18.0,5,276656
+h200_sxm,vllm,0.19.0,5,253636
+h200_sxm,vllm,0.22.0,6,229175
+h200_sxm,vllm,0.24.0,7,272377
+`
+	if code != 0 || out != want {
+		t.Errorf("ls versions: code %d stderr %q out\n%s\nwant\n%s", code, stderr, out, want)
+	}
+	code, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "ls", "systems", "-f", "json")
+	if code != 0 || !strings.Contains(out, `"system": "h200_sxm", "gpus_per_node": 8, "mem_capacity_gib": 141, "nccl_version": "2.26.2", "backends": "sglang trtllm vllm"`) {
+		t.Errorf("ls systems: code %d out %q", code, out)
+	}
+	code, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "ls", "models")
+	if code != 0 || !strings.Contains(out, "Qwen/Qwen3-32B") || !strings.Contains(out, "Qwen3MoeForCausalLM") {
+		t.Errorf("ls models: code %d out %q", code, out)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"perfdb", "ls", "gpus"}, `aicdb: perfdb ls: unknown subject "gpus"; use one of systems, models, versions`},
+		{[]string{"perfdb", "ls"}, "aicdb: perfdb ls: missing subject; use one of systems, models, versions"},
+		{[]string{"perfdb", "ls", "models", "--format", "xml"}, `aicdb: --format "xml": use table, csv or json`},
+		{[]string{"perfdb", "import"}, "aicdb: perfdb import: missing PATH"},
+		{[]string{"perfdb", "import", filepath.Join(dir, "nope")}, "no such file or folder"},
+		{[]string{"perfdb", "frob"}, `aicdb: perfdb: unknown subcommand "frob"; use import or ls`},
+	} {
+		code, _, stderr := runPerfdbCLI(t, append([]string{"--db", db}, c.args...)...)
+		if code != 1 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: code %d stderr %q, want exit 1 and %q", c.args, code, stderr, c.want)
+		}
+	}
+
+	// One config.json with --id after PATH; a bad one names the file and changes nothing.
+	cfg := filepath.Join(dir, "config.json")
+	os.WriteFile(cfg, []byte(`{"architectures":["LlamaForCausalLM"],"num_hidden_layers":2,"hidden_size":64,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100}`), 0o644)
+	if code, out, stderr := runPerfdbCLI(t, "--db", db, "perfdb", "import", cfg, "--id", "me/tiny"); code != 0 || !strings.Contains(out, "models 1") {
+		t.Errorf("import config: code %d out %q stderr %q", code, out, stderr)
+	}
+	bad := filepath.Join(dir, "me--bad_config.json")
+	os.WriteFile(bad, []byte(`{"architectures":`), 0o644)
+	if code, _, stderr := runPerfdbCLI(t, "--db", db, "perfdb", "import", bad); code != 1 || !strings.Contains(stderr, bad) {
+		t.Errorf("bad config: code %d stderr %q", code, stderr)
+	}
+	_, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "ls", "models", "--format", "csv")
+	if !strings.Contains(out, "me/tiny,LlamaForCausalLM,LLAMA,2,64,4,4,0,0,") || strings.Contains(out, "me/bad") {
+		t.Errorf("models after imports:\n%s", out)
+	}
+}
