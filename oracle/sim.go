@@ -178,10 +178,15 @@ func (s *Sim) Add(r workload.Request) (int32, error) {
 func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxTokens, eosAt int, client int32) int32 {
 	i := int32(len(s.reqs))
 	nb := (p+maxTokens)/s.bs + 2
+	var hashes []uint64
+	if s.eng.EnablePrefixCaching {
+		hashes = make([]uint64, 0, nb) // sized once: no regrowth garbage
+	}
 	s.reqs = append(s.reqs, req{
 		id: idOr(id, i), uid: uint64(i) + 1, arrival: at, p: p, maxTokens: maxTokens, eosAt: eosAt,
 		tokens: tokens, sharedLen: sharedLen, group: 1, numCached: -1, client: client,
 		table:    make([]int32, 0, nb),
+		hashes:   hashes,
 		tokTimes: make([]float64, 0, maxTokens),
 	})
 	s.pushArrival(at, i)
