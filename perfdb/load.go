@@ -281,6 +281,9 @@ func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableK
 		if err != nil {
 			return nil, err
 		}
+		if out == nil {
+			out = make([]R, 0, len(rows)+len(rows)/2)
+		}
 		n, used := 0, 0
 		for i := range rows {
 			r := &rows[i]

@@ -18,6 +18,7 @@ type column struct {
 	strs   []string
 	null   []bool
 	intern map[string]string // dedupes the few distinct dtype/kernel names
+	rows   int               // capacity to allocate on first use
 }
 
 // rawTable is a flat Parquet file read column by column, by name: aiconfigurator
@@ -72,7 +73,7 @@ func readColumn(f *parquet.File, idx, rows int) (c *column, err error) {
 			c, err = nil, fmt.Errorf("corrupt data: %v", r)
 		}
 	}()
-	c = &column{}
+	c = &column{rows: rows}
 	kind := parquet.Kind(-1)
 	n := 0
 	buf := make([]parquet.Value, 4096)
@@ -154,6 +155,16 @@ func (c *column) add(kind *parquet.Kind, v parquet.Value, n int) error {
 	k := v.Kind()
 	if *kind == parquet.Kind(-1) {
 		*kind = k
+		if n == 0 { // preallocate the column: appends then never copy
+			switch k {
+			case parquet.Int32, parquet.Int64:
+				c.ints = make([]int64, 0, c.rows)
+			case parquet.Double, parquet.Float:
+				c.floats = make([]float64, 0, c.rows)
+			case parquet.ByteArray, parquet.FixedLenByteArray:
+				c.strs = make([]string, 0, c.rows)
+			}
+		}
 	}
 	switch k {
 	case parquet.Int32:
