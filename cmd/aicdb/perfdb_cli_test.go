@@ -24,12 +24,12 @@ func TestPerfdbCLI(t *testing.T) {
 	if code, _, stderr := runPerfdbCLI(t, "--db", db, "perfdb", "ls", "systems"); code != 1 || !strings.Contains(stderr, "does not exist: run 'aicdb init' first") {
 		t.Errorf("ls before init: code %d stderr %q", code, stderr)
 	}
-	code, out, stderr := runPerfdbCLI(t, "--db", db, "init", "--no-mirror")
-	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 23 models, 45 perf files imported") {
+	code, out, stderr := runPerfdbCLI(t, "--db", db, "init")
+	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 23 models, 45 perf files imported, 0 unchanged, 0 rows mirrored") {
 		t.Fatalf("init: code %d out %q stderr %q", code, out, stderr)
 	}
-	code, out, _ = runPerfdbCLI(t, "--db", db, "init", "--no-mirror")
-	if code != 0 || !strings.Contains(out, "0 perf files imported (0 rows), 45 unchanged") {
+	code, out, _ = runPerfdbCLI(t, "--db", db, "init")
+	if code != 0 || !strings.Contains(out, "0 perf files imported, 45 unchanged, 0 rows mirrored") {
 		t.Errorf("second init: code %d out %q", code, out)
 	}
 
