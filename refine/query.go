@@ -235,7 +235,17 @@ func PrepareQuery(ctx context.Context, st *store.Store, ev Evaluator, sql string
 	if len(qs.Thresholds) == 0 {
 		return qs, nil
 	}
-	rows, err := st.SelectPoints(ctx, store.PointFilter{ParetoOnly: QueryScope(sql)})
+	// The SQL prefilter keeps a superset of the undecided rows (undecidedSQL mirrors
+	// Classify), so only candidates are scanned into Go; undecided is then exact.
+	var conds []string
+	var args []any
+	for _, th := range qs.Thresholds {
+		c, a := th.undecidedSQL()
+		conds = append(conds, c)
+		args = append(args, a...)
+	}
+	rows, err := st.SelectPoints(ctx, store.PointFilter{ParetoOnly: QueryScope(sql), Tier: store.TierScreening,
+		Where: strings.Join(conds, " OR "), WhereArgs: args})
 	if err != nil {
 		return qs, err
 	}
@@ -275,4 +285,39 @@ func undecided(p *store.Point, th Threshold) bool {
 	}
 	sv := th.Op.holds(p.Q.V[store.QueueingIndex(th.Column)], th.Value)
 	return (v == Pass) != sv
+}
+
+// undecidedSQL is a SQL condition on the points view that holds for every
+// screening row undecided(p, th) holds for (NULLs count as undecided). It mirrors
+// Classify: bracketed TTFT columns are decided when the bracket's verdict agrees
+// with the stored value; other columns when the stored value fails.
+func (th Threshold) undecidedSQL() (string, []any) {
+	col := th.Column // a known queueing column name (ExtractThresholds checks)
+	op := string(th.Op)
+	holds := func(x string) string { return "(" + x + " " + op + " ?)" }
+	valueFails := "NOT " + holds(col)
+	nonBracket := "coalesce(" + holds(col) + ", 1)"
+	pct, ok := bracketedColumn(col)
+	if !ok {
+		return nonBracket, []any{th.Value}
+	}
+	covers := "0"
+	if pct.bracketCovers() {
+		covers = "bracket_certain = 1"
+	}
+	var decided string
+	var args []any
+	switch th.Op {
+	case LT, LE: // Fail: lo fails; Pass: lo holds and (covers, hi holds).
+		decided = "((NOT " + holds("ttft_steady_p99_lo") + ") AND " + valueFails + ") OR (" +
+			holds("ttft_steady_p99_lo") + " AND " + covers + " AND " + holds("ttft_steady_p99_hi") + " AND " + holds(col) + ")"
+		args = []any{th.Value, th.Value, th.Value, th.Value, th.Value}
+	default: // GT, GE. Pass: lo holds; Fail: lo fails and (covers, hi fails).
+		decided = "(" + holds("ttft_steady_p99_lo") + " AND " + holds(col) + ") OR ((NOT " + holds("ttft_steady_p99_lo") +
+			") AND " + covers + " AND (NOT " + holds("ttft_steady_p99_hi") + ") AND " + valueFails + ")"
+		args = []any{th.Value, th.Value, th.Value, th.Value, th.Value}
+	}
+	return "CASE WHEN ttft_steady_p99_lo IS NULL OR ttft_steady_p99_hi IS NULL THEN " + nonBracket +
+			" ELSE NOT coalesce(" + decided + ", 0) END",
+		append([]any{th.Value}, args...)
 }

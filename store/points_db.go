@@ -204,7 +204,13 @@ type PointFilter struct {
 	PrefixSet                             bool
 	ParetoOnly                            bool
 	IncludeOOM                            bool
-	Keys                                  []string
+	// Tier keeps rows whose best available tier is this one (e.g. "screening").
+	Tier string
+	// Where is an extra SQL condition on the points view's columns (built by refine),
+	// with its arguments.
+	Where     string
+	WhereArgs []any
+	Keys      []string
 }
 
 // readColumns are read back from the points view by SelectPoints.
@@ -246,6 +252,20 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 	if f.ParetoOnly {
 		where = append(where, "is_pareto = 1")
 	}
+	from := "points"
+	if f.Tier == TierScreening {
+		// Screening rows are the operating_points rows without a quantitative result:
+		// read the table itself (no join, no CASE per column).
+		from = "operating_points AS o"
+		where = append(where, "queueing_tier = 'screening'",
+			"NOT EXISTS (SELECT 1 FROM quantitative_results AS r WHERE r.key = o.key)")
+	} else if f.Tier != "" {
+		add("queueing_tier", f.Tier)
+	}
+	if f.Where != "" {
+		where = append(where, "("+f.Where+")")
+		args = append(args, f.WhereArgs...)
+	}
 	if !f.IncludeOOM {
 		where = append(where, "oom = 0")
 	}
@@ -253,7 +273,7 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 		where = append(where, "key IN (SELECT value FROM json_each(?))")
 		args = append(args, jsonStrings(f.Keys))
 	}
-	q := `SELECT ` + strings.Join(readColumns, ", ") + ` FROM points`
+	q := `SELECT ` + strings.Join(readColumns, ", ") + ` FROM ` + from
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
