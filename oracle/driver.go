@@ -20,6 +20,22 @@ type Shape struct {
 	// first arrival (as if an earlier request had computed them), so that every
 	// request, the first included, hits it. Needs prefix caching on.
 	Prewarm bool
+	// Draw, when set, gives the k-th created request's (isl, osl) (k = creation
+	// index, 0-based), e.g. workload.Spec.Shape for the W2 shape strata; ISL and OSL
+	// are then only the validation bounds (the largest shapes).
+	Draw func(k int) (isl, osl int)
+}
+
+// draw returns the k-th request's shape, validated against the prefix.
+func (sh *Shape) draw(k int) (int, int, error) {
+	if sh.Draw == nil {
+		return sh.ISL, sh.OSL, nil
+	}
+	isl, osl := sh.Draw(k)
+	if isl <= sh.Prefix || osl <= 0 || isl > sh.ISL || osl > sh.OSL {
+		return 0, 0, fmt.Errorf("driver shape %d = (isl %d, osl %d): must have prefix %d < isl ≤ %d and 0 < osl ≤ %d", k, isl, osl, sh.Prefix, sh.ISL, sh.OSL)
+	}
+	return isl, osl, nil
 }
 
 func (sh Shape) validate(e *Engine) error {
@@ -66,6 +82,10 @@ type ClosedLoop struct {
 	Clients      int
 	Generations  int
 	TurnaroundMs float64
+	// KeepBusy keeps every client sending past Generations until all requests of
+	// generations < Generations have finished (the evaluator's convention: the
+	// measured requests always compete with a full population).
+	KeepBusy bool
 }
 
 // RunClosedLoop simulates the closed loop. Result.Requests are in creation order;
@@ -88,22 +108,38 @@ func (s *Sim) RunClosedLoop(ctx context.Context, cl ClosedLoop) (*Result, error)
 	s.reqs = make([]req, 0, cl.Clients*cl.Generations)
 	s.gen = make([]int32, 0, cl.Clients*cl.Generations)
 	sent := make([]int, cl.Clients)
+	var drawErr error
 	spawn := func(c int, at float64) {
+		isl, osl, err := cl.draw(len(s.reqs))
+		if err != nil {
+			if drawErr == nil {
+				drawErr = err
+			}
+			isl, osl = cl.ISL, cl.OSL
+		}
 		s.gen = append(s.gen, int32(sent[c]))
-		s.add("", at, cl.ISL, nil, cl.Prefix, cl.OSL, 0, int32(c))
+		s.add("", at, isl, nil, cl.Prefix, osl, 0, int32(c))
 		sent[c]++
 	}
 	for c := 0; c < cl.Clients; c++ {
 		spawn(c, 0)
 	}
+	pending := cl.Clients * cl.Generations // requests of generations < Generations not yet finished
 	s.onFinish = func(s *Sim, ri int32, t float64) {
+		if int(s.gen[ri]) < cl.Generations {
+			pending--
+		}
 		c := int(s.reqs[ri].client)
-		if sent[c] < cl.Generations {
+		if sent[c] < cl.Generations || (cl.KeepBusy && pending > 0) {
 			spawn(c, t+cl.TurnaroundMs)
 		}
 	}
 	s.opt.MaxPasses = max(s.opt.MaxPasses, 1000+4*cl.Clients*cl.Generations*(cl.ISL+cl.OSL))
-	return s.Run(ctx)
+	res, err := s.Run(ctx)
+	if drawErr != nil {
+		return nil, drawErr
+	}
+	return res, err
 }
 
 // OpenLoop is the open-loop driver: NumRequests requests of one shape arriving at
@@ -148,8 +184,12 @@ func (s *Sim) RunOpenLoop(ctx context.Context, ol OpenLoop) (*Result, error) {
 		s.prewarm(ol.Prefix)
 	}
 	s.reqs = make([]req, 0, len(times))
-	for _, t := range times {
-		s.add("", t, ol.ISL, nil, ol.Prefix, ol.OSL, 0, -1)
+	for k, t := range times {
+		isl, osl, err := ol.draw(k)
+		if err != nil {
+			return nil, err
+		}
+		s.add("", t, isl, nil, ol.Prefix, osl, 0, -1)
 	}
 	return s.Run(ctx)
 }
