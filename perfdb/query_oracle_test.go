@@ -322,3 +322,45 @@ func TestQueryRulesH200(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryConcurrent(t *testing.T) {
+	// One querier shared by goroutines (empirical grids built lazily under
+	// the cache lock) answers exactly what a serial caller gets.
+	base := qtQuerier(t, "b200_sxm", "vllm", "0.19.0", ModeHybrid)
+	q := base.WithTransferPolicy(AllTransfers)
+	ask := func(i int) float64 {
+		var p Perf
+		var err error
+		switch i % 4 {
+		case 0:
+			p, err = q.Gemm(GemmInt4WO, 64+i, 4096, 4096)
+		case 1:
+			p, err = q.ContextAttention(4, 4096+i, 0, 48, 8, 192, 0, KVFP8, FMHABF16)
+		case 2:
+			p, err = q.GenerationAttention(16, 4096+i, 48, 8, 192, 0, KVFP8)
+		default:
+			p, err = q.MoE(MoEArgs{Quant: MoEW4AFP8, Distribution: "power_law_1.2", TopK: 8, NumExperts: 128,
+				Hidden: 4096, Inter: 1536, MoETP: 1, MoEEP: 8, IsGated: true}, 96+i)
+		}
+		if err != nil {
+			t.Errorf("query %d: %v", i, err)
+		}
+		return p.LatencyMs
+	}
+	const n = 64
+	var par [n]float64
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			par[i] = ask(i)
+		}(i)
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		if s := ask(i); s != par[i] {
+			t.Errorf("query %d: concurrent %v, serial %v", i, par[i], s)
+		}
+	}
+}
