@@ -48,6 +48,10 @@ type PassTiming struct {
 	err   error // first pricing error (sticky)
 }
 
+// maxCachedPasses bounds the cache; when full it is cleared (prices are a
+// pure function of the key, so this changes timing only, never results).
+const maxCachedPasses = 1 << 20
+
 // failedPassMs is returned by PassMs when a pass cannot be priced; Err then
 // reports why. It is finite and huge so a run that ignores Err is obviously wrong.
 const failedPassMs = 1e9
@@ -116,6 +120,9 @@ func (pt *PassTiming) Price(p *timing.Pass) (float64, error) {
 		return 0, err
 	}
 	pt.mu.Lock()
+	if len(pt.cache) >= maxCachedPasses {
+		clear(pt.cache)
+	}
 	pt.cache[k] = v
 	pt.mu.Unlock()
 	return v, nil
