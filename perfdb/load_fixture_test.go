@@ -3,6 +3,8 @@ package perfdb
 import (
 	"bytes"
 	"context"
+	"flag"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -259,4 +261,40 @@ func openTestStore(t testing.TB) *store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+var updateAIC = flag.Bool("update-aic", false, "rewrite ../testdata/aic/systems from buildFixture")
+
+// TestAICFixtureUpToDate keeps ../testdata/aic/systems (the small systems
+// folder the CLI tests import) equal to buildFixture; -update-aic rewrites it.
+func TestAICFixtureUpToDate(t *testing.T) {
+	src := buildFixture(t)
+	dst := filepath.Join("..", "testdata", "aic", "systems")
+	if *updateAIC {
+		if err := os.RemoveAll(dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		want, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if *updateAIC {
+			writeFile(t, dst, filepath.ToSlash(rel), want)
+			return nil
+		}
+		got, err := os.ReadFile(filepath.Join(dst, rel))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("testdata/aic/systems/%s is stale (run go test ./perfdb -run TestAICFixtureUpToDate -update-aic): %v", rel, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -75,6 +75,21 @@ h200_sxm,vllm,0.24.0,7,272377
 		}
 	}
 
+	// A systems folder (the small fixture); re-importing changes nothing.
+	fx := filepath.Join("..", "..", "testdata", "aic", "systems")
+	code, out, stderr = runPerfdbCLI(t, "--db", db, "perfdb", "import", fx)
+	if code != 0 || !strings.Contains(out, "systems [fx], models 0, perf files 18 (33 rows), unchanged 0, removed 0") {
+		t.Errorf("import systems folder: code %d out %q stderr %q", code, out, stderr)
+	}
+	code, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "import", fx)
+	if code != 0 || !strings.Contains(out, "perf files 0 (0 rows), unchanged 18, removed 0") {
+		t.Errorf("re-import systems folder: code %d out %q", code, out)
+	}
+	_, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "ls", "versions", "-f", "csv")
+	if !strings.Contains(out, "fx,vllm,latest,1,1\nfx,vllm,0.8.0,1,1\nfx,vllm,0.9.0,2,5\n") || !strings.Contains(out, "h200_sxm,vllm,0.24.0,7,272377") {
+		t.Errorf("versions after import:\n%s", out)
+	}
+
 	// One config.json with --id after PATH; a bad one names the file and changes nothing.
 	cfg := filepath.Join(dir, "config.json")
 	os.WriteFile(cfg, []byte(`{"architectures":["LlamaForCausalLM"],"num_hidden_layers":2,"hidden_size":64,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100}`), 0o644)
