@@ -47,18 +47,31 @@ func (t *hashTab) set(h uint64, v int32) {
 
 // del removes h if present.
 func (t *hashTab) del(h uint64) {
+	if i, ok := t.find(h); ok {
+		t.delAt(i) // backward-shift deletion keeps every probe chain intact
+	}
+}
+
+// find returns the slot holding h, or the empty slot where it would go, and whether
+// h is present.
+func (t *hashTab) find(h uint64) (uint64, bool) {
 	k := key(h)
 	i := t.slot(k)
-	for t.keys[i] != k {
-		if t.keys[i] == 0 {
-			return
+	for {
+		switch t.keys[i] {
+		case k:
+			return i, true
+		case 0:
+			return i, false
 		}
 		i = (i + 1) & t.mask
 	}
-	// backward-shift deletion keeps every probe chain intact
+}
+
+// delAt removes the entry at slot i (backward-shift deletion).
+func (t *hashTab) delAt(i uint64) {
 	for j := (i + 1) & t.mask; t.keys[j] != 0; j = (j + 1) & t.mask {
 		home := t.slot(t.keys[j])
-		// move j into the hole at i if j's probe distance reaches back to i
 		if (j-home)&t.mask >= (j-i)&t.mask {
 			t.keys[i], t.vals[i] = t.keys[j], t.vals[j]
 			i = j

@@ -127,11 +127,12 @@ func (p *blockPool) register(b int32, h uint64) {
 	p.hash[b] = h
 	p.hashed[b] = true
 	p.dupNext[b] = -1
-	first := p.cached.get(h)
-	if first < 0 {
-		p.cached.set(h, b)
+	i, ok := p.cached.find(h)
+	if !ok {
+		p.cached.keys[i], p.cached.vals[i] = key(h), b
 		return
 	}
+	first := p.cached.vals[i]
 	for p.dupNext[first] >= 0 {
 		first = p.dupNext[first]
 	}
@@ -142,12 +143,17 @@ func (p *blockPool) register(b int32, h uint64) {
 func (p *blockPool) evict(b int32) {
 	h := p.hash[b]
 	p.hashed[b] = false
-	first := p.cached.get(h)
+	i, ok := p.cached.find(h)
+	if !ok {
+		p.dupNext[b] = -1
+		return
+	}
+	first := p.cached.vals[i]
 	if first == b {
 		if p.dupNext[b] >= 0 {
-			p.cached.set(h, p.dupNext[b])
+			p.cached.vals[i] = p.dupNext[b]
 		} else {
-			p.cached.del(h)
+			p.cached.delAt(i)
 		}
 	} else {
 		for first >= 0 && p.dupNext[first] != b {
