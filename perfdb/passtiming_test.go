@@ -1,6 +1,7 @@
 package perfdb
 
 import (
+	"context"
 	"math"
 	"sync"
 	"testing"
@@ -135,5 +136,38 @@ func BenchmarkPassTimingCached(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		pt.PassMs(p)
+	}
+}
+
+// BenchmarkPassTimingUncachedH200 prices a new mixed pass shape per iteration
+// on the embedded h200 vllm 0.22.0 data (Qwen3-32B, tp 8): the cost of a cache miss.
+func BenchmarkPassTimingUncachedH200(b *testing.B) {
+	d, err := LoadEmbedded(context.Background(), "h200_sxm", "vllm", "0.22.0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := EmbeddedModel("Qwen/Qwen3-32B")
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := NewEstimator(d, m, Config{TP: 8, MoEEP: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pt, err := NewPassTiming(e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec := make([]int, 32)
+	for i := range dec {
+		dec[i] = 2000 + 50*i
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := timing.Pass{Prefill: []timing.Chunk{{Tokens: 1 + i%100000, Computed: 1024}}, Decode: dec}
+		if _, err := pt.Price(&p); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
