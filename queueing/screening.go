@@ -165,6 +165,25 @@ func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) 
 	return rep, finite(rep)
 }
 
+// prefillRoom is the prompt budget of a pass carrying rows decode rows, shared by
+// all the prompts in it.
+func prefillRoom(e EngineSpec, rows int) int {
+	switch e.Backend {
+	case BackendVLLM:
+		return e.MaxNumBatchedTokens - rows
+	case BackendTRTLLM:
+		return e.MaxNumTokens - rows
+	}
+	r := e.MaxPrefillTokens
+	if e.EnableChunkedPrefill {
+		r = min(r, e.ChunkedPrefillSize)
+	}
+	if e.EnableMixedChunk {
+		r -= rows
+	}
+	return r
+}
+
 // chunkCap returns the largest prompt chunk one request can get in a pass with
 // rows decode rows (0 when none), and whether prompts are whole (chunking off).
 func chunkCap(e EngineSpec, rows int) (int, bool) {
@@ -211,7 +230,7 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	O := b.meanOSL
 	osl := int(math.Round(O))
 	ctxDec := isl + max(osl/2, 1) // mean context of a decode row
-	S := effSeqCap(e, isl, osl)
+	S := effSeqCap(e, isl, prefix, osl)
 	alternating := e.Backend == BackendSGLang && !e.EnableMixedChunk
 	async := e.AsyncScheduling
 
@@ -220,6 +239,10 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	// least this (docs/queueing.md §4.6).
 	lo := stage + alonePrefillMs(pr, e, b.minISL, prefix)
 
+	if rep, ok := lockedCohort(pr, e, w, b, isl, prefix, osl, lo); ok {
+		return rep, nil
+	}
+
 	var s scr
 	open := w.RateRPS > 0
 	lambda := w.RateRPS / 1000 // requests per ms
@@ -227,12 +250,12 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	rho := 0.0
 	unstableReason := ""
 	if !open {
-		s = cycle(pr, e, float64(min(w.Concurrency, S)), I, O, isl, prefix, ctxDec, alternating)
+		s = cycle(pr, e, float64(min(w.Concurrency, S)), I, O, isl, prefix, ctxDec, alternating, len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0)
 	} else {
 		// Open loop: the in-service population n solves n = λ·(time in service).
 		n := 1.0
 		for it := 0; it < 12; it++ {
-			s = cycle(pr, e, n, I, O, isl, prefix, ctxDec, alternating)
+			s = cycle(pr, e, n, I, O, isl, prefix, ctxDec, alternating, false)
 			inService := s.own + s.ride + (O-1)*s.tcyc/math.Max(s.nmix+s.ngen, 1)
 			next := math.Max(1, lambda*inService)
 			if next > float64(S) || next > 1e6 {
@@ -278,27 +301,6 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 		thr = lambda
 	}
 
-	// The residual of the pass in flight at arrival.
-	var res Distribution
-	switch {
-	case open && S == 1:
-		res = PointMass(0) // inside the M/D/1 wait
-	case open || w.TurnaroundMs > 0:
-		res = residual(s, async)
-	case async && c > 1:
-		// Pass-aligned arrival, seen one pass late (V-R10): one whole pass.
-		res = twoAtoms(s.tgen, s.ngen, s.tmix, s.nmix)
-	default:
-		res = PointMass(0)
-	}
-	shift := stage + wait + s.own + s.ride
-	ttft := res.Shift(shift)
-	if open && S > 1 {
-		ttft = wq.Shift(shift + res.Mean())
-	} else if open {
-		ttft = wq.Shift(shift)
-	}
-
 	// ITL: two masses through the weighted-quantile rule (osl ≤ 1: no gaps).
 	var itl, tpot Distribution
 	tpotMean := 0.0
@@ -318,6 +320,32 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	} else {
 		itl, tpot = PointMass(0), PointMass(0)
 	}
+	// The residual of the pass in flight at arrival.
+	var res Distribution
+	switch {
+	case open && S == 1:
+		res = PointMass(0) // inside the M/D/1 wait
+	case open || w.TurnaroundMs > 0:
+		res = residual(s, async)
+	case async && c > 1:
+		// Pass-aligned arrival, seen one pass late (V-R10): one whole pass.
+		res = twoAtoms(s.tgen, s.ngen, s.tmix, s.nmix)
+	default:
+		res = PointMass(0)
+	}
+	shift := stage + wait + s.own + s.ride
+	if !open && s.nmix > float64(s.np)+O-1 {
+		// Prefill-bound cycle: every pass carries prompt work, so a request waits for
+		// the other prompts; by Little's law the cycle minus the own decode gaps.
+		shift += math.Max(0, s.tcyc-(O-1)*tpotMean-(s.own+s.ride))
+	}
+	ttft := res.Shift(shift)
+	if open && S > 1 {
+		ttft = wq.Shift(shift + res.Mean())
+	} else if open {
+		ttft = wq.Shift(shift)
+	}
+
 	e2e := ttft.Shift((O - 1) * tpotMean)
 
 	// Transient: the admission staircase of the burst (request k waits for the k
@@ -327,6 +355,26 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 		trans = staircase(pr, e, w, s, lo, isl, prefix)
 	}
 
+	if alternating && !open && len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && w.Concurrency <= S {
+		// SGLang with mixed chunk off locks the whole closed loop: prefill has
+		// priority (S-R3), so every request decodes after the same prefill stretch,
+		// all finish in the same pass and return together. The steady TTFT is the
+		// burst staircase; a request's first gap also waits for the rest of the
+		// stretch, the other gaps are decode-only passes.
+		stretch := math.Max(0, trans.Max()-stage)
+		ttft = trans
+		if O > 1 {
+			itl = twoAtoms(s.tgen, O-2, s.tgen+stretch/2, 1)
+			tpotMean = itl.Mean()
+			tpot = PointMass(tpotMean)
+		}
+		e2e = ttft.Shift((O - 1) * tpotMean)
+		gens := 0.0
+		if O > 1 {
+			gens = (O - 1) * s.tgen
+		}
+		thr = float64(w.Concurrency) / (stretch + gens + w.TurnaroundMs) // one stretch + decode per cycle
+	}
 	hi, certain := bracketHi(pr, e, w, b, async, alternating)
 	p99 := ttft.Quantile(0.99)
 	if !certain {
@@ -346,29 +394,53 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 
 // cycle derives the pass structure of one request cycle with c requests in
 // service (docs/queueing.md §2).
-func cycle(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, alternating bool) scr {
-	s := scr{c: c, I: I, O: O}
-	ci := int(math.Ceil(c))
-	ch0, whole := chunkCap(e, 0)
+func cycle(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, alternating, pack bool) scr {
+	ch0, whole0 := chunkCap(e, 0)
 	np0 := 1
-	if !whole {
+	if !whole0 {
 		np0 = int(math.Ceil(I / float64(max(ch0, 1))))
 	}
-	// Share of the other requests decoding while one is prefilled.
-	fdec := 0.0
-	if O > 1 {
-		fdec = (O - 1) / (O - 1 + float64(np0))
+	// Decode rows of a mixed pass: the others decode in (O−1) of the P_cyc passes
+	// of a cycle; start from P_cyc ≈ n_p + O − 1 and iterate (P_cyc depends on the
+	// chunk the rows leave).
+	pcyc := float64(np0) + O - 1
+	var s scr
+	for it, d := 0, -1; it < 4; it++ {
+		nd := 0
+		if O > 1 && !alternating {
+			nd = int(math.Round((c - 1) * (O - 1) / pcyc))
+		}
+		if nd == d {
+			break
+		}
+		d = nd
+		s = cycleWith(pr, e, c, I, O, isl, prefix, ctxDec, alternating, pack, d)
+		pcyc = s.nmix + s.ngen
 	}
-	d := int(math.Round((c - 1) * fdec))
-	if alternating {
-		d = 0
-	}
+	return s
+}
+
+// cycleWith derives the cycle for d decode rows per mixed pass.
+func cycleWith(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, alternating, pack bool, d int) scr {
+	s := scr{c: c, I: I, O: O}
+	ci := int(math.Ceil(c))
 	ch, whole := chunkCap(e, d)
 	ch = max(ch, 1)
 	if whole {
 		ch = int(I)
 	}
 	s.pmix = min(ch, int(I))
+	from := prefix
+	if room := prefillRoom(e, d); pack && !whole && int(I) < room {
+		// Closed loops return in cohorts (requests finishing in the same pass come
+		// back together), so chunked prompts pack the pass's prompt room (a prompt
+		// that does not fit continues in the next pass): fluid packing.
+		s.pmix = int(math.Min(float64(room), c*I))
+	} else if room := prefillRoom(e, d); pack && whole && int(I) < room {
+		s.pmix = int(I) * max(1, min(int(c), room/int(I))) // whole prompts: ⌊room/I⌋ of them
+	} else if int(I) > s.pmix {
+		from = prefix + (int(I)-s.pmix)/2 // a chunk of a long prompt: mid-prompt context on average
+	}
 	s.dmix = d
 	// The own-prefill term is the pure prefill of the request's own chunks (never
 	// a mixed-pass price, QUEUEING.md §9); the fused engine's decode rows that
@@ -376,7 +448,7 @@ func cycle(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, a
 	s.own, s.np = pr.prefillMs(isl, prefix, prefix, ch, 0, 0)
 	withRows, _ := pr.prefillMs(isl, prefix, prefix, ch, d, ctxDec)
 	s.ride = math.Max(0, withRows-s.own)
-	s.tmix = pr.price(s.pmix, prefix, prefix, d, ctxDec)
+	s.tmix = pr.price(s.pmix, from, prefix, d, ctxDec)
 	s.nmix = c * I / float64(s.pmix)
 	pcyc := math.Max(float64(s.np)+O-1, s.nmix)
 	s.ngen = pcyc - s.nmix
@@ -454,14 +526,14 @@ func twoAtoms(a, wa, b, wb float64) Distribution {
 // staircase's mean and maximum.
 func staircase(pr *pricer, e EngineSpec, w workload.Spec, s scr, first float64, isl, prefix int) Distribution {
 	C := float64(w.Concurrency)
-	S := float64(effSeqCap(e, isl, int(math.Round(s.O))))
+	S := float64(effSeqCap(e, isl, prefix, int(math.Round(s.O))))
 	inWave := math.Min(C, S)
 	if inWave <= 1 && C <= 1 {
 		return PointMass(first)
 	}
 	// During the burst about half the admitted prompts are already decoding.
 	d := 0
-	if s.O > 1 {
+	if s.O > 1 && !(e.Backend == BackendSGLang && !e.EnableMixedChunk) { // alternating: prefill passes carry no rows
 		d = int((inWave - 1) / 2)
 	}
 	ch, whole := chunkCap(e, d)
@@ -469,7 +541,14 @@ func staircase(pr *pricer, e EngineSpec, w workload.Spec, s scr, first float64, 
 		ch = int(s.I)
 	}
 	pb := min(ch, int(s.I)*int(inWave))
-	tb := pr.price(pb, prefix, prefix, d, isl)
+	if room := prefillRoom(e, d); whole && room > int(s.I) {
+		pb = int(s.I) * max(1, min(int(inWave), room/int(s.I))) // whole prompts packed
+	}
+	from := prefix
+	if int(s.I) > pb {
+		from = prefix + (int(s.I)-pb)/2 // chunks of a long prompt: mid-prompt context on average
+	}
+	tb := pr.price(pb, from, prefix, d, isl)
 	perPrompt := s.I / float64(pb) * tb // pass time per prompt at the burst rate
 	meanStep := (inWave - 1) / 2 * perPrompt
 	maxStep := (inWave - 1) * perPrompt
@@ -562,13 +641,82 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	return e.StageMs + float64(passes+extra)*tmax, certain
 }
 
-// effSeqCap is the number of requests that can run at once: the running cap, and
+// effSeqCap is the number of requests that can run at once: the running cap;
 // under TRT-LLM GUARANTEED_NO_EVICT with a KV capacity ⌊blocks / reservation⌋
-// (T-R1).
-func effSeqCap(e EngineSpec, isl, osl int) int {
+// (T-R1); with chunked prefill off, a whole prompt (vLLM: its threshold-capped
+// first chunk) must fit beside the decode rows (V-R3, T-R3 break), so at most
+// B − n decoders plus the newcomer run.
+func effSeqCap(e EngineSpec, isl, prefix, osl int) int {
 	S := e.seqCap()
 	if e.Backend == BackendTRTLLM && e.KVCapacityTokens > 0 {
 		S = min(S, max(1, (e.KVCapacityTokens/e.BlockSize)/ceilDiv(isl+osl, e.BlockSize)))
 	}
+	switch {
+	case e.Backend == BackendVLLM && !e.EnableChunkedPrefill:
+		first := isl - prefix
+		if t := e.LongPrefillTokenThreshold; t > 0 {
+			first = min(first, t)
+		}
+		S = min(S, max(1, e.MaxNumBatchedTokens-first+1))
+	case e.Backend == BackendTRTLLM && !e.EnableChunkedPrefill:
+		S = min(S, max(1, e.MaxNumTokens-isl+1)) // charged from position 0
+	}
 	return S
+}
+
+// lockedCohort is the closed form of a fully locked closed loop: with a fixed shape
+// (W0) and C ≤ the running cap, if the burst's C prompts all fit one pass they are
+// prefilled together, decode together, finish in the same pass and return
+// together (the turnaround is the same for all) — forever. The cycle is one pass of
+// C·(isl − prefix) prefill tokens and osl − 1 decode-only passes of C rows; every
+// TTFT is that prefill pass and every gap that decode pass.
+func lockedCohort(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, isl, prefix, osl int, lo float64) (*Report, bool) {
+	C := w.Concurrency
+	if C <= 0 || len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 || C > effSeqCap(e, isl, prefix, osl) {
+		return nil, false
+	}
+	I := isl - prefix
+	switch e.Backend {
+	case BackendVLLM:
+		if C*I > e.MaxNumBatchedTokens || (e.LongPrefillTokenThreshold > 0 && I > e.LongPrefillTokenThreshold) {
+			return nil, false
+		}
+	case BackendTRTLLM:
+		if C*isl > e.MaxNumTokens {
+			return nil, false
+		}
+	case BackendSGLang:
+		pe := ceilDiv(I, e.BlockSize) * e.BlockSize
+		if (e.EnableChunkedPrefill && C*pe > e.ChunkedPrefillSize) || (C > 1 && C*pe >= e.MaxPrefillTokens) {
+			return nil, false
+		}
+	}
+	chunks := make([]timing.Chunk, C)
+	for i := range chunks {
+		chunks[i] = timing.Chunk{Tokens: I, Computed: prefix, Prefix: prefix}
+	}
+	pr.p.Prefill, pr.p.Decode = chunks, pr.p.Decode[:0]
+	tPre := pr.t.PassMs(&pr.p)
+	pr.p.Prefill = pr.chunk[:0]
+	if !(tPre > 0) || math.IsInf(tPre, 0) {
+		return nil, false
+	}
+	itl, tGen := PointMass(0), 0.0
+	if osl > 1 {
+		tGen = pr.price(0, 0, 0, C, isl+osl/2)
+		itl = PointMass(tGen)
+	}
+	ttft := PointMass(e.StageMs + tPre)
+	cyc := tPre + float64(osl-1)*tGen + w.TurnaroundMs
+	x := float64(C) / cyc
+	hi, certain := bracketHi(pr, e, w, b, e.AsyncScheduling, e.Backend == BackendSGLang && !e.EnableMixedChunk)
+	hi = math.Max(hi, ttft.Max())
+	return &Report{
+		TTFTSteady: ttft, TTFTTransient: ttft, ITL: itl, TPOT: itl, E2E: ttft.Shift(float64(osl-1) * tGen),
+		TTFTSteadyP99Lo: math.Min(lo, ttft.Min()), TTFTSteadyP99Hi: hi,
+		ThroughputRPS: x * 1000, OutputTokensPerS: x * 1000 * float64(osl),
+		Tier: TierScreening, Fidelity: w.Fidelity(),
+		Diagnostics: Diagnostics{BracketCertain: certain, TMixMs: tPre, TGenMs: tGen, NMix: 1, NGen: float64(osl - 1),
+			OwnPrefillMs: tPre},
+	}, true
 }
