@@ -267,6 +267,9 @@ func (s *Sim) updateSGLang(pb *passBuf) {
 		}
 		if !en.samples {
 			s.storeBlocks(en.r, r.c) // cache_unfinished_req of the chunked request
+			// S-R2: the chunked request is filtered out of the last (extend) batch,
+			// which therefore shrank: batch_is_full := false
+			s.sgl.batchFull = false
 			continue
 		}
 		decoder := en.dec // was in the running batch before this pass
@@ -277,6 +280,7 @@ func (s *Sim) updateSGLang(pb *passBuf) {
 			s.storeBlocks(en.r, r.p+r.g-1)
 			s.finishReq(en.r, pb.end)
 			shrank = shrank || decoder
+			s.sgl.batchFull = false // S-R2/S-R5: the batch it was in shrank
 			continue
 		}
 		if !decoder {
