@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // fakeKernels prices kernels with smooth deterministic formulas so the
@@ -179,4 +181,67 @@ func TestBadInput(t *testing.T) {
 	if _, err := big.Agg(AggInput{Batch: 4096, CtxTokens: 32768, ISL: 32768, OSL: 2}); !errors.Is(err, ErrOOM) {
 		t.Errorf("huge batch: want OOM, got %v", err)
 	}
+}
+
+// TestEstimateProperties checks invariants of the estimates on random shapes
+// (fake kernels): finite positive results, request = ttft + tpot·(osl−1),
+// ttft ≥ the prefill work (queuing factor ≥ 1), vLLM throughput within the
+// Little's-law cap, static total = sum of phases, disagg identities.
+func TestEstimateProperties(t *testing.T) {
+	ests := map[string]*Estimator{}
+	for _, b := range []string{"vllm", "trtllm", "sglang"} {
+		ests[b] = testEstimator(t, b, 8)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		backend := rapid.SampledFrom([]string{"vllm", "trtllm", "sglang"}).Draw(rt, "backend")
+		e := ests[backend]
+		isl := rapid.IntRange(2, 16384).Draw(rt, "isl")
+		osl := rapid.IntRange(1, 512).Draw(rt, "osl")
+		prefix := rapid.IntRange(0, isl-1).Draw(rt, "prefix")
+		b := rapid.IntRange(1, 64).Draw(rt, "b")
+		ctx := rapid.IntRange(1, 4*isl).Draw(rt, "ctx")
+		if b > 1 && b-ceilDiv(ctx, isl) < 1 {
+			ctx = isl // the sweep skips points with no decode row
+		}
+		r, err := e.Agg(AggInput{Batch: b, CtxTokens: ctx, ISL: isl, OSL: osl, Prefix: prefix})
+		if err != nil {
+			if errors.Is(err, ErrOOM) {
+				return
+			}
+			rt.Fatal(err)
+		}
+		if !(r.TTFTMs > 0) || r.TPOTMs < 0 || math.IsInf(r.RequestMs, 0) {
+			rt.Fatalf("non-positive or infinite agg result %+v", r)
+		}
+		if !near(r.RequestMs, r.TTFTMs+r.TPOTMs*float64(osl-1), 1e-12) {
+			rt.Fatalf("request %v != ttft + tpot·(osl−1)", r.RequestMs)
+		}
+		if r.TTFTMs < r.MixedStepMs*math.Ceil(float64(isl)/float64(ctx))*(1-1e-12) {
+			rt.Fatalf("ttft %v below the prefill work %v", r.TTFTMs, r.MixedStepMs)
+		}
+		if backend == "vllm" && osl > 1 {
+			capTok := float64(b*(osl-1)) * 1000 / r.RequestMs
+			if r.TokensPerSPerGPU*8 > capTok*(1+1e-9) {
+				rt.Fatalf("throughput %v above the Little's-law cap %v", r.TokensPerSPerGPU*8, capTok)
+			}
+		}
+		s, err := e.Static(StaticInput{Batch: b, ISL: isl, OSL: osl, Prefix: prefix, Stride: rapid.IntRange(1, 64).Draw(rt, "stride")})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if !(s.ContextMs > 0) || s.StaticTotal() != s.ContextMs+s.GenerationMs {
+			rt.Fatalf("static %+v", s)
+		}
+		dr, err := Disagg(e, e, DisaggInput{ISL: isl, OSL: osl, Prefix: prefix, PrefillBatch: 1, PrefillWorkers: 1, DecodeBatch: b, DecodeWorkers: 1})
+		if err != nil {
+			if errors.Is(err, ErrOOM) {
+				return
+			}
+			rt.Fatal(err)
+		}
+		c, _ := e.ContextMs(1, isl, prefix)
+		if dr.TTFTMs != round3(round3(c.LatencyMs*1.1)*1.8) {
+			rt.Fatalf("disagg ttft %v != round(round(ctx·1.1)·1.8)", dr.TTFTMs)
+		}
+	})
 }
