@@ -125,14 +125,16 @@ func (g *utilGrid) estimate(solQ float64, q pt, scale float64) (float64, error) 
 		return solQ / (u * scale), nil
 	}
 	return 0, &EmpiricalMissError{Msg: fmt.Sprintf(
-		"no empirical utilisation data to estimate this op at query=%v: no own-shape, cross-shape, or sibling transfer reference available", q[:max(g.dimsOr(1), 1)])}
+		"no empirical utilisation data to estimate this op at query=%v: no own-shape, cross-shape, or sibling transfer reference available", trimPt(q))}
 }
 
-func (g *utilGrid) dimsOr(d int) int {
-	if g == nil || g.dims == 0 {
-		return d
+// trimPt drops trailing zero coordinates for messages.
+func trimPt(q pt) []float64 {
+	n := len(q)
+	for n > 1 && q[n-1] == 0 {
+		n--
 	}
-	return g.dims
+	return q[:n]
 }
 
 // deltaLookup is the zero-aware nearest-point lookup over the compute_scale

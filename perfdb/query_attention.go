@@ -27,7 +27,6 @@ type attnSlice struct {
 	g      *grid
 	ctxSOL *ctxAttnSOL
 	genSOL *genAttnSOL
-	// heads lists nothing; head sizes per (fmha, kv, nkv) live on tables.
 }
 
 // nkvLookup maps n_kv == n to the MHA sentinel 0.
