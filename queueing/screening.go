@@ -119,6 +119,39 @@ func alonePrefillMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
 	return ms
 }
 
+// remainderFirstMs prices the prompt in the fewest passes any chunking allows
+// with the chunk boundaries as early as possible (the remainder first, then full
+// chunks): under load a request's chunks can be any sizes up to the largest chunk,
+// and for a timing that charges each chunk its context (roofline KV reads) this
+// is the cheapest such partition; for linear timing it equals the lone chunking.
+func remainderFirstMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
+	maxChunk := isl - prefix
+	switch e.Backend {
+	case BackendVLLM:
+		if e.EnableChunkedPrefill {
+			maxChunk = e.MaxNumBatchedTokens
+		}
+		if t := e.LongPrefillTokenThreshold; t > 0 {
+			maxChunk = min(maxChunk, t)
+		}
+	case BackendTRTLLM:
+		if e.EnableChunkedPrefill {
+			maxChunk = e.MaxNumTokens
+		}
+	case BackendSGLang:
+		if e.EnableChunkedPrefill {
+			maxChunk = e.ChunkedPrefillSize
+		}
+	}
+	maxChunk = max(1, maxChunk)
+	total := isl - prefix
+	n := ceilDiv(total, maxChunk)
+	first := total - (n-1)*maxChunk
+	ms := pr.price(first, prefix, prefix, 0, 0)
+	rest, _ := pr.prefillMs(isl, prefix+first, prefix, maxChunk, 0, 0)
+	return ms + rest
+}
+
 // prefillMs prices a request's own prompt: chunks of at most chunk tokens from
 // position from to isl (prefix cached), each pass also carrying rows decode rows of
 // context ctx (rows = 0: the pure prefill).
@@ -237,7 +270,7 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	// lo: the shortest prompt prefilled alone, chunked exactly as the calendar
 	// chunks a lone request (no decode rows, no waiting): every steady TTFT is at
 	// least this (docs/queueing.md §4.6).
-	lo := stage + alonePrefillMs(pr, e, b.minISL, prefix)
+	lo := stage + math.Min(alonePrefillMs(pr, e, b.minISL, prefix), remainderFirstMs(pr, e, b.minISL, prefix))
 
 	if rep, ok := lockedCohort(pr, e, w, b, isl, prefix, osl, lo); ok {
 		return rep, nil
