@@ -16,9 +16,6 @@ func checkBackend(e *Engine) error {
 	case VLLM:
 		return nil
 	case TRTLLM:
-		if e.CapacityPolicy != GuaranteedNoEvict {
-			return fmt.Errorf("engine capacity_policy = %s: the oracle simulates TRT-LLM with %s only (MAX_UTILIZATION pausing, T-R2, is not built)", e.CapacityPolicy, GuaranteedNoEvict)
-		}
 		return nil
 	case SGLang:
 		if e.AsyncScheduling {

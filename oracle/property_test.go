@@ -29,7 +29,7 @@ func randomCase(rng *rand.Rand) (oracle.Engine, []workload.Request) {
 		e.MaxNumTokens = 4 + rng.IntN(64)
 		e.MaxBatchSize = 1 + rng.IntN(8)
 		e.EnableChunkedPrefill = rng.IntN(2) == 0
-		e.CapacityPolicy = oracle.GuaranteedNoEvict
+		e.CapacityPolicy = []string{oracle.GuaranteedNoEvict, oracle.MaxUtilization}[rng.IntN(2)]
 		e.AsyncScheduling = rng.IntN(2) == 0
 	default:
 		e.Backend = oracle.SGLang

@@ -34,6 +34,7 @@ type req struct {
 	hits        int // prefix-hit tokens at the current admission
 	numCached   int // num_cached_tokens, set at first admission (-1 before)
 	preemptions int
+	gStart      int // TRT-LLM: outputs already generated when its context (re)started
 
 	table     []int32  // block table
 	nCachedBl int      // blocks of table registered in the prefix cache

@@ -11,12 +11,21 @@ package oracle
 // active_requests. r.c counts tokens computed or in flight (prompt position, then one
 // per scheduled decode).
 
+// trtCtx is r's context length: its prompt plus the outputs it had when its context
+// (re)started (a paused request restarts as context over prompt + outputs, T-R2).
+func trtCtx(r *req) int {
+	if r.st != stRunning {
+		return r.p + r.g // not started (or paused): the context it will start with
+	}
+	return r.p + r.gStart
+}
+
 // trtOutSched is the number of output tokens r has scheduled (sampled or in flight).
 func trtOutSched(r *req) int {
-	if r.c < r.p {
-		return 0
+	if r.c < trtCtx(r) {
+		return r.gStart
 	}
-	return r.c - r.p + 1
+	return r.gStart + r.c - trtCtx(r) + 1
 }
 
 // trtRemainingBlocks is remaining_blocks_to_completion (T-R1):
@@ -29,12 +38,111 @@ func (s *Sim) trtRemainingBlocks(r *req) int {
 // prepare_resources).
 func (s *Sim) scheduleTRT(pb *passBuf) {
 	e := &s.eng
+	var fit []int32
+	if e.CapacityPolicy == MaxUtilization {
+		fit = s.trtCapacityMaxUtil(pb)
+	} else {
+		fit = s.trtCapacityNoEvict()
+	}
+
+	// T-R3 micro-batch over the fitting list, order preserved.
+	tokens, count := 0, 0
+	chunks := s.trt.chunks[:0]
+	sched := s.trt.sched[:0]
+	for _, ri := range fit {
+		r := &s.reqs[ri]
+		if r.c >= trtCtx(r) { // generation
+			if tokens+1 > e.MaxNumTokens {
+				break
+			}
+			sched = append(sched, trtItem{ri, 1})
+			tokens++
+		} else if !e.EnableChunkedPrefill {
+			t := trtCtx(r) - r.c
+			if tokens+t > e.MaxNumTokens {
+				break
+			}
+			sched = append(sched, trtItem{ri, t})
+			tokens += t
+		} else {
+			chunks = append(chunks, ri)
+		}
+		count++
+		if count >= e.MaxBatchSize {
+			break
+		}
+	}
+	if len(chunks) > 0 {
+		capacity := e.MaxNumTokens - tokens
+		rest := 0
+		for _, ri := range chunks {
+			rest += trtCtx(&s.reqs[ri]) - s.reqs[ri].c
+		}
+		for _, ri := range chunks {
+			r := &s.reqs[ri]
+			c := trtCtx(r) - r.c
+			if rest > e.MaxNumTokens-tokens { // FIRST_COME_FIRST_SERVED
+				c = min(c, capacity)
+				if c < trtCtx(r)-r.c {
+					c = c / s.bs * s.bs // chunk_unit_size = tokens_per_block
+				}
+				capacity -= c
+			}
+			if c > 0 {
+				sched = append(sched, trtItem{ri, c})
+			}
+		}
+	}
+	s.trt.chunks, s.trt.sched = chunks, sched
+
+	// prepare_resources and the pass entries.
+	for _, it := range sched {
+		r := &s.reqs[it.r]
+		if r.st == stWaiting { // first context chunk: addSequence
+			s.waiting.remove(it.r)
+			s.running = append(s.running, it.r)
+			s.insertRunningOrdered()
+			r.st = stRunning
+			r.gStart = r.g
+			hits := s.computedBlocksTRT(it.r)
+			for _, b := range hits {
+				s.pool.touch(b)
+				r.table = append(r.table, b)
+			}
+			r.nCachedBl = len(hits)
+			r.hits = len(hits) * s.bs
+			if r.numCached < 0 {
+				r.numCached = r.hits
+			}
+			for need := (trtCtx(r) + s.bs - 1) / s.bs; len(r.table) < need; {
+				r.table = append(r.table, s.pool.popFree())
+			}
+		}
+		from := r.c
+		end := r.c + it.n
+		if r.c < trtCtx(r) { // context chunk: reuse applied after budgeting (§4.4)
+			from = max(r.c, r.hits)
+			r.c = max(end, r.hits)
+		} else { // generation: slot for the new token
+			for need := (r.c + 1 + s.bs - 1) / s.bs; len(r.table) < need; {
+				r.table = append(r.table, s.pool.popFree())
+			}
+			r.c = end
+		}
+		pb.entries = append(pb.entries, entry{r: it.r, n: max(end-from, 0), from: from, samples: r.c >= trtCtx(r)})
+	}
+}
+
+// trtCapacityNoEvict is GUARANTEED_NO_EVICT (T-R1): generation requests first,
+// reserving their blocks to completion, then contexts in arrival order (started ones
+// first: they arrived earlier), head-of-line on the first that does not fit.
+func (s *Sim) trtCapacityNoEvict() []int32 {
+	e := &s.eng
 	fit := s.trt.fit[:0]
-	// T-R1 pass 1: generation requests in order, reserving their blocks to completion.
 	avail := s.pool.nfree
 	for _, ri := range s.running {
 		r := &s.reqs[ri]
-		if r.c < r.p {
+		if r.c < trtCtx(r) {
 			continue // a partially chunked context: pending (pass 2)
 		}
 		if len(fit) >= e.MaxBatchSize {
@@ -46,13 +154,10 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 		fit = append(fit, ri)
 		avail -= s.trtRemainingBlocks(r)
 	}
-	// T-R1 pass 2: contexts in arrival order (started ones first: they arrived
-	// earlier), head-of-line on the first that does not fit.
-	ctxStart := len(fit)
 	stopped := false
 	for _, ri := range s.running {
 		r := &s.reqs[ri]
-		if r.c >= r.p {
+		if r.c >= trtCtx(r) {
 			continue
 		}
 		if len(fit) >= e.MaxBatchSize {
@@ -81,92 +186,77 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 		fit = append(fit, wi)
 	}
 	s.trt.fit = fit
+	return fit
+}
 
-	// T-R3 micro-batch over the fitting list, order preserved.
-	tokens, count := 0, 0
-	chunks := s.trt.chunks[:0]
-	sched := s.trt.sched[:0]
-	for k, ri := range fit {
+// trtCapacityMaxUtil is MAX_UTILIZATION (T-R2): walk the active requests in order
+// (started ones, then never-started, both in arrival order), scheduling each whose
+// next-step blocks fit (a first context chunk needs its whole context, a generation
+// step the block of its next token); when one does not fit, pause the last started
+// request not yet passed (its blocks count as freed), move the end marker before it
+// and retry; with none left, stop. Paused requests lose their KV and restart later as
+// context over prompt + outputs.
+func (s *Sim) trtCapacityMaxUtil(pb *passBuf) []int32 {
+	e := &s.eng
+	list := s.trt.list[:0]
+	list = append(list, s.running...)
+	nStarted := len(list)
+	for i := 0; i < s.waiting.len(); i++ {
+		list = append(list, s.waiting.at(i))
+	}
+	s.trt.list = list
+	fit := s.trt.fit[:0]
+	free, used := s.pool.nfree, 0
+	end := len(list)
+	paused := s.trt.paused[:0]
+	for i := 0; i < end; {
+		ri := list[i]
 		r := &s.reqs[ri]
-		if k < ctxStart { // generation
-			if tokens+1 > e.MaxNumTokens {
-				break
-			}
-			sched = append(sched, trtItem{ri, 1})
-			tokens++
-		} else if !e.EnableChunkedPrefill {
-			t := r.p - r.c
-			if tokens+t > e.MaxNumTokens {
-				break
-			}
-			sched = append(sched, trtItem{ri, t})
-			tokens += t
-		} else {
-			chunks = append(chunks, ri)
-		}
-		count++
-		if count >= e.MaxBatchSize {
+		if len(fit) >= e.MaxBatchSize {
 			break
 		}
+		if i < nStarted && r.c >= trtCtx(r) && trtOutSched(r) >= r.maxTokens {
+			i++
+			continue // overlap: its last token is in flight
+		}
+		need := 0
+		switch {
+		case i >= nStarted: // first context chunk: the whole context
+			need = (r.numTokens() + s.bs - 1) / s.bs
+		case r.c >= trtCtx(r): // generation: the block of the next token
+			need = max((r.c+1+s.bs-1)/s.bs-len(r.table), 0)
+		}
+		if used+need <= free {
+			used += need
+			fit = append(fit, ri)
+			i++
+			continue
+		}
+		j := min(end, nStarted) - 1 // the last started request in [i, end)
+		if j < i {
+			break
+		}
+		paused = append(paused, list[j])
+		free += len(s.reqs[list[j]].table)
+		end = j
 	}
-	if len(chunks) > 0 {
-		capacity := e.MaxNumTokens - tokens
-		rest := 0
-		for _, ri := range chunks {
-			rest += s.reqs[ri].p - s.reqs[ri].c
-		}
-		for _, ri := range chunks {
-			r := &s.reqs[ri]
-			c := r.p - r.c
-			if rest > e.MaxNumTokens-tokens { // FIRST_COME_FIRST_SERVED
-				c = min(c, capacity)
-				if c < r.p-r.c {
-					c = c / s.bs * s.bs // chunk_unit_size = tokens_per_block
-				}
-				capacity -= c
-			}
-			if c > 0 {
-				sched = append(sched, trtItem{ri, c})
+	s.trt.paused = paused
+	for _, vi := range paused { // last started first: pushing at the head keeps arrival order
+		for k, ri := range s.running {
+			if ri == vi {
+				s.running = append(s.running[:k], s.running[k+1:]...)
+				break
 			}
 		}
+		v := &s.reqs[vi]
+		s.freeTable(vi)
+		v.st, v.c, v.hits = stWaiting, 0, 0
+		v.preemptions++
+		s.waiting.pushFront(vi)
+		pb.preempted = append(pb.preempted, vi)
 	}
-	s.trt.chunks, s.trt.sched = chunks, sched
-
-	// prepare_resources and the pass entries.
-	for _, it := range sched {
-		r := &s.reqs[it.r]
-		if r.st == stWaiting { // first context chunk: addSequence
-			s.waiting.remove(it.r)
-			s.running = append(s.running, it.r)
-			s.insertRunningOrdered()
-			r.st = stRunning
-			hits := s.computedBlocksTRT(it.r)
-			for _, b := range hits {
-				s.pool.touch(b)
-				r.table = append(r.table, b)
-			}
-			r.nCachedBl = len(hits)
-			r.hits = len(hits) * s.bs
-			if r.numCached < 0 {
-				r.numCached = r.hits
-			}
-			for need := (r.p + s.bs - 1) / s.bs; len(r.table) < need; {
-				r.table = append(r.table, s.pool.popFree())
-			}
-		}
-		from := r.c
-		end := r.c + it.n
-		if r.c < r.p { // context chunk: reuse applied after budgeting (§4.4)
-			from = max(r.c, r.hits)
-			r.c = max(end, r.hits)
-		} else { // generation: slot for the new token
-			for need := (r.c + 1 + s.bs - 1) / s.bs; len(r.table) < need; {
-				r.table = append(r.table, s.pool.popFree())
-			}
-			r.c = end
-		}
-		pb.entries = append(pb.entries, entry{r: it.r, n: max(end-from, 0), from: from, samples: r.c >= r.p})
-	}
+	s.trt.fit = fit
+	return fit
 }
 
 // insertRunningOrdered keeps s.running in arrival order after an append (a request
@@ -186,7 +276,7 @@ func (s *Sim) computedBlocksTRT(ri int32) []int32 {
 		return s.hitBuf
 	}
 	r := &s.reqs[ri]
-	nb := (r.p - 1) / s.bs
+	nb := (trtCtx(r) - 1) / s.bs
 	r.ensureHashes(nb, s.bs)
 	for i := 0; i < nb; i++ {
 		b := s.pool.lookup(r.hashes[i])
@@ -208,8 +298,8 @@ func (s *Sim) updateTRT(pb *passBuf) {
 		if r.st == stFinished || !en.samples {
 			continue
 		}
-		if r.g == 0 {
-			s.storeBlocks(en.r, r.p) // context blocks become reusable after the context phase
+		if r.g == r.gStart {
+			s.storeBlocks(en.r, trtCtx(r)) // context blocks become reusable after the context phase
 		}
 		if s.appendToken(en.r, pb.end) {
 			s.storeBlocks(en.r, r.p+r.g-1) // the rest on release (computed tokens only)
@@ -244,6 +334,8 @@ type trtItem struct {
 
 // trtState holds the TRT-LLM core's reusable buffers.
 type trtState struct {
+	list   []int32
+	paused []int32
 	fit    []int32
 	chunks []int32
 	sched  []trtItem

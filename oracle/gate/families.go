@@ -101,6 +101,9 @@ func Families() []Family {
 	e.KVCapacityTokens = 16 * (2048 + 256)
 	add("trtllm/c64 isl2048 osl256 no-evict kv16req", closed(2048, 256, 0, 64), e)
 	add("trtllm/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), trt())
+	e = trt()
+	e.CapacityPolicy = queueing.PolicyMaxUtilization
+	add("trtllm/c32 isl2048 osl256 max_utilization", closed(2048, 256, 0, 32), e)
 	// SGLang: defaults (mixed chunk on — the product's deployment rule —, chunk 8192,
 	// page 1), mixed chunk off (prefill priority: decoders stall), a long chunked prefill,
 	// prefix, the max_running_requests cap, open loop.
