@@ -149,12 +149,10 @@ func runSweep(c *cli.Context) error {
 
 // progress draws a one-line progress bar on a terminal and stays quiet otherwise.
 type progress struct {
-	w      io.Writer
-	on     bool
-	drawn  bool
-	mu     sync.Mutex
-	total  int
-	lastAt int
+	w     io.Writer
+	on    bool
+	drawn bool
+	mu    sync.Mutex
 }
 
 func newProgress(w io.Writer) *progress {
