@@ -295,3 +295,100 @@ func TestHoldSelectionMatchesExhaustive(t *testing.T) {
 		}
 	})
 }
+
+func TestSitesWaiverEdges(t *testing.T) {
+	sol := fnSOL(gemmLat)
+	// Scale-up frontier (a big LM head ~2.005 octaves out) holds util.
+	idx := gemmSites([][2]int{{65536, 2560}, {65536, 3072}, {4096, 2816}}, []int{16, 32, 64}, gemmLat)
+	l, err := idx.resolve(sol, 32, 262144, 2816)
+	if err != nil {
+		t.Fatalf("LM-head scale-up: %v", err)
+	}
+	approxRel(t, "LM-head scale-up", l.lat, gemmLat(pt{32, 262144, 2816}))
+	for _, c := range []struct {
+		label   string
+		sites   [][2]int
+		m, n, k float64
+	}{
+		{"interior hole beyond the gate", [][2]int{{256, 256}, {65536, 65536}}, 32, 8192, 8192},
+		{"incomparable notch", [][2]int{{256, 65536}, {65536, 256}}, 32, 4096, 4096},
+		{"sparse stub, two axes overflow", [][2]int{{32, 32}, {32, 64}, {64, 128}, {128, 128}}, 1, 151936, 5120},
+	} {
+		idx := gemmSites(c.sites, []int{1, 2, 4, 16, 32, 64}, gemmLat)
+		if _, err := idx.resolve(sol, c.m, c.n, c.k); !IsMiss(err) {
+			t.Errorf("%s: want a structured miss, got %v", c.label, err)
+		}
+	}
+	// Admissibility is judged over the coverage candidates: only (64, 64)
+	// covers m = 32, and k = 1 would be a scale-down from it → miss.
+	var rows []gemmPoint
+	for _, m := range []int{1, 2} {
+		rows = append(rows, gemmPoint{m: m, n: 1, k: 1, l: leaf{lat: gemmLat(pt{float64(m), 1, 1})}})
+	}
+	for _, m := range []int{16, 32, 64} {
+		rows = append(rows, gemmPoint{m: m, n: 64, k: 64, l: leaf{lat: gemmLat(pt{float64(m), 64, 64})}})
+	}
+	if _, err := buildSiteIndex(rows).resolve(sol, 32, 1024, 1); !IsMiss(err) {
+		t.Errorf("coverage-candidate admissibility: want a miss, got %v", err)
+	}
+}
+
+func TestSitesDictWalkTieBreak(t *testing.T) {
+	// (1536, 4096) and (1024, 6144) are bitwise equidistant from (1280,
+	// 5120) in log2 space; with one neighbour the winner is the first site
+	// in aiconfigurator's dict-walk (row) order. Utils 0.5 vs 0.25 reveal it.
+	sol := fnSOL(gemmLat)
+	mk := func(first, second [2]int, u1, u2 float64) *siteIndex {
+		var rows []gemmPoint
+		for _, m := range []int{16, 32, 64} {
+			for _, s := range []struct {
+				nk [2]int
+				u  float64
+			}{{first, u1}, {second, u2}} {
+				c := pt{float64(m), float64(s.nk[0]), float64(s.nk[1])}
+				rows = append(rows, gemmPoint{m: m, n: s.nk[0], k: s.nk[1], l: leaf{lat: gemmLat(c) / s.u}})
+			}
+		}
+		idx := buildSiteIndex(rows)
+		idx.nn = 1
+		return idx
+	}
+	q := pt{32, 1280, 5120}
+	l, err := mk([2]int{1536, 4096}, [2]int{1024, 6144}, 0.5, 0.25).resolve(sol, q[0], q[1], q[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	approxRel(t, "row order A first", l.lat, gemmLat(q)/0.5)
+	l, err = mk([2]int{1024, 6144}, [2]int{1536, 4096}, 0.25, 0.5).resolve(sol, q[0], q[1], q[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	approxRel(t, "row order B first", l.lat, gemmLat(q)/0.25)
+}
+
+func TestHoldBoundaryTiesCarryZeroWeight(t *testing.T) {
+	// One leaf at d = 1, then a four-way tie at √2 = R: tied leaves weigh 0,
+	// so the answer is the nearest anchor's held util, whatever the nesting.
+	lats := []struct {
+		c   [3]int
+		lat float64
+	}{
+		{[3]int{64, 32, 2}, 1.00}, {[3]int{64, 16, 2}, 1.10}, {[3]int{64, 64, 2}, 1.30},
+		{[3]int{32, 32, 2}, 1.50}, {[3]int{128, 32, 2}, 1.70}, {[3]int{64, 32, 4}, 2.00},
+	}
+	var pts, swapped []gridPoint
+	for _, x := range lats {
+		pts = append(pts, gridPoint{c: [maxAxes]int{x.c[0], x.c[1], x.c[2]}, l: leaf{lat: x.lat}})
+		swapped = append(swapped, gridPoint{c: [maxAxes]int{x.c[0], x.c[2], x.c[1]}, l: leaf{lat: x.lat}})
+	}
+	one := fnSOL(func(pt) float64 { return 1 })
+	l, err := buildGrid(3, pts).query(&genAttnCfg, one, pt{64, 32, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approxRel(t, "tie hold", l.lat, 1.0)
+	l2, err := buildGrid(3, swapped).query(&genAttnCfg, one, pt{64, 1, 32})
+	if err != nil || l2.lat != l.lat {
+		t.Errorf("nesting changed the tie blend: %v vs %v (%v)", l2.lat, l.lat, err)
+	}
+}
