@@ -276,6 +276,10 @@ func readKindRows[R any, K comparable](ctx context.Context, src rowSource, k *ta
 func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableKind[R, K], refs []srcRef, d *Data) ([]R, error) {
 	seen := map[K]struct{}{}
 	var out []R
+	keep := k.keep
+	if d.System != nil && k.keepExempt[d.System.Name] {
+		keep = nil
+	}
 	for _, ref := range refs {
 		rows, sum, err := readKindRows(ctx, src, k, ref.path)
 		if err != nil {
@@ -290,7 +294,7 @@ func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableK
 			if ref.ks != nil && !ref.ks[k.kernel(r)] {
 				continue
 			}
-			if k.keep != nil && !k.keep(r) {
+			if keep != nil && !keep(r) {
 				continue
 			}
 			if k.norm != nil {

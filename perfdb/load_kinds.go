@@ -17,8 +17,10 @@ type tableKind[R any, K comparable] struct {
 
 	kernel func(r *R) string // kernel_source, for the manifest filter
 	keep   func(r *R) bool   // loader drop rule; nil keeps every row
-	norm   func(r *R)        // loader rewrite, applied before keying; may be nil
-	key    func(r *R) K      // first-wins coordinate
+	// keepExempt lists systems the drop rule does not apply to.
+	keepExempt map[string]bool
+	norm       func(r *R)   // loader rewrite, applied before keying; may be nil
+	key        func(r *R) K // first-wins coordinate
 }
 
 // colReader collects the first error of a sequence of column reads.
@@ -190,7 +192,9 @@ var allReduceKind = &tableKind[AllReduceRow, allReduceKey]{
 	keep: func(r *AllReduceRow) bool {
 		return !strings.HasSuffix(r.Kernel, "_eager") && !strings.HasSuffix(r.Impl, "_eager")
 	},
-	key: func(r *AllReduceRow) allReduceKey { return allReduceKey{r.NumGPUs, r.MessageSize} },
+	// aiconfigurator keeps eager rows on the b60 (XPU) system.
+	keepExempt: map[string]bool{"b60": true},
+	key:        func(r *AllReduceRow) allReduceKey { return allReduceKey{r.NumGPUs, r.MessageSize} },
 }
 
 type ncclKey struct {

@@ -3,6 +3,8 @@ package perfdb
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -111,6 +113,21 @@ func TestLoadDirLoaderRules(t *testing.T) {
 	}
 }
 
+func TestLoadDirB60KeepsEagerAllReduce(t *testing.T) {
+	root := buildFixture(t)
+	// The same data under the system name b60: aiconfigurator exempts it from the eager drop.
+	if err := os.Rename(filepath.Join(root, "fx.yaml"), filepath.Join(root, "b60.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadDir(context.Background(), root, "b60", "vllm", "0.10.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.AllReduce) != 3 || d.AllReduce[1].Kernel != "vLLM_custom_eager" {
+		t.Errorf("b60 all-reduce rows = %+v, want the eager rows kept", d.AllReduce)
+	}
+}
+
 func TestLoadDirCommDoesNotInherit(t *testing.T) {
 	root := buildFixture(t)
 	d, err := LoadDir(context.Background(), root, "fx", "vllm", "0.10.0rc1")
@@ -130,6 +147,7 @@ func TestLoadErrorsListWhatExists(t *testing.T) {
 		{"h100", "vllm", "0.10.0", `system "h100": unknown in ` + root + `; available: fx`},
 		{"fx", "vllm", "0.99", "perf data for system fx: no vllm 0.99; available: trtllm 1.0.0; vllm latest, 0.8.0, 0.9.0, 0.10.0rc1, 0.10.0, 0.11.0, 1.0.dev1"},
 		{"fx", "", "0.10.0", "perf data for system fx: no - 0.10.0; available:"},
+		{"fx", "nccl", "2.26.2", "perf data for system fx: no nccl 2.26.2; available: trtllm"},
 	} {
 		_, err := LoadDir(ctx, root, c.system, c.backend, c.version)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {

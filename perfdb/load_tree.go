@@ -230,8 +230,12 @@ func (t *tree) ncclSource() (srcRef, bool) {
 	return srcRef{dir: k, path: p, channel: "nccl"}, true
 }
 
-// hasBackendVersion reports whether any family dir holds <backend>/<version>.
+// hasBackendVersion reports whether any family dir holds <backend>/<version>
+// (nccl and oneccl are not backends: their tables come with every backend).
 func (t *tree) hasBackendVersion(backend, version string) bool {
+	if backend == "nccl" || backend == "oneccl" {
+		return false
+	}
 	for k := range t.dirs {
 		if k.backend == backend && k.version == version && !knownBackendDirs[k.family] {
 			return true
