@@ -19,6 +19,9 @@ type pricer struct {
 	err   error
 	// Decode[:filled] already holds fillCtx.
 	filled, fillCtx int
+	tails           []timing.Chunk // scratch of priceTails
+	tailsBuf        [32]timing.Chunk
+	decBuf          [64]int
 }
 
 // price returns the duration of a pass with one prefill chunk (tokens at
@@ -57,7 +60,7 @@ func (pr *pricer) price(tokens, from, prefix, rows, ctx int) float64 {
 // tail of a prompt of length isl (cached prefix prefix), plus rows decode rows of
 // context ctx.
 func (pr *pricer) priceTails(tok, m, isl, prefix, rows, ctx int) float64 {
-	chunks := make([]timing.Chunk, 0, m)
+	chunks := pr.tails[:0]
 	for i := 0; i < m; i++ {
 		n := tok / m
 		if i < tok%m {
@@ -69,6 +72,7 @@ func (pr *pricer) priceTails(tok, m, isl, prefix, rows, ctx int) float64 {
 	v := pr.price(0, 0, 0, rows, ctx) // fills the decode rows
 	pr.p.Prefill = chunks
 	v = pr.t.PassMs(&pr.p)
+	pr.tails = chunks
 	pr.p.Prefill = pr.chunk[:0]
 	if !(v > 0) || math.IsInf(v, 0) {
 		if pr.err == nil {
@@ -188,6 +192,7 @@ func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) 
 		return nil, err
 	}
 	pr := &pricer{t: t}
+	pr.tails, pr.p.Decode = pr.tailsBuf[:0], pr.decBuf[:0]
 	rep, err := screen(pr, w, e, b)
 	if err != nil {
 		return nil, err
@@ -503,13 +508,27 @@ func cycleWith(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec in
 func residual(s scr, async bool) Distribution {
 	wg, wm := s.ngen*s.tgen, s.nmix*s.tmix
 	atoms := make([]Atom, 0, 2*residualAtoms)
-	for _, comp := range []struct{ t, w float64 }{{s.tgen, wg}, {s.tmix, wm}} {
-		if comp.w <= 0 {
-			continue
+	// Merge the two midpoint grids in value order (no sort needed).
+	i, j := 0, 0
+	at := func(k int, t, w float64) Atom {
+		return Atom{Value: (float64(k) + 0.5) / residualAtoms * t, Weight: w / residualAtoms}
+	}
+	for i < residualAtoms || j < residualAtoms {
+		switch {
+		case wg <= 0:
+			i = residualAtoms
+		case wm <= 0:
+			j = residualAtoms
 		}
-		for j := 0; j < residualAtoms; j++ {
-			v := (float64(j) + 0.5) / residualAtoms * comp.t
-			atoms = append(atoms, Atom{Value: v, Weight: comp.w / residualAtoms})
+		if i >= residualAtoms && j >= residualAtoms {
+			break
+		}
+		if j >= residualAtoms || (i < residualAtoms && at(i, s.tgen, wg).Value <= at(j, s.tmix, wm).Value) {
+			atoms = append(atoms, at(i, s.tgen, wg))
+			i++
+		} else {
+			atoms = append(atoms, at(j, s.tmix, wm))
+			j++
 		}
 	}
 	d := fromAtomsOwned(atoms)
