@@ -65,7 +65,7 @@ func (s *Sim) prewarm(prefix int) {
 	d.ensureHashes(nb, s.bs)
 	blocks := make([]int32, 0, nb)
 	for i := 0; i < nb && s.pool.nfree > 0; i++ {
-		b := s.pool.popFree()
+		b := s.popBlock()
 		s.pool.register(b, d.hashes[i])
 		blocks = append(blocks, b)
 	}

@@ -20,6 +20,12 @@ type blockPool struct {
 	hash    []uint64
 	hashed  []bool
 	dupNext []int32 // next block with the same hash (insertion order), -1 = none
+	// owner/oidx: for a block whose content is unique to one request (its own prompt
+	// tokens or any generated token), the request and block index it is registered
+	// under; such blocks are chained per request instead of in the hash table (only
+	// that request can ever hit them). -1 = a hash-table block.
+	owner   []int32
+	oidx    []int32
 	cached  hashTab // hash → first registered block with that hash
 	caching bool
 }
@@ -36,6 +42,8 @@ func newBlockPool(numBlocks int, caching bool) *blockPool {
 		hash:    make([]uint64, numBlocks),
 		hashed:  make([]bool, numBlocks),
 		dupNext: make([]int32, numBlocks),
+		owner:   make([]int32, numBlocks),
+		oidx:    make([]int32, numBlocks),
 		head:    -1,
 		tail:    -1,
 		caching: caching,
@@ -45,6 +53,7 @@ func newBlockPool(numBlocks int, caching bool) *blockPool {
 	}
 	for i := range p.dupNext {
 		p.dupNext[i] = -1
+		p.owner[i] = -1
 		p.prev[i] = -1
 		p.next[i] = -1
 	}
@@ -86,15 +95,10 @@ func (p *blockPool) removeFree(b int32) {
 	p.nfree--
 }
 
-// popFree takes the head of the free queue for a new allocation: a cached block loses
-// its hash here (lazy eviction) and gets ref_cnt 1.
-func (p *blockPool) popFree() int32 {
+// popHead unlinks the head of the free queue (the caller evicts and references it).
+func (p *blockPool) popHead() int32 {
 	b := p.head
 	p.removeFree(b)
-	if p.hashed[b] {
-		p.evict(b)
-	}
-	p.ref[b] = 1
 	return b
 }
 

@@ -38,7 +38,9 @@ type req struct {
 
 	table     []int32  // block table
 	nCachedBl int      // blocks of table registered in the prefix cache
-	hashes    []uint64 // hashes of the full blocks of the known tokens (V-R8)
+	hashes    []uint64 // hashes of the leading shared-content full blocks (V-R8)
+	nGlob     int      // leading full blocks whose content other requests can share
+	uHead     []int32  // per block index ≥ nGlob: first registered block of this content, -1 = none
 
 	tokTimes []float64
 	finish   float64
@@ -88,7 +90,17 @@ func (r *req) blockHash(i, bs int, parent uint64) uint64 {
 	}
 }
 
-// ensureHashes extends r.hashes to the first n full blocks (n ≤ numTokens/bs).
+// sharedBlocks is the number of leading full blocks whose content other requests
+// can have: explicit prompt tokens, or the shared prefix. Every later block holds a
+// token unique to r (its own prompt tokens or a generated one), so it forms a suffix.
+func (r *req) sharedBlocks(bs int) int {
+	if r.tokens != nil {
+		return r.p / bs
+	}
+	return min(r.sharedLen, r.p) / bs
+}
+
+// ensureHashes extends r.hashes to the first n full blocks.
 func (r *req) ensureHashes(n, bs int) {
 	for len(r.hashes) < n {
 		i := len(r.hashes)

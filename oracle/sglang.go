@@ -184,7 +184,7 @@ func (s *Sim) sglAddDecode(pb *passBuf, ri int32) {
 			}
 			return
 		}
-		r.table = append(r.table, s.pool.popFree())
+		r.table = append(r.table, s.popBlock())
 	}
 	pb.entries = append(pb.entries, entry{r: ri, n: 1, from: r.c, samples: true, dec: true})
 	r.c++
@@ -200,7 +200,7 @@ func (s *Sim) sglAllocExtend(ri int32, n int) {
 			}
 			return
 		}
-		r.table = append(r.table, s.pool.popFree())
+		r.table = append(r.table, s.popBlock())
 	}
 }
 

@@ -117,7 +117,9 @@ type Sim struct {
 	schedTk  int
 	finished int
 
-	gen []int32 // closed loop: generation index of each request within its client
+	gen       []int32 // closed loop: generation index of each request within its client
+	allHashed bool    // tests: every block in the hash table (no per-request suffix chains)
+
 	trt trtState
 	sgl sglState
 
@@ -179,14 +181,17 @@ func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxToke
 	i := int32(len(s.reqs))
 	nb := (p+maxTokens)/s.bs + 2
 	var hashes []uint64
-	if s.eng.EnablePrefixCaching {
-		hashes = make([]uint64, 0, nb) // sized once: no regrowth garbage
+	d := req{p: p, tokens: tokens, sharedLen: sharedLen}
+	nGlob := d.sharedBlocks(s.bs)
+	if s.eng.EnablePrefixCaching && nGlob > 0 {
+		hashes = make([]uint64, 0, nGlob) // sized once: no regrowth garbage
 	}
 	s.reqs = append(s.reqs, req{
 		id: idOr(id, i), uid: uint64(i) + 1, arrival: at, p: p, maxTokens: maxTokens, eosAt: eosAt,
 		tokens: tokens, sharedLen: sharedLen, group: 1, numCached: -1, client: client,
 		table:    make([]int32, 0, nb),
 		hashes:   hashes,
+		nGlob:    nGlob,
 		tokTimes: make([]float64, 0, maxTokens),
 	})
 	s.pushArrival(at, i)

@@ -115,7 +115,7 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 				r.numCached = r.hits
 			}
 			for need := (trtCtx(r) + s.bs - 1) / s.bs; len(r.table) < need; {
-				r.table = append(r.table, s.pool.popFree())
+				r.table = append(r.table, s.popBlock())
 			}
 		}
 		from := r.c
@@ -125,7 +125,7 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 			r.c = max(end, r.hits)
 		} else { // generation: slot for the new token
 			for need := (r.c + 1 + s.bs - 1) / s.bs; len(r.table) < need; {
-				r.table = append(r.table, s.pool.popFree())
+				r.table = append(r.table, s.popBlock())
 			}
 			r.c = end
 		}
@@ -237,7 +237,11 @@ func (s *Sim) trtCapacityMaxUtil(pb *passBuf) []int32 {
 			break
 		}
 		paused = append(paused, list[j])
-		free += len(s.reqs[list[j]].table)
+		for _, b := range s.reqs[list[j]].table {
+			if s.pool.ref[b] == 1 { // blocks shared with others stay in use
+				free++
+			}
+		}
 		end = j
 	}
 	s.trt.paused = paused
@@ -277,9 +281,8 @@ func (s *Sim) computedBlocksTRT(ri int32) []int32 {
 	}
 	r := &s.reqs[ri]
 	nb := (trtCtx(r) - 1) / s.bs
-	r.ensureHashes(nb, s.bs)
 	for i := 0; i < nb; i++ {
-		b := s.pool.lookup(r.hashes[i])
+		b := s.lookupBlock(ri, i)
 		if b < 0 {
 			break
 		}

@@ -110,9 +110,8 @@ func (s *Sim) computedBlocks(wi int32) []int32 {
 	w := &s.reqs[wi]
 	maxHit := w.numTokens() - 1
 	nb := maxHit / s.bs
-	w.ensureHashes(nb, s.bs)
 	for i := 0; i < nb; i++ {
-		b := s.pool.lookup(w.hashes[i])
+		b := s.lookupBlock(wi, i)
 		if b < 0 {
 			break
 		}
@@ -141,7 +140,7 @@ func (s *Sim) allocNew(wi int32, h, n int, hits []int32) bool {
 	}
 	w.nCachedBl = len(hits)
 	for len(w.table) < need {
-		w.table = append(w.table, s.pool.popFree())
+		w.table = append(w.table, s.popBlock())
 	}
 	s.cacheBlocks(wi, min(h+n, w.numTokens()))
 	return true
@@ -155,7 +154,7 @@ func (s *Sim) allocRunning(ri int32, n int) bool {
 		return false
 	}
 	for len(r.table) < need {
-		r.table = append(r.table, s.pool.popFree())
+		r.table = append(r.table, s.popBlock())
 	}
 	s.cacheBlocks(ri, min(r.c+n, r.numTokens()))
 	return true
@@ -172,11 +171,9 @@ func (s *Sim) cacheBlocks(ri int32, upTo int) {
 	if full <= r.nCachedBl {
 		return
 	}
-	r.ensureHashes(full, s.bs)
 	for i := r.nCachedBl; i < full; i++ {
-		b := r.table[i]
-		if !s.pool.hashed[b] {
-			s.pool.register(b, r.hashes[i])
+		if b := r.table[i]; !s.pool.hashed[b] {
+			s.registerBlock(ri, i, b)
 		}
 	}
 	r.nCachedBl = full
