@@ -306,8 +306,15 @@ func arrivedBy(reqs []simReq, t float64) int {
 // report builds the distributions of the steady and transient requests.
 func (s *sim) report(col *collector, w workload.Spec) (*Report, error) {
 	stage := col.stage
-	var ttft, e2e, tpot, trans []Atom
-	var recs []RequestRecord
+	n := 0
+	for i := range s.reqs {
+		if r := &s.reqs[i]; (r.steady || r.transient) && r.finished {
+			n++
+		}
+	}
+	ttft, e2e, tpot := make([]Atom, 0, n), make([]Atom, 0, n), make([]Atom, 0, n)
+	var trans []Atom
+	recs := make([]RequestRecord, 0, n)
 	for i := range s.reqs {
 		r := &s.reqs[i]
 		if !(r.steady || r.transient) || !r.finished {
