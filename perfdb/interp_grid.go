@@ -90,7 +90,18 @@ func buildGrid(naxes int, pts []gridPoint) *grid {
 }
 
 func buildLevel(pts []gridPoint, depth, naxes int) gnode {
-	var n gnode
+	groups := 0
+	for i := range pts {
+		if i == 0 || pts[i].c[depth] != pts[i-1].c[depth] {
+			groups++
+		}
+	}
+	n := gnode{keys: make([]float64, 0, groups), lkeys: make([]float64, 0, groups)}
+	if depth == naxes-1 {
+		n.vals = make([]leaf, 0, groups)
+	} else {
+		n.kids = make([]gnode, 0, groups)
+	}
 	for i := 0; i < len(pts); {
 		j := i
 		for j < len(pts) && pts[j].c[depth] == pts[i].c[depth] {

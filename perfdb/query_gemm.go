@@ -14,13 +14,18 @@ import (
 // coordinate wins, dict-walk site order kept).
 func (t *tables) buildGemm(d *Data) {
 	t.gemm = map[string]*gemmTable{}
-	byDtype := map[string][]gemmPoint{}
+	count := map[string]int{}
+	for _, r := range d.Gemm {
+		count[r.Dtype]++
+	}
+	byDtype := make(map[string][]gemmPoint, len(count))
 	for _, r := range d.Gemm {
 		if r.Dtype == "awq" || r.Dtype == "gptq" {
 			continue
 		}
 		if _, ok := byDtype[r.Dtype]; !ok {
 			t.gemmQuants = append(t.gemmQuants, r.Dtype)
+			byDtype[r.Dtype] = make([]gemmPoint, 0, count[r.Dtype])
 		}
 		byDtype[r.Dtype] = append(byDtype[r.Dtype], gemmPoint{m: r.M, n: r.N, k: r.K, l: newLeaf(r.Latency, r.Power)})
 	}
