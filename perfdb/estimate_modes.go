@@ -332,18 +332,21 @@ func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
 	}
 	r := DisaggResult{TTFTMs: round3(P * autoscaleTTFTFactor), TPOTMs: T,
 		RequestMs: round3(P*autoscaleTTFTFactor + T*float64(in.OSL-1))}
-	pSeq := float64(in.PrefillBatch*pre.cfg.DP) / P * 1000 * float64(pre.cfg.PP)
+	// Rate matching (picking.py _build_disagg_summary_dict) on the workers'
+	// rounded static rows: seq/s = global_bs/request_latency·1000·pp with the
+	// prefill request latency = its scaled context latency and the decode one =
+	// its scaled generation latency; tokens/s/user is the decode row's.
+	pLat := ctx.LatencyMs * pc
+	pSeq := round3(float64(in.PrefillBatch*pre.cfg.DP) / pLat * 1000 * float64(pre.cfg.PP))
 	dSeq := math.Inf(1)
-	if in.OSL > 1 && T > 0 {
-		dSeq = float64(in.DecodeBatch*dec.cfg.DP) / (T * float64(in.OSL-1)) * 1000 * float64(dec.cfg.PP)
+	if dLat := gen.LatencyMs * dc; in.OSL > 1 && dLat > 0 {
+		dSeq = round3(float64(in.DecodeBatch*dec.cfg.DP) / dLat * 1000 * float64(dec.cfg.PP))
+		r.TokensPerSPerUser = round3(1000 / (dLat / float64(in.OSL-1)))
 	}
 	seq := math.Min(pSeq*float64(in.PrefillWorkers)*prefillRateDegrade, dSeq*float64(in.DecodeWorkers)*decodeRateDegrade)
 	gpus := in.PrefillWorkers*pre.gpus() + in.DecodeWorkers*dec.gpus()
-	r.SeqPerS = round3(seq)
+	r.SeqPerS = round3(seq) // the summary DataFrame is rounded to 3 decimals
 	r.TokensPerSPerGPU = round3(seq * float64(in.OSL) / float64(gpus))
-	if T > 0 {
-		r.TokensPerSPerUser = round3(1000 / T)
-	}
 	// Memory (run_static): the prefill worker holds isl + 1 tokens per slot
 	// with prefill-peak activations; the decode worker isl + osl with
 	// activations for its batch (every token verifying nextn + 1 drafts).
