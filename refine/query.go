@@ -2,6 +2,7 @@ package refine
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -218,7 +219,11 @@ type QueryStats struct {
 	Thresholds []Threshold
 	Straddlers int // rows whose stored numbers do not decide a threshold
 	Evaluated  int // rows resolved with the evaluator and persisted
-	Unresolved int // straddlers left at screening tier (MaxEvals, or no quantitative tier)
+	Unresolved int // straddlers the evaluator could not resolve (no quantitative tier)
+	// Skipped straddlers were left unevaluated: the answer did not depend on them
+	// (settled), or --max-evals ran out (then Settled is false).
+	Skipped int
+	Settled bool
 }
 
 // PrepareQuery is the first pass of the two-pass design (GO_STACK.md §2.4–2.5): it
@@ -263,15 +268,42 @@ func PrepareQuery(ctx context.Context, st *store.Store, ev Evaluator, sql string
 		}
 	}
 	qs.Straddlers = len(todo)
-	if maxEvals > 0 && len(todo) > maxEvals {
-		todo = todo[:maxEvals] // rows arrive in tokens_per_s_per_gpu order
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
 	}
-	n, err := Resolve(ctx, st, ev, todo, workers)
-	if err != nil {
-		return qs, err
+	// Lazy resolution in tokens_per_s_per_gpu order, in growing batches, until the
+	// user's answer no longer depends on the rows still unresolved (answerSettled):
+	// a top-k query stops once its top k is decided.
+	batch := 2 * workers
+	for len(todo) > 0 {
+		if maxEvals > 0 && qs.Evaluated >= maxEvals {
+			break
+		}
+		settled, err := answerSettled(ctx, st, sql, qs.Thresholds, todo)
+		if err != nil {
+			return qs, err
+		}
+		if settled {
+			qs.Settled = true
+			break
+		}
+		n := min(batch, len(todo))
+		if maxEvals > 0 {
+			n = min(n, maxEvals-qs.Evaluated)
+		}
+		got, err := Resolve(ctx, st, ev, todo[:n], workers)
+		if err != nil {
+			return qs, err
+		}
+		qs.Evaluated += got
+		qs.Unresolved += n - got // no quantitative tier (kept at screening)
+		todo = todo[n:]
+		batch *= 2
 	}
-	qs.Evaluated = n
-	qs.Unresolved = qs.Straddlers - n
+	qs.Skipped = len(todo)
+	if len(todo) == 0 {
+		qs.Settled = true
+	}
 	return qs, nil
 }
 

@@ -147,9 +147,9 @@ func prepareQuery(ctx context.Context, c *cli.Context, path, sql string, maxEval
 	if err != nil {
 		return err
 	}
-	if qs.Unresolved > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "aicdb: %d of %d straddling rows left at screening tier (--max-evals or no quantitative tier); their percentile columns are screening estimates\n",
-			qs.Unresolved, qs.Straddlers)
+	if !qs.Settled || qs.Unresolved > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: %d of %d straddling rows left at screening tier (--max-evals %d, or no quantitative tier); the answer may include screening estimates\n",
+			qs.Skipped+qs.Unresolved, qs.Straddlers, maxEvals)
 	}
 	return nil
 }
