@@ -1,0 +1,168 @@
+// Pass pricing for the screening tier: the few passes the closed form needs.
+
+package queueing
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+)
+
+// pricer prices the few passes the closed form needs, reusing one Pass.
+type pricer struct {
+	t     timing.Timing
+	p     timing.Pass
+	chunk [1]timing.Chunk
+	err   error
+	// Decode[:filled] already holds fillCtx.
+	filled, fillCtx int
+	tails           []timing.Chunk // scratch of priceTails
+	tailsBuf        [32]timing.Chunk
+	decBuf          [64]int
+}
+
+// price returns the duration of a pass with one prefill chunk (tokens at
+// position from, prefix cached) and rows decode rows of context ctx each.
+func (pr *pricer) price(tokens, from, prefix, rows, ctx int) float64 {
+	pr.p.Prefill = pr.chunk[:0]
+	if tokens > 0 {
+		pr.p.Prefill = append(pr.p.Prefill, timing.Chunk{Tokens: tokens, Computed: from, Prefix: prefix})
+	}
+	if cap(pr.p.Decode) < rows {
+		pr.p.Decode = make([]int, rows)
+		pr.filled = 0
+	}
+	if pr.fillCtx != ctx {
+		pr.filled, pr.fillCtx = 0, ctx
+	}
+	pr.p.Decode = pr.p.Decode[:rows]
+	for i := pr.filled; i < rows; i++ {
+		pr.p.Decode[i] = ctx
+	}
+	pr.filled = max(pr.filled, rows)
+	if tokens == 0 && rows == 0 {
+		return 0
+	}
+	v := pr.t.PassMs(&pr.p)
+	if !(v > 0) || math.IsInf(v, 0) {
+		if pr.err == nil {
+			pr.err = inputErr(fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", v, tokens, rows))
+		}
+		return 1
+	}
+	return v
+}
+
+// priceTails prices a pass of tok prefill tokens split into m chunks, each the
+// tail of a prompt of length isl (cached prefix prefix), plus rows decode rows of
+// context ctx.
+func (pr *pricer) priceTails(tok, m, isl, prefix, rows, ctx int) float64 {
+	chunks := pr.tails[:0]
+	for i := 0; i < m; i++ {
+		n := tok / m
+		if i < tok%m {
+			n++
+		}
+		from := max(prefix, isl-n)
+		chunks = append(chunks, timing.Chunk{Tokens: n, Computed: from, Prefix: prefix})
+	}
+	v := pr.price(0, 0, 0, rows, ctx) // fills the decode rows
+	pr.p.Prefill = chunks
+	v = pr.t.PassMs(&pr.p)
+	pr.tails = chunks
+	pr.p.Prefill = pr.chunk[:0]
+	if !(v > 0) || math.IsInf(v, 0) {
+		if pr.err == nil {
+			pr.err = inputErr(fmt.Errorf("timing: pass priced at %v ms (%d prefill chunks, %d decode rows); a timing must return a finite value > 0", v, m, rows))
+		}
+		return 1
+	}
+	return v
+}
+
+// alonePrefillMs prices the prompt of a request alone in the engine, chunk by
+// chunk as its calendar schedules it (calendar_*.go with no other request).
+func alonePrefillMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
+	ms := 0.0
+	switch e.Backend {
+	case BackendVLLM:
+		step := isl
+		if e.EnableChunkedPrefill {
+			step = e.MaxNumBatchedTokens
+		}
+		if t := e.LongPrefillTokenThreshold; t > 0 {
+			step = min(step, t)
+		}
+		ms, _ = pr.prefillMs(isl, prefix, prefix, max(step, 1), 0, 0)
+	case BackendTRTLLM:
+		// Charged from position 0, reuse applied after budgeting (T-R3, §4.4).
+		for pos := 0; pos < isl; {
+			n := isl - pos
+			if e.EnableChunkedPrefill && n > e.MaxNumTokens {
+				n = e.MaxNumTokens / e.BlockSize * e.BlockSize
+			}
+			from, to := max(pos, prefix), max(pos+n, prefix)
+			if to > from {
+				ms += pr.price(to-from, from, prefix, 0, 0)
+			}
+			pos = to
+		}
+	case BackendSGLang:
+		extend, page := isl-prefix, e.BlockSize
+		if !e.EnableChunkedPrefill || ceilDiv(extend, page)*page <= e.ChunkedPrefillSize {
+			return pr.price(extend, prefix, prefix, 0, 0)
+		}
+		first := e.ChunkedPrefillSize / page * page // truncated new prompt (S-R4)
+		ms = pr.price(first, prefix, prefix, 0, 0)
+		rest, _ := pr.prefillMs(isl, prefix+first, prefix, e.ChunkedPrefillSize, 0, 0) // continuation, unrounded
+		ms += rest
+	}
+	return ms
+}
+
+// remainderFirstMs prices the prompt in the fewest passes any chunking allows
+// with the chunk boundaries as early as possible (the remainder first, then full
+// chunks): under load a request's chunks can be any sizes up to the largest chunk,
+// and for a timing that charges each chunk its context (roofline KV reads) this
+// is the cheapest such partition; for linear timing it equals the lone chunking.
+func remainderFirstMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
+	maxChunk := isl - prefix
+	switch e.Backend {
+	case BackendVLLM:
+		if e.EnableChunkedPrefill {
+			maxChunk = e.MaxNumBatchedTokens
+		}
+		if t := e.LongPrefillTokenThreshold; t > 0 {
+			maxChunk = min(maxChunk, t)
+		}
+	case BackendTRTLLM:
+		if e.EnableChunkedPrefill {
+			maxChunk = e.MaxNumTokens
+		}
+	case BackendSGLang:
+		if e.EnableChunkedPrefill {
+			maxChunk = e.ChunkedPrefillSize
+		}
+	}
+	maxChunk = max(1, maxChunk)
+	total := isl - prefix
+	n := ceilDiv(total, maxChunk)
+	first := total - (n-1)*maxChunk
+	ms := pr.price(first, prefix, prefix, 0, 0)
+	rest, _ := pr.prefillMs(isl, prefix+first, prefix, maxChunk, 0, 0)
+	return ms + rest
+}
+
+// prefillMs prices a request's own prompt: chunks of at most chunk tokens from
+// position from to isl (prefix cached), each pass also carrying rows decode rows of
+// context ctx (rows = 0: the pure prefill).
+func (pr *pricer) prefillMs(isl, from, prefix, chunk, rows, ctx int) (ms float64, passes int) {
+	for pos := from; pos < isl; {
+		n := min(chunk, isl-pos)
+		ms += pr.price(n, pos, prefix, rows, ctx)
+		pos += n
+		passes++
+	}
+	return ms, passes
+}
