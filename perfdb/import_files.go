@@ -43,13 +43,23 @@ func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.
 		// One prepared statement per row: measured cheaper in CPU than
 		// json_each batches (13.5 s vs 19.6 s user for the h200 slice).
 		args := make([]any, 0, 5+len(ki.k.sql.cols))
+		// The driver starts a cancellation watcher (a goroutine and a progress
+		// handler) for every statement run with a cancellable context, which
+		// doubled the import's CPU time; rows run uncancellable and the
+		// context is checked every 4096 rows instead.
+		ectx := context.WithoutCancel(ctx)
 		for i := range rows {
+			if i%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
 			var p any
 			if hasPower {
 				p = powerOf(&rows[i])
 			}
 			args = append(append(args[:0], srcID, i, system, backend, version), ki.k.sql.args(&rows[i], p)...)
-			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			if _, err := stmt.ExecContext(ectx, args...); err != nil {
 				return fmt.Errorf("store: insert row %d of %s: %w", i, name, err)
 			}
 		}
