@@ -230,10 +230,12 @@ type QueryStats struct {
 // finds the thresholds on queueing columns in the user's SQL, the screening-tier rows
 // in the query's scope for which the stored numbers do not decide one of them
 // (Classify = Straddle, or the bracket and the stored screening value disagree), and
-// resolves them with the evaluator in tokens_per_s_per_gpu order (at most maxEvals
-// when > 0), persisting the results in one transaction. The user's SQL then runs
-// unchanged on the real tables and views, where `points`/`pareto` present the
-// quantitative values: every screening-tier row it returns is certain by its bracket.
+// resolves them lazily: in tokens_per_s_per_gpu order, in growing batches, until the
+// user's answer no longer depends on the rows left (answerSettled; a top-k query
+// stops once its top k is decided), or maxEvals (> 0) evaluations are spent. Each
+// batch is persisted in one transaction. The user's SQL then runs unchanged on the
+// real tables and views, where `points`/`pareto` present the quantitative values:
+// every screening-tier row it returns is certain by its bracket.
 func PrepareQuery(ctx context.Context, st *store.Store, ev Evaluator, sql string, maxEvals, workers int) (QueryStats, error) {
 	var qs QueryStats
 	qs.Thresholds = ExtractThresholds(sql)
