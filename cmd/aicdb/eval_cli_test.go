@@ -213,3 +213,40 @@ func jsonDiff(path string, want, got any) string {
 		return ""
 	}
 }
+
+// TestEvalPerfDatabase: the perf-database timing path (embedded h200_sxm data, no
+// store): both tiers, the keys, per-GPU throughput over tp·pp·dp GPUs.
+func TestEvalPerfDatabase(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "none.sqlite")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"aicdb", "--db", db, "eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm",
+		"--backend", "vllm", "--tp", "2", "--concurrency", "16", "--isl", "2048", "--osl", "64", "--tier", "both"}, &out, &errb)
+	if code != 0 && strings.Contains(errb.String(), "no store found") {
+		t.Skip("embedded perf data not available in this build: " + errb.String())
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var m map[string]map[string]any
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	for _, tier := range []string{"screening", "quantitative"} {
+		cols := m[tier]
+		if len(cols) != len(evalKeys) {
+			t.Errorf("%s: %d keys", tier, len(cols))
+		}
+		for _, k := range evalKeys {
+			if f, ok := cols[k].(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0) || f < 0) {
+				t.Errorf("%s %s = %v", tier, k, f)
+			}
+		}
+		tok, per := cols["output_tokens_per_s"].(float64), cols["output_tokens_per_s_per_gpu"].(float64)
+		if !(tok > 0) || math.Abs(per-tok/2) > 1e-9*tok {
+			t.Errorf("%s: output_tokens_per_s %v, per GPU %v (want /2)", tier, tok, per)
+		}
+	}
+	if lo, p99 := m["screening"]["ttft_steady_p99_lo"].(float64), m["quantitative"]["ttft_steady_p99"].(float64); lo > p99 {
+		t.Errorf("screening lo %v above the evaluator's p99 %v", lo, p99)
+	}
+}
