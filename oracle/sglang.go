@@ -158,6 +158,10 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 		} else {
 			added += extend + sglReserve(w)
 		}
+		if remTotal() <= 0 {
+			sg.batchFull = true // the reservations used up the pool
+			break
+		}
 	}
 	if len(pb.entries) == 0 {
 		return false
