@@ -307,3 +307,23 @@ func BenchmarkPrepareQuery100k(b *testing.B) {
 		}
 	}
 }
+
+func TestLazySafe(t *testing.T) {
+	for _, c := range []struct {
+		sql  string
+		want bool
+	}{
+		{"select * from pareto where ttft_steady_p99 < 200 order by tokens_per_s_per_gpu desc limit 3", true},
+		{"select key, p.ttft_steady_p99, itl_p99 as i from pareto p where p.ttft_steady_p99 <= 200 and itl_p99 < 40", true},
+		{"select * from pareto where ttft_steady_p99 > 200", false},
+		{"select * from pareto where ttft_steady_p99 < 200 order by ttft_steady_p99 desc limit 3", false},
+		{"select max(ttft_steady_p99) from pareto where ttft_steady_p99 < 200", false},
+		{"select * from pareto where ttft_steady_p99 < 200 order by itl_p99 limit 3", false},
+		{"select * from points where ttft_steady_p99 < 200 and queueing_tier = 'quantitative'", false},
+		{"select * from pareto where ttft_steady_p99 between 1 and 200", false},
+	} {
+		if got := lazySafe(c.sql); got != c.want {
+			t.Errorf("lazySafe(%q) = %v, want %v", c.sql, got, c.want)
+		}
+	}
+}

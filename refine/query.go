@@ -129,8 +129,14 @@ func flip(o Op) Op {
 // sql: `col < n`, `col <= n`, `col > n`, `col >= n`, `n < col` (…), `col BETWEEN a AND b`,
 // with optional table qualifiers (`p.col`), a unary `+` or `-` on the number.
 func ExtractThresholds(sql string) []Threshold {
-	toks := tokenize(sql)
+	out, _ := extractThresholds(tokenize(sql))
+	return out
+}
+
+// extractThresholds also returns the token positions of the thresholded columns.
+func extractThresholds(toks []token) ([]Threshold, map[int]bool) {
 	var out []Threshold
+	at := map[int]bool{}
 	num := func(i int) (float64, int, bool) { // number at i (with sign), next index
 		sign := 1.0
 		if i < len(toks) && toks[i].kind == tOther && (toks[i].text == "-" || toks[i].text == "+") {
@@ -165,12 +171,14 @@ func ExtractThresholds(sql string) []Threshold {
 			if o, ok := op(toks[i+1]); ok {
 				if v, _, ok := num(i + 2); ok {
 					out = append(out, Threshold{col, o, v})
+					at[i] = true
 				}
 			}
 			if toks[i+1].kind == tIdent && toks[i+1].text == "between" {
 				if a, j, ok := num(i + 2); ok && j < len(toks) && toks[j].text == "and" {
 					if b, _, ok := num(j + 1); ok {
 						out = append(out, Threshold{col, GE, a}, Threshold{col, LE, b})
+						at[i] = true
 					}
 				}
 			}
@@ -187,11 +195,12 @@ func ExtractThresholds(sql string) []Threshold {
 						v = -v
 					}
 					out = append(out, Threshold{col, flip(o), v})
+					at[i] = true
 				}
 			}
 		}
 	}
-	return out
+	return out, at
 }
 
 // QueryScope says which stored rows a query can read, judged by the relations it
@@ -277,6 +286,9 @@ func PrepareQuery(ctx context.Context, st *store.Store, ev Evaluator, sql string
 	// user's answer no longer depends on the rows still unresolved (answerSettled):
 	// a top-k query stops once its top k is decided.
 	batch := 2 * workers
+	if !lazySafe(sql) {
+		batch = len(todo) // one round: resolve every straddler
+	}
 	for len(todo) > 0 {
 		if maxEvals > 0 && qs.Evaluated >= maxEvals {
 			break
@@ -354,4 +366,39 @@ func (th Threshold) undecidedSQL() (string, []any) {
 	return "CASE WHEN ttft_steady_p99_lo IS NULL OR ttft_steady_p99_hi IS NULL THEN " + nonBracket +
 			" ELSE NOT coalesce(" + decided + ", 0) END",
 		append([]any{th.Value}, args...)
+}
+
+// lazySafe reports whether the early stop of the lazy pre-pass is sound for sql:
+// resolving a straddler may change every queueing column and its tier, so the
+// answer must depend on them only through upper-bound thresholds (the optimistic
+// value lo then bounds the effect) or as bare select-list items (shown, not used).
+// Lower bounds, ORDER BY/GROUP BY/aggregates/expressions on a queueing column, or a
+// filter on queueing_tier → resolve every straddler instead.
+func lazySafe(sql string) bool {
+	toks := tokenize(sql)
+	ths, at := extractThresholds(toks)
+	for _, th := range ths {
+		if th.Op != LT && th.Op != LE {
+			return false
+		}
+	}
+	for i, t := range toks {
+		if t.kind != tIdent || at[i] {
+			continue
+		}
+		if store.QueueingIndex(t.text) < 0 && t.text != "queueing_tier" && t.text != "workload_fidelity" {
+			continue
+		}
+		// A bare select-list item: [select|,] [qualifier .] col [,|from|as].
+		j := i - 1
+		if j >= 1 && toks[j].text == "." {
+			j -= 2
+		}
+		prevOK := j >= 0 && (toks[j].text == "select" || toks[j].text == ",")
+		nextOK := i+1 < len(toks) && (toks[i+1].text == "," || toks[i+1].text == "from" || toks[i+1].text == "as")
+		if !prevOK || !nextOK {
+			return false
+		}
+	}
+	return true
 }
