@@ -58,7 +58,7 @@ func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.
 			if hasPower {
 				p = powerOf(&rows[i])
 			}
-			args = append(append(args[:0], srcID, i, system, backend, version), ki.k.sql.args(&rows[i], p)...)
+			args = ki.k.sql.args(append(args[:0], srcID, i, system, backend, version), &rows[i], p)
 			if _, err := stmt.ExecContext(ectx, args...); err != nil {
 				return fmt.Errorf("store: insert row %d of %s: %w", i, name, err)
 			}

@@ -21,14 +21,16 @@ import (
 type sqlTable[R any] struct {
 	name string
 	cols []string                                      // the row's own columns, in order
-	args func(r *R, power any) []any                   // values for cols; power is nil when the file has none
+	args func(dst []any, r *R, power any) []any        // appends the values of cols to dst; power is nil when the file has none
 	scan func(scan func(dest ...any) error) (R, error) // reads cols (power as sql.NullFloat64 → 0)
 }
 
 var gemmSQL = sqlTable[GemmRow]{
 	name: "perf_gemm",
 	cols: []string{"kernel_source", "gemm_dtype", "m", "n", "k", "latency", "power"},
-	args: func(r *GemmRow, p any) []any { return []any{r.Kernel, r.Dtype, r.M, r.N, r.K, r.Latency, p} },
+	args: func(dst []any, r *GemmRow, p any) []any {
+		return append(dst, r.Kernel, r.Dtype, r.M, r.N, r.K, r.Latency, p)
+	},
 	scan: func(scan func(...any) error) (GemmRow, error) {
 		var r GemmRow
 		var p sql.NullFloat64
@@ -41,8 +43,8 @@ var gemmSQL = sqlTable[GemmRow]{
 var attentionSQLCols = []string{"kernel_source", "attn_dtype", "kv_cache_dtype", "num_heads", "num_key_value_heads",
 	"head_dim", "window_size", "isl", "step", "batch_size", "latency", "power"}
 
-func attentionArgs(r *AttentionRow, p any) []any {
-	return []any{r.Kernel, r.AttnDtype, r.KVDtype, r.NumHeads, r.NumKVHeads, r.HeadDim, r.Window, r.ISL, r.Step, r.Batch, r.Latency, p}
+func attentionArgs(dst []any, r *AttentionRow, p any) []any {
+	return append(dst, r.Kernel, r.AttnDtype, r.KVDtype, r.NumHeads, r.NumKVHeads, r.HeadDim, r.Window, r.ISL, r.Step, r.Batch, r.Latency, p)
 }
 
 func attentionScan(scan func(...any) error) (AttentionRow, error) {
@@ -60,8 +62,8 @@ var generationAttentionSQL = sqlTable[AttentionRow]{name: "perf_generation_atten
 var allReduceSQL = sqlTable[AllReduceRow]{
 	name: "perf_allreduce",
 	cols: []string{"kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency", "power", "implementation"},
-	args: func(r *AllReduceRow, p any) []any {
-		return []any{r.Kernel, r.Dtype, r.NumGPUs, r.MessageSize, r.Latency, p, r.Impl}
+	args: func(dst []any, r *AllReduceRow, p any) []any {
+		return append(dst, r.Kernel, r.Dtype, r.NumGPUs, r.MessageSize, r.Latency, p, r.Impl)
 	},
 	scan: func(scan func(...any) error) (AllReduceRow, error) {
 		var r AllReduceRow
@@ -75,8 +77,8 @@ var allReduceSQL = sqlTable[AllReduceRow]{
 var ncclSQL = sqlTable[NCCLRow]{
 	name: "perf_nccl",
 	cols: []string{"kernel_source", "nccl_dtype", "op_name", "num_gpus", "message_size", "latency", "power"},
-	args: func(r *NCCLRow, p any) []any {
-		return []any{r.Kernel, r.Dtype, r.Op, r.NumGPUs, r.MessageSize, r.Latency, p}
+	args: func(dst []any, r *NCCLRow, p any) []any {
+		return append(dst, r.Kernel, r.Dtype, r.Op, r.NumGPUs, r.MessageSize, r.Latency, p)
 	},
 	scan: func(scan func(...any) error) (NCCLRow, error) {
 		var r NCCLRow
@@ -91,8 +93,8 @@ var moeSQL = sqlTable[MoERow]{
 	name: "perf_moe",
 	cols: []string{"kernel_source", "moe_dtype", "distribution", "topk", "num_experts", "hidden_size", "inter_size",
 		"moe_tp_size", "moe_ep_size", "num_tokens", "latency", "power"},
-	args: func(r *MoERow, p any) []any {
-		return []any{r.Kernel, r.Dtype, r.Distribution, r.TopK, r.NumExperts, r.Hidden, r.Inter, r.MoETP, r.MoEEP, r.NumTokens, r.Latency, p}
+	args: func(dst []any, r *MoERow, p any) []any {
+		return append(dst, r.Kernel, r.Dtype, r.Distribution, r.TopK, r.NumExperts, r.Hidden, r.Inter, r.MoETP, r.MoEEP, r.NumTokens, r.Latency, p)
 	},
 	scan: func(scan func(...any) error) (MoERow, error) {
 		var r MoERow
@@ -105,8 +107,8 @@ var moeSQL = sqlTable[MoERow]{
 
 var quantizeSQLCols = []string{"kernel_source", "quant_dtype", "m", "k", "latency", "power"}
 
-func quantizeArgs(r *QuantizeRow, p any) []any {
-	return []any{r.Kernel, r.Dtype, r.M, r.K, r.Latency, p}
+func quantizeArgs(dst []any, r *QuantizeRow, p any) []any {
+	return append(dst, r.Kernel, r.Dtype, r.M, r.K, r.Latency, p)
 }
 
 func quantizeScan(scan func(...any) error) (QuantizeRow, error) {
