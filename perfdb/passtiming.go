@@ -7,7 +7,9 @@ package perfdb
 //
 //   - token-major work (GEMMs, norms, MoE, all-reduces): the context op list
 //     without context_attention, at batch 1 over P + D tokens (P prefill
-//     tokens, D decode rows), as mixed pass 1;
+//     tokens, D decode rows), as mixed pass 1 — including its convention that
+//     the logits GEMM runs at m = 1 in a mixed pass (kept so a mixed pass
+//     prices exactly as aiconfigurator's t_mix);
 //   - prefill attention per chunk: context_attention at batch 1, s = the
 //     chunk's tokens, prefix = its already-computed tokens (the table's
 //     prefix correction charges exactly the chunk's share of the causal

@@ -238,6 +238,9 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	default:
 		return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", c.String("mode"))
 	}
+	if f := c.String("format"); f != "json" && f != "text" {
+		return nil, userErrorf("--format %q: unknown; use json or text", f)
+	}
 	d, err := src.data(ctx, system, backend, version)
 	if err != nil {
 		return nil, asUser(err)

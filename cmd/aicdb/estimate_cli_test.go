@@ -119,6 +119,7 @@ func TestEstimateCLIBadInput(t *testing.T) {
 		{[]string{"--model", "Qwen/Qwen3-32B", "--batch", "-2"}, []string{"--batch"}},
 		{[]string{"--model", "Qwen/Qwen3-32B", "--mode", "fast"}, []string{"--mode"}},
 		{[]string{"--model", "Qwen/Qwen3-32B", "--database-mode", "FAST"}, []string{"--database-mode"}},
+		{[]string{"--model", "Qwen/Qwen3-32B", "--format", "yaml"}, []string{"--format"}},
 		{[]string{"--model", "Qwen/Qwen3-30B-A3B", "--version", "0.22.0", "--tp", "4"}, []string{"moe-ep"}},
 	}
 	for _, c := range cases {
