@@ -158,8 +158,12 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 		res = PointMass(0) // inside the M/D/1 wait
 	case open || w.TurnaroundMs > 0:
 		res = residual(s, async)
+	case async && c > 1 && len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0:
+		// Pass-aligned arrival, seen one pass late (V-R10): one whole pass. With a
+		// fixed shape the cohort returns while the previous cohort's prompts are
+		// being prefilled: that pass is a mixed pass.
+		res = PointMass(s.tmix)
 	case async && c > 1:
-		// Pass-aligned arrival, seen one pass late (V-R10): one whole pass.
 		res = twoAtoms(s.tgen, s.ngen, s.tmix, s.nmix)
 	default:
 		res = PointMass(0)
