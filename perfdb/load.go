@@ -11,6 +11,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // LoadDir loads the perf data (system, backend, version) sees from an
@@ -272,12 +273,12 @@ func readKindRows[R any, K comparable](ctx context.Context, src rowSource, k *ta
 
 // loadKind resolves one table: reads each source in priority order, applies
 // the kernel_source allowlist and the loader rules, keeps the first row of
-// each coordinate, and records the sources.
-func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableKind[R, K], refs []srcRef, d *Data) ([]R, error) {
+// each coordinate, and records the sources in *srcs.
+func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableKind[R, K], refs []srcRef, system string, srcs *[]DataSource) ([]R, error) {
 	seen := map[K]struct{}{}
 	var out []R
 	keep := k.keep
-	if d.System != nil && k.keepExempt[d.System.Name] {
+	if k.keepExempt[system] {
 		keep = nil
 	}
 	for _, ref := range refs {
@@ -309,42 +310,85 @@ func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableK
 			out = append(out, *r)
 			used++
 		}
-		d.Sources = append(d.Sources, DataSource{Table: k.stem, Backend: ref.dir.backend, Version: ref.dir.version,
+		*srcs = append(*srcs, DataSource{Table: k.stem, Backend: ref.dir.backend, Version: ref.dir.version,
 			Channel: ref.channel, Path: ref.path, SHA256: sum, Rows: n, Used: used})
 	}
 	return out, nil
 }
 
+// loadWorkers bounds the tables decoded at once (the project's machines have 2 cores).
+const loadWorkers = 2
+
 // assemble builds Data for (backend, version) from a tree and a row source.
+// Tables are decoded concurrently; the result does not depend on the order.
 func assemble(ctx context.Context, tr *tree, src rowSource, backend, version string) (*Data, error) {
 	if backend == "" || version == "" || !tr.hasBackendVersion(backend, version) {
 		return nil, fmt.Errorf("perf data for system %s: no %s %s; available: %s",
 			tr.system.Name, orDash(backend), orDash(version), describeVersions(tr.backendVersions()))
 	}
 	d := &Data{System: tr.system, Backend: backend, Version: version}
-	var err error
 	res := func(stem string) []srcRef { return tr.resolve(backend, version, stem) }
-	if d.Gemm, err = loadKind(ctx, src, gemmKind, res(gemmKind.stem), d); err != nil {
-		return nil, err
-	}
-	floorGemmAtSOL(tr.system, d.Gemm)
-	if d.ContextAttention, err = loadKind(ctx, src, contextAttentionKind, res(contextAttentionKind.stem), d); err != nil {
-		return nil, err
-	}
-	if d.GenerationAttention, err = loadKind(ctx, src, generationAttentionKind, res(generationAttentionKind.stem), d); err != nil {
-		return nil, err
-	}
-	if d.AllReduce, err = loadKind(ctx, src, allReduceKind, res(allReduceKind.stem), d); err != nil {
-		return nil, err
-	}
+	sys := tr.system.Name
+	var moe []MoERow
+	nccl := []srcRef{}
 	if ref, ok := tr.ncclSource(); ok {
-		if d.NCCL, err = loadKind(ctx, src, ncclKind, []srcRef{ref}, d); err != nil {
-			return nil, err
-		}
+		nccl = append(nccl, ref)
 	}
-	moe, err := loadKind(ctx, src, moeKind, res(moeKind.stem), d)
-	if err != nil {
-		return nil, err
+	// One task per table, in Data.Sources order.
+	tasks := []func(*[]DataSource) error{
+		func(s *[]DataSource) (err error) {
+			d.Gemm, err = loadKind(ctx, src, gemmKind, res(gemmKind.stem), sys, s)
+			floorGemmAtSOL(tr.system, d.Gemm)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.ContextAttention, err = loadKind(ctx, src, contextAttentionKind, res(contextAttentionKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.GenerationAttention, err = loadKind(ctx, src, generationAttentionKind, res(generationAttentionKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.AllReduce, err = loadKind(ctx, src, allReduceKind, res(allReduceKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.NCCL, err = loadKind(ctx, src, ncclKind, nccl, sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			moe, err = loadKind(ctx, src, moeKind, res(moeKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.ComputeScale, err = loadKind(ctx, src, computeScaleKind, res(computeScaleKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.ScaleMatrix, err = loadKind(ctx, src, scaleMatrixKind, res(scaleMatrixKind.stem), sys, s)
+			return err
+		},
+	}
+	srcs := make([][]DataSource, len(tasks))
+	errs := make([]error, len(tasks))
+	sem := make(chan struct{}, loadWorkers)
+	var wg sync.WaitGroup
+	for i, task := range tasks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = task(&srcs[i])
+		}()
+	}
+	wg.Wait()
+	for i := range tasks {
+		if errs[i] != nil {
+			return nil, errs[i] // the first failing table, in a fixed order
+		}
+		d.Sources = append(d.Sources, srcs[i]...)
 	}
 	for _, r := range moe {
 		if r.Kernel == moeMinLatencyKernel {
@@ -352,12 +396,6 @@ func assemble(ctx context.Context, tr *tree, src rowSource, backend, version str
 		} else {
 			d.MoE = append(d.MoE, r)
 		}
-	}
-	if d.ComputeScale, err = loadKind(ctx, src, computeScaleKind, res(computeScaleKind.stem), d); err != nil {
-		return nil, err
-	}
-	if d.ScaleMatrix, err = loadKind(ctx, src, scaleMatrixKind, res(scaleMatrixKind.stem), d); err != nil {
-		return nil, err
 	}
 	return d, nil
 }
