@@ -1,6 +1,7 @@
 package perfdb
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strings"
@@ -244,4 +245,32 @@ func TestEstimateProperties(t *testing.T) {
 			rt.Fatalf("disagg ttft %v != round(round(ctx·1.1)·1.8)", dr.TTFTMs)
 		}
 	})
+}
+
+// BenchmarkAggH200 prices one agg point (mix + gen-only steps, memory) on the
+// embedded h200 vllm 0.22.0 data, Qwen3-32B tp 8, after the lazy indexes are warm.
+func BenchmarkAggH200(b *testing.B) {
+	d, err := LoadEmbedded(context.Background(), "h200_sxm", "vllm", "0.22.0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := EmbeddedModel("Qwen/Qwen3-32B")
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := NewEstimator(d, m, Config{TP: 8, MoEEP: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := AggInput{Batch: 16, CtxTokens: 4096, ISL: 4096, OSL: 256}
+	if _, err := e.Agg(in); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := e.Agg(in); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
