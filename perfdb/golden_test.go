@@ -396,7 +396,7 @@ func judge(t *testing.T, c *goldenCase, s string, rec goldenRecord, got map[stri
 		t.Errorf("%s (rtol %g): %s", s, c.RTol, strings.Join(bad, "; "))
 		return outcome{s, "FAIL", strings.Join(bad, "; ")}
 	}
-	return outcome{s, "PASS", fmt.Sprintf("max rel err %.2e (rtol %g)", worst, c.RTol)}
+	return outcome{s, "PASS", fmt.Sprintf("max rel err %.2e (rtol %g): %s", worst, c.RTol, strings.Join(detail, " "))}
 }
 
 // errorKindMatches maps the reference's exception class to ours.
