@@ -32,7 +32,7 @@ func BenchmarkSweepDefaultAggStore(b *testing.B) {
 	spec := defaultSpec()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		spec.ISL = 2000 + 10*i // a fresh workload group each time: every point is new
+		spec.OSL = 501 + i // a fresh workload group each time: every point is new
 		res, err := Sweep(ctx, s, NewPerfdbEvaluator(StoreSource{St: s}), spec, SweepOptions{Now: fixedNow})
 		if err != nil {
 			b.Fatal(err)
