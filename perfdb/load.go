@@ -19,6 +19,9 @@ import (
 // data/ tree): the shared-layer sources resolved and the loader rules applied
 // (see Data). Unknown system, backend or version → an error listing what exists.
 func LoadDir(ctx context.Context, systemsDir, system, backend, version string) (*Data, error) {
+	if fi, err := os.Stat(systemsDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("systems folder %s: not a folder; pass aiconfigurator's systems folder (<system>.yaml beside data/)", systemsDir)
+	}
 	return loadFS(ctx, os.DirFS(systemsDir), systemsDir, system, backend, version)
 }
 

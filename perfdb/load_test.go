@@ -154,6 +154,9 @@ func TestLoadErrorsListWhatExists(t *testing.T) {
 			t.Errorf("LoadDir(%s, %s, %s) error = %v, want prefix %q", c.system, c.backend, c.version, err, c.want)
 		}
 	}
+	if _, err := LoadDir(ctx, filepath.Join(root, "nope"), "fx", "vllm", "0.10.0"); err == nil || !strings.HasPrefix(err.Error(), "systems folder "+filepath.Join(root, "nope")+": not a folder") {
+		t.Errorf("missing folder error = %v", err)
+	}
 	vs, err := ListVersionsDir(root, "fx", "vllm")
 	if err != nil || !reflect.DeepEqual(vs, []string{"latest", "0.8.0", "0.9.0", "0.10.0rc1", "0.10.0", "0.11.0", "1.0.dev1"}) {
 		t.Errorf("ListVersionsDir = %v, %v", vs, err)
