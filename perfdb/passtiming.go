@@ -18,6 +18,9 @@ package perfdb
 //     rows' mean context length, as mixed pass 3 (decode attention is
 //     memory-bound, linear in the summed context).
 //
+// With attention DP the pass is one rank's; the MoE op sees its tokens × dp
+// (every rank equally loaded, aiconfigurator's MoE convention).
+//
 // A decode-only pass is the full generation op list at batch D (the gen-only
 // step), so a pass of the agg shapes prices t_mix (MixedMs with ctx = isl)
 // and t_gen (GenOnlyMs) exactly whenever its context lengths lie on the
