@@ -107,6 +107,13 @@ func runBest(c *cli.Context) error {
 // steady quantile in percentile mode; ITL(P99) (or the ITL constraint's percentile);
 // TPOT(avg) unless a TPOT percentile is constrained.
 func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.PointFilter, sla refine.SLA) error {
+	if sla.PercentileMode && !c.Bool("sla-refine") {
+		for _, k := range sla.Constraints {
+			if k.Metric == refine.TPOT || k.Metric == refine.RequestLatency {
+				fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %s is enforced on screening estimates only (QUEUEING.md §7: TPOT and request-latency percentiles need the evaluator); add --sla-refine to resolve them\n", k.Label())
+			}
+		}
+	}
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
 		Refine: c.Bool("sla-refine"), MaxEvals: c.Int("max-evals")})
 	if err != nil {
