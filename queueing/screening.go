@@ -168,12 +168,20 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	default:
 		res = PointMass(0)
 	}
-	shift := stage + wait + s.own + s.ride
-	if !open && s.nmix > float64(s.np)+O-1 {
-		// Prefill-bound cycle: every pass carries prompt work, so a request waits for
-		// the other prompts; by Little's law the cycle minus the own decode gaps.
-		shift += math.Max(0, s.tcyc-(O-1)*tpotMean-(s.own+s.ride))
+	// The own prefill phase: the pure prefill of the own chunks plus the decode rows
+	// riding in them (own + ride); at least the packed mixed pass when a returning
+	// cohort shares it (closed loop, fixed shape); at least, by Little's law, the
+	// cycle minus the own decode gaps when the cycle is prefill-bound (every pass
+	// carries prompt work, so a request waits for the other prompts). Each term is
+	// explicit; the largest binds.
+	phase := s.own + s.ride
+	if !open && len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && float64(s.pmix) > I {
+		phase = math.Max(phase, s.tmix)
 	}
+	if !open && s.nmix > float64(s.np)+O-1 {
+		phase = math.Max(phase, s.tcyc-(O-1)*tpotMean)
+	}
+	shift := stage + wait + phase
 	ttft := res.Shift(shift)
 	if open && S > 1 {
 		ttft = wq.Shift(shift + res.Mean())
