@@ -281,3 +281,58 @@ func TestSweepKill9Resume(t *testing.T) {
 		t.Fatal("content after kill -9 and rerun differs from an uninterrupted sweep")
 	}
 }
+
+// TestQueryDuringSweep runs `aicdb query` (in-process) while a sweep runs in a child
+// process: every query succeeds and sees whole committed batches only.
+func TestQueryDuringSweep(t *testing.T) {
+	t.Setenv("AICDB_EVALUATOR", "synthetic")
+	db := filepath.Join(t.TempDir(), "c.sqlite")
+	// Create the store first so the reader never races the migrations.
+	st, err := store.Open(context.Background(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	args, _ := json.Marshal(append(append([]string{"--db", db}, sweepArgs...), "--commit-every", "32", "--workers", "2"))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSweepChildProcess$")
+	cmd.Env = append(os.Environ(), "AICDB_EVALUATOR=synthetic", "AICDB_SWEEP_CHILD=1",
+		"AICDB_SYNTHETIC_DELAY=2ms", "AICDB_SWEEP_ARGS="+string(args))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	seen := map[string]bool{}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("sweep: %v", err)
+			}
+			code, out, errs := cliRun(t, db, "query", "--format", "csv", "select count(*) from operating_points")
+			if code != 0 || out != "count(*)\n352\n" {
+				t.Fatalf("after the sweep: code %d out %q err %q", code, out, errs)
+			}
+			t.Logf("queries during the sweep saw counts %v", seen)
+			return
+		default:
+		}
+		code, out, errs := cliRun(t, db, "query", "--format", "csv",
+			"select count(*) || '/' || sum(oom = 0 and (ttft is null or ttft_steady_p99 is null)) from operating_points")
+		if code != 0 {
+			t.Fatalf("query during the sweep: code %d err %q", code, errs)
+		}
+		v := strings.TrimSpace(strings.TrimPrefix(out, strings.SplitN(out, "\n", 2)[0]+"\n"))
+		var n, partial int
+		if v != "" && v != "0/" {
+			if _, err := fmt.Sscanf(v, "%d/%d", &n, &partial); err != nil {
+				t.Fatalf("parse %q: %v", v, err)
+			}
+		}
+		if partial != 0 || (n%32 != 0 && n != 352) {
+			t.Fatalf("query during the sweep saw %d rows, %d partial: want whole batches of 32", n, partial)
+		}
+		seen[v] = true
+		time.Sleep(10 * time.Millisecond)
+	}
+}
