@@ -11,24 +11,30 @@ import (
 // SweepSpec is what `aicdb sweep` asks for. Zero-valued lists take aiconfigurator's
 // default search space (PERFDB.md §2.3–§2.4, sdk/sweep.py at 095f58a5).
 type SweepSpec struct {
-	Model, System, Backend, Version string
+	Model   string `json:"model"`
+	System  string `json:"system"`
+	Backend string `json:"backend"`
+	Version string `json:"version,omitempty"`
 
-	TotalGPUs, ISL, OSL, Prefix int
+	TotalGPUs int `json:"total_gpus"`
+	ISL       int `json:"isl"`
+	OSL       int `json:"osl"`
+	Prefix    int `json:"prefix"`
 	// Modes: "agg", "disagg" (default: agg).
-	Modes []string
+	Modes []string `json:"modes,omitempty"`
 	// TPs: tensor-parallel sizes (default 1, 2, 4, 8; kept if they divide TotalGPUs
 	// and the model's heads).
-	TPs []int
+	TPs []int `json:"tp,omitempty"`
 	// Batches: agg per-worker batch sizes (default _DEFAULT_AGG_BATCH_SCHEDULE).
-	Batches []int
+	Batches []int `json:"batch,omitempty"`
 	// CtxTokens: agg prefill budgets (default _agg_ctx_tokens_list(isl, 512, chunked)).
-	CtxTokens []int
+	CtxTokens []int `json:"ctx_tokens,omitempty"`
 	// ChunkedPrefill: aiconfigurator's enable_chunked_prefill (default off).
-	ChunkedPrefill bool
+	ChunkedPrefill bool `json:"chunked_prefill"`
 	// DecodeBatches: disagg decode batch sizes (default _DEFAULT_DECODE_BATCH_SCHEDULE).
-	DecodeBatches []int
+	DecodeBatches []int `json:"decode_batch,omitempty"`
 	// MaxWorkers caps the P and D worker counts of disagg rows (default 32).
-	MaxWorkers int
+	MaxWorkers int `json:"max_workers,omitempty"`
 }
 
 // DefaultTPs is aiconfigurator's dense tp list (task_v2.py).
