@@ -248,7 +248,7 @@ func (e *Estimator) Agg(in AggInput) (AggResult, error) {
 		}
 	}
 	r.MemoryGiB = mem.TotalGiB
-	if err := e.checkOOM(mem); err != nil {
+	if err := e.checkOOM(mem, false); err != nil {
 		return AggResult{}, err
 	}
 	return r, finiteAll(r.TTFTMs, r.TPOTMs, r.RequestMs, r.SeqPerS)
@@ -358,10 +358,10 @@ func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
 	if err != nil {
 		return DisaggResult{}, err
 	}
-	if err := pre.checkOOM(pm); err != nil {
+	if err := pre.checkOOM(pm, true); err != nil {
 		return DisaggResult{}, fmt.Errorf("prefill worker: %w", err)
 	}
-	if err := dec.checkOOM(dm); err != nil {
+	if err := dec.checkOOM(dm, true); err != nil {
 		return DisaggResult{}, fmt.Errorf("decode worker: %w", err)
 	}
 	r.PrefillMemoryGiB, r.DecodeMemoryGiB = round3(pm.TotalGiB), round3(dm.TotalGiB)

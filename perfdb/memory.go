@@ -118,13 +118,16 @@ func (e *Estimator) memory(batch, isl, osl, prefix int, o memOpts) (MemoryUsage,
 // fraction, whether it applies to the free pool (TRT-LLM
 // free_gpu_memory_fraction) or to total memory (vLLM gpu_memory_utilization,
 // SGLang mem_fraction_static), and the reserved/tolerance shrink factors.
-func kvBudgetParams(backend, version string) (fraction float64, ofFree bool, reserved, tolerance float64) {
+// SGLang's static path (disagg workers) derives mem_fraction_static from the
+// capacity and parallelism; its agg path uses the 0.88 fallback.
+func kvBudgetParams(backend, version string, static bool, capacity float64, tp, pp, dp int) (fraction float64, ofFree bool, reserved, tolerance float64) {
 	switch backend {
 	case "trtllm":
 		return 0.9, true, 0.015, 0.02
 	case "sglang":
-		// The static path derives mem_fraction_static from capacity and
-		// parallelism; the 0.88 fallback is used for every path here.
+		if static && capacity > 0 {
+			return sglangMemFractionStatic(capacity, tp, pp, dp), false, 0, 0.02
+		}
 		return 0.88, false, 0, 0.02
 	}
 	for _, p := range []struct {
@@ -138,10 +141,50 @@ func kvBudgetParams(backend, version string) (fraction float64, ofFree bool, res
 	return 0.92, false, 0, 0.02
 }
 
+// sglangMemFractionStatic is derive_sglang_mem_fraction_static (SGLang
+// ServerArgs' capacity-tiered default): capacity minus the reserve for
+// chunked prefill, parallel slack, decode graphs and DP-attention padding.
+func sglangMemFractionStatic(capacityBytes float64, tp, pp, dp int) float64 {
+	mb := capacityBytes / (1 << 20)
+	var chunk, graphBS float64
+	switch {
+	case mb < 20*1024:
+		chunk, graphBS = 2048, 8
+	case mb < 35*1024:
+		chunk, graphBS = 2048, 24
+		if tp >= 4 {
+			graphBS = 80
+		}
+	case mb < 60*1024:
+		chunk, graphBS = 4096, 32
+		if tp >= 4 {
+			graphBS = 160
+		}
+	case mb < 160*1024:
+		chunk, graphBS = 8192, 256
+		if tp >= 4 {
+			graphBS = 512
+		}
+	default:
+		chunk, graphBS = 16384, 512
+	}
+	res := 512 + 1.5*chunk + float64(tp*pp)/8*1024 + graphBS*2
+	if dp > 1 {
+		res += graphBS * float64(dp) * 3
+		if graphBS > 300 {
+			res += graphBS * float64(dp) * 1.5
+		}
+	}
+	if mb > 60*1024 {
+		res = math.Max(res, 10*1024)
+	}
+	return math.RoundToEven((mb-res)/mb*1000) / 1000
+}
+
 // checkOOM fails when the footprint reaches the GPU's memory capacity or the
 // KV cache exceeds the backend's KV budget (the reference raises
-// RuntimeError for both).
-func (e *Estimator) checkOOM(u MemoryUsage) error {
+// RuntimeError for both). static selects the static-path budget (disagg).
+func (e *Estimator) checkOOM(u MemoryUsage, static bool) error {
 	capGiB := e.sys.MemCapacity / (1 << 30)
 	if capGiB <= 0 {
 		return nil
@@ -150,7 +193,7 @@ func (e *Estimator) checkOOM(u MemoryUsage) error {
 		return fmt.Errorf("%w: %.2f GiB needed on %s (capacity %.2f GiB); raise tp/pp or lower the batch",
 			ErrOOM, u.TotalGiB, e.sys.Name, capGiB)
 	}
-	f, ofFree, reserved, tol := kvBudgetParams(e.cfg.Backend, e.cfg.Version)
+	f, ofFree, reserved, tol := kvBudgetParams(e.cfg.Backend, e.cfg.Version, static, e.sys.MemCapacity, e.cfg.TP, e.cfg.PP, e.cfg.DP)
 	scale := (1 - reserved) * (1 - tol)
 	nonKV := u.TotalGiB - u.KVCacheGiB
 	budget := capGiB*f*scale - nonKV
