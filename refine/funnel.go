@@ -86,6 +86,9 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 	var quant []store.Quantitative
 	taken := map[string]bool{}
 	budget := opt.MaxEvals
+	workers := runtime.GOMAXPROCS(0)
+	cache := map[int]evalResult{}
+	consumed := map[int]bool{}
 	for i := range survivors {
 		if len(res.Rows) == opt.TopK {
 			break
@@ -97,7 +100,23 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 		}
 		v := verdicts[i]
 		if v == Straddle && opt.Refine && opt.SLA.PercentileMode && (opt.MaxEvals == 0 || budget > 0) {
-			q, err := evaluate(ctx, ev, p)
+			if _, ok := cache[i]; !ok {
+				// Evaluate this straddler and the next ones of untaken configurations in
+				// parallel (speculative lookahead; every result is persisted).
+				idx := []int{i}
+				for j := i + 1; j < len(survivors) && len(idx) < workers; j++ {
+					if opt.MaxEvals > 0 && len(idx) >= budget {
+						break
+					}
+					if verdicts[j] == Straddle && !taken[survivors[j].Parallel()] {
+						idx = append(idx, j)
+					}
+				}
+				evalParallel(ctx, ev, survivors, idx, cache)
+			}
+			r := cache[i]
+			consumed[i] = true
+			q, err := r.q, r.err
 			switch {
 			case errors.Is(err, ErrNoQuantitative):
 			case err != nil:
@@ -120,6 +139,13 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 		taken[par] = true
 		res.Rows = append(res.Rows, *p)
 		res.Verdicts = append(res.Verdicts, v)
+	}
+	// Speculative evaluations the walk did not reach are persisted too (index order).
+	for i := range survivors {
+		if r, ok := cache[i]; ok && !consumed[i] && r.err == nil {
+			res.Evaluated++
+			quant = append(quant, r.q)
+		}
 	}
 	// --sla-refine also upgrades the reported rows themselves (QUEUEING.md §7).
 	if opt.Refine {
@@ -146,6 +172,29 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 		}
 	}
 	return res, nil
+}
+
+type evalResult struct {
+	q   store.Quantitative
+	err error
+}
+
+// evalParallel evaluates survivors[idx] concurrently into cache (results are
+// deterministic; the order of completion does not matter).
+func evalParallel(ctx context.Context, ev Evaluator, survivors []store.Point, idx []int, cache map[int]evalResult) {
+	out := make([]evalResult, len(idx))
+	var g errgroup.Group
+	for k, i := range idx {
+		g.Go(func() error {
+			q, err := evaluate(ctx, ev, &survivors[i])
+			out[k] = evalResult{q, err}
+			return nil
+		})
+	}
+	g.Wait()
+	for k, i := range idx {
+		cache[i] = out[k]
+	}
 }
 
 func evaluate(ctx context.Context, ev Evaluator, p *store.Point) (store.Quantitative, error) {
