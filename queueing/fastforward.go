@@ -44,7 +44,9 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		}
 		return prevEnd
 	}
-	if k < 2 || schedAt(*start, *end) >= tA {
+	// A pass may not end at or beyond the driver's barrier (an open-loop stability
+	// check instant): the driver observes the state at the first pass end there.
+	if k < 2 || schedAt(*start, *end) >= tA || *end >= s.barrier {
 		return nil
 	}
 	if err := s.countPass(ctx); err != nil {
@@ -54,7 +56,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	s.now = *end
 	j := 0
 	ps, pe := *start, *end
-	for j < k && schedAt(ps, pe) < tA {
+	for j < k && schedAt(ps, pe) < tA && pe < s.barrier {
 		if j > 0 { // the previous stretch pass completes in bulk
 			if err := s.countPass(ctx); err != nil {
 				return err

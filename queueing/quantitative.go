@@ -55,7 +55,7 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timi
 	if err != nil {
 		return nil, err
 	}
-	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes}
+	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
 	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
 		s.budget = e.MaxPrefillTokens
 	}
@@ -205,6 +205,7 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 		a := arrivedBy(s.reqs, t)
 		return a - finished
 	}
+	s.barrier = mid // the fast path stops at the check instants (fastforward.go)
 	stop := func() bool {
 		if col.doneN >= target {
 			return true
@@ -212,9 +213,11 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 		now := s.clock()
 		if !midSeen && now >= mid {
 			midSeen, lMid, doneMid = true, inSystem(now), finished
+			s.barrier = end
 		}
 		if !checked && now >= end {
 			checked, lEnd, doneEnd = true, inSystem(now), finished
+			s.barrier = math.Inf(1)
 			grow := lEnd - lMid
 			arrivals := float64(n - 1 - n/2)
 			completions := float64(doneEnd - doneMid)
