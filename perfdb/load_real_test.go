@@ -1,7 +1,9 @@
 package perfdb
 
 import (
+	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -77,29 +79,50 @@ func TestH200Vllm022Golden(t *testing.T) {
 
 // TestEmbeddedEqualsSharedSlice: skipping the families aicdb does not model
 // leaves the resolved tables unchanged (so the h200 golden case resolves
-// identically from the embedded data).
+// identically from the embedded data). Structurally: no skipped family holds
+// an imported table, and every imported h200 file is embedded byte for byte;
+// then vllm 0.22.0 (the golden case) is compared whole.
 func TestEmbeddedEqualsSharedSlice(t *testing.T) {
 	dir := sharedSystemsDir(t)
 	ctx := context.Background()
-	cases := [][2]string{{"vllm", "0.22.0"}}
-	if !testing.Short() {
-		cases = append(cases, [2]string{"trtllm", "1.3.0rc20"}, [2]string{"sglang", "0.5.14"})
+	shared, err := scanTreeFS(os.DirFS(dir), dir, &System{Name: "h200_sxm", DataDir: "data/h200_sxm"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range cases {
-		a, err := LoadEmbedded(ctx, "h200_sxm", c[0], c[1])
-		if c == [2]string{"vllm", "0.22.0"} {
-			a, err = h200Vllm022()
+	emb := subOrEmpty(EmbeddedFS(), "systems")
+	embedded, err := scanTreeFS(emb, "embedded", &System{Name: "h200_sxm", DataDir: "data/h200_sxm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range shared.files {
+		if !embedded.files[p] {
+			t.Errorf("%s is imported from the shared slice but not embedded", p)
+			continue
 		}
-		if err != nil {
-			t.Fatal(err)
+		a, _ := os.ReadFile(filepath.Join(dir, p))
+		b, _ := fs.ReadFile(emb, p)
+		if !bytes.Equal(a, b) {
+			t.Errorf("embedded %s differs from the shared slice", p)
 		}
-		b, err := LoadDir(ctx, dir, "h200_sxm", c[0], c[1])
-		if err != nil {
-			t.Fatal(err)
+	}
+	if len(embedded.files) != len(shared.files) {
+		t.Errorf("embedded %d table files, shared slice %d", len(embedded.files), len(shared.files))
+	}
+	for k, d := range shared.dirs {
+		if e, ok := embedded.dirs[k]; ok && !reflect.DeepEqual(e, d) {
+			t.Errorf("dir %v: sidecars differ", k)
 		}
-		if !reflect.DeepEqual(a, b) {
-			t.Errorf("%s %s: embedded data resolves differently from the shared slice", c[0], c[1])
-		}
+	}
+	a, err := h200Vllm022()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadDir(ctx, dir, "h200_sxm", "vllm", "0.22.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("vllm 0.22.0: embedded data resolves differently from the shared slice")
 	}
 }
 
