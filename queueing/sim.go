@@ -68,10 +68,10 @@ type sim struct {
 	chunked int32 // SGLang: the request whose prefill is in progress, or -1
 	kvFree  int   // TRT-LLM: free KV blocks (reservations), when capacity is set
 
-	now       float64 // the clock: end of the last completed pass
+	now float64 // the clock: end of the last completed pass
 	// barrier: fastForward leaves in flight the pass that would end at or beyond
 	// it, so the driver sees the state at that pass end (+Inf: none).
-	barrier float64
+	barrier   float64
 	passes    int
 	maxPasses int
 	finBuf    []int32
