@@ -24,6 +24,15 @@ type Options struct {
 	// NoFastForward disables the decode-stretch fast path (fastforward.go); the
 	// results are identical up to floating-point summation order.
 	NoFastForward bool
+	// StaggerPhases (closed loop), when > 0, reports the steady distributions as an
+	// equal mixture over that many limit cycles started with the clients spread
+	// uniformly over i/K of one request cycle (i = 1..K) instead of the burst alone
+	// (QUEUEING.md §4, multi-stability); the transient stays the burst's.
+	// Diagnostics.StaggerPhases flags it. 0 (default) is the burst, as the oracle
+	// gate assumes.
+	StaggerPhases int
+
+	spreadMs float64 // initial spread of the closed-loop clients (internal)
 }
 
 // Quantitative evaluates w on engine e with pass timing t by the limit-cycle

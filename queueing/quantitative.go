@@ -55,6 +55,18 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timi
 	if err != nil {
 		return nil, err
 	}
+	if o.StaggerPhases < 0 || o.StaggerPhases > maxStaggerPhases {
+		return nil, inputErr(fmt.Errorf("options stagger_phases = %d: must be in 0..%d", o.StaggerPhases, maxStaggerPhases))
+	}
+	if o.StaggerPhases > 0 && w.Concurrency > 0 {
+		return staggered(ctx, w, e, t, o, b)
+	}
+	return quantitativeRun(ctx, w, e, t, o, b)
+}
+
+// quantitativeRun is one limit-cycle evaluation (closed-loop clients start at
+// stage + slot·SpreadMs/C; a burst when the spread is 0).
+func quantitativeRun(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
 	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
 	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
 		s.budget = e.MaxPrefillTokens
@@ -107,7 +119,7 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	s.reqs = make([]simReq, 0, C*(warm+win+3))
 	s.maxPasses = C*(warm+win+4)*perReq + 64
 	for slot := 0; slot < C; slot++ {
-		ri := s.newReq(&w, slot, 0, stage)
+		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
 		s.reqs[ri].transient = true
 		s.reqs[ri].steady = warm == 0
 	}

@@ -60,6 +60,8 @@ type Diagnostics struct {
 	TGenMs       float64 `json:"t_gen_ms,omitempty"`
 	NMix         float64 `json:"n_mix,omitempty"`
 	NGen         float64 `json:"n_gen,omitempty"`
+	// StaggerPhases > 0 flags a steady mixture over that many initial staggers.
+	StaggerPhases int `json:"stagger_phases,omitempty"`
 	// Backlog is the open-loop number of requests waiting for admission at the last
 	// arrival.
 	Backlog int `json:"backlog,omitempty"`

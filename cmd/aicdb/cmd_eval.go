@@ -80,6 +80,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "capacity-policy", Usage: "TRT-LLM guaranteed_no_evict | max_utilization"},
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
+			&cli.IntFlag{Name: "stagger-phases", Usage: "closed loop, quantitative: mix the steady state over N initial client staggers instead of the burst's locked cycle (0 = burst)"},
 			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
 		},
 		Action: runEval,
@@ -108,7 +109,7 @@ func runEval(c *cli.Context) error {
 		if tier == queueing.TierScreening {
 			rep, err = queueing.Screening(spec.w, spec.e, spec.t)
 		} else {
-			rep, err = queueing.Quantitative(c.Context, spec.w, spec.e, spec.t)
+			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, queueing.Options{StaggerPhases: c.Int("stagger-phases")})
 		}
 		if err == nil && spec.pt != nil {
 			if perr := spec.pt.Err(); perr != nil {

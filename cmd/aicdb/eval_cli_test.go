@@ -69,6 +69,7 @@ func TestEvalGolden(t *testing.T) {
 		"sglang_w2":          append(append([]string{}, linArgs...), "--backend-engine", "sglang", "--concurrency", "16", "--isl", "2048", "--osl", "128", "--isl-quantiles", "512,2048,4096", "--osl-quantiles", "32,128,256", "--mixed-chunk=false", "--tier", "both"),
 		"vllm_knobs":         append(append([]string{}, linArgs...), "--concurrency", "12", "--isl", "3000", "--osl", "40", "--prefix", "1000", "--max-num-batched-tokens", "1024", "--max-num-seqs", "8", "--async-scheduling=false", "--stage-ms", "4", "--turnaround-ms", "20"),
 		"roofline_trtllm":    {"--timing", "roofline", "--base-ms", "2", "--weights-ms", "8", "--token-ms", "0.01", "--attn-ms-per-pair", "1e-6", "--kv-ms-per-token", "1e-4", "--backend-engine", "trtllm", "--concurrency", "24", "--isl", "3000", "--osl", "200", "--chunked-prefill", "--max-num-tokens", "2048", "--tier", "both"},
+		"vllm_staggered":     append(append([]string{}, linArgs...), "--concurrency", "8", "--isl", "1024", "--osl", "256", "--stagger-phases", "4"),
 		"unstable_open_loop": append(append([]string{}, linArgs...), "--rate", "100", "--num-requests", "600", "--isl", "4096", "--osl", "256", "--tier", "both"),
 	}
 	for name, args := range cases {
@@ -146,6 +147,7 @@ func TestEvalBadInput(t *testing.T) {
 		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--backend-engine", "trtllm", "--kv-capacity-tokens", "100000", "--capacity-policy", "max_utilization"), "max_utilization"},
 		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--isl-quantiles", "5,x"), "--isl-quantiles"},
 		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--tier", "fast"), "--tier"},
+		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--stagger-phases", "-1"), "stagger_phases = -1"},
 		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--format", "yaml"), "--format"},
 		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--backend-engine", "tgi"), "tgi"},
 		{[]string{"--timing", "linear", "--base-ms", "5", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--prefill-ms-per-token is required"},
