@@ -200,10 +200,16 @@ type DataSource struct {
 //     perf_data_reuse_manifest.yaml lists for the table (never touches dense
 //     GEMM/attention/MoE tables in practice).
 //
-// NCCL comes from comm/nccl/<System.NCCLVersion>/ only and is never inherited.
+// A table whose requested file lies in the comm family (custom all-reduce)
+// takes no other source; when the requested version has no comm dir, earlier
+// versions fill it (h200/b200 vllm 0.22.0 read 0.19.0's). NCCL comes from
+// comm/nccl/<System.NCCLVersion>/ only and is never inherited. Only the
+// family-first layout (<data_dir>/<family>/<backend>/<version>) is read; a
+// malformed reuse.yaml or collection_meta.yaml is an error (aiconfigurator's
+// strict-provenance behaviour) rather than a warning.
 //
-// Loader rules applied: all-reduce rows whose kernel_source ends in "_eager" are
-// dropped; GEMM rows with awq/gptq dtypes are dropped; attention rows with
+// Loader rules applied: all-reduce rows whose kernel_source or backend column
+// ends in "_eager" are dropped (except on system b60, as in aiconfigurator); GEMM rows with awq/gptq dtypes are dropped; attention rows with
 // num_key_value_heads == num_heads are stored with NumKVHeads = 0 (MHA sentinel);
 // every GEMM latency is floored at its speed-of-light time,
 // latency = max(measured, System.GemmSOL) (PERFDB.md §1.5; aiconfigurator's
