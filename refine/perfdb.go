@@ -2,7 +2,9 @@ package refine
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -147,9 +149,41 @@ func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 		models: map[string]*perfdb.Model{}, ests: map[perfdb.Config]*estEntry{}}
 }
 
-// Name implements Evaluator. Bump the suffix when the numbers this evaluator
-// produces change, so stale rows are not reused.
-func (p *PerfdbEvaluator) Name() string { return "perfdb-1" }
+// Name implements Evaluator: "perfdb-1+q<fingerprint>". Bump the number when the
+// perfdb side of the numbers changes; the queueing side is fingerprinted
+// automatically (queueingFingerprint), so a change of the queueing model gives new
+// row keys and Sweep replaces the stale rows instead of reusing them.
+func (p *PerfdbEvaluator) Name() string { return "perfdb-1+q" + queueingFingerprint() }
+
+// queueingFingerprint hashes both tiers of the queueing model at fixed probe points
+// (each backend, synthetic linear timing): any change of their numbers changes it.
+// Computed once per process (~ms), deterministic.
+var queueingFingerprint = sync.OnceValue(func() string {
+	h := sha256.New()
+	t := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}
+	for _, backend := range []string{queueing.BackendVLLM, queueing.BackendTRTLLM, queueing.BackendSGLang} {
+		in := store.PointInputs{Backend: backend, ISL: 2048, OSL: 64, Prefix: 256, Batch: 8, CtxTokens: 4096}
+		e, err := engine(in)
+		if err != nil {
+			fmt.Fprintf(h, "%s: %v;", backend, err)
+			continue
+		}
+		w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix, Concurrency: in.Batch}
+		for _, eval := range []func() (*queueing.Report, error){
+			func() (*queueing.Report, error) { return queueing.Screening(w, e, t) },
+			func() (*queueing.Report, error) { return queueing.Quantitative(context.Background(), w, e, t) },
+		} {
+			r, err := eval()
+			if err != nil {
+				fmt.Fprintf(h, "%s: %v;", backend, err)
+				continue
+			}
+			b, _ := json.Marshal(r.Columns(1)) // map keys are sorted: stable
+			h.Write(b)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:8]
+})
 
 func (p *PerfdbEvaluator) loadData(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
 	k := [3]string{system, backend, version}

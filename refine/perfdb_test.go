@@ -141,3 +141,11 @@ func BenchmarkSweepDefaultAggPerfdbWarm(b *testing.B) {
 	}
 	benchSweepFresh(b, func() Evaluator { return ev })
 }
+
+func TestPerfdbEvaluatorNameFingerprint(t *testing.T) {
+	a, b := NewPerfdbEvaluator(DirSource{}).Name(), NewPerfdbEvaluator(DirSource{}).Name()
+	if a != b || !strings.HasPrefix(a, "perfdb-1+q") || len(a) != len("perfdb-1+q")+8 {
+		t.Fatalf("names %q, %q: want a stable perfdb-1+q<8 hex>", a, b)
+	}
+	t.Logf("evaluator name %s", a)
+}

@@ -289,3 +289,30 @@ func sortedInts(m map[int]bool) []int {
 	slices.Sort(out)
 	return out
 }
+
+// renamed is an evaluator whose code version (name) changed.
+type renamed struct{ Synthetic }
+
+func (renamed) Name() string { return "synthetic-2" }
+
+func TestSweepReplacesStaleEvaluatorRows(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	first, err := Sweep(ctx, s, Synthetic{}, defaultSpec(), SweepOptions{Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Sweep(ctx, s, renamed{}, defaultSpec(), SweepOptions{Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replaced != first.Total || res.Evaluated != res.Total {
+		t.Fatalf("new evaluator version: %+v, want every stale row replaced and re-evaluated", res)
+	}
+	var stale, front int
+	s.DB.Get(&stale, `SELECT count(*) FROM operating_points WHERE evaluator != 'synthetic-2'`)
+	s.DB.Get(&front, `SELECT count(*) FROM pareto WHERE evaluator != 'synthetic-2'`)
+	if stale != 0 || front != 0 {
+		t.Fatalf("%d stale rows (%d on the front) left", stale, front)
+	}
+}

@@ -36,6 +36,7 @@ type SweepResult struct {
 	Skipped   int // already stored (not evaluated)
 	Evaluated int // evaluated and written in this run
 	OOM       int // evaluated rows that do not fit in memory
+	Replaced  int // stale rows of another evaluator version deleted first
 	Groups    []store.Group
 	Version   string
 }
@@ -78,7 +79,9 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		return res, fmt.Errorf("encode sweep arguments: %w", err)
 	}
 
-	// Which points are stored already (incremental sweep).
+	// Which points are stored already (incremental sweep). Rows of the same groups
+	// made by another evaluator version are stale and replaced, so a frontier never
+	// mixes numbers of two code versions.
 	stored := map[string]struct{}{}
 	seen := map[store.Group]bool{}
 	for i := range pts {
@@ -88,6 +91,11 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		}
 		seen[g] = true
 		res.Groups = append(res.Groups, g)
+		n, err := st.DeleteStale(ctx, g, ev.Name())
+		if err != nil {
+			return res, err
+		}
+		res.Replaced += n
 		ks, err := st.GroupKeys(ctx, g)
 		if err != nil {
 			return res, err

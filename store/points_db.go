@@ -138,6 +138,28 @@ WHERE ` + groupWhere + ` AND is_pareto != (key IN (SELECT key FROM front))`
 	return nil
 }
 
+// DeleteStale deletes the rows of workload group g produced by an evaluator other
+// than evaluator (their numbers are stale: the code that made them changed), with
+// their quantitative results, and refreshes the group's pareto flags, in one
+// transaction. It returns the number of rows deleted.
+func (s *Store) DeleteStale(ctx context.Context, g Group, evaluator string) (int, error) {
+	n := 0
+	err := s.Tx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM operating_points WHERE `+groupWhere+` AND evaluator != ?`,
+			append(g.args(), evaluator)...)
+		if err != nil {
+			return fmt.Errorf("delete stale points: %w", err)
+		}
+		k, _ := res.RowsAffected()
+		n = int(k)
+		if n == 0 {
+			return nil
+		}
+		return refreshPareto(ctx, tx, g)
+	})
+	return n, err
+}
+
 // RefreshPareto recomputes the pareto flags of g in one transaction.
 func (s *Store) RefreshPareto(ctx context.Context, g Group) error {
 	return s.Tx(ctx, func(tx *sqlx.Tx) error { return refreshPareto(ctx, tx, g) })

@@ -136,6 +136,9 @@ func runSweep(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "sweep %d: %d points for %s on %s %s %s (isl %d, osl %d): %d evaluated, %d already stored, %d OOM\n",
 		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, spec.ISL, spec.OSL, res.Evaluated, res.Skipped, res.OOM)
+	if res.Replaced > 0 {
+		fmt.Fprintf(c.App.Writer, "replaced %d stored rows made by an older evaluator version (%s is current)\n", res.Replaced, ev.Name())
+	}
 	if sla.Empty() {
 		return nil
 	}
