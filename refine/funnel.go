@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -21,6 +22,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ErrAmbiguousWorkload is returned by Best when the filtered points belong to more
+// than one workload (configurations are only compared for one workload).
+var ErrAmbiguousWorkload = errors.New("more than one workload")
 
 // BestOptions ask for the top configurations under an SLA.
 type BestOptions struct {
@@ -69,6 +74,20 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 		return res, err
 	}
 	res.Candidates = len(cands)
+	// Configurations are compared for one workload (model, isl, osl, prefix).
+	workloads := map[string]bool{}
+	for i := range cands {
+		p := &cands[i]
+		workloads[fmt.Sprintf("%s isl %d osl %d prefix %d", p.Model, p.ISL, p.OSL, p.Prefix)] = true
+	}
+	if len(workloads) > 1 {
+		ws := sortedKeys(workloads)
+		if len(ws) > 4 {
+			ws = append(ws[:4], "…")
+		}
+		return res, fmt.Errorf("%w: the stored points span %d workloads (%s): narrow with --model, --isl, --osl or --prefix",
+			ErrAmbiguousWorkload, len(workloads), strings.Join(ws, "; "))
+	}
 	var survivors []store.Point
 	var verdicts []Verdict
 	for i := range cands {

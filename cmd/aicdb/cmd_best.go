@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -117,6 +118,9 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
 		Refine: c.Bool("sla-refine"), MaxEvals: c.Int("max-evals")})
 	if err != nil {
+		if errors.Is(err, refine.ErrAmbiguousWorkload) {
+			return asUser(err)
+		}
 		return err
 	}
 	if res.Candidates == 0 {

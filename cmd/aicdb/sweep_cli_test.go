@@ -160,6 +160,17 @@ func TestBestCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "TTFT(avg)") {
 		t.Fatalf("legacy best: %d\n%s", code, out)
 	}
+	// A second workload in the store: best must be told which one.
+	if code, _, errs := cliRun(t, db, append(sweepArgs[:len(sweepArgs)-2:len(sweepArgs)-2], "--osl", "300")...); code != 0 {
+		t.Fatal(errs)
+	}
+	code, _, errs = cliRun(t, db, "best", "--ttft", "300")
+	if code != 1 || !strings.Contains(errs, "2 workloads") || !strings.Contains(errs, "--osl") {
+		t.Fatalf("ambiguous workload: code %d err %q", code, errs)
+	}
+	if code, _, errs = cliRun(t, db, "best", "--ttft", "300", "--osl", "300"); code != 0 {
+		t.Fatalf("best --osl 300: code %d err %q", code, errs)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
