@@ -182,7 +182,7 @@ type DataSource struct {
 	Channel string // "primary" | "reuse" | "earlier" | "manifest" | "nccl"
 	Path    string // slash path relative to the systems folder, e.g. data/h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet
 	SHA256  string // hex digest of the file
-	Rows    int    // rows read from the file (after the loader's drop rules)
+	Rows    int    // rows read from the file after the kernel_source allowlist and the drop rules
 	Used    int    // rows that won (first source with a coordinate wins)
 }
 
