@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -38,12 +39,18 @@ const maxParquetRows = 1 << 22
 // readParquet reads the named columns of a flat Parquet file. Columns in want
 // that the file lacks are simply absent from the result (callers decide which
 // are required). name is used in errors.
-func readParquet(name string, data []byte, want []string) (*rawTable, error) {
+func readParquet(name string, data []byte, want []string) (t *rawTable, err error) {
+	defer func() {
+		// parquet-go may panic on malformed footers; report them as errors.
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("parquet file %s: corrupt: %s", name, strings.Join(strings.Fields(fmt.Sprint(r)), " "))
+		}
+	}()
 	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("parquet file %s: cannot open: %w", name, err)
 	}
-	t := &rawTable{name: name, rows: int(f.NumRows()), cols: map[string]*column{}}
+	t = &rawTable{name: name, rows: int(f.NumRows()), cols: map[string]*column{}}
 	if t.rows < 0 || t.rows > maxParquetRows {
 		return nil, fmt.Errorf("parquet file %s: declares %d rows; aicdb reads tables of 0..%d rows", name, t.rows, maxParquetRows)
 	}
@@ -70,7 +77,7 @@ func readColumn(f *parquet.File, idx, rows int) (c *column, err error) {
 	defer func() {
 		// parquet-go may panic on some malformed inputs; report them as errors.
 		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("corrupt data: %v", r)
+			c, err = nil, fmt.Errorf("corrupt data: %s", strings.Join(strings.Fields(fmt.Sprint(r)), " "))
 		}
 	}()
 	c = &column{rows: rows}
