@@ -64,7 +64,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			queryCommand(),
 		},
 		// Usage errors (unknown flags, missing values) are user errors.
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return asUser(err) },
+		OnUsageError:   func(_ *cli.Context, err error, _ bool) error { return asUser(err) },
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
 }
