@@ -19,10 +19,9 @@ const (
 
 // collector accumulates the steady statistics while the recursion runs.
 type collector struct {
-	itl     bins // ITL gaps, binned
-	stage   float64
-	steadyN int
-	doneN   int
+	itl   bins // ITL gaps, binned
+	stage float64
+	doneN int
 }
 
 // onPass records the ITL gaps produced by pass p: every emitting decode entry of a

@@ -67,9 +67,9 @@ func (pr *pricer) priceTails(tok, m, isl, prefix, rows, ctx int) float64 {
 		from := max(prefix, isl-n)
 		chunks = append(chunks, timing.Chunk{Tokens: n, Computed: from, Prefix: prefix})
 	}
-	v := pr.price(0, 0, 0, rows, ctx) // fills the decode rows
+	pr.price(0, 0, 0, rows, ctx) // fills the decode rows
 	pr.p.Prefill = chunks
-	v = pr.t.PassMs(&pr.p)
+	v := pr.t.PassMs(&pr.p)
 	pr.tails = chunks
 	pr.p.Prefill = pr.chunk[:0]
 	if !(v > 0) || math.IsInf(v, 0) {
@@ -151,7 +151,27 @@ func remainderFirstMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
 	first := total - (n-1)*maxChunk
 	ms := pr.price(first, prefix, prefix, 0, 0)
 	rest, _ := pr.prefillMs(isl, prefix+first, prefix, maxChunk, 0, 0)
-	return ms + rest
+	return math.Min(ms+rest, equalSplitMs(pr, isl, prefix, n))
+}
+
+// equalSplitMs prices the prompt in n passes of near-equal chunks (the larger ones
+// first). Under load a request's chunks are whatever budget the others leave, and
+// for a timing whose pass cost is a maximum of a compute and a memory term (a
+// roofline), a split that keeps every chunk compute-bound is cheaper than one with a
+// tiny memory-bound remainder: the property test found lone and remainder-first
+// both above the evaluator's minimum for such a timing (isl 65, chunk 64).
+func equalSplitMs(pr *pricer, isl, prefix, n int) float64 {
+	total := isl - prefix
+	ms := 0.0
+	for i, pos := 0, prefix; i < n; i++ {
+		c := total / n
+		if i < total%n {
+			c++
+		}
+		ms += pr.price(c, pos, prefix, 0, 0)
+		pos += c
+	}
+	return ms
 }
 
 // prefillMs prices a request's own prompt: chunks of at most chunk tokens from
