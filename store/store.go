@@ -1,6 +1,7 @@
 // Package store opens the aicdb SQLite file: WAL journal, busy timeout, foreign keys,
-// the embedded goose migrations applied, and the embedded views re-created. It is the
-// only package besides views/ and refine/ that holds SQL strings.
+// the embedded goose migrations applied, and the embedded views re-created. SQL
+// strings live only here, in views/, in refine/ and in perfdb's import and load code
+// (the perf tables it owns).
 package store
 
 import (
