@@ -36,9 +36,12 @@ type SweepResult struct {
 	Skipped   int // already stored (not evaluated)
 	Evaluated int // evaluated and written in this run
 	OOM       int // evaluated rows that do not fit in memory
-	Replaced  int // stale rows of another evaluator version deleted first
-	Groups    []store.Group
-	Version   string
+	// NoPerfData counts points the perf data cannot price (IsPerfDataGap): skipped
+	// like aiconfigurator skips them, not stored, so a rerun tries them again.
+	NoPerfData int
+	Replaced   int // stale rows of another evaluator version deleted first
+	Groups     []store.Group
+	Version    string
 }
 
 // Sweep evaluates spec's search space into st: every point not yet stored gets the
@@ -123,7 +126,7 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 	}
 	runErr := sweepBatches(ctx, st, ev, todo, opt, &res)
 	rec := store.SweepRecord{ID: id, EndedAt: opt.Now().UTC().Format(time.RFC3339Nano), Status: store.SweepDone,
-		PointsTotal: res.Total, PointsEvaluated: res.Evaluated, PointsSkipped: res.Skipped}
+		PointsTotal: res.Total, PointsEvaluated: res.Evaluated, PointsSkipped: res.Skipped, PointsNoPerfData: res.NoPerfData}
 	if runErr != nil {
 		rec.Status = store.SweepFailed
 		if errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) {
@@ -142,6 +145,7 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 // and committed in one transaction.
 func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []store.PointInputs, opt SweepOptions, res *SweepResult) error {
 	rows := make([]store.Point, opt.BatchSize)
+	gap := make([]bool, opt.BatchSize) // points of the batch the perf data cannot price
 	for start := 0; start < len(todo); start += opt.BatchSize {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sweep interrupted after %d of %d new points: %w", res.Evaluated, len(todo), err)
@@ -150,8 +154,13 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(opt.Workers)
 		for i := range batch {
+			gap[i] = false
 			g.Go(func() error {
 				p, err := EvaluatePoint(gctx, ev, batch[i])
+				if err != nil && gctx.Err() == nil && IsPerfDataGap(err) {
+					gap[i] = true // skipped and counted, like aiconfigurator
+					return nil
+				}
 				if err != nil {
 					return err
 				}
@@ -161,21 +170,31 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 		}
 		if err := g.Wait(); err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("sweep interrupted after %d of %d new points: %w", res.Evaluated, len(todo), ctx.Err())
+				return fmt.Errorf("sweep interrupted after %d of %d new points: %w", res.Evaluated+res.NoPerfData, len(todo), ctx.Err())
 			}
 			return err
 		}
-		if _, err := st.InsertPoints(ctx, rows[:len(batch)]); err != nil {
+		keep := rows[:0]
+		gaps := 0
+		for i := range batch {
+			if gap[i] {
+				gaps++
+				continue
+			}
+			keep = append(keep, rows[i])
+		}
+		if _, err := st.InsertPoints(ctx, keep); err != nil {
 			return err
 		}
-		res.Evaluated += len(batch)
-		for i := range batch {
-			if rows[i].Legacy.OOM {
+		res.Evaluated += len(keep)
+		res.NoPerfData += gaps
+		for i := range keep {
+			if keep[i].Legacy.OOM {
 				res.OOM++
 			}
 		}
 		if opt.Progress != nil {
-			opt.Progress(res.Skipped+res.Evaluated, res.Total)
+			opt.Progress(res.Skipped+res.Evaluated+res.NoPerfData, res.Total)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -24,6 +25,9 @@ type Synthetic struct {
 	Delay time.Duration
 	// Models the synthetic catalog knows (default: Qwen/Qwen3-32B, 64 heads).
 	Models map[string]int
+	// NoDataTP, when > 0, makes every agg point with that tensor-parallel size a perf
+	// data gap (a *perfdb.MissError from Legacy), to test how sweeps skip such points.
+	NoDataTP int
 }
 
 // Name implements Evaluator.
@@ -86,6 +90,9 @@ func (s Synthetic) Legacy(ctx context.Context, in store.PointInputs) (store.Lega
 		case <-ctx.Done():
 			return store.Legacy{}, ctx.Err()
 		}
+	}
+	if s.NoDataTP > 0 && in.Mode == store.ModeAgg && in.TP == s.NoDataTP {
+		return store.Legacy{}, &perfdb.MissError{Msg: fmt.Sprintf("synthetic: no perf data for tp%d", in.TP)}
 	}
 	if in.Mode == store.ModeDisagg {
 		pin, din := in, in

@@ -24,7 +24,10 @@ type SweepRecord struct {
 	PointsTotal     int
 	PointsEvaluated int
 	PointsSkipped   int
-	Error           string
+	// PointsNoPerfData counts points the perf data could not price (skipped, not
+	// stored; migration 00004).
+	PointsNoPerfData int
+	Error            string
 }
 
 // BeginSweep records a running sweep and returns its id.
@@ -44,8 +47,8 @@ func (s *Store) EndSweep(ctx context.Context, r SweepRecord) error {
 		errText = r.Error
 	}
 	_, err := s.DB.ExecContext(ctx, `UPDATE sweeps SET ended_at = ?, status = ?, points_total = ?,
-		points_evaluated = ?, points_skipped = ?, error = ? WHERE id = ?`,
-		r.EndedAt, r.Status, r.PointsTotal, r.PointsEvaluated, r.PointsSkipped, errText, r.ID)
+		points_evaluated = ?, points_skipped = ?, points_no_perf_data = ?, error = ? WHERE id = ?`,
+		r.EndedAt, r.Status, r.PointsTotal, r.PointsEvaluated, r.PointsSkipped, r.PointsNoPerfData, errText, r.ID)
 	if err != nil {
 		return fmt.Errorf("record sweep %d end: %w", r.ID, err)
 	}
@@ -55,7 +58,7 @@ func (s *Store) EndSweep(ctx context.Context, r SweepRecord) error {
 // Sweeps lists the recorded sweeps, oldest first.
 func (s *Store) Sweeps(ctx context.Context) ([]SweepRecord, error) {
 	rows, err := s.DB.QueryContext(ctx, `SELECT id, arguments, started_at, coalesce(ended_at, ''), status,
-		points_total, points_evaluated, points_skipped, coalesce(error, '') FROM sweeps ORDER BY id`)
+		points_total, points_evaluated, points_skipped, points_no_perf_data, coalesce(error, '') FROM sweeps ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("read sweeps: %w", err)
 	}
@@ -64,7 +67,7 @@ func (s *Store) Sweeps(ctx context.Context) ([]SweepRecord, error) {
 	for rows.Next() {
 		var r SweepRecord
 		if err := rows.Scan(&r.ID, &r.Arguments, &r.StartedAt, &r.EndedAt, &r.Status,
-			&r.PointsTotal, &r.PointsEvaluated, &r.PointsSkipped, &r.Error); err != nil {
+			&r.PointsTotal, &r.PointsEvaluated, &r.PointsSkipped, &r.PointsNoPerfData, &r.Error); err != nil {
 			return nil, fmt.Errorf("read sweeps: %w", err)
 		}
 		out = append(out, r)

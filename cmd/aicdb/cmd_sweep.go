@@ -134,8 +134,8 @@ func runSweep(c *cli.Context) error {
 		}
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "sweep %d: %d points for %s on %s %s %s (isl %d, osl %d): %d evaluated, %d already stored, %d OOM\n",
-		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, spec.ISL, spec.OSL, res.Evaluated, res.Skipped, res.OOM)
+	fmt.Fprintf(c.App.Writer, "sweep %d: %d points for %s on %s %s %s (isl %d, osl %d): %d evaluated, %d already stored, %d OOM, %d no perf data\n",
+		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, spec.ISL, spec.OSL, res.Evaluated, res.Skipped, res.OOM, res.NoPerfData)
 	if res.Replaced > 0 {
 		fmt.Fprintf(c.App.Writer, "replaced %d stored rows made by an older evaluator version (%s is current)\n", res.Replaced, ev.Name())
 	}
@@ -187,18 +187,26 @@ func (p *progress) done() {
 // newEvaluator returns the evaluator the sweep, best and query commands use:
 // the perf-database evaluator over the store, or with AICDB_EVALUATOR=synthetic the
 // deterministic synthetic one (tests and demos without perf data;
-// AICDB_SYNTHETIC_DELAY slows each point, for interruption tests).
+// AICDB_SYNTHETIC_DELAY slows each point, for interruption tests;
+// AICDB_SYNTHETIC_NODATA_TP=N makes agg points at tp N perf-data gaps).
 func newEvaluator(ctx context.Context, st *store.Store) (refine.Evaluator, error) {
 	switch v := os.Getenv("AICDB_EVALUATOR"); v {
 	case "synthetic":
-		var d time.Duration
+		var syn refine.Synthetic
 		if s := os.Getenv("AICDB_SYNTHETIC_DELAY"); s != "" {
 			var err error
-			if d, err = time.ParseDuration(s); err != nil {
+			if syn.Delay, err = time.ParseDuration(s); err != nil {
 				return nil, userErrorf("AICDB_SYNTHETIC_DELAY %q: %v", s, err)
 			}
 		}
-		return refine.Synthetic{Delay: d}, nil
+		if s := os.Getenv("AICDB_SYNTHETIC_NODATA_TP"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 {
+				return nil, userErrorf("AICDB_SYNTHETIC_NODATA_TP %q: want a tensor-parallel size > 0", s)
+			}
+			syn.NoDataTP = n
+		}
+		return syn, nil
 	case "", "perfdb":
 		return perfdbEvaluator(ctx, st)
 	default:
