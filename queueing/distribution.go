@@ -73,7 +73,13 @@ func fromAtomsOwned(a []Atom) Distribution {
 
 // PointMass returns the distribution with all its weight on v.
 func PointMass(v float64) Distribution {
-	return Distribution{atoms: []Atom{{Value: v, Weight: 1}}, cum: []float64{1}}
+	// One allocation for atoms and cumulative weights (screening builds several).
+	s := new(struct {
+		a [1]Atom
+		c [1]float64
+	})
+	s.a[0], s.c[0] = Atom{Value: v, Weight: 1}, 1
+	return Distribution{atoms: s.a[:], cum: s.c[:]}
 }
 
 // Len returns the number of distinct atoms.

@@ -67,17 +67,37 @@ func md1Wait(rho, svc float64) Distribution {
 
 // twoAtoms returns the two-mass distribution (a with weight wa, b with weight wb).
 func twoAtoms(a, wa, b, wb float64) Distribution {
-	atoms := make([]Atom, 0, 2)
-	if wa > 0 {
-		atoms = append(atoms, Atom{Value: a, Weight: wa})
-	}
-	if wb > 0 {
-		atoms = append(atoms, Atom{Value: b, Weight: wb})
-	}
-	if len(atoms) == 0 {
+	switch {
+	case !(wb > 0) && !(wa > 0):
 		return PointMass(a)
+	case !(wb > 0):
+		return weighted1(a, wa)
+	case !(wa > 0):
+		return weighted1(b, wb)
+	case a == b:
+		return weighted1(a, wa+wb)
 	}
-	return fromAtomsOwned(atoms)
+	if b < a {
+		a, wa, b, wb = b, wb, a, wa
+	}
+	// One allocation for atoms and cumulative weights, already sorted.
+	s := new(struct {
+		a [2]Atom
+		c [2]float64
+	})
+	s.a[0], s.a[1] = Atom{Value: a, Weight: wa}, Atom{Value: b, Weight: wb}
+	s.c[0], s.c[1] = wa, wa+wb
+	return Distribution{atoms: s.a[:], cum: s.c[:]}
+}
+
+// weighted1 is a single atom of weight w > 0.
+func weighted1(v, w float64) Distribution {
+	s := new(struct {
+		a [1]Atom
+		c [1]float64
+	})
+	s.a[0], s.c[0] = Atom{Value: v, Weight: w}, w
+	return Distribution{atoms: s.a[:], cum: s.c[:]}
 }
 
 // staircase is the transient of the initial burst: request k (k = 0..C−1) waits
