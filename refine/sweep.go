@@ -40,8 +40,11 @@ type SweepResult struct {
 	// like aiconfigurator skips them, not stored, so a rerun tries them again.
 	NoPerfData int
 	Replaced   int // stale rows of another evaluator version deleted first
-	Groups     []store.Group
-	Version    string
+	// Abandoned counts earlier sweeps found still running (their process was
+	// killed) and marked interrupted when this one started (store.BeginSweep).
+	Abandoned int
+	Groups    []store.Group
+	Version   string
 }
 
 // Sweep evaluates spec's search space into st: every point not yet stored gets the
@@ -116,11 +119,11 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		todo = append(todo, p)
 	}
 
-	id, err := st.BeginSweep(ctx, string(argsJSON), opt.Now().UTC().Format(time.RFC3339Nano))
+	id, abandoned, err := st.BeginSweep(ctx, string(argsJSON), opt.Now().UTC().Format(time.RFC3339Nano))
 	if err != nil {
 		return res, err
 	}
-	res.SweepID = id
+	res.SweepID, res.Abandoned = id, abandoned
 	if opt.Progress != nil {
 		opt.Progress(res.Skipped, res.Total)
 	}
@@ -129,7 +132,7 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		PointsTotal: res.Total, PointsEvaluated: res.Evaluated, PointsSkipped: res.Skipped, PointsNoPerfData: res.NoPerfData}
 	if runErr != nil {
 		rec.Status = store.SweepFailed
-		if errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) {
+		if errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) || ctx.Err() != nil {
 			rec.Status = store.SweepInterrupted
 		}
 		rec.Error = runErr.Error()

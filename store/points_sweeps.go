@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Sweep statuses.
@@ -30,14 +32,38 @@ type SweepRecord struct {
 	Error            string
 }
 
-// BeginSweep records a running sweep and returns its id.
-func (s *Store) BeginSweep(ctx context.Context, argsJSON, startedAt string) (int64, error) {
-	res, err := s.DB.ExecContext(ctx,
-		`INSERT INTO sweeps (arguments, started_at, status) VALUES (?, ?, ?)`, argsJSON, startedAt, SweepRunning)
+// AbandonedSweepError is the error text recorded on a sweep found still `running`
+// when a later sweep starts: its process ended without recording an outcome.
+const AbandonedSweepError = "the sweep's process ended without recording an outcome (killed, e.g. kill -9, or crashed); its committed rows are whole and a rerun of the same command resumes it"
+
+// BeginSweep records a running sweep and returns its id. In the same transaction
+// every sweep still marked running is marked interrupted (abandoned counts them):
+// aicdb records every outcome it lives to see (done, failed, interrupted on
+// Ctrl-C), so a row left running was abandoned by a killed process. Its ended_at
+// stays NULL: when that process died is unknown, and a detection time would read as
+// one. (Two sweeps run at the same time on one file would mark each other
+// interrupted while alive; the live one's EndSweep then overwrites the mark.)
+func (s *Store) BeginSweep(ctx context.Context, argsJSON, startedAt string) (id int64, abandoned int, err error) {
+	err = s.Tx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sweeps SET status = ?, error = ? WHERE status = ?`,
+			SweepInterrupted, AbandonedSweepError, SweepRunning)
+		if err != nil {
+			return fmt.Errorf("mark abandoned sweeps interrupted: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		abandoned = int(n)
+		res, err = tx.ExecContext(ctx,
+			`INSERT INTO sweeps (arguments, started_at, status) VALUES (?, ?, ?)`, argsJSON, startedAt, SweepRunning)
+		if err != nil {
+			return fmt.Errorf("record sweep: %w", err)
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("record sweep: %w", err)
+		return 0, 0, err
 	}
-	return res.LastInsertId()
+	return id, abandoned, nil
 }
 
 // EndSweep records a sweep's outcome.

@@ -128,6 +128,17 @@ func runSweep(c *cli.Context) error {
 	opt.Progress = bar.update
 	res, err := refine.Sweep(ctx, st, ev, spec, opt)
 	bar.done()
+	if res.Abandoned > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %d earlier sweep(s) left running by a killed process marked interrupted in the sweeps table\n", res.Abandoned)
+	}
+	if err != nil && ctx.Err() != nil {
+		// Ctrl-C / SIGTERM: the committed batches are whole rows; not an internal error.
+		if res.SweepID == 0 {
+			return userErrorf("sweep interrupted before it evaluated any point: re-run the same command to start it")
+		}
+		return userErrorf("sweep %d interrupted after %d of %d points (%d already stored, %d evaluated now; committed rows are kept): re-run the same command to resume",
+			res.SweepID, res.Skipped+res.Evaluated+res.NoPerfData, res.Total, res.Skipped, res.Evaluated)
+	}
 	if err != nil {
 		if res.SweepID == 0 {
 			return asUser(err) // rejected before any work: bad input

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -225,7 +226,11 @@ func TestSweepChildProcess(t *testing.T) {
 	if err := json.Unmarshal([]byte(os.Getenv("AICDB_SWEEP_ARGS")), &args); err != nil {
 		t.Fatal(err)
 	}
-	os.Exit(run(context.Background(), append([]string{"aicdb"}, args...), os.Stdout, os.Stderr))
+	// Like main: SIGINT/SIGTERM cancel the context (TestSweepCLIInterruptExit).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, append([]string{"aicdb"}, args...), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // TestSweepKill9Resume runs a sweep in a child process (the re-executed test binary),
@@ -290,6 +295,21 @@ func TestSweepKill9Resume(t *testing.T) {
 	}
 	if got, _ := dumpPoints(t, db); got != want {
 		t.Fatal("content after kill -9 and rerun differs from an uninterrupted sweep")
+	}
+	// The killed sweep is not left "running": the rerun marked it interrupted
+	// (ended_at unknown, NULL) and said so.
+	if !strings.Contains(string(out), "1 earlier sweep(s) left running by a killed process marked interrupted") {
+		t.Fatalf("rerun did not report the abandoned sweep:\n%s", out)
+	}
+	st, err := store.Open(context.Background(), db, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sw, err := st.Sweeps(context.Background())
+	if err != nil || len(sw) != 2 || sw[0].Status != store.SweepInterrupted || sw[0].EndedAt != "" ||
+		sw[0].Error != store.AbandonedSweepError || sw[1].Status != store.SweepDone {
+		t.Fatalf("sweeps after kill -9 and rerun: %+v %v", sw, err)
 	}
 }
 
