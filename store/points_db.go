@@ -165,6 +165,16 @@ func (s *Store) RefreshPareto(ctx context.Context, g Group) error {
 	return s.Tx(ctx, func(tx *sqlx.Tx) error { return refreshPareto(ctx, tx, g) })
 }
 
+// HasPoints reports whether any operating point is stored (false on a store that
+// was initialised but never swept).
+func (s *Store) HasPoints(ctx context.Context) (bool, error) {
+	var ok bool
+	if err := s.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM operating_points)`).Scan(&ok); err != nil {
+		return false, fmt.Errorf("read operating points: %w", err)
+	}
+	return ok, nil
+}
+
 // GroupKeys returns the keys stored for workload group g.
 func (s *Store) GroupKeys(ctx context.Context, g Group) (map[string]struct{}, error) {
 	rows, err := s.DB.QueryContext(ctx, `SELECT key FROM operating_points WHERE `+groupWhere, g.args()...)

@@ -124,6 +124,9 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 		return err
 	}
 	if res.Candidates == 0 {
+		if has, err := st.HasPoints(c.Context); err == nil && !has {
+			return userErrorf("best: the store has no swept points yet: run 'aicdb sweep --model M --system S --backend B --total-gpus N --isl N --osl N' first (aicdb sweep --help lists the options)")
+		}
 		return userErrorf("best: no stored points match the filters: run 'aicdb sweep' first or relax --model/--system/--isl/…")
 	}
 	ttftPct, itlPct, tpotPct := refine.Avg, refine.P99, refine.Avg
