@@ -121,7 +121,8 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
-// goldenEnv loads and caches perf data per (system, backend, version).
+// goldenEnv loads and caches perf data per (system, backend, version, shared
+// layer on/off): a case loads what aiconfigurator loads for its database mode.
 type goldenEnv struct {
 	root string
 	mu   sync.Mutex
@@ -130,7 +131,8 @@ type goldenEnv struct {
 	qs   map[string]*Querier
 }
 
-// querier returns the shared querier of (data, mode).
+// querier returns the shared querier of (data, mode); d must be the data
+// loaded for mode (the key is the mode, not the data).
 func (g *goldenEnv) querier(d *Data, mode DatabaseMode) (*Querier, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -150,17 +152,17 @@ func (g *goldenEnv) systemsDir() string {
 	return filepath.Join(g.root, "aic-core", "src", "aiconfigurator_core", "systems")
 }
 
-func (g *goldenEnv) load(system, backend, version string) (*Data, error) {
+func (g *goldenEnv) load(system, backend, version string, mode DatabaseMode) (*Data, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	k := system + "/" + backend + "/" + version
+	k := fmt.Sprintf("%s/%s/%s/shared=%t", system, backend, version, SharedLayerEnabled(mode))
 	if d, ok := g.data[k]; ok {
 		return d, nil
 	}
 	if err, ok := g.errs[k]; ok {
 		return nil, err
 	}
-	d, err := LoadDir(context.Background(), g.systemsDir(), system, backend, version)
+	d, err := LoadDir(context.Background(), g.systemsDir(), system, backend, version, ForMode(mode))
 	if err != nil {
 		g.errs[k] = err
 		return nil, err
@@ -251,15 +253,15 @@ func TestGoldenConformance(t *testing.T) {
 
 // runGoldenCase evaluates every surface of one case on the data slice.
 func runGoldenCase(t *testing.T, env *goldenEnv, c *goldenCase, recs map[string]goldenRecord) []outcome {
-	d, err := env.load(c.System, c.Backend, c.Version)
-	if err != nil {
-		t.Fatalf("load %s/%s/%s: %v", c.System, c.Backend, c.Version, err)
-	}
-	m, err := env.modelConfig(c.Model)
+	mode, err := ParseDatabaseMode(c.DatabaseMode)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mode, err := ParseDatabaseMode(c.DatabaseMode)
+	d, err := env.load(c.System, c.Backend, c.Version, mode)
+	if err != nil {
+		t.Fatalf("load %s/%s/%s (%s): %v", c.System, c.Backend, c.Version, mode, err)
+	}
+	m, err := env.modelConfig(c.Model)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,15 +18,21 @@ import (
 // aiconfigurator `systems` folder (the folder holding <system>.yaml and the
 // data/ tree): the shared-layer sources resolved and the loader rules applied
 // (see Data). Unknown system, backend or version → an error listing what exists.
-func LoadDir(ctx context.Context, systemsDir, system, backend, version string) (*Data, error) {
+// Options select the database mode the data is loaded for (ForMode,
+// WithSharedLayer); without them the shared layer is on.
+func LoadDir(ctx context.Context, systemsDir, system, backend, version string, opts ...LoadOption) (*Data, error) {
 	if fi, err := os.Stat(systemsDir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("systems folder %s: not a folder; pass aiconfigurator's systems folder (<system>.yaml beside data/)", systemsDir)
 	}
-	return loadFS(ctx, os.DirFS(systemsDir), systemsDir, system, backend, version)
+	return loadFS(ctx, os.DirFS(systemsDir), systemsDir, system, backend, version, opts)
 }
 
 // loadFS is LoadDir over any file system; label names the root in errors.
-func loadFS(ctx context.Context, fsys fs.FS, label, system, backend, version string) (*Data, error) {
+func loadFS(ctx context.Context, fsys fs.FS, label, system, backend, version string, opts []LoadOption) (*Data, error) {
+	shared, err := resolveLoadOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	sys, _, err := readSystemFS(fsys, label, system)
 	if err != nil {
 		return nil, err
@@ -35,7 +41,7 @@ func loadFS(ctx context.Context, fsys fs.FS, label, system, backend, version str
 	if err != nil {
 		return nil, err
 	}
-	return assemble(ctx, tr, &fsSource{fsys: fsys, label: label}, backend, version)
+	return assemble(ctx, tr, &fsSource{fsys: fsys, label: label}, backend, version, shared)
 }
 
 // systemNamesFS lists the <name>.yaml system specs at the root of fsys.
@@ -322,15 +328,16 @@ func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableK
 // loadWorkers bounds the tables decoded at once (the project's machines have 2 cores).
 const loadWorkers = 2
 
-// assemble builds Data for (backend, version) from a tree and a row source.
+// assemble builds Data for (backend, version) from a tree and a row source,
+// with the shared layer on or off (see tree.resolve).
 // Tables are decoded concurrently; the result does not depend on the order.
-func assemble(ctx context.Context, tr *tree, src rowSource, backend, version string) (*Data, error) {
+func assemble(ctx context.Context, tr *tree, src rowSource, backend, version string, shared bool) (*Data, error) {
 	if backend == "" || version == "" || !tr.hasBackendVersion(backend, version) {
 		return nil, fmt.Errorf("perf data for system %s: no %s %s; available: %s",
 			tr.system.Name, orDash(backend), orDash(version), describeVersions(tr.backendVersions()))
 	}
 	d := &Data{System: tr.system, Backend: backend, Version: version}
-	res := func(stem string) []srcRef { return tr.resolve(backend, version, stem) }
+	res := func(stem string) []srcRef { return tr.resolve(backend, version, stem, shared) }
 	sys := tr.system.Name
 	var moe []MoERow
 	nccl := []srcRef{}

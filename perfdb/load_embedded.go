@@ -28,12 +28,13 @@ func EmbeddedFS() fs.FS {
 }
 
 // LoadEmbedded is LoadDir on the embedded systems folder: no store, no files.
-func LoadEmbedded(ctx context.Context, system, backend, version string) (*Data, error) {
+// Options as for LoadDir.
+func LoadEmbedded(ctx context.Context, system, backend, version string, opts ...LoadOption) (*Data, error) {
 	sys, err := fs.Sub(EmbeddedFS(), "systems")
 	if err != nil {
 		return nil, err
 	}
-	return loadFS(ctx, sys, "embedded:systems", system, backend, version)
+	return loadFS(ctx, sys, "embedded:systems", system, backend, version, opts)
 }
 
 // ImportEmbedded imports the embedded data (systems and model configs) into

@@ -185,12 +185,17 @@ func loadMirrorRows[R any, K comparable](ctx context.Context, db sqlx.QueryerCon
 // imported directory index (perf_dirs, perf_reuse, perf_manifest), and the
 // same loader rules on the imported files (perf_sources.content, decoded:
 // 5× faster than scanning the perf_* mirror tables, which exist for SQL).
-func LoadStore(ctx context.Context, st *store.Store, system, backend, version string) (*Data, error) {
+// Options as for LoadDir.
+func LoadStore(ctx context.Context, st *store.Store, system, backend, version string, opts ...LoadOption) (*Data, error) {
+	shared, err := resolveLoadOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	tr, src, err := storeTree(ctx, st.DB, system)
 	if err != nil {
 		return nil, err
 	}
-	return assemble(ctx, tr, src, backend, version)
+	return assemble(ctx, tr, src, backend, version, shared)
 }
 
 // storeTree rebuilds a system's resolution tree from the store.

@@ -111,8 +111,10 @@ type srcRef struct {
 }
 
 // resolve returns the ordered sources of one table for (backend, version)
-// (aiconfigurator source_resolution.rs resolve_one with the shared layer on,
-// non-strict provenance, family-first layout only):
+// (aiconfigurator source_resolution.rs resolve_one, non-strict provenance,
+// family-first layout only). With shared false (EMPIRICAL and SOL, see
+// ForMode) only the primary is returned: resolve_one returns before the
+// reuse.yaml donors when enable_shared_layer is off. With shared true:
 //  1. primary: the requested dir; when it is in the comm family nothing else
 //     is added (comm tables do not inherit);
 //  2. reuse.yaml donors of the requested version (any family), file order,
@@ -121,13 +123,16 @@ type srcRef struct {
 //     (non-PEP 440 siblings are skipped; declared donors are not repeated);
 //  4. cross-backend fill for manifest-listed kernel sources, other frameworks
 //     sorted by name, each newest version first.
-func (t *tree) resolve(backend, version, stem string) []srcRef {
+func (t *tree) resolve(backend, version, stem string, shared bool) []srcRef {
 	var out []srcRef
 	if k, p, ok := t.opPath(backend, version, stem); ok {
 		out = append(out, srcRef{dir: k, path: p, channel: "primary"})
 		if k.family == "comm" {
 			return out
 		}
+	}
+	if !shared {
+		return out
 	}
 	donors := map[string]bool{}
 	for _, fam := range t.families() {
