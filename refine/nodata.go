@@ -8,7 +8,8 @@ import (
 
 // ErrNoPerfData marks (wrapped) a point the perf data cannot price. Evaluators other
 // than the perf-database one (the synthetic one, tests) return it; the perf-database
-// evaluator's own gaps are recognised by IsPerfDataGap directly.
+// evaluator's own gaps are recognised by IsPerfDataGap directly. Sweep returns it
+// (wrapped) when no point of the sweep could be priced.
 var ErrNoPerfData = errors.New("no perf data for this point")
 
 // IsPerfDataGap reports whether err means the perf data cannot price one point: a

@@ -39,7 +39,10 @@ type SweepResult struct {
 	// NoPerfData counts points the perf data cannot price (IsPerfDataGap): skipped
 	// like aiconfigurator skips them, not stored, so a rerun tries them again.
 	NoPerfData int
-	Replaced   int // stale rows of another evaluator version deleted first
+	// FirstNoPerfData is the error of the first such point in enumeration order
+	// (deterministic), to tell the user what is missing.
+	FirstNoPerfData string
+	Replaced        int // stale rows of another evaluator version deleted first
 	// Abandoned counts earlier sweeps found still running (their process was
 	// killed) and marked interrupted when this one started (store.BeginSweep).
 	Abandoned int
@@ -128,6 +131,13 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		opt.Progress(res.Skipped, res.Total)
 	}
 	runErr := sweepBatches(ctx, st, ev, todo, opt, &res)
+	if runErr == nil && res.NoPerfData > 0 && res.Evaluated == 0 && res.Skipped == 0 {
+		// Like aiconfigurator (pareto_analysis: "No results found for any parallel
+		// configuration"), skipping is per point; a sweep nothing of which can be
+		// priced is an error.
+		runErr = fmt.Errorf("%w: none of the %d points of this sweep could be priced (first: %s)",
+			ErrNoPerfData, res.NoPerfData, res.FirstNoPerfData)
+	}
 	rec := store.SweepRecord{ID: id, EndedAt: opt.Now().UTC().Format(time.RFC3339Nano), Status: store.SweepDone,
 		PointsTotal: res.Total, PointsEvaluated: res.Evaluated, PointsSkipped: res.Skipped, PointsNoPerfData: res.NoPerfData}
 	if runErr != nil {
@@ -148,7 +158,7 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 // and committed in one transaction.
 func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []store.PointInputs, opt SweepOptions, res *SweepResult) error {
 	rows := make([]store.Point, opt.BatchSize)
-	gap := make([]bool, opt.BatchSize) // points of the batch the perf data cannot price
+	gap := make([]error, opt.BatchSize) // per point of the batch: why the perf data cannot price it
 	for start := 0; start < len(todo); start += opt.BatchSize {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sweep interrupted after %d of %d new points: %w", res.Evaluated, len(todo), err)
@@ -157,11 +167,11 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(opt.Workers)
 		for i := range batch {
-			gap[i] = false
+			gap[i] = nil
 			g.Go(func() error {
 				p, err := EvaluatePoint(gctx, ev, batch[i])
 				if err != nil && gctx.Err() == nil && IsPerfDataGap(err) {
-					gap[i] = true // skipped and counted, like aiconfigurator
+					gap[i] = err // skipped and counted, like aiconfigurator
 					return nil
 				}
 				if err != nil {
@@ -180,7 +190,10 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 		keep := rows[:0]
 		gaps := 0
 		for i := range batch {
-			if gap[i] {
+			if gap[i] != nil {
+				if res.NoPerfData+gaps == 0 {
+					res.FirstNoPerfData = gap[i].Error()
+				}
 				gaps++
 				continue
 			}

@@ -35,7 +35,7 @@ func (g gapping) Screen(ctx context.Context, in store.PointInputs) (store.Queuei
 	return g.Evaluator.Screen(ctx, in)
 }
 
-func TestIsPerfDataGap(t *testing.T) {
+func TestSweepIsPerfDataGap(t *testing.T) {
 	for _, c := range []struct {
 		err  error
 		want bool
@@ -81,6 +81,9 @@ func TestSweepSkipsPerfDataGaps(t *testing.T) {
 		res.Evaluated+res.NoPerfData != res.Total {
 		t.Fatalf("result %+v: want %d gaps, %d evaluated of %d", res, wantGaps, wantKept, full.Total)
 	}
+	if !strings.Contains(res.FirstNoPerfData, "no gemm rows near m=8") && !strings.Contains(res.FirstNoPerfData, "model family not supported") {
+		t.Fatalf("first gap %q: want the evaluator's miss", res.FirstNoPerfData)
+	}
 	var n int
 	s.DB.Get(&n, `SELECT count(*) FROM operating_points WHERE `+gapWhere)
 	if n != 0 {
@@ -113,6 +116,25 @@ func TestSweepOtherErrorsStillAbort(t *testing.T) {
 	}
 	sw, _ := s.Sweeps(ctx)
 	if len(sw) != 1 || sw[0].Status != store.SweepFailed || !strings.Contains(sw[0].Error, "disk on fire") {
+		t.Fatalf("sweeps table: %+v", sw)
+	}
+}
+
+// TestSweepAllPerfDataGapsFails: when no point of a sweep can be priced the sweep
+// fails with ErrNoPerfData naming the first miss (aiconfigurator's "No results found
+// for any parallel configuration"), recorded failed with the gap count.
+func TestSweepAllPerfDataGapsFails(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	spec := defaultSpec()
+	spec.TPs = []int{2}
+	res, err := Sweep(ctx, s, gapping{Evaluator: Synthetic{}}, spec, SweepOptions{Now: fixedNow})
+	if !errors.Is(err, ErrNoPerfData) || !strings.Contains(err.Error(), "no gemm rows near m=8") ||
+		res.NoPerfData == 0 || res.NoPerfData != res.Total {
+		t.Fatalf("all-gap sweep: %+v, err %v", res, err)
+	}
+	sw, _ := s.Sweeps(ctx)
+	if len(sw) != 1 || sw[0].Status != store.SweepFailed || sw[0].PointsNoPerfData != res.Total {
 		t.Fatalf("sweeps table: %+v", sw)
 	}
 }

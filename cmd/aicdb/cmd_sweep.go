@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -140,13 +141,19 @@ func runSweep(c *cli.Context) error {
 			res.SweepID, res.Skipped+res.Evaluated+res.NoPerfData, res.Total, res.Skipped, res.Evaluated)
 	}
 	if err != nil {
-		if res.SweepID == 0 {
-			return asUser(err) // rejected before any work: bad input
+		if res.SweepID == 0 || errors.Is(err, refine.ErrNoPerfData) {
+			// Rejected before any work (bad input), or the perf data prices no point
+			// of it (a model/system/backend combination the data does not cover).
+			return asUser(err)
 		}
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "sweep %d: %d points for %s on %s %s %s (isl %d, osl %d): %d evaluated, %d already stored, %d OOM, %d no perf data\n",
 		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, spec.ISL, spec.OSL, res.Evaluated, res.Skipped, res.OOM, res.NoPerfData)
+	if res.NoPerfData > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %d points skipped for lack of perf data (not stored; aiconfigurator skips them too), first: %s\n",
+			res.NoPerfData, oneLine(res.FirstNoPerfData))
+	}
 	if res.Replaced > 0 {
 		fmt.Fprintf(c.App.Writer, "replaced %d stored rows made by an older evaluator version (%s is current)\n", res.Replaced, ev.Name())
 	}
