@@ -218,6 +218,11 @@ func evalParallel(ctx context.Context, ev Evaluator, survivors []store.Point, id
 
 func evaluate(ctx context.Context, ev Evaluator, p *store.Point) (store.Quantitative, error) {
 	q, err := ev.Quantitative(ctx, p.PointInputs)
+	if err != nil && ctx.Err() == nil && IsPerfDataGap(err) {
+		// The perf data cannot price a pass the evaluator needs: like a point without a
+		// quantitative tier, the row keeps its stored tier (reported unresolved).
+		return q, fmt.Errorf("quantitative evaluation of %s b%d ctx%d: %w: %w", p.Parallel(), p.Batch, p.CtxTokens, ErrNoQuantitative, err)
+	}
 	if err != nil {
 		return q, fmt.Errorf("quantitative evaluation of %s b%d ctx%d: %w", p.Parallel(), p.Batch, p.CtxTokens, err)
 	}
