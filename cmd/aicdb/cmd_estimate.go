@@ -121,12 +121,14 @@ func (s *estimateSource) unknownSystemBackend(ctx context.Context, system, backe
 	return userErrorf("--system %q: not in the store; available: %s (import it with 'aicdb perfdb import')", system, strings.Join(systems, ", "))
 }
 
-// data loads the perf data of (system, backend, version).
-func (s *estimateSource) data(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
+// data loads the perf data of (system, backend, version); pass
+// perfdb.ForMode(mode) to load what aiconfigurator loads for --database-mode
+// (EMPIRICAL and SOL: the requested version's own files only).
+func (s *estimateSource) data(ctx context.Context, system, backend, version string, opts ...perfdb.LoadOption) (*perfdb.Data, error) {
 	if s.st != nil {
-		return perfdb.LoadStore(ctx, s.st, system, backend, version)
+		return perfdb.LoadStore(ctx, s.st, system, backend, version, opts...)
 	}
-	return embeddedData(ctx, system, backend, version)
+	return embeddedData(ctx, system, backend, version, opts...)
 }
 
 // model resolves --model: a path to a config.json, else an id in the store's
@@ -241,7 +243,7 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	if f := c.String("format"); f != "json" && f != "text" {
 		return nil, userErrorf("--format %q: unknown; use json or text", f)
 	}
-	d, err := src.data(ctx, system, backend, version)
+	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode))
 	if err != nil {
 		return nil, asUser(err)
 	}
@@ -359,6 +361,6 @@ func embeddedVersions(_ context.Context, system, backend string) ([]string, erro
 }
 
 // embeddedData loads the embedded perf data.
-func embeddedData(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
-	return perfdb.LoadEmbedded(ctx, system, backend, version)
+func embeddedData(ctx context.Context, system, backend, version string, opts ...perfdb.LoadOption) (*perfdb.Data, error) {
+	return perfdb.LoadEmbedded(ctx, system, backend, version, opts...)
 }
