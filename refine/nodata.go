@@ -2,6 +2,7 @@ package refine
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/aicdb/aicdb/perfdb"
 )
@@ -27,3 +28,16 @@ func IsPerfDataGap(err error) bool {
 	return errors.Is(err, ErrNoPerfData) || perfdb.IsMiss(err) ||
 		errors.Is(err, perfdb.ErrUnsupportedFamily) || errors.As(err, &em)
 }
+
+// noPerfDataError is Sweep's error when none of its points could be priced; it
+// matches ErrNoPerfData (errors.Is).
+type noPerfDataError struct {
+	n     int
+	first string
+}
+
+func (e *noPerfDataError) Error() string {
+	return fmt.Sprintf("none of the %d points of this sweep has perf data (first miss: %s)", e.n, e.first)
+}
+
+func (e *noPerfDataError) Unwrap() error { return ErrNoPerfData }

@@ -135,8 +135,7 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		// Like aiconfigurator (pareto_analysis: "No results found for any parallel
 		// configuration"), skipping is per point; a sweep nothing of which can be
 		// priced is an error.
-		runErr = fmt.Errorf("%w: none of the %d points of this sweep could be priced (first: %s)",
-			ErrNoPerfData, res.NoPerfData, res.FirstNoPerfData)
+		runErr = &noPerfDataError{n: res.NoPerfData, first: res.FirstNoPerfData}
 	}
 	rec := store.SweepRecord{ID: id, EndedAt: opt.Now().UTC().Format(time.RFC3339Nano), Status: store.SweepDone,
 		PointsTotal: res.Total, PointsEvaluated: res.Evaluated, PointsSkipped: res.Skipped, PointsNoPerfData: res.NoPerfData}

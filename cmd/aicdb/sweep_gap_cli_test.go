@@ -50,7 +50,7 @@ func TestSweepCLINoPerfDataAtAll(t *testing.T) {
 	t.Setenv("AICDB_SYNTHETIC_NODATA_TP", "2")
 	code, out, errs := cliRun(t, db, append(sweepArgs, "--tp", "2")...)
 	if code != 1 || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 ||
-		!strings.Contains(errs, "could be priced") || !strings.Contains(errs, "synthetic: no perf data for tp2") {
+		!strings.Contains(errs, "none of the 88 points of this sweep has perf data") || !strings.Contains(errs, "synthetic: no perf data for tp2") {
 		t.Fatalf("all-gap sweep: code %d out %q err %q", code, out, errs)
 	}
 }
