@@ -29,7 +29,9 @@ type PerfSource interface {
 	Systems(ctx context.Context) ([]string, error)
 	Backends(ctx context.Context, system string) ([]string, error)
 	Versions(ctx context.Context, system, backend string) ([]string, error)
-	Data(ctx context.Context, system, backend, version string) (*perfdb.Data, error)
+	// Data loads the perf data; opts select the loading rules (perfdb.ForMode: EMPIRICAL
+	// and SOL read the requested version only, as aiconfigurator does).
+	Data(ctx context.Context, system, backend, version string, opts ...perfdb.LoadOption) (*perfdb.Data, error)
 	// Model returns the model with id, or an error listing the known ids.
 	Model(ctx context.Context, id string) (*perfdb.Model, error)
 }
@@ -54,8 +56,8 @@ func (s StoreSource) Versions(ctx context.Context, system, backend string) ([]st
 }
 
 // Data implements PerfSource.
-func (s StoreSource) Data(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
-	return perfdb.LoadStore(ctx, s.St, system, backend, version)
+func (s StoreSource) Data(ctx context.Context, system, backend, version string, opts ...perfdb.LoadOption) (*perfdb.Data, error) {
+	return perfdb.LoadStore(ctx, s.St, system, backend, version, opts...)
 }
 
 // Model implements PerfSource.
@@ -100,8 +102,8 @@ func (s DirSource) Versions(_ context.Context, system, backend string) ([]string
 }
 
 // Data implements PerfSource.
-func (s DirSource) Data(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
-	return perfdb.LoadDir(ctx, s.SystemsDir, system, backend, version)
+func (s DirSource) Data(ctx context.Context, system, backend, version string, opts ...perfdb.LoadOption) (*perfdb.Data, error) {
+	return perfdb.LoadDir(ctx, s.SystemsDir, system, backend, version, opts...)
 }
 
 // Model implements PerfSource.
@@ -123,7 +125,7 @@ type PerfdbEvaluator struct {
 	src PerfSource
 
 	mu       sync.Mutex
-	data     map[[3]string]*perfdb.Data
+	data     map[[4]string]*perfdb.Data
 	queriers map[querierKey]*perfdb.Querier
 	models   map[string]*perfdb.Model
 	ests     map[perfdb.Config]*estEntry
@@ -145,7 +147,7 @@ type estEntry struct {
 
 // NewPerfdbEvaluator returns an evaluator over the perf data and models of src.
 func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
-	return &PerfdbEvaluator{src: src, data: map[[3]string]*perfdb.Data{}, queriers: map[querierKey]*perfdb.Querier{},
+	return &PerfdbEvaluator{src: src, data: map[[4]string]*perfdb.Data{}, queriers: map[querierKey]*perfdb.Querier{},
 		models: map[string]*perfdb.Model{}, ests: map[perfdb.Config]*estEntry{}}
 }
 
@@ -185,14 +187,20 @@ var queueingFingerprint = sync.OnceValue(func() string {
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
 
-func (p *PerfdbEvaluator) loadData(ctx context.Context, system, backend, version string) (*perfdb.Data, error) {
-	k := [3]string{system, backend, version}
+// loadData loads (once) the perf data of (system, backend, version) as database
+// mode sees it: the shared layer only where aiconfigurator applies it.
+func (p *PerfdbEvaluator) loadData(ctx context.Context, system, backend, version string, mode perfdb.DatabaseMode) (*perfdb.Data, error) {
+	shared := "shared"
+	if !perfdb.SharedLayerEnabled(mode) {
+		shared = "own"
+	}
+	k := [4]string{system, backend, version, shared}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if d, ok := p.data[k]; ok {
 		return d, nil
 	}
-	d, err := p.src.Data(ctx, system, backend, version)
+	d, err := p.src.Data(ctx, system, backend, version, perfdb.ForMode(mode))
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +273,7 @@ func (p *PerfdbEvaluator) Resolve(ctx context.Context, model, system, backend, v
 	d := &perfdb.Data{System: &perfdb.System{SMVersion: 100}}
 	if m.GemmQuant == string(perfdb.GemmNVFP4) || m.MoEQuant == string(perfdb.MoENVFP4) ||
 		(backend != "vllm" && m.FMHAQuant != string(perfdb.FMHABF16)) {
-		if d, err = p.loadData(ctx, system, backend, version); err != nil {
+		if d, err = p.loadData(ctx, system, backend, version, perfdb.ModeSilicon); err != nil {
 			return Resolved{}, err
 		}
 	}
@@ -293,7 +301,7 @@ func (p *PerfdbEvaluator) estimator(ctx context.Context, in store.PointInputs, t
 	}
 	p.mu.Unlock()
 	ent.once.Do(func() {
-		d, err := p.loadData(ctx, in.System, in.Backend, in.Version)
+		d, err := p.loadData(ctx, in.System, in.Backend, in.Version, mode)
 		if err != nil {
 			ent.err = err
 			return

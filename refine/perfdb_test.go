@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -136,7 +137,7 @@ func BenchmarkSweepRepeatedPerfdb(b *testing.B) {
 func BenchmarkSweepDefaultAggPerfdbWarm(b *testing.B) {
 	src := sharedSource(b)
 	ev := NewPerfdbEvaluator(src)
-	if _, err := ev.loadData(context.Background(), "h200_sxm", "vllm", "0.24.0"); err != nil {
+	if _, err := ev.loadData(context.Background(), "h200_sxm", "vllm", "0.24.0", perfdb.ModeSilicon); err != nil {
 		b.Fatal(err)
 	}
 	benchSweepFresh(b, func() Evaluator { return ev })
