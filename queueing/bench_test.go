@@ -54,6 +54,20 @@ func BenchmarkScreening(b *testing.B) {
 	}
 }
 
+// BenchmarkScreener: the same point through a reused Screener (the sweep's hot
+// path: one Screener per worker), so the scratch space is not reallocated.
+func BenchmarkScreener(b *testing.B) {
+	e, _ := DefaultEngine(BackendVLLM, "")
+	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
+	var s Screener
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.Screen(w, e, benchLin); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkQuantitativeVLLM: the quantitative point (vLLM, C = 32, isl
 // 4096, osl 256, budget 8192), with Linear and with a warm cached timing.
 func BenchmarkQuantitativeVLLM(b *testing.B) {

@@ -29,18 +29,32 @@ type scr struct {
 // QUEUEING.md §5 (derived in docs/queueing.md): a handful of timing calls, no
 // simulation.
 func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
+	return new(Screener).Screen(w, e, t)
+}
+
+// Screener evaluates screening points reusing its scratch space between calls, for
+// hot loops (sweeps) that screen many points. The zero value is ready; a Screener
+// must not be used by two goroutines at once. Results equal Screening's exactly.
+type Screener struct {
+	pr pricer
+}
+
+// Screen is Screening with s's scratch space.
+func (s *Screener) Screen(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
 	b, err := checkInputs(w, e, t)
 	if err != nil {
 		return nil, err
 	}
-	pr := &pricer{t: t}
-	pr.tails, pr.p.Decode = pr.tailsBuf[:0], pr.decBuf[:0]
+	pr := &s.pr
+	pr.reset(t)
 	rep, err := screen(pr, w, e, b)
+	perr := pr.err
+	pr.t = nil // do not keep the timing alive between calls
 	if err != nil {
 		return nil, err
 	}
-	if pr.err != nil {
-		return nil, pr.err
+	if perr != nil {
+		return nil, perr
 	}
 	return rep, finite(rep)
 }

@@ -22,6 +22,14 @@ type pricer struct {
 	decBuf          [64]int
 }
 
+// reset readies pr for a new point priced by t, keeping its scratch arrays.
+func (pr *pricer) reset(t timing.Timing) {
+	pr.t, pr.err = t, nil
+	pr.filled, pr.fillCtx = 0, 0
+	pr.p = timing.Pass{Decode: pr.decBuf[:0]}
+	pr.tails = pr.tailsBuf[:0]
+}
+
 // price returns the duration of a pass with one prefill chunk (tokens at
 // position from, prefix cached) and rows decode rows of context ctx each.
 func (pr *pricer) price(tokens, from, prefix, rows, ctx int) float64 {
