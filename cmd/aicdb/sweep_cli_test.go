@@ -259,24 +259,7 @@ func TestSweepKill9Resume(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Kill once some batches are committed.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the sweep never committed a batch")
-		}
-		time.Sleep(20 * time.Millisecond)
-		s, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(1000)")
-		if err != nil {
-			continue
-		}
-		var n int
-		err = s.QueryRow(`SELECT count(*) FROM operating_points`).Scan(&n)
-		s.Close()
-		if err == nil && n >= 48 {
-			break
-		}
-	}
+	waitForRows(t, cmd, db, 48)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -365,5 +348,29 @@ func TestQueryDuringSweep(t *testing.T) {
 		}
 		seen[v] = true
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitForRows polls the store db (written by the child cmd) until it holds at least
+// n operating points; it kills the child and fails after 20 s.
+func waitForRows(t *testing.T, cmd *exec.Cmd, db string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the sweep never committed a batch")
+		}
+		time.Sleep(20 * time.Millisecond)
+		s, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(1000)")
+		if err != nil {
+			continue
+		}
+		var got int
+		err = s.QueryRow(`SELECT count(*) FROM operating_points`).Scan(&got)
+		s.Close()
+		if err == nil && got >= n {
+			return
+		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestSweepCLIInterruptExit sends SIGINT (Ctrl-C) to a sweep in a child process:
@@ -27,24 +25,7 @@ func TestSweepCLIInterruptExit(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the sweep never committed a batch")
-		}
-		time.Sleep(20 * time.Millisecond)
-		s, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(1000)")
-		if err != nil {
-			continue
-		}
-		var n int
-		err = s.QueryRow(`SELECT count(*) FROM operating_points`).Scan(&n)
-		s.Close()
-		if err == nil && n >= 32 {
-			break
-		}
-	}
+	waitForRows(t, cmd, db, 32)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
