@@ -9,12 +9,36 @@ import (
 )
 
 // bracketHi is the structural upper bound on any steady TTFT of a closed loop with
-// C ≤ the running cap (docs/queueing.md §3): the pass in flight at arrival (+1 when
-// scheduling is asynchronous) and, at worst, the prompts of all C clients served
-// one after another, the earliest unfinished prompt gaining at least b_req tokens
-// per pass; every pass priced at its worst shape. certain is false where the bound
-// does not hold (open loop, C above the cap, KV-capped admission, a budget the
-// decode rows can exhaust); hi is then the same formula as an estimate.
+// C ≤ the running cap (docs/queueing.md §4 item 7), for a timing non-decreasing in
+// tokens, rows and contexts. certain is false where the bound does not hold (open
+// loop, C above the cap, KV-capped admission, a budget the decode rows can
+// exhaust); hi is then the same formula as an estimate.
+//
+// The argument. Let R arrive at the scheduler at time a. At most C − 1 other
+// requests exist (one per client), each with ≤ pos prompt tokens left, all ahead of
+// R in FCFS order; every pass carries ≤ C − 1 decode rows besides R.
+//
+//   - Passes before the first one that can carry R: if R arrives strictly inside a
+//     pass (turnaround or stages > 0), that pass in flight (one pass). With
+//     turnaround = stages = 0 and synchronous scheduling R arrives exactly at the end
+//     of the pass that finished its predecessor and the next pass is scheduled at
+//     that instant with R waiting (sim.run absorbs arrivals ≤ now): no pass. With
+//     asynchronous scheduling the pass after the arrival was scheduled without R
+//     (V-R10): it is scheduled by the same rule, so it is counted below as the first
+//     pass of the count (it advances the work ahead of R exactly like a later pass;
+//     if no work is ahead it is followed by ≤ ⌈pos/b_req⌉ passes of R's own, ≤ the
+//     counts below for C ≥ 2; at C = 1 it is empty (V-R12) and not run).
+//   - Passes from there until R's first token: each advances the earliest
+//     unfinished prompt (of those ahead of R and R) by ≥ min(rest, b_req), b_req =
+//     chunk(C − 1): ≤ C·⌈pos/b_req⌉. Where the budget left after the decode rows is
+//     packed greedily across prompts (vLLM chunked without a per-request threshold,
+//     TRT-LLM chunked FCFS) each pass also consumes ≥ min(work left, b_req) of the ≤
+//     C·pos tokens: ≤ ⌈C·pos/b_req⌉ + 1. Where whole prompts are admitted FCFS
+//     while they fit (vLLM chunked prefill off without a threshold, V-R3; TRT-LLM
+//     chunking off, T-R3) each pass admits ≥ k = ⌊(B − (C − 1))/cost⌋ waiting
+//     prompts (cost = the largest prompt's budget charge): ≤ ⌈C/k⌉ passes, ≥ 2 when
+//     asynchronous (the pre-scheduled pass cannot carry R).
+//   - Every pass is priced at its worst shape (the max below).
 func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, alternating bool) (float64, bool) {
 	C := max(w.Concurrency, 1)
 	certain := w.Concurrency > 0 && C <= e.seqCap()
@@ -61,8 +85,29 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	if fluid {
 		passes = min(passes, ceilDiv(C*pos, breq)+1)
 	}
+	if whole && C > 1 && (e.Backend == BackendTRTLLM || e.LongPrefillTokenThreshold == 0) && (e.Backend == BackendVLLM || e.Backend == BackendTRTLLM) {
+		// FCFS whole-prompt packing (V-R3 / T-R3): k prompts per pass at least.
+		budget, cost := e.MaxNumBatchedTokens, iMax
+		if e.Backend == BackendTRTLLM {
+			budget, cost = e.MaxNumTokens, b.maxISL
+		}
+		if k := (budget - rows) / max(cost, 1); k > 1 {
+			packed := ceilDiv(C, k)
+			if async {
+				packed = max(packed, 2)
+			}
+			passes = min(passes, packed)
+		}
+	}
+	// The pass in flight at arrival: none when a closed-loop request reaches the
+	// scheduler exactly at a pass end (zero turnaround and stages). The
+	// asynchronous pre-scheduled pass is inside the count above, except off the
+	// closed loop (an estimate there), where it is added as before.
 	extra := 1
-	if async {
+	if w.Concurrency > 0 && w.TurnaroundMs == 0 && e.StageMs == 0 {
+		extra = 0
+	}
+	if async && w.Concurrency == 0 {
 		extra++
 	}
 	tok := min(pmax, iMax*C)
@@ -77,5 +122,8 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	if m := min(C, tok); m > 1 {
 		tmax = math.Max(tmax, pr.priceTails(tok, m, b.maxISL, w.Prefix, rows, ctx))
 	}
-	return e.StageMs + float64(passes+extra)*tmax, certain
+	// Without the pass in flight (C = 1) the bound can equal lo (the same prices
+	// summed another way) and fall below it by rounding: a relative margin of 1e-9
+	// keeps lo ≤ hi.
+	return (e.StageMs + float64(passes+extra)*tmax) * (1 + 1e-9), certain
 }
