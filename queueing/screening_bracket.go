@@ -83,7 +83,19 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	passes := C * ceilDiv(pos, breq)
 	fluid := !whole && ((e.Backend == BackendVLLM && e.LongPrefillTokenThreshold == 0) || e.Backend == BackendTRTLLM)
 	if fluid {
-		passes = min(passes, ceilDiv(C*pos, breq)+1)
+		f := ceilDiv(C*pos, breq) + 1
+		if e.Backend == BackendVLLM {
+			// V-R2/V-R3 hand every prompt min(rest, budget left) in FCFS order, so a
+			// pass that can carry R consumes ≥ min(work left, b_req) of the ≤ C·pos
+			// tokens of R and those ahead: ⌈C·pos/b_req⌉ exactly, no rounding pass.
+			// The async pre-scheduled pass either consumes ≥ b_req as well or
+			// clears the work ahead, leaving R's own ⌈pos/b_req⌉.
+			f = ceilDiv(C*pos, breq)
+			if async && C > 1 {
+				f = max(f, 1+ceilDiv(pos, breq))
+			}
+		}
+		passes = min(passes, f)
 	}
 	if whole && C > 1 && (e.Backend == BackendTRTLLM || e.LongPrefillTokenThreshold == 0) && (e.Backend == BackendVLLM || e.Backend == BackendTRTLLM) {
 		// FCFS whole-prompt packing (V-R3 / T-R3): k prompts per pass at least.
