@@ -21,38 +21,45 @@ func TestBracketHiGrid(t *testing.T) {
 				for _, budget := range []int{512, 2048, 8192} {
 					for _, async := range []bool{false, true} {
 						for _, chunked := range []bool{false, true} {
-							for _, turn := range []float64{0, 7} {
-								e, _ := DefaultEngine(be, "")
-								e.AsyncScheduling = async
-								e.EnableChunkedPrefill = chunked
-								if be == BackendVLLM {
-									e.MaxNumBatchedTokens = budget
-									if !chunked {
-										e.MaxNumBatchedTokens = max(budget, isl)
+							for _, thr := range []int{0, 300} {
+								for _, turn := range []float64{0, 7} {
+									e, _ := DefaultEngine(be, "")
+									e.AsyncScheduling = async
+									e.EnableChunkedPrefill = chunked
+									if be == BackendVLLM {
+										e.MaxNumBatchedTokens = budget
+										if !chunked {
+											e.MaxNumBatchedTokens = max(budget, isl)
+										}
+									} else {
+										e.MaxNumTokens = budget
+										if !chunked {
+											e.MaxNumTokens = max(budget, isl)
+										}
 									}
-								} else {
-									e.MaxNumTokens = budget
-									if !chunked {
-										e.MaxNumTokens = max(budget, isl)
+									if be == BackendVLLM {
+										e.LongPrefillTokenThreshold = thr
+									} else if thr > 0 {
+										continue
 									}
-								}
-								w := workload.Spec{ISL: isl, OSL: 2, Concurrency: C, TurnaroundMs: turn}
-								q, err := Quantitative(context.Background(), w, e, tm)
-								if err != nil {
-									t.Fatal(err)
-								}
-								s, err := Screening(w, e, tm)
-								if err != nil {
-									t.Fatal(err)
-								}
-								if !s.Diagnostics.BracketCertain || q.Unstable {
-									continue
-								}
-								checked++
-								minRatio = min(minRatio, s.TTFTSteadyP99Hi/q.TTFTSteady.Quantile(0.99))
-								if p99 := q.TTFTSteady.Quantile(0.99); s.TTFTSteadyP99Hi < p99*(1-1e-9) {
-									t.Errorf("%s C %d isl %d budget %d async %v chunked %v turnaround %v: hi %v < p99 %v",
-										be, C, isl, budget, async, chunked, turn, s.TTFTSteadyP99Hi, p99)
+									w := workload.Spec{ISL: isl, OSL: 2, Concurrency: C, TurnaroundMs: turn}
+									q, err := Quantitative(context.Background(), w, e, tm)
+									if err != nil {
+										t.Fatal(err)
+									}
+									s, err := Screening(w, e, tm)
+									if err != nil {
+										t.Fatal(err)
+									}
+									if !s.Diagnostics.BracketCertain || q.Unstable {
+										continue
+									}
+									checked++
+									minRatio = min(minRatio, s.TTFTSteadyP99Hi/q.TTFTSteady.Quantile(0.99))
+									if p99 := q.TTFTSteady.Quantile(0.99); s.TTFTSteadyP99Hi < p99*(1-1e-9) {
+										t.Errorf("%s C %d isl %d budget %d async %v chunked %v threshold %d turnaround %v: hi %v < p99 %v",
+											be, C, isl, budget, async, chunked, thr, turn, s.TTFTSteadyP99Hi, p99)
+									}
 								}
 							}
 						}

@@ -97,6 +97,21 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 		}
 		passes = min(passes, f)
 	}
+	if e.Backend == BackendVLLM && e.EnableChunkedPrefill && e.LongPrefillTokenThreshold > 0 {
+		// Threshold-capped chunks (V-R2/V-R3, chunked on). A pass that can carry R
+		// either spends its whole prompt budget (≥ B − (C − 1)) on R and the prompts
+		// ahead of it (they precede every later request in running order), at most
+		// ⌊C·pos/(B − C + 1)⌋ such passes; or it leaves budget over, so no prompt of
+		// theirs was cut by the budget and R got min(rest, threshold): at most
+		// ⌈pos/threshold⌉ such passes. Async: + the pre-scheduled pass (C ≥ 2).
+		if full := e.MaxNumBatchedTokens - rows; full >= 1 {
+			f := C*pos/full + ceilDiv(pos, e.LongPrefillTokenThreshold)
+			if async && C > 1 {
+				f++
+			}
+			passes = min(passes, f)
+		}
+	}
 	if whole && C > 1 && (e.Backend == BackendTRTLLM || e.LongPrefillTokenThreshold == 0) && (e.Backend == BackendVLLM || e.Backend == BackendTRTLLM) {
 		// FCFS whole-prompt packing (V-R3 / T-R3): k prompts per pass at least.
 		budget, cost := e.MaxNumBatchedTokens, iMax
