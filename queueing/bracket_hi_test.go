@@ -17,11 +17,11 @@ func TestBracketHiGrid(t *testing.T) {
 	checked, minRatio := 0, 1e300
 	for _, be := range []string{BackendVLLM, BackendTRTLLM} {
 		for _, C := range []int{1, 2, 3, 5, 8, 17, 32} {
-			for _, isl := range []int{100, 1000, 3000} {
-				for _, budget := range []int{512, 2048, 8192} {
+			for _, isl := range []int{50, 100, 1000, 3000} {
+				for _, budget := range []int{100, 512, 2048, 8192} {
 					for _, async := range []bool{false, true} {
 						for _, chunked := range []bool{false, true} {
-							for _, thr := range []int{0, 300} {
+							for _, thr := range []int{0, 320} {
 								for _, turn := range []float64{0, 7} {
 									e, _ := DefaultEngine(be, "")
 									e.AsyncScheduling = async

@@ -79,11 +79,22 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	// Each pass advances the earliest unfinished prompt by ≥ min(rest, b_req). Where
 	// the budget left after the decode rows is packed greedily across prompts
 	// (vLLM chunked without a per-request threshold, TRT-LLM chunked FCFS), each
-	// pass also consumes ≥ b_req tokens of the remaining prompt work: fluid bound.
+	// pass also consumes a fixed share of the remaining prompt work: fluid bound.
 	passes := C * ceilDiv(pos, breq)
 	fluid := !whole && ((e.Backend == BackendVLLM && e.LongPrefillTokenThreshold == 0) || e.Backend == BackendTRTLLM)
 	if fluid {
-		f := ceilDiv(C*pos, breq) + 1
+		// TRT-LLM sizes the contexts FCFS after the generation rows, a cut chunk
+		// rounded down to a block (T-R3): a pass that can carry R either serves R
+		// and every prompt ahead whole (R done) or leaves < one block of the budget,
+		// so it consumes ≥ B − (C − 1) − (block − 1) of their ≤ C·pos tokens (not
+		// b_req: a whole rest that is no block multiple can precede the cut).
+		// Async: the pre-scheduled pass may instead clear the work ahead, leaving
+		// R's own ⌈pos/b_req⌉.
+		full := max(e.MaxNumTokens-rows-(e.BlockSize-1), 1)
+		f := C*pos/full + 1
+		if async && C > 1 {
+			f = max(f, 1+ceilDiv(pos, breq))
+		}
 		if e.Backend == BackendVLLM {
 			// V-R2/V-R3 hand every prompt min(rest, budget left) in FCFS order, so a
 			// pass that can carry R consumes ≥ min(work left, b_req) of the ≤ C·pos
