@@ -20,24 +20,27 @@ import (
 //
 //   - Passes before the first one that can carry R: if R arrives strictly inside a
 //     pass (turnaround or stages > 0), that pass in flight (one pass). With
-//     turnaround = stages = 0 and synchronous scheduling R arrives exactly at the end
-//     of the pass that finished its predecessor and the next pass is scheduled at
-//     that instant with R waiting (sim.run absorbs arrivals ≤ now): no pass. With
-//     asynchronous scheduling the pass after the arrival was scheduled without R
-//     (V-R10): it is scheduled by the same rule, so it is counted below as the first
-//     pass of the count (it advances the work ahead of R exactly like a later pass;
-//     if no work is ahead it is followed by ≤ ⌈pos/b_req⌉ passes of R's own, ≤ the
-//     counts below for C ≥ 2; at C = 1 it is empty (V-R12) and not run).
+//     turnaround = stages = 0 R arrives exactly at the end of the pass that finished
+//     its predecessor; synchronous scheduling schedules the next pass at that
+//     instant with R waiting (sim.run absorbs arrivals ≤ now): no pass.
+//     Asynchronous scheduling (V-R10) already scheduled the next pass without R:
+//     one more pass. It cannot be folded into the counts below: it was scheduled
+//     before requests that arrived ahead of R but after its scheduling instant, so
+//     it may consume less than those counts assume (TestBracketHiGrid: vLLM async,
+//     C 5, isl 3000, B 8192, osl 1 takes three passes where the fluid count gives
+//     two). At C = 1 nothing else exists: the engine is idle when R arrives
+//     (async: the pre-scheduled pass is empty, V-R12, and not run): no pass.
 //   - Passes from there until R's first token: each advances the earliest
 //     unfinished prompt (of those ahead of R and R) by ≥ min(rest, b_req), b_req =
 //     chunk(C − 1): ≤ C·⌈pos/b_req⌉. Where the budget left after the decode rows is
 //     packed greedily across prompts (vLLM chunked without a per-request threshold,
 //     TRT-LLM chunked FCFS) each pass also consumes ≥ min(work left, b_req) of the ≤
-//     C·pos tokens: ≤ ⌈C·pos/b_req⌉ + 1. Where whole prompts are admitted FCFS
-//     while they fit (vLLM chunked prefill off without a threshold, V-R3; TRT-LLM
-//     chunking off, T-R3) each pass admits ≥ k = ⌊(B − (C − 1))/cost⌋ waiting
-//     prompts (cost = the largest prompt's budget charge): ≤ ⌈C/k⌉ passes, ≥ 2 when
-//     asynchronous (the pre-scheduled pass cannot carry R).
+//     C·pos tokens (see the fluid branch below for the per-backend share). Where
+//     whole prompts are admitted FCFS while they fit (vLLM chunked prefill off
+//     without a threshold, V-R3; TRT-LLM chunking off, T-R3) each pass admits ≥ k =
+//     ⌊(B − (C − 1))/cost⌋ waiting prompts (cost = the largest prompt's budget
+//     charge): ≤ ⌈C/k⌉ passes. Every request ahead of R arrived before R, so every
+//     pass from the first that can carry R sees them all.
 //   - Every pass is priced at its worst shape (the max below).
 func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, alternating bool) (float64, bool) {
 	C := max(w.Concurrency, 1)
@@ -88,23 +91,13 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 		// and every prompt ahead whole (R done) or leaves < one block of the budget,
 		// so it consumes ≥ B − (C − 1) − (block − 1) of their ≤ C·pos tokens (not
 		// b_req: a whole rest that is no block multiple can precede the cut).
-		// Async: the pre-scheduled pass may instead clear the work ahead, leaving
-		// R's own ⌈pos/b_req⌉.
 		full := max(e.MaxNumTokens-rows-(e.BlockSize-1), 1)
 		f := C*pos/full + 1
-		if async && C > 1 {
-			f = max(f, 1+ceilDiv(pos, breq))
-		}
 		if e.Backend == BackendVLLM {
 			// V-R2/V-R3 hand every prompt min(rest, budget left) in FCFS order, so a
 			// pass that can carry R consumes ≥ min(work left, b_req) of the ≤ C·pos
 			// tokens of R and those ahead: ⌈C·pos/b_req⌉ exactly, no rounding pass.
-			// The async pre-scheduled pass either consumes ≥ b_req as well or
-			// clears the work ahead, leaving R's own ⌈pos/b_req⌉.
 			f = ceilDiv(C*pos, breq)
-			if async && C > 1 {
-				f = max(f, 1+ceilDiv(pos, breq))
-			}
 		}
 		passes = min(passes, f)
 	}
@@ -114,13 +107,9 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 		// ahead of it (they precede every later request in running order), at most
 		// ⌊C·pos/(B − C + 1)⌋ such passes; or it leaves budget over, so no prompt of
 		// theirs was cut by the budget and R got min(rest, threshold): at most
-		// ⌈pos/threshold⌉ such passes. Async: + the pre-scheduled pass (C ≥ 2).
+		// ⌈pos/threshold⌉ such passes.
 		if full := e.MaxNumBatchedTokens - rows; full >= 1 {
-			f := C*pos/full + ceilDiv(pos, e.LongPrefillTokenThreshold)
-			if async && C > 1 {
-				f++
-			}
-			passes = min(passes, f)
+			passes = min(passes, C*pos/full+ceilDiv(pos, e.LongPrefillTokenThreshold))
 		}
 	}
 	if whole && C > 1 && (e.Backend == BackendTRTLLM || e.LongPrefillTokenThreshold == 0) && (e.Backend == BackendVLLM || e.Backend == BackendTRTLLM) {
@@ -130,23 +119,21 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 			budget, cost = e.MaxNumTokens, b.maxISL
 		}
 		if k := (budget - rows) / max(cost, 1); k > 1 {
-			packed := ceilDiv(C, k)
-			if async {
-				packed = max(packed, 2)
-			}
-			passes = min(passes, packed)
+			passes = min(passes, ceilDiv(C, k))
 		}
 	}
-	// The pass in flight at arrival: none when a closed-loop request reaches the
-	// scheduler exactly at a pass end (zero turnaround and stages). The
-	// asynchronous pre-scheduled pass is inside the count above, except off the
-	// closed loop (an estimate there), where it is added as before.
+	// The pass in flight at arrival (none when a closed-loop request reaches the
+	// scheduler exactly at a pass end: zero turnaround and stages) and the async
+	// pre-scheduled pass; neither at C = 1 in a closed loop (the engine is idle).
 	extra := 1
 	if w.Concurrency > 0 && w.TurnaroundMs == 0 && e.StageMs == 0 {
 		extra = 0
 	}
-	if async && w.Concurrency == 0 {
+	if async {
 		extra++
+	}
+	if w.Concurrency == 1 {
+		extra = 0
 	}
 	tok := min(pmax, iMax*C)
 	from := max(w.Prefix, b.maxISL-tok)
