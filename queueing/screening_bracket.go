@@ -15,8 +15,9 @@ import (
 // exhaust); hi is then the same formula as an estimate.
 //
 // The argument. Let R arrive at the scheduler at time a. At most C − 1 other
-// requests exist (one per client), each with ≤ pos prompt tokens left, all ahead of
-// R in FCFS order; every pass carries ≤ C − 1 decode rows besides R.
+// requests exist (one per client), so at most C − 1 are ahead of R in FCFS order,
+// each with ≤ pos prompt tokens left; every pass carries ≤ C − 1 decode rows
+// besides R.
 //
 //   - Passes before the first one that can carry R: if R arrives strictly inside a
 //     pass (turnaround or stages > 0), that pass in flight (one pass). With
@@ -34,8 +35,9 @@ import (
 //     unfinished prompt (of those ahead of R and R) by ≥ min(rest, b_req), b_req =
 //     chunk(C − 1): ≤ C·⌈pos/b_req⌉. Where the budget left after the decode rows is
 //     packed greedily across prompts (vLLM chunked without a per-request threshold,
-//     TRT-LLM chunked FCFS) each pass also consumes ≥ min(work left, b_req) of the ≤
-//     C·pos tokens (see the fluid branch below for the per-backend share). Where
+//     TRT-LLM chunked FCFS) each pass also consumes a fixed share of the ≤ C·pos
+//     tokens of R and those ahead, or finishes R (the fluid branch below, per
+//     backend). Where
 //     whole prompts are admitted FCFS while they fit (vLLM chunked prefill off
 //     without a threshold, V-R3; TRT-LLM chunking off, T-R3) each pass admits ≥ k =
 //     ⌊(B − (C − 1))/cost⌋ waiting prompts (cost = the largest prompt's budget
@@ -147,7 +149,7 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	if m := min(C, tok); m > 1 {
 		tmax = math.Max(tmax, pr.priceTails(tok, m, b.maxISL, w.Prefix, rows, ctx))
 	}
-	// Without the pass in flight (C = 1) the bound can equal lo (the same prices
+	// Without an extra pass (C = 1) the bound can equal lo (the same prices
 	// summed another way) and fall below it by rounding: a relative margin of 1e-9
 	// keeps lo ≤ hi.
 	return (e.StageMs + float64(passes+extra)*tmax) * (1 + 1e-9), certain
