@@ -292,14 +292,7 @@ func (s *Sim) updateSGLang(pb *passBuf) {
 		}
 	}
 	if shrank {
-		k := 0
-		for _, ri := range s.running {
-			if s.reqs[ri].st != stFinished {
-				s.running[k] = ri
-				k++
-			}
-		}
-		s.running = s.running[:k]
+		s.dropFinished()
 		s.sgl.batchFull = false
 	}
 }

@@ -471,3 +471,15 @@ func idOr(id string, i int32) string {
 	}
 	return "r" + strconv.Itoa(int(i))
 }
+
+// dropFinished removes finished requests from the running list, keeping order.
+func (s *Sim) dropFinished() {
+	k := 0
+	for _, ri := range s.running {
+		if s.reqs[ri].st != stFinished {
+			s.running[k] = ri
+			k++
+		}
+	}
+	s.running = s.running[:k]
+}

@@ -311,14 +311,7 @@ func (s *Sim) updateTRT(pb *passBuf) {
 		}
 	}
 	if anyFinished {
-		k := 0
-		for _, ri := range s.running {
-			if s.reqs[ri].st != stFinished {
-				s.running[k] = ri
-				k++
-			}
-		}
-		s.running = s.running[:k]
+		s.dropFinished()
 	}
 }
 

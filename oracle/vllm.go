@@ -221,13 +221,6 @@ func (s *Sim) updateVLLM(pb *passBuf) {
 		}
 	}
 	if anyFinished {
-		k := 0
-		for _, ri := range s.running {
-			if s.reqs[ri].st != stFinished {
-				s.running[k] = ri
-				k++
-			}
-		}
-		s.running = s.running[:k]
+		s.dropFinished()
 	}
 }
