@@ -20,6 +20,7 @@ package engineconf
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -43,15 +44,15 @@ type Setting struct {
 // Config is a parsed engine configuration file.
 type Config struct {
 	// Backend is the engine the file configures (queueing.Backend*).
-	Backend string
+	Backend string `json:"backend"`
 	// Format is FormatCLI or FormatYAML (sniffed from the content).
-	Format string
+	Format string `json:"format"`
 	// Settings are the scheduling keys in file order; a key given twice keeps
 	// its last value (as argparse and the engines do), at its first position.
-	Settings []Setting
+	Settings []Setting `json:"settings"`
 	// Ignored are the harmless keys (and leading positional words such as
 	// "vllm serve MODEL"), normalised, in file order, each once.
-	Ignored []string
+	Ignored []string `json:"ignored,omitempty"`
 }
 
 // maxFileBytes bounds a configuration file (real ones are a few KB).
@@ -200,4 +201,42 @@ func displayKey(kv keyValue) string {
 func normaliseKey(k string) string {
 	k = strings.TrimLeft(k, "-")
 	return strings.ReplaceAll(strings.ToLower(k), "-", "_")
+}
+
+// Resolved is the engine configuration an operating point was predicted with —
+// what a deployment of the point launches. Agg points fill Engine; disagg points
+// fill Prefill and Decode. It is stored as JSON with every point
+// (operating_points.engine_config).
+type Resolved struct {
+	// Profile is the queueing profile the engine started from
+	// (queueing.ProfileDefaults or queueing.ProfileAIConfigurator).
+	Profile string `json:"profile"`
+	// Config are the scheduling keys of the engine's own config file applied over
+	// the profile (--engine-config), if any.
+	Config  []Setting            `json:"config,omitempty"`
+	Engine  *queueing.EngineSpec `json:"engine,omitempty"`
+	Prefill *queueing.EngineSpec `json:"prefill,omitempty"`
+	Decode  *queueing.EngineSpec `json:"decode,omitempty"`
+}
+
+// Encode returns r as compact JSON (field order fixed by the struct, so the same
+// configuration always encodes to the same bytes).
+func (r Resolved) Encode() (string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encode engine config: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeResolved parses a stored engine_config. "" and "{}" (rows stored before
+// engine configs were recorded) return ok = false.
+func DecodeResolved(s string) (r Resolved, ok bool, err error) {
+	if s == "" || s == "{}" {
+		return r, false, nil
+	}
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return r, false, fmt.Errorf("engine config %.40q: %w", s, err)
+	}
+	return r, true, nil
 }
