@@ -26,6 +26,7 @@ func oracleCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario JSON `FILE`"},
 					&cli.StringFlag{Name: "format", Value: "json", Usage: "output format: json|table"},
+					engineProfileFlag(""), engineConfigFlag(),
 				},
 				Action: oracleRun,
 			},
@@ -44,6 +45,9 @@ func oracleRun(c *cli.Context) error {
 	sc, err := oracle.ParseScenario(data)
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
+	}
+	if err := oracleEngineFlags(c, sc); err != nil {
+		return err
 	}
 	res, err := sc.Run(c.Context)
 	if err != nil {
