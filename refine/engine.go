@@ -168,8 +168,18 @@ func recordedEngine(in store.PointInputs) (queueing.EngineSpec, bool, error) {
 	return *r.Engine, true, nil
 }
 
-// PointEngine is the agg engine of a stored point: the one it recorded, or for
-// rows stored before engines were recorded, the sweep's original rule.
-func PointEngine(in store.PointInputs) (queueing.EngineSpec, error) {
-	return engine(in)
+// PointResolved is the engine configuration of a stored point: the one it
+// recorded (recorded = true), or for rows stored before engine configurations
+// were recorded, the one the sweep's original rule gives its inputs.
+func PointResolved(in store.PointInputs) (r engineconf.Resolved, recorded bool, err error) {
+	r, ok, err := engineconf.DecodeResolved(in.Engine)
+	if err != nil || ok {
+		return r, ok, err
+	}
+	pts := []store.PointInputs{in}
+	if err := resolveEngines(SweepSpec{Backend: in.Backend}, pts); err != nil {
+		return r, false, err
+	}
+	r, _, err = engineconf.DecodeResolved(pts[0].Engine)
+	return r, false, err
 }

@@ -127,3 +127,20 @@ func TestSweepStoresEngineConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestPointResolved: a recorded engine is returned as recorded; a row without
+// one gets the original rule's engine of its inputs.
+func TestPointResolved(t *testing.T) {
+	in := store.PointInputs{Model: "m", System: "h200_sxm", Backend: "vllm", Version: "0.11.0", Mode: store.ModeAgg,
+		ISL: 1000, OSL: 100, TP: 1, PP: 1, DP: 1, MoETP: 1, MoEEP: 1, Batch: 8, CtxTokens: 2000, MaxNumBatchedTokens: 2008, MaxNumSeqs: 8}
+	r, recorded, err := PointResolved(in)
+	if err != nil || recorded || r.Profile != queueing.ProfileDefaults || r.Engine == nil ||
+		r.Engine.MaxNumBatchedTokens != 2008 || r.Engine.MaxNumSeqs != 8 {
+		t.Fatalf("derived: %+v %v %v", r, recorded, err)
+	}
+	in.Engine = `{"profile":"aiconfigurator","engine":{"backend":"vllm","max_num_batched_tokens":2508}}`
+	r, recorded, err = PointResolved(in)
+	if err != nil || !recorded || r.Engine.MaxNumBatchedTokens != 2508 {
+		t.Fatalf("recorded: %+v %v %v", r, recorded, err)
+	}
+}

@@ -87,3 +87,33 @@ func TestMigration00009DownUp(t *testing.T) {
 		t.Fatalf("after up: %d engine columns (%v)", n, err)
 	}
 }
+
+// TestFindPoint: by rowid, by key prefix, ambiguous and missing refs.
+func TestFindPoint(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	a := testInputs()
+	b := a
+	b.Batch++
+	if _, err := s.InsertPoints(ctx, []Point{testPoint(a, 30, 1000), testPoint(b, 31, 900)}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.FindPoint(ctx, "2")
+	if err != nil || p.Key != b.Key() {
+		t.Fatalf("rowid 2: %v %v", p.Key, err)
+	}
+	p, err = s.FindPoint(ctx, a.Key()[:8])
+	if err != nil || p.Key != a.Key() {
+		t.Fatalf("prefix: %v %v", p.Key, err)
+	}
+	for ref, want := range map[string]string{
+		"3":      "row 3: no such operating point",
+		"abc":    `row "abc": want a row id (a positive integer) or a key prefix of at least 6 hex digits`,
+		"-1":     `row "-1": want a row id (a positive integer) or a key prefix of at least 6 hex digits`,
+		"ffffff": "row ffffff: no such operating point",
+	} {
+		if _, err := s.FindPoint(ctx, ref); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %s", ref, err, want)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -48,5 +50,59 @@ func TestOracleRunEngineFlags(t *testing.T) {
 	if _, errs, code := first("--engine-config", "testdata/engine/trtllm_chunked.yaml"); code != 1 ||
 		errs != "aicdb: --engine-config: engine config testdata/engine/trtllm_chunked.yaml: line 2: key backend: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)\n" {
 		t.Errorf("wrong backend's file: exit %d, %q", code, errs)
+	}
+}
+
+// TestDeployCLI: rows of an aiconfigurator sweep deploy as recorded (agg and
+// disagg, cli and yaml, flag before or after ROWID), a defaults-profile row
+// deploys its original-rule engine, and bad refs are one-line user errors.
+func TestDeployCLI(t *testing.T) {
+	db := syntheticDB(t)
+	base := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--total-gpus", "8", "--isl", "4000",
+		"--osl", "500", "--tp", "2", "--batch", "8", "--ctx-tokens", "4000"}
+	if code, out, errs := cliRun(t, db, append(base, "--backend", "vllm", "--engine-profile", "defaults")...); code != 0 {
+		t.Fatalf("sweep: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := cliRun(t, db, append(base, "--backend", "trtllm", "--mode", "all", "--decode-batch", "16")...); code != 0 {
+		t.Fatalf("sweep: %d %s %s", code, out, errs)
+	}
+	check := func(name string, args ...string) {
+		t.Helper()
+		code, out, errs := cliRun(t, db, append([]string{"deploy"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errs)
+		}
+		path := filepath.Join("testdata", "deploy", name+".txt")
+		if *updateEval {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		want, err := os.ReadFile(path)
+		if err != nil || string(want) != out {
+			t.Errorf("%s (%v; -update-eval rewrites):\n%s", name, err, out)
+		}
+	}
+	check("vllm_defaults_cli", "1")
+	check("trtllm_agg_cli", "2")
+	check("trtllm_agg_yaml", "2", "--backend-format", "yaml")
+	check("trtllm_disagg_yaml", "--backend-format=yaml", "3")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"99"}, "aicdb: deploy row 99: no such operating point; list rows with aicdb query\n"},
+		{[]string{"1", "--backend-format", "toml"}, "aicdb: --backend-format \"toml\": unknown; use cli or yaml\n"},
+		{[]string{}, "aicdb: deploy: give exactly one ROWID (a row id or key prefix); e.g. aicdb deploy 42\n"},
+		{[]string{"x"}, "aicdb: row \"x\": want a row id (a positive integer) or a key prefix of at least 6 hex digits\n"},
+	} {
+		code, _, errs := cliRun(t, db, append([]string{"deploy"}, c.args...)...)
+		if code != 1 || errs != c.want {
+			t.Errorf("%v: exit %d %q, want %q", c.args, code, errs, c.want)
+		}
 	}
 }
