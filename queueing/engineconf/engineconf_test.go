@@ -221,3 +221,22 @@ func FuzzParseSGLang(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzCheck(t, "sglang", data) })
 }
+
+// BenchmarkParseApply: parse the TensorRT-LLM example file and apply it.
+func BenchmarkParseApply(b *testing.B) {
+	data, err := os.ReadFile("testdata/trtllm_extra.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		cfg, err := Parse("trtllm", data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, _ := queueing.DefaultEngine("trtllm", "")
+		if err := cfg.Apply(&e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
