@@ -127,6 +127,10 @@ func runSweep(c *cli.Context) error {
 	opt := refine.SweepOptions{Workers: c.Int("workers"), BatchSize: c.Int("commit-every"), Arguments: spec}
 	bar := newProgress(c.App.ErrWriter)
 	opt.Progress = bar.update
+	opt.OnWait = func(h store.SweepLease) {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: sweep %d (pid %d on %s) is evaluating these points; waiting for it to finish, then reusing its rows\n",
+			h.SweepID, h.PID, h.Host)
+	}
 	res, err := refine.Sweep(ctx, st, ev, spec, opt)
 	bar.done()
 	if res.Abandoned > 0 {
