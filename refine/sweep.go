@@ -81,7 +81,10 @@ type SweepResult struct {
 // legacy estimate and the screening tier. Points are evaluated in parallel and
 // written in batches, each batch one transaction (whole rows only); cancelling ctx
 // stops after the batch in flight is committed or discarded, and rerunning resumes
-// from what is stored. Row content depends only on the point's inputs.
+// from what is stored. Row content depends only on the point's inputs. The sweep
+// holds a lease on its workload groups while it runs (store.BeginSweep): a sweep of
+// a group another live sweep is evaluating waits for it (opt.OnWait), then reuses
+// the rows it committed, so concurrent sweeps evaluate each point once.
 func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, opt SweepOptions) (SweepResult, error) {
 	var res SweepResult
 	if err := spec.validate(); err != nil {
