@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -121,8 +120,10 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 	if err := opt.leaseDefaults(); err != nil {
 		return res, err
 	}
+	seen := map[store.Group]bool{}
 	for i := range pts {
-		if g := pts[i].Group(); !slices.Contains(res.Groups, g) {
+		if g := pts[i].Group(); !seen[g] {
+			seen[g] = true
 			res.Groups = append(res.Groups, g)
 		}
 	}
