@@ -41,6 +41,10 @@ func TestSweepCLITwoAtOnce(t *testing.T) {
 	}
 	first, out1, err1 := child("6ms") // about 1 s of work left when the second starts
 	waitForRows(t, first, db, 16)
+	// points_total is recorded when the sweep starts (main set it only at the end).
+	if code, out, _ := cliRun(t, db, "query", "--format", "csv", "select status, points_total from sweeps"); code != 0 || out != "status,points_total\nrunning,352\n" {
+		t.Errorf("sweeps while the first runs: %q, want running,352", out)
+	}
 	second, out2, err2 := child("3ms")
 	if err := second.Wait(); err != nil {
 		t.Fatalf("second sweep: %v\n%s%s", err, out2, err2)
