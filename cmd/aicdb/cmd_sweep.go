@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/refine"
@@ -43,6 +41,7 @@ func sweepCommand() *cli.Command {
 		&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
 		&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT` of the best-config table: table, csv or json"},
+		quietFlag(),
 	}
 	return &cli.Command{
 		Name:  "sweep",
@@ -127,10 +126,14 @@ func runSweep(c *cli.Context) error {
 		return err
 	}
 	opt := refine.SweepOptions{Workers: c.Int("workers"), BatchSize: c.Int("commit-every"), Arguments: spec}
-	bar := newProgress(c.App.ErrWriter)
-	opt.Progress = bar.update
+	bar := newProgress(c, "sweep", "points")
+	opt.Progress = bar.Update
+	opt.OnWait = func(h store.SweepLease) {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: sweep %d (pid %d on %s) is evaluating these points; waiting for it to finish, then reusing its rows\n",
+			h.SweepID, h.PID, h.Host)
+	}
 	res, err := refine.Sweep(ctx, st, ev, spec, opt)
-	bar.done()
+	bar.Done()
 	if res.Abandoned > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %d earlier sweep(s) left running by a killed process marked interrupted in the sweeps table\n", res.Abandoned)
 	}
@@ -168,40 +171,6 @@ func runSweep(c *cli.Context) error {
 		f.Mode = spec.Modes[0]
 	}
 	return printBest(c, st, ev, f, sla)
-}
-
-// progress draws a one-line progress bar on a terminal and stays quiet otherwise.
-type progress struct {
-	w     io.Writer
-	on    bool
-	drawn bool
-	mu    sync.Mutex
-}
-
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.on = true
-	}
-	return p
-}
-
-func (p *progress) update(done, total int) {
-	if !p.on || total == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	const width = 30
-	n := done * width / total
-	fmt.Fprintf(p.w, "\rsweep [%s%s] %d/%d", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
-	p.drawn = true
-}
-
-func (p *progress) done() {
-	if p.drawn {
-		fmt.Fprintln(p.w)
-	}
 }
 
 // newEvaluator returns the evaluator the sweep, best and query commands use:
