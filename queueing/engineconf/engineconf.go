@@ -91,9 +91,9 @@ func Parse(backend string, data []byte) (*Config, error) {
 	c := &Config{Backend: backend}
 	var kvs []keyValue
 	var err error
-	if isYAMLMapping(data) {
+	if root := yamlMapping(data); root != nil {
 		c.Format = FormatYAML
-		kvs, err = parseYAML(data)
+		kvs, err = parseYAML(root)
 	} else {
 		c.Format = FormatCLI
 		kvs, err = parseCLI(data)

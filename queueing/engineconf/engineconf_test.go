@@ -3,6 +3,7 @@ package engineconf
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -238,5 +239,25 @@ func BenchmarkParseApply(b *testing.B) {
 		if err := cfg.Apply(&e); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestAliasBomb: aliases expanding to more than maxKeys keys are refused, fast.
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a0: &a0 {x: 1, y: 2, z: 3, w: 4, v: 5, u: 6, s: 7, r: 8, q: 9, p: 10}\n")
+	for i := 1; i < 8; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d {", i, i)
+		for j := 0; j < 10; j++ {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "k%d: *a%d", j, i-1)
+		}
+		b.WriteString("}\n")
+	}
+	_, err := Parse("trtllm", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "more than 10000 keys") {
+		t.Fatalf("alias bomb: %v", err)
 	}
 }

@@ -8,26 +8,27 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxDepth bounds YAML nesting (engine configs nest two or three levels).
-const maxDepth = 8
+// maxDepth bounds YAML nesting (engine configs nest two or three levels) and
+// maxKeys the keys of a file once aliases are expanded (alias bombs).
+const (
+	maxDepth = 8
+	maxKeys  = 10000
+)
 
-// isYAMLMapping reports whether data parses as a YAML document whose root is a
-// mapping. CLI argument files ("--max-num-seqs 256") parse as plain scalars.
-func isYAMLMapping(data []byte) bool {
+// yamlMapping returns the root mapping of data when data parses as a YAML
+// document whose root is a mapping (nil otherwise: CLI argument files such as
+// "--max-num-seqs 256" parse as plain scalars).
+func yamlMapping(data []byte) *yaml.Node {
 	var n yaml.Node
-	if err := yaml.Unmarshal(data, &n); err != nil {
-		return false
+	if err := yaml.Unmarshal(data, &n); err != nil || len(n.Content) != 1 || n.Content[0].Kind != yaml.MappingNode {
+		return nil
 	}
-	return len(n.Content) == 1 && n.Content[0].Kind == yaml.MappingNode
+	return n.Content[0]
 }
 
 // parseYAML flattens a YAML mapping into keys joined with '.'; a sequence value
 // is written comma-separated; null is "".
-func parseYAML(data []byte) ([]keyValue, error) {
-	var n yaml.Node
-	if err := yaml.Unmarshal(data, &n); err != nil {
-		return nil, fmt.Errorf("yaml: %v", err)
-	}
+func parseYAML(root *yaml.Node) ([]keyValue, error) {
 	var out []keyValue
 	var walk func(m *yaml.Node, prefix string, depth int) error
 	walk = func(m *yaml.Node, prefix string, depth int) error {
@@ -36,6 +37,9 @@ func parseYAML(data []byte) ([]keyValue, error) {
 		}
 		for i := 0; i+1 < len(m.Content); i += 2 {
 			k, v := m.Content[i], m.Content[i+1]
+			if len(out) >= maxKeys {
+				return fmt.Errorf("line %d: more than %d keys (aliases expanded); an engine config has a few dozen", k.Line, maxKeys)
+			}
 			if k.Kind != yaml.ScalarNode || k.Value == "" {
 				return fmt.Errorf("line %d: a key must be a non-empty name", k.Line)
 			}
@@ -75,10 +79,7 @@ func parseYAML(data []byte) ([]keyValue, error) {
 		}
 		return nil
 	}
-	if len(n.Content) != 1 || n.Content[0].Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("yaml: the document must be a mapping of keys to values")
-	}
-	if err := walk(n.Content[0], "", 0); err != nil {
+	if err := walk(root, "", 0); err != nil {
 		return nil, err
 	}
 	return out, nil
