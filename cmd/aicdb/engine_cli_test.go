@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -103,6 +104,42 @@ func TestDeployCLI(t *testing.T) {
 		code, _, errs := cliRun(t, db, append([]string{"deploy"}, c.args...)...)
 		if code != 1 || errs != c.want {
 			t.Errorf("%v: exit %d %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// TestSweepEngineFlagsCLI: a sweep records its profile and config file in the
+// sweeps table and on every row, lists the file's ignored keys on stderr, and
+// refuses a bad profile or a file of the wrong engine before evaluating anything.
+func TestSweepEngineFlagsCLI(t *testing.T) {
+	db := syntheticDB(t)
+	args := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--total-gpus", "8",
+		"--isl", "4000", "--osl", "500", "--tp", "2", "--batch", "8,16", "--ctx-tokens", "4000", "--quiet"}
+	code, out, errs := cliRun(t, db, append(args, "--engine-config", "testdata/engine/vllm_budget16.args")...)
+	if code != 0 || !strings.Contains(errs, "aicdb: engine config: ignored (no effect on scheduling): port\n") {
+		t.Fatalf("sweep: exit %d out %q err %q", code, out, errs)
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select engine_profile, json_extract(engine_config, '$.engine.max_num_batched_tokens'), max_num_batched_tokens, max_num_seqs from points order by batch")
+	if want := "aiconfigurator+config,16,16,8\naiconfigurator+config,16,16,16\n"; code != 0 || !strings.HasSuffix(out, want) {
+		t.Errorf("rows: exit %d\n%s\nwant suffix\n%s", code, out, want)
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select json_extract(arguments, '$.engine_profile'), json_extract(arguments, '$.engine_config.settings[0].key') from sweeps")
+	if code != 0 || !strings.HasSuffix(out, "aiconfigurator,max_num_batched_tokens\n") {
+		t.Errorf("sweeps: exit %d\n%s", code, out)
+	}
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--engine-profile", "tuned"}, "aicdb: --engine-profile \"tuned\": unknown; use defaults or aiconfigurator\n"},
+		{[]string{"--engine-config", "testdata/engine/trtllm_chunked.yaml"}, "aicdb: --engine-config: engine config testdata/engine/trtllm_chunked.yaml: line 2: key backend: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)\n"},
+		{[]string{"--engine-config", "testdata/engine/missing.yaml"}, "aicdb: --engine-config: engine config testdata/engine/missing.yaml: open testdata/engine/missing.yaml: no such file or directory\n"},
+	} {
+		code, _, errs := cliRun(t, db, append(args, c.extra...)...)
+		if code != 1 || errs != c.want {
+			t.Errorf("%v: exit %d %q, want %q", c.extra, code, errs, c.want)
 		}
 	}
 }
