@@ -226,7 +226,7 @@ func evaluate(ctx context.Context, ev Evaluator, p *store.Point) (store.Quantita
 	if err != nil {
 		return q, fmt.Errorf("quantitative evaluation of %s b%d ctx%d: %w", p.Parallel(), p.Batch, p.CtxTokens, err)
 	}
-	q.Key = p.Key
+	q.Key, q.Evaluator = p.Key, ev.Name()
 	if err := q.Validate(); err != nil {
 		return q, fmt.Errorf("evaluator %s: %w", ev.Name(), err)
 	}
