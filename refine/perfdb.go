@@ -357,11 +357,19 @@ func (p *PerfdbEvaluator) querier(system, backend, version string, d *perfdb.Dat
 // Legacy implements Evaluator.
 func (p *PerfdbEvaluator) Legacy(ctx context.Context, in store.PointInputs) (store.Legacy, error) {
 	if in.Mode == store.ModeDisagg {
-		pre, _, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, in.MoETP, in.MoEEP)
+		pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
 		if err != nil {
 			return store.Legacy{}, err
 		}
-		dec, _, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, in.MoETP, in.MoEEP)
+		dmTP, dmEP, err := p.poolMoE(ctx, in, in.DTP, in.DDP)
+		if err != nil {
+			return store.Legacy{}, err
+		}
+		pre, _, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, pmTP, pmEP)
+		if err != nil {
+			return store.Legacy{}, err
+		}
+		dec, _, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, dmTP, dmEP)
 		if err != nil {
 			return store.Legacy{}, err
 		}
@@ -387,6 +395,32 @@ func (p *PerfdbEvaluator) Legacy(ctx context.Context, in store.PointInputs) (sto
 		return store.Legacy{}, err
 	}
 	return legacyRow(in, r.TTFTMs, r.TPOTMs, r.RequestMs, r.Concurrency, r.Throughput)
+}
+
+// poolMoE returns the MoE layout of one disaggregated pool with attention width
+// tp·dp. A disagg row's moe_tp/moe_ep columns describe the decode pool (like its tp
+// and batch); each pool keeps the row's expert-parallel degree moe_ep and takes
+// moe_tp = tp·dp / moe_ep, so both pools satisfy aiconfigurator's MoE invariant
+// tp·dp = moe_tp·moe_ep (PERFDB.md §2.1, Attention-DP). Dense models keep the row's
+// values (1, 1).
+func (p *PerfdbEvaluator) poolMoE(ctx context.Context, in store.PointInputs, tp, dp int) (int, int, error) {
+	m, err := p.loadModel(ctx, in.Model)
+	if err != nil {
+		return 0, 0, err
+	}
+	if m.NumExperts == 0 {
+		return in.MoETP, in.MoEEP, nil
+	}
+	return poolMoELayout(tp, dp, in.MoEEP)
+}
+
+// poolMoELayout is (tp·dp / moeEP, moeEP), or an error when moeEP does not divide
+// the pool's width (Enumerate never emits such a row).
+func poolMoELayout(tp, dp, moeEP int) (int, int, error) {
+	if moeEP <= 0 || (tp*dp)%moeEP != 0 {
+		return 0, 0, fmt.Errorf("disagg pool tp %d × dp %d: moe_ep %d does not divide it", tp, dp, moeEP)
+	}
+	return tp * dp / moeEP, moeEP, nil
 }
 
 // legacyRow maps a perfdb row onto the legacy columns: tokens/s = tokens/s/gpu ×
