@@ -289,7 +289,7 @@ func (p *PerfdbEvaluator) Resolve(ctx context.Context, model, system, backend, v
 		}
 	}
 	cfg := perfdb.ResolveQuant(d, m, perfdb.Config{Backend: backend, Version: version, TP: 1, PP: 1, DP: 1, MoETP: 1, MoEEP: 1}, true)
-	return Resolved{Version: version, Heads: m.Heads, KVHeads: m.KVHeads, MoE: m.NumExperts > 0,
+	return Resolved{Version: version, Heads: m.Heads, KVHeads: m.KVHeads, MoE: m.NumExperts > 0, MaxPos: m.MaxPos,
 		DatabaseMode: string(perfdb.ModeSilicon), GemmQuant: string(cfg.GemmQuant), KVCacheQuant: string(cfg.KVQuant),
 		FMHAQuant: string(cfg.FMHAQuant), MoEQuant: string(cfg.MoEQuant), CommQuant: string(cfg.CommQuant)}, nil
 }

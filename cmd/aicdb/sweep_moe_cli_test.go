@@ -24,6 +24,12 @@ func TestSweepMoEDisaggCLI(t *testing.T) {
 	if code, _, errs := cliRun(t, db, "init"); code != 0 {
 		t.Fatalf("init: %d %s", code, errs)
 	}
+	// isl + osl beyond the model's context length (40960) is refused before any work.
+	long := append(moeDisaggArgs[:len(moeDisaggArgs):len(moeDisaggArgs)], "--isl", "40000", "--osl", "1000")
+	if code, _, errs := cliRun(t, db, long...); code != 1 || !strings.Contains(errs, "max_position_embeddings 40960") ||
+		strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("sweep beyond the context length: code %d err %q", code, errs)
+	}
 	args := append(moeDisaggArgs[:len(moeDisaggArgs):len(moeDisaggArgs)], "--batch", "8,64", "--decode-batch", "8,64")
 	if !testing.Short() {
 		args = moeDisaggArgs
