@@ -174,6 +174,10 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 // writeBestTable prints the table (or csv). Headers name what they show.
 func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error {
 	ttftPct, itlPct, tpotPct := refine.Avg, refine.P99, refine.Avg
+	label := func(m refine.Metric, p refine.Percentile) string {
+		return refine.Constraint{Metric: m, Pct: p}.Label()
+	}
+	var e2ePct refine.Percentile // set when a request-latency percentile is constrained
 	if sla.PercentileMode {
 		ttftPct = refine.P99
 	}
@@ -188,13 +192,16 @@ func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error
 			itlPct = k.Pct
 		case refine.TPOT:
 			tpotPct = k.Pct
+		case refine.RequestLatency:
+			e2ePct = k.Pct
 		}
 	}
-	label := func(m refine.Metric, p refine.Percentile) string {
-		return refine.Constraint{Metric: m, Pct: p}.Label()
+	reqLabel := "request_latency"
+	if e2ePct != "" {
+		reqLabel = label(refine.RequestLatency, e2ePct) // the constrained statistic, not the legacy mean
 	}
 	cols := []string{"rank", "mode", "parallel", "batch", "ctx_tokens", "tokens/s/gpu", "tokens/s/user",
-		label(refine.TTFT, ttftPct), label(refine.ITL, itlPct), label(refine.TPOT, tpotPct), "request_latency", "concurrency", "num_gpus", "tier"}
+		label(refine.TTFT, ttftPct), label(refine.ITL, itlPct), label(refine.TPOT, tpotPct), reqLabel, "concurrency", "num_gpus", "tier"}
 	var data [][]any
 	for i, p := range res.Rows {
 		ttft := queueingValue(&p, "ttft_steady_", ttftPct)
@@ -205,13 +212,17 @@ func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error
 		if !sla.PercentileMode || tpot == nil {
 			tpot = p.Legacy.TPOT
 		}
+		var req any = p.Legacy.RequestLatency
+		if e2ePct != "" {
+			req = queueingValue(&p, "e2e_", e2ePct)
+		}
 		tier := p.Q.Tier
 		if res.Verdicts[i] == refine.Straddle {
 			tier += " (unresolved)"
 		}
 		data = append(data, []any{int64(i + 1), p.Mode, p.Parallel(), int64(p.Batch), int64(p.CtxTokens),
 			p.Legacy.TokensPerSPerGPU, p.Legacy.TokensPerSPerUser, ttft, queueingValue(&p, "itl_", itlPct), tpot,
-			p.Legacy.RequestLatency, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), tier})
+			req, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), tier})
 	}
 	return writeRows(c.App.Writer, c.String("format"), cols, data)
 }
