@@ -204,9 +204,8 @@ func CheckReadOnlySQL(q string) error {
 	case "select", "with", "values":
 		return nil
 	}
-	first := w[0]
-	if first == "" {
-		first = "a non-keyword"
+	if w[0] == "" {
+		return errors.New("the statement does not start with a keyword (only SELECT, WITH or VALUES)")
 	}
-	return fmt.Errorf("%s statement is not a query (only SELECT, WITH or VALUES)", strings.ToUpper(first))
+	return fmt.Errorf("%s statement is not a query (only SELECT, WITH or VALUES)", strings.ToUpper(w[0]))
 }

@@ -18,7 +18,7 @@ import (
 
 // integrityStore creates a migrated store holding a few rows in tables a write
 // would change (store_meta, sweeps), so any write shows in the file's bytes.
-func integrityStore(t *testing.T) string {
+func integrityStore(t testing.TB) string {
 	t.Helper()
 	t.Setenv("AICDB_EVALUATOR", "synthetic")
 	db := filepath.Join(t.TempDir(), "s.sqlite")
