@@ -1,8 +1,8 @@
 // Package store opens the aicdb SQLite file: WAL journal, busy timeout, foreign keys,
 // the embedded goose migrations applied, and the embedded views re-created when
-// their definition changed. SQL
-// strings live only here, in views/, in refine/ and in perfdb's import and load code
-// (the perf tables it owns).
+// their definition changed; files that are not aicdb stores are refused untouched.
+// SQL strings live only here, in views/, in refine/ and in perfdb's import and load
+// code (the perf tables it owns).
 package store
 
 import (
