@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // A user's SQL (aicdb query without --write) is kept from changing the store by
@@ -88,6 +89,10 @@ func WithReadOnlyAuthorizer(conn *sql.Conn, fn func() error) error {
 	return err
 }
 
+// ErrDenied is wrapped by QueryReadOnly when SQLite's authorizer refused an
+// operation of the statement (a write, DDL, ATTACH, PRAGMA, load_extension …).
+var ErrDenied = errors.New("the statement does more than read the store")
+
 // QueryReadOnly runs one user statement on the read-only store s under
 // ReadOnlyAuthorizer and hands the rows to fn (closed after).
 func (s *Store) QueryReadOnly(ctx context.Context, q string, fn func(*sql.Rows) error) error {
@@ -104,6 +109,10 @@ func (s *Store) QueryReadOnly(ctx context.Context, q string, fn func(*sql.Rows) 
 	defer conn.Close()
 	return WithReadOnlyAuthorizer(conn, func() error {
 		rows, err := conn.QueryContext(ctx, q)
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_AUTH {
+			return fmt.Errorf("%w (SQLite: %v)", ErrDenied, err)
+		}
 		if err != nil {
 			return err
 		}

@@ -144,6 +144,9 @@ func runQuery(c *cli.Context) error {
 		// The user's statement runs on a mode=ro connection under SQLite's
 		// read-only authorizer (store.QueryReadOnly).
 		err = st.QueryReadOnly(ctx, sql, read)
+		if errors.Is(err, store.ErrDenied) {
+			return userErrorf("query: read-only without --write: %v; pass --write to change the store", err)
+		}
 	}
 	if err != nil {
 		return userErrorf("query: %v", err)
