@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,14 +85,41 @@ func grammarSQL(pick func(n int) int, dir string) string {
 	return b.String()
 }
 
-// checkQueryLeavesStore runs q without --write and fails if the store's bytes or
-// its folder changed, or the exit code is not 0 or 1.
-func checkQueryLeavesStore(t *testing.T, fail func(string, ...any), db, q, sum0 string, files0 []string) {
-	code, _, errs := cliRun(t, db, "query", q)
+// freshCopy copies the store db into a new folder under base and returns its path:
+// every case starts from the same bytes, so a failing case is reported as itself.
+func freshCopy(t interface {
+	Helper()
+	Fatal(...any)
+}, base, db string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(base, "case")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, filepath.Base(db))
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkQueryLeavesStore runs the SQL that build makes for a fresh copy of db (its
+// folder) without --write and fails if the copy's bytes or its folder changed, or
+// the exit code is not 0 or 1.
+func checkQueryLeavesStore(t *testing.T, fail func(string, ...any), base, db string, build func(dir string) string) {
+	p := freshCopy(t, base, db)
+	defer os.RemoveAll(filepath.Dir(p))
+	sum0, files0 := storeDigest(t, p)
+	q := build(filepath.Dir(p))
+	code, _, errs := cliRun(t, p, "query", q)
 	if code != 0 && code != 1 {
 		fail("%q: exit %d (%s)", q, code, errs)
 	}
-	if sum, files := storeDigest(t, db); sum != sum0 || !slices.Equal(files, files0) {
+	if sum, files := storeDigest(t, p); sum != sum0 || !slices.Equal(files, files0) {
 		fail("%q changed the store (exit %d, %s): files %v → %v", q, code, errs, files0, files)
 	}
 }
@@ -100,10 +128,11 @@ func checkQueryLeavesStore(t *testing.T, fail func(string, ...any), db, q, sum0 
 // grammar never change the store without --write.
 func TestQueryReadOnlyProperty(t *testing.T) {
 	db := integrityStore(t)
-	sum0, files0 := storeDigest(t, db)
+	storeDigest(t, db) // checkpoint: the copies hold every row
+	base := t.TempDir()
 	rapid.Check(t, func(rt *rapid.T) {
-		q := grammarSQL(func(n int) int { return rapid.IntRange(0, n-1).Draw(rt, "pick") }, filepath.Dir(db))
-		checkQueryLeavesStore(t, rt.Fatalf, db, q, sum0, files0)
+		pick := func(n int) int { return rapid.IntRange(0, n-1).Draw(rt, "pick") }
+		checkQueryLeavesStore(t, rt.Fatalf, base, db, func(dir string) string { return grammarSQL(pick, dir) })
 	})
 }
 
@@ -115,7 +144,8 @@ func FuzzQueryReadOnly(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	db := integrityStore(f)
-	sum0, files0 := storeDigest(f, db)
+	storeDigest(f, db)
+	base := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pick := func(n int) int {
 			if len(data) == 0 {
@@ -125,6 +155,6 @@ func FuzzQueryReadOnly(f *testing.F) {
 			data = data[1:]
 			return c % n
 		}
-		checkQueryLeavesStore(t, t.Fatalf, db, grammarSQL(pick, filepath.Dir(db)), sum0, files0)
+		checkQueryLeavesStore(t, t.Fatalf, base, db, func(dir string) string { return grammarSQL(pick, dir) })
 	})
 }
