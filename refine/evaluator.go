@@ -19,6 +19,7 @@ type Resolved struct {
 	Heads                                                   int  // attention heads (tp must divide them)
 	KVHeads                                                 int  // key/value heads
 	MoE                                                     bool // the model has experts
+	MaxPos                                                  int  // context length (max_position_embeddings; 0 = unknown)
 	DatabaseMode                                            string
 	GemmQuant, KVCacheQuant, FMHAQuant, MoEQuant, CommQuant string
 }

@@ -116,7 +116,7 @@ func runSweep(c *cli.Context) error {
 	if err := checkFormat(c.String("format")); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, c.String("db"), store.Options{})
+	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
 	if err != nil {
 		return asUser(err)
 	}

@@ -65,6 +65,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			queryCommand(),
 			deployCommand(),
 			versionCommand(),
+			doctorCommand(),
 		},
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {},
