@@ -66,7 +66,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 		p := &pts[i]
 		r := engineconf.Resolved{Profile: profile, Config: cfgKeys}
 		role := func(role string, batch int) (queueing.EngineSpec, error) {
-			e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: p.Backend, Version: profileVersion(p.Version),
+			e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: p.Backend, Version: profileVersion(p.Backend, p.Version),
 				Role: role, Batch: batch, ISL: p.ISL, OSL: p.OSL})
 			if err != nil {
 				return e, err
@@ -82,7 +82,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 			var err error
 			if profile == queueing.ProfileDefaults {
 				q := *p
-				q.Version = profileVersion(q.Version)
+				q.Version = profileVersion(q.Backend, q.Version)
 				e, err = engine(q)
 				if err == nil {
 					err = apply(&e)
@@ -118,9 +118,11 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 }
 
 // profileVersion maps the evaluator's version label onto one DefaultEngine
-// accepts (the synthetic evaluator's "synthetic" is not a dotted version).
-func profileVersion(v string) string {
-	if v != "" && (v[0] < '0' || v[0] > '9') && v[0] != 'v' {
+// accepts: labels that are not dotted versions (the synthetic evaluator's
+// "synthetic", test labels) take the latest defaults. The version comes from the
+// evaluator's Resolve, not from the user.
+func profileVersion(backend, v string) string {
+	if _, err := queueing.DefaultEngine(backend, v); err != nil {
 		return ""
 	}
 	return v
