@@ -100,8 +100,16 @@ func runBest(c *cli.Context) error {
 			return userErrorf("--%s %d: must be ≥ 0", n, c.Int(n))
 		}
 	}
-	// Writable: the refinement persists what it evaluates.
+	// Writable: the refinement persists what it evaluates. A store this process
+	// cannot write is answered read-only without refinement, as query does.
 	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
+	if errors.Is(err, store.ErrReadOnly) && !c.Bool("no-refine") {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: refinement skipped: store %s is read-only; undecided rows are reported after decided ones, marked unresolved\n", c.String("db"))
+		if err := c.Set("no-refine", "true"); err != nil {
+			return err
+		}
+		st, err = store.Open(ctx, c.String("db"), store.Options{ReadOnly: true, MustExist: true})
+	}
 	if err != nil {
 		return asUser(err)
 	}
