@@ -1,0 +1,535 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/trace"
+)
+
+// traceCommand wires `aicdb trace import|ls|show|stats|rm` (issue 13). Parsing lives
+// in package trace, storage in store, the reuse oracle in oracle; this file reads
+// flags and prints.
+func traceCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "trace",
+		Usage: "import request traces (Mooncake, Azure 2023, ServeGen, generic JSONL) and summarise them",
+		Subcommands: []*cli.Command{
+			traceImportCommand(),
+			{
+				Name:   "ls",
+				Usage:  "list the stored traces",
+				Action: traceLs,
+			},
+			{
+				Name:      "show",
+				Usage:     "print a trace's requests (or a slice of them)",
+				ArgsUsage: "NAME",
+				Flags: append(sliceFlags(),
+					&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT`: table or jsonl (docs/traces.md's generic format)"}),
+				Action: traceShow,
+			},
+			{
+				Name:      "stats",
+				Usage:     "rate over time, length quantiles and prefix reuse of a trace (or a slice)",
+				ArgsUsage: "NAME",
+				Description: `Prints the arrival rate per time bucket, ISL/OSL quantiles and the trace's own prefix
+reuse (unbounded cache). With --reuse it replays the slice through one engine's prefix
+cache with a KV budget (the reuse oracle, docs/traces.md) and prints the hit fraction:
+   aicdb trace stats conv --reuse --backend vllm --kv-blocks 100000`,
+				Flags: append(sliceFlags(),
+					&cli.Float64Flag{Name: "bucket", Usage: "rate bucket width in `SECONDS` (default: ≤ 24 buckets)"},
+					&cli.BoolFlag{Name: "reuse", Usage: "run the prefix-cache reuse oracle"},
+					&cli.StringFlag{Name: "backend", Usage: "reuse oracle policy `BACKEND`: vllm, sglang or trtllm"},
+					&cli.IntFlag{Name: "kv-blocks", Usage: "reuse oracle KV budget in `N` blocks (SGLang: pages)"},
+					&cli.IntFlag{Name: "block-size", Usage: "tokens per block/page `N` (default vllm 16, sglang 1, trtllm 32)"}),
+				Action: traceStats,
+			},
+			{
+				Name:      "rm",
+				Usage:     "remove a stored trace",
+				ArgsUsage: "NAME",
+				Action:    traceRm,
+			},
+		},
+	}
+}
+
+func traceImportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "import",
+		Usage:     "import a trace file (or a ServeGen client pool directory)",
+		ArgsUsage: "FILE",
+		Description: `FILE is a Mooncake JSONL trace, an Azure LLM inference 2023 CSV, a ServeGen client pool
+(a directory of chunk-N-trace.csv + chunk-N-dataset.json, or one chunk-N-trace.csv) or
+aicdb's generic JSONL (docs/traces.md). --format is sniffed when omitted. One import is
+one transaction: a bad row stops it with the file, line and field, and the store is
+unchanged. Re-importing the same content (same sha256) changes nothing.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: mooncake, azure, servegen or jsonl (default: sniffed)"},
+			&cli.StringFlag{Name: "name", Usage: "trace `NAME` (default: the file name without extension)"},
+			&cli.IntFlag{Name: "hash-block", Value: trace.DefaultHashBlock, Usage: "prompt tokens per hash id `N` (mooncake, jsonl)"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "ServeGen draw `SEED`"},
+		},
+		Action: traceImport,
+	}
+}
+
+// sliceFlags select part of a stored trace (applied in SQL).
+func sliceFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "window", Usage: "only arrivals in `START..END` seconds from the trace origin (either side may be empty)"},
+		&cli.Float64Flag{Name: "scale-rate", Value: 1, Usage: "multiply the arrival rate by `X` (times divided by X)"},
+		&cli.IntFlag{Name: "limit", Usage: "at most `N` requests"},
+	}
+}
+
+// interspersed lets flags follow the positional argument (urfave/cli v2 stops parsing
+// flags at the first positional): the rest is parsed with the command's own flags and
+// copied into c. It returns the positional arguments.
+func interspersed(c *cli.Context) ([]string, error) {
+	args := c.Args().Slice()
+	if len(args) <= 1 {
+		return args, nil
+	}
+	fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, f := range c.Command.Flags {
+		if err := f.Apply(fs); err != nil {
+			return nil, err
+		}
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, userErrorf("trace %s: %v", c.Command.Name, err)
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil {
+			err = c.Set(f.Name, f.Value.String())
+		}
+	})
+	if err != nil {
+		return nil, userErrorf("trace %s: %v", c.Command.Name, err)
+	}
+	return append(args[:1], fs.Args()...), nil
+}
+
+// oneArg returns the single positional argument.
+func oneArg(c *cli.Context, what string) (string, error) {
+	args, err := interspersed(c)
+	if err != nil {
+		return "", err
+	}
+	if len(args) != 1 {
+		return "", userErrorf("trace %s: want one %s, got %d arguments", c.Command.Name, what, len(args))
+	}
+	return args[0], nil
+}
+
+func traceImport(c *cli.Context) error {
+	path, err := oneArg(c, "FILE")
+	if err != nil {
+		return err
+	}
+	st0, err := os.Stat(path)
+	if err != nil {
+		return userErrorf("trace import %s: no such file or directory", path)
+	}
+	f, err := importFormat(c.String("format"), path, st0.IsDir())
+	if err != nil {
+		return err
+	}
+	hb := c.Int("hash-block")
+	if hb < 1 || hb > 1<<20 {
+		return userErrorf("trace import: --hash-block %d: must be in 1..1048576", hb)
+	}
+	params := map[string]any{}
+	var files []string
+	if f == trace.ServeGen {
+		params["seed"] = c.Uint64("seed")
+		if files, err = trace.ServeGenFiles(path); err != nil {
+			return userErrorf("trace import %v", err)
+		}
+	} else {
+		if st0.IsDir() {
+			return userErrorf("trace import %s: is a directory; only ServeGen pools (--format servegen) are directories", path)
+		}
+		params["hash_block"] = hb
+		files = []string{path}
+	}
+	pj, _ := json.Marshal(params) // sorted keys: deterministic
+	sum, err := contentHash(f, pj, files)
+	if err != nil {
+		return userErrorf("trace import %s: %v", path, err)
+	}
+	name := c.String("name")
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(filepath.Clean(path)), filepath.Ext(path))
+	}
+	hashBlock := 0
+	if f == trace.Mooncake || f == trace.JSONL {
+		hashBlock = hb
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	meta := store.TraceMeta{Name: name, Format: string(f), Source: path, SHA256: sum, HashBlock: hashBlock,
+		Params: string(pj), ImportedAt: time.Now().UTC().Format(time.RFC3339)}
+	res, err := st.ImportTrace(c.Context, meta, func(emit func(store.TraceRow) error) error {
+		conv := func(r trace.Request) error {
+			return emit(store.TraceRow{Line: r.Line, ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL,
+				HashIDs: trace.EncodeHashIDs(r.HashIDs), Session: r.Session, ThinkMs: r.ThinkMs})
+		}
+		o := trace.Options{File: path, HashBlock: hb, Seed: c.Uint64("seed")}
+		if f == trace.ServeGen {
+			return trace.ParseServeGen(c.Context, path, o, conv)
+		}
+		fh, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		return trace.Parse(c.Context, bufio.NewReaderSize(fh, 1<<16), f, o, conv)
+	})
+	if err != nil {
+		if c.Context.Err() != nil {
+			return err
+		}
+		return userErrorf("trace import: %v (nothing was stored)", err)
+	}
+	i := res.Info
+	if res.Unchanged {
+		fmt.Fprintf(c.App.Writer, "trace %s: unchanged (%s has the same content, %d requests)\n", i.Name, path, i.Requests)
+		return nil
+	}
+	fmt.Fprintf(c.App.Writer, "trace %s: %d requests over %.1f s imported from %s (%s)\n", i.Name, i.Requests, i.LastMs/1000, path, i.Format)
+	return nil
+}
+
+// importFormat checks --format or sniffs it.
+func importFormat(flagVal, path string, isDir bool) (trace.Format, error) {
+	if flagVal != "" {
+		f, err := trace.ParseFormat(flagVal)
+		if err != nil {
+			return "", userErrorf("trace import: --%v", err)
+		}
+		return f, nil
+	}
+	if isDir || strings.HasSuffix(path, "-trace.csv") && strings.HasPrefix(filepath.Base(path), "chunk-") {
+		return trace.ServeGen, nil
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return "", userErrorf("trace import %s: %v", path, err)
+	}
+	defer fh.Close()
+	br := bufio.NewReader(fh)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(bytes.TrimSpace(line)) > 0 || err != nil {
+			if f, ok := trace.Sniff(line); ok {
+				return f, nil
+			}
+			return "", userErrorf("trace import %s: cannot tell its format from the first line: pass --format mooncake|azure|servegen|jsonl", path)
+		}
+	}
+}
+
+// contentHash is sha256 over the format, the import parameters and each file's name
+// and bytes, streamed.
+func contentHash(f trace.Format, params []byte, files []string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "aicdb-trace\x00%s\x00%s\x00", f, params)
+	for _, p := range files {
+		fmt.Fprintf(h, "%s\x00", filepath.Base(p))
+		fh, err := os.Open(p)
+		if err != nil {
+			return "", err
+		}
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func openRead(c *cli.Context) (*store.Store, error) {
+	st, err := store.Open(c.Context, c.String("db"), store.Options{ReadOnly: true})
+	return st, asUser(err)
+}
+
+func traceLs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return userErrorf("trace ls: takes no arguments (got %q)", c.Args().First())
+	}
+	st, err := openRead(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ts, err := st.Traces(c.Context)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "name\tformat\trequests\tspan_s\thash_block\tsource")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%d\t%s\n", t.Name, t.Format, t.Requests, t.LastMs/1000, t.HashBlock, t.Source)
+	}
+	return tw.Flush()
+}
+
+func traceRm(c *cli.Context) error {
+	name, err := oneArg(c, "NAME")
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	if err := st.DeleteTrace(c.Context, name); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return userErrorf("trace rm: %v", err)
+		}
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "trace %s removed\n", name)
+	return nil
+}
+
+// traceSlice reads --window/--scale-rate/--limit.
+func traceSlice(c *cli.Context) (store.TraceSlice, error) {
+	var sl store.TraceSlice
+	sl.Scale = c.Float64("scale-rate")
+	if !(sl.Scale > 0) || math.IsInf(sl.Scale, 0) || sl.Scale > 1e6 {
+		return sl, userErrorf("--scale-rate %v: must be a number in (0, 1e6]", sl.Scale)
+	}
+	if c.Int("limit") < 0 {
+		return sl, userErrorf("--limit %d: must be ≥ 1 (omit it for all requests)", c.Int("limit"))
+	}
+	sl.Limit = c.Int("limit")
+	if w := c.String("window"); w != "" {
+		a, b, ok := strings.Cut(w, "..")
+		if !ok {
+			return sl, userErrorf("--window %q: want START..END in seconds, e.g. 600..1200 or 600..", w)
+		}
+		num := func(s string) (float64, error) {
+			if s == "" {
+				return 0, nil
+			}
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || !(v >= 0) || v > 1e12 {
+				return 0, userErrorf("--window %q: %q is not a time ≥ 0 in seconds", w, s)
+			}
+			return v * 1000, nil
+		}
+		var err error
+		if sl.StartMs, err = num(a); err != nil {
+			return sl, err
+		}
+		if sl.EndMs, err = num(b); err != nil {
+			return sl, err
+		}
+		if b != "" && sl.EndMs <= sl.StartMs {
+			return sl, userErrorf("--window %q: END must be after START", w)
+		}
+	}
+	return sl, nil
+}
+
+// openTrace opens the store read-only and finds the trace named by the argument.
+func openTrace(c *cli.Context) (*store.Store, store.TraceInfo, store.TraceSlice, error) {
+	var info store.TraceInfo
+	name, err := oneArg(c, "NAME")
+	if err != nil {
+		return nil, info, store.TraceSlice{}, err
+	}
+	sl, err := traceSlice(c)
+	if err != nil {
+		return nil, info, sl, err
+	}
+	st, err := openRead(c)
+	if err != nil {
+		return nil, info, sl, err
+	}
+	info, err = st.Trace(c.Context, name)
+	if err != nil {
+		st.Close()
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, info, sl, userErrorf("trace %s: %v", c.Command.Name, err)
+		}
+		return nil, info, sl, err
+	}
+	return st, info, sl, nil
+}
+
+func toRequest(r store.TraceRow, ids []int64) (trace.Request, []int64, error) {
+	ids, err := trace.DecodeHashIDs(ids, r.HashIDs)
+	if err != nil {
+		return trace.Request{}, ids, fmt.Errorf("stored trace request %d: %w", r.Seq, err)
+	}
+	return trace.Request{Line: r.Line, ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, HashIDs: ids,
+		Session: r.Session, ThinkMs: r.ThinkMs}, ids, nil
+}
+
+func traceShow(c *cli.Context) error {
+	st, info, sl, err := openTrace(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	format := c.String("format")
+	if format != "table" && format != "jsonl" {
+		return userErrorf("trace show: --format %q: must be table or jsonl", format)
+	}
+	w := bufio.NewWriter(c.App.Writer)
+	defer w.Flush()
+	if format == "table" {
+		fmt.Fprintln(w, "seq\tline\tarrival_ms\tisl\tosl\thash_ids\tsession\tthink_ms")
+	}
+	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		if format == "table" {
+			_, err := fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Seq, r.Line, fmtMs(r.ArrivalMs), r.ISL, r.OSL,
+				r.HashIDs, r.Session, fmtMs(r.ThinkMs))
+			return err
+		}
+		b := fmt.Appendf(nil, `{"arrival_ms":%s,"isl":%d,"osl":%d`, fmtMs(r.ArrivalMs), r.ISL, r.OSL)
+		if r.HashIDs != "" {
+			b = fmt.Appendf(b, `,"hash_ids":%s`, r.HashIDs)
+		}
+		if r.Session != "" {
+			s, _ := json.Marshal(r.Session)
+			b = fmt.Appendf(b, `,"session_id":%s,"think_ms":%s`, s, fmtMs(r.ThinkMs))
+		}
+		_, err := fmt.Fprintf(w, "%s}\n", b)
+		return err
+	})
+	return err
+}
+
+// fmtMs prints a time in ms with at most 4 decimals (100 ns, Azure's resolution).
+func fmtMs(v float64) string {
+	return strconv.FormatFloat(math.Round(v*1e4)/1e4, 'f', -1, 64)
+}
+
+func traceStats(c *cli.Context) error {
+	st, info, sl, err := openTrace(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	bucket := c.Float64("bucket")
+	if bucket < 0 || math.IsNaN(bucket) || bucket > 1e9 {
+		return userErrorf("trace stats: --bucket %v: must be a positive number of seconds", bucket)
+	}
+	var rs *oracle.ReuseSim
+	if c.Bool("reuse") {
+		if info.HashBlock == 0 {
+			return userErrorf("trace stats --reuse: trace %s (%s) has no prefix hash ids to reuse", info.Name, info.Format)
+		}
+		if c.String("backend") == "" || !c.IsSet("kv-blocks") {
+			return userErrorf("trace stats --reuse: give --backend vllm|sglang|trtllm and --kv-blocks N")
+		}
+		rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: oracle.Backend(c.String("backend")),
+			KVBlocks: c.Int("kv-blocks"), BlockSize: c.Int("block-size"), HashBlock: info.HashBlock})
+		if err != nil {
+			return userErrorf("trace stats --reuse: %v", err)
+		}
+	} else if c.IsSet("backend") || c.IsSet("kv-blocks") || c.IsSet("block-size") {
+		return userErrorf("trace stats: --backend, --kv-blocks and --block-size configure --reuse; add --reuse")
+	}
+	span := (info.LastMs - sl.StartMs) / sl.Scale
+	if sl.EndMs > 0 {
+		span = (min(sl.EndMs, info.LastMs) - sl.StartMs) / sl.Scale
+	}
+	sb := trace.NewStatsBuilder(info.HashBlock, bucket*1000, max(span, 0))
+	var ids []int64
+	var hit, prompt, withHit int64
+	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		var q trace.Request
+		var err error
+		q, ids, err = toRequest(r, ids)
+		if err != nil {
+			return err
+		}
+		sb.Add(q)
+		if rs != nil {
+			h := rs.Add(q.ISL, q.OSL, q.HashIDs)
+			hit += int64(h)
+			prompt += int64(q.ISL)
+			if h > 0 {
+				withHit++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s := sb.Stats()
+	if s.Requests == 0 {
+		return userErrorf("trace stats %s: the slice holds no requests", info.Name)
+	}
+	w := c.App.Writer
+	dur := (s.LastMs - s.FirstMs) / 1000
+	fmt.Fprintf(w, "trace %s (%s): %d requests, first %.3f s, last %.3f s\n", info.Name, info.Format, s.Requests, s.FirstMs/1000, s.LastMs/1000)
+	if dur > 0 {
+		fmt.Fprintf(w, "mean rate      %.4f req/s\n", float64(s.Requests-1)/dur)
+	}
+	if s.Sessions > 0 {
+		fmt.Fprintf(w, "sessions       %d\n", s.Sessions)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tokens\tmean\tmin\tp50\tp90\tp99\tmax\t")
+	for _, q := range []struct {
+		n string
+		q trace.Quantiles
+	}{{"isl", s.ISL}, {"osl", s.OSL}} {
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t\n", q.n, q.q.Mean, q.q.Min, q.q.P50, q.q.P90, q.q.P99, q.q.Max)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if s.Blocks > 0 {
+		fmt.Fprintf(w, "prefix reuse (unbounded cache, %d-token hash blocks): %.2f %% of blocks, %.2f %% of prompt tokens\n",
+			s.HashBlock, 100*trace.Fraction(s.ReusedBlocks, s.Blocks), 100*trace.Fraction(s.ReusedTokens, s.Tokens))
+	}
+	if rs != nil {
+		bs := c.Int("block-size")
+		if bs == 0 {
+			bs = oracle.DefaultReuseBlockSize(oracle.Backend(c.String("backend")))
+		}
+		fmt.Fprintf(w, "prefix-cache hits (%s, %d blocks of %d tokens): %.2f %% of prompt tokens, %.2f %% of requests hit\n",
+			c.String("backend"), c.Int("kv-blocks"), bs, 100*trace.Fraction(hit, prompt), 100*trace.Fraction(withHit, int64(s.Requests)))
+	}
+	fmt.Fprintf(w, "rate per %g s bucket (req/s):\n", s.BucketMs/1000)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	for i, n := range s.Buckets {
+		fmt.Fprintf(tw, "%.0f s\t%.4f\t\n", (s.FirstMs+float64(i)*s.BucketMs)/1000, float64(n)/(s.BucketMs/1000))
+	}
+	return tw.Flush()
+}
