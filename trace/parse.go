@@ -101,11 +101,11 @@ func (p *lineParser) run(ctx context.Context, r io.Reader, row func([]byte) erro
 
 // accept checks the order and sizes common to every format and emits r.
 func (p *lineParser) accept(r Request, tsField, islField, oslField string) error {
-	if math.IsNaN(r.ArrivalMs) || math.IsInf(r.ArrivalMs, 0) || r.ArrivalMs < 0 || r.ArrivalMs > 1e15 {
-		return p.fail(tsField, "%v: must be a finite time ≥ 0", r.ArrivalMs)
-	}
 	if p.n > 0 && r.ArrivalMs < p.prev {
 		return p.fail(tsField, "%v goes back in time (previous row %v): rows must be in arrival order", r.ArrivalMs, p.prev)
+	}
+	if math.IsNaN(r.ArrivalMs) || math.IsInf(r.ArrivalMs, 0) || r.ArrivalMs < 0 || r.ArrivalMs > 1e15 {
+		return p.fail(tsField, "%v: must be a finite time ≥ 0", r.ArrivalMs)
 	}
 	if r.ISL <= 0 || r.ISL > MaxTokens {
 		return p.fail(islField, "%d: must be in 1..%d", r.ISL, MaxTokens)

@@ -460,3 +460,6 @@ func ParsePMF(s string) (sgPMF, error) {
 	out.cdf[len(es)-1] = 1
 	return out, nil
 }
+
+// newRand is the stream of one ServeGen client.
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0)) }
