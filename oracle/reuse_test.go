@@ -53,11 +53,11 @@ func TestReuseRepeat(t *testing.T) {
 // first (LRU), so the first no longer hits; with room for both it does.
 func TestReuseEviction(t *testing.T) {
 	for _, c := range []struct {
-		b        Backend
-		small    int
-		big      int
-		bs       int
-		wantBig  int
+		b         Backend
+		small     int
+		big       int
+		bs        int
+		wantBig   int
 		wantSmall int
 	}{
 		{VLLM, 70, 200, 16, 1008, 80}, // tail-first eviction (§2.5) keeps the first 5 blocks
