@@ -3,6 +3,7 @@ package oracle
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -569,8 +570,8 @@ type Summary struct {
 	OutputTokensPerS float64 `json:"output_tokens_per_s"`
 }
 
-// distOf builds a Distribution from vals (sorted in place; equal values merged before
-// the atoms are built, so an ITL list of millions of pass gaps stays small).
+// distOf builds a Distribution from vals (sorted in place; equal values merged
+// before the atoms are built).
 func distOf(vals []float64) (queueing.Distribution, error) {
 	slices.Sort(vals)
 	var atoms []queueing.Atom
@@ -584,16 +585,64 @@ func distOf(vals []float64) (queueing.Distribution, error) {
 	return queueing.NewDistribution(atoms)
 }
 
+// valueCounts counts float64 values: open addressing on the value's bits (linear
+// probing, load ≤ ½, slot 0 of the key space kept for "empty" by storing bits+1).
+// The ITL list is millions of gaps but few distinct pass-time differences, so this
+// stays in cache where a Go map or a sort of every gap does not.
+type valueCounts struct {
+	keys []uint64 // bits(value)+1; 0 = empty
+	cnt  []float64
+	n    int
+}
+
+func (c *valueCounts) add(v, w float64) {
+	if 2*(c.n+1) > len(c.keys) {
+		c.grow()
+	}
+	k := math.Float64bits(v) + 1
+	mask := uint64(len(c.keys) - 1)
+	for i := (k * 0x9E3779B97F4A7C15) >> 20 & mask; ; i = (i + 1) & mask {
+		switch c.keys[i] {
+		case k:
+			c.cnt[i] += w
+			return
+		case 0:
+			c.keys[i], c.cnt[i] = k, w
+			c.n++
+			return
+		}
+	}
+}
+
+func (c *valueCounts) grow() {
+	old, oldCnt := c.keys, c.cnt
+	n := max(1024, 2*len(old))
+	c.keys, c.cnt, c.n = make([]uint64, n), make([]float64, n), 0
+	for i, k := range old {
+		if k != 0 {
+			c.add(math.Float64frombits(k-1), oldCnt[i])
+		}
+	}
+}
+
+// dist returns the counted values as a Distribution.
+func (c *valueCounts) dist() (queueing.Distribution, error) {
+	atoms := make([]queueing.Atom, 0, c.n)
+	for i, k := range c.keys {
+		if k != 0 {
+			atoms = append(atoms, queueing.Atom{Value: math.Float64frombits(k - 1), Weight: c.cnt[i]})
+		}
+	}
+	slices.SortFunc(atoms, func(a, b queueing.Atom) int { return cmp.Compare(a.Value, b.Value) })
+	return queueing.NewDistribution(atoms)
+}
+
 // Summary computes the run's Summary.
 func (res *Result) Summary() (Summary, error) {
 	s := Summary{Requests: len(res.Requests), Passes: res.NumPasses, ScheduledTokens: res.ScheduledToks, EndMs: res.EndMs}
 	n := len(res.Requests)
 	ttft, e2e, tpot := make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
-	nTok := 0
-	for _, r := range res.Requests {
-		nTok += max(len(r.TokenTimesMs)-1, 0)
-	}
-	itl := make([]float64, 0, nTok)
+	var itl valueCounts
 	first := math.Inf(1)
 	for _, r := range res.Requests {
 		first = min(first, r.ArrivalMs)
@@ -607,24 +656,32 @@ func (res *Result) Summary() (Summary, error) {
 		ttft = append(ttft, r.TTFTMs)
 		e2e = append(e2e, r.FinishMs-r.ArrivalMs)
 		for j := 1; j < k; j++ {
-			itl = append(itl, r.TokenTimesMs[j]-r.TokenTimesMs[j-1])
+			itl.add(r.TokenTimesMs[j]-r.TokenTimesMs[j-1], 1)
 		}
 		if k > 1 {
 			tpot = append(tpot, (r.FinishMs-r.TokenTimesMs[0])/float64(k-1))
 		}
 	}
+	itlDist, err := itl.dist()
+	if err != nil {
+		return s, fmt.Errorf("oracle summary: %w", err)
+	}
 	for _, d := range []struct {
 		vals []float64
+		dist *queueing.Distribution
 		mean *float64
 		qs   []float64
 		out  []*float64
 	}{
-		{ttft, &s.TTFTMean, []float64{0.5, 0.9, 0.99, 0.999}, []*float64{&s.TTFTP50, &s.TTFTP90, &s.TTFTP99, &s.TTFTP999}},
-		{itl, &s.ITLMean, []float64{0.5, 0.99}, []*float64{&s.ITLP50, &s.ITLP99}},
-		{tpot, &s.TPOTMean, []float64{0.5, 0.99}, []*float64{&s.TPOTP50, &s.TPOTP99}},
-		{e2e, &s.E2EMean, []float64{0.5, 0.99}, []*float64{&s.E2EP50, &s.E2EP99}},
+		{ttft, nil, &s.TTFTMean, []float64{0.5, 0.9, 0.99, 0.999}, []*float64{&s.TTFTP50, &s.TTFTP90, &s.TTFTP99, &s.TTFTP999}},
+		{nil, &itlDist, &s.ITLMean, []float64{0.5, 0.99}, []*float64{&s.ITLP50, &s.ITLP99}},
+		{tpot, nil, &s.TPOTMean, []float64{0.5, 0.99}, []*float64{&s.TPOTP50, &s.TPOTP99}},
+		{e2e, nil, &s.E2EMean, []float64{0.5, 0.99}, []*float64{&s.E2EP50, &s.E2EP99}},
 	} {
-		dist, err := distOf(d.vals)
+		dist, err := itlDist, error(nil)
+		if d.dist == nil {
+			dist, err = distOf(d.vals)
+		}
 		if err != nil {
 			return s, fmt.Errorf("oracle summary: %w", err)
 		}
