@@ -759,3 +759,32 @@ func (res *Result) WriteLog(w io.Writer) error {
 	}
 	return bw.Flush()
 }
+
+// ReadSetup reads a scenario header without requests — {"engine": {...}, "timing":
+// {...}}, the same knobs as a scenario — for replaying a stored trace.
+func ReadSetup(r io.Reader) (Engine, timing.Timing, error) {
+	var raw struct {
+		Engine *rawEngine `json:"engine"`
+		Timing *rawTiming `json:"timing"`
+	}
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return Engine{}, nil, fmt.Errorf("scenario: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Engine{}, nil, errors.New("scenario: trailing data after the JSON object")
+	}
+	if raw.Engine == nil {
+		return Engine{}, nil, errors.New("scenario: missing field engine")
+	}
+	if raw.Timing == nil {
+		return Engine{}, nil, errors.New("scenario: missing field timing")
+	}
+	e, err := raw.Engine.engine()
+	if err != nil {
+		return e, nil, err
+	}
+	t, err := raw.Timing.timing()
+	return e, t, err
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
 	"github.com/aicdb/aicdb/trace"
 )
@@ -62,6 +63,19 @@ cache with a KV budget (the reuse oracle, docs/traces.md) and prints the hit fra
 					&cli.IntFlag{Name: "kv-blocks", Usage: "reuse oracle KV budget in `N` blocks (SGLang: pages)"},
 					&cli.IntFlag{Name: "block-size", Usage: "tokens per block/page `N` (default vllm 16, sglang 1, trtllm 32)"}),
 				Action: traceStats,
+			},
+			{
+				Name:      "replay",
+				Usage:     "replay a trace (W3: its own arrivals and lengths, prefix hits from its hash ids) through the DES",
+				ArgsUsage: "NAME",
+				Description: `--engine FILE holds {"engine": {...}, "timing": {...}} with the knobs of an oracle
+scenario (docs/oracle.md). Prints the summary (counters and the 15 columns) and stores it
+with every request's result (replays, replay_requests). Only --tier oracle exists so far.
+   aicdb trace replay conv --engine vllm_h200.json --window 0..600`,
+				Flags: append(sliceFlags(),
+					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
+					&cli.StringFlag{Name: "tier", Value: "oracle", Usage: "`TIER`: oracle (the DES; quantitative is not implemented yet)"}),
+				Action: traceReplay,
 			},
 			{
 				Name:      "rm",
@@ -532,4 +546,108 @@ func traceStats(c *cli.Context) error {
 		fmt.Fprintf(tw, "%.0f s\t%.4f\t\n", (s.FirstMs+float64(i)*s.BucketMs)/1000, float64(n)/(s.BucketMs/1000))
 	}
 	return tw.Flush()
+}
+
+func traceReplay(c *cli.Context) error {
+	name, err := oneArg(c, "NAME")
+	if err != nil {
+		return err
+	}
+	if t := c.String("tier"); t != "oracle" {
+		return userErrorf("trace replay: --tier %q: only oracle is implemented (the quantitative calendar replay is not yet)", t)
+	}
+	path := c.String("engine")
+	if path == "" {
+		return userErrorf("trace replay: --engine FILE is required (a JSON object with the engine and timing of an oracle scenario)")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return userErrorf("trace replay: --engine %s: %v", path, err)
+	}
+	eng, tim, err := oracle.ReadSetup(bufio.NewReader(f))
+	f.Close()
+	if err != nil {
+		return userErrorf("trace replay: --engine %s: %v", path, err)
+	}
+	sl, err := traceSlice(c)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	info, err := st.Trace(c.Context, name)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return userErrorf("trace replay: %v", err)
+		}
+		return err
+	}
+	sim, err := oracle.New(eng, tim, oracle.Options{})
+	if err != nil {
+		return userErrorf("trace replay: --engine %s: %v", path, err)
+	}
+	var ids []int64
+	var seqs []int64
+	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		if ids, err = trace.DecodeHashIDs(ids, r.HashIDs); err != nil {
+			return err
+		}
+		q := workload.Request{ID: "s" + strconv.FormatInt(r.Seq, 10), ArrivalMs: r.ArrivalMs, PromptLen: r.ISL, MaxTokens: r.OSL}
+		if ids != nil && info.HashBlock > 0 {
+			_, err = sim.AddShared(q, oracle.SharedPrefix{HashIDs: ids, HashBlock: info.HashBlock})
+		} else {
+			_, err = sim.Add(q)
+		}
+		if err != nil {
+			return userErrorf("trace replay %s: %v", name, err)
+		}
+		seqs = append(seqs, r.Seq)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(seqs) == 0 {
+		return userErrorf("trace replay %s: the slice holds no requests", name)
+	}
+	res, err := sim.Run(c.Context)
+	if err != nil {
+		return userErrorf("trace replay %s: %v", name, err)
+	}
+	sum, err := res.Summary()
+	if err != nil {
+		return err
+	}
+	out := struct {
+		oracle.Summary
+		Tier     string `json:"queueing_tier"`
+		Fidelity string `json:"workload_fidelity"`
+	}{sum, "oracle", "W3"}
+	sumJSON, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	rows := make([]store.ReplayRow, len(res.Requests))
+	for i, r := range res.Requests {
+		k := len(r.TokenTimesMs)
+		tpot := 0.0
+		if k > 1 {
+			tpot = (r.FinishMs - r.TokenTimesMs[0]) / float64(k-1)
+		}
+		rows[i] = store.ReplayRow{Seq: seqs[i], ArrivalMs: r.ArrivalMs, ISL: r.PromptLen, OSL: r.MaxTokens,
+			CachedTokens: r.NumCachedTokens, Preemptions: r.NumPreemptions, TTFTMs: r.TTFTMs, TPOTMs: tpot, E2EMs: r.FinishMs - r.ArrivalMs}
+	}
+	args, _ := json.Marshal(map[string]any{"trace": name, "engine": path, "window": c.String("window"),
+		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": "oracle"})
+	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: "oracle", WorkloadFidelity: "W3",
+		Arguments: string(args), Summary: string(sumJSON), CreatedAt: time.Now().UTC().Format(time.RFC3339)}, rows)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "%s\n", sumJSON)
+	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
+	return nil
 }

@@ -68,3 +68,33 @@ func TestTraceCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceReplayCLI: a Mooncake slice replayed through the DES (W3) prints the
+// summary, stores one replay with a row per request, and rejects the missing tier.
+func TestTraceReplayCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 20000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": true, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "50")
+	if code != 0 || !strings.Contains(out, `"requests": 50,`) || !strings.Contains(out, `"workload_fidelity": "W3"`) ||
+		!strings.Contains(out, `"queueing_tier": "oracle"`) || errs != "replay 1 of trace conv stored (50 requests)\n" {
+		t.Fatalf("replay: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = runTraceCLI(t, "--db", db, "query", "select count(*) as n, sum(cached_tokens > 0) as hit from replay_requests")
+	if code != 0 || !strings.Contains(out, "50") {
+		t.Fatalf("replay_requests: exit %d\n%s", code, out)
+	}
+	code, _, errs = runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--tier", "quantitative")
+	if want := "aicdb: trace replay: --tier \"quantitative\": only oracle is implemented (the quantitative calendar replay is not yet)\n"; code != 1 || errs != want {
+		t.Fatalf("quantitative: exit %d %q", code, errs)
+	}
+}
