@@ -59,10 +59,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			estimateCommand(),
 			evalCommand(),
 			oracleCommand(),
+			traceCommand(),
 			sweepCommand(),
 			bestCommand(),
 			queryCommand(),
-			traceCommand(),
 		},
 		// Usage errors (unknown flags, missing values) are user errors.
 		OnUsageError:   func(_ *cli.Context, err error, _ bool) error { return asUser(err) },
