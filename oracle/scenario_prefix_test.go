@@ -160,3 +160,39 @@ func TestWriteLog(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadScenarioShared: scenarios with shared-prefix fields never panic the reader
+// or the simulation; errors are one line; accepted prefixes fit their prompts.
+func FuzzReadScenarioShared(f *testing.F) {
+	f.Add([]byte(`{` + prefixEngine + `, "hash_block": 16, "requests": [{"id": "A", "arrival_ms": 0, "prompt_len": 50, "hash_ids": [1, 2], "max_tokens": 4},
+		{"id": "B", "arrival_ms": 1, "prompt_len": 40, "prefix_group": 3, "prefix_len": 40, "max_tokens": 2}]}`))
+	f.Add([]byte(`{"requests": [{"hash_ids": []}], "hash_block": 0}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := oracle.ReadScenario(bytes.NewReader(data))
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		total := 0
+		for i, r := range sc.Requests {
+			total += r.Len() + r.MaxTokens
+			if sc.Shared != nil {
+				sp := sc.Shared[i]
+				if sp.Len > r.Len() || (sp.HashIDs != nil && len(sp.HashIDs) > (r.Len()+sp.HashBlock-1)/sp.HashBlock) {
+					t.Fatalf("request %d: prefix %+v does not fit prompt %d", i, sp, r.Len())
+				}
+			}
+		}
+		if total > 20000 {
+			return
+		}
+		res, err := sc.Simulate(context.Background(), oracle.Options{})
+		if err == nil {
+			if _, err := res.Summary(); err != nil {
+				t.Fatalf("summary: %v", err)
+			}
+		}
+	})
+}
