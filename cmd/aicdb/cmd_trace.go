@@ -450,6 +450,9 @@ func fmtMs(v float64) string {
 	return strconv.FormatFloat(math.Round(v*1e4)/1e4, 'f', -1, 64)
 }
 
+// maxStatsBuckets bounds the rate-over-time table.
+const maxStatsBuckets = 100000
+
 func traceStats(c *cli.Context) error {
 	st, info, sl, err := openTrace(c)
 	if err != nil {
@@ -479,6 +482,9 @@ func traceStats(c *cli.Context) error {
 	span := (info.LastMs - sl.StartMs) / sl.Scale
 	if sl.EndMs > 0 {
 		span = (min(sl.EndMs, info.LastMs) - sl.StartMs) / sl.Scale
+	}
+	if bucket > 0 && span/(bucket*1000) > maxStatsBuckets {
+		return userErrorf("trace stats: --bucket %g s makes %.0f buckets over %.0f s: at most %d; use a wider bucket", bucket, span/(bucket*1000), span/1000, maxStatsBuckets)
 	}
 	sb := trace.NewStatsBuilder(info.HashBlock, bucket*1000, max(span, 0))
 	var ids []int64
