@@ -59,7 +59,8 @@ func TestQuantitativeTraceAlone(t *testing.T) {
 			t.Errorf("request %d: ttft %v e2e %v; want 1, 3", i, r.TTFTMs, r.E2EMs)
 		}
 	}
-	if got := rep.ThroughputRPS; got != 2.0/1003*1000 {
+	span := 1003.0 // ms from the first arrival to the last finish
+	if got, want := rep.ThroughputRPS, 2/span*1000; got != want {
 		t.Errorf("throughput %v; want 2 requests / 1003 ms", got)
 	}
 	_, err = QuantitativeTrace(context.Background(), []TraceRequest{{ArrivalMs: 5, ISL: 10, OSL: 1}, {ArrivalMs: 4, ISL: 10, OSL: 1}}, e, timing.Constant{Ms: 1}, Options{})
