@@ -42,14 +42,18 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 	if !o.RecordTokenTimes && !o.NoFastForward {
 		s.fast = col.itl.add
 	}
-	passes := 64.0
+	// guard: each request's own passes (prefill chunks of the budget, then decode),
+	// as cyclePasses estimates them; bound: a pass advances some request by ≥ 1 token.
+	estimate, bound := 0.0, 64.0
+	b := float64(max(s.budget, 1))
 	for _, r := range reqs {
-		passes += float64(r.ISL - r.Prefix + r.OSL + 2) // a pass advances some request by ≥ 1 token
+		estimate += math.Ceil(float64(r.ISL-r.Prefix)/b) + float64(r.OSL)
+		bound += float64(r.ISL - r.Prefix + r.OSL + 2)
 	}
-	if err := s.workGuard(len(reqs), passes, 0); err != nil {
+	if err := s.workGuard(len(reqs), estimate, 0); err != nil {
 		return nil, err
 	}
-	s.maxPasses = int(passes)
+	s.maxPasses = int(min(bound, math.MaxInt32))
 	s.reqs = make([]simReq, 0, len(reqs))
 	for i, r := range reqs {
 		s.reqs = append(s.reqs, simReq{slot: -1, gen: i, arrival: r.ArrivalMs + e.StageMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL, steady: true})

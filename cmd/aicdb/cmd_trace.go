@@ -21,6 +21,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
 	"github.com/aicdb/aicdb/trace"
@@ -70,11 +72,13 @@ cache with a KV budget (the reuse oracle, docs/traces.md) and prints the hit fra
 				ArgsUsage: "NAME",
 				Description: `--engine FILE holds {"engine": {...}, "timing": {...}} with the knobs of an oracle
 scenario (docs/oracle.md). Prints the summary (counters and the 15 columns) and stores it
-with every request's result (replays, replay_requests). Only --tier oracle exists so far.
+with every request's result (replays, replay_requests). --tier quantitative (default) runs
+the queueing calendar with each request's cached tokens from the reuse oracle over the
+engine's pool; --tier oracle runs the DES with the trace's hash ids as block identities.
    aicdb trace replay conv --engine vllm_h200.json --window 0..600`,
 				Flags: append(sliceFlags(),
 					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
-					&cli.StringFlag{Name: "tier", Value: "oracle", Usage: "`TIER`: oracle (the DES; quantitative is not implemented yet)"}),
+					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"}),
 				Action: traceReplay,
 			},
 			{
@@ -559,8 +563,9 @@ func traceReplay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if t := c.String("tier"); t != "oracle" {
-		return userErrorf("trace replay: --tier %q: only oracle is implemented (the quantitative calendar replay is not yet)", t)
+	tier := c.String("tier")
+	if tier != "oracle" && tier != "quantitative" {
+		return userErrorf("trace replay: --tier %q: must be quantitative or oracle", tier)
 	}
 	path := c.String("engine")
 	if path == "" {
@@ -591,9 +596,44 @@ func traceReplay(c *cli.Context) error {
 		}
 		return err
 	}
+	var sum oracle.Summary
+	var rows []store.ReplayRow
+	if tier == "oracle" {
+		sum, rows, err = replayOracle(c, st, info, sl, eng, tim)
+	} else {
+		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim)
+	}
+	if err != nil {
+		return err
+	}
+	out := struct {
+		oracle.Summary
+		Tier     string `json:"queueing_tier"`
+		Fidelity string `json:"workload_fidelity"`
+	}{sum, tier, "W3"}
+	sumJSON, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	args, _ := json.Marshal(map[string]any{"trace": name, "engine": path, "window": c.String("window"),
+		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier})
+	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: tier, WorkloadFidelity: "W3",
+		Arguments: string(args), Summary: string(sumJSON), CreatedAt: time.Now().UTC().Format(time.RFC3339)}, rows)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "%s\n", sumJSON)
+	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
+	return nil
+}
+
+// replayOracle replays the slice through the DES; prefix hits come from the trace's
+// hash ids as block identities (the engine's own cache decides what hits).
+func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+	var sum oracle.Summary
 	sim, err := oracle.New(eng, tim, oracle.Options{})
 	if err != nil {
-		return userErrorf("trace replay: --engine %s: %v", path, err)
+		return sum, nil, userErrorf("trace replay: --engine: %v", err)
 	}
 	var ids []int64
 	var seqs []int64
@@ -608,33 +648,23 @@ func traceReplay(c *cli.Context) error {
 			_, err = sim.Add(q)
 		}
 		if err != nil {
-			return userErrorf("trace replay %s: %v", name, err)
+			return userErrorf("trace replay %s: %v", info.Name, err)
 		}
 		seqs = append(seqs, r.Seq)
 		return nil
 	})
 	if err != nil {
-		return err
+		return sum, nil, err
 	}
 	if len(seqs) == 0 {
-		return userErrorf("trace replay %s: the slice holds no requests", name)
+		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
 	res, err := sim.Run(c.Context)
 	if err != nil {
-		return userErrorf("trace replay %s: %v", name, err)
+		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
 	}
-	sum, err := res.Summary()
-	if err != nil {
-		return err
-	}
-	out := struct {
-		oracle.Summary
-		Tier     string `json:"queueing_tier"`
-		Fidelity string `json:"workload_fidelity"`
-	}{sum, "oracle", "W3"}
-	sumJSON, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
+	if sum, err = res.Summary(); err != nil {
+		return sum, nil, err
 	}
 	rows := make([]store.ReplayRow, len(res.Requests))
 	for i, r := range res.Requests {
@@ -646,14 +676,93 @@ func traceReplay(c *cli.Context) error {
 		rows[i] = store.ReplayRow{Seq: seqs[i], ArrivalMs: r.ArrivalMs, ISL: r.PromptLen, OSL: r.MaxTokens,
 			CachedTokens: r.NumCachedTokens, Preemptions: r.NumPreemptions, TTFTMs: r.TTFTMs, TPOTMs: tpot, E2EMs: r.FinishMs - r.ArrivalMs}
 	}
-	args, _ := json.Marshal(map[string]any{"trace": name, "engine": path, "window": c.String("window"),
-		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": "oracle"})
-	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: "oracle", WorkloadFidelity: "W3",
-		Arguments: string(args), Summary: string(sumJSON), CreatedAt: time.Now().UTC().Format(time.RFC3339)}, rows)
+	return sum, rows, nil
+}
+
+// replayQuantitative replays the slice through the queueing calendar: each request's
+// cached tokens come from the reuse oracle run over the engine's own pool
+// (num_gpu_blocks − 1 blocks of block_size; none when prefix caching is off or the
+// trace has no hash ids).
+func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+	var sum oracle.Summary
+	spec, err := engineSpec(eng)
 	if err != nil {
-		return err
+		return sum, nil, userErrorf("trace replay --tier quantitative: --engine: %v", err)
 	}
-	fmt.Fprintf(c.App.Writer, "%s\n", sumJSON)
-	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
-	return nil
+	var rs *oracle.ReuseSim
+	if eng.EnablePrefixCaching && info.HashBlock > 0 {
+		if rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1,
+			BlockSize: eng.BlockSize, HashBlock: info.HashBlock}); err != nil {
+			return sum, nil, userErrorf("trace replay --tier quantitative: reuse oracle: %v", err)
+		}
+	}
+	var ids []int64
+	var seqs []int64
+	var reqs []queueing.TraceRequest
+	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL}
+		if rs != nil {
+			if ids, err = trace.DecodeHashIDs(ids, r.HashIDs); err != nil {
+				return err
+			}
+			q.Prefix = rs.Add(r.ISL, r.OSL, ids)
+		}
+		reqs = append(reqs, q)
+		seqs = append(seqs, r.Seq)
+		return nil
+	})
+	if err != nil {
+		return sum, nil, err
+	}
+	if len(reqs) == 0 {
+		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
+	}
+	rep, err := queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
+	if err != nil {
+		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
+	}
+	sum = oracle.Summary{Requests: len(reqs), Passes: rep.Diagnostics.Passes, EndMs: rep.Diagnostics.WindowEndMs,
+		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP90: rep.TTFTSteady.Quantile(0.9),
+		TTFTP99: rep.TTFTSteady.Quantile(0.99), TTFTP999: rep.TTFTSteady.Quantile(0.999),
+		ITLMean: rep.ITL.Mean(), ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99),
+		TPOTMean: rep.TPOT.Mean(), TPOTP50: rep.TPOT.Quantile(0.5), TPOTP99: rep.TPOT.Quantile(0.99),
+		E2EMean: rep.E2E.Mean(), E2EP50: rep.E2E.Quantile(0.5), E2EP99: rep.E2E.Quantile(0.99),
+		ThroughputRPS: rep.ThroughputRPS, OutputTokensPerS: rep.OutputTokensPerS}
+	rows := make([]store.ReplayRow, len(rep.Requests))
+	for i, r := range rep.Requests {
+		sum.OutputTokens += r.OSL
+		sum.CachedTokens += r.Prefix
+		sum.ScheduledTokens += r.ISL - r.Prefix + r.OSL - 1
+		tpot := 0.0
+		if r.OSL > 1 {
+			tpot = (r.E2EMs - r.TTFTMs) / float64(r.OSL-1)
+		}
+		rows[i] = store.ReplayRow{Seq: seqs[i], ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, CachedTokens: r.Prefix,
+			TTFTMs: r.TTFTMs, TPOTMs: tpot, E2EMs: r.E2EMs}
+	}
+	return sum, rows, nil
+}
+
+// engineSpec maps an oracle engine's knobs onto the calendar's EngineSpec (the
+// inverse of the gate's mapping; the KV pool bounds only TRT-LLM's
+// GUARANTEED_NO_EVICT admission, as in the calendar).
+func engineSpec(e oracle.Engine) (queueing.EngineSpec, error) {
+	q := queueing.EngineSpec{Backend: string(e.Backend), EnableChunkedPrefill: e.EnableChunkedPrefill,
+		AsyncScheduling: e.AsyncScheduling, BlockSize: e.BlockSize}
+	switch e.Backend {
+	case oracle.VLLM:
+		q.MaxNumBatchedTokens, q.MaxNumSeqs, q.LongPrefillTokenThreshold = e.MaxNumBatchedTokens, e.MaxNumSeqs, e.LongPrefillTokenThreshold
+	case oracle.SGLang:
+		q.ChunkedPrefillSize, q.MaxPrefillTokens, q.EnableMixedChunk, q.MaxNumSeqs = e.ChunkedPrefillSize, e.MaxPrefillTokens, e.EnableMixedChunk, e.MaxRunningRequests
+	case oracle.TRTLLM:
+		q.MaxBatchSize, q.MaxNumTokens = e.MaxBatchSize, e.MaxNumTokens
+		switch e.CapacityPolicy {
+		case oracle.GuaranteedNoEvict:
+			q.CapacityPolicy = queueing.PolicyGuaranteedNoEvict
+			q.KVCapacityTokens = (e.NumGPUBlocks - 1) * e.BlockSize
+		case oracle.MaxUtilization:
+			q.CapacityPolicy = queueing.PolicyMaxUtilization
+		}
+	}
+	return q, q.Validate()
 }

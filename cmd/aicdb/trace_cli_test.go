@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +79,7 @@ func TestTraceReplayCLI(t *testing.T) {
 	db := filepath.Join(dir, "t.sqlite")
 	eng := filepath.Join(dir, "eng.json")
 	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
-		"block_size": 16, "num_gpu_blocks": 20000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"block_size": 16, "num_gpu_blocks": 200000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
 		"enable_prefix_caching": true, "async_scheduling": false},
 		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -84,17 +87,32 @@ func TestTraceReplayCLI(t *testing.T) {
 	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
 		t.Fatal(errs)
 	}
-	code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "50")
-	if code != 0 || !strings.Contains(out, `"requests": 50,`) || !strings.Contains(out, `"workload_fidelity": "W3"`) ||
-		!strings.Contains(out, `"queueing_tier": "oracle"`) || errs != "replay 1 of trace conv stored (50 requests)\n" {
-		t.Fatalf("replay: exit %d\n%s%s", code, out, errs)
+	sums := map[string]map[string]any{}
+	for i, tier := range []string{"oracle", "quantitative"} {
+		code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "50", "--tier", tier)
+		if code != 0 || !strings.Contains(out, `"requests": 50,`) || !strings.Contains(out, `"workload_fidelity": "W3"`) ||
+			!strings.Contains(out, `"queueing_tier": "`+tier+`"`) || errs != fmt.Sprintf("replay %d of trace conv stored (50 requests)\n", i+1) {
+			t.Fatalf("replay %s: exit %d\n%s%s", tier, code, out, errs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatal(err)
+		}
+		sums[tier] = m
 	}
-	code, out, _ = runTraceCLI(t, "--db", db, "query", "select count(*) as n, sum(cached_tokens > 0) as hit from replay_requests")
-	if code != 0 || !strings.Contains(out, "50") {
+	// the calendar and the DES agree on this light slice (one engine, the same arrivals)
+	for _, k := range []string{"ttft_p50", "ttft_p99", "itl_p50", "tpot_mean", "throughput_rps"} {
+		o, q := sums["oracle"][k].(float64), sums["quantitative"][k].(float64)
+		if math.Abs(q-o) > 0.05*o {
+			t.Errorf("%s: quantitative %v vs oracle %v: more than 5 %% apart", k, q, o)
+		}
+	}
+	code, out, _ := runTraceCLI(t, "--db", db, "query", "select count(*) as n from replay_requests")
+	if code != 0 || !strings.Contains(out, "100") {
 		t.Fatalf("replay_requests: exit %d\n%s", code, out)
 	}
-	code, _, errs = runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--tier", "quantitative")
-	if want := "aicdb: trace replay: --tier \"quantitative\": only oracle is implemented (the quantitative calendar replay is not yet)\n"; code != 1 || errs != want {
-		t.Fatalf("quantitative: exit %d %q", code, errs)
+	code, _, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--tier", "screening")
+	if want := "aicdb: trace replay: --tier \"screening\": must be quantitative or oracle\n"; code != 1 || errs != want {
+		t.Fatalf("screening: exit %d %q", code, errs)
 	}
 }
