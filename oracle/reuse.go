@@ -170,12 +170,12 @@ func (s *ReuseSim) addVLLM(isl, osl int, chain []uint64) int {
 			p.evict(b)
 		}
 		p.ref[b] = 1
+		// A block of content unique to this request (its unidentified prompt tail or
+		// its output) is cached by vLLM but never hit by another request: leaving it
+		// unregistered is the same (it takes its place in the free queue either way,
+		// and evicting it frees nothing anyone could hit).
 		if h, ok := blockHash(i); ok && (i+1)*bs <= isl {
 			p.register(b, h)
-		} else if (i+1)*bs <= isl+osl {
-			// a full block of content unique to this request (its unidentified prompt
-			// tail or its output): cached, never hit by another request
-			p.register(b, ownHash(s.seq, i))
 		}
 		s.table = append(s.table, b)
 	}
