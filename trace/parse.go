@@ -62,7 +62,6 @@ type lineParser struct {
 	prev   float64
 	n      int
 	azure0 time.Time
-	ids    []int64
 }
 
 func (p *lineParser) fail(field, format string, args ...any) error {

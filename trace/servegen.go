@@ -56,12 +56,10 @@ func (p sgPMF) draw(r *rand.Rand) int {
 }
 
 type sgLengths struct {
-	startS   float64
-	in, out  sgPMF
-	inOK     bool
-	outOK    bool
-	inField  string
-	outField string
+	startS  float64
+	in, out sgPMF
+	inOK    bool
+	outOK   bool
 }
 
 type sgClient struct {
