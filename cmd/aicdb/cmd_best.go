@@ -36,7 +36,7 @@ Percentile SLAs are resolved with the evaluator where the stored screening numbe
 cannot decide them (results are persisted); --no-refine skips that: undecided rows
 are then listed after the decided ones, marked "unresolved", and only when the
 numbers shown for them meet the SLA. --format json uses fixed snake_case keys.`,
-		Flags:  append(flags, slaFlags()...),
+		Flags:  append(append(flags, quietFlag()), slaFlags()...),
 		Action: runBest,
 	}
 }
@@ -100,8 +100,16 @@ func runBest(c *cli.Context) error {
 			return userErrorf("--%s %d: must be ≥ 0", n, c.Int(n))
 		}
 	}
-	// Writable: the refinement persists what it evaluates.
+	// Writable: the refinement persists what it evaluates. A store this process
+	// cannot write is answered read-only without refinement, as query does.
 	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
+	if errors.Is(err, store.ErrReadOnly) && !c.Bool("no-refine") {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: refinement skipped: store %s is read-only; undecided rows are reported after decided ones, marked unresolved\n", c.String("db"))
+		if err := c.Set("no-refine", "true"); err != nil {
+			return err
+		}
+		st, err = store.Open(ctx, c.String("db"), store.Options{ReadOnly: true, MustExist: true})
+	}
 	if err != nil {
 		return asUser(err)
 	}
@@ -109,7 +117,8 @@ func runBest(c *cli.Context) error {
 	f := store.PointFilter{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
 		Version: c.String("version"), Mode: c.String("mode"), ISL: c.Int("isl"), OSL: c.Int("osl"),
 		Prefix: c.Int("prefix"), PrefixSet: c.IsSet("prefix")}
-	return printBest(c, st, newLazyEvaluator(st), f, sla)
+	bar := newProgress(c, "refine", "points")
+	return printBest(c, st, newLazyEvaluator(st).withProgress(bar), f, sla)
 }
 
 // printBest runs the funnel and prints the table. Headers name what they show:
@@ -127,6 +136,9 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 	}
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
 		Refine: refineOn, MaxEvals: c.Int("max-evals")})
+	if l, ok := ev.(*lazyEvaluator); ok {
+		l.progress.Done() // end a terminal progress line before the table
+	}
 	if err != nil {
 		if errors.Is(err, refine.ErrAmbiguousWorkload) {
 			return asUser(err)

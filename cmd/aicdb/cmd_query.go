@@ -36,6 +36,7 @@ Flags may also follow the SQL: aicdb query "select 1" --format json`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "output `FORMAT`: table, csv or json"},
 			&cli.BoolFlag{Name: "write", Usage: "allow the SQL to change the store"},
+			quietFlag(),
 			&cli.BoolFlag{Name: "refine", Value: true, Usage: "resolve rows whose screening bracket straddles a percentile threshold in the SQL (persisted)"},
 			&cli.IntFlag{Name: "max-evals", Usage: "cap the evaluations of the refinement pass (0 = no cap; unresolved rows stay at screening tier)"},
 		},
@@ -195,8 +196,10 @@ func prepareQuery(ctx context.Context, c *cli.Context, path, sql string, maxEval
 		return asUser(err)
 	}
 	defer st.Close()
-	ev := newLazyEvaluator(st)
+	bar := newProgress(c, "refine", "points")
+	ev := newLazyEvaluator(st).withProgress(bar)
 	qs, err := refine.PrepareQuery(ctx, st, ev, sql, maxEvals, 0)
+	bar.Done()
 	if err != nil {
 		return err
 	}

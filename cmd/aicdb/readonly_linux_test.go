@@ -88,6 +88,10 @@ func TestQueryReadOnlyStore(t *testing.T) {
 			if strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "refinement skipped") || !strings.Contains(errs, "read-only") {
 				t.Fatalf("stderr %q: want one line saying refinement was skipped (read-only)", errs)
 			}
+			code, out, errs = cliRun(t, db, "best", "--ttft", "200", "--ttft-percentile", "p99", "--itl", "30", "--format", "json")
+			if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "[") || !strings.Contains(errs, "refinement skipped: store") {
+				t.Fatalf("best on a read-only store: code %d out %q err %q", code, out, errs)
+			}
 			code, out, errs = cliRun(t, db, "query", "--format", "csv", "select count(*) from operating_points")
 			if code != 0 || out != "count(*)\n352\n" || errs != "" {
 				t.Fatalf("plain query on a read-only store: code %d out %q err %q", code, out, errs)
