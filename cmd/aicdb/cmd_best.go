@@ -24,7 +24,7 @@ func bestCommand() *cli.Command {
 		&cli.IntFlag{Name: "osl", Usage: "only this output length `N`"},
 		&cli.IntFlag{Name: "prefix", Usage: "only this prefix `N`"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "number of configs `N`"},
-		&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT`: table, csv or json"},
+		formatFlag("table"),
 	}
 	return &cli.Command{
 		Name:  "best",
@@ -152,7 +152,7 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 		return userErrorf("best: no stored points match the filters: run 'aicdb sweep' first or relax --model/--system/--isl/…")
 	}
 	var err2 error
-	if c.String("format") == "json" {
+	if f := c.String("format"); f == formatJSON || f == formatJSONL {
 		err2 = writeBestJSON(c, res)
 	} else {
 		err2 = writeBestTable(c, res, sla)
@@ -264,7 +264,7 @@ func bestJSONKey(col string) (string, bool) {
 	return strings.Replace(col, "ttft_steady_", "ttft_", 1) + "_ms", true
 }
 
-// writeBestJSON prints the rows with bestJSONColumns keys.
+// writeBestJSON prints the rows with bestJSONColumns keys (json or jsonl).
 func writeBestJSON(c *cli.Context, res refine.BestResult) error {
 	cols := bestJSONColumns()
 	data := make([][]any, 0, len(res.Rows))
@@ -284,7 +284,7 @@ func writeBestJSON(c *cli.Context, res refine.BestResult) error {
 		r = append(r, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), p.Q.Tier, res.Verdicts[i] == refine.Pass)
 		data = append(data, r)
 	}
-	return writeRows(c.App.Writer, "json", cols, data)
+	return writeRows(c.App.Writer, c.String("format"), cols, data)
 }
 
 // queueingValue reads prefix+stat (mean for avg) from the row, nil when absent.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -82,7 +81,7 @@ func evalCommand() *cli.Command {
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
 			&cli.IntFlag{Name: "stagger-phases", Usage: "closed loop, quantitative: mix the steady state over N initial client staggers instead of the burst's locked cycle (0 = burst)"},
-			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
+			formatFlag(formatJSON),
 		},
 		Action: runEval,
 	}
@@ -128,16 +127,7 @@ func runEval(c *cli.Context) error {
 		}
 		out[string(tier)] = rep.Columns(spec.gpus)
 	}
-	var v any = out
-	if len(spec.tiers) == 1 {
-		v = out[string(spec.tiers[0])]
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("eval: encoding output: %w", err)
-	}
-	_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
-	return err
+	return writeEval(c.App.Writer, spec.format, spec.tiers, out)
 }
 
 // noSteadyState marks an open-loop quantitative report unstable when the run
@@ -163,8 +153,8 @@ func noSteadyState(w workload.Spec, rep *queueing.Report) {
 // parseEval validates the flags into an evalSpec. Every error names the flag.
 func parseEval(c *cli.Context) (*evalSpec, error) {
 	s := &evalSpec{format: c.String("format")}
-	if s.format != "json" {
-		return nil, userErrorf("--format %q: unknown; use json", s.format)
+	if err := checkFormat(s.format); err != nil {
+		return nil, err
 	}
 	switch c.String("tier") {
 	case "screening":

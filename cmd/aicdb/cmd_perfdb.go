@@ -98,7 +98,7 @@ func perfdbLsCommand() *cli.Command {
 		Usage:     "list the store's systems, models or backend versions",
 		ArgsUsage: "systems|models|versions",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "output `FORMAT`: table, csv or json"},
+			shortFormatFlag("table"),
 		},
 		Action: runPerfdbLs,
 	}

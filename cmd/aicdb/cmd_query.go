@@ -3,16 +3,11 @@ package main
 import (
 	"context"
 	gosql "database/sql"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -34,7 +29,7 @@ func queryCommand() *cli.Command {
    aicdb query --format csv "select parallel, batch, tokens_per_s_per_gpu from best_configs"
 Flags may also follow the SQL: aicdb query "select 1" --format json`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "output `FORMAT`: table, csv or json"},
+			shortFormatFlag("table"),
 			&cli.BoolFlag{Name: "write", Usage: "allow the SQL to change the store"},
 			quietFlag(),
 			&cli.BoolFlag{Name: "refine", Value: true, Usage: "resolve rows whose screening bracket straddles a percentile threshold in the SQL (persisted)"},
@@ -85,14 +80,6 @@ func queryArgs(c *cli.Context) (string, queryOpts, error) {
 		return "", o, userErrorf("query: the SQL is empty")
 	}
 	return sql, o, nil
-}
-
-func checkFormat(f string) error {
-	switch f {
-	case "table", "csv", "json":
-		return nil
-	}
-	return userErrorf("--format %q: use table, csv or json", f)
 }
 
 func runQuery(c *cli.Context) error {
@@ -171,21 +158,6 @@ func queryRows(ctx context.Context, db *gosql.DB, q string, fn func(*gosql.Rows)
 	return rows.Close()
 }
 
-// dropNonFinite replaces NaN and ±Inf values by NULL (printed as null, empty or
-// "-" like any NULL: never NaN or Inf) and returns how many it replaced.
-func dropNonFinite(data [][]any) int {
-	n := 0
-	for _, r := range data {
-		for i, v := range r {
-			if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
-				r[i] = nil
-				n++
-			}
-		}
-	}
-	return n
-}
-
 func prepareQuery(ctx context.Context, c *cli.Context, path, sql string, maxEvals int) error {
 	st, err := store.Open(ctx, path, store.Options{MustExist: true})
 	if errors.Is(err, store.ErrReadOnly) {
@@ -208,108 +180,4 @@ func prepareQuery(ctx context.Context, c *cli.Context, path, sql string, maxEval
 			qs.Skipped+qs.Unresolved, qs.Straddlers, maxEvals)
 	}
 	return nil
-}
-
-// formatValue renders one SQL value; table output rounds floats to 3 decimals like
-// aiconfigurator's reports, csv/json keep full precision. NULL and non-finite floats
-// print as "-" (table) or "" (csv).
-func formatValue(v any, table bool) string {
-	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
-		v = nil
-	}
-	switch x := v.(type) {
-	case nil:
-		if table {
-			return "-"
-		}
-		return ""
-	case []byte:
-		return string(x)
-	case string:
-		return x
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case float64:
-		if table {
-			return strconv.FormatFloat(x, 'f', 3, 64)
-		}
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case bool:
-		if x {
-			return "1"
-		}
-		return "0"
-	}
-	return fmt.Sprint(v)
-}
-
-// writeRows prints a result as an aligned table, CSV, or a JSON array of objects
-// whose keys keep the column order.
-func writeRows(w io.Writer, format string, cols []string, data [][]any) error {
-	switch format {
-	case "csv":
-		cw := csv.NewWriter(w)
-		cw.Write(cols)
-		for _, r := range data {
-			rec := make([]string, len(r))
-			for i, v := range r {
-				rec[i] = formatValue(v, false)
-			}
-			cw.Write(rec)
-		}
-		cw.Flush()
-		return cw.Error()
-	case "json":
-		var b strings.Builder
-		b.WriteString("[")
-		for ri, r := range data {
-			if ri > 0 {
-				b.WriteString(",")
-			}
-			b.WriteString("\n  {")
-			for i, v := range r {
-				if i > 0 {
-					b.WriteString(", ")
-				}
-				k, _ := json.Marshal(cols[i])
-				b.Write(k)
-				b.WriteString(": ")
-				var enc []byte
-				switch x := v.(type) {
-				case []byte:
-					enc, _ = json.Marshal(string(x))
-				case float64:
-					if math.IsNaN(x) || math.IsInf(x, 0) {
-						enc = []byte("null")
-						break
-					}
-					enc, _ = json.Marshal(x)
-				default:
-					var err error
-					if enc, err = json.Marshal(x); err != nil {
-						return fmt.Errorf("encode %s: %w", cols[i], err)
-					}
-				}
-				b.Write(enc)
-			}
-			b.WriteString("}")
-		}
-		if len(data) > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString("]\n")
-		_, err := io.WriteString(w, b.String())
-		return err
-	default:
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
-		for _, r := range data {
-			rec := make([]string, len(r))
-			for i, v := range r {
-				rec[i] = formatValue(v, true)
-			}
-			fmt.Fprintln(tw, strings.Join(rec, "\t")+"\t")
-		}
-		return tw.Flush()
-	}
 }

@@ -41,7 +41,7 @@ func sweepCommand() *cli.Command {
 		&cli.IntFlag{Name: "workers", Usage: "parallel evaluations (default: all cores)"},
 		&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
-		&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT` of the best-config table: table, csv or json"},
+		formatFlag("table"),
 		quietFlag(),
 	}
 	return &cli.Command{

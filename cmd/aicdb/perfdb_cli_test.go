@@ -69,7 +69,7 @@ h200_sxm,vllm,0.24.0,7,272377
 	}{
 		{[]string{"perfdb", "ls", "gpus"}, `aicdb: perfdb ls: unknown subject "gpus"; use one of systems, models, versions`},
 		{[]string{"perfdb", "ls"}, "aicdb: perfdb ls: missing subject; use one of systems, models, versions"},
-		{[]string{"perfdb", "ls", "models", "--format", "xml"}, `aicdb: --format "xml": use table, csv or json`},
+		{[]string{"perfdb", "ls", "models", "--format", "xml"}, `aicdb: --format "xml": use table, csv, json or jsonl`},
 		{[]string{"perfdb", "import"}, "aicdb: perfdb import: missing PATH"},
 		{[]string{"perfdb", "import", filepath.Join(dir, "nope")}, "no such file or folder"},
 		{[]string{"perfdb", "frob"}, `aicdb: perfdb: unknown subcommand "frob"; use import or ls`},

@@ -1,0 +1,405 @@
+package main
+
+// The one output layer of the CLI (issue 10): every command that prints results
+// hands column keys and rows to writeRows, which prints them as an aligned table
+// (headers with units, numbers rounded), CSV, a JSON array of objects or JSON
+// lines (snake_case keys in the given column order, numbers exact). NaN and ±Inf
+// never print: "-" in a table, empty in CSV, null in JSON.
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/queueing"
+)
+
+// The row formats every result command accepts.
+const (
+	formatTable = "table"
+	formatCSV   = "csv"
+	formatJSON  = "json"
+	formatJSONL = "jsonl"
+)
+
+var rowFormats = []string{formatTable, formatCSV, formatJSON, formatJSONL}
+
+// formatFlag is the --format flag of a result command: the row formats, plus the
+// command's own extra formats (oracle's summary, estimate's text), defaulting to def.
+func formatFlag(def string, extra ...string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "format", Value: def,
+		Usage: "output `FORMAT`: " + formatList(extra...) + " (default " + def + ")"}
+}
+
+// shortFormatFlag is formatFlag with the -f alias (query, perfdb ls).
+func shortFormatFlag(def string) *cli.StringFlag {
+	f := formatFlag(def)
+	f.Aliases = []string{"f"}
+	return f
+}
+
+// formatList names the accepted formats for usage and error messages.
+func formatList(extra ...string) string {
+	all := append(append([]string{}, rowFormats...), extra...)
+	return strings.Join(all[:len(all)-1], ", ") + " or " + all[len(all)-1]
+}
+
+// checkFormat accepts a row format or one of extra; the error names them all.
+func checkFormat(f string, extra ...string) error {
+	for _, g := range rowFormats {
+		if f == g {
+			return nil
+		}
+	}
+	for _, g := range extra {
+		if f == g {
+			return nil
+		}
+	}
+	return userErrorf("--format %q: use %s", f, formatList(extra...))
+}
+
+// latencyHeads name the latency families of the queueing columns in table headers.
+var latencyHeads = []struct{ prefix, head string }{
+	{"ttft_steady_", "TTFT"},
+	{"ttft_transient_", "TTFT transient"},
+	{"itl_", "ITL"},
+	{"tpot_", "TPOT"},
+	{"e2e_", "E2E"},
+}
+
+// fixedHeads are the table headers of the other well-known keys.
+var fixedHeads = map[string]string{
+	"throughput_rps":              "Throughput (req/s)",
+	"output_tokens_per_s":         "Output (tok/s)",
+	"output_tokens_per_s_per_gpu": "Output (tok/s/GPU)",
+	"tokens_per_s_per_gpu":        "Tokens (tok/s/GPU)",
+	"tokens_per_s_per_user":       "Per user (tok/s/user)",
+	"queueing_tier":               "Tier",
+	"workload_fidelity":           "Workload",
+	"seq_per_s":                   "Requests (req/s)",
+	"memory_gib":                  "Memory (GiB)",
+	"unstable":                    "Unstable",
+	"reason":                      "Reason",
+}
+
+// statHeads turns a statistic suffix of a latency key into words.
+var statHeads = map[string]string{
+	"mean": "mean", "max": "max", "min": "min", "p50": "p50", "p75": "p75", "p90": "p90",
+	"p95": "p95", "p99": "p99", "p999": "p99.9", "p99_lo": "p99 lo", "p99_hi": "p99 hi",
+}
+
+// headerOf is the table header of column key: the queueing columns with their
+// unit ("TTFT p99 (ms)"), keys ending in _ms with "(ms)", others as they are.
+func headerOf(key string) string {
+	if h, ok := fixedHeads[key]; ok {
+		return h
+	}
+	for _, l := range latencyHeads {
+		if s, ok := strings.CutPrefix(key, l.prefix); ok {
+			if w, ok := statHeads[s]; ok {
+				return l.head + " " + w + " (ms)"
+			}
+		}
+	}
+	if s, ok := strings.CutSuffix(key, "_ms"); ok && s != "" {
+		return s + " (ms)"
+	}
+	return key
+}
+
+// finite reports whether v is not a NaN or infinite float.
+func finite(v any) bool {
+	f, ok := v.(float64)
+	return !ok || !(math.IsNaN(f) || math.IsInf(f, 0))
+}
+
+// dropNonFinite replaces NaN and ±Inf values by NULL (printed as null, empty or
+// "-" like any NULL: never NaN or Inf) and returns how many it replaced.
+func dropNonFinite(data [][]any) int {
+	n := 0
+	for _, r := range data {
+		for i, v := range r {
+			if !finite(v) {
+				r[i] = nil
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// formatValue renders one value; table output rounds floats to 3 decimals like
+// aiconfigurator's reports, csv keeps full precision (shortest round trip). NULL
+// and non-finite floats print as "-" (table) or "" (csv).
+func formatValue(v any, table bool) string {
+	if !finite(v) {
+		v = nil
+	}
+	switch x := v.(type) {
+	case nil:
+		if table {
+			return "-"
+		}
+		return ""
+	case []byte:
+		return string(x)
+	case json.RawMessage:
+		return string(x)
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		if table {
+			return strconv.FormatFloat(x, 'f', 3, 64)
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case bool:
+		if x {
+			return "1"
+		}
+		return "0"
+	}
+	return fmt.Sprint(v)
+}
+
+// jsonValue encodes one value for json/jsonl: text as a string, non-finite
+// floats as null, numbers exact.
+func jsonValue(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case []byte:
+		return json.Marshal(string(x))
+	case float64:
+		if !finite(x) {
+			return []byte("null"), nil
+		}
+	}
+	return json.Marshal(v)
+}
+
+// writeObject writes one row as a JSON object whose keys keep the column order;
+// sep goes between members ("," for jsonl, ", " for json arrays, or a newline
+// and indent for documents), open and close around them.
+func writeObject(b *bytes.Buffer, cols []string, row []any, open, sep, close string) error {
+	b.WriteString(open)
+	for i, v := range row {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		k, _ := json.Marshal(cols[i])
+		b.Write(k)
+		b.WriteString(": ")
+		enc, err := jsonValue(v)
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", cols[i], err)
+		}
+		b.Write(enc)
+	}
+	b.WriteString(close)
+	return nil
+}
+
+// writeRows prints rows under column keys cols as format: an aligned table with
+// headerOf headers, CSV with the keys as header, a JSON array of objects, or one
+// JSON object per line.
+func writeRows(w io.Writer, format string, cols []string, data [][]any) error {
+	switch format {
+	case formatCSV:
+		cw := csv.NewWriter(w)
+		cw.Write(cols)
+		for _, r := range data {
+			rec := make([]string, len(r))
+			for i, v := range r {
+				rec[i] = formatValue(v, false)
+			}
+			cw.Write(rec)
+		}
+		cw.Flush()
+		return cw.Error()
+	case formatJSON, formatJSONL:
+		var b bytes.Buffer
+		if format == formatJSON {
+			b.WriteString("[")
+		}
+		for ri, r := range data {
+			var err error
+			if format == formatJSONL {
+				err = writeObject(&b, cols, r, "{", ", ", "}\n")
+			} else {
+				if ri > 0 {
+					b.WriteString(",")
+				}
+				err = writeObject(&b, cols, r, "\n  {", ", ", "}")
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if format == formatJSON {
+			if len(data) > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString("]\n")
+		}
+		_, err := w.Write(b.Bytes())
+		return err
+	default:
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		heads := make([]string, len(cols))
+		for i, k := range cols {
+			heads[i] = headerOf(k)
+		}
+		fmt.Fprintln(tw, strings.Join(heads, "\t")+"\t")
+		for _, r := range data {
+			rec := make([]string, len(r))
+			for i, v := range r {
+				rec[i] = formatValue(v, true)
+			}
+			fmt.Fprintln(tw, strings.Join(rec, "\t")+"\t")
+		}
+		return tw.Flush()
+	}
+}
+
+// writeDocument prints one record as an indented JSON object (keys in column
+// order) — the json output of single-result commands such as eval and estimate.
+func writeDocument(w io.Writer, cols []string, row []any) error {
+	var b bytes.Buffer
+	if err := writeObject(&b, cols, row, "{\n  ", ",\n  ", "\n}\n"); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// orderedFields flattens the JSON encoding of a struct (or any JSON object) into
+// its keys in encoding order and their values (numbers as float64). Nested
+// objects and arrays stay as their JSON text.
+func orderedFields(v any) ([]string, []any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	var keys []string
+	var vals []any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, fmt.Errorf("ordered fields: not a JSON object: %s", raw)
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		var m json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, t.(string))
+		vals = append(vals, rawValue(m))
+	}
+	return keys, vals, nil
+}
+
+// rawValue turns one JSON value into a row value: numbers to int64 or float64,
+// strings, bools, null to nil, objects and arrays kept as their JSON text.
+func rawValue(m json.RawMessage) any {
+	var x any
+	d := json.NewDecoder(bytes.NewReader(m))
+	d.UseNumber()
+	if err := d.Decode(&x); err != nil {
+		return string(m)
+	}
+	switch y := x.(type) {
+	case json.Number:
+		if i, err := y.Int64(); err == nil {
+			return i
+		}
+		f, _ := y.Float64()
+		return f
+	case string, bool, nil:
+		return y
+	}
+	return json.RawMessage(m)
+}
+
+// writeEval prints eval's reports, one queueing.Report.Columns map per tier in
+// tiers' order: json is one object (keyed by tier when there are several) with
+// the keys in queueing.ColumnKeys order; table, csv and jsonl print a row per
+// tier, with unstable and reason columns when some tier is unstable.
+func writeEval(w io.Writer, format string, tiers []queueing.Tier, out map[string]any) error {
+	keys := queueing.ColumnKeys()
+	unstableKeys := []string{"unstable", "reason"}
+	anyUnstable := false
+	for _, t := range tiers {
+		if m := out[string(t)].(map[string]any); m["unstable"] == true {
+			anyUnstable = true
+		}
+	}
+	row := func(m map[string]any, keys []string) []any {
+		r := make([]any, len(keys))
+		for i, k := range keys {
+			r[i] = m[k]
+		}
+		return r
+	}
+	if format == formatJSON {
+		var b bytes.Buffer
+		for i, t := range tiers {
+			m := out[string(t)].(map[string]any)
+			ks := keys
+			if m["unstable"] == true {
+				ks = unstableKeys
+			}
+			var err error
+			switch {
+			case len(tiers) == 1:
+				err = writeObject(&b, ks, row(m, ks), "{\n  ", ",\n  ", "\n}\n")
+			default:
+				open := ",\n  "
+				if i == 0 {
+					open = "{\n  "
+				}
+				name, _ := json.Marshal(string(t))
+				b.WriteString(open)
+				b.Write(name)
+				err = writeObject(&b, ks, row(m, ks), ": {\n    ", ",\n    ", "\n  }")
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if len(tiers) > 1 {
+			b.WriteString("\n}\n")
+		}
+		_, err := w.Write(b.Bytes())
+		return err
+	}
+	cols := keys
+	if anyUnstable {
+		cols = append(append([]string{}, keys...), unstableKeys...)
+	}
+	data := make([][]any, 0, len(tiers))
+	for _, t := range tiers {
+		m := out[string(t)].(map[string]any)
+		if m["unstable"] == true {
+			m = map[string]any{"queueing_tier": string(t), "unstable": true, "reason": m["reason"]}
+		} else if anyUnstable {
+			m["unstable"] = false
+		}
+		data = append(data, row(m, cols))
+	}
+	return writeRows(w, format, cols, data)
+}
