@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -47,7 +45,7 @@ func estimateCommand() *cli.Command {
 			&cli.StringFlag{Name: "fmha-quant", Usage: "FMHA quant mode (default: from the model and backend)"},
 			&cli.StringFlag{Name: "moe-quant", Usage: "MoE quant mode (default: from the model)"},
 			&cli.IntFlag{Name: "nextn", Value: 0, Usage: "MTP draft tokens"},
-			&cli.StringFlag{Name: "format", Value: "json", Usage: "json | text"},
+			formatFlag(formatJSON, formatText),
 			&cli.IntFlag{Name: "batch", Usage: "static batch (default 1) or agg concurrency per worker (default 2)"},
 			&cli.IntFlag{Name: "stride", Value: 1, Usage: "static generation stride (decode steps priced per sample)"},
 			&cli.IntFlag{Name: "ctx-tokens", Usage: "prefill tokens per mixed/agg step (default: isl)"},
@@ -66,7 +64,7 @@ func estimateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return writeEstimate(c.App.Writer, c.String("format"), out)
+			return writeRecord(c.App.Writer, c.String("format"), out)
 		},
 	}
 }
@@ -244,8 +242,8 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	default:
 		return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", c.String("mode"))
 	}
-	if f := c.String("format"); f != "json" && f != "text" {
-		return nil, userErrorf("--format %q: unknown; use json or text", f)
+	if err := checkFormat(c.String("format"), formatText); err != nil {
+		return nil, err
 	}
 	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode))
 	if err != nil {
@@ -354,36 +352,6 @@ func orDefault(v, def int) int {
 		return def
 	}
 	return v
-}
-
-// writeEstimate prints the result as indented JSON or key: value lines.
-func writeEstimate(w io.Writer, format string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	switch format {
-	case "json":
-		_, err = fmt.Fprintln(w, string(b))
-		return err
-	case "text":
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			return err
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if _, err := fmt.Fprintf(w, "%s: %v\n", k, m[k]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return userErrorf("--format %q: unknown; use json or text", format)
 }
 
 // embeddedVersions lists a backend's versions in the embedded data, naming

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -28,6 +29,8 @@ const (
 	formatCSV   = "csv"
 	formatJSON  = "json"
 	formatJSONL = "jsonl"
+	// formatText is estimate's extra format: "key: value" lines.
+	formatText = "text"
 )
 
 var rowFormats = []string{formatTable, formatCSV, formatJSON, formatJSONL}
@@ -87,6 +90,9 @@ var fixedHeads = map[string]string{
 	"workload_fidelity":           "Workload",
 	"seq_per_s":                   "Requests (req/s)",
 	"memory_gib":                  "Memory (GiB)",
+	"ttft_ms":                     "TTFT (ms)",
+	"tpot_ms":                     "TPOT (ms)",
+	"itl_ms":                      "ITL (ms)",
 	"unstable":                    "Unstable",
 	"reason":                      "Reason",
 }
@@ -98,7 +104,8 @@ var statHeads = map[string]string{
 }
 
 // headerOf is the table header of column key: the queueing columns with their
-// unit ("TTFT p99 (ms)"), keys ending in _ms with "(ms)", others as they are.
+// unit ("TTFT p99 (ms)"), keys ending in _ms in words with "(ms)" ("mixed step
+// (ms)"), others as they are.
 func headerOf(key string) string {
 	if h, ok := fixedHeads[key]; ok {
 		return h
@@ -111,7 +118,7 @@ func headerOf(key string) string {
 		}
 	}
 	if s, ok := strings.CutSuffix(key, "_ms"); ok && s != "" {
-		return s + " (ms)"
+		return strings.ReplaceAll(s, "_", " ") + " (ms)"
 	}
 	return key
 }
@@ -402,4 +409,31 @@ func writeEval(w io.Writer, format string, tiers []queueing.Tier, out map[string
 		data = append(data, row(m, cols))
 	}
 	return writeRows(w, format, cols, data)
+}
+
+// writeRecord prints one result record v (a struct or JSON object; keys in its
+// JSON encoding order) as format: json is an indented object, text "key: value"
+// lines sorted by key, the other row formats a single row.
+func writeRecord(w io.Writer, format string, v any) error {
+	cols, row, err := orderedFields(v)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case formatJSON:
+		return writeDocument(w, cols, row)
+	case formatText:
+		idx := make([]int, len(cols))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return cols[idx[a]] < cols[idx[b]] })
+		var b bytes.Buffer
+		for _, i := range idx {
+			fmt.Fprintf(&b, "%s: %s\n", cols[i], formatValue(row[i], false))
+		}
+		_, err := w.Write(b.Bytes())
+		return err
+	}
+	return writeRows(w, format, cols, [][]any{row})
 }
