@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,10 +26,11 @@ func oracleCommand() *cli.Command {
 				Usage: "simulate a scenario file (engine, timing, requests) and print its summary",
 				Description: `Prints the run's summary (counters and the 15 latency/throughput columns, docs/oracle.md)
 by default. --log FILE also writes the per-pass and per-request log as JSON Lines;
---format json|table prints that log (pretty JSON or a table) instead of the summary.`,
+--format json|table prints that log (pretty JSON or a table) instead of the summary;
+--format csv|jsonl prints the per-request records.`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario JSON `FILE` (read as a stream)"},
-					&cli.StringFlag{Name: "format", Value: "summary", Usage: "output `FORMAT`: summary (JSON), json (the whole log) or table"},
+					formatFlag(formatSummary, formatSummary),
 					&cli.StringFlag{Name: "log", Usage: "write the per-pass and per-request log to `FILE` as JSON Lines"},
 					engineProfileFlag(""), engineConfigFlag(),
 				},
@@ -45,8 +46,8 @@ by default. --log FILE also writes the per-pass and per-request log as JSON Line
 func oracleRun(c *cli.Context) error {
 	path := c.String("scenario")
 	format := c.String("format")
-	if format != "summary" && format != "json" && format != "table" {
-		return userErrorf("--format %q: must be summary, json or table", format)
+	if err := checkFormat(format, formatSummary); err != nil {
+		return err
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -61,7 +62,7 @@ func oracleRun(c *cli.Context) error {
 		return err
 	}
 	logPath := c.String("log")
-	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || format != "summary"})
+	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || format != formatSummary})
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
 	}
@@ -79,42 +80,53 @@ func oracleRun(c *cli.Context) error {
 		}
 	}
 	w := c.App.Writer
-	if format == "summary" {
+	if format == formatSummary {
 		sum, err := res.Summary()
 		if err != nil {
 			return err
 		}
-		b, err := json.MarshalIndent(sum, "", "  ")
-		if err != nil {
-			return fmt.Errorf("oracle run: encoding summary: %w", err)
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return writeRecord(w, formatJSON, sum)
 	}
-	out := res.Output()
-	switch format {
-	case "json":
+	return writeOracleLog(w, format, res.Output())
+}
+
+// writeOracleLog prints the log of an oracle run: json is the whole log as one
+// document; table the per-pass log then the per-request records; csv and jsonl
+// the per-request records (the per-pass log is in --log and --format json).
+func writeOracleLog(w io.Writer, format string, out *oracle.ScenarioOutput) error {
+	if format == formatJSON {
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
 			return fmt.Errorf("oracle run: encoding output: %w", err)
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
-	case "table":
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "pass\tstart_ms\tend_ms\tscheduled\tpreempted\tfree_blocks")
-		for _, p := range out.Passes {
-			s, _ := p.Scheduled.MarshalJSON()
-			fmt.Fprintf(tw, "%d\t%g\t%g\t%s\t%v\t%d\n", p.Index, p.StartMs, p.EndMs, s, p.Preempted, p.FreeBlocks)
-		}
-		fmt.Fprintln(tw, "\nrequest\tttft_ms\tfinish_ms\ttokens\tpreemptions\tcached_tokens")
-		for _, r := range out.Requests {
-			fmt.Fprintf(tw, "%s\t%g\t%g\t%d\t%d\t%d\n", r.ID, r.TTFTMs, r.FinishMs, len(r.TokenTimesMs), r.NumPreemptions, r.NumCachedTokens)
-		}
-		return tw.Flush()
-	default:
-		return userErrorf("--format %q: must be summary, json or table", format)
 	}
+	if format == formatTable {
+		passes := make([][]any, 0, len(out.Passes))
+		for _, p := range out.Passes {
+			s, err := p.Scheduled.MarshalJSON()
+			if err != nil {
+				return fmt.Errorf("oracle run: encoding pass %d: %w", p.Index, err)
+			}
+			var pre any // nil ("-") when nothing was preempted
+			if len(p.Preempted) > 0 {
+				pre = strings.Join(p.Preempted, " ")
+			}
+			passes = append(passes, []any{int64(p.Index), p.StartMs, p.EndMs, json.RawMessage(s), pre, int64(p.FreeBlocks)})
+		}
+		if err := writeRows(w, format, []string{"pass", "start_ms", "end_ms", "scheduled", "preempted", "free_blocks"}, passes); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+	}
+	reqs := make([][]any, 0, len(out.Requests))
+	for _, r := range out.Requests {
+		reqs = append(reqs, []any{r.ID, r.TTFTMs, r.FinishMs, int64(len(r.TokenTimesMs)), int64(r.NumPreemptions), int64(r.NumCachedTokens)})
+	}
+	return writeRows(w, format, []string{"request", "ttft_ms", "finish_ms", "tokens", "preemptions", "cached_tokens"}, reqs)
 }
 
 // oracleValidateCommand prints the gate's residual table.

@@ -31,6 +31,8 @@ const (
 	formatJSONL = "jsonl"
 	// formatText is estimate's extra format: "key: value" lines.
 	formatText = "text"
+	// formatSummary is oracle run's default: the run summary as JSON.
+	formatSummary = "summary"
 )
 
 var rowFormats = []string{formatTable, formatCSV, formatJSON, formatJSONL}
@@ -77,6 +79,7 @@ var latencyHeads = []struct{ prefix, head string }{
 	{"itl_", "ITL"},
 	{"tpot_", "TPOT"},
 	{"e2e_", "E2E"},
+	{"ttft_", "TTFT"},
 }
 
 // fixedHeads are the table headers of the other well-known keys.
