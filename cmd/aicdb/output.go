@@ -220,66 +220,118 @@ func writeObject(b *bytes.Buffer, cols []string, row []any, open, sep, close str
 	return nil
 }
 
-// writeRows prints rows under column keys cols as format: an aligned table with
-// headerOf headers, CSV with the keys as header, a JSON array of objects, or one
-// JSON object per line.
-func writeRows(w io.Writer, format string, cols []string, data [][]any) error {
+// tableBlock is how many rows a streamed table aligns at a time: a long stream
+// (trace show) is printed in aligned blocks instead of held whole in memory.
+const tableBlock = 4096
+
+// rowWriter prints rows one at a time under column keys cols as format: an aligned
+// table with headerOf headers, CSV with the keys as header, a JSON array of objects
+// or one JSON object per line. Close ends the output.
+type rowWriter struct {
+	w      io.Writer
+	format string
+	cols   []string
+	n      int
+	csv    *csv.Writer
+	tw     *tabwriter.Writer
+	buf    bytes.Buffer
+}
+
+// newRowWriter starts the output (the header of table and csv).
+func newRowWriter(w io.Writer, format string, cols []string) *rowWriter {
+	r := &rowWriter{w: w, format: format, cols: cols}
 	switch format {
 	case formatCSV:
-		cw := csv.NewWriter(w)
-		cw.Write(cols)
-		for _, r := range data {
-			rec := make([]string, len(r))
-			for i, v := range r {
-				rec[i] = formatValue(v, false)
-			}
-			cw.Write(rec)
-		}
-		cw.Flush()
-		return cw.Error()
-	case formatJSON, formatJSONL:
-		var b bytes.Buffer
-		if format == formatJSON {
-			b.WriteString("[")
-		}
-		for ri, r := range data {
-			var err error
-			if format == formatJSONL {
-				err = writeObject(&b, cols, r, "{", ", ", "}\n")
-			} else {
-				if ri > 0 {
-					b.WriteString(",")
-				}
-				err = writeObject(&b, cols, r, "\n  {", ", ", "}")
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if format == formatJSON {
-			if len(data) > 0 {
-				b.WriteString("\n")
-			}
-			b.WriteString("]\n")
-		}
-		_, err := w.Write(b.Bytes())
-		return err
+		r.csv = csv.NewWriter(w)
+		r.csv.Write(cols)
+	case formatJSON:
+		r.buf.WriteString("[")
+	case formatJSONL:
 	default:
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		r.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		heads := make([]string, len(cols))
 		for i, k := range cols {
 			heads[i] = headerOf(k)
 		}
-		fmt.Fprintln(tw, strings.Join(heads, "\t")+"\t")
-		for _, r := range data {
-			rec := make([]string, len(r))
-			for i, v := range r {
-				rec[i] = formatValue(v, true)
-			}
-			fmt.Fprintln(tw, strings.Join(rec, "\t")+"\t")
-		}
-		return tw.Flush()
+		fmt.Fprintln(r.tw, strings.Join(heads, "\t")+"\t")
 	}
+	return r
+}
+
+// Row prints one row (values in column order).
+func (r *rowWriter) Row(row []any) error {
+	r.n++
+	switch r.format {
+	case formatCSV:
+		rec := make([]string, len(row))
+		for i, v := range row {
+			rec[i] = formatValue(v, false)
+		}
+		return r.csv.Write(rec)
+	case formatJSON, formatJSONL:
+		var err error
+		if r.format == formatJSONL {
+			err = writeObject(&r.buf, r.cols, row, "{", ", ", "}\n")
+		} else {
+			if r.n > 1 {
+				r.buf.WriteString(",")
+			}
+			err = writeObject(&r.buf, r.cols, row, "\n  {", ", ", "}")
+		}
+		if err != nil {
+			return err
+		}
+		if r.buf.Len() < 1<<16 {
+			return nil
+		}
+		_, err = r.w.Write(r.buf.Bytes())
+		r.buf.Reset()
+		return err
+	default:
+		rec := make([]string, len(row))
+		for i, v := range row {
+			rec[i] = formatValue(v, true)
+		}
+		if _, err := fmt.Fprintln(r.tw, strings.Join(rec, "\t")+"\t"); err != nil {
+			return err
+		}
+		if r.n%tableBlock == 0 {
+			return r.tw.Flush()
+		}
+		return nil
+	}
+}
+
+// Close ends the output (the closing bracket of json) and flushes it.
+func (r *rowWriter) Close() error {
+	switch r.format {
+	case formatCSV:
+		r.csv.Flush()
+		return r.csv.Error()
+	case formatJSON, formatJSONL:
+		if r.format == formatJSON {
+			if r.n > 0 {
+				r.buf.WriteString("\n")
+			}
+			r.buf.WriteString("]\n")
+		}
+		_, err := r.w.Write(r.buf.Bytes())
+		r.buf.Reset()
+		return err
+	default:
+		return r.tw.Flush()
+	}
+}
+
+// writeRows prints rows under column keys cols as format (see rowWriter).
+func writeRows(w io.Writer, format string, cols []string, data [][]any) error {
+	rw := newRowWriter(w, format, cols)
+	for _, r := range data {
+		if err := rw.Row(r); err != nil {
+			return err
+		}
+	}
+	return rw.Close()
 }
 
 // writeDocument prints one record as an indented JSON object (keys in column
