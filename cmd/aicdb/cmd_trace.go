@@ -40,6 +40,7 @@ func traceCommand() *cli.Command {
 			{
 				Name:   "ls",
 				Usage:  "list the stored traces",
+				Flags:  []cli.Flag{formatFlag(formatTable)},
 				Action: traceLs,
 			},
 			{
@@ -47,7 +48,7 @@ func traceCommand() *cli.Command {
 				Usage:     "print a trace's requests (or a slice of them)",
 				ArgsUsage: "NAME",
 				Flags: append(sliceFlags(),
-					&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT`: table or jsonl (docs/traces.md's generic format)"}),
+					formatFlag(formatTable)), // jsonl: docs/traces.md's generic format
 				Action: traceShow,
 			},
 			{
@@ -78,7 +79,8 @@ engine's pool; --tier oracle runs the DES with the trace's hash ids as block ide
    aicdb trace replay conv --engine vllm_h200.json --window 0..600`,
 				Flags: append(sliceFlags(),
 					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
-					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"}),
+					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"},
+					formatFlag(formatJSON)),
 				Action: traceReplay,
 			},
 			{
@@ -311,12 +313,11 @@ func traceLs(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "name\tformat\trequests\tspan_s\thash_block\tsource")
+	data := make([][]any, 0, len(ts))
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%d\t%s\n", t.Name, t.Format, t.Requests, t.LastMs/1000, t.HashBlock, t.Source)
+		data = append(data, []any{t.Name, t.Format, int64(t.Requests), t.LastMs / 1000, int64(t.HashBlock), t.Source})
 	}
-	return tw.Flush()
+	return writeRows(c.App.Writer, c.String("format"), []string{"name", "format", "requests", "span_s", "hash_block", "source"}, data)
 }
 
 func traceRm(c *cli.Context) error {
@@ -421,19 +422,25 @@ func traceShow(c *cli.Context) error {
 	}
 	defer st.Close()
 	format := c.String("format")
-	if format != "table" && format != "jsonl" {
-		return userErrorf("trace show: --format %q: must be table or jsonl", format)
+	if err := checkFormat(format); err != nil {
+		return err
 	}
 	w := bufio.NewWriter(c.App.Writer)
 	defer w.Flush()
-	if format == "table" {
-		fmt.Fprintln(w, "seq\tline\tarrival_ms\tisl\tosl\thash_ids\tsession\tthink_ms")
+	var rw *rowWriter // table, csv, json; jsonl is the generic trace format below
+	if format != formatJSONL {
+		rw = newRowWriter(w, format, []string{"seq", "line", "arrival_ms", "isl", "osl", "hash_ids", "session", "think_ms"})
 	}
 	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
-		if format == "table" {
-			_, err := fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Seq, r.Line, fmtMs(r.ArrivalMs), r.ISL, r.OSL,
-				r.HashIDs, r.Session, fmtMs(r.ThinkMs))
-			return err
+		if rw != nil {
+			var ids, sess any // nil ("-", empty, null) when absent
+			if r.HashIDs != "" {
+				ids = json.RawMessage(r.HashIDs)
+			}
+			if r.Session != "" {
+				sess = r.Session
+			}
+			return rw.Row([]any{int64(r.Seq), int64(r.Line), r.ArrivalMs, int64(r.ISL), int64(r.OSL), ids, sess, r.ThinkMs})
 		}
 		b := fmt.Appendf(nil, `{"arrival_ms":%s,"isl":%d,"osl":%d`, fmtMs(r.ArrivalMs), r.ISL, r.OSL)
 		if r.HashIDs != "" {
@@ -446,6 +453,9 @@ func traceShow(c *cli.Context) error {
 		_, err := fmt.Fprintf(w, "%s}\n", b)
 		return err
 	})
+	if err == nil && rw != nil {
+		err = rw.Close()
+	}
 	return err
 }
 
@@ -563,6 +573,9 @@ func traceReplay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := checkFormat(c.String("format")); err != nil {
+		return err
+	}
 	tier := c.String("tier")
 	if tier != "oracle" && tier != "quantitative" {
 		return userErrorf("trace replay: --tier %q: must be quantitative or oracle", tier)
@@ -622,7 +635,9 @@ func traceReplay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "%s\n", sumJSON)
+	if err := writeRecord(c.App.Writer, c.String("format"), out); err != nil {
+		return err
+	}
 	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
 	return nil
 }

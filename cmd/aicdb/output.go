@@ -93,6 +93,7 @@ var fixedHeads = map[string]string{
 	"workload_fidelity":           "Workload",
 	"seq_per_s":                   "Requests (req/s)",
 	"memory_gib":                  "Memory (GiB)",
+	"span_s":                      "span (s)",
 	"ttft_ms":                     "TTFT (ms)",
 	"tpot_ms":                     "TPOT (ms)",
 	"itl_ms":                      "ITL (ms)",

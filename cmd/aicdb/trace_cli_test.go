@@ -43,7 +43,7 @@ func TestTraceCLI(t *testing.T) {
 		t.Fatalf("bad row: exit %d\n got %q\nwant %q", code, errs, want)
 	}
 	code, out, _ = runTraceCLI(t, "--db", db, "trace", "ls")
-	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "conv  mooncake  120") {
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "conv  mooncake       120") {
 		t.Fatalf("ls after the failed import (one trace): exit %d\n%s", code, out)
 	}
 	code, out, errs = runTraceCLI(t, "--db", db, "trace", "show", "conv", "--window", "40..", "--scale-rate", "2", "--format", "jsonl")
