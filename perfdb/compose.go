@@ -22,21 +22,28 @@ type kernels interface {
 	MoE(a MoEArgs, numTokens int) (Perf, error)
 	MemOp(bytes float64) (Perf, error)
 	P2P(bytes float64) (Perf, error)
+	MLAContextModule(b, s, prefix, heads, native int, kv KVQuant, fmha FMHAQuant, gemm GemmQuant, siliconOnly bool) (Perf, error)
+	MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm GemmQuant, siliconOnly bool) (Perf, error)
 }
 
 // opKind enumerates the operator types of the LLAMA and MOE op lists.
 type opKind uint8
 
 const (
-	opEmbedding   opKind = iota // memory-bound row lookup: tokens·h·2 bytes
-	opElementwise               // memory-bound: tokens·(2·dimIn + 2·dimOut) bytes
-	opGemm                      // m = tokens, n, k
-	opContextAttn               // prefill FMHA + fused RoPE/KV-write(/qk-norm) extras ×1.1
-	opGenAttn                   // decode attention
-	opAllReduce                 // custom all-reduce of tokens·h elements over tp
-	opP2P                       // pipeline hop: tokens·h·2 bytes
-	opMoE                       // fused MoE expert compute
-	opMoEDispatch               // pre/post MoE dispatch communication
+	opEmbedding    opKind = iota // memory-bound row lookup: tokens·h·2 bytes
+	opElementwise                // memory-bound: tokens·(2·dimIn + 2·dimOut) bytes
+	opGemm                       // m = tokens, n, k
+	opContextAttn                // prefill FMHA + fused RoPE/KV-write(/qk-norm) extras ×1.1
+	opGenAttn                    // decode attention
+	opAllReduce                  // custom all-reduce of tokens·h elements over tp
+	opP2P                        // pipeline hop: tokens·h·2 bytes
+	opMoE                        // fused MoE expert compute
+	opMoEDispatch                // pre/post MoE dispatch communication
+	opMLACtxModule               // fused context MLA module (one layer's MLA block)
+	opMLAGenModule               // fused decode MLA module
+	opFallback                   // primary op; on a table miss, the sum of the fallback ops
+	opOverlap                    // two op groups on parallel streams: max latency, summed energy
+	opUnmodelled                 // an op whose data aicdb does not model: querying it is an error
 )
 
 // op is one entry of a context or generation op list (aiconfigurator
@@ -72,6 +79,16 @@ type op struct {
 	smVer    int    // dispatch: system sm_version (trtllm branch)
 	nvl72    bool   // dispatch: num_gpus_per_node ≥ 72
 	weightsB float64
+
+	// MLA module: the model's native head count keys the module table.
+	native int
+
+	// composites: opFallback runs sub[0] as the primary and sub[1:] as the
+	// fallback chain; opOverlap runs sub[:split] against sub[split:].
+	sub   []op
+	split int
+
+	unmodelled string // opUnmodelled: what is missing, as one line
 }
 
 // isContextAttention and isGenerationAttention are the name filters of the
@@ -108,6 +125,14 @@ func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
 		r, err = ks.MoE(o.moe, x)
 	case opMoEDispatch:
 		r, err = o.dispatch(ks, x)
+	case opMLACtxModule, opMLAGenModule:
+		r, err = o.mlaModule(ks, batch, s, prefix, false)
+	case opFallback:
+		return o.fallback(ks, batch, s, prefix, x)
+	case opOverlap:
+		return o.overlap(ks, batch, s, prefix, x)
+	case opUnmodelled:
+		return Perf{}, fmt.Errorf("%s: %s", o.name, o.unmodelled)
 	default:
 		return Perf{}, fmt.Errorf("op %s: unknown kind %d", o.name, o.kind)
 	}
@@ -156,6 +181,63 @@ func (o *op) contextAttention(ks kernels, batch, s, prefix int) (Perf, error) {
 	}
 	extra = extra.Plus(rope.Scaled(2).Plus(kw.Plus(kw)))
 	return r.Plus(extra.Scaled(1.1)), nil
+}
+
+// mlaModule is MlaModuleOp::query_context / query_generation without the
+// scale factor; siliconOnly is the HYBRID primary of a fallback op.
+func (o *op) mlaModule(ks kernels, batch, s, prefix int, siliconOnly bool) (Perf, error) {
+	if o.kind == opMLACtxModule {
+		return ks.MLAContextModule(batch, s, prefix, o.heads, o.native, o.kvQ, o.fmhaQ, o.gemmQ, siliconOnly)
+	}
+	return ks.MLAGenerationModule(batch, s, o.heads, o.native, o.kvQ, o.gemmQ, siliconOnly)
+}
+
+// fallback is FallbackOp::query: the primary (an MLA module, priced on a
+// silicon view in HYBRID so a missing module table is not estimated), else,
+// on a structured table miss, the fallback chain summed.
+func (o *op) fallback(ks kernels, batch, s, prefix, x int) (Perf, error) {
+	p := &o.sub[0]
+	r, err := p.mlaModule(ks, batch, s, prefix, true)
+	if err == nil {
+		return r.ClampNonNegative().Scaled(p.scale), nil
+	}
+	if !IsMiss(err) {
+		return Perf{}, fmt.Errorf("%s: %w", p.name, err)
+	}
+	total := Perf{Source: SourceEmpirical}
+	for i := range o.sub[1:] {
+		v, err := o.sub[1+i].query(ks, batch, s, prefix, x)
+		if err != nil {
+			return Perf{}, err
+		}
+		total = total.Plus(v)
+	}
+	return total.ClampNonNegative(), nil
+}
+
+// overlap is OverlapOp::query: latency max(Σa, Σb), energy Σa + Σb.
+func (o *op) overlap(ks kernels, batch, s, prefix, x int) (Perf, error) {
+	sum := func(ops []op) (Perf, error) {
+		t := Perf{Source: SourceEmpirical}
+		for i := range ops {
+			v, err := ops[i].query(ks, batch, s, prefix, x)
+			if err != nil {
+				return Perf{}, err
+			}
+			t = t.Plus(v)
+		}
+		return t, nil
+	}
+	a, err := sum(o.sub[:o.split])
+	if err != nil {
+		return Perf{}, err
+	}
+	b, err := sum(o.sub[o.split:])
+	if err != nil {
+		return Perf{}, err
+	}
+	m := a.Plus(b)
+	return Perf{LatencyMs: math.Max(a.LatencyMs, b.LatencyMs), EnergyWms: a.EnergyWms + b.EnergyWms, Source: m.Source}.ClampNonNegative(), nil
 }
 
 // dispatch is MoEDispatchOp::query for the fused (non-large-EP) path: vLLM and

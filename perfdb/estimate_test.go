@@ -33,6 +33,12 @@ func (fakeKernels) NCCL(q CommQuant, g int, op string, size float64) (Perf, erro
 func (fakeKernels) MoE(a MoEArgs, tokens int) (Perf, error) {
 	return Perf{LatencyMs: 0.02 + float64(tokens*max(a.AttentionDP, 1))*1e-5, Source: SourceSilicon}, nil
 }
+func (fakeKernels) MLAContextModule(b, s, prefix, heads, native int, kv KVQuant, fmha FMHAQuant, gemm GemmQuant, siliconOnly bool) (Perf, error) {
+	return Perf{LatencyMs: 0.05 + float64(b*(s+prefix)*heads)*1e-7, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm GemmQuant, siliconOnly bool) (Perf, error) {
+	return Perf{LatencyMs: 0.03 + float64(b*s*heads)*1e-8, Source: SourceSilicon}, nil
+}
 func (fakeKernels) MemOp(bytes float64) (Perf, error) {
 	return Perf{LatencyMs: (bytes/(4.8e12*0.8) + 3e-6) * 1000, Source: SourceEmpirical}, nil
 }

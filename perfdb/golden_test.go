@@ -189,8 +189,8 @@ func (g *goldenEnv) modelConfig(id string) (*Model, error) {
 // coverage returns "" when the case can run here, else the skip reason.
 func (g *goldenEnv) coverage(c *goldenCase) string {
 	switch {
-	case c.Family != "LLAMA" && c.Family != "MOE":
-		return fmt.Sprintf("family %s not modeled (LLAMA and MOE only)", c.Family)
+	case c.Family != "LLAMA" && c.Family != "MOE" && c.Family != "DEEPSEEK" && c.Family != "KIMIK25":
+		return fmt.Sprintf("family %s not modeled (LLAMA, MOE, DEEPSEEK, KIMIK25 only)", c.Family)
 	}
 	if _, err := os.Stat(filepath.Join(g.systemsDir(), c.System+".yaml")); err != nil {
 		return "no system spec " + c.System + ".yaml in the data slice"
@@ -201,6 +201,9 @@ func (g *goldenEnv) coverage(c *goldenCase) string {
 	}
 	if _, err := g.modelConfig(c.Model); err != nil {
 		return "no model config for " + c.Model
+	}
+	if (c.Family == "DEEPSEEK" || c.Family == "KIMIK25") && c.Backend == "sglang" {
+		return "MLA on sglang needs the op-level MLA tables (context/generation_mla_perf, mla_bmm_perf), not modeled"
 	}
 	if c.CP > 1 {
 		return fmt.Sprintf("context parallelism cp=%d not modeled", c.CP)

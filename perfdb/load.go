@@ -379,6 +379,14 @@ func assemble(ctx context.Context, tr *tree, src rowSource, backend, version str
 			d.ScaleMatrix, err = loadKind(ctx, src, scaleMatrixKind, res(scaleMatrixKind.stem), sys, s)
 			return err
 		},
+		func(s *[]DataSource) (err error) {
+			d.MLAContextModule, err = loadKind(ctx, src, mlaContextModuleKind, res(mlaContextModuleKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.MLAGenerationModule, err = loadKind(ctx, src, mlaGenerationModuleKind, res(mlaGenerationModuleKind.stem), sys, s)
+			return err
+		},
 	}
 	srcs := make([][]DataSource, len(tasks))
 	errs := make([]error, len(tasks))

@@ -309,9 +309,70 @@ var scaleMatrixKind = &tableKind[QuantizeRow, quantKey]{
 	key:    func(r *QuantizeRow) quantKey { return quantKey{r.Dtype, r.M, r.K} },
 }
 
+// --- MLA modules --------------------------------------------------------------
+
+type mlaModuleKey struct {
+	fmha, kv, gemm                  string
+	native, heads, batch, seq, step int
+}
+
+// mlaModuleNativeHeads is the model-native head count that keys the MLA
+// module tables (aiconfigurator's module native-head pin); 0 for a model
+// the pin does not know (its rows are unusable, and the module op then
+// falls back to the granular MLA ops, as the reference does).
+func mlaModuleNativeHeads(model string) int {
+	switch model {
+	case "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1", "nvidia/DeepSeek-V3.1-NVFP4":
+		return 128
+	}
+	return 0
+}
+
+var mlaModuleCols = []string{"kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type", "num_heads",
+	"tp_size", "batch_size", "isl", "step", "latency", "power"}
+
+func mlaModuleFromParquet(t *rawTable) ([]MLAModuleRow, error) {
+	c := &colReader{t: t}
+	ks, model := c.strs("kernel_source", false), c.strs("model", true)
+	fm, kv, gt := c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true), c.strs("gemm_type", true)
+	heads, tp := c.ints("num_heads", true, 0), c.ints("tp_size", false, 1)
+	b, isl, step := c.ints("batch_size", true, 0), c.ints("isl", true, 0), c.ints("step", false, 0)
+	lat, pw := c.floats("latency", true), c.floats("power", false)
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := make([]MLAModuleRow, t.rows)
+	for i := range out {
+		out[i] = MLAModuleRow{Model: model[i], FMHA: fm[i], KVDtype: kv[i], GemmType: gt[i], NumHeads: heads[i],
+			TPSize: tp[i], Batch: b[i], ISL: isl[i], Step: step[i], Latency: lat[i], Power: pw[i], Kernel: ks[i]}
+	}
+	return out, nil
+}
+
+// mlaContextModuleKind keys (fmha, kv, gemm, native, heads, isl, batch) —
+// first wins, as the reference's module loader does.
+var mlaContextModuleKind = &tableKind[MLAModuleRow, mlaModuleKey]{
+	stem: "mla_context_module_perf", cols: mlaModuleCols, fromParquet: mlaModuleFromParquet,
+	kernel: func(r *MLAModuleRow) string { return r.Kernel },
+	key: func(r *MLAModuleRow) mlaModuleKey {
+		return mlaModuleKey{r.FMHA, r.KVDtype, r.GemmType, mlaModuleNativeHeads(r.Model), r.NumHeads, r.Batch, r.ISL, 0}
+	},
+}
+
+// mlaGenerationModuleKind keys (kv, gemm, native, heads, batch, isl+step):
+// the generation table's mla_dtype column is degenerate and not a key.
+var mlaGenerationModuleKind = &tableKind[MLAModuleRow, mlaModuleKey]{
+	stem: "mla_generation_module_perf", cols: mlaModuleCols, fromParquet: mlaModuleFromParquet,
+	kernel: func(r *MLAModuleRow) string { return r.Kernel },
+	key: func(r *MLAModuleRow) mlaModuleKey {
+		return mlaModuleKey{"", r.KVDtype, r.GemmType, mlaModuleNativeHeads(r.Model), r.NumHeads, r.Batch, r.ISL + r.Step, 0}
+	},
+}
+
 // tableStems lists the tables aicdb imports and resolves, in Data.Sources order.
 var tableStems = []string{"gemm_perf", "context_attention_perf", "generation_attention_perf",
-	"custom_allreduce_perf", "nccl_perf", "moe_perf", "computescale_perf", "scale_matrix_perf"}
+	"custom_allreduce_perf", "nccl_perf", "moe_perf", "computescale_perf", "scale_matrix_perf",
+	"mla_context_module_perf", "mla_generation_module_perf"}
 
 // isImportedStem reports whether a Parquet file stem is one aicdb imports.
 func isImportedStem(stem string) bool {

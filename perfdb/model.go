@@ -32,6 +32,15 @@ type Model struct {
 	// hard-codes 128 and alternates banded/full layers); 0 for full attention.
 	SlidingWindow int `json:"sliding_window"`
 
+	// MLA geometry (DeepSeek-V3/R1, Kimi-K2.5; 0 for other families):
+	// the latent KV rank and RoPE dims of the compressed KV cache, and the
+	// q/k/v projection widths (aiconfigurator utils.py extra_params).
+	QLoraRank     int `json:"q_lora_rank,omitempty"`
+	KVLoraRank    int `json:"kv_lora_rank,omitempty"`
+	QKNopeHeadDim int `json:"qk_nope_head_dim,omitempty"`
+	QKRopeHeadDim int `json:"qk_rope_head_dim,omitempty"`
+	VHeadDim      int `json:"v_head_dim,omitempty"`
+
 	// QuantAlgo is the checkpoint's normalised weight quantization algorithm
 	// ("", "fp8", "fp8_block", "nvfp4", "mxfp4", "int4_wo", …); KVQuantAlgo its KV
 	// cache algorithm ("", "fp8", "bfloat16"); QuantDynamic the activation scheme
@@ -109,6 +118,10 @@ func ParseHFConfig(id, name string, config, quantConfig []byte) (*Model, error) 
 		return nil, fmt.Errorf("model config %s: num_hidden_layers, hidden_size and num_attention_heads must be > 0", name)
 	}
 	m.Family = familyOf(m.Architecture)
+	if m.Family == "DEEPSEEK" || m.Family == "KIMIK25" {
+		m.QLoraRank, m.KVLoraRank = geti("q_lora_rank"), geti("kv_lora_rank")
+		m.QKNopeHeadDim, m.QKRopeHeadDim, m.VHeadDim = geti("qk_nope_head_dim"), geti("qk_rope_head_dim"), geti("v_head_dim")
+	}
 	switch m.Architecture {
 	case "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM":
 		m.UseQKNorm = true
@@ -133,6 +146,10 @@ func familyOf(arch string) string {
 		return "LLAMA"
 	case "MixtralForCausalLM", "GptOssForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM":
 		return "MOE"
+	case "DeepSeekForCausalLM", "DeepseekV3ForCausalLM":
+		return "DEEPSEEK"
+	case "KimiK25ForConditionalGeneration":
+		return "KIMIK25"
 	}
 	return ""
 }

@@ -92,6 +92,9 @@ type tables struct {
 	moe   *moeIndex
 	moeLL *moeIndex
 
+	mlaCtx map[mlaModSliceKey]*mlaModSlice // context MLA module slices
+	mlaGen map[mlaModSliceKey]*mlaModSlice // generation MLA module slices
+
 	emp empCache
 }
 
@@ -157,6 +160,7 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t.buildComm(d)
 	t.moe = buildMoEIndex(d.MoE, d.System)
 	t.moeLL = buildMoEIndex(d.MoEMinLatency, d.System)
+	t.buildMLAModules(d)
 	return &Querier{mode: mode, policy: AllTransfers, tables: t}, nil
 }
 

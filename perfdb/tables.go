@@ -174,6 +174,26 @@ type QuantizeRow struct {
 	Kernel  string
 }
 
+// MLAModuleRow is one fused MLA attention-module point
+// (mla_context_module_perf / mla_generation_module_perf): the whole MLA block
+// (q/kv projections, RoPE, attention, o-proj) of one layer on one GPU.
+// NumHeads is rank-local; Model names the checkpoint the rows were profiled
+// on (its native head count keys the table, see mlaModuleNativeHeads).
+type MLAModuleRow struct {
+	Model    string // model, e.g. "deepseek-ai/DeepSeek-V3"
+	FMHA     string // mla_dtype (context: the attention compute dtype)
+	KVDtype  string // kv_cache_dtype
+	GemmType string // gemm_type: the projections' GEMM quant mode
+	NumHeads int
+	TPSize   int
+	Batch    int
+	ISL      int
+	Step     int // generation: KV length = isl + step
+	Latency  float64
+	Power    float64
+	Kernel   string
+}
+
 // DataSource records one file that contributed rows to a resolved table.
 type DataSource struct {
 	Table   string // table stem, e.g. "gemm_perf"
@@ -235,6 +255,10 @@ type Data struct {
 	MoEMinLatency []MoERow
 	ComputeScale  []QuantizeRow
 	ScaleMatrix   []QuantizeRow
+	// MLAContextModule / MLAGenerationModule are the fused MLA module tables
+	// (DeepSeek/Kimi MLA attention); empty for systems/backends without them.
+	MLAContextModule    []MLAModuleRow
+	MLAGenerationModule []MLAModuleRow
 
 	// Sources lists every file that contributed, in resolution order per table,
 	// tables in a fixed order.
