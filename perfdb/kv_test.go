@@ -1,0 +1,149 @@
+package perfdb
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// missMLAKernels answers every kernel like fakeKernels but has no MLA
+// module data (a structured miss), so the module op's fallback runs.
+type missMLAKernels struct{ fakeKernels }
+
+func (missMLAKernels) MLAContextModule(b, s, prefix, heads, native int, kv KVQuant, fmha FMHAQuant, gemm GemmQuant, siliconOnly bool) (Perf, error) {
+	return Perf{}, missf("context MLA module data missing")
+}
+func (missMLAKernels) MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm GemmQuant, siliconOnly bool) (Perf, error) {
+	return Perf{}, missf("generation MLA module data missing")
+}
+
+func embeddedModel(t *testing.T, id string) *Model {
+	t.Helper()
+	m, err := EmbeddedModel(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestKVBytesPerToken: MLA caches one latent (kv_lora_rank 512) plus the RoPE
+// key (64) per layer, shared by all heads and not sharded by TP; GQA caches
+// K and V of ⌈n_kv/tp⌉ heads. Memory's KV term is batch·(isl+osl)·that.
+func TestKVBytesPerToken(t *testing.T) {
+	ds := embeddedModel(t, "deepseek-ai/DeepSeek-V3")
+	if ds.Family != "DEEPSEEK" || ds.KVLoraRank != 512 || ds.QKRopeHeadDim != 64 || ds.VHeadDim != 128 {
+		t.Fatalf("DeepSeek-V3 parsed as family %s kv_lora %d rope %d v_head %d", ds.Family, ds.KVLoraRank, ds.QKRopeHeadDim, ds.VHeadDim)
+	}
+	llama := embeddedModel(t, "meta-llama/Meta-Llama-3.1-8B")
+	kimi := embeddedModel(t, "moonshotai/Kimi-K2.5")
+	cases := []struct {
+		m      *Model
+		tp     int
+		kv     KVQuant
+		perTok float64
+	}{
+		{ds, 8, KVFP8, 61 * 576},
+		{ds, 1, KVFP8, 61 * 576}, // not TP-sharded
+		{ds, 8, KVBF16, 61 * 576 * 2},
+		{kimi, 8, KVBF16, 61 * 576 * 2},
+		{llama, 2, KVBF16, 4 * 128 * 32 * 2 * 2},
+		{llama, 16, KVBF16, 1 * 128 * 32 * 2 * 2}, // ⌈8/16⌉ = 1 head per GPU
+	}
+	for _, c := range cases {
+		e, err := newEstimator(fakeKernels{}, testSystem(), c.m, Config{Backend: "vllm", TP: c.tp, MoEEP: c.tp, KVQuant: c.kv})
+		if err != nil {
+			t.Fatalf("%s tp %d: %v", c.m.ID, c.tp, err)
+		}
+		if got := e.KVBytesPerToken(); got != c.perTok {
+			t.Errorf("%s tp %d kv %s: KVBytesPerToken = %v, want %v", c.m.ID, c.tp, c.kv, got, c.perTok)
+		}
+		u, err := e.Memory(3, 1000, 24, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 3 * 1024 * c.perTok / (1 << 30); math.Abs(u.KVCacheGiB-want) > 1e-12*want {
+			t.Errorf("%s tp %d: KV memory %v GiB, want %v", c.m.ID, c.tp, u.KVCacheGiB, want)
+		}
+	}
+}
+
+// TestDeepSeekComposition checks the op-list structure against the reference:
+// the MLA module is a fallback op named *_mla_block (so the mixed step prices
+// it in the batch-1 pass, not as context/generation attention), decode MoE
+// overlaps shared and routed experts, and a module miss on vLLM falls back
+// to absorbed attention at v_head_dim while TRT-LLM/SGLang name the missing
+// op-level tables in one line.
+func TestDeepSeekComposition(t *testing.T) {
+	ds := embeddedModel(t, "deepseek-ai/DeepSeek-V3")
+	cfg := Config{Backend: "vllm", TP: 8, MoEEP: 8}
+	e, err := newEstimator(fakeKernels{}, testSystem(), ds, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ops []op) string {
+		var s []string
+		for i := range ops {
+			s = append(s, ops[i].name)
+		}
+		return strings.Join(s, " ")
+	}
+	wantCtx := "context_embedding context_add_norm_1 context_mla_block context_add_norm_2 context_shared_gate_up_gemm " +
+		"context_shared_act_gate context_shared_ffn2_gemm context_router_gemm context_moe_pre_dispatch context_moe " +
+		"context_moe_post_dispatch context_logits_gemm context_tp_allreduce context_p2p"
+	if got := names(e.ops.ctx); got != wantCtx {
+		t.Errorf("context ops\n%s\nwant\n%s", got, wantCtx)
+	}
+	wantGen := "generation_embedding generation_add_norm_1 generation_mla_block generation_add_norm_2 " +
+		"generation_moe_overlap generation_logits_gemm generation_tp_allreduce generation_p2p"
+	if got := names(e.ops.gen); got != wantGen {
+		t.Errorf("generation ops\n%s\nwant\n%s", got, wantGen)
+	}
+	// Mixed step: no op is named context_attention/generation_attention, so
+	// passes 2 and 3 are empty and the step equals pass 1 alone.
+	mixed, err := e.MixedMs(1024, 1, 1024, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := runContext(e.ks, e.ops.ctx, 1, 1025, 0, skipContextAttention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mixed != p1.LatencyMs {
+		t.Errorf("mixed %v != pass 1 %v", mixed, p1.LatencyMs)
+	}
+	// Overlap: decode MoE is max(routed, shared).
+	ov := &e.ops.gen[4]
+	r, err := ov.query(e.ks, 4, 1025, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := ov.overlap(e.ks, 4, 1025, 0, 4)
+	if r.LatencyMs != a.LatencyMs || ov.split != 4 || len(ov.sub) != 7 {
+		t.Errorf("overlap %v / %v, split %d of %d", r.LatencyMs, a.LatencyMs, ov.split, len(ov.sub))
+	}
+	// Weights: the fallback op carries its granular GEMMs' weights.
+	if e.ops.ctx[2].weightsB <= 0 {
+		t.Errorf("context_mla_block weights %v, want the granular GEMMs'", e.ops.ctx[2].weightsB)
+	}
+
+	// Module miss: vLLM falls back to absorbed attention; other backends fail in one line.
+	ev, err := newEstimator(missMLAKernels{}, testSystem(), ds, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.ContextMs(1, 1024, 0); err != nil {
+		t.Errorf("vLLM fallback: %v", err)
+	}
+	for _, be := range []string{"sglang", "trtllm"} {
+		c := cfg
+		c.Backend = be
+		eb, err := newEstimator(missMLAKernels{}, testSystem(), ds, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = eb.ContextMs(1, 1024, 0)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "context_mla_perf") {
+			t.Errorf("%s: want a one-line error naming the op-level table, got %v", be, err)
+		}
+	}
+}
