@@ -24,26 +24,31 @@ type kernels interface {
 	P2P(bytes float64) (Perf, error)
 	MLAContextModule(b, s, prefix, heads, native int, kv KVQuant, fmha FMHAQuant, gemm GemmQuant, siliconOnly bool) (Perf, error)
 	MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm GemmQuant, siliconOnly bool) (Perf, error)
+	MLAContext(b, s, prefix, heads int, kv KVQuant, fmha FMHAQuant) (Perf, error)
+	MLAGeneration(b, s, heads int, kv KVQuant) (Perf, error)
+	MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, error)
 }
 
 // opKind enumerates the operator types of the LLAMA and MOE op lists.
 type opKind uint8
 
 const (
-	opEmbedding    opKind = iota // memory-bound row lookup: tokens·h·2 bytes
-	opElementwise                // memory-bound: tokens·(2·dimIn + 2·dimOut) bytes
-	opGemm                       // m = tokens, n, k
-	opContextAttn                // prefill FMHA + fused RoPE/KV-write(/qk-norm) extras ×1.1
-	opGenAttn                    // decode attention
-	opAllReduce                  // custom all-reduce of tokens·h elements over tp
-	opP2P                        // pipeline hop: tokens·h·2 bytes
-	opMoE                        // fused MoE expert compute
-	opMoEDispatch                // pre/post MoE dispatch communication
-	opMLACtxModule               // fused context MLA module (one layer's MLA block)
-	opMLAGenModule               // fused decode MLA module
-	opFallback                   // primary op; on a table miss, the sum of the fallback ops
-	opOverlap                    // two op groups on parallel streams: max latency, summed energy
-	opUnmodelled                 // an op whose data aicdb does not model: querying it is an error
+	opEmbedding     opKind = iota // memory-bound row lookup: tokens·h·2 bytes
+	opElementwise                 // memory-bound: tokens·(2·dimIn + 2·dimOut) bytes
+	opGemm                        // m = tokens, n, k
+	opContextAttn                 // prefill FMHA + fused RoPE/KV-write(/qk-norm) extras ×1.1
+	opGenAttn                     // decode attention
+	opAllReduce                   // custom all-reduce of tokens·h elements over tp
+	opP2P                         // pipeline hop: tokens·h·2 bytes
+	opMoE                         // fused MoE expert compute
+	opMoEDispatch                 // pre/post MoE dispatch communication
+	opMLACtxModule                // fused context MLA module (one layer's MLA block)
+	opMLAGenModule                // fused decode MLA module
+	opFallback                    // primary op; on a table miss, the sum of the fallback ops
+	opOverlap                     // two op groups on parallel streams: max latency, summed energy
+	opMLAContext                  // op-level context MLA (latent attention kernel)
+	opMLAGeneration               // op-level decode MLA
+	opMLABmm                      // absorbed-MLA BMM (pre or post), tokens = the phase batch
 )
 
 // op is one entry of a context or generation op list (aiconfigurator
@@ -87,8 +92,6 @@ type op struct {
 	// fallback chain; opOverlap runs sub[:split] against sub[split:].
 	sub   []op
 	split int
-
-	unmodelled string // opUnmodelled: what is missing, as one line
 }
 
 // isContextAttention and isGenerationAttention are the name filters of the
@@ -131,8 +134,14 @@ func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
 		return o.fallback(ks, batch, s, prefix, x)
 	case opOverlap:
 		return o.overlap(ks, batch, s, prefix, x)
-	case opUnmodelled:
-		return Perf{}, fmt.Errorf("%s: %s", o.name, o.unmodelled)
+	case opMLAContext:
+		r, err = ks.MLAContext(batch, s, prefix, o.heads, o.kvQ, o.fmhaQ)
+	case opMLAGeneration:
+		r, err = ks.MLAGeneration(batch, s, o.heads, o.kvQ)
+	case opMLABmm:
+		// The reference indexes the BMM table by the op's batch (its
+		// per-request row count), not the token count.
+		r, err = ks.MLABmm(batch, o.heads, o.gemmQ, o.pre)
 	default:
 		return Perf{}, fmt.Errorf("op %s: unknown kind %d", o.name, o.kind)
 	}

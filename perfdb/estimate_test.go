@@ -39,6 +39,15 @@ func (fakeKernels) MLAContextModule(b, s, prefix, heads, native int, kv KVQuant,
 func (fakeKernels) MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm GemmQuant, siliconOnly bool) (Perf, error) {
 	return Perf{LatencyMs: 0.03 + float64(b*s*heads)*1e-8, Source: SourceSilicon}, nil
 }
+func (fakeKernels) MLAContext(b, s, prefix, heads int, kv KVQuant, fmha FMHAQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.02 + float64(b*(s+prefix)*heads)*1e-7, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MLAGeneration(b, s, heads int, kv KVQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.01 + float64(b*s*heads)*1e-8, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, error) {
+	return Perf{LatencyMs: 0.003 + float64(tokens*heads)*1e-7, Source: SourceSilicon}, nil
+}
 func (fakeKernels) MemOp(bytes float64) (Perf, error) {
 	return Perf{LatencyMs: (bytes/(4.8e12*0.8) + 3e-6) * 1000, Source: SourceEmpirical}, nil
 }

@@ -202,9 +202,6 @@ func (g *goldenEnv) coverage(c *goldenCase) string {
 	if _, err := g.modelConfig(c.Model); err != nil {
 		return "no model config for " + c.Model
 	}
-	if (c.Family == "DEEPSEEK" || c.Family == "KIMIK25") && c.Backend == "sglang" {
-		return "MLA on sglang needs the op-level MLA tables (context/generation_mla_perf, mla_bmm_perf), not modeled"
-	}
 	if c.CP > 1 {
 		return fmt.Sprintf("context parallelism cp=%d not modeled", c.CP)
 	}

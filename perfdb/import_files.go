@@ -107,6 +107,9 @@ var importers = map[string]fileImporter{
 	// their Parquet content, which LoadStore decodes like any other file.
 	mlaContextModuleKind.stem:    kindImporter[MLAModuleRow, mlaModuleKey]{mlaContextModuleKind},
 	mlaGenerationModuleKind.stem: kindImporter[MLAModuleRow, mlaModuleKey]{mlaGenerationModuleKind},
+	mlaContextKind.stem:          kindImporter[MLARow, mlaKey]{mlaContextKind},
+	mlaGenerationKind.stem:       kindImporter[MLARow, mlaKey]{mlaGenerationKind},
+	mlaBmmKind.stem:              kindImporter[MLABmmRow, mlaBmmKey]{mlaBmmKind},
 }
 
 // importFiles imports the tree's table files: unchanged files (same sha256)

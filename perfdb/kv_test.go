@@ -71,8 +71,8 @@ func TestKVBytesPerToken(t *testing.T) {
 // the MLA module is a fallback op named *_mla_block (so the mixed step prices
 // it in the batch-1 pass, not as context/generation attention), decode MoE
 // overlaps shared and routed experts, and a module miss on vLLM falls back
-// to absorbed attention at v_head_dim while TRT-LLM/SGLang name the missing
-// op-level tables in one line.
+// to absorbed attention at v_head_dim while TRT-LLM/SGLang use the op-level
+// MLA kernels and BMMs.
 func TestDeepSeekComposition(t *testing.T) {
 	ds := embeddedModel(t, "deepseek-ai/DeepSeek-V3")
 	cfg := Config{Backend: "vllm", TP: 8, MoEEP: 8}
@@ -126,24 +126,32 @@ func TestDeepSeekComposition(t *testing.T) {
 		t.Errorf("context_mla_block weights %v, want the granular GEMMs'", e.ops.ctx[2].weightsB)
 	}
 
-	// Module miss: vLLM falls back to absorbed attention; other backends fail in one line.
-	ev, err := newEstimator(missMLAKernels{}, testSystem(), ds, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ev.ContextMs(1, 1024, 0); err != nil {
-		t.Errorf("vLLM fallback: %v", err)
-	}
-	for _, be := range []string{"sglang", "trtllm"} {
+	// Module miss: vLLM falls back to absorbed attention at v_head_dim;
+	// TRT-LLM/SGLang to the op-level MLA kernels (128/tp heads) and BMMs.
+	for _, be := range []string{"vllm", "sglang", "trtllm"} {
 		c := cfg
 		c.Backend = be
 		eb, err := newEstimator(missMLAKernels{}, testSystem(), ds, c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = eb.ContextMs(1, 1024, 0)
-		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "context_mla_perf") {
-			t.Errorf("%s: want a one-line error naming the op-level table, got %v", be, err)
+		if _, err := eb.ContextMs(1, 1024, 0); err != nil {
+			t.Errorf("%s context fallback: %v", be, err)
+		}
+		if _, err := eb.GenerationMs(2, 1024, 3, 1); err != nil {
+			t.Errorf("%s generation fallback: %v", be, err)
+		}
+		fb := eb.ops.gen[2].sub[1:]
+		var kinds []string
+		for i := range fb {
+			kinds = append(kinds, fb[i].name)
+		}
+		want := "generation_downscale_gemm generation_q_b_proj_gemm generation_attention generation_proj_gemm"
+		if be != "vllm" {
+			want = "generation_downscale_gemm generation_q_b_proj_gemm generation_bmm_pre generation_attention generation_bmm_post generation_proj_gemm"
+		}
+		if got := strings.Join(kinds, " "); got != want {
+			t.Errorf("%s decode fallback ops %s, want %s", be, got, want)
 		}
 	}
 }

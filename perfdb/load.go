@@ -387,6 +387,18 @@ func assemble(ctx context.Context, tr *tree, src rowSource, backend, version str
 			d.MLAGenerationModule, err = loadKind(ctx, src, mlaGenerationModuleKind, res(mlaGenerationModuleKind.stem), sys, s)
 			return err
 		},
+		func(s *[]DataSource) (err error) {
+			d.MLAContext, err = loadKind(ctx, src, mlaContextKind, res(mlaContextKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.MLAGeneration, err = loadKind(ctx, src, mlaGenerationKind, res(mlaGenerationKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.MLABmm, err = loadKind(ctx, src, mlaBmmKind, res(mlaBmmKind.stem), sys, s)
+			return err
+		},
 	}
 	srcs := make([][]DataSource, len(tasks))
 	errs := make([]error, len(tasks))

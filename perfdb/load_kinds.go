@@ -369,10 +369,76 @@ var mlaGenerationModuleKind = &tableKind[MLAModuleRow, mlaModuleKey]{
 	},
 }
 
+// --- op-level MLA and MLA BMM --------------------------------------------------
+
+type mlaKey struct {
+	fmha, kv          string
+	heads, batch, seq int
+}
+
+func mlaFromParquet(t *rawTable) ([]MLARow, error) {
+	c := &colReader{t: t}
+	ks, fm, kv := c.strs("kernel_source", false), c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true)
+	heads, b := c.ints("num_heads", true, 0), c.ints("batch_size", true, 0)
+	isl, step := c.ints("isl", true, 0), c.ints("step", false, 0)
+	lat, pw := c.floats("latency", true), c.floats("power", false)
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := make([]MLARow, t.rows)
+	for i := range out {
+		out[i] = MLARow{FMHA: fm[i], KVDtype: kv[i], NumHeads: heads[i], Batch: b[i], ISL: isl[i], Step: step[i],
+			Latency: lat[i], Power: pw[i], Kernel: ks[i]}
+	}
+	return out, nil
+}
+
+var mlaCols = []string{"kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency", "power"}
+
+// mlaContextKind keys (fmha, kv, heads, isl, batch), first wins.
+var mlaContextKind = &tableKind[MLARow, mlaKey]{
+	stem: "context_mla_perf", cols: mlaCols, fromParquet: mlaFromParquet,
+	kernel: func(r *MLARow) string { return r.Kernel },
+	key:    func(r *MLARow) mlaKey { return mlaKey{r.FMHA, r.KVDtype, r.NumHeads, r.Batch, r.ISL} },
+}
+
+// mlaGenerationKind keys (kv, heads, batch, isl+step): mla_dtype is not a key.
+var mlaGenerationKind = &tableKind[MLARow, mlaKey]{
+	stem: "generation_mla_perf", cols: mlaCols, fromParquet: mlaFromParquet,
+	kernel: func(r *MLARow) string { return r.Kernel },
+	key:    func(r *MLARow) mlaKey { return mlaKey{"", r.KVDtype, r.NumHeads, r.Batch, r.ISL + r.Step} },
+}
+
+type mlaBmmKey struct {
+	dtype, op     string
+	heads, tokens int
+}
+
+var mlaBmmKind = &tableKind[MLABmmRow, mlaBmmKey]{
+	stem: "mla_bmm_perf",
+	cols: []string{"kernel_source", "op_name", "bmm_dtype", "num_heads", "num_tokens", "latency", "power"},
+	fromParquet: func(t *rawTable) ([]MLABmmRow, error) {
+		c := &colReader{t: t}
+		ks, op, dt := c.strs("kernel_source", false), c.strs("op_name", true), c.strs("bmm_dtype", true)
+		heads, tok := c.ints("num_heads", true, 0), c.ints("num_tokens", true, 0)
+		lat, pw := c.floats("latency", true), c.floats("power", false)
+		if c.err != nil {
+			return nil, c.err
+		}
+		out := make([]MLABmmRow, t.rows)
+		for i := range out {
+			out[i] = MLABmmRow{Op: op[i], Dtype: dt[i], NumHeads: heads[i], NumTokens: tok[i], Latency: lat[i], Power: pw[i], Kernel: ks[i]}
+		}
+		return out, nil
+	},
+	kernel: func(r *MLABmmRow) string { return r.Kernel },
+	key:    func(r *MLABmmRow) mlaBmmKey { return mlaBmmKey{r.Dtype, r.Op, r.NumHeads, r.NumTokens} },
+}
+
 // tableStems lists the tables aicdb imports and resolves, in Data.Sources order.
 var tableStems = []string{"gemm_perf", "context_attention_perf", "generation_attention_perf",
 	"custom_allreduce_perf", "nccl_perf", "moe_perf", "computescale_perf", "scale_matrix_perf",
-	"mla_context_module_perf", "mla_generation_module_perf"}
+	"mla_context_module_perf", "mla_generation_module_perf", "context_mla_perf", "generation_mla_perf", "mla_bmm_perf"}
 
 // isImportedStem reports whether a Parquet file stem is one aicdb imports.
 func isImportedStem(stem string) bool {

@@ -9,8 +9,8 @@ package perfdb
 //     MLA ops as its fallback when the module table has no slice. On vLLM
 //     the granular fallback is the absorbed form vLLM runs: standard
 //     context/generation attention with head size v_head_dim; TRT-LLM and
-//     SGLang fall back to the op-level MLA/BMM tables, which are not
-//     imported yet (an error naming them);
+//     SGLang fall back to the op-level MLA tables (context MLA; decode BMM
+//     pre + generation MLA + BMM post);
 //   - MoE on every layer (the reference prices all num_hidden_layers as MoE
 //     layers, first_k_dense_replace is not modelled there), with one shared
 //     expert: context runs shared and routed experts in sequence, decode
@@ -21,6 +21,11 @@ package perfdb
 // 2112, q_lora 1536, kv_lora 512) are kept as it prices them.
 
 import "fmt"
+
+// mlaKernelHeads is the head count the op-level MLA kernel tables are keyed
+// at before TP (the reference's DeepSeek-compatible 128-head convention,
+// kept for Kimi-K2.5's 64 heads too); the BMMs and module use real heads.
+const mlaKernelHeads = 128
 
 // deepseekDistribution is DeepSeekModel's power-law MoE workload (alpha 1.01).
 const deepseekDistribution = "power_law_1.01"
@@ -60,6 +65,11 @@ func buildDeepSeek(m *Model, c *Config) (opLists, error) {
 	mtp := mtpScale(c.Nextn, m.Layers)
 	gq := c.GemmQuant // native checkpoints: every attention projection shares the global mode
 	hs := vllmHeadSize(m)
+	// The absorbed kv_b BMMs run in fp8 for any quantized checkpoint, else bf16.
+	bmmQ := GemmBF16
+	if gq != GemmBF16 {
+		bmmQ = GemmFP8
+	}
 	heads := m.Heads / tp
 	kvHeads := m.KVHeads / tp
 	var ls opLists
@@ -93,9 +103,14 @@ func buildDeepSeek(m *Model, c *Config) (opLists, error) {
 		case c.Backend == "vllm":
 			out = append(out, op{name: "generation_attention", kind: opGenAttn, scale: scale, heads: heads,
 				kvHeads: kvHeads, headDim: hs, kvQ: c.KVQuant})
+		case phase == "context":
+			out = append(out, op{name: "context_attention", kind: opMLAContext, scale: scale, heads: mlaKernelHeads / tp,
+				kvQ: c.KVQuant, fmhaQ: c.FMHAQuant})
 		default:
-			out = append(out, op{name: phase + "_attention", kind: opUnmodelled,
-				unmodelled: fmt.Sprintf("%s MLA on %s needs the op-level MLA tables (%s_mla_perf, mla_bmm_perf), which aicdb does not model yet; the fused MLA module table has no slice for this configuration", phase, c.Backend, phase)})
+			out = append(out,
+				op{name: "generation_bmm_pre", kind: opMLABmm, scale: scale, heads: heads, gemmQ: bmmQ, pre: true},
+				op{name: "generation_attention", kind: opMLAGeneration, scale: scale, heads: mlaKernelHeads / tp, kvQ: c.KVQuant},
+				op{name: "generation_bmm_post", kind: opMLABmm, scale: scale, heads: heads, gemmQ: bmmQ})
 		}
 		o, err := gemm(phase+"_proj_gemm", scale, h, m.Heads*128/tp, gq)
 		if err != nil {

@@ -95,6 +95,10 @@ type tables struct {
 	mlaCtx map[mlaModSliceKey]*mlaModSlice // context MLA module slices
 	mlaGen map[mlaModSliceKey]*mlaModSlice // generation MLA module slices
 
+	mlaOpCtx map[mlaModSliceKey]*grid         // op-level context MLA by (fmha, kv)
+	mlaOpGen map[string]*grid                 // op-level generation MLA by kv
+	mlaBmm   map[mlaBmmSliceKey]map[int]*grid // MLA BMM curves by (dtype, op) and heads
+
 	emp empCache
 }
 
@@ -161,6 +165,7 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t.moe = buildMoEIndex(d.MoE, d.System)
 	t.moeLL = buildMoEIndex(d.MoEMinLatency, d.System)
 	t.buildMLAModules(d)
+	t.buildMLAOps(d)
 	return &Querier{mode: mode, policy: AllTransfers, tables: t}, nil
 }
 

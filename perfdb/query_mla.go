@@ -292,3 +292,253 @@ func (q *Querier) MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm 
 	}
 	return Perf{}, err
 }
+
+// --- op-level MLA and MLA BMM (the granular path of TRT-LLM and SGLang) -------
+
+// mlaBmmCfg is the BMM tokens curve: raw blend, util hold past its ends.
+var mlaBmmCfg = gridCfg{axes: []string{"num_tokens"}, sqrtAxis: -1, kTail: 1, nnLeaves: 4}
+
+// mlaBmmSliceKey selects a BMM slice: dtype and pre/post op name.
+type mlaBmmSliceKey struct{ dtype, op string }
+
+// buildMLAOps indexes the op-level MLA and BMM tables (first row wins).
+func (t *tables) buildMLAOps(d *Data) {
+	ctx := map[mlaModSliceKey][]gridPoint{}
+	for i := range d.MLAContext {
+		r := &d.MLAContext[i]
+		k := mlaModSliceKey{r.FMHA, r.KVDtype, ""}
+		ctx[k] = append(ctx[k], gridPoint{c: [maxAxes]int{r.NumHeads, r.ISL, r.Batch}, l: newLeaf(r.Latency, r.Power)})
+	}
+	t.mlaOpCtx = map[mlaModSliceKey]*grid{}
+	for k, p := range ctx {
+		t.mlaOpCtx[k] = buildGrid(3, p)
+	}
+	gen := map[string][]gridPoint{}
+	for i := range d.MLAGeneration {
+		r := &d.MLAGeneration[i]
+		gen[r.KVDtype] = append(gen[r.KVDtype], gridPoint{c: [maxAxes]int{r.NumHeads, r.Batch, r.ISL + r.Step}, l: newLeaf(r.Latency, r.Power)})
+	}
+	t.mlaOpGen = map[string]*grid{}
+	for k, p := range gen {
+		t.mlaOpGen[k] = buildGrid(3, p)
+	}
+	bmm := map[mlaBmmSliceKey]map[int][]gridPoint{}
+	for i := range d.MLABmm {
+		r := &d.MLABmm[i]
+		k := mlaBmmSliceKey{r.Dtype, r.Op}
+		if bmm[k] == nil {
+			bmm[k] = map[int][]gridPoint{}
+		}
+		bmm[k][r.NumHeads] = append(bmm[k][r.NumHeads], gridPoint{c: [maxAxes]int{r.NumTokens}, l: newLeaf(r.Latency, r.Power)})
+	}
+	t.mlaBmm = map[mlaBmmSliceKey]map[int]*grid{}
+	for k, byHeads := range bmm {
+		t.mlaBmm[k] = map[int]*grid{}
+		for h, p := range byHeads {
+			t.mlaBmm[k][h] = buildGrid(1, p)
+		}
+	}
+}
+
+// genMLASOL is generation_mla_sol_ms at c = [n, b, s].
+type genMLASOL struct{ kvMem, flops, memBW float64 }
+
+func (a *genMLASOL) sol(c pt) float64 {
+	n, b, s := c[0], c[1], c[2]
+	ops := 2 * b * n * 1088 * s
+	mem := b * (n*1088*2 + (s-1)*576*a.kvMem)
+	return math.Max(ops/a.flops*1000, mem/a.memBW*1000)
+}
+
+// mlaBmmSOL is mla_bmm_sol_ms at c = [tokens] for n heads (the requested
+// quant's bytes and flops, even when the data fell back to bfloat16).
+type mlaBmmSOL struct{ n, mem, flops, memBW float64 }
+
+func (a *mlaBmmSOL) sol(c pt) float64 {
+	t := c[0]
+	ops := 2 * t * a.n * 128 * 512
+	mem := a.n * (t*640 + 128*512) * a.mem
+	return math.Max(ops/a.flops*1000, mem/a.memBW*1000)
+}
+
+// MLAContext is the op-level context MLA latency (Rust
+// query_context_mla_table): [heads][s+prefix][b], sqrt-seq blend, scaled by
+// (full² − prefix²)/full² on the silicon path.
+func (q *Querier) MLAContext(b, s, prefix, heads int, kv KVQuant, fmha FMHAQuant) (Perf, error) {
+	if err := checkDims("context MLA", []string{"batch", "seq", "prefix", "num_heads"}, b, s, prefix, heads); err != nil {
+		return Perf{}, err
+	}
+	sol, err := q.ctxMLAModuleSOL(kv, fmha)
+	if err != nil {
+		return Perf{}, err
+	}
+	solQ := sol.solPrefix(float64(heads), float64(s), float64(prefix), float64(b))
+	k := mlaModSliceKey{string(fmha), string(kv), ""}
+	query := pt{float64(heads), float64(s + prefix), float64(b)}
+	empirical := func() (Perf, error) {
+		g := q.emp.grid(fmt.Sprintf("ctx_mla:%v", k), func() *utilGrid {
+			if gr, ok := q.mlaOpCtx[k]; ok {
+				return buildUtilGrid(3, gr.points(), sol)
+			}
+			return nil
+		})
+		v, err := g.estimate(solQ, query, 1)
+		return Perf{LatencyMs: v, Source: SourceEmpirical}, err
+	}
+	switch q.mode {
+	case ModeSOL:
+		return Perf{LatencyMs: solQ, Source: SourceSOL}, nil
+	case ModeEmpirical:
+		return empirical()
+	}
+	g, ok := q.mlaOpCtx[k]
+	if !ok {
+		err = missf("context MLA data missing for fmha=%s kv=%s (%s %s %s)", fmha, kv, q.sys.Name, q.backend, q.version)
+	} else {
+		var l leaf
+		if l, err = g.query(&ctxAttnCfg, sol, query); err == nil {
+			corr := 0.0
+			if full := float64(s + prefix); full > 0 {
+				p := float64(prefix)
+				corr = (full*full - p*p) / (full * full)
+			}
+			return Perf{LatencyMs: l.lat * corr, EnergyWms: l.energy * corr, Source: SourceSilicon}, nil
+		}
+	}
+	if q.hybridMiss(err) {
+		return empirical()
+	}
+	return Perf{}, err
+}
+
+// MLAGeneration is the op-level decode MLA latency (Rust
+// query_generation_mla_table): one query at [heads][b][s].
+func (q *Querier) MLAGeneration(b, s, heads int, kv KVQuant) (Perf, error) {
+	if err := checkDims("generation MLA", []string{"batch", "seq", "num_heads"}, b, s, heads); err != nil {
+		return Perf{}, err
+	}
+	km, err := kv.Mapping()
+	if err != nil {
+		return Perf{}, err
+	}
+	fl, err := tcFlops(q.sys, genAttnFlopsDtype(q.sys, kv))
+	if err != nil {
+		return Perf{}, fmt.Errorf("generation MLA kv %s: %w", kv, err)
+	}
+	sol := &genMLASOL{kvMem: km.Memory, flops: fl, memBW: q.sys.MemBW}
+	query := pt{float64(heads), float64(b), float64(s)}
+	empirical := func() (Perf, error) {
+		g := q.emp.grid("gen_mla:"+string(kv), func() *utilGrid {
+			if gr, ok := q.mlaOpGen[string(kv)]; ok {
+				return buildUtilGrid(3, gr.points(), sol)
+			}
+			return nil
+		})
+		v, err := g.estimate(sol.sol(query), query, 1)
+		return Perf{LatencyMs: v, Source: SourceEmpirical}, err
+	}
+	switch q.mode {
+	case ModeSOL:
+		return Perf{LatencyMs: sol.sol(query), Source: SourceSOL}, nil
+	case ModeEmpirical:
+		return empirical()
+	}
+	g, ok := q.mlaOpGen[string(kv)]
+	if !ok {
+		err = missf("generation MLA data missing for kv=%s (%s %s %s)", kv, q.sys.Name, q.backend, q.version)
+	} else {
+		var l leaf
+		if l, err = g.query(&genAttnCfg, sol, query); err == nil {
+			return Perf{LatencyMs: l.lat, EnergyWms: l.energy, Source: SourceSilicon}, nil
+		}
+	}
+	if q.hybridMiss(err) {
+		return empirical()
+	}
+	return Perf{}, err
+}
+
+// mlaBmmSelected is the BMM dtype the data answers for quant: quant when
+// any slice has it, else bfloat16 (Rust bmm_selected_quant).
+func (q *Querier) mlaBmmSelected(quant GemmQuant) GemmQuant {
+	for k := range q.mlaBmm {
+		if k.dtype == string(quant) {
+			return quant
+		}
+	}
+	return GemmBF16
+}
+
+// MLABmm is the absorbed-MLA BMM latency (Rust query_mla_bmm_table) at
+// tokens rows and heads rank-local heads: pre (q·W_UK) or post (o·W_UV).
+// A non-power-of-two head count without its own rows reads the next
+// power-of-two slice scaled by heads/pow2.
+func (q *Querier) MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, error) {
+	if err := checkDims("MLA BMM", []string{"num_tokens", "num_heads"}, tokens, heads); err != nil {
+		return Perf{}, err
+	}
+	gm, err := quant.Mapping()
+	if err != nil {
+		return Perf{}, err
+	}
+	fl, err := tcFlops(q.sys, gm.Dtype)
+	if err != nil {
+		return Perf{}, fmt.Errorf("MLA BMM %s: %w", quant, err)
+	}
+	if q.mode == ModeSOL {
+		s := &mlaBmmSOL{n: float64(heads), mem: gm.Memory, flops: fl, memBW: q.sys.MemBW}
+		return Perf{LatencyMs: s.sol(pt{float64(tokens)}), Source: SourceSOL}, nil
+	}
+	opName := "mla_gen_post"
+	if pre {
+		opName = "mla_gen_pre"
+	}
+	selected := q.mlaBmmSelected(quant)
+	k := mlaBmmSliceKey{string(selected), opName}
+	slice := heads
+	scale := 1.0
+	if p2 := nextPow2(heads); p2 != heads {
+		if _, ok := q.mlaBmm[k][heads]; !ok {
+			slice, scale = p2, float64(heads)/float64(p2)
+		}
+	}
+	sol := &mlaBmmSOL{n: float64(slice), mem: gm.Memory, flops: fl, memBW: q.sys.MemBW}
+	query := pt{float64(tokens)}
+	empirical := func() (Perf, error) {
+		g := q.emp.grid(fmt.Sprintf("mla_bmm:%s:%s:%s:%d", quant, selected, opName, slice), func() *utilGrid {
+			if gr, ok := q.mlaBmm[k][slice]; ok {
+				return buildUtilGrid(1, gr.points(), sol)
+			}
+			return nil
+		})
+		v, err := g.estimate(sol.sol(query), query, 1)
+		return Perf{LatencyMs: v * scale, Source: SourceEmpirical}, err
+	}
+	if q.mode == ModeEmpirical {
+		return empirical()
+	}
+	byHeads, ok := q.mlaBmm[k]
+	if !ok {
+		err = missf("MLA BMM data missing for quant=%s, %s (%s %s %s)", quant, opName, q.sys.Name, q.backend, q.version)
+	} else if g, ok := byHeads[slice]; !ok {
+		err = missf("MLA BMM data missing for num_heads=%d (%s %s %s)", slice, q.sys.Name, q.backend, q.version)
+	} else {
+		var l leaf
+		if l, err = g.query(&mlaBmmCfg, sol, query); err == nil {
+			return Perf{LatencyMs: l.lat * scale, EnergyWms: l.energy * scale, Source: SourceSilicon}, nil
+		}
+	}
+	if q.hybridMiss(err) {
+		return empirical()
+	}
+	return Perf{}, err
+}
+
+// nextPow2 is the smallest power of two ≥ n (n ≥ 1).
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}

@@ -194,6 +194,32 @@ type MLAModuleRow struct {
 	Kernel   string
 }
 
+// MLARow is one op-level MLA attention point (context_mla_perf /
+// generation_mla_perf): the latent attention kernel alone, heads rank-local.
+type MLARow struct {
+	FMHA     string // mla_dtype (context compute dtype; degenerate for generation)
+	KVDtype  string // kv_cache_dtype
+	NumHeads int
+	Batch    int
+	ISL      int
+	Step     int // generation: KV length = isl + step
+	Latency  float64
+	Power    float64
+	Kernel   string
+}
+
+// MLABmmRow is one absorbed-MLA BMM point (mla_bmm_perf): the per-head
+// q·W_UK (op "mla_gen_pre") or o·W_UV ("mla_gen_post") batched GEMM.
+type MLABmmRow struct {
+	Op        string // op_name: mla_gen_pre | mla_gen_post
+	Dtype     string // bmm_dtype
+	NumHeads  int
+	NumTokens int
+	Latency   float64
+	Power     float64
+	Kernel    string
+}
+
 // DataSource records one file that contributed rows to a resolved table.
 type DataSource struct {
 	Table   string // table stem, e.g. "gemm_perf"
@@ -259,6 +285,11 @@ type Data struct {
 	// (DeepSeek/Kimi MLA attention); empty for systems/backends without them.
 	MLAContextModule    []MLAModuleRow
 	MLAGenerationModule []MLAModuleRow
+	// MLAContext / MLAGeneration / MLABmm are the op-level MLA tables the
+	// granular (non-module) MLA path of TRT-LLM and SGLang reads.
+	MLAContext    []MLARow
+	MLAGeneration []MLARow
+	MLABmm        []MLABmmRow
 
 	// Sources lists every file that contributed, in resolution order per table,
 	// tables in a fixed order.
