@@ -155,3 +155,42 @@ func TestDeepSeekComposition(t *testing.T) {
 		}
 	}
 }
+
+// TestAggMTPAcceptance: with nextn drafts and acceptance a tokens per
+// decode iteration, a batch-1 agg point decodes in (osl−1)/a iterations of
+// the same (nextn+1)-row verify step, so TPOT is exactly TPOT(a=1)/a; an
+// acceptance outside [1, nextn+1] is a one-line error.
+func TestAggMTPAcceptance(t *testing.T) {
+	ds := embeddedModel(t, "deepseek-ai/DeepSeek-V3")
+	e, err := newEstimator(fakeKernels{}, testSystem(), ds, Config{Backend: "vllm", TP: 8, MoEEP: 8, Nextn: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := AggInput{Batch: 1, CtxTokens: 1024, ISL: 1024, OSL: 129}
+	base, err := e.Agg(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in0 := in
+	in0.DecodeTokensPerIter = 1
+	if one, err := e.Agg(in0); err != nil || one != base {
+		t.Fatalf("acceptance 1 differs from the default: %+v vs %+v (%v)", one, base, err)
+	}
+	for _, a := range []float64{1.5, 2, 3} {
+		in.DecodeTokensPerIter = a
+		r, err := e.Agg(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(r.TPOTMs-base.TPOTMs/a) > 1e-12*base.TPOTMs || r.NumGenOnly != 128/a {
+			t.Errorf("a=%v: TPOT %v want %v, gen-only steps %v want %v", a, r.TPOTMs, base.TPOTMs/a, r.NumGenOnly, 128/a)
+		}
+		if r.GenOnlyMs != base.GenOnlyMs {
+			t.Errorf("a=%v: the verify step (nextn+1 rows) must not depend on acceptance", a)
+		}
+	}
+	in.DecodeTokensPerIter = 3.5
+	if _, err := e.Agg(in); err == nil || !strings.Contains(err.Error(), "[1, nextn+1 = 3]") {
+		t.Errorf("acceptance above nextn+1: %v", err)
+	}
+}
