@@ -27,6 +27,8 @@ type kernels interface {
 	MLAContext(b, s, prefix, heads int, kv KVQuant, fmha FMHAQuant) (Perf, error)
 	MLAGeneration(b, s, heads int, kv KVQuant) (Perf, error)
 	MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, error)
+	DSAContext(b, s, prefix, heads int, arch string, kv KVQuant, fmha FMHAQuant, gemm GemmQuant) (Perf, error)
+	DSAGeneration(b, s, heads int, arch string, kv KVQuant, gemm GemmQuant) (Perf, error)
 }
 
 // opKind enumerates the operator types of the LLAMA and MOE op lists.
@@ -49,6 +51,8 @@ const (
 	opMLAContext                  // op-level context MLA (latent attention kernel)
 	opMLAGeneration               // op-level decode MLA
 	opMLABmm                      // absorbed-MLA BMM (pre or post), tokens = the phase batch
+	opDSACtx                      // context DSA module (indexer + top-k sparse MLA block)
+	opDSAGen                      // decode DSA module
 )
 
 // op is one entry of a context or generation op list (aiconfigurator
@@ -87,6 +91,8 @@ type op struct {
 
 	// MLA module: the model's native head count keys the module table.
 	native int
+	// DSA module: the architecture keys the table and its dims.
+	arch string
 
 	// composites: opFallback runs sub[0] as the primary and sub[1:] as the
 	// fallback chain; opOverlap runs sub[:split] against sub[split:].
@@ -142,6 +148,10 @@ func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
 		// The reference indexes the BMM table by the op's batch (its
 		// per-request row count), not the token count.
 		r, err = ks.MLABmm(batch, o.heads, o.gemmQ, o.pre)
+	case opDSACtx:
+		r, err = ks.DSAContext(batch, s, prefix, o.heads, o.arch, o.kvQ, o.fmhaQ, o.gemmQ)
+	case opDSAGen:
+		r, err = ks.DSAGeneration(batch, s, o.heads, o.arch, o.kvQ, o.gemmQ)
 	default:
 		return Perf{}, fmt.Errorf("op %s: unknown kind %d", o.name, o.kind)
 	}

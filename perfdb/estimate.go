@@ -96,8 +96,10 @@ func newEstimator(ks kernels, sys *System, m *Model, cfg Config) (*Estimator, er
 		ls, err = buildMoE(m, &cfg)
 	case "DEEPSEEK", "KIMIK25":
 		ls, err = buildDeepSeek(m, &cfg)
+	case "DEEPSEEKV32":
+		ls, err = buildDeepSeekV32(m, &cfg)
 	default:
-		return nil, fmt.Errorf("%w: %s (architecture %s) is family %q; supported: LLAMA, MOE, DEEPSEEK, KIMIK25",
+		return nil, fmt.Errorf("%w: %s (architecture %s) is family %q; supported: LLAMA, MOE, DEEPSEEK, KIMIK25, DEEPSEEKV32",
 			ErrUnsupportedFamily, m.ID, m.Architecture, m.Family)
 	}
 	if err != nil {
@@ -137,7 +139,7 @@ func ValidateConfig(m *Model, cfg Config) error {
 	switch m.Family {
 	case "MOE":
 		return validateMoE(m, &cfg)
-	case "DEEPSEEK", "KIMIK25":
+	case "DEEPSEEK", "KIMIK25", "DEEPSEEKV32":
 		return validateDeepSeek(m, &cfg)
 	}
 	return nil

@@ -75,7 +75,8 @@ func ResolveQuant(d *Data, m *Model, cfg Config, cliPath bool) Config {
 	}
 	if !explicitFMHA && cfg.FMHAQuant != FMHABF16 {
 		keep := false
-		if cfg.Backend != "vllm" {
+		// DSA (DeepSeek-V3.2, GLM-5) always ends with a bf16 fmha.
+		if cfg.Backend != "vllm" && m.Family != "DEEPSEEKV32" {
 			for i := range d.ContextAttention {
 				r := &d.ContextAttention[i]
 				if r.AttnDtype == string(cfg.FMHAQuant) && r.KVDtype == string(cfg.KVQuant) {

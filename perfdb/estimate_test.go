@@ -48,6 +48,12 @@ func (fakeKernels) MLAGeneration(b, s, heads int, kv KVQuant) (Perf, error) {
 func (fakeKernels) MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, error) {
 	return Perf{LatencyMs: 0.003 + float64(tokens*heads)*1e-7, Source: SourceSilicon}, nil
 }
+func (fakeKernels) DSAContext(b, s, prefix, heads int, arch string, kv KVQuant, fmha FMHAQuant, gemm GemmQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.04 + float64(b*s*heads)*1e-7, Source: SourceSilicon}, nil
+}
+func (fakeKernels) DSAGeneration(b, s, heads int, arch string, kv KVQuant, gemm GemmQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.02 + float64(b*min(s, 2048)*heads)*1e-8, Source: SourceSilicon}, nil
+}
 func (fakeKernels) MemOp(bytes float64) (Perf, error) {
 	return Perf{LatencyMs: (bytes/(4.8e12*0.8) + 3e-6) * 1000, Source: SourceEmpirical}, nil
 }

@@ -110,6 +110,8 @@ var importers = map[string]fileImporter{
 	mlaContextKind.stem:          kindImporter[MLARow, mlaKey]{mlaContextKind},
 	mlaGenerationKind.stem:       kindImporter[MLARow, mlaKey]{mlaGenerationKind},
 	mlaBmmKind.stem:              kindImporter[MLABmmRow, mlaBmmKey]{mlaBmmKind},
+	dsaContextKind.stem:          kindImporter[DSARow, *DSARow]{dsaContextKind},
+	dsaGenerationKind.stem:       kindImporter[DSARow, *DSARow]{dsaGenerationKind},
 }
 
 // importFiles imports the tree's table files: unchanged files (same sha256)

@@ -35,6 +35,8 @@ func TestKVBytesPerToken(t *testing.T) {
 		t.Fatalf("DeepSeek-V3 parsed as family %s kv_lora %d rope %d v_head %d", ds.Family, ds.KVLoraRank, ds.QKRopeHeadDim, ds.VHeadDim)
 	}
 	llama := embeddedModel(t, "meta-llama/Meta-Llama-3.1-8B")
+	v32 := embeddedModel(t, "deepseek-ai/DeepSeek-V3.2")
+	glm := embeddedModel(t, "zai-org/GLM-5")
 	kimi := embeddedModel(t, "moonshotai/Kimi-K2.5")
 	cases := []struct {
 		m      *Model
@@ -47,6 +49,10 @@ func TestKVBytesPerToken(t *testing.T) {
 		{ds, 8, KVBF16, 61 * 576 * 2},
 		{kimi, 8, KVBF16, 61 * 576 * 2},
 		{llama, 2, KVBF16, 4 * 128 * 32 * 2 * 2},
+		// DSA: latent in the KV dtype + bf16 RoPE key + fp8 indexer key (128 + 4 B scale).
+		{v32, 8, KVFP8, 61 * (512*1 + 64*2 + 132)},
+		{v32, 1, KVBF16, 61 * (512*2 + 64*2 + 132)},
+		{glm, 8, KVBF16, float64(glm.Layers) * (512*2 + 64*2 + 132)},
 		{llama, 16, KVBF16, 1 * 128 * 32 * 2 * 2}, // ⌈8/16⌉ = 1 head per GPU
 	}
 	for _, c := range cases {

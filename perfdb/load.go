@@ -399,6 +399,14 @@ func assemble(ctx context.Context, tr *tree, src rowSource, backend, version str
 			d.MLABmm, err = loadKind(ctx, src, mlaBmmKind, res(mlaBmmKind.stem), sys, s)
 			return err
 		},
+		func(s *[]DataSource) (err error) {
+			d.DSAContext, err = loadKind(ctx, src, dsaContextKind, res(dsaContextKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.DSAGeneration, err = loadKind(ctx, src, dsaGenerationKind, res(dsaGenerationKind.stem), sys, s)
+			return err
+		},
 	}
 	srcs := make([][]DataSource, len(tasks))
 	errs := make([]error, len(tasks))

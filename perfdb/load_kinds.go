@@ -435,10 +435,48 @@ var mlaBmmKind = &tableKind[MLABmmRow, mlaBmmKey]{
 	key:    func(r *MLABmmRow) mlaBmmKey { return mlaBmmKey{r.Dtype, r.Op, r.NumHeads, r.NumTokens} },
 }
 
+// --- DSA modules ----------------------------------------------------------------
+
+func dsaFromParquet(t *rawTable) ([]DSARow, error) {
+	c := &colReader{t: t}
+	ks, arch, op := c.strs("kernel_source", false), c.strs("architecture", true), c.strs("op_name", false)
+	fm, kv, gt := c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true), c.strs("gemm_type", true)
+	heads, b := c.ints("num_heads", true, 0), c.ints("batch_size", true, 0)
+	isl, step := c.ints("isl", true, 0), c.ints("step", true, 0)
+	lat, pw := c.floats("latency", true), c.floats("power", false)
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := make([]DSARow, t.rows)
+	for i := range out {
+		out[i] = DSARow{Arch: arch[i], FMHA: fm[i], KVDtype: kv[i], GemmType: gt[i], OpName: op[i], NumHeads: heads[i],
+			Batch: b[i], ISL: isl[i], Step: step[i], Latency: lat[i], Power: pw[i], Kernel: ks[i]}
+	}
+	return out, nil
+}
+
+var dsaCols = []string{"kernel_source", "architecture", "op_name", "mla_dtype", "kv_cache_dtype", "gemm_type",
+	"num_heads", "batch_size", "isl", "step", "latency", "power"}
+
+// dsaRowKey makes every row distinct (its address in the decoded file):
+// DSA rows skip the loader's first-wins, see Data.DSAContext.
+func dsaRowKey(r *DSARow) *DSARow { return r }
+
+var dsaContextKind = &tableKind[DSARow, *DSARow]{
+	stem: "dsa_context_module_perf", cols: dsaCols, fromParquet: dsaFromParquet,
+	kernel: func(r *DSARow) string { return r.Kernel }, key: dsaRowKey,
+}
+
+var dsaGenerationKind = &tableKind[DSARow, *DSARow]{
+	stem: "dsa_generation_module_perf", cols: dsaCols, fromParquet: dsaFromParquet,
+	kernel: func(r *DSARow) string { return r.Kernel }, key: dsaRowKey,
+}
+
 // tableStems lists the tables aicdb imports and resolves, in Data.Sources order.
 var tableStems = []string{"gemm_perf", "context_attention_perf", "generation_attention_perf",
 	"custom_allreduce_perf", "nccl_perf", "moe_perf", "computescale_perf", "scale_matrix_perf",
-	"mla_context_module_perf", "mla_generation_module_perf", "context_mla_perf", "generation_mla_perf", "mla_bmm_perf"}
+	"mla_context_module_perf", "mla_generation_module_perf", "context_mla_perf", "generation_mla_perf", "mla_bmm_perf",
+	"dsa_context_module_perf", "dsa_generation_module_perf"}
 
 // isImportedStem reports whether a Parquet file stem is one aicdb imports.
 func isImportedStem(stem string) bool {

@@ -68,6 +68,10 @@ func TestH200Vllm022Golden(t *testing.T) {
 		"mla_generation_module_perf manifest 1.3.0rc20", "mla_generation_module_perf manifest 1.3.0rc10",
 		// Op-level MLA: only the reuse.yaml donor 0.14.0 has them for vllm.
 		"context_mla_perf reuse 0.14.0", "generation_mla_perf reuse 0.14.0",
+		"dsa_context_module_perf primary 0.22.0", "dsa_context_module_perf reuse 0.24.0", "dsa_context_module_perf earlier 0.19.0",
+		"dsa_context_module_perf manifest 1.3.0rc20",
+		"dsa_generation_module_perf primary 0.22.0", "dsa_generation_module_perf reuse 0.24.0", "dsa_generation_module_perf earlier 0.19.0",
+		"dsa_generation_module_perf manifest 1.3.0rc20", "dsa_generation_module_perf manifest 1.3.0rc10",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("sources =\n%v\nwant\n%v", got, want)

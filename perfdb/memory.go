@@ -27,10 +27,10 @@ func activationCoeff(backend, family string, tp int) float64 {
 	var t map[string][4]float64
 	if backend == "sglang" {
 		t = map[string][4]float64{"LLAMA": {14, 8.5, 6.5, 6.5}, "MOE": {28, 17, 13, 13}, "DEEPSEEK": {28, 17, 13, 13},
-			"KIMIK25": {28, 17, 13, 13}, "default": {10, 6, 5, 5}}
+			"KIMIK25": {28, 17, 13, 13}, "DEEPSEEKV32": {28, 17, 13, 13}, "default": {10, 6, 5, 5}}
 	} else {
 		t = map[string][4]float64{"LLAMA": {11, 6.5, 5, 5}, "MOE": {22, 13, 10, 10}, "DEEPSEEK": {22, 13, 10, 10},
-			"KIMIK25": {22, 13, 10, 10}, "default": {10, 6, 5, 5}}
+			"KIMIK25": {22, 13, 10, 10}, "DEEPSEEKV32": {22, 13, 10, 10}, "default": {10, 6, 5, 5}}
 	}
 	c, ok := t[family]
 	if !ok {
@@ -59,6 +59,27 @@ func (m *Model) KVElementsPerToken(tp int) int {
 	return kvHeadsPerGPU(m, max(tp, 1)) * m.HeadDim * m.Layers * 2
 }
 
+// kvBytesPerToken is the KV bytes of one token on one GPU at kvMem bytes per
+// cached element. DSA (DEEPSEEKV32) caches, per layer, the latent in the KV
+// dtype, the RoPE key in bf16 and the fp8 indexer key with its scales
+// (deepseek_v32.py get_kvcache_bytes_per_sequence).
+func (m *Model) kvBytesPerToken(tp int, kvMem float64) float64 {
+	if m.Family == "DEEPSEEKV32" {
+		lora, rope, idx := m.KVLoraRank, m.QKRopeHeadDim, m.IndexHeadDim
+		if lora == 0 {
+			lora = 512
+		}
+		if rope == 0 {
+			rope = 64
+		}
+		if idx == 0 {
+			idx = 128
+		}
+		return float64(m.Layers) * (float64(lora)*kvMem + float64(rope)*2 + float64(indexerCacheEntryBytes(int64(idx))))
+	}
+	return float64(m.KVElementsPerToken(tp)) * kvMem
+}
+
 // KVBytesPerToken is the KV cache bytes one token occupies on one GPU of
 // this worker (all layers, the resolved KV cache dtype): what memory, KV
 // capacity and the disaggregated KV transfer size are built from. gpt-oss's
@@ -68,7 +89,7 @@ func (e *Estimator) KVBytesPerToken() float64 {
 	if err != nil {
 		return 0 // unreachable: newEstimator validated the KV quant
 	}
-	return float64(e.model.KVElementsPerToken(e.cfg.TP)) * kvm.Memory
+	return e.model.kvBytesPerToken(e.cfg.TP, kvm.Memory)
 }
 
 // memOpts are the per-call knobs of _get_memory_usage.
@@ -107,7 +128,7 @@ func (e *Estimator) memory(batch, isl, osl, prefix int, o memOpts) (MemoryUsage,
 	}
 	tpc := min(c.TP, 8)
 	act := 2 * float64(numTokens) * h * activationCoeff(c.Backend, m.Family, tpc)
-	if isMLAFamily(m) && m.NumExperts > 0 {
+	if (isMLAFamily(m) || m.Family == "DEEPSEEKV32") && m.NumExperts > 0 {
 		// MoE block-scale dispatch workspace (MOE_WORKSPACE_FAMILIES): fp32
 		// scales per 128-wide block of every routed copy of a token.
 		act += float64(numTokens) * h * float64(c.DP) * float64(m.NumExperts) * float64(m.TopK) / float64(c.MoEEP) / 128 * 4
@@ -137,7 +158,7 @@ func (e *Estimator) memory(batch, isl, osl, prefix int, o memOpts) (MemoryUsage,
 		swa := m.Layers / 2
 		kvPerSeq = perTok * float64(swa*min(seq, gptOSSWindow)+(m.Layers-swa)*seq)
 	} else {
-		kvPerSeq = float64(m.KVElementsPerToken(c.TP)) * kvm.Memory * float64(seq)
+		kvPerSeq = m.kvBytesPerToken(c.TP, kvm.Memory) * float64(seq)
 	}
 	kv := float64(batch) * kvPerSeq
 	nccl, ok := e.sys.NCCLMem[tpc]

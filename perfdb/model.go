@@ -40,6 +40,12 @@ type Model struct {
 	QKNopeHeadDim int `json:"qk_nope_head_dim,omitempty"`
 	QKRopeHeadDim int `json:"qk_rope_head_dim,omitempty"`
 	VHeadDim      int `json:"v_head_dim,omitempty"`
+	// DSA indexer (DeepSeek-V3.2, GLM-5): head dim and heads of the
+	// lightning indexer; IndexTopKFreq > 1 (GLM-5.2) shares one top-k index
+	// across layers.
+	IndexHeadDim  int `json:"index_head_dim,omitempty"`
+	IndexHeads    int `json:"index_n_heads,omitempty"`
+	IndexTopKFreq int `json:"index_topk_freq,omitempty"`
 
 	// QuantAlgo is the checkpoint's normalised weight quantization algorithm
 	// ("", "fp8", "fp8_block", "nvfp4", "mxfp4", "int4_wo", …); KVQuantAlgo its KV
@@ -118,9 +124,15 @@ func ParseHFConfig(id, name string, config, quantConfig []byte) (*Model, error) 
 		return nil, fmt.Errorf("model config %s: num_hidden_layers, hidden_size and num_attention_heads must be > 0", name)
 	}
 	m.Family = familyOf(m.Architecture)
-	if m.Family == "DEEPSEEK" || m.Family == "KIMIK25" {
+	if m.Family == "DEEPSEEK" || m.Family == "KIMIK25" || m.Family == "DEEPSEEKV32" {
 		m.QLoraRank, m.KVLoraRank = geti("q_lora_rank"), geti("kv_lora_rank")
 		m.QKNopeHeadDim, m.QKRopeHeadDim, m.VHeadDim = geti("qk_nope_head_dim"), geti("qk_rope_head_dim"), geti("v_head_dim")
+	}
+	if m.Family == "DEEPSEEKV32" {
+		m.IndexHeadDim, m.IndexHeads, m.IndexTopKFreq = geti("index_head_dim"), geti("index_n_heads"), geti("index_topk_freq")
+		if _, ok := raw["index_topk_pattern"]; ok && m.IndexTopKFreq <= 1 {
+			m.IndexTopKFreq = 2 // a per-layer skip pattern: shared-index layers exist
+		}
 	}
 	switch m.Architecture {
 	case "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM":
@@ -150,6 +162,8 @@ func familyOf(arch string) string {
 		return "DEEPSEEK"
 	case "KimiK25ForConditionalGeneration":
 		return "KIMIK25"
+	case "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM":
+		return "DEEPSEEKV32"
 	}
 	return ""
 }

@@ -99,6 +99,9 @@ type tables struct {
 	mlaOpGen map[string]*grid                 // op-level generation MLA by kv
 	mlaBmm   map[mlaBmmSliceKey]map[int]*grid // MLA BMM curves by (dtype, op) and heads
 
+	dsaCtx map[dsaSliceKey]dsaSlice // context DSA module grids
+	dsaGen map[dsaSliceKey]dsaSlice // generation DSA module grids
+
 	emp empCache
 }
 
@@ -166,6 +169,7 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t.moeLL = buildMoEIndex(d.MoEMinLatency, d.System)
 	t.buildMLAModules(d)
 	t.buildMLAOps(d)
+	t.buildDSA(d)
 	return &Querier{mode: mode, policy: AllTransfers, tables: t}, nil
 }
 

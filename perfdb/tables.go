@@ -220,6 +220,26 @@ type MLABmmRow struct {
 	Kernel    string
 }
 
+// DSARow is one DeepSeek Sparse Attention module point
+// (dsa_context_module_perf / dsa_generation_module_perf): one layer's DSA
+// block (projections, indexer, top-k sparse MLA) per GPU. Context rows use
+// Step as the cached prefix; generation rows' KV length is ISL + Step.
+// OpName marks the GLM-5.2 shared-index ("*skip_indexer*") rows.
+type DSARow struct {
+	Arch     string // architecture, e.g. "DeepseekV32ForCausalLM"
+	FMHA     string // mla_dtype
+	KVDtype  string // kv_cache_dtype
+	GemmType string // gemm_type
+	OpName   string
+	NumHeads int
+	Batch    int
+	ISL      int
+	Step     int
+	Latency  float64
+	Power    float64
+	Kernel   string
+}
+
 // DataSource records one file that contributed rows to a resolved table.
 type DataSource struct {
 	Table   string // table stem, e.g. "gemm_perf"
@@ -290,6 +310,12 @@ type Data struct {
 	MLAContext    []MLARow
 	MLAGeneration []MLARow
 	MLABmm        []MLABmmRow
+	// DSAContext / DSAGeneration are the DSA module tables (DeepSeek-V3.2,
+	// GLM-5). Rows are kept as read, without first-wins: the reference keeps
+	// the LAST row of a coordinate within a file and the first file across
+	// files, which the querier applies using Sources' per-file row counts.
+	DSAContext    []DSARow
+	DSAGeneration []DSARow
 
 	// Sources lists every file that contributed, in resolution order per table,
 	// tables in a fixed order.
