@@ -29,6 +29,8 @@ type kernels interface {
 	MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, error)
 	DSAContext(b, s, prefix, heads int, arch string, kv KVQuant, fmha FMHAQuant, gemm GemmQuant) (Perf, error)
 	DSAGeneration(b, s, heads int, arch string, kv KVQuant, gemm GemmQuant) (Perf, error)
+	GemmBelowGridSOL(quant GemmQuant, m, n, k int) (Perf, bool, error)
+	GDN(g GDNShape, b, s int) (Perf, error)
 }
 
 // opKind enumerates the operator types of the LLAMA and MOE op lists.
@@ -53,6 +55,7 @@ const (
 	opMLABmm                      // absorbed-MLA BMM (pre or post), tokens = the phase batch
 	opDSACtx                      // context DSA module (indexer + top-k sparse MLA block)
 	opDSAGen                      // decode DSA module
+	opGDN                         // a Gated-DeltaNet kernel (conv1d or delta rule)
 )
 
 // op is one entry of a context or generation op list (aiconfigurator
@@ -93,6 +96,14 @@ type op struct {
 	native int
 	// DSA module: the architecture keys the table and its dims.
 	arch string
+	// GDN kernel geometry.
+	gdn GDNShape
+	// belowGridSOL: a GEMM shape outside the collected grid is priced at its
+	// SOL in SILICON mode (the reference's below_grid_sol opt-in).
+	belowGridSOL bool
+	// attnAR: the model prices the attention all-reduce itself, so vLLM's
+	// pre-dispatch does not add its all-reduce proxy (attn_ar_modeled).
+	attnAR bool
 
 	// composites: opFallback runs sub[0] as the primary and sub[1:] as the
 	// fallback chain; opOverlap runs sub[:split] against sub[split:].
@@ -116,6 +127,11 @@ func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
 		r, err = ks.MemOp(o.bytesPerToken * float64(x))
 	case opGemm:
 		r, err = ks.GemmOp(o.gemmQ, x, o.n, o.k, o.lowPrec)
+		if err != nil && o.belowGridSOL && IsMiss(err) && o.gemmQ != GemmFP8Static {
+			if p, ok, e2 := ks.GemmBelowGridSOL(o.gemmQ, x, o.n, o.k); ok || e2 != nil {
+				r, err = p, e2
+			}
+		}
 	case opContextAttn:
 		r, err = o.contextAttention(ks, batch, s, prefix)
 	case opGenAttn:
@@ -152,6 +168,8 @@ func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
 		r, err = ks.DSAContext(batch, s, prefix, o.heads, o.arch, o.kvQ, o.fmhaQ, o.gemmQ)
 	case opDSAGen:
 		r, err = ks.DSAGeneration(batch, s, o.heads, o.arch, o.kvQ, o.gemmQ)
+	case opGDN:
+		r, err = ks.GDN(o.gdn, batch, s)
 	default:
 		return Perf{}, fmt.Errorf("op %s: unknown kind %d", o.name, o.kind)
 	}
@@ -289,7 +307,7 @@ func (o *op) dispatch(ks kernels, x int) (Perf, error) {
 	var total float64
 	switch o.backend {
 	case "vllm":
-		if attnTP > 1 {
+		if attnTP > 1 && !(o.pre && o.attnAR) {
 			v, err := ar(x)
 			if err != nil {
 				return Perf{}, err

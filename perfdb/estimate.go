@@ -98,8 +98,10 @@ func newEstimator(ks kernels, sys *System, m *Model, cfg Config) (*Estimator, er
 		ls, err = buildDeepSeek(m, &cfg)
 	case "DEEPSEEKV32":
 		ls, err = buildDeepSeekV32(m, &cfg)
+	case "QWEN35":
+		ls, err = buildQwen35(m, &cfg)
 	default:
-		return nil, fmt.Errorf("%w: %s (architecture %s) is family %q; supported: LLAMA, MOE, DEEPSEEK, KIMIK25, DEEPSEEKV32",
+		return nil, fmt.Errorf("%w: %s (architecture %s) is family %q; supported: LLAMA, MOE, DEEPSEEK, KIMIK25, DEEPSEEKV32, QWEN35",
 			ErrUnsupportedFamily, m.ID, m.Architecture, m.Family)
 	}
 	if err != nil {
@@ -141,6 +143,8 @@ func ValidateConfig(m *Model, cfg Config) error {
 		return validateMoE(m, &cfg)
 	case "DEEPSEEK", "KIMIK25", "DEEPSEEKV32":
 		return validateDeepSeek(m, &cfg)
+	case "QWEN35":
+		return validateQwen35(m, &cfg)
 	}
 	return nil
 }

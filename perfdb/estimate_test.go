@@ -54,6 +54,12 @@ func (fakeKernels) DSAContext(b, s, prefix, heads int, arch string, kv KVQuant, 
 func (fakeKernels) DSAGeneration(b, s, heads int, arch string, kv KVQuant, gemm GemmQuant) (Perf, error) {
 	return Perf{LatencyMs: 0.02 + float64(b*min(s, 2048)*heads)*1e-8, Source: SourceSilicon}, nil
 }
+func (fakeKernels) GemmBelowGridSOL(quant GemmQuant, m, n, k int) (Perf, bool, error) {
+	return Perf{}, false, nil
+}
+func (fakeKernels) GDN(g GDNShape, b, s int) (Perf, error) {
+	return Perf{LatencyMs: 0.004 + float64(b*max(s, 1)*g.NV)*1e-9, Source: SourceSilicon}, nil
+}
 func (fakeKernels) MemOp(bytes float64) (Perf, error) {
 	return Perf{LatencyMs: (bytes/(4.8e12*0.8) + 3e-6) * 1000, Source: SourceEmpirical}, nil
 }

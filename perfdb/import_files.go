@@ -112,6 +112,7 @@ var importers = map[string]fileImporter{
 	mlaBmmKind.stem:              kindImporter[MLABmmRow, mlaBmmKey]{mlaBmmKind},
 	dsaContextKind.stem:          kindImporter[DSARow, *DSARow]{dsaContextKind},
 	dsaGenerationKind.stem:       kindImporter[DSARow, *DSARow]{dsaGenerationKind},
+	gdnKind.stem:                 kindImporter[GDNRow, gdnKey]{gdnKind},
 }
 
 // importFiles imports the tree's table files: unchanged files (same sha256)

@@ -37,6 +37,7 @@ func TestKVBytesPerToken(t *testing.T) {
 	llama := embeddedModel(t, "meta-llama/Meta-Llama-3.1-8B")
 	v32 := embeddedModel(t, "deepseek-ai/DeepSeek-V3.2")
 	glm := embeddedModel(t, "zai-org/GLM-5")
+	q35 := embeddedModel(t, "Qwen/Qwen3.5-397B-A17B")
 	kimi := embeddedModel(t, "moonshotai/Kimi-K2.5")
 	cases := []struct {
 		m      *Model
@@ -53,6 +54,9 @@ func TestKVBytesPerToken(t *testing.T) {
 		{v32, 8, KVFP8, 61 * (512*1 + 64*2 + 132)},
 		{v32, 1, KVBF16, 61 * (512*2 + 64*2 + 132)},
 		{glm, 8, KVBF16, float64(glm.Layers) * (512*2 + 64*2 + 132)},
+		// Qwen3.5: only the 15 full-attention layers cache K/V per token.
+		{q35, 8, KVBF16, 15 * 2 * 1 * 256 * 2},
+		{q35, 1, KVBF16, 15 * 2 * 2 * 256 * 2},
 		{llama, 16, KVBF16, 1 * 128 * 32 * 2 * 2}, // ⌈8/16⌉ = 1 head per GPU
 	}
 	for _, c := range cases {
@@ -67,9 +71,45 @@ func TestKVBytesPerToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := 3 * 1024 * c.perTok / (1 << 30); math.Abs(u.KVCacheGiB-want) > 1e-12*want {
+		if want := 3 * (1024*c.perTok + e.KVStateBytesPerRequest()) / (1 << 30); math.Abs(u.KVCacheGiB-want) > 1e-12*want {
 			t.Errorf("%s tp %d: KV memory %v GiB, want %v", c.m.ID, c.tp, u.KVCacheGiB, want)
 		}
+	}
+}
+
+// TestGDNStatePerRequest: Qwen3.5's GDN layers hold a constant state per
+// request — 45 GDN layers × (fp32 state (64/tp)·128·128 + bf16 conv window
+// (2·16·128 + 64·128)/tp·3) — independent of the sequence length; other
+// models hold none.
+func TestGDNStatePerRequest(t *testing.T) {
+	q35 := embeddedModel(t, "Qwen/Qwen3.5-397B-A17B")
+	lin, full := q35.layerCounts()
+	if lin != 45 || full != 15 {
+		t.Fatalf("layer pattern %d linear / %d full, want 45 / 15", lin, full)
+	}
+	for _, tp := range []int{1, 8} {
+		e, err := newEstimator(fakeKernels{}, testSystem(), q35, Config{Backend: "vllm", TP: tp, MoEEP: tp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 45 * (float64(64/tp*128*128*4) + float64((2*16*128+64*128)/tp*3*2))
+		if got := e.KVStateBytesPerRequest(); got != want {
+			t.Errorf("tp %d: GDN state %v B, want %v", tp, got, want)
+		}
+		short, _ := e.Memory(1, 10, 1, 0, 0)
+		long, _ := e.Memory(1, 10000, 1, 0, 0)
+		perTok := e.KVBytesPerToken()
+		if d := (long.KVCacheGiB - short.KVCacheGiB) * (1 << 30); math.Abs(d-9990*perTok) > 1e-6*d {
+			t.Errorf("tp %d: KV grows %v B over 9990 tokens, want %v (state is per request)", tp, d, 9990*perTok)
+		}
+	}
+	ds := embeddedModel(t, "deepseek-ai/DeepSeek-V3")
+	e, err := newEstimator(fakeKernels{}, testSystem(), ds, Config{Backend: "vllm", TP: 8, MoEEP: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.KVStateBytesPerRequest() != 0 {
+		t.Errorf("DeepSeek-V3 has no per-request state")
 	}
 }
 

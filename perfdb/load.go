@@ -407,6 +407,10 @@ func assemble(ctx context.Context, tr *tree, src rowSource, backend, version str
 			d.DSAGeneration, err = loadKind(ctx, src, dsaGenerationKind, res(dsaGenerationKind.stem), sys, s)
 			return err
 		},
+		func(s *[]DataSource) (err error) {
+			d.GDN, err = loadKind(ctx, src, gdnKind, res(gdnKind.stem), sys, s)
+			return err
+		},
 	}
 	srcs := make([][]DataSource, len(tasks))
 	errs := make([]error, len(tasks))

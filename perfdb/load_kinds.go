@@ -472,11 +472,56 @@ var dsaGenerationKind = &tableKind[DSARow, *DSARow]{
 	kernel: func(r *DSARow) string { return r.Kernel }, key: dsaRowKey,
 }
 
+// --- GDN (linear attention) -------------------------------------------------------
+
+type gdnKey struct {
+	kernel, phase                             string
+	dModel, dConv, nk, hk, nv, hv, batch, seq int
+}
+
+var gdnKind = &tableKind[GDNRow, gdnKey]{
+	stem: "gdn_perf",
+	cols: []string{"kernel_source", "phase", "batch_size", "seq_len", "d_model", "d_conv", "num_k_heads", "head_k_dim",
+		"num_v_heads", "head_v_dim", "latency", "power"},
+	fromParquet: func(t *rawTable) ([]GDNRow, error) {
+		c := &colReader{t: t}
+		ks, ph := c.strs("kernel_source", true), c.strs("phase", true)
+		b, sl := c.ints("batch_size", true, 0), c.ints("seq_len", true, 0)
+		dm, dc := c.ints("d_model", true, 0), c.ints("d_conv", true, 0)
+		nk, hk := c.ints("num_k_heads", true, 0), c.ints("head_k_dim", true, 0)
+		nv, hv := c.ints("num_v_heads", true, 0), c.ints("head_v_dim", true, 0)
+		lat, pw := c.floats("latency", true), c.floats("power", false)
+		if c.err != nil {
+			return nil, c.err
+		}
+		out := make([]GDNRow, t.rows)
+		for i := range out {
+			out[i] = GDNRow{Kernel: ks[i], Phase: ph[i], Batch: b[i], SeqLen: sl[i], DModel: dm[i], DConv: dc[i],
+				NumKHeads: nk[i], HK: hk[i], NumVHeads: nv[i], HV: hv[i], Latency: lat[i], Power: pw[i]}
+		}
+		return out, nil
+	},
+	kernel: func(r *GDNRow) string { return r.Kernel },
+	// Loader rewrite: the recurrent decode kernels are one logical kernel.
+	norm: func(r *GDNRow) {
+		if r.Kernel == "fused_recurrent_gated_delta_rule" || r.Kernel == "fused_recurrent_gated_delta_rule_packed_decode" {
+			r.Kernel = "fused_sigmoid_gating_delta_rule_update"
+		}
+	},
+	key: func(r *GDNRow) gdnKey {
+		k := gdnKey{r.Kernel, r.Phase, r.DModel, r.DConv, r.NumKHeads, r.HK, r.NumVHeads, r.HV, r.Batch, r.SeqLen}
+		if r.Phase == "generation" {
+			k.seq = 0
+		}
+		return k
+	},
+}
+
 // tableStems lists the tables aicdb imports and resolves, in Data.Sources order.
 var tableStems = []string{"gemm_perf", "context_attention_perf", "generation_attention_perf",
 	"custom_allreduce_perf", "nccl_perf", "moe_perf", "computescale_perf", "scale_matrix_perf",
 	"mla_context_module_perf", "mla_generation_module_perf", "context_mla_perf", "generation_mla_perf", "mla_bmm_perf",
-	"dsa_context_module_perf", "dsa_generation_module_perf"}
+	"dsa_context_module_perf", "dsa_generation_module_perf", "gdn_perf"}
 
 // isImportedStem reports whether a Parquet file stem is one aicdb imports.
 func isImportedStem(stem string) bool {

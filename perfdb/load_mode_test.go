@@ -209,5 +209,5 @@ func rowCount(d *Data) int {
 	return len(d.Gemm) + len(d.ContextAttention) + len(d.GenerationAttention) + len(d.AllReduce) + len(d.NCCL) +
 		len(d.MoE) + len(d.MoEMinLatency) + len(d.ComputeScale) + len(d.ScaleMatrix) +
 		len(d.MLAContextModule) + len(d.MLAGenerationModule) + len(d.MLAContext) + len(d.MLAGeneration) + len(d.MLABmm) +
-		len(d.DSAContext) + len(d.DSAGeneration)
+		len(d.DSAContext) + len(d.DSAGeneration) + len(d.GDN)
 }

@@ -72,6 +72,9 @@ func TestH200Vllm022Golden(t *testing.T) {
 		"dsa_context_module_perf manifest 1.3.0rc20",
 		"dsa_generation_module_perf primary 0.22.0", "dsa_generation_module_perf reuse 0.24.0", "dsa_generation_module_perf earlier 0.19.0",
 		"dsa_generation_module_perf manifest 1.3.0rc20", "dsa_generation_module_perf manifest 1.3.0rc10",
+		// gdn_perf: the manifest shares its kernels across all three frameworks.
+		"gdn_perf primary 0.22.0", "gdn_perf reuse 0.24.0", "gdn_perf earlier 0.19.0", "gdn_perf earlier 0.18.0",
+		"gdn_perf manifest 0.5.14", "gdn_perf manifest 0.5.9", "gdn_perf manifest 1.3.0rc20", "gdn_perf manifest 1.3.0rc10",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("sources =\n%v\nwant\n%v", got, want)

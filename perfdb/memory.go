@@ -27,7 +27,7 @@ func activationCoeff(backend, family string, tp int) float64 {
 	var t map[string][4]float64
 	if backend == "sglang" {
 		t = map[string][4]float64{"LLAMA": {14, 8.5, 6.5, 6.5}, "MOE": {28, 17, 13, 13}, "DEEPSEEK": {28, 17, 13, 13},
-			"KIMIK25": {28, 17, 13, 13}, "DEEPSEEKV32": {28, 17, 13, 13}, "default": {10, 6, 5, 5}}
+			"KIMIK25": {28, 17, 13, 13}, "DEEPSEEKV32": {28, 17, 13, 13}, "default": {13, 8, 6.5, 6.5}}
 	} else {
 		t = map[string][4]float64{"LLAMA": {11, 6.5, 5, 5}, "MOE": {22, 13, 10, 10}, "DEEPSEEK": {22, 13, 10, 10},
 			"KIMIK25": {22, 13, 10, 10}, "DEEPSEEKV32": {22, 13, 10, 10}, "default": {10, 6, 5, 5}}
@@ -64,6 +64,10 @@ func (m *Model) KVElementsPerToken(tp int) int {
 // dtype, the RoPE key in bf16 and the fp8 indexer key with its scales
 // (deepseek_v32.py get_kvcache_bytes_per_sequence).
 func (m *Model) kvBytesPerToken(tp int, kvMem float64) float64 {
+	if m.Family == "QWEN35" { // only full-attention layers cache K/V per token
+		_, full := m.layerCounts()
+		return float64(full*2*kvHeadsPerGPU(m, max(tp, 1))*m.HeadDim) * kvMem
+	}
 	if m.Family == "DEEPSEEKV32" {
 		lora, rope, idx := m.KVLoraRank, m.QKRopeHeadDim, m.IndexHeadDim
 		if lora == 0 {
@@ -91,6 +95,12 @@ func (e *Estimator) KVBytesPerToken() float64 {
 	}
 	return e.model.kvBytesPerToken(e.cfg.TP, kvm.Memory)
 }
+
+// KVStateBytesPerRequest is the constant per-request state (not per token)
+// one request holds on one GPU of this worker: Qwen3.5's GDN recurrent and
+// conv state; 0 for attention-only models. A request's KV footprint is
+// KVStateBytesPerRequest + tokens·KVBytesPerToken.
+func (e *Estimator) KVStateBytesPerRequest() float64 { return e.model.gdnStateBytes(e.cfg.TP) }
 
 // memOpts are the per-call knobs of _get_memory_usage.
 type memOpts struct {
@@ -158,7 +168,7 @@ func (e *Estimator) memory(batch, isl, osl, prefix int, o memOpts) (MemoryUsage,
 		swa := m.Layers / 2
 		kvPerSeq = perTok * float64(swa*min(seq, gptOSSWindow)+(m.Layers-swa)*seq)
 	} else {
-		kvPerSeq = m.kvBytesPerToken(c.TP, kvm.Memory) * float64(seq)
+		kvPerSeq = m.kvBytesPerToken(c.TP, kvm.Memory)*float64(seq) + m.gdnStateBytes(c.TP)
 	}
 	kv := float64(batch) * kvPerSeq
 	nccl, ok := e.sys.NCCLMem[tpc]

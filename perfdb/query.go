@@ -102,6 +102,8 @@ type tables struct {
 	dsaCtx map[dsaSliceKey]dsaSlice // context DSA module grids
 	dsaGen map[dsaSliceKey]dsaSlice // generation DSA module grids
 
+	gdn map[gdnSliceKey]*grid // GDN kernels by exact geometry
+
 	emp empCache
 }
 
@@ -170,6 +172,7 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t.buildMLAModules(d)
 	t.buildMLAOps(d)
 	t.buildDSA(d)
+	t.buildGDN(d)
 	return &Querier{mode: mode, policy: AllTransfers, tables: t}, nil
 }
 

@@ -240,6 +240,19 @@ type DSARow struct {
 	Kernel   string
 }
 
+// GDNRow is one Gated-DeltaNet kernel point (gdn_perf): a conv1d or
+// delta-rule kernel of one layer at TP-local head counts. Context rows are
+// keyed (batch, seq_len), generation rows by batch only.
+type GDNRow struct {
+	Kernel         string // kernel_source (normalised: fused_recurrent_* → fused_sigmoid_gating_delta_rule_update)
+	Phase          string // context | generation
+	Batch, SeqLen  int
+	DModel, DConv  int
+	NumKHeads, HK  int
+	NumVHeads, HV  int
+	Latency, Power float64
+}
+
 // DataSource records one file that contributed rows to a resolved table.
 type DataSource struct {
 	Table   string // table stem, e.g. "gemm_perf"
@@ -316,6 +329,8 @@ type Data struct {
 	// files, which the querier applies using Sources' per-file row counts.
 	DSAContext    []DSARow
 	DSAGeneration []DSARow
+	// GDN holds the linear-attention kernels of Qwen3.5 (gdn_perf).
+	GDN []GDNRow
 
 	// Sources lists every file that contributed, in resolution order per table,
 	// tables in a fixed order.
