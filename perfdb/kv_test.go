@@ -240,3 +240,31 @@ func TestAggMTPAcceptance(t *testing.T) {
 		t.Errorf("acceptance above nextn+1: %v", err)
 	}
 }
+
+// TestResolveQuantMLAFmha: off vLLM, an fp8 DeepSeek checkpoint keeps its
+// fp8 context fmha only when the context MLA tables have an fp8 slice with
+// the same KV dtype (or no slice at all); with only bf16 slices it falls
+// back to bf16. DSA always ends with bf16.
+func TestResolveQuantMLAFmha(t *testing.T) {
+	ds := embeddedModel(t, "deepseek-ai/DeepSeek-V3")
+	v32 := embeddedModel(t, "deepseek-ai/DeepSeek-V3.2")
+	sys := testSystem()
+	cfg := Config{Backend: "sglang"}
+	cases := []struct {
+		name string
+		m    *Model
+		d    *Data
+		want FMHAQuant
+	}{
+		{"no MLA data", ds, &Data{System: sys}, FMHAFP8},
+		{"bf16 slice only", ds, &Data{System: sys, MLAContext: []MLARow{{FMHA: "bfloat16", KVDtype: "fp8"}}}, FMHABF16},
+		{"fp8 slice", ds, &Data{System: sys, MLAContextModule: []MLAModuleRow{{FMHA: "bfloat16", KVDtype: "fp8"}, {FMHA: "fp8", KVDtype: "fp8"}}}, FMHAFP8},
+		{"fp8 slice under another kv", ds, &Data{System: sys, MLAContext: []MLARow{{FMHA: "bfloat16", KVDtype: "fp8"}, {FMHA: "fp8", KVDtype: "bfloat16"}}}, FMHABF16},
+		{"DSA", v32, &Data{System: sys}, FMHABF16},
+	}
+	for _, c := range cases {
+		if got := ResolveQuant(c.d, c.m, cfg, true).FMHAQuant; got != c.want {
+			t.Errorf("%s: fmha %s, want %s", c.name, got, c.want)
+		}
+	}
+}
