@@ -64,7 +64,8 @@ cache with a KV budget (the reuse oracle, docs/traces.md) and prints the hit fra
 					&cli.BoolFlag{Name: "reuse", Usage: "run the prefix-cache reuse oracle"},
 					&cli.StringFlag{Name: "backend", Usage: "reuse oracle policy `BACKEND`: vllm, sglang or trtllm"},
 					&cli.IntFlag{Name: "kv-blocks", Usage: "reuse oracle KV budget in `N` blocks (SGLang: pages)"},
-					&cli.IntFlag{Name: "block-size", Usage: "tokens per block/page `N` (default vllm 16, sglang 1, trtllm 32)"}),
+					&cli.IntFlag{Name: "block-size", Usage: "tokens per block/page `N` (default vllm 16, sglang 1, trtllm 32)"},
+					formatFlag(formatText, formatText)),
 				Action: traceStats,
 			},
 			{
@@ -473,6 +474,9 @@ func traceStats(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
+	if err := checkFormat(c.String("format"), formatText); err != nil {
+		return err
+	}
 	bucket := c.Float64("bucket")
 	if bucket < 0 || math.IsNaN(bucket) || bucket > 1e9 {
 		return userErrorf("trace stats: --bucket %v: must be a positive number of seconds", bucket)
@@ -529,6 +533,9 @@ func traceStats(c *cli.Context) error {
 		return userErrorf("trace stats %s: the slice holds no requests", info.Name)
 	}
 	w := c.App.Writer
+	if f := c.String("format"); f != formatText {
+		return writeTraceStats(w, f, info, s, rs != nil, hit, prompt, withHit)
+	}
 	dur := (s.LastMs - s.FirstMs) / 1000
 	fmt.Fprintf(w, "trace %s (%s): %d requests, first %.3f s, last %.3f s\n", info.Name, info.Format, s.Requests, s.FirstMs/1000, s.LastMs/1000)
 	if dur > 0 {
@@ -566,6 +573,42 @@ func traceStats(c *cli.Context) error {
 		fmt.Fprintf(tw, "%.0f s\t%.4f\t\n", (s.FirstMs+float64(i)*s.BucketMs)/1000, float64(n)/(s.BucketMs/1000))
 	}
 	return tw.Flush()
+}
+
+// writeTraceStats prints trace stats as one row (--format table|csv|json|jsonl):
+// the counts, the length quantiles, the reuse fractions (null without hash ids or
+// --reuse) and the per-bucket rates as a JSON array.
+func writeTraceStats(w io.Writer, format string, info store.TraceInfo, s trace.Stats, reuse bool, hit, prompt, withHit int64) error {
+	cols := []string{"name", "format", "requests", "sessions", "first_s", "last_s", "mean_rate_rps"}
+	row := []any{info.Name, info.Format, int64(s.Requests), int64(s.Sessions), s.FirstMs / 1000, s.LastMs / 1000, nil}
+	if dur := (s.LastMs - s.FirstMs) / 1000; dur > 0 {
+		row[6] = float64(s.Requests-1) / dur
+	}
+	for _, q := range []struct {
+		n string
+		q trace.Quantiles
+	}{{"isl", s.ISL}, {"osl", s.OSL}} {
+		cols = append(cols, q.n+"_mean", q.n+"_min", q.n+"_p50", q.n+"_p90", q.n+"_p99", q.n+"_max")
+		row = append(row, q.q.Mean, int64(q.q.Min), int64(q.q.P50), int64(q.q.P90), int64(q.q.P99), int64(q.q.Max))
+	}
+	var blocks, tokens, hitTokens, hitReqs any
+	if s.Blocks > 0 {
+		blocks, tokens = trace.Fraction(s.ReusedBlocks, s.Blocks), trace.Fraction(s.ReusedTokens, s.Tokens)
+	}
+	if reuse {
+		hitTokens, hitReqs = trace.Fraction(hit, prompt), trace.Fraction(withHit, int64(s.Requests))
+	}
+	rates := make([]float64, len(s.Buckets))
+	for i, n := range s.Buckets {
+		rates[i] = float64(n) / (s.BucketMs / 1000)
+	}
+	rj, err := json.Marshal(rates)
+	if err != nil {
+		return fmt.Errorf("trace stats: encoding rates: %w", err)
+	}
+	cols = append(cols, "reused_block_fraction", "reused_token_fraction", "cache_hit_token_fraction", "cache_hit_request_fraction", "bucket_s", "bucket_rates_rps")
+	row = append(row, blocks, tokens, hitTokens, hitReqs, s.BucketMs/1000, json.RawMessage(rj))
+	return writeRows(w, format, cols, [][]any{row})
 }
 
 func traceReplay(c *cli.Context) error {

@@ -93,7 +93,6 @@ var fixedHeads = map[string]string{
 	"workload_fidelity":           "Workload",
 	"seq_per_s":                   "Requests (req/s)",
 	"memory_gib":                  "Memory (GiB)",
-	"span_s":                      "span (s)",
 	"ttft_ms":                     "TTFT (ms)",
 	"tpot_ms":                     "TPOT (ms)",
 	"itl_ms":                      "ITL (ms)",
@@ -107,9 +106,12 @@ var statHeads = map[string]string{
 	"p95": "p95", "p99": "p99", "p999": "p99.9", "p99_lo": "p99 lo", "p99_hi": "p99 hi",
 }
 
+// unitSuffixes are the unit suffixes of column keys and their table units.
+var unitSuffixes = []struct{ suffix, unit string }{{"_ms", "ms"}, {"_s", "s"}, {"_rps", "req/s"}}
+
 // headerOf is the table header of column key: the queueing columns with their
-// unit ("TTFT p99 (ms)"), keys ending in _ms in words with "(ms)" ("mixed step
-// (ms)"), others as they are.
+// unit ("TTFT p99 (ms)"), keys ending in a unit suffix in words with the unit
+// ("mixed step (ms)", "span (s)", "mean rate (req/s)"), others as they are.
 func headerOf(key string) string {
 	if h, ok := fixedHeads[key]; ok {
 		return h
@@ -121,8 +123,10 @@ func headerOf(key string) string {
 			}
 		}
 	}
-	if s, ok := strings.CutSuffix(key, "_ms"); ok && s != "" {
-		return strings.ReplaceAll(s, "_", " ") + " (ms)"
+	for _, u := range unitSuffixes {
+		if s, ok := strings.CutSuffix(key, u.suffix); ok && s != "" && !strings.HasSuffix(s, "_per") {
+			return strings.ReplaceAll(s, "_", " ") + " (" + u.unit + ")"
+		}
 	}
 	return key
 }
