@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,12 +20,14 @@ func doctorCommand() *cli.Command {
 		Description: `Checks the stored quantitative results against a fresh evaluation of the same point,
 one fresh evaluator per model/system/backend/version. The sample is the first N rows in key
 order (keys are hashes: deterministic and unbiased). Rows from another evaluator version are
-counted as stale, not compared. Nothing is written.
+counted as stale, not compared. Nothing is written. --format table|csv|json|jsonl prints the
+mismatches as rows on stdout and the summary line on stderr.
 Example:
    aicdb doctor --sample 100`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "sample", Value: 50, Usage: "rows to re-evaluate `N`"},
 			&cli.BoolFlag{Name: "all", Usage: "re-evaluate every stored quantitative row"},
+			formatFlag(formatText, formatText),
 		},
 		Action: runDoctor,
 	}
@@ -37,6 +40,10 @@ func runDoctor(c *cli.Context) error {
 	if c.Int("sample") <= 0 {
 		return userErrorf("--sample %d: must be > 0 (or use --all)", c.Int("sample"))
 	}
+	format := c.String("format")
+	if err := checkFormat(format, formatText); err != nil {
+		return err
+	}
 	ctx := c.Context
 	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
 	if err != nil {
@@ -48,14 +55,40 @@ func runDoctor(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range rep.Mismatches {
-		fmt.Fprintln(c.App.Writer, "mismatch "+m.String())
-	}
 	summary := fmt.Sprintf("doctor: %d of %d stored quantitative rows re-evaluated, %d mismatch a fresh evaluation, %d from another evaluator version not compared",
 		rep.Checked, rep.Total, len(rep.Mismatches), rep.Stale)
+	sumW := c.App.Writer // text: the summary ends stdout; row formats keep stdout to the rows
+	if format == formatText {
+		for _, m := range rep.Mismatches {
+			fmt.Fprintln(c.App.Writer, "mismatch "+m.String())
+		}
+	} else {
+		sumW = c.App.ErrWriter
+		if err := writeMismatches(c.App.Writer, format, rep.Mismatches); err != nil {
+			return err
+		}
+	}
 	if len(rep.Mismatches) > 0 {
 		return cli.Exit(summary, exitUser)
 	}
-	fmt.Fprintln(c.App.Writer, summary)
+	fmt.Fprintln(sumW, summary)
 	return nil
+}
+
+// writeMismatches prints doctor's mismatches as rows: the stored point, the first
+// queueing column that differs with both values, or the re-evaluation error.
+func writeMismatches(w io.Writer, format string, ms []refine.Mismatch) error {
+	cols := []string{"key", "model", "system", "backend", "version", "parallel", "batch", "ctx_tokens", "column", "stored", "fresh", "error"}
+	data := make([][]any, 0, len(ms))
+	for _, m := range ms {
+		p := &m.Point
+		r := []any{p.Key, p.Model, p.System, p.Backend, p.Version, p.Parallel(), int64(p.Batch), int64(p.CtxTokens), nil, nil, nil, nil}
+		if m.Err != nil {
+			r[11] = m.Err.Error()
+		} else {
+			r[8], r[9], r[10] = m.Column, m.Stored, m.Fresh
+		}
+		data = append(data, r)
+	}
+	return writeRows(w, format, cols, data)
 }

@@ -30,6 +30,13 @@ func TestDoctorCLI(t *testing.T) {
 		!strings.Contains(errs, "3 of ") || !strings.Contains(errs, "1 mismatch") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 		t.Fatalf("doctor on a tampered store: code %d out %q err %q", code, out, errs)
 	}
+	// Row formats: the mismatch as a row on stdout, the summary on stderr.
+	code, out, errs = cliRun(t, db, "doctor", "--sample", "3", "--format", "csv")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 1 || len(lines) != 2 ||
+		lines[0] != "key,model,system,backend,version,parallel,batch,ctx_tokens,column,stored,fresh,error" ||
+		!strings.Contains(lines[1], ",ttft_steady_p99,") || !strings.HasSuffix(lines[1], ",") || !strings.Contains(errs, "1 mismatch") {
+		t.Fatalf("doctor --format csv: code %d out %q err %q", code, out, errs)
+	}
 	if code, _, errs := cliRun(t, db, "doctor", "--sample", "0"); code != 1 || !strings.Contains(errs, "--sample 0") {
 		t.Fatalf("--sample 0: code %d err %q", code, errs)
 	}
