@@ -88,7 +88,7 @@ func TestBestRefinesByDefault(t *testing.T) {
 	}
 	// A request-latency percentile prints that statistic, not the legacy mean.
 	if code, out, errs := cliRun(t, db, "best", "--ttft", "300", "--ttft-percentile", "p99", "--request-latency", "60000",
-		"--request-latency-percentile", "p99", "--top", "1"); code != 0 || !strings.Contains(out, "request_latency(P99)") {
+		"--request-latency-percentile", "p99", "--top", "1"); code != 0 || !strings.Contains(out, "E2E p99 (ms)") {
 		t.Fatalf("request-latency percentile: code %d out %q err %q", code, out, errs)
 	}
 	if code, _, errs := cliRun(t, db, "best", "--ttft", "200", "--ttft-percentile", "p99", "--no-refine", "--sla-refine"); code != 1 || !strings.Contains(errs, "--no-refine") {

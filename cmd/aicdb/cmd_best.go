@@ -35,7 +35,7 @@ func bestCommand() *cli.Command {
 Percentile SLAs are resolved with the evaluator where the stored screening numbers
 cannot decide them (results are persisted); --no-refine skips that: undecided rows
 are then listed after the decided ones, marked "unresolved", and only when the
-numbers shown for them meet the SLA. --format json uses fixed snake_case keys.`,
+numbers shown for them meet the SLA. --format csv|json|jsonl use fixed snake_case keys.`,
 		Flags:  append(append(flags, quietFlag()), slaFlags()...),
 		Action: runBest,
 	}
@@ -152,8 +152,8 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 		return userErrorf("best: no stored points match the filters: run 'aicdb sweep' first or relax --model/--system/--isl/…")
 	}
 	var err2 error
-	if f := c.String("format"); f == formatJSON || f == formatJSONL {
-		err2 = writeBestJSON(c, res)
+	if c.String("format") != formatTable {
+		err2 = writeBestRecords(c, res)
 	} else {
 		err2 = writeBestTable(c, res, sla)
 	}
@@ -183,11 +183,18 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 	return nil
 }
 
-// writeBestTable prints the table (or csv). Headers name what they show.
+// writeBestTable prints the table. Headers name what they show (the SLA's
+// statistics); csv, json and jsonl use bestJSONColumns' fixed keys instead.
 func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error {
 	ttftPct, itlPct, tpotPct := refine.Avg, refine.P99, refine.Avg
+	// label is the column key of a metric's statistic (ttft_p99_ms, tpot_mean_ms):
+	// its table header names the statistic and the unit (TTFT p99 (ms)).
 	label := func(m refine.Metric, p refine.Percentile) string {
-		return refine.Constraint{Metric: m, Pct: p}.Label()
+		stat := string(p)
+		if p == refine.Avg {
+			stat = "mean"
+		}
+		return map[refine.Metric]string{refine.TTFT: "ttft", refine.ITL: "itl", refine.TPOT: "tpot", refine.RequestLatency: "e2e"}[m] + "_" + stat + "_ms"
 	}
 	var e2ePct refine.Percentile // set when a request-latency percentile is constrained
 	if sla.PercentileMode {
@@ -208,11 +215,11 @@ func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error
 			e2ePct = k.Pct
 		}
 	}
-	reqLabel := "request_latency"
+	reqLabel := "request_latency_ms"
 	if e2ePct != "" {
 		reqLabel = label(refine.RequestLatency, e2ePct) // the constrained statistic, not the legacy mean
 	}
-	cols := []string{"rank", "mode", "parallel", "batch", "ctx_tokens", "tokens/s/gpu", "tokens/s/user",
+	cols := []string{"rank", "mode", "parallel", "batch", "ctx_tokens", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
 		label(refine.TTFT, ttftPct), label(refine.ITL, itlPct), label(refine.TPOT, tpotPct), reqLabel, "concurrency", "num_gpus", "tier"}
 	var data [][]any
 	for i, p := range res.Rows {
@@ -239,7 +246,7 @@ func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error
 	return writeRows(c.App.Writer, c.String("format"), cols, data)
 }
 
-// bestJSONColumns are the fixed keys of `best --format json`: the same set and
+// bestJSONColumns are the fixed keys of `best --format csv|json|jsonl`: the same set and
 // order whatever the SLA flags (issue 8), snake_case with units. ttft_ms, tpot_ms
 // and request_latency_ms are aiconfigurator's legacy (mean) estimates; the
 // percentile keys are the queueing columns at the row's tier (queueing_tier), null
@@ -264,8 +271,8 @@ func bestJSONKey(col string) (string, bool) {
 	return strings.Replace(col, "ttft_steady_", "ttft_", 1) + "_ms", true
 }
 
-// writeBestJSON prints the rows with bestJSONColumns keys (json or jsonl).
-func writeBestJSON(c *cli.Context, res refine.BestResult) error {
+// writeBestRecords prints the rows with bestJSONColumns keys (csv, json, jsonl).
+func writeBestRecords(c *cli.Context, res refine.BestResult) error {
 	cols := bestJSONColumns()
 	data := make([][]any, 0, len(res.Rows))
 	for i, p := range res.Rows {

@@ -88,7 +88,7 @@ var fixedHeads = map[string]string{
 	"output_tokens_per_s":         "Output (tok/s)",
 	"output_tokens_per_s_per_gpu": "Output (tok/s/GPU)",
 	"tokens_per_s_per_gpu":        "Tokens (tok/s/GPU)",
-	"tokens_per_s_per_user":       "Per user (tok/s/user)",
+	"tokens_per_s_per_user":       "Tokens (tok/s/user)",
 	"queueing_tier":               "Tier",
 	"workload_fidelity":           "Workload",
 	"seq_per_s":                   "Requests (req/s)",
@@ -116,8 +116,9 @@ func headerOf(key string) string {
 	if h, ok := fixedHeads[key]; ok {
 		return h
 	}
+	stem, _ := strings.CutSuffix(key, "_ms") // ttft_p99_ms names the same statistic as ttft_p99
 	for _, l := range latencyHeads {
-		if s, ok := strings.CutPrefix(key, l.prefix); ok {
+		if s, ok := strings.CutPrefix(stem, l.prefix); ok {
 			if w, ok := statHeads[s]; ok {
 				return l.head + " " + w + " (ms)"
 			}

@@ -64,7 +64,7 @@ func TestSweepCLIIncremental(t *testing.T) {
 	}
 	// SLA flags make sweep print the best configs with named headers.
 	code, out, errs = cliRun(t, db, append(sweepArgs, "--ttft", "150", "--ttft-percentile", "p99", "--itl", "200", "--top", "2")...)
-	if code != 0 || !strings.Contains(out, "TTFT(P99)") || !strings.Contains(out, "ITL(P99)") || !strings.Contains(out, "TPOT(avg)") {
+	if code != 0 || !strings.Contains(out, "TTFT p99 (ms)") || !strings.Contains(out, "ITL p99 (ms)") || !strings.Contains(out, "TPOT mean (ms)") {
 		t.Fatalf("sweep with SLA: code %d out %q err %q", code, out, errs)
 	}
 }
@@ -162,7 +162,7 @@ func TestBestCLI(t *testing.T) {
 		t.Fatalf("best: %d %q", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) < 2 || len(lines) > 4 || !strings.Contains(lines[0], "TTFT(P99)") || !strings.Contains(lines[0], "ITL(P99)") || !strings.Contains(lines[0], "TPOT(avg)") {
+	if len(lines) < 2 || len(lines) > 4 || !strings.Contains(lines[0], "TTFT p99 (ms)") || !strings.Contains(lines[0], "ITL p99 (ms)") || !strings.Contains(lines[0], "TPOT mean (ms)") {
 		t.Fatalf("best table:\n%s", out)
 	}
 	for _, l := range lines[1:] {
@@ -171,7 +171,7 @@ func TestBestCLI(t *testing.T) {
 		}
 	}
 	code, out, _ = cliRun(t, db, "best", "--ttft", "300", "--tpot", "30", "--top", "2")
-	if code != 0 || !strings.Contains(out, "TTFT(avg)") {
+	if code != 0 || !strings.Contains(out, "TTFT mean (ms)") {
 		t.Fatalf("legacy best: %d\n%s", code, out)
 	}
 	// A second workload in the store: best must be told which one.
