@@ -86,3 +86,22 @@ func (b *bins) dist() Distribution {
 }
 
 func (b *bins) empty() bool { return len(b.acc) == 0 }
+
+// merge adds every bin of o into b (same keys: the result equals adding o's values
+// to b one by one, up to summation order).
+func (b *bins) merge(o *bins) {
+	for _, a := range o.acc {
+		if b.idx == nil {
+			b.idx = make(map[int64]int32)
+		}
+		i, ok := b.idx[a.key]
+		if !ok {
+			i = int32(len(b.acc))
+			b.idx[a.key] = i
+			b.acc = append(b.acc, binAcc{key: a.key})
+		}
+		b.acc[i].w += a.w
+		b.acc[i].sum += a.sum
+	}
+	b.lastLo, b.lastHi, b.lastKey = 0, 0, math.MinInt64 // the fast-path cache is stale
+}

@@ -95,15 +95,20 @@ func TestC1SteadyTTFTIsPurePrefill(t *testing.T) {
 	}
 }
 
-// TestClosedLoopLittlesLaw: C = X·(E2E + turnaround) over the steady window.
+// TestClosedLoopLittlesLaw: C = X·(E2E + turnaround + client round trip) over the
+// steady window of one run (the burst with the default round trip; the mixture's
+// mean X times mean E2E is not a per-run identity).
 func TestClosedLoopLittlesLaw(t *testing.T) {
 	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
 		for _, c := range []int{1, 7, 32, 100} {
 			for _, turn := range []float64{0, 35} {
 				e := engine(t, backend, func(e *EngineSpec) { e.StageMs = 3 })
 				w := workload.Spec{ISL: 1500, OSL: 40, Prefix: 100, Concurrency: c, TurnaroundMs: turn}
-				r := quant(t, w, e, lin)
-				got := r.ThroughputRPS / 1000 * (r.E2E.Mean() + turn)
+				r, err := QuantitativeWith(context.Background(), w, e, lin, Options{ClientRTTMs: DefaultClientRTTMs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := r.ThroughputRPS / 1000 * (r.E2E.Mean() + turn + DefaultClientRTTMs)
 				if !near(got, float64(c), 0.01) {
 					t.Errorf("%s C=%d T=%v: X·(E2E+T) = %v, want %d", backend, c, turn, got, c)
 				}
@@ -219,7 +224,7 @@ func TestScreeningOwnPrefillIsPure(t *testing.T) {
 	tm := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.5, CtxMsPerToken: 1e-4}
 	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.MaxNumBatchedTokens = 2048; e.AsyncScheduling = false })
 	w := workload.Spec{ISL: 5000, OSL: 200, Prefix: 1000, Concurrency: 16}
-	s, err := Screening(w, e, tm)
+	s, err := ScreeningWith(w, e, tm, Options{}) // no client round trip: pass-aligned arrivals
 	if err != nil {
 		t.Fatal(err)
 	}

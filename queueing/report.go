@@ -34,6 +34,8 @@ type RequestRecord struct {
 	// requested through Options.RecordTokenTimes.
 	TokenMs   []float64 `json:"token_ms,omitempty"`
 	Transient bool      `json:"transient,omitempty"`
+	// Phase is the stagger phase (1..K) of a steady record of a mixture, 0 otherwise.
+	Phase int `json:"phase,omitempty"`
 }
 
 // Diagnostics describes how a report was obtained.
@@ -62,6 +64,14 @@ type Diagnostics struct {
 	NGen         float64 `json:"n_gen,omitempty"`
 	// StaggerPhases > 0 flags a steady mixture over that many initial staggers.
 	StaggerPhases int `json:"stagger_phases,omitempty"`
+	// StaggerCycleMs is the request cycle the stagger phases spread the clients over.
+	StaggerCycleMs float64 `json:"stagger_cycle_ms,omitempty"`
+	// Windows (closed loop, quantitative) are the steady windows of the runs
+	// measured: the burst's, or one per stagger phase (cycle.go).
+	Windows []Window `json:"windows,omitempty"`
+	// LimitCycle is empty when every run's limit cycle was found, else the
+	// diagnostic of the runs measured at the horizon instead.
+	LimitCycle string `json:"limit_cycle,omitempty"`
 	// Backlog is the open-loop number of requests waiting for admission at the last
 	// arrival.
 	Backlog int `json:"backlog,omitempty"`
