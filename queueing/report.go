@@ -134,7 +134,7 @@ func (r *Report) Columns(gpus int) map[string]any {
 	if tp := r.TPOT.Mean(); tp > 0 {
 		perUser = 1000 / tp
 	}
-	return map[string]any{
+	cols := map[string]any{
 		"ttft_steady_mean":            r.TTFTSteady.Mean(),
 		"ttft_steady_p50":             r.TTFTSteady.Quantile(0.50),
 		"ttft_steady_p75":             r.TTFTSteady.Quantile(0.75),
@@ -162,6 +162,11 @@ func (r *Report) Columns(gpus int) map[string]any {
 		"queueing_tier":               string(r.Tier),
 		"workload_fidelity":           string(r.Fidelity),
 	}
+	if r.Diagnostics.LimitCycle != "" {
+		// The steady window was measured at the horizon, not on a detected cycle.
+		cols["limit_cycle"] = r.Diagnostics.LimitCycle
+	}
+	return cols
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
