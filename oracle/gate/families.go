@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -27,11 +28,47 @@ func closed(isl, osl, prefix, c int) workload.Spec {
 	return workload.Spec{ISL: isl, OSL: osl, Prefix: prefix, Concurrency: c}
 }
 
-// Families returns the gated families of QUEUEING.md §8: isl 512–8192, osl 1–1024,
-// C 1–256, budgets 512–16384, chunked on/off, prefix, max_num_seqs-capped queueing,
-// deep staircases, async scheduling. Families the oracle or the model cannot run yet
-// are present with KnownFailing set (printed in the table with the reason).
+// Families returns the gated families of QUEUEING.md §8: isl 512–8192 (and the
+// long-prompt tail families, isl ≥ 8192 at budget 8192), osl 1–1024, C 1–256,
+// budgets 512–16384, chunked on/off, prefix, max_num_seqs-capped queueing, deep
+// staircases, async scheduling. Every closed-loop family is gated twice: under the
+// product defaults (the stagger mixture over queueing.DefaultStaggerPhases client
+// phases, a queueing.DefaultClientRTTMs round trip) and, suffixed "· burst", under
+// the exact burst semantics (--stagger-phases 0 --client-rtt-ms 0). Families the
+// oracle or the model cannot run yet are present with KnownFailing set (printed in
+// the table with the reason).
 func Families() []Family {
+	var out []Family
+	for _, f := range baseFamilies() {
+		if f.Spec.Concurrency <= 0 {
+			out = append(out, f) // open loop: no client phases, no round trip
+			continue
+		}
+		d := f
+		d.StaggerPhases, d.ClientRTTMs = queueing.DefaultStaggerPhases, queueing.DefaultClientRTTMs
+		b := f
+		b.Name += " · burst"
+		out = append(out, d, b)
+	}
+	return out
+}
+
+// LongPromptFamilies are the prefill-interference tail families (issue 9): prompts
+// of 8k–16k tokens at budget 8192 beside running decodes, where the few decode steps
+// that share a pass with a prefill chunk are long, so the per-request TPOT p99 is
+// far above its p50 under the default (desynchronised) clients. They are part of
+// Families; TestLongPromptTails asserts the spread.
+func LongPromptFamilies() []Family {
+	var fs []Family
+	for _, f := range Families() {
+		if strings.Contains(f.Name, "long-prompt") {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+func baseFamilies() []Family {
 	var fs []Family
 	add := func(name string, w workload.Spec, e queueing.EngineSpec) {
 		fs = append(fs, Family{Name: name, Spec: w, Engine: e, Timing: roofline})
@@ -134,6 +171,44 @@ func Families() []Family {
 	add("sglang/c16 isl4096 osl256 chunking off", closed(4096, 256, 0, 16), e)
 	add("sglang/c32 W2 isl256–8192 osl16–1024", w2, sgl())
 	add("trtllm/c32 W2 isl256–8192 osl16–1024", w2, trt())
+
+	// Long-prompt tail families (issue 9): prompts ≥ 8k at budget 8192 beside running
+	// decodes. A decode step that shares its pass with a prefill chunk costs the
+	// chunk (≈ 0.2 s here) instead of a decode-only pass (≈ 7 ms), so a request's
+	// TPOT depends on how many prefills its decode span overlaps: p99 ≫ p50.
+	// The burst-started example of issue 9: cohorts dissolve until generation 8, then
+	// a period-1 limit cycle with a steady TTFT mean of 6.598 ms (burst semantics).
+	e = vllm(2048, 256)
+	fs = append(fs, Family{Name: "vllm/c8 isl1024 osl128 b2048 sync limit-cycle", Spec: closed(1024, 128, 0, 8), Engine: e,
+		Timing: timing.Linear{BaseMs: 2, PrefillMsPerToken: 0.004, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.00002}})
+
+	// Fixed shapes: every request's decode span overlaps the other C − 1 prefills
+	// once per cycle, so the ITL has the tail and the TPOT does not; mixed output
+	// lengths (W2, as in real traffic) give short requests that overlap 0, 1 or 2
+	// prefills: TPOT p99 3–5× its p50 (TestLongPromptTails).
+	add("vllm/c16 isl8192 osl128 b8192 long-prompt", closed(8192, 128, 0, 16), vllm(8192, 256))
+	for _, c := range []struct {
+		c   int
+		osl []int
+	}{{16, []int{16, 1024}}, {32, []int{16, 1024}}, {16, []int{16, 256, 1024}}} {
+		wx := closed(16384, 1024, 0, c.c)
+		wx.ISLQuantiles, wx.OSLQuantiles = []int{8192, 16384}, c.osl
+		add(fmt.Sprintf("vllm/c%d W2 isl8192–16384 osl%v b8192 long-prompt", c.c, c.osl), wx, vllm(8192, 256))
+	}
+	wl := closed(16384, 1024, 0, 16)
+	wl.ISLQuantiles, wl.OSLQuantiles = []int{8192, 16384}, []int{16, 1024}
+	e = sgl()
+	e.ChunkedPrefillSize = 8192
+	add("sglang/c16 W2 isl8192–16384 osl[16 1024] chunk8192 long-prompt", wl, e)
+	e = trt()
+	e.EnableChunkedPrefill = true
+	add("trtllm/c16 W2 isl8192–16384 osl[16 1024] t8192 chunked long-prompt", wl, e)
+	e = sgl()
+	e.ChunkedPrefillSize = 8192
+	add("sglang/c16 isl8192 osl128 chunk8192 long-prompt", closed(8192, 128, 0, 16), e)
+	e = trt()
+	e.EnableChunkedPrefill = true
+	add("trtllm/c16 isl8192 osl128 t8192 chunked long-prompt", closed(8192, 128, 0, 16), e)
 
 	// KV pressure: the oracle models vLLM recompute preemption (V-R6) and SGLang
 	// retraction (S-R5); the calendars reject a KV capacity for those backends by
