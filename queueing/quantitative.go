@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -12,9 +13,12 @@ import (
 
 // Defaults of the quantitative evaluator.
 const (
-	defaultWindowMin    = 8
-	defaultWindowReqs   = 128
-	defaultOpenRequests = workload.ArrivalStrata
+	defaultWindowMin  = 8
+	defaultWindowReqs = 128
+	// defaultOpenPeriods W1 stream periods of the open loop when the workload
+	// does not set NumRequests: one warm-up period and 3 measured ones, so the p99
+	// rests on ≥ 100 requests beyond it (3·4096·0.01 = 123).
+	defaultOpenPeriods = 4
 )
 
 // collector accumulates the steady statistics while the recursion runs.
@@ -248,23 +252,28 @@ func limitCycleNote(ws []Window) string {
 	return strings.Join(miss, "; ")
 }
 
-// evalOpen runs the open loop on the W1 stream: N requests, the first N/10 are
-// warm-up. An unstable rate (the in-system population grows between the middle and
-// the last arrival while completions fall behind arrivals) stops at the last
-// arrival with an Unstable report.
+// evalOpen runs the open loop on the W1 stream. With n ≥ 2 stream periods the
+// first period warms up and the measured window is the following whole periods (a
+// period visits every inter-arrival stratum once, so the window's arrival rate is
+// exactly the nominal one; requests after the last whole period are load only);
+// below that, the first n/10 requests warm up and the rest are measured (the
+// window then realises the rate of its sample). An unstable rate (the in-system
+// population grows between the middle and the last arrival while completions fall
+// behind arrivals) stops at the last arrival with an Unstable report.
 func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Options, perReq int) (*Report, error) {
+	const K = workload.ArrivalStrata
 	n := w.NumRequests
 	if n == 0 {
 		n = o.OpenLoopRequests
 	}
 	if n <= 0 {
-		n = defaultOpenRequests
+		n = defaultOpenPeriods * K
 	}
 	stream, err := workload.NewArrivalStream(w.RateRPS)
 	if err != nil {
 		return nil, err
 	}
-	warm := n / 10
+	warm, nw := OpenWindow(n)
 	if err := s.workGuard(n, float64(n)*cyclePasses(s, w, 1), 0); err != nil {
 		return nil, err
 	}
@@ -272,12 +281,13 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 	s.maxPasses = n*perReq + 64
 	for i := 0; i < n; i++ {
 		ri := s.newReq(&w, -1, i, stream.Next()+s.e.StageMs)
-		s.reqs[ri].steady = i >= warm
-		if i >= warm {
+		s.reqs[ri].steady = i >= warm && i < warm+nw
+		if s.reqs[ri].steady {
 			s.reqs[ri].bucket = 0
 		}
 	}
-	target := n - warm
+	after := stream.Next() + s.e.StageMs // the arrival after the last simulated one
+	target := nw
 	mid, end := s.reqs[n/2].arrival, s.reqs[n-1].arrival
 	var lMid, doneMid int
 	midSeen, checked, unstable := false, false, false
@@ -334,19 +344,39 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 	}
 	rep.ITL = col.itlOf(0, 1)
 	// A stable open loop serves what arrives: throughput is the arrival rate of the
-	// steady requests.
-	a0, a1 := s.reqs[warm].arrival, s.reqs[n-1].arrival
+	// steady requests, nw arrivals over the nw gaps that follow the first (whole
+	// periods: exactly the nominal rate).
+	a0, a1 := s.reqs[warm].arrival, after
+	if warm+nw < n {
+		a1 = s.reqs[warm+nw].arrival
+	}
 	toks := 0.0
-	for i := warm; i < n; i++ {
+	for i := warm; i < warm+nw; i++ {
 		toks += float64(s.reqs[i].osl)
 	}
 	if a1 > a0 {
-		k := float64(n - 1 - warm)
-		rep.ThroughputRPS = k / (a1 - a0) * 1000
-		rep.OutputTokensPerS = rep.ThroughputRPS * toks / float64(n-warm)
+		rep.ThroughputRPS = float64(nw) / (a1 - a0) * 1000
+		rep.OutputTokensPerS = rep.ThroughputRPS * toks / float64(nw)
 	}
 	rep.Diagnostics.WindowStartMs, rep.Diagnostics.WindowEndMs = a0, a1
+	batches := 4
+	if nw >= 2*K {
+		batches = nw / K // one batch per stream period
+	}
+	rep.Diagnostics.QuantileSE = batchSE(s.reqs[warm:warm+nw], s.e.StageMs, batches)
 	return rep, finite(rep)
+}
+
+// OpenWindow returns the open loop's warm-up and measured request counts for n
+// requests: with n ≥ 2 W1 stream periods, one warm-up period and the following
+// whole periods; below that the first n/10 requests warm up and the rest are
+// measured. The oracle gate measures the DES with the same window.
+func OpenWindow(n int) (warm, measured int) {
+	const K = workload.ArrivalStrata
+	if n >= 2*K {
+		return K, (n - K) / K * K
+	}
+	return n / 10, n - n/10
 }
 
 // Limits of one quantitative evaluation (memory and time): requests simulated and
@@ -499,4 +529,63 @@ func maxOf(x []float64) float64 {
 		m = math.Max(m, v)
 	}
 	return m
+}
+
+// openQuantiles are the open-loop statistics reported with a standard error.
+var openQuantiles = []struct {
+	key string
+	q   float64 // < 0: the mean
+	e2e bool
+}{{"ttft_steady_mean", -1, false}, {"ttft_steady_p50", 0.5, false}, {"ttft_steady_p90", 0.9, false}, {"ttft_steady_p99", 0.99, false},
+	{"e2e_p50", 0.5, true}, {"e2e_p99", 0.99, true}}
+
+// batchSE estimates the standard error of each open-loop quantile by batch means:
+// the measured requests (in arrival order) are cut into `batches` contiguous
+// batches (one per W1 stream period when the window has ≥ 2), the quantile is
+// taken in each, and SE = sd over batches / √batches. Queueing correlates
+// neighbouring requests, so an i.i.d. formula would understate the error; whole
+// periods are the natural batches of the stream.
+func batchSE(reqs []simReq, stage float64, batches int) map[string]float64 {
+	if batches < 2 || len(reqs) < 2*batches {
+		return nil
+	}
+	out := make(map[string]float64, len(openQuantiles))
+	vals := make([]float64, 0, len(reqs)/batches+1)
+	qs := make([]float64, batches)
+	for _, oq := range openQuantiles {
+		for b := 0; b < batches; b++ {
+			lo, hi := b*len(reqs)/batches, (b+1)*len(reqs)/batches
+			vals = vals[:0]
+			for i := lo; i < hi; i++ {
+				r := &reqs[i]
+				v := r.first - r.arrival + stage
+				if oq.e2e {
+					v = r.done - r.arrival + stage
+				}
+				vals = append(vals, v)
+			}
+			if oq.q < 0 {
+				sum := 0.0
+				for _, v := range vals {
+					sum += v
+				}
+				qs[b] = sum / float64(len(vals))
+				continue
+			}
+			slices.Sort(vals)
+			k := int(math.Ceil(oq.q*float64(len(vals)))) - 1 // the Distribution's rule on equal weights
+			qs[b] = vals[max(k, 0)]
+		}
+		mean := 0.0
+		for _, v := range qs {
+			mean += v
+		}
+		mean /= float64(batches)
+		ss := 0.0
+		for _, v := range qs {
+			ss += (v - mean) * (v - mean)
+		}
+		out[oq.key] = math.Sqrt(ss/float64(batches-1)) / math.Sqrt(float64(batches))
+	}
+	return out
 }

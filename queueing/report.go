@@ -72,6 +72,9 @@ type Diagnostics struct {
 	// LimitCycle is empty when every run's limit cycle was found, else the
 	// diagnostic of the runs measured at the horizon instead.
 	LimitCycle string `json:"limit_cycle,omitempty"`
+	// QuantileSE (open loop, quantitative) is the batch-means standard error of
+	// each reported quantile, keyed by its column name (ttft_steady_p99, e2e_p50 …).
+	QuantileSE map[string]float64 `json:"quantile_se,omitempty"`
 	// Backlog is the open-loop number of requests waiting for admission at the last
 	// arrival.
 	Backlog int `json:"backlog,omitempty"`
@@ -161,6 +164,9 @@ func (r *Report) Columns(gpus int) map[string]any {
 		"tokens_per_s_per_user":       perUser,
 		"queueing_tier":               string(r.Tier),
 		"workload_fidelity":           string(r.Fidelity),
+	}
+	for k, v := range r.Diagnostics.QuantileSE {
+		cols[k+"_se"] = v // the open-loop sampling error beside its quantile
 	}
 	if r.Diagnostics.LimitCycle != "" {
 		// The steady window was measured at the horizon, not on a detected cycle.

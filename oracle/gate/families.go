@@ -113,6 +113,9 @@ func baseFamilies() []Family {
 		add(fmt.Sprintf("vllm/open ρ%.1f isl2048 osl256 b8192", rho), open(2048, 256, 0, rho*11.9, 4096), vllm(8192, 256))
 		add(fmt.Sprintf("vllm/open ρ%.1f isl1024 osl128 b2048", rho), open(1024, 128, 0, rho*26.2, 4096), vllm(2048, 256))
 	}
+	// Three stream periods: one warms up, two are measured (the evaluator's
+	// whole-period window, queueing.OpenWindow).
+	add("vllm/open ρ0.6 isl1024 osl128 b2048 3 periods", open(1024, 128, 0, 0.6*26.2, 3*workload.ArrivalStrata), vllm(2048, 256))
 	e = vllm(8192, 256)
 	e.AsyncScheduling = true
 	add("vllm/open ρ0.6 isl2048 osl256 async", open(2048, 256, 0, 0.6*11.9, 2048), e)

@@ -110,7 +110,11 @@ func runModel(ctx context.Context, f Family) (Metrics, *queueing.Report, error) 
 			groups = append(groups, g)
 		}
 	}
-	fromRecords, err := measure(groups, trans, f.Spec.TurnaroundMs+cycleRTT(f))
+	openEnd := 0.0
+	if f.Spec.Concurrency <= 0 {
+		openEnd = rep.Diagnostics.WindowEndMs
+	}
+	fromRecords, err := measure(groups, trans, f.Spec.TurnaroundMs+cycleRTT(f), openEnd)
 	if err != nil {
 		return fromRecords, nil, fmt.Errorf("model records: %w", err)
 	}
@@ -299,11 +303,12 @@ func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, er
 			groups = append(groups, steadyOf(res, win, f.StaggerPhases))
 		}
 	}
-	return measure(groups, trans, w.TurnaroundMs+f.ClientRTTMs)
+	return measure(groups, trans, w.TurnaroundMs+f.ClientRTTMs, 0)
 }
 
 // runOracleOpen replays the model's W1 arrival stream (the same arrival instants) in
-// the DES; the first n/10 requests are warm-up, as in the evaluator.
+// the DES and measures the evaluator's window (queueing.OpenWindow: whole stream
+// periods after a warm-up period when n ≥ 2 periods, else after n/10 requests).
 func runOracleOpen(ctx context.Context, f Family, shape oracle.Shape) (Metrics, error) {
 	w := f.Spec
 	n := w.NumRequests
@@ -317,6 +322,11 @@ func runOracleOpen(ctx context.Context, f Family, shape oracle.Shape) (Metrics, 
 	times := make([]float64, n)
 	for i := range times {
 		times[i] = stream.Next()
+	}
+	warm, nw := queueing.OpenWindow(n)
+	end := stream.Next() // the arrival after the last one
+	if warm+nw < n {
+		end = times[warm+nw]
 	}
 	eng, err := oracleEngine(f, max(f.Engine.MaxNumSeqs, f.Engine.MaxBatchSize, 1))
 	if err != nil {
@@ -332,11 +342,11 @@ func runOracleOpen(ctx context.Context, f Family, shape oracle.Shape) (Metrics, 
 	}
 	var steady []rec
 	for i, r := range res.Requests {
-		if i >= n/10 {
+		if i >= warm && i < warm+nw {
 			steady = append(steady, rec{slot: -1, gen: i, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs})
 		}
 	}
-	return measure([][]rec{steady}, nil, 0)
+	return measure([][]rec{steady}, nil, 0, end)
 }
 
 // Run evaluates every family. It returns ErrModelNotBuilt if the evaluator is a stub.

@@ -48,8 +48,8 @@ func (m Metrics) values() []float64 {
 // over slots of (steady requests of the slot) / (last steady finish + cycle delay −
 // first steady arrival of the slot), where the cycle delay is the turnaround plus
 // the client round trip; open loop, the arrival rate of the steady requests,
-// (n − 1)/(last arrival − first arrival).
-func measure(runs [][]rec, transient []rec, cycleDelay float64) (Metrics, error) {
+// n/(openEnd − first arrival), openEnd the arrival that follows the window.
+func measure(runs [][]rec, transient []rec, cycleDelay, openEnd float64) (Metrics, error) {
 	var m Metrics
 	var ttft, itl, tpot []queueing.Atom
 	tpotSum, thr := 0.0, 0.0
@@ -106,6 +106,8 @@ func measure(runs [][]rec, transient []rec, cycleDelay float64) (Metrics, error)
 					x += float64(sp.n) / ((sp.t1 - sp.t0) / 1000)
 				}
 			}
+		} else if openEnd > t0 {
+			x = float64(len(steady)) / ((openEnd - t0) / 1000)
 		} else if t1 > t0 {
 			x = float64(len(steady)-1) / ((t1 - t0) / 1000)
 		}
