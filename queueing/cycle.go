@@ -207,3 +207,15 @@ func windowGenerations(c int, o Options) int {
 	}
 	return max(defaultWindowMin, ceilDiv(defaultWindowReqs, c))
 }
+
+// WindowGenerations is the steady window requested per run of a closed loop of c
+// clients under the default options: max(8, ⌈128/c⌉) generations for the burst
+// (phases = 0), ⌈that/phases⌉ for each stagger phase (before rounding up to whole
+// limit-cycle periods). The oracle gate measures the DES with the same numbers.
+func WindowGenerations(c, phases int) int {
+	w := windowGenerations(c, Options{})
+	if phases > 0 {
+		w = ceilDiv(w, phases)
+	}
+	return w
+}
