@@ -23,17 +23,10 @@ const (
 
 // collector accumulates the steady statistics while the recursion runs.
 type collector struct {
-	itl   []bins // ITL gaps, binned per bucket (simReq.bucket)
+	itl   bucketBins // ITL gaps, binned per bucket (simReq.bucket)
 	stage float64
 	doneN int
 	pool  []bucketRows
-}
-
-func (c *collector) bucket(b int32) *bins {
-	for int(b) >= len(c.itl) {
-		c.itl = append(c.itl, bins{})
-	}
-	return &c.itl[b]
 }
 
 // onPass records the ITL gaps produced by pass p: every emitting decode entry of a
@@ -52,11 +45,11 @@ func (c *collector) onPass(s *sim, p *simPass, start, end float64) {
 		if r.last == start {
 			pool = addBucketRow(pool, r.bucket, 1)
 		} else {
-			c.bucket(r.bucket).add(end-r.last, 1)
+			c.itl.add(r.bucket, end-r.last, 1)
 		}
 	}
 	for _, b := range pool {
-		c.bucket(b.bucket).add(end-start, b.n)
+		c.itl.add(b.bucket, end-start, b.n)
 	}
 	c.pool = pool
 }
@@ -64,20 +57,17 @@ func (c *collector) onPass(s *sim, p *simPass, start, end float64) {
 // onFast records the gaps of one fast-forwarded decode pass.
 func (c *collector) onFast(gap float64, rows []bucketRows) {
 	for _, b := range rows {
-		c.bucket(b.bucket).add(gap, b.n)
+		c.itl.add(b.bucket, gap, b.n)
 	}
 }
 
-// itlOf merges the ITL bins of the buckets [lo, hi).
+// itlOf is the ITL distribution of the buckets [lo, hi).
 func (c *collector) itlOf(lo, hi int) Distribution {
-	var m bins
-	for b := lo; b < hi && b < len(c.itl); b++ {
-		m.merge(&c.itl[b])
-	}
-	if m.empty() {
+	d := c.itl.dist(lo, hi)
+	if d.Len() == 0 {
 		return PointMass(0) // osl ≤ 1: no gaps
 	}
-	return m.dist()
+	return d
 }
 
 // QuantitativeWith is Quantitative with explicit options.
@@ -179,7 +169,9 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 			det.add(r.slot, r.gen, r.arrival, r.first-r.arrival, r.done-r.arrival)
 		}
 		nri := s.newReq(&w, r.slot, r.gen+1, now+delay)
-		s.reqs[nri].bucket = int32(r.gen + 1)
+		if r.gen+1 < maxBuckets {
+			s.reqs[nri].bucket = int32(r.gen + 1)
+		}
 	}
 	stop := det.ready
 	if o.transientOnly {
