@@ -20,12 +20,15 @@ import (
 // settleGenerations is the settling allowance of the limit-cycle search: with no
 // repetition among generations 1 … settle + W − 1 the window is the last W
 // generations before that horizon and Window.Found is false (a diagnostic). A
-// burst needs up to ~20 generations to dissolve its cohorts; a stagger phase
-// starts desynchronised and gets the former fixed warm-up (4), which bounds the
-// mixture's cost when a phase has no exact cycle.
+// burst needs up to ~35 generations to dissolve its cohorts (vLLM C 32, isl 4096,
+// budget 8192: generation 33; the old fixed window [4, 12) measured a TTFT mean of
+// ≈ 370 ms there against the cycle's 176.8 ms), and a stagger phase whose clients
+// start spread over a small part of the cycle is nearly a burst (the same point:
+// phases ¼ and ½ settle at generations 28 and 18–20). Shorter allowances were tried
+// (4, 16 for the phases) and measured transients at this point.
 const (
-	settleGenerations      = 24
-	phaseSettleGenerations = 4
+	settleGenerations      = 48
+	phaseSettleGenerations = 48
 )
 
 // cycleTol is the relative tolerance of "the pattern repeats": two generations

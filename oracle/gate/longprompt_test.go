@@ -26,6 +26,7 @@ func TestLongPromptTails(t *testing.T) {
 		if len(r.Failures) > 0 {
 			t.Errorf("%s: %v over tolerance", f.Name, r.Failures)
 		}
+		t.Logf("%s: TPOT p50 %.1f p99 %.1f (×%.2f), ITL p50 %.1f p99 %.1f", f.Name, r.Model.TPOTP50, r.Model.TPOTP99, r.Model.TPOTP99/r.Model.TPOTP50, r.Model.ITLP50, r.Model.ITLP99)
 		for side, m := range map[string]Metrics{"model": r.Model, "oracle": r.Oracle} {
 			if !(m.ITLP99 >= 10*m.ITLP50) {
 				t.Errorf("%s %s: ITL p99 %.1f < 10 × p50 %.1f", f.Name, side, m.ITLP99, m.ITLP50)
