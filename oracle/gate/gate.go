@@ -217,7 +217,7 @@ func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 // runOracle simulates the family and measures it with the same conventions. A
 // closed loop is driven as the model's report says: the burst (generation 0 gives
 // the transient), then each measured run — the burst itself, or each stagger phase
-// with the clients' first requests spread over i/K of the model's stagger cycle —
+// with the clients' first requests spread as in the model's run (Window.SpreadMs) —
 // for as many generations as the model simulated for it; the DES records choose
 // their own steady window by the evaluator's limit-cycle rule
 // (queueing.SteadyWindow), so a model settling into another cycle shows.
@@ -290,8 +290,8 @@ func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, er
 				trans = append(trans, toRec(r))
 			}
 		}
-		for i, win := range windows {
-			spread := rep.Diagnostics.StaggerCycleMs * float64(i+1) / float64(f.StaggerPhases)
+		for _, win := range windows {
+			spread := win.SpreadMs // the model's phase spread, as it drove its own run
 			start := make([]float64, C)
 			for c := range start {
 				start[c] = float64(c) * spread / float64(C)
