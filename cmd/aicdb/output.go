@@ -94,6 +94,7 @@ var fixedHeads = map[string]string{
 	"seq_per_s":                   "Requests (req/s)",
 	"memory_gib":                  "Memory (GiB)",
 	"ttft_ms":                     "TTFT (ms)",
+	"limit_cycle":                 "Limit cycle",
 	"tpot_ms":                     "TPOT (ms)",
 	"itl_ms":                      "ITL (ms)",
 	"unstable":                    "Unstable",
@@ -121,6 +122,9 @@ func headerOf(key string) string {
 		if s, ok := strings.CutPrefix(stem, l.prefix); ok {
 			if w, ok := statHeads[s]; ok {
 				return l.head + " " + w + " (ms)"
+			}
+			if s, ok := strings.CutSuffix(s, "_se"); ok && statHeads[s] != "" {
+				return l.head + " " + statHeads[s] + " SE (ms)" // standard error of the quantile
 			}
 		}
 	}
@@ -403,19 +407,53 @@ func rawValue(m json.RawMessage) any {
 	return json.RawMessage(m)
 }
 
-// writeEval prints eval's reports, one queueing.Report.Columns map per tier in
-// tiers' order: json is one object (keyed by tier when there are several) with
-// the keys in queueing.ColumnKeys order; table, csv and jsonl print a row per
-// tier, with unstable and reason columns when some tier is unstable.
-func writeEval(w io.Writer, format string, tiers []queueing.Tier, out map[string]any) error {
-	keys := queueing.ColumnKeys()
-	unstableKeys := []string{"unstable", "reason"}
-	anyUnstable := false
-	for _, t := range tiers {
-		if m := out[string(t)].(map[string]any); m["unstable"] == true {
-			anyUnstable = true
+// columnOrder orders the keys of a queueing.Report.Columns map: the documented
+// queueing.ColumnKeys order, each quantile's standard error (key_se) right after
+// it, then any other key (limit_cycle) in name order.
+func columnOrder(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	seen := map[string]bool{}
+	for _, k := range queueing.ColumnKeys() {
+		for _, k := range []string{k, k + "_se"} {
+			if _, ok := m[k]; ok {
+				keys = append(keys, k)
+				seen[k] = true
+			}
 		}
 	}
+	rest := make([]string, 0, len(m)-len(keys))
+	for k := range m {
+		if !seen[k] {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	return append(keys, rest...)
+}
+
+// writeEval prints eval's reports, one queueing.Report.Columns map per tier in
+// tiers' order: json is one object (keyed by tier when there are several) with
+// the keys in columnOrder; table, csv and jsonl print a row per tier under the
+// union of the tiers' keys, with unstable and reason columns when some tier is
+// unstable.
+func writeEval(w io.Writer, format string, tiers []queueing.Tier, out map[string]any) error {
+	unstableKeys := []string{"unstable", "reason"}
+	anyUnstable := false
+	all := map[string]any{} // the documented keys and every key of a stable tier: the row formats' columns
+	for _, k := range queueing.ColumnKeys() {
+		all[k] = nil
+	}
+	for _, t := range tiers {
+		m := out[string(t)].(map[string]any)
+		if m["unstable"] == true {
+			anyUnstable = true
+			continue
+		}
+		for k, v := range m {
+			all[k] = v
+		}
+	}
+	keys := columnOrder(all)
 	row := func(m map[string]any, keys []string) []any {
 		r := make([]any, len(keys))
 		for i, k := range keys {
@@ -427,7 +465,7 @@ func writeEval(w io.Writer, format string, tiers []queueing.Tier, out map[string
 		var b bytes.Buffer
 		for i, t := range tiers {
 			m := out[string(t)].(map[string]any)
-			ks := keys
+			ks := columnOrder(m)
 			if m["unstable"] == true {
 				ks = unstableKeys
 			}

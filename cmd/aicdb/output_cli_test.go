@@ -152,6 +152,7 @@ func TestOutputHeaders(t *testing.T) {
 		"e2e_mean":                    "E2E mean (ms)",
 		"ttft_p90":                    "TTFT p90 (ms)",
 		"ttft_p99_ms":                 "TTFT p99 (ms)",
+		"ttft_steady_p99_se":          "TTFT p99 SE (ms)",
 		"tpot_mean_ms":                "TPOT mean (ms)",
 		"throughput_rps":              "Throughput (req/s)",
 		"output_tokens_per_s_per_gpu": "Output (tok/s/GPU)",
