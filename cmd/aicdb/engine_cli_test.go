@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,19 +72,9 @@ func TestDeployCLI(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", name, code, errs)
 		}
-		path := filepath.Join("testdata", "deploy", name+".txt")
-		if *updateEval {
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		want, err := os.ReadFile(path)
-		if err != nil || string(want) != out {
-			t.Errorf("%s (%v; -update-eval rewrites):\n%s", name, err, out)
+		want := golden(t, filepath.Join("testdata", "deploy", name+".txt"), out, *updateEval, "-update-eval")
+		if want != nil && string(want) != out {
+			t.Errorf("%s (-update-eval rewrites):\n%s", name, out)
 		}
 	}
 	check("vllm_defaults_cli", "1")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,19 +86,9 @@ func TestEvalGolden(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
-			path := filepath.Join("testdata", "eval", name+".json")
-			if *updateEval {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
+			want := golden(t, filepath.Join("testdata", "eval", name+".json"), out, *updateEval, "go test -run EvalGolden -update-eval")
+			if want == nil {
 				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test -run EvalGolden -update-eval)", err)
 			}
 			var g, w any
 			if err := json.Unmarshal([]byte(out), &g); err != nil {

@@ -14,24 +14,31 @@ import (
 
 var updateOutput = flag.Bool("update-output", false, "rewrite testdata/output/* from the current stdout")
 
+// golden returns the golden file at path, or with update writes got there and
+// returns nil (nothing to compare). hint names the flag that rewrites it.
+func golden(t *testing.T, path, got string, update bool, hint string) []byte {
+	t.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (%s rewrites it)", err, hint)
+	}
+	return want
+}
+
 // goldenStdout compares stdout with testdata/output/name (-update-output rewrites it).
 func goldenStdout(t *testing.T, name, out string) {
 	t.Helper()
 	path := filepath.Join("testdata", "output", name)
-	if *updateOutput {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -run OutputGolden -update-output)", err)
-	}
-	if out != string(want) {
+	if want := golden(t, path, out, *updateOutput, "-update-output"); want != nil && out != string(want) {
 		t.Errorf("stdout differs from %s:\n got:\n%s\nwant:\n%s", path, out, want)
 	}
 }
