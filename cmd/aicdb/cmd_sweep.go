@@ -154,14 +154,20 @@ func runSweep(c *cli.Context) error {
 		}
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "sweep %d: %d points for %s on %s %s %s (isl %d, osl %d): %d evaluated, %d already stored, %d OOM, %d no perf data\n",
+	// With a machine format (csv, json, jsonl) stdout holds the best configs
+	// only; the sweep's own lines go to stderr.
+	sumW := c.App.Writer
+	if c.String("format") != formatTable {
+		sumW = c.App.ErrWriter
+	}
+	fmt.Fprintf(sumW, "sweep %d: %d points for %s on %s %s %s (isl %d, osl %d): %d evaluated, %d already stored, %d OOM, %d no perf data\n",
 		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, spec.ISL, spec.OSL, res.Evaluated, res.Skipped, res.OOM, res.NoPerfData)
 	if res.NoPerfData > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %d points skipped for lack of perf data (not stored; aiconfigurator skips them too), first: %s\n",
 			res.NoPerfData, oneLine(res.FirstNoPerfData))
 	}
 	if res.Replaced > 0 {
-		fmt.Fprintf(c.App.Writer, "replaced %d stored rows made by an older evaluator version (%s is current)\n", res.Replaced, ev.Name())
+		fmt.Fprintf(sumW, "replaced %d stored rows made by an older evaluator version (%s is current)\n", res.Replaced, ev.Name())
 	}
 	if sla.Empty() {
 		return nil

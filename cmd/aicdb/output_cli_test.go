@@ -128,6 +128,7 @@ func TestOutputGolden(t *testing.T) {
 	stored := []cmd{
 		{"query", []string{"query", "select parallel, batch, ttft_steady_p99, itl_p99, tokens_per_s_per_gpu, null as missing from pareto order by key limit 3"}, all},
 		{"best", []string{"best", "--model", "Qwen/Qwen3-32B", "--isl", "4000", "--osl", "500", "--ttft", "5000", "--top", "2", "--no-refine"}, all},
+		{"sweep_best", append(append([]string{}, sweepArgs...), "--ttft", "5000", "--top", "2", "--no-refine"), all},
 		{"doctor", []string{"doctor", "--all"}, append([]string{formatText}, all...)},
 		{"perfdb_ls_versions", []string{"perfdb", "ls", "versions"}, all},
 		{"trace_ls", []string{"trace", "ls"}, all},
