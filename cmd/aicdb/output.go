@@ -41,7 +41,7 @@ var rowFormats = []string{formatTable, formatCSV, formatJSON, formatJSONL}
 // command's own extra formats (oracle's summary, estimate's text), defaulting to def.
 func formatFlag(def string, extra ...string) *cli.StringFlag {
 	return &cli.StringFlag{Name: "format", Value: def,
-		Usage: "output `FORMAT`: " + formatList(extra...) + " (default " + def + ")"}
+		Usage: "output `FORMAT`: " + formatList(extra...)}
 }
 
 // shortFormatFlag is formatFlag with the -f alias (query, perfdb ls).
