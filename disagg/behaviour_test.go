@@ -123,3 +123,33 @@ func TestNonMonotonePrefillConcurrency(t *testing.T) {
 		t.Fatalf("unbounded decode KV: X(κ=8) = %v ≤ X(κ=1) = %v, want higher", u8, u1)
 	}
 }
+
+// TestScreeningAgainstTandem: the screening lower bound never exceeds the
+// quantitative minimum steady TTFT, and its throughput is within 30 % of the
+// quantitative one on the behaviour families.
+func TestScreeningAgainstTandem(t *testing.T) {
+	for i, tc := range []struct {
+		w workload.Spec
+		c Config
+	}{
+		{workload.Spec{ISL: 1000, OSL: 10, Concurrency: 1}, testConfig(t, 1, 1)},
+		{workload.Spec{ISL: 1000, OSL: 64, Concurrency: 32}, testConfig(t, 2, 1)},
+		{workload.Spec{ISL: 1000, OSL: 64, Concurrency: 32}, nonMonotone(t, 2, 8)},
+		{workload.Spec{ISL: 1000, OSL: 64, Concurrency: 64}, testConfig(t, 2, 2)},
+		{workload.Spec{ISL: 1000, OSL: 64, RateRPS: 5}, testConfig(t, 1, 1)},
+	} {
+		q := eval(t, tc.w, tc.c)
+		s, err := Screening(tc.w, tc.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.TTFTSteadyP99Lo > q.TTFTSteady.Min()*(1+1e-9) {
+			t.Errorf("case %d: screening lo %v above the tandem's minimum TTFT %v", i, s.TTFTSteadyP99Lo, q.TTFTSteady.Min())
+		}
+		t.Logf("case %d: multi-stable %v alt X %.3f; X screening %.3f quantitative %.3f; TTFT p99 %.1f vs %.1f; ITL p50 %.2f vs %.2f", i, q.MultiStable, q.StaggeredThroughputRPS, s.ThroughputRPS, q.ThroughputRPS,
+			s.TTFTSteady.Quantile(.99), q.TTFTSteady.Quantile(.99), s.ITL.Quantile(.5), q.ITL.Quantile(.5))
+		if r := s.ThroughputRPS / q.ThroughputRPS; r < 0.7 || r > 1.3 {
+			t.Errorf("case %d: screening X %v vs quantitative %v", i, s.ThroughputRPS, q.ThroughputRPS)
+		}
+	}
+}

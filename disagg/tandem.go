@@ -2,6 +2,7 @@ package disagg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -44,15 +45,17 @@ type Report struct {
 	DHeadroomMin float64
 	// MultiStable flags two steady regimes reached from different starts (the burst
 	// and a staggered start disagree on throughput by more than 2 %); the report's
-	// numbers are the burst's.
+	// steady numbers are then the flagged mixture of both.
 	MultiStable bool
-	// AltThroughputRPS is the staggered start's throughput when checked.
-	AltThroughputRPS float64
+	// BurstThroughputRPS and StaggeredThroughputRPS are the two starts'
+	// throughputs (closed loop with the multi-stability check; else 0).
+	BurstThroughputRPS, StaggeredThroughputRPS float64
 }
 
 // Columns returns the aggregated columns (queueing.Report.Columns) plus
-// kv_transfer_ms_mean, kv_transfer_ms_p99, p_queue_ms_p99, d_headroom_min and
-// multi_stable.
+// kv_transfer_ms_mean, kv_transfer_ms_p99, p_queue_ms_p99, d_headroom_min,
+// multi_stable and, when both starts ran, throughput_rps_burst and
+// throughput_rps_staggered.
 func (r *Report) Columns(gpus int) map[string]any {
 	m := r.Report.Columns(gpus)
 	if r.Unstable {
@@ -63,8 +66,14 @@ func (r *Report) Columns(gpus int) map[string]any {
 	m["p_queue_ms_p99"] = r.PQueueMsP99
 	m["d_headroom_min"] = r.DHeadroomMin
 	m["multi_stable"] = r.MultiStable
+	if r.BurstThroughputRPS > 0 {
+		m["throughput_rps_burst"] = r.BurstThroughputRPS
+		m["throughput_rps_staggered"] = r.StaggeredThroughputRPS
+	}
 	return m
 }
+
+var errWorkload = errors.New("workload: give exactly one of concurrency (closed loop, ≥ 1) or rate (open loop, > 0)")
 
 // Limits of one evaluation.
 const (
@@ -74,15 +83,20 @@ const (
 
 // Quantitative evaluates w on the tandem c by a deterministic event recursion
 // over the pools' pass calendars (queueing.Kernel), the fluid fabric and the
-// connectors (QUEUEING.md §6). Closed loop: unless opted out, a second run
-// started with the clients spread over one request cycle checks for
-// multi-stability.
+// connectors (QUEUEING.md §6).
+//
+// Closed loop: a tandem started as a burst keeps the cohorts of its first
+// prefill passes (prompts completing together fan into the decode NICs together),
+// started with the clients spread over one request cycle it settles elsewhere.
+// Unless opted out, both starts are run and the steady distributions are their
+// equal mixture (QUEUEING.md §4); MultiStable flags throughputs more than 2 %
+// apart, and both throughputs are reported. The transient is the burst's.
 func Quantitative(ctx context.Context, w workload.Spec, c Config, o Options) (*Report, error) {
 	if err := c.Validate(w); err != nil {
 		return nil, &queueing.InputError{Err: err}
 	}
 	if (w.Concurrency > 0) == (w.RateRPS > 0) {
-		return nil, &queueing.InputError{Err: fmt.Errorf("workload: give exactly one of concurrency (closed loop) or rate (open loop)")}
+		return nil, &queueing.InputError{Err: errWorkload}
 	}
 	rep, err := run(ctx, w, c, o)
 	if err != nil || w.Concurrency == 0 || o.NoMultiStability || rep.Unstable {
@@ -94,11 +108,50 @@ func Quantitative(ctx context.Context, w workload.Spec, c Config, o Options) (*R
 	if err != nil {
 		return nil, err
 	}
-	rep.AltThroughputRPS = alt.ThroughputRPS
-	if d := math.Abs(alt.ThroughputRPS - rep.ThroughputRPS); d > 0.02*math.Max(rep.ThroughputRPS, alt.ThroughputRPS) {
-		rep.MultiStable = true
+	return mixture(rep, alt)
+}
+
+// mixture is the equal mixture of the burst run b and the staggered run s.
+func mixture(b, s *Report) (*Report, error) {
+	mix := func(x, y queueing.Distribution, perRun bool) (queueing.Distribution, error) {
+		var a []queueing.Atom
+		for _, d := range []queueing.Distribution{x, y} {
+			wt := 1.0
+			if perRun {
+				wt = 1 / math.Max(d.TotalWeight(), 1e-300)
+			}
+			for _, at := range d.Atoms() {
+				a = append(a, queueing.Atom{Value: at.Value, Weight: at.Weight * wt})
+			}
+		}
+		return queueing.NewDistribution(a)
 	}
-	return rep, nil
+	r := &Report{Report: b.Report}
+	var err error
+	for _, f := range []struct {
+		dst    *queueing.Distribution
+		x, y   queueing.Distribution
+		perRun bool
+	}{
+		{&r.TTFTSteady, b.TTFTSteady, s.TTFTSteady, true}, {&r.ITL, b.ITL, s.ITL, true},
+		{&r.TPOT, b.TPOT, s.TPOT, true}, {&r.E2E, b.E2E, s.E2E, true}, {&r.KVTransfer, b.KVTransfer, s.KVTransfer, true},
+	} {
+		if *f.dst, err = mix(f.x, f.y, f.perRun); err != nil {
+			return nil, fmt.Errorf("disagg: mixture: %w", err)
+		}
+	}
+	r.ThroughputRPS = (b.ThroughputRPS + s.ThroughputRPS) / 2
+	r.OutputTokensPerS = (b.OutputTokensPerS + s.OutputTokensPerS) / 2
+	r.BurstThroughputRPS, r.StaggeredThroughputRPS = b.ThroughputRPS, s.ThroughputRPS
+	r.MultiStable = math.Abs(b.ThroughputRPS-s.ThroughputRPS) > 0.02*math.Max(b.ThroughputRPS, s.ThroughputRPS)
+	r.PQueueMsP99 = math.Max(b.PQueueMsP99, s.PQueueMsP99)
+	r.DHeadroomMin = math.Min(b.DHeadroomMin, s.DHeadroomMin)
+	p99 := r.TTFTSteady.Quantile(0.99)
+	r.TTFTSteadyP99Lo, r.TTFTSteadyP99Hi = p99, p99
+	r.Diagnostics.Passes += s.Diagnostics.Passes
+	r.Diagnostics.SteadyRequests += s.Diagnostics.SteadyRequests
+	r.Diagnostics.StaggerPhases = 1
+	return r, finiteReport(r)
 }
 
 // treq is one request of the tandem.
