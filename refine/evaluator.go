@@ -44,3 +44,18 @@ type Evaluator interface {
 	// filled in by the caller) or an error wrapping ErrNoQuantitative.
 	Quantitative(ctx context.Context, in store.PointInputs) (store.Quantitative, error)
 }
+
+// EvaluationObserver is implemented by an Evaluator that reports the progress of a
+// refinement: before resolving straddlers, the funnel (Best, PrepareQuery) tells it
+// how many rows it may evaluate at most (the lazy funnel may stop earlier).
+type EvaluationObserver interface {
+	ExpectEvaluations(n int)
+}
+
+// expectEvaluations tells ev, when it observes progress, that up to n rows may be
+// evaluated.
+func expectEvaluations(ev Evaluator, n int) {
+	if o, ok := ev.(EvaluationObserver); ok && n > 0 {
+		o.ExpectEvaluations(n)
+	}
+}

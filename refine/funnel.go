@@ -113,6 +113,15 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 		survivors = append(survivors, cands[i])
 		verdicts = append(verdicts, v)
 	}
+	if opt.Refine && opt.SLA.PercentileMode {
+		n := 0
+		for _, v := range verdicts {
+			if v == Straddle {
+				n++
+			}
+		}
+		expectEvaluations(ev, n)
+	}
 	var quant []store.Quantitative
 	taken := map[string]bool{}
 	// Rows the stored numbers (or the evaluator) leave undecided are reported after

@@ -54,6 +54,7 @@ func slaFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "request-latency", Usage: "request latency target `MS`"},
 		&cli.StringFlag{Name: "request-latency-percentile", Usage: "request latency percentile `P`: avg, p50 or p99 (default p50 in percentile mode)"},
 		&cli.BoolFlag{Name: "sla-refine", Usage: "resolve bracket straddlers with the evaluator and report quantitative-tier rows (the default; kept for compatibility)"},
+		quietFlag(),
 		&cli.BoolFlag{Name: "no-refine", Usage: "do not run the evaluator: undecided rows are reported after decided ones, marked unresolved"},
 		&cli.IntFlag{Name: "max-evals", Usage: "cap the refinement's evaluations (0 = no cap)"},
 	}
@@ -100,8 +101,16 @@ func runBest(c *cli.Context) error {
 			return userErrorf("--%s %d: must be ≥ 0", n, c.Int(n))
 		}
 	}
-	// Writable: the refinement persists what it evaluates.
+	// Writable: the refinement persists what it evaluates. A store this process
+	// cannot write is answered read-only without refinement, as query does.
 	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
+	if errors.Is(err, store.ErrReadOnly) && !c.Bool("no-refine") {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: refinement skipped: store %s is read-only; undecided rows are reported after decided ones, marked unresolved\n", c.String("db"))
+		if err := c.Set("no-refine", "true"); err != nil {
+			return err
+		}
+		st, err = store.Open(ctx, c.String("db"), store.Options{ReadOnly: true, MustExist: true})
+	}
 	if err != nil {
 		return asUser(err)
 	}
@@ -109,7 +118,8 @@ func runBest(c *cli.Context) error {
 	f := store.PointFilter{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
 		Version: c.String("version"), Mode: c.String("mode"), ISL: c.Int("isl"), OSL: c.Int("osl"),
 		Prefix: c.Int("prefix"), PrefixSet: c.IsSet("prefix")}
-	return printBest(c, st, newLazyEvaluator(st), f, sla)
+	bar := newProgress(c, "refine", "points")
+	return printBest(c, st, newLazyEvaluator(st).withProgress(bar), f, sla)
 }
 
 // printBest runs the funnel and prints the table. Headers name what they show:
@@ -127,6 +137,9 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 	}
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
 		Refine: refineOn, MaxEvals: c.Int("max-evals")})
+	if l, ok := ev.(*lazyEvaluator); ok {
+		l.progress.Done() // end a terminal progress line before the table
+	}
 	if err != nil {
 		if errors.Is(err, refine.ErrAmbiguousWorkload) {
 			return asUser(err)

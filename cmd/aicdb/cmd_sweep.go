@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -114,7 +115,7 @@ func runSweep(c *cli.Context) error {
 	if err := checkFormat(c.String("format")); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, c.String("db"), store.Options{})
+	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
 	if err != nil {
 		return asUser(err)
 	}
@@ -202,12 +203,27 @@ func newEvaluator(ctx context.Context, st *store.Store) (refine.Evaluator, error
 }
 
 // lazyEvaluator builds the evaluator on first use (loading perf data costs time a
-// query without straddlers should not pay).
+// query without straddlers should not pay). With a progress reporter it reports
+// the quantitative evaluations of a refinement (refine.EvaluationObserver).
 type lazyEvaluator struct {
 	st   *store.Store
 	once sync.Once
 	ev   refine.Evaluator
 	err  error
+
+	progress    *progressReporter
+	done, total atomic.Int64
+}
+
+// ExpectEvaluations implements refine.EvaluationObserver.
+func (l *lazyEvaluator) ExpectEvaluations(n int) {
+	l.progress.Update(int(l.done.Load()), int(l.total.Add(int64(n))))
+}
+
+// withProgress reports this evaluator's quantitative evaluations on p.
+func (l *lazyEvaluator) withProgress(p *progressReporter) *lazyEvaluator {
+	l.progress = p
+	return l
 }
 
 func newLazyEvaluator(st *store.Store) *lazyEvaluator { return &lazyEvaluator{st: st} }
@@ -253,7 +269,9 @@ func (l *lazyEvaluator) Quantitative(ctx context.Context, in store.PointInputs) 
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	return ev.Quantitative(ctx, in)
+	q, err := ev.Quantitative(ctx, in)
+	l.progress.Update(int(l.done.Add(1)), int(max(l.total.Load(), l.done.Load())))
+	return q, err
 }
 
 // perfdbEvaluator returns the perf-database evaluator over the perf data and models
