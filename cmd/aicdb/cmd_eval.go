@@ -25,7 +25,7 @@ func evalCommand() *cli.Command {
 		Usage: "latency distributions and throughput of one aggregated operating point (pass-calendar model)",
 		UsageText: "aicdb eval --timing linear --base-ms 5 --prefill-ms-per-token 0.02 --decode-ms-per-row 0.05 --concurrency 32 --isl 4096 --osl 256 --format json\n" +
 			"   aicdb eval --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --tp 2 --rate 3 --isl 4000 --osl 500 --tier both",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			// perf-database timing
 			&cli.StringFlag{Name: "model", Usage: "model `ID` known to the store, or a path to a config.json"},
 			&cli.StringFlag{Name: "system", Usage: "GPU system `NAME` (with --model)"},
@@ -82,7 +82,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
 			&cli.IntFlag{Name: "stagger-phases", Usage: "closed loop, quantitative: mix the steady state over N initial client staggers instead of the burst's locked cycle (0 = burst)"},
 			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
-		},
+		}, evalDisaggFlags()...),
 		Action: runEval,
 	}
 }
@@ -99,6 +99,13 @@ type evalSpec struct {
 }
 
 func runEval(c *cli.Context) error {
+	switch c.String("mode") {
+	case "agg":
+	case "disagg":
+		return runEvalDisagg(c)
+	default:
+		return userErrorf("--mode %q: use agg or disagg", c.String("mode"))
+	}
 	spec, err := parseEval(c)
 	if err != nil {
 		return err
