@@ -111,8 +111,12 @@ func nonMonotone(t *testing.T, kappa, kvRequests int) Config {
 func TestNonMonotonePrefillConcurrency(t *testing.T) {
 	w := workload.Spec{ISL: 1000, OSL: 64, Concurrency: 32}
 	x := map[int]float64{}
-	for _, k := range []int{1, 2, 4, 8} {
-		x[k] = eval(t, w, nonMonotone(t, k, 8)).ThroughputRPS
+	t.Log("| κ | X (rps), decode KV 8 requests | burst start | staggered start | X (rps), unbounded decode KV | kv_transfer_ms_mean | d_headroom_min |")
+	for _, k := range []int{1, 2, 3, 4, 8, 16} {
+		r := eval(t, w, nonMonotone(t, k, 8))
+		u := eval(t, w, nonMonotone(t, k, 0))
+		x[k] = r.ThroughputRPS
+		t.Logf("| %d | %.2f | %.2f | %.2f | %.2f | %.1f | %.3f |", k, r.ThroughputRPS, r.BurstThroughputRPS, r.StaggeredThroughputRPS, u.ThroughputRPS, r.KVTransfer.Mean(), r.DHeadroomMin)
 	}
 	if !(x[2] > x[1] && x[4] < x[2] && x[8] < x[2]) {
 		t.Fatalf("throughput vs κ %v: want a rise from κ=1 to 2 and a fall beyond", x)

@@ -190,6 +190,7 @@ type tandem struct {
 	err     error
 
 	itl      map[float64]float64
+	gap, gapW float64 // the run of equal gaps not yet in itl (a pass's rows share one)
 	xfer     []queueing.Atom
 	headMin  float64
 	onDone   func(t *tandem, ri int, now float64)
@@ -236,7 +237,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 				prev = r.visible // the first decode token: its gap runs from the first visible token
 			}
 			if r.steady {
-				t.itl[at-prev]++
+				t.addGap(at - prev)
 			}
 		}
 		k.OnFinish = func(id int, at float64) { t.complete(t.dIDs[wi][id], at) }
@@ -247,6 +248,19 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	t.pHead = make([]int, nD)
 	t.kvUsed = make([]int, nD)
 	return t, nil
+}
+
+// addGap records one ITL gap; the rows of one decode pass come in a run of equal
+// gaps, pooled before they reach the map.
+func (t *tandem) addGap(g float64) {
+	if g == t.gap {
+		t.gapW++
+		return
+	}
+	if t.gapW > 0 {
+		t.itl[t.gap] += t.gapW
+	}
+	t.gap, t.gapW = g, 1
 }
 
 // submit creates a request visible to the prefill pool at arrival and routes it
@@ -631,6 +645,8 @@ func (t *tandem) report() (*Report, error) {
 	if len(trans) == 0 {
 		rep.TTFTTransient = rep.TTFTSteady
 	}
+	t.addGap(math.NaN()) // flush the pending run (NaN never equals a gap)
+	t.gapW = 0
 	itl := make([]queueing.Atom, 0, len(t.itl))
 	for v, wt := range t.itl {
 		itl = append(itl, queueing.Atom{Value: v, Weight: wt})
