@@ -189,13 +189,13 @@ type tandem struct {
 	nextD   int
 	err     error
 
-	itl      map[float64]float64
+	itl       map[float64]float64
 	gap, gapW float64 // the run of equal gaps not yet in itl (a pass's rows share one)
-	xfer     []queueing.Atom
-	headMin  float64
-	onDone   func(t *tandem, ri int, now float64)
-	doneBuf  []int
-	finished int
+	xfer      []queueing.Atom
+	headMin   float64
+	onDone    func(t *tandem, ri int, now float64)
+	doneBuf   []int
+	finished  int
 }
 
 func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
