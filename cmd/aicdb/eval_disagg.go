@@ -234,14 +234,15 @@ func disaggPerfTiming(c *cli.Context, w workload.Spec, cfg *disagg.Config) ([]*p
 	}
 	pre, dec := pts[0].Estimator(), pts[1].Estimator()
 	sys := pre.System()
+	def := disagg.FabricOf(sys)
 	if !c.IsSet("inter-node-gbps") {
-		cfg.Fabric.InterNodeGBps = sys.InterNodeBW / 1e9
+		cfg.Fabric.InterNodeGBps = def.InterNodeGBps
 	}
 	if !c.IsSet("intra-node-gbps") {
-		cfg.Fabric.IntraNodeGBps = sys.IntraNodeBW / 1e9
+		cfg.Fabric.IntraNodeGBps = def.IntraNodeGBps
 	}
 	if !c.IsSet("gpus-per-node") {
-		cfg.Fabric.GPUsPerNode = sys.NumGPUsPerNode
+		cfg.Fabric.GPUsPerNode = def.GPUsPerNode
 	}
 	if !(cfg.Fabric.InterNodeGBps > 0) {
 		return nil, userErrorf("--system %s: inter_node_bw is %v; give --inter-node-gbps > 0", sys.Name, sys.InterNodeBW)
@@ -254,52 +255,21 @@ func disaggPerfTiming(c *cli.Context, w workload.Spec, cfg *disagg.Config) ([]*p
 		osl = max(osl, v)
 	}
 	if !c.IsSet("kv-bytes-per-token") {
-		// The KV of one token across the model, shipped over the NICs of the side
-		// with fewer GPUs (one NIC per GPU, each carrying its shard).
-		u, err := pre.Memory(1, 1, 1, 0, 1)
+		b, err := disagg.KVBytesPerLink(pre, tps[0], tps[1])
 		if err != nil {
 			return nil, asUser(err)
 		}
-		total := u.KVCacheGiB * (1 << 30) / 2 * float64(tps[0])
-		cfg.KVBytesPerToken = total / float64(min(tps[0], tps[1]))
+		cfg.KVBytesPerToken = b
 	}
 	if !c.IsSet("decode-kv-capacity-tokens") {
-		// The largest decode batch aiconfigurator's disagg memory rule admits,
-		// times the request's tokens.
-		fits := func(b int) (bool, error) {
-			_, err := perfdb.Disagg(pre, dec, perfdb.DisaggInput{ISL: isl, OSL: osl, PrefillBatch: 1, PrefillWorkers: 1, DecodeBatch: b, DecodeWorkers: 1})
-			if errors.Is(err, perfdb.ErrOOM) {
-				return false, nil
-			}
-			return err == nil, err
+		kv, err := disagg.DecodeKVCapacityTokens(pre, dec, isl, osl)
+		if errors.Is(err, disagg.ErrDecodeKV) {
+			return nil, userErrorf("--decode-tp %d: a decode worker's KV cannot hold one request of isl %d + osl %d on %s; raise --decode-tp or shorten the request", tps[1], isl, osl, sys.Name)
 		}
-		ok, err := fits(1)
 		if err != nil {
 			return nil, asUser(err)
 		}
-		if !ok {
-			return nil, userErrorf("--decode-tp %d: a decode worker's KV cannot hold one request of isl %d + osl %d on %s; raise --decode-tp or shorten the request", tps[1], isl, osl, sys.Name)
-		}
-		lo, hi := 1, 2
-		for hi <= 1<<16 {
-			if ok, err = fits(hi); err != nil {
-				return nil, asUser(err)
-			} else if !ok {
-				break
-			}
-			lo, hi = hi, hi*2
-		}
-		for hi-lo > 1 {
-			m := (lo + hi) / 2
-			if ok, err = fits(m); err != nil {
-				return nil, asUser(err)
-			} else if ok {
-				lo = m
-			} else {
-				hi = m
-			}
-		}
-		cfg.Decode.KVCapacityTokens = lo * (isl + osl)
+		cfg.Decode.KVCapacityTokens = kv
 	}
 	return pts, nil
 }
