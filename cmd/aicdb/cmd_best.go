@@ -36,7 +36,7 @@ Percentile SLAs are resolved with the evaluator where the stored screening numbe
 cannot decide them (results are persisted); --no-refine skips that: undecided rows
 are then listed after the decided ones, marked "unresolved", and only when the
 numbers shown for them meet the SLA. --format json uses fixed snake_case keys.`,
-		Flags:  append(flags, slaFlags()...),
+		Flags:  append(append(flags, quietFlag()), slaFlags()...),
 		Action: runBest,
 	}
 }
@@ -54,7 +54,6 @@ func slaFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "request-latency", Usage: "request latency target `MS`"},
 		&cli.StringFlag{Name: "request-latency-percentile", Usage: "request latency percentile `P`: avg, p50 or p99 (default p50 in percentile mode)"},
 		&cli.BoolFlag{Name: "sla-refine", Usage: "resolve bracket straddlers with the evaluator and report quantitative-tier rows (the default; kept for compatibility)"},
-		quietFlag(),
 		&cli.BoolFlag{Name: "no-refine", Usage: "do not run the evaluator: undecided rows are reported after decided ones, marked unresolved"},
 		&cli.IntFlag{Name: "max-evals", Usage: "cap the refinement's evaluations (0 = no cap)"},
 	}

@@ -60,6 +60,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			estimateCommand(),
 			evalCommand(),
 			oracleCommand(),
+			traceCommand(),
 			sweepCommand(),
 			bestCommand(),
 			queryCommand(),
