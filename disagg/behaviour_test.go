@@ -157,3 +157,35 @@ func TestScreeningAgainstTandem(t *testing.T) {
 		}
 	}
 }
+
+// TestPushFreesPrefillSlot: with a push connector the prefill worker frees its
+// slot when it sends, so κ = 1 serialises only the prefill pass, not the handoff
+// (X = 1/15 ms instead of 1/27.5 ms), and no decode reservation gates the send.
+func TestPushFreesPrefillSlot(t *testing.T) {
+	c := testConfig(t, 1, 1)
+	c.Prefill.InFlightCap = 1
+	c.Push = true
+	r := eval(t, workload.Spec{ISL: 1000, OSL: 4, Concurrency: 16}, c)
+	if bound := 1000.0 / 15; r.ThroughputRPS > bound*(1+1e-9) || r.ThroughputRPS < 0.99*bound {
+		t.Fatalf("push κ=1: X = %v, want the prefill-pass bound %v", r.ThroughputRPS, bound)
+	}
+}
+
+// TestPlacementNVLink: workers wholly on one node hand off over NVLink, others over
+// the NICs (prefill workers are placed first, then decode, packed in order).
+func TestPlacementNVLink(t *testing.T) {
+	c := testConfig(t, 2, 2)
+	c.Prefill.GPUsPerWorker, c.Decode.GPUsPerWorker = 2, 4
+	c.Fabric.GPUsPerNode, c.Fabric.IntraNodeGBps = 8, 400
+	// GPUs: P0 0-1, P1 2-3, D0 4-7 (node 0), D1 8-11 (node 1).
+	if got := c.route(0, 0); got != [2]int{4, 6} {
+		t.Errorf("P0→D0 links %v, want the NVLink ports [4 6]", got)
+	}
+	if got := c.route(1, 1); got != [2]int{1, 3} {
+		t.Errorf("P1→D1 links %v, want the NICs [1 3]", got)
+	}
+	caps := c.linkCaps()
+	if caps[1] != 8e6 || caps[4] != 320e6 {
+		t.Errorf("link caps %v, want NIC 10 GB/s × 0.8 = 8e6 B/ms and NVLink 400 × 0.8 = 320e6 B/ms", caps)
+	}
+}
