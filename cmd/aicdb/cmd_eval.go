@@ -101,6 +101,9 @@ type evalSpec struct {
 func runEval(c *cli.Context) error {
 	switch c.String("mode") {
 	case "agg":
+		if err := checkAggFlags(c); err != nil {
+			return err
+		}
 	case "disagg":
 		return runEvalDisagg(c)
 	default:

@@ -37,8 +37,28 @@ func evalDisaggFlags() []cli.Flag {
 	}
 }
 
+// disaggOnlyFlags lists the flags that only --mode disagg reads.
+var disaggOnlyFlags = []string{"prefill-tp", "prefill-workers", "decode-tp", "decode-workers", "prefill-batch-cap",
+	"decode-batch-cap", "prefill-inflight-cap", "decode-kv-capacity-tokens", "connector", "handoff-in-ttft",
+	"kv-bytes-per-token", "inter-node-gbps", "intra-node-gbps", "gpus-per-node", "kv-efficiency"}
+
+// checkAggFlags refuses disagg-only flags in agg mode (they would be ignored).
+func checkAggFlags(c *cli.Context) error {
+	for _, f := range disaggOnlyFlags {
+		if c.IsSet(f) {
+			return userErrorf("--%s: only with --mode disagg", f)
+		}
+	}
+	return nil
+}
+
 // runEvalDisagg evaluates one disaggregated operating point.
 func runEvalDisagg(c *cli.Context) error {
+	for _, f := range []string{"stagger-phases", "dp", "kv-capacity-tokens"} {
+		if c.IsSet(f) {
+			return userErrorf("--%s: not read by --mode disagg (see aicdb eval --help for the disagg flags)", f)
+		}
+	}
 	w, err := parseWorkload(c)
 	if err != nil {
 		return err

@@ -60,6 +60,12 @@ func TestEvalDisaggBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", tc.args, code, out, errs, tc.want)
 		}
 	}
+	if code, _, errs := evalRun(append(linArgs, "--decode-workers", "2", "--concurrency", "1", "--isl", "10", "--osl", "2")...); code != 1 || !strings.Contains(errs, "--decode-workers: only with --mode disagg") {
+		t.Errorf("agg with --decode-workers: exit %d, %q", code, errs)
+	}
+	if code, _, errs := evalRun(append(disaggArgs, "--concurrency", "1", "--stagger-phases", "4")...); code != 1 || !strings.Contains(errs, "--stagger-phases: not read by --mode disagg") {
+		t.Errorf("disagg with --stagger-phases: exit %d, %q", code, errs)
+	}
 	if code, _, errs := evalRun(append(linArgs, "--mode", "split", "--concurrency", "1", "--isl", "10", "--osl", "2")...); code != 1 || !strings.Contains(errs, `--mode "split": use agg or disagg`) {
 		t.Errorf("--mode split: exit %d, %q", code, errs)
 	}
