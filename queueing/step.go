@@ -116,6 +116,9 @@ func (k *Kernel) Inject(r KernelRequest) (int, error) {
 	if r.ISL <= 0 || r.OSL <= 0 || r.Prefix < 0 || r.Prefix >= r.ISL {
 		return 0, inputErr(fmt.Errorf("kernel request isl %d, osl %d, prefix %d: want isl ≥ 1, osl ≥ 1, 0 ≤ prefix < isl", r.ISL, r.OSL, r.Prefix))
 	}
+	if r.Prefilled && r.OSL < 2 {
+		return 0, inputErr(fmt.Errorf("kernel request: a prefilled request needs osl ≥ 2 (its first token came with the prompt), got %d", r.OSL))
+	}
 	id := len(k.s.reqs)
 	q := simReq{slot: -1, arrival: r.ArrivalMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL}
 	if r.Prefilled {
