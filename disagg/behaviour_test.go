@@ -189,3 +189,15 @@ func TestPlacementNVLink(t *testing.T) {
 		t.Errorf("link caps %v, want NIC 10 GB/s × 0.8 = 8e6 B/ms and NVLink 400 × 0.8 = 320e6 B/ms", caps)
 	}
 }
+
+// TestDeterministic: the same inputs give bit-identical columns.
+func TestDeterministic(t *testing.T) {
+	w := workload.Spec{ISL: 1000, OSL: 64, Concurrency: 32}
+	a := eval(t, w, nonMonotone(t, 4, 8)).Columns(3)
+	b := eval(t, w, nonMonotone(t, 4, 8)).Columns(3)
+	for k, v := range a {
+		if b[k] != v {
+			t.Errorf("%s: %v then %v", k, v, b[k])
+		}
+	}
+}
