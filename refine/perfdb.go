@@ -119,7 +119,8 @@ func (s DirSource) Model(_ context.Context, id string) (*perfdb.Model, error) {
 
 // PerfdbEvaluator is the real evaluator: legacy estimates from perfdb (agg: run_agg;
 // disagg: composed from static numbers, PERFDB.md §2.4), the screening and
-// quantitative tiers from queueing over perfdb.PassTiming. Perf data, models and
+// quantitative tiers from queueing (agg) or the disagg tandem (disagg rows, each
+// pool at its own parallelism) over perfdb.PassTiming. Perf data, models and
 // estimators are loaded once per key and shared (all are safe for concurrent use).
 type PerfdbEvaluator struct {
 	src PerfSource
