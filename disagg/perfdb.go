@@ -8,16 +8,16 @@ import (
 )
 
 // KVBytesPerLink returns the KV handoff per prompt token carried by one link:
-// the model's KV per token (from the prefill pool's memory model: layers, KV heads
-// per GPU, head size, KV quant) shipped over the NICs of the side with fewer GPUs
-// (one NIC per GPU, each carrying its shard). tpP and tpD are the pools' tp.
+// the model's KV per token (perfdb's per-GPU KVBytesPerToken of the prefill pool
+// × its tp) shipped over the NICs of the side with fewer GPUs (one NIC per GPU,
+// each carrying its shard). tpP and tpD are the pools' tp. A model's constant
+// per-request state (GDN) is not part of the flow.
 func KVBytesPerLink(pre *perfdb.Estimator, tpP, tpD int) (float64, error) {
-	u, err := pre.Memory(1, 1, 1, 0, 1) // 2 tokens of KV
-	if err != nil {
-		return 0, fmt.Errorf("kv bytes per token: %w", err)
+	b := pre.KVBytesPerToken()
+	if !(b > 0) {
+		return 0, fmt.Errorf("kv bytes per token: the prefill pool's model gives %v", b)
 	}
-	total := u.KVCacheGiB * (1 << 30) / 2 * float64(tpP)
-	return total / float64(max(min(tpP, tpD), 1)), nil
+	return b * float64(tpP) / float64(max(min(tpP, tpD), 1)), nil
 }
 
 // FabricOf is the fabric of system s: inter_node_bw and intra_node_bw per GPU
