@@ -24,7 +24,7 @@ func evalCommand() *cli.Command {
 		Usage: "latency distributions and throughput of one aggregated operating point (pass-calendar model)",
 		UsageText: "aicdb eval --timing linear --base-ms 5 --prefill-ms-per-token 0.02 --decode-ms-per-row 0.05 --concurrency 32 --isl 4096 --osl 256 --format json\n" +
 			"   aicdb eval --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --tp 2 --rate 3 --isl 4000 --osl 500 --tier both",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			// perf-database timing
 			&cli.StringFlag{Name: "model", Usage: "model `ID` known to the store, or a path to a config.json"},
 			&cli.StringFlag{Name: "system", Usage: "GPU system `NAME` (with --model)"},
@@ -83,7 +83,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
 			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			formatFlag(formatJSON),
-		},
+		}, evalDisaggFlags()...),
 		Action: runEval,
 	}
 }
@@ -100,6 +100,16 @@ type evalSpec struct {
 }
 
 func runEval(c *cli.Context) error {
+	switch c.String("mode") {
+	case "agg":
+		if err := checkAggFlags(c); err != nil {
+			return err
+		}
+	case "disagg":
+		return runEvalDisagg(c)
+	default:
+		return userErrorf("--mode %q: use agg or disagg", c.String("mode"))
+	}
 	spec, err := parseEval(c)
 	if err != nil {
 		return err

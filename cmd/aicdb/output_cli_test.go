@@ -90,6 +90,7 @@ func TestOutputGolden(t *testing.T) {
 	plain := []cmd{
 		{"eval_both", append(append([]string{}, lin...), "--concurrency", "8", "--isl", "1024", "--osl", "64", "--tier", "both"), all},
 		{"eval_unstable", append(append([]string{}, lin...), "--rate", "100", "--num-requests", "300", "--isl", "4096", "--osl", "64", "--tier", "both"), all},
+		{"eval_disagg", append(append([]string{"eval"}, disaggArgs...), "--concurrency", "1", "--tier", "both"), all},
 		{"oracle_run", []string{"oracle", "run", "--scenario", "testdata/oracle/tv1.json"}, append([]string{formatSummary}, all...)},
 	}
 	if !testing.Short() { // each estimate loads the embedded perf data (≈ 1 s)
