@@ -33,7 +33,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 			steady++
 		}
 	}
-	k--
+	k = s.kvStretch(cur, k-1)
 	tA, ok := s.nextArrival()
 	if !ok {
 		tA = math.Inf(1)
@@ -76,6 +76,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		j++
 	}
 	// j passes were scheduled (the last is in flight over [ps, pe]); j−1 completed.
+	s.kvAdvance(cur, j)
 	for _, en := range cur.entries {
 		r := &s.reqs[en.r]
 		r.gSched += j

@@ -45,6 +45,9 @@ func (s *Screener) Screen(w workload.Spec, e EngineSpec, t timing.Timing) (*Repo
 	if err != nil {
 		return nil, err
 	}
+	if e.KVCapacityTokens > 0 && e.Backend != BackendTRTLLM {
+		return nil, inputErr(fmt.Errorf("engine kv_capacity_tokens = %d: the screening tier does not model %s KV pressure (preemption/retraction); use the quantitative tier, which does, or drop the KV capacity", e.KVCapacityTokens, e.Backend))
+	}
 	pr := &s.pr
 	pr.reset(t)
 	rep, err := screen(pr, w, e, b)

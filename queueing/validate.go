@@ -93,8 +93,8 @@ func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds
 	}
 	switch e.Backend {
 	case BackendVLLM:
-		if e.KVCapacityTokens > 0 {
-			return b, fmt.Errorf("engine kv_capacity_tokens = %d: the vLLM calendar does not model KV pressure (recompute preemption); drop it, or evaluate with the oracle (aicdb oracle), which does", e.KVCapacityTokens)
+		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
+			return b, err
 		}
 		first := b.maxISL - w.Prefix // V-R3: the threshold caps n before the fit check
 		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
@@ -104,8 +104,8 @@ func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds
 			return b, fmt.Errorf("engine max_num_batched_tokens = %d: with chunked prefill off it must hold a whole prompt (%d uncached tokens); raise it or enable chunked prefill", e.MaxNumBatchedTokens, first)
 		}
 	case BackendSGLang:
-		if e.KVCapacityTokens > 0 {
-			return b, fmt.Errorf("engine kv_capacity_tokens = %d: the SGLang calendar does not model KV pressure (decode retraction); drop it, or evaluate with the oracle (aicdb oracle), which does", e.KVCapacityTokens)
+		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
+			return b, err
 		}
 	case BackendTRTLLM:
 		if e.KVCapacityTokens > 0 {
