@@ -135,14 +135,6 @@ func Families() []Family {
 	add("sglang/c32 W2 isl256–8192 osl16–1024", w2, sgl())
 	add("trtllm/c32 W2 isl256–8192 osl16–1024", w2, trt())
 
-	// KV pressure: the oracle models vLLM recompute preemption (V-R6) and SGLang
-	// retraction (S-R5); the calendars reject a KV capacity for those backends by
-	// design (QUEUEING.md §3). Listed, not gated: the model runs without KV, the DES
-	// with a pool of 10 prompts (8.9 full requests), so the residual is the cost of ignoring KV.
-	kv := 10 * 2048 // 8.9 requests at full length: admission outruns decode growth
-	fs = append(fs, Family{Name: "vllm/c32 isl2048 osl256 DES kv10x2048 preemption", Spec: closed(2048, 256, 0, 32), Engine: vllm(8192, 256), Timing: roofline,
-		OracleKVTokens: kv, KnownFailing: "the vLLM calendar does not model recompute preemption (QUEUEING.md §3 rejects a KV capacity); the DES is the reference"})
-	fs = append(fs, Family{Name: "sglang/c32 isl2048 osl256 DES kv10x2048 retraction", Spec: closed(2048, 256, 0, 32), Engine: sgl(), Timing: roofline,
-		OracleKVTokens: kv, KnownFailing: "the SGLang calendar does not model KV admission reservations / retraction (QUEUEING.md §3 rejects a KV capacity); the DES is the reference"})
+	// KV pressure (vLLM preemption, SGLang retraction) is gated in KVFamilies.
 	return fs
 }
