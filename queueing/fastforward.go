@@ -17,7 +17,7 @@ import (
 // lengths, and leaves the last of them in flight as the new cur, so the regular
 // loop resumes with exactly the state the pass-by-pass recursion would have.
 func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64) error {
-	if s.record || s.chunked >= 0 || s.waitingLen() > 0 || len(cur.tp.Prefill) > 0 ||
+	if s.record || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
 		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
 		return nil
 	}

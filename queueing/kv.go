@@ -204,3 +204,37 @@ func (s *sim) kvReport(rep *Report) {
 		rep.PreemptionsPerRequest = float64(p) / float64(n)
 	}
 }
+
+// kvQueueBlocked reports that the waiting queue provably admits nobody during a
+// decode stretch after cur (so fastForward may run with requests waiting): no
+// request finishes and kvStretch forbids preemption, so free blocks only shrink.
+// vLLM: the head's first chunk — min(rest, threshold, budget − decode rows) — needs
+// more blocks than are free now, or max_num_seqs is reached (V-R3, head-of-line);
+// SGLang: the sticky batch_is_full is set and no request is chunked (S-R4).
+func (s *sim) kvQueueBlocked(cur *simPass) bool {
+	if !s.kv.on {
+		return false
+	}
+	switch s.e.Backend {
+	case BackendVLLM:
+		if len(s.running) >= s.seqCap {
+			return true
+		}
+		r := &s.reqs[s.waiting[s.wHead]]
+		if r.finished {
+			return false
+		}
+		n := r.promptLen() - r.prefix
+		if t := s.e.LongPrefillTokenThreshold; t > 0 && n > t {
+			n = t
+		}
+		left := s.budget - len(cur.entries)
+		if left <= 0 || (!s.e.EnableChunkedPrefill && n > left) {
+			return true
+		}
+		return ceilDiv(r.prefix+min(n, left), s.e.BlockSize) > s.kvFree
+	case BackendSGLang:
+		return s.kv.batchFull && s.chunked < 0
+	}
+	return false
+}

@@ -82,3 +82,24 @@ func TestKVPressurePreempts(t *testing.T) {
 		}
 	}
 }
+
+// TestKVFastPathMatches: under KV pressure with a queue (the fast path runs while
+// admission is provably blocked, kvQueueBlocked), the fast path gives the
+// pass-by-pass numbers up to summation order.
+func TestKVFastPathMatches(t *testing.T) {
+	w := workload.Spec{ISL: 8192, OSL: 256, Concurrency: 64}
+	for _, b := range []string{BackendVLLM, BackendSGLang} {
+		e := engine(t, b, func(e *EngineSpec) { e.KVCapacityTokens = w.Concurrency * (w.ISL + w.OSL) / 2 })
+		fast := quant(t, w, e, kvLin)
+		slow, err := QuantitativeWith(context.Background(), w, e, kvLin, Options{NoFastForward: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range [][2]float64{{fast.ThroughputRPS, slow.ThroughputRPS}, {fast.TTFTSteady.Mean(), slow.TTFTSteady.Mean()},
+			{fast.ITL.Quantile(0.99), slow.ITL.Quantile(0.99)}, {fast.PreemptionsPerRequest, slow.PreemptionsPerRequest}, {fast.KVUtilPeak, slow.KVUtilPeak}} {
+			if d := c[0] - c[1]; d > 1e-9*c[1] || -d > 1e-9*c[1] {
+				t.Errorf("%s: fast path %v vs pass-by-pass %v", b, c[0], c[1])
+			}
+		}
+	}
+}
