@@ -27,6 +27,8 @@ type kvState struct {
 	on        bool // a KV capacity is set
 	capBlocks int
 	peakUsed  int // peak blocks in use
+	// TRT-LLM MAX_UTILIZATION buffers (T-R2).
+	list, fit, paused []int32
 	// SGLang (S-R4/S-R5).
 	ratio     float64 // new_token_ratio
 	batchFull bool    // running_batch.batch_is_full (sticky)
@@ -112,7 +114,7 @@ func decodeKVTokens(r *simReq) int { return r.isl + r.gSched }
 // the pass-by-pass recursion. Without a KV capacity, or for TRT-LLM
 // GUARANTEED_NO_EVICT (reservations taken at admission, T-R1), k is unchanged.
 func (s *sim) kvStretch(cur *simPass, k int) int {
-	if !s.kv.on || s.e.Backend == BackendTRTLLM {
+	if !s.kvPerPass() {
 		return k
 	}
 	lo, hi := 0, k // the largest j in [0, k] whose blocks fit
@@ -125,6 +127,12 @@ func (s *sim) kvStretch(cur *simPass, k int) int {
 		}
 	}
 	return lo
+}
+
+// kvPerPass reports that decode rows allocate blocks pass by pass (vLLM, SGLang,
+// TRT-LLM MAX_UTILIZATION), not by an admission reservation (GUARANTEED_NO_EVICT).
+func (s *sim) kvPerPass() bool {
+	return s.kv.on && (s.e.Backend != BackendTRTLLM || s.e.CapacityPolicy == PolicyMaxUtilization)
 }
 
 // kvStretchBlocks is the number of new blocks the rows of cur (scheduled, gSched
@@ -142,7 +150,7 @@ func (s *sim) kvStretchBlocks(cur *simPass, j int) int {
 // kvAdvance applies the KV effects of j stretch passes (before gSched advances):
 // the rows' blocks, and for SGLang one new_token_ratio decay per decode step (S-R5).
 func (s *sim) kvAdvance(cur *simPass, j int) {
-	if !s.kv.on || j <= 0 || s.e.Backend == BackendTRTLLM {
+	if !s.kvPerPass() || j <= 0 {
 		return
 	}
 	for _, en := range cur.entries {

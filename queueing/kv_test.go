@@ -15,8 +15,8 @@ var kvLin = timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.025, DecodeMsPerRow: 0
 // retraction, so it refuses a vLLM/SGLang KV capacity and names the tier that does.
 func TestScreeningRejectsKVPressure(t *testing.T) {
 	w := workload.Spec{ISL: 1000, OSL: 50, Concurrency: 4}
-	for _, b := range []string{BackendVLLM, BackendSGLang} {
-		e := engine(t, b, func(e *EngineSpec) { e.KVCapacityTokens = 1 << 20 })
+	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
+		e := engine(t, b, func(e *EngineSpec) { e.KVCapacityTokens = 1 << 20; e.CapacityPolicy = PolicyMaxUtilization })
 		_, err := Screening(w, e, kvLin)
 		if err == nil || !strings.Contains(err.Error(), "use the quantitative tier") || !IsInputError(err) {
 			t.Errorf("%s: screening error %v, want an input error naming the quantitative tier", b, err)
@@ -52,17 +52,17 @@ func TestKVAmpleIsIdentical(t *testing.T) {
 	}
 }
 
-// TestKVPressurePreempts: a pool short of the running set's KV preempts (vLLM) or
-// retracts (SGLang), fills the pool, lowers throughput, and the fast path agrees
+// TestKVPressurePreempts: a pool short of the running set's KV preempts (vLLM),
+// retracts (SGLang) or pauses (TRT-LLM MAX_UTILIZATION), fills the pool, lowers throughput, and the fast path agrees
 // with the pass-by-pass recursion.
 func TestKVPressurePreempts(t *testing.T) {
 	w := workload.Spec{ISL: 2048, OSL: 256, Concurrency: 32}
-	for _, b := range []string{BackendVLLM, BackendSGLang} {
+	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
 		for _, async := range []bool{false, true} {
 			if async && b == BackendSGLang {
 				continue
 			}
-			e := engine(t, b, func(e *EngineSpec) { e.AsyncScheduling = async })
+			e := engine(t, b, func(e *EngineSpec) { e.AsyncScheduling = async; e.CapacityPolicy = PolicyMaxUtilization })
 			base := quant(t, w, e, kvLin)
 			e.KVCapacityTokens = 10 * 2048
 			got := quant(t, w, e, kvLin)
@@ -73,7 +73,7 @@ func TestKVPressurePreempts(t *testing.T) {
 			if !(got.ThroughputRPS < base.ThroughputRPS) || !(got.KVUtilPeak > 0.9 && got.KVUtilPeak <= 1) {
 				t.Errorf("%s async=%v: throughput %v (unbounded %v), kv_util_peak %v", b, async, got.ThroughputRPS, base.ThroughputRPS, got.KVUtilPeak)
 			}
-			if b == BackendVLLM && !(got.PreemptionsPerRequest > 0) {
+			if b != BackendSGLang && !(got.PreemptionsPerRequest > 0) {
 				t.Errorf("%s async=%v: no preemption under a pool of 10 prompts for 32 clients", b, async)
 			}
 			if d := slow.ThroughputRPS/got.ThroughputRPS - 1; d > 1e-9 || d < -1e-9 || slow.PreemptionsPerRequest != got.PreemptionsPerRequest {
@@ -88,8 +88,11 @@ func TestKVPressurePreempts(t *testing.T) {
 // pass-by-pass numbers up to summation order.
 func TestKVFastPathMatches(t *testing.T) {
 	w := workload.Spec{ISL: 8192, OSL: 256, Concurrency: 64}
-	for _, b := range []string{BackendVLLM, BackendSGLang} {
-		e := engine(t, b, func(e *EngineSpec) { e.KVCapacityTokens = w.Concurrency * (w.ISL + w.OSL) / 2 })
+	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
+		e := engine(t, b, func(e *EngineSpec) {
+			e.KVCapacityTokens = w.Concurrency * (w.ISL + w.OSL) / 2
+			e.CapacityPolicy, e.EnableChunkedPrefill = PolicyMaxUtilization, true
+		})
 		fast := quant(t, w, e, kvLin)
 		slow, err := QuantitativeWith(context.Background(), w, e, kvLin, Options{NoFastForward: true})
 		if err != nil {

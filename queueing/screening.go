@@ -45,7 +45,7 @@ func (s *Screener) Screen(w workload.Spec, e EngineSpec, t timing.Timing) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	if e.KVCapacityTokens > 0 && e.Backend != BackendTRTLLM {
+	if e.KVCapacityTokens > 0 && (e.Backend != BackendTRTLLM || e.CapacityPolicy == PolicyMaxUtilization) {
 		return nil, inputErr(fmt.Errorf("engine kv_capacity_tokens = %d: the screening tier does not model %s KV pressure (preemption/retraction); use the quantitative tier, which does, or drop the KV capacity", e.KVCapacityTokens, e.Backend))
 	}
 	pr := &s.pr

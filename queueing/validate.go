@@ -108,10 +108,11 @@ func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds
 			return b, err
 		}
 	case BackendTRTLLM:
-		if e.KVCapacityTokens > 0 {
-			if e.CapacityPolicy == PolicyMaxUtilization {
-				return b, fmt.Errorf("engine capacity_policy = max_utilization with kv_capacity_tokens = %d: pausing under KV pressure is not modelled; use guaranteed_no_evict, drop the KV capacity, or use the oracle", e.KVCapacityTokens)
+		if e.CapacityPolicy == PolicyMaxUtilization { // pausing (T-R2)
+			if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
+				return b, err
 			}
+		} else if e.KVCapacityTokens > 0 {
 			need := ceilDiv(b.maxISL+b.maxOSL, e.BlockSize)
 			if need > e.KVCapacityTokens/e.BlockSize {
 				return b, fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens (isl %d + osl %d) under guaranteed_no_evict; raise the KV capacity", e.KVCapacityTokens, need, e.BlockSize, b.maxISL, b.maxOSL)

@@ -46,7 +46,7 @@ func TestBadInputNamesTheInput(t *testing.T) {
 		{"vllm kv below one request", ok, BackendVLLM, func(e *EngineSpec) { e.KVCapacityTokens = 1024 }, lin, "one request needs 66 blocks of 16 tokens for its last token (isl 1000 + osl 50 − 1) but the pool has 64"},
 		{"sglang kv below one admission", ok, BackendSGLang, func(e *EngineSpec) { e.KVCapacityTokens = 1050 }, lin, "isl + min(osl, 4096) = 1050 < the free KV tokens (1050 when empty"},
 		{"vllm kv with prefix", wmod(func(w *workload.Spec) { w.Prefix = 100 }), BackendVLLM, func(e *EngineSpec) { e.KVCapacityTokens = 1 << 20 }, lin, "cached prefix is not modelled for vllm"},
-		{"trt max_util kv", ok, BackendTRTLLM, func(e *EngineSpec) { e.CapacityPolicy = PolicyMaxUtilization; e.KVCapacityTokens = 1 << 20 }, lin, "max_utilization"},
+		{"trt max_util kv with prefix", wmod(func(w *workload.Spec) { w.Prefix = 100 }), BackendTRTLLM, func(e *EngineSpec) { e.CapacityPolicy = PolicyMaxUtilization; e.KVCapacityTokens = 1 << 20 }, lin, "cached prefix is not modelled for trtllm"},
 		{"trt kv below one request", ok, BackendTRTLLM, func(e *EngineSpec) { e.KVCapacityTokens = 512 }, lin, "kv_capacity_tokens = 512"},
 		{"trt bad policy", ok, BackendTRTLLM, func(e *EngineSpec) { e.CapacityPolicy = "evict" }, lin, "capacity_policy"},
 		{"sglang async", ok, BackendSGLang, func(e *EngineSpec) { e.AsyncScheduling = true }, lin, "async_scheduling"},

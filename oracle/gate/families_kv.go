@@ -31,12 +31,27 @@ func KVFamilies() []Family {
 	va := vllm(8192, 256)
 	va.AsyncScheduling = true
 	add("vllm/c32 isl2048 osl256 kv10x2048 preemption async", 32, 2048, 256, va, 10*2048)
+	trt := func() queueing.EngineSpec {
+		e, err := queueing.DefaultEngine(queueing.BackendTRTLLM, "")
+		if err != nil {
+			panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
+		}
+		e.CapacityPolicy = queueing.PolicyMaxUtilization
+		return e
+	}
+	add("trtllm/c32 isl2048 osl256 kv10x2048 max_utilization pausing", 32, 2048, 256, trt(), 10*2048)
+	tc := trt()
+	tc.EnableChunkedPrefill, tc.MaxNumTokens, tc.AsyncScheduling = true, 2048, false
+	add("trtllm/c32 isl2048 osl256 kv10x2048 max_utilization chunked overlap off", 32, 2048, 256, tc, 10*2048)
 	const c, isl, osl = 16, 8192, 1024
 	running := c * (isl + osl)
 	for _, over := range []int{10, 50, 200} {
 		kv := running * 100 / (100 + over)
 		add(fmt.Sprintf("vllm/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, vllm(8192, 256), kv)
 		add(fmt.Sprintf("sglang/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, sgl(), kv)
+		tl := trt()
+		tl.EnableChunkedPrefill = true // with chunking off an 8192 prompt never shares the 8192 budget with decoders
+		add(fmt.Sprintf("trtllm/c%d isl%d osl%d kv over %d%% max_utilization chunked", c, isl, osl, over), c, isl, osl, tl, kv)
 	}
 	return fs
 }
