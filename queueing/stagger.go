@@ -31,6 +31,7 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 	var recs []RequestRecord
 	x, tok := 0.0, 0.0
 	passes, steady := burst.Diagnostics.Passes, 0
+	kvPeak, preempts := burst.KVUtilPeak, 0.0 // KV: the peak of every run, the mean preemptions
 	for _, r := range burst.Requests {
 		if r.Transient {
 			recs = append(recs, r)
@@ -52,6 +53,8 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 		for _, a := range r.ITL.Atoms() {
 			itl = append(itl, Atom{Value: a.Value, Weight: a.Weight / math.Max(wt, 1e-300)})
 		}
+		kvPeak = math.Max(kvPeak, r.KVUtilPeak)
+		preempts += r.PreemptionsPerRequest / float64(K)
 		x += r.ThroughputRPS / float64(K)
 		tok += r.OutputTokensPerS / float64(K)
 		passes += r.Diagnostics.Passes
@@ -65,7 +68,7 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 	rep := &Report{
 		TTFTSteady: fromAtomsOwned(ttft), TTFTTransient: burst.TTFTTransient,
 		ITL: fromAtomsOwned(itl), TPOT: fromAtomsOwned(tpot), E2E: fromAtomsOwned(e2e),
-		ThroughputRPS: x, OutputTokensPerS: tok,
+		ThroughputRPS: x, OutputTokensPerS: tok, KVUtilPeak: kvPeak, PreemptionsPerRequest: preempts,
 		Tier: TierQuantitative, Fidelity: w.Fidelity(), Requests: recs,
 		Diagnostics: burst.Diagnostics,
 	}
