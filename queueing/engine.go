@@ -133,8 +133,8 @@ func checkVersion(v string) error {
 }
 
 // Validate reports the first invalid field of e as a one-line error naming it.
-// It checks ranges only; calendar-specific restrictions (a KV capacity given to a
-// calendar that does not model KV pressure, a prompt that cannot fit a
+// It checks ranges only; calendar-specific restrictions (a KV capacity one request
+// cannot fit, a prompt that cannot fit a
 // chunked-prefill-off budget) are reported by the evaluators, which know the
 // workload.
 func (e EngineSpec) Validate() error {

@@ -143,8 +143,9 @@ func consistent(got, m Metrics) error {
 }
 
 // oracleEngine maps the model's engine spec to the oracle's, with a KV pool large
-// enough that no request is ever preempted (the model does not model KV pressure for
-// vLLM), and prefix caching on exactly when the workload has a prefix.
+// enough that no request is ever preempted unless the family sets a KV capacity
+// (then both sides get it, families_kv.go), and prefix caching on exactly when the
+// workload has a prefix.
 func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 	e := f.Engine
 	bs := max(e.BlockSize, 1)
