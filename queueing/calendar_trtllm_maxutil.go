@@ -86,7 +86,7 @@ func (s *sim) trtStart(ri int32) {
 		s.waiting, s.wHead = s.waiting[:0], 0
 	}
 	s.running = append(s.running, ri)
-	for k := len(s.running) - 1; k > 0 && s.running[k] < s.running[k-1]; k-- { // arrival order
+	for k := len(s.running) - 1; k > 0 && s.arrivedBefore(s.running[k], s.running[k-1]); k-- {
 		s.running[k], s.running[k-1] = s.running[k-1], s.running[k]
 	}
 	r.c = 0
@@ -107,4 +107,12 @@ func (s *sim) trtDropFinishedWaiting() {
 	if s.wHead == len(s.waiting) {
 		s.waiting, s.wHead = s.waiting[:0], 0
 	}
+}
+
+// arrivedBefore orders requests as TensorRT-LLM's request ids do: by arrival, ties
+// in creation order (a staggered client's first request is created ahead of time,
+// so creation order alone is not arrival order).
+func (s *sim) arrivedBefore(a, b int32) bool {
+	ra, rb := s.reqs[a].arrival, s.reqs[b].arrival
+	return ra < rb || (ra == rb && a < b)
 }

@@ -246,3 +246,14 @@ func (s *sim) kvQueueBlocked(cur *simPass) bool {
 	}
 	return false
 }
+
+// screeningKVFree is e without a KV capacity the screening tier does not model
+// (vLLM, SGLang, TRT-LLM MAX_UTILIZATION): the stagger phases take their spread from
+// the screening cycle, which must not fall back to the burst transient merely
+// because a KV capacity is set (an ample pool then changes nothing).
+func screeningKVFree(e EngineSpec) EngineSpec {
+	if e.Backend != BackendTRTLLM || e.CapacityPolicy == PolicyMaxUtilization {
+		e.KVCapacityTokens = 0
+	}
+	return e
+}

@@ -56,7 +56,7 @@ func TestKVAmpleIsIdentical(t *testing.T) {
 // retracts (SGLang) or pauses (TRT-LLM MAX_UTILIZATION), fills the pool, lowers throughput, and the fast path agrees
 // with the pass-by-pass recursion.
 func TestKVPressurePreempts(t *testing.T) {
-	w := workload.Spec{ISL: 2048, OSL: 256, Concurrency: 32}
+	w := workload.Spec{ISL: 512, OSL: 512, Concurrency: 16}
 	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
 		for _, async := range []bool{false, true} {
 			if async && b == BackendSGLang {
@@ -64,17 +64,23 @@ func TestKVPressurePreempts(t *testing.T) {
 			}
 			e := engine(t, b, func(e *EngineSpec) { e.AsyncScheduling = async; e.CapacityPolicy = PolicyMaxUtilization })
 			base := quant(t, w, e, kvLin)
-			e.KVCapacityTokens = 10 * 2048
+			e.KVCapacityTokens = 5 * 1024 // 5 full requests for 16 clients
 			got := quant(t, w, e, kvLin)
-			slow, err := QuantitativeWith(context.Background(), w, e, kvLin, Options{NoFastForward: true})
+			o := DefaultOptions()
+			o.NoFastForward = true
+			slow, err := QuantitativeWith(context.Background(), w, e, kvLin, o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !(got.ThroughputRPS < base.ThroughputRPS) || !(got.KVUtilPeak > 0.9 && got.KVUtilPeak <= 1) {
 				t.Errorf("%s async=%v: throughput %v (unbounded %v), kv_util_peak %v", b, async, got.ThroughputRPS, base.ThroughputRPS, got.KVUtilPeak)
 			}
-			if b != BackendSGLang && !(got.PreemptionsPerRequest > 0) {
-				t.Errorf("%s async=%v: no preemption under a pool of 10 prompts for 32 clients", b, async)
+			burst, err := QuantitativeWith(context.Background(), w, e, kvLin, Options{}) // the burst's locked cohorts
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b != BackendSGLang && !(burst.PreemptionsPerRequest > 0) {
+				t.Errorf("%s async=%v: no preemption in the burst limit cycle under a pool of 5 full requests for 16 clients", b, async)
 			}
 			if d := slow.ThroughputRPS/got.ThroughputRPS - 1; d > 1e-9 || d < -1e-9 || slow.PreemptionsPerRequest != got.PreemptionsPerRequest {
 				t.Errorf("%s async=%v: fast path %v/%v vs pass-by-pass %v/%v", b, async, got.ThroughputRPS, got.PreemptionsPerRequest, slow.ThroughputRPS, slow.PreemptionsPerRequest)
@@ -94,7 +100,9 @@ func TestKVFastPathMatches(t *testing.T) {
 			e.CapacityPolicy, e.EnableChunkedPrefill = PolicyMaxUtilization, true
 		})
 		fast := quant(t, w, e, kvLin)
-		slow, err := QuantitativeWith(context.Background(), w, e, kvLin, Options{NoFastForward: true})
+		o := DefaultOptions()
+		o.NoFastForward = true
+		slow, err := QuantitativeWith(context.Background(), w, e, kvLin, o)
 		if err != nil {
 			t.Fatal(err)
 		}
