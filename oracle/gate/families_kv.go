@@ -54,11 +54,5 @@ func KVFamilies() []Family {
 		tl.EnableChunkedPrefill = true // with chunking off an 8192 prompt never shares the 8192 budget with decoders
 		add(fmt.Sprintf("trtllm/c%d isl%d osl%d kv over %d%% max_utilization chunked", c, isl, osl, over), c, isl, osl, tl, kv)
 	}
-	out := bothSemantics(fs)
-	for i := range out {
-		if out[i].Name == "trtllm/c16 isl8192 osl1024 kv over 10% max_utilization chunked · burst" {
-			out[i].KnownFailing = "TTFT p99 −16.3 % (mean −1.2 %, throughput +0.07 %) since the issue-9 limit-cycle window: the model finds a period-13 cycle at generation 29 of 56; exact (0.000 %) under the former fixed window [4, 12); the DES-side window or a late divergence of the pause order is not yet traced"
-		}
-	}
-	return out
+	return bothSemantics(fs)
 }
