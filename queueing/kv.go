@@ -257,3 +257,21 @@ func screeningKVFree(e EngineSpec) EngineSpec {
 	}
 	return e
 }
+
+// checkTraceKV applies checkKVFit to a trace under a per-pass KV model (vLLM,
+// SGLang, TRT-LLM MAX_UTILIZATION): its longest request must fit, and no request may
+// carry a cached prefix.
+func checkTraceKV(reqs []TraceRequest, e EngineSpec) error {
+	if e.KVCapacityTokens <= 0 || (e.Backend == BackendTRTLLM && e.CapacityPolicy != PolicyMaxUtilization) {
+		return nil
+	}
+	var b shapeBounds
+	var w workload.Spec
+	for _, r := range reqs { // the longest request (isl + osl) decides the fit
+		if r.ISL+r.OSL > b.maxISL+b.maxOSL {
+			b.maxISL, b.maxOSL = r.ISL, r.OSL
+		}
+		w.Prefix = max(w.Prefix, r.Prefix)
+	}
+	return checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token")
+}

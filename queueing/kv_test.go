@@ -114,3 +114,21 @@ func TestKVFastPathMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceKVChecks: a trace under a per-pass KV model is refused with a cached
+// prefix or a request longer than the pool.
+func TestTraceKVChecks(t *testing.T) {
+	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.KVCapacityTokens = 1024 })
+	for _, c := range []struct {
+		reqs []TraceRequest
+		want string
+	}{
+		{[]TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 10, Prefix: 50}}, "cached prefix is not modelled for vllm"},
+		{[]TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 10}, {ArrivalMs: 1, ISL: 1000, OSL: 100}}, "one request needs 69 blocks of 16 tokens"},
+	} {
+		_, err := QuantitativeTrace(context.Background(), c.reqs, e, kvLin, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want one containing %q", err, c.want)
+		}
+	}
+}

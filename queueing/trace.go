@@ -113,5 +113,5 @@ func checkTrace(reqs []TraceRequest, e EngineSpec, t timing.Timing) error {
 		}
 		prev = r.ArrivalMs
 	}
-	return nil
+	return checkTraceKV(reqs, e)
 }
