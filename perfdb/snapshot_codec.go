@@ -5,8 +5,9 @@ package perfdb
 // slice of flat structs (fields of string, integer, float or bool kinds — every
 // perf table and Sources) is stored column by column, strings through a
 // per-column dictionary (a table has a handful of distinct dtypes and kernel
-// names, so decoded rows share their strings), integers as zig-zag varints,
-// floats as their IEEE-754 bits; every other field (the system spec, the
+// names, so decoded rows share their strings), integers and dictionary indexes
+// little-endian in the narrowest of 1, 2, 4 or 8 bytes that holds the whole
+// column, floats as their IEEE-754 bits; every other field (the system spec, the
 // backend and version names) is stored as JSON. A table added to Data is
 // therefore snapshotted without touching this file. The layout is described
 // by dataLayout, which keys the snapshot, so a changed Data type never decodes
@@ -150,9 +151,7 @@ func encodeColumns(dst []byte, s reflect.Value) []byte {
 				dst = binary.AppendUvarint(dst, uint64(len(str)))
 				dst = append(dst, str...)
 			}
-			for _, k := range idx {
-				dst = binary.AppendUvarint(dst, k)
-			}
+			dst = appendFixed(dst, idx, false)
 		case reflect.Bool:
 			for i := range n {
 				if *(*bool)(cell(base, size, i, off)) {
@@ -162,13 +161,17 @@ func encodeColumns(dst []byte, s reflect.Value) []byte {
 				}
 			}
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			col := make([]uint64, n)
 			for i := range n {
-				dst = binary.AppendVarint(dst, loadInt(cell(base, size, i, off), f.Type.Kind()))
+				col[i] = uint64(loadInt(cell(base, size, i, off), f.Type.Kind()))
 			}
+			dst = appendFixed(dst, col, true)
 		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			col := make([]uint64, n)
 			for i := range n {
-				dst = binary.AppendUvarint(dst, loadUint(cell(base, size, i, off), f.Type.Kind()))
+				col[i] = loadUint(cell(base, size, i, off), f.Type.Kind())
 			}
+			dst = appendFixed(dst, col, false)
 		case reflect.Float32:
 			for i := range n {
 				dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(*(*float32)(cell(base, size, i, off))))
@@ -177,6 +180,48 @@ func encodeColumns(dst []byte, s reflect.Value) []byte {
 			for i := range n {
 				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(*(*float64)(cell(base, size, i, off))))
 			}
+		}
+	}
+	return dst
+}
+
+// fixedWidth is the narrowest of 1, 2, 4, 8 bytes holding every value of col
+// (as two's-complement signed values when signed).
+func fixedWidth(col []uint64, signed bool) int {
+	w := 1
+	for _, v := range col {
+		for w < 8 {
+			var fits bool
+			if signed {
+				x, bits := int64(v), uint(8*w)
+				fits = x >= -1<<(bits-1) && x < 1<<(bits-1)
+			} else {
+				fits = v < 1<<uint(8*w)
+			}
+			if fits {
+				break
+			}
+			w *= 2
+		}
+	}
+	return w
+}
+
+// appendFixed appends the column's width byte, then each value little-endian
+// in that width.
+func appendFixed(dst []byte, col []uint64, signed bool) []byte {
+	w := fixedWidth(col, signed)
+	dst = append(dst, byte(w))
+	for _, v := range col {
+		switch w {
+		case 1:
+			dst = append(dst, byte(v))
+		case 2:
+			dst = binary.LittleEndian.AppendUint16(dst, uint16(v))
+		case 4:
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(v))
+		default:
+			dst = binary.LittleEndian.AppendUint64(dst, v)
 		}
 	}
 	return dst
@@ -229,16 +274,6 @@ func (r *snapReader) fail() {
 
 func (r *snapReader) uvarint() uint64 {
 	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *snapReader) varint() int64 {
-	v, n := binary.Varint(r.b)
 	if n <= 0 {
 		r.fail()
 		return 0
@@ -310,6 +345,22 @@ func decodeData(payload []byte) (*Data, error) {
 	return d, nil
 }
 
+// snapColumn is one parsed column of a slice field: where each row's value is
+// (off, kind) and where the column's values are (data, w bytes each; dict
+// for strings).
+type snapColumn struct {
+	off  uintptr
+	kind reflect.Kind
+	w    int
+	data []byte
+	dict []string
+}
+
+// decodeBlock is the rows decoded column by column at a time: a block of
+// rows stays in cache across its columns (decoding whole columns one after
+// the other walks the whole table once per field).
+const decodeBlock = 256
+
 // decodeColumns fills the slice field s from its columns.
 func decodeColumns(r *snapReader, s reflect.Value) {
 	n1 := r.uvarint()
@@ -322,57 +373,129 @@ func decodeColumns(r *snapReader, s reflect.Value) {
 	}
 	n := int(n1 - 1)
 	e := s.Type().Elem()
-	sv := reflect.MakeSlice(s.Type(), n, n)
 	if n == 0 {
-		s.Set(sv) // empty, not nil
+		s.Set(reflect.MakeSlice(s.Type(), 0, 0)) // empty, not nil
 		return
 	}
-	base, size := sv.UnsafePointer(), e.Size()
-	for j := 0; j < e.NumField() && r.err == nil; j++ {
+	cols := make([]snapColumn, e.NumField())
+	for j := range cols {
 		f := e.Field(j)
-		off, k := f.Offset, f.Type.Kind()
-		switch k {
+		c := &cols[j]
+		c.off, c.kind = f.Offset, f.Type.Kind()
+		switch c.kind {
 		case reflect.String:
-			dict := make([]string, r.count())
-			for i := range dict {
-				dict[i] = string(r.next(r.count()))
+			c.dict = make([]string, r.count())
+			for i := range c.dict {
+				c.dict[i] = string(r.next(r.count()))
 			}
-			for i := 0; i < n && r.err == nil; i++ {
-				x := r.uvarint()
-				if x >= uint64(len(dict)) {
-					r.fail()
-					break
-				}
-				*(*string)(cell(base, size, i, off)) = dict[x]
-			}
+			c.w = r.width()
 		case reflect.Bool:
-			b := r.next(n)
-			for i := range b {
-				*(*bool)(cell(base, size, i, off)) = b[i] != 0
-			}
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			for i := 0; i < n && r.err == nil; i++ {
-				storeInt(cell(base, size, i, off), k, r.varint())
-			}
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			for i := 0; i < n && r.err == nil; i++ {
-				storeUint(cell(base, size, i, off), k, r.uvarint())
-			}
+			c.w = 1
 		case reflect.Float32:
-			b := r.next(4 * n)
-			for i := 0; i < len(b)/4; i++ {
-				*(*float32)(cell(base, size, i, off)) = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			}
+			c.w = 4
 		case reflect.Float64:
-			b := r.next(8 * n)
-			for i := 0; i < len(b)/8; i++ {
-				*(*float64)(cell(base, size, i, off)) = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+			c.w = 8
+		default:
+			c.w = r.width()
+		}
+		c.data = r.next(c.w * n)
+		if r.err != nil {
+			return
+		}
+	}
+	sv := reflect.MakeSlice(s.Type(), n, n)
+	base, size := sv.UnsafePointer(), e.Size()
+	for lo := 0; lo < n; lo += decodeBlock {
+		hi := min(n, lo+decodeBlock)
+		for j := range cols {
+			if !cols[j].decode(base, size, lo, hi) {
+				r.fail()
+				return
 			}
 		}
 	}
-	if r.err == nil {
-		s.Set(sv)
+	s.Set(sv)
+}
+
+// width reads an integer column's value width (1, 2, 4 or 8 bytes).
+func (r *snapReader) width() int {
+	w := int(r.tag())
+	if w != 1 && w != 2 && w != 4 && w != 8 {
+		r.fail()
 	}
+	return w
+}
+
+// at returns value i of the column, zero-extended from its width.
+func (c *snapColumn) at(i int) uint64 {
+	switch c.w {
+	case 1:
+		return uint64(c.data[i])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(c.data[2*i:]))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(c.data[4*i:]))
+	}
+	return binary.LittleEndian.Uint64(c.data[8*i:])
+}
+
+// signedAt returns value i of the column, sign-extended from its width.
+func (c *snapColumn) signedAt(i int) int64 {
+	switch c.w {
+	case 1:
+		return int64(int8(c.data[i]))
+	case 2:
+		return int64(int16(binary.LittleEndian.Uint16(c.data[2*i:])))
+	case 4:
+		return int64(int32(binary.LittleEndian.Uint32(c.data[4*i:])))
+	}
+	return int64(binary.LittleEndian.Uint64(c.data[8*i:]))
+}
+
+// decode stores rows [lo, hi) of the column into the rows at base; false
+// when a string index is out of its dictionary.
+func (c *snapColumn) decode(base unsafe.Pointer, size uintptr, lo, hi int) bool {
+	switch c.kind {
+	case reflect.String:
+		for i := lo; i < hi; i++ {
+			x := c.at(i)
+			if x >= uint64(len(c.dict)) {
+				return false
+			}
+			*(*string)(cell(base, size, i, c.off)) = c.dict[x]
+		}
+	case reflect.Bool:
+		for i := lo; i < hi; i++ {
+			*(*bool)(cell(base, size, i, c.off)) = c.data[i] != 0
+		}
+	case reflect.Int:
+		if c.w == 8 {
+			for i := lo; i < hi; i++ {
+				*(*int)(cell(base, size, i, c.off)) = int(binary.LittleEndian.Uint64(c.data[8*i:]))
+			}
+			break
+		}
+		for i := lo; i < hi; i++ {
+			*(*int)(cell(base, size, i, c.off)) = int(c.signedAt(i))
+		}
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		for i := lo; i < hi; i++ {
+			storeInt(cell(base, size, i, c.off), c.kind, c.signedAt(i))
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		for i := lo; i < hi; i++ {
+			storeUint(cell(base, size, i, c.off), c.kind, c.at(i))
+		}
+	case reflect.Float32:
+		for i := lo; i < hi; i++ {
+			*(*float32)(cell(base, size, i, c.off)) = math.Float32frombits(binary.LittleEndian.Uint32(c.data[4*i:]))
+		}
+	case reflect.Float64:
+		for i := lo; i < hi; i++ {
+			*(*float64)(cell(base, size, i, c.off)) = math.Float64frombits(binary.LittleEndian.Uint64(c.data[8*i:]))
+		}
+	}
+	return true
 }
 
 func storeInt(p unsafe.Pointer, k reflect.Kind, v int64) {
