@@ -398,7 +398,7 @@ func evalPassTiming(c *cli.Context) (*perfdb.PassTiming, string, int, error) {
 	if err != nil {
 		return nil, "", 0, asUser(err)
 	}
-	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode))
+	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
 	if err != nil {
 		return nil, "", 0, asUser(err)
 	}
