@@ -64,6 +64,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			bestCommand(),
 			queryCommand(),
 			versionCommand(),
+			schemaCommand(),
 		},
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {},
