@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -241,7 +242,7 @@ func TestOnlyTablesLoadsTheNamedTables(t *testing.T) {
 		t.Errorf("%d snapshot files, want 1", n)
 	}
 	_, err = LoadStore(ctx, st, "fx", "vllm", "0.10.0", OnlyTables("gemm"))
-	if want := `load perf data: table "gemm": unknown; known tables: gemm_perf, context_attention_perf, generation_attention_perf, custom_allreduce_perf, nccl_perf, moe_perf, computescale_perf, scale_matrix_perf`; err == nil || err.Error() != want {
+	if want := `load perf data: table "gemm": unknown; known tables: ` + strings.Join(tableStems, ", "); err == nil || err.Error() != want {
 		t.Errorf("unknown table error = %v\nwant %s", err, want)
 	}
 }
@@ -254,17 +255,25 @@ func TestForModelDenseSkipsMoEWithSamePrices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dense := *full
-	dense.MoE, dense.MoEMinLatency = nil, nil
-	dense.Sources = slices.DeleteFunc(slices.Clone(full.Sources), func(s DataSource) bool { return s.Table == "moe_perf" })
-	plan, err := resolveLoadOptions([]LoadOption{ForModel(&Model{Family: "LLAMA"})})
+	llama := &Model{Family: "LLAMA"}
+	dense, err := LoadEmbedded(context.Background(), "h200_sxm", "vllm", "0.22.0", ForModel(llama))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dense.MoE) != 0 || len(dense.Gemm) != len(full.Gemm) || len(dense.GenerationAttention) != len(full.GenerationAttention) {
+		t.Fatalf("dense load: %d MoE rows (want 0), %d/%d GEMM rows", len(dense.MoE), len(dense.Gemm), len(full.Gemm))
+	}
+	plan, err := resolveLoadOptions([]LoadOption{ForModel(llama)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, stem := range tableStems {
-		if got, want := plan.wants(stem), stem != "moe_perf"; got != want {
+		if got, want := plan.wants(stem), slices.Contains(denseTables, stem); got != want {
 			t.Errorf("dense plan wants %s = %v, want %v", stem, got, want)
 		}
+	}
+	if plan.wants("moe_perf") {
+		t.Error("dense plan loads moe_perf")
 	}
 	if plan, _ := resolveLoadOptions([]LoadOption{ForModel(&Model{Family: "MOE"})}); plan.tables != nil {
 		t.Errorf("MOE plan selects %v, want every table", plan.tables)
@@ -284,7 +293,7 @@ func TestForModelDenseSkipsMoEWithSamePrices(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		qd, err := NewQuerier(&dense, mode)
+		qd, err := NewQuerier(dense, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +319,7 @@ func TestForModelDenseSkipsMoEWithSamePrices(t *testing.T) {
 				}
 				return out
 			}
-			if a, b := price(qf, full), price(qd, &dense); !slices.Equal(a, b) {
+			if a, b := price(qf, full), price(qd, dense); !slices.Equal(a, b) {
 				t.Errorf("%s %s: full %v, dense %v", id, mode, a, b)
 			}
 		}

@@ -95,7 +95,7 @@ func TestInsertReadBack(t *testing.T) {
 	for i := range r.V {
 		r.V[i] = 7
 	}
-	r.Fidelity, r.Distributions = "W0", `{"ttft_steady":[[7,1]]}`
+	r.Fidelity, r.Distributions, r.Evaluator = "W0", `{"ttft_steady":[[7,1]]}`, "test-1"
 	if err := s.InsertQuantitative(ctx, []Quantitative{r}); err != nil {
 		t.Fatal(err)
 	}

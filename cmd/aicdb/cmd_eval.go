@@ -64,7 +64,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},
 			&cli.StringFlag{Name: "osl-quantiles", Usage: "W2: equally weighted osl quantile points `a,b,..`"},
 			&cli.Float64Flag{Name: "stage-ms", Usage: "additive per-request stages (encoder + dispatch), ms"},
-			// engine knobs (default: the backend's defaults, SCHEDULERS.md §6)
+			// engine knobs over --engine-profile and --engine-config (SCHEDULERS.md §6)
 			&cli.IntFlag{Name: "max-num-batched-tokens", Usage: "vLLM token budget"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "vLLM max_num_seqs / SGLang max_running_requests"},
 			&cli.BoolFlag{Name: "chunked-prefill", Usage: "chunked prefill on/off (--chunked-prefill=false)"},
@@ -78,9 +78,11 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-batch-size", Usage: "TRT-LLM max_batch_size"},
 			&cli.IntFlag{Name: "max-num-tokens", Usage: "TRT-LLM max_num_tokens"},
 			&cli.StringFlag{Name: "capacity-policy", Usage: "TRT-LLM guaranteed_no_evict | max_utilization"},
+			engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
-			&cli.IntFlag{Name: "stagger-phases", Usage: "closed loop, quantitative: mix the steady state over N initial client staggers instead of the burst's locked cycle (0 = burst)"},
+			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
+			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
 		},
 		Action: runEval,
@@ -106,10 +108,11 @@ func runEval(c *cli.Context) error {
 	out := map[string]any{}
 	for _, tier := range spec.tiers {
 		var rep *queueing.Report
+		opt := queueing.Options{StaggerPhases: c.Int("stagger-phases"), ClientRTTMs: c.Float64("client-rtt-ms")}
 		if tier == queueing.TierScreening {
-			rep, err = queueing.Screening(spec.w, spec.e, spec.t)
+			rep, err = queueing.ScreeningWith(spec.w, spec.e, spec.t, opt)
 		} else {
-			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, queueing.Options{StaggerPhases: c.Int("stagger-phases")})
+			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, opt)
 		}
 		if err == nil && spec.pt != nil {
 			if perr := spec.pt.Err(); perr != nil {
@@ -121,6 +124,9 @@ func runEval(c *cli.Context) error {
 				return asUser(err)
 			}
 			return err
+		}
+		if tier == queueing.TierQuantitative {
+			noSteadyState(spec.w, rep)
 		}
 		out[string(tier)] = rep.Columns(spec.gpus)
 	}
@@ -134,6 +140,26 @@ func runEval(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
 	return err
+}
+
+// noSteadyState marks an open-loop quantitative report unstable when the run
+// never reached a steady state: its mean time in system W exceeds the window over
+// which the measured requests arrive, i.e. by Little's law (L = λ·W) more requests
+// would be in the system than were simulated. Requests then arrive faster than any
+// of them completes — at --rate 1e9 all of them arrive within microseconds — and
+// the "throughput" of the window is the arrival rate, not a service rate. The
+// simulator's own check compares the backlog at two arrival instants, which a
+// burst shorter than one pass never separates.
+func noSteadyState(w workload.Spec, rep *queueing.Report) {
+	if w.RateRPS <= 0 || rep.Unstable {
+		return
+	}
+	window := rep.Diagnostics.WindowEndMs - rep.Diagnostics.WindowStartMs
+	if mean := rep.E2E.Mean(); mean >= window {
+		rep.Unstable = true
+		rep.UnstableReason = fmt.Sprintf("unstable at rate %.4g rps: a request stays %.4g ms in the system on average, longer than the %.4g ms over which the measured requests arrive (Little's law: %.3g requests would be in the system, more than were simulated); lower the rate, or raise --num-requests if the engine keeps up",
+			w.RateRPS, mean, window, w.RateRPS*mean/1000)
+	}
 }
 
 // parseEval validates the flags into an evalSpec. Every error names the flag.
@@ -185,7 +211,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		if c.IsSet("backend-engine") && c.String("backend-engine") != backend {
 			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
 		}
-		pt, version, gpus, err := evalPassTiming(c)
+		pt, version, gpus, err := evalPassTiming(c, w)
 		if err != nil {
 			return nil, err
 		}
@@ -200,9 +226,10 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		}
 		s.gpus = c.Int("gpus")
 	}
-	e, err := queueing.DefaultEngine(backend, c.String("version"))
+	e, err := resolveEngine(c, queueing.ProfileInput{Backend: backend, Version: c.String("version"), Role: queueing.RoleAgg,
+		Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL})
 	if err != nil {
-		return nil, userErrorf("--backend: %v", err)
+		return nil, err
 	}
 	if err := applyEngineFlags(c, &e); err != nil {
 		return nil, err
@@ -366,7 +393,7 @@ func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
 
 // evalPassTiming builds the perf-database pass timing of --model/--system/--backend
 // /--version/--tp…, returning the resolved version and the deployment's GPUs.
-func evalPassTiming(c *cli.Context) (*perfdb.PassTiming, string, int, error) {
+func evalPassTiming(c *cli.Context, w workload.Spec) (*perfdb.PassTiming, string, int, error) {
 	ctx := c.Context
 	src, err := openEstimateSource(ctx, c.String("db"))
 	if err != nil {
@@ -397,6 +424,16 @@ func evalPassTiming(c *cli.Context) (*perfdb.PassTiming, string, int, error) {
 	m, err := src.model(ctx, c.String("model"))
 	if err != nil {
 		return nil, "", 0, asUser(err)
+	}
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	if err := checkContextLength(m, isl, osl); err != nil {
+		return nil, "", 0, err
 	}
 	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
 	if err != nil {

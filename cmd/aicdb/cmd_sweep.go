@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
 )
@@ -35,6 +37,7 @@ func sweepCommand() *cli.Command {
 		&cli.StringFlag{Name: "ctx-tokens", Usage: "agg prefill budgets `LIST` (default: aiconfigurator's list for --isl)"},
 		&cli.StringFlag{Name: "decode-batch", Usage: "disagg decode batch sizes `LIST` (default: aiconfigurator's schedule)"},
 		&cli.BoolFlag{Name: "chunked-prefill", Usage: "aiconfigurator's enable_chunked_prefill for the ctx_tokens grid"},
+		engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
 		&cli.IntFlag{Name: "workers", Usage: "parallel evaluations (default: all cores)"},
 		&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
@@ -98,7 +101,7 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 	if c.Int("workers") < 0 || c.Int("commit-every") <= 0 || c.Int("top") <= 0 {
 		return s, userErrorf("--workers must be ≥ 0, --commit-every and --top > 0")
 	}
-	return s, nil
+	return s, sweepEngineFlags(c, &s)
 }
 
 func runSweep(c *cli.Context) error {
@@ -114,7 +117,7 @@ func runSweep(c *cli.Context) error {
 	if err := checkFormat(c.String("format")); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, c.String("db"), store.Options{})
+	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
 	if err != nil {
 		return asUser(err)
 	}
@@ -202,12 +205,27 @@ func newEvaluator(ctx context.Context, st *store.Store) (refine.Evaluator, error
 }
 
 // lazyEvaluator builds the evaluator on first use (loading perf data costs time a
-// query without straddlers should not pay).
+// query without straddlers should not pay). With a progress reporter it reports
+// the quantitative evaluations of a refinement (refine.EvaluationObserver).
 type lazyEvaluator struct {
 	st   *store.Store
 	once sync.Once
 	ev   refine.Evaluator
 	err  error
+
+	progress    *progressReporter
+	done, total atomic.Int64
+}
+
+// ExpectEvaluations implements refine.EvaluationObserver.
+func (l *lazyEvaluator) ExpectEvaluations(n int) {
+	l.progress.Update(int(l.done.Load()), int(l.total.Add(int64(n))))
+}
+
+// withProgress reports this evaluator's quantitative evaluations on p.
+func (l *lazyEvaluator) withProgress(p *progressReporter) *lazyEvaluator {
+	l.progress = p
+	return l
 }
 
 func newLazyEvaluator(st *store.Store) *lazyEvaluator { return &lazyEvaluator{st: st} }
@@ -253,7 +271,9 @@ func (l *lazyEvaluator) Quantitative(ctx context.Context, in store.PointInputs) 
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	return ev.Quantitative(ctx, in)
+	q, err := ev.Quantitative(ctx, in)
+	l.progress.Update(int(l.done.Add(1)), int(max(l.total.Load(), l.done.Load())))
+	return q, err
 }
 
 // perfdbEvaluator returns the perf-database evaluator over the perf data and models

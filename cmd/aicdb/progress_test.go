@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/store"
 )
 
 // fakeClock is a clock the test moves by hand.
@@ -112,5 +116,30 @@ func TestSweepCLIQuiet(t *testing.T) {
 	code, out, errs := cliRun(t, db, append(sweepArgs, "--quiet")...)
 	if code != 0 || errs != "" || !strings.Contains(out, "352 evaluated") {
 		t.Fatalf("sweep --quiet: code %d out %q err %q", code, out, errs)
+	}
+}
+
+// TestRefineProgress: a refinement reports its quantitative evaluations against
+// the number of straddlers the funnel announced (refine.EvaluationObserver).
+func TestRefineProgress(t *testing.T) {
+	p, b, clk := testReporter(false, false)
+	p.what = "refine"
+	l := newLazyEvaluator(nil).withProgress(p)
+	l.once.Do(func() { l.ev = refine.Synthetic{} })
+	var ev refine.Evaluator = l
+	if _, ok := ev.(refine.EvaluationObserver); !ok {
+		t.Fatal("the CLI's lazy evaluator does not observe refinement progress")
+	}
+	l.ExpectEvaluations(4)
+	in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Mode: store.ModeAgg, TP: 1, PP: 1, DP: 1, MoETP: 1, MoEEP: 1, Batch: 1, ISL: 100, OSL: 10}
+	for range 4 {
+		clk.advance(3 * time.Second)
+		_, _ = l.Quantitative(context.Background(), in) // the count, not the result, is under test
+	}
+	p.Done()
+	want := "aicdb: refine: 2/4 points (50.0%), 0.33 points/s, ETA 6s\n" +
+		"aicdb: refine: 4/4 points (100.0%), 0.33 points/s, ETA 0s\n"
+	if b.String() != want {
+		t.Fatalf("refine progress:\n%q\nwant\n%q", b.String(), want)
 	}
 }
