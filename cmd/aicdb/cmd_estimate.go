@@ -247,7 +247,7 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	if f := c.String("format"); f != "json" && f != "text" {
 		return nil, userErrorf("--format %q: unknown; use json or text", f)
 	}
-	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode))
+	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
 	if err != nil {
 		return nil, asUser(err)
 	}

@@ -449,7 +449,7 @@ func evalPassTiming(c *cli.Context, w workload.Spec) (*perfdb.PassTiming, string
 	if err := checkContextLength(m, isl, osl); err != nil {
 		return nil, "", 0, err
 	}
-	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode))
+	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
 	if err != nil {
 		return nil, "", 0, asUser(err)
 	}
