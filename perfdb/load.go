@@ -29,7 +29,7 @@ func LoadDir(ctx context.Context, systemsDir, system, backend, version string, o
 
 // loadFS is LoadDir over any file system; label names the root in errors.
 func loadFS(ctx context.Context, fsys fs.FS, label, system, backend, version string, opts []LoadOption) (*Data, error) {
-	shared, err := resolveLoadOptions(opts)
+	plan, err := resolveLoadOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func loadFS(ctx context.Context, fsys fs.FS, label, system, backend, version str
 	if err != nil {
 		return nil, err
 	}
-	return assemble(ctx, tr, &fsSource{fsys: fsys, label: label}, backend, version, shared)
+	return assemble(ctx, tr, &fsSource{fsys: fsys, label: label}, backend, version, plan)
 }
 
 // systemNamesFS lists the <name>.yaml system specs at the root of fsys.
@@ -329,15 +329,21 @@ func loadKind[R any, K comparable](ctx context.Context, src rowSource, k *tableK
 const loadWorkers = 2
 
 // assemble builds Data for (backend, version) from a tree and a row source,
-// with the shared layer on or off (see tree.resolve).
+// with the shared layer on or off (see tree.resolve), reading only the tables
+// the plan wants (the others resolve to no source and stay empty).
 // Tables are decoded concurrently; the result does not depend on the order.
-func assemble(ctx context.Context, tr *tree, src rowSource, backend, version string, shared bool) (*Data, error) {
+func assemble(ctx context.Context, tr *tree, src rowSource, backend, version string, plan loadPlan) (*Data, error) {
 	if backend == "" || version == "" || !tr.hasBackendVersion(backend, version) {
 		return nil, fmt.Errorf("perf data for system %s: no %s %s; available: %s",
 			tr.system.Name, orDash(backend), orDash(version), describeVersions(tr.backendVersions()))
 	}
 	d := &Data{System: tr.system, Backend: backend, Version: version}
-	res := func(stem string) []srcRef { return tr.resolve(backend, version, stem, shared) }
+	res := func(stem string) []srcRef {
+		if !plan.wants(stem) {
+			return nil
+		}
+		return tr.resolve(backend, version, stem, plan.shared)
+	}
 	sys := tr.system.Name
 	var moe []MoERow
 	nccl := []srcRef{}

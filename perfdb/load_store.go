@@ -186,8 +186,14 @@ func loadMirrorRows[R any, K comparable](ctx context.Context, db sqlx.QueryerCon
 // same loader rules on the imported files (perf_sources.content, decoded:
 // 5× faster than scanning the perf_* mirror tables, which exist for SQL).
 // Options as for LoadDir.
+//
+// The decoded result is kept in a snapshot beside the store file (snapshot.go)
+// and reused by later loads of the same configuration while every stored
+// source, the system spec and the executable are unchanged; WithoutSnapshot
+// turns that off. A snapshot that cannot be written is skipped silently: the
+// data is loaded the same either way.
 func LoadStore(ctx context.Context, st *store.Store, system, backend, version string, opts ...LoadOption) (*Data, error) {
-	shared, err := resolveLoadOptions(opts)
+	plan, err := resolveLoadOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +201,17 @@ func LoadStore(ctx context.Context, st *store.Store, system, backend, version st
 	if err != nil {
 		return nil, err
 	}
-	return assemble(ctx, tr, src, backend, version, shared)
+	file, key, snap := snapshotTarget(st.Path, tr, src, backend, version, plan)
+	if snap {
+		if d, ok := readSnapshot(file, key); ok {
+			return d, nil
+		}
+	}
+	d, err := assemble(ctx, tr, src, backend, version, plan)
+	if err == nil && snap {
+		_ = writeSnapshot(file, key, d) // a cache: loading does not depend on it
+	}
+	return d, err
 }
 
 // storeTree rebuilds a system's resolution tree from the store.

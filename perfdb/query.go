@@ -107,11 +107,15 @@ type tables struct {
 	emp empCache
 }
 
-// gemmTable is one GEMM dtype: its site index and SOL.
+// gemmTable is one GEMM dtype: its site index (built on first use, see
+// gemmTable.index) and SOL.
 type gemmTable struct {
-	idx *siteIndex
-	sol gemmSOL
-	ok  bool // false when the system lacks the dtype's flops (no SOL available)
+	rows    []gemmPoint // the dtype's rows, until the index is built
+	once    sync.Once
+	idx     *siteIndex
+	ptsOnce sync.Once // idx.points, built on first use (empirical grids only)
+	sol     gemmSOL
+	ok      bool // false when the system lacks the dtype's flops (no SOL available)
 }
 
 // empCache memoises empirical util grids by slice identity.

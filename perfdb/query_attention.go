@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // ctxKey selects a context-attention slice; NKV 0 is the MHA sentinel.
@@ -21,12 +22,34 @@ type genKey struct {
 	nkv, head, window int
 }
 
-// attnSlice is one attention slice: its grid and the slice SOL (nil when
-// the system lacks the dtype's flops, which makes queries on it an error).
+// attnSlice is one attention slice: its grid (built on first use, see
+// attnSlice.grid) and the slice SOL (nil when the system lacks the dtype's
+// flops, which makes queries on it an error).
 type attnSlice struct {
+	pts    []gridPoint // the slice's points, until the grid is built
+	once   sync.Once
 	g      *grid
 	ctxSOL *ctxAttnSOL
 	genSOL *genAttnSOL
+}
+
+// grid returns the slice's grid, built on first use (a querier reads a few of
+// the tables' slices). Generation points are first raised to the slice SOL
+// (GenerationAttention._correct_sol; power/energy untouched).
+func (sl *attnSlice) grid() *grid {
+	sl.once.Do(func() {
+		if sl.genSOL != nil {
+			for i := range sl.pts {
+				c := sl.pts[i].c
+				if s := sl.genSOL.sol(pt{float64(c[0]), float64(c[1]), float64(c[2])}); s > sl.pts[i].l.lat {
+					sl.pts[i].l.lat = s
+				}
+			}
+		}
+		sl.g = buildGrid(3, sl.pts)
+		sl.pts = nil
+	})
+	return sl.g
 }
 
 // nkvLookup maps n_kv == n to the MHA sentinel 0.
@@ -41,14 +64,24 @@ func nkvLookup(n, nkv int) int {
 // [heads][full_s][batch]; generation grids are [heads][batch][isl+step] and
 // floored at their SOL (GenerationAttention._correct_sol).
 func (t *tables) buildAttention(d *Data) {
-	ctxPts := map[ctxKey][]gridPoint{}
+	// Rows of a slice mostly come in runs: the map is consulted when the key changes.
+	ctxPts := map[ctxKey]*[]gridPoint{}
+	var ck ctxKey
+	var cpts *[]gridPoint
 	for _, r := range d.ContextAttention {
 		k := ctxKey{r.AttnDtype, r.KVDtype, nkvLookup(r.NumHeads, r.NumKVHeads), r.HeadDim, r.Window}
-		ctxPts[k] = append(ctxPts[k], gridPoint{c: [maxAxes]int{r.NumHeads, r.ISL, r.Batch}, l: newLeaf(r.Latency, r.Power)})
+		if cpts == nil || k != ck {
+			ck, cpts = k, ctxPts[k]
+			if cpts == nil {
+				cpts = new([]gridPoint)
+				ctxPts[k] = cpts
+			}
+		}
+		*cpts = append(*cpts, gridPoint{c: [maxAxes]int{r.NumHeads, r.ISL, r.Batch}, l: newLeaf(r.Latency, r.Power)})
 	}
 	t.ctx = map[ctxKey]*attnSlice{}
 	for k, pts := range ctxPts {
-		sl := &attnSlice{g: buildGrid(3, pts)}
+		sl := &attnSlice{pts: *pts}
 		if fm, err := FMHAQuant(k.fmha).Mapping(); err == nil {
 			km, err2 := KVQuant(k.kv).Mapping()
 			fl, err3 := tcFlops(t.sys, fm.Dtype)
@@ -58,26 +91,28 @@ func (t *tables) buildAttention(d *Data) {
 		}
 		t.ctx[k] = sl
 	}
-	genPts := map[genKey][]gridPoint{}
+	genPts := map[genKey]*[]gridPoint{}
+	var gk genKey
+	var gpts *[]gridPoint
 	for _, r := range d.GenerationAttention {
 		k := genKey{r.KVDtype, nkvLookup(r.NumHeads, r.NumKVHeads), r.HeadDim, r.Window}
-		genPts[k] = append(genPts[k], gridPoint{c: [maxAxes]int{r.NumHeads, r.Batch, r.ISL + r.Step}, l: newLeaf(r.Latency, r.Power)})
+		if gpts == nil || k != gk {
+			gk, gpts = k, genPts[k]
+			if gpts == nil {
+				gpts = new([]gridPoint)
+				genPts[k] = gpts
+			}
+		}
+		*gpts = append(*gpts, gridPoint{c: [maxAxes]int{r.NumHeads, r.Batch, r.ISL + r.Step}, l: newLeaf(r.Latency, r.Power)})
 	}
 	t.gen = map[genKey]*attnSlice{}
 	for k, pts := range genPts {
-		sl := &attnSlice{}
+		sl := &attnSlice{pts: *pts}
 		if km, err := KVQuant(k.kv).Mapping(); err == nil {
 			if fl, err := tcFlops(t.sys, genAttnFlopsDtype(t.sys, KVQuant(k.kv))); err == nil {
 				sl.genSOL = &genAttnSOL{nKV: float64(k.nkv), head: float64(k.head), window: float64(k.window), kvMem: km.Memory, flops: fl, memBW: t.sys.MemBW}
-				for i := range pts { // raise latency to SOL, power/energy untouched
-					c := pts[i].c
-					if s := sl.genSOL.sol(pt{float64(c[0]), float64(c[1]), float64(c[2])}); s > pts[i].l.lat {
-						pts[i].l.lat = s
-					}
-				}
 			}
 		}
-		sl.g = buildGrid(3, pts)
 		t.gen[k] = sl
 	}
 }
@@ -133,7 +168,7 @@ func (q *Querier) ContextAttention(b, s, prefix, nHeads, nKV, headDim, window in
 			fmhaQuant, kvQuant, k.nkv, headDim, window, q.sys.Name, q.backend, q.version)
 	} else {
 		var l leaf
-		l, err = sl.g.query(&ctxAttnCfg, sl.ctxSOL, pt{float64(nHeads), float64(full), float64(b)})
+		l, err = sl.grid().query(&ctxAttnCfg, sl.ctxSOL, pt{float64(nHeads), float64(full), float64(b)})
 		if err == nil {
 			corr := 0.0
 			if full > 0 {
@@ -188,7 +223,7 @@ func (q *Querier) GenerationAttention(b, s, nHeads, nKV, headDim, window int, kv
 		for i := 0; i < 5; i++ {
 			si := sMin + (sMax-sMin)*i/4
 			var l leaf
-			l, err = sl.g.query(&genAttnCfg, sl.genSOL, pt{float64(nHeads), float64(b), float64(si)})
+			l, err = sl.grid().query(&genAttnCfg, sl.genSOL, pt{float64(nHeads), float64(b), float64(si)})
 			if err != nil {
 				break
 			}
@@ -280,7 +315,7 @@ func (q *Querier) ctxEmpirical(b, s, prefix, n, nkv, head, window int, kv KVQuan
 		key := ctxKey{string(fmha), string(kv), nl, head, w}
 		g := q.emp.grid(fmt.Sprintf("ctx_attn:%v", key), func() *utilGrid {
 			if sl, ok := q.ctx[key]; ok && sl.ctxSOL != nil {
-				return buildUtilGrid(3, sl.g.points(), sl.ctxSOL)
+				return buildUtilGrid(3, sl.grid().points(), sl.ctxSOL)
 			}
 			return nil
 		})
@@ -299,7 +334,7 @@ func (q *Querier) ctxEmpirical(b, s, prefix, n, nkv, head, window int, kv KVQuan
 				rk := ctxKey{string(fmha), string(kv), nl, ref, w}
 				rg := q.emp.grid(fmt.Sprintf("ctx_attn_xhs:%v", rk), func() *utilGrid {
 					if sl, ok := q.ctx[rk]; ok && sl.ctxSOL != nil {
-						return buildUtilGrid(3, sl.g.points(), sl.ctxSOL)
+						return buildUtilGrid(3, sl.grid().points(), sl.ctxSOL)
 					}
 					return nil
 				})
@@ -326,7 +361,7 @@ func (q *Querier) genEmpirical(k genKey, query pt, solQ float64) (float64, error
 		key := genKey{k.kv, k.nkv, k.head, w}
 		g := q.emp.grid(fmt.Sprintf("gen_attn:%v", key), func() *utilGrid {
 			if sl, ok := q.gen[key]; ok && sl.genSOL != nil {
-				return buildUtilGrid(3, sl.g.points(), sl.genSOL)
+				return buildUtilGrid(3, sl.grid().points(), sl.genSOL)
 			}
 			return nil
 		})
@@ -345,7 +380,7 @@ func (q *Querier) genEmpirical(k genKey, query pt, solQ float64) (float64, error
 				rk := genKey{k.kv, k.nkv, ref, w}
 				rg := q.emp.grid(fmt.Sprintf("gen_attn_xhs:%v", rk), func() *utilGrid {
 					if sl, ok := q.gen[rk]; ok && sl.genSOL != nil {
-						return buildUtilGrid(3, sl.g.points(), sl.genSOL)
+						return buildUtilGrid(3, sl.grid().points(), sl.genSOL)
 					}
 					return nil
 				})

@@ -14,44 +14,84 @@ import (
 // coordinate wins, dict-walk site order kept).
 func (t *tables) buildGemm(d *Data) {
 	t.gemm = map[string]*gemmTable{}
+	// Rows of a dtype mostly come in runs: the maps are consulted when it changes.
 	count := map[string]int{}
+	last, run := "", 0
 	for _, r := range d.Gemm {
-		count[r.Dtype]++
+		if r.Dtype != last {
+			count[last] += run
+			last, run = r.Dtype, 0
+		}
+		run++
 	}
-	byDtype := make(map[string][]gemmPoint, len(count))
+	count[last] += run
+	byDtype := make(map[string]*[]gemmPoint, len(count))
+	var cur *[]gemmPoint
+	last = ""
 	for _, r := range d.Gemm {
 		if r.Dtype == "awq" || r.Dtype == "gptq" {
 			continue
 		}
-		if _, ok := byDtype[r.Dtype]; !ok {
-			t.gemmQuants = append(t.gemmQuants, r.Dtype)
-			byDtype[r.Dtype] = make([]gemmPoint, 0, count[r.Dtype])
+		if cur == nil || r.Dtype != last {
+			last, cur = r.Dtype, byDtype[r.Dtype]
+			if cur == nil {
+				t.gemmQuants = append(t.gemmQuants, r.Dtype)
+				rows := make([]gemmPoint, 0, count[r.Dtype])
+				cur = &rows
+				byDtype[r.Dtype] = cur
+			}
 		}
-		byDtype[r.Dtype] = append(byDtype[r.Dtype], gemmPoint{m: r.M, n: r.N, k: r.K, l: newLeaf(r.Latency, r.Power)})
+		*cur = append(*cur, gemmPoint{m: r.M, n: r.N, k: r.K, l: newLeaf(r.Latency, r.Power)})
 	}
 	for dt, rows := range byDtype {
-		gt := &gemmTable{}
+		gt := &gemmTable{rows: *rows}
 		if mp, err := GemmQuant(dt).Mapping(); err == nil {
 			if fl, err := tcFlops(t.sys, mp.Dtype); err == nil {
 				gt.sol, gt.ok = gemmSOL{flops: fl, memBytes: mp.Memory, memBW: t.sys.MemBW}, true
-				for i := range rows { // load-time SOL floor (idempotent with the loader's)
-					if s := gt.sol.sol(pt{float64(rows[i].m), float64(rows[i].n), float64(rows[i].k)}); s > rows[i].l.lat {
-						rows[i].l.lat = s
-					}
+			}
+		}
+		t.gemm[dt] = gt
+	}
+}
+
+// index returns the dtype's site index, built on first use: a querier reads a
+// few of the table's GEMM dtypes, and indexing all of them up front was the
+// largest part of a single point's start-up.
+func (gt *gemmTable) index() *siteIndex {
+	gt.once.Do(func() {
+		rows := gt.rows
+		if gt.ok {
+			for i := range rows { // load-time SOL floor (idempotent with the loader's)
+				if s := gt.sol.sol(pt{float64(rows[i].m), float64(rows[i].n), float64(rows[i].k)}); s > rows[i].l.lat {
+					rows[i].l.lat = s
 				}
 			}
 		}
 		gt.idx = buildSiteIndex(rows)
-		pts := make([]gridPointF, 0, len(rows))
-		for _, st := range gt.idx.sites {
+		gt.rows = nil
+	})
+	return gt.idx
+}
+
+// points returns the dtype's (m, n, k) → latency points in sorted order,
+// built on first use (only the empirical util grids read them).
+func (gt *gemmTable) points() []gridPointF {
+	idx := gt.index()
+	gt.ptsOnce.Do(func() {
+		n := 0
+		for _, st := range idx.sites {
+			n += len(st.curve)
+		}
+		pts := make([]gridPointF, 0, n)
+		for _, st := range idx.sites {
 			for _, p := range st.curve {
 				pts = append(pts, gridPointF{c: pt{p.m, st.n, st.k}, lat: p.l.lat})
 			}
 		}
 		slices.SortFunc(pts, cmpPoints)
-		gt.idx.points = pts
-		t.gemm[dt] = gt
-	}
+		idx.points = pts
+	})
+	return idx.points
 }
 
 // cmpPoints orders points lexicographically by coordinates (table order).
@@ -138,7 +178,7 @@ func (q *Querier) gemmSilicon(quant GemmQuant, m, n, k float64) (leaf, error) {
 	if !gt.ok {
 		return leaf{}, missf("GEMM quant %q has no SOL on %s", quant.tableName(), q.sys.Name)
 	}
-	return gt.idx.resolve(sol, m, n, k)
+	return gt.index().resolve(sol, m, n, k)
 }
 
 // gemmQuantUtilLevel is aiconfigurator's per-profile GEMM util level
@@ -164,7 +204,7 @@ func (q *Querier) gemmEmpirical(quant GemmQuant, s gemmSOL, m, n, k float64) (fl
 	qm, _ := tq.Mapping()
 	own := q.emp.grid("gemm:"+string(tq), func() *utilGrid {
 		if gt, ok := q.gemm[string(tq)]; ok {
-			return buildUtilGrid(3, gt.idx.points, &s)
+			return buildUtilGrid(3, gt.points(), &s)
 		}
 		return nil
 	})
@@ -177,7 +217,7 @@ func (q *Querier) gemmEmpirical(quant GemmQuant, s gemmSOL, m, n, k float64) (fl
 					continue
 				}
 				g = q.emp.grid(fmt.Sprintf("gemm_xquant:%s:%v:ref=%s", tq, q.policy, name), func() *utilGrid {
-					ug := buildUtilGrid(3, q.gemm[name].idx.points, &s)
+					ug := buildUtilGrid(3, q.gemm[name].points(), &s)
 					ug.xform = "xquant"
 					return ug
 				})
@@ -193,7 +233,7 @@ func (q *Querier) gemmEmpirical(quant GemmQuant, s gemmSOL, m, n, k float64) (fl
 				}
 				rs := gemmSOL{flops: fl, memBytes: mp.Memory, memBW: q.sys.MemBW}
 				ref := q.emp.grid(fmt.Sprintf("gemm_xprofile:%s:%v:ref=%s", tq, q.policy, name), func() *utilGrid {
-					ug := buildUtilGrid(3, q.gemm[name].idx.points, &rs)
+					ug := buildUtilGrid(3, q.gemm[name].points(), &rs)
 					ug.xform = "xprofile"
 					return ug
 				})

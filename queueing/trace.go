@@ -35,7 +35,7 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 		s.budget = e.MaxPrefillTokens
 	}
 	if e.KVCapacityTokens > 0 {
-		s.kvFree = e.KVCapacityTokens / e.BlockSize
+		s.initKV(e.KVCapacityTokens)
 	}
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass
@@ -113,5 +113,5 @@ func checkTrace(reqs []TraceRequest, e EngineSpec, t timing.Timing) error {
 		}
 		prev = r.ArrivalMs
 	}
-	return nil
+	return checkTraceKV(reqs, e)
 }

@@ -245,7 +245,7 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	if err := checkFormat(c.String("format"), formatText); err != nil {
 		return nil, err
 	}
-	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode))
+	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
 	if err != nil {
 		return nil, asUser(err)
 	}

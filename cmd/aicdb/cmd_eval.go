@@ -70,7 +70,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "long-prefill-token-threshold", Usage: "vLLM per-request chunk cap (0 = off)"},
 			&cli.BoolFlag{Name: "async-scheduling", Usage: "vLLM async scheduling / TRT-LLM overlap executor"},
 			&cli.IntFlag{Name: "block-size", Usage: "KV block / page size (tokens)"},
-			&cli.IntFlag{Name: "kv-capacity-tokens", Usage: "KV capacity (TRT-LLM guaranteed_no_evict only)"},
+			&cli.IntFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine in tokens (0 = unbounded): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"},
 			&cli.IntFlag{Name: "chunked-prefill-size", Usage: "SGLang chunk budget"},
 			&cli.IntFlag{Name: "max-prefill-tokens", Usage: "SGLang max_prefill_tokens"},
 			&cli.BoolFlag{Name: "mixed-chunk", Usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)"},
@@ -137,7 +137,11 @@ func runEval(c *cli.Context) error {
 		if tier == queueing.TierQuantitative {
 			noSteadyState(spec.w, rep)
 		}
-		out[string(tier)] = rep.Columns(spec.gpus)
+		cols := rep.Columns(spec.gpus)
+		if tier == queueing.TierQuantitative && spec.e.KVCapacityTokens > 0 && !rep.Unstable {
+			cols["kv_util_peak"], cols["preemptions_per_request"] = rep.KVUtilPeak, rep.PreemptionsPerRequest
+		}
+		out[string(tier)] = cols
 	}
 	return writeEval(c.App.Writer, spec.format, spec.tiers, out)
 }
@@ -435,7 +439,7 @@ func evalPassTiming(c *cli.Context, w workload.Spec) (*perfdb.PassTiming, string
 	if err := checkContextLength(m, isl, osl); err != nil {
 		return nil, "", 0, err
 	}
-	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode))
+	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
 	if err != nil {
 		return nil, "", 0, asUser(err)
 	}

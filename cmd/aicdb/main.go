@@ -67,6 +67,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			deployCommand(),
 			versionCommand(),
 			doctorCommand(),
+			schemaCommand(),
 		},
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {},
