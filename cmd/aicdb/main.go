@@ -62,6 +62,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			sweepCommand(),
 			bestCommand(),
 			queryCommand(),
+			benchCommand(),
 		},
 		// Usage errors (unknown flags, missing values) are user errors.
 		OnUsageError:   func(_ *cli.Context, err error, _ bool) error { return asUser(err) },

@@ -476,6 +476,8 @@ var siliconColumns = []string{"id", "silicon_data_source", "backend", "backend_v
 	"decode_batch_size", "decode_num_workers", "decode_tp_size", "decode_pp_size", "decode_attention_dp_size",
 	"decode_moe_tp_size", "decode_moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"}
 
+var siliconConcurrency = regexp.MustCompile(`silicon_concurrency=([0-9]+)`)
+
 var imageVersion = regexp.MustCompile(`(?:vllm-openai|tensorrt-llm/release|sglang):v?([0-9][0-9A-Za-z.+-]*)`)
 
 // parseSilicon reads aiconfigurator's silicon sample CSV: one measured run per row
@@ -577,18 +579,18 @@ func siliconRow(file string, line int, rec []string, col map[string]int) (Measur
 			c   string
 			dst *int
 			req bool
-		}{{"prefill_batch_size", &m.PBatch, true}, {"prefill_num_workers", &m.PWorkers, true},
-			{"prefill_tp_size", &m.PTP, true}, {"prefill_pp_size", &m.PPP, true}, {"prefill_attention_dp_size", &m.PDP, true},
-			{"decode_batch_size", &m.DBatch, true}, {"decode_num_workers", &m.DWorkers, true},
-			{"decode_tp_size", &m.DTP, true}, {"decode_pp_size", &m.DPP, true}, {"decode_attention_dp_size", &m.DDP, true},
+		}{{"prefill_batch_size", &m.PBatch, false}, {"prefill_num_workers", &m.PWorkers, false},
+			{"prefill_tp_size", &m.PTP, false}, {"prefill_pp_size", &m.PPP, false}, {"prefill_attention_dp_size", &m.PDP, false},
+			{"decode_batch_size", &m.DBatch, false}, {"decode_num_workers", &m.DWorkers, false},
+			{"decode_tp_size", &m.DTP, false}, {"decode_pp_size", &m.DPP, false}, {"decode_attention_dp_size", &m.DDP, false},
 			{"decode_moe_tp_size", &m.MoETP, false}, {"decode_moe_ep_size", &m.MoEEP, false}}...)
 	} else {
 		ints = append(ints, []struct {
 			c   string
 			dst *int
 			req bool
-		}{{"batch_size", &m.Concurrency, true}, {"tp_size", &m.TP, true}, {"pp_size", &m.PP, true},
-			{"attention_dp_size", &m.DP, true}, {"moe_tp_size", &m.MoETP, true}, {"moe_ep_size", &m.MoEEP, true}}...)
+		}{{"batch_size", &m.Concurrency, true}, {"tp_size", &m.TP, true}, {"pp_size", &m.PP, false},
+			{"attention_dp_size", &m.DP, false}, {"moe_tp_size", &m.MoETP, false}, {"moe_ep_size", &m.MoEEP, false}}...)
 	}
 	for _, f := range ints {
 		if *f.dst, err = num(f.c, f.req); err != nil {
@@ -596,8 +598,18 @@ func siliconRow(file string, line int, rec []string, col map[string]int) (Measur
 		}
 	}
 	if m.Mode == "disagg" {
-		m.TP, m.PP, m.DP = m.DTP, m.DPP, m.DDP
-		m.Concurrency = m.DBatch * m.DWorkers
+		// The deployment's shape is the decode pool's; the client concurrency is the
+		// source's silicon_concurrency when stated (the pool columns are often blank).
+		m.TP, m.PP, m.DP = max(m.DTP, 1), max(m.DPP, 1), max(m.DDP, 1)
+		m.Concurrency = m.DBatch * max(m.DWorkers, 1)
+		if c := siliconConcurrency.FindStringSubmatch(get("silicon_data_source")); c != nil {
+			if n, err := strconv.Atoi(c[1]); err == nil && n > 0 {
+				m.Concurrency = n
+			}
+		}
+		if m.Concurrency == 0 {
+			return m, fe("decode_batch_size", "empty and no silicon_concurrency in silicon_data_source: the client concurrency is unknown")
+		}
 	}
 	ttft, err := ms("silicon_ttft_ms")
 	if err != nil {
