@@ -63,6 +63,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			bestCommand(),
 			queryCommand(),
 			benchCommand(),
+			accuracyCommand(),
 		},
 		// Usage errors (unknown flags, missing values) are user errors.
 		OnUsageError:   func(_ *cli.Context, err error, _ bool) error { return asUser(err) },
