@@ -193,10 +193,13 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		Batch: batch, CtxTokens: max(budget-batch, m.ISL), MaxNumBatchedTokens: budget, MaxNumSeqs: seqs,
 		ChunkedPrefill: chunked, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
 		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name()}
-	if q := quant(m.GemmQuant); q != "" {
+	// The measured quant label overrides an unquantised checkpoint's (the silicon
+	// rows label fp8/nvfp4 runs of bf16 configs); a checkpoint that is quantised
+	// already (gpt-oss's mxfp4 experts) keeps its own format.
+	if q := quant(m.GemmQuant); q != "" && res.GemmQuant == string(perfdb.GemmBF16) {
 		in.GemmQuant = q
 	}
-	if q := quant(m.MoEQuant); q != "" && res.MoE {
+	if q := quant(m.MoEQuant); q != "" && res.MoE && res.MoEQuant == string(perfdb.MoEBF16) {
 		in.MoEQuant = q
 	}
 	if err := in.Validate(); err != nil {
