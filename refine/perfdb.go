@@ -473,15 +473,24 @@ func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj P
 	}
 	e, err := engine(in)
 	t := &pointTiming{pt: pt}
-	return w, e, adj.Apply(&e, t), t, err
+	tm := adj.Apply(&e, t) // before e is returned: Apply sets e.StageMs
+	return w, e, tm, t, err
 }
 
 // Screen implements Evaluator (agg points; disagg rows stay composed).
 func (p *PerfdbEvaluator) Screen(ctx context.Context, in store.PointInputs) (store.Queueing, error) {
+	return p.ScreenAdjusted(ctx, in, p.adjustment(in))
+}
+
+// ScreenAdjusted is Screen under an explicit calibration (the fit's Jacobian).
+func (p *PerfdbEvaluator) ScreenAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust) (store.Queueing, error) {
 	if in.Mode == store.ModeDisagg {
 		return store.Queueing{Tier: store.TierComposed}, nil
 	}
-	w, e, tm, t, err := p.setup(ctx, in, p.adjustment(in))
+	if err := adj.Validate(); err != nil {
+		return store.Queueing{}, err
+	}
+	w, e, tm, t, err := p.setup(ctx, in, adj)
 	if err != nil {
 		return store.Queueing{}, err
 	}

@@ -64,6 +64,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			queryCommand(),
 			benchCommand(),
 			accuracyCommand(),
+			calibrateCommand(),
 		},
 		// Usage errors (unknown flags, missing values) are user errors.
 		OnUsageError:   func(_ *cli.Context, err error, _ bool) error { return asUser(err) },

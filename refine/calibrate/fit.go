@@ -81,7 +81,7 @@ type GroupFit struct {
 type FitOptions struct {
 	Holdout int // k-fold cross-validation (0 = none; ≥ 2)
 	Workers int
-	MaxIter int // Levenberg–Marquardt iterations (default 12)
+	MaxIter int // Levenberg–Marquardt iterations (default 8)
 }
 
 // evalFn predicts (TTFT, TPOT) of every sample under adj.
@@ -107,6 +107,22 @@ func quantEval(ev Evaluator, workers int) evalFn {
 	}
 }
 
+// screenEval evaluates through the screening tier (µs per point): the fit's
+// Jacobian only; every accepted step and every reported number is quantitative.
+func screenEval(ev Evaluator) evalFn {
+	return func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error) {
+		out := make([][2]float64, len(ss))
+		for i := range ss {
+			q, err := ev.ScreenAdjusted(ctx, ss[i].In, adj)
+			if err != nil {
+				return nil, fmt.Errorf("measurement %d: %w", ss[i].MeasurementID, err)
+			}
+			out[i] = [2]float64{q.V[ss[i].ttftCol], q.V[ss[i].tpotCol]}
+		}
+		return out, nil
+	}
+}
+
 // Fit fits one PassAdjust per (system, backend, version, model) of the samples,
 // through ev's quantitative tier (the same path as eval and sweep points), and
 // with opt.Holdout ≥ 2 reports k-fold cross-validated MAPE. Deterministic: groups
@@ -119,9 +135,10 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
 	if opt.MaxIter <= 0 {
-		opt.MaxIter = 12
+		opt.MaxIter = 8
 	}
 	f := quantEval(ev, opt.Workers)
+	fj := screenEval(ev)
 	groups := map[deployKey][]Sample{}
 	for _, s := range ss {
 		k := deployKey{s.In.System, s.In.Backend, s.In.Version, s.In.Model}
@@ -144,7 +161,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		if gf.Before, err = f(ctx, g, refine.Identity()); err != nil {
 			return nil, err
 		}
-		adj, jac, err := levenbergMarquardt(ctx, f, g, opt.MaxIter)
+		adj, jac, err := levenbergMarquardt(ctx, f, fj, g, opt.MaxIter)
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +186,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 						train = append(train, g[i])
 					}
 				}
-				a, _, err := levenbergMarquardt(ctx, f, train, opt.MaxIter)
+				a, _, err := levenbergMarquardt(ctx, f, fj, train, opt.MaxIter)
 				if err != nil {
 					return nil, err
 				}
@@ -256,10 +273,13 @@ func sumSq(r []float64) float64 {
 	return s
 }
 
-// levenbergMarquardt minimises the squared relative errors over x (bounded,
-// projected steps, forward-difference Jacobian). It returns the fitted adjustment
-// and the Jacobian of the data residuals at the optimum (for identifiability).
-func levenbergMarquardt(ctx context.Context, f evalFn, ss []Sample, maxIter int) (refine.PassAdjust, [][4]float64, error) {
+// levenbergMarquardt minimises the squared relative errors of f (the quantitative
+// tier) over x (bounded, projected steps). The forward-difference Jacobian comes
+// from fj (the screening tier's closed form of the same model: cheap and smooth,
+// where the quantitative schedule is piecewise in the timing); a step is accepted
+// only when it lowers f's cost. It returns the fitted adjustment and the Jacobian
+// of the data residuals at the optimum (for identifiability).
+func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, maxIter int) (refine.PassAdjust, [][4]float64, error) {
 	var x [4]float64 // identity
 	r, err := residuals(ctx, f, ss, x)
 	if err != nil {
@@ -270,6 +290,10 @@ func levenbergMarquardt(ctx context.Context, f evalFn, ss []Sample, maxIter int)
 	var jac [][4]float64
 	for range maxIter {
 		jac = make([][4]float64, len(r))
+		rs, err := residuals(ctx, fj, ss, x)
+		if err != nil {
+			return refine.PassAdjust{}, nil, err
+		}
 		for j := range 4 {
 			xp := x
 			h := fdStep[j]
@@ -277,12 +301,12 @@ func levenbergMarquardt(ctx context.Context, f evalFn, ss []Sample, maxIter int)
 				h = -h
 			}
 			xp[j] += h
-			rp, err := residuals(ctx, f, ss, xp)
+			rp, err := residuals(ctx, fj, ss, xp)
 			if err != nil {
 				return refine.PassAdjust{}, nil, err
 			}
 			for i := range r {
-				jac[i][j] = (rp[i] - r[i]) / h
+				jac[i][j] = (rp[i] - rs[i]) / h
 			}
 		}
 		improved := false
@@ -384,7 +408,7 @@ func unidentified(jac [][4]float64, n int) []string {
 	for j := range 4 {
 		if norm[j]*priorScale[j] < 1e-3 {
 			weak[j] = true
-			out = append(out, ParamNames[j]+": no effect on these rows")
+			out = append(out, ParamNames[j]+": no effect on these rows (absorbed by the wait for the next pass)")
 		}
 	}
 	for p := range 4 {

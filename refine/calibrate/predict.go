@@ -33,6 +33,7 @@ const (
 type Evaluator interface {
 	refine.Evaluator
 	QuantitativeAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Quantitative, error)
+	ScreenAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Queueing, error)
 }
 
 // Target is a measurement resolved to the operating point that predicts it, or the
