@@ -19,8 +19,8 @@ import (
 // (issue 9 part 4) and stores them under a name for --calibration.
 func calibrateCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "calibrate",
-		Usage: "fit pass-timing calibrations (prefill/decode scales, per-pass and per-request overheads) to measured runs",
+		Name:      "calibrate",
+		Usage:     "fit pass-timing calibrations (prefill/decode scales, per-pass and per-request overheads) to measured runs",
 		UsageText: `aicdb calibrate --name b200 --measurements "system = 'b200_sxm' and backend = 'vllm'" --holdout 5`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Required: true, Usage: "calibration `NAME` (replaces one of the same name)"},

@@ -194,13 +194,14 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		Batch: batch, CtxTokens: max(budget-batch, m.ISL), MaxNumBatchedTokens: budget, MaxNumSeqs: seqs,
 		ChunkedPrefill: chunked, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
 		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name()}
-	// The measured quant label overrides an unquantised checkpoint's (the silicon
-	// rows label fp8/nvfp4 runs of bf16 configs); a checkpoint that is quantised
-	// already (gpt-oss's mxfp4 experts) keeps its own format.
-	if q := quant(m.GemmQuant); q != "" && res.GemmQuant == string(perfdb.GemmBF16) {
+	// The measured quant label overrides the checkpoint's (the silicon rows label
+	// fp8/nvfp4 runs of one config id), except a native mxfp4 checkpoint
+	// (gpt-oss), whose experts the label does not describe.
+	native := strings.Contains(res.MoEQuant, "mxfp4")
+	if q := quant(m.GemmQuant); q != "" && !native {
 		in.GemmQuant = q
 	}
-	if q := quant(m.MoEQuant); q != "" && res.MoE && res.MoEQuant == string(perfdb.MoEBF16) {
+	if q := quant(m.MoEQuant); q != "" && res.MoE && !native {
 		in.MoEQuant = q
 	}
 	if err := in.Validate(); err != nil {
