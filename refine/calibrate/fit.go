@@ -82,6 +82,9 @@ type FitOptions struct {
 	Holdout int // k-fold cross-validation (0 = none; ≥ 2)
 	Workers int
 	MaxIter int // Levenberg–Marquardt iterations (default 8)
+	// SimplexEvals caps the Nelder–Mead polish's cost evaluations (default 60;
+	// < 0: none).
+	SimplexEvals int
 }
 
 // evalFn predicts (TTFT, TPOT) of every sample under adj.
@@ -137,6 +140,9 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	if opt.MaxIter <= 0 {
 		opt.MaxIter = 8
 	}
+	if opt.SimplexEvals == 0 {
+		opt.SimplexEvals = 60
+	}
 	f := quantEval(ev, opt.Workers)
 	fj := screenEval(ev)
 	groups := map[deployKey][]Sample{}
@@ -161,7 +167,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		if gf.Before, err = f(ctx, g, refine.Identity()); err != nil {
 			return nil, err
 		}
-		adj, jac, err := levenbergMarquardt(ctx, f, fj, g, opt.MaxIter)
+		adj, jac, err := levenbergMarquardt(ctx, f, fj, g, opt.MaxIter, opt.SimplexEvals)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +192,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 						train = append(train, g[i])
 					}
 				}
-				a, _, err := levenbergMarquardt(ctx, f, fj, train, opt.MaxIter)
+				a, _, err := levenbergMarquardt(ctx, f, fj, train, opt.MaxIter, opt.SimplexEvals)
 				if err != nil {
 					return nil, err
 				}
@@ -274,12 +280,13 @@ func sumSq(r []float64) float64 {
 }
 
 // levenbergMarquardt minimises the squared relative errors of f (the quantitative
-// tier) over x (bounded, projected steps). The forward-difference Jacobian comes
+// tier) over x (bounded, projected steps), then polishes with at most nmEvals
+// Nelder–Mead evaluations of f. The forward-difference Jacobian comes
 // from fj (the screening tier's closed form of the same model: cheap and smooth,
 // where the quantitative schedule is piecewise in the timing); a step is accepted
 // only when it lowers f's cost. It returns the fitted adjustment and the Jacobian
 // of the data residuals at the optimum (for identifiability).
-func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, maxIter int) (refine.PassAdjust, [][4]float64, error) {
+func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, maxIter, nmEvals int) (refine.PassAdjust, [][4]float64, error) {
 	var x [4]float64 // identity
 	r, err := residuals(ctx, f, ss, x)
 	if err != nil {
@@ -289,25 +296,9 @@ func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, maxIter 
 	lambda := 1e-2
 	var jac [][4]float64
 	for range maxIter {
-		jac = make([][4]float64, len(r))
-		rs, err := residuals(ctx, fj, ss, x)
-		if err != nil {
+		var err error
+		if jac, err = jacobian(ctx, fj, ss, x); err != nil {
 			return refine.PassAdjust{}, nil, err
-		}
-		for j := range 4 {
-			xp := x
-			h := fdStep[j]
-			if xp[j]+h > upper[j] {
-				h = -h
-			}
-			xp[j] += h
-			rp, err := residuals(ctx, fj, ss, xp)
-			if err != nil {
-				return refine.PassAdjust{}, nil, err
-			}
-			for i := range r {
-				jac[i][j] = (rp[i] - rs[i]) / h
-			}
 		}
 		improved := false
 		for range 6 {
@@ -337,7 +328,147 @@ func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, maxIter 
 			break
 		}
 	}
+	// Polish on the quantitative cost itself (the screening Jacobian only points
+	// the way; the schedule's pieces are found by the simplex).
+	if nmEvals > 0 {
+		xn, err := nelderMead(ctx, f, ss, x, nmEvals)
+		if err != nil {
+			return refine.PassAdjust{}, nil, err
+		}
+		x = clampX(xn)
+	}
+	jac, err = jacobian(ctx, fj, ss, x)
+	if err != nil {
+		return refine.PassAdjust{}, nil, err
+	}
 	return toAdjust(x), jac[:len(jac)-4], nil
+}
+
+// jacobian is the forward-difference Jacobian of f's residuals at x.
+func jacobian(ctx context.Context, f evalFn, ss []Sample, x [4]float64) ([][4]float64, error) {
+	r, err := residuals(ctx, f, ss, x)
+	if err != nil {
+		return nil, err
+	}
+	jac := make([][4]float64, len(r))
+	for j := range 4 {
+		xp := x
+		h := fdStep[j]
+		if xp[j]+h > upper[j] {
+			h = -h
+		}
+		xp[j] += h
+		rp, err := residuals(ctx, f, ss, xp)
+		if err != nil {
+			return nil, err
+		}
+		for i := range r {
+			jac[i][j] = (rp[i] - r[i]) / h
+		}
+	}
+	return jac, nil
+}
+
+// nelderMead minimises the quantitative cost over x from start (deterministic
+// simplex; the schedule is piecewise in the timing, so no derivatives), at most
+// maxEval cost evaluations.
+func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, maxEval int) ([4]float64, error) {
+	cost := func(x [4]float64) (float64, error) {
+		r, err := residuals(ctx, f, ss, clampX(x))
+		if err != nil {
+			return 0, err
+		}
+		return sumSq(r), nil
+	}
+	type vertex struct {
+		x [4]float64
+		c float64
+	}
+	simplex := make([]vertex, 5)
+	init := [4]float64{0.15, 0.15, 0.5, 5}
+	for i := range simplex {
+		x := start
+		if i > 0 {
+			x[i-1] += init[i-1]
+		}
+		x = clampX(x)
+		c, err := cost(x)
+		if err != nil {
+			return start, err
+		}
+		simplex[i] = vertex{x, c}
+	}
+	evals := 5
+	sortS := func() {
+		sort.SliceStable(simplex, func(i, j int) bool { return simplex[i].c < simplex[j].c })
+	}
+	for evals < maxEval {
+		sortS()
+		if simplex[4].c-simplex[0].c <= 1e-9*(1+simplex[0].c) {
+			break
+		}
+		var cen [4]float64
+		for i := range 4 {
+			for j := range 4 {
+				cen[j] += simplex[i].x[j] / 4
+			}
+		}
+		at := func(t float64) [4]float64 {
+			var x [4]float64
+			for j := range 4 {
+				x[j] = cen[j] + t*(simplex[4].x[j]-cen[j])
+			}
+			return clampX(x)
+		}
+		xr := at(-1)
+		cr, err := cost(xr)
+		if err != nil {
+			return start, err
+		}
+		evals++
+		switch {
+		case cr < simplex[0].c:
+			xe := at(-2)
+			ce, err := cost(xe)
+			if err != nil {
+				return start, err
+			}
+			evals++
+			if ce < cr {
+				simplex[4] = vertex{xe, ce}
+			} else {
+				simplex[4] = vertex{xr, cr}
+			}
+		case cr < simplex[3].c:
+			simplex[4] = vertex{xr, cr}
+		default:
+			t := 0.5
+			if cr < simplex[4].c {
+				t = -0.5
+			}
+			xc := at(t)
+			cc, err := cost(xc)
+			if err != nil {
+				return start, err
+			}
+			evals++
+			if cc < math.Min(cr, simplex[4].c) {
+				simplex[4] = vertex{xc, cc}
+				continue
+			}
+			for i := 1; i < 5; i++ {
+				for j := range 4 {
+					simplex[i].x[j] = simplex[0].x[j] + 0.5*(simplex[i].x[j]-simplex[0].x[j])
+				}
+				if simplex[i].c, err = cost(simplex[i].x); err != nil {
+					return start, err
+				}
+				evals++
+			}
+		}
+	}
+	sortS()
+	return simplex[0].x, nil
 }
 
 // lmStep solves (JᵀJ + λ·diag(JᵀJ) + λ·I)·δ = −Jᵀr (4×4, Gaussian elimination

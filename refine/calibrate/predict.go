@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
 	"github.com/aicdb/aicdb/store/measure"
@@ -25,8 +26,8 @@ import (
 // Engine profiles: how a measured deployment's engine was configured when the
 // measurement does not say.
 const (
-	ProfileDefaults       = "defaults"       // the backend's bare defaults (SCHEDULERS.md §6)
-	ProfileAIConfigurator = "aiconfigurator" // aiconfigurator's generator rules (how the silicon rows were deployed)
+	ProfileDefaults       = queueing.ProfileDefaults       // the backend's bare defaults (SCHEDULERS.md §6)
+	ProfileAIConfigurator = queueing.ProfileAIConfigurator // aiconfigurator's generator rules (how the silicon rows were deployed)
 )
 
 // Evaluator is what prediction needs of refine's perfdb evaluator.
@@ -188,10 +189,14 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		return t
 	}
 	batch := m.Concurrency / (m.PP * m.DP)
-	budget, seqs, chunked := EngineKnobs(r.Profile, m.Backend, m.ISL, batch)
+	budget, seqs, chunked, err := EngineKnobs(r.Profile, m.Backend, v, m.ISL, m.OSL, batch)
+	if err != nil {
+		t.Reason = "engine profile: " + oneLine(err.Error())
+		return t
+	}
 	in := store.PointInputs{Model: model, System: m.System, Backend: m.Backend, Version: v, Mode: store.ModeAgg,
 		ISL: m.ISL, OSL: m.OSL, Prefix: m.Prefix, TP: m.TP, PP: m.PP, DP: m.DP, MoETP: m.MoETP, MoEEP: m.MoEEP,
-		Batch: batch, CtxTokens: max(budget-batch, m.ISL), MaxNumBatchedTokens: budget, MaxNumSeqs: seqs,
+		Batch: batch, CtxTokens: max(budget-batch, m.ISL-m.Prefix), MaxNumBatchedTokens: budget, MaxNumSeqs: seqs,
 		ChunkedPrefill: chunked, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
 		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name()}
 	// The measured quant label overrides the checkpoint's (the silicon rows label
@@ -224,25 +229,28 @@ func quant(s string) string {
 }
 
 // EngineKnobs resolves the engine knobs of a measured deployment under an engine
-// profile: the per-pass token budget, the running cap and chunked prefill. It is
-// the one place that knows the profile (aiconfigurator's generator rules,
-// ../shared/data/measurements-dev/PROVENANCE.md: vLLM/TRT-LLM agg budget =
-// max_batch_size + isl + 1500, TRT-LLM rounded up to its 32-token blocks; SGLang
-// max_prefill_tokens = isl + 1500); "defaults" keeps the backend's own budget
-// (0) with the batch as the running cap.
-func EngineKnobs(profile, backend string, isl, batch int) (budget, seqs int, chunked bool) {
-	seqs = batch
-	if profile != ProfileAIConfigurator {
-		return 0, seqs, backend == "vllm"
+// profile through queueing.ProfileEngine (aiconfigurator's generator rules for an
+// agg worker, or the backend defaults): the per-pass token budget, the running cap
+// and chunked prefill — the knobs a stored point carries (PointInputs). The
+// profile's other settings (TRT-LLM's overlap scheduler, block size) reach the
+// evaluation only once points record their full engine config.
+func EngineKnobs(profile, backend, version string, isl, osl, batch int) (budget, seqs int, chunked bool, err error) {
+	e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: batch, ISL: isl, OSL: osl})
+	if err != nil {
+		return 0, 0, false, err
 	}
-	switch backend {
-	case "trtllm":
-		budget = (batch + isl + 1500 + 31) / 32 * 32
-		return budget, seqs, false
-	case "sglang":
-		return isl + 1500, seqs, true
+	switch e.Backend {
+	case queueing.BackendVLLM:
+		budget, seqs = e.MaxNumBatchedTokens, e.MaxNumSeqs
+	case queueing.BackendTRTLLM:
+		budget, seqs = e.MaxNumTokens, e.MaxBatchSize
+	case queueing.BackendSGLang:
+		budget, seqs = e.MaxPrefillTokens, e.MaxNumSeqs
 	}
-	return batch + isl + 1500, seqs, true
+	if profile == ProfileDefaults {
+		seqs = batch // the client concurrency bounds the running requests
+	}
+	return budget, seqs, e.EnableChunkedPrefill, nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
