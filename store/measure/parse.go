@@ -29,6 +29,9 @@ func Sniff(data []byte) (string, error) {
 		case bytes.Contains(t, []byte(`_ttft_ms"`)):
 			return FormatVLLMBench, nil
 		}
+		if !json.Valid(pyTokens(t)) {
+			return "", fmt.Errorf("%w: not a complete JSON object: is the file truncated?", ErrUnknownFormat)
+		}
 		return "", fmt.Errorf("%w: a JSON object with neither vLLM's *_ttft_ms nor AIPerf's time_to_first_token keys", ErrUnknownFormat)
 	}
 	first, _, _ := bytes.Cut(t, []byte("\n"))
