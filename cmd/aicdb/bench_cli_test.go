@@ -88,4 +88,28 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "count(*)\n0" {
 		t.Errorf("accuracy view rows without a prediction: %q", out)
 	}
+	// Calibrate on the two runs; eval applies it to the covered point and says
+	// uncalibrated elsewhere; accuracy under it reads the same numbers as the fit.
+	code, out, errs = cliRun(t, db, "calibrate", "--name", "t")
+	if code != 0 || !strings.Contains(out, "calibration t@") || !strings.Contains(out, "h200_sxm  vllm     0.22.0   Qwen/Qwen3-32B") {
+		t.Fatalf("calibrate: %d %q %q", code, out, errs)
+	}
+	ev := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--tp", "2",
+		"--concurrency", "16", "--isl", "2000", "--osl", "64", "--calibration", "t"}
+	code, out, errs = cliRun(t, db, append(ev, "--version", "0.22.0")...)
+	if code != 0 || !strings.Contains(out, `"calibration": "t@`) {
+		t.Errorf("calibrated eval: %d %q %q", code, out, errs)
+	}
+	code, out, _ = cliRun(t, db, append(ev, "--version", "0.24.0")...)
+	if code != 0 || !strings.Contains(out, `"calibration": "uncalibrated: t@`) {
+		t.Errorf("uncovered eval: %d %q", code, out)
+	}
+	code, _, errs = cliRun(t, db, append(ev[:len(ev)-1], "nope")...)
+	if code != 1 || !strings.Contains(errs, `--calibration "nope" is not in the store: known calibrations are t`) {
+		t.Errorf("unknown calibration: %d %q", code, errs)
+	}
+	code, out, errs = cliRun(t, db, "accuracy", "--calibration", "t", "--metrics", "ttft_mean,tpot_mean", "--format", "csv")
+	if code != 0 || strings.Count(out, "\n") != 3 {
+		t.Errorf("calibrated accuracy: %d %q %q", code, out, errs)
+	}
 }

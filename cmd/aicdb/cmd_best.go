@@ -24,6 +24,7 @@ func bestCommand() *cli.Command {
 		&cli.IntFlag{Name: "prefix", Usage: "only this prefix `N`"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "number of configs `N`"},
 		&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT`: table, csv or json"},
+		calibrationFlag(),
 	}
 	return &cli.Command{
 		Name:  "best",
@@ -100,7 +101,11 @@ func runBest(c *cli.Context) error {
 	f := store.PointFilter{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
 		Version: c.String("version"), Mode: c.String("mode"), ISL: c.Int("isl"), OSL: c.Int("osl"),
 		Prefix: c.Int("prefix"), PrefixSet: c.IsSet("prefix")}
-	return printBest(c, st, newLazyEvaluator(st), f, sla)
+	ev, err := calibratedBest(c, st, &f)
+	if err != nil {
+		return err
+	}
+	return printBest(c, st, ev, f, sla)
 }
 
 // printBest runs the funnel and prints the table. Headers name what they show:

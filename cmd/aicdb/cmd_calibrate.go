@@ -101,3 +101,80 @@ func runCalibrate(c *cli.Context) error {
 	}
 	return tw.Flush()
 }
+
+// calibrationFlag is eval/sweep/best's --calibration.
+func calibrationFlag() cli.Flag {
+	return &cli.StringFlag{Name: "calibration", Usage: "apply the stored calibration `NAME` (aicdb calibrate) to the points it covers; others stay uncalibrated"}
+}
+
+// calibrationSetter is an evaluator that can apply a calibration (refine's perfdb
+// evaluator).
+type calibrationSetter interface {
+	SetCalibrator(refine.Calibrator)
+}
+
+// withCalibration applies --calibration to ev (unchanged without the flag). The
+// calibration's name goes into the evaluator name, so every row records it.
+func withCalibration(c *cli.Context, st *store.Store, ev refine.Evaluator) (refine.Evaluator, error) {
+	name := c.String("calibration")
+	if name == "" {
+		return ev, nil
+	}
+	cal, err := calibrate.Load(c.Context, st, name)
+	if err != nil {
+		return nil, asUser(err)
+	}
+	s, ok := ev.(calibrationSetter)
+	if !ok {
+		return nil, userErrorf("--calibration %s: the %s evaluator cannot be calibrated (use the perf-database evaluator)", name, ev.Name())
+	}
+	s.SetCalibrator(cal)
+	return ev, nil
+}
+
+// calibratedBest is best's evaluator: the lazy one, or with --calibration the
+// calibrated one, and then only rows computed with that calibration are read.
+func calibratedBest(c *cli.Context, st *store.Store, f *store.PointFilter) (refine.Evaluator, error) {
+	if c.String("calibration") == "" {
+		return newLazyEvaluator(st), nil
+	}
+	ev, err := newEvaluator(c.Context, st)
+	if err != nil {
+		return nil, err
+	}
+	if ev, err = withCalibration(c, st, ev); err != nil {
+		return nil, err
+	}
+	f.Where, f.WhereArgs = "evaluator = ?", []any{ev.Name()}
+	return ev, nil
+}
+
+// calibrateEval applies --calibration to eval's perf-database timing through the
+// same refine.PassAdjust as sweep points. It returns what the output records:
+// "NAME@digest", or "uncalibrated: …" when the calibration has no fit for the
+// point ("" without the flag).
+func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
+	name := c.String("calibration")
+	if name == "" {
+		return "", nil
+	}
+	if !c.IsSet("model") {
+		return "", userErrorf("--calibration: calibrations apply to the perf-database timing (--model), not to --timing")
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{ReadOnly: true})
+	if err != nil {
+		return "", asUser(err)
+	}
+	defer st.Close()
+	cal, err := calibrate.Load(c.Context, st, name)
+	if err != nil {
+		return "", asUser(err)
+	}
+	in := store.PointInputs{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"), Version: c.String("version")}
+	adj, ok := cal.For(in)
+	if !ok {
+		return fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s", cal.Name(), in.System, in.Backend, in.Version, in.Model), nil
+	}
+	s.t = adj.Apply(&s.e, s.t)
+	return cal.Name(), nil
+}

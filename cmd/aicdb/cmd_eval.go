@@ -82,6 +82,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
 			&cli.IntFlag{Name: "stagger-phases", Usage: "closed loop, quantitative: mix the steady state over N initial client staggers instead of the burst's locked cycle (0 = burst)"},
 			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
+			calibrationFlag(),
 		},
 		Action: runEval,
 	}
@@ -100,6 +101,10 @@ type evalSpec struct {
 
 func runEval(c *cli.Context) error {
 	spec, err := parseEval(c)
+	if err != nil {
+		return err
+	}
+	cal, err := calibrateEval(c, spec)
 	if err != nil {
 		return err
 	}
@@ -122,7 +127,11 @@ func runEval(c *cli.Context) error {
 			}
 			return err
 		}
-		out[string(tier)] = rep.Columns(spec.gpus)
+		cols := rep.Columns(spec.gpus)
+		if cal != "" {
+			cols["calibration"] = cal
+		}
+		out[string(tier)] = cols
 	}
 	var v any = out
 	if len(spec.tiers) == 1 {

@@ -41,6 +41,7 @@ func sweepCommand() *cli.Command {
 		&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
 		&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT` of the best-config table: table, csv or json"},
+		calibrationFlag(),
 	}
 	return &cli.Command{
 		Name:  "sweep",
@@ -122,6 +123,9 @@ func runSweep(c *cli.Context) error {
 	defer st.Close()
 	ev, err := newEvaluator(ctx, st)
 	if err != nil {
+		return err
+	}
+	if ev, err = withCalibration(c, st, ev); err != nil {
 		return err
 	}
 	opt := refine.SweepOptions{Workers: c.Int("workers"), BatchSize: c.Int("commit-every"), Arguments: spec}

@@ -36,7 +36,7 @@ func TestParseVLLMBench(t *testing.T) {
 	if m.Model != "Qwen/Qwen3-32B" || m.System != "h200_sxm" || m.Version != "0.22.0" || m.TP != 2 || m.MoETP != 2 {
 		t.Errorf("deployment %+v", m.Deployment)
 	}
-	if m.Concurrency != 32 || m.RequestRate != 0 || m.ISL != 1024 || m.OSL != 256 || m.NumPrompts != 320 {
+	if m.Concurrency != 32 || m.RequestRate != 0 || m.ISL != 1024 || m.OSL != 64 || m.NumPrompts != 320 {
 		t.Errorf("workload c%d rate %v isl %d osl %d n %d", m.Concurrency, m.RequestRate, m.ISL, m.OSL, m.NumPrompts)
 	}
 	want := map[Metric]float64{TTFTMean: 180.5, TTFTP50: 150.25, TTFTP99: 410, TPOTMean: 36.5, ITLP99: 120, E2EP99: 9900, ThroughputRPS: 3.15, OutputTokensPerS: 807.1}
@@ -55,7 +55,7 @@ func TestParseAIPerf(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := ms[0]
-	if m.Format != FormatAIPerf || m.Concurrency != 16 || m.ISL != 2000 || m.OSL != 256 || m.Model != "Qwen/Qwen3-32B" {
+	if m.Format != FormatAIPerf || m.Concurrency != 16 || m.ISL != 2000 || m.OSL != 64 || m.Model != "Qwen/Qwen3-32B" {
 		t.Errorf("%+v", m)
 	}
 	if m.Values[TTFTP99] != 520 || m.Values[TPOTMean] != 25 || m.Values[E2EP50] != 6500 || m.Values[OutputTokensPerS] != 640 {
