@@ -81,9 +81,10 @@ type GroupFit struct {
 type FitOptions struct {
 	Holdout int // k-fold cross-validation (0 = none; ≥ 2)
 	Workers int
-	MaxIter int // Levenberg–Marquardt iterations (default 8)
-	// SimplexEvals caps the Nelder–Mead polish's cost evaluations (default 60;
-	// < 0: none).
+	MaxIter int // Levenberg–Marquardt iterations (default 6)
+	// SimplexEvals caps the Nelder–Mead polish's cost evaluations (default 24;
+	// < 0: none). Every fit, a fold's refit too, starts from the identity (a
+	// warm start from the full fit would leak the held-out rows).
 	SimplexEvals int
 }
 
@@ -138,10 +139,10 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
 	if opt.MaxIter <= 0 {
-		opt.MaxIter = 8
+		opt.MaxIter = 6
 	}
 	if opt.SimplexEvals == 0 {
-		opt.SimplexEvals = 60
+		opt.SimplexEvals = 24
 	}
 	f := quantEval(ev, opt.Workers)
 	fj := screenEval(ev)
@@ -167,7 +168,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		if gf.Before, err = f(ctx, g, refine.Identity()); err != nil {
 			return nil, err
 		}
-		adj, jac, err := levenbergMarquardt(ctx, f, fj, g, opt.MaxIter, opt.SimplexEvals)
+		adj, jac, err := levenbergMarquardt(ctx, f, fj, g, [4]float64{}, opt.MaxIter, opt.SimplexEvals)
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +193,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 						train = append(train, g[i])
 					}
 				}
-				a, _, err := levenbergMarquardt(ctx, f, fj, train, opt.MaxIter, opt.SimplexEvals)
+				a, _, err := levenbergMarquardt(ctx, f, fj, train, [4]float64{}, opt.MaxIter, opt.SimplexEvals)
 				if err != nil {
 					return nil, err
 				}
@@ -286,8 +287,8 @@ func sumSq(r []float64) float64 {
 // where the quantitative schedule is piecewise in the timing); a step is accepted
 // only when it lowers f's cost. It returns the fitted adjustment and the Jacobian
 // of the data residuals at the optimum (for identifiability).
-func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, maxIter, nmEvals int) (refine.PassAdjust, [][4]float64, error) {
-	var x [4]float64 // identity
+func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4]float64, maxIter, nmEvals int) (refine.PassAdjust, [][4]float64, error) {
+	x := start
 	r, err := residuals(ctx, f, ss, x)
 	if err != nil {
 		return refine.PassAdjust{}, nil, err
