@@ -1,6 +1,7 @@
 package refine
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/store"
 )
 
 // TestPassAdjustDecomposition: the calibrated pass time is overhead + prefill scale
@@ -62,5 +64,36 @@ func TestPassAdjustValidate(t *testing.T) {
 	}
 	if err := Identity().Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// BenchmarkQuantitativeCalibrated: one quantitative evaluation of a perf-data
+// point (Qwen3-32B tp2 on h200, vLLM 0.22.0, C 16, isl 2000, osl 256),
+// uncalibrated and calibrated; the calibration only wraps the cached pass prices.
+func BenchmarkQuantitativeCalibrated(b *testing.B) {
+	ev := NewPerfdbEvaluator(sharedSource(b))
+	ctx := context.Background()
+	r, err := ev.Resolve(ctx, "Qwen/Qwen3-32B", "h200_sxm", "vllm", "0.22.0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := store.PointInputs{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "vllm", Version: r.Version, Mode: store.ModeAgg,
+		ISL: 2000, OSL: 256, TP: 2, PP: 1, DP: 1, MoETP: 1, MoEEP: 1, Batch: 16, CtxTokens: 3500, MaxNumBatchedTokens: 3516,
+		MaxNumSeqs: 16, ChunkedPrefill: true, DatabaseMode: r.DatabaseMode, GemmQuant: r.GemmQuant, KVCacheQuant: r.KVCacheQuant,
+		FMHAQuant: r.FMHAQuant, MoEQuant: r.MoEQuant, CommQuant: r.CommQuant, Evaluator: ev.Name()}
+	for _, c := range []struct {
+		name string
+		adj  PassAdjust
+	}{{"none", Identity()}, {"calibrated", PassAdjust{PrefillScale: 0.8, DecodeScale: 1.1, PassOverheadMs: 0.3, RequestOverheadMs: 2}}} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := ev.QuantitativeAdjusted(ctx, in, c.adj); err != nil { // warm the pass cache
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := ev.QuantitativeAdjusted(ctx, in, c.adj); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

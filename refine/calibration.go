@@ -54,16 +54,19 @@ func (a PassAdjust) Apply(e *queueing.EngineSpec, t timing.Timing) timing.Timing
 		return t
 	}
 	e.StageMs += a.RequestOverheadMs
-	return adjustedTiming{a: a, t: t}
+	return &adjustedTiming{a: a, t: t}
 }
 
+// adjustedTiming is one evaluation's calibrated timing (an evaluation prices its
+// passes sequentially; pre is scratch for the prefill-alone pass).
 type adjustedTiming struct {
-	a PassAdjust
-	t timing.Timing
+	a   PassAdjust
+	t   timing.Timing
+	pre timing.Pass
 }
 
 // PassMs implements timing.Timing.
-func (x adjustedTiming) PassMs(p *timing.Pass) float64 {
+func (x *adjustedTiming) PassMs(p *timing.Pass) float64 {
 	if len(p.Prefill) == 0 && len(p.Decode) == 0 {
 		return 0
 	}
@@ -73,7 +76,9 @@ func (x adjustedTiming) PassMs(p *timing.Pass) float64 {
 	}
 	pre := total
 	if len(p.Decode) > 0 {
-		pre = x.t.PassMs(&timing.Pass{Prefill: p.Prefill})
+		x.pre.Prefill = p.Prefill
+		pre = x.t.PassMs(&x.pre)
+		x.pre.Prefill = nil
 	}
 	return x.a.PassOverheadMs + x.a.PrefillScale*pre + x.a.DecodeScale*math.Max(0, total-pre)
 }
