@@ -217,15 +217,14 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 	return t
 }
 
-// quant maps a measured quant label onto perfdb's names ("" = the model's own).
+// quant maps a measured quant label onto perfdb's names ("" = the model's own:
+// an unquantised label says nothing the checkpoint does not).
 func quant(s string) string {
-	switch strings.ToLower(s) {
-	case "", "bf16", "fp16", "auto":
+	switch s = strings.ToLower(strings.TrimSpace(s)); s {
+	case "", "bf16", "bfloat16", "fp16", "float16", "auto":
 		return ""
-	case "fp8", "fp8_block", "nvfp4", "int4_wo", "int8_wo", "w4afp8", "mxfp4":
-		return strings.ToLower(s)
 	}
-	return strings.ToLower(s)
+	return s
 }
 
 // EngineKnobs resolves the engine knobs of a measured deployment under an engine
