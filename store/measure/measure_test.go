@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func read(t *testing.T, name string) []byte {
+func read(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name)
 	if err != nil {
