@@ -26,6 +26,7 @@ func calibrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "name", Required: true, Usage: "calibration `NAME` (replaces one of the same name)"},
 			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
 			&cli.IntFlag{Name: "holdout", Usage: "report k-fold cross-validated MAPE (k ≥ 2; 0 = none)"},
+			&cli.StringFlag{Name: "objective", Value: "quantitative", Usage: "tier the fit minimises: quantitative | screening (fast, less accurate); reported errors are quantitative"},
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
 		},
 		Action: runCalibrate,
@@ -69,7 +70,7 @@ func runCalibrate(c *cli.Context) error {
 	if len(samples) == 0 {
 		return userErrorf("calibrate: none of the %d measurements matching %q can be predicted (see 'aicdb query \"select reason, count(*) from accuracy group by 1\"')", len(rows), where)
 	}
-	fits, err := calibrate.Fit(c.Context, ev, samples, calibrate.FitOptions{Holdout: k})
+	fits, err := calibrate.Fit(c.Context, ev, samples, calibrate.FitOptions{Holdout: k, Objective: c.String("objective")})
 	if err != nil {
 		return err
 	}
