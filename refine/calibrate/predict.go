@@ -231,8 +231,8 @@ func quant(s string) string {
 // profile through queueing.ProfileEngine (aiconfigurator's generator rules for an
 // agg worker, or the backend defaults): the per-pass token budget, the running cap
 // and chunked prefill — the knobs a stored point carries (PointInputs). The
-// profile's other settings (TRT-LLM's overlap scheduler, block size) reach the
-// evaluation only once points record their full engine config.
+// profile's other agg settings (TRT-LLM's overlap scheduler on, 32-token blocks)
+// equal the defaults refine's evaluator starts from.
 func EngineKnobs(profile, backend, version string, isl, osl, batch int) (budget, seqs int, chunked bool, err error) {
 	e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: batch, ISL: isl, OSL: osl})
 	if err != nil {
