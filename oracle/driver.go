@@ -204,3 +204,55 @@ func (s *Sim) RunTrace(ctx context.Context, reqs []workload.Request) (*Result, e
 	}
 	return s.Run(ctx)
 }
+
+// SharedPrefix names the shareable head of a request's prompt without token ids
+// (issue 13): either Len tokens of prefix group Group (requests of one group share
+// the content of their common prefix length), or hash ids of HashBlock-token blocks
+// (a trace's, e.g. Mooncake's 512-token blocks; a block's identity is its id chain).
+// The rest of the prompt is unique to the request.
+type SharedPrefix struct {
+	Group     uint64
+	Len       int
+	HashIDs   []int64
+	HashBlock int
+}
+
+// AddShared queues a request whose prompt starts with a shared prefix (Add's checks
+// apply; r.PromptTokens must be nil). It returns the request's index.
+func (s *Sim) AddShared(r workload.Request, sp SharedPrefix) (int32, error) {
+	name := idOr(r.ID, int32(len(s.reqs)))
+	p := r.Len()
+	switch {
+	case r.PromptTokens != nil:
+		return -1, fmt.Errorf("request %s: a shared prefix needs prompt_len, not prompt_tokens", name)
+	case sp.HashIDs != nil && sp.Len != 0:
+		return -1, fmt.Errorf("request %s: give a prefix length or hash ids, not both", name)
+	case sp.Len < 0 || sp.Len > p:
+		return -1, fmt.Errorf("request %s: prefix_len %d: must be in 0..prompt_len = %d", name, sp.Len, p)
+	case sp.HashIDs != nil && sp.HashBlock < 1:
+		return -1, fmt.Errorf("request %s: hash block %d: must be ≥ 1 token", name, sp.HashBlock)
+	case sp.HashIDs != nil && len(sp.HashIDs) > (p+sp.HashBlock-1)/sp.HashBlock:
+		return -1, fmt.Errorf("request %s: %d hash ids for %d prompt tokens: at most one per %d tokens", name, len(sp.HashIDs), p, sp.HashBlock)
+	}
+	i, err := s.Add(r)
+	if err != nil {
+		return -1, err
+	}
+	q := &s.reqs[i]
+	if sp.HashIDs != nil {
+		q.chain = make([]uint64, len(sp.HashIDs))
+		h := uint64(tagShared)
+		for k, id := range sp.HashIDs {
+			h = mix(h, uint64(id))
+			q.chain[k] = h
+		}
+		q.hashBlock = sp.HashBlock
+	} else {
+		q.sharedLen, q.group = sp.Len, sp.Group
+	}
+	q.nGlob = q.sharedBlocks(s.bs)
+	if s.eng.EnablePrefixCaching && q.nGlob > 0 {
+		q.hashes = make([]uint64, 0, q.nGlob)
+	}
+	return i, nil
+}

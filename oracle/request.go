@@ -26,6 +26,11 @@ type req struct {
 	tokens    []int
 	sharedLen int
 	group     uint64
+	// chain, when set, names the prompt's leading blocks of hashBlock tokens by the
+	// hash of their id chain (a trace's hash ids, e.g. Mooncake's): equal chains are
+	// equal content. The tokens after len(chain)·hashBlock are unique to r.
+	chain     []uint64
+	hashBlock int
 
 	st          status
 	g           int // output tokens appended
@@ -83,6 +88,8 @@ func (r *req) blockHash(i, bs int, parent uint64) uint64 {
 			h = mix(h, uint64(t))
 		}
 		return h
+	case r.chain != nil && end <= r.chainLen():
+		return mix(mix(mix(parent, tagShared), r.chain[(end-1)/r.hashBlock]), uint64(i))
 	case end <= r.sharedLen:
 		return mix(mix(mix(parent, tagShared), r.group), uint64(i))
 	default:
@@ -97,8 +104,14 @@ func (r *req) sharedBlocks(bs int) int {
 	if r.tokens != nil {
 		return r.p / bs
 	}
+	if r.chain != nil {
+		return r.chainLen() / bs
+	}
 	return min(r.sharedLen, r.p) / bs
 }
+
+// chainLen is the number of prompt tokens the hash-id chain names.
+func (r *req) chainLen() int { return min(len(r.chain)*r.hashBlock, r.p) }
 
 // ensureHashes extends r.hashes to the first n full blocks.
 func (r *req) ensureHashes(n, bs int) {

@@ -1,14 +1,20 @@
 package oracle
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
+	"strings"
 
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -19,14 +25,14 @@ type Scenario struct {
 	Engine   Engine
 	Timing   timing.Timing
 	Requests []workload.Request
+	// Shared[i] is request i's shared prompt prefix (prefix_group/prefix_len or
+	// hash_ids); nil when no request has one.
+	Shared []SharedPrefix
 }
 
-// rawScenario mirrors the JSON with pointers so a missing knob is detectable.
-type rawScenario struct {
-	Engine   *rawEngine   `json:"engine"`
-	Timing   *rawTiming   `json:"timing"`
-	Requests []rawRequest `json:"requests"`
-}
+// DefaultScenarioHashBlock is the tokens per hash id when a scenario gives hash_ids
+// without hash_block (Mooncake's 512).
+const DefaultScenarioHashBlock = 512
 
 type rawEngine struct {
 	Backend                   *string `json:"backend"`
@@ -63,50 +69,153 @@ type rawRequest struct {
 	PromptTokens []int    `json:"prompt_tokens"`
 	MaxTokens    *int     `json:"max_tokens"`
 	EOSAt        *int     `json:"eos_at"`
+	PrefixGroup  *int64   `json:"prefix_group"`
+	PrefixLen    *int     `json:"prefix_len"`
+	HashIDs      []int64  `json:"hash_ids"`
 }
 
-// ParseScenario decodes and validates a scenario. Unknown fields, missing knobs and
-// non-positive sizes are one-line errors naming the field.
+// ParseScenario decodes and validates a scenario held in memory (see ReadScenario).
 func ParseScenario(data []byte) (*Scenario, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
+	return ReadScenario(bytes.NewReader(data))
+}
+
+// ReadScenario decodes and validates a scenario as a stream: the requests array is
+// read one element at a time, so only the compact requests are held, never the text.
+// Unknown fields, missing knobs and non-positive sizes are one-line errors naming
+// the field.
+func ReadScenario(r io.Reader) (*Scenario, error) {
+	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
-	var raw rawScenario
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("scenario: %w", err)
+	if err := expectDelim(dec, '{', "a JSON object"); err != nil {
+		return nil, err
+	}
+	var (
+		eng       *rawEngine
+		tim       *rawTiming
+		hashBlock *int
+		sc        = &Scenario{}
+		seenKey   = map[string]bool{}
+		seenID    = map[string]bool{}
+		anyShared bool
+	)
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("scenario: %w", err)
+		}
+		key, _ := t.(string)
+		if seenKey[key] {
+			return nil, fmt.Errorf("scenario: field %s is given twice", key)
+		}
+		seenKey[key] = true
+		switch key {
+		case "engine":
+			err = dec.Decode(&eng)
+		case "timing":
+			err = dec.Decode(&tim)
+		case "hash_block":
+			err = dec.Decode(&hashBlock)
+		case "requests":
+			err = readRequests(dec, sc, seenID, &anyShared)
+		default:
+			return nil, fmt.Errorf("scenario: json: unknown field %q", key)
+		}
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "scenario: ") {
+				return nil, err
+			}
+			return nil, fmt.Errorf("scenario: %w", err)
+		}
+	}
+	if err := expectDelim(dec, '}', "the end of the object"); err != nil {
+		return nil, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("scenario: trailing data after the JSON object")
 	}
-	if raw.Engine == nil {
+	if eng == nil {
 		return nil, errors.New("scenario: missing field engine")
 	}
-	if raw.Timing == nil {
+	if tim == nil {
 		return nil, errors.New("scenario: missing field timing")
 	}
-	if len(raw.Requests) == 0 {
+	if len(sc.Requests) == 0 {
 		return nil, errors.New("scenario: requests is empty; give at least one request")
 	}
-	sc := &Scenario{}
 	var err error
-	if sc.Engine, err = raw.Engine.engine(); err != nil {
+	if sc.Engine, err = eng.engine(); err != nil {
 		return nil, err
 	}
-	if sc.Timing, err = raw.Timing.timing(); err != nil {
+	if sc.Timing, err = tim.timing(); err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	for i, rr := range raw.Requests {
-		r, err := rr.request(i)
+	hb := DefaultScenarioHashBlock
+	if hashBlock != nil {
+		if *hashBlock < 1 || *hashBlock > 1<<20 {
+			return nil, fmt.Errorf("scenario: hash_block = %d: must be in 1..1048576", *hashBlock)
+		}
+		hb = *hashBlock
+	}
+	if !anyShared {
+		sc.Shared = nil
+		return sc, nil
+	}
+	for i := range sc.Shared {
+		sp := &sc.Shared[i]
+		if sp.HashIDs == nil {
+			continue
+		}
+		sp.HashBlock = hb
+		if p := sc.Requests[i].PromptLen; len(sp.HashIDs) > (p+hb-1)/hb {
+			return nil, fmt.Errorf("scenario: requests[%d].hash_ids: %d ids for prompt_len %d: at most one per hash_block = %d tokens", i, len(sp.HashIDs), p, hb)
+		}
+	}
+	return sc, nil
+}
+
+// expectDelim reads the next token and checks it is d.
+func expectDelim(dec *json.Decoder, d json.Delim, what string) error {
+	t, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	if t != d {
+		return fmt.Errorf("scenario: want %s, got %v", what, t)
+	}
+	return nil
+}
+
+// readRequests streams the requests array into sc.
+func readRequests(dec *json.Decoder, sc *Scenario, seen map[string]bool, anyShared *bool) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if t == nil { // "requests": null
+		return nil
+	}
+	if t != json.Delim('[') {
+		return errors.New("scenario: requests: want an array of requests")
+	}
+	for i := 0; dec.More(); i++ {
+		var rr rawRequest
+		if err := dec.Decode(&rr); err != nil {
+			return fmt.Errorf("scenario: requests[%d]: %w", i, err)
+		}
+		r, sp, err := rr.request(i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if seen[r.ID] {
-			return nil, fmt.Errorf("scenario: requests[%d].id %q is used twice; ids must be unique", i, r.ID)
+			return fmt.Errorf("scenario: requests[%d].id %q is used twice; ids must be unique", i, r.ID)
 		}
 		seen[r.ID] = true
 		sc.Requests = append(sc.Requests, r)
+		sc.Shared = append(sc.Shared, sp)
+		*anyShared = *anyShared || sp.Len > 0 || sp.HashIDs != nil
 	}
-	return sc, nil
+	_, err = dec.Token() // ']'
+	return err
 }
 
 func (re *rawEngine) engine() (Engine, error) {
@@ -223,7 +332,15 @@ func (rt *rawTiming) timing() (timing.Timing, error) {
 	}
 }
 
-func (rr *rawRequest) request(i int) (workload.Request, error) {
+func (rr *rawRequest) request(i int) (workload.Request, SharedPrefix, error) {
+	r, err := rr.plain(i)
+	if err != nil {
+		return r, SharedPrefix{}, err
+	}
+	return rr.shared(i, r)
+}
+
+func (rr *rawRequest) plain(i int) (workload.Request, error) {
 	var r workload.Request
 	f := func(field string) string { return fmt.Sprintf("requests[%d].%s", i, field) }
 	if rr.ID == nil || *rr.ID == "" {
@@ -274,14 +391,66 @@ func (rr *rawRequest) request(i int) (workload.Request, error) {
 	return r, nil
 }
 
+// shared reads the request's shared-prefix fields: prefix_len (with an optional
+// prefix_group, default 0) or hash_ids, each only with prompt_len.
+func (rr *rawRequest) shared(i int, r workload.Request) (workload.Request, SharedPrefix, error) {
+	var sp SharedPrefix
+	f := func(field string) string { return fmt.Sprintf("requests[%d].%s", i, field) }
+	if rr.PrefixLen == nil && rr.PrefixGroup == nil && rr.HashIDs == nil {
+		return r, sp, nil
+	}
+	if rr.PromptLen == nil {
+		return r, sp, fmt.Errorf("scenario: %s: a shared prefix (prefix_group, prefix_len, hash_ids) needs %s, not prompt_tokens", f("prompt_tokens"), f("prompt_len"))
+	}
+	if rr.HashIDs != nil {
+		if rr.PrefixLen != nil || rr.PrefixGroup != nil {
+			return r, sp, fmt.Errorf("scenario: %s and %s are both set; give one", f("hash_ids"), f("prefix_len"))
+		}
+		for _, h := range rr.HashIDs {
+			if h < 0 {
+				return r, sp, fmt.Errorf("scenario: %s has id %d: ids must be ≥ 0", f("hash_ids"), h)
+			}
+		}
+		sp.HashIDs = rr.HashIDs
+		if sp.HashIDs == nil {
+			sp.HashIDs = []int64{}
+		}
+		return r, sp, nil
+	}
+	if rr.PrefixLen == nil {
+		return r, sp, fmt.Errorf("scenario: %s is set without %s", f("prefix_group"), f("prefix_len"))
+	}
+	if *rr.PrefixLen < 0 || *rr.PrefixLen > r.PromptLen {
+		return r, sp, fmt.Errorf("scenario: %s = %d: must be in 0..prompt_len = %d", f("prefix_len"), *rr.PrefixLen, r.PromptLen)
+	}
+	if rr.PrefixGroup != nil {
+		if *rr.PrefixGroup < 0 {
+			return r, sp, fmt.Errorf("scenario: %s = %d: must be ≥ 0", f("prefix_group"), *rr.PrefixGroup)
+		}
+		sp.Group = uint64(*rr.PrefixGroup)
+	}
+	sp.Len = *rr.PrefixLen
+	return r, sp, nil
+}
+
 // Run simulates the scenario with the per-pass log on.
 func (sc *Scenario) Run(ctx context.Context) (*Result, error) {
-	s, err := New(sc.Engine, sc.Timing, Options{PassLog: true})
+	return sc.Simulate(ctx, Options{PassLog: true})
+}
+
+// Simulate runs the scenario with the given options (PassLog off for large runs).
+func (sc *Scenario) Simulate(ctx context.Context, opt Options) (*Result, error) {
+	s, err := New(sc.Engine, sc.Timing, opt)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range sc.Requests {
-		if _, err := s.Add(r); err != nil {
+	for i, r := range sc.Requests {
+		if sc.Shared != nil && (sc.Shared[i].Len > 0 || sc.Shared[i].HashIDs != nil) {
+			_, err = s.AddShared(r, sc.Shared[i])
+		} else {
+			_, err = s.Add(r)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("scenario: %w", err)
 		}
 	}
@@ -366,4 +535,256 @@ func (res *Result) Output() *ScenarioOutput {
 			FinishMs: r.FinishMs, NumPreemptions: r.NumPreemptions, NumCachedTokens: r.NumCachedTokens})
 	}
 	return out
+}
+
+// Summary is the default output of `aicdb oracle run`: run counters and the 15
+// latency/throughput columns, with the evaluator's one quantile rule
+// (queueing.Distribution: smallest value whose cumulative weight reaches q).
+// TTFT = first token − arrival; ITL = every gap between consecutive tokens of every
+// request; TPOT = (finish − first token)/(tokens − 1) per request with ≥ 2 tokens;
+// E2E = finish − arrival; throughput = requests / (last finish − first arrival).
+type Summary struct {
+	Requests        int     `json:"requests"`
+	OutputTokens    int     `json:"output_tokens"`
+	Passes          int     `json:"passes"`
+	ScheduledTokens int     `json:"scheduled_tokens"`
+	Preemptions     int     `json:"preemptions"`
+	CachedTokens    int     `json:"cached_tokens"`
+	EndMs           float64 `json:"end_ms"`
+
+	TTFTMean         float64 `json:"ttft_mean"`
+	TTFTP50          float64 `json:"ttft_p50"`
+	TTFTP90          float64 `json:"ttft_p90"`
+	TTFTP99          float64 `json:"ttft_p99"`
+	TTFTP999         float64 `json:"ttft_p999"`
+	ITLMean          float64 `json:"itl_mean"`
+	ITLP50           float64 `json:"itl_p50"`
+	ITLP99           float64 `json:"itl_p99"`
+	TPOTMean         float64 `json:"tpot_mean"`
+	TPOTP50          float64 `json:"tpot_p50"`
+	TPOTP99          float64 `json:"tpot_p99"`
+	E2EMean          float64 `json:"e2e_mean"`
+	E2EP50           float64 `json:"e2e_p50"`
+	E2EP99           float64 `json:"e2e_p99"`
+	ThroughputRPS    float64 `json:"throughput_rps"`
+	OutputTokensPerS float64 `json:"output_tokens_per_s"`
+}
+
+// distOf builds a Distribution from vals (sorted in place; equal values merged
+// before the atoms are built).
+func distOf(vals []float64) (queueing.Distribution, error) {
+	slices.Sort(vals)
+	var atoms []queueing.Atom
+	for i, v := range vals {
+		if i > 0 && v == vals[i-1] {
+			atoms[len(atoms)-1].Weight++
+			continue
+		}
+		atoms = append(atoms, queueing.Atom{Value: v, Weight: 1})
+	}
+	return queueing.NewDistribution(atoms)
+}
+
+// valueCounts counts float64 values: open addressing on the value's bits (linear
+// probing, load ≤ ½, slot 0 of the key space kept for "empty" by storing bits+1).
+// The ITL list is millions of gaps but few distinct pass-time differences, so this
+// stays in cache where a Go map or a sort of every gap does not.
+type valueCounts struct {
+	keys []uint64 // bits(value)+1; 0 = empty
+	cnt  []float64
+	n    int
+}
+
+func (c *valueCounts) add(v, w float64) {
+	if 2*(c.n+1) > len(c.keys) {
+		c.grow()
+	}
+	k := math.Float64bits(v) + 1
+	mask := uint64(len(c.keys) - 1)
+	for i := (k * 0x9E3779B97F4A7C15) >> 20 & mask; ; i = (i + 1) & mask {
+		switch c.keys[i] {
+		case k:
+			c.cnt[i] += w
+			return
+		case 0:
+			c.keys[i], c.cnt[i] = k, w
+			c.n++
+			return
+		}
+	}
+}
+
+func (c *valueCounts) grow() {
+	old, oldCnt := c.keys, c.cnt
+	n := max(1024, 2*len(old))
+	c.keys, c.cnt, c.n = make([]uint64, n), make([]float64, n), 0
+	for i, k := range old {
+		if k != 0 {
+			c.add(math.Float64frombits(k-1), oldCnt[i])
+		}
+	}
+}
+
+// dist returns the counted values as a Distribution.
+func (c *valueCounts) dist() (queueing.Distribution, error) {
+	atoms := make([]queueing.Atom, 0, c.n)
+	for i, k := range c.keys {
+		if k != 0 {
+			atoms = append(atoms, queueing.Atom{Value: math.Float64frombits(k - 1), Weight: c.cnt[i]})
+		}
+	}
+	slices.SortFunc(atoms, func(a, b queueing.Atom) int { return cmp.Compare(a.Value, b.Value) })
+	return queueing.NewDistribution(atoms)
+}
+
+// Summary computes the run's Summary.
+func (res *Result) Summary() (Summary, error) {
+	s := Summary{Requests: len(res.Requests), Passes: res.NumPasses, ScheduledTokens: res.ScheduledToks, EndMs: res.EndMs}
+	n := len(res.Requests)
+	ttft, e2e, tpot := make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
+	var itl valueCounts
+	first := math.Inf(1)
+	for _, r := range res.Requests {
+		first = min(first, r.ArrivalMs)
+		s.Preemptions += r.NumPreemptions
+		s.CachedTokens += r.NumCachedTokens
+		k := len(r.TokenTimesMs)
+		s.OutputTokens += k
+		if k == 0 {
+			continue
+		}
+		ttft = append(ttft, r.TTFTMs)
+		e2e = append(e2e, r.FinishMs-r.ArrivalMs)
+		for j := 1; j < k; j++ {
+			itl.add(r.TokenTimesMs[j]-r.TokenTimesMs[j-1], 1)
+		}
+		if k > 1 {
+			tpot = append(tpot, (r.FinishMs-r.TokenTimesMs[0])/float64(k-1))
+		}
+	}
+	itlDist, err := itl.dist()
+	if err != nil {
+		return s, fmt.Errorf("oracle summary: %w", err)
+	}
+	for _, d := range []struct {
+		vals []float64
+		dist *queueing.Distribution
+		mean *float64
+		qs   []float64
+		out  []*float64
+	}{
+		{ttft, nil, &s.TTFTMean, []float64{0.5, 0.9, 0.99, 0.999}, []*float64{&s.TTFTP50, &s.TTFTP90, &s.TTFTP99, &s.TTFTP999}},
+		{nil, &itlDist, &s.ITLMean, []float64{0.5, 0.99}, []*float64{&s.ITLP50, &s.ITLP99}},
+		{tpot, nil, &s.TPOTMean, []float64{0.5, 0.99}, []*float64{&s.TPOTP50, &s.TPOTP99}},
+		{e2e, nil, &s.E2EMean, []float64{0.5, 0.99}, []*float64{&s.E2EP50, &s.E2EP99}},
+	} {
+		dist, err := itlDist, error(nil)
+		if d.dist == nil {
+			dist, err = distOf(d.vals)
+		}
+		if err != nil {
+			return s, fmt.Errorf("oracle summary: %w", err)
+		}
+		*d.mean = dist.Mean()
+		for i, q := range d.qs {
+			*d.out[i] = dist.Quantile(q)
+		}
+	}
+	if span := res.EndMs - first; n > 0 && span > 0 {
+		s.ThroughputRPS = float64(n) / (span / 1000)
+		s.OutputTokensPerS = float64(s.OutputTokens) / (span / 1000)
+	}
+	return s, nil
+}
+
+// WriteLog writes the per-pass log (when the run recorded it) and the per-request
+// records as JSON Lines, one object per line, streamed to w:
+//
+//	{"pass":1,"start_ms":0,"end_ms":1,"scheduled":{"A":8},"preempted":[],"free_blocks":98}
+//	{"request":"A","arrival_ms":0,"ttft_ms":1,"finish_ms":4,"num_preemptions":0,"num_cached_tokens":0,"token_times_ms":[1,2,4]}
+func (res *Result) WriteLog(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var b []byte
+	num := func(v float64) { b = strconv.AppendFloat(b, v, 'g', -1, 64) }
+	str := func(s string) {
+		q, _ := json.Marshal(s)
+		b = append(b, q...)
+	}
+	for _, p := range res.Passes {
+		b = fmt.Appendf(b[:0], `{"pass":%d,"start_ms":`, p.Index)
+		num(p.StartMs)
+		b = append(b, `,"end_ms":`...)
+		num(p.EndMs)
+		b = append(b, `,"scheduled":{`...)
+		for i, e := range p.Scheduled {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			str(res.Requests[e.Req].ID)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(e.Tokens), 10)
+		}
+		b = append(b, `},"preempted":[`...)
+		for i, v := range p.Preempted {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			str(res.Requests[v].ID)
+		}
+		b = fmt.Appendf(b, `],"free_blocks":%d}`+"\n", p.FreeBlocks)
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	for _, r := range res.Requests {
+		b = append(b[:0], `{"request":`...)
+		str(r.ID)
+		b = append(b, `,"arrival_ms":`...)
+		num(r.ArrivalMs)
+		b = append(b, `,"ttft_ms":`...)
+		num(r.TTFTMs)
+		b = append(b, `,"finish_ms":`...)
+		num(r.FinishMs)
+		b = fmt.Appendf(b, `,"num_preemptions":%d,"num_cached_tokens":%d,"token_times_ms":[`, r.NumPreemptions, r.NumCachedTokens)
+		for i, t := range r.TokenTimesMs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			num(t)
+		}
+		b = append(b, "]}\n"...)
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// ReadSetup reads a scenario header without requests — {"engine": {...}, "timing":
+// {...}}, the same knobs as a scenario — for replaying a stored trace.
+func ReadSetup(r io.Reader) (Engine, timing.Timing, error) {
+	var raw struct {
+		Engine *rawEngine `json:"engine"`
+		Timing *rawTiming `json:"timing"`
+	}
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return Engine{}, nil, fmt.Errorf("scenario: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Engine{}, nil, errors.New("scenario: trailing data after the JSON object")
+	}
+	if raw.Engine == nil {
+		return Engine{}, nil, errors.New("scenario: missing field engine")
+	}
+	if raw.Timing == nil {
+		return Engine{}, nil, errors.New("scenario: missing field timing")
+	}
+	e, err := raw.Engine.engine()
+	if err != nil {
+		return e, nil, err
+	}
+	t, err := raw.Timing.timing()
+	return e, t, err
 }

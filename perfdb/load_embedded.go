@@ -60,9 +60,28 @@ func EmbeddedSystems() ([]string, error) { return systemNamesFS(subOrEmpty(Embed
 
 // EmbeddedVersions lists a backend's versions of an embedded system, in PEP 440 order.
 func EmbeddedVersions(system, backend string) ([]string, error) {
-	bv, err := backendVersionsFS(subOrEmpty(EmbeddedFS(), "systems"), "embedded:systems", system)
+	bv, err := EmbeddedBackendVersions(system)
 	if err != nil {
 		return nil, err
 	}
 	return bv[backend], nil
+}
+
+// EmbeddedBackendVersions lists an embedded system's versions by backend (vllm,
+// trtllm, sglang; not the collective libraries), each in PEP 440 order.
+func EmbeddedBackendVersions(system string) (map[string][]string, error) {
+	return backendVersionsFS(subOrEmpty(EmbeddedFS(), "systems"), "embedded:systems", system)
+}
+
+// EmbeddedModels lists the ids ("org/name") of the embedded model configs, sorted.
+func EmbeddedModels() ([]string, error) {
+	files, err := modelFilesFS(subOrEmpty(EmbeddedFS(), "model_configs"))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(files))
+	for i, f := range files {
+		ids[i] = modelIDFromFile(f)
+	}
+	return ids, nil
 }

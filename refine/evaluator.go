@@ -19,6 +19,7 @@ type Resolved struct {
 	Heads                                                   int  // attention heads (tp must divide them)
 	KVHeads                                                 int  // key/value heads
 	MoE                                                     bool // the model has experts
+	MaxPos                                                  int  // context length (max_position_embeddings; 0 = unknown)
 	DatabaseMode                                            string
 	GemmQuant, KVCacheQuant, FMHAQuant, MoEQuant, CommQuant string
 }
@@ -42,4 +43,19 @@ type Evaluator interface {
 	// Quantitative returns the quantitative-tier columns and distributions (Key is
 	// filled in by the caller) or an error wrapping ErrNoQuantitative.
 	Quantitative(ctx context.Context, in store.PointInputs) (store.Quantitative, error)
+}
+
+// EvaluationObserver is implemented by an Evaluator that reports the progress of a
+// refinement: before resolving straddlers, the funnel (Best, PrepareQuery) tells it
+// how many rows it may evaluate at most (the lazy funnel may stop earlier).
+type EvaluationObserver interface {
+	ExpectEvaluations(n int)
+}
+
+// expectEvaluations tells ev, when it observes progress, that up to n rows may be
+// evaluated.
+func expectEvaluations(ev Evaluator, n int) {
+	if o, ok := ev.(EvaluationObserver); ok && n > 0 {
+		o.ExpectEvaluations(n)
+	}
 }

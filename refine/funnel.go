@@ -43,15 +43,19 @@ type BestOptions struct {
 
 // BestResult is the funnel's answer.
 type BestResult struct {
-	// Rows are the best row per parallel configuration, highest tokens_per_s_per_gpu
-	// first, at most TopK.
+	// Rows are the best row per parallel configuration, at most TopK: first the rows
+	// proven to meet the SLA, highest tokens_per_s_per_gpu first, then the undecided
+	// ones (Verdicts Straddle) whose stored numbers meet it, in the same order.
 	Rows []store.Point
 	// Verdicts[i] is what the stored numbers prove about Rows[i] (Pass or Straddle).
 	Verdicts   []Verdict
 	Candidates int // rows read
 	Eliminated int // stage 1 (and stage 2) eliminations
 	Evaluated  int // quantitative evaluations performed (and persisted)
-	Unresolved int // straddlers reported at screening tier
+	Unresolved int // straddlers reported at screening tier (after every resolved row)
+	// Hidden counts undecided configurations not reported because the numbers that
+	// would be printed for them (their screening estimates) miss the SLA.
+	Hidden int
 	// NoQueueing counts candidates without queueing columns (composed disagg rows,
 	// OOM rows): a percentile constraint cannot pass them.
 	NoQueueing int
@@ -62,8 +66,9 @@ type BestResult struct {
 // lower bound above the target). Stage 2 (opt.Refine) walks the survivors in
 // tokens_per_s_per_gpu order, evaluates straddlers lazily until TopK parallel
 // configurations are confirmed, persists every evaluation, and reports each
-// configuration's best confirmed row. Without Refine, straddlers are kept, visibly at
-// screening tier.
+// configuration's best confirmed row. Without Refine (or where the evaluator has no
+// quantitative tier), straddlers are reported after every confirmed row, visibly
+// undecided, and only when the numbers shown for them meet the SLA.
 func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (BestResult, error) {
 	var res BestResult
 	if opt.TopK <= 0 {
@@ -95,6 +100,12 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 			res.NoQueueing++
 		}
 		v := opt.SLA.Check(&cands[i])
+		if v == Pass && !opt.SLA.ValuesMeet(&cands[i]) {
+			// The bracket proves a pass the stored screening value contradicts: the row
+			// would be printed with a value above the target, so it is undecided (as
+			// for query's undecided rows) until evaluated.
+			v = Straddle
+		}
 		if v == Fail {
 			res.Eliminated++
 			continue
@@ -102,8 +113,23 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 		survivors = append(survivors, cands[i])
 		verdicts = append(verdicts, v)
 	}
+	if opt.Refine && opt.SLA.PercentileMode {
+		n := 0
+		for _, v := range verdicts {
+			if v == Straddle {
+				n++
+			}
+		}
+		expectEvaluations(ev, n)
+	}
 	var quant []store.Quantitative
 	taken := map[string]bool{}
+	// Rows the stored numbers (or the evaluator) leave undecided are reported after
+	// every resolved row, one per parallel configuration not resolved otherwise, and
+	// only if the numbers printed for them meet the SLA (issue 8: a straddler whose
+	// screening TTFT p99 was 549.5 ms ranked first under a 200 ms target).
+	var unresolved []store.Point
+	unresolvedPar, hiddenPar := map[string]bool{}, map[string]bool{}
 	budget := opt.MaxEvals
 	workers := runtime.GOMAXPROCS(0)
 	cache := map[int]evalResult{}
@@ -153,11 +179,36 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 			continue
 		}
 		if v == Straddle {
-			res.Unresolved++
+			if unresolvedPar[par] {
+				continue
+			}
+			if opt.SLA.ValuesMeet(p) {
+				unresolvedPar[par] = true
+				unresolved = append(unresolved, *p)
+			} else {
+				hiddenPar[par] = true
+			}
+			continue
 		}
 		taken[par] = true
 		res.Rows = append(res.Rows, *p)
 		res.Verdicts = append(res.Verdicts, v)
+	}
+	for i := range unresolved {
+		if len(res.Rows) == opt.TopK {
+			break
+		}
+		if taken[unresolved[i].Parallel()] {
+			continue
+		}
+		res.Unresolved++
+		res.Rows = append(res.Rows, unresolved[i])
+		res.Verdicts = append(res.Verdicts, Straddle)
+	}
+	for par := range hiddenPar {
+		if !taken[par] && !unresolvedPar[par] {
+			res.Hidden++
+		}
 	}
 	// Speculative evaluations the walk did not reach are persisted too (index order).
 	for i := range survivors {
@@ -170,7 +221,9 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 	if opt.Refine {
 		for i := range res.Rows {
 			p := &res.Rows[i]
-			if p.Q.Tier != store.TierScreening {
+			// Only rows proven to pass: an undecided row left at screening tier (no
+			// quantitative tier, or --max-evals spent) stays as it was reported.
+			if p.Q.Tier != store.TierScreening || res.Verdicts[i] != Pass {
 				continue
 			}
 			q, err := evaluate(ctx, ev, p)
@@ -226,7 +279,7 @@ func evaluate(ctx context.Context, ev Evaluator, p *store.Point) (store.Quantita
 	if err != nil {
 		return q, fmt.Errorf("quantitative evaluation of %s b%d ctx%d: %w", p.Parallel(), p.Batch, p.CtxTokens, err)
 	}
-	q.Key = p.Key
+	q.Key, q.Evaluator = p.Key, ev.Name()
 	if err := q.Validate(); err != nil {
 		return q, fmt.Errorf("evaluator %s: %w", ev.Name(), err)
 	}

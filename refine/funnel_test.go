@@ -327,3 +327,49 @@ func TestLazySafe(t *testing.T) {
 		}
 	}
 }
+
+// TestBestNoRefineNeverShowsViolations is issue 8 item 3 at the library level:
+// without refinement, every reported row's stored numbers (the ones printed) meet
+// every constraint, rows proven to pass come first and undecided ones after, each
+// group in throughput order; with refinement, every row is proven.
+func TestBestNoRefineNeverShowsViolations(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		n++
+		spec := randomSweep(rt, s, Synthetic{}, n)
+		all, _ := s.SelectPoints(ctx, store.PointFilter{ISL: spec.ISL})
+		if len(all) == 0 {
+			return
+		}
+		ref := all[rapid.IntRange(0, len(all)-1).Draw(rt, "ref")]
+		sla, err := SLAInput{TTFT: ref.Q.V[store.QTTFTSteadyP99] * rapid.Float64Range(0.7, 1.4).Draw(rt, "scale"), TTFTPct: "p99",
+			ITL: ref.Q.V[store.QITLP99] * rapid.Float64Range(0.8, 2).Draw(rt, "itl")}.Build()
+		if err != nil {
+			rt.Fatal(err)
+		}
+		top := rapid.IntRange(1, 6).Draw(rt, "top")
+		refineOn := rapid.Bool().Draw(rt, "refine")
+		res, err := Best(ctx, s, Synthetic{}, BestOptions{Filter: store.PointFilter{ISL: spec.ISL}, SLA: sla, TopK: top, Refine: refineOn})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		for i := range res.Rows {
+			p := &res.Rows[i]
+			if !sla.ValuesMeet(p) {
+				rt.Fatalf("row %d %s b%d printed with ttft p99 %.1f itl p99 %.2f against %+v", i, p.Parallel(), p.Batch,
+					p.Q.V[store.QTTFTSteadyP99], p.Q.V[store.QITLP99], sla.Constraints)
+			}
+			if refineOn && res.Verdicts[i] != Pass {
+				rt.Fatalf("refined best reported an undecided row %s", p.Parallel())
+			}
+			if i > 0 && res.Verdicts[i] == Pass && res.Verdicts[i-1] == Straddle {
+				rt.Fatal("a proven row after an undecided one")
+			}
+			if i > 0 && res.Verdicts[i] == res.Verdicts[i-1] && p.Legacy.TokensPerSPerGPU > res.Rows[i-1].Legacy.TokensPerSPerGPU {
+				rt.Fatal("rows of one group not in throughput order")
+			}
+		}
+	})
+}

@@ -131,7 +131,18 @@ type PerfdbEvaluator struct {
 	data     map[[4]string]*perfdb.Data
 	queriers map[querierKey]*perfdb.Querier
 	models   map[string]*perfdb.Model
-	ests     map[perfdb.Config]*estEntry
+	ests     map[estKey]*estEntry
+}
+
+// estKey is every input of one worker's estimator and pass timing: the model and
+// system as well as the full perfdb.Config (backend, version, parallelism, quant
+// modes, MTP, database mode). The builder (buildEstimator) reads nothing but the
+// key, so two workers that differ in anything that changes the numbers can never
+// share an entry (issue 8: a Config-only key let Qwen3-32B rows be priced with
+// Llama-3.1-8B's estimator).
+type estKey struct {
+	Model, System string
+	Cfg           perfdb.Config
 }
 
 // querierKey: one shared Querier per data set and database mode (building one
@@ -151,7 +162,7 @@ type estEntry struct {
 // NewPerfdbEvaluator returns an evaluator over the perf data and models of src.
 func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 	return &PerfdbEvaluator{src: src, data: map[[4]string]*perfdb.Data{}, queriers: map[querierKey]*perfdb.Querier{},
-		models: map[string]*perfdb.Model{}, ests: map[perfdb.Config]*estEntry{}}
+		models: map[string]*perfdb.Model{}, ests: map[estKey]*estEntry{}}
 }
 
 // Name implements Evaluator: "perfdb-1+q<fingerprint>". Bump the number when the
@@ -302,54 +313,58 @@ func (p *PerfdbEvaluator) Resolve(ctx context.Context, model, system, backend, v
 		}
 	}
 	cfg := perfdb.ResolveQuant(d, m, perfdb.Config{Backend: backend, Version: version, TP: 1, PP: 1, DP: 1, MoETP: 1, MoEEP: 1}, true)
-	return Resolved{Version: version, Heads: m.Heads, KVHeads: m.KVHeads, MoE: m.NumExperts > 0,
+	return Resolved{Version: version, Heads: m.Heads, KVHeads: m.KVHeads, MoE: m.NumExperts > 0, MaxPos: m.MaxPos,
 		DatabaseMode: string(perfdb.ModeSilicon), GemmQuant: string(cfg.GemmQuant), KVCacheQuant: string(cfg.KVQuant),
 		FMHAQuant: string(cfg.FMHAQuant), MoEQuant: string(cfg.MoEQuant), CommQuant: string(cfg.CommQuant)}, nil
 }
 
-// estimator returns the (cached) estimator and pass timing of one worker.
+// estimator returns the (cached) estimator and pass timing of one worker of in.
 func (p *PerfdbEvaluator) estimator(ctx context.Context, in store.PointInputs, tp, pp, dp, moeTP, moeEP int) (*perfdb.Estimator, *perfdb.PassTiming, error) {
 	mode, err := perfdb.ParseDatabaseMode(in.DatabaseMode)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := perfdb.Config{Backend: in.Backend, Version: in.Version, TP: tp, PP: pp, DP: dp, MoETP: moeTP, MoEEP: moeEP,
-		Nextn: in.NextN, GemmQuant: perfdb.GemmQuant(in.GemmQuant), KVQuant: perfdb.KVQuant(in.KVCacheQuant),
+	k := estKey{Model: in.Model, System: in.System, Cfg: perfdb.Config{Backend: in.Backend, Version: in.Version,
+		TP: tp, PP: pp, DP: dp, MoETP: moeTP, MoEEP: moeEP, Nextn: in.NextN,
+		GemmQuant: perfdb.GemmQuant(in.GemmQuant), KVQuant: perfdb.KVQuant(in.KVCacheQuant),
 		FMHAQuant: perfdb.FMHAQuant(in.FMHAQuant), MoEQuant: perfdb.MoEQuant(in.MoEQuant),
-		CommQuant: perfdb.CommQuant(in.CommQuant), Mode: mode}
+		CommQuant: perfdb.CommQuant(in.CommQuant), Mode: mode}}
 	p.mu.Lock()
-	ent, ok := p.ests[cfg]
+	ent, ok := p.ests[k]
 	if !ok {
 		ent = &estEntry{}
-		p.ests[cfg] = ent
+		p.ests[k] = ent
 	}
 	p.mu.Unlock()
-	ent.once.Do(func() {
-		d, err := p.loadData(ctx, in.System, in.Backend, in.Version, mode)
-		if err != nil {
-			ent.err = err
-			return
-		}
-		m, err := p.loadModel(ctx, in.Model)
-		if err != nil {
-			ent.err = err
-			return
-		}
-		q, err := p.querier(in, d, mode)
-		if err != nil {
-			ent.err = err
-			return
-		}
-		if ent.e, ent.err = perfdb.NewEstimatorWith(q, d, m, cfg); ent.err != nil {
-			return
-		}
-		ent.pt, ent.err = perfdb.NewPassTiming(ent.e)
-	})
+	ent.once.Do(func() { ent.e, ent.pt, ent.err = p.buildEstimator(ctx, k) })
 	return ent.e, ent.pt, ent.err
 }
 
-func (p *PerfdbEvaluator) querier(in store.PointInputs, d *perfdb.Data, mode perfdb.DatabaseMode) (*perfdb.Querier, error) {
-	k := querierKey{[3]string{in.System, in.Backend, in.Version}, mode}
+// buildEstimator builds the estimator and pass timing of k from k alone (the
+// cache key is the builder's only input).
+func (p *PerfdbEvaluator) buildEstimator(ctx context.Context, k estKey) (*perfdb.Estimator, *perfdb.PassTiming, error) {
+	d, err := p.loadData(ctx, k.System, k.Cfg.Backend, k.Cfg.Version, k.Cfg.Mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := p.loadModel(ctx, k.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := p.querier(k.System, k.Cfg.Backend, k.Cfg.Version, d, k.Cfg.Mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := perfdb.NewEstimatorWith(q, d, m, k.Cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	pt, err := perfdb.NewPassTiming(e)
+	return e, pt, err
+}
+
+func (p *PerfdbEvaluator) querier(system, backend, version string, d *perfdb.Data, mode perfdb.DatabaseMode) (*perfdb.Querier, error) {
+	k := querierKey{[3]string{system, backend, version}, mode}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if q, ok := p.queriers[k]; ok {
@@ -366,11 +381,19 @@ func (p *PerfdbEvaluator) querier(in store.PointInputs, d *perfdb.Data, mode per
 // Legacy implements Evaluator.
 func (p *PerfdbEvaluator) Legacy(ctx context.Context, in store.PointInputs) (store.Legacy, error) {
 	if in.Mode == store.ModeDisagg {
-		pre, _, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, in.MoETP, in.MoEEP)
+		pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
 		if err != nil {
 			return store.Legacy{}, err
 		}
-		dec, _, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, in.MoETP, in.MoEEP)
+		dmTP, dmEP, err := p.poolMoE(ctx, in, in.DTP, in.DDP)
+		if err != nil {
+			return store.Legacy{}, err
+		}
+		pre, _, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, pmTP, pmEP)
+		if err != nil {
+			return store.Legacy{}, err
+		}
+		dec, _, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, dmTP, dmEP)
 		if err != nil {
 			return store.Legacy{}, err
 		}
@@ -396,6 +419,32 @@ func (p *PerfdbEvaluator) Legacy(ctx context.Context, in store.PointInputs) (sto
 		return store.Legacy{}, err
 	}
 	return legacyRow(in, r.TTFTMs, r.TPOTMs, r.RequestMs, r.Concurrency, r.Throughput)
+}
+
+// poolMoE returns the MoE layout of one disaggregated pool with attention width
+// tp·dp. A disagg row's moe_tp/moe_ep columns describe the decode pool (like its tp
+// and batch); each pool keeps the row's expert-parallel degree moe_ep and takes
+// moe_tp = tp·dp / moe_ep, so both pools satisfy aiconfigurator's MoE invariant
+// tp·dp = moe_tp·moe_ep (PERFDB.md §2.1, Attention-DP). Dense models keep the row's
+// values (1, 1).
+func (p *PerfdbEvaluator) poolMoE(ctx context.Context, in store.PointInputs, tp, dp int) (int, int, error) {
+	m, err := p.loadModel(ctx, in.Model)
+	if err != nil {
+		return 0, 0, err
+	}
+	if m.NumExperts == 0 {
+		return in.MoETP, in.MoEEP, nil
+	}
+	return poolMoELayout(tp, dp, in.MoEEP)
+}
+
+// poolMoELayout is (tp·dp / moeEP, moeEP), or an error when moeEP does not divide
+// the pool's width (Enumerate never emits such a row).
+func poolMoELayout(tp, dp, moeEP int) (int, int, error) {
+	if moeEP <= 0 || (tp*dp)%moeEP != 0 {
+		return 0, 0, fmt.Errorf("disagg pool tp %d × dp %d: moe_ep %d does not divide it", tp, dp, moeEP)
+	}
+	return tp * dp / moeEP, moeEP, nil
 }
 
 // legacyRow maps a perfdb row onto the legacy columns: tokens/s = tokens/s/gpu ×

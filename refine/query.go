@@ -279,6 +279,7 @@ func PrepareQuery(ctx context.Context, st *store.Store, ev Evaluator, sql string
 		}
 	}
 	qs.Straddlers = len(todo)
+	expectEvaluations(ev, len(todo))
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}

@@ -24,8 +24,12 @@ import (
 // the pareto/points views) equal answers mean no straddler can enter the answer, so
 // the rest need not be evaluated. Equal answers also mean no straddler is in it,
 // so the real run returns only decided rows. Anything unusual (a non-SELECT, a
-// column bounded on both sides) reports false: resolve everything.
+// column bounded on both sides) reports false: resolve everything. The user's SQL
+// must pass store.CheckReadOnlySQL and runs under store.ReadOnlyAuthorizer.
 func answerSettled(ctx context.Context, st *store.Store, userSQL string, ths []Threshold, todo []store.Point) (bool, error) {
+	if store.CheckReadOnlySQL(userSQL) != nil {
+		return false, nil
+	}
 	upper, lower := map[string]bool{}, map[string]bool{}
 	for _, th := range ths {
 		if th.Op == LT || th.Op == LE {
@@ -58,7 +62,16 @@ func answerSettled(ctx context.Context, st *store.Store, userSQL string, ths []T
 		sets = append(sets, c+" = 1e300")
 	}
 	run := func(prep string) ([]string, error) {
-		tx, err := st.DB.BeginTx(ctx, nil)
+		// One pinned connection: the hypothetical rows are written in a transaction
+		// that is always rolled back, and the user's SQL is compiled only while
+		// SQLite's read-only authorizer is installed on it (store.ReadOnlyAuthorizer),
+		// so it can read the hypothetical rows but change nothing.
+		conn, err := st.DB.Conn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query pre-pass: %w", err)
+		}
+		defer conn.Close()
+		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("query pre-pass: %w", err)
 		}
@@ -68,12 +81,13 @@ func answerSettled(ctx context.Context, st *store.Store, userSQL string, ths []T
 				return nil, fmt.Errorf("query pre-pass: %w", err)
 			}
 		}
-		// The user's SQL runs read-only even here.
-		if _, err := tx.ExecContext(ctx, `PRAGMA query_only = 1`); err != nil {
-			return nil, err
-		}
-		defer tx.ExecContext(context.WithoutCancel(ctx), `PRAGMA query_only = 0`)
-		return answer(ctx, tx, userSQL)
+		var out []string
+		err = store.WithReadOnlyAuthorizer(conn, func() error {
+			var err error
+			out, err = answer(ctx, tx, userSQL)
+			return err
+		})
+		return out, err
 	}
 	opt := ""
 	if len(sets) > 0 {

@@ -195,6 +195,31 @@ func (in SLAInput) Build() (SLA, error) {
 	return s, nil
 }
 
+// ValuesMeet reports whether the row's stored values of every constrained column
+// (the numbers a report prints: screening estimates for a screening row) meet the
+// targets. NULL columns never do.
+func (s SLA) ValuesMeet(p *store.Point) bool {
+	for _, c := range s.Constraints {
+		var v float64
+		if qi := store.QueueingIndex(c.Column); qi >= 0 {
+			if !p.Q.Valid {
+				return false
+			}
+			v = p.Q.V[qi]
+		} else {
+			lv, ok := legacyValue(p, c.Column)
+			if !ok {
+				return false
+			}
+			v = lv
+		}
+		if !(v <= c.TargetMs) {
+			return false
+		}
+	}
+	return true
+}
+
 // Verdict is what stored numbers prove about a constraint for one row.
 type Verdict int
 

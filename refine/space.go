@@ -143,6 +143,10 @@ func Enumerate(s SweepSpec, r Resolved, evaluator string) ([]store.PointInputs, 
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
+	if r.MaxPos > 0 && s.ISL+s.OSL > r.MaxPos {
+		return nil, fmt.Errorf("--isl %d + --osl %d = %d tokens exceeds the context length of %s (max_position_embeddings %d); lower --isl or --osl",
+			s.ISL, s.OSL, s.ISL+s.OSL, s.Model, r.MaxPos)
+	}
 	tps := s.TPs
 	if len(tps) == 0 {
 		tps = DefaultTPs

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 
@@ -27,7 +28,28 @@ type SweepOptions struct {
 	Now func() time.Time
 	// Arguments is recorded in the sweeps table (JSON-encoded; default: the spec).
 	Arguments any
+	// Lease: a sweep holds a lease on the workload groups it evaluates (store.BeginSweep).
+	// Host and PID identify this process (default os.Hostname, os.Getpid).
+	Host string
+	PID  int
+	// Heartbeat is how often the lease is refreshed (default DefaultHeartbeat);
+	// LeaseTimeout is how old a heartbeat may be before its holder counts as gone
+	// (default DefaultLeaseTimeout); LeasePoll is how often a sweep waiting for
+	// another's lease retries (default DefaultLeasePoll).
+	Heartbeat, LeaseTimeout, LeasePoll time.Duration
+	// Alive reports whether a process of this host is running (default ProcessAlive).
+	Alive func(pid int) bool
+	// OnWait, if set, is called once when the sweep has to wait for a live sweep
+	// holding a lease on some of its points; it then reuses that sweep's rows.
+	OnWait func(holder store.SweepLease)
 }
+
+// Lease defaults (SweepOptions).
+const (
+	DefaultHeartbeat    = 5 * time.Second
+	DefaultLeaseTimeout = 2 * time.Minute
+	DefaultLeasePoll    = time.Second
+)
 
 // SweepResult counts what a sweep did.
 type SweepResult struct {
@@ -43,9 +65,13 @@ type SweepResult struct {
 	// (deterministic), to tell the user what is missing.
 	FirstNoPerfData string
 	Replaced        int // stale rows of another evaluator version deleted first
-	// Abandoned counts earlier sweeps found still running (their process was
-	// killed) and marked interrupted when this one started (store.BeginSweep).
+	// Abandoned counts earlier sweeps found still running with their lease holder
+	// gone (the process was killed) and marked interrupted when this one started
+	// (store.BeginSweep).
 	Abandoned int
+	// WaitedFor is the id of the live sweep whose lease this one waited for before
+	// it started (0: it did not wait); its committed rows were reused.
+	WaitedFor int64
 	Groups    []store.Group
 	Version   string
 }
@@ -54,7 +80,10 @@ type SweepResult struct {
 // legacy estimate and the screening tier. Points are evaluated in parallel and
 // written in batches, each batch one transaction (whole rows only); cancelling ctx
 // stops after the batch in flight is committed or discarded, and rerunning resumes
-// from what is stored. Row content depends only on the point's inputs.
+// from what is stored. Row content depends only on the point's inputs. The sweep
+// holds a lease on its workload groups while it runs (store.BeginSweep): a sweep of
+// a group another live sweep is evaluating waits for it (opt.OnWait), then reuses
+// the rows it committed, so concurrent sweeps evaluate each point once.
 func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, opt SweepOptions) (SweepResult, error) {
 	var res SweepResult
 	if err := spec.validate(); err != nil {
@@ -88,49 +117,31 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		return res, fmt.Errorf("encode sweep arguments: %w", err)
 	}
 
-	// Which points are stored already (incremental sweep). Rows of the same groups
-	// made by another evaluator version are stale and replaced, so a frontier never
-	// mixes numbers of two code versions.
-	stored := map[string]struct{}{}
+	if err := opt.leaseDefaults(); err != nil {
+		return res, err
+	}
 	seen := map[store.Group]bool{}
 	for i := range pts {
-		g := pts[i].Group()
-		if seen[g] {
-			continue
-		}
-		seen[g] = true
-		res.Groups = append(res.Groups, g)
-		n, err := st.DeleteStale(ctx, g, ev.Name())
-		if err != nil {
-			return res, err
-		}
-		res.Replaced += n
-		ks, err := st.GroupKeys(ctx, g)
-		if err != nil {
-			return res, err
-		}
-		for k := range ks {
-			stored[k] = struct{}{}
+		if g := pts[i].Group(); !seen[g] {
+			seen[g] = true
+			res.Groups = append(res.Groups, g)
 		}
 	}
-	var todo []store.PointInputs
-	for _, p := range pts {
-		if _, ok := stored[p.Key()]; ok {
-			res.Skipped++
-			continue
-		}
-		todo = append(todo, p)
-	}
-
-	id, abandoned, err := st.BeginSweep(ctx, string(argsJSON), opt.Now().UTC().Format(time.RFC3339Nano))
+	// Take the lease on the sweep's groups (waiting while a live sweep holds one),
+	// then read what is stored: a sweep that waited reuses its holder's rows.
+	id, err := acquireLease(ctx, st, store.SweepStart{Arguments: string(argsJSON),
+		StartedAt: opt.Now().UTC().Format(time.RFC3339Nano), PointsTotal: res.Total,
+		Host: opt.Host, PID: opt.PID, Groups: res.Groups}, opt, &res)
 	if err != nil {
 		return res, err
 	}
-	res.SweepID, res.Abandoned = id, abandoned
-	if opt.Progress != nil {
-		opt.Progress(res.Skipped, res.Total)
+	res.SweepID = id
+	beat, stopBeat := heartbeat(ctx, st, id, opt)
+	runErr := sweepStored(beat, st, ev, pts, opt, &res)
+	stopBeat()
+	if cause := context.Cause(beat); runErr != nil && errors.Is(cause, store.ErrLeaseLost) {
+		runErr = cause
 	}
-	runErr := sweepBatches(ctx, st, ev, todo, opt, &res)
 	if runErr == nil && res.NoPerfData > 0 && res.Evaluated == 0 && res.Skipped == 0 {
 		// Like aiconfigurator (pareto_analysis: "No results found for any parallel
 		// configuration"), skipping is per point; a sweep nothing of which can be
@@ -151,6 +162,143 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		runErr = err
 	}
 	return res, runErr
+}
+
+// sweepStored replaces stale rows of res.Groups, skips the points already stored
+// (incremental sweep) and evaluates the others.
+func sweepStored(ctx context.Context, st *store.Store, ev Evaluator, pts []store.PointInputs, opt SweepOptions, res *SweepResult) error {
+	// Rows of the same groups made by another evaluator version are stale and
+	// replaced, so a frontier never mixes numbers of two code versions.
+	stored := map[string]struct{}{}
+	for _, g := range res.Groups {
+		n, err := st.DeleteStale(ctx, g, ev.Name())
+		if err != nil {
+			return err
+		}
+		res.Replaced += n
+		ks, err := st.GroupKeys(ctx, g)
+		if err != nil {
+			return err
+		}
+		for k := range ks {
+			stored[k] = struct{}{}
+		}
+	}
+	var todo []store.PointInputs
+	for _, p := range pts {
+		if _, ok := stored[p.Key()]; ok {
+			res.Skipped++
+			continue
+		}
+		todo = append(todo, p)
+	}
+	if opt.Progress != nil {
+		opt.Progress(res.Skipped, res.Total)
+	}
+	return sweepBatches(ctx, st, ev, todo, opt, res)
+}
+
+// leaseDefaults fills the lease options left zero.
+func (o *SweepOptions) leaseDefaults() error {
+	if o.Host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("sweep lease: host name: %w", err)
+		}
+		o.Host = h
+	}
+	if o.PID <= 0 {
+		o.PID = os.Getpid()
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.LeaseTimeout <= 0 {
+		o.LeaseTimeout = DefaultLeaseTimeout
+	}
+	if o.LeasePoll <= 0 {
+		o.LeasePoll = DefaultLeasePoll
+	}
+	if o.Alive == nil {
+		o.Alive = ProcessAlive
+	}
+	return nil
+}
+
+// LeaseHolderGone reports whether the holder of lease l has stopped: it runs on
+// host and its process is not alive, or its last heartbeat (or an unreadable one)
+// is more than timeout before now. Only then may its sweep be marked interrupted.
+func LeaseHolderGone(l store.SweepLease, host string, alive func(pid int) bool, now time.Time, timeout time.Duration) bool {
+	if l.Host == host && !alive(l.PID) {
+		return true
+	}
+	hb, err := time.Parse(time.RFC3339Nano, l.Heartbeat)
+	return err != nil || now.Sub(hb) > timeout
+}
+
+// acquireLease records the sweep as running with its lease (store.BeginSweep),
+// waiting, polling every opt.LeasePoll, while a live sweep holds a lease on one of
+// its groups; opt.OnWait is told once.
+func acquireLease(ctx context.Context, st *store.Store, start store.SweepStart, opt SweepOptions, res *SweepResult) (int64, error) {
+	gone := func(l store.SweepLease) bool {
+		return LeaseHolderGone(l, opt.Host, opt.Alive, opt.Now(), opt.LeaseTimeout)
+	}
+	for {
+		id, abandoned, holder, err := st.BeginSweep(ctx, start, gone)
+		res.Abandoned += abandoned
+		if err != nil || holder == nil {
+			return id, err
+		}
+		if res.WaitedFor != holder.SweepID {
+			res.WaitedFor = holder.SweepID
+			if opt.OnWait != nil {
+				opt.OnWait(*holder)
+			}
+		}
+		t := time.NewTimer(opt.LeasePoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, fmt.Errorf("sweep interrupted while waiting for sweep %d (pid %d on %s) to finish the same points: %w",
+				holder.SweepID, holder.PID, holder.Host, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// heartbeat refreshes sweep id's lease every opt.Heartbeat until stop is called.
+// The returned context is ctx, cancelled with store.ErrLeaseLost as cause if a later
+// sweep released the lease (it judged this process gone): the sweep then stops
+// rather than evaluate points another sweep now owns. Other heartbeat errors (a busy
+// store) are retried at the next beat: the timeout spans many beats.
+func heartbeat(ctx context.Context, st *store.Store, id int64, opt SweepOptions) (context.Context, func()) {
+	beat, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(opt.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-beat.Done():
+				return
+			case <-t.C:
+				err := st.HeartbeatSweep(beat, id, opt.Now().UTC().Format(time.RFC3339Nano))
+				if errors.Is(err, store.ErrLeaseLost) {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+	return beat, func() {
+		close(done)
+		<-stopped
+		cancel(nil)
+	}
 }
 
 // sweepBatches evaluates todo in batches of opt.BatchSize, each evaluated in parallel

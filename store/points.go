@@ -338,6 +338,9 @@ type Quantitative struct {
 	OutputTokensPerS float64
 	Fidelity         string
 	Distributions    string
+	// Evaluator is the fingerprint (Evaluator.Name) of the code that computed the
+	// row; rows written before migration 00005 have none and were deleted by it.
+	Evaluator string
 }
 
 // Validate checks a quantitative row before it is written.
@@ -355,6 +358,9 @@ func (r *Quantitative) Validate() error {
 	}
 	if r.Fidelity == "" {
 		return fmt.Errorf("quantitative result %s: workload fidelity must be set", r.Key[:12])
+	}
+	if r.Evaluator == "" {
+		return fmt.Errorf("quantitative result %s: evaluator fingerprint must be set", r.Key[:12])
 	}
 	if r.Distributions == "" {
 		r.Distributions = "{}"

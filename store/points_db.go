@@ -194,7 +194,7 @@ func (s *Store) GroupKeys(ctx context.Context, g Group) (map[string]struct{}, er
 }
 
 var quantColumns = append(append([]string{"key"}, QueueingColumns[:]...),
-	"throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions")
+	"throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions", "evaluator")
 
 var insertQuantSQL = `INSERT OR REPLACE INTO quantitative_results (` + strings.Join(quantColumns, ", ") +
 	`) VALUES (` + placeholders(len(quantColumns)) + `)`
@@ -219,7 +219,7 @@ func (s *Store) InsertQuantitative(ctx context.Context, rs []Quantitative) error
 			for _, v := range r.V {
 				a = append(a, v)
 			}
-			a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions)
+			a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions, r.Evaluator)
 			if _, err := stmt.ExecContext(ctx, a...); err != nil {
 				return fmt.Errorf("insert quantitative result %s: %w", r.Key[:12], err)
 			}

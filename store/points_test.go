@@ -95,7 +95,7 @@ func TestInsertReadBack(t *testing.T) {
 	for i := range r.V {
 		r.V[i] = 7
 	}
-	r.Fidelity, r.Distributions = "W0", `{"ttft_steady":[[7,1]]}`
+	r.Fidelity, r.Distributions, r.Evaluator = "W0", `{"ttft_steady":[[7,1]]}`, "test-1"
 	if err := s.InsertQuantitative(ctx, []Quantitative{r}); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestParetoMatchesDefinition(t *testing.T) {
 func TestSweepRecords(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	id, _, err := s.BeginSweep(ctx, `{"model":"m"}`, "2026-01-01T00:00:00Z")
+	id, _, _, err := s.BeginSweep(ctx, SweepStart{Arguments: `{"model":"m"}`, StartedAt: "2026-01-01T00:00:00Z", Host: "h", PID: 1}, never)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestSweepRecords(t *testing.T) {
 	if err != nil || len(rs) != 1 || rs[0].Status != SweepDone || rs[0].PointsEvaluated != 2 {
 		t.Fatalf("sweeps: %+v %v", rs, err)
 	}
-	if _, _, err := s.BeginSweep(ctx, `not json`, "x"); err == nil {
+	if _, _, _, err := s.BeginSweep(ctx, SweepStart{Arguments: `not json`, StartedAt: "x", Host: "h", PID: 1}, never); err == nil {
 		t.Fatal("non-JSON sweep arguments accepted")
 	}
 }

@@ -1,5 +1,6 @@
-// Package views embeds the SQL view definitions (*.sql). store.Open drops and
-// re-creates every view on each open, so view changes need no migration.
+// Package views embeds the SQL view definitions (*.sql). A writable store.Open drops
+// and re-creates every view when these files (or the schema version) changed since
+// the store's views were made, so view changes need no migration.
 package views
 
 import "embed"

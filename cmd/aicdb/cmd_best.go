@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -30,9 +31,13 @@ func bestCommand() *cli.Command {
 		Name:  "best",
 		Usage: "best stored configurations under (percentile) SLAs, one per parallel configuration",
 		Description: `Examples:
-   aicdb best --ttft 200 --ttft-percentile p99 --itl 40 --sla-refine --top 5
-   aicdb best --ttft 1000 --tpot 30          (legacy mean semantics: no percentile given)`,
-		Flags:  append(flags, slaFlags()...),
+   aicdb best --ttft 200 --ttft-percentile p99 --itl 40 --top 5
+   aicdb best --ttft 1000 --tpot 30          (legacy mean semantics: no percentile given)
+Percentile SLAs are resolved with the evaluator where the stored screening numbers
+cannot decide them (results are persisted); --no-refine skips that: undecided rows
+are then listed after the decided ones, marked "unresolved", and only when the
+numbers shown for them meet the SLA. --format json uses fixed snake_case keys.`,
+		Flags:  append(append(flags, quietFlag()), slaFlags()...),
 		Action: runBest,
 	}
 }
@@ -49,8 +54,9 @@ func slaFlags() []cli.Flag {
 		&cli.StringFlag{Name: "itl-percentile", Usage: "ITL percentile `P`: avg, p50 or p99 (default p99)"},
 		&cli.Float64Flag{Name: "request-latency", Usage: "request latency target `MS`"},
 		&cli.StringFlag{Name: "request-latency-percentile", Usage: "request latency percentile `P`: avg, p50 or p99 (default p50 in percentile mode)"},
-		&cli.BoolFlag{Name: "sla-refine", Usage: "resolve bracket straddlers with the evaluator and report quantitative-tier rows (never changes what is eliminated)"},
-		&cli.IntFlag{Name: "max-evals", Usage: "cap --sla-refine evaluations (0 = no cap)"},
+		&cli.BoolFlag{Name: "sla-refine", Usage: "resolve bracket straddlers with the evaluator and report quantitative-tier rows (the default; kept for compatibility)"},
+		&cli.BoolFlag{Name: "no-refine", Usage: "do not run the evaluator: undecided rows are reported after decided ones, marked unresolved"},
+		&cli.IntFlag{Name: "max-evals", Usage: "cap the refinement's evaluations (0 = no cap)"},
 	}
 }
 
@@ -68,6 +74,9 @@ func slaFromFlags(c *cli.Context) (refine.SLA, error) {
 	}
 	if c.Int("max-evals") < 0 {
 		return s, userErrorf("--max-evals %d: must be ≥ 0", c.Int("max-evals"))
+	}
+	if c.Bool("no-refine") && c.Bool("sla-refine") {
+		return s, userErrorf("--no-refine and --sla-refine contradict each other: give one")
 	}
 	return s, nil
 }
@@ -92,8 +101,16 @@ func runBest(c *cli.Context) error {
 			return userErrorf("--%s %d: must be ≥ 0", n, c.Int(n))
 		}
 	}
-	// Writable: --sla-refine persists what it evaluates.
+	// Writable: the refinement persists what it evaluates. A store this process
+	// cannot write is answered read-only without refinement, as query does.
 	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
+	if errors.Is(err, store.ErrReadOnly) && !c.Bool("no-refine") {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: refinement skipped: store %s is read-only; undecided rows are reported after decided ones, marked unresolved\n", c.String("db"))
+		if err := c.Set("no-refine", "true"); err != nil {
+			return err
+		}
+		st, err = store.Open(ctx, c.String("db"), store.Options{ReadOnly: true, MustExist: true})
+	}
 	if err != nil {
 		return asUser(err)
 	}
@@ -101,7 +118,8 @@ func runBest(c *cli.Context) error {
 	f := store.PointFilter{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
 		Version: c.String("version"), Mode: c.String("mode"), ISL: c.Int("isl"), OSL: c.Int("osl"),
 		Prefix: c.Int("prefix"), PrefixSet: c.IsSet("prefix")}
-	ev, err := calibratedBest(c, st, &f)
+	bar := newProgress(c, "refine", "points")
+	ev, err := calibratedBest(c, st, &f, bar)
 	if err != nil {
 		return err
 	}
@@ -113,15 +131,19 @@ func runBest(c *cli.Context) error {
 // steady quantile in percentile mode; ITL(P99) (or the ITL constraint's percentile);
 // TPOT(avg) unless a TPOT percentile is constrained.
 func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.PointFilter, sla refine.SLA) error {
-	if sla.PercentileMode && !c.Bool("sla-refine") {
+	refineOn := !c.Bool("no-refine")
+	if sla.PercentileMode && !refineOn {
 		for _, k := range sla.Constraints {
 			if k.Metric == refine.TPOT || k.Metric == refine.RequestLatency {
-				fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %s is enforced on screening estimates only (QUEUEING.md §7: TPOT and request-latency percentiles need the evaluator); add --sla-refine to resolve them\n", k.Label())
+				fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %s is enforced on screening estimates only (QUEUEING.md §7: TPOT and request-latency percentiles need the evaluator); drop --no-refine to resolve them\n", k.Label())
 			}
 		}
 	}
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
-		Refine: c.Bool("sla-refine"), MaxEvals: c.Int("max-evals")})
+		Refine: refineOn, MaxEvals: c.Int("max-evals")})
+	if l, ok := ev.(*lazyEvaluator); ok {
+		l.progress.Done() // end a terminal progress line before the table
+	}
 	if err != nil {
 		if errors.Is(err, refine.ErrAmbiguousWorkload) {
 			return asUser(err)
@@ -134,7 +156,45 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 		}
 		return userErrorf("best: no stored points match the filters: run 'aicdb sweep' first or relax --model/--system/--isl/…")
 	}
+	var err2 error
+	if c.String("format") == "json" {
+		err2 = writeBestJSON(c, res)
+	} else {
+		err2 = writeBestTable(c, res, sla)
+	}
+	if err2 != nil {
+		return err2
+	}
+	if len(res.Rows) == 0 {
+		msg := "aicdb: no stored configuration meets the SLA"
+		if sla.PercentileMode && res.NoQueueing > 0 {
+			msg += fmt.Sprintf(" (%d of %d candidates have no queueing distributions — composed disagg rows until the tandem lands — so percentile constraints cannot pass them)",
+				res.NoQueueing, res.Candidates)
+		}
+		fmt.Fprintln(c.App.ErrWriter, msg)
+	}
+	if res.Evaluated > 0 || res.Unresolved > 0 || res.Hidden > 0 {
+		msg := fmt.Sprintf("aicdb: %d candidates, %d eliminated, %d evaluated, %d reported unresolved at screening tier",
+			res.Candidates, res.Eliminated, res.Evaluated, res.Unresolved)
+		if res.Hidden > 0 {
+			hint := "drop --no-refine to resolve them"
+			if refineOn {
+				hint = "the evaluator has no quantitative tier for them, or --max-evals ran out"
+			}
+			msg += fmt.Sprintf("; %d undecided configurations not shown: their screening estimates miss the SLA (%s)", res.Hidden, hint)
+		}
+		fmt.Fprintln(c.App.ErrWriter, msg)
+	}
+	return nil
+}
+
+// writeBestTable prints the table (or csv). Headers name what they show.
+func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error {
 	ttftPct, itlPct, tpotPct := refine.Avg, refine.P99, refine.Avg
+	label := func(m refine.Metric, p refine.Percentile) string {
+		return refine.Constraint{Metric: m, Pct: p}.Label()
+	}
+	var e2ePct refine.Percentile // set when a request-latency percentile is constrained
 	if sla.PercentileMode {
 		ttftPct = refine.P99
 	}
@@ -149,13 +209,16 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 			itlPct = k.Pct
 		case refine.TPOT:
 			tpotPct = k.Pct
+		case refine.RequestLatency:
+			e2ePct = k.Pct
 		}
 	}
-	label := func(m refine.Metric, p refine.Percentile) string {
-		return refine.Constraint{Metric: m, Pct: p}.Label()
+	reqLabel := "request_latency"
+	if e2ePct != "" {
+		reqLabel = label(refine.RequestLatency, e2ePct) // the constrained statistic, not the legacy mean
 	}
 	cols := []string{"rank", "mode", "parallel", "batch", "ctx_tokens", "tokens/s/gpu", "tokens/s/user",
-		label(refine.TTFT, ttftPct), label(refine.ITL, itlPct), label(refine.TPOT, tpotPct), "request_latency", "concurrency", "num_gpus", "tier"}
+		label(refine.TTFT, ttftPct), label(refine.ITL, itlPct), label(refine.TPOT, tpotPct), reqLabel, "concurrency", "num_gpus", "tier"}
 	var data [][]any
 	for i, p := range res.Rows {
 		ttft := queueingValue(&p, "ttft_steady_", ttftPct)
@@ -166,30 +229,67 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 		if !sla.PercentileMode || tpot == nil {
 			tpot = p.Legacy.TPOT
 		}
+		var req any = p.Legacy.RequestLatency
+		if e2ePct != "" {
+			req = queueingValue(&p, "e2e_", e2ePct)
+		}
 		tier := p.Q.Tier
 		if res.Verdicts[i] == refine.Straddle {
 			tier += " (unresolved)"
 		}
 		data = append(data, []any{int64(i + 1), p.Mode, p.Parallel(), int64(p.Batch), int64(p.CtxTokens),
 			p.Legacy.TokensPerSPerGPU, p.Legacy.TokensPerSPerUser, ttft, queueingValue(&p, "itl_", itlPct), tpot,
-			p.Legacy.RequestLatency, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), tier})
+			req, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), tier})
 	}
-	if err := writeRows(c.App.Writer, c.String("format"), cols, data); err != nil {
-		return err
-	}
-	if len(res.Rows) == 0 {
-		msg := "aicdb: no stored configuration meets the SLA"
-		if sla.PercentileMode && res.NoQueueing > 0 {
-			msg += fmt.Sprintf(" (%d of %d candidates have no queueing distributions — composed disagg rows until the tandem lands — so percentile constraints cannot pass them)",
-				res.NoQueueing, res.Candidates)
+	return writeRows(c.App.Writer, c.String("format"), cols, data)
+}
+
+// bestJSONColumns are the fixed keys of `best --format json`: the same set and
+// order whatever the SLA flags (issue 8), snake_case with units. ttft_ms, tpot_ms
+// and request_latency_ms are aiconfigurator's legacy (mean) estimates; the
+// percentile keys are the queueing columns at the row's tier (queueing_tier), null
+// where the row has none.
+func bestJSONColumns() []string {
+	cols := []string{"rank", "mode", "parallel", "batch", "ctx_tokens", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
+		"ttft_ms", "tpot_ms", "request_latency_ms"}
+	for _, q := range store.QueueingColumns {
+		if k, ok := bestJSONKey(q); ok {
+			cols = append(cols, k)
 		}
-		fmt.Fprintln(c.App.ErrWriter, msg)
 	}
-	if res.Evaluated > 0 || res.Unresolved > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "aicdb: %d candidates, %d eliminated, %d evaluated, %d reported unresolved at screening tier\n",
-			res.Candidates, res.Eliminated, res.Evaluated, res.Unresolved)
+	return append(cols, "concurrency", "num_gpus", "queueing_tier", "resolved")
+}
+
+// bestJSONKey maps a queueing column to its best JSON key: ttft_steady_p99 →
+// ttft_p99_ms, itl_mean → itl_mean_ms; the transient TTFT columns are left out.
+func bestJSONKey(col string) (string, bool) {
+	if strings.HasPrefix(col, "ttft_transient_") {
+		return "", false
 	}
-	return nil
+	return strings.Replace(col, "ttft_steady_", "ttft_", 1) + "_ms", true
+}
+
+// writeBestJSON prints the rows with bestJSONColumns keys.
+func writeBestJSON(c *cli.Context, res refine.BestResult) error {
+	cols := bestJSONColumns()
+	data := make([][]any, 0, len(res.Rows))
+	for i, p := range res.Rows {
+		r := []any{int64(i + 1), p.Mode, p.Parallel(), int64(p.Batch), int64(p.CtxTokens),
+			p.Legacy.TokensPerSPerGPU, p.Legacy.TokensPerSPerUser, p.Legacy.TTFT, p.Legacy.TPOT, p.Legacy.RequestLatency}
+		for j, q := range store.QueueingColumns {
+			if _, ok := bestJSONKey(q); !ok {
+				continue
+			}
+			if p.Q.Valid {
+				r = append(r, p.Q.V[j])
+			} else {
+				r = append(r, nil)
+			}
+		}
+		r = append(r, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), p.Q.Tier, res.Verdicts[i] == refine.Pass)
+		data = append(data, r)
+	}
+	return writeRows(c.App.Writer, "json", cols, data)
 }
 
 // queueingValue reads prefix+stat (mean for avg) from the row, nil when absent.

@@ -133,11 +133,12 @@ func withCalibration(c *cli.Context, st *store.Store, ev refine.Evaluator) (refi
 	return ev, nil
 }
 
-// calibratedBest is best's evaluator: the lazy one, or with --calibration the
-// calibrated one, and then only rows computed with that calibration are read.
-func calibratedBest(c *cli.Context, st *store.Store, f *store.PointFilter) (refine.Evaluator, error) {
+// calibratedBest is best's evaluator: the lazy one reporting on bar, or with
+// --calibration the calibrated one, and then only rows computed with that
+// calibration are read.
+func calibratedBest(c *cli.Context, st *store.Store, f *store.PointFilter, bar *progressReporter) (refine.Evaluator, error) {
 	if c.String("calibration") == "" {
-		return newLazyEvaluator(st), nil
+		return newLazyEvaluator(st).withProgress(bar), nil
 	}
 	ev, err := newEvaluator(c.Context, st)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -219,6 +220,9 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	if err != nil {
 		return nil, asUser(err)
 	}
+	if err := checkContextLength(m, isl, osl); err != nil {
+		return nil, err
+	}
 	cfg := perfdb.Config{Backend: backend, Version: version, TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
 		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), Nextn: c.Int("nextn"), Mode: mode,
 		GemmQuant: perfdb.GemmQuant(c.String("gemm-quant")), KVQuant: perfdb.KVQuant(c.String("kv-quant")),
@@ -257,12 +261,22 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 		if err != nil {
 			return nil, asUser(err)
 		}
-		r, err := e.Static(perfdb.StaticInput{Batch: orDefault(c.Int("batch"), 1), ISL: isl, OSL: osl, Prefix: prefix, Stride: c.Int("stride")})
+		b := orDefault(c.Int("batch"), 1)
+		if err := checkFits(e, d.System, "static", "--batch", b, isl, osl, prefix, 0); err != nil {
+			return nil, err
+		}
+		r, err := e.Static(perfdb.StaticInput{Batch: b, ISL: isl, OSL: osl, Prefix: prefix, Stride: c.Int("stride")})
 		return r, asUser(err)
 	case "mixed":
 		e, err := perfdb.NewEstimator(d, m, cfg)
 		if err != nil {
 			return nil, asUser(err)
+		}
+		// The mixed step holds the decode rows' requests and the prompts its prefill
+		// tokens come from, each at isl + osl tokens of KV.
+		resident := c.Int("gen-tokens") + (ctxTokens+isl-prefix-1)/(isl-prefix)
+		if err := checkFits(e, d.System, "mixed", "--gen-tokens", resident, isl, osl, prefix, ctxTokens+c.Int("gen-tokens")); err != nil {
+			return nil, err
 		}
 		v, err := e.MixedMs(ctxTokens, c.Int("gen-tokens"), isl, max(osl, 2), prefix)
 		return map[string]float64{"mixed_step_ms": v}, asUser(err)
@@ -272,7 +286,7 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 			return nil, asUser(err)
 		}
 		r, err := e.Agg(perfdb.AggInput{Batch: orDefault(c.Int("batch"), 2), CtxTokens: ctxTokens, ISL: isl, OSL: osl, Prefix: prefix})
-		return r, asUser(err)
+		return r, modeError("agg", err)
 	case "disagg":
 		pcfg, dcfg := cfg, cfg
 		if v := c.Int("prefill-tp"); v > 0 {
@@ -293,9 +307,46 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 			PrefillBatch: c.Int("prefill-batch"), PrefillWorkers: c.Int("prefill-workers"),
 			DecodeBatch: c.Int("decode-batch"), DecodeWorkers: c.Int("decode-workers"),
 			PrefillCorrection: c.Float64("prefill-correction"), DecodeCorrection: c.Float64("decode-correction")})
-		return r, asUser(err)
+		return r, modeError("disagg", err)
 	}
 	return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", c.String("mode"))
+}
+
+// modeError names the mode in an out-of-memory error (aiconfigurator's rule, applied
+// by perfdb: the footprint reaches the GPU or the KV cache its budget).
+func modeError(mode string, err error) error {
+	if errors.Is(err, perfdb.ErrOOM) {
+		return userErrorf("--mode %s: %v", mode, err)
+	}
+	return asUser(err)
+}
+
+// checkContextLength rejects a request longer than the model's context window
+// (isl + osl > max_position_embeddings; 0 = unknown, not checked).
+func checkContextLength(m *perfdb.Model, isl, osl int) error {
+	if m.MaxPos > 0 && isl+osl > m.MaxPos {
+		return userErrorf("--isl %d + --osl %d = %d tokens exceeds the context length of %s (max_position_embeddings %d); lower --isl or --osl",
+			isl, osl, isl+osl, m.ID, m.MaxPos)
+	}
+	return nil
+}
+
+// checkFits rejects a worker whose memory estimate (batch requests of isl + osl
+// tokens, activations for numTokens per step; 0 = the prefill peak) reaches the
+// GPU's capacity, printing the arithmetic: an estimate of a deployment that cannot
+// load is not an answer (agg and disagg apply aiconfigurator's own OOM rule).
+func checkFits(e *perfdb.Estimator, sys *perfdb.System, mode, batchFlag string, batch, isl, osl, prefix, numTokens int) error {
+	u, err := e.Memory(batch, isl, osl, prefix, numTokens)
+	if err != nil {
+		return asUser(err)
+	}
+	capGiB := sys.MemCapacity / (1 << 30)
+	if capGiB <= 0 || u.TotalGiB < capGiB {
+		return nil
+	}
+	cfg := e.Config()
+	return userErrorf("--mode %s: out of memory: weights %.2f + KV cache %.2f + activations %.2f + NCCL %.2f + other %.2f = %.2f GiB per GPU (batch %d × %d tokens, tp %d pp %d) ≥ %s capacity %.2f GiB; lower %s, --isl or --osl, or raise --tp/--pp",
+		mode, u.WeightsGiB, u.KVCacheGiB, u.ActivationsGiB, u.NCCLGiB, u.OthersGiB, u.TotalGiB, batch, isl+osl, cfg.TP, cfg.PP, sys.Name, capGiB, batchFlag)
 }
 
 func orDefault(v, def int) int {

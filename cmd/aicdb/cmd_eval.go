@@ -127,6 +127,9 @@ func runEval(c *cli.Context) error {
 			}
 			return err
 		}
+		if tier == queueing.TierQuantitative {
+			noSteadyState(spec.w, rep)
+		}
 		cols := rep.Columns(spec.gpus)
 		if cal != "" {
 			cols["calibration"] = cal
@@ -143,6 +146,26 @@ func runEval(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
 	return err
+}
+
+// noSteadyState marks an open-loop quantitative report unstable when the run
+// never reached a steady state: its mean time in system W exceeds the window over
+// which the measured requests arrive, i.e. by Little's law (L = λ·W) more requests
+// would be in the system than were simulated. Requests then arrive faster than any
+// of them completes — at --rate 1e9 all of them arrive within microseconds — and
+// the "throughput" of the window is the arrival rate, not a service rate. The
+// simulator's own check compares the backlog at two arrival instants, which a
+// burst shorter than one pass never separates.
+func noSteadyState(w workload.Spec, rep *queueing.Report) {
+	if w.RateRPS <= 0 || rep.Unstable {
+		return
+	}
+	window := rep.Diagnostics.WindowEndMs - rep.Diagnostics.WindowStartMs
+	if mean := rep.E2E.Mean(); mean >= window {
+		rep.Unstable = true
+		rep.UnstableReason = fmt.Sprintf("unstable at rate %.4g rps: a request stays %.4g ms in the system on average, longer than the %.4g ms over which the measured requests arrive (Little's law: %.3g requests would be in the system, more than were simulated); lower the rate, or raise --num-requests if the engine keeps up",
+			w.RateRPS, mean, window, w.RateRPS*mean/1000)
+	}
 }
 
 // parseEval validates the flags into an evalSpec. Every error names the flag.
@@ -194,7 +217,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		if c.IsSet("backend-engine") && c.String("backend-engine") != backend {
 			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
 		}
-		pt, version, gpus, err := evalPassTiming(c)
+		pt, version, gpus, err := evalPassTiming(c, w)
 		if err != nil {
 			return nil, err
 		}
@@ -375,7 +398,7 @@ func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
 
 // evalPassTiming builds the perf-database pass timing of --model/--system/--backend
 // /--version/--tp…, returning the resolved version and the deployment's GPUs.
-func evalPassTiming(c *cli.Context) (*perfdb.PassTiming, string, int, error) {
+func evalPassTiming(c *cli.Context, w workload.Spec) (*perfdb.PassTiming, string, int, error) {
 	ctx := c.Context
 	src, err := openEstimateSource(ctx, c.String("db"))
 	if err != nil {
@@ -406,6 +429,16 @@ func evalPassTiming(c *cli.Context) (*perfdb.PassTiming, string, int, error) {
 	m, err := src.model(ctx, c.String("model"))
 	if err != nil {
 		return nil, "", 0, asUser(err)
+	}
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	if err := checkContextLength(m, isl, osl); err != nil {
+		return nil, "", 0, err
 	}
 	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode))
 	if err != nil {

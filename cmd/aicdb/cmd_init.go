@@ -10,16 +10,18 @@ import (
 	"github.com/aicdb/aicdb/store"
 )
 
-// initCommand creates the store (--db) and loads the embedded default perf data
-// (h200_sxm: vllm, trtllm 1.3.0rc20, sglang 0.5.14, nccl; the model configs)
-// without network. Re-running it is idempotent.
+// initCommand creates the store (--db), the only command that may, and loads the
+// embedded default perf data (h200_sxm: vllm, trtllm 1.3.0rc20, sglang 0.5.14, nccl;
+// the model configs) without network. Re-running it is idempotent.
 func initCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "init",
 		Usage: "create the store and load the embedded perf data (h200_sxm) and model configs",
 		Description: `Creates the SQLite store at --db (default ./aicdb.sqlite) and imports the data shipped
 in the binary. Other systems and models come through 'aicdb perfdb import PATH'.
-Running init again changes nothing that is already there. Estimates read the stored
+Running init again changes nothing that is already there. init is the only command
+that creates a store; it refuses an existing file that is not one (another
+program's database, or not SQLite). Estimates read the stored
 Parquet files; --mirror also copies their 1.8 M rows into the perf_* SQL tables for
 'aicdb query' (about 10× slower; running init --mirror later fills them).`,
 		Flags: []cli.Flag{

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -22,10 +23,14 @@ func oracleCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "run",
-				Usage: "simulate a hand-written scenario file (engine, timing, requests)",
+				Usage: "simulate a scenario file (engine, timing, requests) and print its summary",
+				Description: `Prints the run's summary (counters and the 15 latency/throughput columns, docs/oracle.md)
+by default. --log FILE also writes the per-pass and per-request log as JSON Lines;
+--format json|table prints that log (pretty JSON or a table) instead of the summary.`,
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario JSON `FILE`"},
-					&cli.StringFlag{Name: "format", Value: "json", Usage: "output format: json|table"},
+					&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario JSON `FILE` (read as a stream)"},
+					&cli.StringFlag{Name: "format", Value: "summary", Usage: "output `FORMAT`: summary (JSON), json (the whole log) or table"},
+					&cli.StringFlag{Name: "log", Usage: "write the per-pass and per-request log to `FILE` as JSON Lines"},
 				},
 				Action: oracleRun,
 			},
@@ -34,24 +39,56 @@ func oracleCommand() *cli.Command {
 	}
 }
 
-// oracleRun runs one scenario and prints its per-pass log and per-request records.
+// oracleRun runs one scenario and prints its summary (default) or its per-pass log and
+// per-request records (--format json|table); --log streams the log to a file.
 func oracleRun(c *cli.Context) error {
 	path := c.String("scenario")
-	data, err := os.ReadFile(path)
+	format := c.String("format")
+	if format != "summary" && format != "json" && format != "table" {
+		return userErrorf("--format %q: must be summary, json or table", format)
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
 	}
-	sc, err := oracle.ParseScenario(data)
+	sc, err := oracle.ReadScenario(bufio.NewReaderSize(f, 1<<16))
+	f.Close()
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
 	}
-	res, err := sc.Run(c.Context)
+	logPath := c.String("log")
+	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || format != "summary"})
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
+	}
+	if logPath != "" {
+		lf, err := os.Create(logPath)
+		if err != nil {
+			return userErrorf("--log %s: %v", logPath, err)
+		}
+		err = res.WriteLog(lf)
+		if cerr := lf.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("oracle run: writing --log %s: %w", logPath, err)
+		}
+	}
+	w := c.App.Writer
+	if format == "summary" {
+		sum, err := res.Summary()
+		if err != nil {
+			return err
+		}
+		b, err := json.MarshalIndent(sum, "", "  ")
+		if err != nil {
+			return fmt.Errorf("oracle run: encoding summary: %w", err)
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
 	}
 	out := res.Output()
-	w := c.App.Writer
-	switch c.String("format") {
+	switch format {
 	case "json":
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
@@ -72,7 +109,7 @@ func oracleRun(c *cli.Context) error {
 		}
 		return tw.Flush()
 	default:
-		return userErrorf("--format %q: must be json or table", c.String("format"))
+		return userErrorf("--format %q: must be summary, json or table", format)
 	}
 }
 

@@ -69,7 +69,7 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 			if _, err := os.Stat(args[0]); err != nil {
 				return userErrorf("perfdb import: %s: no such file or folder", args[0])
 			}
-			st, err := store.Open(c.Context, c.String("db"), store.Options{})
+			st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
 			if err != nil {
 				return asUser(err)
 			}

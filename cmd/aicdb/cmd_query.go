@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	gosql "database/sql"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,7 +20,8 @@ import (
 	"github.com/aicdb/aicdb/store"
 )
 
-// queryCommand runs SQL on the store: read-only (query_only) unless --write. Filters
+// queryCommand runs SQL on the store: read-only unless --write (one SELECT, WITH or
+// VALUES statement, on a mode=ro connection under a read-only authorizer). Filters
 // on queueing percentile columns are answered right for screening-tier rows: the
 // straddlers of the query's thresholds are resolved first (refine.PrepareQuery).
 func queryCommand() *cli.Command {
@@ -32,6 +36,7 @@ Flags may also follow the SQL: aicdb query "select 1" --format json`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "output `FORMAT`: table, csv or json"},
 			&cli.BoolFlag{Name: "write", Usage: "allow the SQL to change the store"},
+			quietFlag(),
 			&cli.BoolFlag{Name: "refine", Value: true, Usage: "resolve rows whose screening bracket straddles a percentile threshold in the SQL (persisted)"},
 			&cli.IntFlag{Name: "max-evals", Usage: "cap the evaluations of the refinement pass (0 = no cap; unresolved rows stay at screening tier)"},
 		},
@@ -96,6 +101,11 @@ func runQuery(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if !o.write {
+		if err := store.CheckReadOnlySQL(sql); err != nil {
+			return userErrorf("query: read-only without --write: %v; pass --write to change the store", err)
+		}
+	}
 	path := c.String("db")
 	if o.refine && len(refine.ExtractThresholds(sql)) > 0 {
 		// Pass 1: resolve straddlers on a writable handle (aicdb's own write, not the
@@ -109,41 +119,87 @@ func runQuery(c *cli.Context) error {
 		return asUser(err)
 	}
 	defer st.Close()
-	rows, err := st.DB.QueryContext(ctx, sql)
-	if err != nil {
-		return userErrorf("query: %v", err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return userErrorf("query: %v", err)
-	}
+	var cols []string
 	var data [][]any
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
+	read := func(rows *gosql.Rows) error {
+		var err error
+		if cols, err = rows.Columns(); err != nil {
+			return err
 		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return userErrorf("query: %v", err)
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return err
+			}
+			data = append(data, vals)
 		}
-		data = append(data, vals)
+		return rows.Err()
 	}
-	if err := rows.Err(); err != nil {
+	if o.write {
+		err = queryRows(ctx, st.DB.DB, sql, read)
+	} else {
+		// The user's statement runs on a mode=ro connection under SQLite's
+		// read-only authorizer (store.QueryReadOnly).
+		err = st.QueryReadOnly(ctx, sql, read)
+		if errors.Is(err, store.ErrDenied) {
+			return userErrorf("query: read-only without --write: %v; pass --write to change the store", err)
+		}
+	}
+	if err != nil {
 		return userErrorf("query: %v", err)
+	}
+	if n := dropNonFinite(data); n > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: warning: %d non-finite value(s) (NaN or ±Inf) printed as null\n", n)
 	}
 	return writeRows(c.App.Writer, o.format, cols, data)
 }
 
+// queryRows runs q on db and hands the rows to fn.
+func queryRows(ctx context.Context, db *gosql.DB, q string, fn func(*gosql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := fn(rows); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// dropNonFinite replaces NaN and ±Inf values by NULL (printed as null, empty or
+// "-" like any NULL: never NaN or Inf) and returns how many it replaced.
+func dropNonFinite(data [][]any) int {
+	n := 0
+	for _, r := range data {
+		for i, v := range r {
+			if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+				r[i] = nil
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func prepareQuery(ctx context.Context, c *cli.Context, path, sql string, maxEvals int) error {
 	st, err := store.Open(ctx, path, store.Options{MustExist: true})
+	if errors.Is(err, store.ErrReadOnly) {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: refinement skipped: store %s is read-only; rows whose screening bracket straddles a threshold are answered at screening tier\n", path)
+		return nil
+	}
 	if err != nil {
 		return asUser(err)
 	}
 	defer st.Close()
-	ev := newLazyEvaluator(st)
+	bar := newProgress(c, "refine", "points")
+	ev := newLazyEvaluator(st).withProgress(bar)
 	qs, err := refine.PrepareQuery(ctx, st, ev, sql, maxEvals, 0)
+	bar.Done()
 	if err != nil {
 		return err
 	}
@@ -155,8 +211,12 @@ func prepareQuery(ctx context.Context, c *cli.Context, path, sql string, maxEval
 }
 
 // formatValue renders one SQL value; table output rounds floats to 3 decimals like
-// aiconfigurator's reports, csv/json keep full precision.
+// aiconfigurator's reports, csv/json keep full precision. NULL and non-finite floats
+// print as "-" (table) or "" (csv).
 func formatValue(v any, table bool) string {
+	if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		v = nil
+	}
 	switch x := v.(type) {
 	case nil:
 		if table {
@@ -218,6 +278,12 @@ func writeRows(w io.Writer, format string, cols []string, data [][]any) error {
 				switch x := v.(type) {
 				case []byte:
 					enc, _ = json.Marshal(string(x))
+				case float64:
+					if math.IsNaN(x) || math.IsInf(x, 0) {
+						enc = []byte("null")
+						break
+					}
+					enc, _ = json.Marshal(x)
 				default:
 					var err error
 					if enc, err = json.Marshal(x); err != nil {

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
@@ -41,6 +40,7 @@ func sweepCommand() *cli.Command {
 		&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
 		&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT` of the best-config table: table, csv or json"},
+		quietFlag(),
 		calibrationFlag(),
 	}
 	return &cli.Command{
@@ -116,7 +116,7 @@ func runSweep(c *cli.Context) error {
 	if err := checkFormat(c.String("format")); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, c.String("db"), store.Options{})
+	st, err := store.Open(ctx, c.String("db"), store.Options{MustExist: true})
 	if err != nil {
 		return asUser(err)
 	}
@@ -129,10 +129,14 @@ func runSweep(c *cli.Context) error {
 		return err
 	}
 	opt := refine.SweepOptions{Workers: c.Int("workers"), BatchSize: c.Int("commit-every"), Arguments: spec}
-	bar := newProgress(c.App.ErrWriter)
-	opt.Progress = bar.update
+	bar := newProgress(c, "sweep", "points")
+	opt.Progress = bar.Update
+	opt.OnWait = func(h store.SweepLease) {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: sweep %d (pid %d on %s) is evaluating these points; waiting for it to finish, then reusing its rows\n",
+			h.SweepID, h.PID, h.Host)
+	}
 	res, err := refine.Sweep(ctx, st, ev, spec, opt)
-	bar.done()
+	bar.Done()
 	if res.Abandoned > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %d earlier sweep(s) left running by a killed process marked interrupted in the sweeps table\n", res.Abandoned)
 	}
@@ -172,40 +176,6 @@ func runSweep(c *cli.Context) error {
 	return printBest(c, st, ev, f, sla)
 }
 
-// progress draws a one-line progress bar on a terminal and stays quiet otherwise.
-type progress struct {
-	w     io.Writer
-	on    bool
-	drawn bool
-	mu    sync.Mutex
-}
-
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.on = true
-	}
-	return p
-}
-
-func (p *progress) update(done, total int) {
-	if !p.on || total == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	const width = 30
-	n := done * width / total
-	fmt.Fprintf(p.w, "\rsweep [%s%s] %d/%d", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, total)
-	p.drawn = true
-}
-
-func (p *progress) done() {
-	if p.drawn {
-		fmt.Fprintln(p.w)
-	}
-}
-
 // newEvaluator returns the evaluator the sweep, best and query commands use:
 // the perf-database evaluator over the store, or with AICDB_EVALUATOR=synthetic the
 // deterministic synthetic one (tests and demos without perf data;
@@ -237,12 +207,27 @@ func newEvaluator(ctx context.Context, st *store.Store) (refine.Evaluator, error
 }
 
 // lazyEvaluator builds the evaluator on first use (loading perf data costs time a
-// query without straddlers should not pay).
+// query without straddlers should not pay). With a progress reporter it reports
+// the quantitative evaluations of a refinement (refine.EvaluationObserver).
 type lazyEvaluator struct {
 	st   *store.Store
 	once sync.Once
 	ev   refine.Evaluator
 	err  error
+
+	progress    *progressReporter
+	done, total atomic.Int64
+}
+
+// ExpectEvaluations implements refine.EvaluationObserver.
+func (l *lazyEvaluator) ExpectEvaluations(n int) {
+	l.progress.Update(int(l.done.Load()), int(l.total.Add(int64(n))))
+}
+
+// withProgress reports this evaluator's quantitative evaluations on p.
+func (l *lazyEvaluator) withProgress(p *progressReporter) *lazyEvaluator {
+	l.progress = p
+	return l
 }
 
 func newLazyEvaluator(st *store.Store) *lazyEvaluator { return &lazyEvaluator{st: st} }
@@ -288,7 +273,9 @@ func (l *lazyEvaluator) Quantitative(ctx context.Context, in store.PointInputs) 
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	return ev.Quantitative(ctx, in)
+	q, err := ev.Quantitative(ctx, in)
+	l.progress.Update(int(l.done.Add(1)), int(max(l.total.Load(), l.done.Load())))
+	return q, err
 }
 
 // perfdbEvaluator returns the perf-database evaluator over the perf data and models

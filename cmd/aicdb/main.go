@@ -45,11 +45,12 @@ func asUser(err error) error {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "aicdb",
 		Usage: "latency distributions and throughput of LLM serving deployments, in one SQLite file",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "db", Value: "./aicdb.sqlite", EnvVars: []string{"AICDB_DB"}, Usage: "the store `PATH`"},
+			&cli.BoolFlag{Name: "version", Usage: "print the aicdb version and the embedded perf data's provenance"},
 		},
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -59,17 +60,22 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			estimateCommand(),
 			evalCommand(),
 			oracleCommand(),
+			traceCommand(),
 			sweepCommand(),
 			bestCommand(),
 			queryCommand(),
+			versionCommand(),
+			doctorCommand(),
 			benchCommand(),
 			accuracyCommand(),
 			calibrateCommand(),
 		},
-		// Usage errors (unknown flags, missing values) are user errors.
-		OnUsageError:   func(_ *cli.Context, err error, _ bool) error { return asUser(err) },
+		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	// Usage errors (unknown flags, missing values or commands) are one-line user errors.
+	oneLineUsage(app)
+	return app
 }
 
 // run executes the CLI and returns the process exit code.
@@ -86,9 +92,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ce cli.ExitCoder
 	if errors.As(err, &ce) && ce.ExitCode() != 0 {
 		return ce.ExitCode()
-	}
-	if isFlagError(err) {
-		return exitUser
 	}
 	return exitInternal
 }

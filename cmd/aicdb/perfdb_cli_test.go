@@ -25,11 +25,11 @@ func TestPerfdbCLI(t *testing.T) {
 		t.Errorf("ls before init: code %d stderr %q", code, stderr)
 	}
 	code, out, stderr := runPerfdbCLI(t, "--db", db, "init")
-	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 23 models, 45 perf files imported, 0 unchanged, 0 rows mirrored") {
+	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 23 models, 74 perf files imported, 0 unchanged, 0 rows mirrored") {
 		t.Fatalf("init: code %d out %q stderr %q", code, out, stderr)
 	}
 	code, out, _ = runPerfdbCLI(t, "--db", db, "init")
-	if code != 0 || !strings.Contains(out, "0 perf files imported, 45 unchanged, 0 rows mirrored") {
+	if code != 0 || !strings.Contains(out, "0 perf files imported, 74 unchanged, 0 rows mirrored") {
 		t.Errorf("second init: code %d out %q", code, out)
 	}
 
@@ -38,7 +38,12 @@ func TestPerfdbCLI(t *testing.T) {
 h200_sxm,nccl,2.23,1,342
 h200_sxm,nccl,2.26.2,1,1008
 h200_sxm,nccl,2.29.2,1,504
+h200_sxm,sglang,0.5.6.post2,5,57544
+h200_sxm,sglang,0.5.9,5,205084
+h200_sxm,sglang,0.5.10,5,217234
 h200_sxm,sglang,0.5.14,7,276111
+h200_sxm,trtllm,1.2.0rc5,7,194780
+h200_sxm,trtllm,1.3.0rc10,7,253705
 h200_sxm,trtllm,1.3.0rc20,7,358385
 h200_sxm,vllm,0.14.0,5,160689
 h200_sxm,vllm,0.18.0,5,276656

@@ -30,10 +30,23 @@ func cliRun(t *testing.T, db string, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// syntheticDB returns a new, empty store (only init creates one from the CLI; the
+// synthetic evaluator needs no perf data).
 func syntheticDB(t *testing.T) string {
 	t.Helper()
 	t.Setenv("AICDB_EVALUATOR", "synthetic")
-	return filepath.Join(t.TempDir(), "a.sqlite")
+	return newStore(t, filepath.Join(t.TempDir(), "a.sqlite"))
+}
+
+// newStore creates an empty store at path, as 'aicdb init' would without its data.
+func newStore(t *testing.T, path string) string {
+	t.Helper()
+	st, err := store.Open(context.Background(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	return path
 }
 
 func TestSweepCLIIncremental(t *testing.T) {
@@ -246,13 +259,13 @@ func TestSweepKill9Resume(t *testing.T) {
 		cmd.Env = append(env, "AICDB_SWEEP_ARGS="+string(enc))
 		return cmd
 	}
-	ref := filepath.Join(dir, "ref.sqlite")
+	ref := newStore(t, filepath.Join(dir, "ref.sqlite"))
 	if out, err := runBin(ref).CombinedOutput(); err != nil {
 		t.Fatalf("reference sweep: %v\n%s", err, out)
 	}
 	want, total := dumpPoints(t, ref)
 
-	db := filepath.Join(dir, "killed.sqlite")
+	db := newStore(t, filepath.Join(dir, "killed.sqlite"))
 	cmd := runBin(db, "--commit-every", "16", "--workers", "2")
 	cmd.Env = append(cmd.Env, "AICDB_SYNTHETIC_DELAY=3ms")
 	if err := cmd.Start(); err != nil {

@@ -15,7 +15,7 @@ import (
 // it exits 1 (not 2, an internal error) with one line saying it was interrupted and
 // how to resume, records status interrupted, and the rerun resumes it.
 func TestSweepCLIInterruptExit(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "i.sqlite")
+	db := newStore(t, filepath.Join(t.TempDir(), "i.sqlite"))
 	args, _ := json.Marshal(append(append([]string{"--db", db}, sweepArgs...), "--commit-every", "16", "--workers", "2"))
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSweepChildProcess$")
 	cmd.Env = append(os.Environ(), "AICDB_EVALUATOR=synthetic", "AICDB_SWEEP_CHILD=1",

@@ -1,0 +1,768 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/trace"
+)
+
+// traceCommand wires `aicdb trace import|ls|show|stats|rm` (issue 13). Parsing lives
+// in package trace, storage in store, the reuse oracle in oracle; this file reads
+// flags and prints.
+func traceCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "trace",
+		Usage: "import request traces (Mooncake, Azure 2023, ServeGen, generic JSONL) and summarise them",
+		Subcommands: []*cli.Command{
+			traceImportCommand(),
+			{
+				Name:   "ls",
+				Usage:  "list the stored traces",
+				Action: traceLs,
+			},
+			{
+				Name:      "show",
+				Usage:     "print a trace's requests (or a slice of them)",
+				ArgsUsage: "NAME",
+				Flags: append(sliceFlags(),
+					&cli.StringFlag{Name: "format", Value: "table", Usage: "`FORMAT`: table or jsonl (docs/traces.md's generic format)"}),
+				Action: traceShow,
+			},
+			{
+				Name:      "stats",
+				Usage:     "rate over time, length quantiles and prefix reuse of a trace (or a slice)",
+				ArgsUsage: "NAME",
+				Description: `Prints the arrival rate per time bucket, ISL/OSL quantiles and the trace's own prefix
+reuse (unbounded cache). With --reuse it replays the slice through one engine's prefix
+cache with a KV budget (the reuse oracle, docs/traces.md) and prints the hit fraction:
+   aicdb trace stats conv --reuse --backend vllm --kv-blocks 100000`,
+				Flags: append(sliceFlags(),
+					&cli.Float64Flag{Name: "bucket", Usage: "rate bucket width in `SECONDS` (default: ≤ 24 buckets)"},
+					&cli.BoolFlag{Name: "reuse", Usage: "run the prefix-cache reuse oracle"},
+					&cli.StringFlag{Name: "backend", Usage: "reuse oracle policy `BACKEND`: vllm, sglang or trtllm"},
+					&cli.IntFlag{Name: "kv-blocks", Usage: "reuse oracle KV budget in `N` blocks (SGLang: pages)"},
+					&cli.IntFlag{Name: "block-size", Usage: "tokens per block/page `N` (default vllm 16, sglang 1, trtllm 32)"}),
+				Action: traceStats,
+			},
+			{
+				Name:      "replay",
+				Usage:     "replay a trace (W3: its own arrivals and lengths, prefix hits from its hash ids) through the DES",
+				ArgsUsage: "NAME",
+				Description: `--engine FILE holds {"engine": {...}, "timing": {...}} with the knobs of an oracle
+scenario (docs/oracle.md). Prints the summary (counters and the 15 columns) and stores it
+with every request's result (replays, replay_requests). --tier quantitative (default) runs
+the queueing calendar with each request's cached tokens from the reuse oracle over the
+engine's pool; --tier oracle runs the DES with the trace's hash ids as block identities.
+   aicdb trace replay conv --engine vllm_h200.json --window 0..600`,
+				Flags: append(sliceFlags(),
+					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
+					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"}),
+				Action: traceReplay,
+			},
+			{
+				Name:      "rm",
+				Usage:     "remove a stored trace",
+				ArgsUsage: "NAME",
+				Action:    traceRm,
+			},
+		},
+	}
+}
+
+func traceImportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "import",
+		Usage:     "import a trace file (or a ServeGen client pool directory)",
+		ArgsUsage: "FILE",
+		Description: `FILE is a Mooncake JSONL trace, an Azure LLM inference 2023 CSV, a ServeGen client pool
+(a directory of chunk-N-trace.csv + chunk-N-dataset.json, or one chunk-N-trace.csv) or
+aicdb's generic JSONL (docs/traces.md). --format is sniffed when omitted. One import is
+one transaction: a bad row stops it with the file, line and field, and the store is
+unchanged. Re-importing the same content (same sha256) changes nothing.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: mooncake, azure, servegen or jsonl (default: sniffed)"},
+			&cli.StringFlag{Name: "name", Usage: "trace `NAME` (default: the file name without extension)"},
+			&cli.IntFlag{Name: "hash-block", Value: trace.DefaultHashBlock, Usage: "prompt tokens per hash id `N` (mooncake, jsonl)"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "ServeGen draw `SEED`"},
+		},
+		Action: traceImport,
+	}
+}
+
+// sliceFlags select part of a stored trace (applied in SQL).
+func sliceFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "window", Usage: "only arrivals in `START..END` seconds from the trace origin (either side may be empty)"},
+		&cli.Float64Flag{Name: "scale-rate", Value: 1, Usage: "multiply the arrival rate by `X` (times divided by X)"},
+		&cli.IntFlag{Name: "limit", Usage: "at most `N` requests"},
+	}
+}
+
+// interspersed lets flags follow the positional argument (urfave/cli v2 stops parsing
+// flags at the first positional): the rest is parsed with the command's own flags and
+// copied into c. It returns the positional arguments.
+func interspersed(c *cli.Context) ([]string, error) {
+	args := c.Args().Slice()
+	if len(args) <= 1 {
+		return args, nil
+	}
+	fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, f := range c.Command.Flags {
+		if err := f.Apply(fs); err != nil {
+			return nil, err
+		}
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, userErrorf("trace %s: %v", c.Command.Name, err)
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil {
+			err = c.Set(f.Name, f.Value.String())
+		}
+	})
+	if err != nil {
+		return nil, userErrorf("trace %s: %v", c.Command.Name, err)
+	}
+	return append(args[:1], fs.Args()...), nil
+}
+
+// oneArg returns the single positional argument.
+func oneArg(c *cli.Context, what string) (string, error) {
+	args, err := interspersed(c)
+	if err != nil {
+		return "", err
+	}
+	if len(args) != 1 {
+		return "", userErrorf("trace %s: want one %s, got %d arguments", c.Command.Name, what, len(args))
+	}
+	return args[0], nil
+}
+
+func traceImport(c *cli.Context) error {
+	path, err := oneArg(c, "FILE")
+	if err != nil {
+		return err
+	}
+	st0, err := os.Stat(path)
+	if err != nil {
+		return userErrorf("trace import %s: no such file or directory", path)
+	}
+	f, err := importFormat(c.String("format"), path, st0.IsDir())
+	if err != nil {
+		return err
+	}
+	hb := c.Int("hash-block")
+	if hb < 1 || hb > 1<<20 {
+		return userErrorf("trace import: --hash-block %d: must be in 1..1048576", hb)
+	}
+	params := map[string]any{}
+	var files []string
+	if f == trace.ServeGen {
+		params["seed"] = c.Uint64("seed")
+		if files, err = trace.ServeGenFiles(path); err != nil {
+			return userErrorf("trace import %v", err)
+		}
+	} else {
+		if st0.IsDir() {
+			return userErrorf("trace import %s: is a directory; only ServeGen pools (--format servegen) are directories", path)
+		}
+		params["hash_block"] = hb
+		files = []string{path}
+	}
+	pj, _ := json.Marshal(params) // sorted keys: deterministic
+	sum, err := contentHash(f, pj, files)
+	if err != nil {
+		return userErrorf("trace import %s: %v", path, err)
+	}
+	name := c.String("name")
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(filepath.Clean(path)), filepath.Ext(path))
+	}
+	hashBlock := 0
+	if f == trace.Mooncake || f == trace.JSONL {
+		hashBlock = hb
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	meta := store.TraceMeta{Name: name, Format: string(f), Source: path, SHA256: sum, HashBlock: hashBlock,
+		Params: string(pj), ImportedAt: time.Now().UTC().Format(time.RFC3339)}
+	res, err := st.ImportTrace(c.Context, meta, func(emit func(store.TraceRow) error) error {
+		conv := func(r trace.Request) error {
+			return emit(store.TraceRow{Line: r.Line, ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL,
+				HashIDs: trace.EncodeHashIDs(r.HashIDs), Session: r.Session, ThinkMs: r.ThinkMs})
+		}
+		o := trace.Options{File: path, HashBlock: hb, Seed: c.Uint64("seed")}
+		if f == trace.ServeGen {
+			return trace.ParseServeGen(c.Context, path, o, conv)
+		}
+		fh, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		return trace.Parse(c.Context, bufio.NewReaderSize(fh, 1<<16), f, o, conv)
+	})
+	if err != nil {
+		if c.Context.Err() != nil {
+			return err
+		}
+		return userErrorf("trace import: %v (nothing was stored)", err)
+	}
+	i := res.Info
+	if res.Unchanged {
+		fmt.Fprintf(c.App.Writer, "trace %s: unchanged (%s has the same content, %d requests)\n", i.Name, path, i.Requests)
+		return nil
+	}
+	fmt.Fprintf(c.App.Writer, "trace %s: %d requests over %.1f s imported from %s (%s)\n", i.Name, i.Requests, i.LastMs/1000, path, i.Format)
+	return nil
+}
+
+// importFormat checks --format or sniffs it.
+func importFormat(flagVal, path string, isDir bool) (trace.Format, error) {
+	if flagVal != "" {
+		f, err := trace.ParseFormat(flagVal)
+		if err != nil {
+			return "", userErrorf("trace import: --%v", err)
+		}
+		return f, nil
+	}
+	if isDir || strings.HasSuffix(path, "-trace.csv") && strings.HasPrefix(filepath.Base(path), "chunk-") {
+		return trace.ServeGen, nil
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return "", userErrorf("trace import %s: %v", path, err)
+	}
+	defer fh.Close()
+	br := bufio.NewReader(fh)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(bytes.TrimSpace(line)) > 0 || err != nil {
+			if f, ok := trace.Sniff(line); ok {
+				return f, nil
+			}
+			return "", userErrorf("trace import %s: cannot tell its format from the first line: pass --format mooncake|azure|servegen|jsonl", path)
+		}
+	}
+}
+
+// contentHash is sha256 over the format, the import parameters and each file's name
+// and bytes, streamed.
+func contentHash(f trace.Format, params []byte, files []string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "aicdb-trace\x00%s\x00%s\x00", f, params)
+	for _, p := range files {
+		fmt.Fprintf(h, "%s\x00", filepath.Base(p))
+		fh, err := os.Open(p)
+		if err != nil {
+			return "", err
+		}
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func openRead(c *cli.Context) (*store.Store, error) {
+	st, err := store.Open(c.Context, c.String("db"), store.Options{ReadOnly: true})
+	return st, asUser(err)
+}
+
+func traceLs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return userErrorf("trace ls: takes no arguments (got %q)", c.Args().First())
+	}
+	st, err := openRead(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ts, err := st.Traces(c.Context)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "name\tformat\trequests\tspan_s\thash_block\tsource")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%d\t%s\n", t.Name, t.Format, t.Requests, t.LastMs/1000, t.HashBlock, t.Source)
+	}
+	return tw.Flush()
+}
+
+func traceRm(c *cli.Context) error {
+	name, err := oneArg(c, "NAME")
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	if err := st.DeleteTrace(c.Context, name); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return userErrorf("trace rm: %v", err)
+		}
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "trace %s removed\n", name)
+	return nil
+}
+
+// traceSlice reads --window/--scale-rate/--limit.
+func traceSlice(c *cli.Context) (store.TraceSlice, error) {
+	var sl store.TraceSlice
+	sl.Scale = c.Float64("scale-rate")
+	if !(sl.Scale > 0) || math.IsInf(sl.Scale, 0) || sl.Scale > 1e6 {
+		return sl, userErrorf("--scale-rate %v: must be a number in (0, 1e6]", sl.Scale)
+	}
+	if c.Int("limit") < 0 {
+		return sl, userErrorf("--limit %d: must be ≥ 1 (omit it for all requests)", c.Int("limit"))
+	}
+	sl.Limit = c.Int("limit")
+	if w := c.String("window"); w != "" {
+		a, b, ok := strings.Cut(w, "..")
+		if !ok {
+			return sl, userErrorf("--window %q: want START..END in seconds, e.g. 600..1200 or 600..", w)
+		}
+		num := func(s string) (float64, error) {
+			if s == "" {
+				return 0, nil
+			}
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || !(v >= 0) || v > 1e12 {
+				return 0, userErrorf("--window %q: %q is not a time ≥ 0 in seconds", w, s)
+			}
+			return v * 1000, nil
+		}
+		var err error
+		if sl.StartMs, err = num(a); err != nil {
+			return sl, err
+		}
+		if sl.EndMs, err = num(b); err != nil {
+			return sl, err
+		}
+		if b != "" && sl.EndMs <= sl.StartMs {
+			return sl, userErrorf("--window %q: END must be after START", w)
+		}
+	}
+	return sl, nil
+}
+
+// openTrace opens the store read-only and finds the trace named by the argument.
+func openTrace(c *cli.Context) (*store.Store, store.TraceInfo, store.TraceSlice, error) {
+	var info store.TraceInfo
+	name, err := oneArg(c, "NAME")
+	if err != nil {
+		return nil, info, store.TraceSlice{}, err
+	}
+	sl, err := traceSlice(c)
+	if err != nil {
+		return nil, info, sl, err
+	}
+	st, err := openRead(c)
+	if err != nil {
+		return nil, info, sl, err
+	}
+	info, err = st.Trace(c.Context, name)
+	if err != nil {
+		st.Close()
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, info, sl, userErrorf("trace %s: %v", c.Command.Name, err)
+		}
+		return nil, info, sl, err
+	}
+	return st, info, sl, nil
+}
+
+func toRequest(r store.TraceRow, ids []int64) (trace.Request, []int64, error) {
+	ids, err := trace.DecodeHashIDs(ids, r.HashIDs)
+	if err != nil {
+		return trace.Request{}, ids, fmt.Errorf("stored trace request %d: %w", r.Seq, err)
+	}
+	return trace.Request{Line: r.Line, ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, HashIDs: ids,
+		Session: r.Session, ThinkMs: r.ThinkMs}, ids, nil
+}
+
+func traceShow(c *cli.Context) error {
+	st, info, sl, err := openTrace(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	format := c.String("format")
+	if format != "table" && format != "jsonl" {
+		return userErrorf("trace show: --format %q: must be table or jsonl", format)
+	}
+	w := bufio.NewWriter(c.App.Writer)
+	defer w.Flush()
+	if format == "table" {
+		fmt.Fprintln(w, "seq\tline\tarrival_ms\tisl\tosl\thash_ids\tsession\tthink_ms")
+	}
+	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		if format == "table" {
+			_, err := fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Seq, r.Line, fmtMs(r.ArrivalMs), r.ISL, r.OSL,
+				r.HashIDs, r.Session, fmtMs(r.ThinkMs))
+			return err
+		}
+		b := fmt.Appendf(nil, `{"arrival_ms":%s,"isl":%d,"osl":%d`, fmtMs(r.ArrivalMs), r.ISL, r.OSL)
+		if r.HashIDs != "" {
+			b = fmt.Appendf(b, `,"hash_ids":%s`, r.HashIDs)
+		}
+		if r.Session != "" {
+			s, _ := json.Marshal(r.Session)
+			b = fmt.Appendf(b, `,"session_id":%s,"think_ms":%s`, s, fmtMs(r.ThinkMs))
+		}
+		_, err := fmt.Fprintf(w, "%s}\n", b)
+		return err
+	})
+	return err
+}
+
+// fmtMs prints a time in ms with at most 4 decimals (100 ns, Azure's resolution).
+func fmtMs(v float64) string {
+	return strconv.FormatFloat(math.Round(v*1e4)/1e4, 'f', -1, 64)
+}
+
+// maxStatsBuckets bounds the rate-over-time table.
+const maxStatsBuckets = 100000
+
+func traceStats(c *cli.Context) error {
+	st, info, sl, err := openTrace(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	bucket := c.Float64("bucket")
+	if bucket < 0 || math.IsNaN(bucket) || bucket > 1e9 {
+		return userErrorf("trace stats: --bucket %v: must be a positive number of seconds", bucket)
+	}
+	var rs *oracle.ReuseSim
+	if c.Bool("reuse") {
+		if info.HashBlock == 0 {
+			return userErrorf("trace stats --reuse: trace %s (%s) has no prefix hash ids to reuse", info.Name, info.Format)
+		}
+		if c.String("backend") == "" || !c.IsSet("kv-blocks") {
+			return userErrorf("trace stats --reuse: give --backend vllm|sglang|trtllm and --kv-blocks N")
+		}
+		rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: oracle.Backend(c.String("backend")),
+			KVBlocks: c.Int("kv-blocks"), BlockSize: c.Int("block-size"), HashBlock: info.HashBlock})
+		if err != nil {
+			return userErrorf("trace stats --reuse: %v", err)
+		}
+	} else if c.IsSet("backend") || c.IsSet("kv-blocks") || c.IsSet("block-size") {
+		return userErrorf("trace stats: --backend, --kv-blocks and --block-size configure --reuse; add --reuse")
+	}
+	span := (info.LastMs - sl.StartMs) / sl.Scale
+	if sl.EndMs > 0 {
+		span = (min(sl.EndMs, info.LastMs) - sl.StartMs) / sl.Scale
+	}
+	if bucket > 0 && span/(bucket*1000) > maxStatsBuckets {
+		return userErrorf("trace stats: --bucket %g s makes %.0f buckets over %.0f s: at most %d; use a wider bucket", bucket, span/(bucket*1000), span/1000, maxStatsBuckets)
+	}
+	sb := trace.NewStatsBuilder(info.HashBlock, bucket*1000, max(span, 0))
+	var ids []int64
+	var hit, prompt, withHit int64
+	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		var q trace.Request
+		var err error
+		q, ids, err = toRequest(r, ids)
+		if err != nil {
+			return err
+		}
+		sb.Add(q)
+		if rs != nil {
+			h := rs.Add(q.ISL, q.OSL, q.HashIDs)
+			hit += int64(h)
+			prompt += int64(q.ISL)
+			if h > 0 {
+				withHit++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s := sb.Stats()
+	if s.Requests == 0 {
+		return userErrorf("trace stats %s: the slice holds no requests", info.Name)
+	}
+	w := c.App.Writer
+	dur := (s.LastMs - s.FirstMs) / 1000
+	fmt.Fprintf(w, "trace %s (%s): %d requests, first %.3f s, last %.3f s\n", info.Name, info.Format, s.Requests, s.FirstMs/1000, s.LastMs/1000)
+	if dur > 0 {
+		fmt.Fprintf(w, "mean rate      %.4f req/s\n", float64(s.Requests-1)/dur)
+	}
+	if s.Sessions > 0 {
+		fmt.Fprintf(w, "sessions       %d\n", s.Sessions)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tokens\tmean\tmin\tp50\tp90\tp99\tmax\t")
+	for _, q := range []struct {
+		n string
+		q trace.Quantiles
+	}{{"isl", s.ISL}, {"osl", s.OSL}} {
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t\n", q.n, q.q.Mean, q.q.Min, q.q.P50, q.q.P90, q.q.P99, q.q.Max)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if s.Blocks > 0 {
+		fmt.Fprintf(w, "prefix reuse (unbounded cache, %d-token hash blocks): %.2f %% of blocks, %.2f %% of prompt tokens\n",
+			s.HashBlock, 100*trace.Fraction(s.ReusedBlocks, s.Blocks), 100*trace.Fraction(s.ReusedTokens, s.Tokens))
+	}
+	if rs != nil {
+		bs := c.Int("block-size")
+		if bs == 0 {
+			bs = oracle.DefaultReuseBlockSize(oracle.Backend(c.String("backend")))
+		}
+		fmt.Fprintf(w, "prefix-cache hits (%s, %d blocks of %d tokens): %.2f %% of prompt tokens, %.2f %% of requests hit\n",
+			c.String("backend"), c.Int("kv-blocks"), bs, 100*trace.Fraction(hit, prompt), 100*trace.Fraction(withHit, int64(s.Requests)))
+	}
+	fmt.Fprintf(w, "rate per %g s bucket (req/s):\n", s.BucketMs/1000)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	for i, n := range s.Buckets {
+		fmt.Fprintf(tw, "%.0f s\t%.4f\t\n", (s.FirstMs+float64(i)*s.BucketMs)/1000, float64(n)/(s.BucketMs/1000))
+	}
+	return tw.Flush()
+}
+
+func traceReplay(c *cli.Context) error {
+	name, err := oneArg(c, "NAME")
+	if err != nil {
+		return err
+	}
+	tier := c.String("tier")
+	if tier != "oracle" && tier != "quantitative" {
+		return userErrorf("trace replay: --tier %q: must be quantitative or oracle", tier)
+	}
+	path := c.String("engine")
+	if path == "" {
+		return userErrorf("trace replay: --engine FILE is required (a JSON object with the engine and timing of an oracle scenario)")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return userErrorf("trace replay: --engine %s: %v", path, err)
+	}
+	eng, tim, err := oracle.ReadSetup(bufio.NewReader(f))
+	f.Close()
+	if err != nil {
+		return userErrorf("trace replay: --engine %s: %v", path, err)
+	}
+	sl, err := traceSlice(c)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	info, err := st.Trace(c.Context, name)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return userErrorf("trace replay: %v", err)
+		}
+		return err
+	}
+	var sum oracle.Summary
+	var rows []store.ReplayRow
+	if tier == "oracle" {
+		sum, rows, err = replayOracle(c, st, info, sl, eng, tim)
+	} else {
+		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim)
+	}
+	if err != nil {
+		return err
+	}
+	out := struct {
+		oracle.Summary
+		Tier     string `json:"queueing_tier"`
+		Fidelity string `json:"workload_fidelity"`
+	}{sum, tier, "W3"}
+	sumJSON, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	args, _ := json.Marshal(map[string]any{"trace": name, "engine": path, "window": c.String("window"),
+		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier})
+	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: tier, WorkloadFidelity: "W3",
+		Arguments: string(args), Summary: string(sumJSON), CreatedAt: time.Now().UTC().Format(time.RFC3339)}, rows)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "%s\n", sumJSON)
+	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
+	return nil
+}
+
+// replayOracle replays the slice through the DES; prefix hits come from the trace's
+// hash ids as block identities (the engine's own cache decides what hits).
+func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+	var sum oracle.Summary
+	sim, err := oracle.New(eng, tim, oracle.Options{})
+	if err != nil {
+		return sum, nil, userErrorf("trace replay: --engine: %v", err)
+	}
+	var ids []int64
+	var seqs []int64
+	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		if ids, err = trace.DecodeHashIDs(ids, r.HashIDs); err != nil {
+			return err
+		}
+		q := workload.Request{ID: "s" + strconv.FormatInt(r.Seq, 10), ArrivalMs: r.ArrivalMs, PromptLen: r.ISL, MaxTokens: r.OSL}
+		if ids != nil && info.HashBlock > 0 {
+			_, err = sim.AddShared(q, oracle.SharedPrefix{HashIDs: ids, HashBlock: info.HashBlock})
+		} else {
+			_, err = sim.Add(q)
+		}
+		if err != nil {
+			return userErrorf("trace replay %s: %v", info.Name, err)
+		}
+		seqs = append(seqs, r.Seq)
+		return nil
+	})
+	if err != nil {
+		return sum, nil, err
+	}
+	if len(seqs) == 0 {
+		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
+	}
+	res, err := sim.Run(c.Context)
+	if err != nil {
+		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
+	}
+	if sum, err = res.Summary(); err != nil {
+		return sum, nil, err
+	}
+	rows := make([]store.ReplayRow, len(res.Requests))
+	for i, r := range res.Requests {
+		k := len(r.TokenTimesMs)
+		tpot := 0.0
+		if k > 1 {
+			tpot = (r.FinishMs - r.TokenTimesMs[0]) / float64(k-1)
+		}
+		rows[i] = store.ReplayRow{Seq: seqs[i], ArrivalMs: r.ArrivalMs, ISL: r.PromptLen, OSL: r.MaxTokens,
+			CachedTokens: r.NumCachedTokens, Preemptions: r.NumPreemptions, TTFTMs: r.TTFTMs, TPOTMs: tpot, E2EMs: r.FinishMs - r.ArrivalMs}
+	}
+	return sum, rows, nil
+}
+
+// replayQuantitative replays the slice through the queueing calendar: each request's
+// cached tokens come from the reuse oracle run over the engine's own pool
+// (num_gpu_blocks − 1 blocks of block_size; none when prefix caching is off or the
+// trace has no hash ids).
+func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+	var sum oracle.Summary
+	spec, err := engineSpec(eng)
+	if err != nil {
+		return sum, nil, userErrorf("trace replay --tier quantitative: --engine: %v", err)
+	}
+	var rs *oracle.ReuseSim
+	if eng.EnablePrefixCaching && info.HashBlock > 0 {
+		if rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1,
+			BlockSize: eng.BlockSize, HashBlock: info.HashBlock}); err != nil {
+			return sum, nil, userErrorf("trace replay --tier quantitative: reuse oracle: %v", err)
+		}
+	}
+	var ids []int64
+	var seqs []int64
+	var reqs []queueing.TraceRequest
+	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL}
+		if rs != nil {
+			if ids, err = trace.DecodeHashIDs(ids, r.HashIDs); err != nil {
+				return err
+			}
+			q.Prefix = rs.Add(r.ISL, r.OSL, ids)
+		}
+		reqs = append(reqs, q)
+		seqs = append(seqs, r.Seq)
+		return nil
+	})
+	if err != nil {
+		return sum, nil, err
+	}
+	if len(reqs) == 0 {
+		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
+	}
+	rep, err := queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
+	if err != nil {
+		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
+	}
+	sum = oracle.Summary{Requests: len(reqs), Passes: rep.Diagnostics.Passes, EndMs: rep.Diagnostics.WindowEndMs,
+		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP90: rep.TTFTSteady.Quantile(0.9),
+		TTFTP99: rep.TTFTSteady.Quantile(0.99), TTFTP999: rep.TTFTSteady.Quantile(0.999),
+		ITLMean: rep.ITL.Mean(), ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99),
+		TPOTMean: rep.TPOT.Mean(), TPOTP50: rep.TPOT.Quantile(0.5), TPOTP99: rep.TPOT.Quantile(0.99),
+		E2EMean: rep.E2E.Mean(), E2EP50: rep.E2E.Quantile(0.5), E2EP99: rep.E2E.Quantile(0.99),
+		ThroughputRPS: rep.ThroughputRPS, OutputTokensPerS: rep.OutputTokensPerS}
+	rows := make([]store.ReplayRow, len(rep.Requests))
+	for i, r := range rep.Requests {
+		sum.OutputTokens += r.OSL
+		sum.CachedTokens += r.Prefix
+		sum.ScheduledTokens += r.ISL - r.Prefix + r.OSL - 1
+		tpot := 0.0
+		if r.OSL > 1 {
+			tpot = (r.E2EMs - r.TTFTMs) / float64(r.OSL-1)
+		}
+		rows[i] = store.ReplayRow{Seq: seqs[i], ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, CachedTokens: r.Prefix,
+			TTFTMs: r.TTFTMs, TPOTMs: tpot, E2EMs: r.E2EMs}
+	}
+	return sum, rows, nil
+}
+
+// engineSpec maps an oracle engine's knobs onto the calendar's EngineSpec (the
+// inverse of the gate's mapping; the KV pool bounds only TRT-LLM's
+// GUARANTEED_NO_EVICT admission, as in the calendar).
+func engineSpec(e oracle.Engine) (queueing.EngineSpec, error) {
+	q := queueing.EngineSpec{Backend: string(e.Backend), EnableChunkedPrefill: e.EnableChunkedPrefill,
+		AsyncScheduling: e.AsyncScheduling, BlockSize: e.BlockSize}
+	switch e.Backend {
+	case oracle.VLLM:
+		q.MaxNumBatchedTokens, q.MaxNumSeqs, q.LongPrefillTokenThreshold = e.MaxNumBatchedTokens, e.MaxNumSeqs, e.LongPrefillTokenThreshold
+	case oracle.SGLang:
+		q.ChunkedPrefillSize, q.MaxPrefillTokens, q.EnableMixedChunk, q.MaxNumSeqs = e.ChunkedPrefillSize, e.MaxPrefillTokens, e.EnableMixedChunk, e.MaxRunningRequests
+	case oracle.TRTLLM:
+		q.MaxBatchSize, q.MaxNumTokens = e.MaxBatchSize, e.MaxNumTokens
+		switch e.CapacityPolicy {
+		case oracle.GuaranteedNoEvict:
+			q.CapacityPolicy = queueing.PolicyGuaranteedNoEvict
+			q.KVCapacityTokens = (e.NumGPUBlocks - 1) * e.BlockSize
+		case oracle.MaxUtilization:
+			q.CapacityPolicy = queueing.PolicyMaxUtilization
+		}
+	}
+	return q, q.Validate()
+}

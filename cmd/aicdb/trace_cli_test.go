@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runTraceCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"aicdb"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestTraceCLI: import (sniffed) → idempotent re-import → a bad file fails with file,
+// line and field and leaves the store unchanged → ls, show (slice), stats (reuse).
+func TestTraceCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	moon := "../../trace/testdata/mooncake_conversation_head.jsonl"
+	code, out, errs := runTraceCLI(t, "--db", db, "trace", "import", moon, "--name", "conv")
+	if code != 0 || out != "trace conv: 120 requests over 42.0 s imported from "+moon+" (mooncake)\n" {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, _ = runTraceCLI(t, "--db", db, "trace", "import", moon); code != 0 || !strings.Contains(out, "trace conv: unchanged") {
+		t.Fatalf("re-import: exit %d %s", code, out)
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	data, _ := os.ReadFile(moon)
+	data = append(data, []byte(`{"timestamp": 50000, "input_length": 10, "output_length": -3}`+"\n")...)
+	if err := os.WriteFile(bad, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = runTraceCLI(t, "--db", db, "trace", "import", bad)
+	if want := "aicdb: trace import: " + bad + ": line 121: field output_length: -3: must be in 1..16777216 (nothing was stored)\n"; code != 1 || errs != want {
+		t.Fatalf("bad row: exit %d\n got %q\nwant %q", code, errs, want)
+	}
+	code, out, _ = runTraceCLI(t, "--db", db, "trace", "ls")
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "conv  mooncake  120") {
+		t.Fatalf("ls after the failed import (one trace): exit %d\n%s", code, out)
+	}
+	code, out, errs = runTraceCLI(t, "--db", db, "trace", "show", "conv", "--window", "40..", "--scale-rate", "2", "--format", "jsonl")
+	if code != 0 || !strings.HasPrefix(out, `{"arrival_ms":999.5,"isl":87172,"osl":7,"hash_ids":[0,3246,`) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("show slice: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = runTraceCLI(t, "--db", db, "trace", "stats", "conv", "--reuse", "--backend", "sglang", "--kv-blocks", "10000000")
+	if code != 0 || !strings.Contains(out, "prefix reuse (unbounded cache, 512-token hash blocks): 3.37 % of blocks, 3.43 % of prompt tokens") ||
+		!strings.Contains(out, "prefix-cache hits (sglang, 10000000 blocks of 1 tokens): 3.43 % of prompt tokens") {
+		t.Fatalf("stats: exit %d\n%s%s", code, out, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "stats", "nope"}, `aicdb: trace stats: no trace named "nope": 'aicdb trace ls' lists them: sql: no rows in result set` + "\n"},
+		{[]string{"trace", "stats", "conv", "--window", "5"}, `aicdb: --window "5": want START..END in seconds, e.g. 600..1200 or 600..` + "\n"},
+		{[]string{"trace", "stats", "conv", "--scale-rate", "0"}, "aicdb: --scale-rate 0: must be a number in (0, 1e6]\n"},
+		{[]string{"trace", "stats", "conv", "--reuse"}, "aicdb: trace stats --reuse: give --backend vllm|sglang|trtllm and --kv-blocks N\n"},
+		{[]string{"trace", "import", moon, "--format", "csv"}, "aicdb: trace import: --format \"csv\": must be one of mooncake, azure, servegen, jsonl\n"},
+	} {
+		code, _, errs := runTraceCLI(t, append([]string{"--db", db}, c.args...)...)
+		if code != 1 || errs != c.want {
+			t.Errorf("%v: exit %d\n got %q\nwant %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// TestTraceReplayCLI: a Mooncake slice replayed through the DES (W3) prints the
+// summary, stores one replay with a row per request, and rejects the missing tier.
+func TestTraceReplayCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 200000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": true, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
+		t.Fatal(errs)
+	}
+	sums := map[string]map[string]any{}
+	for i, tier := range []string{"oracle", "quantitative"} {
+		code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "50", "--tier", tier)
+		if code != 0 || !strings.Contains(out, `"requests": 50,`) || !strings.Contains(out, `"workload_fidelity": "W3"`) ||
+			!strings.Contains(out, `"queueing_tier": "`+tier+`"`) || errs != fmt.Sprintf("replay %d of trace conv stored (50 requests)\n", i+1) {
+			t.Fatalf("replay %s: exit %d\n%s%s", tier, code, out, errs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatal(err)
+		}
+		sums[tier] = m
+	}
+	// the calendar and the DES agree on this light slice (one engine, the same arrivals)
+	for _, k := range []string{"ttft_p50", "ttft_p99", "itl_p50", "tpot_mean", "throughput_rps"} {
+		o, q := sums["oracle"][k].(float64), sums["quantitative"][k].(float64)
+		if math.Abs(q-o) > 0.05*o {
+			t.Errorf("%s: quantitative %v vs oracle %v: more than 5 %% apart", k, q, o)
+		}
+	}
+	code, out, _ := runTraceCLI(t, "--db", db, "query", "select count(*) as n from replay_requests")
+	if code != 0 || !strings.Contains(out, "100") {
+		t.Fatalf("replay_requests: exit %d\n%s", code, out)
+	}
+	code, _, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--tier", "screening")
+	if want := "aicdb: trace replay: --tier \"screening\": must be quantitative or oracle\n"; code != 1 || errs != want {
+		t.Fatalf("screening: exit %d %q", code, errs)
+	}
+}

@@ -1,0 +1,344 @@
+package oracle
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Prefix-cache reuse oracle (issue 13): per-request prefix-cache hits of a trace under
+// one engine's cache policy and a KV budget, from hash ids (Mooncake: one id per
+// HashBlock prompt tokens, the last block partial) rather than token ids.
+//
+// It replays the trace in arrival order through the cache alone: a request looks up
+// its prefix, then its prompt (and its output, as content unique to it) is stored and
+// immediately released in the engine's free order. Running requests pinning KV are
+// not modelled, so KVBlocks is the capacity the cache can use (the whole pool gives an
+// upper bound on hits). Policies:
+//
+//   - vLLM (V-R8, §2.5): the oracle's own blockPool: only FULL blocks of BlockSize
+//     tokens are hashed and reusable, hits are whole blocks with at most isl − 1
+//     tokens, freed blocks go to the LRU free queue tail in reverse block order (a
+//     request's tail blocks are evicted first), a hit removes a block from the queue.
+//   - SGLang (§3.6): a radix tree with LRU eviction of unreferenced leaves; hits are
+//     capped at isl − 1 tokens and rounded down to whole pages (BlockSize = page size,
+//     1 by default); the finished request's prompt and output are inserted.
+//   - TRT-LLM (T-R5): a radix tree of blocks (BlockSize = tokens_per_block) with LRU
+//     eviction of leaf blocks; at most isl − 1 tokens reused, and with partial reuse
+//     (the default) the last partially matching block counts too.
+//
+// The tree's nodes are hash blocks (≤ HashBlock tokens), the finest unit the trace
+// identifies: SGLang evicts whole radix nodes, which can be longer; this is the
+// approximation.
+
+// ReuseConfig configures a ReuseSim.
+type ReuseConfig struct {
+	Backend Backend
+	// KVBlocks is the cache capacity in blocks (vLLM, TRT-LLM) or pages (SGLang).
+	KVBlocks int
+	// BlockSize is tokens per block (vLLM block_size, TRT-LLM tokens_per_block) or per
+	// page (SGLang page_size). 0 = the engine default: 16, 32, 1.
+	BlockSize int
+	// HashBlock is the prompt tokens one hash id covers (Mooncake: 512).
+	HashBlock int
+}
+
+// MaxReuseVLLMBlocks bounds the vLLM pool (allocated whole, ~40 bytes a block).
+const MaxReuseVLLMBlocks = 1 << 22
+
+// DefaultReuseBlockSize is each engine's default block (page) size.
+func DefaultReuseBlockSize(b Backend) int {
+	switch b {
+	case SGLang:
+		return 1
+	case TRTLLM:
+		return 32
+	default:
+		return 16
+	}
+}
+
+// ReuseSim is the reuse oracle's state; requests are added in arrival order.
+type ReuseSim struct {
+	cfg   ReuseConfig
+	seq   uint64
+	chain []uint64
+	// vLLM
+	pool  *blockPool
+	table []int32
+	// SGLang, TRT-LLM
+	tree *reuseTree
+}
+
+// NewReuse checks cfg and builds an empty cache.
+func NewReuse(cfg ReuseConfig) (*ReuseSim, error) {
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultReuseBlockSize(cfg.Backend)
+	}
+	switch {
+	case cfg.Backend != VLLM && cfg.Backend != SGLang && cfg.Backend != TRTLLM:
+		return nil, fmt.Errorf("backend %q: must be vllm, sglang or trtllm", cfg.Backend)
+	case cfg.KVBlocks < 1 || cfg.KVBlocks > 1<<28:
+		return nil, fmt.Errorf("kv blocks %d: must be in 1..%d", cfg.KVBlocks, 1<<28)
+	case cfg.Backend == VLLM && cfg.KVBlocks > MaxReuseVLLMBlocks:
+		return nil, fmt.Errorf("kv blocks %d: the vLLM pool is allocated whole, at most %d blocks (for an unbounded cache read the trace's own reuse in 'aicdb trace stats')", cfg.KVBlocks, MaxReuseVLLMBlocks)
+	case cfg.BlockSize < 1 || cfg.BlockSize > 1<<16:
+		return nil, fmt.Errorf("block size %d: must be in 1..65536", cfg.BlockSize)
+	case cfg.HashBlock < 1:
+		return nil, errors.New("hash block must be ≥ 1 token")
+	}
+	s := &ReuseSim{cfg: cfg}
+	if cfg.Backend == VLLM {
+		s.pool = newBlockPool(cfg.KVBlocks+1, true) // block 0 is the null block
+	} else {
+		s.tree = newReuseTree(int64(cfg.KVBlocks))
+	}
+	return s, nil
+}
+
+// mix64 is the splitmix64 finaliser.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// ownHash names block i (-1: the tail node) of content unique to request seq.
+func ownHash(seq uint64, i int) uint64 {
+	return mix64(mix64(seq^0x5bd1e9955bd1e995) + uint64(i+2))
+}
+
+// chainHashes sets s.chain[k] = hash of hash ids 0..k (a block's identity includes its
+// whole prefix, as in every engine).
+func (s *ReuseSim) chainHashes(ids []int64) []uint64 {
+	s.chain = s.chain[:0]
+	h := uint64(0x6a09e667f3bcc909)
+	for _, id := range ids {
+		h = mix64(h ^ mix64(uint64(id)+0x9e3779b97f4a7c15))
+		s.chain = append(s.chain, h)
+	}
+	return s.chain
+}
+
+// Add replays one request (isl prompt tokens, osl output tokens, hash ids of its
+// prompt blocks) and returns its prefix-cache hit in tokens.
+func (s *ReuseSim) Add(isl, osl int, ids []int64) int {
+	s.seq++
+	chain := s.chainHashes(ids)
+	if s.pool != nil {
+		return s.addVLLM(isl, osl, chain)
+	}
+	return s.addTree(isl, osl, chain)
+}
+
+// known returns how many prompt tokens the hash ids identify.
+func (s *ReuseSim) known(isl int, chain []uint64) int {
+	return min(isl, len(chain)*s.cfg.HashBlock)
+}
+
+func (s *ReuseSim) addVLLM(isl, osl int, chain []uint64) int {
+	bs, hb, p := s.cfg.BlockSize, s.cfg.HashBlock, s.pool
+	known := s.known(isl, chain)
+	blockHash := func(i int) (uint64, bool) {
+		end := (i + 1) * bs // only full blocks are hashed (V-R8)
+		if end > known {
+			return 0, false
+		}
+		return mix64(chain[(end-1)/hb] ^ uint64(i+1)), true
+	}
+	s.table = s.table[:0]
+	hit := 0
+	for i := 0; (i+1)*bs <= isl-1; i++ { // max_hit = num_tokens − 1
+		h, ok := blockHash(i)
+		if !ok {
+			break
+		}
+		b := p.lookup(h)
+		if b < 0 {
+			break
+		}
+		p.touch(b)
+		s.table = append(s.table, b)
+		hit += bs
+	}
+	total := (isl + osl + bs - 1) / bs
+	for i := len(s.table); i < total && p.nfree > 0; i++ {
+		b := p.popHead()
+		if p.hashed[b] {
+			p.evict(b)
+		}
+		p.ref[b] = 1
+		// A block of content unique to this request (its unidentified prompt tail or
+		// its output) is cached by vLLM but never hit by another request: leaving it
+		// unregistered is the same (it takes its place in the free queue either way,
+		// and evicting it frees nothing anyone could hit).
+		if h, ok := blockHash(i); ok && (i+1)*bs <= isl {
+			p.register(b, h)
+		}
+		s.table = append(s.table, b)
+	}
+	for i := len(s.table) - 1; i >= 0; i-- { // free in reverse order (§2.5)
+		p.release(s.table[i])
+	}
+	return hit
+}
+
+func (s *ReuseSim) addTree(isl, osl int, chain []uint64) int {
+	bs, hb, t := s.cfg.BlockSize, s.cfg.HashBlock, s.tree
+	known := s.known(isl, chain)
+	units := func(tokens int) int64 { return int64((tokens + bs - 1) / bs) }
+	t.path = t.path[:0]
+	parent := int32(-1)
+	matched := 0
+	k := 0
+	for ; k < len(chain) && k*hb < known; k++ {
+		n, ok := t.index[chain[k]]
+		if !ok {
+			break
+		}
+		tok := min(hb, known-k*hb)
+		t.path = append(t.path, n)
+		parent = n
+		matched += min(int(t.tokens[n]), tok)
+		if int(t.tokens[n]) < tok {
+			k++
+			break
+		}
+	}
+	for _, n := range t.path { // in use by this request: not evictable while it inserts
+		t.stamp[n] = s.seq
+		t.unlink(n)
+		t.pushTail(n)
+	}
+	hit := min(matched, isl-1)
+	if s.cfg.Backend == SGLang {
+		hit = hit / bs * bs // page granularity
+	}
+	// insert the rest of the identified prompt, then the request's own tail
+	for ; k < len(chain) && k*hb < known; k++ {
+		tok := min(hb, known-k*hb)
+		n, ok := t.insert(chain[k], parent, int32(tok), units(tok), s.seq)
+		if !ok {
+			break
+		}
+		t.path = append(t.path, n)
+		parent = n
+	}
+	if own := isl + osl - known; own > 0 && len(t.path) == len(chain) {
+		if n, ok := t.insert(ownHash(s.seq, -1), parent, int32(min(own, 1<<30)), units(own), s.seq); ok {
+			t.path = append(t.path, n)
+		}
+	}
+	t.touchPath(s.seq)
+	return hit
+}
+
+// reuseTree is a prefix tree of hash blocks with LRU eviction of leaves. The LRU list
+// is kept so that its head is always a leaf: a request's path is pushed to the MRU end
+// deepest node first, so a parent is always more recent than its children.
+type reuseTree struct {
+	index  map[uint64]int32
+	key    []uint64
+	parent []int32
+	kids   []int32
+	tokens []int32
+	units  []int64
+	stamp  []uint64
+	prev   []int32
+	next   []int32
+	free   []int32
+	head   int32
+	tail   int32
+	used   int64
+	cap    int64
+	path   []int32
+}
+
+func newReuseTree(capUnits int64) *reuseTree {
+	return &reuseTree{index: map[uint64]int32{}, head: -1, tail: -1, cap: capUnits}
+}
+
+func (t *reuseTree) unlink(n int32) {
+	pr, nx := t.prev[n], t.next[n]
+	if pr >= 0 {
+		t.next[pr] = nx
+	} else {
+		t.head = nx
+	}
+	if nx >= 0 {
+		t.prev[nx] = pr
+	} else {
+		t.tail = pr
+	}
+	t.prev[n], t.next[n] = -1, -1
+}
+
+func (t *reuseTree) pushTail(n int32) {
+	t.prev[n], t.next[n] = t.tail, -1
+	if t.tail >= 0 {
+		t.next[t.tail] = n
+	} else {
+		t.head = n
+	}
+	t.tail = n
+}
+
+// insert adds a node under parent, evicting LRU leaves not used by the current
+// request (stamp now) to make room; false when it does not fit.
+func (t *reuseTree) insert(h uint64, parent int32, tokens int32, units int64, now uint64) (int32, bool) {
+	if units > t.cap {
+		return -1, false
+	}
+	for t.used+units > t.cap {
+		v := t.head
+		if v < 0 || t.stamp[v] == now {
+			return -1, false
+		}
+		t.evict(v)
+	}
+	var n int32
+	if l := len(t.free); l > 0 {
+		n, t.free = t.free[l-1], t.free[:l-1]
+	} else {
+		n = int32(len(t.key))
+		t.key = append(t.key, 0)
+		t.parent = append(t.parent, 0)
+		t.kids = append(t.kids, 0)
+		t.tokens = append(t.tokens, 0)
+		t.units = append(t.units, 0)
+		t.stamp = append(t.stamp, 0)
+		t.prev = append(t.prev, -1)
+		t.next = append(t.next, -1)
+	}
+	t.key[n], t.parent[n], t.kids[n], t.tokens[n], t.units[n], t.stamp[n] = h, parent, 0, tokens, units, now
+	if parent >= 0 {
+		t.kids[parent]++
+	}
+	t.index[h] = n
+	t.used += units
+	t.pushTail(n)
+	return n, true
+}
+
+// evict drops leaf v.
+func (t *reuseTree) evict(v int32) {
+	t.unlink(v)
+	delete(t.index, t.key[v])
+	if p := t.parent[v]; p >= 0 {
+		t.kids[p]--
+	}
+	t.used -= t.units[v]
+	t.free = append(t.free, v)
+}
+
+// touchPath moves the current path to the MRU end, deepest first.
+func (t *reuseTree) touchPath(now uint64) {
+	for i := len(t.path) - 1; i >= 0; i-- {
+		n := t.path[i]
+		t.stamp[n] = now
+		t.unlink(n)
+		t.pushTail(n)
+	}
+}

@@ -1,0 +1,65 @@
+package oracle_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/aicdb/aicdb/oracle"
+)
+
+// poissonScenario is the issue's `oracle run` yardstick: 10,000 requests (prompt 2048
+// with a 512-token shared prefix given as a field, 256 output tokens), Poisson at
+// 9.6 rps (~70 % of this engine's capacity), the bench engine and timing.
+func poissonScenario(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 256, "block_size": 16,
+		"num_gpu_blocks": 40000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": true, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.02, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002},
+		"requests": [`)
+	rng := rand.New(rand.NewPCG(1, 2))
+	t := 0.0
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id": "r%d", "arrival_ms": %.3f, "prompt_len": 2048, "prefix_group": 1, "prefix_len": 512, "max_tokens": 256}`, i, t)
+		t += rng.ExpFloat64() * 1000 / 9.6
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
+// BenchmarkOracleRun10k is what `aicdb oracle run` does by default: read the scenario
+// as a stream, simulate without the pass log, summarise.
+func BenchmarkOracleRun10k(b *testing.B) {
+	doc := poissonScenario(10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		sc, err := oracle.ReadScenario(bytes.NewReader(doc))
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := sc.Simulate(context.Background(), oracle.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := res.Summary(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadScenario10k is the streaming parse alone.
+func BenchmarkReadScenario10k(b *testing.B) {
+	doc := poissonScenario(10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := oracle.ReadScenario(bytes.NewReader(doc)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

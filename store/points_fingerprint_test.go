@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+
+	"github.com/aicdb/aicdb/migrations"
+)
+
+// TestMigrationDropsUnfingerprintedQuantitative is issue 8 item 1's migration: a
+// store written by an evaluator that could mix models (schema 00004, results
+// without an evaluator fingerprint) loses every quantitative result on open; its
+// points stay and fall back to the screening tier, so the funnel refines them again.
+func TestMigrationDropsUnfingerprintedQuantitative(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.sqlite")
+	db, err := sqlx.Open("sqlite", DSN(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db.DB, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	old := &Store{DB: db, Path: path}
+	pt := testPoint(testInputs(), 30, 1000)
+	if _, err := old.InsertPoints(ctx, []Point{pt}); err != nil {
+		t.Fatal(err)
+	}
+	cols := append([]string{"key"}, QueueingColumns[:]...)
+	cols = append(cols, "throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions")
+	args := []any{pt.Key}
+	for range QueueingColumns {
+		args = append(args, 7.0)
+	}
+	args = append(args, 1.0, 1.0, "W0", "{}")
+	if _, err := db.ExecContext(ctx, `INSERT INTO quantitative_results (`+strings.Join(cols, ", ")+`) VALUES (`+placeholders(len(cols))+`)`, args...); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var n int
+	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM quantitative_results`); err != nil || n != 0 {
+		t.Fatalf("quantitative rows after migration: %d, %v (want 0)", n, err)
+	}
+	got, err := s.SelectPoints(ctx, PointFilter{})
+	if err != nil || len(got) != 1 || got[0].Q.Tier != TierScreening {
+		t.Fatalf("points after migration: %+v, %v (want the row back at screening tier)", got, err)
+	}
+	// New rows carry the fingerprint; one without is refused.
+	r := Quantitative{Key: pt.Key, Fidelity: "W0", Distributions: "{}"}
+	if err := s.InsertQuantitative(ctx, []Quantitative{r}); err == nil || !strings.Contains(err.Error(), "evaluator fingerprint") {
+		t.Fatalf("insert without fingerprint: %v", err)
+	}
+	r.Evaluator = "test-1"
+	if err := s.InsertQuantitative(ctx, []Quantitative{r}); err != nil {
+		t.Fatal(err)
+	}
+	var ev string
+	if err := s.DB.GetContext(ctx, &ev, `SELECT evaluator FROM quantitative_results`); err != nil || ev != "test-1" {
+		t.Fatalf("stored fingerprint %q, %v", ev, err)
+	}
+}
