@@ -308,7 +308,7 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 				p.Reason = reasonOf(err)
 				return nil
 			}
-			p.Quant.Key = p.Key
+			p.Quant.Key, p.Quant.Evaluator = p.Key, ev.Name()
 			if err := p.Quant.Validate(); err != nil {
 				p.Reason = "evaluator: " + err.Error()
 			}
