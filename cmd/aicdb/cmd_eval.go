@@ -64,7 +64,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},
 			&cli.StringFlag{Name: "osl-quantiles", Usage: "W2: equally weighted osl quantile points `a,b,..`"},
 			&cli.Float64Flag{Name: "stage-ms", Usage: "additive per-request stages (encoder + dispatch), ms"},
-			// engine knobs (default: the backend's defaults, SCHEDULERS.md §6)
+			// engine knobs over --engine-profile and --engine-config (SCHEDULERS.md §6)
 			&cli.IntFlag{Name: "max-num-batched-tokens", Usage: "vLLM token budget"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "vLLM max_num_seqs / SGLang max_running_requests"},
 			&cli.BoolFlag{Name: "chunked-prefill", Usage: "chunked prefill on/off (--chunked-prefill=false)"},
@@ -78,6 +78,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-batch-size", Usage: "TRT-LLM max_batch_size"},
 			&cli.IntFlag{Name: "max-num-tokens", Usage: "TRT-LLM max_num_tokens"},
 			&cli.StringFlag{Name: "capacity-policy", Usage: "TRT-LLM guaranteed_no_evict | max_utilization"},
+			engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
 			&cli.IntFlag{Name: "stagger-phases", Usage: "closed loop, quantitative: mix the steady state over N initial client staggers instead of the burst's locked cycle (0 = burst)"},
@@ -232,9 +233,10 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		}
 		s.gpus = c.Int("gpus")
 	}
-	e, err := queueing.DefaultEngine(backend, c.String("version"))
+	e, err := resolveEngine(c, queueing.ProfileInput{Backend: backend, Version: c.String("version"), Role: queueing.RoleAgg,
+		Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL})
 	if err != nil {
-		return nil, userErrorf("--backend: %v", err)
+		return nil, err
 	}
 	if err := applyEngineFlags(c, &e); err != nil {
 		return nil, err
