@@ -1,6 +1,7 @@
 -- accuracy: every measured statistic of every measurement beside its prediction
 -- (issue 9 part 3), one row per (measurement, calibration, metric). predicted is
--- the point at its best stored tier (`aicdb accuracy` evaluates the quantitative
+-- the point at its best stored tier (as the points view presents it; read from the
+-- tables so migrations that drop the points view leave this one valid) (`aicdb accuracy` evaluates the quantitative
 -- tier on demand and persists it); legacy is aiconfigurator's own static estimate
 -- of the same point (ttft, tpot, request latency, throughput) where it has one.
 -- rel_error = (predicted − measured) / measured. Measurements without a prediction
@@ -15,29 +16,29 @@ WITH base AS (
         m.tp, m.pp, m.dp, m.moe_tp, m.moe_ep, m.gemm_quant, m.concurrency, m.request_rate,
         mp.model_used, mp.version_used, mp.version_mapping, mp.engine_profile, mp.evaluator,
         mp.point_key,
-        p.queueing_tier,
+        CASE WHEN o.key IS NULL THEN NULL WHEN r.key IS NULL THEN o.queueing_tier ELSE 'quantitative' END AS queueing_tier,
         CASE
             WHEN mp.measurement_id IS NULL THEN 'not predicted yet: run aicdb accuracy'
             WHEN mp.reason IS NOT NULL THEN mp.reason
-            WHEN p.key IS NULL THEN 'prediction replaced: run aicdb accuracy again'
+            WHEN o.key IS NULL THEN 'prediction replaced: run aicdb accuracy again'
         END AS reason,
-        m.ttft_mean AS m_ttft_mean, p.ttft_steady_mean AS p_ttft_mean, p.ttft AS l_ttft_mean,
-        m.ttft_p50 AS m_ttft_p50, p.ttft_steady_p50 AS p_ttft_p50, NULL AS l_ttft_p50,
-        m.ttft_p99 AS m_ttft_p99, p.ttft_steady_p99 AS p_ttft_p99, NULL AS l_ttft_p99,
-        m.tpot_mean AS m_tpot_mean, p.tpot_mean AS p_tpot_mean, p.tpot AS l_tpot_mean,
-        m.tpot_p50 AS m_tpot_p50, p.tpot_p50 AS p_tpot_p50, NULL AS l_tpot_p50,
-        m.tpot_p99 AS m_tpot_p99, p.tpot_p99 AS p_tpot_p99, NULL AS l_tpot_p99,
-        m.itl_mean AS m_itl_mean, p.itl_mean AS p_itl_mean, NULL AS l_itl_mean,
-        m.itl_p50 AS m_itl_p50, p.itl_p50 AS p_itl_p50, NULL AS l_itl_p50,
-        m.itl_p99 AS m_itl_p99, p.itl_p99 AS p_itl_p99, NULL AS l_itl_p99,
-        m.e2e_mean AS m_e2e_mean, p.e2e_mean AS p_e2e_mean, p.request_latency AS l_e2e_mean,
-        m.e2e_p50 AS m_e2e_p50, p.e2e_p50 AS p_e2e_p50, NULL AS l_e2e_p50,
-        m.e2e_p99 AS m_e2e_p99, p.e2e_p99 AS p_e2e_p99, NULL AS l_e2e_p99,
-        m.throughput_rps AS m_throughput_rps, r.throughput_rps AS p_throughput_rps, p.seq_per_s AS l_throughput_rps,
-        m.output_tokens_per_s AS m_output_tokens_per_s, r.output_tokens_per_s AS p_output_tokens_per_s, p.tokens_per_s AS l_output_tokens_per_s
+        m.ttft_mean AS m_ttft_mean, CASE WHEN r.key IS NULL THEN o.ttft_steady_mean ELSE r.ttft_steady_mean END AS p_ttft_mean, o.ttft AS l_ttft_mean,
+        m.ttft_p50 AS m_ttft_p50, CASE WHEN r.key IS NULL THEN o.ttft_steady_p50 ELSE r.ttft_steady_p50 END AS p_ttft_p50, NULL AS l_ttft_p50,
+        m.ttft_p99 AS m_ttft_p99, CASE WHEN r.key IS NULL THEN o.ttft_steady_p99 ELSE r.ttft_steady_p99 END AS p_ttft_p99, NULL AS l_ttft_p99,
+        m.tpot_mean AS m_tpot_mean, CASE WHEN r.key IS NULL THEN o.tpot_mean ELSE r.tpot_mean END AS p_tpot_mean, o.tpot AS l_tpot_mean,
+        m.tpot_p50 AS m_tpot_p50, CASE WHEN r.key IS NULL THEN o.tpot_p50 ELSE r.tpot_p50 END AS p_tpot_p50, NULL AS l_tpot_p50,
+        m.tpot_p99 AS m_tpot_p99, CASE WHEN r.key IS NULL THEN o.tpot_p99 ELSE r.tpot_p99 END AS p_tpot_p99, NULL AS l_tpot_p99,
+        m.itl_mean AS m_itl_mean, CASE WHEN r.key IS NULL THEN o.itl_mean ELSE r.itl_mean END AS p_itl_mean, NULL AS l_itl_mean,
+        m.itl_p50 AS m_itl_p50, CASE WHEN r.key IS NULL THEN o.itl_p50 ELSE r.itl_p50 END AS p_itl_p50, NULL AS l_itl_p50,
+        m.itl_p99 AS m_itl_p99, CASE WHEN r.key IS NULL THEN o.itl_p99 ELSE r.itl_p99 END AS p_itl_p99, NULL AS l_itl_p99,
+        m.e2e_mean AS m_e2e_mean, CASE WHEN r.key IS NULL THEN o.e2e_mean ELSE r.e2e_mean END AS p_e2e_mean, o.request_latency AS l_e2e_mean,
+        m.e2e_p50 AS m_e2e_p50, CASE WHEN r.key IS NULL THEN o.e2e_p50 ELSE r.e2e_p50 END AS p_e2e_p50, NULL AS l_e2e_p50,
+        m.e2e_p99 AS m_e2e_p99, CASE WHEN r.key IS NULL THEN o.e2e_p99 ELSE r.e2e_p99 END AS p_e2e_p99, NULL AS l_e2e_p99,
+        m.throughput_rps AS m_throughput_rps, r.throughput_rps AS p_throughput_rps, o.seq_per_s AS l_throughput_rps,
+        m.output_tokens_per_s AS m_output_tokens_per_s, r.output_tokens_per_s AS p_output_tokens_per_s, o.tokens_per_s AS l_output_tokens_per_s
     FROM measurements m
     LEFT JOIN measurement_predictions mp ON mp.measurement_id = m.id
-    LEFT JOIN points p ON p.key = mp.point_key
+    LEFT JOIN operating_points o ON o.key = mp.point_key
     LEFT JOIN quantitative_results r ON r.key = mp.point_key
 )
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
