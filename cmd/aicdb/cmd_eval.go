@@ -81,7 +81,8 @@ func evalCommand() *cli.Command {
 			engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
-			&cli.IntFlag{Name: "stagger-phases", Usage: "closed loop, quantitative: mix the steady state over N initial client staggers instead of the burst's locked cycle (0 = burst)"},
+			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
+			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
 			calibrationFlag(),
 		},
@@ -112,10 +113,11 @@ func runEval(c *cli.Context) error {
 	out := map[string]any{}
 	for _, tier := range spec.tiers {
 		var rep *queueing.Report
+		opt := queueing.Options{StaggerPhases: c.Int("stagger-phases"), ClientRTTMs: c.Float64("client-rtt-ms")}
 		if tier == queueing.TierScreening {
-			rep, err = queueing.Screening(spec.w, spec.e, spec.t)
+			rep, err = queueing.ScreeningWith(spec.w, spec.e, spec.t, opt)
 		} else {
-			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, queueing.Options{StaggerPhases: c.Int("stagger-phases")})
+			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, opt)
 		}
 		if err == nil && spec.pt != nil {
 			if perr := spec.pt.Err(); perr != nil {
