@@ -696,23 +696,34 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 			return sum, nil, userErrorf("trace replay --tier quantitative: reuse oracle: %v", err)
 		}
 	}
-	var ids []int64
+	// The slice's hash ids are read whole (one flat array) and announced to the reuse
+	// oracle before it replays them, so it registers only blocks someone looks up again.
+	var ids, buf []int64
+	var idEnd []int
 	var seqs []int64
 	var reqs []queueing.TraceRequest
 	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
-		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL}
+		reqs = append(reqs, queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL})
+		seqs = append(seqs, r.Seq)
 		if rs != nil {
-			if ids, err = trace.DecodeHashIDs(ids, r.HashIDs); err != nil {
+			if buf, err = trace.DecodeHashIDs(buf, r.HashIDs); err != nil {
 				return err
 			}
-			q.Prefix = rs.Add(r.ISL, r.OSL, ids)
+			rs.Expect(buf)
+			ids = append(ids, buf...)
+			idEnd = append(idEnd, len(ids))
 		}
-		reqs = append(reqs, q)
-		seqs = append(seqs, r.Seq)
 		return nil
 	})
 	if err != nil {
 		return sum, nil, err
+	}
+	if rs != nil {
+		start := 0
+		for i := range reqs {
+			reqs[i].Prefix = rs.Add(reqs[i].ISL, reqs[i].OSL, ids[start:idEnd[i]])
+			start = idEnd[i]
+		}
 	}
 	if len(reqs) == 0 {
 		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)

@@ -168,6 +168,9 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 		if err != nil {
 			return ReplayMetrics{}, err
 		}
+		for _, r := range reqs {
+			rs.Expect(r.HashIDs)
+		}
 	}
 	in := make([]queueing.TraceRequest, len(reqs))
 	for i, r := range reqs {
