@@ -631,7 +631,7 @@ func traceReplay(c *cli.Context) error {
 // hash ids as block identities (the engine's own cache decides what hits).
 func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
-	sim, err := oracle.New(eng, tim, oracle.Options{})
+	sim, err := oracle.New(eng, tim, oracle.Options{SummaryOnly: true}) // per-token times are never stored
 	if err != nil {
 		return sum, nil, userErrorf("trace replay: --engine: %v", err)
 	}
@@ -668,10 +668,9 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	}
 	rows := make([]store.ReplayRow, len(res.Requests))
 	for i, r := range res.Requests {
-		k := len(r.TokenTimesMs)
 		tpot := 0.0
-		if k > 1 {
-			tpot = (r.FinishMs - r.TokenTimesMs[0]) / float64(k-1)
+		if k := r.NumTokens; k > 1 {
+			tpot = (r.FinishMs - r.FirstTokenMs) / float64(k-1)
 		}
 		rows[i] = store.ReplayRow{Seq: seqs[i], ArrivalMs: r.ArrivalMs, ISL: r.PromptLen, OSL: r.MaxTokens,
 			CachedTokens: r.NumCachedTokens, Preemptions: r.NumPreemptions, TTFTMs: r.TTFTMs, TPOTMs: tpot, E2EMs: r.FinishMs - r.ArrivalMs}
