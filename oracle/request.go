@@ -118,6 +118,9 @@ func (r *req) chainLen() int { return min(len(r.chain)*r.hashBlock, r.p) }
 
 // ensureHashes extends r.hashes to the first n full blocks.
 func (r *req) ensureHashes(n, bs int) {
+	if r.hashes == nil && n > 0 { // Options.SummaryOnly: sized at first use, once
+		r.hashes = make([]uint64, 0, max(n, r.nGlob))
+	}
 	for len(r.hashes) < n {
 		i := len(r.hashes)
 		var parent uint64

@@ -140,6 +140,7 @@ func TestReuseProperties(t *testing.T) {
 
 // mooncakeRow is one request of the Mooncake sample.
 type mooncakeRow struct {
+	At  float64 `json:"timestamp"`
 	In  int     `json:"input_length"`
 	Out int     `json:"output_length"`
 	IDs []int64 `json:"hash_ids"`
