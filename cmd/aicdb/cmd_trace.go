@@ -75,10 +75,14 @@ scenario (docs/oracle.md). Prints the summary (counters and the 15 columns) and 
 with every request's result (replays, replay_requests). --tier quantitative (default) runs
 the queueing calendar with each request's cached tokens from the reuse oracle over the
 engine's pool; --tier oracle runs the DES with the trace's hash ids as block identities.
-   aicdb trace replay conv --engine vllm_h200.json --window 0..600`,
+--by minute adds "series" to the summary: per window the arrivals, finished requests,
+throughput, time-average queue length (arrived, no first token yet) and requests in
+system, and the p99 TTFT of the requests arriving in it.
+   aicdb trace replay conv --engine vllm_h200.json --window 0..600 --by minute`,
 				Flags: append(sliceFlags(),
 					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
-					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"}),
+					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"},
+					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"}),
 				Action: traceReplay,
 			},
 			{
@@ -567,6 +571,12 @@ func traceReplay(c *cli.Context) error {
 	if tier != "oracle" && tier != "quantitative" {
 		return userErrorf("trace replay: --tier %q: must be quantitative or oracle", tier)
 	}
+	var width float64
+	if by := c.String("by"); by != "" {
+		if width, err = trace.ByWidth(by); err != nil {
+			return userErrorf("trace replay: %v", err)
+		}
+	}
 	path := c.String("engine")
 	if path == "" {
 		return userErrorf("trace replay: --engine FILE is required (a JSON object with the engine and timing of an oracle scenario)")
@@ -608,15 +618,23 @@ func traceReplay(c *cli.Context) error {
 	}
 	out := struct {
 		oracle.Summary
-		Tier     string `json:"queueing_tier"`
-		Fidelity string `json:"workload_fidelity"`
-	}{sum, tier, "W3"}
+		Tier     string         `json:"queueing_tier"`
+		Fidelity string         `json:"workload_fidelity"`
+		Series   []trace.Window `json:"series,omitempty"`
+	}{sum, tier, "W3", nil}
+	if width > 0 {
+		outs := make([]trace.Outcome, len(rows))
+		for i, r := range rows {
+			outs[i] = trace.Outcome{ArrivalMs: r.ArrivalMs, FirstTokenMs: r.ArrivalMs + r.TTFTMs, FinishMs: r.ArrivalMs + r.E2EMs}
+		}
+		out.Series = trace.Series(outs, width)
+	}
 	sumJSON, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err
 	}
 	args, _ := json.Marshal(map[string]any{"trace": name, "engine": path, "window": c.String("window"),
-		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier})
+		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier, "by": c.String("by")})
 	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: tier, WorkloadFidelity: "W3",
 		Arguments: string(args), Summary: string(sumJSON), CreatedAt: time.Now().UTC().Format(time.RFC3339)}, rows)
 	if err != nil {

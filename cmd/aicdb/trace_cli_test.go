@@ -111,7 +111,28 @@ func TestTraceReplayCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "100") {
 		t.Fatalf("replay_requests: exit %d\n%s", code, out)
 	}
-	code, _, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--tier", "screening")
+	// --by minute: the series sums to the slice and is stored with the summary
+	code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "50", "--by", "minute")
+	var withSeries struct {
+		Series []struct {
+			Arrivals, Finished int
+		} `json:"series"`
+	}
+	if err := json.Unmarshal([]byte(out), &withSeries); code != 0 || err != nil || len(withSeries.Series) == 0 {
+		t.Fatalf("--by minute: exit %d %v\n%s%s", code, err, out, errs)
+	}
+	na, nf := 0, 0
+	for _, w := range withSeries.Series {
+		na, nf = na+w.Arrivals, nf+w.Finished
+	}
+	if na != 50 || nf != 50 {
+		t.Fatalf("--by minute: %d arrivals, %d finished over the windows, want 50 each", na, nf)
+	}
+	code, _, errs = runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--by", "day")
+	if want := "aicdb: trace replay: --by \"day\": must be second, minute or hour\n"; code != 1 || errs != want {
+		t.Fatalf("--by day: exit %d %q", code, errs)
+	}
+	code, _, errs = runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--tier", "screening")
 	if want := "aicdb: trace replay: --tier \"screening\": must be quantitative or oracle\n"; code != 1 || errs != want {
 		t.Fatalf("screening: exit %d %q", code, errs)
 	}
