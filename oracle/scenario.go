@@ -765,7 +765,8 @@ func (res *Result) WriteLog(w io.Writer) error {
 }
 
 // ReadSetup reads a scenario header without requests — {"engine": {...}, "timing":
-// {...}}, the same knobs as a scenario — for replaying a stored trace.
+// {...}}, the same knobs as a scenario — for replaying a stored trace. The timing may
+// be omitted (nil is returned) when the caller times passes from perf data.
 func ReadSetup(r io.Reader) (Engine, timing.Timing, error) {
 	var raw struct {
 		Engine *rawEngine `json:"engine"`
@@ -782,11 +783,8 @@ func ReadSetup(r io.Reader) (Engine, timing.Timing, error) {
 	if raw.Engine == nil {
 		return Engine{}, nil, errors.New("scenario: missing field engine")
 	}
-	if raw.Timing == nil {
-		return Engine{}, nil, errors.New("scenario: missing field timing")
-	}
 	e, err := raw.Engine.engine()
-	if err != nil {
+	if err != nil || raw.Timing == nil {
 		return e, nil, err
 	}
 	t, err := raw.Timing.timing()

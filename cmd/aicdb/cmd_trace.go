@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -82,6 +83,20 @@ system, and the p99 TTFT of the requests arriving in it.
 				Flags: append(sliceFlags(),
 					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
 					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"},
+					&cli.StringFlag{Name: "model", Usage: "time passes from perf data: model `ID` (with --system, --backend, --tp; replaces the file's timing)"},
+					&cli.StringFlag{Name: "system", Usage: "perf data: GPU system `NAME`"},
+					&cli.StringFlag{Name: "backend", Usage: "perf data: `BACKEND` (must be the engine file's)"},
+					&cli.StringFlag{Name: "version", Usage: "perf data: backend `VERSION` (default: the newest available)"},
+					&cli.IntFlag{Name: "tp", Usage: "perf data: tensor parallel size"},
+					&cli.IntFlag{Name: "pp", Value: 1, Usage: "perf data: pipeline parallel size"},
+					&cli.IntFlag{Name: "dp", Value: 1, Usage: "perf data: attention data parallel size"},
+					&cli.IntFlag{Name: "moe-tp", Value: 1, Usage: "perf data: MoE tensor parallel size"},
+					&cli.IntFlag{Name: "moe-ep", Value: 1, Usage: "perf data: MoE expert parallel size"},
+					&cli.StringFlag{Name: "database-mode", Value: "SILICON", Usage: "perf data: SILICON | HYBRID | EMPIRICAL | SOL"},
+					&cli.StringFlag{Name: "gemm-quant", Usage: "perf data: GEMM quant mode (default: from the model)"},
+					&cli.StringFlag{Name: "kv-quant", Usage: "perf data: KV cache quant mode (default: from the model)"},
+					&cli.StringFlag{Name: "fmha-quant", Usage: "perf data: FMHA quant mode (default: from the model and backend)"},
+					&cli.StringFlag{Name: "moe-quant", Usage: "perf data: MoE quant mode (default: from the model)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"}),
 				Action: traceReplay,
 			},
@@ -606,6 +621,15 @@ func traceReplay(c *cli.Context) error {
 		}
 		return err
 	}
+	var pt *perfdb.PassTiming
+	if c.IsSet("model") {
+		if pt, err = replayPassTiming(c, st, info, sl, eng); err != nil {
+			return err
+		}
+		tim = pt
+	} else if tim == nil {
+		return userErrorf("trace replay: --engine %s: no \"timing\" object; add one or time passes from perf data with --model, --system, --backend and --tp", path)
+	}
 	var sum oracle.Summary
 	var rows []store.ReplayRow
 	if tier == "oracle" {
@@ -615,6 +639,11 @@ func traceReplay(c *cli.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if pt != nil {
+		if perr := pt.Err(); perr != nil {
+			return userErrorf("trace replay %s: perf data: %v", name, perr)
+		}
 	}
 	out := struct {
 		oracle.Summary
@@ -643,6 +672,32 @@ func traceReplay(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "%s\n", sumJSON)
 	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
 	return nil
+}
+
+// replayPassTiming builds the perf-data pass timing of --model/--system/--backend/
+// --version/--tp… with eval's builder, checked against the slice's longest request.
+func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine) (*perfdb.PassTiming, error) {
+	for _, f := range []string{"system", "backend", "tp"} {
+		if !c.IsSet(f) {
+			return nil, userErrorf("trace replay: --model: --%s is required with the perf-data timing", f)
+		}
+	}
+	if b := c.String("backend"); b != string(eng.Backend) {
+		return nil, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
+	}
+	var w workload.Spec
+	err := st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		w.ISL, w.OSL = max(w.ISL, r.ISL), max(w.OSL, r.OSL)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if w.ISL == 0 {
+		return nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
+	}
+	pt, _, _, err := evalPassTiming(c, w)
+	return pt, err
 }
 
 // replayOracle replays the slice through the DES; prefix hits come from the trace's

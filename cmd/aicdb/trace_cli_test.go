@@ -137,3 +137,40 @@ func TestTraceReplayCLI(t *testing.T) {
 		t.Fatalf("screening: exit %d %q", code, errs)
 	}
 }
+
+// TestTraceReplayPerfData: --model/--system/--backend/--tp time the replay from perf
+// data (eval's builder) when the engine file has no timing; without either, or with
+// another backend than the file's, one-line errors.
+func TestTraceReplayPerfData(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 200000, "enable_chunked_prefill": true, "enable_prefix_caching": true,
+		"long_prefill_token_threshold": 0, "async_scheduling": false}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
+		t.Fatal(errs)
+	}
+	base := []string{"--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "5"}
+	code, _, errs := runTraceCLI(t, base...)
+	if want := "aicdb: trace replay: --engine " + eng + ": no \"timing\" object; add one or time passes from perf data with --model, --system, --backend and --tp\n"; code != 1 || errs != want {
+		t.Fatalf("no timing: exit %d %q", code, errs)
+	}
+	perf := append(base, "--model", "meta-llama/Meta-Llama-3.1-70B", "--system", "h200_sxm", "--tp", "4")
+	code, _, errs = runTraceCLI(t, append(perf, "--backend", "sglang")...)
+	if want := "aicdb: trace replay: --backend sglang: the --engine file's backend is vllm; they must be the same\n"; code != 1 || errs != want {
+		t.Fatalf("backend mismatch: exit %d %q", code, errs)
+	}
+	if testing.Short() {
+		t.Skip("the perf-data replay needs a store with the embedded perf data (init, ~5 s)")
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "init"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := runTraceCLI(t, append(perf, "--backend", "vllm")...)
+	if code != 0 || !strings.Contains(out, `"requests": 5,`) || errs != "replay 1 of trace conv stored (5 requests)\n" {
+		t.Fatalf("perf data: exit %d\n%s%s", code, out, errs)
+	}
+}
