@@ -97,6 +97,8 @@ system, and the p99 TTFT of the requests arriving in it.
 					&cli.StringFlag{Name: "kv-quant", Usage: "perf data: KV cache quant mode (default: from the model)"},
 					&cli.StringFlag{Name: "fmha-quant", Usage: "perf data: FMHA quant mode (default: from the model and backend)"},
 					&cli.StringFlag{Name: "moe-quant", Usage: "perf data: MoE quant mode (default: from the model)"},
+					&cli.BoolFlag{Name: "sessions", Usage: "W4 (quantitative tier): a session's later turn arrives at its previous turn's completion + think time, the previous context cached"},
+					&cli.IntFlag{Name: "max-sessions", Usage: "W4: at most `N` sessions in progress (0 = no cap)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"}),
 				Action: traceReplay,
 			},
@@ -586,6 +588,18 @@ func traceReplay(c *cli.Context) error {
 	if tier != "oracle" && tier != "quantitative" {
 		return userErrorf("trace replay: --tier %q: must be quantitative or oracle", tier)
 	}
+	fidelity := "W3"
+	if c.Bool("sessions") {
+		fidelity = "W4"
+		if tier == "oracle" {
+			return userErrorf("trace replay: --sessions: W4 sessions are replayed by the quantitative tier only (the DES driver is not built yet); drop --tier oracle")
+		}
+	} else if c.IsSet("max-sessions") {
+		return userErrorf("trace replay: --max-sessions needs --sessions")
+	}
+	if c.Int("max-sessions") < 0 {
+		return userErrorf("trace replay: --max-sessions %d: must be ≥ 0 (0 = no cap)", c.Int("max-sessions"))
+	}
 	var width float64
 	if by := c.String("by"); by != "" {
 		if width, err = trace.ByWidth(by); err != nil {
@@ -650,7 +664,7 @@ func traceReplay(c *cli.Context) error {
 		Tier     string         `json:"queueing_tier"`
 		Fidelity string         `json:"workload_fidelity"`
 		Series   []trace.Window `json:"series,omitempty"`
-	}{sum, tier, "W3", nil}
+	}{sum, tier, fidelity, nil}
 	if width > 0 {
 		outs := make([]trace.Outcome, len(rows))
 		for i, r := range rows {
@@ -664,7 +678,7 @@ func traceReplay(c *cli.Context) error {
 	}
 	args, _ := json.Marshal(map[string]any{"trace": name, "engine": path, "window": c.String("window"),
 		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier, "by": c.String("by")})
-	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: tier, WorkloadFidelity: "W3",
+	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: tier, WorkloadFidelity: fidelity,
 		Arguments: string(args), Summary: string(sumJSON), CreatedAt: time.Now().UTC().Format(time.RFC3339)}, rows)
 	if err != nil {
 		return err
@@ -774,8 +788,16 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	var idEnd []int
 	var seqs []int64
 	var reqs []queueing.TraceRequest
+	sessions := map[string]int{}
 	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
-		reqs = append(reqs, queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL})
+		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, ThinkMs: r.ThinkMs}
+		if r.Session != "" {
+			if q.Session = sessions[r.Session]; q.Session == 0 {
+				q.Session = len(sessions) + 1
+				sessions[r.Session] = q.Session
+			}
+		}
+		reqs = append(reqs, q)
 		seqs = append(seqs, r.Seq)
 		if rs != nil {
 			if buf, err = trace.DecodeHashIDs(buf, r.HashIDs); err != nil {
@@ -800,7 +822,12 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	if len(reqs) == 0 {
 		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	rep, err := queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
+	var rep *queueing.Report
+	if c.Bool("sessions") {
+		rep, err = queueing.QuantitativeSessions(c.Context, reqs, spec, tim, queueing.Options{}, queueing.SessionOptions{MaxSessions: c.Int("max-sessions")})
+	} else {
+		rep, err = queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
+	}
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
 	}
