@@ -76,12 +76,22 @@ func (s *Sim) prewarm(prefix int) {
 
 // ClosedLoop is the closed-loop driver (QUEUEING.md §1): Clients clients each send
 // Generations requests one after another; a client's next request arrives at the
-// previous one's finish + TurnaroundMs. All clients send their first request at 0.
+// previous one's finish + TurnaroundMs + ClientRTTMs. All clients send their first
+// request at 0 unless StartMs gives each client's first arrival.
 type ClosedLoop struct {
 	Shape
 	Clients      int
 	Generations  int
 	TurnaroundMs float64
+	// ClientRTTMs is the client round trip of a replacement request (detokenise,
+	// stream, client, HTTP, tokenise): it reaches the scheduler this long after the
+	// turnaround, so a real engine's next pass, which starts microseconds after the
+	// completion (V-R1/S-R1/T-R1 schedule at the pass boundary), does not see it.
+	// Identical to queueing.Options.ClientRTTMs; 0 is the exact boundary semantics.
+	ClientRTTMs float64
+	// StartMs, when set (len = Clients), is each client's first arrival (the
+	// evaluator's stagger phases, queueing/stagger.go); nil sends all at 0.
+	StartMs []float64
 	// KeepBusy keeps every client sending past Generations until all requests of
 	// generations < Generations have finished (the evaluator's convention: the
 	// measured requests always compete with a full population).
@@ -101,6 +111,15 @@ func (s *Sim) RunClosedLoop(ctx context.Context, cl ClosedLoop) (*Result, error)
 		return nil, fmt.Errorf("closed loop generations = %d: must be > 0", cl.Generations)
 	case cl.TurnaroundMs < 0 || math.IsNaN(cl.TurnaroundMs) || math.IsInf(cl.TurnaroundMs, 0):
 		return nil, fmt.Errorf("closed loop turnaround_ms = %v: must be a finite number ≥ 0", cl.TurnaroundMs)
+	case cl.ClientRTTMs < 0 || math.IsNaN(cl.ClientRTTMs) || math.IsInf(cl.ClientRTTMs, 0):
+		return nil, fmt.Errorf("closed loop client_rtt_ms = %v: must be a finite number ≥ 0", cl.ClientRTTMs)
+	case cl.StartMs != nil && len(cl.StartMs) != cl.Clients:
+		return nil, fmt.Errorf("closed loop start_ms: %d values for %d clients; give one per client", len(cl.StartMs), cl.Clients)
+	}
+	for i, t := range cl.StartMs {
+		if t < 0 || math.IsNaN(t) || math.IsInf(t, 0) || (i > 0 && t < cl.StartMs[i-1]) {
+			return nil, fmt.Errorf("closed loop start_ms[%d] = %v: must be finite, ≥ 0 and non-decreasing", i, t)
+		}
 	}
 	if cl.Prewarm {
 		s.prewarm(cl.Prefix)
@@ -122,7 +141,11 @@ func (s *Sim) RunClosedLoop(ctx context.Context, cl ClosedLoop) (*Result, error)
 		sent[c]++
 	}
 	for c := 0; c < cl.Clients; c++ {
-		spawn(c, 0)
+		at := 0.0
+		if cl.StartMs != nil {
+			at = cl.StartMs[c]
+		}
+		spawn(c, at)
 	}
 	pending := cl.Clients * cl.Generations // requests of generations < Generations not yet finished
 	s.onFinish = func(s *Sim, ri int32, t float64) {
@@ -131,7 +154,7 @@ func (s *Sim) RunClosedLoop(ctx context.Context, cl ClosedLoop) (*Result, error)
 		}
 		c := int(s.reqs[ri].client)
 		if sent[c] < cl.Generations || (cl.KeepBusy && pending > 0) {
-			spawn(c, t+cl.TurnaroundMs)
+			spawn(c, t+cl.TurnaroundMs+cl.ClientRTTMs)
 		}
 	}
 	s.opt.MaxPasses = max(s.opt.MaxPasses, 1000+4*cl.Clients*cl.Generations*(cl.ISL+cl.OSL))

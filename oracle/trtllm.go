@@ -265,11 +265,21 @@ func (s *Sim) trtCapacityMaxUtil(pb *passBuf) []int32 {
 
 // insertRunningOrdered keeps s.running in arrival order after an append (a request
 // started later may have arrived earlier than some started ones only if it was
-// skipped, which head-of-line admission prevents; kept for safety).
+// skipped, which head-of-line admission prevents, or if it was created after them:
+// a staggered closed loop creates its clients' first requests ahead of time).
 func (s *Sim) insertRunningOrdered() {
-	for i := len(s.running) - 1; i > 0 && s.running[i] < s.running[i-1]; i-- {
+	for i := len(s.running) - 1; i > 0 && s.arrivedBefore(s.running[i], s.running[i-1]); i-- {
 		s.running[i], s.running[i-1] = s.running[i-1], s.running[i]
 	}
+}
+
+// arrivedBefore orders requests as TensorRT-LLM's request ids do: by arrival, ties
+// in creation order. Creation order alone is not arrival order when a driver creates
+// a request ahead of time (a staggered client's first request arriving after another
+// client's replacement was created).
+func (s *Sim) arrivedBefore(a, b int32) bool {
+	ra, rb := s.reqs[a].arrival, s.reqs[b].arrival
+	return ra < rb || (ra == rb && a < b)
 }
 
 // computedBlocksTRT is the reuse lookup of addSequence (T-R5): full blocks of the

@@ -22,21 +22,40 @@ type kernels interface {
 	MoE(a MoEArgs, numTokens int) (Perf, error)
 	MemOp(bytes float64) (Perf, error)
 	P2P(bytes float64) (Perf, error)
+	MLAContextModule(b, s, prefix, heads, native int, kv KVQuant, fmha FMHAQuant, gemm GemmQuant, siliconOnly bool) (Perf, error)
+	MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm GemmQuant, siliconOnly bool) (Perf, error)
+	MLAContext(b, s, prefix, heads int, kv KVQuant, fmha FMHAQuant) (Perf, error)
+	MLAGeneration(b, s, heads int, kv KVQuant) (Perf, error)
+	MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, error)
+	DSAContext(b, s, prefix, heads int, arch string, kv KVQuant, fmha FMHAQuant, gemm GemmQuant) (Perf, error)
+	DSAGeneration(b, s, heads int, arch string, kv KVQuant, gemm GemmQuant) (Perf, error)
+	GemmBelowGridSOL(quant GemmQuant, m, n, k int) (Perf, bool, error)
+	GDN(g GDNShape, b, s int) (Perf, error)
 }
 
 // opKind enumerates the operator types of the LLAMA and MOE op lists.
 type opKind uint8
 
 const (
-	opEmbedding   opKind = iota // memory-bound row lookup: tokens·h·2 bytes
-	opElementwise               // memory-bound: tokens·(2·dimIn + 2·dimOut) bytes
-	opGemm                      // m = tokens, n, k
-	opContextAttn               // prefill FMHA + fused RoPE/KV-write(/qk-norm) extras ×1.1
-	opGenAttn                   // decode attention
-	opAllReduce                 // custom all-reduce of tokens·h elements over tp
-	opP2P                       // pipeline hop: tokens·h·2 bytes
-	opMoE                       // fused MoE expert compute
-	opMoEDispatch               // pre/post MoE dispatch communication
+	opEmbedding     opKind = iota // memory-bound row lookup: tokens·h·2 bytes
+	opElementwise                 // memory-bound: tokens·(2·dimIn + 2·dimOut) bytes
+	opGemm                        // m = tokens, n, k
+	opContextAttn                 // prefill FMHA + fused RoPE/KV-write(/qk-norm) extras ×1.1
+	opGenAttn                     // decode attention
+	opAllReduce                   // custom all-reduce of tokens·h elements over tp
+	opP2P                         // pipeline hop: tokens·h·2 bytes
+	opMoE                         // fused MoE expert compute
+	opMoEDispatch                 // pre/post MoE dispatch communication
+	opMLACtxModule                // fused context MLA module (one layer's MLA block)
+	opMLAGenModule                // fused decode MLA module
+	opFallback                    // primary op; on a table miss, the sum of the fallback ops
+	opOverlap                     // two op groups on parallel streams: max latency, summed energy
+	opMLAContext                  // op-level context MLA (latent attention kernel)
+	opMLAGeneration               // op-level decode MLA
+	opMLABmm                      // absorbed-MLA BMM (pre or post), tokens = the phase batch
+	opDSACtx                      // context DSA module (indexer + top-k sparse MLA block)
+	opDSAGen                      // decode DSA module
+	opGDN                         // a Gated-DeltaNet kernel (conv1d or delta rule)
 )
 
 // op is one entry of a context or generation op list (aiconfigurator
@@ -72,6 +91,24 @@ type op struct {
 	smVer    int    // dispatch: system sm_version (trtllm branch)
 	nvl72    bool   // dispatch: num_gpus_per_node ≥ 72
 	weightsB float64
+
+	// MLA module: the model's native head count keys the module table.
+	native int
+	// DSA module: the architecture keys the table and its dims.
+	arch string
+	// GDN kernel geometry.
+	gdn GDNShape
+	// belowGridSOL: a GEMM shape outside the collected grid is priced at its
+	// SOL in SILICON mode (the reference's below_grid_sol opt-in).
+	belowGridSOL bool
+	// attnAR: the model prices the attention all-reduce itself, so vLLM's
+	// pre-dispatch does not add its all-reduce proxy (attn_ar_modeled).
+	attnAR bool
+
+	// composites: opFallback runs sub[0] as the primary and sub[1:] as the
+	// fallback chain; opOverlap runs sub[:split] against sub[split:].
+	sub   []op
+	split int
 }
 
 // isContextAttention and isGenerationAttention are the name filters of the
@@ -90,6 +127,11 @@ func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
 		r, err = ks.MemOp(o.bytesPerToken * float64(x))
 	case opGemm:
 		r, err = ks.GemmOp(o.gemmQ, x, o.n, o.k, o.lowPrec)
+		if err != nil && o.belowGridSOL && IsMiss(err) && o.gemmQ != GemmFP8Static {
+			if p, ok, e2 := ks.GemmBelowGridSOL(o.gemmQ, x, o.n, o.k); ok || e2 != nil {
+				r, err = p, e2
+			}
+		}
 	case opContextAttn:
 		r, err = o.contextAttention(ks, batch, s, prefix)
 	case opGenAttn:
@@ -108,6 +150,26 @@ func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
 		r, err = ks.MoE(o.moe, x)
 	case opMoEDispatch:
 		r, err = o.dispatch(ks, x)
+	case opMLACtxModule, opMLAGenModule:
+		r, err = o.mlaModule(ks, batch, s, prefix, false)
+	case opFallback:
+		return o.fallback(ks, batch, s, prefix, x)
+	case opOverlap:
+		return o.overlap(ks, batch, s, prefix, x)
+	case opMLAContext:
+		r, err = ks.MLAContext(batch, s, prefix, o.heads, o.kvQ, o.fmhaQ)
+	case opMLAGeneration:
+		r, err = ks.MLAGeneration(batch, s, o.heads, o.kvQ)
+	case opMLABmm:
+		// The reference indexes the BMM table by the op's batch (its
+		// per-request row count), not the token count.
+		r, err = ks.MLABmm(batch, o.heads, o.gemmQ, o.pre)
+	case opDSACtx:
+		r, err = ks.DSAContext(batch, s, prefix, o.heads, o.arch, o.kvQ, o.fmhaQ, o.gemmQ)
+	case opDSAGen:
+		r, err = ks.DSAGeneration(batch, s, o.heads, o.arch, o.kvQ, o.gemmQ)
+	case opGDN:
+		r, err = ks.GDN(o.gdn, batch, s)
 	default:
 		return Perf{}, fmt.Errorf("op %s: unknown kind %d", o.name, o.kind)
 	}
@@ -158,6 +220,63 @@ func (o *op) contextAttention(ks kernels, batch, s, prefix int) (Perf, error) {
 	return r.Plus(extra.Scaled(1.1)), nil
 }
 
+// mlaModule is MlaModuleOp::query_context / query_generation without the
+// scale factor; siliconOnly is the HYBRID primary of a fallback op.
+func (o *op) mlaModule(ks kernels, batch, s, prefix int, siliconOnly bool) (Perf, error) {
+	if o.kind == opMLACtxModule {
+		return ks.MLAContextModule(batch, s, prefix, o.heads, o.native, o.kvQ, o.fmhaQ, o.gemmQ, siliconOnly)
+	}
+	return ks.MLAGenerationModule(batch, s, o.heads, o.native, o.kvQ, o.gemmQ, siliconOnly)
+}
+
+// fallback is FallbackOp::query: the primary (an MLA module, priced on a
+// silicon view in HYBRID so a missing module table is not estimated), else,
+// on a structured table miss, the fallback chain summed.
+func (o *op) fallback(ks kernels, batch, s, prefix, x int) (Perf, error) {
+	p := &o.sub[0]
+	r, err := p.mlaModule(ks, batch, s, prefix, true)
+	if err == nil {
+		return r.ClampNonNegative().Scaled(p.scale), nil
+	}
+	if !IsMiss(err) {
+		return Perf{}, fmt.Errorf("%s: %w", p.name, err)
+	}
+	total := Perf{Source: SourceEmpirical}
+	for i := range o.sub[1:] {
+		v, err := o.sub[1+i].query(ks, batch, s, prefix, x)
+		if err != nil {
+			return Perf{}, err
+		}
+		total = total.Plus(v)
+	}
+	return total.ClampNonNegative(), nil
+}
+
+// overlap is OverlapOp::query: latency max(Σa, Σb), energy Σa + Σb.
+func (o *op) overlap(ks kernels, batch, s, prefix, x int) (Perf, error) {
+	sum := func(ops []op) (Perf, error) {
+		t := Perf{Source: SourceEmpirical}
+		for i := range ops {
+			v, err := ops[i].query(ks, batch, s, prefix, x)
+			if err != nil {
+				return Perf{}, err
+			}
+			t = t.Plus(v)
+		}
+		return t, nil
+	}
+	a, err := sum(o.sub[:o.split])
+	if err != nil {
+		return Perf{}, err
+	}
+	b, err := sum(o.sub[o.split:])
+	if err != nil {
+		return Perf{}, err
+	}
+	m := a.Plus(b)
+	return Perf{LatencyMs: math.Max(a.LatencyMs, b.LatencyMs), EnergyWms: a.EnergyWms + b.EnergyWms, Source: m.Source}.ClampNonNegative(), nil
+}
+
 // dispatch is MoEDispatchOp::query for the fused (non-large-EP) path: vLLM and
 // SGLang ride the custom all-reduce / NCCL flavor, TRT-LLM its own branch
 // (moe_dispatch.rs). Sub-queries are unscaled; the caller scales once.
@@ -188,7 +307,7 @@ func (o *op) dispatch(ks kernels, x int) (Perf, error) {
 	var total float64
 	switch o.backend {
 	case "vllm":
-		if attnTP > 1 {
+		if attnTP > 1 && !(o.pre && o.attnAR) {
 			v, err := ar(x)
 			if err != nil {
 				return Perf{}, err

@@ -94,8 +94,14 @@ func newEstimator(ks kernels, sys *System, m *Model, cfg Config) (*Estimator, er
 		ls, err = buildLlama(m, &cfg)
 	case "MOE":
 		ls, err = buildMoE(m, &cfg)
+	case "DEEPSEEK", "KIMIK25":
+		ls, err = buildDeepSeek(m, &cfg)
+	case "DEEPSEEKV32":
+		ls, err = buildDeepSeekV32(m, &cfg)
+	case "QWEN35":
+		ls, err = buildQwen35(m, &cfg)
 	default:
-		return nil, fmt.Errorf("%w: %s (architecture %s) is family %q; supported: LLAMA, MOE",
+		return nil, fmt.Errorf("%w: %s (architecture %s) is family %q; supported: LLAMA, MOE, DEEPSEEK, KIMIK25, DEEPSEEKV32, QWEN35",
 			ErrUnsupportedFamily, m.ID, m.Architecture, m.Family)
 	}
 	if err != nil {
@@ -132,8 +138,13 @@ func ValidateConfig(m *Model, cfg Config) error {
 	default:
 		return fmt.Errorf("backend %q: unknown; use vllm, trtllm or sglang", cfg.Backend)
 	}
-	if m.Family == "MOE" {
+	switch m.Family {
+	case "MOE":
 		return validateMoE(m, &cfg)
+	case "DEEPSEEK", "KIMIK25", "DEEPSEEKV32":
+		return validateDeepSeek(m, &cfg)
+	case "QWEN35":
+		return validateQwen35(m, &cfg)
 	}
 	return nil
 }

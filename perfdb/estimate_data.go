@@ -75,7 +75,25 @@ func ResolveQuant(d *Data, m *Model, cfg Config, cliPath bool) Config {
 	}
 	if !explicitFMHA && cfg.FMHAQuant != FMHABF16 {
 		keep := false
-		if cfg.Backend != "vllm" {
+		switch {
+		case cfg.Backend == "vllm" || m.Family == "DEEPSEEKV32":
+			// vLLM and DSA (DeepSeek-V3.2, GLM-5) always end with a bf16 fmha.
+		case isMLAFamily(m):
+			// MLA: the context MLA tables (op-level and module) decide, jointly
+			// with the KV dtype; no information at all keeps the checkpoint's.
+			seen := map[string]bool{}
+			for i := range d.MLAContext {
+				if r := &d.MLAContext[i]; r.KVDtype == string(cfg.KVQuant) {
+					seen[r.FMHA] = true
+				}
+			}
+			for i := range d.MLAContextModule {
+				if r := &d.MLAContextModule[i]; r.KVDtype == string(cfg.KVQuant) {
+					seen[r.FMHA] = true
+				}
+			}
+			keep = len(seen) == 0 || seen[string(cfg.FMHAQuant)] || !seen[string(FMHABF16)]
+		default:
 			for i := range d.ContextAttention {
 				r := &d.ContextAttention[i]
 				if r.AttnDtype == string(cfg.FMHAQuant) && r.KVDtype == string(cfg.KVQuant) {

@@ -89,6 +89,11 @@ func (r StaticResult) StaticTotal() float64 { return r.ContextMs + r.GenerationM
 // AggInput is one continuous-batching point (BaseBackend.run_agg).
 type AggInput struct {
 	Batch, CtxTokens, ISL, OSL, Prefix int
+	// DecodeTokensPerIter is the MTP acceptance: output tokens one decode
+	// iteration yields on average, in [1, nextn+1] (run_agg's
+	// decode_tokens_per_iteration); 0 means 1 (no speculative progress).
+	// Every decode iteration still verifies nextn+1 rows per request.
+	DecodeTokensPerIter float64
 }
 
 // AggResult is an agg row (unrounded, as the reference result dict).
@@ -166,7 +171,9 @@ func (h hooks) throughputCap(step, ttft, tpot float64, b, osl int) float64 {
 	return math.Min(step, float64(b*max(osl-1, 0))*1000/req)
 }
 
-// Agg is run_agg for one (b, ctx_tokens) point (nextn progress 1 token/iter).
+// Agg is run_agg for one (b, ctx_tokens) point: with MTP acceptance a
+// (DecodeTokensPerIter) the osl − 1 decode tokens take (osl − 1)/a
+// iterations and TPOT is the per-iteration time / a.
 func (e *Estimator) Agg(in AggInput) (AggResult, error) {
 	if err := validateShape(in.Batch, in.ISL, in.OSL, in.Prefix); err != nil {
 		return AggResult{}, err
@@ -174,9 +181,16 @@ func (e *Estimator) Agg(in AggInput) (AggResult, error) {
 	if in.CtxTokens <= 0 {
 		return AggResult{}, fmt.Errorf("--ctx-tokens %d: must be ≥ 1", in.CtxTokens)
 	}
+	accept := in.DecodeTokensPerIter
+	if accept == 0 {
+		accept = 1
+	}
+	if math.IsNaN(accept) || accept < 1 || accept > float64(e.cfg.Nextn+1) {
+		return AggResult{}, fmt.Errorf("decode tokens per iteration %v: must lie in [1, nextn+1 = %d]; raise --nextn or lower the acceptance", in.DecodeTokensPerIter, e.cfg.Nextn+1)
+	}
 	h := hooks{e.cfg.Backend}
 	b, isl, osl, ctx := in.Batch, in.ISL, in.OSL, in.CtxTokens
-	decodeIters := 1 + float64(max(osl-1, 0))
+	decodeIters := 1 + float64(max(osl-1, 0))/accept
 	steps := math.Ceil(float64(isl*b) / float64(ctx))
 	var nMix, nGen, nMixTPOT float64
 	var mixGen, genTokens int
@@ -204,7 +218,7 @@ func (e *Estimator) Agg(in AggInput) (AggResult, error) {
 	r := AggResult{MixedStepMs: mix, GenOnlyMs: genOnly, NumMix: nMix, NumGenOnly: nGen}
 	r.TTFTMs = (mix*math.Ceil(float64(isl)/float64(ctx)) + h.dispatchOverheadMs(e.model.Layers)) * h.ttftQueuingFactor(b, steps)
 	if n := nMixTPOT + nGen; n > 0 {
-		r.TPOTMs = (mix*nMixTPOT + genOnly*nGen) / n
+		r.TPOTMs = (mix*nMixTPOT + genOnly*nGen) / n / accept
 	}
 	r.RequestMs = r.TTFTMs + r.TPOTMs*float64(osl-1)
 	total := nMix*mix + nGen*genOnly

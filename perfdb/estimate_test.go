@@ -33,6 +33,33 @@ func (fakeKernels) NCCL(q CommQuant, g int, op string, size float64) (Perf, erro
 func (fakeKernels) MoE(a MoEArgs, tokens int) (Perf, error) {
 	return Perf{LatencyMs: 0.02 + float64(tokens*max(a.AttentionDP, 1))*1e-5, Source: SourceSilicon}, nil
 }
+func (fakeKernels) MLAContextModule(b, s, prefix, heads, native int, kv KVQuant, fmha FMHAQuant, gemm GemmQuant, siliconOnly bool) (Perf, error) {
+	return Perf{LatencyMs: 0.05 + float64(b*(s+prefix)*heads)*1e-7, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm GemmQuant, siliconOnly bool) (Perf, error) {
+	return Perf{LatencyMs: 0.03 + float64(b*s*heads)*1e-8, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MLAContext(b, s, prefix, heads int, kv KVQuant, fmha FMHAQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.02 + float64(b*(s+prefix)*heads)*1e-7, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MLAGeneration(b, s, heads int, kv KVQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.01 + float64(b*s*heads)*1e-8, Source: SourceSilicon}, nil
+}
+func (fakeKernels) MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, error) {
+	return Perf{LatencyMs: 0.003 + float64(tokens*heads)*1e-7, Source: SourceSilicon}, nil
+}
+func (fakeKernels) DSAContext(b, s, prefix, heads int, arch string, kv KVQuant, fmha FMHAQuant, gemm GemmQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.04 + float64(b*s*heads)*1e-7, Source: SourceSilicon}, nil
+}
+func (fakeKernels) DSAGeneration(b, s, heads int, arch string, kv KVQuant, gemm GemmQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.02 + float64(b*min(s, 2048)*heads)*1e-8, Source: SourceSilicon}, nil
+}
+func (fakeKernels) GemmBelowGridSOL(quant GemmQuant, m, n, k int) (Perf, bool, error) {
+	return Perf{}, false, nil
+}
+func (fakeKernels) GDN(g GDNShape, b, s int) (Perf, error) {
+	return Perf{LatencyMs: 0.004 + float64(b*max(s, 1)*g.NV)*1e-9, Source: SourceSilicon}, nil
+}
 func (fakeKernels) MemOp(bytes float64) (Perf, error) {
 	return Perf{LatencyMs: (bytes/(4.8e12*0.8) + 3e-6) * 1000, Source: SourceEmpirical}, nil
 }

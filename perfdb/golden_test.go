@@ -189,8 +189,10 @@ func (g *goldenEnv) modelConfig(id string) (*Model, error) {
 // coverage returns "" when the case can run here, else the skip reason.
 func (g *goldenEnv) coverage(c *goldenCase) string {
 	switch {
-	case c.Family != "LLAMA" && c.Family != "MOE":
-		return fmt.Sprintf("family %s not modeled (LLAMA and MOE only)", c.Family)
+	case c.Family != "LLAMA" && c.Family != "MOE" && c.Family != "DEEPSEEK" && c.Family != "KIMIK25" && c.Family != "DEEPSEEKV32" && c.Family != "QWEN35":
+		return fmt.Sprintf("family %s not modeled (LLAMA, MOE, DEEPSEEK, KIMIK25, DEEPSEEKV32, QWEN35 only)", c.Family)
+	case c.Family == "DEEPSEEKV32" && (c.DatabaseMode == "EMPIRICAL" || c.DatabaseMode == "HYBRID"):
+		return "the DSA util-transfer (EMPIRICAL) estimate is not modeled"
 	}
 	if _, err := os.Stat(filepath.Join(g.systemsDir(), c.System+".yaml")); err != nil {
 		return "no system spec " + c.System + ".yaml in the data slice"

@@ -24,6 +24,9 @@ type fileImporter interface {
 type kindImporter[R any, K comparable] struct{ k *tableKind[R, K] }
 
 func (ki kindImporter[R, K]) insertSQL() string {
+	if ki.k.sql.name == "" {
+		return "" // stored as file content only: no SQL mirror table
+	}
 	cols := append([]string{"source_id", "row_idx", "system", "backend", "version"}, ki.k.sql.cols...)
 	return "INSERT INTO " + ki.k.sql.name + " (" + strings.Join(cols, ", ") + ") VALUES (" +
 		strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + ")"
@@ -39,6 +42,9 @@ func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.
 		return 0, nil, err
 	}
 	hasPower := t.hasCol("power")
+	if ki.k.sql.name == "" {
+		return len(rows), func(context.Context, *sql.Stmt, int64, string, string, string) error { return nil }, nil
+	}
 	insert := func(ctx context.Context, stmt *sql.Stmt, srcID int64, system, backend, version string) error {
 		// One prepared statement per row: measured cheaper in CPU than
 		// json_each batches (13.5 s vs 19.6 s user for the h200 slice).
@@ -97,6 +103,16 @@ var importers = map[string]fileImporter{
 	moeKind.stem:                 kindImporter[MoERow, moeKey]{moeKind},
 	computeScaleKind.stem:        kindImporter[QuantizeRow, quantKey]{computeScaleKind},
 	scaleMatrixKind.stem:         kindImporter[QuantizeRow, quantKey]{scaleMatrixKind},
+	// MLA module tables have no SQL mirror (no migration): the store keeps
+	// their Parquet content, which LoadStore decodes like any other file.
+	mlaContextModuleKind.stem:    kindImporter[MLAModuleRow, mlaModuleKey]{mlaContextModuleKind},
+	mlaGenerationModuleKind.stem: kindImporter[MLAModuleRow, mlaModuleKey]{mlaGenerationModuleKind},
+	mlaContextKind.stem:          kindImporter[MLARow, mlaKey]{mlaContextKind},
+	mlaGenerationKind.stem:       kindImporter[MLARow, mlaKey]{mlaGenerationKind},
+	mlaBmmKind.stem:              kindImporter[MLABmmRow, mlaBmmKey]{mlaBmmKind},
+	dsaContextKind.stem:          kindImporter[DSARow, *DSARow]{dsaContextKind},
+	dsaGenerationKind.stem:       kindImporter[DSARow, *DSARow]{dsaGenerationKind},
+	gdnKind.stem:                 kindImporter[GDNRow, gdnKey]{gdnKind},
 }
 
 // importFiles imports the tree's table files: unchanged files (same sha256)
@@ -135,6 +151,9 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 	stmtFor := func(stem string, imp fileImporter) (*sql.Stmt, error) {
 		if s := stmts[stem]; s != nil {
 			return s, nil
+		}
+		if imp.insertSQL() == "" {
+			return nil, nil // content-only table: nothing to mirror
 		}
 		s, err := tx.PrepareContext(ctx, imp.insertSQL())
 		if err != nil {

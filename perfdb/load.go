@@ -379,6 +379,38 @@ func assemble(ctx context.Context, tr *tree, src rowSource, backend, version str
 			d.ScaleMatrix, err = loadKind(ctx, src, scaleMatrixKind, res(scaleMatrixKind.stem), sys, s)
 			return err
 		},
+		func(s *[]DataSource) (err error) {
+			d.MLAContextModule, err = loadKind(ctx, src, mlaContextModuleKind, res(mlaContextModuleKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.MLAGenerationModule, err = loadKind(ctx, src, mlaGenerationModuleKind, res(mlaGenerationModuleKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.MLAContext, err = loadKind(ctx, src, mlaContextKind, res(mlaContextKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.MLAGeneration, err = loadKind(ctx, src, mlaGenerationKind, res(mlaGenerationKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.MLABmm, err = loadKind(ctx, src, mlaBmmKind, res(mlaBmmKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.DSAContext, err = loadKind(ctx, src, dsaContextKind, res(dsaContextKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.DSAGeneration, err = loadKind(ctx, src, dsaGenerationKind, res(dsaGenerationKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.GDN, err = loadKind(ctx, src, gdnKind, res(gdnKind.stem), sys, s)
+			return err
+		},
 	}
 	srcs := make([][]DataSource, len(tasks))
 	errs := make([]error, len(tasks))

@@ -309,9 +309,219 @@ var scaleMatrixKind = &tableKind[QuantizeRow, quantKey]{
 	key:    func(r *QuantizeRow) quantKey { return quantKey{r.Dtype, r.M, r.K} },
 }
 
+// --- MLA modules --------------------------------------------------------------
+
+type mlaModuleKey struct {
+	fmha, kv, gemm                  string
+	native, heads, batch, seq, step int
+}
+
+// mlaModuleNativeHeads is the model-native head count that keys the MLA
+// module tables (aiconfigurator's module native-head pin); 0 for a model
+// the pin does not know (its rows are unusable, and the module op then
+// falls back to the granular MLA ops, as the reference does).
+func mlaModuleNativeHeads(model string) int {
+	switch model {
+	case "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1", "nvidia/DeepSeek-V3.1-NVFP4":
+		return 128
+	}
+	return 0
+}
+
+var mlaModuleCols = []string{"kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type", "num_heads",
+	"tp_size", "batch_size", "isl", "step", "latency", "power"}
+
+func mlaModuleFromParquet(t *rawTable) ([]MLAModuleRow, error) {
+	c := &colReader{t: t}
+	ks, model := c.strs("kernel_source", false), c.strs("model", true)
+	fm, kv, gt := c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true), c.strs("gemm_type", true)
+	heads, tp := c.ints("num_heads", true, 0), c.ints("tp_size", false, 1)
+	b, isl, step := c.ints("batch_size", true, 0), c.ints("isl", true, 0), c.ints("step", false, 0)
+	lat, pw := c.floats("latency", true), c.floats("power", false)
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := make([]MLAModuleRow, t.rows)
+	for i := range out {
+		out[i] = MLAModuleRow{Model: model[i], FMHA: fm[i], KVDtype: kv[i], GemmType: gt[i], NumHeads: heads[i],
+			TPSize: tp[i], Batch: b[i], ISL: isl[i], Step: step[i], Latency: lat[i], Power: pw[i], Kernel: ks[i]}
+	}
+	return out, nil
+}
+
+// mlaContextModuleKind keys (fmha, kv, gemm, native, heads, isl, batch) —
+// first wins, as the reference's module loader does.
+var mlaContextModuleKind = &tableKind[MLAModuleRow, mlaModuleKey]{
+	stem: "mla_context_module_perf", cols: mlaModuleCols, fromParquet: mlaModuleFromParquet,
+	kernel: func(r *MLAModuleRow) string { return r.Kernel },
+	key: func(r *MLAModuleRow) mlaModuleKey {
+		return mlaModuleKey{r.FMHA, r.KVDtype, r.GemmType, mlaModuleNativeHeads(r.Model), r.NumHeads, r.Batch, r.ISL, 0}
+	},
+}
+
+// mlaGenerationModuleKind keys (kv, gemm, native, heads, batch, isl+step):
+// the generation table's mla_dtype column is degenerate and not a key.
+var mlaGenerationModuleKind = &tableKind[MLAModuleRow, mlaModuleKey]{
+	stem: "mla_generation_module_perf", cols: mlaModuleCols, fromParquet: mlaModuleFromParquet,
+	kernel: func(r *MLAModuleRow) string { return r.Kernel },
+	key: func(r *MLAModuleRow) mlaModuleKey {
+		return mlaModuleKey{"", r.KVDtype, r.GemmType, mlaModuleNativeHeads(r.Model), r.NumHeads, r.Batch, r.ISL + r.Step, 0}
+	},
+}
+
+// --- op-level MLA and MLA BMM --------------------------------------------------
+
+type mlaKey struct {
+	fmha, kv          string
+	heads, batch, seq int
+}
+
+func mlaFromParquet(t *rawTable) ([]MLARow, error) {
+	c := &colReader{t: t}
+	ks, fm, kv := c.strs("kernel_source", false), c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true)
+	heads, b := c.ints("num_heads", true, 0), c.ints("batch_size", true, 0)
+	isl, step := c.ints("isl", true, 0), c.ints("step", false, 0)
+	lat, pw := c.floats("latency", true), c.floats("power", false)
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := make([]MLARow, t.rows)
+	for i := range out {
+		out[i] = MLARow{FMHA: fm[i], KVDtype: kv[i], NumHeads: heads[i], Batch: b[i], ISL: isl[i], Step: step[i],
+			Latency: lat[i], Power: pw[i], Kernel: ks[i]}
+	}
+	return out, nil
+}
+
+var mlaCols = []string{"kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency", "power"}
+
+// mlaContextKind keys (fmha, kv, heads, isl, batch), first wins.
+var mlaContextKind = &tableKind[MLARow, mlaKey]{
+	stem: "context_mla_perf", cols: mlaCols, fromParquet: mlaFromParquet,
+	kernel: func(r *MLARow) string { return r.Kernel },
+	key:    func(r *MLARow) mlaKey { return mlaKey{r.FMHA, r.KVDtype, r.NumHeads, r.Batch, r.ISL} },
+}
+
+// mlaGenerationKind keys (kv, heads, batch, isl+step): mla_dtype is not a key.
+var mlaGenerationKind = &tableKind[MLARow, mlaKey]{
+	stem: "generation_mla_perf", cols: mlaCols, fromParquet: mlaFromParquet,
+	kernel: func(r *MLARow) string { return r.Kernel },
+	key:    func(r *MLARow) mlaKey { return mlaKey{"", r.KVDtype, r.NumHeads, r.Batch, r.ISL + r.Step} },
+}
+
+type mlaBmmKey struct {
+	dtype, op     string
+	heads, tokens int
+}
+
+var mlaBmmKind = &tableKind[MLABmmRow, mlaBmmKey]{
+	stem: "mla_bmm_perf",
+	cols: []string{"kernel_source", "op_name", "bmm_dtype", "num_heads", "num_tokens", "latency", "power"},
+	fromParquet: func(t *rawTable) ([]MLABmmRow, error) {
+		c := &colReader{t: t}
+		ks, op, dt := c.strs("kernel_source", false), c.strs("op_name", true), c.strs("bmm_dtype", true)
+		heads, tok := c.ints("num_heads", true, 0), c.ints("num_tokens", true, 0)
+		lat, pw := c.floats("latency", true), c.floats("power", false)
+		if c.err != nil {
+			return nil, c.err
+		}
+		out := make([]MLABmmRow, t.rows)
+		for i := range out {
+			out[i] = MLABmmRow{Op: op[i], Dtype: dt[i], NumHeads: heads[i], NumTokens: tok[i], Latency: lat[i], Power: pw[i], Kernel: ks[i]}
+		}
+		return out, nil
+	},
+	kernel: func(r *MLABmmRow) string { return r.Kernel },
+	key:    func(r *MLABmmRow) mlaBmmKey { return mlaBmmKey{r.Dtype, r.Op, r.NumHeads, r.NumTokens} },
+}
+
+// --- DSA modules ----------------------------------------------------------------
+
+func dsaFromParquet(t *rawTable) ([]DSARow, error) {
+	c := &colReader{t: t}
+	ks, arch, op := c.strs("kernel_source", false), c.strs("architecture", true), c.strs("op_name", false)
+	fm, kv, gt := c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true), c.strs("gemm_type", true)
+	heads, b := c.ints("num_heads", true, 0), c.ints("batch_size", true, 0)
+	isl, step := c.ints("isl", true, 0), c.ints("step", true, 0)
+	lat, pw := c.floats("latency", true), c.floats("power", false)
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := make([]DSARow, t.rows)
+	for i := range out {
+		out[i] = DSARow{Arch: arch[i], FMHA: fm[i], KVDtype: kv[i], GemmType: gt[i], OpName: op[i], NumHeads: heads[i],
+			Batch: b[i], ISL: isl[i], Step: step[i], Latency: lat[i], Power: pw[i], Kernel: ks[i]}
+	}
+	return out, nil
+}
+
+var dsaCols = []string{"kernel_source", "architecture", "op_name", "mla_dtype", "kv_cache_dtype", "gemm_type",
+	"num_heads", "batch_size", "isl", "step", "latency", "power"}
+
+// dsaRowKey makes every row distinct (its address in the decoded file):
+// DSA rows skip the loader's first-wins, see Data.DSAContext.
+func dsaRowKey(r *DSARow) *DSARow { return r }
+
+var dsaContextKind = &tableKind[DSARow, *DSARow]{
+	stem: "dsa_context_module_perf", cols: dsaCols, fromParquet: dsaFromParquet,
+	kernel: func(r *DSARow) string { return r.Kernel }, key: dsaRowKey,
+}
+
+var dsaGenerationKind = &tableKind[DSARow, *DSARow]{
+	stem: "dsa_generation_module_perf", cols: dsaCols, fromParquet: dsaFromParquet,
+	kernel: func(r *DSARow) string { return r.Kernel }, key: dsaRowKey,
+}
+
+// --- GDN (linear attention) -------------------------------------------------------
+
+type gdnKey struct {
+	kernel, phase                             string
+	dModel, dConv, nk, hk, nv, hv, batch, seq int
+}
+
+var gdnKind = &tableKind[GDNRow, gdnKey]{
+	stem: "gdn_perf",
+	cols: []string{"kernel_source", "phase", "batch_size", "seq_len", "d_model", "d_conv", "num_k_heads", "head_k_dim",
+		"num_v_heads", "head_v_dim", "latency", "power"},
+	fromParquet: func(t *rawTable) ([]GDNRow, error) {
+		c := &colReader{t: t}
+		ks, ph := c.strs("kernel_source", true), c.strs("phase", true)
+		b, sl := c.ints("batch_size", true, 0), c.ints("seq_len", true, 0)
+		dm, dc := c.ints("d_model", true, 0), c.ints("d_conv", true, 0)
+		nk, hk := c.ints("num_k_heads", true, 0), c.ints("head_k_dim", true, 0)
+		nv, hv := c.ints("num_v_heads", true, 0), c.ints("head_v_dim", true, 0)
+		lat, pw := c.floats("latency", true), c.floats("power", false)
+		if c.err != nil {
+			return nil, c.err
+		}
+		out := make([]GDNRow, t.rows)
+		for i := range out {
+			out[i] = GDNRow{Kernel: ks[i], Phase: ph[i], Batch: b[i], SeqLen: sl[i], DModel: dm[i], DConv: dc[i],
+				NumKHeads: nk[i], HK: hk[i], NumVHeads: nv[i], HV: hv[i], Latency: lat[i], Power: pw[i]}
+		}
+		return out, nil
+	},
+	kernel: func(r *GDNRow) string { return r.Kernel },
+	// Loader rewrite: the recurrent decode kernels are one logical kernel.
+	norm: func(r *GDNRow) {
+		if r.Kernel == "fused_recurrent_gated_delta_rule" || r.Kernel == "fused_recurrent_gated_delta_rule_packed_decode" {
+			r.Kernel = "fused_sigmoid_gating_delta_rule_update"
+		}
+	},
+	key: func(r *GDNRow) gdnKey {
+		k := gdnKey{r.Kernel, r.Phase, r.DModel, r.DConv, r.NumKHeads, r.HK, r.NumVHeads, r.HV, r.Batch, r.SeqLen}
+		if r.Phase == "generation" {
+			k.seq = 0
+		}
+		return k
+	},
+}
+
 // tableStems lists the tables aicdb imports and resolves, in Data.Sources order.
 var tableStems = []string{"gemm_perf", "context_attention_perf", "generation_attention_perf",
-	"custom_allreduce_perf", "nccl_perf", "moe_perf", "computescale_perf", "scale_matrix_perf"}
+	"custom_allreduce_perf", "nccl_perf", "moe_perf", "computescale_perf", "scale_matrix_perf",
+	"mla_context_module_perf", "mla_generation_module_perf", "context_mla_perf", "generation_mla_perf", "mla_bmm_perf",
+	"dsa_context_module_perf", "dsa_generation_module_perf", "gdn_perf"}
 
 // isImportedStem reports whether a Parquet file stem is one aicdb imports.
 func isImportedStem(stem string) bool {

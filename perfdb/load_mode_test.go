@@ -182,7 +182,7 @@ func TestLoadModeEmbeddedH200(t *testing.T) {
 	}
 	inherited := 0
 	for _, s := range sil.Sources {
-		if s.Channel == "earlier" {
+		if s.Channel == "earlier" || s.Channel == "manifest" { // the shared layer: earlier versions, cross-backend fill
 			inherited += s.Used
 		}
 	}
@@ -207,5 +207,7 @@ func TestLoadModeEmbeddedH200(t *testing.T) {
 // rowCount is the number of rows of every table of d.
 func rowCount(d *Data) int {
 	return len(d.Gemm) + len(d.ContextAttention) + len(d.GenerationAttention) + len(d.AllReduce) + len(d.NCCL) +
-		len(d.MoE) + len(d.MoEMinLatency) + len(d.ComputeScale) + len(d.ScaleMatrix)
+		len(d.MoE) + len(d.MoEMinLatency) + len(d.ComputeScale) + len(d.ScaleMatrix) +
+		len(d.MLAContextModule) + len(d.MLAGenerationModule) + len(d.MLAContext) + len(d.MLAGeneration) + len(d.MLABmm) +
+		len(d.DSAContext) + len(d.DSAGeneration) + len(d.GDN)
 }

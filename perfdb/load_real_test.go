@@ -60,6 +60,21 @@ func TestH200Vllm022Golden(t *testing.T) {
 		"moe_perf primary 0.22.0", "moe_perf reuse 0.24.0", "moe_perf earlier 0.19.0", "moe_perf earlier 0.18.0", "moe_perf earlier 0.14.0",
 		"computescale_perf primary 0.22.0", "computescale_perf reuse 0.24.0",
 		"scale_matrix_perf primary 0.22.0", "scale_matrix_perf reuse 0.24.0",
+		// The MLA module tables also take TRT-LLM's kernel_source "default"
+		// rows (perf_data_reuse_manifest.yaml shared_fallback).
+		"mla_context_module_perf primary 0.22.0", "mla_context_module_perf reuse 0.24.0", "mla_context_module_perf earlier 0.19.0",
+		"mla_context_module_perf manifest 1.3.0rc20", "mla_context_module_perf manifest 1.3.0rc10",
+		"mla_generation_module_perf primary 0.22.0", "mla_generation_module_perf reuse 0.24.0", "mla_generation_module_perf earlier 0.19.0",
+		"mla_generation_module_perf manifest 1.3.0rc20", "mla_generation_module_perf manifest 1.3.0rc10",
+		// Op-level MLA: only the reuse.yaml donor 0.14.0 has them for vllm.
+		"context_mla_perf reuse 0.14.0", "generation_mla_perf reuse 0.14.0",
+		"dsa_context_module_perf primary 0.22.0", "dsa_context_module_perf reuse 0.24.0", "dsa_context_module_perf earlier 0.19.0",
+		"dsa_context_module_perf manifest 1.3.0rc20",
+		"dsa_generation_module_perf primary 0.22.0", "dsa_generation_module_perf reuse 0.24.0", "dsa_generation_module_perf earlier 0.19.0",
+		"dsa_generation_module_perf manifest 1.3.0rc20", "dsa_generation_module_perf manifest 1.3.0rc10",
+		// gdn_perf: the manifest shares its kernels across all three frameworks.
+		"gdn_perf primary 0.22.0", "gdn_perf reuse 0.24.0", "gdn_perf earlier 0.19.0", "gdn_perf earlier 0.18.0",
+		"gdn_perf manifest 0.5.14", "gdn_perf manifest 0.5.9", "gdn_perf manifest 1.3.0rc20", "gdn_perf manifest 1.3.0rc10",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("sources =\n%v\nwant\n%v", got, want)

@@ -26,9 +26,11 @@ func activationCoeff(backend, family string, tp int) float64 {
 	idx := map[int]int{1: 0, 2: 1, 4: 2, 8: 3}[min(tp, 8)]
 	var t map[string][4]float64
 	if backend == "sglang" {
-		t = map[string][4]float64{"LLAMA": {14, 8.5, 6.5, 6.5}, "MOE": {28, 17, 13, 13}, "default": {10, 6, 5, 5}}
+		t = map[string][4]float64{"LLAMA": {14, 8.5, 6.5, 6.5}, "MOE": {28, 17, 13, 13}, "DEEPSEEK": {28, 17, 13, 13},
+			"KIMIK25": {28, 17, 13, 13}, "DEEPSEEKV32": {28, 17, 13, 13}, "default": {13, 8, 6.5, 6.5}}
 	} else {
-		t = map[string][4]float64{"LLAMA": {11, 6.5, 5, 5}, "MOE": {22, 13, 10, 10}, "default": {10, 6, 5, 5}}
+		t = map[string][4]float64{"LLAMA": {11, 6.5, 5, 5}, "MOE": {22, 13, 10, 10}, "DEEPSEEK": {22, 13, 10, 10},
+			"KIMIK25": {22, 13, 10, 10}, "DEEPSEEKV32": {22, 13, 10, 10}, "default": {10, 6, 5, 5}}
 	}
 	c, ok := t[family]
 	if !ok {
@@ -36,6 +38,69 @@ func activationCoeff(backend, family string, tp int) float64 {
 	}
 	return c[idx]
 }
+
+// KVElementsPerToken is the KV cache one token occupies on one GPU, summed
+// over all layers, in elements (models/base.py get_kvcache_elements_per_token):
+// MLA models (DEEPSEEK, KIMIK25) cache one latent (kv_lora_rank) plus the
+// decoupled RoPE key (qk_rope_head_dim) per layer, shared by every head and
+// NOT sharded by attention TP; other models cache K and V of ⌈n_kv/tp⌉ heads.
+// gpt-oss's banded layers cap at their window; this is the full-layer rate.
+func (m *Model) KVElementsPerToken(tp int) int {
+	if isMLAFamily(m) {
+		lora, rope := m.KVLoraRank, m.QKRopeHeadDim
+		if lora == 0 {
+			lora = 512 // DeepSeek-V3 / Kimi-K2 defaults when the config lacks them
+		}
+		if rope == 0 {
+			rope = 64
+		}
+		return m.Layers * (lora + rope)
+	}
+	return kvHeadsPerGPU(m, max(tp, 1)) * m.HeadDim * m.Layers * 2
+}
+
+// kvBytesPerToken is the KV bytes of one token on one GPU at kvMem bytes per
+// cached element. DSA (DEEPSEEKV32) caches, per layer, the latent in the KV
+// dtype, the RoPE key in bf16 and the fp8 indexer key with its scales
+// (deepseek_v32.py get_kvcache_bytes_per_sequence).
+func (m *Model) kvBytesPerToken(tp int, kvMem float64) float64 {
+	if m.Family == "QWEN35" { // only full-attention layers cache K/V per token
+		_, full := m.layerCounts()
+		return float64(full*2*kvHeadsPerGPU(m, max(tp, 1))*m.HeadDim) * kvMem
+	}
+	if m.Family == "DEEPSEEKV32" {
+		lora, rope, idx := m.KVLoraRank, m.QKRopeHeadDim, m.IndexHeadDim
+		if lora == 0 {
+			lora = 512
+		}
+		if rope == 0 {
+			rope = 64
+		}
+		if idx == 0 {
+			idx = 128
+		}
+		return float64(m.Layers) * (float64(lora)*kvMem + float64(rope)*2 + float64(indexerCacheEntryBytes(int64(idx))))
+	}
+	return float64(m.KVElementsPerToken(tp)) * kvMem
+}
+
+// KVBytesPerToken is the KV cache bytes one token occupies on one GPU of
+// this worker (all layers, the resolved KV cache dtype): what memory, KV
+// capacity and the disaggregated KV transfer size are built from. gpt-oss's
+// banded layers are counted at the full-layer rate (an upper bound).
+func (e *Estimator) KVBytesPerToken() float64 {
+	kvm, err := e.cfg.KVQuant.Mapping()
+	if err != nil {
+		return 0 // unreachable: newEstimator validated the KV quant
+	}
+	return e.model.kvBytesPerToken(e.cfg.TP, kvm.Memory)
+}
+
+// KVStateBytesPerRequest is the constant per-request state (not per token)
+// one request holds on one GPU of this worker: Qwen3.5's GDN recurrent and
+// conv state; 0 for attention-only models. A request's KV footprint is
+// KVStateBytesPerRequest + tokens·KVBytesPerToken.
+func (e *Estimator) KVStateBytesPerRequest() float64 { return e.model.gdnStateBytes(e.cfg.TP) }
 
 // memOpts are the per-call knobs of _get_memory_usage.
 type memOpts struct {
@@ -73,6 +138,11 @@ func (e *Estimator) memory(batch, isl, osl, prefix int, o memOpts) (MemoryUsage,
 	}
 	tpc := min(c.TP, 8)
 	act := 2 * float64(numTokens) * h * activationCoeff(c.Backend, m.Family, tpc)
+	if (isMLAFamily(m) || m.Family == "DEEPSEEKV32") && m.NumExperts > 0 {
+		// MoE block-scale dispatch workspace (MOE_WORKSPACE_FAMILIES): fp32
+		// scales per 128-wide block of every routed copy of a token.
+		act += float64(numTokens) * h * float64(c.DP) * float64(m.NumExperts) * float64(m.TopK) / float64(c.MoEEP) / 128 * 4
+	}
 	minAct, actOver, othOver := 70.0*(1<<20), 0.0, 0.0
 	if c.Backend == "sglang" {
 		minAct, actOver, othOver = 90.0*(1<<20), 0.15, 0.20
@@ -92,13 +162,13 @@ func (e *Estimator) memory(batch, isl, osl, prefix int, o memOpts) (MemoryUsage,
 		return MemoryUsage{}, err
 	}
 	seq := isl + osl
-	perTok := float64(kvHeadsPerGPU(m, c.TP)*m.HeadDim) * 2 * kvm.Memory
 	var kvPerSeq float64
 	if m.Architecture == "GptOssForCausalLM" {
+		perTok := float64(kvHeadsPerGPU(m, c.TP)*m.HeadDim) * 2 * kvm.Memory
 		swa := m.Layers / 2
 		kvPerSeq = perTok * float64(swa*min(seq, gptOSSWindow)+(m.Layers-swa)*seq)
 	} else {
-		kvPerSeq = perTok * float64(m.Layers) * float64(seq)
+		kvPerSeq = m.kvBytesPerToken(c.TP, kvm.Memory)*float64(seq) + m.gdnStateBytes(c.TP)
 	}
 	kv := float64(batch) * kvPerSeq
 	nccl, ok := e.sys.NCCLMem[tpc]

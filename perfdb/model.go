@@ -32,6 +32,31 @@ type Model struct {
 	// hard-codes 128 and alternates banded/full layers); 0 for full attention.
 	SlidingWindow int `json:"sliding_window"`
 
+	// MLA geometry (DeepSeek-V3/R1, Kimi-K2.5; 0 for other families):
+	// the latent KV rank and RoPE dims of the compressed KV cache, and the
+	// q/k/v projection widths (aiconfigurator utils.py extra_params).
+	QLoraRank     int `json:"q_lora_rank,omitempty"`
+	KVLoraRank    int `json:"kv_lora_rank,omitempty"`
+	QKNopeHeadDim int `json:"qk_nope_head_dim,omitempty"`
+	QKRopeHeadDim int `json:"qk_rope_head_dim,omitempty"`
+	VHeadDim      int `json:"v_head_dim,omitempty"`
+	// DSA indexer (DeepSeek-V3.2, GLM-5): head dim and heads of the
+	// lightning indexer; IndexTopKFreq > 1 (GLM-5.2) shares one top-k index
+	// across layers.
+	IndexHeadDim  int `json:"index_head_dim,omitempty"`
+	IndexHeads    int `json:"index_n_heads,omitempty"`
+	IndexTopKFreq int `json:"index_topk_freq,omitempty"`
+
+	// Qwen3.5 hybrid (QWEN35): per-layer "linear_attention" (Gated DeltaNet)
+	// or "full_attention" (GQA), the GDN geometry and the shared expert.
+	LayerTypes        []string `json:"layer_types,omitempty"`
+	LinearKHeads      int      `json:"linear_num_key_heads,omitempty"`
+	LinearKHeadDim    int      `json:"linear_key_head_dim,omitempty"`
+	LinearVHeads      int      `json:"linear_num_value_heads,omitempty"`
+	LinearVHeadDim    int      `json:"linear_value_head_dim,omitempty"`
+	LinearConvKernel  int      `json:"linear_conv_kernel_dim,omitempty"`
+	SharedExpertInter int      `json:"shared_expert_intermediate_size,omitempty"`
+
 	// QuantAlgo is the checkpoint's normalised weight quantization algorithm
 	// ("", "fp8", "fp8_block", "nvfp4", "mxfp4", "int4_wo", …); KVQuantAlgo its KV
 	// cache algorithm ("", "fp8", "bfloat16"); QuantDynamic the activation scheme
@@ -109,6 +134,29 @@ func ParseHFConfig(id, name string, config, quantConfig []byte) (*Model, error) 
 		return nil, fmt.Errorf("model config %s: num_hidden_layers, hidden_size and num_attention_heads must be > 0", name)
 	}
 	m.Family = familyOf(m.Architecture)
+	if m.Family == "DEEPSEEK" || m.Family == "KIMIK25" || m.Family == "DEEPSEEKV32" {
+		m.QLoraRank, m.KVLoraRank = geti("q_lora_rank"), geti("kv_lora_rank")
+		m.QKNopeHeadDim, m.QKRopeHeadDim, m.VHeadDim = geti("qk_nope_head_dim"), geti("qk_rope_head_dim"), geti("v_head_dim")
+	}
+	if m.Family == "QWEN35" {
+		lt, _ := raw["layer_types"].([]any)
+		for _, v := range lt {
+			sv, _ := v.(string)
+			m.LayerTypes = append(m.LayerTypes, sv)
+		}
+		if len(m.LayerTypes) != m.Layers {
+			return nil, fmt.Errorf("model config %s: Qwen3.5 layer_types has %d entries for %d layers", name, len(m.LayerTypes), m.Layers)
+		}
+		m.LinearKHeads, m.LinearKHeadDim = geti("linear_num_key_heads"), geti("linear_key_head_dim")
+		m.LinearVHeads, m.LinearVHeadDim = geti("linear_num_value_heads"), geti("linear_value_head_dim")
+		m.LinearConvKernel, m.SharedExpertInter = geti("linear_conv_kernel_dim"), geti("shared_expert_intermediate_size")
+	}
+	if m.Family == "DEEPSEEKV32" {
+		m.IndexHeadDim, m.IndexHeads, m.IndexTopKFreq = geti("index_head_dim"), geti("index_n_heads"), geti("index_topk_freq")
+		if _, ok := raw["index_topk_pattern"]; ok && m.IndexTopKFreq <= 1 {
+			m.IndexTopKFreq = 2 // a per-layer skip pattern: shared-index layers exist
+		}
+	}
 	switch m.Architecture {
 	case "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM":
 		m.UseQKNorm = true
@@ -133,6 +181,14 @@ func familyOf(arch string) string {
 		return "LLAMA"
 	case "MixtralForCausalLM", "GptOssForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MiniMaxM2ForCausalLM":
 		return "MOE"
+	case "DeepSeekForCausalLM", "DeepseekV3ForCausalLM":
+		return "DEEPSEEK"
+	case "KimiK25ForConditionalGeneration":
+		return "KIMIK25"
+	case "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM":
+		return "DEEPSEEKV32"
+	case "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration":
+		return "QWEN35"
 	}
 	return ""
 }

@@ -92,6 +92,18 @@ type tables struct {
 	moe   *moeIndex
 	moeLL *moeIndex
 
+	mlaCtx map[mlaModSliceKey]*mlaModSlice // context MLA module slices
+	mlaGen map[mlaModSliceKey]*mlaModSlice // generation MLA module slices
+
+	mlaOpCtx map[mlaModSliceKey]*grid         // op-level context MLA by (fmha, kv)
+	mlaOpGen map[string]*grid                 // op-level generation MLA by kv
+	mlaBmm   map[mlaBmmSliceKey]map[int]*grid // MLA BMM curves by (dtype, op) and heads
+
+	dsaCtx map[dsaSliceKey]dsaSlice // context DSA module grids
+	dsaGen map[dsaSliceKey]dsaSlice // generation DSA module grids
+
+	gdn map[gdnSliceKey]*grid // GDN kernels by exact geometry
+
 	emp empCache
 }
 
@@ -157,6 +169,10 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t.buildComm(d)
 	t.moe = buildMoEIndex(d.MoE, d.System)
 	t.moeLL = buildMoEIndex(d.MoEMinLatency, d.System)
+	t.buildMLAModules(d)
+	t.buildMLAOps(d)
+	t.buildDSA(d)
+	t.buildGDN(d)
 	return &Querier{mode: mode, policy: AllTransfers, tables: t}, nil
 }
 

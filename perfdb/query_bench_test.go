@@ -33,6 +33,20 @@ func BenchmarkQuery(b *testing.B) {
 		}},
 		{"MemOp", func() (Perf, error) { return q.MemOp(1e6) }},
 		{"GemmEmpirical", func() (Perf, error) { return e.Gemm(GemmBF16, 1000, 5120, 3200) }},
+		// Issue-12 families (DeepSeek-V3 TP8, DeepSeek-V3.2 TP8, Qwen3.5-397B TP8 shapes).
+		{"MLAContextModule", func() (Perf, error) {
+			return q.MLAContextModule(1, 3000, 0, 16, 128, KVFP8, FMHABF16, GemmFP8Block, false)
+		}},
+		{"MLAGenerationModule", func() (Perf, error) { return q.MLAGenerationModule(24, 1536, 16, 128, KVFP8, GemmFP8Block, false) }},
+		{"DSAContext", func() (Perf, error) {
+			return q.DSAContext(1, 3000, 0, 16, "DeepseekV32ForCausalLM", KVFP8, FMHABF16, GemmFP8Block)
+		}},
+		{"DSAGeneration", func() (Perf, error) {
+			return q.DSAGeneration(24, 1536, 16, "DeepseekV32ForCausalLM", KVFP8, GemmFP8Block)
+		}},
+		{"GDNContext", func() (Perf, error) {
+			return q.GDN(GDNShape{Kernel: "chunk_gated_delta_rule", Phase: "context", DModel: 4096, DConv: 4, NK: 2, HK: 128, NV: 8, HV: 128}, 1, 3000)
+		}},
 	}
 	for _, c := range cases {
 		if _, err := c.f(); err != nil {

@@ -357,3 +357,21 @@ func (q *Querier) scaleSilicon(tabs map[string]*grid, name, tq string, m, k floa
 	}
 	return v, nil
 }
+
+// GemmBelowGridSOL is the opt-in below-grid degrade of a GEMM op (Rust
+// GemmOp below_grid_sol): in SILICON mode, when the quant's table exists
+// but the shape misses, the GEMM is priced at its SOL. ok is false when
+// the degrade does not apply (other modes, or no table for the quant).
+func (q *Querier) GemmBelowGridSOL(quant GemmQuant, m, n, k int) (Perf, bool, error) {
+	if q.mode != ModeSilicon {
+		return Perf{}, false, nil
+	}
+	if _, ok := q.gemm[quant.tableName()]; !ok {
+		return Perf{}, false, nil
+	}
+	s, err := q.gemmSetup(quant, m, n, k)
+	if err != nil {
+		return Perf{}, false, err
+	}
+	return Perf{LatencyMs: s.sol(pt{float64(m), float64(n), float64(k)}), Source: SourceSOL}, true, nil
+}

@@ -174,6 +174,85 @@ type QuantizeRow struct {
 	Kernel  string
 }
 
+// MLAModuleRow is one fused MLA attention-module point
+// (mla_context_module_perf / mla_generation_module_perf): the whole MLA block
+// (q/kv projections, RoPE, attention, o-proj) of one layer on one GPU.
+// NumHeads is rank-local; Model names the checkpoint the rows were profiled
+// on (its native head count keys the table, see mlaModuleNativeHeads).
+type MLAModuleRow struct {
+	Model    string // model, e.g. "deepseek-ai/DeepSeek-V3"
+	FMHA     string // mla_dtype (context: the attention compute dtype)
+	KVDtype  string // kv_cache_dtype
+	GemmType string // gemm_type: the projections' GEMM quant mode
+	NumHeads int
+	TPSize   int
+	Batch    int
+	ISL      int
+	Step     int // generation: KV length = isl + step
+	Latency  float64
+	Power    float64
+	Kernel   string
+}
+
+// MLARow is one op-level MLA attention point (context_mla_perf /
+// generation_mla_perf): the latent attention kernel alone, heads rank-local.
+type MLARow struct {
+	FMHA     string // mla_dtype (context compute dtype; degenerate for generation)
+	KVDtype  string // kv_cache_dtype
+	NumHeads int
+	Batch    int
+	ISL      int
+	Step     int // generation: KV length = isl + step
+	Latency  float64
+	Power    float64
+	Kernel   string
+}
+
+// MLABmmRow is one absorbed-MLA BMM point (mla_bmm_perf): the per-head
+// q·W_UK (op "mla_gen_pre") or o·W_UV ("mla_gen_post") batched GEMM.
+type MLABmmRow struct {
+	Op        string // op_name: mla_gen_pre | mla_gen_post
+	Dtype     string // bmm_dtype
+	NumHeads  int
+	NumTokens int
+	Latency   float64
+	Power     float64
+	Kernel    string
+}
+
+// DSARow is one DeepSeek Sparse Attention module point
+// (dsa_context_module_perf / dsa_generation_module_perf): one layer's DSA
+// block (projections, indexer, top-k sparse MLA) per GPU. Context rows use
+// Step as the cached prefix; generation rows' KV length is ISL + Step.
+// OpName marks the GLM-5.2 shared-index ("*skip_indexer*") rows.
+type DSARow struct {
+	Arch     string // architecture, e.g. "DeepseekV32ForCausalLM"
+	FMHA     string // mla_dtype
+	KVDtype  string // kv_cache_dtype
+	GemmType string // gemm_type
+	OpName   string
+	NumHeads int
+	Batch    int
+	ISL      int
+	Step     int
+	Latency  float64
+	Power    float64
+	Kernel   string
+}
+
+// GDNRow is one Gated-DeltaNet kernel point (gdn_perf): a conv1d or
+// delta-rule kernel of one layer at TP-local head counts. Context rows are
+// keyed (batch, seq_len), generation rows by batch only.
+type GDNRow struct {
+	Kernel         string // kernel_source (normalised: fused_recurrent_* → fused_sigmoid_gating_delta_rule_update)
+	Phase          string // context | generation
+	Batch, SeqLen  int
+	DModel, DConv  int
+	NumKHeads, HK  int
+	NumVHeads, HV  int
+	Latency, Power float64
+}
+
 // DataSource records one file that contributed rows to a resolved table.
 type DataSource struct {
 	Table   string // table stem, e.g. "gemm_perf"
@@ -235,6 +314,23 @@ type Data struct {
 	MoEMinLatency []MoERow
 	ComputeScale  []QuantizeRow
 	ScaleMatrix   []QuantizeRow
+	// MLAContextModule / MLAGenerationModule are the fused MLA module tables
+	// (DeepSeek/Kimi MLA attention); empty for systems/backends without them.
+	MLAContextModule    []MLAModuleRow
+	MLAGenerationModule []MLAModuleRow
+	// MLAContext / MLAGeneration / MLABmm are the op-level MLA tables the
+	// granular (non-module) MLA path of TRT-LLM and SGLang reads.
+	MLAContext    []MLARow
+	MLAGeneration []MLARow
+	MLABmm        []MLABmmRow
+	// DSAContext / DSAGeneration are the DSA module tables (DeepSeek-V3.2,
+	// GLM-5). Rows are kept as read, without first-wins: the reference keeps
+	// the LAST row of a coordinate within a file and the first file across
+	// files, which the querier applies using Sources' per-file row counts.
+	DSAContext    []DSARow
+	DSAGeneration []DSARow
+	// GDN holds the linear-attention kernels of Qwen3.5 (gdn_perf).
+	GDN []GDNRow
 
 	// Sources lists every file that contributed, in resolution order per table,
 	// tables in a fixed order.

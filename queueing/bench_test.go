@@ -93,6 +93,20 @@ func BenchmarkQuantitativeVLLM(b *testing.B) {
 	}
 }
 
+// BenchmarkQuantitativeVLLMBurst: the same point under the exact burst semantics
+// (Options{}: one run, no client round trip), the cost of one limit-cycle run.
+func BenchmarkQuantitativeVLLMBurst(b *testing.B) {
+	e, _ := DefaultEngine(BackendVLLM, "")
+	e.MaxNumBatchedTokens = 8192
+	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := QuantitativeWith(context.Background(), w, e, benchLin, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkOpenLoop10k: 10,000 open-loop requests at ρ ≈ 0.6 (vLLM, isl 1024,
 // osl 128).
 func BenchmarkOpenLoop10k(b *testing.B) {

@@ -13,76 +13,89 @@ const binStep = 1e-4
 
 var invLogBin = 1 / math.Log1p(binStep)
 
-// bins accumulates weighted values into log-spaced bins: O(1) per value and a
-// sort over the bins used, instead of a sort over every gap of every pass.
-type bins struct {
-	idx     map[int64]int32
-	acc     []binAcc
-	lastKey int64
-	last    int32 // index of the last bin touched (consecutive passes often share it)
-	// lastLo ≤ v < lastHi ⇒ v falls in the last bin (no logarithm needed).
-	lastLo, lastHi float64
+// bucketBins accumulates weighted values into log-spaced bins, per bucket (a
+// closed loop's generations): O(1) per value and a sort over the bins used,
+// instead of a sort over every gap of every pass. One index keyed by (bin, bucket)
+// serves every bucket, so the steady window can be chosen after the fact without a
+// map per generation; bins of the same key in different buckets merge exactly as
+// if their values had been added together.
+type bucketBins struct {
+	idx   map[int64]int32
+	acc   []bucketAcc
+	cache []binCache // per bucket: the bin touched last
 }
 
-type binAcc struct {
+type bucketAcc struct {
 	key    int64
+	bucket int32
 	w, sum float64
 }
 
-func (b *bins) key(v float64) int64 {
-	if v <= 0 {
-		return math.MinInt64
-	}
-	return int64(math.Floor(math.Log(v) * invLogBin))
+type binCache struct {
+	i      int32
+	lo, hi float64
 }
 
-// add records value v with weight w (> 0).
-func (b *bins) add(v, w float64) {
-	if len(b.acc) > 0 && v >= b.lastLo && v < b.lastHi {
-		a := &b.acc[b.last]
+// maxBuckets bounds the bucket index of bucketBins (the composite key packs it).
+const maxBuckets = 1 << 12
+
+// add records value v (> 0) with weight w in bucket b (0 ≤ b < maxBuckets).
+func (bb *bucketBins) add(b int32, v, w float64) {
+	for int(b) >= len(bb.cache) {
+		bb.cache = append(bb.cache, binCache{i: -1})
+	}
+	c := &bb.cache[b]
+	if c.i >= 0 && v >= c.lo && v < c.hi {
+		a := &bb.acc[c.i]
 		a.w += w
 		a.sum += w * v
 		return
 	}
-	k := b.key(v)
-	if len(b.acc) > 0 && k == b.lastKey {
-		a := &b.acc[b.last]
-		a.w += w
-		a.sum += w * v
-		return
+	var k int64 = -1 << 50 // v ≤ 0 (not a gap; kept apart)
+	if v > 0 {
+		k = int64(math.Floor(math.Log(v) * invLogBin))
 	}
-	if b.idx == nil {
-		b.idx = make(map[int64]int32)
+	ck := k*maxBuckets + int64(b)
+	if bb.idx == nil {
+		bb.idx = make(map[int64]int32, 256)
 	}
-	i, ok := b.idx[k]
+	i, ok := bb.idx[ck]
 	if !ok {
-		i = int32(len(b.acc))
-		b.idx[k] = i
-		b.acc = append(b.acc, binAcc{key: k})
+		i = int32(len(bb.acc))
+		bb.idx[ck] = i
+		bb.acc = append(bb.acc, bucketAcc{key: k, bucket: b})
 	}
-	a := &b.acc[i]
+	a := &bb.acc[i]
 	a.w += w
 	a.sum += w * v
-	b.last, b.lastKey = i, k
-	if k != math.MinInt64 {
-		// Bounds of bin k, shrunk by a hair so that a value inside them always
-		// has key k.
-		b.lastLo = math.Exp(float64(k)/invLogBin) * (1 + 1e-12)
-		b.lastHi = math.Exp(float64(k+1)/invLogBin) * (1 - 1e-12)
+	if v > 0 {
+		c.i = i
+		c.lo = math.Exp(float64(k)/invLogBin) * (1 + 1e-12)
+		c.hi = math.Exp(float64(k+1)/invLogBin) * (1 - 1e-12)
 	} else {
-		b.lastLo, b.lastHi = 0, 0
+		c.i = -1
 	}
 }
 
-// dist returns the binned distribution (empty when nothing was added).
-func (b *bins) dist() Distribution {
-	acc := slices.Clone(b.acc)
-	slices.SortFunc(acc, func(x, y binAcc) int { return cmp.Compare(x.key, y.key) })
-	atoms := make([]Atom, len(acc))
-	for i, a := range acc {
-		atoms[i] = Atom{Value: a.sum / a.w, Weight: a.w}
+// dist returns the binned distribution of the buckets [lo, hi) (empty when
+// nothing was added there).
+func (bb *bucketBins) dist(lo, hi int) Distribution {
+	sel := make([]bucketAcc, 0, len(bb.acc))
+	for _, a := range bb.acc {
+		if int(a.bucket) >= lo && int(a.bucket) < hi {
+			sel = append(sel, a)
+		}
+	}
+	slices.SortFunc(sel, func(x, y bucketAcc) int { return cmp.Compare(x.key, y.key) })
+	atoms := make([]Atom, 0, len(sel))
+	for i := 0; i < len(sel); {
+		j, w, sum := i, 0.0, 0.0
+		for ; j < len(sel) && sel[j].key == sel[i].key; j++ {
+			w += sel[j].w
+			sum += sel[j].sum
+		}
+		atoms = append(atoms, Atom{Value: sum / w, Weight: w})
+		i = j
 	}
 	return fromAtomsOwned(atoms)
 }
-
-func (b *bins) empty() bool { return len(b.acc) == 0 }

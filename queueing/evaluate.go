@@ -7,13 +7,17 @@ import (
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
-// Options tunes a quantitative evaluation. The zero value selects the defaults.
+// Options tunes a quantitative evaluation. The zero value is the exact burst
+// semantics (every client sends at t = 0, a replacement reaches the scheduler at
+// completion + turnaround, no client round trip); DefaultOptions are the product
+// defaults (desynchronised clients, a 1 ms client round trip) that Quantitative uses.
 type Options struct {
-	// WarmupGenerations (closed loop): requests of a slot before its steady window
-	// (default 4; the first generation is always the transient).
+	// WarmupGenerations is ignored for closed loops since issue 9: the steady
+	// window starts on the detected limit cycle (cycle.go, Report.Diagnostics.Windows).
 	WarmupGenerations int
-	// WindowGenerations (closed loop): steady requests per slot (default
-	// max(8, ceil(256/C))).
+	// WindowGenerations (closed loop): steady generations per slot (default
+	// max(8, ⌈128/C⌉), rounded up to whole limit-cycle periods; each stagger phase
+	// measures ⌈W/K⌉ of them).
 	WindowGenerations int
 	// OpenLoopRequests: open-loop requests when the workload does not set
 	// NumRequests (default workload.ArrivalStrata: one whole stream period, so
@@ -27,16 +31,39 @@ type Options struct {
 	// StaggerPhases (closed loop), when > 0, reports the steady distributions as an
 	// equal mixture over that many limit cycles started with the clients spread
 	// uniformly over i/K of one request cycle (i = 1..K) instead of the burst alone
-	// (QUEUEING.md §4, multi-stability); the transient stays the burst's.
-	// Diagnostics.StaggerPhases flags it. 0 (default) is the burst, as the oracle
-	// gate assumes.
+	// (QUEUEING.md §4, multi-stability; stagger.go); the transient stays the
+	// burst's. Diagnostics.StaggerPhases flags it. 0 is the burst.
 	StaggerPhases int
+	// ClientRTTMs (closed loop) is the client round trip of a replacement request:
+	// it reaches the scheduler at completion + turnaround + ClientRTTMs (+ stages).
+	// A real engine starts its next pass microseconds after a completion, while the
+	// replacement first crosses detokenisation, streaming, the client, HTTP and
+	// tokenisation; so it joins the schedule one pass later (two with async
+	// scheduling, V-R10/V-R11), not the very next one as at 0 (the exact boundary
+	// semantics, where the replacement is visible to the schedule at the completing
+	// pass's end: V-R1/S-R1/T-R1 schedule at the pass boundary). It counts in the
+	// client cycle (throughput), not in TTFT/E2E, which start at the scheduler.
+	ClientRTTMs float64
 
-	spreadMs float64 // initial spread of the closed-loop clients (internal)
+	spreadMs      float64 // initial spread of the closed-loop clients (internal)
+	transientOnly bool    // closed loop: stop once generation 0 has finished (internal)
+}
+
+// Product defaults of a closed loop (issue 9): clients desynchronise (a mixture
+// over DefaultStaggerPhases initial phases) and a replacement request crosses a
+// DefaultClientRTTMs client round trip before the scheduler sees it.
+const (
+	DefaultStaggerPhases = 4
+	DefaultClientRTTMs   = 1.0
+)
+
+// DefaultOptions returns the product defaults of the quantitative tier.
+func DefaultOptions() Options {
+	return Options{StaggerPhases: DefaultStaggerPhases, ClientRTTMs: DefaultClientRTTMs}
 }
 
 // Quantitative evaluates w on engine e with pass timing t by the limit-cycle
-// recursion of the backend's calendar (QUEUEING.md §4) with default options.
+// recursion of the backend's calendar (QUEUEING.md §4) with DefaultOptions.
 func Quantitative(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
-	return QuantitativeWith(ctx, w, e, t, Options{})
+	return QuantitativeWith(ctx, w, e, t, DefaultOptions())
 }

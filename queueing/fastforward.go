@@ -22,16 +22,12 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		return nil
 	}
 	k := math.MaxInt
-	steady := 0.0
 	for _, en := range cur.entries {
 		r := &s.reqs[en.r]
 		if !en.decode {
 			return nil
 		}
 		k = min(k, r.osl-r.gSched)
-		if r.steady {
-			steady++
-		}
 	}
 	k--
 	tA, ok := s.nextArrival()
@@ -52,6 +48,11 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	if err := s.countPass(ctx); err != nil {
 		return err
 	}
+	rows := s.rowBuf[:0] // the stretch's rows per ITL bucket (the rows never change)
+	for _, en := range cur.entries {
+		rows = addBucketRow(rows, s.reqs[en.r].bucket, 1)
+	}
+	s.rowBuf = rows
 	s.complete(cur, *start, *end) // no row finishes: each has ≥ 2 outputs left
 	s.now = *end
 	j := 0
@@ -61,9 +62,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 			if err := s.countPass(ctx); err != nil {
 				return err
 			}
-			if steady > 0 {
-				s.fast(pe-ps, steady)
-			}
+			s.fast(pe-ps, rows)
 		}
 		for i := range cur.tp.Decode {
 			cur.tp.Decode[i]++
@@ -87,4 +86,24 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	s.now = ps
 	*start, *end = ps, pe
 	return nil
+}
+
+// bucketRows counts the rows of a pass that belong to one ITL bucket.
+type bucketRows struct {
+	bucket int32
+	n      float64
+}
+
+// addBucketRow adds n rows of bucket b (b < 0: not measured) to rows.
+func addBucketRow(rows []bucketRows, b int32, n float64) []bucketRows {
+	if b < 0 {
+		return rows
+	}
+	for i := range rows {
+		if rows[i].bucket == b {
+			rows[i].n += n
+			return rows
+		}
+	}
+	return append(rows, bucketRows{bucket: b, n: n})
 }

@@ -95,15 +95,20 @@ func TestC1SteadyTTFTIsPurePrefill(t *testing.T) {
 	}
 }
 
-// TestClosedLoopLittlesLaw: C = X·(E2E + turnaround) over the steady window.
+// TestClosedLoopLittlesLaw: C = X·(E2E + turnaround + client round trip) over the
+// steady window of one run (the burst with the default round trip; the mixture's
+// mean X times mean E2E is not a per-run identity).
 func TestClosedLoopLittlesLaw(t *testing.T) {
 	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
 		for _, c := range []int{1, 7, 32, 100} {
 			for _, turn := range []float64{0, 35} {
 				e := engine(t, backend, func(e *EngineSpec) { e.StageMs = 3 })
 				w := workload.Spec{ISL: 1500, OSL: 40, Prefix: 100, Concurrency: c, TurnaroundMs: turn}
-				r := quant(t, w, e, lin)
-				got := r.ThroughputRPS / 1000 * (r.E2E.Mean() + turn)
+				r, err := QuantitativeWith(context.Background(), w, e, lin, Options{ClientRTTMs: DefaultClientRTTMs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := r.ThroughputRPS / 1000 * (r.E2E.Mean() + turn + DefaultClientRTTMs)
 				if !near(got, float64(c), 0.01) {
 					t.Errorf("%s C=%d T=%v: X·(E2E+T) = %v, want %d", backend, c, turn, got, c)
 				}
@@ -178,14 +183,31 @@ func md1WaitCDF(x, lam, s float64) float64 {
 	return (1 - rho) * sum
 }
 
+// openQueueCheck asserts a measured quantity within 3 % of theory at ρ ≤ 0.8. At
+// ρ = 0.9 the W1 stream's stratification truncates the longest fluctuations (a
+// period visits every inter-arrival stratum once): the mean and p90 wait come out
+// 4–5 % low with 2 SE ≈ 2–6 %, so the bound there is 6 % (a known bias, not met).
+func openQueueCheck(t *testing.T, what string, rho, got, want, se float64) {
+	t.Helper()
+	tol := 0.03 * want
+	if rho > 0.85 {
+		tol = 0.06 * want
+	}
+	if math.IsNaN(se) || !(se > 0) || math.Abs(got-want) > tol {
+		t.Errorf("ρ=%v: %s %.3f, theory %.3f (SE %.3f, allowed ±%.3f)", rho, what, got, want, se, tol)
+	}
+}
+
 // TestMD1OpenLoop: a one-sequence engine with osl = 1 under the W1 stream is an
-// M/D/1 queue; mean and p90 waiting time within 5 % of theory at ρ = 0.5 and 0.8.
+// M/D/1 queue; mean and p90 waiting time within 3 % of theory at ρ = 0.5, 0.8 (0.9:
+// see openQueueCheck), over 48 whole stream periods after a warm-up period, with the
+// batch-means standard error reported beside each quantile.
 func TestMD1OpenLoop(t *testing.T) {
 	tm := timing.Constant{Ms: 20}
 	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.MaxNumSeqs = 1; e.AsyncScheduling = false })
-	for _, rho := range []float64{0.5, 0.8} {
+	for _, rho := range []float64{0.5, 0.8, 0.9} {
 		lam := rho / tm.Ms // per ms
-		w := workload.Spec{ISL: 512, OSL: 1, RateRPS: lam * 1000, NumRequests: 100000}
+		w := workload.Spec{ISL: 512, OSL: 1, RateRPS: lam * 1000, NumRequests: 49 * workload.ArrivalStrata}
 		r := quant(t, w, e, tm)
 		wait := r.TTFTSteady.Shift(-tm.Ms)
 		wantMean := rho * tm.Ms / (2 * (1 - rho))
@@ -194,13 +216,15 @@ func TestMD1OpenLoop(t *testing.T) {
 		for md1WaitCDF(hi, lam, tm.Ms) < 0.9 {
 			hi += tm.Ms / 2000
 		}
-		wantP90 := hi
-		if got := wait.Mean(); !near(got, wantMean, 0.05) {
-			t.Errorf("ρ=%v: mean wait %v, M/D/1 %v", rho, got, wantMean)
+		se := r.Diagnostics.QuantileSE
+		if len(se) == 0 || r.Columns(1)["ttft_steady_p90_se"] != se["ttft_steady_p90"] {
+			t.Fatalf("ρ=%v: no standard errors beside the quantiles: %v", rho, se)
 		}
-		if got := wait.Quantile(0.9); !near(got, wantP90, 0.05) {
-			t.Errorf("ρ=%v: p90 wait %v, M/D/1 %v", rho, got, wantP90)
+		if got := r.ThroughputRPS; !near(got, lam*1000, 1e-9) {
+			t.Errorf("ρ=%v: throughput %v, want the nominal %v over whole periods", rho, got, lam*1000)
 		}
+		openQueueCheck(t, "mean wait", rho, wait.Mean(), wantMean, se["ttft_steady_mean"])
+		openQueueCheck(t, "p90 wait", rho, wait.Quantile(0.9), hi, se["ttft_steady_p90"])
 		s, err := Screening(w, e, tm)
 		if err != nil {
 			t.Fatal(err)
@@ -208,7 +232,7 @@ func TestMD1OpenLoop(t *testing.T) {
 		if got := s.TTFTSteady.Mean() - tm.Ms; !near(got, wantMean, 0.05) {
 			t.Errorf("ρ=%v: screening mean wait %v, M/D/1 %v", rho, got, wantMean)
 		}
-		t.Logf("ρ=%v: mean %.3f (M/D/1 %.3f), p90 %.3f (M/D/1 %.3f), screening mean %.3f", rho, wait.Mean(), wantMean, wait.Quantile(0.9), wantP90, s.TTFTSteady.Mean()-tm.Ms)
+		t.Logf("ρ=%v: mean %.3f ± %.3f (M/D/1 %.3f), p90 %.3f ± %.3f (M/D/1 %.3f), screening mean %.3f", rho, wait.Mean(), se["ttft_steady_mean"], wantMean, wait.Quantile(0.9), se["ttft_steady_p90"], hi, s.TTFTSteady.Mean()-tm.Ms)
 	}
 }
 
@@ -219,7 +243,7 @@ func TestScreeningOwnPrefillIsPure(t *testing.T) {
 	tm := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.5, CtxMsPerToken: 1e-4}
 	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.MaxNumBatchedTokens = 2048; e.AsyncScheduling = false })
 	w := workload.Spec{ISL: 5000, OSL: 200, Prefix: 1000, Concurrency: 16}
-	s, err := Screening(w, e, tm)
+	s, err := ScreeningWith(w, e, tm, Options{}) // no client round trip: pass-aligned arrivals
 	if err != nil {
 		t.Fatal(err)
 	}

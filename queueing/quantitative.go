@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -11,41 +13,61 @@ import (
 
 // Defaults of the quantitative evaluator.
 const (
-	defaultWarmup       = 4
-	defaultWindowMin    = 8
-	defaultWindowReqs   = 128
-	defaultOpenRequests = workload.ArrivalStrata
+	defaultWindowMin  = 8
+	defaultWindowReqs = 128
+	// defaultOpenPeriods W1 stream periods of the open loop when the workload
+	// does not set NumRequests: one warm-up period and 3 measured ones, so the p99
+	// rests on ≥ 100 requests beyond it (3·4096·0.01 = 123).
+	defaultOpenPeriods = 4
 )
 
 // collector accumulates the steady statistics while the recursion runs.
 type collector struct {
-	itl   bins // ITL gaps, binned
+	itl   bucketBins // ITL gaps, binned per bucket (simReq.bucket)
 	stage float64
 	doneN int
+	pool  []bucketRows
 }
 
 // onPass records the ITL gaps produced by pass p: every emitting decode entry of a
-// steady request that already had a token. A gap equal to the pass length (the
-// request was in the previous pass) is pooled into one atom per pass.
+// measured request that already had a token. A gap equal to the pass length (the
+// request was in the previous pass) is pooled into one atom per pass and bucket.
 func (c *collector) onPass(s *sim, p *simPass, start, end float64) {
-	pooled := 0.0
+	pool := c.pool[:0]
 	for _, en := range p.entries {
 		if !en.emits {
 			continue
 		}
 		r := &s.reqs[en.r]
-		if !r.steady || r.gOut < 1 {
+		if r.bucket < 0 || r.gOut < 1 {
 			continue
 		}
 		if r.last == start {
-			pooled++
+			pool = addBucketRow(pool, r.bucket, 1)
 		} else {
-			c.itl.add(end-r.last, 1)
+			c.itl.add(r.bucket, end-r.last, 1)
 		}
 	}
-	if pooled > 0 {
-		c.itl.add(end-start, pooled)
+	for _, b := range pool {
+		c.itl.add(b.bucket, end-start, b.n)
 	}
+	c.pool = pool
+}
+
+// onFast records the gaps of one fast-forwarded decode pass.
+func (c *collector) onFast(gap float64, rows []bucketRows) {
+	for _, b := range rows {
+		c.itl.add(b.bucket, gap, b.n)
+	}
+}
+
+// itlOf is the ITL distribution of the buckets [lo, hi).
+func (c *collector) itlOf(lo, hi int) Distribution {
+	d := c.itl.dist(lo, hi)
+	if d.Len() == 0 {
+		return PointMass(0) // osl ≤ 1: no gaps
+	}
+	return d
 }
 
 // QuantitativeWith is Quantitative with explicit options.
@@ -56,6 +78,9 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timi
 	}
 	if o.StaggerPhases < 0 || o.StaggerPhases > maxStaggerPhases {
 		return nil, inputErr(fmt.Errorf("options stagger_phases = %d: must be in 0..%d", o.StaggerPhases, maxStaggerPhases))
+	}
+	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
+		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
 	}
 	if o.StaggerPhases > 0 && w.Concurrency > 0 {
 		return staggered(ctx, w, e, t, o, b)
@@ -76,7 +101,7 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e EngineSpec, t timin
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass
 	if !o.RecordTokenTimes && !o.NoFastForward {
-		s.fast = col.itl.add
+		s.fast = col.onFast
 	}
 	// Every pass advances some request by ≥ 1 token (a TRT-LLM reuse jump by ≥ 1
 	// position, once per request): a request needs at most its uncached prompt
@@ -92,56 +117,85 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e EngineSpec, t timin
 func (s *sim) newReq(w *workload.Spec, slot, gen int, arrival float64) int32 {
 	k := len(s.reqs)
 	isl, osl := w.Shape(k)
-	s.reqs = append(s.reqs, simReq{slot: slot, gen: gen, arrival: arrival, isl: isl, prefix: w.Prefix, osl: osl})
-	s.incoming = append(s.incoming, int32(k))
+	s.reqs = append(s.reqs, simReq{slot: slot, gen: gen, arrival: arrival, isl: isl, prefix: w.Prefix, osl: osl, bucket: -1})
+	// Keep the pending arrivals sorted by time, ties in creation order (the oracle's
+	// arrival heap): a staggered client's first request can arrive after another
+	// client's replacement was created.
+	in := append(s.incoming, int32(k))
+	i := len(in) - 1
+	for i > s.inHead && s.reqs[in[i-1]].arrival > arrival {
+		in[i] = in[i-1]
+		i--
+	}
+	in[i] = int32(k)
+	s.incoming = in
 	return int32(k)
 }
 
-// evalClosed runs the closed loop: C slots, all sending at 0 (the transient burst);
-// each completion sends the slot's next request after the turnaround (it reaches
-// the scheduler after the additive stages too). Generations [warm, warm+win) of
-// every slot form the steady window.
+// evalClosed runs the closed loop: C slots, sending their first requests at
+// stage + slot·spread/C (all at once: the transient burst); each completion sends
+// the slot's next request, which reaches the scheduler after the turnaround, the
+// client round trip and the additive stages. The steady window is chosen by the
+// limit-cycle rule (cycle.go) as generations complete; the recursion keeps
+// spawning (the load stays on) until every window request has finished.
 func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o Options, perReq int) (*Report, error) {
 	C := w.Concurrency
-	warm := o.WarmupGenerations
-	if warm <= 0 {
-		warm = defaultWarmup
+	win := windowGenerations(C, o)
+	horizon := settleGenerations + win
+	if o.spreadMs > 0 {
+		horizon = phaseSettleGenerations + win
 	}
-	win := o.WindowGenerations
-	if win <= 0 {
-		win = max(defaultWindowMin, ceilDiv(defaultWindowReqs, C))
+	if o.transientOnly {
+		horizon = 1
 	}
 	stage := s.e.StageMs
-	if err := s.workGuard(C*(warm+win+3), float64(warm+win+1)*cyclePasses(s, w, C), C); err != nil {
+	delay := w.TurnaroundMs + o.ClientRTTMs + stage
+	if err := s.workGuard(C*(horizon+3), float64(horizon+1)*cyclePasses(s, w, C), C); err != nil {
 		return nil, err
 	}
-	s.reqs = make([]simReq, 0, C*(warm+win+3))
-	s.maxPasses = C*(warm+win+4)*perReq + 64
+	s.reqs = make([]simReq, 0, C*(horizon+3))
+	s.maxPasses = C*(horizon+4)*perReq + 64
 	for slot := 0; slot < C; slot++ {
 		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
 		s.reqs[ri].transient = true
-		s.reqs[ri].steady = warm == 0
 	}
-	target := C * win
+	det := newCycleDetector(C, win, horizon)
+	gen0 := 0
 	s.onFinish = func(s *sim, ri int32, now float64) {
 		r := s.reqs[ri]
-		if r.steady {
-			col.doneN++
+		if r.gen == 0 {
+			gen0++
+		} else {
+			det.add(r.slot, r.gen, r.arrival, r.first-r.arrival, r.done-r.arrival)
 		}
-		nri := s.newReq(&w, r.slot, r.gen+1, now+w.TurnaroundMs+stage)
-		nr := &s.reqs[nri]
-		nr.steady = nr.gen >= warm && nr.gen < warm+win
+		nri := s.newReq(&w, r.slot, r.gen+1, now+delay)
+		if r.gen+1 < maxBuckets {
+			s.reqs[nri].bucket = int32(r.gen + 1)
+		}
 	}
-	if err := s.run(ctx, func() bool { return col.doneN >= target }); err != nil {
+	stop := det.ready
+	if o.transientOnly {
+		stop = func() bool { return gen0 == C }
+	}
+	if err := s.run(ctx, stop); err != nil {
 		return nil, err
 	}
-	rep, err := s.report(col, w)
+	if o.transientOnly {
+		rep, err := s.report(col, w, -1, -1)
+		if err != nil {
+			return nil, err
+		}
+		return rep, finite(rep)
+	}
+	win0, win1 := det.w.Start, det.w.Start+det.w.Length
+	rep, err := s.report(col, w, win0, win1)
 	if err != nil {
 		return nil, err
 	}
 	// Throughput: each slot's window spans its steady requests back to back (the
-	// next request is sent at completion + turnaround), so slot s serves win
-	// requests in Σ (E2E + turnaround); the slot rates add up.
+	// next request is sent at completion + turnaround and reaches the scheduler a
+	// round trip later), so slot s serves Length requests between the completion
+	// before its window and its last window completion; the slot rates add up.
 	first := make([]float64, C)
 	last := make([]float64, C)
 	toks := make([]float64, C)
@@ -150,11 +204,11 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 		if !r.steady {
 			continue
 		}
-		if r.gen == warm {
-			first[r.slot] = r.arrival - stage
+		if r.gen == win0 {
+			first[r.slot] = r.arrival - delay
 		}
-		if r.gen == warm+win-1 {
-			last[r.slot] = r.done + w.TurnaroundMs
+		if r.gen == win1-1 {
+			last[r.slot] = r.done
 		}
 		toks[r.slot] += float64(r.osl)
 	}
@@ -164,33 +218,54 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 		if !(d > 0) {
 			return nil, fmt.Errorf("queueing: empty measurement window for slot %d (internal)", sl)
 		}
-		x += float64(win) / d
+		x += float64(win1-win0) / d
 		tok += toks[sl] / d
 	}
 	rep.ThroughputRPS = x * 1000
 	rep.OutputTokensPerS = tok * 1000
 	rep.Diagnostics.WindowStartMs = minOf(first)
 	rep.Diagnostics.WindowEndMs = maxOf(last)
+	wd := det.w
+	wd.SpreadMs = o.spreadMs
+	rep.Diagnostics.Windows = []Window{wd}
+	rep.Diagnostics.LimitCycle = limitCycleNote(rep.Diagnostics.Windows)
 	return rep, finite(rep)
 }
 
-// evalOpen runs the open loop on the W1 stream: N requests, the first N/10 are
-// warm-up. An unstable rate (the in-system population grows between the middle and
-// the last arrival while completions fall behind arrivals) stops at the last
-// arrival with an Unstable report.
+// limitCycleNote is the diagnostic of runs whose limit cycle was not found ("" when
+// every run found one).
+func limitCycleNote(ws []Window) string {
+	var miss []string
+	for i, w := range ws {
+		if !w.Found {
+			miss = append(miss, fmt.Sprintf("run %d: no limit cycle within %d generations, measured generations [%d, %d)", i, w.Horizon, w.Start, w.Start+w.Length))
+		}
+	}
+	return strings.Join(miss, "; ")
+}
+
+// evalOpen runs the open loop on the W1 stream. With n ≥ 2 stream periods the
+// first period warms up and the measured window is the following whole periods (a
+// period visits every inter-arrival stratum once, so the window's arrival rate is
+// exactly the nominal one; requests after the last whole period are load only);
+// below that, the first n/10 requests warm up and the rest are measured (the
+// window then realises the rate of its sample). An unstable rate (the in-system
+// population grows between the middle and the last arrival while completions fall
+// behind arrivals) stops at the last arrival with an Unstable report.
 func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Options, perReq int) (*Report, error) {
+	const K = workload.ArrivalStrata
 	n := w.NumRequests
 	if n == 0 {
 		n = o.OpenLoopRequests
 	}
 	if n <= 0 {
-		n = defaultOpenRequests
+		n = defaultOpenPeriods * K
 	}
 	stream, err := workload.NewArrivalStream(w.RateRPS)
 	if err != nil {
 		return nil, err
 	}
-	warm := n / 10
+	warm, nw := OpenWindow(n)
 	if err := s.workGuard(n, float64(n)*cyclePasses(s, w, 1), 0); err != nil {
 		return nil, err
 	}
@@ -198,9 +273,13 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 	s.maxPasses = n*perReq + 64
 	for i := 0; i < n; i++ {
 		ri := s.newReq(&w, -1, i, stream.Next()+s.e.StageMs)
-		s.reqs[ri].steady = i >= warm
+		s.reqs[ri].steady = i >= warm && i < warm+nw
+		if s.reqs[ri].steady {
+			s.reqs[ri].bucket = 0
+		}
 	}
-	target := n - warm
+	after := stream.Next() + s.e.StageMs // the arrival after the last simulated one
+	target := nw
 	mid, end := s.reqs[n/2].arrival, s.reqs[n-1].arrival
 	var lMid, doneMid int
 	midSeen, checked, unstable := false, false, false
@@ -251,24 +330,45 @@ func evalOpen(ctx context.Context, s *sim, col *collector, w workload.Spec, o Op
 			Diagnostics: Diagnostics{Passes: s.passes, Backlog: lEnd},
 		}, nil
 	}
-	rep, err := s.report(col, w)
+	rep, err := s.report(col, w, -1, -1)
 	if err != nil {
 		return nil, err
 	}
+	rep.ITL = col.itlOf(0, 1)
 	// A stable open loop serves what arrives: throughput is the arrival rate of the
-	// steady requests.
-	a0, a1 := s.reqs[warm].arrival, s.reqs[n-1].arrival
+	// steady requests, nw arrivals over the nw gaps that follow the first (whole
+	// periods: exactly the nominal rate).
+	a0, a1 := s.reqs[warm].arrival, after
+	if warm+nw < n {
+		a1 = s.reqs[warm+nw].arrival
+	}
 	toks := 0.0
-	for i := warm; i < n; i++ {
+	for i := warm; i < warm+nw; i++ {
 		toks += float64(s.reqs[i].osl)
 	}
 	if a1 > a0 {
-		k := float64(n - 1 - warm)
-		rep.ThroughputRPS = k / (a1 - a0) * 1000
-		rep.OutputTokensPerS = rep.ThroughputRPS * toks / float64(n-warm)
+		rep.ThroughputRPS = float64(nw) / (a1 - a0) * 1000
+		rep.OutputTokensPerS = rep.ThroughputRPS * toks / float64(nw)
 	}
 	rep.Diagnostics.WindowStartMs, rep.Diagnostics.WindowEndMs = a0, a1
+	batches := 4
+	if nw >= 2*K {
+		batches = nw / K // one batch per stream period
+	}
+	rep.Diagnostics.QuantileSE = batchSE(s.reqs[warm:warm+nw], s.e.StageMs, batches)
 	return rep, finite(rep)
+}
+
+// OpenWindow returns the open loop's warm-up and measured request counts for n
+// requests: with n ≥ 2 W1 stream periods, one warm-up period and the following
+// whole periods; below that the first n/10 requests warm up and the rest are
+// measured. The oracle gate measures the DES with the same window.
+func OpenWindow(n int) (warm, measured int) {
+	const K = workload.ArrivalStrata
+	if n >= 2*K {
+		return K, (n - K) / K * K
+	}
+	return n / 10, n - n/10
 }
 
 // Limits of one quantitative evaluation (memory and time): requests simulated and
@@ -317,9 +417,18 @@ func arrivedBy(reqs []simReq, t float64) int {
 	return lo
 }
 
-// report builds the distributions of the steady and transient requests.
-func (s *sim) report(col *collector, w workload.Spec) (*Report, error) {
+// report builds the distributions of the steady and transient requests. A closed
+// loop passes its window [win0, win1) of generations (the requests of those
+// generations become steady, their ITL buckets are merged); the open loop and a
+// transient-only run pass −1 and keep the flags set at creation.
+func (s *sim) report(col *collector, w workload.Spec, win0, win1 int) (*Report, error) {
 	stage := col.stage
+	if win0 >= 0 {
+		for i := range s.reqs {
+			r := &s.reqs[i]
+			r.steady = r.gen >= win0 && r.gen < win1
+		}
+	}
 	n := 0
 	for i := range s.reqs {
 		if r := &s.reqs[i]; (r.steady || r.transient) && r.finished {
@@ -348,11 +457,15 @@ func (s *sim) report(col *collector, w workload.Spec) (*Report, error) {
 			}
 			tpot = append(tpot, Atom{Value: tp, Weight: 1})
 		}
+		var toks []float64
+		if s.record {
+			toks = r.tokens
+		}
 		recs = append(recs, RequestRecord{Slot: r.slot, Generation: r.gen, ArrivalMs: r.arrival - stage,
-			ISL: r.isl, Prefix: r.prefix, OSL: r.osl, TTFTMs: tt, E2EMs: ee, TokenMs: r.tokens,
+			ISL: r.isl, Prefix: r.prefix, OSL: r.osl, TTFTMs: tt, E2EMs: ee, TokenMs: toks,
 			Transient: r.transient && !r.steady})
 	}
-	if len(ttft) == 0 {
+	if len(ttft) == 0 && len(trans) == 0 {
 		return nil, fmt.Errorf("queueing: no steady request completed (internal)")
 	}
 	rep := &Report{Tier: TierQuantitative, Fidelity: w.Fidelity(), Requests: recs}
@@ -360,10 +473,10 @@ func (s *sim) report(col *collector, w workload.Spec) (*Report, error) {
 	rep.E2E = fromAtomsOwned(e2e)
 	rep.TPOT = fromAtomsOwned(tpot)
 	rep.TTFTTransient = fromAtomsOwned(trans)
-	if col.itl.empty() {
-		rep.ITL = PointMass(0) // osl ≤ 1: no gaps
+	if win0 >= 0 {
+		rep.ITL = col.itlOf(win0, win1)
 	} else {
-		rep.ITL = col.itl.dist()
+		rep.ITL = PointMass(0)
 	}
 	p99 := rep.TTFTSteady.Quantile(0.99)
 	rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi = p99, p99
@@ -408,4 +521,63 @@ func maxOf(x []float64) float64 {
 		m = math.Max(m, v)
 	}
 	return m
+}
+
+// openQuantiles are the open-loop statistics reported with a standard error.
+var openQuantiles = []struct {
+	key string
+	q   float64 // < 0: the mean
+	e2e bool
+}{{"ttft_steady_mean", -1, false}, {"ttft_steady_p50", 0.5, false}, {"ttft_steady_p90", 0.9, false}, {"ttft_steady_p99", 0.99, false},
+	{"e2e_p50", 0.5, true}, {"e2e_p99", 0.99, true}}
+
+// batchSE estimates the standard error of each open-loop quantile by batch means:
+// the measured requests (in arrival order) are cut into `batches` contiguous
+// batches (one per W1 stream period when the window has ≥ 2), the quantile is
+// taken in each, and SE = sd over batches / √batches. Queueing correlates
+// neighbouring requests, so an i.i.d. formula would understate the error; whole
+// periods are the natural batches of the stream.
+func batchSE(reqs []simReq, stage float64, batches int) map[string]float64 {
+	if batches < 2 || len(reqs) < 2*batches {
+		return nil
+	}
+	out := make(map[string]float64, len(openQuantiles))
+	vals := make([]float64, 0, len(reqs)/batches+1)
+	qs := make([]float64, batches)
+	for _, oq := range openQuantiles {
+		for b := 0; b < batches; b++ {
+			lo, hi := b*len(reqs)/batches, (b+1)*len(reqs)/batches
+			vals = vals[:0]
+			for i := lo; i < hi; i++ {
+				r := &reqs[i]
+				v := r.first - r.arrival + stage
+				if oq.e2e {
+					v = r.done - r.arrival + stage
+				}
+				vals = append(vals, v)
+			}
+			if oq.q < 0 {
+				sum := 0.0
+				for _, v := range vals {
+					sum += v
+				}
+				qs[b] = sum / float64(len(vals))
+				continue
+			}
+			slices.Sort(vals)
+			k := int(math.Ceil(oq.q*float64(len(vals)))) - 1 // the Distribution's rule on equal weights
+			qs[b] = vals[max(k, 0)]
+		}
+		mean := 0.0
+		for _, v := range qs {
+			mean += v
+		}
+		mean /= float64(batches)
+		ss := 0.0
+		for _, v := range qs {
+			ss += (v - mean) * (v - mean)
+		}
+		out[oq.key] = math.Sqrt(ss/float64(batches-1)) / math.Sqrt(float64(batches))
+	}
+	return out
 }

@@ -34,6 +34,8 @@ type RequestRecord struct {
 	// requested through Options.RecordTokenTimes.
 	TokenMs   []float64 `json:"token_ms,omitempty"`
 	Transient bool      `json:"transient,omitempty"`
+	// Phase is the stagger phase (1..K) of a steady record of a mixture, 0 otherwise.
+	Phase int `json:"phase,omitempty"`
 }
 
 // Diagnostics describes how a report was obtained.
@@ -62,6 +64,17 @@ type Diagnostics struct {
 	NGen         float64 `json:"n_gen,omitempty"`
 	// StaggerPhases > 0 flags a steady mixture over that many initial staggers.
 	StaggerPhases int `json:"stagger_phases,omitempty"`
+	// StaggerCycleMs is the request cycle the stagger phases spread the clients over.
+	StaggerCycleMs float64 `json:"stagger_cycle_ms,omitempty"`
+	// Windows (closed loop, quantitative) are the steady windows of the runs
+	// measured: the burst's, or one per stagger phase (cycle.go).
+	Windows []Window `json:"windows,omitempty"`
+	// LimitCycle is empty when every run's limit cycle was found, else the
+	// diagnostic of the runs measured at the horizon instead.
+	LimitCycle string `json:"limit_cycle,omitempty"`
+	// QuantileSE (open loop, quantitative) is the batch-means standard error of
+	// each reported quantile, keyed by its column name (ttft_steady_p99, e2e_p50 …).
+	QuantileSE map[string]float64 `json:"quantile_se,omitempty"`
 	// Backlog is the open-loop number of requests waiting for admission at the last
 	// arrival.
 	Backlog int `json:"backlog,omitempty"`
@@ -124,7 +137,7 @@ func (r *Report) Columns(gpus int) map[string]any {
 	if tp := r.TPOT.Mean(); tp > 0 {
 		perUser = 1000 / tp
 	}
-	return map[string]any{
+	cols := map[string]any{
 		"ttft_steady_mean":            r.TTFTSteady.Mean(),
 		"ttft_steady_p50":             r.TTFTSteady.Quantile(0.50),
 		"ttft_steady_p75":             r.TTFTSteady.Quantile(0.75),
@@ -152,6 +165,14 @@ func (r *Report) Columns(gpus int) map[string]any {
 		"queueing_tier":               string(r.Tier),
 		"workload_fidelity":           string(r.Fidelity),
 	}
+	for k, v := range r.Diagnostics.QuantileSE {
+		cols[k+"_se"] = v // the open-loop sampling error beside its quantile
+	}
+	if r.Diagnostics.LimitCycle != "" {
+		// The steady window was measured at the horizon, not on a detected cycle.
+		cols["limit_cycle"] = r.Diagnostics.LimitCycle
+	}
+	return cols
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -29,7 +29,14 @@ type scr struct {
 // QUEUEING.md §5 (derived in docs/queueing.md): a handful of timing calls, no
 // simulation.
 func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
-	return new(Screener).Screen(w, e, t)
+	return new(Screener).ScreenWith(w, e, t, DefaultOptions())
+}
+
+// ScreeningWith is Screening under explicit options: only Options.ClientRTTMs is
+// read (the client round trip lengthens the closed-loop cycle like a turnaround,
+// and a replacement arriving off the pass boundary waits for the pass in flight).
+func ScreeningWith(w workload.Spec, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
+	return new(Screener).ScreenWith(w, e, t, o)
 }
 
 // Screener evaluates screening points reusing its scratch space between calls, for
@@ -41,9 +48,20 @@ type Screener struct {
 
 // Screen is Screening with s's scratch space.
 func (s *Screener) Screen(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
+	return s.ScreenWith(w, e, t, DefaultOptions())
+}
+
+// ScreenWith is ScreeningWith with s's scratch space.
+func (s *Screener) ScreenWith(w workload.Spec, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
 	b, err := checkInputs(w, e, t)
 	if err != nil {
 		return nil, err
+	}
+	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
+		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
+	}
+	if w.Concurrency > 0 {
+		w.TurnaroundMs += o.ClientRTTMs // the closed form sees the round trip as client delay
 	}
 	pr := &s.pr
 	pr.reset(t)
@@ -170,6 +188,8 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	switch {
 	case open && S == 1:
 		res = PointMass(0) // inside the M/D/1 wait
+	case !open && w.Concurrency == 1:
+		res = PointMass(0) // one client: its request finds the engine idle, whatever its delay
 	case open || w.TurnaroundMs > 0:
 		res = residual(s, async)
 	case async && c > 1 && len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0:

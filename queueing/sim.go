@@ -28,7 +28,11 @@ type simReq struct {
 	finished     bool
 	steady       bool
 	transient    bool
-	tokens       []float64 // emission times, when recorded
+	// bucket is the ITL accumulator of the request's gaps (closed loop: its
+	// generation, so the steady window can be chosen after the fact; open loop: 0
+	// for steady requests), or −1 for none.
+	bucket int32
+	tokens []float64 // emission times, when recorded
 }
 
 // entry is one scheduled item of a pass.
@@ -77,10 +81,11 @@ type sim struct {
 	finBuf    []int32
 	decBuf    []int32 // SGLang decoders of the pass being built
 	chunkList []int32 // TRT-LLM contexts to size after the scan
+	rowBuf    []bucketRows
 
 	// fast, when set, receives the ITL gaps of decode stretches run by
-	// fastForward (weight = steady rows of the pass).
-	fast func(gap, steadyRows float64)
+	// fastForward (rows of the pass counted per ITL bucket).
+	fast func(gap float64, rows []bucketRows)
 
 	// hooks of the driver
 	onFinish func(s *sim, r int32, now float64)
@@ -183,7 +188,7 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			r.first = end
 		}
 		r.last = end
-		if s.record && (r.steady || r.transient) {
+		if s.record {
 			r.tokens = append(r.tokens, end)
 		}
 		if r.gOut == r.osl {

@@ -12,21 +12,39 @@ import (
 const maxStaggerPhases = 16
 
 // staggered evaluates a closed loop as a deterministic mixture over initial
-// phases. A fixed-shape closed loop started as a burst keeps the burst's cohorts
-// forever (requests finishing in the same pass return together); started with the
-// clients spread over a request cycle it settles into other limit cycles. Phase i
-// (i = 1..K) spreads the C first requests uniformly over i/K of the burst run's
-// request cycle (mean E2E + turnaround). The steady distributions are the equal
-// mixture of the K runs (every run has the same number of steady requests),
-// throughputs their mean; the transient, the records' transient and the bracket
-// come from the burst run.
+// phases (the product default since issue 9: real clients desynchronise through
+// EOS, jitter and tokenizer noise, so one burst-locked cycle is not a prediction of
+// a benchmark). A fixed-shape closed loop started as a burst keeps the burst's
+// cohorts forever (requests finishing in the same pass return together); started
+// with the clients spread over a request cycle it settles into other limit cycles.
+// Phase i (i = 1..K) spreads the C first requests uniformly over (K + i)/(2K) of the
+// request cycle (the screening tier's mean E2E + turnaround + client round trip; the
+// burst transient's when screening declines the point): from just over half a cycle
+// to a whole one. Phases spread over less are nearly the burst (its locked cycle is
+// --stagger-phases 0) and take as long to dissolve: at vLLM C 32, isl 4096, budget
+// 8192 the ¼- and ½-spread phases settled at generations 28 and 18–20, the spreads
+// ≥ 5/8 at 1–2) and measures ⌈W/K⌉ steady
+// generations on its own limit cycle (cycle.go), so the mixture holds about as many
+// steady requests as one burst window. The steady distributions are the equal
+// mixture of the K phases (each phase's requests, and each phase's ITL gaps, weigh
+// 1/K in total), throughputs their mean; the transient and its records come from a
+// burst run stopped once generation 0 has finished.
 func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
-	burst, err := quantitativeRun(ctx, w, e, t, o, b)
+	ob := o
+	ob.transientOnly = true
+	burst, err := quantitativeRun(ctx, w, e, t, ob, b)
 	if err != nil {
 		return nil, err
 	}
-	cycle := burst.E2E.Mean() + w.TurnaroundMs
+	var cycle float64
+	if sc, err := ScreeningWith(w, e, t, o); err == nil && !sc.Unstable && sc.E2E.Mean() > 0 {
+		cycle = sc.E2E.Mean()
+	} else {
+		cycle = transientE2E(burst)
+	}
+	cycle += w.TurnaroundMs + o.ClientRTTMs
 	K := o.StaggerPhases
+	win := ceilDiv(windowGenerations(w.Concurrency, o), K)
 	var ttft, itl, tpot, e2e []Atom
 	var recs []RequestRecord
 	x, tok := 0.0, 0.0
@@ -36,28 +54,35 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 			recs = append(recs, r)
 		}
 	}
+	windows := make([]Window, 0, K)
+	var first, last float64
 	for i := 1; i <= K; i++ {
 		oi := o
-		oi.spreadMs = cycle * float64(i) / float64(K)
+		oi.spreadMs = cycle * float64(K+i) / float64(2*K)
+		oi.WindowGenerations = win
 		r, err := quantitativeRun(ctx, w, e, t, oi, b)
 		if err != nil {
 			return nil, err
 		}
-		ttft = append(ttft, r.TTFTSteady.Atoms()...)
-		tpot = append(tpot, r.TPOT.Atoms()...)
-		e2e = append(e2e, r.E2E.Atoms()...)
-		// ITL: every run weighs its gaps by count; normalise per run so each phase
-		// counts equally.
-		wt := r.ITL.TotalWeight()
-		for _, a := range r.ITL.Atoms() {
-			itl = append(itl, Atom{Value: a.Value, Weight: a.Weight / math.Max(wt, 1e-300)})
-		}
+		// Each phase weighs 1 in total: its requests 1/n each, its gaps by count
+		// normalised to 1.
+		wr := 1 / float64(max(r.Diagnostics.SteadyRequests, 1))
+		ttft = appendScaled(ttft, r.TTFTSteady, wr)
+		tpot = appendScaled(tpot, r.TPOT, wr)
+		e2e = appendScaled(e2e, r.E2E, wr)
+		itl = appendScaled(itl, r.ITL, 1/math.Max(r.ITL.TotalWeight(), 1e-300))
 		x += r.ThroughputRPS / float64(K)
 		tok += r.OutputTokensPerS / float64(K)
 		passes += r.Diagnostics.Passes
 		steady += r.Diagnostics.SteadyRequests
+		windows = append(windows, r.Diagnostics.Windows...)
+		if i == 1 {
+			first, last = r.Diagnostics.WindowStartMs, r.Diagnostics.WindowEndMs
+		}
+		first, last = math.Min(first, r.Diagnostics.WindowStartMs), math.Max(last, r.Diagnostics.WindowEndMs)
 		for _, q := range r.Requests {
 			if !q.Transient {
+				q.Phase = i
 				recs = append(recs, q)
 			}
 		}
@@ -74,5 +99,29 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 	rep.Diagnostics.Passes = passes
 	rep.Diagnostics.SteadyRequests = steady
 	rep.Diagnostics.StaggerPhases = K
+	rep.Diagnostics.StaggerCycleMs = cycle
+	rep.Diagnostics.Windows = windows
+	rep.Diagnostics.LimitCycle = limitCycleNote(windows)
+	rep.Diagnostics.WindowStartMs, rep.Diagnostics.WindowEndMs = first, last
 	return rep, finite(rep)
+}
+
+// appendScaled appends d's atoms with their weights multiplied by f.
+func appendScaled(dst []Atom, d Distribution, f float64) []Atom {
+	for _, a := range d.atoms {
+		dst = append(dst, Atom{Value: a.Value, Weight: a.Weight * f})
+	}
+	return dst
+}
+
+// transientE2E is the mean E2E of the burst's generation-0 requests.
+func transientE2E(r *Report) float64 {
+	sum, n := 0.0, 0
+	for _, q := range r.Requests {
+		if q.Transient {
+			sum += q.E2EMs
+			n++
+		}
+	}
+	return sum / float64(max(n, 1))
 }

@@ -73,7 +73,7 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass
 	if !o.RecordTokenTimes && !o.NoFastForward {
-		s.fast = col.itl.add
+		s.fast = col.onFast
 	}
 	// guard: each request's own passes (prefill chunks of the budget, then decode),
 	// as cyclePasses estimates them; bound: a pass advances some request by ≥ 1 token.
@@ -103,10 +103,11 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
 	}
-	rep, err := s.report(col, workload.Spec{})
+	rep, err := s.report(col, workload.Spec{}, -1, -1)
 	if err != nil {
 		return nil, err
 	}
+	rep.ITL = col.itlOf(0, 1) // every request is measured: ITL bucket 0 (simReq.bucket)
 	rep.Fidelity = workload.W3
 	if so != nil {
 		rep.Fidelity = workload.W4

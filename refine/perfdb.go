@@ -444,8 +444,11 @@ func legacyRow(in store.PointInputs, ttft, tpot, req float64, conc int, t perfdb
 // chunked_prefill_size; the sweep sets ctx_tokens + batch) and the running cap
 // max_num_seqs (V-R2 max_num_seqs, T-R1 max_batch_size, S-R2 max_running_requests;
 // the sweep sets batch). Chunked prefill is on when asked or when a prompt would not
-// fit the budget.
+// fit the budget. A point that recorded its engine (resolveEngines) runs that one.
 func engine(in store.PointInputs) (queueing.EngineSpec, error) {
+	if e, ok, err := recordedEngine(in); ok || err != nil {
+		return e, err
+	}
 	e, err := queueing.DefaultEngine(in.Backend, in.Version)
 	if err != nil {
 		return e, err

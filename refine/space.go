@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -35,6 +36,12 @@ type SweepSpec struct {
 	DecodeBatches []int `json:"decode_batch,omitempty"`
 	// MaxWorkers caps the P and D worker counts of disagg rows (default 32).
 	MaxWorkers int `json:"max_workers,omitempty"`
+	// EngineProfile configures each point's engine (queueing.ProfileDefaults or
+	// queueing.ProfileAIConfigurator; "" = defaults); see resolveEngines.
+	EngineProfile string `json:"engine_profile,omitempty"`
+	// EngineConfig is the engine's own config file applied over the profile on
+	// every point (--engine-config), nil for none.
+	EngineConfig *engineconf.Config `json:"engine_config,omitempty"`
 }
 
 // DefaultTPs is aiconfigurator's dense tp list (task_v2.py).
@@ -118,6 +125,9 @@ func (s *SweepSpec) validate() error {
 	case s.Prefix < 0 || s.Prefix >= s.ISL:
 		return fmt.Errorf("--prefix %d: must be ≥ 0 and < --isl %d", s.Prefix, s.ISL)
 	}
+	if err := s.checkEngineSpec(); err != nil {
+		return err
+	}
 	for _, m := range s.Modes {
 		if m != store.ModeAgg && m != store.ModeDisagg {
 			return fmt.Errorf("--mode %q: use agg, disagg or all", m)
@@ -179,6 +189,9 @@ func Enumerate(s SweepSpec, r Resolved, evaluator string) ([]store.PointInputs, 
 		case store.ModeDisagg:
 			out = append(out, enumerateDisagg(s, base, okTP, r.MoE)...)
 		}
+	}
+	if err := resolveEngines(s, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

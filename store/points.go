@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -54,6 +55,17 @@ type PointInputs struct {
 	// Evaluator names the code that produced the row's numbers; a new evaluator
 	// version gives new keys instead of silently reusing stale rows.
 	Evaluator string
+
+	// EngineProfile names how the point's engine was configured when that is not
+	// the sweep's original rule: "" = the engines' defaults with the sweep's
+	// budget (ctx_tokens + batch) and running cap (batch); otherwise the profile
+	// ("aiconfigurator", …) with "+config" when an engine config file was applied.
+	// When set, it and Engine go into the row key (rows of the original rule keep
+	// their keys).
+	EngineProfile string
+	// Engine is the resolved engine configuration as JSON (engineconf.Resolved),
+	// stored as operating_points.engine_config; "" = not recorded.
+	Engine string
 }
 
 // Key returns the row key: the sha256 hex of a canonical encoding of every input.
@@ -110,6 +122,10 @@ func (p *PointInputs) Key() string {
 	num("d_pp", p.DPP)
 	num("d_dp", p.DDP)
 	str("evaluator", p.Evaluator)
+	if p.EngineProfile != "" {
+		str("engine_profile", p.EngineProfile)
+		str("engine", p.Engine)
+	}
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -165,6 +181,10 @@ func (p *PointInputs) Validate() error {
 		return errors.New("point: disagg needs workers, batch, tp, pp and dp > 0 on both pools")
 	case p.Evaluator == "":
 		return errors.New("point: evaluator must be set")
+	case p.Engine != "" && !json.Valid([]byte(p.Engine)):
+		return fmt.Errorf("point: engine config %.40q is not JSON", p.Engine)
+	case p.EngineProfile != "" && p.Engine == "":
+		return fmt.Errorf("point: engine profile %q without its resolved engine config", p.EngineProfile)
 	}
 	return nil
 }

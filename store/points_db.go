@@ -19,7 +19,8 @@ var pointColumns = append(append(append([]string{
 	"p_workers", "p_batch", "p_tp", "p_pp", "p_dp", "d_workers", "d_batch", "d_tp", "d_pp", "d_dp",
 	"evaluator", "parallel", "num_gpus", "concurrency", "oom"},
 	legacyColumns...), QueueingColumns[:]...),
-	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity")
+	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity",
+	"engine_profile", "engine_config")
 
 func nullable(v float64, ok bool) any {
 	if !ok {
@@ -55,7 +56,11 @@ func (p *Point) args() []any {
 	} else if p.Q.Tier != "" {
 		tier = p.Q.Tier
 	}
-	return append(a, tier, fid)
+	engine := in.Engine
+	if engine == "" {
+		engine = "{}" // not recorded (migration 00009's default)
+	}
+	return append(a, tier, fid, in.EngineProfile, engine)
 }
 
 func placeholders(n int) string {
@@ -361,11 +366,14 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	for i := range qv {
 		dst = append(dst, &qv[i])
 	}
-	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &pareto)
+	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err
 	}
 	in.ChunkedPrefill = chunked == 1
+	if in.Engine == "{}" {
+		in.Engine = ""
+	}
 	p.Legacy.OOM = oom == 1
 	p.IsPareto = pareto == 1
 	l := &p.Legacy

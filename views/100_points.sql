@@ -78,6 +78,8 @@ SELECT
     CASE WHEN r.key IS NULL THEN o.e2e_p99 ELSE r.e2e_p99 END AS e2e_p99,
     CASE WHEN r.key IS NULL THEN o.queueing_tier ELSE 'quantitative' END AS queueing_tier,
     CASE WHEN r.key IS NULL THEN o.workload_fidelity ELSE r.workload_fidelity END AS workload_fidelity,
+    o.engine_profile,
+    o.engine_config,
     o.is_pareto
 FROM operating_points AS o
 LEFT JOIN quantitative_results AS r ON r.key = o.key;

@@ -64,7 +64,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},
 			&cli.StringFlag{Name: "osl-quantiles", Usage: "W2: equally weighted osl quantile points `a,b,..`"},
 			&cli.Float64Flag{Name: "stage-ms", Usage: "additive per-request stages (encoder + dispatch), ms"},
-			// engine knobs (default: the backend's defaults, SCHEDULERS.md §6)
+			// engine knobs over --engine-profile and --engine-config (SCHEDULERS.md §6)
 			&cli.IntFlag{Name: "max-num-batched-tokens", Usage: "vLLM token budget"},
 			&cli.IntFlag{Name: "max-num-seqs", Usage: "vLLM max_num_seqs / SGLang max_running_requests"},
 			&cli.BoolFlag{Name: "chunked-prefill", Usage: "chunked prefill on/off (--chunked-prefill=false)"},
@@ -78,9 +78,11 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-batch-size", Usage: "TRT-LLM max_batch_size"},
 			&cli.IntFlag{Name: "max-num-tokens", Usage: "TRT-LLM max_num_tokens"},
 			&cli.StringFlag{Name: "capacity-policy", Usage: "TRT-LLM guaranteed_no_evict | max_utilization"},
+			engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
-			&cli.IntFlag{Name: "stagger-phases", Usage: "closed loop, quantitative: mix the steady state over N initial client staggers instead of the burst's locked cycle (0 = burst)"},
+			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
+			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
 		},
 		Action: runEval,
@@ -106,10 +108,11 @@ func runEval(c *cli.Context) error {
 	out := map[string]any{}
 	for _, tier := range spec.tiers {
 		var rep *queueing.Report
+		opt := queueing.Options{StaggerPhases: c.Int("stagger-phases"), ClientRTTMs: c.Float64("client-rtt-ms")}
 		if tier == queueing.TierScreening {
-			rep, err = queueing.Screening(spec.w, spec.e, spec.t)
+			rep, err = queueing.ScreeningWith(spec.w, spec.e, spec.t, opt)
 		} else {
-			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, queueing.Options{StaggerPhases: c.Int("stagger-phases")})
+			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, opt)
 		}
 		if err == nil && spec.pt != nil {
 			if perr := spec.pt.Err(); perr != nil {
@@ -223,9 +226,10 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		}
 		s.gpus = c.Int("gpus")
 	}
-	e, err := queueing.DefaultEngine(backend, c.String("version"))
+	e, err := resolveEngine(c, queueing.ProfileInput{Backend: backend, Version: c.String("version"), Role: queueing.RoleAgg,
+		Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL})
 	if err != nil {
-		return nil, userErrorf("--backend: %v", err)
+		return nil, err
 	}
 	if err := applyEngineFlags(c, &e); err != nil {
 		return nil, err

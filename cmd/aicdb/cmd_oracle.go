@@ -31,6 +31,7 @@ by default. --log FILE also writes the per-pass and per-request log as JSON Line
 					&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario JSON `FILE` (read as a stream)"},
 					&cli.StringFlag{Name: "format", Value: "summary", Usage: "output `FORMAT`: summary (JSON), json (the whole log) or table"},
 					&cli.StringFlag{Name: "log", Usage: "write the per-pass and per-request log to `FILE` as JSON Lines"},
+					engineProfileFlag(""), engineConfigFlag(),
 				},
 				Action: oracleRun,
 			},
@@ -55,6 +56,9 @@ func oracleRun(c *cli.Context) error {
 	f.Close()
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
+	}
+	if err := oracleEngineFlags(c, sc); err != nil {
+		return err
 	}
 	logPath := c.String("log")
 	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || format != "summary"})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
 )
@@ -36,6 +37,7 @@ func sweepCommand() *cli.Command {
 		&cli.StringFlag{Name: "ctx-tokens", Usage: "agg prefill budgets `LIST` (default: aiconfigurator's list for --isl)"},
 		&cli.StringFlag{Name: "decode-batch", Usage: "disagg decode batch sizes `LIST` (default: aiconfigurator's schedule)"},
 		&cli.BoolFlag{Name: "chunked-prefill", Usage: "aiconfigurator's enable_chunked_prefill for the ctx_tokens grid"},
+		engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
 		&cli.IntFlag{Name: "workers", Usage: "parallel evaluations (default: all cores)"},
 		&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
@@ -99,7 +101,7 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 	if c.Int("workers") < 0 || c.Int("commit-every") <= 0 || c.Int("top") <= 0 {
 		return s, userErrorf("--workers must be ≥ 0, --commit-every and --top > 0")
 	}
-	return s, nil
+	return s, sweepEngineFlags(c, &s)
 }
 
 func runSweep(c *cli.Context) error {

@@ -71,8 +71,17 @@ func TestEvalGolden(t *testing.T) {
 		"roofline_trtllm":    {"--timing", "roofline", "--base-ms", "2", "--weights-ms", "8", "--token-ms", "0.01", "--attn-ms-per-pair", "1e-6", "--kv-ms-per-token", "1e-4", "--backend-engine", "trtllm", "--concurrency", "24", "--isl", "3000", "--osl", "200", "--chunked-prefill", "--max-num-tokens", "2048", "--tier", "both"},
 		"vllm_staggered":     append(append([]string{}, linArgs...), "--concurrency", "8", "--isl", "1024", "--osl", "256", "--stagger-phases", "4"),
 		"unstable_open_loop": append(append([]string{}, linArgs...), "--rate", "100", "--num-requests", "600", "--isl", "4096", "--osl", "256", "--tier", "both"),
+		// Engine profiles and config files (issue 9 part 2): the default profile
+		// (aiconfigurator) and a TensorRT-LLM extra_llm_api_options file over it.
+		"profile_aic_trtllm_isl8192": append(append([]string{}, linArgs...), "--backend-engine", "trtllm", "--concurrency", "4", "--isl", "8192", "--osl", "64"),
+		"profile_aic_vllm_c32":       append(append([]string{}, linArgs...), "--concurrency", "32", "--isl", "4096", "--osl", "256", "--tier", "both"),
+		"profile_config_trtllm":      append(append([]string{}, linArgs...), "--backend-engine", "trtllm", "--concurrency", "4", "--isl", "8192", "--osl", "64", "--engine-config", "testdata/engine/trtllm_chunked.yaml"),
 	}
 	for name, args := range cases {
+		if !strings.HasPrefix(name, "profile_") {
+			// These goldens pin the model at the engines' bare defaults.
+			args = append(args, "--engine-profile", "defaults")
+		}
 		t.Run(name, func(t *testing.T) {
 			code, out, errs := evalRun(args...)
 			if code != 0 {

@@ -64,6 +64,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			sweepCommand(),
 			bestCommand(),
 			queryCommand(),
+			deployCommand(),
 			versionCommand(),
 			doctorCommand(),
 		},

@@ -25,11 +25,11 @@ func TestPerfdbCLI(t *testing.T) {
 		t.Errorf("ls before init: code %d stderr %q", code, stderr)
 	}
 	code, out, stderr := runPerfdbCLI(t, "--db", db, "init")
-	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 23 models, 74 perf files imported, 0 unchanged, 0 rows mirrored") {
+	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 32 models, 129 perf files imported, 0 unchanged, 0 rows mirrored") {
 		t.Fatalf("init: code %d out %q stderr %q", code, out, stderr)
 	}
 	code, out, _ = runPerfdbCLI(t, "--db", db, "init")
-	if code != 0 || !strings.Contains(out, "0 perf files imported, 74 unchanged, 0 rows mirrored") {
+	if code != 0 || !strings.Contains(out, "0 perf files imported, 129 unchanged, 0 rows mirrored") {
 		t.Errorf("second init: code %d out %q", code, out)
 	}
 
@@ -38,18 +38,18 @@ func TestPerfdbCLI(t *testing.T) {
 h200_sxm,nccl,2.23,1,342
 h200_sxm,nccl,2.26.2,1,1008
 h200_sxm,nccl,2.29.2,1,504
-h200_sxm,sglang,0.5.6.post2,5,57544
-h200_sxm,sglang,0.5.9,5,205084
-h200_sxm,sglang,0.5.10,5,217234
-h200_sxm,sglang,0.5.14,7,276111
-h200_sxm,trtllm,1.2.0rc5,7,194780
-h200_sxm,trtllm,1.3.0rc10,7,253705
-h200_sxm,trtllm,1.3.0rc20,7,358385
-h200_sxm,vllm,0.14.0,5,160689
-h200_sxm,vllm,0.18.0,5,276656
-h200_sxm,vllm,0.19.0,5,253636
-h200_sxm,vllm,0.22.0,6,229175
-h200_sxm,vllm,0.24.0,7,272377
+h200_sxm,sglang,0.5.6.post2,8,66120
+h200_sxm,sglang,0.5.9,9,214682
+h200_sxm,sglang,0.5.10,10,234479
+h200_sxm,sglang,0.5.14,13,378287
+h200_sxm,trtllm,1.2.0rc5,10,199916
+h200_sxm,trtllm,1.3.0rc10,14,273776
+h200_sxm,trtllm,1.3.0rc20,15,389111
+h200_sxm,vllm,0.14.0,7,169284
+h200_sxm,vllm,0.18.0,6,276777
+h200_sxm,vllm,0.19.0,10,282682
+h200_sxm,vllm,0.22.0,11,313353
+h200_sxm,vllm,0.24.0,13,318479
 `
 	if code != 0 || out != want {
 		t.Errorf("ls versions: code %d stderr %q out\n%s\nwant\n%s", code, stderr, out, want)
@@ -91,7 +91,7 @@ h200_sxm,vllm,0.24.0,7,272377
 		t.Errorf("re-import systems folder: code %d out %q", code, out)
 	}
 	_, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "ls", "versions", "-f", "csv")
-	if !strings.Contains(out, "fx,vllm,latest,1,1\nfx,vllm,0.8.0,1,1\nfx,vllm,0.9.0,2,5\n") || !strings.Contains(out, "h200_sxm,vllm,0.24.0,7,272377") {
+	if !strings.Contains(out, "fx,vllm,latest,1,1\nfx,vllm,0.8.0,1,1\nfx,vllm,0.9.0,2,5\n") || !strings.Contains(out, "h200_sxm,vllm,0.24.0,13,318479") {
 		t.Errorf("versions after import:\n%s", out)
 	}
 

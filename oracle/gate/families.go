@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -27,11 +28,47 @@ func closed(isl, osl, prefix, c int) workload.Spec {
 	return workload.Spec{ISL: isl, OSL: osl, Prefix: prefix, Concurrency: c}
 }
 
-// Families returns the gated families of QUEUEING.md §8: isl 512–8192, osl 1–1024,
-// C 1–256, budgets 512–16384, chunked on/off, prefix, max_num_seqs-capped queueing,
-// deep staircases, async scheduling. Families the oracle or the model cannot run yet
-// are present with KnownFailing set (printed in the table with the reason).
+// Families returns the gated families of QUEUEING.md §8: isl 512–8192 (and the
+// long-prompt tail families, isl ≥ 8192 at budget 8192), osl 1–1024, C 1–256,
+// budgets 512–16384, chunked on/off, prefix, max_num_seqs-capped queueing, deep
+// staircases, async scheduling. Every closed-loop family is gated twice: under the
+// product defaults (the stagger mixture over queueing.DefaultStaggerPhases client
+// phases, a queueing.DefaultClientRTTMs round trip) and, suffixed "· burst", under
+// the exact burst semantics (--stagger-phases 0 --client-rtt-ms 0). Families the
+// oracle or the model cannot run yet are present with KnownFailing set (printed in
+// the table with the reason).
 func Families() []Family {
+	var out []Family
+	for _, f := range baseFamilies() {
+		if f.Spec.Concurrency <= 0 {
+			out = append(out, f) // open loop: no client phases, no round trip
+			continue
+		}
+		d := f
+		d.StaggerPhases, d.ClientRTTMs = queueing.DefaultStaggerPhases, queueing.DefaultClientRTTMs
+		b := f
+		b.Name += " · burst"
+		out = append(out, d, b)
+	}
+	return out
+}
+
+// LongPromptFamilies are the prefill-interference tail families (issue 9): prompts
+// of 8k–16k tokens at budget 8192 beside running decodes, where the few decode steps
+// that share a pass with a prefill chunk are long, so the per-request TPOT p99 is
+// far above its p50 under the default (desynchronised) clients. They are part of
+// Families; TestLongPromptTails asserts the spread.
+func LongPromptFamilies() []Family {
+	var fs []Family
+	for _, f := range Families() {
+		if strings.Contains(f.Name, "long-prompt") {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+func baseFamilies() []Family {
 	var fs []Family
 	add := func(name string, w workload.Spec, e queueing.EngineSpec) {
 		fs = append(fs, Family{Name: name, Spec: w, Engine: e, Timing: roofline})
@@ -76,6 +113,9 @@ func Families() []Family {
 		add(fmt.Sprintf("vllm/open ρ%.1f isl2048 osl256 b8192", rho), open(2048, 256, 0, rho*11.9, 4096), vllm(8192, 256))
 		add(fmt.Sprintf("vllm/open ρ%.1f isl1024 osl128 b2048", rho), open(1024, 128, 0, rho*26.2, 4096), vllm(2048, 256))
 	}
+	// Three stream periods: one warms up, two are measured (the evaluator's
+	// whole-period window, queueing.OpenWindow).
+	add("vllm/open ρ0.6 isl1024 osl128 b2048 3 periods", open(1024, 128, 0, 0.6*26.2, 3*workload.ArrivalStrata), vllm(2048, 256))
 	e = vllm(8192, 256)
 	e.AsyncScheduling = true
 	add("vllm/open ρ0.6 isl2048 osl256 async", open(2048, 256, 0, 0.6*11.9, 2048), e)
@@ -134,6 +174,47 @@ func Families() []Family {
 	add("sglang/c16 isl4096 osl256 chunking off", closed(4096, 256, 0, 16), e)
 	add("sglang/c32 W2 isl256–8192 osl16–1024", w2, sgl())
 	add("trtllm/c32 W2 isl256–8192 osl16–1024", w2, trt())
+
+	// Long-prompt tail families (issue 9): prompts ≥ 8k at budget 8192 beside running
+	// decodes. A decode step that shares its pass with a prefill chunk costs the
+	// chunk (≈ 0.2 s here) instead of a decode-only pass (≈ 7 ms), so a request's
+	// TPOT depends on how many prefills its decode span overlaps: p99 ≫ p50.
+	// The burst-started example of issue 9: cohorts dissolve until generation 8, then
+	// a period-1 limit cycle with a steady TTFT mean of 6.598 ms (burst semantics).
+	e = vllm(2048, 256)
+	fs = append(fs, Family{Name: "vllm/c8 isl1024 osl128 b2048 sync limit-cycle", Spec: closed(1024, 128, 0, 8), Engine: e,
+		Timing: timing.Linear{BaseMs: 2, PrefillMsPerToken: 0.004, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.00002}})
+
+	// Fixed shapes: every request's decode span overlaps the other C − 1 prefills
+	// once per cycle, so the ITL has the tail and the TPOT does not; mixed output
+	// lengths (W2, as in real traffic: many short answers, a few long ones) give short
+	// requests whose few gaps overlap 0, 1 or 2 prefill passes: TPOT p99 3–7× its p50
+	// (TestLongPromptTails). With osl strata spread evenly over 16–1024 the long
+	// requests dominate the quantiles and the spread stays ≈ 1.2–1.4×.
+	add("vllm/c16 isl8192 osl128 b8192 long-prompt", closed(8192, 128, 0, 16), vllm(8192, 256))
+	shortLong := []int{4, 8, 16, 2048}
+	for _, c := range []struct {
+		c   int
+		isl []int
+	}{{16, []int{8192, 16384}}, {32, []int{8192, 16384}}, {16, []int{8192}}} {
+		wx := closed(16384, 2048, 0, c.c)
+		wx.ISLQuantiles, wx.OSLQuantiles = c.isl, shortLong
+		add(fmt.Sprintf("vllm/c%d W2 isl%v osl%v b8192 long-prompt", c.c, c.isl, shortLong), wx, vllm(8192, 256))
+	}
+	wl := closed(16384, 2048, 0, 16)
+	wl.ISLQuantiles, wl.OSLQuantiles = []int{8192, 16384}, shortLong
+	e = sgl()
+	e.ChunkedPrefillSize = 8192
+	add(fmt.Sprintf("sglang/c16 W2 isl[8192 16384] osl%v chunk8192 long-prompt", shortLong), wl, e)
+	e = trt()
+	e.EnableChunkedPrefill = true
+	add(fmt.Sprintf("trtllm/c16 W2 isl[8192 16384] osl%v t8192 chunked long-prompt", shortLong), wl, e)
+	e = sgl()
+	e.ChunkedPrefillSize = 8192
+	add("sglang/c16 isl8192 osl128 chunk8192 long-prompt", closed(8192, 128, 0, 16), e)
+	e = trt()
+	e.EnableChunkedPrefill = true
+	add("trtllm/c16 isl8192 osl128 t8192 chunked long-prompt", closed(8192, 128, 0, 16), e)
 
 	// KV pressure: the oracle models vLLM recompute preemption (V-R6) and SGLang
 	// retraction (S-R5); the calendars reject a KV capacity for those backends by

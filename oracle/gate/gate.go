@@ -33,6 +33,11 @@ type Family struct {
 	// OracleKVTokens, when > 0, gives the DES a KV pool of this many tokens that the
 	// model does not see (a regime the model does not cover, shown with its residual).
 	OracleKVTokens int
+	// Closed-loop client semantics given to both sides (queueing.Options): the
+	// stagger mixture over StaggerPhases client phases (0: the burst) and the client
+	// round trip of a replacement request.
+	StaggerPhases int
+	ClientRTTMs   float64
 }
 
 // Row is the outcome of one family.
@@ -48,23 +53,15 @@ type Row struct {
 // ErrModelNotBuilt is returned when the evaluator reports that it is not built yet.
 var ErrModelNotBuilt = errors.New("gate: the quantitative evaluator is not built yet")
 
-// Conventions shared by both sides (docs/validation.md).
-const (
-	warmupGenerations = 4 // closed loop: generation 0 is the transient; 1..3 warm up
-)
-
-// windowGenerations is the steady window per slot: max(8, ceil(256/C)).
-func windowGenerations(c int) int { return max(8, (256+c-1)/c) }
-
 // RunFamily evaluates one family on both sides.
 func RunFamily(ctx context.Context, f Family) Row {
 	row := Row{Family: f}
-	model, err := runModel(ctx, f)
+	model, rep, err := runModel(ctx, f)
 	if err != nil {
 		row.Err = err
 		return row
 	}
-	orc, err := runOracle(ctx, f)
+	orc, err := runOracle(ctx, f, rep)
 	if err != nil {
 		row.Err = fmt.Errorf("oracle: %w", err)
 		return row
@@ -83,50 +80,69 @@ func RunFamily(ctx context.Context, f Family) Row {
 
 // runModel evaluates the family with the quantitative evaluator. The gated values are
 // the report's own (what the product stores); the per-request records are measured
-// too, as a consistency check of the report's aggregation.
-func runModel(ctx context.Context, f Family) (Metrics, error) {
-	opt := queueing.Options{RecordTokenTimes: true, WarmupGenerations: warmupGenerations}
-	if f.Spec.Concurrency > 0 {
-		opt.WindowGenerations = windowGenerations(f.Spec.Concurrency)
-	}
+// too, as a consistency check of the report's aggregation. It also returns the
+// report, whose steady windows and stagger cycle drive the oracle the same way.
+func runModel(ctx context.Context, f Family) (Metrics, *queueing.Report, error) {
+	opt := queueing.Options{RecordTokenTimes: true, StaggerPhases: f.StaggerPhases, ClientRTTMs: f.ClientRTTMs}
 	rep, err := queueing.QuantitativeWith(ctx, f.Spec, f.Engine, f.Timing, opt)
 	if err != nil {
 		if strings.Contains(err.Error(), "not built yet") {
-			return Metrics{}, ErrModelNotBuilt
+			return Metrics{}, nil, ErrModelNotBuilt
 		}
-		return Metrics{}, fmt.Errorf("model: %w", err)
+		return Metrics{}, nil, fmt.Errorf("model: %w", err)
 	}
 	if rep.Unstable {
-		return Metrics{}, fmt.Errorf("model: unstable: %s", rep.UnstableReason)
+		return Metrics{}, nil, fmt.Errorf("model: unstable: %s", rep.UnstableReason)
 	}
-	var steady, trans []rec
+	phases := map[int][]rec{}
+	var trans []rec
 	for _, r := range rep.Requests {
 		x := rec{slot: r.Slot, gen: r.Generation, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.E2EMs, tokens: r.TokenMs}
 		if r.Transient {
 			trans = append(trans, x)
 		} else {
-			steady = append(steady, x)
+			phases[r.Phase] = append(phases[r.Phase], x)
 		}
 	}
-	fromRecords, err := measure(steady, trans, f.Spec.TurnaroundMs)
+	groups := make([][]rec, 0, len(phases))
+	for i := 0; i <= f.StaggerPhases; i++ {
+		if g, ok := phases[i]; ok {
+			groups = append(groups, g)
+		}
+	}
+	openEnd := 0.0
+	if f.Spec.Concurrency <= 0 {
+		openEnd = rep.Diagnostics.WindowEndMs
+	}
+	fromRecords, err := measure(groups, trans, f.Spec.TurnaroundMs+cycleRTT(f), openEnd)
 	if err != nil {
-		return fromRecords, fmt.Errorf("model records: %w", err)
+		return fromRecords, nil, fmt.Errorf("model records: %w", err)
 	}
 	reported := Metrics{
 		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP99: rep.TTFTSteady.Quantile(0.99),
 		TransMean: rep.TTFTTransient.Mean(), TransMax: rep.TTFTTransient.Max(),
 		ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99), TPOTMean: rep.TPOT.Mean(),
+		TPOTP50: rep.TPOT.Quantile(0.5), TPOTP99: rep.TPOT.Quantile(0.99),
 		ThroughputRPS: rep.ThroughputRPS,
 	}
 	for i, v := range reported.values() {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return reported, fmt.Errorf("model: reported %s = %v: not finite", metricNames[i], v)
+			return reported, nil, fmt.Errorf("model: reported %s = %v: not finite", metricNames[i], v)
 		}
 	}
 	if err := consistent(reported, fromRecords); err != nil {
-		return reported, fmt.Errorf("model: %w", err)
+		return reported, nil, fmt.Errorf("model: %w", err)
 	}
-	return reported, nil
+	return reported, rep, nil
+}
+
+// cycleRTT is the client round trip of a closed-loop family (part of each slot's
+// cycle, not of its TTFT/E2E).
+func cycleRTT(f Family) float64 {
+	if f.Spec.Concurrency > 0 {
+		return f.ClientRTTMs
+	}
+	return 0
 }
 
 // consistent checks that the model's reported metrics equal what its own per-request
@@ -198,8 +214,14 @@ func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 	return oe, nil
 }
 
-// runOracle simulates the family and measures it with the same conventions.
-func runOracle(ctx context.Context, f Family) (Metrics, error) {
+// runOracle simulates the family and measures it with the same conventions. A
+// closed loop is driven as the model's report says: the burst (generation 0 gives
+// the transient), then each measured run — the burst itself, or each stagger phase
+// with the clients' first requests spread as in the model's run (Window.SpreadMs) —
+// for as many generations as the model simulated for it; the DES records choose
+// their own steady window by the evaluator's limit-cycle rule
+// (queueing.SteadyWindow), so a model settling into another cycle shows.
+func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, error) {
 	w := f.Spec
 	shape := oracle.Shape{ISL: maxOf(w.ISL, w.ISLQuantiles), OSL: maxOf(w.OSL, w.OSLQuantiles), Prefix: w.Prefix, Prewarm: w.Prefix > 0}
 	if len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
@@ -208,35 +230,85 @@ func runOracle(ctx context.Context, f Family) (Metrics, error) {
 	if w.Concurrency <= 0 {
 		return runOracleOpen(ctx, f, shape)
 	}
-	win := windowGenerations(w.Concurrency)
-	eng, err := oracleEngine(f, w.Concurrency)
-	if err != nil {
-		return Metrics{}, err
+	C := w.Concurrency
+	run := func(gens int, start []float64) (*oracle.Result, error) {
+		eng, err := oracleEngine(f, C)
+		if err != nil {
+			return nil, err
+		}
+		s, err := oracle.New(eng, f.Timing, oracle.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return s.RunClosedLoop(ctx, oracle.ClosedLoop{Shape: shape, Clients: C, Generations: gens, KeepBusy: true,
+			TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs, StartMs: start})
 	}
-	s, err := oracle.New(eng, f.Timing, oracle.Options{})
-	if err != nil {
-		return Metrics{}, err
+	toRec := func(r oracle.RequestRecord) rec {
+		return rec{slot: r.Client, gen: r.Generation, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs}
 	}
-	res, err := s.RunClosedLoop(ctx, oracle.ClosedLoop{Shape: shape, Clients: w.Concurrency,
-		Generations: warmupGenerations + win, KeepBusy: true, TurnaroundMs: w.TurnaroundMs})
-	if err != nil {
-		return Metrics{}, err
+	steadyOf := func(res *oracle.Result, win queueing.Window, phases int) []rec {
+		var samples []queueing.LoopSample
+		for _, r := range res.Requests {
+			samples = append(samples, queueing.LoopSample{Slot: r.Client, Generation: r.Generation, ArrivalMs: r.ArrivalMs, TTFTMs: r.TTFTMs, E2EMs: r.FinishMs - r.ArrivalMs})
+		}
+		ow := queueing.SteadyWindow(samples, C, queueing.WindowGenerations(C, phases), win.Horizon)
+		var out []rec
+		for _, r := range res.Requests {
+			if r.Generation >= ow.Start && r.Generation < ow.Start+ow.Length {
+				out = append(out, toRec(r))
+			}
+		}
+		return out
 	}
-	var steady, trans []rec
-	for _, r := range res.Requests {
-		x := rec{slot: r.Client, gen: r.Generation, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs}
-		switch {
-		case r.Generation == 0:
-			trans = append(trans, x)
-		case r.Generation >= warmupGenerations && r.Generation < warmupGenerations+win:
-			steady = append(steady, x)
+	windows := rep.Diagnostics.Windows
+	var trans []rec
+	var groups [][]rec
+	if f.StaggerPhases == 0 {
+		if len(windows) != 1 {
+			return Metrics{}, fmt.Errorf("model report has %d steady windows, want 1", len(windows))
+		}
+		res, err := run(windows[0].Start+windows[0].Length, nil)
+		if err != nil {
+			return Metrics{}, err
+		}
+		for _, r := range res.Requests {
+			if r.Generation == 0 {
+				trans = append(trans, toRec(r))
+			}
+		}
+		groups = append(groups, steadyOf(res, windows[0], 0))
+	} else {
+		if len(windows) != f.StaggerPhases {
+			return Metrics{}, fmt.Errorf("model report has %d steady windows, want %d phases", len(windows), f.StaggerPhases)
+		}
+		res, err := run(1, nil) // the burst's generation 0: the transient
+		if err != nil {
+			return Metrics{}, err
+		}
+		for _, r := range res.Requests {
+			if r.Generation == 0 {
+				trans = append(trans, toRec(r))
+			}
+		}
+		for _, win := range windows {
+			spread := win.SpreadMs // the model's phase spread, as it drove its own run
+			start := make([]float64, C)
+			for c := range start {
+				start[c] = float64(c) * spread / float64(C)
+			}
+			res, err := run(win.Start+win.Length, start)
+			if err != nil {
+				return Metrics{}, err
+			}
+			groups = append(groups, steadyOf(res, win, f.StaggerPhases))
 		}
 	}
-	return measure(steady, trans, w.TurnaroundMs)
+	return measure(groups, trans, w.TurnaroundMs+f.ClientRTTMs, 0)
 }
 
 // runOracleOpen replays the model's W1 arrival stream (the same arrival instants) in
-// the DES; the first n/10 requests are warm-up, as in the evaluator.
+// the DES and measures the evaluator's window (queueing.OpenWindow: whole stream
+// periods after a warm-up period when n ≥ 2 periods, else after n/10 requests).
 func runOracleOpen(ctx context.Context, f Family, shape oracle.Shape) (Metrics, error) {
 	w := f.Spec
 	n := w.NumRequests
@@ -250,6 +322,11 @@ func runOracleOpen(ctx context.Context, f Family, shape oracle.Shape) (Metrics, 
 	times := make([]float64, n)
 	for i := range times {
 		times[i] = stream.Next()
+	}
+	warm, nw := queueing.OpenWindow(n)
+	end := stream.Next() // the arrival after the last one
+	if warm+nw < n {
+		end = times[warm+nw]
 	}
 	eng, err := oracleEngine(f, max(f.Engine.MaxNumSeqs, f.Engine.MaxBatchSize, 1))
 	if err != nil {
@@ -265,11 +342,11 @@ func runOracleOpen(ctx context.Context, f Family, shape oracle.Shape) (Metrics, 
 	}
 	var steady []rec
 	for i, r := range res.Requests {
-		if i >= n/10 {
+		if i >= warm && i < warm+nw {
 			steady = append(steady, rec{slot: -1, gen: i, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs})
 		}
 	}
-	return measure(steady, nil, 0)
+	return measure([][]rec{steady}, nil, 0, end)
 }
 
 // Run evaluates every family. It returns ErrModelNotBuilt if the evaluator is a stub.

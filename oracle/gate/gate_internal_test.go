@@ -12,7 +12,7 @@ import (
 // as residuals over tolerance.
 func TestGateDetectsDrift(t *testing.T) {
 	f := Families()[1] // vllm c8 isl2048 osl256 b8192
-	m, err := runModel(context.Background(), f)
+	m, rep, err := runModel(context.Background(), f)
 	if errors.Is(err, ErrModelNotBuilt) {
 		t.Skip("evaluator not built")
 	}
@@ -21,7 +21,7 @@ func TestGateDetectsDrift(t *testing.T) {
 	}
 	g := f
 	g.Engine.MaxNumBatchedTokens = 512
-	o, err := runOracle(context.Background(), g)
+	o, err := runOracle(context.Background(), g, rep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestGateDetectsDrift(t *testing.T) {
 // requests over the steady span; the quantile rule is the Distribution's.
 func TestMeasureIdentities(t *testing.T) {
 	steady := []rec{{slot: -1, arrival: 0, ttft: 10, e2e: 10, tokens: []float64{10}}, {slot: -1, arrival: 10, ttft: 20, e2e: 20, tokens: []float64{30}}}
-	m, err := measure(steady, steady[:1], 0)
+	m, err := measure([][]rec{steady}, steady[:1], 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestMeasureIdentities(t *testing.T) {
 	if m.ThroughputRPS != 1/(10.0/1000) || m.TTFTMean != 15 || m.TTFTP50 != 10 || m.TTFTP99 != 20 || m.TransMax != 10 {
 		t.Errorf("metrics %+v", m)
 	}
-	if _, err := measure([]rec{{ttft: math.NaN(), e2e: 1, tokens: []float64{1}}}, nil, 0); err == nil {
+	if _, err := measure([][]rec{{{ttft: math.NaN(), e2e: 1, tokens: []float64{1}}}}, nil, 0, 0); err == nil {
 		t.Error("NaN TTFT accepted")
 	}
 	if r := residual(1, 0); !math.IsInf(r, 1) {

@@ -26,98 +26,119 @@ type Metrics struct {
 	TransMean, TransMax        float64 // transient (initial burst) requests
 	ITLP50, ITLP99             float64 // every gap of every steady request
 	TPOTMean                   float64 // per steady request (e2e − ttft)/(osl − 1)
+	TPOTP50, TPOTP99           float64 // the per-request TPOT distribution
 	ThroughputRPS              float64 // steady requests / steady span
 }
 
 // metricNames are the columns of the residual table, in Metrics order.
-var metricNames = []string{"ttft_mean", "ttft_p50", "ttft_p99", "trans_mean", "trans_max", "itl_p50", "itl_p99", "tpot_mean", "throughput"}
+var metricNames = []string{"ttft_mean", "ttft_p50", "ttft_p99", "trans_mean", "trans_max", "itl_p50", "itl_p99", "tpot_mean", "tpot_p50", "tpot_p99", "throughput"}
 
 // tolerances per metric (relative), in Metrics order.
-var tolerances = []float64{0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.03, 0.02}
+var tolerances = []float64{0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.03, 0.05, 0.05, 0.02}
 
 func (m Metrics) values() []float64 {
-	return []float64{m.TTFTMean, m.TTFTP50, m.TTFTP99, m.TransMean, m.TransMax, m.ITLP50, m.ITLP99, m.TPOTMean, m.ThroughputRPS}
+	return []float64{m.TTFTMean, m.TTFTP50, m.TTFTP99, m.TransMean, m.TransMax, m.ITLP50, m.ITLP99, m.TPOTMean, m.TPOTP50, m.TPOTP99, m.ThroughputRPS}
 }
 
-// measure computes Metrics from steady and transient records with the one quantile
-// rule of queueing.Distribution. Throughput follows the evaluator's definitions
-// (QUEUEING.md §4): closed loop, Σ over slots of (steady requests of the slot) /
-// (last steady finish + turnaround − first steady arrival of the slot); open loop, the
-// arrival rate of the steady requests, (n − 1)/(last arrival − first arrival).
-func measure(steady, transient []rec, turnaround float64) (Metrics, error) {
+// measure computes Metrics from the steady records of one or more runs (a stagger
+// mixture: each run weighs 1 in total — its requests 1/n each, its ITL gaps by count
+// normalised to 1 — and the throughput is the runs' mean, as in the evaluator) and
+// the transient records, with the one quantile rule of queueing.Distribution.
+// Throughput follows the evaluator's definitions (QUEUEING.md §4): closed loop, Σ
+// over slots of (steady requests of the slot) / (last steady finish + cycle delay −
+// first steady arrival of the slot), where the cycle delay is the turnaround plus
+// the client round trip; open loop, the arrival rate of the steady requests,
+// n/(openEnd − first arrival), openEnd the arrival that follows the window.
+func measure(runs [][]rec, transient []rec, cycleDelay, openEnd float64) (Metrics, error) {
 	var m Metrics
-	if len(steady) == 0 {
+	var ttft, itl, tpot []queueing.Atom
+	tpotSum, thr := 0.0, 0.0
+	for _, steady := range runs {
+		if len(steady) == 0 {
+			return m, fmt.Errorf("no steady requests")
+		}
+		wr := 1 / float64(len(steady))
+		gaps := 0
+		for _, r := range steady {
+			gaps += max(len(r.tokens)-1, 0)
+		}
+		wg := 1 / float64(max(gaps, 1))
+		t0, t1 := math.Inf(1), math.Inf(-1)
+		type span struct {
+			n      int
+			t0, t1 float64
+		}
+		slots := map[int]*span{}
+		for _, r := range steady {
+			if r.slot >= 0 {
+				sp := slots[r.slot]
+				if sp == nil {
+					sp = &span{t0: math.Inf(1), t1: math.Inf(-1)}
+					slots[r.slot] = sp
+				}
+				sp.n++
+				sp.t0 = math.Min(sp.t0, r.arrival)
+				sp.t1 = math.Max(sp.t1, r.arrival+r.e2e+cycleDelay)
+			}
+			ttft = append(ttft, queueing.Atom{Value: r.ttft, Weight: wr})
+			for i := 1; i < len(r.tokens); i++ {
+				itl = append(itl, queueing.Atom{Value: r.tokens[i] - r.tokens[i-1], Weight: wg})
+			}
+			tp := 0.0
+			if n := len(r.tokens); n > 1 {
+				tp = (r.e2e - r.ttft) / float64(n-1)
+			}
+			tpot = append(tpot, queueing.Atom{Value: tp, Weight: wr})
+			tpotSum += tp * wr
+			t0 = math.Min(t0, r.arrival)
+			t1 = math.Max(t1, r.arrival)
+		}
+		x := 0.0
+		if len(slots) > 0 {
+			ids := make([]int, 0, len(slots))
+			for id := range slots {
+				ids = append(ids, id)
+			}
+			sort.Ints(ids) // a fixed summation order: bit-reproducible
+			for _, id := range ids {
+				sp := slots[id]
+				if sp.t1 > sp.t0 {
+					x += float64(sp.n) / ((sp.t1 - sp.t0) / 1000)
+				}
+			}
+		} else if openEnd > t0 {
+			x = float64(len(steady)) / ((openEnd - t0) / 1000)
+		} else if t1 > t0 {
+			x = float64(len(steady)-1) / ((t1 - t0) / 1000)
+		}
+		thr += x
+	}
+	if len(runs) == 0 {
 		return m, fmt.Errorf("no steady requests")
 	}
-	dist := func(vals []float64) (queueing.Distribution, error) {
-		atoms := make([]queueing.Atom, len(vals))
-		for i, v := range vals {
-			atoms[i] = queueing.Atom{Value: v, Weight: 1}
-		}
-		return queueing.NewDistribution(atoms)
-	}
-	var ttft, itl []float64
-	tpot := 0.0
-	t0, t1 := math.Inf(1), math.Inf(-1)
-	type span struct {
-		n      int
-		t0, t1 float64
-	}
-	slots := map[int]*span{}
-	for _, r := range steady {
-		if r.slot >= 0 {
-			sp := slots[r.slot]
-			if sp == nil {
-				sp = &span{t0: math.Inf(1), t1: math.Inf(-1)}
-				slots[r.slot] = sp
-			}
-			sp.n++
-			sp.t0 = math.Min(sp.t0, r.arrival)
-			sp.t1 = math.Max(sp.t1, r.arrival+r.e2e+turnaround)
-		}
-		ttft = append(ttft, r.ttft)
-		for i := 1; i < len(r.tokens); i++ {
-			itl = append(itl, r.tokens[i]-r.tokens[i-1])
-		}
-		if n := len(r.tokens); n > 1 {
-			tpot += (r.e2e - r.ttft) / float64(n-1)
-		}
-		t0 = math.Min(t0, r.arrival)
-		t1 = math.Max(t1, r.arrival)
-	}
-	d, err := dist(ttft)
+	k := float64(len(runs))
+	d, err := queueing.NewDistribution(ttft)
 	if err != nil {
 		return m, err
 	}
 	m.TTFTMean, m.TTFTP50, m.TTFTP99 = d.Mean(), d.Quantile(0.5), d.Quantile(0.99)
 	if len(itl) > 0 {
-		if d, err = dist(itl); err != nil {
+		if d, err = queueing.NewDistribution(itl); err != nil {
 			return m, err
 		}
 		m.ITLP50, m.ITLP99 = d.Quantile(0.5), d.Quantile(0.99)
 	}
-	m.TPOTMean = tpot / float64(len(steady))
-	if len(slots) > 0 {
-		ids := make([]int, 0, len(slots))
-		for id := range slots {
-			ids = append(ids, id)
-		}
-		sort.Ints(ids) // a fixed summation order: bit-reproducible
-		for _, id := range ids {
-			sp := slots[id]
-			if sp.t1 > sp.t0 {
-				m.ThroughputRPS += float64(sp.n) / ((sp.t1 - sp.t0) / 1000)
-			}
-		}
-	} else if t1 > t0 {
-		m.ThroughputRPS = float64(len(steady)-1) / ((t1 - t0) / 1000)
+	if d, err = queueing.NewDistribution(tpot); err != nil {
+		return m, err
 	}
+	m.TPOTMean, m.TPOTP50, m.TPOTP99 = tpotSum/k, d.Quantile(0.5), d.Quantile(0.99)
+	m.ThroughputRPS = thr / k
 	if len(transient) > 0 {
-		var tr []float64
+		var tr []queueing.Atom
 		for _, r := range transient {
-			tr = append(tr, r.ttft)
+			tr = append(tr, queueing.Atom{Value: r.ttft, Weight: 1})
 		}
-		if d, err = dist(tr); err != nil {
+		if d, err = queueing.NewDistribution(tr); err != nil {
 			return m, err
 		}
 		m.TransMean, m.TransMax = d.Mean(), d.Max()

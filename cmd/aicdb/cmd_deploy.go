@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/engineconf"
+	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/store"
+)
+
+// deployCommand prints the launch configuration of a stored row: the engine it
+// was predicted with (operating_points.engine_config), in the engine's own flags
+// or YAML. Rendering lives in queueing/engineconf; this file only wires it.
+func deployCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "deploy",
+		Usage:     "print the launch flags or YAML of a stored row's engine, as the row was predicted",
+		ArgsUsage: "ROWID",
+		Description: `ROWID is the row's SQLite rowid (all digits) or its key (or a key prefix of ≥ 6 hex digits).
+   aicdb deploy 42                         # vllm serve … / trtllm-serve … / python3 -m sglang.launch_server …
+   aicdb deploy 3f9a01c2 --backend-format yaml
+Disaggregated rows print the prefill and the decode worker, each with its worker count.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "backend-format", Value: engineconf.FormatCLI, Usage: "`FORMAT`: cli (launch command and flags) or yaml (vLLM/SGLang --config, TensorRT-LLM extra_llm_api_options)"},
+		},
+		Action: runDeploy,
+	}
+}
+
+func runDeploy(c *cli.Context) error {
+	// urfave/cli stops parsing flags at the first argument; the issue's spelling
+	// "deploy ROWID --backend-format yaml" puts the flag after it.
+	format := c.String("backend-format")
+	var refs []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--backend-format" || a == "-backend-format":
+			if i+1 >= len(args) {
+				return userErrorf("--backend-format: needs a value (cli or yaml)")
+			}
+			format, i = args[i+1], i+1
+		case strings.HasPrefix(a, "--backend-format="):
+			format = strings.TrimPrefix(a, "--backend-format=")
+		default:
+			refs = append(refs, a)
+		}
+	}
+	if len(refs) != 1 {
+		return userErrorf("deploy: give exactly one ROWID (a row id or key prefix); e.g. aicdb deploy 42")
+	}
+	if format != engineconf.FormatCLI && format != engineconf.FormatYAML {
+		return userErrorf("--backend-format %q: unknown; use cli or yaml", format)
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{ReadOnly: true})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	p, err := st.FindPoint(c.Context, refs[0])
+	if err != nil {
+		if errors.Is(err, store.ErrNoPoint) {
+			return userErrorf("deploy %v; list rows with aicdb query", err)
+		}
+		return asUser(err)
+	}
+	r, recorded, err := refine.PointResolved(p.PointInputs)
+	if err != nil {
+		return fmt.Errorf("deploy row %s: %w", p.Key[:12], err)
+	}
+	w := c.App.Writer
+	in := p.PointInputs
+	note := ""
+	if !recorded {
+		note = " (not recorded: the row predates engine configs; derived from its inputs by the sweep's original rule)"
+	}
+	if p.Legacy.OOM {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: row %s does not fit in GPU memory (oom); its launch may fail\n", p.Key[:12])
+	}
+	fmt.Fprintf(w, "# row %s: %s on %s, %s %s, %s isl %d osl %d, engine profile %s%s\n",
+		p.Key[:12], in.Model, in.System, in.Backend, in.Version, in.Parallel(), in.ISL, in.OSL, r.Profile, note)
+	if len(r.Config) > 0 {
+		keys := make([]string, len(r.Config))
+		for i, s := range r.Config {
+			keys[i] = s.Key + "=" + s.Value
+		}
+		fmt.Fprintf(w, "# engine config keys applied: %s\n", strings.Join(keys, ", "))
+	}
+	type worker struct {
+		title string
+		e     *queueing.EngineSpec
+		d     engineconf.Deployment
+	}
+	var ws []worker
+	if in.Mode == store.ModeDisagg {
+		ws = []worker{
+			{fmt.Sprintf("prefill workers: %d × (tp %d, pp %d, dp %d)", in.PWorkers, in.PTP, in.PPP, in.PDP), r.Prefill,
+				engineconf.Deployment{Model: in.Model, TP: in.PTP, PP: in.PPP, DP: in.PDP, MoETP: in.MoETP, MoEEP: in.MoEEP, ExtraYAMLPath: "prefill_extra_llm_api_options.yaml"}},
+			{fmt.Sprintf("decode workers: %d × (tp %d, pp %d, dp %d)", in.DWorkers, in.DTP, in.DPP, in.DDP), r.Decode,
+				engineconf.Deployment{Model: in.Model, TP: in.DTP, PP: in.DPP, DP: in.DDP, MoETP: in.MoETP, MoEEP: in.MoEEP, ExtraYAMLPath: "decode_extra_llm_api_options.yaml"}},
+		}
+	} else {
+		ws = []worker{{"", r.Engine, engineconf.Deployment{Model: in.Model, TP: in.TP, PP: in.PP, DP: in.DP, MoETP: in.MoETP, MoEEP: in.MoEEP}}}
+	}
+	for i, x := range ws {
+		if x.e == nil {
+			return fmt.Errorf("deploy row %s: the recorded engine config has no %s engine", p.Key[:12], in.Mode)
+		}
+		out, err := engineconf.Render(*x.e, x.d, format)
+		if err != nil {
+			return fmt.Errorf("deploy row %s: %w", p.Key[:12], err)
+		}
+		if i > 0 && format == engineconf.FormatYAML {
+			fmt.Fprintln(w, "---")
+		}
+		if x.title != "" {
+			fmt.Fprintf(w, "# %s\n", x.title)
+		}
+		fmt.Fprint(w, out)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/engineconf"
+	"github.com/aicdb/aicdb/refine"
+)
+
+// engineProfileFlag declares --engine-profile. def is the command's default: eval
+// and sweep default to aiconfigurator (how aiconfigurator's recommendations are
+// deployed, and how the measured silicon rows were run); oracle run has none (the
+// scenario's engine as written).
+func engineProfileFlag(def string) cli.Flag {
+	usage := "engine configuration `PROFILE`: defaults (the engines' bare defaults) or aiconfigurator (aiconfigurator's generator rules: budget batch + isl + 1500, running cap = batch, …)"
+	if def == "" {
+		usage += "; default: the scenario's engine as written"
+	}
+	return &cli.StringFlag{Name: "engine-profile", Value: def, Usage: usage}
+}
+
+// engineConfigFlag declares --engine-config.
+func engineConfigFlag() cli.Flag {
+	return &cli.StringFlag{Name: "engine-config", Usage: "the engine's own config `FILE` (vLLM CLI args or YAML, TensorRT-LLM extra_llm_api_options YAML, SGLang server args), applied over --engine-profile"}
+}
+
+// readEngineConfig parses --engine-config for backend (nil when not given) and
+// lists the keys it ignores on stderr, in one line.
+func readEngineConfig(c *cli.Context, backend string) (*engineconf.Config, error) {
+	path := c.String("engine-config")
+	if path == "" {
+		return nil, nil
+	}
+	cfg, err := engineconf.ParseFile(backend, path)
+	if err != nil {
+		return nil, userErrorf("--engine-config: %v", err)
+	}
+	if line := cfg.IgnoredLine(); line != "" {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: %s\n", line)
+	}
+	return cfg, nil
+}
+
+// checkProfile names --engine-profile in its error.
+func checkProfile(p string) error {
+	if p != queueing.ProfileDefaults && p != queueing.ProfileAIConfigurator {
+		return userErrorf("--engine-profile %q: unknown; use %s or %s", p, queueing.ProfileDefaults, queueing.ProfileAIConfigurator)
+	}
+	return nil
+}
+
+// resolveEngine is the engine of eval: --engine-profile, then --engine-config over
+// it (the explicit engine flags are applied over both by the caller).
+func resolveEngine(c *cli.Context, in queueing.ProfileInput) (queueing.EngineSpec, error) {
+	if _, err := queueing.DefaultEngine(in.Backend, in.Version); err != nil {
+		return queueing.EngineSpec{}, userErrorf("--backend: %v", err)
+	}
+	if err := checkProfile(c.String("engine-profile")); err != nil {
+		return queueing.EngineSpec{}, err
+	}
+	e, err := queueing.ProfileEngine(c.String("engine-profile"), in)
+	if err != nil {
+		return e, userErrorf("--engine-profile %s: %v", c.String("engine-profile"), err)
+	}
+	cfg, err := readEngineConfig(c, e.Backend)
+	if err != nil || cfg == nil {
+		return e, err
+	}
+	if err := cfg.Apply(&e); err != nil {
+		return e, userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
+	}
+	return e, nil
+}
+
+// sweepEngineFlags puts --engine-profile and --engine-config into the sweep spec.
+func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
+	if err := checkProfile(c.String("engine-profile")); err != nil {
+		return err
+	}
+	s.EngineProfile = c.String("engine-profile")
+	cfg, err := readEngineConfig(c, s.Backend)
+	s.EngineConfig = cfg
+	return err
+}
+
+// oracleEngineFlags applies --engine-profile and --engine-config to a scenario's
+// engine; without them the scenario runs as written. The profile's inputs come
+// from the scenario: batch = the number of requests (every request may be in
+// flight), isl and osl = the longest prompt and output. The KV pool (blocks,
+// prefix caching) stays the scenario's.
+func oracleEngineFlags(c *cli.Context, sc *oracle.Scenario) error {
+	if !c.IsSet("engine-profile") && !c.IsSet("engine-config") {
+		return nil
+	}
+	e := specOfOracle(sc.Engine)
+	if c.IsSet("engine-profile") {
+		if err := checkProfile(c.String("engine-profile")); err != nil {
+			return err
+		}
+		in := queueing.ProfileInput{Backend: e.Backend, Role: queueing.RoleAgg, Batch: len(sc.Requests)}
+		for _, r := range sc.Requests {
+			in.ISL, in.OSL = max(in.ISL, r.PromptLen, len(r.PromptTokens)), max(in.OSL, r.MaxTokens)
+		}
+		pe, err := queueing.ProfileEngine(c.String("engine-profile"), in)
+		if err != nil {
+			return userErrorf("--engine-profile %s: %v", c.String("engine-profile"), err)
+		}
+		e = pe
+	}
+	cfg, err := readEngineConfig(c, e.Backend)
+	if err != nil {
+		return err
+	}
+	if cfg != nil {
+		if err := cfg.Apply(&e); err != nil {
+			return userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
+		}
+	}
+	// The KV pool keeps its size in tokens (or takes the config's), in the new
+	// block size; + 1 for the reserved null block.
+	switch {
+	case e.KVCapacityTokens > 0:
+		sc.Engine.NumGPUBlocks = e.KVCapacityTokens/max(e.BlockSize, 1) + 1
+	case e.BlockSize != sc.Engine.BlockSize && e.BlockSize > 0:
+		sc.Engine.NumGPUBlocks = (sc.Engine.NumGPUBlocks-1)*sc.Engine.BlockSize/e.BlockSize + 1
+	}
+	setOracleSpec(&sc.Engine, e)
+	if err := sc.Engine.Validate(); err != nil {
+		return userErrorf("--engine-profile/--engine-config: %v", err)
+	}
+	return nil
+}
+
+// specOfOracle reads the scheduling knobs of an oracle engine as an EngineSpec.
+func specOfOracle(o oracle.Engine) queueing.EngineSpec {
+	e := queueing.EngineSpec{Backend: string(o.Backend), MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxNumSeqs: o.MaxNumSeqs,
+		EnableChunkedPrefill: o.EnableChunkedPrefill, LongPrefillTokenThreshold: o.LongPrefillTokenThreshold,
+		AsyncScheduling: o.AsyncScheduling, BlockSize: o.BlockSize, ChunkedPrefillSize: o.ChunkedPrefillSize,
+		MaxPrefillTokens: o.MaxPrefillTokens, EnableMixedChunk: o.EnableMixedChunk, MaxBatchSize: o.MaxBatchSize,
+		MaxNumTokens: o.MaxNumTokens, CapacityPolicy: queueing.PolicyGuaranteedNoEvict}
+	if o.Backend == oracle.SGLang {
+		e.MaxNumSeqs = o.MaxRunningRequests
+	}
+	if o.CapacityPolicy == oracle.MaxUtilization {
+		e.CapacityPolicy = queueing.PolicyMaxUtilization
+	}
+	return e
+}
+
+// setOracleSpec writes an EngineSpec's scheduling knobs into an oracle engine.
+func setOracleSpec(o *oracle.Engine, e queueing.EngineSpec) {
+	o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill = e.MaxNumBatchedTokens, e.MaxNumSeqs, e.EnableChunkedPrefill
+	o.LongPrefillTokenThreshold, o.AsyncScheduling, o.BlockSize = e.LongPrefillTokenThreshold, e.AsyncScheduling, e.BlockSize
+	o.ChunkedPrefillSize, o.MaxPrefillTokens, o.EnableMixedChunk = e.ChunkedPrefillSize, e.MaxPrefillTokens, e.EnableMixedChunk
+	o.MaxBatchSize, o.MaxNumTokens = e.MaxBatchSize, e.MaxNumTokens
+	if o.Backend == oracle.SGLang {
+		o.MaxRunningRequests = e.MaxNumSeqs
+	}
+	if o.Backend == oracle.TRTLLM {
+		o.CapacityPolicy = oracle.GuaranteedNoEvict
+		if e.CapacityPolicy == queueing.PolicyMaxUtilization {
+			o.CapacityPolicy = oracle.MaxUtilization
+		}
+	}
+}

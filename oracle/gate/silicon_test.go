@@ -1,0 +1,124 @@
+package gate_test
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// TestSiliconClosingTable reproduces the closing table of docs/queueing.md §7: the
+// quantitative tier's steady TTFT mean and TPOT mean on the 44 rows of
+// ../shared/data/measurements-dev/silicon_dev.csv (Llama-3.1-70B fp8, h200_sxm,
+// isl = osl = 1024, closed loop at C = batch_size), timing perfdb.PassTiming over the
+// embedded data (newest version per backend, the row's gemm quant, fp8 KV), engine
+// DefaultEngine(backend, ""), and prints per backend the median / min / max relative
+// error. Report only: nothing is fitted to these rows. AICDB_SILICON_REPORT=1 runs
+// it; AICDB_SILICON_OPTIONS=burst uses the exact burst semantics (Options{}) instead
+// of the defaults.
+func TestSiliconClosingTable(t *testing.T) {
+	if os.Getenv("AICDB_SILICON_REPORT") == "" {
+		t.Skip("set AICDB_SILICON_REPORT=1 to print the closing table against silicon_dev.csv")
+	}
+	f, err := os.Open(filepath.Join("..", "..", "..", "shared", "data", "measurements-dev", "silicon_dev.csv"))
+	if err != nil {
+		t.Skipf("measured sample not found: %v", err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	m, err := perfdb.EmbeddedModel("meta-llama/Meta-Llama-3.1-70B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := siliconOptions()
+	type errs struct{ ttft, tpot []float64 }
+	timings := map[string]*perfdb.PassTiming{}
+	by := map[string]*errs{}
+	var lines []string
+	for _, r := range rows[1:] {
+		get := func(k string) string { return r[col[k]] }
+		atoi := func(k string) int { v, _ := strconv.Atoi(get(k)); return v }
+		backend, tp, c := get("backend"), atoi("tp_size"), atoi("batch_size")
+		key := fmt.Sprintf("%s/%d/%s", backend, tp, get("gemm_quant_mode"))
+		pt := timings[key]
+		if pt == nil {
+			vs, err := perfdb.EmbeddedVersions("h200_sxm", backend)
+			if err != nil || len(vs) == 0 {
+				t.Fatalf("%s: %v", backend, err)
+			}
+			d, err := perfdb.LoadEmbedded(context.Background(), "h200_sxm", backend, vs[len(vs)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			est, err := perfdb.NewEstimator(d, m, perfdb.Config{TP: tp, MoEEP: tp, GemmQuant: perfdb.GemmQuant(get("gemm_quant_mode")), KVQuant: perfdb.KVFP8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pt, err = perfdb.NewPassTiming(est); err != nil {
+				t.Fatal(err)
+			}
+			timings[key] = pt
+		}
+		e, err := queueing.DefaultEngine(backend, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := workload.Spec{ISL: atoi("isl"), OSL: atoi("osl"), Concurrency: c}
+		rep, err := queueing.QuantitativeWith(context.Background(), w, e, pt, opt)
+		if err == nil {
+			err = pt.Err()
+		}
+		if err != nil {
+			lines = append(lines, fmt.Sprintf("%-7s tp%d c%-4d error: %v", backend, tp, c, err))
+			continue
+		}
+		mt, _ := strconv.ParseFloat(get("silicon_ttft_ms"), 64)
+		mp, _ := strconv.ParseFloat(get("silicon_tpot_ms"), 64)
+		qt, qp := rep.TTFTSteady.Mean(), rep.TPOT.Mean()
+		et, ep := (qt-mt)/mt, (qp-mp)/mp
+		if by[backend] == nil {
+			by[backend] = &errs{}
+		}
+		by[backend].ttft = append(by[backend].ttft, et)
+		by[backend].tpot = append(by[backend].tpot, ep)
+		lines = append(lines, fmt.Sprintf("| %s | %d | %d | %.1f | %.1f (%.1f) | %+.0f %% | %.2f | %.2f (p99 %.2f) | %+.0f %% |",
+			backend, tp, c, mt, qt, rep.TTFTSteady.Quantile(0.99), 100*et, mp, qp, rep.TPOT.Quantile(0.99), 100*ep))
+	}
+	var sum []string
+	for _, b := range []string{"vllm", "trtllm", "sglang"} {
+		x := by[b]
+		if x == nil {
+			continue
+		}
+		sum = append(sum, fmt.Sprintf("%s (%d rows): TTFT %s; TPOT %s", b, len(x.ttft), stats(x.ttft), stats(x.tpot)))
+	}
+	t.Logf("silicon_dev closing table, options %+v\n%s\n%s", opt, strings.Join(lines, "\n"), strings.Join(sum, "\n"))
+}
+
+// stats formats the median / min / max of relative errors (and the MAPE).
+func stats(x []float64) string {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	mape := 0.0
+	for _, v := range s {
+		mape += math.Abs(v)
+	}
+	return fmt.Sprintf("median %+.0f %%, min %+.0f %%, max %+.0f %%, MAPE %.0f %%", 100*s[len(s)/2], 100*s[0], 100*s[len(s)-1], 100*mape/float64(len(s)))
+}

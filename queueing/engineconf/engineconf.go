@@ -1,0 +1,242 @@
+// Package engineconf reads an engine's own launch configuration — vLLM CLI
+// arguments or its YAML config, TensorRT-LLM's extra_llm_api_options YAML (or
+// trtllm-serve flags), SGLang server arguments (flags or YAML) — and maps the keys
+// that change scheduling onto queueing.EngineSpec.
+//
+// Every key falls in one of three classes, per backend (rules.go):
+//   - scheduling keys the model represents: mapped onto EngineSpec (with the
+//     scheduler rule they feed, SCHEDULERS.md V-R*, S-R*, T-R*), or accepted only
+//     at the value the model assumes (e.g. scheduling_policy fcfs);
+//   - harmless keys (ports, logging, model path, parallelism, memory, CUDA graphs):
+//     ignored and listed, so the caller can tell the user;
+//   - keys that change scheduling in a way the model does not represent
+//     (speculative decoding, priority scheduling …) and keys this package does not
+//     know: rejected with a one-line error naming the key, since an unknown key
+//     might change scheduling.
+//
+// Keys are compared after normalisation: leading dashes dropped, lower case, '-'
+// as '_', nested YAML mappings joined with '.' (kv_cache_config.tokens_per_block).
+package engineconf
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aicdb/aicdb/queueing"
+)
+
+// Formats of a configuration file.
+const (
+	FormatCLI  = "cli"  // "--flag value" tokens, one or more per line
+	FormatYAML = "yaml" // a YAML mapping of keys to values
+)
+
+// Setting is one scheduling key of a file, normalised.
+type Setting struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Config is a parsed engine configuration file.
+type Config struct {
+	// Backend is the engine the file configures (queueing.Backend*).
+	Backend string `json:"backend"`
+	// Format is FormatCLI or FormatYAML (sniffed from the content).
+	Format string `json:"format"`
+	// Settings are the scheduling keys in file order; a key given twice keeps
+	// its last value (as argparse and the engines do), at its first position.
+	Settings []Setting `json:"settings"`
+	// Ignored are the harmless keys (and leading positional words such as
+	// "vllm serve MODEL"), normalised, in file order, each once.
+	Ignored []string `json:"ignored,omitempty"`
+}
+
+// maxFileBytes bounds a configuration file (real ones are a few KB).
+const maxFileBytes = 1 << 20
+
+// ParseFile reads and parses the configuration file at path for backend. Errors
+// name the file.
+func ParseFile(backend, path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine config %s: %w", path, err)
+	}
+	c, err := Parse(backend, data)
+	if err != nil {
+		return nil, fmt.Errorf("engine config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse parses data as backend's configuration. A YAML mapping is read as YAML;
+// anything else as CLI arguments. Every scheduling value is checked (type and
+// range) here, so Apply only fails on cross-key constraints (Validate).
+func Parse(backend string, data []byte) (*Config, error) {
+	backend = strings.ToLower(backend)
+	switch backend {
+	case queueing.BackendVLLM, queueing.BackendTRTLLM, queueing.BackendSGLang:
+	default:
+		return nil, fmt.Errorf("backend %q: unknown; use vllm, trtllm or sglang", backend)
+	}
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("%d bytes: larger than %d; an engine config is a few KB", len(data), maxFileBytes)
+	}
+	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
+		return nil, fmt.Errorf("not a text file (NUL byte or invalid UTF-8)")
+	}
+	c := &Config{Backend: backend}
+	var kvs []keyValue
+	var err error
+	if root := yamlMapping(data); root != nil {
+		c.Format = FormatYAML
+		kvs, err = parseYAML(root)
+	} else {
+		c.Format = FormatCLI
+		kvs, err = parseCLI(data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pos := map[string]int{}
+	ign := map[string]bool{}
+	for _, kv := range kvs {
+		if kv.positional {
+			if !ign[kv.key] {
+				ign[kv.key] = true
+				c.Ignored = append(c.Ignored, kv.key)
+			}
+			continue
+		}
+		key, val := normaliseKey(kv.key), kv.value
+		r, ok := lookup(backend, key)
+		if !ok && strings.HasPrefix(key, "no_") {
+			// vLLM's BooleanOptionalAction: --no-X sets X false.
+			if r2, ok2 := lookup(backend, key[3:]); ok2 && r2.class == classHarmless {
+				key, r, ok = key[3:], r2, true
+			} else if ok2 && r2.isBool {
+				if val != "" {
+					return nil, fmt.Errorf("%s %q: a --no-… flag takes no value", displayKey(kv), val)
+				}
+				key, val, r, ok = key[3:], "false", r2, true
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s: not a %s key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)", displayKey(kv), backend)
+		}
+		switch r.class {
+		case classHarmless:
+			if !ign[key] {
+				ign[key] = true
+				c.Ignored = append(c.Ignored, key)
+			}
+			continue
+		case classRejected:
+			return nil, fmt.Errorf("%s: changes scheduling (%s), which the model does not represent; remove it", displayKey(kv), r.why)
+		}
+		if r.isBool && val == "" {
+			val = "true" // a bare store_true flag
+		}
+		canon, err := r.check(val)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %v", displayKey(kv), val, err)
+		}
+		if i, seen := pos[key]; seen {
+			c.Settings[i].Value = canon
+			continue
+		}
+		pos[key] = len(c.Settings)
+		c.Settings = append(c.Settings, Setting{Key: key, Value: canon})
+	}
+	return c, nil
+}
+
+// Apply sets the fields of e that the file's scheduling keys name, then
+// validates e. The file must be for e's backend.
+func (c *Config) Apply(e *queueing.EngineSpec) error {
+	if c.Backend != e.Backend {
+		return fmt.Errorf("engine config is for %s but the engine is %s; give the %s engine's config", c.Backend, e.Backend, e.Backend)
+	}
+	for _, s := range c.Settings {
+		r, ok := lookup(c.Backend, s.Key)
+		if !ok || r.apply == nil {
+			return fmt.Errorf("engine config key %s: no rule (internal)", s.Key)
+		}
+		r.apply(e, s.Value)
+	}
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("engine config: %w", err)
+	}
+	return nil
+}
+
+// IgnoredLine is the one-line notice of the ignored keys ("" when none).
+func (c *Config) IgnoredLine() string {
+	if len(c.Ignored) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("engine config: ignored (no effect on scheduling): %s", strings.Join(c.Ignored, ", "))
+}
+
+// keyValue is one key of a file as written.
+type keyValue struct {
+	key, value string
+	line       int  // 1-based line of the key
+	positional bool // a word before the first flag ("vllm", "serve", the model)
+	flag       bool // written as a CLI flag (--key)
+}
+
+// displayKey names a key as the user wrote it, with its line.
+func displayKey(kv keyValue) string {
+	if kv.flag {
+		return fmt.Sprintf("line %d: flag %s", kv.line, kv.key)
+	}
+	return fmt.Sprintf("line %d: key %s", kv.line, kv.key)
+}
+
+// normaliseKey drops leading dashes, lower-cases and writes '-' as '_'.
+func normaliseKey(k string) string {
+	k = strings.TrimLeft(k, "-")
+	return strings.ReplaceAll(strings.ToLower(k), "-", "_")
+}
+
+// Resolved is the engine configuration an operating point was predicted with —
+// what a deployment of the point launches. Agg points fill Engine; disagg points
+// fill Prefill and Decode. It is stored as JSON with every point
+// (operating_points.engine_config).
+type Resolved struct {
+	// Profile is the queueing profile the engine started from
+	// (queueing.ProfileDefaults or queueing.ProfileAIConfigurator).
+	Profile string `json:"profile"`
+	// Config are the scheduling keys of the engine's own config file applied over
+	// the profile (--engine-config), if any.
+	Config  []Setting            `json:"config,omitempty"`
+	Engine  *queueing.EngineSpec `json:"engine,omitempty"`
+	Prefill *queueing.EngineSpec `json:"prefill,omitempty"`
+	Decode  *queueing.EngineSpec `json:"decode,omitempty"`
+}
+
+// Encode returns r as compact JSON (field order fixed by the struct, so the same
+// configuration always encodes to the same bytes).
+func (r Resolved) Encode() (string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encode engine config: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeResolved parses a stored engine_config. "" and "{}" (rows stored before
+// engine configs were recorded) return ok = false.
+func DecodeResolved(s string) (r Resolved, ok bool, err error) {
+	if s == "" || s == "{}" {
+		return r, false, nil
+	}
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return r, false, fmt.Errorf("engine config %.40q: %w", s, err)
+	}
+	return r, true, nil
+}

@@ -1,0 +1,263 @@
+package engineconf
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// golden is what a test file resolves to: its format, the settings, the ignored
+// keys and the engine after applying it to the backend's defaults.
+type golden struct {
+	Format   string              `json:"format"`
+	Settings []Setting           `json:"settings"`
+	Ignored  []string            `json:"ignored"`
+	Engine   queueing.EngineSpec `json:"engine"`
+}
+
+// TestGoldenFiles: each example file in testdata parses to its golden settings,
+// ignored keys and resolved engine.
+func TestGoldenFiles(t *testing.T) {
+	cases := []struct{ file, backend string }{
+		{"vllm_serve.args", "vllm"},
+		{"vllm_config.yaml", "vllm"},
+		{"trtllm_extra.yaml", "trtllm"},
+		{"sglang_server.args", "sglang"},
+		{"sglang_server.yaml", "sglang"},
+	}
+	for _, c := range cases {
+		path := filepath.Join("testdata", c.file)
+		cfg, err := ParseFile(c.backend, path)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		e, err := queueing.DefaultEngine(c.backend, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Apply(&e); err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		got, err := json.MarshalIndent(golden{cfg.Format, cfg.Settings, cfg.Ignored, e}, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, '\n')
+		gp := path + ".golden"
+		if *update {
+			if err := os.WriteFile(gp, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(gp)
+		if err != nil {
+			t.Fatalf("%s: %v (run with -update)", c.file, err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: resolved config differs from %s:\n%s", c.file, gp, got)
+		}
+	}
+}
+
+// TestValuesMapped pins the mapping of each scheduling key per backend.
+func TestValuesMapped(t *testing.T) {
+	cases := []struct {
+		backend, text string
+		check         func(e queueing.EngineSpec) bool
+	}{
+		{"vllm", "--max-num-batched-tokens 2048", func(e queueing.EngineSpec) bool { return e.MaxNumBatchedTokens == 2048 }},
+		{"vllm", "--no-async-scheduling", func(e queueing.EngineSpec) bool { return !e.AsyncScheduling }},
+		{"vllm", "--async-scheduling", func(e queueing.EngineSpec) bool { return e.AsyncScheduling }},
+		{"vllm", "--enable-chunked-prefill=false --max-num-batched-tokens 9000", func(e queueing.EngineSpec) bool { return !e.EnableChunkedPrefill }},
+		{"vllm", "--max-num-seqs 4\n--max-num-seqs 8", func(e queueing.EngineSpec) bool { return e.MaxNumSeqs == 8 }},
+		{"trtllm", "disable_overlap_scheduler: true", func(e queueing.EngineSpec) bool { return !e.AsyncScheduling }},
+		{"trtllm", "--max_batch_size 16 --max_num_tokens 4096", func(e queueing.EngineSpec) bool { return e.MaxBatchSize == 16 && e.MaxNumTokens == 4096 }},
+		{"trtllm", "kv_cache_config:\n  max_tokens: 100000\n", func(e queueing.EngineSpec) bool { return e.KVCapacityTokens == 100000 }},
+		{"trtllm", "tokens_per_block: 64", func(e queueing.EngineSpec) bool { return e.BlockSize == 64 }},
+		{"sglang", "--chunked-prefill-size -1", func(e queueing.EngineSpec) bool { return !e.EnableChunkedPrefill }},
+		{"sglang", "--chunked-prefill-size 2048", func(e queueing.EngineSpec) bool { return e.EnableChunkedPrefill && e.ChunkedPrefillSize == 2048 }},
+		{"sglang", "--max-running-requests 12 --disable-overlap-schedule", func(e queueing.EngineSpec) bool { return e.MaxNumSeqs == 12 && !e.AsyncScheduling }},
+		{"sglang", "schedule-conservativeness: 1", func(queueing.EngineSpec) bool { return true }},
+	}
+	for _, c := range cases {
+		cfg, err := Parse(c.backend, []byte(c.text))
+		if err != nil {
+			t.Errorf("%s %q: %v", c.backend, c.text, err)
+			continue
+		}
+		e, _ := queueing.DefaultEngine(c.backend, "")
+		if err := cfg.Apply(&e); err != nil {
+			t.Errorf("%s %q: %v", c.backend, c.text, err)
+			continue
+		}
+		if !c.check(e) {
+			t.Errorf("%s %q: engine %+v", c.backend, c.text, e)
+		}
+	}
+}
+
+// TestErrors: each refused file is one line naming the key (or the problem).
+func TestErrors(t *testing.T) {
+	cases := []struct{ backend, text, want string }{
+		{"vllm", "--speculative-config '{\"method\": \"ngram\"}'", `line 1: flag --speculative-config: changes scheduling (speculative decoding: several tokens per pass per request), which the model does not represent; remove it`},
+		{"vllm", "--frobnicate 3", `line 1: flag --frobnicate: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)`},
+		{"vllm", "--port 1\n--max-num-seqs zero", `line 2: flag --max-num-seqs "zero": want an integer`},
+		{"vllm", "--max-num-seqs 0", `line 1: flag --max-num-seqs "0": want an integer in 1..2147483647`},
+		{"vllm", "--scheduling-policy priority", `line 1: flag --scheduling-policy "priority": the model represents only scheduling_policy = fcfs (other values change scheduling in ways it does not model)`},
+		{"vllm", "--no-enable-chunked-prefill yes", `line 1: flag --no-enable-chunked-prefill "yes": a --no-… flag takes no value`},
+		{"vllm", "--enable-chunked-prefill maybe", `line 1: flag --enable-chunked-prefill "maybe": want true or false`},
+		{"vllm", "--served-model-name 'x", `line 1: unclosed ' quote`},
+		{"vllm", "--port=1 2", `line 1: "2" follows --port=…, which already has its value`},
+		{"trtllm", "max_batch_size: 8\nspeculative_config:\n  decoding_type: MTP\n", `line 3: key speculative_config.decoding_type: changes scheduling (speculative decoding: several tokens per pass per request), which the model does not represent; remove it`},
+		{"trtllm", "scheduler_config:\n  capacity_scheduler_policy: STATIC_BATCH\n", `line 2: key scheduler_config.capacity_scheduler_policy "STATIC_BATCH": the model represents only capacity_scheduler_policy = guaranteed_no_evict or max_utilization (other values change scheduling in ways it does not model)`},
+		{"trtllm", "a: &x {b: 1}\nc:\n  <<: *x\n", `line 3: YAML merge keys (<<) are not supported; write the keys out`},
+		{"trtllm", "max_batch_size: [1, 2]\n", `line 1: key max_batch_size "1,2": want an integer`},
+		{"sglang", "--schedule-policy lpm", `line 1: flag --schedule-policy "lpm": the model represents only schedule_policy = fcfs (other values change scheduling in ways it does not model)`},
+		{"sglang", "--enable-priority-scheduling", `line 1: flag --enable-priority-scheduling "true": priority scheduling reorders the waiting queue; the model represents only false`},
+		{"tgi", "--x 1", `backend "tgi": unknown; use vllm, trtllm or sglang`},
+		{"vllm", "\x00", `not a text file (NUL byte or invalid UTF-8)`},
+	}
+	for _, c := range cases {
+		_, err := Parse(c.backend, []byte(c.text))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s %q:\n got  %v\n want %s", c.backend, c.text, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s %q: error is not one line", c.backend, c.text)
+		}
+	}
+	// Apply: cross-key constraints and the backend.
+	cfg, err := Parse("vllm", []byte("--enable-chunked-prefill false --max-num-batched-tokens 64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := queueing.DefaultEngine("trtllm", "")
+	if err := cfg.Apply(&e); err == nil || err.Error() != "engine config is for vllm but the engine is trtllm; give the trtllm engine's config" {
+		t.Errorf("backend mismatch: %v", err)
+	}
+	cfg, _ = Parse("trtllm", []byte("enable_chunked_prefill: true\nmax_num_tokens: 16\n"))
+	e, _ = queueing.DefaultEngine("trtllm", "")
+	if err := cfg.Apply(&e); err == nil || !strings.HasPrefix(err.Error(), "engine config: engine max_num_tokens = 16") {
+		t.Errorf("validate: %v", err)
+	}
+}
+
+// TestIgnoredLine: one line naming the ignored keys in file order.
+func TestIgnoredLine(t *testing.T) {
+	cfg, err := Parse("vllm", []byte("vllm serve m --port 1 --max-num-seqs 4 --host h --port 2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.IgnoredLine(), "engine config: ignored (no effect on scheduling): vllm, serve, m, port, host"; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+	if !reflect.DeepEqual(cfg.Settings, []Setting{{"max_num_seqs", "4"}}) {
+		t.Errorf("settings %+v", cfg.Settings)
+	}
+}
+
+// fuzzCheck: Parse never panics, is deterministic, and a parsed file either
+// applies to a valid engine or fails with a one-line error.
+func fuzzCheck(t *testing.T, backend string, data []byte) {
+	c1, err1 := Parse(backend, data)
+	c2, err2 := Parse(backend, data)
+	if (err1 == nil) != (err2 == nil) || (err1 != nil && err1.Error() != err2.Error()) || !reflect.DeepEqual(c1, c2) {
+		t.Fatalf("not deterministic: %v / %v", err1, err2)
+	}
+	if err1 != nil {
+		if strings.ContainsAny(err1.Error(), "\n") {
+			t.Fatalf("multi-line error %q", err1)
+		}
+		return
+	}
+	e, _ := queueing.DefaultEngine(backend, "")
+	if err := c1.Apply(&e); err != nil {
+		if strings.ContainsAny(err.Error(), "\n") {
+			t.Fatalf("multi-line error %q", err)
+		}
+		return
+	}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("applied engine invalid: %v", err)
+	}
+}
+
+func FuzzParseVLLM(f *testing.F) {
+	for _, s := range []string{"--max-num-seqs 4", "vllm serve m --no-async-scheduling", "max-num-seqs: 3\nblock-size: 16\n",
+		"--enable-chunked-prefill=false --max-num-batched-tokens 9000", "'a b' \"c\\\n d\""} {
+		f.Add([]byte(s))
+	}
+	if b, err := os.ReadFile("testdata/vllm_serve.args"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzCheck(t, "vllm", data) })
+}
+
+func FuzzParseTRTLLM(f *testing.F) {
+	for _, s := range []string{"max_batch_size: 8\nmax_num_tokens: 8192\n", "kv_cache_config:\n  tokens_per_block: 64\n", "--max_batch_size 4"} {
+		f.Add([]byte(s))
+	}
+	if b, err := os.ReadFile("testdata/trtllm_extra.yaml"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzCheck(t, "trtllm", data) })
+}
+
+func FuzzParseSGLang(f *testing.F) {
+	for _, s := range []string{"--chunked-prefill-size -1", "chunked-prefill-size: 512\npage-size: 16\n", "--enable-mixed-chunk"} {
+		f.Add([]byte(s))
+	}
+	if b, err := os.ReadFile("testdata/sglang_server.args"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzCheck(t, "sglang", data) })
+}
+
+// BenchmarkParseApply: parse the TensorRT-LLM example file and apply it.
+func BenchmarkParseApply(b *testing.B) {
+	data, err := os.ReadFile("testdata/trtllm_extra.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		cfg, err := Parse("trtllm", data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, _ := queueing.DefaultEngine("trtllm", "")
+		if err := cfg.Apply(&e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestAliasBomb: aliases expanding to more than maxKeys keys are refused, fast.
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a0: &a0 {x: 1, y: 2, z: 3, w: 4, v: 5, u: 6, s: 7, r: 8, q: 9, p: 10}\n")
+	for i := 1; i < 8; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d {", i, i)
+		for j := 0; j < 10; j++ {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "k%d: *a%d", j, i-1)
+		}
+		b.WriteString("}\n")
+	}
+	_, err := Parse("trtllm", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "more than 10000 keys") {
+		t.Fatalf("alias bomb: %v", err)
+	}
+}

@@ -1,0 +1,200 @@
+package engineconf
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aicdb/aicdb/queueing"
+)
+
+// Deployment is what Render needs besides the engine: the model and the
+// worker's parallelism.
+type Deployment struct {
+	Model         string
+	TP, PP, DP    int
+	MoETP, MoEEP  int
+	ExtraYAMLPath string // TensorRT-LLM CLI: the extra_llm_api_options file name (default extra_llm_api_options.yaml)
+}
+
+// Render prints the launch configuration of one engine worker in the engine's
+// own format: FormatCLI (the launch command with its flags, one per line) or
+// FormatYAML (vLLM --config / SGLang --config keys, TensorRT-LLM
+// extra_llm_api_options). Every scheduling field of e that its backend reads is
+// written out explicitly, so Parse of the output gives back e's scheduling
+// fields whatever the engine's defaults are (TestRenderRoundTrip). TensorRT-LLM's
+// CLI form is a shell snippet: the YAML written to a file, then trtllm-serve.
+func Render(e queueing.EngineSpec, d Deployment, format string) (string, error) {
+	if format != FormatCLI && format != FormatYAML {
+		return "", fmt.Errorf("format %q: unknown; use %s or %s", format, FormatCLI, FormatYAML)
+	}
+	if err := e.Validate(); err != nil {
+		return "", err
+	}
+	var kv []renderKV
+	switch e.Backend {
+	case queueing.BackendVLLM:
+		kv = vllmKVs(e, d)
+	case queueing.BackendTRTLLM:
+		y := trtllmYAML(e, d)
+		if format == FormatYAML {
+			return y, nil
+		}
+		path := d.ExtraYAMLPath
+		if path == "" {
+			path = "extra_llm_api_options.yaml"
+		}
+		return fmt.Sprintf("cat > %s <<'EOF'\n%sEOF\ntrtllm-serve %s \\\n  --backend pytorch \\\n  --extra_llm_api_options %s\n",
+			path, y, shellQuote(d.Model), path), nil
+	case queueing.BackendSGLang:
+		kv = sglangKVs(e, d)
+	}
+	var b strings.Builder
+	if format == FormatYAML {
+		for _, x := range kv {
+			v := x.value
+			if x.flagOnly && !x.optional {
+				v = "true"
+			}
+			fmt.Fprintf(&b, "%s: %s\n", x.key, yamlScalar(v))
+		}
+		return b.String(), nil
+	}
+	switch e.Backend {
+	case queueing.BackendVLLM:
+		fmt.Fprintf(&b, "vllm serve %s", shellQuote(d.Model))
+	case queueing.BackendSGLang:
+		b.WriteString("python3 -m sglang.launch_server")
+	}
+	for _, x := range kv {
+		if x.key == "model" {
+			continue
+		}
+		switch {
+		case x.optional && x.value == "false":
+			fmt.Fprintf(&b, " \\\n  --no-%s", x.key)
+		default:
+			fmt.Fprintf(&b, " \\\n  --%s", x.key)
+		}
+		if !x.flagOnly {
+			fmt.Fprintf(&b, " %s", shellQuote(x.value))
+		}
+	}
+	b.WriteString("\n")
+	return b.String(), nil
+}
+
+// renderKV is one launch key; flagOnly keys are bare CLI flags (true in YAML);
+// optional ones are vLLM BooleanOptionalAction flags, --x or --no-x by value
+// (x: true/false in YAML).
+type renderKV struct {
+	key, value         string
+	flagOnly, optional bool
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
+
+// vllmKVs are vLLM's launch keys (engine args, dash form).
+func vllmKVs(e queueing.EngineSpec, d Deployment) []renderKV {
+	kv := []renderKV{{key: "model", value: d.Model}}
+	kv = append(kv, parallelKVs(d, "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")...)
+	kv = append(kv,
+		renderKV{key: "max-num-batched-tokens", value: itoa(e.MaxNumBatchedTokens)},
+		renderKV{key: "max-num-seqs", value: itoa(e.MaxNumSeqs)},
+		renderKV{key: "block-size", value: itoa(e.BlockSize)},
+		boolKV("enable-chunked-prefill", e.EnableChunkedPrefill),
+		boolKV("async-scheduling", e.AsyncScheduling),
+		renderKV{key: "long-prefill-token-threshold", value: itoa(e.LongPrefillTokenThreshold)},
+		renderKV{key: "scheduling-policy", value: "fcfs"})
+	if d.MoEEP > 1 {
+		kv = append(kv, renderKV{key: "enable-expert-parallel", flagOnly: true})
+	}
+	return kv
+}
+
+// boolKV is a vLLM BooleanOptionalAction flag.
+func boolKV(key string, v bool) renderKV {
+	return renderKV{key: key, value: fmt.Sprint(v), flagOnly: true, optional: true}
+}
+
+// sglangKVs are SGLang's server arguments (dash form).
+func sglangKVs(e queueing.EngineSpec, d Deployment) []renderKV {
+	kv := []renderKV{{key: "model-path", value: d.Model}}
+	kv = append(kv, parallelKVs(d, "tp-size", "pp-size", "dp-size")...)
+	if d.DP > 1 {
+		kv = append(kv, renderKV{key: "enable-dp-attention", flagOnly: true})
+	}
+	if d.MoEEP > 1 {
+		kv = append(kv, renderKV{key: "ep-size", value: itoa(d.MoEEP)})
+	}
+	chunk := -1
+	if e.EnableChunkedPrefill {
+		chunk = e.ChunkedPrefillSize
+	}
+	kv = append(kv,
+		renderKV{key: "chunked-prefill-size", value: itoa(chunk)},
+		renderKV{key: "max-prefill-tokens", value: itoa(e.MaxPrefillTokens)},
+		renderKV{key: "max-running-requests", value: itoa(e.MaxNumSeqs)},
+		renderKV{key: "page-size", value: itoa(e.BlockSize)},
+		renderKV{key: "schedule-policy", value: "fcfs"})
+	if e.EnableMixedChunk {
+		kv = append(kv, renderKV{key: "enable-mixed-chunk", flagOnly: true})
+	}
+	if e.KVCapacityTokens > 0 {
+		kv = append(kv, renderKV{key: "max-total-tokens", value: itoa(e.KVCapacityTokens)})
+	}
+	return kv
+}
+
+// parallelKVs writes tp and pp always and dp when > 1.
+func parallelKVs(d Deployment, tp, pp, dp string) []renderKV {
+	kv := []renderKV{{key: tp, value: itoa(max(d.TP, 1))}, {key: pp, value: itoa(max(d.PP, 1))}}
+	if d.DP > 1 {
+		kv = append(kv, renderKV{key: dp, value: itoa(d.DP)})
+	}
+	return kv
+}
+
+// trtllmYAML is TensorRT-LLM's extra_llm_api_options for e.
+func trtllmYAML(e queueing.EngineSpec, d Deployment) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tensor_parallel_size: %d\npipeline_parallel_size: %d\n", max(d.TP, 1), max(d.PP, 1))
+	if d.MoEEP > 1 || d.MoETP > 1 {
+		fmt.Fprintf(&b, "moe_expert_parallel_size: %d\nmoe_tensor_parallel_size: %d\n", max(d.MoEEP, 1), max(d.MoETP, 1))
+	}
+	if d.DP > 1 {
+		b.WriteString("enable_attention_dp: true\n")
+	}
+	fmt.Fprintf(&b, "max_batch_size: %d\nmax_num_tokens: %d\nenable_chunked_prefill: %t\ndisable_overlap_scheduler: %t\n",
+		e.MaxBatchSize, e.MaxNumTokens, e.EnableChunkedPrefill, !e.AsyncScheduling)
+	fmt.Fprintf(&b, "kv_cache_config:\n  tokens_per_block: %d\n", e.BlockSize)
+	if e.KVCapacityTokens > 0 {
+		fmt.Fprintf(&b, "  max_tokens: %d\n", e.KVCapacityTokens)
+	}
+	fmt.Fprintf(&b, "scheduler_config:\n  capacity_scheduler_policy: %s\n  context_chunking_policy: FIRST_COME_FIRST_SERVED\n",
+		strings.ToUpper(e.CapacityPolicy))
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe
+// characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=+,@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// yamlScalar quotes a YAML value unless it is a plain number, boolean or safe
+// word.
+func yamlScalar(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./") == "" &&
+		!strings.HasPrefix(s, "-") || isNumber(s) {
+		return s
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+func isNumber(s string) bool {
+	_, err := parseInt(s, -1<<30)
+	return err == nil
+}

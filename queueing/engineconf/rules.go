@@ -1,0 +1,299 @@
+package engineconf
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aicdb/aicdb/queueing"
+)
+
+// class says what a key is to the model.
+type class int
+
+const (
+	classScheduling class = iota // mapped onto EngineSpec or accepted at the modelled value
+	classHarmless                // no effect on scheduling: ignored and listed
+	classRejected                // changes scheduling in a way the model does not represent
+)
+
+// rule is how one normalised key of one backend is read.
+type rule struct {
+	class  class
+	isBool bool
+	why    string                                 // classRejected: what it changes
+	check  func(v string) (string, error)         // canonical value or why v is refused
+	apply  func(e *queueing.EngineSpec, v string) // v is check's canonical value
+}
+
+// harmless is the rule of a key with no effect on scheduling.
+func harmless() rule { return rule{class: classHarmless} }
+
+func rejected(why string) rule { return rule{class: classRejected, why: why} }
+
+// intKey maps an integer ≥ lo onto a field.
+func intKey(lo int, set func(e *queueing.EngineSpec, v int)) rule {
+	return rule{
+		check: func(v string) (string, error) {
+			n, err := parseInt(v, lo)
+			return strconv.Itoa(n), err
+		},
+		apply: func(e *queueing.EngineSpec, v string) { n, _ := strconv.Atoi(v); set(e, n) },
+	}
+}
+
+// boolKey maps a boolean onto a field.
+func boolKey(set func(e *queueing.EngineSpec, v bool)) rule {
+	return rule{isBool: true,
+		check: func(v string) (string, error) {
+			b, err := parseBool(v)
+			return strconv.FormatBool(b), err
+		},
+		apply: func(e *queueing.EngineSpec, v string) { set(e, v == "true") },
+	}
+}
+
+// onlyKey accepts a scheduling key only at the value(s) the model assumes (case
+// insensitive; numbers compared as numbers); other values change scheduling.
+func onlyKey(what string, allowed ...string) rule {
+	return rule{
+		check: func(v string) (string, error) {
+			lv := strings.ToLower(strings.TrimSpace(v))
+			for _, a := range allowed {
+				if lv == a {
+					return a, nil
+				}
+				if x, err := strconv.ParseFloat(lv, 64); err == nil {
+					if y, err := strconv.ParseFloat(a, 64); err == nil && x == y {
+						return a, nil
+					}
+				}
+			}
+			return "", fmt.Errorf("the model represents only %s = %s (%s)", what, strings.Join(allowed, " or "), "other values change scheduling in ways it does not model")
+		},
+		apply: func(*queueing.EngineSpec, string) {},
+	}
+}
+
+// boolOnly accepts a boolean scheduling key only at value want.
+func boolOnly(want bool, why string) rule {
+	return rule{isBool: true,
+		check: func(v string) (string, error) {
+			b, err := parseBool(v)
+			if err != nil {
+				return "", err
+			}
+			if b != want {
+				return "", fmt.Errorf("%s; the model represents only %t", why, want)
+			}
+			return strconv.FormatBool(b), nil
+		},
+		apply: func(*queueing.EngineSpec, string) {},
+	}
+}
+
+// lookup returns the rule of backend's normalised key.
+func lookup(backend, key string) (rule, bool) {
+	switch backend {
+	case queueing.BackendVLLM:
+		return vllmRule(key)
+	case queueing.BackendTRTLLM:
+		return trtllmRule(key)
+	case queueing.BackendSGLang:
+		return sglangRule(key)
+	}
+	return rule{}, false
+}
+
+// vllmRule: vLLM engine arguments (vllm/engine/arg_utils.py; SCHEDULERS.md §2).
+func vllmRule(k string) (rule, bool) {
+	switch k {
+	case "max_num_batched_tokens": // V-R1 token budget
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxNumBatchedTokens = v }), true
+	case "max_num_seqs": // V-R2 running cap
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxNumSeqs = v }), true
+	case "enable_chunked_prefill": // V-R3
+		return boolKey(func(e *queueing.EngineSpec, v bool) { e.EnableChunkedPrefill = v }), true
+	case "long_prefill_token_threshold": // V-R2/V-R3 per-request chunk cap
+		return intKey(0, func(e *queueing.EngineSpec, v int) { e.LongPrefillTokenThreshold = v }), true
+	case "async_scheduling": // V-R10..V-R12
+		return boolKey(func(e *queueing.EngineSpec, v bool) { e.AsyncScheduling = v }), true
+	case "block_size": // KV block
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.BlockSize = v }), true
+	case "scheduling_policy": // V-R4 FCFS waiting queue
+		return onlyKey("scheduling_policy", "fcfs"), true
+	case "max_num_partial_prefills", "max_long_partial_prefills": // one partial prefill at a time (V-R3)
+		return onlyKey(k, "1"), true
+	case "num_scheduler_steps":
+		return onlyKey(k, "1"), true
+	case "speculative_config", "speculative_model", "num_speculative_tokens", "speculative_draft_tensor_parallel_size":
+		return rejected("speculative decoding: several tokens per pass per request"), true
+	case "scheduler_cls", "scheduler_class":
+		return rejected("a custom scheduler class"), true
+	case "kv_transfer_config":
+		return rejected("a KV connector: requests wait for remote KV before they are scheduled"), true
+	case "num_lookahead_slots":
+		return rejected("lookahead slots reserve KV for speculative tokens"), true
+	case "model", "served_model_name", "tokenizer", "tokenizer_mode", "revision", "code_revision",
+		"tokenizer_revision", "trust_remote_code", "download_dir", "load_format", "config_format",
+		"dtype", "quantization", "kv_cache_dtype", "seed", "max_model_len", "host", "port", "api_key",
+		"uds", "allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials", "root_path",
+		"gpu_memory_utilization", "num_gpu_blocks_override", "swap_space", "cpu_offload_gb",
+		"kv_cache_memory", "kv_cache_memory_bytes", "preemption_mode",
+		"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local",
+		"data_parallel_address", "data_parallel_rpc_port", "data_parallel_backend", "tp", "pp", "dp",
+		"enable_expert_parallel", "enable_eplb", "all2all_backend", "distributed_executor_backend",
+		"worker_cls", "worker_extension_cls", "disable_custom_all_reduce", "enforce_eager",
+		"cudagraph_capture_sizes", "cuda_graph_sizes", "compilation_config", "o",
+		"enable_prefix_caching", "prefix_caching_hash_algo", "chat_template", "chat_template_content_format",
+		"response_role", "enable_auto_tool_choice", "tool_call_parser", "tool_parser_plugin",
+		"reasoning_parser", "enable_reasoning", "generation_config", "override_generation_config",
+		"max_logprobs", "disable_frontend_multiprocessing", "enable_server_load_tracking",
+		"disable_fastapi_docs", "enable_force_include_usage", "return_tokens_as_token_ids",
+		"hf_overrides", "hf_token", "limit_mm_per_prompt", "skip_tokenizer_init", "config",
+		"enable_sleep_mode", "calculate_kv_scales", "disable_cascade_attn", "guided_decoding_backend",
+		"structured_outputs_config", "api_server_count", "headless", "override_neuron_config",
+		"attention_backend", "max_seq_len_to_capture", "collect_detailed_traces", "show_hidden_metrics_for_version",
+		"enable_chunked_mm_input", "disable_chunked_mm_input", "lora_modules", "enable_lora", "max_loras",
+		"max_lora_rank", "ray_workers_use_nsight", "kv_events_config", "enable_request_id_headers",
+		"use_tqdm_on_load", "model_impl", "safetensors_load_strategy", "pt_load_map_location":
+		return harmless(), true
+	}
+	for _, p := range []string{"ssl_", "otlp_", "log_", "disable_log", "enable_log", "uvicorn_", "middleware", "mm_", "hf_", "lora_", "prompt_adapter"} {
+		if strings.HasPrefix(k, p) {
+			return harmless(), true
+		}
+	}
+	return rule{}, false
+}
+
+// trtllmRule: TensorRT-LLM LLM API arguments (extra_llm_api_options /
+// trtllm-serve flags; SCHEDULERS.md §4).
+func trtllmRule(k string) (rule, bool) {
+	switch k {
+	case "max_batch_size": // T-R1 running cap
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxBatchSize = v }), true
+	case "max_num_tokens": // T-R3 token budget
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxNumTokens = v }), true
+	case "enable_chunked_prefill", "enable_chunked_context": // T-R3 chunked context
+		return boolKey(func(e *queueing.EngineSpec, v bool) { e.EnableChunkedPrefill = v }), true
+	case "disable_overlap_scheduler": // §4.2 overlap executor
+		return boolKey(func(e *queueing.EngineSpec, v bool) { e.AsyncScheduling = !v }), true
+	case "kv_cache_config.tokens_per_block", "tokens_per_block":
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.BlockSize = v }), true
+	case "kv_cache_config.max_tokens": // T-R1 GUARANTEED_NO_EVICT admission
+		return intKey(0, func(e *queueing.EngineSpec, v int) { e.KVCapacityTokens = v }), true
+	case "scheduler_config.capacity_scheduler_policy": // T-R1 / T-R2
+		r := onlyKey("capacity_scheduler_policy", "guaranteed_no_evict", "max_utilization")
+		r.apply = func(e *queueing.EngineSpec, v string) { e.CapacityPolicy = v }
+		return r, true
+	case "scheduler_config.context_chunking_policy":
+		return onlyKey("context_chunking_policy", "first_come_first_served"), true
+	case "batch_wait_timeout_ms", "batch_wait_timeout_iters", "batch_wait_max_tokens_ratio":
+		return onlyKey(k, "0"), true
+	case "max_beam_width":
+		return onlyKey(k, "1"), true
+	case "speculative_config", "speculative_config.decoding_type", "speculative_config.num_nextn_predict_layers",
+		"speculative_config.max_draft_len", "speculative_model", "speculative_model_dir":
+		return rejected("speculative decoding: several tokens per pass per request"), true
+	case "scheduler_config.dynamic_batch_config.enable_batch_size_tuning",
+		"scheduler_config.dynamic_batch_config.enable_max_num_tokens_tuning",
+		"scheduler_config.dynamic_batch_config.dynamic_batch_moving_average_window":
+		return rejected("dynamic batch tuning moves max_batch_size/max_num_tokens at run time"), true
+	case "backend", "model", "tokenizer", "tokenizer_mode", "skip_tokenizer_init", "trust_remote_code",
+		"revision", "tokenizer_revision", "dtype", "load_format", "checkpoint_format", "host", "port",
+		"log_level", "tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size",
+		"moe_expert_parallel_size", "moe_tensor_parallel_size", "moe_cluster_parallel_size", "tp_size",
+		"pp_size", "ep_size", "cluster_size", "gpus_per_node", "enable_attention_dp", "max_seq_len",
+		"max_input_len", "print_iter_log", "enable_iter_perf_stats", "enable_iter_req_stats",
+		"attn_backend", "sampler_type", "stream_interval", "num_postprocess_workers",
+		"postprocess_tokenizer_dir", "return_perf_metrics", "enable_autotuner", "garbage_collection_gen0_threshold",
+		"kv_cache_config.free_gpu_memory_fraction", "kv_cache_config.dtype", "kv_cache_config.enable_block_reuse",
+		"kv_cache_config.host_cache_size", "kv_cache_config.event_buffer_max_size", "kv_cache_config.enable_partial_reuse",
+		"kv_cache_config.copy_on_partial_reuse", "kv_cache_config.onboard_blocks", "kv_cache_free_gpu_memory_fraction",
+		"free_gpu_memory_fraction", "disable_prefix_cache", "enable_layerwise_nvtx_marker", "allreduce_strategy",
+		"mm_encoder_only", "served_model_name", "reasoning_parser", "tool_parser",
+		"scheduler_config", "kv_cache_config", "cuda_graph_config", "moe_config", "cache_transceiver_config",
+		"enable_min_latency", "use_cuda_graph", "cuda_graph_padding_enabled", "cuda_graph_batch_sizes",
+		"cuda_graph_max_batch_size", "torch_compile_enabled", "extra_llm_api_options", "num_nodes",
+		"metadata_server_config_file", "server_role", "msa_sparse_implementation", "enable_lm_head_tp_in_adp":
+		return harmless(), true
+	}
+	for _, p := range []string{"cuda_graph_config.", "moe_config.", "cache_transceiver_config.", "torch_compile_config.",
+		"attention_dp_config.", "lora_config.", "otlp_", "ssl_", "build_config."} {
+		if strings.HasPrefix(k, p) {
+			return harmless(), true
+		}
+	}
+	return rule{}, false
+}
+
+// sglangRule: SGLang server arguments (sglang/srt/server_args.py; SCHEDULERS.md §3).
+func sglangRule(k string) (rule, bool) {
+	switch k {
+	case "chunked_prefill_size": // S-R1 chunk budget; -1 (or 0) turns chunking off
+		return rule{
+			check: func(v string) (string, error) {
+				n, err := parseInt(v, -1)
+				if err != nil {
+					return "", err
+				}
+				return strconv.Itoa(n), nil
+			},
+			apply: func(e *queueing.EngineSpec, v string) {
+				n, _ := strconv.Atoi(v)
+				if n <= 0 {
+					e.EnableChunkedPrefill = false
+					return
+				}
+				e.EnableChunkedPrefill, e.ChunkedPrefillSize = true, n
+			},
+		}, true
+	case "max_prefill_tokens": // S-R1 second prompt cap
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxPrefillTokens = v }), true
+	case "enable_mixed_chunk": // S-R3
+		return boolKey(func(e *queueing.EngineSpec, v bool) { e.EnableMixedChunk = v }), true
+	case "max_running_requests": // S-R2 request slots
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxNumSeqs = v }), true
+	case "page_size":
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.BlockSize = v }), true
+	case "max_total_tokens": // KV pool (only the oracle models SGLang KV pressure)
+		return intKey(1, func(e *queueing.EngineSpec, v int) { e.KVCapacityTokens = v }), true
+	case "disable_overlap_schedule": // the overlap scheduler is not modelled either way (EngineSpec doc)
+		return boolKey(func(*queueing.EngineSpec, bool) {}), true
+	case "schedule_policy": // S-R2 FCFS waiting queue
+		return onlyKey("schedule_policy", "fcfs"), true
+	case "schedule_conservativeness":
+		return onlyKey(k, "1.0"), true
+	case "enable_priority_scheduling":
+		return boolOnly(false, "priority scheduling reorders the waiting queue"), true
+	case "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+		"speculative_draft_model_path":
+		return rejected("speculative decoding: several tokens per pass per request"), true
+	case "disaggregation_mode":
+		return onlyKey(k, "null"), true
+	case "model_path", "model", "tokenizer_path", "tokenizer_mode", "skip_tokenizer_init", "load_format",
+		"trust_remote_code", "dtype", "kv_cache_dtype", "quantization", "context_length", "revision",
+		"host", "port", "served_model_name", "chat_template", "random_seed", "api_key", "log_level",
+		"log_level_http", "log_requests", "log_requests_level", "show_time_cost", "enable_metrics",
+		"tp_size", "tensor_parallel_size", "tp", "dp_size", "data_parallel_size", "dp", "pp_size",
+		"pipeline_parallel_size", "ep_size", "expert_parallel_size", "ep", "moe_dense_tp_size",
+		"enable_dp_attention", "enable_dp_lm_head", "load_balance_method", "nnodes", "node_rank",
+		"dist_init_addr", "mem_fraction_static", "disable_radix_cache", "cuda_graph_max_bs", "cuda_graph_bs",
+		"disable_cuda_graph", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
+		"moe_runner_backend", "moe_a2a_backend", "disaggregation_transfer_backend",
+		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout", "stream_interval",
+		"stream_output", "enable_torch_compile", "torch_compile_max_bs", "reasoning_parser",
+		"tool_call_parser", "grammar_backend", "device", "base_gpu_id", "enable_nccl_nvls",
+		"enable_custom_all_reduce", "disable_custom_all_reduce", "enable_hierarchical_cache",
+		"mm_enable_dp_encoder", "elastic_ep_backend", "decode_log_interval", "enable_cache_report",
+		"file_storage_path", "kv_events_config", "enable_deterministic_inference", "config":
+		return harmless(), true
+	}
+	for _, p := range []string{"log_", "enable_metrics", "otlp_", "ssl_", "hicache_", "lora_", "mm_"} {
+		if strings.HasPrefix(k, p) {
+			return harmless(), true
+		}
+	}
+	return rule{}, false
+}

@@ -1,0 +1,187 @@
+package refine
+
+import (
+	"fmt"
+
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/engineconf"
+	"github.com/aicdb/aicdb/store"
+)
+
+// checkEngineSpec validates the sweep's engine profile and config file.
+func (s *SweepSpec) checkEngineSpec() error {
+	switch s.EngineProfile {
+	case "", queueing.ProfileDefaults, queueing.ProfileAIConfigurator:
+	default:
+		return fmt.Errorf("--engine-profile %q: unknown; use %s or %s", s.EngineProfile, queueing.ProfileDefaults, queueing.ProfileAIConfigurator)
+	}
+	if s.EngineConfig != nil && s.EngineConfig.Backend != s.Backend {
+		return fmt.Errorf("--engine-config: the file is read as %s's but --backend is %s", s.EngineConfig.Backend, s.Backend)
+	}
+	return nil
+}
+
+// resolveEngines records on every point the engine its deployment launches
+// (store.PointInputs.Engine, engineconf.Resolved) and, unless it is the sweep's
+// original rule, the profile that made it (EngineProfile, part of the row key).
+//
+//   - Profile defaults (or none) without a config file: the original rule —
+//     the backend's defaults with budget ctx_tokens + batch and running cap
+//     batch (engine below). Rows keep their keys.
+//   - Profile aiconfigurator: queueing.ProfileEngine with the point's batch, isl
+//     and osl, as aiconfigurator's generator would deploy the row (its rules do
+//     not read ctx_tokens, which stays a knob of the legacy estimate only). The
+//     row's max_num_batched_tokens / max_num_seqs / enable_chunked_prefill
+//     columns then show the resolved budget, running cap and chunking.
+//   - A config file (--engine-config) is applied over the profile's engine on
+//     every point (and over both pools of a disagg point).
+//
+// Disagg points record a prefill and a decode engine (roles of the profile's
+// rules; under defaults the backend's defaults, the decode pool capped at its
+// batch).
+func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
+	profile := s.EngineProfile
+	if profile == "" {
+		profile = queueing.ProfileDefaults
+	}
+	rowProfile := ""
+	if profile != queueing.ProfileDefaults {
+		rowProfile = profile
+	}
+	var cfgKeys []engineconf.Setting
+	if s.EngineConfig != nil {
+		cfgKeys = s.EngineConfig.Settings
+		if rowProfile == "" {
+			rowProfile = profile
+		}
+		rowProfile += "+config"
+	}
+	apply := func(e *queueing.EngineSpec) error {
+		if s.EngineConfig == nil {
+			return nil
+		}
+		return s.EngineConfig.Apply(e)
+	}
+	for i := range pts {
+		p := &pts[i]
+		r := engineconf.Resolved{Profile: profile, Config: cfgKeys}
+		role := func(role string, batch int) (queueing.EngineSpec, error) {
+			e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: p.Backend, Version: profileVersion(p.Backend, p.Version),
+				Role: role, Batch: batch, ISL: p.ISL, OSL: p.OSL})
+			if err != nil {
+				return e, err
+			}
+			if profile == queueing.ProfileDefaults && role == queueing.RoleDecode {
+				setSeqCap(&e, batch)
+			}
+			return e, apply(&e)
+		}
+		switch p.Mode {
+		case store.ModeAgg:
+			var e queueing.EngineSpec
+			var err error
+			if profile == queueing.ProfileDefaults {
+				q := *p
+				q.Version = profileVersion(q.Backend, q.Version)
+				e, err = engine(q)
+				if err == nil {
+					err = apply(&e)
+				}
+			} else {
+				e, err = role(queueing.RoleAgg, p.Batch)
+			}
+			if err != nil {
+				return fmt.Errorf("engine of %s b%d ctx%d: %w", p.Parallel(), p.Batch, p.CtxTokens, err)
+			}
+			r.Engine = &e
+			if rowProfile != "" {
+				p.MaxNumBatchedTokens, p.MaxNumSeqs, p.ChunkedPrefill = budgetOf(e), seqCapOf(e), e.EnableChunkedPrefill
+			}
+		case store.ModeDisagg:
+			pe, err := role(queueing.RolePrefill, p.PBatch)
+			if err != nil {
+				return fmt.Errorf("prefill engine of %s: %w", p.Parallel(), err)
+			}
+			de, err := role(queueing.RoleDecode, p.DBatch)
+			if err != nil {
+				return fmt.Errorf("decode engine of %s: %w", p.Parallel(), err)
+			}
+			r.Prefill, r.Decode = &pe, &de
+		}
+		js, err := r.Encode()
+		if err != nil {
+			return err
+		}
+		p.Engine, p.EngineProfile = js, rowProfile
+	}
+	return nil
+}
+
+// profileVersion maps the evaluator's version label onto one DefaultEngine
+// accepts: labels that are not dotted versions (the synthetic evaluator's
+// "synthetic", test labels) take the latest defaults. The version comes from the
+// evaluator's Resolve, not from the user.
+func profileVersion(backend, v string) string {
+	if _, err := queueing.DefaultEngine(backend, v); err != nil {
+		return ""
+	}
+	return v
+}
+
+// budgetOf is e's per-pass token budget (V-R1 max_num_batched_tokens, T-R3
+// max_num_tokens, S-R1 chunked_prefill_size or, chunking off, max_prefill_tokens).
+func budgetOf(e queueing.EngineSpec) int {
+	switch e.Backend {
+	case queueing.BackendTRTLLM:
+		return e.MaxNumTokens
+	case queueing.BackendSGLang:
+		if e.EnableChunkedPrefill {
+			return e.ChunkedPrefillSize
+		}
+		return e.MaxPrefillTokens
+	}
+	return e.MaxNumBatchedTokens
+}
+
+// seqCapOf is e's running cap (V-R2 max_num_seqs, T-R1 max_batch_size, S-R2
+// max_running_requests).
+func seqCapOf(e queueing.EngineSpec) int {
+	if e.Backend == queueing.BackendTRTLLM {
+		return e.MaxBatchSize
+	}
+	return e.MaxNumSeqs
+}
+
+// setSeqCap sets e's running cap (see seqCapOf).
+func setSeqCap(e *queueing.EngineSpec, n int) {
+	if e.Backend == queueing.BackendTRTLLM {
+		e.MaxBatchSize = n
+		return
+	}
+	e.MaxNumSeqs = n
+}
+
+// recordedEngine returns the agg engine a point recorded, if it recorded one.
+func recordedEngine(in store.PointInputs) (queueing.EngineSpec, bool, error) {
+	r, ok, err := engineconf.DecodeResolved(in.Engine)
+	if err != nil || !ok || r.Engine == nil {
+		return queueing.EngineSpec{}, false, err
+	}
+	return *r.Engine, true, nil
+}
+
+// PointResolved is the engine configuration of a stored point: the one it
+// recorded (recorded = true), or for rows stored before engine configurations
+// were recorded, the one the sweep's original rule gives its inputs.
+func PointResolved(in store.PointInputs) (r engineconf.Resolved, recorded bool, err error) {
+	r, ok, err := engineconf.DecodeResolved(in.Engine)
+	if err != nil || ok {
+		return r, ok, err
+	}
+	pts := []store.PointInputs{in}
+	if err := resolveEngines(SweepSpec{Backend: in.Backend}, pts); err != nil {
+		return r, false, err
+	}
+	r, _, err = engineconf.DecodeResolved(pts[0].Engine)
+	return r, false, err
+}
