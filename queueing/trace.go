@@ -162,8 +162,8 @@ func checkTrace(reqs []TraceRequest, e EngineSpec, t timing.Timing) error {
 // hook that sends each session's next turn, or starts a waiting session.
 func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int) func(*sim, int32, float64) {
 	next := make([]int32, len(reqs)) // the session's next turn, -1 = last
-	firstOf := map[int]int32{} // session → its first turn (filled backwards)
-	var firsts []int32 // first turns (and session-less requests), in trace order
+	firstOf := map[int]int32{}       // session → its first turn (filled backwards)
+	var firsts []int32               // first turns (and session-less requests), in trace order
 	for i := len(reqs) - 1; i >= 0; i-- {
 		next[i] = -1
 		if sid := reqs[i].Session; sid != 0 {
