@@ -135,6 +135,8 @@ type Sim struct {
 
 	fatal error // a condition found while scheduling that makes the workload unfinishable
 
+	step stepState // the engine loop between iterations (step.go)
+
 	onFinish func(s *Sim, r int32, t float64)
 }
 
@@ -278,52 +280,30 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 			maxPasses += 4 * (s.reqs[i].p + s.reqs[i].maxTokens)
 		}
 	}
-	idleStreak := 0
+	s.step.passCap = maxPasses
 	for iter := 0; ; iter++ {
 		if iter&1023 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("oracle run: %w", err)
 			}
 		}
-		s.absorb()
-		if s.hasRequests() {
-			pb := s.pushPass()
-			s.schedule(pb)
-			if s.fatal != nil {
-				return nil, s.fatal
-			}
-			if err := s.launch(pb); err != nil {
-				return nil, err
-			}
-			if s.qlen < s.depth && (len(pb.entries) > 0 || s.hasRequests()) {
-				continue
-			}
-		} else if s.qlen == 0 {
-			if len(s.arrivals) == 0 {
-				break
-			}
-			s.now = max(s.now, s.arrivals[0].t)
-			continue
+		did, err := s.iterate(math.Inf(1))
+		if err != nil {
+			return nil, err
 		}
-		pb := s.popPass()
-		s.now = max(s.now, pb.end)
-		s.update(pb)
-		if len(pb.entries) == 0 && len(pb.preempted) == 0 && !s.workInFlight() {
-			idleStreak++
-			if idleStreak > 4 {
-				return nil, s.stuckError()
-			}
-		} else {
-			idleStreak = 0
-		}
-		if s.nPasses > maxPasses {
-			return nil, fmt.Errorf("oracle run: no completion after %d passes (%d of %d requests finished); the workload does not make progress", s.nPasses, s.finished, len(s.reqs))
+		if !did {
+			break
 		}
 	}
 	if s.finished != len(s.reqs) {
 		return nil, fmt.Errorf("oracle run: internal: the engine went idle with %d of %d requests finished", s.finished, len(s.reqs))
 	}
 	return s.result(), nil
+}
+
+// errNoCompletion reports a run past its pass bound.
+func errNoCompletion(s *Sim) error {
+	return fmt.Errorf("oracle run: no completion after %d passes (%d of %d requests finished); the workload does not make progress", s.nPasses, s.finished, len(s.reqs))
 }
 
 // workInFlight reports a queued pass that schedules or preempts something.

@@ -1,6 +1,8 @@
 package queueing
 
-// scheduleSGLang is the SGLang calendar (SCHEDULERS.md §3.3–§3.4) at slot level.
+import "math"
+
+// scheduleSGLang is the SGLang calendar (SCHEDULERS.md §3.3–§3.5) at slot level.
 //
 // A prefill (extend) batch is formed first (S-R4): the in-progress chunked request
 // continues with min(rest, chunk budget left); then waiting requests FCFS while
@@ -14,11 +16,28 @@ package queueing
 // the prefill batch and debit both budgets (rem_chunk = chunked_prefill_size −
 // running_bs). Mixed chunk off: a pass that can form a prefill batch runs it alone
 // and decoders stall (S-R3); otherwise a decode-only pass runs every decoder.
+//
+// With a KV capacity (pages of page_size tokens): admission is also bounded by
+// rem_total = free tokens − Σ_decoders min(osl − out, 4096)·new_token_ratio, a
+// request needing extend + min(osl − out, 4096) ≥ rem_total setting the sticky
+// batch_is_full (S-R4), which finishes, retraction and a chunked request's filter
+// clear (S-R2/S-R5); a decode-only step first runs the decode memory check —
+// retract decoders (fewest outputs first, ties the longest prompt) to the waiting
+// tail until retract_decode_steps tokens per remaining request are free, never
+// the last, and reset new_token_ratio — else decays new_token_ratio (S-R5); it is
+// reset when idle (§3.2).
 func (s *sim) scheduleSGLang(p *simPass) {
 	const inf = int(^uint(0) >> 2)
+	kv := s.kv.on
+	if kv {
+		if len(s.running) < s.kv.runLen || s.kv.chunkRan {
+			s.kv.batchFull = false // a request finished, or the chunked one was filtered (S-R2)
+		}
+		s.kv.chunkRan = false
+	}
 	dec := s.decBuf[:0] // decoders: prompt complete before this pass (S-R2)
 	for _, ri := range s.running {
-		if s.reqs[ri].c >= s.reqs[ri].isl {
+		if s.reqs[ri].c >= s.reqs[ri].promptLen() {
 			dec = append(dec, ri)
 		}
 	}
@@ -33,28 +52,53 @@ func (s *sim) scheduleSGLang(p *simPass) {
 		remChunk -= decoders
 		remInput -= decoders
 	}
+	// S-R4 rem_total, in tokens, as a base minus what this batch adds.
+	avail, added := math.Inf(1), 0
+	if kv {
+		avail = float64(s.kvFree * page)
+		for _, ri := range dec {
+			avail -= float64(sglReserve(&s.reqs[ri])) * s.kv.ratio
+		}
+	}
+	remTotal := func() float64 { return avail - float64(added) }
 	took := 0
+	// A sticky batch_is_full skips the waiting queue unless a chunked request is in
+	// progress (the early return of get_new_batch_prefill, S-R4).
+	blocked := kv && s.kv.batchFull && s.chunked < 0
 	if s.chunked >= 0 && remChunk > 0 { // add_chunked_req
 		ri := s.chunked
 		r := &s.reqs[ri]
-		n := min(r.isl-r.c, remChunk)
-		s.addPrompt(p, ri, n)
-		took++
-		remChunk -= n
-		remInput -= n
-		if r.c < r.isl {
+		n := min(r.promptLen()-r.c, remChunk)
+		if kv {
+			n = min(n, max(int(remTotal()), 0))
+		}
+		if n > 0 {
+			s.kvGrow(ri, r.c+n) // reserved at admission (S-R4)
+			s.addPrompt(p, ri, n)
+			took++
+			added += n
+			remChunk -= n
+			remInput -= n
+		}
+		if r.c < r.promptLen() {
 			remChunk = 0 // still chunked: nothing else this pass
 		} else {
 			s.chunked = -1
+			added += sglReserve(r)
 		}
 	}
-	for remChunk > 0 && remInput > 0 && s.waitingLen() > 0 && s.chunked < 0 {
+	for !blocked && remChunk > 0 && remInput > 0 && remTotal() > 0 && s.waitingLen() > 0 && s.chunked < 0 {
 		if len(s.running) >= s.seqCap { // no free request slot
+			s.kv.batchFull = true
 			break
 		}
 		ri := s.waiting[s.wHead]
 		r := &s.reqs[ri]
-		extend := r.isl - r.prefix
+		extend := r.promptLen() - r.prefix
+		if kv && float64(extend+sglReserve(r)) >= remTotal() {
+			s.kv.batchFull = true // NO_TOKEN
+			break
+		}
 		pe := ceilDiv(extend, page) * page
 		if pe >= remInput && took > 0 {
 			break
@@ -63,9 +107,11 @@ func (s *sim) scheduleSGLang(p *simPass) {
 		if pe <= remChunk {
 			s.popWaiting()
 			s.running = append(s.running, ri)
+			s.kvGrow(ri, r.c+extend)
 			s.addPrompt(p, ri, extend)
 			remChunk -= extend
 			remInput -= extend
+			added += extend + sglReserve(r)
 		} else {
 			trunc := remChunk / page * page
 			if trunc <= 0 {
@@ -73,17 +119,104 @@ func (s *sim) scheduleSGLang(p *simPass) {
 			}
 			s.popWaiting()
 			s.running = append(s.running, ri)
+			s.kvGrow(ri, r.c+trunc)
 			s.addPrompt(p, ri, trunc)
 			s.chunked = ri
 			remChunk = 0
 			remInput -= trunc
+			added += trunc
 		}
 		took++
+		if remTotal() <= 0 {
+			s.kv.batchFull = true // the reservations used up the pool
+			break
+		}
 	}
+	if kv && s.chunked >= 0 && took > 0 {
+		s.kv.chunkRan = true
+	}
+	defer s.sglNote()
 	if took > 0 && !s.e.EnableMixedChunk {
 		return // prefill-only pass; decoders stall (S-R3)
 	}
+	if took == 0 && kv {
+		if len(dec) == 0 {
+			s.kv.ratio = sglInitRatio // on_idle (§3.2)
+			return
+		}
+		if s.sglRetract() { // S-R5 decode memory check
+			dec = s.decBuf
+		} else {
+			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
+		}
+	}
 	for _, ri := range dec { // decode rows: mixed into the batch, or a decode step
+		r := &s.reqs[ri]
+		if kv && !s.kvGrow(ri, decodeKVTokens(r)) && s.kv.err == nil {
+			// SGLang does not memory-check the decoders of a mixed batch.
+			s.kv.err = inputErr(errSGLMixedKV)
+		}
 		s.addDecode(p, ri)
 	}
+}
+
+// sglNote records the KV state after an SGLang schedule.
+func (s *sim) sglNote() {
+	if s.kv.on {
+		s.kv.runLen = len(s.running)
+		s.kvNote()
+	}
+}
+
+// sglReserve is min(osl − out, 4096): the output tokens r may still need (S-R4).
+func sglReserve(r *simReq) int { return min(r.osl-r.gOut, sglClipMaxNew) }
+
+// sglRetract is the decode memory check of update_running_batch (S-R5) over the
+// decoders in s.decBuf (SGLang's running batch; a chunked request is not in it). If
+// the pages this step starts exceed the free ones, decoders are retracted — fewest
+// outputs first, ties the longest prompt, the last in order among equals — at least
+// one, until retract_decode_steps tokens per remaining decoder are free, never the
+// last one; they go to the tail of waiting and will recompute prompt + outputs.
+// new_token_ratio := min(1, (Σ out + 20·remaining)/(Σ osl + 1)). It reports
+// whether it retracted; s.decBuf then holds the remaining decoders.
+func (s *sim) sglRetract() bool {
+	page := s.e.BlockSize
+	dec := s.decBuf
+	need := 0
+	for _, ri := range dec {
+		if decodeKVTokens(&s.reqs[ri]) > s.reqs[ri].blocks*page {
+			need++
+		}
+	}
+	if need <= s.kvFree {
+		return false
+	}
+	for first := true; len(dec) > 1 && (first || s.kvFree*page < sglRetractSteps*len(dec)); first = false {
+		v := 0
+		for i := 1; i < len(dec); i++ {
+			a, b := &s.reqs[dec[i]], &s.reqs[dec[v]]
+			if a.gOut < b.gOut || (a.gOut == b.gOut && a.isl >= b.isl) {
+				v = i
+			}
+		}
+		vi := dec[v]
+		dec = append(dec[:v], dec[v+1:]...)
+		for i, ri := range s.running {
+			if ri == vi {
+				s.removeRunning(i)
+				break
+			}
+		}
+		s.kvEvict(vi)
+		s.waiting = append(s.waiting, vi)
+	}
+	s.decBuf = dec
+	out, maxNew := 0, 0
+	for _, ri := range dec {
+		out += s.reqs[ri].gOut
+		maxNew += s.reqs[ri].osl
+	}
+	s.kv.ratio = math.Min(1, float64(out+sglRetractSteps*len(dec))/float64(maxNew+1))
+	s.kv.batchFull = false
+	return true
 }

@@ -7,7 +7,9 @@ package queueing
 // fewer than max_batch_size are active and, when a KV capacity is set, the
 // reservation ceil((isl + osl)/tokens_per_block) blocks fits the free blocks;
 // the first that does not fit stops admission (head-of-line). Reservations are
-// released at finish. Without a KV capacity only max_batch_size caps admission.
+// released at finish. Without a KV capacity only max_batch_size caps admission
+// (under either policy). MAX_UTILIZATION with a KV capacity pauses instead
+// (T-R2, trtMaxUtilFit).
 //
 // Micro-batch (T-R3), over active requests in arrival order with budget
 // max_num_tokens: a generation request costs 1 token; with chunking off a context
@@ -18,7 +20,19 @@ package queueing
 // charged from the prompt position, and prefix tokens inside the chunk are reused,
 // not computed (the chunk end is not re-aligned to a block boundary).
 func (s *sim) scheduleTRT(p *simPass) {
-	// T-R1 capacity: admit from the waiting queue.
+	var act []int32
+	if s.kv.on && s.e.CapacityPolicy == PolicyMaxUtilization {
+		act = s.trtMaxUtilFit()
+	} else {
+		s.trtAdmitNoEvict()
+		act = s.running
+	}
+	s.trtMicroBatch(p, act)
+	s.kvNote()
+}
+
+// trtAdmitNoEvict is the T-R1 capacity step: admit from the waiting queue.
+func (s *sim) trtAdmitNoEvict() {
 	for s.waitingLen() > 0 && len(s.running) < s.seqCap {
 		ri := s.waiting[s.wHead]
 		r := &s.reqs[ri]
@@ -34,25 +48,32 @@ func (s *sim) scheduleTRT(p *simPass) {
 		r.c = 0
 		s.running = append(s.running, ri)
 	}
-	// T-R3 micro-batch.
+}
+
+// trtMicroBatch is the T-R3 micro-batch over the capacity step's list act.
+func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 	tokens, count := 0, 0
 	s.chunkList = s.chunkList[:0]
-	for _, ri := range s.running {
+	for _, ri := range act {
 		r := &s.reqs[ri]
 		if r.gSched >= r.osl {
 			continue // async/overlap: final token in flight
 		}
-		if r.c >= r.isl {
+		if r.c >= r.promptLen() {
 			if tokens+1 > s.budget {
 				break
+			}
+			if s.kv.on && s.e.CapacityPolicy == PolicyMaxUtilization {
+				s.kvGrow(ri, decodeKVTokens(r)) // the block of its next token (fit, T-R2)
 			}
 			s.addDecode(p, ri)
 			tokens++
 		} else if !s.e.EnableChunkedPrefill {
-			t := r.isl - r.c
+			t := r.promptLen() - r.c
 			if tokens+t > s.budget {
 				break
 			}
+			s.trtStart(ri)
 			s.addPrompt(p, ri, t)
 			tokens += t
 		} else {
@@ -70,7 +91,7 @@ func (s *sim) scheduleTRT(p *simPass) {
 	unit := s.e.BlockSize
 	for _, ri := range s.chunkList {
 		r := &s.reqs[ri]
-		rest := r.isl - r.c
+		rest := r.promptLen() - r.c
 		chunk := min(rest, capacity)
 		if chunk < rest {
 			chunk = chunk / unit * unit
@@ -79,6 +100,7 @@ func (s *sim) scheduleTRT(p *simPass) {
 			continue
 		}
 		capacity -= chunk
+		s.trtStart(ri)
 		s.addPrompt(p, ri, chunk)
 	}
 }

@@ -8,7 +8,8 @@
 //   - Screening: an O(1) closed form of the same calendar, with a [lo, hi] bracket on
 //     the steady TTFT p99 that the sweep funnel relies on.
 //
-// The calendars follow the engine rules of SCHEDULERS.md at slot level (no KV blocks,
-// except the TRT-LLM GUARANTEED_NO_EVICT reservation). Everything is deterministic:
+// The calendars follow the engine rules of SCHEDULERS.md at slot level; with a KV
+// capacity they count KV blocks (vLLM preemption, SGLang reservation/retraction, the
+// TRT-LLM GUARANTEED_NO_EVICT reservation; kv.go). Everything is deterministic:
 // the same inputs give bit-identical reports. docs/queueing.md derives the formulas.
 package queueing

@@ -44,9 +44,11 @@ type EngineSpec struct {
 	// BlockSize is the KV block (vLLM block_size, TRT-LLM tokens_per_block, SGLang
 	// page_size) in tokens.
 	BlockSize int `json:"block_size,omitempty"`
-	// KVCapacityTokens is the KV pool in tokens; 0 = unbounded. Only the TRT-LLM
-	// GUARANTEED_NO_EVICT admission cap models KV pressure; vLLM and SGLang reject
-	// it (their preemption/retraction lives in the oracle).
+	// KVCapacityTokens is the KV pool in tokens (whole blocks count); 0 = unbounded.
+	// The quantitative tier models vLLM recompute preemption (V-R6), SGLang
+	// reservation and retraction (S-R4/S-R5), TRT-LLM GUARANTEED_NO_EVICT
+	// reservations (T-R1) and MAX_UTILIZATION pausing (T-R2); the screening tier
+	// only GUARANTEED_NO_EVICT.
 	KVCapacityTokens int `json:"kv_capacity_tokens,omitempty"`
 
 	// SGLang (S-R1..S-R6).
@@ -131,8 +133,8 @@ func checkVersion(v string) error {
 }
 
 // Validate reports the first invalid field of e as a one-line error naming it.
-// It checks ranges only; calendar-specific restrictions (a KV capacity given to a
-// calendar that does not model KV pressure, a prompt that cannot fit a
+// It checks ranges only; calendar-specific restrictions (a KV capacity one request
+// cannot fit, a prompt that cannot fit a
 // chunked-prefill-off budget) are reported by the evaluators, which know the
 // workload.
 func (e EngineSpec) Validate() error {

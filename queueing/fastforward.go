@@ -17,7 +17,7 @@ import (
 // lengths, and leaves the last of them in flight as the new cur, so the regular
 // loop resumes with exactly the state the pass-by-pass recursion would have.
 func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64) error {
-	if s.record || s.chunked >= 0 || s.waitingLen() > 0 || len(cur.tp.Prefill) > 0 ||
+	if s.record || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
 		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
 		return nil
 	}
@@ -29,7 +29,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		}
 		k = min(k, r.osl-r.gSched)
 	}
-	k--
+	k = s.kvStretch(cur, k-1)
 	tA, ok := s.nextArrival()
 	if !ok {
 		tA = math.Inf(1)
@@ -75,6 +75,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		j++
 	}
 	// j passes were scheduled (the last is in flight over [ps, pe]); j−1 completed.
+	s.kvAdvance(cur, j)
 	for _, en := range cur.entries {
 		r := &s.reqs[en.r]
 		r.gSched += j

@@ -95,9 +95,7 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e EngineSpec, t timin
 	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
 		s.budget = e.MaxPrefillTokens
 	}
-	if e.KVCapacityTokens > 0 {
-		s.kvFree = e.KVCapacityTokens / e.BlockSize
-	}
+	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass
 	if !o.RecordTokenTimes && !o.NoFastForward {
@@ -482,6 +480,7 @@ func (s *sim) report(col *collector, w workload.Spec, win0, win1 int) (*Report, 
 	rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi = p99, p99
 	rep.Diagnostics.Passes = s.passes
 	rep.Diagnostics.SteadyRequests = len(ttft)
+	s.kvReport(rep)
 	rep.Diagnostics.BracketCertain = true
 	return rep, nil
 }

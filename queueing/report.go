@@ -96,6 +96,13 @@ type Report struct {
 	ThroughputRPS    float64 `json:"throughput_rps"`
 	OutputTokensPerS float64 `json:"output_tokens_per_s"`
 
+	// KVUtilPeak is the peak fraction of the KV pool in use over the evaluation
+	// (quantitative tier, with a KV capacity; 0 without one: nothing is tracked).
+	KVUtilPeak float64 `json:"kv_util_peak"`
+	// PreemptionsPerRequest is the mean number of times a steady request was
+	// preempted (vLLM V-R6) or retracted (SGLang S-R5) and recomputed.
+	PreemptionsPerRequest float64 `json:"preemptions_per_request"`
+
 	Tier     Tier          `json:"queueing_tier"`
 	Fidelity workload.Tier `json:"workload_fidelity"`
 

@@ -63,6 +63,9 @@ func (s *Screener) ScreenWith(w workload.Spec, e EngineSpec, t timing.Timing, o 
 	if w.Concurrency > 0 {
 		w.TurnaroundMs += o.ClientRTTMs // the closed form sees the round trip as client delay
 	}
+	if e.KVCapacityTokens > 0 && (e.Backend != BackendTRTLLM || e.CapacityPolicy == PolicyMaxUtilization) {
+		return nil, inputErr(fmt.Errorf("engine kv_capacity_tokens = %d: the screening tier does not model %s KV pressure (preemption/retraction); use the quantitative tier, which does, or drop the KV capacity", e.KVCapacityTokens, e.Backend))
+	}
 	pr := &s.pr
 	pr.reset(t)
 	rep, err := screen(pr, w, e, b)

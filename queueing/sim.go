@@ -24,7 +24,9 @@ type simReq struct {
 	gSched, gOut int
 	first, last  float64 // emission times of the first and latest token
 	done         float64
-	blocks       int // TRT-LLM GUARANTEED_NO_EVICT reservation
+	blocks       int // KV blocks held (TRT-LLM: the GUARANTEED_NO_EVICT reservation)
+	rec          int // outputs folded into the prompt phase by a recompute (kv.go)
+	preempts     int // preemptions / retractions suffered (kv.go)
 	finished     bool
 	steady       bool
 	transient    bool
@@ -70,7 +72,8 @@ type sim struct {
 	running  []int32 // admission order
 
 	chunked int32 // SGLang: the request whose prefill is in progress, or -1
-	kvFree  int   // TRT-LLM: free KV blocks (reservations), when capacity is set
+	kvFree  int   // free KV blocks, when a capacity is set (kv.go)
+	kv      kvState
 
 	now float64 // the clock: end of the last completed pass
 	// barrier: fastForward leaves in flight the pass that would end at or beyond
@@ -137,9 +140,9 @@ func (s *sim) addPrompt(p *simPass, ri int32, charge int) {
 	to := max(r.c+charge, r.prefix)
 	r.c = to
 	n := to - from
-	emits := r.c >= r.isl
+	emits := r.c >= r.promptLen()
 	if emits {
-		r.gSched = 1
+		r.gSched = r.rec + 1 // a recompute samples the next output (V-R6)
 	}
 	if n > 0 {
 		p.tp.Prefill = append(p.tp.Prefill, timing.Chunk{Tokens: n, Computed: from, Prefix: r.prefix})
@@ -284,6 +287,9 @@ func (s *sim) run(ctx context.Context, stop func() bool) error {
 // price returns the duration of p from the timing, rejecting non-finite or
 // non-positive values.
 func (s *sim) price(p *simPass) (float64, error) {
+	if s.kv.err != nil {
+		return 0, s.kv.err
+	}
 	if len(p.tp.Prefill) == 0 && len(p.tp.Decode) == 0 {
 		return 0, nil // only reuse jumps: no forward pass
 	}

@@ -37,7 +37,7 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 		return nil, err
 	}
 	var cycle float64
-	if sc, err := ScreeningWith(w, e, t, o); err == nil && !sc.Unstable && sc.E2E.Mean() > 0 {
+	if sc, err := ScreeningWith(w, screeningKVFree(e), t, o); err == nil && !sc.Unstable && sc.E2E.Mean() > 0 {
 		cycle = sc.E2E.Mean()
 	} else {
 		cycle = transientE2E(burst)
@@ -49,6 +49,7 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 	var recs []RequestRecord
 	x, tok := 0.0, 0.0
 	passes, steady := burst.Diagnostics.Passes, 0
+	kvPeak, preempts := burst.KVUtilPeak, 0.0 // KV: the peak of every run, the mean preemptions
 	for _, r := range burst.Requests {
 		if r.Transient {
 			recs = append(recs, r)
@@ -71,6 +72,8 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 		tpot = appendScaled(tpot, r.TPOT, wr)
 		e2e = appendScaled(e2e, r.E2E, wr)
 		itl = appendScaled(itl, r.ITL, 1/math.Max(r.ITL.TotalWeight(), 1e-300))
+		kvPeak = math.Max(kvPeak, r.KVUtilPeak)
+		preempts += r.PreemptionsPerRequest / float64(K)
 		x += r.ThroughputRPS / float64(K)
 		tok += r.OutputTokensPerS / float64(K)
 		passes += r.Diagnostics.Passes
@@ -90,7 +93,7 @@ func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timi
 	rep := &Report{
 		TTFTSteady: fromAtomsOwned(ttft), TTFTTransient: burst.TTFTTransient,
 		ITL: fromAtomsOwned(itl), TPOT: fromAtomsOwned(tpot), E2E: fromAtomsOwned(e2e),
-		ThroughputRPS: x, OutputTokensPerS: tok,
+		ThroughputRPS: x, OutputTokensPerS: tok, KVUtilPeak: kvPeak, PreemptionsPerRequest: preempts,
 		Tier: TierQuantitative, Fidelity: w.Fidelity(), Requests: recs,
 		Diagnostics: burst.Diagnostics,
 	}

@@ -68,7 +68,7 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 		s.budget = e.MaxPrefillTokens
 	}
 	if e.KVCapacityTokens > 0 {
-		s.kvFree = e.KVCapacityTokens / e.BlockSize
+		s.initKV(e.KVCapacityTokens)
 	}
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass
@@ -155,7 +155,7 @@ func checkTrace(reqs []TraceRequest, e EngineSpec, t timing.Timing) error {
 		}
 		prev = r.ArrivalMs
 	}
-	return nil
+	return checkTraceKV(reqs, e)
 }
 
 // sessionDriver enqueues the first turns (up to the cap) and returns the completion

@@ -93,8 +93,8 @@ func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds
 	}
 	switch e.Backend {
 	case BackendVLLM:
-		if e.KVCapacityTokens > 0 {
-			return b, fmt.Errorf("engine kv_capacity_tokens = %d: the vLLM calendar does not model KV pressure (recompute preemption); drop it, or evaluate with the oracle (aicdb oracle), which does", e.KVCapacityTokens)
+		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
+			return b, err
 		}
 		first := b.maxISL - w.Prefix // V-R3: the threshold caps n before the fit check
 		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
@@ -104,14 +104,15 @@ func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds
 			return b, fmt.Errorf("engine max_num_batched_tokens = %d: with chunked prefill off it must hold a whole prompt (%d uncached tokens); raise it or enable chunked prefill", e.MaxNumBatchedTokens, first)
 		}
 	case BackendSGLang:
-		if e.KVCapacityTokens > 0 {
-			return b, fmt.Errorf("engine kv_capacity_tokens = %d: the SGLang calendar does not model KV pressure (decode retraction); drop it, or evaluate with the oracle (aicdb oracle), which does", e.KVCapacityTokens)
+		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
+			return b, err
 		}
 	case BackendTRTLLM:
-		if e.KVCapacityTokens > 0 {
-			if e.CapacityPolicy == PolicyMaxUtilization {
-				return b, fmt.Errorf("engine capacity_policy = max_utilization with kv_capacity_tokens = %d: pausing under KV pressure is not modelled; use guaranteed_no_evict, drop the KV capacity, or use the oracle", e.KVCapacityTokens)
+		if e.CapacityPolicy == PolicyMaxUtilization { // pausing (T-R2)
+			if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
+				return b, err
 			}
+		} else if e.KVCapacityTokens > 0 {
 			need := ceilDiv(b.maxISL+b.maxOSL, e.BlockSize)
 			if need > e.KVCapacityTokens/e.BlockSize {
 				return b, fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens (isl %d + osl %d) under guaranteed_no_evict; raise the KV capacity", e.KVCapacityTokens, need, e.BlockSize, b.maxISL, b.maxOSL)

@@ -8,7 +8,8 @@ import (
 )
 
 // ErrNoQuantitative is returned (wrapped) by Evaluator.Quantitative for points that
-// have no quantitative tier yet (composed disaggregated rows until the tandem lands);
+// have no quantitative tier yet (disaggregated rows with a prefix, which the tandem
+// does not model and which stay composed);
 // the funnel keeps such rows at their stored tier.
 var ErrNoQuantitative = errors.New("no quantitative tier for this point")
 

@@ -119,7 +119,8 @@ func (s DirSource) Model(_ context.Context, id string) (*perfdb.Model, error) {
 
 // PerfdbEvaluator is the real evaluator: legacy estimates from perfdb (agg: run_agg;
 // disagg: composed from static numbers, PERFDB.md §2.4), the screening and
-// quantitative tiers from queueing over perfdb.PassTiming. Perf data, models and
+// quantitative tiers from queueing (agg) or the disagg tandem (disagg rows, each
+// pool at its own parallelism) over perfdb.PassTiming. Perf data, models and
 // estimators are loaded once per key and shared (all are safe for concurrent use).
 type PerfdbEvaluator struct {
 	src PerfSource
@@ -166,7 +167,7 @@ func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 // perfdb side of the numbers changes; the queueing side is fingerprinted
 // automatically (queueingFingerprint), so a change of the queueing model gives new
 // row keys and Sweep replaces the stale rows instead of reusing them.
-func (p *PerfdbEvaluator) Name() string { return "perfdb-1+q" + queueingFingerprint() }
+func (p *PerfdbEvaluator) Name() string { return "perfdb-1+q" + modelFingerprint() }
 
 // queueingFingerprint hashes both tiers of the queueing model at fixed probe points
 // (each backend, synthetic linear timing): any change of their numbers changes it.
@@ -503,10 +504,11 @@ func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs) (work
 	return w, e, &pointTiming{pt: pt}, err
 }
 
-// Screen implements Evaluator (agg points; disagg rows stay composed).
+// Screen implements Evaluator (agg points: the calendar's closed form; disagg rows:
+// the tandem's, refine/disagg.go).
 func (p *PerfdbEvaluator) Screen(ctx context.Context, in store.PointInputs) (store.Queueing, error) {
 	if in.Mode == store.ModeDisagg {
-		return store.Queueing{Tier: store.TierComposed}, nil
+		return p.screenDisagg(ctx, in)
 	}
 	w, e, t, err := p.setup(ctx, in)
 	if err != nil {
@@ -544,7 +546,7 @@ func fillColumns(v *[store.NumQ]float64, r *queueing.Report) error {
 // Quantitative implements Evaluator.
 func (p *PerfdbEvaluator) Quantitative(ctx context.Context, in store.PointInputs) (store.Quantitative, error) {
 	if in.Mode == store.ModeDisagg {
-		return store.Quantitative{}, fmt.Errorf("disagg %s: %w (the tandem is not built yet)", in.Parallel(), ErrNoQuantitative)
+		return p.quantitativeDisagg(ctx, in)
 	}
 	w, e, t, err := p.setup(ctx, in)
 	if err != nil {

@@ -163,7 +163,7 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 	if len(res.Rows) == 0 {
 		msg := "aicdb: no stored configuration meets the SLA"
 		if sla.PercentileMode && res.NoQueueing > 0 {
-			msg += fmt.Sprintf(" (%d of %d candidates have no queueing distributions — composed disagg rows until the tandem lands — so percentile constraints cannot pass them)",
+			msg += fmt.Sprintf(" (%d of %d candidates have no queueing distributions — composed disagg rows: a prefix, or an evaluator without the tandem — so percentile constraints cannot pass them)",
 				res.NoQueueing, res.Candidates)
 		}
 		fmt.Fprintln(c.App.ErrWriter, msg)

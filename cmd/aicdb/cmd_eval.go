@@ -25,7 +25,7 @@ func evalCommand() *cli.Command {
 		Usage: "latency distributions and throughput of one aggregated operating point (pass-calendar model)",
 		UsageText: "aicdb eval --timing linear --base-ms 5 --prefill-ms-per-token 0.02 --decode-ms-per-row 0.05 --concurrency 32 --isl 4096 --osl 256 --format json\n" +
 			"   aicdb eval --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --tp 2 --rate 3 --isl 4000 --osl 500 --tier both",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			// perf-database timing
 			&cli.StringFlag{Name: "model", Usage: "model `ID` known to the store, or a path to a config.json"},
 			&cli.StringFlag{Name: "system", Usage: "GPU system `NAME` (with --model)"},
@@ -71,7 +71,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "long-prefill-token-threshold", Usage: "vLLM per-request chunk cap (0 = off)"},
 			&cli.BoolFlag{Name: "async-scheduling", Usage: "vLLM async scheduling / TRT-LLM overlap executor"},
 			&cli.IntFlag{Name: "block-size", Usage: "KV block / page size (tokens)"},
-			&cli.IntFlag{Name: "kv-capacity-tokens", Usage: "KV capacity (TRT-LLM guaranteed_no_evict only)"},
+			&cli.IntFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine in tokens (0 = unbounded): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"},
 			&cli.IntFlag{Name: "chunked-prefill-size", Usage: "SGLang chunk budget"},
 			&cli.IntFlag{Name: "max-prefill-tokens", Usage: "SGLang max_prefill_tokens"},
 			&cli.BoolFlag{Name: "mixed-chunk", Usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)"},
@@ -84,7 +84,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
 			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			&cli.StringFlag{Name: "format", Value: "json", Usage: "json"},
-		},
+		}, evalDisaggFlags()...),
 		Action: runEval,
 	}
 }
@@ -101,6 +101,16 @@ type evalSpec struct {
 }
 
 func runEval(c *cli.Context) error {
+	switch c.String("mode") {
+	case "agg":
+		if err := checkAggFlags(c); err != nil {
+			return err
+		}
+	case "disagg":
+		return runEvalDisagg(c)
+	default:
+		return userErrorf("--mode %q: use agg or disagg", c.String("mode"))
+	}
 	spec, err := parseEval(c)
 	if err != nil {
 		return err
@@ -128,7 +138,11 @@ func runEval(c *cli.Context) error {
 		if tier == queueing.TierQuantitative {
 			noSteadyState(spec.w, rep)
 		}
-		out[string(tier)] = rep.Columns(spec.gpus)
+		cols := rep.Columns(spec.gpus)
+		if tier == queueing.TierQuantitative && spec.e.KVCapacityTokens > 0 && !rep.Unstable {
+			cols["kv_util_peak"], cols["preemptions_per_request"] = rep.KVUtilPeak, rep.PreemptionsPerRequest
+		}
+		out[string(tier)] = cols
 	}
 	var v any = out
 	if len(spec.tiers) == 1 {

@@ -31,7 +31,7 @@ func sweepCommand() *cli.Command {
 		&cli.IntFlag{Name: "isl", Usage: "prompt length `N` in tokens", Required: true},
 		&cli.IntFlag{Name: "osl", Usage: "output length `N` in tokens", Required: true},
 		&cli.IntFlag{Name: "prefix", Usage: "prefix-cached prompt tokens `N`"},
-		&cli.StringFlag{Name: "mode", Value: "agg", Usage: "`MODE`: agg, disagg or all (disagg rows are composed from static estimates)"},
+		&cli.StringFlag{Name: "mode", Value: "agg", Usage: "`MODE`: agg, disagg or all (disagg rows are priced by the prefill/decode tandem)"},
 		&cli.StringFlag{Name: "tp", Usage: "tensor-parallel sizes `LIST` (default 1,2,4,8)"},
 		&cli.StringFlag{Name: "batch", Usage: "agg batch sizes `LIST` (default: aiconfigurator's schedule)"},
 		&cli.StringFlag{Name: "ctx-tokens", Usage: "agg prefill budgets `LIST` (default: aiconfigurator's list for --isl)"},

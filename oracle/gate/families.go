@@ -37,9 +37,14 @@ func closed(isl, osl, prefix, c int) workload.Spec {
 // the exact burst semantics (--stagger-phases 0 --client-rtt-ms 0). Families the
 // oracle or the model cannot run yet are present with KnownFailing set (printed in
 // the table with the reason).
-func Families() []Family {
+func Families() []Family { return bothSemantics(baseFamilies()) }
+
+// bothSemantics returns every closed-loop family of fs twice — under the product
+// defaults and, suffixed "· burst", under the exact burst semantics — and the
+// open-loop ones once.
+func bothSemantics(fs []Family) []Family {
 	var out []Family
-	for _, f := range baseFamilies() {
+	for _, f := range fs {
 		if f.Spec.Concurrency <= 0 {
 			out = append(out, f) // open loop: no client phases, no round trip
 			continue
@@ -216,14 +221,7 @@ func baseFamilies() []Family {
 	e.EnableChunkedPrefill = true
 	add("trtllm/c16 isl8192 osl128 t8192 chunked long-prompt", closed(8192, 128, 0, 16), e)
 
-	// KV pressure: the oracle models vLLM recompute preemption (V-R6) and SGLang
-	// retraction (S-R5); the calendars reject a KV capacity for those backends by
-	// design (QUEUEING.md §3). Listed, not gated: the model runs without KV, the DES
-	// with a pool of 10 prompts (8.9 full requests), so the residual is the cost of ignoring KV.
-	kv := 10 * 2048 // 8.9 requests at full length: admission outruns decode growth
-	fs = append(fs, Family{Name: "vllm/c32 isl2048 osl256 DES kv10x2048 preemption", Spec: closed(2048, 256, 0, 32), Engine: vllm(8192, 256), Timing: roofline,
-		OracleKVTokens: kv, KnownFailing: "the vLLM calendar does not model recompute preemption (QUEUEING.md §3 rejects a KV capacity); the DES is the reference"})
-	fs = append(fs, Family{Name: "sglang/c32 isl2048 osl256 DES kv10x2048 retraction", Spec: closed(2048, 256, 0, 32), Engine: sgl(), Timing: roofline,
-		OracleKVTokens: kv, KnownFailing: "the SGLang calendar does not model KV admission reservations / retraction (QUEUEING.md §3 rejects a KV capacity); the DES is the reference"})
+	// KV pressure (vLLM preemption, SGLang retraction, TRT-LLM pausing) is gated in
+	// KVFamilies (families_kv.go).
 	return fs
 }

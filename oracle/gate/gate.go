@@ -159,8 +159,9 @@ func consistent(got, m Metrics) error {
 }
 
 // oracleEngine maps the model's engine spec to the oracle's, with a KV pool large
-// enough that no request is ever preempted (the model does not model KV pressure for
-// vLLM), and prefix caching on exactly when the workload has a prefix.
+// enough that no request is ever preempted unless the family sets a KV capacity
+// (then both sides get it, families_kv.go), and prefix caching on exactly when the
+// workload has a prefix.
 func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 	e := f.Engine
 	bs := max(e.BlockSize, 1)
@@ -212,6 +213,19 @@ func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 		return oe, fmt.Errorf("backend %s: the oracle core is not built", e.Backend)
 	}
 	return oe, nil
+}
+
+// desGenerations is how many generations the DES runs for a model window: through
+// the window, and when the model found a cycle, through the generation whose pattern
+// repeated (Start + Period), so the DES's own limit-cycle search can see the same
+// repetition — a period longer than the window (e.g. 15 generations at C 16 under
+// KV pressure) otherwise leaves the DES measuring a fallback window.
+func desGenerations(w queueing.Window) int {
+	n := w.Start + w.Length
+	if w.Found {
+		n = max(n, w.Start+w.Period+1)
+	}
+	return n
 }
 
 // runOracle simulates the family and measures it with the same conventions. A
@@ -267,7 +281,7 @@ func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, er
 		if len(windows) != 1 {
 			return Metrics{}, fmt.Errorf("model report has %d steady windows, want 1", len(windows))
 		}
-		res, err := run(windows[0].Start+windows[0].Length, nil)
+		res, err := run(desGenerations(windows[0]), nil)
 		if err != nil {
 			return Metrics{}, err
 		}
@@ -296,7 +310,7 @@ func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, er
 			for c := range start {
 				start[c] = float64(c) * spread / float64(C)
 			}
-			res, err := run(win.Start+win.Length, start)
+			res, err := run(desGenerations(win), start)
 			if err != nil {
 				return Metrics{}, err
 			}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/disagg"
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// evalDisaggFlags are the flags of `aicdb eval --mode disagg` (the prefill/decode
+// tandem, package disagg).
+func evalDisaggFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "mode", Value: "agg", Usage: "agg | disagg (prefill/decode tandem)"},
+		&cli.IntFlag{Name: "prefill-tp", Usage: "disagg: prefill worker tp (default --tp)"},
+		&cli.IntFlag{Name: "prefill-workers", Value: 1, Usage: "disagg: prefill workers"},
+		&cli.IntFlag{Name: "decode-tp", Usage: "disagg: decode worker tp (default --tp)"},
+		&cli.IntFlag{Name: "decode-workers", Value: 1, Usage: "disagg: decode workers"},
+		&cli.IntFlag{Name: "prefill-batch-cap", Usage: "disagg: running requests per prefill worker (0 = the engine's cap)"},
+		&cli.IntFlag{Name: "decode-batch-cap", Usage: "disagg: running requests per decode worker (0 = the engine's cap)"},
+		&cli.IntFlag{Name: "prefill-inflight-cap", Usage: "disagg: κ, requests a prefill worker holds until pulled (0 = none)"},
+		&cli.IntFlag{Name: "decode-kv-capacity-tokens", Usage: "disagg: KV tokens per decode worker (default: the perf database's memory budget; 0 with --timing = unbounded)"},
+		&cli.StringFlag{Name: "connector", Value: "pull", Usage: "disagg: pull (decode reserves KV, prefill holds until pulled) | push"},
+		&cli.BoolFlag{Name: "handoff-in-ttft", Usage: "disagg: first token visible only after the KV transfer (decode-attach frontends)"},
+		&cli.Float64Flag{Name: "kv-bytes-per-token", Usage: "disagg: KV handoff bytes per prompt token per link (default: from the model with --model)"},
+		&cli.Float64Flag{Name: "inter-node-gbps", Usage: "disagg: NIC bandwidth per GPU, GB/s (default: the system's inter_node_bw)"},
+		&cli.Float64Flag{Name: "intra-node-gbps", Usage: "disagg: NVLink bandwidth per GPU, GB/s (default: the system's intra_node_bw; 0 = always the NIC)"},
+		&cli.IntFlag{Name: "gpus-per-node", Usage: "disagg: GPUs per node for placement (default: the system's)"},
+		&cli.Float64Flag{Name: "kv-efficiency", Value: disagg.DefaultEfficiency, Usage: "disagg: achieved share of the link bandwidth"},
+	}
+}
+
+// disaggOnlyFlags lists the flags that only --mode disagg reads.
+var disaggOnlyFlags = []string{"prefill-tp", "prefill-workers", "decode-tp", "decode-workers", "prefill-batch-cap",
+	"decode-batch-cap", "prefill-inflight-cap", "decode-kv-capacity-tokens", "connector", "handoff-in-ttft",
+	"kv-bytes-per-token", "inter-node-gbps", "intra-node-gbps", "gpus-per-node", "kv-efficiency"}
+
+// checkAggFlags refuses disagg-only flags in agg mode (they would be ignored).
+func checkAggFlags(c *cli.Context) error {
+	for _, f := range disaggOnlyFlags {
+		if c.IsSet(f) {
+			return userErrorf("--%s: only with --mode disagg", f)
+		}
+	}
+	return nil
+}
+
+// runEvalDisagg evaluates one disaggregated operating point.
+func runEvalDisagg(c *cli.Context) error {
+	for _, f := range []string{"stagger-phases", "dp", "kv-capacity-tokens"} {
+		if c.IsSet(f) {
+			return userErrorf("--%s: not read by --mode disagg (see aicdb eval --help for the disagg flags)", f)
+		}
+	}
+	w, err := parseWorkload(c)
+	if err != nil {
+		return err
+	}
+	var tiers []queueing.Tier
+	switch c.String("tier") {
+	case "screening":
+		tiers = []queueing.Tier{queueing.TierScreening}
+	case "quantitative":
+		tiers = []queueing.Tier{queueing.TierQuantitative}
+	case "both":
+		tiers = []queueing.Tier{queueing.TierScreening, queueing.TierQuantitative}
+	default:
+		return userErrorf("--tier %q: unknown; use screening, quantitative or both", c.String("tier"))
+	}
+	cfg, pts, gpus, err := parseDisagg(c, w)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{}
+	for _, tier := range tiers {
+		var rep *disagg.Report
+		if tier == queueing.TierScreening {
+			rep, err = disagg.Screening(w, cfg)
+		} else {
+			rep, err = disagg.Quantitative(c.Context, w, cfg, disagg.Options{})
+		}
+		for _, pt := range pts {
+			if err == nil && pt.Err() != nil {
+				err = fmt.Errorf("pass timing: %w", pt.Err())
+			}
+		}
+		if err != nil {
+			if queueing.IsInputError(err) {
+				return asUser(err)
+			}
+			return err
+		}
+		if tier == queueing.TierQuantitative {
+			noSteadyState(w, &rep.Report)
+		}
+		out[string(tier)] = rep.Columns(gpus)
+	}
+	var v any = out
+	if len(tiers) == 1 {
+		v = out[string(tiers[0])]
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("eval: encoding output: %w", err)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
+	return err
+}
+
+// parseDisagg builds the tandem from the flags: engines from the backend defaults
+// and the engine flags (both pools), timing per pool (synthetic: shared; perf
+// database: each pool at its own tp through evalPassTiming), the fabric and the
+// KV sizing. It returns the pass timings to check after evaluation and the GPUs.
+func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.PassTiming, int, error) {
+	var cfg disagg.Config
+	for _, f := range []string{"prefill-workers", "decode-workers"} {
+		if c.Int(f) < 1 {
+			return cfg, nil, 0, userErrorf("--%s %d: must be ≥ 1", f, c.Int(f))
+		}
+	}
+	for _, f := range []string{"prefill-batch-cap", "decode-batch-cap", "prefill-inflight-cap", "decode-kv-capacity-tokens", "gpus-per-node"} {
+		if c.Int(f) < 0 {
+			return cfg, nil, 0, userErrorf("--%s %d: must be ≥ 0", f, c.Int(f))
+		}
+	}
+	switch c.String("connector") {
+	case "pull":
+	case "push":
+		cfg.Push = true
+	default:
+		return cfg, nil, 0, userErrorf("--connector %q: use pull or push", c.String("connector"))
+	}
+	cfg.HandoffInTTFT = c.Bool("handoff-in-ttft")
+	cfg.Prefill.Workers, cfg.Decode.Workers = c.Int("prefill-workers"), c.Int("decode-workers")
+	cfg.Prefill.BatchCap, cfg.Decode.BatchCap = c.Int("prefill-batch-cap"), c.Int("decode-batch-cap")
+	cfg.Prefill.InFlightCap = c.Int("prefill-inflight-cap")
+	cfg.Decode.KVCapacityTokens = c.Int("decode-kv-capacity-tokens")
+	cfg.Fabric = disagg.Fabric{InterNodeGBps: c.Float64("inter-node-gbps"), IntraNodeGBps: c.Float64("intra-node-gbps"),
+		Efficiency: c.Float64("kv-efficiency"), GPUsPerNode: c.Int("gpus-per-node")}
+	if e := cfg.Fabric.Efficiency; !(e > 0 && e <= 1) {
+		return cfg, nil, 0, userErrorf("--kv-efficiency %v: must be in (0, 1]", e)
+	}
+	for _, f := range []string{"inter-node-gbps", "intra-node-gbps", "kv-bytes-per-token"} {
+		if v := c.Float64(f); c.IsSet(f) && (!(v > 0) || math.IsInf(v, 0)) {
+			return cfg, nil, 0, userErrorf("--%s %v: must be a finite number > 0", f, v)
+		}
+	}
+	cfg.KVBytesPerToken = c.Float64("kv-bytes-per-token")
+
+	synthetic := c.IsSet("timing")
+	if synthetic == c.IsSet("model") {
+		return cfg, nil, 0, userErrorf("timing: give either --timing linear|roofline (synthetic) or --model with --system, --backend and --prefill-tp/--decode-tp (perf database)")
+	}
+	backend := c.String("backend")
+	var pts []*perfdb.PassTiming
+	gpus := 0
+	if synthetic {
+		t, err := syntheticTiming(c)
+		if err != nil {
+			return cfg, nil, 0, err
+		}
+		cfg.Prefill.Timing, cfg.Decode.Timing = t, t
+		if be := c.String("backend-engine"); be != "" {
+			backend = be
+		}
+		if backend == "" {
+			backend = queueing.BackendVLLM
+		}
+		for _, f := range []string{"kv-bytes-per-token", "inter-node-gbps"} {
+			if !c.IsSet(f) {
+				return cfg, nil, 0, userErrorf("--mode disagg --timing: --%s is required", f)
+			}
+		}
+		cfg.Prefill.GPUsPerWorker, cfg.Decode.GPUsPerWorker = max(c.Int("prefill-tp"), 1), max(c.Int("decode-tp"), 1)
+	} else {
+		var err error
+		pts, err = disaggPerfTiming(c, w, &cfg)
+		if err != nil {
+			return cfg, nil, 0, err
+		}
+	}
+	gpus = cfg.GPUs()
+	if c.IsSet("gpus") {
+		if c.Int("gpus") < gpus {
+			return cfg, nil, 0, userErrorf("--prefill-workers %d × %d GPUs + --decode-workers %d × %d GPUs = %d GPUs exceed --gpus %d; use fewer or narrower workers",
+				cfg.Prefill.Workers, cfg.Prefill.GPUsPerWorker, cfg.Decode.Workers, cfg.Decode.GPUsPerWorker, gpus, c.Int("gpus"))
+		}
+		gpus = c.Int("gpus")
+	}
+	e, err := queueing.DefaultEngine(backend, c.String("version"))
+	if err != nil {
+		return cfg, nil, 0, userErrorf("--backend: %v", err)
+	}
+	if err := applyEngineFlags(c, &e); err != nil {
+		return cfg, nil, 0, err
+	}
+	if c.IsSet("kv-capacity-tokens") {
+		return cfg, nil, 0, userErrorf("--kv-capacity-tokens: with --mode disagg use --decode-kv-capacity-tokens")
+	}
+	cfg.Prefill.Engine, cfg.Decode.Engine = e, e
+	if err := cfg.Validate(w); err != nil {
+		return cfg, nil, 0, userErrorf("%v", err)
+	}
+	return cfg, pts, gpus, nil
+}
+
+// disaggPerfTiming prices each pool from the perf database at its own tp (the
+// eval pass-timing builder, once per pool), and derives the KV handoff size, the
+// fabric from the system spec and, unless given, the decode KV capacity from
+// aiconfigurator's disagg memory rule.
+func disaggPerfTiming(c *cli.Context, w workload.Spec, cfg *disagg.Config) ([]*perfdb.PassTiming, error) {
+	for _, f := range []string{"system", "backend"} {
+		if !c.IsSet(f) {
+			return nil, userErrorf("--model: --%s is required with the perf-database timing", f)
+		}
+	}
+	tps := [2]int{c.Int("prefill-tp"), c.Int("decode-tp")}
+	for i, f := range []string{"prefill-tp", "decode-tp"} {
+		if !c.IsSet(f) {
+			if !c.IsSet("tp") {
+				return nil, userErrorf("--mode disagg --model: give --%s (or --tp for both pools)", f)
+			}
+			tps[i] = c.Int("tp")
+		}
+		if tps[i] < 1 {
+			return nil, userErrorf("--%s %d: must be ≥ 1", f, tps[i])
+		}
+	}
+	var pts []*perfdb.PassTiming
+	for i := range tps {
+		if err := c.Set("tp", fmt.Sprint(tps[i])); err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
+		}
+		pt, version, g, err := evalPassTiming(c, w)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Set("version", version); err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
+		}
+		pts = append(pts, pt)
+		if i == 0 {
+			cfg.Prefill.Timing, cfg.Prefill.GPUsPerWorker = pt, g
+		} else {
+			cfg.Decode.Timing, cfg.Decode.GPUsPerWorker = pt, g
+		}
+	}
+	pre, dec := pts[0].Estimator(), pts[1].Estimator()
+	sys := pre.System()
+	def := disagg.FabricOf(sys)
+	if !c.IsSet("inter-node-gbps") {
+		cfg.Fabric.InterNodeGBps = def.InterNodeGBps
+	}
+	if !c.IsSet("intra-node-gbps") {
+		cfg.Fabric.IntraNodeGBps = def.IntraNodeGBps
+	}
+	if !c.IsSet("gpus-per-node") {
+		cfg.Fabric.GPUsPerNode = def.GPUsPerNode
+	}
+	if !(cfg.Fabric.InterNodeGBps > 0) {
+		return nil, userErrorf("--system %s: inter_node_bw is %v; give --inter-node-gbps > 0", sys.Name, sys.InterNodeBW)
+	}
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	if !c.IsSet("kv-bytes-per-token") {
+		b, err := disagg.KVBytesPerLink(pre, tps[0], tps[1])
+		if err != nil {
+			return nil, asUser(err)
+		}
+		cfg.KVBytesPerToken = b
+	}
+	if !c.IsSet("decode-kv-capacity-tokens") {
+		kv, err := disagg.DecodeKVCapacityTokens(pre, dec, isl, osl)
+		if errors.Is(err, disagg.ErrDecodeKV) {
+			return nil, userErrorf("--decode-tp %d: a decode worker's KV cannot hold one request of isl %d + osl %d on %s; raise --decode-tp or shorten the request", tps[1], isl, osl, sys.Name)
+		}
+		if err != nil {
+			return nil, asUser(err)
+		}
+		cfg.Decode.KVCapacityTokens = kv
+	}
+	return pts, nil
+}

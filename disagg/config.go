@@ -1,0 +1,181 @@
+package disagg
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// DefaultEfficiency is the share of the nominal link bandwidth KV transfers
+// achieve (QUEUEING.md §6).
+const DefaultEfficiency = 0.8
+
+// Pool is one side of the tandem: Workers identical engine instances.
+type Pool struct {
+	Engine queueing.EngineSpec
+	// Timing prices this pool's passes (its own parallelism and GPU system).
+	Timing  timing.Timing
+	Workers int
+	// GPUsPerWorker places workers on nodes (prefill workers first, then decode,
+	// packed in order); default 1.
+	GPUsPerWorker int
+	// BatchCap, when > 0, caps the running requests of each worker below the
+	// engine's own limit (the per-worker batch of the deployment).
+	BatchCap int
+	// InFlightCap (prefill only) is κ: requests admitted by a prefill worker and not
+	// yet pulled (0 = no cap beyond BatchCap and the engine's).
+	InFlightCap int
+	// KVCapacityTokens (decode only) is each worker's KV pool in tokens (0 =
+	// unbounded): pull transfers reserve room in it before they start.
+	KVCapacityTokens int
+}
+
+// Fabric is the KV-transfer network.
+type Fabric struct {
+	// InterNodeGBps is the bandwidth of one worker's NIC (each direction) in GB/s
+	// (10⁹ bytes/s), used when the two workers sit on different nodes.
+	InterNodeGBps float64
+	// IntraNodeGBps is the NVLink bandwidth of one worker when the two share a node
+	// (0: every pair is treated as inter-node).
+	IntraNodeGBps float64
+	// Efficiency scales both bandwidths (0 → DefaultEfficiency).
+	Efficiency float64
+	// GPUsPerNode places workers on nodes (0: every worker on its own node).
+	GPUsPerNode int
+}
+
+// Config is one disaggregated deployment.
+type Config struct {
+	Prefill Pool
+	Decode  Pool
+	Fabric  Fabric
+	// KVBytesPerToken is the KV handoff per prompt token (model, KV quant and
+	// parallel layout), bytes.
+	KVBytesPerToken float64
+	// Push selects push-style connectors: the prefill worker sends the KV at prompt
+	// completion and frees its slot; no decode-side reservation gates the transfer.
+	// Default (false): pull (vLLM NIXL, SGLang Mooncake/NIXL, TRT-LLM UCX).
+	Push bool
+	// HandoffInTTFT makes the first token visible only after the KV transfer
+	// (frontends that attach on decode, TRT-LLM native disagg). Default: the
+	// prefill worker's first token is the TTFT and the handoff lands in the first
+	// ITL gap.
+	HandoffInTTFT bool
+}
+
+// GPUs returns the GPUs of the deployment.
+func (c *Config) GPUs() int {
+	return c.Prefill.Workers*max(c.Prefill.GPUsPerWorker, 1) + c.Decode.Workers*max(c.Decode.GPUsPerWorker, 1)
+}
+
+// Validate reports the first invalid input of c for workload w as a one-line
+// error naming it and the fix.
+func (c *Config) Validate(w workload.Spec) error {
+	for _, p := range []struct {
+		name string
+		p    *Pool
+	}{{"prefill", &c.Prefill}, {"decode", &c.Decode}} {
+		if p.p.Workers < 1 || p.p.Workers > 1024 {
+			return fmt.Errorf("%s workers = %d: must be in 1..1024", p.name, p.p.Workers)
+		}
+		if p.p.Timing == nil {
+			return fmt.Errorf("%s timing: none given", p.name)
+		}
+		if v, ok := p.p.Timing.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("%s %w", p.name, err)
+			}
+		}
+		if err := p.p.Engine.Validate(); err != nil {
+			return fmt.Errorf("%s %w", p.name, err)
+		}
+		if p.p.GPUsPerWorker < 0 || p.p.BatchCap < 0 || p.p.InFlightCap < 0 || p.p.KVCapacityTokens < 0 {
+			return fmt.Errorf("%s pool: gpus per worker, batch cap, in-flight cap and KV capacity must be ≥ 0", p.name)
+		}
+	}
+	if c.Prefill.KVCapacityTokens != 0 {
+		return fmt.Errorf("prefill kv_capacity_tokens = %d: the prefill pool's KV is not modelled; set it on the decode pool", c.Prefill.KVCapacityTokens)
+	}
+	if c.Decode.InFlightCap != 0 {
+		return fmt.Errorf("decode in-flight cap = %d: κ applies to the prefill pool only", c.Decode.InFlightCap)
+	}
+	f := c.Fabric
+	if !(f.InterNodeGBps > 0) || math.IsInf(f.InterNodeGBps, 0) {
+		return fmt.Errorf("fabric inter-node bandwidth = %v GB/s: must be a finite number > 0", f.InterNodeGBps)
+	}
+	if !(f.IntraNodeGBps >= 0) || math.IsInf(f.IntraNodeGBps, 0) {
+		return fmt.Errorf("fabric intra-node bandwidth = %v GB/s: must be a finite number ≥ 0", f.IntraNodeGBps)
+	}
+	if !(f.Efficiency >= 0 && f.Efficiency <= 1) {
+		return fmt.Errorf("fabric efficiency = %v: must be in (0, 1] (0 selects %v)", f.Efficiency, DefaultEfficiency)
+	}
+	if f.GPUsPerNode < 0 {
+		return fmt.Errorf("fabric gpus per node = %d: must be ≥ 0", f.GPUsPerNode)
+	}
+	if !(c.KVBytesPerToken > 0) || math.IsInf(c.KVBytesPerToken, 0) {
+		return fmt.Errorf("kv bytes per token = %v: must be a finite number > 0", c.KVBytesPerToken)
+	}
+	if w.Prefix != 0 {
+		return fmt.Errorf("workload prefix = %d: prefix caching is not modelled by the disaggregated tandem yet; use prefix 0", w.Prefix)
+	}
+	isl, osl := maxShape(w)
+	if kv := c.Decode.KVCapacityTokens; kv > 0 && isl+osl > kv {
+		return fmt.Errorf("decode kv_capacity_tokens = %d: cannot hold one request of isl %d + osl %d tokens; give the decode pool more KV (more GPUs per worker, a smaller model or KV quant)", kv, isl, osl)
+	}
+	return nil
+}
+
+// maxShape returns the largest isl and osl of w.
+func maxShape(w workload.Spec) (int, int) {
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	return isl, osl
+}
+
+// links returns the fabric links of a flow from prefill worker p to decode worker
+// d and appends link capacities (bytes/ms) on first use: links 0..nP−1 are
+// prefill NIC egress, nP..nP+nD−1 decode NIC ingress, then the NVLink ports of
+// the same workers.
+func (c *Config) linkCaps() []float64 {
+	nP, nD := c.Prefill.Workers, c.Decode.Workers
+	eff := c.Fabric.Efficiency
+	if eff == 0 {
+		eff = DefaultEfficiency
+	}
+	inter := c.Fabric.InterNodeGBps * eff * 1e6 // bytes per ms
+	intra := c.Fabric.IntraNodeGBps * eff * 1e6
+	caps := make([]float64, 0, 2*(nP+nD))
+	for i := 0; i < nP+nD; i++ {
+		caps = append(caps, inter)
+	}
+	for i := 0; i < nP+nD; i++ {
+		caps = append(caps, intra)
+	}
+	return caps
+}
+
+// route returns the two links of a flow from prefill worker p to decode worker d:
+// NVLink ports when both sit wholly on one node and NVLink bandwidth is given,
+// else the NICs.
+func (c *Config) route(p, d int) [2]int {
+	nP, nD := c.Prefill.Workers, c.Decode.Workers
+	if c.Fabric.IntraNodeGBps > 0 && c.Fabric.GPUsPerNode > 0 {
+		gp, gd := max(c.Prefill.GPUsPerWorker, 1), max(c.Decode.GPUsPerWorker, 1)
+		g := c.Fabric.GPUsPerNode
+		p0, p1 := p*gp, p*gp+gp-1
+		d0 := nP*gp + d*gd
+		d1 := d0 + gd - 1
+		if p0/g == p1/g && d0/g == d1/g && p0/g == d0/g {
+			return [2]int{nP + nD + p, nP + nD + nP + d}
+		}
+	}
+	return [2]int{p, nP + d}
+}

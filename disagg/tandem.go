@@ -1,0 +1,682 @@
+package disagg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// Options tunes a quantitative tandem evaluation; the zero value selects the
+// defaults.
+type Options struct {
+	// WarmupGenerations (closed loop): requests per client before the window
+	// (default 4).
+	WarmupGenerations int
+	// WindowGenerations (closed loop): steady requests per client (default
+	// max(8, ceil(128/C))).
+	WindowGenerations int
+	// OpenLoopRequests: open-loop requests when the workload does not set
+	// NumRequests (default workload.ArrivalStrata).
+	OpenLoopRequests int
+	// NoMultiStability skips the second (staggered-start) run that detects
+	// multi-stability.
+	NoMultiStability bool
+
+	spreadMs float64 // closed loop: initial spread of the clients (internal)
+}
+
+// Report is a tandem evaluation: the aggregated report's distributions and
+// throughput plus the handoff diagnostics.
+type Report struct {
+	queueing.Report
+	// KVTransfer is the distribution of the steady requests' KV flow durations (ms,
+	// from the transfer start to its last byte).
+	KVTransfer queueing.Distribution
+	// PQueueMsP99 is the p99 of the prefill-side queueing delay (visibility → the
+	// start of the request's first prefill pass).
+	PQueueMsP99 float64
+	// DHeadroomMin is the smallest free share of a decode worker's KV (0..1) seen at
+	// a transfer decision in the window (1 when the decode KV is unbounded).
+	DHeadroomMin float64
+	// MultiStable flags two steady regimes reached from different starts (the burst
+	// and a staggered start disagree on throughput by more than 2 %); the report's
+	// steady numbers are then the flagged mixture of both.
+	MultiStable bool
+	// BurstThroughputRPS and StaggeredThroughputRPS are the two starts'
+	// throughputs (closed loop with the multi-stability check; else 0).
+	BurstThroughputRPS, StaggeredThroughputRPS float64
+}
+
+// Columns returns the aggregated columns (queueing.Report.Columns) plus
+// kv_transfer_ms_mean, kv_transfer_ms_p99, p_queue_ms_p99, d_headroom_min,
+// multi_stable and, when both starts ran, throughput_rps_burst and
+// throughput_rps_staggered.
+func (r *Report) Columns(gpus int) map[string]any {
+	m := r.Report.Columns(gpus)
+	if r.Unstable {
+		return m
+	}
+	m["kv_transfer_ms_mean"] = r.KVTransfer.Mean()
+	m["kv_transfer_ms_p99"] = r.KVTransfer.Quantile(0.99)
+	m["p_queue_ms_p99"] = r.PQueueMsP99
+	m["d_headroom_min"] = r.DHeadroomMin
+	m["multi_stable"] = r.MultiStable
+	if r.BurstThroughputRPS > 0 {
+		m["throughput_rps_burst"] = r.BurstThroughputRPS
+		m["throughput_rps_staggered"] = r.StaggeredThroughputRPS
+	}
+	return m
+}
+
+var errWorkload = errors.New("workload: give exactly one of concurrency (closed loop, ≥ 1) or rate (open loop, > 0)")
+
+// Limits of one evaluation.
+const (
+	maxRequests = 1 << 18
+	maxEvents   = 5e7
+)
+
+// Quantitative evaluates w on the tandem c by a deterministic event recursion
+// over the pools' pass calendars (queueing.Kernel), the fluid fabric and the
+// connectors (QUEUEING.md §6).
+//
+// Closed loop: a tandem started as a burst keeps the cohorts of its first
+// prefill passes (prompts completing together fan into the decode NICs together),
+// started with the clients spread over one request cycle it settles elsewhere.
+// Unless opted out, both starts are run and the steady distributions are their
+// equal mixture (QUEUEING.md §4); MultiStable flags throughputs more than 2 %
+// apart, and both throughputs are reported. The transient is the burst's.
+func Quantitative(ctx context.Context, w workload.Spec, c Config, o Options) (*Report, error) {
+	if err := c.Validate(w); err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	if (w.Concurrency > 0) == (w.RateRPS > 0) {
+		return nil, &queueing.InputError{Err: errWorkload}
+	}
+	rep, err := run(ctx, w, c, o)
+	if err != nil || w.Concurrency == 0 || o.NoMultiStability || rep.Unstable {
+		return rep, err
+	}
+	o2 := o
+	o2.spreadMs = rep.E2E.Mean() + w.TurnaroundMs
+	alt, err := run(ctx, w, c, o2)
+	if err != nil {
+		return nil, err
+	}
+	return mixture(rep, alt)
+}
+
+// mixture is the equal mixture of the burst run b and the staggered run s.
+func mixture(b, s *Report) (*Report, error) {
+	mix := func(x, y queueing.Distribution, perRun bool) (queueing.Distribution, error) {
+		var a []queueing.Atom
+		for _, d := range []queueing.Distribution{x, y} {
+			wt := 1.0
+			if perRun {
+				wt = 1 / math.Max(d.TotalWeight(), 1e-300)
+			}
+			for _, at := range d.Atoms() {
+				a = append(a, queueing.Atom{Value: at.Value, Weight: at.Weight * wt})
+			}
+		}
+		return queueing.NewDistribution(a)
+	}
+	r := &Report{Report: b.Report}
+	var err error
+	for _, f := range []struct {
+		dst    *queueing.Distribution
+		x, y   queueing.Distribution
+		perRun bool
+	}{
+		{&r.TTFTSteady, b.TTFTSteady, s.TTFTSteady, true}, {&r.ITL, b.ITL, s.ITL, true},
+		{&r.TPOT, b.TPOT, s.TPOT, true}, {&r.E2E, b.E2E, s.E2E, true}, {&r.KVTransfer, b.KVTransfer, s.KVTransfer, true},
+	} {
+		if *f.dst, err = mix(f.x, f.y, f.perRun); err != nil {
+			return nil, fmt.Errorf("disagg: mixture: %w", err)
+		}
+	}
+	r.ThroughputRPS = (b.ThroughputRPS + s.ThroughputRPS) / 2
+	r.OutputTokensPerS = (b.OutputTokensPerS + s.OutputTokensPerS) / 2
+	r.BurstThroughputRPS, r.StaggeredThroughputRPS = b.ThroughputRPS, s.ThroughputRPS
+	r.MultiStable = math.Abs(b.ThroughputRPS-s.ThroughputRPS) > 0.02*math.Max(b.ThroughputRPS, s.ThroughputRPS)
+	r.PQueueMsP99 = math.Max(b.PQueueMsP99, s.PQueueMsP99)
+	r.DHeadroomMin = math.Min(b.DHeadroomMin, s.DHeadroomMin)
+	p99 := r.TTFTSteady.Quantile(0.99)
+	r.TTFTSteadyP99Lo, r.TTFTSteadyP99Hi = p99, p99
+	r.Diagnostics.Passes += s.Diagnostics.Passes
+	r.Diagnostics.SteadyRequests += s.Diagnostics.SteadyRequests
+	r.Diagnostics.StaggerPhases = 1
+	return r, finiteReport(r)
+}
+
+// treq is one request of the tandem.
+type treq struct {
+	slot, gen       int
+	arrival         float64 // visible to the prefill scheduler
+	isl, osl        int
+	pw, pid         int // prefill worker, id there
+	dw, did         int
+	pStart          float64 // start of its first prefill pass
+	first           float64 // prefill emits the first token
+	xStart, xEnd    float64 // KV flow
+	visible         float64 // first token visible to the client
+	done            float64
+	finished        bool
+	steady, counted bool
+	need            int // decode KV reservation (tokens)
+}
+
+// tandem is the state of one run.
+type tandem struct {
+	c       *Config
+	w       *workload.Spec
+	stage   float64
+	pre     []*queueing.Kernel
+	dec     []*queueing.Kernel
+	pIDs    [][]int // kernel id → request, per prefill worker
+	dIDs    [][]int
+	fab     fabric
+	reqs    []treq
+	pending [][]int // per decode worker: requests waiting for KV headroom (FIFO)
+	pHead   []int
+	kvUsed  []int
+	nextP   int // round-robin cursors
+	nextD   int
+	err     error
+
+	itl       map[float64]float64
+	gap, gapW float64 // the run of equal gaps not yet in itl (a pass's rows share one)
+	xfer      []queueing.Atom
+	headMin   float64
+	onDone    func(t *tandem, ri int, now float64)
+	doneBuf   []int
+	finished  int
+}
+
+func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
+	t := &tandem{c: c, w: w, stage: c.Prefill.Engine.StageMs, itl: map[float64]float64{}, headMin: 1}
+	nP, nD := c.Prefill.Workers, c.Decode.Workers
+	t.fab.caps = c.linkCaps()
+	seqP := c.Prefill.BatchCap
+	if k := c.Prefill.InFlightCap; k > 0 && (seqP == 0 || k < seqP) {
+		seqP = k
+	}
+	for i := 0; i < nP; i++ {
+		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, queueing.KernelOptions{SeqCap: seqP, Hold: !c.Push})
+		if err != nil {
+			return nil, fmt.Errorf("prefill engine: %w", err)
+		}
+		wi := i
+		k.OnToken = func(id int, prev, at float64) {
+			r := &t.reqs[t.pIDs[wi][id]]
+			r.first = at
+		}
+		k.OnFinish = func(id int, at float64) { t.prefilled(t.pIDs[wi][id], at) }
+		k.OnEntry = func(id int, start float64) {
+			if r := &t.reqs[t.pIDs[wi][id]]; r.pStart < 0 {
+				r.pStart = start
+			}
+		}
+		t.pre = append(t.pre, k)
+	}
+	t.pIDs = make([][]int, nP)
+	for i := 0; i < nD; i++ {
+		k, err := queueing.NewKernel(c.Decode.Engine, c.Decode.Timing, queueing.KernelOptions{SeqCap: c.Decode.BatchCap})
+		if err != nil {
+			return nil, fmt.Errorf("decode engine: %w", err)
+		}
+		wi := i
+		k.OnToken = func(id int, prev, at float64) {
+			r := &t.reqs[t.dIDs[wi][id]]
+			if prev == r.xEnd {
+				prev = r.visible // the first decode token: its gap runs from the first visible token
+			}
+			if r.steady {
+				t.addGap(at - prev)
+			}
+		}
+		k.OnFinish = func(id int, at float64) { t.complete(t.dIDs[wi][id], at) }
+		t.dec = append(t.dec, k)
+	}
+	t.dIDs = make([][]int, nD)
+	t.pending = make([][]int, nD)
+	t.pHead = make([]int, nD)
+	t.kvUsed = make([]int, nD)
+	return t, nil
+}
+
+// addGap records one ITL gap; the rows of one decode pass come in a run of equal
+// gaps, pooled before they reach the map.
+func (t *tandem) addGap(g float64) {
+	if g == t.gap {
+		t.gapW++
+		return
+	}
+	if t.gapW > 0 {
+		t.itl[t.gap] += t.gapW
+	}
+	t.gap, t.gapW = g, 1
+}
+
+// submit creates a request visible to the prefill pool at arrival and routes it
+// round-robin (static, in visibility order: requests are created in arrival
+// order).
+func (t *tandem) submit(slot, gen int, arrival float64, steady bool) {
+	k := len(t.reqs)
+	isl, osl := t.w.Shape(k)
+	p := t.nextP
+	t.nextP = (t.nextP + 1) % len(t.pre)
+	r := treq{slot: slot, gen: gen, arrival: arrival, isl: isl, osl: osl, pw: p, dw: -1, steady: steady, pStart: -1}
+	id, err := t.pre[p].Inject(queueing.KernelRequest{ArrivalMs: arrival, ISL: isl, OSL: 1})
+	if err != nil && t.err == nil {
+		t.err = err
+	}
+	r.pid = id
+	t.reqs = append(t.reqs, r)
+	t.pIDs[p] = append(t.pIDs[p], k)
+}
+
+// prefilled handles a prompt completing on its prefill worker at now.
+func (t *tandem) prefilled(ri int, now float64) {
+	r := &t.reqs[ri]
+	r.first = now
+	if r.osl <= 1 { // nothing to decode: no handoff
+		r.visible, r.xStart, r.xEnd = now, now, now
+		t.release(ri, now)
+		t.complete(ri, now)
+		return
+	}
+	d := t.nextD
+	t.nextD = (t.nextD + 1) % len(t.dec)
+	r.dw = d
+	r.need = r.isl + r.osl
+	if t.c.Push {
+		t.startFlow(ri, now)
+		return
+	}
+	t.pending[d] = append(t.pending[d], ri)
+	t.pull(d, now)
+}
+
+// pull starts the transfers decode worker d has KV headroom for, FCFS: a pull
+// connector reserves the request's KV (its prompt and the outputs it will grow
+// to — the calendars do not model decode preemption) before the first byte moves.
+func (t *tandem) pull(d int, now float64) {
+	capKV := t.c.Decode.KVCapacityTokens
+	for t.pHead[d] < len(t.pending[d]) {
+		ri := t.pending[d][t.pHead[d]]
+		r := &t.reqs[ri]
+		if capKV > 0 {
+			free := capKV - t.kvUsed[d]
+			if r.steady {
+				t.headMin = math.Min(t.headMin, float64(free)/float64(capKV))
+			}
+			if free < r.need {
+				return
+			}
+		}
+		t.kvUsed[d] += r.need
+		t.pHead[d]++
+		t.startFlow(ri, now)
+	}
+	t.pending[d], t.pHead[d] = t.pending[d][:0], 0
+}
+
+func (t *tandem) startFlow(ri int, now float64) {
+	r := &t.reqs[ri]
+	r.xStart = now
+	if t.c.Push {
+		t.release(ri, now) // push: the prefill slot frees at send
+	}
+	t.fab.add(now, ri, t.c.route(r.pw, r.dw), float64(r.isl)*t.c.KVBytesPerToken)
+}
+
+// landed handles the last byte of request ri's KV arriving at now.
+func (t *tandem) landed(ri int, now float64) {
+	r := &t.reqs[ri]
+	r.xEnd = now
+	if t.c.HandoffInTTFT {
+		r.visible = now
+	} else {
+		r.visible = r.first
+	}
+	if r.steady {
+		t.xfer = append(t.xfer, queueing.Atom{Value: now - r.xStart, Weight: 1})
+	}
+	if !t.c.Push {
+		t.release(ri, now)
+	}
+	d := r.dw
+	if t.c.Push {
+		t.kvUsed[d] += r.need
+	}
+	id, err := t.dec[d].Inject(queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true})
+	if err != nil && t.err == nil {
+		t.err = err
+	}
+	r.did = id
+	t.dIDs[d] = append(t.dIDs[d], ri)
+}
+
+// release frees the prefill worker's slot held by ri (pull) at now.
+func (t *tandem) release(ri int, now float64) {
+	r := &t.reqs[ri]
+	if t.c.Push {
+		return // push kernels do not hold
+	}
+	if err := t.pre[r.pw].Release(r.pid, now); err != nil && t.err == nil {
+		t.err = err
+	}
+}
+
+// complete handles request ri's last token at now.
+func (t *tandem) complete(ri int, now float64) {
+	r := &t.reqs[ri]
+	r.done, r.finished = now, true
+	t.finished++
+	if r.dw >= 0 {
+		t.kvUsed[r.dw] -= r.need
+		t.pull(r.dw, now)
+	}
+	if t.onDone != nil {
+		t.onDone(t, ri, now)
+	}
+}
+
+// loop steps the earliest event source until stop() holds.
+func (t *tandem) loop(ctx context.Context, stop func() bool) error {
+	events := 0
+	for !stop() {
+		if t.err != nil {
+			return t.err
+		}
+		best, src := math.Inf(1), -1
+		for i, k := range t.pre {
+			if v := k.NextEventMs(); v < best {
+				best, src = v, i
+			}
+		}
+		if v := t.fab.next(); v < best {
+			best, src = v, len(t.pre)
+		}
+		for i, k := range t.dec {
+			if v := k.NextEventMs(); v < best {
+				best, src = v, len(t.pre)+1+i
+			}
+		}
+		if math.IsInf(best, 1) {
+			return fmt.Errorf("disagg: no event left before the measurement completed (deadlock): the decode KV or the prefill slots cannot move the work; check the pool caps against the request shape")
+		}
+		events++
+		if events > maxEvents {
+			return fmt.Errorf("disagg: event bound %d hit before the measurement window completed; the configuration makes no steady progress", int(maxEvents))
+		}
+		if events&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("disagg: evaluation cancelled: %w", err)
+			}
+		}
+		var err error
+		switch {
+		case src < len(t.pre):
+			err = t.pre[src].Step(best)
+		case src == len(t.pre):
+			t.doneBuf = t.fab.pop(best, t.doneBuf[:0])
+			for _, ri := range t.doneBuf {
+				t.landed(ri, best)
+			}
+		default:
+			err = t.dec[src-len(t.pre)-1].Step(best)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return t.err
+}
+
+// run is one evaluation (a burst start, or spread by o.spreadMs).
+func run(ctx context.Context, w workload.Spec, c Config, o Options) (*Report, error) {
+	t, err := newTandem(&c, &w)
+	if err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	if w.Concurrency > 0 {
+		return t.closed(ctx, o)
+	}
+	return t.open(ctx, o)
+}
+
+func (t *tandem) closed(ctx context.Context, o Options) (*Report, error) {
+	w := t.w
+	C := w.Concurrency
+	warm := o.WarmupGenerations
+	if warm <= 0 {
+		warm = 4
+	}
+	win := o.WindowGenerations
+	if win <= 0 {
+		win = max(8, (128+C-1)/C)
+	}
+	if C*(warm+win+2) > maxRequests {
+		return nil, &queueing.InputError{Err: fmt.Errorf("workload concurrency = %d: the tandem would simulate %d requests (limit %d); use the screening tier or a smaller window", C, C*(warm+win+2), maxRequests)}
+	}
+	t.reqs = make([]treq, 0, C*(warm+win+2))
+	for s := 0; s < C; s++ {
+		t.submit(s, 0, t.stage+float64(s)*o.spreadMs/float64(C), warm == 0)
+	}
+	target, doneN := C*win, 0
+	t.onDone = func(t *tandem, ri int, now float64) {
+		r := t.reqs[ri]
+		if r.steady {
+			doneN++
+		}
+		g := r.gen + 1
+		t.submit(r.slot, g, now+w.TurnaroundMs+t.stage, g >= warm && g < warm+win)
+	}
+	if err := t.loop(ctx, func() bool { return doneN >= target }); err != nil {
+		return nil, err
+	}
+	rep, err := t.report()
+	if err != nil {
+		return nil, err
+	}
+	first, last, toks := make([]float64, C), make([]float64, C), make([]float64, C)
+	for i := range t.reqs {
+		r := &t.reqs[i]
+		if !r.steady {
+			continue
+		}
+		if r.gen == warm {
+			first[r.slot] = r.arrival - t.stage
+		}
+		if r.gen == warm+win-1 {
+			last[r.slot] = r.done + w.TurnaroundMs
+		}
+		toks[r.slot] += float64(r.osl)
+	}
+	x, tok := 0.0, 0.0
+	for s := 0; s < C; s++ {
+		d := last[s] - first[s]
+		if !(d > 0) {
+			return nil, fmt.Errorf("disagg: empty measurement window for client %d (internal)", s)
+		}
+		x += float64(win) / d
+		tok += toks[s] / d
+	}
+	rep.ThroughputRPS, rep.OutputTokensPerS = x*1000, tok*1000
+	return rep, finiteReport(rep)
+}
+
+func (t *tandem) open(ctx context.Context, o Options) (*Report, error) {
+	w := t.w
+	n := w.NumRequests
+	if n == 0 {
+		n = o.OpenLoopRequests
+	}
+	if n <= 0 {
+		n = workload.ArrivalStrata
+	}
+	if n > maxRequests {
+		return nil, &queueing.InputError{Err: fmt.Errorf("workload num_requests = %d: at most %d for the tandem", n, maxRequests)}
+	}
+	stream, err := workload.NewArrivalStream(w.RateRPS)
+	if err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	warm := n / 10
+	t.reqs = make([]treq, 0, n)
+	for i := 0; i < n; i++ {
+		t.submit(-1, i, stream.Next()+t.stage, i >= warm)
+	}
+	mid, end := t.reqs[n/2].arrival, t.reqs[n-1].arrival
+	inSys := func(at float64) int {
+		a := sort.Search(n, func(i int) bool { return t.reqs[i].arrival > at })
+		return a - t.finished
+	}
+	// Stability: step to the middle and the last arrival and compare the backlog.
+	phase, lMid, doneMid := 0, 0, 0
+	unstable := false
+	var lEnd, doneEnd int
+	stop := func() bool {
+		if t.finished >= n {
+			return true
+		}
+		now := t.clock()
+		if phase == 0 && now >= mid {
+			phase, lMid, doneMid = 1, inSys(now), t.finished
+		}
+		if phase == 1 && now >= end {
+			phase, lEnd, doneEnd = 2, inSys(now), t.finished
+			grow := lEnd - lMid
+			if float64(grow) > math.Max(8, 0.02*float64(n)) && float64(doneEnd-doneMid) < 0.98*float64(n-1-n/2) {
+				unstable = true
+				return true
+			}
+		}
+		return false
+	}
+	if err := t.loop(ctx, stop); err != nil {
+		return nil, err
+	}
+	if unstable {
+		return &Report{Report: queueing.Report{Tier: queueing.TierQuantitative, Fidelity: w.Fidelity(), Unstable: true,
+			UnstableReason: fmt.Sprintf("unstable at rate %.4g rps: requests accumulate in the tandem (in system %d → %d over the second half of the arrivals); lower the rate or rebalance the pools", w.RateRPS, lMid, lEnd)}}, nil
+	}
+	rep, err := t.report()
+	if err != nil {
+		return nil, err
+	}
+	a0, a1 := t.reqs[warm].arrival, t.reqs[n-1].arrival
+	toks := 0.0
+	for i := warm; i < n; i++ {
+		toks += float64(t.reqs[i].osl)
+	}
+	if a1 > a0 {
+		rep.ThroughputRPS = float64(n-1-warm) / (a1 - a0) * 1000
+		rep.OutputTokensPerS = rep.ThroughputRPS * toks / float64(n-warm)
+	}
+	return rep, finiteReport(rep)
+}
+
+// clock returns the latest time any source reached.
+func (t *tandem) clock() float64 {
+	now := t.fab.now
+	for _, k := range t.pre {
+		now = math.Max(now, k.Now())
+	}
+	for _, k := range t.dec {
+		now = math.Max(now, k.Now())
+	}
+	return now
+}
+
+// report builds the distributions of the steady requests.
+func (t *tandem) report() (*Report, error) {
+	var ttft, e2e, tpot, pq []queueing.Atom
+	var trans []queueing.Atom
+	for i := range t.reqs {
+		r := &t.reqs[i]
+		if !r.finished {
+			continue
+		}
+		tt := r.visible - r.arrival + t.stage
+		if r.gen == 0 && r.slot >= 0 {
+			trans = append(trans, queueing.Atom{Value: tt, Weight: 1})
+		}
+		if !r.steady {
+			continue
+		}
+		ee := r.done - r.arrival + t.stage
+		ttft = append(ttft, queueing.Atom{Value: tt, Weight: 1})
+		e2e = append(e2e, queueing.Atom{Value: ee, Weight: 1})
+		tp := 0.0
+		if r.osl > 1 {
+			tp = (ee - (r.first - r.arrival + t.stage)) / float64(r.osl-1)
+		}
+		tpot = append(tpot, queueing.Atom{Value: tp, Weight: 1})
+		if r.pStart >= 0 {
+			pq = append(pq, queueing.Atom{Value: r.pStart - r.arrival, Weight: 1})
+		}
+	}
+	if len(ttft) == 0 {
+		return nil, fmt.Errorf("disagg: no steady request completed (internal)")
+	}
+	rep := &Report{DHeadroomMin: t.headMin}
+	rep.Tier, rep.Fidelity = queueing.TierQuantitative, t.w.Fidelity()
+	var err error
+	mk := func(a []queueing.Atom) queueing.Distribution {
+		if len(a) == 0 {
+			return queueing.PointMass(0)
+		}
+		d, e := queueing.NewDistribution(a)
+		if e != nil && err == nil {
+			err = e
+		}
+		return d
+	}
+	rep.TTFTSteady, rep.E2E, rep.TPOT = mk(ttft), mk(e2e), mk(tpot)
+	rep.TTFTTransient = mk(trans)
+	if len(trans) == 0 {
+		rep.TTFTTransient = rep.TTFTSteady
+	}
+	t.addGap(math.NaN()) // flush the pending run (NaN never equals a gap)
+	t.gapW = 0
+	itl := make([]queueing.Atom, 0, len(t.itl))
+	for v, wt := range t.itl {
+		itl = append(itl, queueing.Atom{Value: v, Weight: wt})
+	}
+	sort.Slice(itl, func(i, j int) bool { return itl[i].Value < itl[j].Value })
+	rep.ITL = mk(itl)
+	rep.KVTransfer = mk(t.xfer)
+	rep.PQueueMsP99 = mk(pq).Quantile(0.99)
+	if err != nil {
+		return nil, fmt.Errorf("disagg: %w", err)
+	}
+	p99 := rep.TTFTSteady.Quantile(0.99)
+	rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi = p99, p99
+	rep.Diagnostics.SteadyRequests = len(ttft)
+	rep.Diagnostics.BracketCertain = true
+	for _, k := range t.pre {
+		rep.Diagnostics.Passes += k.Passes()
+	}
+	for _, k := range t.dec {
+		rep.Diagnostics.Passes += k.Passes()
+	}
+	return rep, nil
+}
+
+// finiteReport rejects a non-finite column.
+func finiteReport(r *Report) error {
+	for k, v := range r.Columns(1) {
+		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			return fmt.Errorf("disagg: column %s is not finite (internal)", k)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package gate
+
+import (
+	"fmt"
+
+	"github.com/aicdb/aicdb/queueing"
+)
+
+// KVFamilies returns the KV-pressure families (QUEUEING.md §3, issue 12): both sides
+// get the same KV capacity, so the model's vLLM recompute preemption (V-R6) and
+// SGLang admission reservation and retraction (S-R4/S-R5) are compared with the
+// DES's block-level ones. The first two are the former known-failing families
+// (a pool of 10 prompts, 8.9 full requests, for 32 clients); the others are long
+// prompts at a concurrency whose running KV, C·(isl + osl), exceeds the pool by
+// 10 %, 50 % and 200 %. Each is gated under the product defaults and under the burst
+// semantics (bothSemantics).
+func KVFamilies() []Family {
+	var fs []Family
+	add := func(name string, c, isl, osl int, e queueing.EngineSpec, kv int) {
+		e.KVCapacityTokens = kv
+		fs = append(fs, Family{Name: name, Spec: closed(isl, osl, 0, c), Engine: e, Timing: roofline})
+	}
+	sgl := func() queueing.EngineSpec {
+		e, err := queueing.DefaultEngine(queueing.BackendSGLang, "")
+		if err != nil {
+			panic(fmt.Sprintf("gate: default sglang engine: %v", err))
+		}
+		return e
+	}
+	add("vllm/c32 isl2048 osl256 kv10x2048 preemption", 32, 2048, 256, vllm(8192, 256), 10*2048)
+	add("sglang/c32 isl2048 osl256 kv10x2048 retraction", 32, 2048, 256, sgl(), 10*2048)
+	va := vllm(8192, 256)
+	va.AsyncScheduling = true
+	add("vllm/c32 isl2048 osl256 kv10x2048 preemption async", 32, 2048, 256, va, 10*2048)
+	trt := func() queueing.EngineSpec {
+		e, err := queueing.DefaultEngine(queueing.BackendTRTLLM, "")
+		if err != nil {
+			panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
+		}
+		e.CapacityPolicy = queueing.PolicyMaxUtilization
+		return e
+	}
+	add("trtllm/c32 isl2048 osl256 kv10x2048 max_utilization pausing", 32, 2048, 256, trt(), 10*2048)
+	tc := trt()
+	tc.EnableChunkedPrefill, tc.MaxNumTokens, tc.AsyncScheduling = true, 2048, false
+	add("trtllm/c32 isl2048 osl256 kv10x2048 max_utilization chunked overlap off", 32, 2048, 256, tc, 10*2048)
+	const c, isl, osl = 16, 8192, 1024
+	running := c * (isl + osl)
+	for _, over := range []int{10, 50, 200} {
+		kv := running * 100 / (100 + over)
+		add(fmt.Sprintf("vllm/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, vllm(8192, 256), kv)
+		add(fmt.Sprintf("sglang/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, sgl(), kv)
+		tl := trt()
+		tl.EnableChunkedPrefill = true // with chunking off an 8192 prompt never shares the 8192 budget with decoders
+		add(fmt.Sprintf("trtllm/c%d isl%d osl%d kv over %d%% max_utilization chunked", c, isl, osl, over), c, isl, osl, tl, kv)
+	}
+	return bothSemantics(fs)
+}

@@ -1,0 +1,277 @@
+package queueing
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// KV-capacity bookkeeping shared by the calendars (QUEUEING.md §3, SCHEDULERS.md
+// V-R6, S-R4/S-R5, T-R1). Blocks are the engine's granularity (vLLM block_size,
+// SGLang page_size, TRT-LLM tokens_per_block): a request holds r.blocks blocks and
+// s.kvFree blocks are free. Without a KV capacity nothing here runs and the
+// calendars behave exactly as before.
+
+// SGLang new_token_ratio tracker defaults (S-R5, SCHEDULERS.md §3.5).
+const (
+	sglInitRatio    = 0.7                                // init = 0.7 × schedule_conservativeness 1.0
+	sglMinRatio     = sglInitRatio * 0.14                // min = init × 0.14
+	sglDecay        = (sglInitRatio - sglMinRatio) / 600 // per decode step
+	sglClipMaxNew   = 4096                               // SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
+	sglRetractSteps = 20                                 // retract_decode_steps
+)
+
+// kvState is the KV state of one recursion beyond the free-block count.
+type kvState struct {
+	on        bool // a KV capacity is set
+	capBlocks int
+	peakUsed  int // peak blocks in use
+	// TRT-LLM MAX_UTILIZATION buffers (T-R2).
+	list, fit, paused []int32
+	// SGLang (S-R4/S-R5).
+	ratio     float64 // new_token_ratio
+	batchFull bool    // running_batch.batch_is_full (sticky)
+	runLen    int     // len(running) after the last schedule (finishes shrink it)
+	chunkRan  bool    // the last pass carried a non-final chunk (S-R2 filter)
+	err       error   // a KV state the engine itself fails on
+}
+
+// initKV sets up the KV state for capacity blocks (0: unbounded, nothing tracked).
+func (s *sim) initKV(capacityTokens int) {
+	if capacityTokens <= 0 {
+		return
+	}
+	s.kvFree = capacityTokens / s.e.BlockSize
+	s.kv = kvState{on: true, capBlocks: s.kvFree, ratio: sglInitRatio}
+}
+
+// promptLen is the prompt-phase length of r: its prompt, plus the outputs folded
+// into it by a recompute after preemption (V-R6) or retraction (S-R5).
+func (r *simReq) promptLen() int { return r.isl + r.rec }
+
+// kvGrow makes r hold the blocks of its first tokens tokens; it reports false (and
+// changes nothing) when the free blocks do not suffice (allocate_slots, V-R9).
+func (s *sim) kvGrow(ri int32, tokens int) bool {
+	r := &s.reqs[ri]
+	need := ceilDiv(tokens, s.e.BlockSize) - r.blocks
+	if need <= 0 {
+		return true
+	}
+	if need > s.kvFree {
+		return false
+	}
+	s.kvFree -= need
+	r.blocks += need
+	return true
+}
+
+// kvEvict frees r's blocks and resets it to recompute prompt + outputs so far from
+// scratch (V-R6 preempt, S-R5 retract): c := 0, its scheduled outputs fold into the
+// prompt phase. In async vLLM a token of r may still be in flight; it is emitted
+// before r can be re-admitted (no admission in a pass that preempted, V-R3), so
+// folding gSched (not gOut) is what the recompute sees.
+func (s *sim) kvEvict(ri int32) {
+	r := &s.reqs[ri]
+	s.kvFree += r.blocks
+	r.blocks = 0
+	r.c = 0
+	r.rec = r.gSched
+	r.preempts++
+}
+
+// kvNote records the blocks in use after a schedule.
+func (s *sim) kvNote() {
+	if s.kv.on {
+		s.kv.peakUsed = max(s.kv.peakUsed, s.kv.capBlocks-s.kvFree)
+	}
+}
+
+// pushWaitingFront puts ri at the head of the waiting queue (V-R6).
+func (s *sim) pushWaitingFront(ri int32) {
+	if s.wHead > 0 {
+		s.wHead--
+		s.waiting[s.wHead] = ri
+		return
+	}
+	s.waiting = append(s.waiting, 0)
+	copy(s.waiting[1:], s.waiting)
+	s.waiting[0] = ri
+}
+
+// removeRunning drops the i-th running request, keeping the order.
+func (s *sim) removeRunning(i int) {
+	s.running = append(s.running[:i], s.running[i+1:]...)
+}
+
+// decodeKVTokens is the KV a decode row of r needs: every token up to and including
+// the last sampled one (context isl + outputs scheduled so far).
+func decodeKVTokens(r *simReq) int { return r.isl + r.gSched }
+
+// kvStretch bounds fastForward's decode stretch of cur (k passes after it) so that
+// the stretch allocates no more blocks than are free: no preemption, retraction or
+// mixed-chunk shortage can occur inside it, and the scheduled passes are those of
+// the pass-by-pass recursion. Without a KV capacity, or for TRT-LLM
+// GUARANTEED_NO_EVICT (reservations taken at admission, T-R1), k is unchanged.
+func (s *sim) kvStretch(cur *simPass, k int) int {
+	if !s.kvPerPass() {
+		return k
+	}
+	lo, hi := 0, k // the largest j in [0, k] whose blocks fit
+	for lo < hi {
+		j := (lo + hi + 1) / 2
+		if s.kvStretchBlocks(cur, j) <= s.kvFree {
+			lo = j
+		} else {
+			hi = j - 1
+		}
+	}
+	return lo
+}
+
+// kvPerPass reports that decode rows allocate blocks pass by pass (vLLM, SGLang,
+// TRT-LLM MAX_UTILIZATION), not by an admission reservation (GUARANTEED_NO_EVICT).
+func (s *sim) kvPerPass() bool {
+	return s.kv.on && (s.e.Backend != BackendTRTLLM || s.e.CapacityPolicy == PolicyMaxUtilization)
+}
+
+// kvStretchBlocks is the number of new blocks the rows of cur (scheduled, gSched
+// already counting cur's token) need over j more decode passes: pass i needs the KV
+// of isl + gSched + i − 1 tokens.
+func (s *sim) kvStretchBlocks(cur *simPass, j int) int {
+	n := 0
+	for _, en := range cur.entries {
+		r := &s.reqs[en.r]
+		n += max(ceilDiv(decodeKVTokens(r)+j-1, s.e.BlockSize)-r.blocks, 0)
+	}
+	return n
+}
+
+// kvAdvance applies the KV effects of j stretch passes (before gSched advances):
+// the rows' blocks, and for SGLang one new_token_ratio decay per decode step (S-R5).
+func (s *sim) kvAdvance(cur *simPass, j int) {
+	if !s.kvPerPass() || j <= 0 {
+		return
+	}
+	for _, en := range cur.entries {
+		s.kvGrow(en.r, decodeKVTokens(&s.reqs[en.r])+j-1)
+	}
+	if s.e.Backend == BackendSGLang {
+		for range j { // step by step: the same floats as the pass-by-pass recursion
+			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
+		}
+	}
+	s.kvNote()
+}
+
+// checkKVFit rejects a vLLM or SGLang KV capacity the calendars cannot serve: a
+// cached prefix under KV pressure (shared prefix blocks and their eviction are not
+// modelled), a request whose KV at its last token (tokens) exceeds the pool — it
+// would be preempted and recomputed forever (V-R6) —, and for SGLang a request
+// that an empty pool cannot admit (S-R4: extend + min(osl, 4096) < free tokens).
+func checkKVFit(w workload.Spec, e EngineSpec, b shapeBounds, tokens int, what string) error {
+	kv := e.KVCapacityTokens
+	if kv <= 0 {
+		return nil
+	}
+	if w.Prefix > 0 {
+		return fmt.Errorf("engine kv_capacity_tokens = %d with workload prefix = %d: KV pressure with a cached prefix is not modelled for %s; drop one of them, or evaluate with the oracle (aicdb oracle)", kv, w.Prefix, e.Backend)
+	}
+	blocks := kv / e.BlockSize
+	if need := ceilDiv(tokens, e.BlockSize); need > blocks {
+		return fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens for %s (isl %d + osl %d − 1) but the pool has %d; raise the KV capacity",
+			kv, need, e.BlockSize, what, b.maxISL, b.maxOSL, blocks)
+	}
+	if e.Backend == BackendSGLang {
+		if need := b.maxISL + min(b.maxOSL, sglClipMaxNew); need >= blocks*e.BlockSize {
+			return fmt.Errorf("engine kv_capacity_tokens = %d: SGLang admits a request only if isl + min(osl, %d) = %d < the free KV tokens (%d when empty, S-R4); raise the KV capacity",
+				kv, sglClipMaxNew, need, blocks*e.BlockSize)
+		}
+	}
+	return nil
+}
+
+// errSGLMixedKV reports a mixed-chunk batch whose decode rows find no free page:
+// SGLang does not memory-check them and fails the same way.
+var errSGLMixedKV = fmt.Errorf("queueing: SGLang: no free KV page for a decode row (the engine does not memory-check mixed-chunk batches, and one request may outgrow the pool alone); raise kv_capacity_tokens or disable enable_mixed_chunk")
+
+// kvReport fills the KV columns of rep: the peak pool utilisation and the
+// preemptions (or retractions) per steady request.
+func (s *sim) kvReport(rep *Report) {
+	if s.kv.on && s.kv.capBlocks > 0 {
+		rep.KVUtilPeak = float64(s.kv.peakUsed) / float64(s.kv.capBlocks)
+	}
+	n, p := 0, 0
+	for i := range s.reqs {
+		if r := &s.reqs[i]; r.steady && r.finished {
+			n++
+			p += r.preempts
+		}
+	}
+	if n > 0 {
+		rep.PreemptionsPerRequest = float64(p) / float64(n)
+	}
+}
+
+// kvQueueBlocked reports that the waiting queue provably admits nobody during a
+// decode stretch after cur (so fastForward may run with requests waiting): no
+// request finishes and kvStretch forbids preemption, so free blocks only shrink.
+// vLLM: the head's first chunk — min(rest, threshold, budget − decode rows) — needs
+// more blocks than are free now, or max_num_seqs is reached (V-R3, head-of-line);
+// SGLang: the sticky batch_is_full is set and no request is chunked (S-R4).
+func (s *sim) kvQueueBlocked(cur *simPass) bool {
+	if !s.kv.on {
+		return false
+	}
+	switch s.e.Backend {
+	case BackendVLLM:
+		if len(s.running) >= s.seqCap {
+			return true
+		}
+		r := &s.reqs[s.waiting[s.wHead]]
+		if r.finished {
+			return false
+		}
+		n := r.promptLen() - r.prefix
+		if t := s.e.LongPrefillTokenThreshold; t > 0 && n > t {
+			n = t
+		}
+		left := s.budget - len(cur.entries)
+		if left <= 0 || (!s.e.EnableChunkedPrefill && n > left) {
+			return true
+		}
+		return ceilDiv(r.prefix+min(n, left), s.e.BlockSize) > s.kvFree
+	case BackendSGLang:
+		return s.kv.batchFull && s.chunked < 0
+	}
+	return false
+}
+
+// screeningKVFree is e without a KV capacity the screening tier does not model
+// (vLLM, SGLang, TRT-LLM MAX_UTILIZATION): the stagger phases take their spread from
+// the screening cycle, which must not fall back to the burst transient merely
+// because a KV capacity is set (an ample pool then changes nothing).
+func screeningKVFree(e EngineSpec) EngineSpec {
+	if e.Backend != BackendTRTLLM || e.CapacityPolicy == PolicyMaxUtilization {
+		e.KVCapacityTokens = 0
+	}
+	return e
+}
+
+// checkTraceKV applies checkKVFit to a trace under a per-pass KV model (vLLM,
+// SGLang, TRT-LLM MAX_UTILIZATION): its longest request must fit, and no request may
+// carry a cached prefix.
+func checkTraceKV(reqs []TraceRequest, e EngineSpec) error {
+	if e.KVCapacityTokens <= 0 || (e.Backend == BackendTRTLLM && e.CapacityPolicy != PolicyMaxUtilization) {
+		return nil
+	}
+	var b shapeBounds
+	var w workload.Spec
+	for _, r := range reqs { // the longest request (isl + osl) decides the fit
+		if r.ISL+r.OSL > b.maxISL+b.maxOSL {
+			b.maxISL, b.maxOSL = r.ISL, r.OSL
+		}
+		w.Prefix = max(w.Prefix, r.Prefix)
+	}
+	return checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token")
+}

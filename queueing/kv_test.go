@@ -1,0 +1,134 @@
+package queueing
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+var kvLin = timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.025, DecodeMsPerRow: 0.04, CtxMsPerToken: 0.00003}
+
+// TestScreeningRejectsKVPressure: the closed form does not model preemption or
+// retraction, so it refuses a vLLM/SGLang KV capacity and names the tier that does.
+func TestScreeningRejectsKVPressure(t *testing.T) {
+	w := workload.Spec{ISL: 1000, OSL: 50, Concurrency: 4}
+	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
+		e := engine(t, b, func(e *EngineSpec) { e.KVCapacityTokens = 1 << 20; e.CapacityPolicy = PolicyMaxUtilization })
+		_, err := Screening(w, e, kvLin)
+		if err == nil || !strings.Contains(err.Error(), "use the quantitative tier") || !IsInputError(err) {
+			t.Errorf("%s: screening error %v, want an input error naming the quantitative tier", b, err)
+		}
+	}
+}
+
+// TestKVAmpleIsIdentical: a KV pool that never runs short changes nothing but the
+// KV columns (same TTFT/ITL/throughput bit for bit), and reports no preemption.
+func TestKVAmpleIsIdentical(t *testing.T) {
+	w := workload.Spec{ISL: 2048, OSL: 128, Concurrency: 16}
+	for _, b := range []string{BackendVLLM, BackendSGLang} {
+		for _, async := range []bool{false, true} {
+			if async && b == BackendSGLang {
+				continue
+			}
+			e := engine(t, b, func(e *EngineSpec) { e.AsyncScheduling = async })
+			base := quant(t, w, e, kvLin)
+			e.KVCapacityTokens = 16 * 4096
+			got := quant(t, w, e, kvLin)
+			if got.TTFTSteady.Mean() != base.TTFTSteady.Mean() || got.ITL.Quantile(0.99) != base.ITL.Quantile(0.99) ||
+				got.ThroughputRPS != base.ThroughputRPS || got.E2E.Mean() != base.E2E.Mean() {
+				t.Errorf("%s async=%v: ample KV changed the prediction: ttft %v→%v thr %v→%v", b, async,
+					base.TTFTSteady.Mean(), got.TTFTSteady.Mean(), base.ThroughputRPS, got.ThroughputRPS)
+			}
+			if got.PreemptionsPerRequest != 0 || !(got.KVUtilPeak > 0.4 && got.KVUtilPeak <= 1) {
+				t.Errorf("%s async=%v: preemptions %v kv_util_peak %v, want 0 and in (0.4, 1]", b, async, got.PreemptionsPerRequest, got.KVUtilPeak)
+			}
+			if base.KVUtilPeak != 0 {
+				t.Errorf("%s: kv_util_peak %v without a capacity, want 0", b, base.KVUtilPeak)
+			}
+		}
+	}
+}
+
+// TestKVPressurePreempts: a pool short of the running set's KV preempts (vLLM),
+// retracts (SGLang) or pauses (TRT-LLM MAX_UTILIZATION), fills the pool, lowers throughput, and the fast path agrees
+// with the pass-by-pass recursion.
+func TestKVPressurePreempts(t *testing.T) {
+	w := workload.Spec{ISL: 512, OSL: 512, Concurrency: 16}
+	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
+		for _, async := range []bool{false, true} {
+			if async && b == BackendSGLang {
+				continue
+			}
+			e := engine(t, b, func(e *EngineSpec) { e.AsyncScheduling = async; e.CapacityPolicy = PolicyMaxUtilization })
+			base := quant(t, w, e, kvLin)
+			e.KVCapacityTokens = 5 * 1024 // 5 full requests for 16 clients
+			got := quant(t, w, e, kvLin)
+			o := DefaultOptions()
+			o.NoFastForward = true
+			slow, err := QuantitativeWith(context.Background(), w, e, kvLin, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !(got.ThroughputRPS < base.ThroughputRPS) || !(got.KVUtilPeak > 0.9 && got.KVUtilPeak <= 1) {
+				t.Errorf("%s async=%v: throughput %v (unbounded %v), kv_util_peak %v", b, async, got.ThroughputRPS, base.ThroughputRPS, got.KVUtilPeak)
+			}
+			burst, err := QuantitativeWith(context.Background(), w, e, kvLin, Options{}) // the burst's locked cohorts
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b != BackendSGLang && !(burst.PreemptionsPerRequest > 0) {
+				t.Errorf("%s async=%v: no preemption in the burst limit cycle under a pool of 5 full requests for 16 clients", b, async)
+			}
+			if d := slow.ThroughputRPS/got.ThroughputRPS - 1; d > 1e-9 || d < -1e-9 || slow.PreemptionsPerRequest != got.PreemptionsPerRequest {
+				t.Errorf("%s async=%v: fast path %v/%v vs pass-by-pass %v/%v", b, async, got.ThroughputRPS, got.PreemptionsPerRequest, slow.ThroughputRPS, slow.PreemptionsPerRequest)
+			}
+		}
+	}
+}
+
+// TestKVFastPathMatches: under KV pressure with a queue (the fast path runs while
+// admission is provably blocked, kvQueueBlocked), the fast path gives the
+// pass-by-pass numbers up to summation order.
+func TestKVFastPathMatches(t *testing.T) {
+	w := workload.Spec{ISL: 8192, OSL: 256, Concurrency: 64}
+	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
+		e := engine(t, b, func(e *EngineSpec) {
+			e.KVCapacityTokens = w.Concurrency * (w.ISL + w.OSL) / 2
+			e.CapacityPolicy, e.EnableChunkedPrefill = PolicyMaxUtilization, true
+		})
+		fast := quant(t, w, e, kvLin)
+		o := DefaultOptions()
+		o.NoFastForward = true
+		slow, err := QuantitativeWith(context.Background(), w, e, kvLin, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range [][2]float64{{fast.ThroughputRPS, slow.ThroughputRPS}, {fast.TTFTSteady.Mean(), slow.TTFTSteady.Mean()},
+			{fast.ITL.Quantile(0.99), slow.ITL.Quantile(0.99)}, {fast.PreemptionsPerRequest, slow.PreemptionsPerRequest}, {fast.KVUtilPeak, slow.KVUtilPeak}} {
+			if d := c[0] - c[1]; d > 1e-9*c[1] || -d > 1e-9*c[1] {
+				t.Errorf("%s: fast path %v vs pass-by-pass %v", b, c[0], c[1])
+			}
+		}
+	}
+}
+
+// TestTraceKVChecks: a trace under a per-pass KV model is refused with a cached
+// prefix or a request longer than the pool.
+func TestTraceKVChecks(t *testing.T) {
+	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.KVCapacityTokens = 1024 })
+	for _, c := range []struct {
+		reqs []TraceRequest
+		want string
+	}{
+		{[]TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 10, Prefix: 50}}, "cached prefix is not modelled for vllm"},
+		{[]TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 10}, {ArrivalMs: 1, ISL: 1000, OSL: 100}}, "one request needs 69 blocks of 16 tokens"},
+	} {
+		_, err := QuantitativeTrace(context.Background(), c.reqs, e, kvLin, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want one containing %q", err, c.want)
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package queueing
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+)
+
+// Kernel is one engine's pass calendar driven by an outside clock: the building
+// block of multi-engine models (the disaggregated tandem, disagg/). It holds the
+// same state as the limit-cycle recursion (sim) and schedules passes with the same
+// calendars (scheduleVLLM, scheduleTRT, scheduleSGLang), but the driver owns time:
+//
+//	for t := k.NextEventMs(); !math.IsInf(t, 1); t = k.NextEventMs() {
+//		k.Step(t) // complete the pass ending at t, start the next one at t
+//	}
+//
+// Several kernels (and other event sources) share one clock by always stepping the
+// one with the earliest NextEventMs. Work enters with Inject; a request finishing
+// on a kernel built with Hold keeps its admission slot until Release.
+type Kernel struct {
+	s        sim
+	cur      simPass
+	next     simPass
+	busy     bool
+	curStart float64
+	curEnd   float64
+	// wake is when an idle kernel next tries to schedule: work entered or a slot
+	// was released (+Inf: nothing new since its last attempt).
+	wake float64
+	hold bool
+	held int
+	// prefilled[id] marks requests whose prompt KV arrived from elsewhere.
+	prefilled []bool
+
+	// OnToken, when set, is called for every emitted output token of request id at
+	// time t; prev is the time of its previous token (−1 for its first).
+	OnToken func(id int, prev, t float64)
+	// OnFinish, when set, is called when request id emits its last token at t.
+	OnFinish func(id int, t float64)
+	// OnEntry, when set, is called for every entry of a completed pass with the
+	// pass start (e.g. to find when a request was first scheduled).
+	OnEntry func(id int, start float64)
+}
+
+// KernelRequest is one request given to a Kernel.
+type KernelRequest struct {
+	// ArrivalMs is when the request becomes visible to the scheduler (≥ the kernel's
+	// clock at Inject).
+	ArrivalMs float64
+	ISL       int
+	Prefix    int // prompt tokens served from the prefix cache (< ISL)
+	// OSL is the number of output tokens the request emits on this kernel counting
+	// the first (1 = a prefill-only request: it finishes at prompt completion).
+	OSL int
+	// Prefilled marks a request whose whole prompt is already in KV and whose first
+	// token was emitted elsewhere (a decode worker's handoff): it needs only a
+	// running slot and OSL − 1 decode rows (context isl + 1 onwards).
+	Prefilled bool
+}
+
+// KernelOptions tunes a Kernel.
+type KernelOptions struct {
+	// SeqCap, when > 0, lowers the engine's cap on running requests (a per-worker
+	// batch cap or an in-flight cap κ).
+	SeqCap int
+	// Hold keeps a finished request's admission slot until Release (prefill-side
+	// hold of pull connectors, QUEUEING.md §6).
+	Hold bool
+}
+
+// NewKernel returns an idle kernel at time 0 for engine e priced by t. e's KV
+// capacity is not modelled by the kernel (callers that need KV accounting keep it
+// themselves); e must otherwise validate.
+func NewKernel(e EngineSpec, t timing.Timing, o KernelOptions) (*Kernel, error) {
+	if t == nil {
+		return nil, inputErr(fmt.Errorf("timing: none given"))
+	}
+	if err := e.Validate(); err != nil {
+		return nil, inputErr(err)
+	}
+	if o.SeqCap < 0 {
+		return nil, inputErr(fmt.Errorf("kernel seq cap = %d: must be ≥ 0", o.SeqCap))
+	}
+	e.KVCapacityTokens = 0
+	k := &Kernel{hold: o.Hold, wake: math.Inf(1)}
+	k.s = sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, barrier: math.Inf(1), maxPasses: math.MaxInt}
+	if o.SeqCap > 0 && o.SeqCap < k.s.seqCap {
+		k.s.seqCap = o.SeqCap
+	}
+	k.s.onPass = k.onPass
+	k.s.onFinish = k.onFinish
+	return k, nil
+}
+
+// Now returns the kernel's clock: the last time it was stepped to.
+func (k *Kernel) Now() float64 { return k.s.now }
+
+// Busy reports whether a pass is in flight.
+func (k *Kernel) Busy() bool { return k.busy }
+
+// Running returns the number of requests holding a running slot (held ones
+// included).
+func (k *Kernel) Running() int { return len(k.s.running) + k.held }
+
+// Passes returns the number of passes completed.
+func (k *Kernel) Passes() int { return k.s.passes }
+
+// Inject adds request r and returns its id (dense, from 0). r.ArrivalMs must not
+// precede the kernel's clock.
+func (k *Kernel) Inject(r KernelRequest) (int, error) {
+	if r.ArrivalMs < k.s.now || math.IsNaN(r.ArrivalMs) || math.IsInf(r.ArrivalMs, 0) {
+		return 0, fmt.Errorf("queueing: kernel inject at %v ms before its clock %v ms (internal)", r.ArrivalMs, k.s.now)
+	}
+	if r.ISL <= 0 || r.OSL <= 0 || r.Prefix < 0 || r.Prefix >= r.ISL {
+		return 0, inputErr(fmt.Errorf("kernel request isl %d, osl %d, prefix %d: want isl ≥ 1, osl ≥ 1, 0 ≤ prefix < isl", r.ISL, r.OSL, r.Prefix))
+	}
+	if r.Prefilled && r.OSL < 2 {
+		return 0, inputErr(fmt.Errorf("kernel request: a prefilled request needs osl ≥ 2 (its first token came with the prompt), got %d", r.OSL))
+	}
+	id := len(k.s.reqs)
+	q := simReq{slot: -1, arrival: r.ArrivalMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL}
+	if r.Prefilled {
+		q.prefix, q.c, q.gSched, q.gOut = r.ISL, r.ISL, 1, 1
+		q.first, q.last = r.ArrivalMs, r.ArrivalMs
+	}
+	k.s.reqs = append(k.s.reqs, q)
+	k.prefilled = append(k.prefilled, r.Prefilled)
+	// incoming is kept sorted by arrival (stable for ties).
+	in := append(k.s.incoming, int32(id))
+	i := len(in) - 1
+	for i > k.s.inHead && k.s.reqs[in[i-1]].arrival > r.ArrivalMs {
+		in[i] = in[i-1]
+		i--
+	}
+	in[i] = int32(id)
+	k.s.incoming = in
+	k.wake = math.Min(k.wake, r.ArrivalMs)
+	return id, nil
+}
+
+// Release frees, at time at (≥ the kernel's clock), the admission slot a finished
+// request holds (Hold kernels).
+func (k *Kernel) Release(id int, at float64) error {
+	// blocks = −1 marks a released hold (the kernel keeps no KV reservations).
+	if !k.hold || id < 0 || id >= len(k.s.reqs) || !k.s.reqs[id].finished || k.s.reqs[id].blocks != 0 || at < k.s.now {
+		return fmt.Errorf("queueing: kernel release of request %d at %v ms: it holds no slot or the time precedes the clock %v ms (internal)", id, at, k.s.now)
+	}
+	k.s.reqs[id].blocks = -1
+	k.held--
+	k.s.seqCap++
+	k.wake = math.Min(k.wake, at)
+	return nil
+}
+
+// NextEventMs returns the time of the kernel's next event: the end of the pass in
+// flight, or — when idle — the instant new work can be scheduled (+Inf: none until
+// something is injected or released).
+func (k *Kernel) NextEventMs() float64 {
+	if k.busy {
+		return k.curEnd
+	}
+	return math.Max(k.wake, k.s.now)
+}
+
+// Step advances the kernel to time t, which must be its NextEventMs (or any time
+// ≥ its clock while it is idle): the pass ending at t completes (tokens and
+// finishes are reported through the callbacks), then, when idle, the next pass is
+// scheduled at t. Synchronous engines schedule at a pass end; asynchronous ones
+// (V-R10, the TRT-LLM overlap executor) schedule pass k+1 at the start of pass k,
+// seeing arrivals up to that instant — the rules of sim.run.
+func (k *Kernel) Step(t float64) error {
+	s := &k.s
+	if k.busy {
+		if t != k.curEnd {
+			return fmt.Errorf("queueing: kernel stepped to %v ms while its pass ends at %v ms (internal)", t, k.curEnd)
+		}
+		s.passes++
+		async := s.e.AsyncScheduling
+		if async {
+			s.absorb(k.curStart)
+			k.admitPrefilled()
+			s.schedule(&k.next)
+		}
+		s.complete(&k.cur, k.curStart, k.curEnd)
+		s.now = k.curEnd
+		k.busy = false
+		if async && len(k.next.entries) > 0 {
+			k.cur, k.next = k.next, k.cur
+			return k.start()
+		}
+	} else {
+		if t < s.now {
+			return fmt.Errorf("queueing: kernel stepped back from %v to %v ms (internal)", s.now, t)
+		}
+		s.now = t
+	}
+	k.wake = math.Inf(1)
+	s.absorb(s.now)
+	k.admitPrefilled()
+	s.schedule(&k.cur)
+	if len(k.cur.entries) == 0 {
+		if t, ok := s.nextArrival(); ok {
+			k.wake = t // try again when the next request becomes visible
+		}
+		return nil
+	}
+	return k.start()
+}
+
+// start prices k.cur and puts it in flight from the clock.
+func (k *Kernel) start() error {
+	dt, err := k.s.price(&k.cur)
+	if err != nil {
+		return err
+	}
+	k.curStart, k.curEnd, k.busy = k.s.now, k.s.now+dt, true
+	return nil
+}
+
+// admitPrefilled moves prefilled requests at the head of the waiting queue into
+// the running set while a slot is free (FCFS; their KV is already resident, so
+// admission costs no budget — the engines' remote-KV admission).
+func (k *Kernel) admitPrefilled() {
+	s := &k.s
+	for s.waitingLen() > 0 && len(s.running) < s.seqCap {
+		ri := s.waiting[s.wHead]
+		if !k.prefilled[ri] {
+			return
+		}
+		s.popWaiting()
+		s.running = append(s.running, ri)
+	}
+}
+
+func (k *Kernel) onPass(s *sim, p *simPass, start, end float64) {
+	if k.OnEntry != nil {
+		for _, en := range p.entries {
+			k.OnEntry(int(en.r), start)
+		}
+	}
+	if k.OnToken == nil {
+		return
+	}
+	for _, en := range p.entries {
+		if !en.emits {
+			continue
+		}
+		r := &s.reqs[en.r]
+		prev := -1.0
+		if r.gOut >= 1 {
+			prev = r.last
+		}
+		k.OnToken(int(en.r), prev, end)
+	}
+}
+
+func (k *Kernel) onFinish(s *sim, ri int32, now float64) {
+	if k.hold {
+		k.held++
+		s.seqCap--
+	}
+	if k.OnFinish != nil {
+		k.OnFinish(int(ri), now)
+	}
+}

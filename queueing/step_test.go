@@ -1,0 +1,78 @@
+package queueing
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// TestKernelMatchesRecursion: a Kernel stepped by an outside clock and fed the
+// open-loop evaluator's arrivals reproduces every recorded request's TTFT and
+// E2E, for each backend, synchronous and asynchronous — the stepping API adds no
+// semantics of its own.
+func TestKernelMatchesRecursion(t *testing.T) {
+	tm := timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 1e-5}
+	for _, be := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
+		for _, async := range []bool{false, true} {
+			if async && be == BackendSGLang {
+				continue
+			}
+			e, err := DefaultEngine(be, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.AsyncScheduling = async
+			if be == BackendTRTLLM {
+				e.EnableChunkedPrefill = true
+			}
+			e.MaxNumBatchedTokens, e.MaxNumTokens, e.ChunkedPrefillSize = 2048, 2048, 2048
+			w := workload.Spec{ISL: 3000, OSL: 40, RateRPS: 8, NumRequests: 200}
+			rep, err := QuantitativeWith(context.Background(), w, e, tm, Options{NoFastForward: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := NewKernel(e, tm, KernelOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := map[int]float64{}
+			done := map[int]float64{}
+			k.OnToken = func(id int, prev, at float64) {
+				if prev < 0 {
+					first[id] = at
+				}
+			}
+			k.OnFinish = func(id int, at float64) { done[id] = at }
+			stream, err := workload.NewArrivalStream(w.RateRPS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < w.NumRequests; i++ {
+				if _, err := k.Inject(KernelRequest{ArrivalMs: stream.Next(), ISL: w.ISL, OSL: w.OSL}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for at := k.NextEventMs(); !math.IsInf(at, 1); at = k.NextEventMs() {
+				if err := k.Step(at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(done) != w.NumRequests {
+				t.Fatalf("%s async=%v: %d of %d finished", be, async, len(done), w.NumRequests)
+			}
+			if len(rep.Requests) < 150 {
+				t.Fatalf("%s: only %d records to compare", be, len(rep.Requests))
+			}
+			for _, r := range rep.Requests {
+				id := r.Generation // open loop: the creation index
+				if math.Abs(first[id]-r.ArrivalMs-r.TTFTMs) > 1e-6 || math.Abs(done[id]-r.ArrivalMs-r.E2EMs) > 1e-6 {
+					t.Fatalf("%s async=%v request %d: kernel TTFT %v E2E %v, recursion %v %v", be, async, id,
+						first[id]-r.ArrivalMs, done[id]-r.ArrivalMs, r.TTFTMs, r.E2EMs)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package refine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/aicdb/aicdb/disagg"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/store"
+)
+
+// disaggSetup builds the tandem of a disaggregated row (QUEUEING.md §6): each pool
+// priced by its own perf data at its own parallelism, the backend's default engine
+// on both pools with the row's per-worker batches as running caps (p_batch,
+// d_batch), the fabric of the system spec and the KV handoff of the model. The
+// closed loop runs at the row's concurrency d_batch × d_workers (× d_pp × d_dp, as
+// the legacy row). The decode KV is not bounded beyond d_batch (the row's decode
+// batch already passed aiconfigurator's memory rule in Legacy).
+func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, [2]*pointTiming, error) {
+	var c disagg.Config
+	var pts [2]*pointTiming
+	pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
+	if err != nil {
+		return workload.Spec{}, c, pts, err
+	}
+	dmTP, dmEP, err := p.poolMoE(ctx, in, in.DTP, in.DDP)
+	if err != nil {
+		return workload.Spec{}, c, pts, err
+	}
+	pre, ppt, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, pmTP, pmEP)
+	if err != nil {
+		return workload.Spec{}, c, pts, err
+	}
+	_, dpt, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, dmTP, dmEP)
+	if err != nil {
+		return workload.Spec{}, c, pts, err
+	}
+	e, err := queueing.DefaultEngine(in.Backend, in.Version)
+	if err != nil {
+		return workload.Spec{}, c, pts, err
+	}
+	if e.Backend == queueing.BackendTRTLLM && in.ISL > e.MaxNumTokens {
+		e.EnableChunkedPrefill = true // a prompt beyond the budget must be chunked (T-R3)
+	}
+	pts = [2]*pointTiming{{pt: ppt}, {pt: dpt}}
+	kvb, err := disagg.KVBytesPerLink(pre, in.PTP, in.DTP)
+	if err != nil {
+		return workload.Spec{}, c, pts, err
+	}
+	c = disagg.Config{
+		Prefill: disagg.Pool{Engine: e, Timing: pts[0], Workers: in.PWorkers, GPUsPerWorker: in.PTP * in.PPP * in.PDP, BatchCap: in.PBatch},
+		Decode: disagg.Pool{Engine: e, Timing: pts[1], Workers: in.DWorkers, GPUsPerWorker: in.DTP * in.DPP * in.DDP,
+			BatchCap: in.DBatch * in.DPP * in.DDP},
+		Fabric:          disagg.FabricOf(pre.System()),
+		KVBytesPerToken: kvb,
+	}
+	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Concurrency: in.DBatch * in.DWorkers * in.DPP * in.DDP}
+	return w, c, pts, nil
+}
+
+// timingErr returns the first pricing error of the pools' timings.
+func timingErr(pts [2]*pointTiming) error {
+	for _, t := range pts {
+		if t != nil && t.err != nil {
+			return t.err
+		}
+	}
+	return nil
+}
+
+// screenDisagg is Screen for a disaggregated row: the tandem's closed form. Rows
+// with a prefix stay composed (the tandem does not model prefix caching yet).
+func (p *PerfdbEvaluator) screenDisagg(ctx context.Context, in store.PointInputs) (store.Queueing, error) {
+	if in.Prefix > 0 {
+		return store.Queueing{Tier: store.TierComposed}, nil
+	}
+	w, c, pts, err := p.disaggSetup(ctx, in)
+	if err != nil {
+		return store.Queueing{}, err
+	}
+	r, err := disagg.Screening(w, c)
+	if err == nil {
+		err = timingErr(pts)
+	}
+	if err != nil {
+		return store.Queueing{}, fmt.Errorf("disagg %s: %w", in.Parallel(), err)
+	}
+	q := store.Queueing{Valid: true, Tier: string(r.Tier), Fidelity: string(r.Fidelity), HasBracket: true,
+		P99Lo: r.TTFTSteadyP99Lo, P99Hi: r.TTFTSteadyP99Hi, HiCertain: r.Diagnostics.BracketCertain}
+	if err := fillColumns(&q.V, &r.Report); err != nil {
+		return store.Queueing{}, err
+	}
+	return q, nil
+}
+
+// quantitativeDisagg is Quantitative for a disaggregated row: the tandem's event
+// recursion.
+func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.PointInputs) (store.Quantitative, error) {
+	if in.Prefix > 0 {
+		return store.Quantitative{}, fmt.Errorf("disagg %s with prefix %d: %w (the tandem does not model prefix caching yet)", in.Parallel(), in.Prefix, ErrNoQuantitative)
+	}
+	w, c, pts, err := p.disaggSetup(ctx, in)
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	r, err := disagg.Quantitative(ctx, w, c, disagg.Options{})
+	if err == nil {
+		err = timingErr(pts)
+	}
+	if err != nil {
+		return store.Quantitative{}, fmt.Errorf("disagg %s: %w", in.Parallel(), err)
+	}
+	var out store.Quantitative
+	if err := fillColumns(&out.V, &r.Report); err != nil {
+		return out, err
+	}
+	out.ThroughputRPS, out.OutputTokensPerS, out.Fidelity = r.ThroughputRPS, r.OutputTokensPerS, string(r.Fidelity)
+	d, err := json.Marshal(map[string]any{"ttft_steady": r.TTFTSteady, "ttft_transient": r.TTFTTransient,
+		"itl": r.ITL, "tpot": r.TPOT, "e2e": r.E2E, "kv_transfer": r.KVTransfer,
+		"p_queue_ms_p99": r.PQueueMsP99, "d_headroom_min": r.DHeadroomMin, "multi_stable": r.MultiStable})
+	if err != nil {
+		return out, fmt.Errorf("encode distributions: %w", err)
+	}
+	out.Distributions = string(d)
+	return out, nil
+}
+
+// modelFingerprint folds the tandem's numbers at a probe point (both tiers,
+// synthetic linear timing) into the queueing fingerprint, so a change of either
+// model gives the evaluator a new name.
+var modelFingerprint = sync.OnceValue(func() string {
+	h := sha256.New()
+	h.Write([]byte(queueingFingerprint()))
+	e, err := queueing.DefaultEngine(queueing.BackendVLLM, "")
+	if err != nil {
+		fmt.Fprintf(h, "%v;", err)
+	}
+	t := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}
+	c := disagg.Config{Prefill: disagg.Pool{Engine: e, Timing: t, Workers: 2}, Decode: disagg.Pool{Engine: e, Timing: t, Workers: 1, KVCapacityTokens: 8 * 2112},
+		Fabric: disagg.Fabric{InterNodeGBps: 5}, KVBytesPerToken: 1e5}
+	w := workload.Spec{ISL: 2048, OSL: 64, Concurrency: 8}
+	for _, eval := range []func() (*disagg.Report, error){
+		func() (*disagg.Report, error) { return disagg.Screening(w, c) },
+		func() (*disagg.Report, error) {
+			return disagg.Quantitative(context.Background(), w, c, disagg.Options{})
+		},
+	} {
+		r, err := eval()
+		if err != nil {
+			fmt.Fprintf(h, "%v;", err)
+			continue
+		}
+		b, _ := json.Marshal(r.Columns(1)) // map keys are sorted: stable
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:8]
+})
