@@ -274,7 +274,7 @@ func (s *Sim) AddShared(r workload.Request, sp SharedPrefix) (int32, error) {
 		q.sharedLen, q.group = sp.Len, sp.Group
 	}
 	q.nGlob = q.sharedBlocks(s.bs)
-	if s.eng.EnablePrefixCaching && q.nGlob > 0 {
+	if s.eng.EnablePrefixCaching && q.nGlob > 0 && !s.opt.SummaryOnly {
 		q.hashes = make([]uint64, 0, q.nGlob)
 	}
 	return i, nil

@@ -47,7 +47,10 @@ type req struct {
 	nGlob     int      // leading full blocks whose content other requests can share
 	uHead     []int32  // per block index ≥ nGlob: first registered block of this content, -1 = none
 
-	tokTimes []float64
+	tokTimes []float64 // every output token's time (not with Options.SummaryOnly)
+	nTok     int       // output tokens emitted
+	firstTok float64   // first and last output token times
+	lastTok  float64
 	finish   float64
 	client   int32 // closed-loop client, -1 otherwise
 }
@@ -115,6 +118,9 @@ func (r *req) chainLen() int { return min(len(r.chain)*r.hashBlock, r.p) }
 
 // ensureHashes extends r.hashes to the first n full blocks.
 func (r *req) ensureHashes(n, bs int) {
+	if r.hashes == nil && n > 0 { // Options.SummaryOnly: sized at first use, once
+		r.hashes = make([]uint64, 0, max(n, r.nGlob))
+	}
 	for len(r.hashes) < n {
 		i := len(r.hashes)
 		var parent uint64

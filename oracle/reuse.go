@@ -67,6 +67,10 @@ type ReuseSim struct {
 	table []int32
 	// SGLang, TRT-LLM
 	tree *reuseTree
+	// future, when Expect was called: per chain hash, how many requests not yet added
+	// name it (vLLM only registers blocks someone will still look up).
+	future map[uint64]int32
+	live   []bool // per chain position of the current request: future[chain[k]] > 0
 }
 
 // NewReuse checks cfg and builds an empty cache.
@@ -122,12 +126,43 @@ func (s *ReuseSim) chainHashes(ids []int64) []uint64 {
 	return s.chain
 }
 
+// Expect announces a request that will be added later (call it for every request,
+// in any order, before the first Add). It changes no hit, only the cost: the vLLM pool
+// then registers a block only if a request still to come names its hash block —
+// a block nobody will look up sits in the free queue the same registered or not, and
+// evicting it frees nothing anyone could hit (the same argument as for a request's
+// own tail). Without Expect every identified prompt block is registered.
+func (s *ReuseSim) Expect(ids []int64) {
+	if s.pool == nil {
+		return
+	}
+	if s.future == nil {
+		s.future = make(map[uint64]int32)
+	}
+	for _, h := range s.chainHashes(ids) {
+		s.future[h]++
+	}
+}
+
 // Add replays one request (isl prompt tokens, osl output tokens, hash ids of its
 // prompt blocks) and returns its prefix-cache hit in tokens.
 func (s *ReuseSim) Add(isl, osl int, ids []int64) int {
 	s.seq++
 	chain := s.chainHashes(ids)
 	if s.pool != nil {
+		s.live = s.live[:0]
+		for _, h := range chain {
+			n, ok := s.future[h]
+			if ok {
+				n--
+				if n > 0 {
+					s.future[h] = n
+				} else {
+					delete(s.future, h)
+				}
+			}
+			s.live = append(s.live, s.future == nil || n > 0)
+		}
 		return s.addVLLM(isl, osl, chain)
 	}
 	return s.addTree(isl, osl, chain)
@@ -174,7 +209,7 @@ func (s *ReuseSim) addVLLM(isl, osl int, chain []uint64) int {
 		// its output) is cached by vLLM but never hit by another request: leaving it
 		// unregistered is the same (it takes its place in the free queue either way,
 		// and evicting it frees nothing anyone could hit).
-		if h, ok := blockHash(i); ok && (i+1)*bs <= isl {
+		if h, ok := blockHash(i); ok && (i+1)*bs <= isl && s.live[((i+1)*bs-1)/hb] {
 			p.register(b, h)
 		}
 		s.table = append(s.table, b)

@@ -84,7 +84,7 @@ func TestReuseEviction(t *testing.T) {
 func TestReuseProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		b := rapid.SampledFrom([]Backend{VLLM, SGLang, TRTLLM}).Draw(t, "backend")
-		bs := rapid.SampledFrom([]int{1, 16, 32, 64}).Draw(t, "bs")
+		bs := rapid.SampledFrom([]int{1, 16, 32, 48, 64}).Draw(t, "bs")
 		kv := rapid.IntRange(1, 5000).Draw(t, "kv")
 		n := rapid.IntRange(1, 30).Draw(t, "n")
 		type req struct {
@@ -100,10 +100,15 @@ func TestReuseProperties(t *testing.T) {
 			}
 			reqs = append(reqs, req{isl, rapid.IntRange(1, 500).Draw(t, fmt.Sprintf("osl%d", i)), ids})
 		}
-		run := func() []int {
+		run := func(expect bool) []int {
 			s, err := NewReuse(ReuseConfig{Backend: b, KVBlocks: kv, BlockSize: bs, HashBlock: 512})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if expect {
+				for _, r := range reqs {
+					s.Expect(r.ids)
+				}
 			}
 			var out []int
 			for _, r := range reqs {
@@ -111,7 +116,7 @@ func TestReuseProperties(t *testing.T) {
 			}
 			return out
 		}
-		a, a2 := run(), run()
+		a, a2, ae := run(false), run(false), run(true)
 		for i, h := range a {
 			r := reqs[i]
 			if h < 0 || h > max(0, r.isl-1) {
@@ -126,8 +131,41 @@ func TestReuseProperties(t *testing.T) {
 			if h != a2[i] {
 				t.Fatalf("request %d: hit %d then %d on the same stream", i, h, a2[i])
 			}
+			if h != ae[i] {
+				t.Fatalf("request %d: hit %d, but %d when the stream was announced (Expect)", i, h, ae[i])
+			}
 		}
 	})
+}
+
+// mooncakeRow is one request of the Mooncake sample.
+type mooncakeRow struct {
+	At  float64 `json:"timestamp"`
+	In  int     `json:"input_length"`
+	Out int     `json:"output_length"`
+	IDs []int64 `json:"hash_ids"`
+}
+
+// readMooncakeConversation reads the Mooncake conversation sample from ../shared, or
+// skips.
+func readMooncakeConversation(t testing.TB) []mooncakeRow {
+	t.Helper()
+	f, err := os.Open("../../shared/data/traces/mooncake/conversation_trace.jsonl")
+	if err != nil {
+		t.Skip("no ../shared/data/traces")
+	}
+	defer f.Close()
+	var rows []mooncakeRow
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<22)
+	for sc.Scan() {
+		var r mooncakeRow
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // TestReuseMooncakeConversation compares the oracle's hit fraction on the Mooncake
@@ -139,28 +177,12 @@ func TestReuseMooncakeConversation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 12k requests")
 	}
-	f, err := os.Open("../../shared/data/traces/mooncake/conversation_trace.jsonl")
-	if err != nil {
-		t.Skip("no ../shared/data/traces")
-	}
-	defer f.Close()
-	type row struct {
-		In  int     `json:"input_length"`
-		Out int     `json:"output_length"`
-		IDs []int64 `json:"hash_ids"`
-	}
-	var rows []row
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<22)
-	for sc.Scan() {
-		var r row
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, r)
-	}
+	rows := readMooncakeConversation(t)
 	frac := func(b Backend, kv int) float64 {
 		s := newReuseT(t, b, kv, 0)
+		for _, r := range rows {
+			s.Expect(r.IDs)
+		}
 		var hit, tot int
 		for _, r := range rows {
 			hit += s.Add(r.In, r.Out, r.IDs)
@@ -192,6 +214,22 @@ func BenchmarkReuseVLLM(b *testing.B) {
 				ids[k] = int64(k + (j%7)*100*min(k, 1))
 			}
 			s.Add(12000, 300, ids)
+		}
+	}
+}
+
+// BenchmarkReuseVLLMMooncake replays the Mooncake conversation sample (12,031
+// requests) through a 100,000-block vLLM pool: the reuse oracle's share of
+// `aicdb trace replay --tier quantitative`.
+func BenchmarkReuseVLLMMooncake(b *testing.B) {
+	rows := readMooncakeConversation(b)
+	for b.Loop() {
+		s := newReuseT(b, VLLM, 100000, 16)
+		for _, r := range rows {
+			s.Expect(r.IDs)
+		}
+		for _, r := range rows {
+			s.Add(r.In, r.Out, r.IDs)
 		}
 	}
 }

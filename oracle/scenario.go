@@ -642,24 +642,28 @@ func (res *Result) Summary() (Summary, error) {
 	s := Summary{Requests: len(res.Requests), Passes: res.NumPasses, ScheduledTokens: res.ScheduledToks, EndMs: res.EndMs}
 	n := len(res.Requests)
 	ttft, e2e, tpot := make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
-	var itl valueCounts
+	var own valueCounts
+	itl := res.gaps // SummaryOnly: counted as the tokens came
+	if itl == nil {
+		itl = &own
+	}
 	first := math.Inf(1)
 	for _, r := range res.Requests {
 		first = min(first, r.ArrivalMs)
 		s.Preemptions += r.NumPreemptions
 		s.CachedTokens += r.NumCachedTokens
-		k := len(r.TokenTimesMs)
+		k := r.NumTokens
 		s.OutputTokens += k
 		if k == 0 {
 			continue
 		}
 		ttft = append(ttft, r.TTFTMs)
 		e2e = append(e2e, r.FinishMs-r.ArrivalMs)
-		for j := 1; j < k; j++ {
-			itl.add(r.TokenTimesMs[j]-r.TokenTimesMs[j-1], 1)
+		for j := 1; j < len(r.TokenTimesMs); j++ {
+			own.add(r.TokenTimesMs[j]-r.TokenTimesMs[j-1], 1)
 		}
 		if k > 1 {
-			tpot = append(tpot, (r.FinishMs-r.TokenTimesMs[0])/float64(k-1))
+			tpot = append(tpot, (r.FinishMs-r.FirstTokenMs)/float64(k-1))
 		}
 	}
 	itlDist, err := itl.dist()
@@ -761,7 +765,8 @@ func (res *Result) WriteLog(w io.Writer) error {
 }
 
 // ReadSetup reads a scenario header without requests — {"engine": {...}, "timing":
-// {...}}, the same knobs as a scenario — for replaying a stored trace.
+// {...}}, the same knobs as a scenario — for replaying a stored trace. The timing may
+// be omitted (nil is returned) when the caller times passes from perf data.
 func ReadSetup(r io.Reader) (Engine, timing.Timing, error) {
 	var raw struct {
 		Engine *rawEngine `json:"engine"`
@@ -778,11 +783,8 @@ func ReadSetup(r io.Reader) (Engine, timing.Timing, error) {
 	if raw.Engine == nil {
 		return Engine{}, nil, errors.New("scenario: missing field engine")
 	}
-	if raw.Timing == nil {
-		return Engine{}, nil, errors.New("scenario: missing field timing")
-	}
 	e, err := raw.Engine.engine()
-	if err != nil {
+	if err != nil || raw.Timing == nil {
 		return e, nil, err
 	}
 	t, err := raw.Timing.timing()

@@ -19,6 +19,12 @@ type Options struct {
 	// MaxPasses bounds the run (0 = a bound derived from the workload); hitting it is
 	// an error, never a hang.
 	MaxPasses int
+	// SummaryOnly keeps no per-token times (for long traces): RequestRecord.TokenTimesMs
+	// is nil, each request keeps its first and last token times and count, the
+	// inter-token gaps are counted by value for Summary (exact quantiles), and a
+	// request's block table and block hashes live only while it runs. Results are
+	// otherwise identical.
+	SummaryOnly bool
 }
 
 // Sched is one entry of a pass: request index (into Result.Requests) and tokens.
@@ -44,7 +50,9 @@ type RequestRecord struct {
 	PromptLen       int
 	MaxTokens       int
 	TTFTMs          float64   // first token time − arrival
-	TokenTimesMs    []float64 // absolute emission time of every output token
+	TokenTimesMs    []float64 // absolute emission time of every output token (nil with SummaryOnly)
+	NumTokens       int       // output tokens emitted
+	FirstTokenMs    float64   // absolute time of the first output token (0 when none)
 	FinishMs        float64
 	NumPreemptions  int
 	NumCachedTokens int // prefix-hit tokens at first admission
@@ -59,6 +67,7 @@ type Result struct {
 	NumPasses     int          // non-empty passes run
 	EndMs         float64      // end of the last pass
 	ScheduledToks int          // Σ tokens scheduled over all passes
+	gaps          *valueCounts // SummaryOnly: every inter-token gap, counted by value
 }
 
 // entry is one scheduled request of a pass in flight.
@@ -92,6 +101,7 @@ type Sim struct {
 	eng    Engine
 	timing timing.Timing
 	opt    Options
+	gaps   valueCounts // Options.SummaryOnly: inter-token gaps
 	bs     int
 	pool   *blockPool
 
@@ -185,16 +195,21 @@ func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxToke
 	var hashes []uint64
 	d := req{p: p, tokens: tokens, sharedLen: sharedLen}
 	nGlob := d.sharedBlocks(s.bs)
-	if s.eng.EnablePrefixCaching && nGlob > 0 {
+	if s.eng.EnablePrefixCaching && nGlob > 0 && !s.opt.SummaryOnly {
 		hashes = make([]uint64, 0, nGlob) // sized once: no regrowth garbage
+	}
+	var table []int32
+	var tokTimes []float64
+	if !s.opt.SummaryOnly { // SummaryOnly: grown while the request runs, not held by queued ones
+		table, tokTimes = make([]int32, 0, nb), make([]float64, 0, maxTokens)
 	}
 	s.reqs = append(s.reqs, req{
 		id: idOr(id, i), uid: uint64(i) + 1, arrival: at, p: p, maxTokens: maxTokens, eosAt: eosAt,
 		tokens: tokens, sharedLen: sharedLen, group: 1, numCached: -1, client: client,
-		table:    make([]int32, 0, nb),
+		table:    table,
 		hashes:   hashes,
 		nGlob:    nGlob,
-		tokTimes: make([]float64, 0, maxTokens),
+		tokTimes: tokTimes,
 	})
 	s.pushArrival(at, i)
 	return i
@@ -372,19 +387,22 @@ func (s *Sim) logPass(pb *passBuf) {
 // result collects the per-request records.
 func (s *Sim) result() *Result {
 	res := &Result{Passes: s.passes, NumPasses: s.nPasses, EndMs: s.gpuFree, ScheduledToks: s.schedTk}
+	if s.opt.SummaryOnly {
+		res.gaps = &s.gaps
+	}
 	res.Requests = make([]RequestRecord, len(s.reqs))
 	for i := range s.reqs {
 		r := &s.reqs[i]
 		rec := RequestRecord{
 			ID: r.id, ArrivalMs: r.arrival, PromptLen: r.p, MaxTokens: r.maxTokens,
-			TokenTimesMs: r.tokTimes, FinishMs: r.finish, NumPreemptions: r.preemptions,
+			TokenTimesMs: r.tokTimes, NumTokens: r.nTok, FinishMs: r.finish, NumPreemptions: r.preemptions,
 			NumCachedTokens: max(r.numCached, 0), Client: int(r.client),
 		}
 		if i < len(s.gen) {
 			rec.Generation = int(s.gen[i])
 		}
-		if len(r.tokTimes) > 0 {
-			rec.TTFTMs = r.tokTimes[0] - r.arrival
+		if r.nTok > 0 {
+			rec.TTFTMs, rec.FirstTokenMs = r.firstTok-r.arrival, r.firstTok
 		}
 		res.Requests[i] = rec
 	}
@@ -415,7 +433,17 @@ func (s *Sim) buildTimingPass(pb *passBuf) {
 func (s *Sim) appendToken(ri int32, t float64) bool {
 	r := &s.reqs[ri]
 	r.g++
-	r.tokTimes = append(r.tokTimes, t)
+	switch {
+	case r.nTok == 0:
+		r.firstTok = t
+	case s.opt.SummaryOnly:
+		s.gaps.add(t-r.lastTok, 1)
+	}
+	r.nTok++
+	r.lastTok = t
+	if !s.opt.SummaryOnly {
+		r.tokTimes = append(r.tokTimes, t)
+	}
 	return (r.eosAt > 0 && r.g == r.eosAt) || r.g >= r.maxTokens
 }
 
@@ -425,6 +453,9 @@ func (s *Sim) finishReq(ri int32, t float64) {
 	r.st = stFinished
 	r.finish = t
 	s.freeTable(ri)
+	if s.opt.SummaryOnly { // nothing reads them once r has finished
+		r.table, r.hashes = nil, nil
+	}
 	s.finished++
 	if s.onFinish != nil {
 		s.onFinish(s, ri, t)

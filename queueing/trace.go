@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -17,6 +18,19 @@ type TraceRequest struct {
 	ISL       int
 	Prefix    int
 	OSL       int
+	// Session numbers the conversation the turn belongs to (W4; 0 = none). Turns of a
+	// session are in trace order.
+	Session int
+	// ThinkMs is the client's think time before this turn (W4): a session's later turn
+	// arrives at its previous turn's completion + ThinkMs.
+	ThinkMs float64
+}
+
+// SessionOptions are the W4 knobs of QuantitativeSessions.
+type SessionOptions struct {
+	// MaxSessions caps the sessions in progress at once (0 = no cap): a session whose
+	// first turn arrives while the cap is reached starts when one ends.
+	MaxSessions int
 }
 
 // QuantitativeTrace replays reqs (arrival order) through the engine's calendar: the
@@ -27,6 +41,25 @@ type TraceRequest struct {
 // not be stationary. The report's fidelity is W3; Report.Requests holds every request
 // in trace order.
 func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
+	return replayTrace(ctx, reqs, e, t, o, nil)
+}
+
+// QuantitativeSessions replays a trace of sessions (W4): a session's first turn
+// arrives at its trace instant (or, under SessionOptions.MaxSessions, when a session
+// ends), each later turn at its previous turn's completion + its ThinkMs, and its
+// prompt holds the previous turn's prompt and output as a cached prefix (context
+// growth; the calendar has no KV eviction, so the previous context stays cached):
+// its prefix is max(its own Prefix, min(ISL − 1, previous ISL + OSL)). Requests
+// without a session arrive at their trace instants. The report's fidelity is W4.
+func QuantitativeSessions(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options, so SessionOptions) (*Report, error) {
+	if so.MaxSessions < 0 {
+		return nil, inputErr(fmt.Errorf("max sessions %d: must be ≥ 0 (0 = no cap)", so.MaxSessions))
+	}
+	return replayTrace(ctx, reqs, e, t, o, &so)
+}
+
+// replayTrace is QuantitativeTrace (so == nil) and QuantitativeSessions.
+func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options, so *SessionOptions) (*Report, error) {
 	if err := checkTrace(reqs, e, t); err != nil {
 		return nil, inputErr(err)
 	}
@@ -57,10 +90,16 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 	s.reqs = make([]simReq, 0, len(reqs))
 	for i, r := range reqs {
 		s.reqs = append(s.reqs, simReq{slot: -1, gen: i, arrival: r.ArrivalMs + e.StageMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL, steady: true})
-		s.incoming = append(s.incoming, int32(i))
 	}
 	done := 0
 	s.onFinish = func(*sim, int32, float64) { done++ }
+	if so == nil {
+		for i := range reqs {
+			s.incoming = append(s.incoming, int32(i))
+		}
+	} else {
+		s.onFinish = sessionDriver(s, reqs, *so, &done)
+	}
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
 	}
@@ -70,6 +109,9 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 	}
 	rep.ITL = col.itlOf(0, 1) // every request is measured: ITL bucket 0 (simReq.bucket)
 	rep.Fidelity = workload.W3
+	if so != nil {
+		rep.Fidelity = workload.W4
+	}
 	last, toks := 0.0, 0.0
 	for i := range s.reqs {
 		last = math.Max(last, s.reqs[i].done)
@@ -114,4 +156,62 @@ func checkTrace(reqs []TraceRequest, e EngineSpec, t timing.Timing) error {
 		prev = r.ArrivalMs
 	}
 	return checkTraceKV(reqs, e)
+}
+
+// sessionDriver enqueues the first turns (up to the cap) and returns the completion
+// hook that sends each session's next turn, or starts a waiting session.
+func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int) func(*sim, int32, float64) {
+	next := make([]int32, len(reqs)) // the session's next turn, -1 = last
+	firstOf := map[int]int32{}       // session → its first turn (filled backwards)
+	var firsts []int32               // first turns (and session-less requests), in trace order
+	for i := len(reqs) - 1; i >= 0; i-- {
+		next[i] = -1
+		if sid := reqs[i].Session; sid != 0 {
+			if j, ok := firstOf[sid]; ok {
+				next[i] = j
+			}
+			firstOf[sid] = int32(i)
+		}
+	}
+	for i, r := range reqs {
+		if r.Session == 0 || firstOf[r.Session] == int32(i) {
+			firsts = append(firsts, int32(i))
+		}
+	}
+	active := 0
+	start := func(ri int32, now float64) {
+		s.reqs[ri].arrival = max(s.reqs[ri].arrival, now)
+		s.insertIncoming(ri)
+		active++
+	}
+	k := 0
+	for ; k < len(firsts) && (so.MaxSessions == 0 || active < so.MaxSessions); k++ {
+		start(firsts[k], 0)
+	}
+	return func(s *sim, ri int32, now float64) {
+		*done++
+		if j := next[ri]; j >= 0 {
+			prev, r := &s.reqs[ri], &s.reqs[j]
+			r.arrival = now + reqs[j].ThinkMs + s.e.StageMs
+			r.prefix = max(r.prefix, min(r.isl-1, prev.isl+prev.osl))
+			s.insertIncoming(j)
+			return
+		}
+		active--
+		if k < len(firsts) {
+			start(firsts[k], now+s.e.StageMs)
+			k++
+		}
+	}
+}
+
+// insertIncoming queues request ri among the not yet visible requests, by arrival
+// (after those arriving at the same instant).
+func (s *sim) insertIncoming(ri int32) {
+	a := s.reqs[ri].arrival
+	pending := s.incoming[s.inHead:]
+	k := s.inHead + sort.Search(len(pending), func(j int) bool { return s.reqs[pending[j]].arrival > a })
+	s.incoming = append(s.incoming, 0)
+	copy(s.incoming[k+1:], s.incoming[k:])
+	s.incoming[k] = ri
 }

@@ -125,6 +125,9 @@ func (s DirSource) Model(_ context.Context, id string) (*perfdb.Model, error) {
 type PerfdbEvaluator struct {
 	src PerfSource
 
+	// cal, when set, calibrates the points it covers (SetCalibrator).
+	cal Calibrator
+
 	mu       sync.Mutex
 	data     map[[4]string]*perfdb.Data
 	queriers map[querierKey]*perfdb.Querier
@@ -167,7 +170,28 @@ func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 // perfdb side of the numbers changes; the queueing side is fingerprinted
 // automatically (queueingFingerprint), so a change of the queueing model gives new
 // row keys and Sweep replaces the stale rows instead of reusing them.
-func (p *PerfdbEvaluator) Name() string { return "perfdb-1+q" + modelFingerprint() }
+func (p *PerfdbEvaluator) Name() string {
+	if p.cal != nil {
+		return "perfdb-1+q" + modelFingerprint() + "+cal:" + p.cal.Name()
+	}
+	return "perfdb-1+q" + modelFingerprint()
+}
+
+// SetCalibrator makes the evaluator apply c to the points it covers (call before
+// the evaluator is used; nil = uncalibrated). The calibration's name goes into
+// Name, so calibrated rows get their own keys.
+func (p *PerfdbEvaluator) SetCalibrator(c Calibrator) { p.cal = c }
+
+// adjustment returns the calibration of in (identity when none covers it).
+func (p *PerfdbEvaluator) adjustment(in store.PointInputs) PassAdjust {
+	if p.cal == nil {
+		return Identity()
+	}
+	if a, ok := p.cal.For(in); ok {
+		return a
+	}
+	return Identity()
+}
 
 // queueingFingerprint hashes both tiers of the queueing model at fixed probe points
 // (each backend, synthetic linear timing): any change of their numbers changes it.
@@ -494,27 +518,37 @@ func (t *pointTiming) PassMs(p *timing.Pass) float64 {
 	return v
 }
 
-func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs) (workload.Spec, queueing.EngineSpec, *pointTiming, error) {
+func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, error) {
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix, Concurrency: in.Batch}
 	_, pt, err := p.estimator(ctx, in, in.TP, in.PP, in.DP, in.MoETP, in.MoEEP)
 	if err != nil {
-		return w, queueing.EngineSpec{}, nil, err
+		return w, queueing.EngineSpec{}, nil, nil, err
 	}
 	e, err := engine(in)
-	return w, e, &pointTiming{pt: pt}, err
+	t := &pointTiming{pt: pt}
+	tm := adj.Apply(&e, t) // before e is returned: Apply sets e.StageMs
+	return w, e, tm, t, err
 }
 
 // Screen implements Evaluator (agg points: the calendar's closed form; disagg rows:
 // the tandem's, refine/disagg.go).
 func (p *PerfdbEvaluator) Screen(ctx context.Context, in store.PointInputs) (store.Queueing, error) {
+	return p.ScreenAdjusted(ctx, in, p.adjustment(in))
+}
+
+// ScreenAdjusted is Screen under an explicit calibration (the fit's Jacobian).
+func (p *PerfdbEvaluator) ScreenAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust) (store.Queueing, error) {
 	if in.Mode == store.ModeDisagg {
 		return p.screenDisagg(ctx, in)
 	}
-	w, e, t, err := p.setup(ctx, in)
+	if err := adj.Validate(); err != nil {
+		return store.Queueing{}, err
+	}
+	w, e, tm, t, err := p.setup(ctx, in, adj)
 	if err != nil {
 		return store.Queueing{}, err
 	}
-	r, err := queueing.Screening(w, e, t)
+	r, err := queueing.Screening(w, e, tm)
 	if err == nil && t.err != nil {
 		err = t.err
 	}
@@ -545,14 +579,23 @@ func fillColumns(v *[store.NumQ]float64, r *queueing.Report) error {
 
 // Quantitative implements Evaluator.
 func (p *PerfdbEvaluator) Quantitative(ctx context.Context, in store.PointInputs) (store.Quantitative, error) {
+	return p.QuantitativeAdjusted(ctx, in, p.adjustment(in))
+}
+
+// QuantitativeAdjusted is Quantitative under an explicit calibration (the fit in
+// refine/calibrate tries candidate adjustments through it).
+func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust) (store.Quantitative, error) {
 	if in.Mode == store.ModeDisagg {
 		return p.quantitativeDisagg(ctx, in)
 	}
-	w, e, t, err := p.setup(ctx, in)
+	if err := adj.Validate(); err != nil {
+		return store.Quantitative{}, err
+	}
+	w, e, tm, t, err := p.setup(ctx, in, adj)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	r, err := queueing.Quantitative(ctx, w, e, t)
+	r, err := queueing.Quantitative(ctx, w, e, tm)
 	if err == nil && t.err != nil {
 		err = t.err
 	}

@@ -25,6 +25,7 @@ func bestCommand() *cli.Command {
 		&cli.IntFlag{Name: "prefix", Usage: "only this prefix `N`"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "number of configs `N`"},
 		formatFlag("table"),
+		calibrationFlag(),
 	}
 	return &cli.Command{
 		Name:  "best",
@@ -118,7 +119,11 @@ func runBest(c *cli.Context) error {
 		Version: c.String("version"), Mode: c.String("mode"), ISL: c.Int("isl"), OSL: c.Int("osl"),
 		Prefix: c.Int("prefix"), PrefixSet: c.IsSet("prefix")}
 	bar := newProgress(c, "refine", "points")
-	return printBest(c, st, newLazyEvaluator(st).withProgress(bar), f, sla)
+	ev, err := calibratedBest(c, st, &f, bar)
+	if err != nil {
+		return err
+	}
+	return printBest(c, st, ev, f, sla)
 }
 
 // printBest runs the funnel and prints the table. Headers name what they show:

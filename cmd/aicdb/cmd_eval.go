@@ -83,6 +83,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
 			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			formatFlag(formatJSON),
+			calibrationFlag(),
 		}, evalDisaggFlags()...),
 		Action: runEval,
 	}
@@ -114,6 +115,10 @@ func runEval(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	cal, err := calibrateEval(c, spec)
+	if err != nil {
+		return err
+	}
 	out := map[string]any{}
 	for _, tier := range spec.tiers {
 		var rep *queueing.Report
@@ -140,6 +145,9 @@ func runEval(c *cli.Context) error {
 		cols := rep.Columns(spec.gpus)
 		if tier == queueing.TierQuantitative && spec.e.KVCapacityTokens > 0 && !rep.Unstable {
 			cols["kv_util_peak"], cols["preemptions_per_request"] = rep.KVUtilPeak, rep.PreemptionsPerRequest
+		}
+		if cal != "" {
+			cols["calibration"] = cal
 		}
 		out[string(tier)] = cols
 	}

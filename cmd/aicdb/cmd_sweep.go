@@ -43,6 +43,7 @@ func sweepCommand() *cli.Command {
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
 		formatFlag("table"),
 		quietFlag(),
+		calibrationFlag(),
 	}
 	return &cli.Command{
 		Name:  "sweep",
@@ -124,6 +125,9 @@ func runSweep(c *cli.Context) error {
 	defer st.Close()
 	ev, err := newEvaluator(ctx, st)
 	if err != nil {
+		return err
+	}
+	if ev, err = withCalibration(c, st, ev); err != nil {
 		return err
 	}
 	opt := refine.SweepOptions{Workers: c.Int("workers"), BatchSize: c.Int("commit-every"), Arguments: spec}

@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -77,10 +78,30 @@ scenario (docs/oracle.md). Prints the summary (counters and the 15 columns) and 
 with every request's result (replays, replay_requests). --tier quantitative (default) runs
 the queueing calendar with each request's cached tokens from the reuse oracle over the
 engine's pool; --tier oracle runs the DES with the trace's hash ids as block identities.
-   aicdb trace replay conv --engine vllm_h200.json --window 0..600`,
+--by minute adds "series" to the summary: per window the arrivals, finished requests,
+throughput, time-average queue length (arrived, no first token yet) and requests in
+system, and the p99 TTFT of the requests arriving in it.
+   aicdb trace replay conv --engine vllm_h200.json --window 0..600 --by minute`,
 				Flags: append(sliceFlags(),
 					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
 					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"},
+					&cli.StringFlag{Name: "model", Usage: "time passes from perf data: model `ID` (with --system, --backend, --tp; replaces the file's timing)"},
+					&cli.StringFlag{Name: "system", Usage: "perf data: GPU system `NAME`"},
+					&cli.StringFlag{Name: "backend", Usage: "perf data: `BACKEND` (must be the engine file's)"},
+					&cli.StringFlag{Name: "version", Usage: "perf data: backend `VERSION` (default: the newest available)"},
+					&cli.IntFlag{Name: "tp", Usage: "perf data: tensor parallel size"},
+					&cli.IntFlag{Name: "pp", Value: 1, Usage: "perf data: pipeline parallel size"},
+					&cli.IntFlag{Name: "dp", Value: 1, Usage: "perf data: attention data parallel size"},
+					&cli.IntFlag{Name: "moe-tp", Value: 1, Usage: "perf data: MoE tensor parallel size"},
+					&cli.IntFlag{Name: "moe-ep", Value: 1, Usage: "perf data: MoE expert parallel size"},
+					&cli.StringFlag{Name: "database-mode", Value: "SILICON", Usage: "perf data: SILICON | HYBRID | EMPIRICAL | SOL"},
+					&cli.StringFlag{Name: "gemm-quant", Usage: "perf data: GEMM quant mode (default: from the model)"},
+					&cli.StringFlag{Name: "kv-quant", Usage: "perf data: KV cache quant mode (default: from the model)"},
+					&cli.StringFlag{Name: "fmha-quant", Usage: "perf data: FMHA quant mode (default: from the model and backend)"},
+					&cli.StringFlag{Name: "moe-quant", Usage: "perf data: MoE quant mode (default: from the model)"},
+					&cli.BoolFlag{Name: "sessions", Usage: "W4 (quantitative tier): a session's later turn arrives at its previous turn's completion + think time, the previous context cached"},
+					&cli.IntFlag{Name: "max-sessions", Usage: "W4: at most `N` sessions in progress (0 = no cap)"},
+					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
 					formatFlag(formatJSON)),
 				Action: traceReplay,
 			},
@@ -623,6 +644,24 @@ func traceReplay(c *cli.Context) error {
 	if tier != "oracle" && tier != "quantitative" {
 		return userErrorf("trace replay: --tier %q: must be quantitative or oracle", tier)
 	}
+	fidelity := "W3"
+	if c.Bool("sessions") {
+		fidelity = "W4"
+		if tier == "oracle" {
+			return userErrorf("trace replay: --sessions: W4 sessions are replayed by the quantitative tier only (the DES driver is not built yet); drop --tier oracle")
+		}
+	} else if c.IsSet("max-sessions") {
+		return userErrorf("trace replay: --max-sessions needs --sessions")
+	}
+	if c.Int("max-sessions") < 0 {
+		return userErrorf("trace replay: --max-sessions %d: must be ≥ 0 (0 = no cap)", c.Int("max-sessions"))
+	}
+	var width float64
+	if by := c.String("by"); by != "" {
+		if width, err = trace.ByWidth(by); err != nil {
+			return userErrorf("trace replay: %v", err)
+		}
+	}
 	path := c.String("engine")
 	if path == "" {
 		return userErrorf("trace replay: --engine FILE is required (a JSON object with the engine and timing of an oracle scenario)")
@@ -652,6 +691,15 @@ func traceReplay(c *cli.Context) error {
 		}
 		return err
 	}
+	var pt *perfdb.PassTiming
+	if c.IsSet("model") {
+		if pt, err = replayPassTiming(c, st, info, sl, eng); err != nil {
+			return err
+		}
+		tim = pt
+	} else if tim == nil {
+		return userErrorf("trace replay: --engine %s: no \"timing\" object; add one or time passes from perf data with --model, --system, --backend and --tp", path)
+	}
 	var sum oracle.Summary
 	var rows []store.ReplayRow
 	if tier == "oracle" {
@@ -662,34 +710,75 @@ func traceReplay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if pt != nil {
+		if perr := pt.Err(); perr != nil {
+			return userErrorf("trace replay %s: perf data: %v", name, perr)
+		}
+	}
 	out := struct {
 		oracle.Summary
-		Tier     string `json:"queueing_tier"`
-		Fidelity string `json:"workload_fidelity"`
-	}{sum, tier, "W3"}
+		Tier     string         `json:"queueing_tier"`
+		Fidelity string         `json:"workload_fidelity"`
+		Series   []trace.Window `json:"series,omitempty"`
+	}{sum, tier, fidelity, nil}
+	if width > 0 {
+		outs := make([]trace.Outcome, len(rows))
+		for i, r := range rows {
+			outs[i] = trace.Outcome{ArrivalMs: r.ArrivalMs, FirstTokenMs: r.ArrivalMs + r.TTFTMs, FinishMs: r.ArrivalMs + r.E2EMs}
+		}
+		out.Series = trace.Series(outs, width)
+	}
 	sumJSON, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err
 	}
 	args, _ := json.Marshal(map[string]any{"trace": name, "engine": path, "window": c.String("window"),
-		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier})
-	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: tier, WorkloadFidelity: "W3",
+		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier, "by": c.String("by")})
+	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: tier, WorkloadFidelity: fidelity,
 		Arguments: string(args), Summary: string(sumJSON), CreatedAt: time.Now().UTC().Format(time.RFC3339)}, rows)
 	if err != nil {
 		return err
 	}
-	if err := writeRecord(c.App.Writer, c.String("format"), out); err != nil {
+	if f := c.String("format"); f == formatJSON {
+		fmt.Fprintf(c.App.Writer, "%s\n", sumJSON) // the stored summary document, series indented
+	} else if err := writeRecord(c.App.Writer, f, out); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
 	return nil
 }
 
+// replayPassTiming builds the perf-data pass timing of --model/--system/--backend/
+// --version/--tp… with eval's builder, checked against the slice's longest request.
+func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine) (*perfdb.PassTiming, error) {
+	for _, f := range []string{"system", "backend", "tp"} {
+		if !c.IsSet(f) {
+			return nil, userErrorf("trace replay: --model: --%s is required with the perf-data timing", f)
+		}
+	}
+	if b := c.String("backend"); b != string(eng.Backend) {
+		return nil, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
+	}
+	var w workload.Spec
+	err := st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
+		w.ISL, w.OSL = max(w.ISL, r.ISL), max(w.OSL, r.OSL)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if w.ISL == 0 {
+		return nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
+	}
+	pt, _, _, err := evalPassTiming(c, w)
+	return pt, err
+}
+
 // replayOracle replays the slice through the DES; prefix hits come from the trace's
 // hash ids as block identities (the engine's own cache decides what hits).
 func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
-	sim, err := oracle.New(eng, tim, oracle.Options{})
+	sim, err := oracle.New(eng, tim, oracle.Options{SummaryOnly: true}) // per-token times are never stored
 	if err != nil {
 		return sum, nil, userErrorf("trace replay: --engine: %v", err)
 	}
@@ -726,10 +815,9 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	}
 	rows := make([]store.ReplayRow, len(res.Requests))
 	for i, r := range res.Requests {
-		k := len(r.TokenTimesMs)
 		tpot := 0.0
-		if k > 1 {
-			tpot = (r.FinishMs - r.TokenTimesMs[0]) / float64(k-1)
+		if k := r.NumTokens; k > 1 {
+			tpot = (r.FinishMs - r.FirstTokenMs) / float64(k-1)
 		}
 		rows[i] = store.ReplayRow{Seq: seqs[i], ArrivalMs: r.ArrivalMs, ISL: r.PromptLen, OSL: r.MaxTokens,
 			CachedTokens: r.NumCachedTokens, Preemptions: r.NumPreemptions, TTFTMs: r.TTFTMs, TPOTMs: tpot, E2EMs: r.FinishMs - r.ArrivalMs}
@@ -754,28 +842,52 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 			return sum, nil, userErrorf("trace replay --tier quantitative: reuse oracle: %v", err)
 		}
 	}
-	var ids []int64
+	// The slice's hash ids are read whole (one flat array) and announced to the reuse
+	// oracle before it replays them, so it registers only blocks someone looks up again.
+	var ids, buf []int64
+	var idEnd []int
 	var seqs []int64
 	var reqs []queueing.TraceRequest
+	sessions := map[string]int{}
 	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
-		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL}
-		if rs != nil {
-			if ids, err = trace.DecodeHashIDs(ids, r.HashIDs); err != nil {
-				return err
+		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, ThinkMs: r.ThinkMs}
+		if r.Session != "" {
+			if q.Session = sessions[r.Session]; q.Session == 0 {
+				q.Session = len(sessions) + 1
+				sessions[r.Session] = q.Session
 			}
-			q.Prefix = rs.Add(r.ISL, r.OSL, ids)
 		}
 		reqs = append(reqs, q)
 		seqs = append(seqs, r.Seq)
+		if rs != nil {
+			if buf, err = trace.DecodeHashIDs(buf, r.HashIDs); err != nil {
+				return err
+			}
+			rs.Expect(buf)
+			ids = append(ids, buf...)
+			idEnd = append(idEnd, len(ids))
+		}
 		return nil
 	})
 	if err != nil {
 		return sum, nil, err
 	}
+	if rs != nil {
+		start := 0
+		for i := range reqs {
+			reqs[i].Prefix = rs.Add(reqs[i].ISL, reqs[i].OSL, ids[start:idEnd[i]])
+			start = idEnd[i]
+		}
+	}
 	if len(reqs) == 0 {
 		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	rep, err := queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
+	var rep *queueing.Report
+	if c.Bool("sessions") {
+		rep, err = queueing.QuantitativeSessions(c.Context, reqs, spec, tim, queueing.Options{}, queueing.SessionOptions{MaxSessions: c.Int("max-sessions")})
+	} else {
+		rep, err = queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
+	}
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
 	}

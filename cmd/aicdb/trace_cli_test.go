@@ -111,8 +111,108 @@ func TestTraceReplayCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "100") {
 		t.Fatalf("replay_requests: exit %d\n%s", code, out)
 	}
-	code, _, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--tier", "screening")
+	// --by minute: the series sums to the slice and is stored with the summary
+	code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "50", "--by", "minute")
+	var withSeries struct {
+		Series []struct {
+			Arrivals, Finished int
+		} `json:"series"`
+	}
+	if err := json.Unmarshal([]byte(out), &withSeries); code != 0 || err != nil || len(withSeries.Series) == 0 {
+		t.Fatalf("--by minute: exit %d %v\n%s%s", code, err, out, errs)
+	}
+	na, nf := 0, 0
+	for _, w := range withSeries.Series {
+		na, nf = na+w.Arrivals, nf+w.Finished
+	}
+	if na != 50 || nf != 50 {
+		t.Fatalf("--by minute: %d arrivals, %d finished over the windows, want 50 each", na, nf)
+	}
+	code, _, errs = runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--by", "day")
+	if want := "aicdb: trace replay: --by \"day\": must be second, minute or hour\n"; code != 1 || errs != want {
+		t.Fatalf("--by day: exit %d %q", code, errs)
+	}
+	code, _, errs = runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--tier", "screening")
 	if want := "aicdb: trace replay: --tier \"screening\": must be quantitative or oracle\n"; code != 1 || errs != want {
 		t.Fatalf("screening: exit %d %q", code, errs)
+	}
+}
+
+// TestTraceReplayPerfData: --model/--system/--backend/--tp time the replay from perf
+// data (eval's builder) when the engine file has no timing; without either, or with
+// another backend than the file's, one-line errors.
+func TestTraceReplayPerfData(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 200000, "enable_chunked_prefill": true, "enable_prefix_caching": true,
+		"long_prefill_token_threshold": 0, "async_scheduling": false}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
+		t.Fatal(errs)
+	}
+	base := []string{"--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "5"}
+	code, _, errs := runTraceCLI(t, base...)
+	if want := "aicdb: trace replay: --engine " + eng + ": no \"timing\" object; add one or time passes from perf data with --model, --system, --backend and --tp\n"; code != 1 || errs != want {
+		t.Fatalf("no timing: exit %d %q", code, errs)
+	}
+	perf := append(base, "--model", "meta-llama/Meta-Llama-3.1-70B", "--system", "h200_sxm", "--tp", "4")
+	code, _, errs = runTraceCLI(t, append(perf, "--backend", "sglang")...)
+	if want := "aicdb: trace replay: --backend sglang: the --engine file's backend is vllm; they must be the same\n"; code != 1 || errs != want {
+		t.Fatalf("backend mismatch: exit %d %q", code, errs)
+	}
+	if testing.Short() {
+		t.Skip("the perf-data replay needs a store with the embedded perf data (init, ~5 s)")
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "init"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := runTraceCLI(t, append(perf, "--backend", "vllm")...)
+	if code != 0 || !strings.Contains(out, `"requests": 5,`) || errs != "replay 1 of trace conv stored (5 requests)\n" {
+		t.Fatalf("perf data: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestTraceReplaySessionsCLI: --sessions replays W4 (the row says so), the later turn
+// after its previous turn's completion + think time with that context cached; the DES
+// tier and a cap without --sessions are refused.
+func TestTraceReplaySessionsCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 20000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": true, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(tr, []byte(`{"arrival_ms": 0, "isl": 1200, "osl": 80, "hash_ids": [1, 2, 3], "session_id": "s1"}
+{"arrival_ms": 100, "isl": 900, "osl": 40, "session_id": "s2"}
+{"arrival_ms": 1500, "isl": 1700, "osl": 60, "hash_ids": [1, 2, 3, 4], "session_id": "s1", "think_ms": 1200}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", tr, "--name", "s"); code != 0 {
+		t.Fatal(errs)
+	}
+	base := []string{"--db", db, "trace", "replay", "s", "--engine", eng}
+	code, out, errs := runTraceCLI(t, append(base, "--sessions")...)
+	if code != 0 || !strings.Contains(out, `"workload_fidelity": "W4"`) {
+		t.Fatalf("--sessions: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ = runTraceCLI(t, "--db", db, "query", "select r.arrival_ms - (p.arrival_ms + p.e2e_ms) as think, r.cached_tokens, w.workload_fidelity from replay_requests r join replay_requests p on p.replay_id = r.replay_id and p.seq = 0 join replays w on w.id = r.replay_id where r.seq = 2")
+	if code != 0 || !strings.Contains(out, "1200") || !strings.Contains(out, "1280") || !strings.Contains(out, "W4") {
+		t.Fatalf("turn 2: exit %d\n%s", code, out)
+	}
+	code, _, errs = runTraceCLI(t, append(base, "--sessions", "--tier", "oracle")...)
+	if want := "aicdb: trace replay: --sessions: W4 sessions are replayed by the quantitative tier only (the DES driver is not built yet); drop --tier oracle\n"; code != 1 || errs != want {
+		t.Fatalf("oracle tier: exit %d %q", code, errs)
+	}
+	code, _, errs = runTraceCLI(t, append(base, "--max-sessions", "2")...)
+	if want := "aicdb: trace replay: --max-sessions needs --sessions\n"; code != 1 || errs != want {
+		t.Fatalf("cap alone: exit %d %q", code, errs)
 	}
 }

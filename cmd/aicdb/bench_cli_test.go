@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const measureTestdata = "../../store/measure/testdata/"
+
+// TestBenchImportAccuracyRoundTrip: a hand-written vllm bench serve JSON (with its
+// sidecar YAML) and an AIPerf export (deployment from flags) import once, a bad
+// file changes nothing, and both round-trip through the accuracy view with
+// predictions of every measured metric.
+func TestBenchImportAccuracyRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and evaluates two points")
+	}
+	db := filepath.Join(t.TempDir(), "a.sqlite")
+	if code, _, errs := cliRun(t, db, "init"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	code, out, errs := cliRun(t, db, "bench", "import", measureTestdata+"vllm_bench.json")
+	if code != 0 || !strings.Contains(out, "vllm_bench.json: 1 measured runs imported (vllm-bench)") {
+		t.Fatalf("import vllm: %d %q %q", code, out, errs)
+	}
+	code, out, errs = cliRun(t, db, "bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.22.0",
+		"--tp", "2", measureTestdata+"aiperf.json")
+	if code != 0 || !strings.Contains(out, "1 measured runs imported (aiperf)") {
+		t.Fatalf("import aiperf: %d %q %q", code, out, errs)
+	}
+	code, out, _ = cliRun(t, db, "bench", "import", measureTestdata+"vllm_bench.json")
+	if code != 0 || !strings.Contains(out, "unchanged (already imported)") {
+		t.Fatalf("re-import: %d %q", code, out)
+	}
+	// Bad files: one line naming the file and field, exit 1, nothing written.
+	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bad := map[string]string{
+		"truncated.json": string(raw[:len(raw)/2]),
+		"types.json":     strings.Replace(string(raw), `"p99_ttft_ms": 410.0`, `"p99_ttft_ms": [1]`, 1),
+		"nan.json":       strings.Replace(string(raw), `"mean_tpot_ms": 36.5`, `"mean_tpot_ms": NaN`, 1),
+	}
+	want := map[string]string{"truncated.json": "is the file truncated?", "types.json": "field p99_ttft_ms: an array: want a number",
+		"nan.json": "field mean_tpot_ms: NaN"}
+	for name, data := range bad {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The good file first: all files are parsed before anything is written.
+		code, _, errs := cliRun(t, db, "bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--tp", "2",
+			measureTestdata+"aiperf.json", p)
+		if code != 1 || !strings.Contains(errs, p) || !strings.Contains(errs, want[name]) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s: code %d stderr %q", name, code, errs)
+		}
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv", "select count(*) from measurements")
+	if code != 0 || strings.TrimSpace(out) != "count(*)\n2" {
+		t.Fatalf("measurements after bad imports: %q", out)
+	}
+	code, out, errs = cliRun(t, db, "accuracy", "--metrics", "ttft_mean,ttft_p99,tpot_mean,itl_p99", "--format", "json")
+	if code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	var rep []map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := map[string]float64{}
+	for _, r := range rep {
+		got[r["metric"].(string)] = r["n"].(float64)
+		if r["unpredicted"].(float64) != 0 {
+			t.Errorf("unpredicted rows: %v", r)
+		}
+	}
+	if got["ttft_mean"] != 2 || got["ttft_p99"] != 2 || got["tpot_mean"] != 2 || got["itl_p99"] != 1 {
+		t.Errorf("accuracy rows %v, want 2 TTFT/TPOT rows and 1 ITL p99 (vLLM only)", got)
+	}
+	// Every measured statistic sits beside its prediction in the view.
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select count(*) from accuracy where predicted is null or rel_error is null or version_mapping <> 'exact'")
+	if code != 0 || strings.TrimSpace(out) != "count(*)\n0" {
+		t.Errorf("accuracy view rows without a prediction: %q", out)
+	}
+	// Calibrate on the two runs; eval applies it to the covered point and says
+	// uncalibrated elsewhere; accuracy under it reads the same numbers as the fit.
+	code, out, errs = cliRun(t, db, "calibrate", "--name", "t")
+	if code != 0 || !strings.Contains(out, "calibration t@") || !strings.Contains(out, "h200_sxm  vllm     0.22.0   Qwen/Qwen3-32B") {
+		t.Fatalf("calibrate: %d %q %q", code, out, errs)
+	}
+	ev := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--tp", "2",
+		"--concurrency", "16", "--isl", "2000", "--osl", "64", "--calibration", "t"}
+	code, out, errs = cliRun(t, db, append(ev, "--version", "0.22.0")...)
+	if code != 0 || !strings.Contains(out, `"calibration": "t@`) {
+		t.Errorf("calibrated eval: %d %q %q", code, out, errs)
+	}
+	code, out, _ = cliRun(t, db, append(ev, "--version", "0.24.0")...)
+	if code != 0 || !strings.Contains(out, `"calibration": "uncalibrated: t@`) {
+		t.Errorf("uncovered eval: %d %q", code, out)
+	}
+	code, _, errs = cliRun(t, db, append(ev[:len(ev)-1], "nope")...)
+	if code != 1 || !strings.Contains(errs, `--calibration "nope" is not in the store: known calibrations are t`) {
+		t.Errorf("unknown calibration: %d %q", code, errs)
+	}
+	code, out, errs = cliRun(t, db, "accuracy", "--calibration", "t", "--metrics", "ttft_mean,tpot_mean", "--format", "csv")
+	if code != 0 || strings.Count(out, "\n") != 3 {
+		t.Errorf("calibrated accuracy: %d %q %q", code, out, errs)
+	}
+}

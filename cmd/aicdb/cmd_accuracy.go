@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/refine/calibrate"
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/measure"
+)
+
+// accuracyCommand predicts the stored measurements (on demand, persisted) and
+// prints MAPE per metric and group beside aiconfigurator's legacy estimate.
+func accuracyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "accuracy",
+		Usage: "MAPE of the predictions of measured runs (and of aiconfigurator's legacy estimate on the same rows)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "by", Usage: "group by these accuracy-view columns, comma-separated: " + strings.Join(calibrate.GroupColumns, ", ")},
+			&cli.StringFlag{Name: "metrics", Value: "ttft_mean,ttft_p50,ttft_p99,tpot_mean,tpot_p50,tpot_p99,itl_p99,output_tokens_per_s", Usage: "metrics to report"},
+			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
+			&cli.StringFlag{Name: "calibration", Usage: "apply the stored calibration `NAME` (default: uncalibrated)"},
+			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
+			&cli.StringFlag{Name: "format", Value: "table", Usage: "table | csv | json"},
+		},
+		Action: runAccuracy,
+	}
+}
+
+func runAccuracy(c *cli.Context) error {
+	format := c.String("format")
+	if format != "table" && format != "csv" && format != "json" {
+		return userErrorf("accuracy: --format %q: want table, csv or json", format)
+	}
+	var by []string
+	if s := strings.TrimSpace(c.String("by")); s != "" {
+		for _, b := range strings.Split(s, ",") {
+			by = append(by, strings.TrimSpace(b))
+		}
+	}
+	metrics := strings.Split(c.String("metrics"), ",")
+	for i := range metrics {
+		metrics[i] = strings.TrimSpace(metrics[i])
+		if !validMetric(metrics[i]) {
+			return userErrorf("accuracy: --metrics %s: want some of %s", metrics[i], strings.Join(measure.MetricColumns[:], ", "))
+		}
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	where := c.String("measurements")
+	rows, err := measure.Select(c.Context, st, where)
+	if err != nil {
+		return userErrorf("accuracy: --measurements: %v", err)
+	}
+	if len(rows) == 0 {
+		return userErrorf("accuracy: no measurements match: import some with 'aicdb bench import'")
+	}
+	ev := refine.NewPerfdbEvaluator(refine.StoreSource{St: st})
+	calName := c.String("calibration")
+	if calName != "" {
+		cal, err := calibrate.Load(c.Context, st, calName)
+		if err != nil {
+			return asUser(err)
+		}
+		ev.SetCalibrator(cal)
+	}
+	res, err := calibrate.NewResolver(c.Context, st, ev, c.String("engine-profile"))
+	if err != nil {
+		return asUser(err)
+	}
+	if _, err := calibrate.Predict(c.Context, st, ev, res, rows, calName, 0); err != nil {
+		return err
+	}
+	rep, err := calibrate.Report(c.Context, st, by, metrics, calName, where)
+	if err != nil {
+		return asUser(err)
+	}
+	return printAccuracy(c, by, rep, format)
+}
+
+func validMetric(m string) bool {
+	for _, c := range measure.MetricColumns {
+		if c == m {
+			return true
+		}
+	}
+	return false
+}
+
+func printAccuracy(c *cli.Context, by []string, rep []calibrate.MAPERow, format string) error {
+	w := c.App.Writer
+	pct := func(v float64, n int) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	header := append(append([]string{}, by...), "metric", "n", "mape_pct", "legacy_n", "legacy_mape_pct", "mape_pct_same_rows", "unpredicted")
+	line := func(r calibrate.MAPERow) []string {
+		return append(append([]string{}, r.Group...), r.Metric, strconv.Itoa(r.N), pct(r.MAPE, r.N),
+			strconv.Itoa(r.LegacyN), pct(r.LegacyMAPE, r.LegacyN), pct(r.MAPESame, r.LegacyN), strconv.Itoa(r.Unpredicted))
+	}
+	switch format {
+	case "json":
+		out := make([]map[string]any, 0, len(rep))
+		for _, r := range rep {
+			m := map[string]any{"metric": r.Metric, "n": r.N, "unpredicted": r.Unpredicted, "legacy_n": r.LegacyN}
+			for i, b := range by {
+				m[b] = r.Group[i]
+			}
+			if r.N > 0 {
+				m["mape_pct"] = r.MAPE
+			}
+			if r.LegacyN > 0 {
+				m["legacy_mape_pct"], m["mape_pct_same_rows"] = r.LegacyMAPE, r.MAPESame
+			}
+			out = append(out, m)
+		}
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "csv":
+		cw := csv.NewWriter(w)
+		cw.Write(header)
+		for _, r := range rep {
+			cw.Write(line(r))
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	for _, r := range rep {
+		fmt.Fprintln(tw, strings.Join(line(r), "\t")+"\t")
+	}
+	return tw.Flush()
+}

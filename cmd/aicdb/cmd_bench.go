@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/measure"
+)
+
+// benchCommand groups measured-benchmark subcommands (issue 9 part 3): import.
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measured benchmark runs: import vLLM bench serve, AIPerf and aiconfigurator silicon results",
+		Subcommands: []*cli.Command{{
+			Name:      "import",
+			Usage:     "load measured runs into the measurements table",
+			ArgsUsage: "FILE...",
+			Description: `Each FILE is imported whole or not at all, once (by content hash). The format
+is sniffed unless --format is given. Deployment fields the file lacks (model,
+system, backend, version, parallelism, isl/osl, engine config) come from a sidecar
+YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "format", Usage: "vllm-bench | aiperf | aic-silicon (default: sniffed)"},
+				&cli.StringFlag{Name: "model", Usage: "model `ID`"},
+				&cli.StringFlag{Name: "system", Usage: "GPU system `NAME`"},
+				&cli.StringFlag{Name: "backend", Usage: "vllm | trtllm | sglang"},
+				&cli.StringFlag{Name: "version", Usage: "backend `VERSION` as deployed"},
+				&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"},
+				&cli.IntFlag{Name: "tp", Usage: "tensor parallel size"},
+				&cli.IntFlag{Name: "pp", Usage: "pipeline parallel size"},
+				&cli.IntFlag{Name: "dp", Usage: "attention data parallel size"},
+				&cli.IntFlag{Name: "moe-tp", Usage: "MoE tensor parallel size"},
+				&cli.IntFlag{Name: "moe-ep", Usage: "MoE expert parallel size"},
+				&cli.IntFlag{Name: "isl", Usage: "input sequence length (when the file has only token totals)"},
+				&cli.IntFlag{Name: "osl", Usage: "output sequence length"},
+				&cli.IntFlag{Name: "prefix", Usage: "prompt tokens served from the prefix cache"},
+				&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars)"},
+			},
+			Action: runBenchImport,
+		}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return userErrorf("bench: unknown subcommand %q; use import", c.Args().First())
+			}
+			return userErrorf("bench: missing subcommand; use import")
+		},
+	}
+}
+
+func runBenchImport(c *cli.Context) error {
+	files := c.Args().Slice()
+	if len(files) == 0 {
+		return userErrorf("bench import: missing FILE: aicdb bench import result.json")
+	}
+	format := c.String("format")
+	if format != "" && !slices.Contains(measure.Formats, format) {
+		return userErrorf("bench import: --format %q: want one of %s", format, strings.Join(measure.Formats, ", "))
+	}
+	flags := measure.Deployment{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
+		Version: c.String("version"), Mode: c.String("mode"), TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
+		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), ISL: c.Int("isl"), OSL: c.Int("osl"), Prefix: c.Int("prefix")}
+	var shared *measure.Deployment
+	if p := c.String("deployment"); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return userErrorf("bench import: --deployment %s: %v", p, err)
+		}
+		d, err := measure.ParseSidecar(p, b)
+		if err != nil {
+			return asUser(err)
+		}
+		shared = &d
+	}
+	// Parse every file first: a bad one stops before anything is written.
+	type parsed struct {
+		file string
+		ms   []measure.Measurement
+		dep  measure.Deployment
+	}
+	var all []parsed
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return userErrorf("bench import: %s: %v", f, err)
+		}
+		dep := flags
+		side := shared
+		if side == nil {
+			if p, ok := measure.SidecarPath(f); ok {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return userErrorf("bench import: sidecar %s: %v", p, err)
+				}
+				d, err := measure.ParseSidecar(p, b)
+				if err != nil {
+					return asUser(err)
+				}
+				side = &d
+			}
+		}
+		if side != nil {
+			dep = *side
+			dep.Merge(flags) // the sidecar wins over the flags
+		}
+		ms, err := measure.Parse(f, data, format, dep)
+		if err != nil {
+			return asUser(err)
+		}
+		all = append(all, parsed{f, ms, dep})
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	now := time.Now().UTC().Format(time.RFC3339)
+	for _, p := range all {
+		res, err := measure.Import(c.Context, st, p.ms, p.dep, now)
+		if err != nil {
+			return err
+		}
+		if res.Unchanged {
+			fmt.Fprintf(c.App.Writer, "%s: unchanged (already imported)\n", p.file)
+			continue
+		}
+		fmt.Fprintf(c.App.Writer, "%s: %d measured runs imported (%s)\n", p.file, res.Rows, p.ms[0].Format)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/refine/calibrate"
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/measure"
+)
+
+// calibrateCommand fits per-deployment pass-timing calibrations to measured runs
+// (issue 9 part 4) and stores them under a name for --calibration.
+func calibrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "calibrate",
+		Usage:     "fit pass-timing calibrations (prefill/decode scales, per-pass and per-request overheads) to measured runs",
+		UsageText: `aicdb calibrate --name b200 --measurements "system = 'b200_sxm' and backend = 'vllm'" --holdout 5`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "name", Required: true, Usage: "calibration `NAME` (replaces one of the same name)"},
+			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
+			&cli.IntFlag{Name: "holdout", Usage: "report k-fold cross-validated MAPE (k ≥ 2; 0 = none)"},
+			&cli.StringFlag{Name: "objective", Value: "quantitative", Usage: "tier the fit minimises: quantitative | screening (fast, less accurate); reported errors are quantitative"},
+			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
+		},
+		Action: runCalibrate,
+	}
+}
+
+func runCalibrate(c *cli.Context) error {
+	name := strings.TrimSpace(c.String("name"))
+	if name == "" || strings.ContainsAny(name, "@+ ") {
+		return userErrorf("calibrate: --name %q: want a non-empty name without '@', '+' or spaces", c.String("name"))
+	}
+	k := c.Int("holdout")
+	if k == 1 || k < 0 {
+		return userErrorf("calibrate: --holdout %d: want 0 (none) or k ≥ 2 folds", k)
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
+	if err != nil {
+		return asUser(err)
+	}
+	defer st.Close()
+	where := c.String("measurements")
+	rows, err := measure.Select(c.Context, st, where)
+	if err != nil {
+		return userErrorf("calibrate: --measurements: %v", err)
+	}
+	ev := refine.NewPerfdbEvaluator(refine.StoreSource{St: st})
+	res, err := calibrate.NewResolver(c.Context, st, ev, c.String("engine-profile"))
+	if err != nil {
+		return asUser(err)
+	}
+	// The uncalibrated predictions are persisted for the accuracy view as a side effect.
+	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, "", 0)
+	if err != nil {
+		return err
+	}
+	targets := make([]calibrate.Target, len(preds))
+	for i := range preds {
+		targets[i] = preds[i].Target
+	}
+	samples := calibrate.Samples(targets)
+	if len(samples) == 0 {
+		return userErrorf("calibrate: none of the %d measurements matching %q can be predicted (see 'aicdb query \"select reason, count(*) from accuracy group by 1\"')", len(rows), where)
+	}
+	fits, err := calibrate.Fit(c.Context, ev, samples, calibrate.FitOptions{Holdout: k, Objective: c.String("objective")})
+	if err != nil {
+		return err
+	}
+	digest, err := calibrate.Save(c.Context, st, name, where, ev.Name(), res.Profile, k, fits, time.Now().UTC().Format(time.RFC3339))
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "calibration %s@%s: %d groups from %d of %d measurements (%d without a prediction)\n", name, digest, len(fits), len(samples), len(rows), len(rows)-len(samples))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "system\tbackend\tversion\tmodel\trows\tprefill_scale\tdecode_scale\tpass_overhead_ms\trequest_overhead_ms\tttft_mape before/fit/cv\ttpot_mape before/fit/cv\tunidentified")
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	p := func(b, fit, cv float64, has bool) string {
+		s := strconv.FormatFloat(b, 'f', 1, 64) + " / " + strconv.FormatFloat(fit, 'f', 1, 64)
+		if has {
+			s += " / " + strconv.FormatFloat(cv, 'f', 1, 64)
+		}
+		return s
+	}
+	for _, g := range fits {
+		a := g.Adjust
+		un := strings.Join(g.Unidentified, "; ")
+		if un == "" {
+			un = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.System, g.Backend, g.Version, g.Model, len(g.Samples),
+			f(a.PrefillScale), f(a.DecodeScale), f(a.PassOverheadMs), f(a.RequestOverheadMs),
+			p(g.TTFTBefore, g.TTFTFit, g.TTFTCV, g.HasCV), p(g.TPOTBefore, g.TPOTFit, g.TPOTCV, g.HasCV), un)
+	}
+	return tw.Flush()
+}
+
+// calibrationFlag is eval/sweep/best's --calibration.
+func calibrationFlag() cli.Flag {
+	return &cli.StringFlag{Name: "calibration", Usage: "apply the stored calibration `NAME` (aicdb calibrate) to the points it covers; others stay uncalibrated"}
+}
+
+// calibrationSetter is an evaluator that can apply a calibration (refine's perfdb
+// evaluator).
+type calibrationSetter interface {
+	SetCalibrator(refine.Calibrator)
+}
+
+// withCalibration applies --calibration to ev (unchanged without the flag). The
+// calibration's name goes into the evaluator name, so every row records it.
+func withCalibration(c *cli.Context, st *store.Store, ev refine.Evaluator) (refine.Evaluator, error) {
+	name := c.String("calibration")
+	if name == "" {
+		return ev, nil
+	}
+	cal, err := calibrate.Load(c.Context, st, name)
+	if err != nil {
+		return nil, asUser(err)
+	}
+	s, ok := ev.(calibrationSetter)
+	if !ok {
+		return nil, userErrorf("--calibration %s: the %s evaluator cannot be calibrated (use the perf-database evaluator)", name, ev.Name())
+	}
+	s.SetCalibrator(cal)
+	return ev, nil
+}
+
+// calibratedBest is best's evaluator: the lazy one reporting on bar, or with
+// --calibration the calibrated one, and then only rows computed with that
+// calibration are read.
+func calibratedBest(c *cli.Context, st *store.Store, f *store.PointFilter, bar *progressReporter) (refine.Evaluator, error) {
+	if c.String("calibration") == "" {
+		return newLazyEvaluator(st).withProgress(bar), nil
+	}
+	ev, err := newEvaluator(c.Context, st)
+	if err != nil {
+		return nil, err
+	}
+	if ev, err = withCalibration(c, st, ev); err != nil {
+		return nil, err
+	}
+	f.Where, f.WhereArgs = "evaluator = ?", []any{ev.Name()}
+	return ev, nil
+}
+
+// calibrateEval applies --calibration to eval's perf-database timing through the
+// same refine.PassAdjust as sweep points. It returns what the output records:
+// "NAME@digest", or "uncalibrated: …" when the calibration has no fit for the
+// point ("" without the flag).
+func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
+	name := c.String("calibration")
+	if name == "" {
+		return "", nil
+	}
+	if !c.IsSet("model") {
+		return "", userErrorf("--calibration: calibrations apply to the perf-database timing (--model), not to --timing")
+	}
+	st, err := store.Open(c.Context, c.String("db"), store.Options{ReadOnly: true})
+	if err != nil {
+		return "", asUser(err)
+	}
+	defer st.Close()
+	cal, err := calibrate.Load(c.Context, st, name)
+	if err != nil {
+		return "", asUser(err)
+	}
+	in := store.PointInputs{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"), Version: c.String("version")}
+	adj, ok := cal.For(in)
+	if !ok {
+		return fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s", cal.Name(), in.System, in.Backend, in.Version, in.Model), nil
+	}
+	s.t = adj.Apply(&s.e, s.t)
+	return cal.Name(), nil
+}

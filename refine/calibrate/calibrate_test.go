@@ -1,0 +1,169 @@
+package calibrate
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/store"
+)
+
+func TestNearestVersion(t *testing.T) {
+	avail := []string{"0.24.0", "0.19.0", "0.22.0"}
+	cases := []struct{ measured, want, mapping string }{
+		{"", "0.24.0", "not stated → newest 0.24.0"},
+		{"0.22.0", "0.22.0", "exact"},
+		{"0.23.1", "0.22.0", "0.23.1 → 0.22.0 (newest below)"},
+		{"0.17.0", "0.19.0", "0.17.0 → 0.19.0 (oldest above)"},
+		{"0.30.0rc1", "0.24.0", "0.30.0rc1 → 0.24.0 (newest below)"},
+		{"nightly-5b8c30d6", "0.24.0", "nightly-5b8c30d6 (not PEP 440) → newest 0.24.0"},
+	}
+	for _, c := range cases {
+		got, mapping, ok := NearestVersion(c.measured, avail)
+		if !ok || got != c.want || mapping != c.mapping {
+			t.Errorf("%q: got %q (%q), want %q (%q)", c.measured, got, mapping, c.want, c.mapping)
+		}
+	}
+	if _, _, ok := NearestVersion("0.1", nil); ok {
+		t.Error("mapped onto no versions")
+	}
+	// trtllm release candidates order by PEP 440.
+	if got, _, _ := NearestVersion("1.2.0rc2.post2", []string{"1.3.0rc10", "1.2.0rc5"}); got != "1.2.0rc5" {
+		t.Errorf("1.2.0rc2.post2 → %s, want 1.2.0rc5 (oldest above)", got)
+	}
+}
+
+// linearEval is a refine evaluator over a synthetic linear timing: the real
+// queueing tiers, the calibration applied through PassAdjust.Apply.
+type linearEval struct{ t timing.Linear }
+
+func (l linearEval) Name() string { return "linear-test" }
+func (l linearEval) Resolve(context.Context, string, string, string, string) (refine.Resolved, error) {
+	return refine.Resolved{}, errors.New("not used")
+}
+func (l linearEval) Legacy(context.Context, store.PointInputs) (store.Legacy, error) {
+	return store.Legacy{}, errors.New("not used")
+}
+func (l linearEval) Screen(ctx context.Context, in store.PointInputs) (store.Queueing, error) {
+	return l.ScreenAdjusted(ctx, in, refine.Identity())
+}
+func (l linearEval) Quantitative(ctx context.Context, in store.PointInputs) (store.Quantitative, error) {
+	return l.QuantitativeAdjusted(ctx, in, refine.Identity())
+}
+
+func (l linearEval) setup(in store.PointInputs, adj refine.PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, error) {
+	e, err := queueing.DefaultEngine(in.Backend, "")
+	if err != nil {
+		return workload.Spec{}, e, nil, err
+	}
+	e.MaxNumBatchedTokens, e.MaxNumSeqs = in.MaxNumBatchedTokens, in.Batch
+	tm := adj.Apply(&e, l.t)
+	return workload.Spec{ISL: in.ISL, OSL: in.OSL, Concurrency: in.Batch}, e, tm, nil
+}
+
+func (l linearEval) QuantitativeAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Quantitative, error) {
+	w, e, tm, err := l.setup(in, adj)
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	r, err := queueing.Quantitative(ctx, w, e, tm)
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	var q store.Quantitative
+	q.V[store.QTTFTSteadyMean], q.V[store.QTPOTMean] = r.TTFTSteady.Mean(), r.TPOT.Mean()
+	return q, nil
+}
+
+func (l linearEval) ScreenAdjusted(_ context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Queueing, error) {
+	w, e, tm, err := l.setup(in, adj)
+	if err != nil {
+		return store.Queueing{}, err
+	}
+	r, err := queueing.Screening(w, e, tm)
+	if err != nil {
+		return store.Queueing{}, err
+	}
+	var q store.Queueing
+	q.V[store.QTTFTSteadyMean], q.V[store.QTPOTMean] = r.TTFTSteady.Mean(), r.TPOT.Mean()
+	return q, nil
+}
+
+// synthSamples are "measurements" made by the model itself under truth.
+func synthSamples(t *testing.T, ev linearEval, truth refine.PassAdjust) []Sample {
+	t.Helper()
+	var ss []Sample
+	id := int64(1)
+	for _, isl := range []int{512, 2048} {
+		for _, c := range []int{1, 4, 16} {
+			in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: isl, OSL: 32, Batch: c,
+				MaxNumBatchedTokens: isl + c + 1500}
+			q, err := ev.QuantitativeAdjusted(context.Background(), in, truth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss = append(ss, Sample{MeasurementID: id, In: in, TTFT: q.V[store.QTTFTSteadyMean], TPOT: q.V[store.QTPOTMean],
+				ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean})
+			id++
+		}
+	}
+	return ss
+}
+
+// TestFitRecoversScales: measurements made by the model with known prefill and
+// decode scales are fitted back from the
+// identity, held-out folds stay close, and the fit is deterministic. (The
+// schedule is piecewise in the timing, so the cost has plateaus: within 5 % / 3 %
+// MAPE rather than exactly.)
+func TestFitRecoversScales(t *testing.T) {
+	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	truth := refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8, PassOverheadMs: 0, RequestOverheadMs: 0}
+	ss := synthSamples(t, ev, truth)
+	fits, err := Fit(context.Background(), ev, ss, FitOptions{Holdout: 3, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fits) != 1 {
+		t.Fatalf("%d groups", len(fits))
+	}
+	g := fits[0]
+	if g.TTFTBefore < 10 || g.TTFTFit > 5 || g.TPOTFit > 3 {
+		t.Errorf("MAPE before %.2f/%.2f, fitted %.2f/%.2f (adjust %+v)", g.TTFTBefore, g.TPOTBefore, g.TTFTFit, g.TPOTFit, g.Adjust)
+	}
+	if !g.HasCV || g.TTFTCV > 15 || g.TPOTCV > 8 {
+		t.Errorf("cross-validated MAPE %.2f/%.2f", g.TTFTCV, g.TPOTCV)
+	}
+	if math.Abs(g.Adjust.DecodeScale-0.8) > 0.05 {
+		t.Errorf("decode scale %v, want ≈ 0.8", g.Adjust.DecodeScale)
+	}
+	again, err := Fit(context.Background(), ev, synthSamples(t, ev, truth), FitOptions{Holdout: 3, Workers: 1})
+	if err != nil || again[0].Adjust != g.Adjust {
+		t.Errorf("refit %+v differs from %+v (%v)", again[0].Adjust, g.Adjust, err)
+	}
+	if _, err := Fit(context.Background(), ev, ss, FitOptions{Holdout: 1}); err == nil {
+		t.Error("--holdout 1 accepted")
+	}
+}
+
+// BenchmarkFit200: the fit of 200 synthetic rows (the acceptance bound is 30 s
+// for 200 measured rows through the perf data).
+func BenchmarkFit200(b *testing.B) {
+	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	var ss []Sample
+	for i := range 200 {
+		in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: 256 + 64*(i%32), OSL: 64,
+			Batch: 1 + i%16, MaxNumBatchedTokens: 8192}
+		ss = append(ss, Sample{MeasurementID: int64(i + 1), In: in, TTFT: 50 + float64(i%7), TPOT: 5 + float64(i%3),
+			ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean})
+	}
+	for b.Loop() {
+		if _, err := Fit(context.Background(), ev, ss, FitOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

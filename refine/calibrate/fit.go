@@ -1,0 +1,580 @@
+package calibrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/measure"
+)
+
+// ParamNames name PassAdjust's fields in fit order.
+var ParamNames = [4]string{"prefill_scale", "decode_scale", "pass_overhead_ms", "request_overhead_ms"}
+
+// Sample is one training observation: a measurement's point and its measured TTFT
+// and TPOT (the mean where measured, else the median) with the matching predicted
+// column.
+type Sample struct {
+	MeasurementID int64
+	In            store.PointInputs
+	TTFT, TPOT    float64
+	ttftCol       int
+	tpotCol       int
+	Fold          int
+}
+
+// Samples turns predicted targets into training samples (targets with a reason or
+// without a measured TTFT and TPOT are skipped).
+func Samples(ts []Target) []Sample {
+	var out []Sample
+	for _, t := range ts {
+		if t.Reason != "" {
+			continue
+		}
+		m := &t.Row.Measurement
+		s := Sample{MeasurementID: t.Row.ID, In: t.In, ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean}
+		switch {
+		case m.Has[measure.TTFTMean]:
+			s.TTFT = m.Values[measure.TTFTMean]
+		case m.Has[measure.TTFTP50]:
+			s.TTFT, s.ttftCol = m.Values[measure.TTFTP50], store.QTTFTSteadyP50
+		}
+		switch {
+		case m.Has[measure.TPOTMean]:
+			s.TPOT = m.Values[measure.TPOTMean]
+		case m.Has[measure.TPOTP50]:
+			s.TPOT, s.tpotCol = m.Values[measure.TPOTP50], store.QTPOTP50
+		}
+		if s.TTFT > 0 && s.TPOT > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// GroupFit is the calibration of one deployment key with its quality.
+type GroupFit struct {
+	System, Backend, Version, Model string
+	Adjust                          refine.PassAdjust
+	Samples                         []Sample
+	// Per sample (same order): predictions uncalibrated, fitted, and held out
+	// (cross-validation; zero without it). [i][0] TTFT, [i][1] TPOT.
+	Before, Fitted, HeldOut [][2]float64
+	TTFTBefore, TPOTBefore  float64 // MAPE %, uncalibrated
+	TTFTFit, TPOTFit        float64 // MAPE %, fitted on all rows
+	TTFTCV, TPOTCV          float64 // MAPE %, k-fold cross-validated (HasCV)
+	HasCV                   bool
+	// Unidentified lists the parameters the rows could not identify (kept at
+	// their identity value by the fit's weak prior), with why.
+	Unidentified []string
+}
+
+// FitOptions tune a fit.
+type FitOptions struct {
+	Holdout int // k-fold cross-validation (0 = none; ≥ 2)
+	Workers int
+	MaxIter int // Levenberg–Marquardt iterations (default 6)
+	// Objective is the tier whose relative errors the fit minimises:
+	// "quantitative" (default: the limit-cycle tier, ms per point) or "screening"
+	// (the closed form, µs per point: fast, but its optimum is the screening
+	// tier's, which can be far from the quantitative one — on the model-made test
+	// rows it fits worse than no calibration). Every reported error —
+	// uncalibrated, fitted, cross-validated — is quantitative.
+	Objective string
+	// SimplexEvals caps the Nelder–Mead polish's cost evaluations (default 24;
+	// < 0: none). Every fit, a fold's refit too, starts from the identity (a
+	// warm start from the full fit would leak the held-out rows).
+	SimplexEvals int
+}
+
+// evalFn predicts (TTFT, TPOT) of every sample under adj.
+type evalFn func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error)
+
+// quantEval evaluates through the evaluator's quantitative tier, in parallel.
+func quantEval(ev Evaluator, workers int) evalFn {
+	return func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error) {
+		out := make([][2]float64, len(ss))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(workers)
+		for i := range ss {
+			g.Go(func() error {
+				q, err := ev.QuantitativeAdjusted(gctx, ss[i].In, adj)
+				if err != nil {
+					return fmt.Errorf("measurement %d: %w", ss[i].MeasurementID, err)
+				}
+				out[i] = [2]float64{q.V[ss[i].ttftCol], q.V[ss[i].tpotCol]}
+				return nil
+			})
+		}
+		return out, g.Wait()
+	}
+}
+
+// screenEval evaluates through the screening tier (µs per point): the fit's
+// Jacobian only; every accepted step and every reported number is quantitative.
+func screenEval(ev Evaluator) evalFn {
+	return func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error) {
+		out := make([][2]float64, len(ss))
+		for i := range ss {
+			q, err := ev.ScreenAdjusted(ctx, ss[i].In, adj)
+			if err != nil {
+				return nil, fmt.Errorf("measurement %d: %w", ss[i].MeasurementID, err)
+			}
+			out[i] = [2]float64{q.V[ss[i].ttftCol], q.V[ss[i].tpotCol]}
+		}
+		return out, nil
+	}
+}
+
+// Fit fits one PassAdjust per (system, backend, version, model) of the samples,
+// through ev's quantitative tier (the same path as eval and sweep points), and
+// with opt.Holdout ≥ 2 reports k-fold cross-validated MAPE. Deterministic: groups
+// in key order, folds by measurement id.
+func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]GroupFit, error) {
+	if opt.Holdout == 1 || opt.Holdout < 0 {
+		return nil, fmt.Errorf("--holdout %d: want 0 (none) or k ≥ 2 folds", opt.Holdout)
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = runtime.GOMAXPROCS(0)
+	}
+	if opt.MaxIter <= 0 {
+		opt.MaxIter = 6
+	}
+	if opt.SimplexEvals == 0 {
+		opt.SimplexEvals = 24
+	}
+	f := quantEval(ev, opt.Workers)
+	fj := screenEval(ev)
+	fo := f
+	switch opt.Objective {
+	case "", store.TierQuantitative:
+	case store.TierScreening:
+		fo = fj
+	default:
+		return nil, fmt.Errorf("fit objective %q: want screening or quantitative", opt.Objective)
+	}
+	groups := map[deployKey][]Sample{}
+	for _, s := range ss {
+		k := deployKey{s.In.System, s.In.Backend, s.In.Version, s.In.Model}
+		groups[k] = append(groups[k], s)
+	}
+	keys := make([]deployKey, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		return a.System+"\x00"+a.Backend+"\x00"+a.Version+"\x00"+a.Model < b.System+"\x00"+b.Backend+"\x00"+b.Version+"\x00"+b.Model
+	})
+	var out []GroupFit
+	for _, k := range keys {
+		g := groups[k]
+		slices.SortFunc(g, func(a, b Sample) int { return int(a.MeasurementID - b.MeasurementID) })
+		gf := GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Model: k.Model, Samples: g}
+		var err error
+		if gf.Before, err = f(ctx, g, refine.Identity()); err != nil {
+			return nil, err
+		}
+		adj, jac, err := levenbergMarquardt(ctx, fo, fj, g, [4]float64{}, opt.MaxIter, opt.SimplexEvals)
+		if err != nil {
+			return nil, err
+		}
+		gf.Adjust = adj
+		if gf.Fitted, err = f(ctx, g, adj); err != nil {
+			return nil, err
+		}
+		gf.Unidentified = unidentified(jac, len(g))
+		gf.TTFTBefore, gf.TPOTBefore = mape(g, gf.Before)
+		gf.TTFTFit, gf.TPOTFit = mape(g, gf.Fitted)
+		if k := opt.Holdout; k >= 2 && len(g) >= k {
+			gf.HeldOut = make([][2]float64, len(g))
+			for fold := range k {
+				var train, test []Sample
+				var idx []int
+				for i := range g {
+					g[i].Fold = i % k
+					if i%k == fold {
+						test = append(test, g[i])
+						idx = append(idx, i)
+					} else {
+						train = append(train, g[i])
+					}
+				}
+				a, _, err := levenbergMarquardt(ctx, fo, fj, train, [4]float64{}, opt.MaxIter, opt.SimplexEvals)
+				if err != nil {
+					return nil, err
+				}
+				p, err := f(ctx, test, a)
+				if err != nil {
+					return nil, err
+				}
+				for j, i := range idx {
+					gf.HeldOut[i] = p[j]
+				}
+			}
+			gf.HasCV = true
+			gf.TTFTCV, gf.TPOTCV = mape(g, gf.HeldOut)
+		}
+		out = append(out, gf)
+	}
+	return out, nil
+}
+
+func mape(ss []Sample, p [][2]float64) (ttft, tpot float64) {
+	if len(ss) == 0 {
+		return 0, 0
+	}
+	for i, s := range ss {
+		ttft += math.Abs(p[i][0]/s.TTFT - 1)
+		tpot += math.Abs(p[i][1]/s.TPOT - 1)
+	}
+	n := float64(len(ss))
+	return 100 * ttft / n, 100 * tpot / n
+}
+
+// Parameter space of the fit: x = (ln prefill_scale, ln decode_scale,
+// pass_overhead_ms, request_overhead_ms), bounded so every candidate is a valid
+// engine timing.
+var (
+	lower = [4]float64{math.Log(0.05), math.Log(0.05), 0, 0}
+	upper = [4]float64{math.Log(20), math.Log(20), 50, 5000}
+	// fdStep: finite-difference steps (a schedule is piecewise in the timing, so
+	// the steps are not infinitesimal).
+	fdStep = [4]float64{0.02, 0.02, 0.1, 2}
+	// priorScale: the weak prior pulls each parameter toward the identity by
+	// (x − x₀)/priorScale·priorWeight, so a parameter the rows cannot see stays there.
+	priorScale  = [4]float64{1, 1, 10, 100}
+	priorWeight = 0.03
+)
+
+func toAdjust(x [4]float64) refine.PassAdjust {
+	return refine.PassAdjust{PrefillScale: math.Exp(x[0]), DecodeScale: math.Exp(x[1]), PassOverheadMs: x[2], RequestOverheadMs: x[3]}
+}
+
+func clampX(x [4]float64) [4]float64 {
+	for i := range x {
+		x[i] = math.Min(upper[i], math.Max(lower[i], x[i]))
+	}
+	return x
+}
+
+// residuals: relative TTFT and TPOT errors of every sample, then the prior terms.
+func residuals(ctx context.Context, f evalFn, ss []Sample, x [4]float64) ([]float64, error) {
+	p, err := f(ctx, ss, toAdjust(x))
+	if err != nil {
+		return nil, err
+	}
+	r := make([]float64, 0, 2*len(ss)+4)
+	for i, s := range ss {
+		r = append(r, p[i][0]/s.TTFT-1, p[i][1]/s.TPOT-1)
+	}
+	for i := range x {
+		r = append(r, priorWeight*x[i]/priorScale[i])
+	}
+	for _, v := range r {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, errors.New("calibration fit: a prediction is not finite")
+		}
+	}
+	return r, nil
+}
+
+func sumSq(r []float64) float64 {
+	s := 0.0
+	for _, v := range r {
+		s += v * v
+	}
+	return s
+}
+
+// levenbergMarquardt minimises the squared relative errors of f (the quantitative
+// tier) over x (bounded, projected steps), then polishes with at most nmEvals
+// Nelder–Mead evaluations of f. The forward-difference Jacobian comes
+// from fj (the screening tier's closed form of the same model: cheap and smooth,
+// where the quantitative schedule is piecewise in the timing); a step is accepted
+// only when it lowers f's cost. It returns the fitted adjustment and the Jacobian
+// of the data residuals at the optimum (for identifiability).
+func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4]float64, maxIter, nmEvals int) (refine.PassAdjust, [][4]float64, error) {
+	x := start
+	r, err := residuals(ctx, f, ss, x)
+	if err != nil {
+		return refine.PassAdjust{}, nil, err
+	}
+	cost := sumSq(r)
+	lambda := 1e-2
+	var jac [][4]float64
+	for range maxIter {
+		var err error
+		if jac, err = jacobian(ctx, fj, ss, x); err != nil {
+			return refine.PassAdjust{}, nil, err
+		}
+		improved := false
+		for range 6 {
+			step, ok := lmStep(jac, r, lambda)
+			if !ok {
+				lambda *= 10
+				continue
+			}
+			var xn [4]float64
+			for j := range 4 {
+				xn[j] = x[j] + step[j]
+			}
+			xn = clampX(xn)
+			rn, err := residuals(ctx, f, ss, xn)
+			if err != nil {
+				return refine.PassAdjust{}, nil, err
+			}
+			if c := sumSq(rn); c < cost {
+				improved = cost-c > 1e-6*cost
+				x, r, cost = xn, rn, c
+				lambda = math.Max(lambda/3, 1e-6)
+				break
+			}
+			lambda *= 10
+		}
+		if !improved {
+			break
+		}
+	}
+	// Polish on the quantitative cost itself (the screening Jacobian only points
+	// the way; the schedule's pieces are found by the simplex).
+	if nmEvals > 0 {
+		xn, err := nelderMead(ctx, f, ss, x, nmEvals)
+		if err != nil {
+			return refine.PassAdjust{}, nil, err
+		}
+		x = clampX(xn)
+	}
+	jac, err = jacobian(ctx, fj, ss, x)
+	if err != nil {
+		return refine.PassAdjust{}, nil, err
+	}
+	return toAdjust(x), jac[:len(jac)-4], nil
+}
+
+// jacobian is the forward-difference Jacobian of f's residuals at x.
+func jacobian(ctx context.Context, f evalFn, ss []Sample, x [4]float64) ([][4]float64, error) {
+	r, err := residuals(ctx, f, ss, x)
+	if err != nil {
+		return nil, err
+	}
+	jac := make([][4]float64, len(r))
+	for j := range 4 {
+		xp := x
+		h := fdStep[j]
+		if xp[j]+h > upper[j] {
+			h = -h
+		}
+		xp[j] += h
+		rp, err := residuals(ctx, f, ss, xp)
+		if err != nil {
+			return nil, err
+		}
+		for i := range r {
+			jac[i][j] = (rp[i] - r[i]) / h
+		}
+	}
+	return jac, nil
+}
+
+// nelderMead minimises the quantitative cost over x from start (deterministic
+// simplex; the schedule is piecewise in the timing, so no derivatives), at most
+// maxEval cost evaluations.
+func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, maxEval int) ([4]float64, error) {
+	cost := func(x [4]float64) (float64, error) {
+		r, err := residuals(ctx, f, ss, clampX(x))
+		if err != nil {
+			return 0, err
+		}
+		return sumSq(r), nil
+	}
+	type vertex struct {
+		x [4]float64
+		c float64
+	}
+	simplex := make([]vertex, 5)
+	init := [4]float64{0.15, 0.15, 0.5, 5}
+	for i := range simplex {
+		x := start
+		if i > 0 {
+			x[i-1] += init[i-1]
+		}
+		x = clampX(x)
+		c, err := cost(x)
+		if err != nil {
+			return start, err
+		}
+		simplex[i] = vertex{x, c}
+	}
+	evals := 5
+	sortS := func() {
+		sort.SliceStable(simplex, func(i, j int) bool { return simplex[i].c < simplex[j].c })
+	}
+	for evals < maxEval {
+		sortS()
+		if simplex[4].c-simplex[0].c <= 1e-9*(1+simplex[0].c) {
+			break
+		}
+		var cen [4]float64
+		for i := range 4 {
+			for j := range 4 {
+				cen[j] += simplex[i].x[j] / 4
+			}
+		}
+		at := func(t float64) [4]float64 {
+			var x [4]float64
+			for j := range 4 {
+				x[j] = cen[j] + t*(simplex[4].x[j]-cen[j])
+			}
+			return clampX(x)
+		}
+		xr := at(-1)
+		cr, err := cost(xr)
+		if err != nil {
+			return start, err
+		}
+		evals++
+		switch {
+		case cr < simplex[0].c:
+			xe := at(-2)
+			ce, err := cost(xe)
+			if err != nil {
+				return start, err
+			}
+			evals++
+			if ce < cr {
+				simplex[4] = vertex{xe, ce}
+			} else {
+				simplex[4] = vertex{xr, cr}
+			}
+		case cr < simplex[3].c:
+			simplex[4] = vertex{xr, cr}
+		default:
+			t := 0.5
+			if cr < simplex[4].c {
+				t = -0.5
+			}
+			xc := at(t)
+			cc, err := cost(xc)
+			if err != nil {
+				return start, err
+			}
+			evals++
+			if cc < math.Min(cr, simplex[4].c) {
+				simplex[4] = vertex{xc, cc}
+				continue
+			}
+			for i := 1; i < 5; i++ {
+				for j := range 4 {
+					simplex[i].x[j] = simplex[0].x[j] + 0.5*(simplex[i].x[j]-simplex[0].x[j])
+				}
+				if simplex[i].c, err = cost(simplex[i].x); err != nil {
+					return start, err
+				}
+				evals++
+			}
+		}
+	}
+	sortS()
+	return simplex[0].x, nil
+}
+
+// lmStep solves (JᵀJ + λ·diag(JᵀJ) + λ·I)·δ = −Jᵀr (4×4, Gaussian elimination
+// with partial pivoting).
+func lmStep(jac [][4]float64, r []float64, lambda float64) ([4]float64, bool) {
+	var a [4][5]float64
+	for i := range jac {
+		for p := range 4 {
+			for q := range 4 {
+				a[p][q] += jac[i][p] * jac[i][q]
+			}
+			a[p][4] -= jac[i][p] * r[i]
+		}
+	}
+	for p := range 4 {
+		a[p][p] += lambda*a[p][p] + lambda
+	}
+	for c := range 4 {
+		piv := c
+		for k := c + 1; k < 4; k++ {
+			if math.Abs(a[k][c]) > math.Abs(a[piv][c]) {
+				piv = k
+			}
+		}
+		if a[piv][c] == 0 {
+			return [4]float64{}, false
+		}
+		a[c], a[piv] = a[piv], a[c]
+		for k := c + 1; k < 4; k++ {
+			m := a[k][c] / a[c][c]
+			for q := c; q < 5; q++ {
+				a[k][q] -= m * a[c][q]
+			}
+		}
+	}
+	var x [4]float64
+	for c := 3; c >= 0; c-- {
+		s := a[c][4]
+		for q := c + 1; q < 4; q++ {
+			s -= a[c][q] * x[q]
+		}
+		x[c] = s / a[c][c]
+		if math.IsNaN(x[c]) || math.IsInf(x[c], 0) {
+			return [4]float64{}, false
+		}
+	}
+	return x, true
+}
+
+// unidentified names the parameters the data residuals barely depend on
+// (sensitivity: a parameter's typical change moves the RMS relative error by
+// < 0.1 %), and pairs that move the residuals almost identically (|correlation of
+// their Jacobian columns| > 0.99: only a combination is identified).
+func unidentified(jac [][4]float64, n int) []string {
+	var out []string
+	if len(jac) == 0 {
+		return []string{"all: no rows"}
+	}
+	var norm [4]float64
+	for j := range 4 {
+		s := 0.0
+		for i := range jac {
+			s += jac[i][j] * jac[i][j]
+		}
+		norm[j] = math.Sqrt(s / float64(len(jac)))
+	}
+	weak := [4]bool{}
+	for j := range 4 {
+		if norm[j]*priorScale[j] < 1e-3 {
+			weak[j] = true
+			out = append(out, ParamNames[j]+": no effect on these rows (absorbed by the wait for the next pass)")
+		}
+	}
+	for p := range 4 {
+		for q := p + 1; q < 4; q++ {
+			if weak[p] || weak[q] {
+				continue
+			}
+			dot := 0.0
+			for i := range jac {
+				dot += jac[i][p] * jac[i][q]
+			}
+			c := dot / (norm[p] * norm[q] * float64(len(jac)))
+			if math.Abs(c) > 0.99 {
+				out = append(out, fmt.Sprintf("%s and %s: not separately identified (correlation %.3f)", ParamNames[p], ParamNames[q], c))
+			}
+		}
+	}
+	if n < 4 {
+		out = append(out, fmt.Sprintf("all: %d rows for 4 parameters", n))
+	}
+	return out
+}

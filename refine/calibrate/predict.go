@@ -1,0 +1,413 @@
+// Package calibrate predicts measured deployments through refine's evaluator (the
+// same code path as eval and sweep points), persists the predictions for the
+// accuracy view, and fits per-deployment pass-timing calibrations (issue 9 parts
+// 3 and 4).
+package calibrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/measure"
+)
+
+// Engine profiles: how a measured deployment's engine was configured when the
+// measurement does not say.
+const (
+	ProfileDefaults       = queueing.ProfileDefaults       // the backend's bare defaults (SCHEDULERS.md §6)
+	ProfileAIConfigurator = queueing.ProfileAIConfigurator // aiconfigurator's generator rules (how the silicon rows were deployed)
+)
+
+// Evaluator is what prediction needs of refine's perfdb evaluator.
+type Evaluator interface {
+	refine.Evaluator
+	QuantitativeAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Quantitative, error)
+	ScreenAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Queueing, error)
+}
+
+// Target is a measurement resolved to the operating point that predicts it, or the
+// reason it cannot be predicted.
+type Target struct {
+	Row            measure.Row
+	In             store.PointInputs // valid when Reason == ""
+	ModelUsed      string
+	VersionUsed    string
+	VersionMapping string
+	Reason         string
+}
+
+// Resolver maps measurements onto operating points: model ids (exact, or the same
+// name without an org's "Meta-" prefix), the nearest perf-data version of the
+// backend on the system (PEP 440 order), the engine knobs of the profile.
+type Resolver struct {
+	Src     refine.PerfSource
+	Ev      refine.Evaluator
+	Profile string
+
+	models []string
+}
+
+// NewResolver lists the store's models once.
+func NewResolver(ctx context.Context, st *store.Store, ev refine.Evaluator, profile string) (*Resolver, error) {
+	if profile == "" {
+		profile = ProfileAIConfigurator
+	}
+	if profile != ProfileDefaults && profile != ProfileAIConfigurator {
+		return nil, fmt.Errorf("--engine-profile %q: want %s or %s", profile, ProfileDefaults, ProfileAIConfigurator)
+	}
+	r := &Resolver{Src: refine.StoreSource{St: st}, Ev: ev, Profile: profile}
+	if err := st.DB.SelectContext(ctx, &r.models, `SELECT id FROM models ORDER BY id`); err != nil {
+		return nil, fmt.Errorf("list models: %w", err)
+	}
+	return r, nil
+}
+
+// modelID finds the store's model for a measured model id.
+func (r *Resolver) modelID(id string) (string, bool) {
+	if slices.Contains(r.models, id) {
+		return id, true
+	}
+	norm := func(s string) string {
+		s = strings.ToLower(s)
+		if i := strings.LastIndexByte(s, '/'); i >= 0 {
+			s = s[i+1:]
+		}
+		return strings.TrimPrefix(s, "meta-")
+	}
+	for _, m := range r.models {
+		if norm(m) == norm(id) && strings.EqualFold(org(m), org(id)) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+func org(id string) string {
+	o, _, _ := strings.Cut(id, "/")
+	return o
+}
+
+var pep440Like = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)*`)
+
+// NearestVersion maps a measured version onto the available perf-data versions:
+// the same version; else the newest one below it (PEP 440 order); else the oldest
+// above it; a version not stated or not PEP 440 (a nightly) maps to the newest.
+// The mapping text records which rule applied.
+func NearestVersion(measured string, available []string) (string, string, bool) {
+	vs := slices.Clone(available)
+	slices.SortFunc(vs, perfdb.CompareVersions)
+	if len(vs) == 0 {
+		return "", "", false
+	}
+	newest := vs[len(vs)-1]
+	switch {
+	case measured == "":
+		return newest, "not stated → newest " + newest, true
+	case slices.Contains(vs, measured):
+		return measured, "exact", true
+	case !pep440Like.MatchString(measured):
+		return newest, measured + " (not PEP 440) → newest " + newest, true
+	}
+	below := ""
+	for _, v := range vs {
+		if perfdb.CompareVersions(v, measured) < 0 && pep440Like.MatchString(v) {
+			below = v
+		}
+	}
+	if below != "" {
+		return below, measured + " → " + below + " (newest below)", true
+	}
+	for _, v := range vs {
+		if pep440Like.MatchString(v) {
+			return v, measured + " → " + v + " (oldest above)", true
+		}
+	}
+	return newest, measured + " → newest " + newest, true
+}
+
+// Resolve maps one measurement onto its operating point (or a reason).
+func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
+	t := Target{Row: row}
+	m := &row.Measurement
+	if m.Mode != store.ModeAgg {
+		t.Reason = "disaggregated deployment: no quantitative tier yet (the tandem is not built)"
+		return t
+	}
+	if m.Concurrency <= 0 {
+		t.Reason = "open-loop measurement: only closed-loop (client concurrency) runs are predicted yet"
+		return t
+	}
+	model, ok := r.modelID(m.Model)
+	if !ok {
+		t.Reason = fmt.Sprintf("model %s is not in the store (add its config with 'aicdb perfdb import')", m.Model)
+		return t
+	}
+	t.ModelUsed = model
+	systems, err := r.Src.Systems(ctx)
+	if err != nil || !slices.Contains(systems, m.System) {
+		t.Reason = fmt.Sprintf("no perf data for system %s", m.System)
+		return t
+	}
+	backends, err := r.Src.Backends(ctx, m.System)
+	if err != nil || !slices.Contains(backends, m.Backend) {
+		t.Reason = fmt.Sprintf("no perf data for backend %s on %s", m.Backend, m.System)
+		return t
+	}
+	versions, err := r.Src.Versions(ctx, m.System, m.Backend)
+	if err != nil {
+		t.Reason = fmt.Sprintf("list versions of %s on %s: %v", m.Backend, m.System, err)
+		return t
+	}
+	v, mapping, ok := NearestVersion(m.Version, versions)
+	if !ok {
+		t.Reason = fmt.Sprintf("no perf-data version of %s on %s", m.Backend, m.System)
+		return t
+	}
+	t.VersionUsed, t.VersionMapping = v, mapping
+	res, err := r.Ev.Resolve(ctx, model, m.System, m.Backend, v)
+	if err != nil {
+		t.Reason = oneLine(err.Error())
+		if strings.Contains(t.Reason, "not supported yet") {
+			t.Reason = "model family not modelled: " + t.Reason
+		}
+		return t
+	}
+	if m.Concurrency%(m.PP*m.DP) != 0 {
+		t.Reason = fmt.Sprintf("concurrency %d is not a multiple of pp·dp = %d", m.Concurrency, m.PP*m.DP)
+		return t
+	}
+	batch := m.Concurrency / (m.PP * m.DP)
+	budget, seqs, chunked, err := EngineKnobs(r.Profile, m.Backend, v, m.ISL, m.OSL, batch)
+	if err != nil {
+		t.Reason = "engine profile: " + oneLine(err.Error())
+		return t
+	}
+	in := store.PointInputs{Model: model, System: m.System, Backend: m.Backend, Version: v, Mode: store.ModeAgg,
+		ISL: m.ISL, OSL: m.OSL, Prefix: m.Prefix, TP: m.TP, PP: m.PP, DP: m.DP, MoETP: m.MoETP, MoEEP: m.MoEEP,
+		Batch: batch, CtxTokens: max(budget-batch, m.ISL-m.Prefix), MaxNumBatchedTokens: budget, MaxNumSeqs: seqs,
+		ChunkedPrefill: chunked, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
+		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name()}
+	// The measured quant label overrides the checkpoint's (the silicon rows label
+	// fp8/nvfp4 runs of one config id), except a native mxfp4 checkpoint
+	// (gpt-oss), whose experts the label does not describe.
+	native := strings.Contains(res.MoEQuant, "mxfp4")
+	if q := quant(m.GemmQuant); q != "" && !native {
+		in.GemmQuant = q
+	}
+	if q := quant(m.MoEQuant); q != "" && res.MoE && !native {
+		in.MoEQuant = q
+	}
+	if err := in.Validate(); err != nil {
+		t.Reason = err.Error()
+		return t
+	}
+	t.In = in
+	return t
+}
+
+// quant maps a measured quant label onto perfdb's names ("" = the model's own:
+// an unquantised label says nothing the checkpoint does not).
+func quant(s string) string {
+	switch s = strings.ToLower(strings.TrimSpace(s)); s {
+	case "", "bf16", "bfloat16", "fp16", "float16", "auto":
+		return ""
+	}
+	return s
+}
+
+// EngineKnobs resolves the engine knobs of a measured deployment under an engine
+// profile through queueing.ProfileEngine (aiconfigurator's generator rules for an
+// agg worker, or the backend defaults): the per-pass token budget, the running cap
+// and chunked prefill — the knobs a stored point carries (PointInputs). The
+// profile's other agg settings (TRT-LLM's overlap scheduler on, 32-token blocks)
+// equal the defaults refine's evaluator starts from.
+func EngineKnobs(profile, backend, version string, isl, osl, batch int) (budget, seqs int, chunked bool, err error) {
+	e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: batch, ISL: isl, OSL: osl})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	switch e.Backend {
+	case queueing.BackendVLLM:
+		budget, seqs = e.MaxNumBatchedTokens, e.MaxNumSeqs
+	case queueing.BackendTRTLLM:
+		budget, seqs = e.MaxNumTokens, e.MaxBatchSize
+	case queueing.BackendSGLang:
+		budget, seqs = e.MaxPrefillTokens, e.MaxNumSeqs
+	}
+	if profile == ProfileDefaults {
+		seqs = batch // the client concurrency bounds the running requests
+	}
+	return budget, seqs, e.EnableChunkedPrefill, nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Prediction is a resolved target with its persisted point (Key) or reason.
+type Prediction struct {
+	Target
+	Key   string
+	Point store.Point
+	Quant store.Quantitative
+}
+
+// Predict resolves every row, evaluates the points not stored yet (legacy estimate
+// and screening like a sweep point, then the quantitative tier like the funnel,
+// through ev) and persists points, quantitative results and one
+// measurement_predictions row per measurement — with its reason when it cannot be
+// predicted. calibration names the calibration ev applies ("" = none).
+func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Resolver, rows []measure.Row, calibration string, workers int) ([]Prediction, error) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	out := make([]Prediction, len(rows))
+	for i := range rows {
+		out[i].Target = res.Resolve(ctx, rows[i])
+	}
+	// Points already stored with a quantitative result are reused.
+	have, err := quantKeys(ctx, st, out)
+	if err != nil {
+		return nil, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := range out {
+		p := &out[i]
+		if p.Reason != "" {
+			continue
+		}
+		p.Key = p.In.Key()
+		if have[p.Key] {
+			continue
+		}
+		g.Go(func() error {
+			pt, err := refine.EvaluatePoint(gctx, ev, p.In)
+			if err == nil && pt.Legacy.OOM {
+				p.Reason = "does not fit in GPU memory by aiconfigurator's memory model (OOM)"
+				return nil
+			}
+			if err == nil {
+				p.Point = pt
+				p.Quant, err = ev.Quantitative(gctx, p.In)
+			}
+			if err != nil {
+				if gctx.Err() != nil {
+					return gctx.Err()
+				}
+				p.Reason = reasonOf(err)
+				return nil
+			}
+			p.Quant.Key, p.Quant.Evaluator = p.Key, ev.Name()
+			if err := p.Quant.Validate(); err != nil {
+				p.Reason = "evaluator: " + err.Error()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var pts []store.Point
+	var qs []store.Quantitative
+	seen := map[string]bool{}
+	for i := range out {
+		p := &out[i]
+		if p.Reason != "" || have[p.Key] || seen[p.Key] {
+			continue
+		}
+		seen[p.Key] = true
+		pts = append(pts, p.Point)
+		qs = append(qs, p.Quant)
+	}
+	if len(pts) > 0 {
+		if _, err := st.InsertPoints(ctx, pts); err != nil {
+			return nil, err
+		}
+		if err := st.InsertQuantitative(ctx, qs); err != nil {
+			return nil, err
+		}
+	}
+	return out, savePredictions(ctx, st, out, calibration, ev.Name(), res.Profile)
+}
+
+func reasonOf(err error) string {
+	s := oneLine(err.Error())
+	switch {
+	case errors.Is(err, perfdb.ErrUnsupportedFamily):
+		return "model family not modelled: " + s
+	case refine.IsPerfDataGap(err):
+		return "no perf data for this point: " + s
+	}
+	return "not evaluated: " + s
+}
+
+func quantKeys(ctx context.Context, st *store.Store, ps []Prediction) (map[string]bool, error) {
+	have := map[string]bool{}
+	var keys []string
+	for i := range ps {
+		if ps[i].Reason == "" {
+			keys = append(keys, ps[i].In.Key())
+		}
+	}
+	for start := 0; start < len(keys); start += 500 {
+		chunk := keys[start:min(start+500, len(keys))]
+		q, args, err := sqlx.In(`SELECT key FROM quantitative_results WHERE key IN (?)`, chunk)
+		if err != nil {
+			return nil, err
+		}
+		var got []string
+		if err := st.DB.SelectContext(ctx, &got, st.DB.Rebind(q), args...); err != nil {
+			return nil, fmt.Errorf("look up stored predictions: %w", err)
+		}
+		for _, k := range got {
+			have[k] = true
+		}
+	}
+	return have, nil
+}
+
+func savePredictions(ctx context.Context, st *store.Store, ps []Prediction, calibration, evaluator, profile string) error {
+	return st.Tx(ctx, func(tx *sqlx.Tx) error {
+		stmt, err := tx.PreparexContext(ctx, `INSERT OR REPLACE INTO measurement_predictions
+			(measurement_id, calibration, evaluator, point_key, model_used, version_used, version_mapping, engine_profile, reason)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return fmt.Errorf("prepare prediction insert: %w", err)
+		}
+		defer stmt.Close()
+		del, err := tx.PreparexContext(ctx, `DELETE FROM measurement_predictions WHERE measurement_id = ? AND calibration = ? AND evaluator <> ?`)
+		if err != nil {
+			return fmt.Errorf("prepare prediction delete: %w", err)
+		}
+		defer del.Close()
+		for i := range ps {
+			p := &ps[i]
+			// One prediction per measurement and calibration: the current evaluator's.
+			if _, err := del.ExecContext(ctx, p.Row.ID, calibration, evaluator); err != nil {
+				return fmt.Errorf("replace prediction of measurement %d: %w", p.Row.ID, err)
+			}
+			var key, reason any
+			if p.Reason == "" {
+				key = p.Key
+			} else {
+				reason = p.Reason
+			}
+			if _, err := stmt.ExecContext(ctx, p.Row.ID, calibration, evaluator, key, p.ModelUsed, p.VersionUsed,
+				p.VersionMapping, profile, reason); err != nil {
+				return fmt.Errorf("store prediction of measurement %d: %w", p.Row.ID, err)
+			}
+		}
+		return nil
+	})
+}

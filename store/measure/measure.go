@@ -1,0 +1,228 @@
+// Package measure parses measured serving benchmarks — `vllm bench serve` result
+// JSON, AIPerf / genai-perf profile exports and aiconfigurator's silicon CSV — into
+// Measurement rows, and stores them in the measurements table (migration 00007):
+// idempotent by the file's content hash, all-or-nothing per file.
+package measure
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Formats a file can be imported as.
+const (
+	FormatVLLMBench  = "vllm-bench"
+	FormatAIPerf     = "aiperf"
+	FormatAICSilicon = "aic-silicon"
+)
+
+// Formats lists the accepted --format values.
+var Formats = []string{FormatVLLMBench, FormatAIPerf, FormatAICSilicon}
+
+// Deployment is what was measured: the model, the hardware, the engine and its
+// parallelism and configuration. Files that lack it get it from flags or a sidecar
+// YAML (Deployment.Merge).
+type Deployment struct {
+	Model   string `yaml:"model" json:"model"`
+	System  string `yaml:"system" json:"system"`
+	Backend string `yaml:"backend" json:"backend"`
+	Version string `yaml:"version" json:"version"` // "" = not stated (mapped to the newest perf data)
+	Mode    string `yaml:"mode" json:"mode"`       // agg | disagg (default agg)
+
+	TP    int `yaml:"tp" json:"tp"`
+	PP    int `yaml:"pp" json:"pp"`
+	DP    int `yaml:"dp" json:"dp"`
+	MoETP int `yaml:"moe_tp" json:"moe_tp"`
+	MoEEP int `yaml:"moe_ep" json:"moe_ep"`
+
+	GemmQuant string `yaml:"gemm_quant" json:"gemm_quant"` // "" = the model's own
+	MoEQuant  string `yaml:"moe_quant" json:"moe_quant"`
+
+	// Workload the file may not state (vllm bench serve stores token totals only).
+	ISL    int `yaml:"isl" json:"isl"`
+	OSL    int `yaml:"osl" json:"osl"`
+	Prefix int `yaml:"prefix" json:"prefix"`
+
+	// EngineConfig is the engine's own configuration as deployed (free-form keys,
+	// stored as JSON; empty = unknown, the profile's rules apply).
+	EngineConfig map[string]any `yaml:"engine_config" json:"engine_config,omitempty"`
+}
+
+// Merge fills d's unset fields from o (d, the file's own values, wins).
+func (d *Deployment) Merge(o Deployment) {
+	s := func(a *string, b string) {
+		if *a == "" {
+			*a = b
+		}
+	}
+	n := func(a *int, b int) {
+		if *a == 0 {
+			*a = b
+		}
+	}
+	s(&d.Model, o.Model)
+	s(&d.System, o.System)
+	s(&d.Backend, o.Backend)
+	s(&d.Version, o.Version)
+	s(&d.Mode, o.Mode)
+	s(&d.GemmQuant, o.GemmQuant)
+	s(&d.MoEQuant, o.MoEQuant)
+	n(&d.TP, o.TP)
+	n(&d.PP, o.PP)
+	n(&d.DP, o.DP)
+	n(&d.MoETP, o.MoETP)
+	n(&d.MoEEP, o.MoEEP)
+	n(&d.ISL, o.ISL)
+	n(&d.OSL, o.OSL)
+	n(&d.Prefix, o.Prefix)
+	if len(d.EngineConfig) == 0 {
+		d.EngineConfig = o.EngineConfig
+	}
+}
+
+// Metric names a measured statistic; the measurements table has one column each.
+type Metric int
+
+// Measured statistics (ms unless named otherwise).
+const (
+	TTFTMean Metric = iota
+	TTFTP50
+	TTFTP99
+	TPOTMean
+	TPOTP50
+	TPOTP99
+	ITLMean
+	ITLP50
+	ITLP99
+	E2EMean
+	E2EP50
+	E2EP99
+	ThroughputRPS    // requests per second
+	OutputTokensPerS // output tokens per second
+	NumMetrics
+)
+
+// MetricColumns names the measurements columns of each Metric, in order.
+var MetricColumns = [NumMetrics]string{
+	"ttft_mean", "ttft_p50", "ttft_p99", "tpot_mean", "tpot_p50", "tpot_p99",
+	"itl_mean", "itl_p50", "itl_p99", "e2e_mean", "e2e_p50", "e2e_p99",
+	"throughput_rps", "output_tokens_per_s",
+}
+
+// Measurement is one measured run: its deployment, workload and statistics.
+type Measurement struct {
+	// Source: the file (as given), its sha256, the format and the row's line (CSV)
+	// or 0 (JSON).
+	File   string
+	SHA256 string
+	Format string
+	Line   int
+	RunID  string // the file's own run id (CSV id column), else the file's base name
+
+	Deployment
+	// Concurrency is the closed-loop client count per aggregated worker (0: open loop).
+	Concurrency int
+	// RequestRate is the open-loop request rate, requests/s (0: closed loop / unlimited).
+	RequestRate float64
+	NumPrompts  int
+
+	// Disaggregated pools (mode disagg).
+	PWorkers, PBatch, PTP, PPP, PDP int
+	DWorkers, DBatch, DTP, DPP, DDP int
+
+	// Values[m] is valid when Has[m].
+	Values [NumMetrics]float64
+	Has    [NumMetrics]bool
+
+	// Extra holds the file's fields aicdb does not model (kept as JSON for the record).
+	Extra map[string]any
+}
+
+// Set records a measured value.
+func (m *Measurement) Set(k Metric, v float64) {
+	m.Values[k], m.Has[k] = v, true
+}
+
+// FieldError is a bad value in a file: it names the file, the field and (CSV) the line.
+type FieldError struct {
+	File  string
+	Line  int // 0: not a line-oriented file
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s line %d", e.File, e.Line)
+	}
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	}
+	return fmt.Sprintf("%s: field %s: %s", loc, e.Field, e.Msg)
+}
+
+// Validate checks a parsed measurement: a complete deployment, a workload, finite
+// non-negative statistics, at least one latency statistic.
+func (m *Measurement) Validate() error {
+	fe := func(field, msg string, a ...any) error {
+		return &FieldError{File: m.File, Line: m.Line, Field: field, Msg: fmt.Sprintf(msg, a...)}
+	}
+	for _, f := range []struct{ name, v string }{{"model", m.Model}, {"system", m.System}, {"backend", m.Backend}} {
+		if strings.TrimSpace(f.v) == "" {
+			return fe(f.name, "missing: pass --%s or a sidecar YAML with %s:", f.name, f.name)
+		}
+	}
+	if m.Mode != "agg" && m.Mode != "disagg" {
+		return fe("mode", "%q: want agg or disagg", m.Mode)
+	}
+	if m.ISL <= 0 {
+		return fe("isl", "missing or ≤ 0: pass --isl or isl: in a sidecar YAML")
+	}
+	if m.OSL <= 0 {
+		return fe("osl", "missing or ≤ 0: pass --osl or osl: in a sidecar YAML")
+	}
+	if m.Prefix < 0 || m.Prefix >= m.ISL {
+		return fe("prefix", "%d: must be in [0, isl)", m.Prefix)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"tp", m.TP}, {"pp", m.PP}, {"dp", m.DP}, {"moe_tp", m.MoETP}, {"moe_ep", m.MoEEP}} {
+		if f.v <= 0 {
+			return fe(f.name, "%d: must be > 0 (pass --%s)", f.v, strings.ReplaceAll(f.name, "_", "-"))
+		}
+	}
+	if m.Concurrency < 0 {
+		return fe("concurrency", "%d: must be ≥ 0", m.Concurrency)
+	}
+	if m.Concurrency == 0 && m.RequestRate <= 0 {
+		return fe("concurrency", "neither a client concurrency nor a finite request rate: pass --concurrency")
+	}
+	if bad(m.RequestRate) || m.RequestRate < 0 {
+		return fe("request_rate", "%v: must be finite and ≥ 0", m.RequestRate)
+	}
+	any := false
+	for k := range NumMetrics {
+		if !m.Has[k] {
+			continue
+		}
+		if bad(m.Values[k]) || m.Values[k] < 0 {
+			return fe(MetricColumns[k], "%v: must be a finite number ≥ 0", m.Values[k])
+		}
+		if k <= E2EP99 {
+			any = true
+		}
+	}
+	if !any {
+		return fe("", "no latency statistic (TTFT, TPOT, ITL or E2E) found")
+	}
+	return nil
+}
+
+func bad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+
+// ErrUnknownFormat is returned when a file's format cannot be sniffed.
+var ErrUnknownFormat = errors.New("unknown benchmark format")

@@ -1,0 +1,140 @@
+package measure
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func read(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestParseVLLMBench: vLLM's keys land in their columns, request_rate Infinity is a
+// closed loop at max_concurrency, lengths come from the token totals, the sidecar
+// fills the deployment.
+func TestParseVLLMBench(t *testing.T) {
+	dep, err := ParseSidecar("vllm_bench.yaml", read(t, "vllm_bench.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := read(t, "vllm_bench.json")
+	if f, _ := Sniff(data); f != FormatVLLMBench {
+		t.Fatalf("sniffed %q", f)
+	}
+	ms, err := Parse("vllm_bench.json", data, "", dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ms[0]
+	if m.Model != "Qwen/Qwen3-32B" || m.System != "h200_sxm" || m.Version != "0.22.0" || m.TP != 2 || m.MoETP != 2 {
+		t.Errorf("deployment %+v", m.Deployment)
+	}
+	if m.Concurrency != 32 || m.RequestRate != 0 || m.ISL != 1024 || m.OSL != 64 || m.NumPrompts != 320 {
+		t.Errorf("workload c%d rate %v isl %d osl %d n %d", m.Concurrency, m.RequestRate, m.ISL, m.OSL, m.NumPrompts)
+	}
+	want := map[Metric]float64{TTFTMean: 180.5, TTFTP50: 150.25, TTFTP99: 410, TPOTMean: 36.5, ITLP99: 120, E2EP99: 9900, ThroughputRPS: 3.15, OutputTokensPerS: 807.1}
+	for k, v := range want {
+		if !m.Has[k] || m.Values[k] != v {
+			t.Errorf("%s = %v (has %v), want %v", MetricColumns[k], m.Values[k], m.Has[k], v)
+		}
+	}
+}
+
+// TestParseAIPerf: AIPerf's records (avg/p50/p99) and input_config load.
+func TestParseAIPerf(t *testing.T) {
+	data := read(t, "aiperf.json")
+	ms, err := Parse("aiperf.json", data, "", Deployment{System: "h200_sxm", Backend: "vllm", TP: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ms[0]
+	if m.Format != FormatAIPerf || m.Concurrency != 16 || m.ISL != 2000 || m.OSL != 64 || m.Model != "Qwen/Qwen3-32B" {
+		t.Errorf("%+v", m)
+	}
+	if m.Values[TTFTP99] != 520 || m.Values[TPOTMean] != 25 || m.Values[E2EP50] != 6500 || m.Values[OutputTokensPerS] != 640 {
+		t.Errorf("values %v", m.Values)
+	}
+}
+
+// TestParseSilicon: aiconfigurator's CSV, one measurement per row with its line.
+func TestParseSilicon(t *testing.T) {
+	ms, err := Parse("silicon.csv", read(t, "silicon.csv"), "", Deployment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].Line != 2 || ms[1].Line != 3 {
+		t.Fatalf("%d rows", len(ms))
+	}
+	m := ms[0]
+	if m.Model != "meta-llama/Llama-3.1-70B" || m.Backend != "vllm" || m.System != "h200_sxm" || m.TP != 4 ||
+		m.Concurrency != 8 || m.ISL != 1024 || m.GemmQuant != "fp8" || m.Values[TTFTMean] != 101.09658590517938 {
+		t.Errorf("%+v", m)
+	}
+}
+
+// TestBadFiles: truncated, wrong types and NaN are one error naming file and field
+// (and line for CSV).
+func TestBadFiles(t *testing.T) {
+	dep := Deployment{System: "h200_sxm", Backend: "vllm", TP: 2, ISL: 100, OSL: 10}
+	vj := string(read(t, "vllm_bench.json"))
+	csvData := string(read(t, "silicon.csv"))
+	cases := []struct {
+		name, file, data, format, want string
+	}{
+		{"truncated json", "a.json", vj[:len(vj)/2], "vllm-bench", "a.json: not a JSON object (unexpected EOF): is the file truncated?"},
+		{"wrong type", "a.json", strings.Replace(vj, `"p99_ttft_ms": 410.0`, `"p99_ttft_ms": "fast"`, 1), "", `a.json: field p99_ttft_ms: "fast": want a number`},
+		{"nan", "a.json", strings.Replace(vj, `"mean_tpot_ms": 36.5`, `"mean_tpot_ms": NaN`, 1), "", "a.json: field mean_tpot_ms: NaN: the benchmark recorded no value; remove the field or rerun"},
+		{"inf ttft", "a.json", strings.Replace(vj, `"mean_tpot_ms": 36.5`, `"mean_tpot_ms": Infinity`, 1), "", `a.json: field mean_tpot_ms: "Infinity": want a number`},
+		{"aiperf object", "b.json", `{"time_to_first_token": 5}`, "", "b.json: field time_to_first_token: a number: want an object"},
+		{"csv nan", "c.csv", strings.Replace(csvData, "101.09658590517938", "nan", 1), "", `c.csv line 2: field silicon_ttft_ms: "nan": want a finite number of ms ≥ 0`},
+		{"csv truncated row", "c.csv", csvData[:len(csvData)-60], "", "c.csv line 3: field pp_size: missing (short row): is the file truncated?"},
+		{"csv header", "c.csv", "id,silicon_ttft_ms\n1,2\n", "", "c.csv line 1: field silicon_data_source: column missing from the header (not aiconfigurator's silicon CSV schema)"},
+		{"unknown", "d.txt", "hello", "", "d.txt: unknown benchmark format"},
+		{"no deployment", "a.json", vj, "", "a.json: field system: missing: pass --system or a sidecar YAML with system:"},
+	}
+	for _, c := range cases {
+		d := dep
+		if c.name == "no deployment" {
+			d = Deployment{}
+		}
+		_, err := Parse(c.file, []byte(c.data), c.format, d)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want prefix %q", c.name, err, c.want)
+		}
+		var fe *FieldError
+		if err != nil && !errors.As(err, &fe) {
+			t.Errorf("%s: %T is not a *FieldError", c.name, err)
+		}
+	}
+}
+
+// FuzzParse: any input gives measurements that validate (finite values) or an
+// error; never a panic.
+func FuzzParse(f *testing.F) {
+	for _, n := range []string{"vllm_bench.json", "aiperf.json", "silicon.csv"} {
+		b, err := os.ReadFile("testdata/" + n)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	dep := Deployment{Model: "m", System: "s", Backend: "vllm", TP: 1, ISL: 10, OSL: 10, Mode: "agg"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ms, err := Parse("f", data, "", dep)
+		if err != nil {
+			return
+		}
+		for i := range ms {
+			if err := ms[i].Validate(); err != nil {
+				t.Fatalf("parsed row does not validate: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,634 @@
+package measure
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Sniff guesses a file's format from its content: a JSON object with vLLM's
+// *_ttft_ms keys, a JSON object with AIPerf's time_to_first_token record, or a CSV
+// whose header has aiconfigurator's silicon_ttft_ms column.
+func Sniff(data []byte) (string, error) {
+	t := bytes.TrimSpace(data)
+	if len(t) > 0 && t[0] == '{' {
+		switch {
+		case bytes.Contains(t, []byte(`"time_to_first_token"`)):
+			return FormatAIPerf, nil
+		case bytes.Contains(t, []byte(`_ttft_ms"`)):
+			return FormatVLLMBench, nil
+		}
+		if !json.Valid(pyTokens(t)) {
+			return "", fmt.Errorf("%w: not a complete JSON object: is the file truncated?", ErrUnknownFormat)
+		}
+		return "", fmt.Errorf("%w: a JSON object with neither vLLM's *_ttft_ms nor AIPerf's time_to_first_token keys", ErrUnknownFormat)
+	}
+	first, _, _ := bytes.Cut(t, []byte("\n"))
+	if bytes.Contains(first, []byte("silicon_ttft_ms")) {
+		return FormatAICSilicon, nil
+	}
+	return "", fmt.Errorf("%w: not a vLLM bench or AIPerf JSON object, nor a CSV with a silicon_ttft_ms column", ErrUnknownFormat)
+}
+
+// Parse reads one file's content as format ("" = Sniff) and returns its
+// measurements, each completed with dep where the file lacks a field and validated.
+// Any bad field fails the whole file with a *FieldError naming it.
+func Parse(file string, data []byte, format string, dep Deployment) ([]Measurement, error) {
+	if format == "" {
+		f, err := Sniff(data)
+		if err != nil {
+			return nil, &FieldError{File: file, Msg: err.Error() + ": pass --format vllm-bench|aiperf|aic-silicon"}
+		}
+		format = f
+	}
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:])
+	var ms []Measurement
+	var err error
+	switch format {
+	case FormatVLLMBench:
+		var m Measurement
+		m, err = parseVLLM(file, data)
+		ms = []Measurement{m}
+	case FormatAIPerf:
+		var m Measurement
+		m, err = parseAIPerf(file, data)
+		ms = []Measurement{m}
+	case FormatAICSilicon:
+		ms, err = parseSilicon(file, data)
+	default:
+		return nil, fmt.Errorf("--format %q: want one of %s", format, strings.Join(Formats, ", "))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, &FieldError{File: file, Msg: "no measurement rows"}
+	}
+	for i := range ms {
+		m := &ms[i]
+		m.File, m.SHA256, m.Format = file, hash, format
+		if m.RunID == "" {
+			m.RunID = filepath.Base(file)
+		}
+		m.Deployment.Merge(dep)
+		if m.Mode == "" {
+			m.Mode = "agg"
+		}
+		for _, p := range []*int{&m.PP, &m.DP} {
+			if *p == 0 {
+				*p = 1
+			}
+		}
+		if m.MoETP == 0 && m.MoEEP == 0 {
+			// aiconfigurator's convention: the MoE layers span the attention ranks
+			// (moe_tp · moe_ep = tp · dp), tensor-parallel unless stated.
+			m.MoETP, m.MoEEP = m.TP*m.DP, 1
+		}
+		for _, p := range []*int{&m.MoETP, &m.MoEEP} {
+			if *p == 0 {
+				*p = 1
+			}
+		}
+		if err := m.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return ms, nil
+}
+
+// decodeJSON decodes a JSON object, accepting Python's non-standard NaN, Infinity
+// and -Infinity tokens (json.dump writes them) as the strings "NaN", "Infinity" and
+// "-Infinity" so the field getters can name them.
+func decodeJSON(file string, data []byte) (map[string]any, error) {
+	if !utf8.Valid(data) {
+		return nil, &FieldError{File: file, Msg: "not UTF-8 text"}
+	}
+	d := json.NewDecoder(bytes.NewReader(pyTokens(data)))
+	d.UseNumber()
+	var v map[string]any
+	if err := d.Decode(&v); err != nil {
+		return nil, &FieldError{File: file, Msg: "not a JSON object (" + err.Error() + "): is the file truncated?"}
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, &FieldError{File: file, Msg: "trailing data after the JSON object"}
+	}
+	return v, nil
+}
+
+// pyTokens quotes NaN, Infinity and -Infinity outside JSON strings.
+func pyTokens(data []byte) []byte {
+	if !bytes.Contains(data, []byte("NaN")) && !bytes.Contains(data, []byte("Infinity")) {
+		return data
+	}
+	out := make([]byte, 0, len(data)+16)
+	in := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if in {
+			out = append(out, c)
+			if c == '\\' && i+1 < len(data) {
+				i++
+				out = append(out, data[i])
+			} else if c == '"' {
+				in = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			in = true
+			out = append(out, c)
+		case bytes.HasPrefix(data[i:], []byte("-Infinity")):
+			out = append(out, `"-Infinity"`...)
+			i += len("-Infinity") - 1
+		case bytes.HasPrefix(data[i:], []byte("Infinity")):
+			out = append(out, `"Infinity"`...)
+			i += len("Infinity") - 1
+		case bytes.HasPrefix(data[i:], []byte("NaN")):
+			out = append(out, `"NaN"`...)
+			i += len("NaN") - 1
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// obj reads typed fields of a decoded JSON object, naming the field on error.
+type obj struct {
+	file string
+	path string // "" at top level, "a.b." inside
+	m    map[string]any
+}
+
+func (o obj) err(key, msg string, a ...any) error {
+	return &FieldError{File: o.file, Field: o.path + key, Msg: fmt.Sprintf(msg, a...)}
+}
+
+// num returns a finite number field (ok=false when absent or null). Infinity is
+// an error unless allowInf; NaN always is.
+func (o obj) num(key string, allowInf bool) (float64, bool, error) {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return 0, false, nil
+	}
+	switch x := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return 0, false, o.err(key, "%s is not a finite number", string(x))
+		}
+		return f, true, nil
+	case string:
+		switch x {
+		case "Infinity", "inf", "Inf":
+			if allowInf {
+				return math.Inf(1), true, nil
+			}
+		case "NaN", "nan":
+			return 0, false, o.err(key, "NaN: the benchmark recorded no value; remove the field or rerun")
+		}
+		return 0, false, o.err(key, "%q: want a number", x)
+	}
+	return 0, false, o.err(key, "%s: want a number", jsonKind(v))
+}
+
+// int returns a non-negative integer field (ok=false when absent or null).
+func (o obj) int(key string) (int, bool, error) {
+	f, ok, err := o.num(key, false)
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	if f < 0 || f != math.Trunc(f) || f > 1<<40 {
+		return 0, false, o.err(key, "%v: want a whole number ≥ 0", f)
+	}
+	return int(f), true, nil
+}
+
+func (o obj) str(key string) (string, error) {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", o.err(key, "%s: want a string", jsonKind(v))
+	}
+	return s, nil
+}
+
+func (o obj) sub(key string) (obj, bool, error) {
+	v, ok := o.m[key]
+	if !ok || v == nil {
+		return obj{}, false, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return obj{}, false, o.err(key, "%s: want an object", jsonKind(v))
+	}
+	return obj{file: o.file, path: o.path + key + ".", m: m}, true, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	}
+	return "null"
+}
+
+// metricKeys maps each file's keys onto Metrics (vLLM bench serve's result JSON).
+var vllmKeys = []struct {
+	key string
+	m   Metric
+}{
+	{"mean_ttft_ms", TTFTMean}, {"median_ttft_ms", TTFTP50}, {"p99_ttft_ms", TTFTP99},
+	{"mean_tpot_ms", TPOTMean}, {"median_tpot_ms", TPOTP50}, {"p99_tpot_ms", TPOTP99},
+	{"mean_itl_ms", ITLMean}, {"median_itl_ms", ITLP50}, {"p99_itl_ms", ITLP99},
+	{"mean_e2el_ms", E2EMean}, {"median_e2el_ms", E2EP50}, {"p99_e2el_ms", E2EP99},
+	{"request_throughput", ThroughputRPS}, {"output_throughput", OutputTokensPerS},
+}
+
+// parseVLLM reads a `vllm bench serve --save-result` JSON: the statistics above,
+// max_concurrency (closed loop), request_rate (inf = unlimited), num_prompts,
+// model_id, and the mean prompt/output lengths from total_*_tokens / completed.
+func parseVLLM(file string, data []byte) (Measurement, error) {
+	var m Measurement
+	top, err := decodeJSON(file, data)
+	if err != nil {
+		return m, err
+	}
+	o := obj{file: file, m: top}
+	for _, k := range vllmKeys {
+		v, ok, err := o.num(k.key, false)
+		if err != nil {
+			return m, err
+		}
+		if ok {
+			m.Set(k.m, v)
+		}
+	}
+	if m.Concurrency, _, err = o.int("max_concurrency"); err != nil {
+		return m, err
+	}
+	rate, ok, err := o.num("request_rate", true)
+	if err != nil {
+		return m, err
+	}
+	if ok && !math.IsInf(rate, 1) {
+		m.RequestRate = rate
+	}
+	if m.NumPrompts, _, err = o.int("num_prompts"); err != nil {
+		return m, err
+	}
+	if m.Model, err = o.str("model_id"); err != nil {
+		return m, err
+	}
+	done, _, err := o.int("completed")
+	if err != nil {
+		return m, err
+	}
+	in, okIn, err := o.int("total_input_tokens")
+	if err != nil {
+		return m, err
+	}
+	out, okOut, err := o.int("total_output_tokens")
+	if err != nil {
+		return m, err
+	}
+	if done > 0 && okIn {
+		m.ISL = (in + done/2) / done
+	}
+	if done > 0 && okOut {
+		m.OSL = (out + done/2) / done
+	}
+	m.Extra = map[string]any{}
+	for _, k := range []string{"date", "backend", "tokenizer_id", "duration", "completed", "burstiness"} {
+		if v, ok := top[k]; ok {
+			m.Extra[k] = v
+		}
+	}
+	return m, nil
+}
+
+// aiperfKeys: AIPerf / genai-perf metric records (objects with avg, p50, p99, …).
+// Their inter_token_latency is per request ((e2e − ttft)/(osl − 1)), i.e. TPOT.
+var aiperfKeys = []struct {
+	key  string
+	stat string
+	m    Metric
+}{
+	{"time_to_first_token", "avg", TTFTMean}, {"time_to_first_token", "p50", TTFTP50}, {"time_to_first_token", "p99", TTFTP99},
+	{"inter_token_latency", "avg", TPOTMean}, {"inter_token_latency", "p50", TPOTP50}, {"inter_token_latency", "p99", TPOTP99},
+	{"request_latency", "avg", E2EMean}, {"request_latency", "p50", E2EP50}, {"request_latency", "p99", E2EP99},
+	{"request_throughput", "avg", ThroughputRPS}, {"output_token_throughput", "avg", OutputTokensPerS},
+}
+
+// parseAIPerf reads an AIPerf profile_export_aiperf.json (or genai-perf's
+// profile_export_genai_perf.json): metric records, mean prompt/output lengths
+// (input_sequence_length, output_sequence_length), and the load from input_config
+// (loadgen.concurrency / request_rate, or genai-perf's perf_analyzer.stimulus).
+func parseAIPerf(file string, data []byte) (Measurement, error) {
+	var m Measurement
+	top, err := decodeJSON(file, data)
+	if err != nil {
+		return m, err
+	}
+	o := obj{file: file, m: top}
+	for _, k := range aiperfKeys {
+		rec, ok, err := o.sub(k.key)
+		if err != nil {
+			return m, err
+		}
+		if !ok {
+			continue
+		}
+		if u, err := rec.str("unit"); err != nil {
+			return m, err
+		} else if strings.HasPrefix(k.key, "time_") || strings.HasSuffix(k.key, "_latency") {
+			if u != "" && u != "ms" {
+				return m, rec.err("unit", "%q: want ms", u)
+			}
+		}
+		v, ok, err := rec.num(k.stat, false)
+		if err != nil {
+			return m, err
+		}
+		if ok {
+			m.Set(k.m, v)
+		}
+	}
+	for _, l := range []struct {
+		key string
+		dst *int
+	}{{"input_sequence_length", &m.ISL}, {"output_sequence_length", &m.OSL}} {
+		rec, ok, err := o.sub(l.key)
+		if err != nil {
+			return m, err
+		}
+		if !ok {
+			continue
+		}
+		v, ok, err := rec.num("avg", false)
+		if err != nil {
+			return m, err
+		}
+		if ok {
+			if v < 0 || v > 1<<30 {
+				return m, rec.err("avg", "%v: not a sequence length", v)
+			}
+			*l.dst = int(math.Round(v))
+		}
+	}
+	if cfg, ok, err := o.sub("input_config"); err != nil {
+		return m, err
+	} else if ok {
+		if err := aiperfConfig(cfg, &m); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+func aiperfConfig(cfg obj, m *Measurement) error {
+	if lg, ok, err := cfg.sub("loadgen"); err != nil {
+		return err
+	} else if ok {
+		if m.Concurrency, _, err = lg.int("concurrency"); err != nil {
+			return err
+		}
+		r, ok, err := lg.num("request_rate", true)
+		if err != nil {
+			return err
+		}
+		if ok && !math.IsInf(r, 1) {
+			m.RequestRate = r
+		}
+		if m.NumPrompts, _, err = lg.int("request_count"); err != nil {
+			return err
+		}
+	}
+	if pa, ok, err := cfg.sub("perf_analyzer"); err != nil {
+		return err
+	} else if ok {
+		if st, ok, err := pa.sub("stimulus"); err != nil {
+			return err
+		} else if ok {
+			c, ok, err := st.int("concurrency")
+			if err != nil {
+				return err
+			}
+			if ok && m.Concurrency == 0 {
+				m.Concurrency = c
+			}
+			r, ok, err := st.num("request_rate", true)
+			if err != nil {
+				return err
+			}
+			if ok && !math.IsInf(r, 1) && m.RequestRate == 0 {
+				m.RequestRate = r
+			}
+		}
+	}
+	if ep, ok, err := cfg.sub("endpoint"); err != nil {
+		return err
+	} else if ok {
+		if names, ok := ep.m["model_names"].([]any); ok && len(names) > 0 {
+			if s, ok := names[0].(string); ok {
+				m.Model = s
+			}
+		}
+	}
+	if m.Model == "" {
+		if ms, ok := cfg.m["model_names"].([]any); ok && len(ms) > 0 {
+			if s, ok := ms[0].(string); ok {
+				m.Model = s
+			}
+		}
+	}
+	return nil
+}
+
+// siliconColumns are the aiconfigurator silicon sample's columns aicdb reads; the
+// others must be present too (the schema is checked whole) and are kept in Extra
+// when non-empty.
+var siliconColumns = []string{"id", "silicon_data_source", "backend", "backend_version", "model_path", "system",
+	"precision", "mode", "isl", "osl", "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "pp_size",
+	"attention_dp_size", "moe_tp_size", "moe_ep_size", "prefill_batch_size", "prefill_num_workers",
+	"prefill_tp_size", "prefill_pp_size", "prefill_attention_dp_size", "prefill_moe_tp_size", "prefill_moe_ep_size",
+	"decode_batch_size", "decode_num_workers", "decode_tp_size", "decode_pp_size", "decode_attention_dp_size",
+	"decode_moe_tp_size", "decode_moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms"}
+
+var siliconConcurrency = regexp.MustCompile(`silicon_concurrency=([0-9]+)`)
+
+var imageVersion = regexp.MustCompile(`(?:vllm-openai|tensorrt-llm/release|sglang):v?([0-9][0-9A-Za-z.+-]*)`)
+
+// parseSilicon reads aiconfigurator's silicon sample CSV: one measured run per row
+// (TTFT and TPOT, most likely means), batch_size = client concurrency per
+// aggregated worker.
+func parseSilicon(file string, data []byte) ([]Measurement, error) {
+	if !utf8.Valid(data) {
+		return nil, &FieldError{File: file, Msg: "not UTF-8 text"}
+	}
+	r := csv.NewReader(bytes.NewReader(data))
+	r.FieldsPerRecord = -1 // a short row is reported with the first missing column
+	header, err := r.Read()
+	if err != nil {
+		return nil, &FieldError{File: file, Line: 1, Msg: "no CSV header: " + err.Error()}
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
+	}
+	for _, c := range siliconColumns {
+		if _, ok := col[c]; !ok {
+			return nil, &FieldError{File: file, Line: 1, Field: c, Msg: "column missing from the header (not aiconfigurator's silicon CSV schema)"}
+		}
+	}
+	var out []Measurement
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		line, _ := r.FieldPos(0)
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, &FieldError{File: file, Line: pe.Line, Msg: pe.Err.Error() + ": is the file truncated?"}
+			}
+			return nil, &FieldError{File: file, Msg: err.Error()}
+		}
+		if len(rec) != len(header) {
+			if len(rec) > len(header) {
+				return nil, &FieldError{File: file, Line: line, Msg: fmt.Sprintf("%d fields, the header has %d", len(rec), len(header))}
+			}
+			return nil, &FieldError{File: file, Line: line, Field: strings.TrimSpace(header[len(rec)]), Msg: "missing (short row): is the file truncated?"}
+		}
+		m, err := siliconRow(file, line, rec, col)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func siliconRow(file string, line int, rec []string, col map[string]int) (Measurement, error) {
+	var m Measurement
+	m.Line = line
+	get := func(c string) string { return strings.TrimSpace(rec[col[c]]) }
+	fe := func(c, msg string, a ...any) error {
+		return &FieldError{File: file, Line: line, Field: c, Msg: fmt.Sprintf(msg, a...)}
+	}
+	num := func(c string, required bool) (int, error) {
+		s := get(c)
+		if s == "" {
+			if required {
+				return 0, fe(c, "empty: want a whole number")
+			}
+			return 0, nil
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f != math.Trunc(f) || f < 0 || f > 1<<30 {
+			return 0, fe(c, "%q: want a whole number ≥ 0", s)
+		}
+		return int(f), nil
+	}
+	ms := func(c string) (float64, error) {
+		s := get(c)
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+			return 0, fe(c, "%q: want a finite number of ms ≥ 0", s)
+		}
+		return f, nil
+	}
+	m.RunID = get("id")
+	m.Backend, m.Version, m.Model, m.System, m.Mode = get("backend"), get("backend_version"), get("model_path"), get("system"), get("mode")
+	m.GemmQuant, m.MoEQuant = get("gemm_quant_mode"), get("moe_quant_mode")
+	if m.Version == "" {
+		if v := imageVersion.FindStringSubmatch(get("silicon_data_source")); v != nil {
+			m.Version = v[1]
+		}
+	}
+	var err error
+	ints := []struct {
+		c   string
+		dst *int
+		req bool
+	}{{"isl", &m.ISL, true}, {"osl", &m.OSL, true}}
+	if m.Mode == "disagg" {
+		ints = append(ints, []struct {
+			c   string
+			dst *int
+			req bool
+		}{{"prefill_batch_size", &m.PBatch, false}, {"prefill_num_workers", &m.PWorkers, false},
+			{"prefill_tp_size", &m.PTP, false}, {"prefill_pp_size", &m.PPP, false}, {"prefill_attention_dp_size", &m.PDP, false},
+			{"decode_batch_size", &m.DBatch, false}, {"decode_num_workers", &m.DWorkers, false},
+			{"decode_tp_size", &m.DTP, false}, {"decode_pp_size", &m.DPP, false}, {"decode_attention_dp_size", &m.DDP, false},
+			{"decode_moe_tp_size", &m.MoETP, false}, {"decode_moe_ep_size", &m.MoEEP, false}}...)
+	} else {
+		ints = append(ints, []struct {
+			c   string
+			dst *int
+			req bool
+		}{{"batch_size", &m.Concurrency, true}, {"tp_size", &m.TP, true}, {"pp_size", &m.PP, false},
+			{"attention_dp_size", &m.DP, false}, {"moe_tp_size", &m.MoETP, false}, {"moe_ep_size", &m.MoEEP, false}}...)
+	}
+	for _, f := range ints {
+		if *f.dst, err = num(f.c, f.req); err != nil {
+			return m, err
+		}
+	}
+	if m.Mode == "disagg" {
+		// The deployment's shape is the decode pool's; the client concurrency is the
+		// source's silicon_concurrency when stated (the pool columns are often blank).
+		m.TP, m.PP, m.DP = max(m.DTP, 1), max(m.DPP, 1), max(m.DDP, 1)
+		m.Concurrency = m.DBatch * max(m.DWorkers, 1)
+		if c := siliconConcurrency.FindStringSubmatch(get("silicon_data_source")); c != nil {
+			if n, err := strconv.Atoi(c[1]); err == nil && n > 0 {
+				m.Concurrency = n
+			}
+		}
+		if m.Concurrency == 0 {
+			return m, fe("decode_batch_size", "empty and no silicon_concurrency in silicon_data_source: the client concurrency is unknown")
+		}
+	}
+	ttft, err := ms("silicon_ttft_ms")
+	if err != nil {
+		return m, err
+	}
+	tpot, err := ms("silicon_tpot_ms")
+	if err != nil {
+		return m, err
+	}
+	m.Set(TTFTMean, ttft)
+	m.Set(TPOTMean, tpot)
+	m.Extra = map[string]any{}
+	for _, c := range []string{"silicon_data_source", "precision"} {
+		if v := get(c); v != "" {
+			m.Extra[c] = v
+		}
+	}
+	return m, nil
+}

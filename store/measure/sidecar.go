@@ -1,0 +1,42 @@
+package measure
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ParseSidecar reads a deployment YAML (the Deployment fields by their yaml
+// names). Unknown keys are an error naming them, so a typo does not silently
+// leave a field unset.
+func ParseSidecar(file string, data []byte) (Deployment, error) {
+	var d Deployment
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&d); err != nil && !errors.Is(err, io.EOF) {
+		return d, fmt.Errorf("%s: %s (known keys: model, system, backend, version, mode, tp, pp, dp, moe_tp, moe_ep, gemm_quant, moe_quant, isl, osl, prefix, engine_config)",
+			file, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return d, nil
+}
+
+// SidecarPath returns the sidecar YAML of a benchmark file if one exists:
+// FILE.yaml, FILE.yml, or the file's name with its extension replaced by .yaml.
+func SidecarPath(file string) (string, bool) {
+	stem := strings.TrimSuffix(file, filepath.Ext(file))
+	for _, p := range []string{file + ".yaml", file + ".yml", stem + ".yaml", stem + ".yml"} {
+		if p == file {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, true
+		}
+	}
+	return "", false
+}
