@@ -87,15 +87,25 @@ func (r *Resolver) modelID(id string) (string, bool) {
 		return strings.TrimPrefix(s, "meta-")
 	}
 	for _, m := range r.models {
-		if norm(m) == norm(id) && strings.EqualFold(org(m), org(id)) {
+		if norm(m) == norm(id) && org(m) == org(id) {
 			return m, true
 		}
 	}
 	return "", false
 }
 
+// renamedOrgs maps a Hugging Face organisation's former name to its current one:
+// aiconfigurator's silicon sample names GLM-5 "zhipuai/GLM-5", its model configs
+// (and the Hub today) "zai-org/GLM-5".
+var renamedOrgs = map[string]string{"zhipuai": "zai-org"}
+
+// org is the organisation of a model id, lower case, under its current name.
 func org(id string) string {
 	o, _, _ := strings.Cut(id, "/")
+	o = strings.ToLower(o)
+	if cur, ok := renamedOrgs[o]; ok {
+		return cur
+	}
 	return o
 }
 
