@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"errors"
 	"math"
 	"testing"
 )
@@ -13,9 +12,6 @@ import (
 func TestGateDetectsDrift(t *testing.T) {
 	f := Families()[1] // vllm c8 isl2048 osl256 b8192
 	m, rep, err := runModel(context.Background(), f)
-	if errors.Is(err, ErrModelNotBuilt) {
-		t.Skip("evaluator not built")
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
