@@ -50,7 +50,6 @@ type Row struct {
 	Err      error     // a side failed to evaluate
 }
 
-
 // RunFamily evaluates one family on both sides.
 func RunFamily(ctx context.Context, f Family) Row {
 	row := Row{Family: f}
