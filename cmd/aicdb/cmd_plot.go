@@ -51,10 +51,12 @@ func plotCommand() *cli.Command {
 				Description: `Plots the rows of the pareto view, agg and disagg marked differently.
 SQL, if given, must return the columns tokens_per_s_per_user, tokens_per_s_per_gpu and mode.
 An SLA cannot be drawn on throughput axes: --ttft/--itl filter the pareto rows by
-ttft_steady_p99/itl_p99 instead, and the title says so.`,
+ttft_steady_p99/itl_p99 instead, and the title says so. As in aicdb query, rows whose
+screening bracket straddles a threshold are resolved first (persisted in the store).`,
 				Flags: append(common(),
 					&cli.Float64Flag{Name: "ttft", Usage: "keep only rows with ttft_steady_p99 ≤ `MS`"},
 					&cli.Float64Flag{Name: "itl", Usage: "keep only rows with itl_p99 ≤ `MS`"},
+					quietFlag(),
 				),
 				Action: runPlotPareto,
 			},
@@ -225,8 +227,19 @@ func runPlotPareto(c *cli.Context) error {
 			title += " — rows filtered by SLA " + strings.Join(notes, ", ")
 		}
 	}
-	st, err := openPlotStore(c.Context, c.String("db"))
+	path := c.String("db")
+	st, err := openPlotStore(c.Context, path)
 	if err != nil {
+		return err
+	}
+	st.Close()
+	if c.IsSet("ttft") || c.IsSet("itl") {
+		// Resolve the straddlers of the SLA thresholds first, as aicdb query does.
+		if err := prepareQuery(c.Context, c, path, q, 0); err != nil {
+			return err
+		}
+	}
+	if st, err = openPlotStore(c.Context, path); err != nil {
 		return err
 	}
 	defer st.Close()

@@ -45,6 +45,17 @@ func TestPlotParetoPNGAndSVG(t *testing.T) {
 		t.Fatalf("PNG is %dx%d, want 640x420", b.Dx(), b.Dy())
 	}
 
+	// Deterministic: the same store and flags give the same bytes.
+	again := filepath.Join(dir, "again.png")
+	if code, _, errs := cliRun(t, db, "plot", "pareto", "--out", again, "--width", "640", "--height", "420"); code != 0 {
+		t.Fatalf("second plot: %s", errs)
+	}
+	a, _ := os.ReadFile(pngPath)
+	b, _ := os.ReadFile(again)
+	if !bytes.Equal(a, b) {
+		t.Fatal("two renders of the same plot differ")
+	}
+
 	svgPath := filepath.Join(dir, "p.svg")
 	if code, out, errs := cliRun(t, db, "plot", "pareto", "--out", svgPath, "--ttft", "1e9"); code != 0 {
 		t.Fatalf("plot pareto svg: code %d out %q err %q", code, out, errs)
