@@ -372,7 +372,7 @@ func pointDistributions(ctx context.Context, st *store.Store, keyPrefix string, 
 	if len(raw) == 0 {
 		return "", nil, userErrorf("plot cdf: point %s has no quantitative tier stored: resolve it first (e.g. aicdb query with a percentile filter, or aicdb best)", key[:12])
 	}
-	var m map[string][][2]float64
+	var m map[string][]storedAtom
 	if err := json.Unmarshal([]byte(raw[0]), &m); err != nil {
 		return "", nil, fmt.Errorf("decode distributions of %s: %w", key[:12], err)
 	}
@@ -388,10 +388,37 @@ func pointDistributions(ctx context.Context, st *store.Store, keyPrefix string, 
 	return key, out, nil
 }
 
+// storedAtom is one [value, weight] atom of a stored distribution. Both stored
+// shapes decode: queueing.Distribution's {"value": x, "weight": w} objects (the
+// perf-database evaluator) and the [x, w] pairs of the migration's comment (the
+// synthetic evaluator).
+type storedAtom [2]float64
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (a *storedAtom) UnmarshalJSON(b []byte) error {
+	var pair [2]float64
+	if err := json.Unmarshal(b, &pair); err == nil {
+		*a = pair
+		return nil
+	}
+	var o struct {
+		Value  *float64 `json:"value"`
+		Weight *float64 `json:"weight"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return fmt.Errorf("atom %s: want [value, weight] or {\"value\", \"weight\"}: %w", b, err)
+	}
+	if o.Value == nil || o.Weight == nil {
+		return fmt.Errorf("atom %s: value or weight missing", b)
+	}
+	*a = storedAtom{*o.Value, *o.Weight}
+	return nil
+}
+
 // cdfOf turns [value, weight] atoms into a step CDF (normalised weights, values
 // sorted); false when there are no finite atoms with positive weight.
-func cdfOf(atoms [][2]float64) (plotter.XYs, bool) {
-	var a [][2]float64
+func cdfOf(atoms []storedAtom) (plotter.XYs, bool) {
+	var a []storedAtom
 	total := 0.0
 	for _, at := range atoms {
 		if at[1] > 0 && !math.IsInf(at[0], 0) && !math.IsNaN(at[0]) && !math.IsInf(at[1], 0) {

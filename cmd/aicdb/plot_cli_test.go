@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"image/png"
 	"os"
@@ -201,7 +202,7 @@ func TestPlotCDF(t *testing.T) {
 }
 
 func TestCDFOf(t *testing.T) {
-	xy, ok := cdfOf([][2]float64{{30, 1}, {10, 3}, {20, 0}})
+	xy, ok := cdfOf([]storedAtom{{30, 1}, {10, 3}, {20, 0}})
 	if !ok {
 		t.Fatal("cdfOf refused valid atoms")
 	}
@@ -213,6 +214,16 @@ func TestCDFOf(t *testing.T) {
 		if p.X != want[2*i] || p.Y != want[2*i+1] {
 			t.Fatalf("step %d = %v, want (%v, %v)", i, p, want[2*i], want[2*i+1])
 		}
+	}
+	var both map[string][]storedAtom
+	if err := json.Unmarshal([]byte(`{"a":[[1,0.5]],"b":[{"value":2,"weight":0.25}]}`), &both); err != nil {
+		t.Fatalf("stored atom shapes do not decode: %v", err)
+	}
+	if both["a"][0] != (storedAtom{1, 0.5}) || both["b"][0] != (storedAtom{2, 0.25}) {
+		t.Fatalf("decoded %v", both)
+	}
+	if err := json.Unmarshal([]byte(`[{"value":2}]`), new([]storedAtom)); err == nil {
+		t.Fatal("an atom without weight decoded")
 	}
 	if _, ok := cdfOf(nil); ok {
 		t.Fatal("cdfOf accepted no atoms")
