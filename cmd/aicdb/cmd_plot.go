@@ -305,6 +305,14 @@ func paretoPlot(pts []plotPoint, title string) (*plot.Plot, error) {
 		p.Legend.Add(name, s)
 	}
 	p.Legend.Top = true
+	// A 5 % margin keeps the extreme points' glyphs inside the axes.
+	for _, ax := range []*plot.Axis{&p.X, &p.Y} {
+		pad := 0.05 * (ax.Max - ax.Min)
+		if pad == 0 {
+			pad = 0.05*math.Abs(ax.Max) + 1
+		}
+		ax.Min, ax.Max = ax.Min-pad, ax.Max+pad
+	}
 	return p, nil
 }
 
