@@ -71,6 +71,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			benchCommand(),
 			accuracyCommand(),
 			calibrateCommand(),
+			plotCommand(),
 		},
 		Action:         rootAction,
 		ExitErrHandler: func(*cli.Context, error) {},
