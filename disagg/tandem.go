@@ -156,19 +156,19 @@ func mixture(b, s *Report) (*Report, error) {
 
 // treq is one request of the tandem.
 type treq struct {
-	slot, gen       int
-	arrival         float64 // visible to the prefill scheduler
-	isl, osl        int
-	pw, pid         int // prefill worker, id there
-	dw, did         int
-	pStart          float64 // start of its first prefill pass
-	first           float64 // prefill emits the first token
-	xStart, xEnd    float64 // KV flow
-	visible         float64 // first token visible to the client
-	done            float64
-	finished        bool
-	steady, counted bool
-	need            int // decode KV reservation (tokens)
+	slot, gen    int
+	arrival      float64 // visible to the prefill scheduler
+	isl, osl     int
+	pw, pid      int // prefill worker, id there
+	dw, did      int
+	pStart       float64 // start of its first prefill pass
+	first        float64 // prefill emits the first token
+	xStart, xEnd float64 // KV flow
+	visible      float64 // first token visible to the client
+	done         float64
+	finished     bool
+	steady       bool
+	need         int // decode KV reservation (tokens)
 }
 
 // tandem is the state of one run.
