@@ -181,12 +181,16 @@ func kvCapacityFlag() cli.Flag {
 	return &cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine: `auto|N` tokens (0 = unbounded; auto = GPU memory × the engine's memory fraction − weights, activations, NCCL and other reserves, in whole blocks, from the perf database's memory model; needs --model): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"}
 }
 
-// kvCapacityTokensFlag reads --kv-capacity-tokens: N ≥ 0 tokens, or auto.
+// kvCapacityTokensFlag reads --kv-capacity-tokens (unset: 0, not auto).
 func kvCapacityTokensFlag(c *cli.Context) (n int, auto bool, err error) {
-	v := c.String("kv-capacity-tokens")
 	if !c.IsSet("kv-capacity-tokens") {
 		return 0, false, nil
 	}
+	return parseKVCapacity(c.String("kv-capacity-tokens"))
+}
+
+// parseKVCapacity parses a --kv-capacity-tokens value: auto, or N ≥ 0 tokens.
+func parseKVCapacity(v string) (n int, auto bool, err error) {
 	if v == kvCapacityAuto {
 		return 0, true, nil
 	}

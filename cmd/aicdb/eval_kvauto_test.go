@@ -52,3 +52,27 @@ func TestEvalKVCapacityAuto(t *testing.T) {
 		t.Errorf("--kv-capacity-tokens -5: exit %d, stderr %q, want %q", code, errs, want)
 	}
 }
+
+// FuzzParseKVCapacity: every --kv-capacity-tokens value either parses to auto
+// or a count ≥ 0 that prints back to itself (canonical decimal), or is a
+// one-line error naming the flag.
+func FuzzParseKVCapacity(f *testing.F) {
+	for _, s := range []string{"auto", "0", "756800", "-5", "", "AUTO", "1e6", "+3", "99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, auto, err := parseKVCapacity(s)
+		switch {
+		case err != nil:
+			if msg := err.Error(); !strings.HasPrefix(msg, "--kv-capacity-tokens ") || strings.Contains(msg, "\n") {
+				t.Fatalf("%q: error %q", s, msg)
+			}
+		case auto:
+			if s != "auto" || n != 0 {
+				t.Fatalf("%q: auto with n %d", s, n)
+			}
+		case n < 0:
+			t.Fatalf("%q: n %d < 0", s, n)
+		}
+	})
+}
