@@ -70,7 +70,7 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "long-prefill-token-threshold", Usage: "vLLM per-request chunk cap (0 = off)"},
 			&cli.BoolFlag{Name: "async-scheduling", Usage: "vLLM async scheduling / TRT-LLM overlap executor"},
 			&cli.IntFlag{Name: "block-size", Usage: "KV block / page size (tokens)"},
-			&cli.IntFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine in tokens (0 = unbounded): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"},
+			kvCapacityFlag(),
 			&cli.IntFlag{Name: "chunked-prefill-size", Usage: "SGLang chunk budget"},
 			&cli.IntFlag{Name: "max-prefill-tokens", Usage: "SGLang max_prefill_tokens"},
 			&cli.BoolFlag{Name: "mixed-chunk", Usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)"},
@@ -145,6 +145,9 @@ func runEval(c *cli.Context) error {
 		cols := rep.Columns(spec.gpus)
 		if tier == queueing.TierQuantitative && spec.e.KVCapacityTokens > 0 && !rep.Unstable {
 			cols["kv_util_peak"], cols["preemptions_per_request"] = rep.KVUtilPeak, rep.PreemptionsPerRequest
+		}
+		if spec.e.KVCapacityTokens > 0 && !rep.Unstable {
+			cols["kv_capacity_tokens"] = spec.e.KVCapacityTokens
 		}
 		if cal != "" {
 			cols["calibration"] = cal
@@ -244,6 +247,9 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		return nil, err
 	}
 	if err := applyEngineFlags(c, &e); err != nil {
+		return nil, err
+	}
+	if err := resolveKVCapacity(c, s.pt, w, &e); err != nil {
 		return nil, err
 	}
 	s.e = e
@@ -364,7 +370,7 @@ func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
 	}{
 		{"max-num-batched-tokens", &e.MaxNumBatchedTokens}, {"max-num-seqs", &e.MaxNumSeqs},
 		{"long-prefill-token-threshold", &e.LongPrefillTokenThreshold}, {"block-size", &e.BlockSize},
-		{"kv-capacity-tokens", &e.KVCapacityTokens}, {"chunked-prefill-size", &e.ChunkedPrefillSize},
+		{"chunked-prefill-size", &e.ChunkedPrefillSize},
 		{"max-prefill-tokens", &e.MaxPrefillTokens}, {"max-batch-size", &e.MaxBatchSize},
 		{"max-num-tokens", &e.MaxNumTokens},
 	}
@@ -374,13 +380,18 @@ func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
 		}
 		v := c.Int(f.flag)
 		minV := 1
-		if f.flag == "long-prefill-token-threshold" || f.flag == "kv-capacity-tokens" {
+		if f.flag == "long-prefill-token-threshold" {
 			minV = 0
 		}
 		if v < minV {
 			return userErrorf("--%s %d: must be ≥ %d", f.flag, v, minV)
 		}
 		*f.dst = v
+	}
+	if n, auto, err := kvCapacityTokensFlag(c); err != nil {
+		return err
+	} else if c.IsSet("kv-capacity-tokens") && !auto {
+		e.KVCapacityTokens = n
 	}
 	if c.IsSet("chunked-prefill") {
 		e.EnableChunkedPrefill = c.Bool("chunked-prefill")

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/engineconf"
+	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/refine"
 )
 
@@ -166,4 +170,62 @@ func setOracleSpec(o *oracle.Engine, e queueing.EngineSpec) {
 			o.CapacityPolicy = oracle.MaxUtilization
 		}
 	}
+}
+
+// kvCapacityAuto is the --kv-capacity-tokens value that sizes the KV pool from
+// the perf database's memory model.
+const kvCapacityAuto = "auto"
+
+// kvCapacityFlag declares --kv-capacity-tokens auto|N.
+func kvCapacityFlag() cli.Flag {
+	return &cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine: `auto|N` tokens (0 = unbounded; auto = GPU memory × the engine's memory fraction − weights, activations, NCCL and other reserves, in whole blocks, from the perf database's memory model; needs --model): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"}
+}
+
+// kvCapacityTokensFlag reads --kv-capacity-tokens (unset: 0, not auto).
+func kvCapacityTokensFlag(c *cli.Context) (n int, auto bool, err error) {
+	if !c.IsSet("kv-capacity-tokens") {
+		return 0, false, nil
+	}
+	return parseKVCapacity(c.String("kv-capacity-tokens"))
+}
+
+// parseKVCapacity parses a --kv-capacity-tokens value: auto, or N ≥ 0 tokens.
+func parseKVCapacity(v string) (n int, auto bool, err error) {
+	if v == kvCapacityAuto {
+		return 0, true, nil
+	}
+	n, err = strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, false, userErrorf("--kv-capacity-tokens %q: want auto or a token count ≥ 0", v)
+	}
+	return n, false, nil
+}
+
+// resolveKVCapacity sets e.KVCapacityTokens for --kv-capacity-tokens auto from
+// pt's memory model (perfdb KVCapacityTokens) at the workload's longest request
+// and e's block size; pt is nil with a synthetic timing, which has no memory
+// model. Other values were applied by applyEngineFlags.
+func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *queueing.EngineSpec) error {
+	if _, auto, err := kvCapacityTokensFlag(c); err != nil || !auto {
+		return err
+	}
+	if pt == nil {
+		return userErrorf("--kv-capacity-tokens auto: --timing %s has no GPU memory model to size the KV pool from; give the capacity in tokens, or use --model with --system, --backend and --tp", c.String("timing"))
+	}
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	n, err := pt.Estimator().KVCapacityTokens(isl, osl, max(e.BlockSize, 1))
+	if errors.Is(err, perfdb.ErrOOM) {
+		return userErrorf("--kv-capacity-tokens auto: %v", err)
+	}
+	if err != nil {
+		return asUser(err)
+	}
+	e.KVCapacityTokens = n
+	return nil
 }

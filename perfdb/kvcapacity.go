@@ -1,0 +1,61 @@
+package perfdb
+
+import (
+	"fmt"
+	"math"
+)
+
+// KVCapacityTokens returns the KV pool of one worker in tokens, from the same
+// memory model and KV budget rule the OOM check uses (memory, kvBudgetParams):
+//
+//	non-KV  = weights + activations + nccl + others          (one GPU, GiB)
+//	budget  = capacity·fraction·scale − non-KV               (vLLM gpu_memory_utilization, SGLang mem_fraction_static)
+//	budget  = (capacity − non-KV)·fraction·scale             (TRT-LLM free_gpu_memory_fraction of the free pool)
+//	tokens  = ⌊budget / KVBytesPerToken / blockSize⌋·blockSize
+//
+// scale = (1 − reserved)·(1 − tolerance) as in checkOOM. SGLang's fraction is
+// mem_fraction_static as SGLang derives it from the GPU's capacity and the
+// parallelism (sglangMemFractionStatic). Activations are sized for one
+// request's prefill of isl tokens (memory's default step). Every GPU of the
+// worker holds its shard of the same tokens, so the per-GPU budget is the
+// worker's pool. A worker whose weights + the KV of one request of isl + osl
+// tokens (plus its constant state) do not fit gives an ErrOOM error showing
+// the arithmetic in GiB per GPU.
+func (e *Estimator) KVCapacityTokens(isl, osl, blockSize int) (int, error) {
+	if isl <= 0 || osl <= 0 || blockSize <= 0 {
+		return 0, fmt.Errorf("kv capacity: isl %d, osl %d, block size %d: all must be ≥ 1", isl, osl, blockSize)
+	}
+	capGiB := e.sys.MemCapacity / (1 << 30)
+	if !(capGiB > 0) {
+		return 0, fmt.Errorf("kv capacity: system %s has no gpu.mem_capacity", e.sys.Name)
+	}
+	perTok := e.KVBytesPerToken()
+	if !(perTok > 0) {
+		return 0, fmt.Errorf("kv capacity: model %s gives %v KV bytes per token", e.model.ID, perTok)
+	}
+	u, err := e.memory(1, isl, osl, 0, memOpts{})
+	if err != nil {
+		return 0, fmt.Errorf("kv capacity: %w", err)
+	}
+	static := e.cfg.Backend == "sglang" // SGLang derives mem_fraction_static from the capacity
+	f, ofFree, reserved, tol := kvBudgetParams(e.cfg.Backend, e.cfg.Version, static, e.sys.MemCapacity, e.cfg.TP, e.cfg.PP, e.cfg.DP)
+	scale := (1 - reserved) * (1 - tol)
+	nonKV := u.TotalGiB - u.KVCacheGiB
+	budget := capGiB*f*scale - nonKV
+	if ofFree {
+		budget = (capGiB - nonKV) * f * scale
+	}
+	if u.KVCacheGiB > budget || u.TotalGiB >= capGiB {
+		arith := fmt.Sprintf("%.2f GiB × %.3g × %.4g − (weights %.2f + activations %.2f + nccl %.2f + others %.2f GiB)",
+			capGiB, f, scale, u.WeightsGiB, u.ActivationsGiB, u.NCCLGiB, u.OthersGiB)
+		if ofFree {
+			arith = fmt.Sprintf("(%.2f GiB − (weights %.2f + activations %.2f + nccl %.2f + others %.2f GiB)) × %.3g × %.4g",
+				capGiB, u.WeightsGiB, u.ActivationsGiB, u.NCCLGiB, u.OthersGiB, f, scale)
+		}
+		return 0, fmt.Errorf("%w: %s KV budget %s = %.2f GiB per GPU < the KV of one request of isl %d + osl %d (%.2f GiB) on %s tp %d; raise --tp/--pp or shorten the request",
+			ErrOOM, e.cfg.Backend, arith, budget, isl, osl, u.KVCacheGiB, e.sys.Name, e.cfg.TP)
+	}
+	tokens := math.Floor(budget * (1 << 30) / perTok)
+	blocks := int(tokens) / blockSize
+	return blocks * blockSize, nil
+}
