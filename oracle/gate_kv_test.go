@@ -2,7 +2,6 @@ package oracle_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/oracle/gate"
@@ -12,18 +11,7 @@ import (
 // TestGateKV is the KV-pressure part of the validation gate: the model's
 // preemption/retraction calendars against the DES with the same KV pool.
 func TestGateKV(t *testing.T) {
-	rows, err := gate.Run(context.Background(), gate.KVFamilies())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := gate.WriteTable(&b, rows); err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + b.String())
-	if err := gate.Verdict(rows); err != nil {
-		t.Error(err)
-	}
+	checkGate(t, gate.KVFamilies())
 }
 
 // TestGateKVFamiliesArePressured: every KV family really runs short (the pool
