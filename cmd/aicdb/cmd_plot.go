@@ -42,7 +42,7 @@ func plotCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "plot",
-		Usage: "draw the Pareto frontier or one point's latency CDF as PNG or SVG",
+		Usage: "draw the Pareto frontier, one point's latency CDF or a replay's timeline as PNG or SVG",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "pareto",
@@ -69,6 +69,7 @@ screening bracket straddles a threshold are resolved first (persisted in the sto
 				),
 				Action: runPlotCDF,
 			},
+			plotTimelineCommand(common()),
 		},
 	}
 }
@@ -318,6 +319,11 @@ func paretoPlot(pts []plotPoint, title string) (*plot.Plot, error) {
 
 // savePlot writes p to path as PNG (exactly w×h pixels) or SVG (w×h points).
 func savePlot(p *plot.Plot, path, ext string, w, h int) error {
+	return saveCanvas(path, ext, w, h, func(dc draw.Canvas) { p.Draw(dc) })
+}
+
+// saveCanvas renders paint on a w × h PNG or SVG canvas (by ext) and writes it to path.
+func saveCanvas(path, ext string, w, h int, paint func(draw.Canvas)) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return userErrorf("--out %s: %v", path, err)
@@ -326,11 +332,11 @@ func savePlot(p *plot.Plot, path, ext string, w, h int) error {
 	switch ext {
 	case "png":
 		c := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, w, h))))
-		p.Draw(draw.New(c))
+		paint(draw.New(c))
 		_, werr = vgimg.PngCanvas{Canvas: c}.WriteTo(f)
 	default:
 		c := vgsvg.New(vg.Points(float64(w)), vg.Points(float64(h)))
-		p.Draw(draw.New(c))
+		paint(draw.New(c))
 		_, werr = c.WriteTo(f)
 	}
 	if cerr := f.Close(); werr == nil {
