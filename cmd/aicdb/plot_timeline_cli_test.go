@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"image/png"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,13 +16,7 @@ import (
 func TestPlotTimeline(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "t.sqlite")
-	eng := filepath.Join(dir, "eng.json")
-	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
-		"block_size": 16, "num_gpu_blocks": 200000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
-		"enable_prefix_caching": true, "async_scheduling": false},
-		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	eng := linearVLLMEngine(t, dir)
 	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
 		t.Fatal(errs)
 	}
@@ -43,18 +36,7 @@ func TestPlotTimeline(t *testing.T) {
 	if want := fmt.Sprintf("wrote %s (replay 1, %d windows)\n", pngPath, len(rep.Series)); code != 0 || out != want {
 		t.Fatalf("plot timeline: exit %d\n got %q\nwant %q\n%s", code, out, want, errs)
 	}
-	f, err := os.Open(pngPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(f)
-	f.Close()
-	if err != nil {
-		t.Fatalf("PNG does not decode: %v", err)
-	}
-	if b := img.Bounds(); b.Dx() != 600 || b.Dy() != 700 {
-		t.Fatalf("PNG is %dx%d, want 600x700", b.Dx(), b.Dy())
-	}
+	checkPNG(t, pngPath, 600, 700)
 	again := filepath.Join(dir, "again.png")
 	if code, _, errs := runTraceCLI(t, "--db", db, "plot", "timeline", "--replay", "1", "--out", again, "--by", "second", "--width", "600", "--height", "700"); code != 0 {
 		t.Fatal(errs)
