@@ -62,10 +62,11 @@ screening bracket straddles a threshold are resolved first (persisted in the sto
 			},
 			{
 				Name:  "cdf",
-				Usage: "the TTFT (and ITL) CDF of one point from its stored quantitative distributions",
+				Usage: "the TTFT (and ITL) CDF of one point from its stored quantitative distributions, the screening tier's TTFT p99 bracket and, with --oracle, the DES's CDFs",
 				Flags: append(common(),
 					&cli.StringFlag{Name: "key", Usage: "the point's key or a unique `PREFIX` of it"},
 					&cli.Int64Flag{Name: "rowid", Usage: "the point's rowid in operating_points"},
+					&cli.BoolFlag{Name: "oracle", Usage: "also simulate the point in the oracle (the DES, driven as the gate drives it) and draw its steady TTFT and ITL CDFs dashed"},
 				),
 				Action: runPlotCDF,
 			},
@@ -475,8 +476,20 @@ func runPlotCDF(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	title := "Latency CDF of point " + key[:12] + " (quantitative tier)"
+	bracket, err := screeningBracket(c.Context, st, key)
+	if err != nil {
+		return err
+	}
+	var oracleCurves []cdfSeries
+	if c.Bool("oracle") {
+		if oracleCurves, err = oracleSeries(c.Context, st, key); err != nil {
+			return err
+		}
+		title = "Latency CDF of point " + key[:12] + " (quantitative tier solid, oracle dashed)"
+	}
 	p := plot.New()
-	p.Title.Text = "Latency CDF of point " + key[:12] + " (quantitative tier)"
+	p.Title.Text = title
 	p.X.Label.Text = "latency (ms)"
 	p.Y.Label.Text = "P(latency ≤ x)"
 	p.Y.Min, p.Y.Max = 0, 1
@@ -492,11 +505,35 @@ func runPlotCDF(c *cli.Context) error {
 		p.Add(l)
 		p.Legend.Add(s.Name, l)
 	}
-	p.Legend.Top = true
+	for _, s := range oracleCurves {
+		l, err := plotter.NewLine(s.XY)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", s.Name, err)
+		}
+		l.LineStyle.Color = colors[seriesColor(series, s.Name)%len(colors)]
+		l.LineStyle.Width = vg.Points(1.5)
+		l.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add("oracle "+s.Name, l)
+	}
+	if bracket != nil {
+		p.Add(bracket)
+		name := "screening TTFT p99 bracket"
+		if !bracket.certain {
+			name += " (upper end an estimate)"
+		}
+		p.Legend.Add(name, bracket)
+	}
+	// Bottom right: the CDFs climb on the left and end at the top.
+	p.Legend.Top = false
 	p.Legend.Left = false
 	if err := savePlot(p, out, ext, w, h); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "wrote %s (%s)\n", out, key[:12])
+	note := ""
+	if len(oracleCurves) > 0 {
+		note = ", with the oracle"
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %s (%s%s)\n", out, key[:12], note)
 	return nil
 }
