@@ -79,6 +79,32 @@ func TestParseSilicon(t *testing.T) {
 	}
 }
 
+// TestSiliconAggShape: batch_size is per attention-DP rank; a moe_tp = moe_ep = k
+// row whose tp·dp is k·k is a k-GPU deployment (the sample's tp×ep product).
+func TestSiliconAggShape(t *testing.T) {
+	for _, c := range []struct{ in, want Measurement }{
+		{Measurement{Concurrency: 32, Deployment: Deployment{TP: 1, DP: 8, MoETP: 1, MoEEP: 8}},
+			Measurement{Concurrency: 256, Deployment: Deployment{TP: 1, DP: 8, MoETP: 1, MoEEP: 8}}},
+		{Measurement{Concurrency: 64, Deployment: Deployment{TP: 64, DP: 1, MoETP: 8, MoEEP: 8}},
+			Measurement{Concurrency: 64, Deployment: Deployment{TP: 8, DP: 1, MoETP: 1, MoEEP: 8}}},
+		{Measurement{Concurrency: 4, Deployment: Deployment{TP: 1, DP: 64, MoETP: 8, MoEEP: 8}},
+			Measurement{Concurrency: 256, Deployment: Deployment{TP: 1, DP: 8, MoETP: 1, MoEEP: 8}}},
+		{Measurement{Concurrency: 16, Deployment: Deployment{TP: 16, DP: 1, MoETP: 4, MoEEP: 4}},
+			Measurement{Concurrency: 16, Deployment: Deployment{TP: 4, DP: 1, MoETP: 1, MoEEP: 4}}},
+		{Measurement{Concurrency: 8, Deployment: Deployment{TP: 4, DP: 0, MoETP: 4, MoEEP: 1}}, // dp not stated
+			Measurement{Concurrency: 8, Deployment: Deployment{TP: 4, DP: 0, MoETP: 4, MoEEP: 1}}},
+		{Measurement{Concurrency: 8, Deployment: Deployment{TP: 8, DP: 1, MoETP: 2, MoEEP: 4}}, // a real moe_tp·moe_ep split
+			Measurement{Concurrency: 8, Deployment: Deployment{TP: 8, DP: 1, MoETP: 2, MoEEP: 4}}},
+	} {
+		got := c.in
+		siliconAggShape(&got)
+		g, w := got.Deployment, c.want.Deployment
+		if got.Concurrency != c.want.Concurrency || [4]int{g.TP, g.DP, g.MoETP, g.MoEEP} != [4]int{w.TP, w.DP, w.MoETP, w.MoEEP} {
+			t.Errorf("%+v → concurrency %d %+v, want %d %+v", c.in.Deployment, got.Concurrency, g, c.want.Concurrency, w)
+		}
+	}
+}
+
 // TestBadFiles: truncated, wrong types and NaN are one error naming file and field
 // (and line for CSV).
 func TestBadFiles(t *testing.T) {
