@@ -2,7 +2,9 @@ package measure
 
 import (
 	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -76,6 +78,23 @@ func TestParseSilicon(t *testing.T) {
 	if m.Model != "meta-llama/Llama-3.1-70B" || m.Backend != "vllm" || m.System != "h200_sxm" || m.TP != 4 ||
 		m.Concurrency != 8 || m.ISL != 1024 || m.GemmQuant != "fp8" || m.Values[TTFTMean] != 101.09658590517938 {
 		t.Errorf("%+v", m)
+	}
+}
+
+// TestParseFile: the file on disk parses as its bytes do; a missing file is
+// fs.ErrNotExist (the reports skip on it).
+func TestParseFile(t *testing.T) {
+	path := filepath.Join("testdata", "silicon.csv")
+	got, err := ParseFile(path, FormatAICSilicon, Deployment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(path, read(t, "silicon.csv"), FormatAICSilicon, Deployment{})
+	if err != nil || len(got) != len(want) || got[0].RunID != want[0].RunID || got[1].Values != want[1].Values {
+		t.Errorf("ParseFile = %d rows, Parse = %d rows (%v)", len(got), len(want), err)
+	}
+	if _, err := ParseFile(filepath.Join("testdata", "absent.csv"), FormatAICSilicon, Deployment{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
 	}
 }
 

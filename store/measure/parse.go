@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -39,6 +40,16 @@ func Sniff(data []byte) (string, error) {
 		return FormatAICSilicon, nil
 	}
 	return "", fmt.Errorf("%w: not a vLLM bench or AIPerf JSON object, nor a CSV with a silicon_ttft_ms column", ErrUnknownFormat)
+}
+
+// ParseFile reads the file at path and parses it as Parse does (the reports
+// and tests that read a measured sample from disk, one loader for all).
+func ParseFile(path, format string, dep Deployment) ([]Measurement, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, format, dep)
 }
 
 // Parse reads one file's content as format ("" = Sniff) and returns its
