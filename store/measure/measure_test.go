@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func read(t testing.TB, name string) []byte {
@@ -122,6 +124,37 @@ func TestSiliconAggShape(t *testing.T) {
 			t.Errorf("%+v → concurrency %d %+v, want %d %+v", c.in.Deployment, got.Concurrency, g, c.want.Concurrency, w)
 		}
 	}
+}
+
+// TestSiliconAggShapeProperty: for any agg row, the worker's concurrency is
+// batch_size × the stated dp, the attention width still equals the MoE width
+// when it did, and only a moe_tp = moe_ep = k row whose tp·dp is k·k changes
+// shape — to k GPUs.
+func TestSiliconAggShapeProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "k")
+		tp := rapid.SampledFrom([]int{1, 2, 4, 8, 16, 64}).Draw(t, "tp")
+		dp := rapid.SampledFrom([]int{0, 1, 2, 4, 8, 16, 64}).Draw(t, "dp")
+		ep := rapid.SampledFrom([]int{1, k, 2 * k}).Draw(t, "ep")
+		batch := rapid.IntRange(1, 512).Draw(t, "batch")
+		m := Measurement{Concurrency: batch, Deployment: Deployment{TP: tp, DP: dp, MoETP: k, MoEEP: ep}}
+		siliconAggShape(&m)
+		if m.Concurrency != batch*max(dp, 1) {
+			t.Fatalf("concurrency %d, want %d × %d", m.Concurrency, batch, max(dp, 1))
+		}
+		width := tp * max(dp, 1)
+		remapped := k > 1 && ep == k && width == k*k
+		d := m.Deployment
+		if !remapped {
+			if d.TP != tp || d.DP != dp || d.MoETP != k || d.MoEEP != ep {
+				t.Fatalf("shape changed: %+v", d)
+			}
+			return
+		}
+		if d.TP*max(d.DP, 1) != k || d.MoETP != 1 || d.MoEEP != k {
+			t.Fatalf("tp %d dp %d moe %d×%d → %+v, want %d GPUs, moe_tp 1, moe_ep %d", tp, dp, k, ep, d, k, k)
+		}
+	})
 }
 
 // TestBadFiles: truncated, wrong types and NaN are one error naming file and field
