@@ -343,7 +343,9 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 				p.Reason = reasonOf(err)
 				return nil
 			}
-			p.Quant.Key, p.Quant.Evaluator = p.Key, ev.Name()
+			// The inputs' evaluator name: ev.Name(), plus the run tag of a benchmark
+			// run (so `aicdb doctor` never re-checks it against the steady state).
+			p.Quant.Key, p.Quant.Evaluator = p.Key, p.In.Evaluator
 			if err := p.Quant.Validate(); err != nil {
 				p.Reason = "evaluator: " + err.Error()
 			}
