@@ -151,7 +151,9 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	if err := s.workGuard(C*(horizon+3), float64(horizon+1)*cyclePasses(s, w, C), C); err != nil {
 		return nil, err
 	}
-	s.reqs = make([]simReq, 0, C*(horizon+3))
+	// Runs usually settle within a few generations: start small and let append
+	// grow the slice (no pointer into s.reqs is held across newReq).
+	s.reqs = make([]simReq, 0, C*min(horizon+3, 8))
 	s.maxPasses = C*(horizon+4)*perReq + 64
 	for slot := 0; slot < C; slot++ {
 		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
@@ -456,8 +458,8 @@ func (s *sim) report(col *collector, w workload.Spec, win0, win1 int) (*Report, 
 			tpot = append(tpot, Atom{Value: tp, Weight: 1})
 		}
 		var toks []float64
-		if s.record {
-			toks = r.tokens
+		if s.record && i < len(s.tokens) {
+			toks = s.tokens[i]
 		}
 		recs = append(recs, RequestRecord{Slot: r.slot, Generation: r.gen, ArrivalMs: r.arrival - stage,
 			ISL: r.isl, Prefix: r.prefix, OSL: r.osl, TTFTMs: tt, E2EMs: ee, TokenMs: toks,

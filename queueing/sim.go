@@ -34,7 +34,6 @@ type simReq struct {
 	// generation, so the steady window can be chosen after the fact; open loop: 0
 	// for steady requests), or −1 for none.
 	bucket int32
-	tokens []float64 // emission times, when recorded
 }
 
 // entry is one scheduled item of a pass.
@@ -85,6 +84,10 @@ type sim struct {
 	decBuf    []int32 // SGLang decoders of the pass being built
 	chunkList []int32 // TRT-LLM contexts to size after the scan
 	rowBuf    []bucketRows
+	// tokens[r] are the emission times of request r, when recorded (kept out of
+	// simReq so that the request slice holds no pointers: no write barriers or GC
+	// scanning on the hot path).
+	tokens [][]float64
 
 	// fast, when set, receives the ITL gaps of decode stretches run by
 	// fastForward (rows of the pass counted per ITL bucket).
@@ -192,7 +195,10 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		}
 		r.last = end
 		if s.record {
-			r.tokens = append(r.tokens, end)
+			for int(en.r) >= len(s.tokens) {
+				s.tokens = append(s.tokens, nil)
+			}
+			s.tokens[en.r] = append(s.tokens[en.r], end)
 		}
 		if r.gOut == r.osl {
 			r.finished = true
