@@ -100,6 +100,10 @@ func addBucketRow(rows []bucketRows, b int32, n float64) []bucketRows {
 	if b < 0 {
 		return rows
 	}
+	if k := len(rows) - 1; k >= 0 && rows[k].bucket == b { // the common case: the bucket added last
+		rows[k].n += n
+		return rows
+	}
 	for i := range rows {
 		if rows[i].bucket == b {
 			rows[i].n += n

@@ -97,7 +97,7 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e EngineSpec, t timin
 	}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
-	s.onPass = col.onPass
+	s.col = col
 	if !o.RecordTokenTimes && !o.NoFastForward {
 		s.fast = col.onFast
 	}

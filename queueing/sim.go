@@ -93,6 +93,9 @@ type sim struct {
 	// fastForward (rows of the pass counted per ITL bucket).
 	fast func(gap float64, rows []bucketRows)
 
+	// col, when set, receives the ITL gaps of every completed pass (the
+	// quantitative collector; the same records as collector.onPass as a hook).
+	col *collector
 	// hooks of the driver
 	onFinish func(s *sim, r int32, now float64)
 	onPass   func(s *sim, p *simPass, start, end float64)
@@ -183,12 +186,26 @@ func (s *sim) complete(p *simPass, start, end float64) {
 	if s.onPass != nil {
 		s.onPass(s, p, start, end)
 	}
+	col := s.col
+	var pool []bucketRows
+	if col != nil {
+		pool = col.pool[:0]
+	}
 	fin := s.finBuf[:0]
 	for _, en := range p.entries {
 		if !en.emits {
 			continue
 		}
 		r := &s.reqs[en.r]
+		// The ITL gap of a measured request that already had a token (collector.onPass,
+		// fused into this loop: a request has one entry per pass).
+		if col != nil && r.bucket >= 0 && r.gOut >= 1 {
+			if r.last == start {
+				pool = addBucketRow(pool, r.bucket, 1)
+			} else {
+				col.itl.add(r.bucket, end-r.last, 1)
+			}
+		}
 		r.gOut++
 		if r.gOut == 1 {
 			r.first = end
@@ -209,6 +226,12 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			}
 			fin = append(fin, en.r)
 		}
+	}
+	if col != nil {
+		for _, b := range pool {
+			col.itl.add(b.bucket, end-start, b.n)
+		}
+		col.pool = pool
 	}
 	s.finBuf = fin
 	if len(fin) == 0 {
