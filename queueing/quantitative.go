@@ -27,6 +27,13 @@ type collector struct {
 	stage float64
 	doneN int
 	pool  []bucketRows
+	gaps  []bucketGap // complete's scratch: the unpooled gaps of one pass
+}
+
+// bucketGap is one ITL gap of a request of ITL bucket `bucket`.
+type bucketGap struct {
+	bucket int32
+	gap    float64
 }
 
 // onPass records the ITL gaps produced by pass p: every emitting decode entry of a

@@ -188,8 +188,9 @@ func (s *sim) complete(p *simPass, start, end float64) {
 	}
 	col := s.col
 	var pool []bucketRows
+	var gaps []bucketGap
 	if col != nil {
-		pool = col.pool[:0]
+		pool, gaps = col.pool[:0], col.gaps[:0]
 	}
 	fin := s.finBuf[:0]
 	for _, en := range p.entries {
@@ -203,7 +204,7 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			if r.last == start {
 				pool = addBucketRow(pool, r.bucket, 1)
 			} else {
-				col.itl.add(r.bucket, end-r.last, 1)
+				gaps = append(gaps, bucketGap{r.bucket, end - r.last})
 			}
 		}
 		r.gOut++
@@ -227,11 +228,14 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			fin = append(fin, en.r)
 		}
 	}
-	if col != nil {
+	if col != nil { // the gaps in entry order, then the pooled ones (collector.onPass)
+		for _, g := range gaps {
+			col.itl.add(g.bucket, g.gap, 1)
+		}
 		for _, b := range pool {
 			col.itl.add(b.bucket, end-start, b.n)
 		}
-		col.pool = pool
+		col.pool, col.gaps = pool, gaps
 	}
 	s.finBuf = fin
 	if len(fin) == 0 {
