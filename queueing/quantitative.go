@@ -549,40 +549,56 @@ func batchSE(reqs []simReq, stage float64, batches int) map[string]float64 {
 	if batches < 2 || len(reqs) < 2*batches {
 		return nil
 	}
-	out := make(map[string]float64, len(openQuantiles))
+	// qs[j][b] is statistic j (openQuantiles order) of batch b. Each batch's TTFTs
+	// and E2Es are sorted once for all of their quantiles.
+	qs := make([][]float64, len(openQuantiles))
+	for j := range qs {
+		qs[j] = make([]float64, batches)
+	}
 	vals := make([]float64, 0, len(reqs)/batches+1)
-	qs := make([]float64, batches)
-	for _, oq := range openQuantiles {
+	for _, e2e := range []bool{false, true} {
 		for b := 0; b < batches; b++ {
 			lo, hi := b*len(reqs)/batches, (b+1)*len(reqs)/batches
 			vals = vals[:0]
 			for i := lo; i < hi; i++ {
 				r := &reqs[i]
 				v := r.first - r.arrival + stage
-				if oq.e2e {
+				if e2e {
 					v = r.done - r.arrival + stage
 				}
 				vals = append(vals, v)
 			}
-			if oq.q < 0 {
-				sum := 0.0
-				for _, v := range vals {
-					sum += v
+			sorted := false
+			for j, oq := range openQuantiles {
+				if oq.e2e != e2e {
+					continue
 				}
-				qs[b] = sum / float64(len(vals))
-				continue
+				if oq.q < 0 { // the mean, summed in arrival order
+					sum := 0.0
+					for _, v := range vals {
+						sum += v
+					}
+					qs[j][b] = sum / float64(len(vals))
+					continue
+				}
+				if !sorted {
+					slices.Sort(vals)
+					sorted = true
+				}
+				k := int(math.Ceil(oq.q*float64(len(vals)))) - 1 // the Distribution's rule on equal weights
+				qs[j][b] = vals[max(k, 0)]
 			}
-			slices.Sort(vals)
-			k := int(math.Ceil(oq.q*float64(len(vals)))) - 1 // the Distribution's rule on equal weights
-			qs[b] = vals[max(k, 0)]
 		}
+	}
+	out := make(map[string]float64, len(openQuantiles))
+	for j, oq := range openQuantiles {
 		mean := 0.0
-		for _, v := range qs {
+		for _, v := range qs[j] {
 			mean += v
 		}
 		mean /= float64(batches)
 		ss := 0.0
-		for _, v := range qs {
+		for _, v := range qs[j] {
 			ss += (v - mean) * (v - mean)
 		}
 		out[oq.key] = math.Sqrt(ss/float64(batches-1)) / math.Sqrt(float64(batches))
