@@ -201,14 +201,15 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		pool, gaps = col.pool[:0], col.gaps[:0]
 	}
 	fin := s.finBuf[:0]
+	reqs, record, measure := s.reqs, s.record, col != nil // no request is created inside the loop
 	for _, en := range p.entries {
 		if !en.emits {
 			continue
 		}
-		r := &s.reqs[en.r]
+		r := &reqs[en.r]
 		// The ITL gap of a measured request that already had a token (collector.onPass,
 		// fused into this loop: a request has one entry per pass).
-		if col != nil && r.bucket >= 0 && r.gOut >= 1 {
+		if measure && r.bucket >= 0 && r.gOut >= 1 {
 			if r.last == start {
 				pool = addBucketRow(pool, r.bucket, 1)
 			} else {
@@ -220,11 +221,8 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			r.first = end
 		}
 		r.last = end
-		if s.record {
-			for int(en.r) >= len(s.tokens) {
-				s.tokens = append(s.tokens, nil)
-			}
-			s.tokens[en.r] = append(s.tokens[en.r], end)
+		if record {
+			s.recordToken(en.r, end)
 		}
 		if r.gOut == r.osl {
 			r.finished = true
@@ -338,6 +336,14 @@ func (s *sim) admitPrefilled() {
 		s.popWaiting()
 		s.running = append(s.running, ri)
 	}
+}
+
+// recordToken appends emission time t to request r's token times.
+func (s *sim) recordToken(r int32, t float64) {
+	for int(r) >= len(s.tokens) {
+		s.tokens = append(s.tokens, nil)
+	}
+	s.tokens[r] = append(s.tokens[r], t)
 }
 
 // run drives the recursion from time 0 until stop() is true (checked at every pass
