@@ -158,9 +158,14 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	if err := s.workGuard(C*(horizon+3), float64(horizon+1)*cyclePasses(s, w, C), C); err != nil {
 		return nil, err
 	}
-	// Runs usually settle within a few generations: start small and let append
-	// grow the slice (no pointer into s.reqs is held across newReq).
-	s.reqs = make([]simReq, 0, C*min(horizon+3, 8))
+	// A stagger phase settles within a few generations (cycle.go): its slice starts
+	// at 8 and append grows it when needed (no pointer into s.reqs is held across
+	// newReq); a burst may run to its horizon.
+	gens := horizon + 3
+	if o.spreadMs > 0 {
+		gens = min(gens, 8)
+	}
+	s.reqs = make([]simReq, 0, C*gens)
 	s.maxPasses = C*(horizon+4)*perReq + 64
 	for slot := 0; slot < C; slot++ {
 		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
