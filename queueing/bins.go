@@ -22,7 +22,7 @@ var invLogBin = 1 / math.Log1p(binStep)
 type bucketBins struct {
 	idx   map[int64]int32
 	acc   []bucketAcc
-	cache []binCache // per bucket: the bins touched last
+	cache []binCache // per bucket: the bin touched last
 }
 
 type bucketAcc struct {
@@ -31,20 +31,8 @@ type bucketAcc struct {
 	w, sum float64
 }
 
-// binWays is the number of bins remembered per bucket: a bucket's gaps alternate
-// between a few pass lengths (decode-only, mixed, the gaps of rows that sat out),
-// each drifting slowly, so the last few bins catch most values without a log.
-const binWays = 4
-
-// binCache remembers the last binWays bins of one bucket (round robin): the
-// accumulator and the value range [lo, hi) that certainly falls in its bin.
 type binCache struct {
-	way  [binWays]binWay
-	next int
-}
-
-type binWay struct {
-	i      int32 // accumulator index, −1: empty
+	i      int32
 	lo, hi float64
 }
 
@@ -54,20 +42,14 @@ const maxBuckets = 1 << 12
 // add records value v (> 0) with weight w in bucket b (0 ≤ b < maxBuckets).
 func (bb *bucketBins) add(b int32, v, w float64) {
 	for int(b) >= len(bb.cache) {
-		c := binCache{}
-		for j := range c.way {
-			c.way[j].i = -1
-		}
-		bb.cache = append(bb.cache, c)
+		bb.cache = append(bb.cache, binCache{i: -1})
 	}
 	c := &bb.cache[b]
-	for j := range c.way {
-		if cw := &c.way[j]; cw.i >= 0 && v >= cw.lo && v < cw.hi {
-			a := &bb.acc[cw.i]
-			a.w += w
-			a.sum += w * v
-			return
-		}
+	if c.i >= 0 && v >= c.lo && v < c.hi {
+		a := &bb.acc[c.i]
+		a.w += w
+		a.sum += w * v
+		return
 	}
 	var k int64 = -1 << 50 // v ≤ 0 (not a gap; kept apart)
 	if v > 0 {
@@ -87,10 +69,11 @@ func (bb *bucketBins) add(b int32, v, w float64) {
 	a.w += w
 	a.sum += w * v
 	if v > 0 {
-		// The range is shrunk by 1e-12 relative on both sides so that a value inside
-		// it falls in bin k by the formula above too (exp/log rounding).
-		c.way[c.next] = binWay{i: i, lo: math.Exp(float64(k)/invLogBin) * (1 + 1e-12), hi: math.Exp(float64(k+1)/invLogBin) * (1 - 1e-12)}
-		c.next = (c.next + 1) % binWays
+		c.i = i
+		c.lo = math.Exp(float64(k)/invLogBin) * (1 + 1e-12)
+		c.hi = math.Exp(float64(k+1)/invLogBin) * (1 - 1e-12)
+	} else {
+		c.i = -1
 	}
 }
 
