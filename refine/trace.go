@@ -22,6 +22,10 @@ type TraceSpec struct {
 	Slice       store.TraceSlice `json:"slice"`
 	Sessions    bool             `json:"sessions,omitempty"`
 	MaxSessions int              `json:"max_sessions,omitempty"`
+	// Filled in by Sweep from the stored trace: its content hash and the slice's
+	// longest request.
+	SHA256         string `json:"sha256,omitempty"`
+	MaxISL, MaxOSL int    `json:"-"`
 }
 
 // TraceWorkloadID is the identity of a trace workload as rows store it
