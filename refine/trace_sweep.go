@@ -53,7 +53,7 @@ func (t *TraceEvaluator) resolveTrace(ctx context.Context, spec *SweepSpec) erro
 	tr.SHA256 = info.SHA256
 	e, err := t.workload(ctx, tr.id(0))
 	if errors.Is(err, ErrEmptySlice) {
-		return fmt.Errorf("--trace %s: %w: widen --window or drop --limit", tr.Name, err)
+		return fmt.Errorf("--trace %s: %w: widen --window or drop --limit", tr.Name, ErrEmptySlice)
 	}
 	if err != nil {
 		return err
