@@ -321,7 +321,7 @@ func (w *TraceWorkload) prefixBounds(sessions bool) []int {
 // that splitting a prefill into chunks costs no less than one pass with all of it.
 // A request's TTFT is at least the stage time plus one pass prefilling its
 // uncached tokens (isl − prefixBounds) alone; each decode interval is at least one
-// pass decoding its row alone. Since TTFT_i ≥ L_i for every request, every quantile
+// pass decoding one row of context 1 alone. Since TTFT_i ≥ L_i for every request, every quantile
 // of the TTFTs is at least the same quantile of the L_i (the same quantile rule), so
 // ttft_steady_p99_lo is a true lower bound; hi is not certain (set to lo), so a row
 // that lo does not eliminate is refined by the trace replay. The queueing columns
@@ -343,7 +343,7 @@ func (e *traceEntry) bounds(id TraceWorkloadID, ps PointSetup) (store.Queueing, 
 		pass.Prefill = append(pass.Prefill, timing.Chunk{Tokens: r.ISL - pre[i]})
 		l := ps.Engine.StageMs + ps.Timing.PassMs(&pass)
 		pass.Reset()
-		pass.Decode = append(pass.Decode, r.ISL+1)
+		pass.Decode = append(pass.Decode, 1) // the least context a decode row can have
 		d := ps.Timing.PassMs(&pass)
 		if !(l >= 0) || !(d >= 0) || math.IsInf(l+d, 0) {
 			return store.Queueing{}, fmt.Errorf("trace %s request %d: pass time not finite", e.w.Info.Name, e.w.Seqs[i])

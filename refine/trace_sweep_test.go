@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/store"
 )
@@ -171,4 +173,82 @@ func TestRoundRobin(t *testing.T) {
 
 func traceReq(session int) queueing.TraceRequest {
 	return queueing.TraceRequest{ISL: 10, OSL: 2, Session: session}
+}
+
+// FuzzParseTraceWorkload: the row identity parser never panics, and what it accepts
+// re-encodes to an identity that parses to the same value.
+func FuzzParseTraceWorkload(f *testing.F) {
+	f.Add(TraceWorkloadID{Trace: "t", SHA256: "ab", Scale: 1, Replicas: 2}.String())
+	f.Add(`{"trace":"","replicas":1}`)
+	f.Add(`[1]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseTraceWorkload(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseTraceWorkload(id.String())
+		if err != nil || back != id {
+			t.Fatalf("%q: round trip %+v → %+v (%v)", s, id, back, err)
+		}
+	})
+}
+
+// TestTraceBoundsProperty: on random traces and deployments the screening columns
+// are lower bounds of the replay's (every replica count), and the pooled TTFT
+// distribution is the per-request TTFTs of all replicas.
+func TestTraceBoundsProperty(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	importTestTrace(t, st, "t", 80, 0)
+	tev := WithTraces(Synthetic{}, st)
+	rapid.Check(t, func(rt *rapid.T) {
+		spec := traceSweepSpec("t", rapid.SampledFrom([]int{1, 2, 4}).Draw(rt, "gpus"), rapid.Bool().Draw(rt, "sessions"))
+		spec.Trace.Slice = store.TraceSlice{Limit: rapid.IntRange(0, 60).Draw(rt, "limit"), Scale: rapid.Float64Range(0.5, 4).Draw(rt, "scale")}
+		spec.TPs = []int{1}
+		spec.Batches = []int{rapid.IntRange(1, 64).Draw(rt, "batch")}
+		spec.CtxTokens = []int{rapid.SampledFrom([]int{512, 2048, 8192}).Draw(rt, "ctx")}
+		if err := tev.resolveTrace(ctx, &spec); err != nil {
+			rt.Fatal(err)
+		}
+		r, _ := tev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
+		pts, err := Enumerate(spec, r, tev.Name())
+		if err != nil {
+			rt.Fatal(err)
+		}
+		for _, in := range pts {
+			q, err := tev.Screen(ctx, in)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			rep, err := tev.Quantitative(ctx, in)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			for i := range store.NumQ {
+				if i != store.QTTFTTransientMean && i != store.QTTFTTransientMax && q.V[i] > rep.V[i]*(1+1e-9) {
+					rt.Fatalf("%s: screening %v > replay %v", store.QueueingColumns[i], q.V[i], rep.V[i])
+				}
+			}
+			if q.P99Lo > rep.V[store.QTTFTSteadyP99] {
+				rt.Fatalf("bracket lo %v > replay p99 %v", q.P99Lo, rep.V[store.QTTFTSteadyP99])
+			}
+			// Pooled replicas: the TTFT distribution is every request's TTFT once.
+			id, e, ps, _, err := tev.traceOf(ctx, in)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			r, err := replayReplicas(ctx, e.w, id, in.Backend, ps)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			atoms := make([]queueing.Atom, len(r.Requests))
+			for i, x := range r.Requests {
+				atoms[i] = queueing.Atom{Value: x.TTFTMs, Weight: 1}
+			}
+			d, _ := queueing.NewDistribution(atoms)
+			if len(r.Requests) != len(e.w.Reqs) || d.Quantile(0.99) != r.TTFTSteady.Quantile(0.99) || d.Quantile(0.5) != r.TTFTSteady.Quantile(0.5) {
+				rt.Fatalf("%d replicas: pooled p99 %v, per-request %v (%d of %d requests)", id.Replicas, r.TTFTSteady.Quantile(0.99), d.Quantile(0.99), len(r.Requests), len(e.w.Reqs))
+			}
+		}
+	})
 }
