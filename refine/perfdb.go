@@ -617,22 +617,18 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 }
 
 // PointSetup implements PointTimer: the agg point's engine and (calibrated) pass
-// timing, as Quantitative uses them, and its KV pool: the engine's capacity when
+// timing, as Quantitative uses them (PointModel), and its KV pool: the engine's capacity when
 // it records one, else the perf database's memory model (perfdb KVCapacityTokens)
 // at the trace's longest request; a worker the memory model cannot fit that
 // request in gets no prefix cache (KVTokens 0).
 func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (PointSetup, error) {
-	adj := p.adjustment(in)
-	if err := adj.Validate(); err != nil {
-		return PointSetup{}, err
-	}
-	_, e, tm, t, err := p.setup(ctx, in, adj)
+	m, err := p.PointModel(ctx, in)
 	if err != nil {
 		return PointSetup{}, err
 	}
-	ps := PointSetup{Engine: e, Timing: tm, KVTokens: e.KVCapacityTokens, Err: func() error { return t.err }}
+	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens, Err: m.PricingErr}
 	if ps.KVTokens <= 0 {
-		if n, err := t.pt.Estimator().KVCapacityTokens(max(maxISL, 1), max(maxOSL, 1), max(e.BlockSize, 1)); err == nil {
+		if n, err := m.priced.pt.Estimator().KVCapacityTokens(max(maxISL, 1), max(maxOSL, 1), max(m.Engine.BlockSize, 1)); err == nil {
 			ps.KVTokens = n
 		}
 	}
