@@ -121,3 +121,69 @@ func TestSweepTraceCLIErrors(t *testing.T) {
 		t.Fatal("a refused sweep changed the store")
 	}
 }
+
+// TestSweepTracePerfData: with the perf database's timing, best's W3 TTFT p99 is
+// exactly `trace replay --model … --tp …` of that deployment (its engine and KV pool
+// as the engine file).
+func TestSweepTracePerfData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a store with the embedded perf data (init, ~5 s)")
+	}
+	db := filepath.Join(t.TempDir(), "p.sqlite")
+	if code, _, errs := cliRun(t, db, "init"); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs := cliRun(t, db, "trace", "import", smallTrace, "--name", "small"); code != 0 {
+		t.Fatal(errs)
+	}
+	args := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm",
+		"--total-gpus", "2", "--tp", "2", "--batch", "16", "--ctx-tokens", "4096", "--trace", "small"}
+	if code, out, errs := cliRun(t, db, args...); code != 0 || !strings.Contains(out, ": 1 evaluated") {
+		t.Fatalf("sweep: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs := cliRun(t, db, "best", "--trace", "small", "--ttft", "1e6", "--ttft-percentile", "p99", "--format", "json")
+	var rows []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0]["workload_fidelity"] != "W3" {
+		t.Fatalf("best: exit %d\n%s%s", code, out, errs)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, db, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := st.SelectPoints(ctx, store.PointFilter{})
+	if err != nil || len(pts) != 1 {
+		t.Fatalf("rows: %v %d", err, len(pts))
+	}
+	info, err := st.Trace(ctx, "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := refine.LoadTraceWorkload(ctx, st, info, store.TraceSlice{Scale: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := refine.NewPerfdbEvaluator(refine.StoreSource{St: st}).PointSetup(ctx, pts[0].PointInputs, w.MaxISL, w.MaxOSL)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ps.Engine
+	eng, _ := json.Marshal(map[string]any{"engine": map[string]any{"backend": "vllm", "max_num_batched_tokens": e.MaxNumBatchedTokens,
+		"max_num_seqs": e.MaxNumSeqs, "block_size": e.BlockSize, "num_gpu_blocks": ps.KVTokens/e.BlockSize + 1,
+		"enable_chunked_prefill": e.EnableChunkedPrefill, "long_prefill_token_threshold": e.LongPrefillTokenThreshold,
+		"enable_prefix_caching": true, "async_scheduling": e.AsyncScheduling}})
+	path := filepath.Join(t.TempDir(), "eng.json")
+	if err := os.WriteFile(path, eng, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = cliRun(t, db, "trace", "replay", "small", "--engine", path, "--model", "Qwen/Qwen3-32B",
+		"--system", "h200_sxm", "--backend", "vllm", "--tp", "2")
+	var sum map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &sum) != nil {
+		t.Fatalf("replay: exit %d\n%s%s", code, out, errs)
+	}
+	if sum["ttft_p99"] != rows[0]["ttft_p99_ms"] {
+		t.Fatalf("best's TTFT p99 %v, trace replay's %v", rows[0]["ttft_p99_ms"], sum["ttft_p99"])
+	}
+}
