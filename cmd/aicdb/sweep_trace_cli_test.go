@@ -82,6 +82,11 @@ func TestSweepTraceCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"workload_fidelity": "W4"`) {
 		t.Fatalf("best --sessions: exit %d\n%s%s", code, out, errs)
 	}
+	// doctor re-replays the trace rows' quantitative results.
+	code, out, errs = cliRun(t, db, "doctor", "--all")
+	if code != 0 || !strings.Contains(out, "doctor: 4 of 4 stored quantitative rows re-evaluated, 0 mismatch") {
+		t.Fatalf("doctor: exit %d\n%s%s", code, out, errs)
+	}
 	// The pareto view holds trace rows, with their workload.
 	code, out, errs = cliRun(t, db, "query", "select workload_fidelity, json_extract(workload, '$.trace') as trace from pareto where workload != '' order by 1 limit 10")
 	if code != 0 || !strings.Contains(out, "W3") || !strings.Contains(out, "W4") || !strings.Contains(out, "small") {
