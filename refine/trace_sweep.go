@@ -64,9 +64,14 @@ func (t *TraceEvaluator) resolveTrace(ctx context.Context, spec *SweepSpec) erro
 }
 
 // id is the workload identity of the trace on the given number of replicas.
+// A scale of 0 is 1 (store.TraceSlice), so both name the same workload.
 func (t *TraceSpec) id(replicas int) TraceWorkloadID {
+	scale := t.Slice.Scale
+	if scale == 0 {
+		scale = 1
+	}
 	return TraceWorkloadID{Trace: t.Name, SHA256: t.SHA256, StartMs: t.Slice.StartMs, EndMs: t.Slice.EndMs,
-		Scale: t.Slice.Scale, Limit: t.Slice.Limit, Sessions: t.Sessions, MaxSessions: t.MaxSessions, Replicas: replicas}
+		Scale: scale, Limit: t.Slice.Limit, Sessions: t.Sessions, MaxSessions: t.MaxSessions, Replicas: replicas}
 }
 
 // checkContext rejects a trace whose longest request exceeds the model's context
