@@ -26,6 +26,8 @@ type TraceSpec struct {
 	// longest request.
 	SHA256         string `json:"sha256,omitempty"`
 	MaxISL, MaxOSL int    `json:"-"`
+	// MeanISL and MeanOSL are the slice's mean lengths (the rows' isl and osl).
+	MeanISL, MeanOSL int `json:"-"`
 }
 
 // TraceWorkloadID is the identity of a trace workload as rows store it

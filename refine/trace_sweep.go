@@ -58,7 +58,7 @@ func (t *TraceEvaluator) resolveTrace(ctx context.Context, spec *SweepSpec) erro
 	if err != nil {
 		return err
 	}
-	tr.MaxISL, tr.MaxOSL = e.w.MaxISL, e.w.MaxOSL
+	tr.MaxISL, tr.MaxOSL, tr.MeanISL, tr.MeanOSL = e.w.MaxISL, e.w.MaxOSL, e.w.MeanISL, e.w.MeanOSL
 	spec.ISL, spec.OSL, spec.Prefix = e.w.MeanISL, e.w.MeanOSL, 0
 	return nil
 }

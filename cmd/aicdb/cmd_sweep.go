@@ -220,7 +220,7 @@ func runSweep(c *cli.Context) error {
 		if spec.Trace.Sessions {
 			fid = "W4"
 		}
-		shape = fmt.Sprintf("trace %s, %s, mean isl %d, osl %d", spec.Trace.Name, fid, spec.ISL, spec.OSL)
+		shape = fmt.Sprintf("trace %s, %s, mean isl %d, osl %d", spec.Trace.Name, fid, spec.Trace.MeanISL, spec.Trace.MeanOSL)
 	}
 	fmt.Fprintf(sumW, "sweep %d: %d points for %s on %s %s %s (%s): %d evaluated, %d already stored, %d OOM, %d no perf data\n",
 		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, shape, res.Evaluated, res.Skipped, res.OOM, res.NoPerfData)
@@ -235,7 +235,7 @@ func runSweep(c *cli.Context) error {
 		return nil
 	}
 	f := store.PointFilter{Model: spec.Model, System: spec.System, Backend: spec.Backend, Version: res.Version,
-		ISL: spec.ISL, OSL: spec.OSL, Prefix: spec.Prefix, PrefixSet: true, WorkloadSet: spec.Trace == nil}
+		ISL: spec.ISL, OSL: spec.OSL, Prefix: spec.Prefix, PrefixSet: spec.Trace == nil, WorkloadSet: spec.Trace == nil}
 	if len(spec.Modes) == 1 {
 		f.Mode = spec.Modes[0]
 	}

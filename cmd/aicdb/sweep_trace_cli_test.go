@@ -27,7 +27,7 @@ func TestSweepTraceCLI(t *testing.T) {
 		t.Fatal(errs)
 	}
 	code, out, errs := cliRun(t, db, traceSweepArgs...)
-	if code != 0 || !strings.Contains(out, "(trace small, W3, mean isl ") || !strings.Contains(out, ": 2 evaluated, 0 already stored") {
+	if code != 0 || !strings.Contains(out, "(trace small, W3, mean isl 1959, osl 80)") || !strings.Contains(out, ": 2 evaluated, 0 already stored") {
 		t.Fatalf("sweep: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = cliRun(t, db, "best", "--trace", "small", "--ttft", "1e6", "--ttft-percentile", "p99", "--itl", "1e6", "--top", "1", "--format", "json")
@@ -74,8 +74,9 @@ func TestSweepTraceCLI(t *testing.T) {
 	}
 
 	// W4: --sessions rows are their own workload.
-	code, out, errs = cliRun(t, db, append(traceSweepArgs, "--sessions")...)
-	if code != 0 || !strings.Contains(out, "(trace small, W4, ") || !strings.Contains(out, ": 2 evaluated, 0 already stored") {
+	code, out, errs = cliRun(t, db, append(traceSweepArgs, "--sessions", "--ttft", "1e6", "--ttft-percentile", "p99", "--top", "1")...)
+	if code != 0 || !strings.Contains(out, "(trace small, W4, ") || !strings.Contains(out, ": 2 evaluated, 0 already stored") ||
+		!strings.Contains(out, "Workload  replicas") || !strings.Contains(out, " W4 ") {
 		t.Fatalf("sweep --sessions: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = cliRun(t, db, "best", "--trace", "small", "--sessions", "--ttft", "1e6", "--ttft-percentile", "p99", "--top", "1", "--format", "json")
