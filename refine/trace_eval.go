@@ -131,6 +131,12 @@ func (t *TraceEvaluator) traceOf(ctx context.Context, in store.PointInputs) (Tra
 		return id, nil, PointSetup{}, true, fmt.Errorf("evaluator %s cannot replay traces", t.Name())
 	}
 	ps, err := pt.PointSetup(ctx, in, e.w.MaxISL, e.w.MaxOSL)
+	// The sweep's rule (engine): chunked prefill is on when a prompt would not fit
+	// the per-pass budget (V-R1, T-R1, S-R1) — here the trace's longest prompt, not
+	// the mean shape the row's isl holds.
+	if b := in.MaxNumBatchedTokens; err == nil && !ps.Engine.EnableChunkedPrefill && b > 0 && b < e.w.MaxISL {
+		ps.Engine.EnableChunkedPrefill = true
+	}
 	return id, e, ps, true, err
 }
 

@@ -15,7 +15,8 @@ import (
 
 // importTestTrace stores n requests under name: a Poisson-ish deterministic stream
 // of 2 s⁻¹ with shared-prefix hash ids (block 512) and, every 3rd request, a
-// session turn. salt changes the content (and so the hash).
+// session turn. salt changes the content (and so the hash); salt < 0 stores no
+// hash ids (no prefix reuse).
 func importTestTrace(t testing.TB, st *store.Store, name string, n int, salt int) store.TraceInfo {
 	t.Helper()
 	ctx := context.Background()
@@ -27,6 +28,9 @@ func importTestTrace(t testing.TB, st *store.Store, name string, n int, salt int
 			at += float64(250 + (i*7919)%500)
 			isl := 600 + (i*397+salt)%1800
 			ids := fmt.Sprintf("[%d, %d, %d]", i%4, 100+i%4, 1000+i)
+			if salt < 0 {
+				ids = ""
+			}
 			r := store.TraceRow{Seq: int64(i), Line: i + 1, ArrivalMs: at,
 				ISL: isl, OSL: 20 + (i*31)%90, HashIDs: ids}
 			if i%3 == 0 {
@@ -251,4 +255,31 @@ func TestTraceBoundsProperty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTraceChunkedForLongestPrompt: a budget above the mean prompt but below the
+// trace's longest turns chunked prefill on (the sweep's rule at the longest prompt),
+// so the replay does not deadlock on the long prompts.
+func TestTraceChunkedForLongestPrompt(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	importTestTrace(t, st, "t", 60, -1)
+	tev := WithTraces(Synthetic{}, st)
+	spec := traceSweepSpec("t", 1, false)
+	spec.TPs, spec.Batches, spec.CtxTokens = []int{1}, []int{4}, []int{2048}
+	if err := tev.resolveTrace(ctx, &spec); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := tev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
+	pts, err := Enumerate(spec, r, tev.Name())
+	if err != nil || len(pts) != 1 {
+		t.Fatalf("%v %d", err, len(pts))
+	}
+	in := pts[0]
+	if !(spec.ISL < in.MaxNumBatchedTokens && in.MaxNumBatchedTokens < spec.Trace.MaxISL) || in.ChunkedPrefill {
+		t.Fatalf("not the case under test: mean isl %d, budget %d, longest %d, chunked %v", spec.ISL, in.MaxNumBatchedTokens, spec.Trace.MaxISL, in.ChunkedPrefill)
+	}
+	if _, err := tev.Quantitative(ctx, in); err != nil {
+		t.Fatal(err)
+	}
 }
