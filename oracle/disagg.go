@@ -125,8 +125,8 @@ type DisaggRecord struct {
 	// TokenTimesMs are the client-visible token times: the first at VisibleMs,
 	// then every token the decode worker emits.
 	TokenTimesMs []float64
-	// Headroom is the free share of its decode worker's KV (0..1) when its pull
-	// was decided (the last attempt); 1 with push connectors.
+	// Headroom is the smallest free share of its decode worker's KV (0..1) seen
+	// when its pull was tried; 1 with push connectors.
 	Headroom float64
 	Done     bool
 }
@@ -312,7 +312,7 @@ func (d *DisaggSim) pull(q int, t float64) {
 		ri := d.pend[q][d.pendHead[q]]
 		r := &d.recs[ri]
 		avail := s.remoteAvail()
-		r.Headroom = math.Max(float64(avail), 0) / usable
+		r.Headroom = math.Min(r.Headroom, math.Max(float64(avail), 0)/usable)
 		if s.remoteNeed(r.ISL, r.OSL) > avail {
 			return
 		}
@@ -385,7 +385,7 @@ func (d *DisaggSim) arrive() {
 	a := d.arr[0]
 	d.arr = d.arr[1:]
 	ri := int32(len(d.recs))
-	d.recs = append(d.recs, DisaggRecord{Client: a.client, Generation: a.gen, ArrivalMs: a.t, ISL: a.isl, OSL: a.osl, DecodeWorker: -1, PrefillStartMs: -1})
+	d.recs = append(d.recs, DisaggRecord{Client: a.client, Generation: a.gen, ArrivalMs: a.t, ISL: a.isl, OSL: a.osl, DecodeWorker: -1, PrefillStartMs: -1, Headroom: 1})
 	d.st = append(d.st, dreq{pid: -1, did: -1})
 	d.submit(ri, a.t)
 }

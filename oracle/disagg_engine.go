@@ -102,7 +102,9 @@ func (s *Sim) remoteAvail() int {
 	if s.eng.Backend == TRTLLM {
 		avail -= s.dis.xferBlocks
 		for _, ri := range s.running {
-			avail -= s.trtRemainingBlocks(&s.reqs[ri])
+			if r := &s.reqs[ri]; r.st != stFinished { // finished this pass: freed, not yet dropped
+				avail -= s.trtRemainingBlocks(r)
+			}
 		}
 	}
 	return avail
