@@ -185,6 +185,8 @@ type tandem struct {
 	pending [][]int // per decode worker: requests waiting for KV headroom (FIFO)
 	pHead   []int
 	kvUsed  []int
+	future  []int // created, not yet visible: by arrival (from fHead)
+	fHead   int
 	nextP   int // round-robin cursors
 	nextD   int
 	err     error
@@ -263,21 +265,37 @@ func (t *tandem) addGap(g float64) {
 	t.gap, t.gapW = g, 1
 }
 
-// submit creates a request visible to the prefill pool at arrival and routes it
-// round-robin (static, in visibility order: requests are created in arrival
-// order).
+// submit creates a request visible to the prefill pool at arrival; it is routed
+// when it becomes visible (route), not when it is created: a staggered client's
+// first request is created at 0 but seen later, after other clients' replacements.
 func (t *tandem) submit(slot, gen int, arrival float64, steady bool) {
 	k := len(t.reqs)
 	isl, osl := t.w.Shape(k)
+	t.reqs = append(t.reqs, treq{slot: slot, gen: gen, arrival: arrival, isl: isl, osl: osl, pw: -1, dw: -1, steady: steady, pStart: -1})
+	f := append(t.future, k) // kept sorted by arrival (ties in creation order)
+	for i := len(f) - 1; i > t.fHead && t.reqs[f[i-1]].arrival > arrival; i-- {
+		f[i], f[i-1] = f[i-1], f[i]
+	}
+	t.future = f
+}
+
+// route sends the next visible request to a prefill worker, round-robin (static,
+// in visibility order, at the visibility instant).
+func (t *tandem) route() {
+	k := t.future[t.fHead]
+	t.fHead++
+	if t.fHead == len(t.future) {
+		t.future, t.fHead = t.future[:0], 0
+	}
+	r := &t.reqs[k]
 	p := t.nextP
 	t.nextP = (t.nextP + 1) % len(t.pre)
-	r := treq{slot: slot, gen: gen, arrival: arrival, isl: isl, osl: osl, pw: p, dw: -1, steady: steady, pStart: -1}
-	id, err := t.pre[p].Inject(queueing.KernelRequest{ArrivalMs: arrival, ISL: isl, OSL: 1})
+	r.pw = p
+	id, err := t.pre[p].Inject(queueing.KernelRequest{ArrivalMs: r.arrival, ISL: r.isl, OSL: 1})
 	if err != nil && t.err == nil {
 		t.err = err
 	}
 	r.pid = id
-	t.reqs = append(t.reqs, r)
 	t.pIDs[p] = append(t.pIDs[p], k)
 }
 
@@ -396,6 +414,9 @@ func (t *tandem) loop(ctx context.Context, stop func() bool) error {
 			return t.err
 		}
 		best, src := math.Inf(1), -1
+		if t.fHead < len(t.future) { // arrivals first at a tie: visible before the pass boundary
+			best, src = t.reqs[t.future[t.fHead]].arrival, -2
+		}
 		for i, k := range t.pre {
 			if v := k.NextEventMs(); v < best {
 				best, src = v, i
@@ -423,6 +444,8 @@ func (t *tandem) loop(ctx context.Context, stop func() bool) error {
 		}
 		var err error
 		switch {
+		case src == -2:
+			t.route()
 		case src < len(t.pre):
 			err = t.pre[src].Step(best)
 		case src == len(t.pre):
