@@ -235,7 +235,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 		wi := i
 		k.OnToken = func(id int, prev, at float64) {
 			r := &t.reqs[t.dIDs[wi][id]]
-			if prev == r.xEnd {
+			if prev < 0 || prev == r.xEnd {
 				prev = r.visible // the first decode token: its gap runs from the first visible token
 			}
 			if r.steady {
@@ -373,7 +373,14 @@ func (t *tandem) landed(ri int, now float64) {
 	if t.c.Push {
 		t.kvUsed[d] += r.need
 	}
-	id, err := t.dec[d].Inject(queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true})
+	kr := queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true}
+	if t.c.Decode.Engine.Backend == queueing.BackendVLLM {
+		// V-D4/V-D5: vLLM's decode side takes the pulled prompt as computed up to its
+		// last token, recomputes that token (a one-token chunk, one budget token and a
+		// running slot at admission) and samples the next output itself.
+		kr = queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, Prefix: r.isl - 1, OSL: r.osl - 1}
+	}
+	id, err := t.dec[d].Inject(kr)
 	if err != nil && t.err == nil {
 		t.err = err
 	}
