@@ -133,8 +133,11 @@ type DisaggRecord struct {
 
 // DisaggResult is the outcome of a disaggregated run; Requests in creation order.
 type DisaggResult struct {
-	Requests []DisaggRecord
-	EndMs    float64
+	Requests      []DisaggRecord
+	EndMs         float64
+	NumPasses     int // non-empty passes over every worker
+	ScheduledToks int // Σ tokens scheduled over every pass
+	Preemptions   int // decode-side preemptions (V-R6, S-R5, T-R2)
 }
 
 // dreq is the DES state of one request beyond its record.
@@ -571,6 +574,13 @@ func (d *DisaggSim) RunOpenLoop(ctx context.Context, ol OpenLoop) (*DisaggResult
 // result collects the records: token times from the decode workers.
 func (d *DisaggSim) result() *DisaggResult {
 	res := &DisaggResult{Requests: d.recs}
+	for _, s := range append(append([]*Sim(nil), d.pre...), d.dec...) {
+		res.NumPasses += s.nPasses
+		res.ScheduledToks += s.schedTk
+		for i := range s.reqs {
+			res.Preemptions += s.reqs[i].preemptions
+		}
+	}
 	for ri := range d.recs {
 		r := &d.recs[ri]
 		res.EndMs = math.Max(res.EndMs, r.FinishMs)

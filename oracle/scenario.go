@@ -28,6 +28,9 @@ type Scenario struct {
 	// Shared[i] is request i's shared prompt prefix (prefix_group/prefix_len or
 	// hash_ids); nil when no request has one.
 	Shared []SharedPrefix
+	// Disagg, when set, is a disaggregated deployment (disagg_scenario.go); Engine
+	// and Timing are then unused (RunDisagg).
+	Disagg *DisaggScenario
 }
 
 // DefaultScenarioHashBlock is the tokens per hash id when a scenario gives hash_ids
@@ -92,6 +95,7 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 	var (
 		eng       *rawEngine
 		tim       *rawTiming
+		dis       *rawDisagg
 		hashBlock *int
 		sc        = &Scenario{}
 		seenKey   = map[string]bool{}
@@ -117,6 +121,8 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 			err = dec.Decode(&hashBlock)
 		case "requests":
 			err = readRequests(dec, sc, seenID, &anyShared)
+		case "disagg":
+			dis, err = readDisagg(dec)
 		default:
 			return nil, fmt.Errorf("scenario: json: unknown field %q", key)
 		}
@@ -132,6 +138,9 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("scenario: trailing data after the JSON object")
+	}
+	if dis != nil {
+		return disaggScenario(sc, dis, eng, tim, anyShared)
 	}
 	if eng == nil {
 		return nil, errors.New("scenario: missing field engine")
