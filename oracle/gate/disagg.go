@@ -231,8 +231,19 @@ func disaggOpen(ctx context.Context, w workload.Spec, cfg oracle.DisaggConfig, s
 // definitions: TTFT = visible first token − arrival, ITL = every gap of the
 // client-visible token times, TPOT = (finish − prefill first token)/(osl − 1).
 func disaggMeasure(runs [][]oracle.DisaggRecord, trans []oracle.DisaggRecord, thr float64) (Metrics, DisaggExtra, error) {
-	var ttft, itl, tpot, xfer, pq []queueing.Atom
+	var ttft, itl, tpot, xfer []queueing.Atom
 	x := DisaggExtra{DHeadroomMin: 1}
+	var err error
+	dist := func(a []queueing.Atom) queueing.Distribution {
+		if len(a) == 0 {
+			return queueing.PointMass(0)
+		}
+		d, e := queueing.NewDistribution(a)
+		if e != nil && err == nil {
+			err = e
+		}
+		return d
+	}
 	for _, recs := range runs {
 		if len(recs) == 0 {
 			return Metrics{}, x, errors.New("no steady requests")
@@ -243,6 +254,7 @@ func disaggMeasure(runs [][]oracle.DisaggRecord, trans []oracle.DisaggRecord, th
 			gaps += max(len(r.TokenTimesMs)-1, 0)
 		}
 		wg := 1 / float64(max(gaps, 1))
+		var pq []queueing.Atom // the tandem's mixture reports the larger run's p99
 		for _, r := range recs {
 			if !r.Done {
 				return Metrics{}, x, fmt.Errorf("steady request %d/%d did not finish (internal)", r.Client, r.Generation)
@@ -260,17 +272,7 @@ func disaggMeasure(runs [][]oracle.DisaggRecord, trans []oracle.DisaggRecord, th
 			pq = append(pq, queueing.Atom{Value: r.PrefillStartMs - r.ArrivalMs, Weight: 1})
 			x.DHeadroomMin = math.Min(x.DHeadroomMin, r.Headroom)
 		}
-	}
-	var err error
-	dist := func(a []queueing.Atom) queueing.Distribution {
-		if len(a) == 0 {
-			return queueing.PointMass(0)
-		}
-		d, e := queueing.NewDistribution(a)
-		if e != nil && err == nil {
-			err = e
-		}
-		return d
+		x.PQueueP99 = math.Max(x.PQueueP99, dist(pq).Quantile(0.99))
 	}
 	dt, di, dp, dx := dist(ttft), dist(itl), dist(tpot), dist(xfer)
 	m := Metrics{TTFTMean: dt.Mean(), TTFTP50: dt.Quantile(0.5), TTFTP99: dt.Quantile(0.99),
@@ -285,7 +287,7 @@ func disaggMeasure(runs [][]oracle.DisaggRecord, trans []oracle.DisaggRecord, th
 		d := dist(ta)
 		m.TransMean, m.TransMax = d.Mean(), d.Max()
 	}
-	x.KVTransferMean, x.KVTransferP99, x.PQueueP99 = dx.Mean(), dx.Quantile(0.99), dist(pq).Quantile(0.99)
+	x.KVTransferMean, x.KVTransferP99 = dx.Mean(), dx.Quantile(0.99)
 	return m, x, err
 }
 
