@@ -28,4 +28,5 @@ func BenchmarkDisaggClosed(b *testing.B) {
 		n += len(res.Requests)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/request")
+	b.ReportMetric(float64(n)/float64(b.N), "requests/op")
 }
