@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/aicdb/aicdb/queueing"
 )
@@ -64,15 +63,9 @@ func readDisagg(dec *json.Decoder) (*rawDisagg, error) {
 	return rd, nil
 }
 
-// inPool renames an engine or timing error to name its pool.
+// inPool names the pool of an engine or timing error.
 func inPool(name string, err error) error {
-	msg := strings.TrimPrefix(err.Error(), "scenario: ")
-	msg = strings.Replace(msg, "engine.", "disagg."+name+".engine.", 1)
-	msg = strings.Replace(msg, "timing.", "disagg."+name+".timing.", 1)
-	if !strings.Contains(msg, "disagg."+name) {
-		msg = "disagg." + name + ": " + msg
-	}
-	return errors.New("scenario: " + msg)
+	return fmt.Errorf("%w (in disagg.%s)", err, name)
 }
 
 // config builds the DES deployment; shared is the scenario's timing (nil: none).

@@ -59,7 +59,7 @@ func TestDisaggScenarioErrors(t *testing.T) {
   ]`, `"max_tokens": 10, "eos_at": 3}
   ]`, "scenario: requests[2].eos_at: disaggregated runs stop at max_tokens only; drop eos_at"},
 		{`"capacity_policy": "GUARANTEED_NO_EVICT", "block_size": 16, "enable_prefix_caching": false}`, `"capacity_policy": "GUARANTEED_NO_EVICT", "enable_prefix_caching": false}`,
-			"scenario: missing engine knob disagg.decode.engine.block_size (required for backend trtllm)"},
+			"scenario: missing engine knob engine.block_size (required for backend trtllm) (in disagg.decode)"},
 	} {
 		in := strings.Replace(base, tc.from, tc.to, 1)
 		if in == base {
