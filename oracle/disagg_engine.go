@@ -80,6 +80,10 @@ func (s *Sim) releaseHeld(ri int32, t float64) {
 	s.freeTable(ri)
 	s.dis.held--
 	s.dis.blocked = false
+	// SGLang: freed KV clears batch_is_full as a finishing request does (S-R2);
+	// the prefill server's bootstrap/inflight queues are not studied (SCHEDULERS.md
+	// §9), and without this a NO_TOKEN stop would never be retried.
+	s.sgl.batchFull = false
 }
 
 // remoteNeed returns the blocks a decode-side request of prompt p and maxTokens

@@ -281,3 +281,22 @@ func TestDisaggPropertyInvariants(t *testing.T) {
 		}
 	})
 }
+
+// TestDisaggHeldKVBlocksPrefill: the prefill worker keeps a finished prompt's KV
+// until it is pulled (V-P3, T-D1); with a prefill pool of one prompt the next
+// prompt starts only when the previous transfer ended (the engine waits for the
+// release instead of reporting a stuck run).
+func TestDisaggHeldKVBlocksPrefill(t *testing.T) {
+	for _, be := range []Backend{VLLM, TRTLLM, SGLang} {
+		c := disaggTest(1, 1, be)
+		c.Prefill.Engine.NumGPUBlocks = 64 + 2 // 1000 + 1 tokens: 63 blocks usable for one prompt
+		res := runDisagg(t, c, ClosedLoop{Shape: Shape{ISL: 1000, OSL: 4}, Clients: 2, Generations: 2})
+		prev := res.Requests[0]
+		for _, r := range res.Requests[1:] {
+			if r.PrefillStartMs < prev.XferEndMs {
+				t.Fatalf("%s: prefill start %v before the previous prompt's KV was pulled at %v", be, r.PrefillStartMs, prev.XferEndMs)
+			}
+			prev = r
+		}
+	}
+}
