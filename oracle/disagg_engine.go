@@ -102,6 +102,11 @@ func (s *Sim) remoteNeed(p, maxTokens int) int {
 // TRT-LLM GUARANTEED_NO_EVICT) the blocks the running generation requests and the
 // transfers in flight have reserved to completion (T-R1, T-D3).
 func (s *Sim) remoteAvail() int {
+	if s.eng.Backend != TRTLLM && s.waiting.len() > 0 && !s.dis.remote[s.waiting.at(0)] {
+		// V-D1/V-D2 run in the waiting phase (V-R3), head-of-line: a preempted
+		// request at the head that does not fit stops every allocation behind it.
+		return 0
+	}
 	avail := s.pool.nfree
 	if s.eng.Backend == TRTLLM {
 		avail -= s.dis.xferBlocks
