@@ -21,7 +21,7 @@ func (s *Sim) popBlock() int32 {
 // tokens, or -1.
 func (s *Sim) lookupBlock(ri int32, i int) int32 {
 	r := &s.reqs[ri]
-	if i < r.nGlob || s.allHashed {
+	if r.inTable(i) || s.allHashed {
 		r.ensureHashes(i+1, s.bs)
 		return s.pool.lookup(r.hashes[i])
 	}
@@ -35,7 +35,7 @@ func (s *Sim) lookupBlock(ri int32, i int) int32 {
 func (s *Sim) registerBlock(ri int32, i int, b int32) {
 	r := &s.reqs[ri]
 	p := s.pool
-	if i < r.nGlob || s.allHashed {
+	if r.inTable(i) || s.allHashed {
 		r.ensureHashes(i+1, s.bs)
 		p.register(b, r.hashes[i])
 		return

@@ -31,6 +31,11 @@ type req struct {
 	// equal content. The tokens after len(chain)·hashBlock are unique to r.
 	chain     []uint64
 	hashBlock int
+	// sess, when non-zero, names the W4 session r is a turn of: the content after the
+	// explicit/chain/shared prefix is the session's token stream by position (a later
+	// turn's prompt is the earlier turns' prompts and outputs), so those blocks,
+	// generated ones included, are shareable with the session's later turns.
+	sess uint64
 
 	st          status
 	g           int // output tokens appended
@@ -64,6 +69,7 @@ const (
 	tagShared = 0x7368617265000002
 	tagUnique = 0x756e697175000003
 	tagGen    = 0x67656e6572000004
+	tagSess   = 0x7365737300000005
 )
 
 // mix folds x into h (a 64-bit multiply-xorshift; collisions between distinct block
@@ -82,19 +88,22 @@ func mix(h, x uint64) uint64 {
 // (request, index) identity, which is equivalent for equality and O(1).
 func (r *req) blockHash(i, bs int, parent uint64) uint64 {
 	start, end := i*bs, (i+1)*bs
+	inPrompt := end <= r.p
 	switch {
-	case end > r.p:
-		return mix(mix(mix(parent, tagGen), r.uid), uint64(i))
-	case r.tokens != nil:
+	case inPrompt && r.tokens != nil:
 		h := mix(parent, tagTok)
 		for _, t := range r.tokens[start:end] {
 			h = mix(h, uint64(t))
 		}
 		return h
-	case r.chain != nil && end <= r.chainLen():
+	case inPrompt && r.chain != nil && end <= r.chainLen():
 		return mix(mix(mix(parent, tagShared), r.chain[(end-1)/r.hashBlock]), uint64(i))
-	case end <= r.sharedLen:
+	case inPrompt && end <= r.sharedLen:
 		return mix(mix(mix(parent, tagShared), r.group), uint64(i))
+	case r.sess != 0: // the session's stream: the same content in every turn
+		return mix(mix(mix(parent, tagSess), r.sess), uint64(i))
+	case !inPrompt:
+		return mix(mix(mix(parent, tagGen), r.uid), uint64(i))
 	default:
 		return mix(mix(mix(parent, tagUnique), r.uid), uint64(i))
 	}
@@ -116,10 +125,19 @@ func (r *req) sharedBlocks(bs int) int {
 // chainLen is the number of prompt tokens the hash-id chain names.
 func (r *req) chainLen() int { return min(len(r.chain)*r.hashBlock, r.p) }
 
+// inTable reports whether block i of r is published in the pool's hash table (content
+// another request can hit) rather than in r's own suffix chain: the shareable leading
+// blocks, and every block of a session turn (the session's later turns hit them).
+func (r *req) inTable(i int) bool { return i < r.nGlob || r.sess != 0 }
+
 // ensureHashes extends r.hashes to the first n full blocks.
 func (r *req) ensureHashes(n, bs int) {
 	if r.hashes == nil && n > 0 { // Options.SummaryOnly: sized at first use, once
-		r.hashes = make([]uint64, 0, max(n, r.nGlob))
+		c := max(n, r.nGlob)
+		if r.sess != 0 { // every full block of a session turn is hashed
+			c = max(n, (r.p+r.maxTokens)/bs)
+		}
+		r.hashes = make([]uint64, 0, c)
 	}
 	for len(r.hashes) < n {
 		i := len(r.hashes)

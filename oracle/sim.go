@@ -138,6 +138,9 @@ type Sim struct {
 	step stepState // the engine loop between iterations (step.go)
 
 	onFinish func(s *Sim, r int32, t float64)
+	// deferArrivals: add queues no arrival (the session driver sends later turns at
+	// their previous turn's completion).
+	deferArrivals bool
 }
 
 // New builds a simulator for eng with timing t.
@@ -211,7 +214,9 @@ func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxToke
 		nGlob:    nGlob,
 		tokTimes: tokTimes,
 	})
-	s.pushArrival(at, i)
+	if !s.deferArrivals {
+		s.pushArrival(at, i)
+	}
 	return i
 }
 
