@@ -31,10 +31,9 @@ type req struct {
 	// equal content. The tokens after len(chain)·hashBlock are unique to r.
 	chain     []uint64
 	hashBlock int
-	// sess, when non-zero, names the W4 session r is a turn of: the content after the
-	// explicit/chain/shared prefix is the session's token stream by position (a later
-	// turn's prompt is the earlier turns' prompts and outputs), so those blocks,
-	// generated ones included, are shareable with the session's later turns.
+	// sess, when non-zero, names the W4 session r is a turn of: r's blocks, generated
+	// ones included, are shareable with the session's next turn, whose prompt starts
+	// with r's prompt and outputs (it inherits r's block hashes for them, RunSessions).
 	sess uint64
 
 	st          status
@@ -69,7 +68,6 @@ const (
 	tagShared = 0x7368617265000002
 	tagUnique = 0x756e697175000003
 	tagGen    = 0x67656e6572000004
-	tagSess   = 0x7365737300000005
 )
 
 // mix folds x into h (a 64-bit multiply-xorshift; collisions between distinct block
@@ -88,22 +86,19 @@ func mix(h, x uint64) uint64 {
 // (request, index) identity, which is equivalent for equality and O(1).
 func (r *req) blockHash(i, bs int, parent uint64) uint64 {
 	start, end := i*bs, (i+1)*bs
-	inPrompt := end <= r.p
 	switch {
-	case inPrompt && r.tokens != nil:
+	case end > r.p:
+		return mix(mix(mix(parent, tagGen), r.uid), uint64(i))
+	case r.tokens != nil:
 		h := mix(parent, tagTok)
 		for _, t := range r.tokens[start:end] {
 			h = mix(h, uint64(t))
 		}
 		return h
-	case inPrompt && r.chain != nil && end <= r.chainLen():
+	case r.chain != nil && end <= r.chainLen():
 		return mix(mix(mix(parent, tagShared), r.chain[(end-1)/r.hashBlock]), uint64(i))
-	case inPrompt && end <= r.sharedLen:
+	case end <= r.sharedLen:
 		return mix(mix(mix(parent, tagShared), r.group), uint64(i))
-	case r.sess != 0: // the session's stream: the same content in every turn
-		return mix(mix(mix(parent, tagSess), r.sess), uint64(i))
-	case !inPrompt:
-		return mix(mix(mix(parent, tagGen), r.uid), uint64(i))
 	default:
 		return mix(mix(mix(parent, tagUnique), r.uid), uint64(i))
 	}

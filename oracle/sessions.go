@@ -102,6 +102,7 @@ func (s *Sim) RunSessions(ctx context.Context, ss Sessions) (*Result, error) {
 	}
 	s.onFinish = func(s *Sim, ri int32, t float64) {
 		if j := next[ri]; j >= 0 {
+			s.inheritContext(ri, j)
 			s.reqs[j].arrival = t + ss.Turns[j].ThinkMs + ss.ClientRTTMs
 			s.pushArrival(s.reqs[j].arrival, j)
 			return
@@ -113,4 +114,23 @@ func (s *Sim) RunSessions(ctx context.Context, ss Sessions) (*Result, error) {
 		}
 	}
 	return s.Run(ctx)
+}
+
+// inheritContext gives turn j the block hashes of its finished previous turn p for
+// the leading blocks of j's prompt that hold p's prompt and outputs (context growth):
+// the same content is the same block, whatever j's own hash ids say, so j hits p's
+// blocks still cached — full blocks up to p's last computed token.
+func (s *Sim) inheritContext(p, j int32) {
+	if !s.eng.EnablePrefixCaching {
+		return
+	}
+	prev, r := &s.reqs[p], &s.reqs[j]
+	nb := min(prev.numTokens(), r.p) / s.bs
+	if nb == 0 {
+		return
+	}
+	prev.ensureHashes(nb, s.bs)
+	h := make([]uint64, nb, max(nb, (r.p+r.maxTokens)/s.bs))
+	copy(h, prev.hashes[:nb])
+	r.hashes = h
 }

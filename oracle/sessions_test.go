@@ -67,6 +67,14 @@ func TestRunSessions(t *testing.T) {
 			t.Errorf("%s: first turns and session-less requests keep their instants: %+v %+v", b, res.Requests[1], res.Requests[3])
 		}
 	}
+	// hash ids name the head of both turns; the previous context (prompt + outputs)
+	// is still the previous turn's content, whatever the later turn's ids say there.
+	ids := []oracle.SessionTurn{turn(0, 1200, 80, 1, 0), turn(0, 1700, 60, 1, 1200)}
+	ids[0].Prefix = oracle.SharedPrefix{HashIDs: []int64{1, 2, 3}, HashBlock: 512}
+	ids[1].Prefix = oracle.SharedPrefix{HashIDs: []int64{1, 2, 3, 4}, HashBlock: 512}
+	if got := runSessions(t, sessEngine(oracle.VLLM, 2000), oracle.Sessions{Turns: ids}).Requests[1].NumCachedTokens; got != 1264 {
+		t.Errorf("hash ids: turn 2 cached %d tokens, want 1264 (1279 computed tokens in whole blocks)", got)
+	}
 	// cap 1: session 2 waits for session 1's end (+ RTT), the session-less request
 	// (a one-turn session) for session 2's.
 	c := runSessions(t, sessEngine(oracle.VLLM, 2000), oracle.Sessions{Turns: ss.Turns, ClientRTTMs: 1, MaxSessions: 1}).Requests

@@ -458,12 +458,13 @@ func (s *Sim) finishReq(ri int32, t float64) {
 	r.st = stFinished
 	r.finish = t
 	s.freeTable(ri)
-	if s.opt.SummaryOnly { // nothing reads them once r has finished
-		r.table, r.hashes = nil, nil
-	}
 	s.finished++
 	if s.onFinish != nil {
-		s.onFinish(s, ri, t)
+		s.onFinish(s, ri, t) // a session's next turn inherits r's block hashes here
+	}
+	if s.opt.SummaryOnly { // nothing reads them once r has finished
+		r = &s.reqs[ri] // onFinish may have grown s.reqs
+		r.table, r.hashes = nil, nil
 	}
 }
 
