@@ -31,6 +31,8 @@ type SessionOptions struct {
 	// MaxSessions caps the sessions in progress at once (0 = no cap): a session whose
 	// first turn arrives while the cap is reached starts when one ends.
 	MaxSessions int
+
+	clientRTTMs float64 // Options.ClientRTTMs
 }
 
 // QuantitativeTrace replays reqs (arrival order) through the engine's calendar: the
@@ -49,12 +51,21 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 // ends), each later turn at its previous turn's completion + its ThinkMs, and its
 // prompt holds the previous turn's prompt and output as a cached prefix (context
 // growth; the calendar has no KV eviction, so the previous context stays cached):
-// its prefix is max(its own Prefix, min(ISL − 1, previous ISL + OSL)). Requests
-// without a session arrive at their trace instants. The report's fidelity is W4.
+// its prefix is max(its own Prefix, the previous turn's cached context): its ISL + OSL
+// − 1 tokens (the last sampled token's KV is never computed), capped at ISL − 1 and,
+// for vLLM and SGLang, rounded down to whole blocks (pages) as their caches hold only
+// full ones (V-R8, §3.6) — the hit the DES's engines give when nothing is evicted.
+// Later turns (and capped first turns) reach the scheduler Options.ClientRTTMs after
+// the client sends them, as in the closed loop. Requests without a session arrive at
+// their trace instants. The report's fidelity is W4.
 func QuantitativeSessions(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options, so SessionOptions) (*Report, error) {
 	if so.MaxSessions < 0 {
 		return nil, inputErr(fmt.Errorf("max sessions %d: must be ≥ 0 (0 = no cap)", so.MaxSessions))
 	}
+	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
+		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
+	}
+	so.clientRTTMs = o.ClientRTTMs
 	return replayTrace(ctx, reqs, e, t, o, &so)
 }
 
@@ -192,17 +203,29 @@ func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int) fu
 		*done++
 		if j := next[ri]; j >= 0 {
 			prev, r := &s.reqs[ri], &s.reqs[j]
-			r.arrival = now + reqs[j].ThinkMs + s.e.StageMs
-			r.prefix = max(r.prefix, min(r.isl-1, prev.isl+prev.osl))
+			r.arrival = now + reqs[j].ThinkMs + so.clientRTTMs + s.e.StageMs
+			r.prefix = max(r.prefix, sessionContext(s.e, prev.isl+prev.osl-1, r.isl))
 			s.insertIncoming(j)
 			return
 		}
 		active--
 		if k < len(firsts) {
-			start(firsts[k], now+s.e.StageMs)
+			start(firsts[k], now+so.clientRTTMs+s.e.StageMs)
 			k++
 		}
 	}
+}
+
+// sessionContext is the cached prefix a later turn of isl tokens finds after a turn
+// whose KV held ctx tokens: at most isl − 1 (one token is always computed), whole
+// blocks for vLLM (V-R8) and whole pages for SGLang (§3.6); TRT-LLM reuses a partial
+// last block (T-R5).
+func sessionContext(e EngineSpec, ctx, isl int) int {
+	n := min(ctx, isl-1)
+	if bs := e.BlockSize; bs > 0 && e.Backend != BackendTRTLLM {
+		n = n / bs * bs
+	}
+	return max(n, 0)
 }
 
 // insertIncoming queues request ri among the not yet visible requests, by arrival
