@@ -99,8 +99,9 @@ system, and the p99 TTFT of the requests arriving in it.
 					&cli.StringFlag{Name: "kv-quant", Usage: "perf data: KV cache quant mode (default: from the model)"},
 					&cli.StringFlag{Name: "fmha-quant", Usage: "perf data: FMHA quant mode (default: from the model and backend)"},
 					&cli.StringFlag{Name: "moe-quant", Usage: "perf data: MoE quant mode (default: from the model)"},
-					&cli.BoolFlag{Name: "sessions", Usage: "W4 (quantitative tier): a session's later turn arrives at its previous turn's completion + think time, the previous context cached"},
+					&cli.BoolFlag{Name: "sessions", Usage: "W4: a session's later turn arrives at its previous turn's completion + think time + client RTT, the previous context cached (the DES: while its blocks survive in the engine's prefix cache)"},
 					&cli.IntFlag{Name: "max-sessions", Usage: "W4: at most `N` sessions in progress (0 = no cap)"},
+					&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "W4: client round trip in `MS` before a later turn reaches the scheduler (as eval's closed loop)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
 					formatFlag(formatJSON)),
 				Action: traceReplay,
@@ -647,11 +648,11 @@ func traceReplay(c *cli.Context) error {
 	fidelity := "W3"
 	if c.Bool("sessions") {
 		fidelity = "W4"
-		if tier == "oracle" {
-			return userErrorf("trace replay: --sessions: W4 sessions are replayed by the quantitative tier only (the DES driver is not built yet); drop --tier oracle")
-		}
-	} else if c.IsSet("max-sessions") {
-		return userErrorf("trace replay: --max-sessions needs --sessions")
+	} else if c.IsSet("max-sessions") || c.IsSet("client-rtt-ms") {
+		return userErrorf("trace replay: --max-sessions and --client-rtt-ms need --sessions")
+	}
+	if v := c.Float64("client-rtt-ms"); !(v >= 0) || v > 1e6 {
+		return userErrorf("trace replay: --client-rtt-ms %v: must be a number in [0, 1e6] ms", v)
 	}
 	if c.Int("max-sessions") < 0 {
 		return userErrorf("trace replay: --max-sessions %d: must be ≥ 0 (0 = no cap)", c.Int("max-sessions"))
@@ -784,20 +785,41 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	}
 	var ids []int64
 	var seqs []int64
+	sessions := c.Bool("sessions")
+	var turns []oracle.SessionTurn // W4: collected, then driven by RunSessions
+	sessionOf := map[string]int{}
 	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
 		if ids, err = trace.DecodeHashIDs(ids, r.HashIDs); err != nil {
 			return err
 		}
 		q := workload.Request{ID: "s" + strconv.FormatInt(r.Seq, 10), ArrivalMs: r.ArrivalMs, PromptLen: r.ISL, MaxTokens: r.OSL}
+		var sp oracle.SharedPrefix
 		if ids != nil && info.HashBlock > 0 {
-			_, err = sim.AddShared(q, oracle.SharedPrefix{HashIDs: ids, HashBlock: info.HashBlock})
+			sp = oracle.SharedPrefix{HashIDs: ids, HashBlock: info.HashBlock}
+		}
+		seqs = append(seqs, r.Seq)
+		if sessions {
+			t := oracle.SessionTurn{Request: q, Prefix: sp, ThinkMs: r.ThinkMs}
+			if sp.HashIDs != nil {
+				t.Prefix.HashIDs = append([]int64(nil), ids...) // ids is reused by the next row
+			}
+			if r.Session != "" {
+				if t.Session = sessionOf[r.Session]; t.Session == 0 {
+					t.Session = len(sessionOf) + 1
+					sessionOf[r.Session] = t.Session
+				}
+			}
+			turns = append(turns, t)
+			return nil
+		}
+		if sp.HashIDs != nil {
+			_, err = sim.AddShared(q, sp)
 		} else {
 			_, err = sim.Add(q)
 		}
 		if err != nil {
 			return userErrorf("trace replay %s: %v", info.Name, err)
 		}
-		seqs = append(seqs, r.Seq)
 		return nil
 	})
 	if err != nil {
@@ -806,7 +828,12 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	if len(seqs) == 0 {
 		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	res, err := sim.Run(c.Context)
+	var res *oracle.Result
+	if sessions {
+		res, err = sim.RunSessions(c.Context, oracle.Sessions{Turns: turns, ClientRTTMs: c.Float64("client-rtt-ms"), MaxSessions: c.Int("max-sessions")})
+	} else {
+		res, err = sim.Run(c.Context)
+	}
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
 	}
@@ -884,7 +911,7 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	}
 	var rep *queueing.Report
 	if c.Bool("sessions") {
-		rep, err = queueing.QuantitativeSessions(c.Context, reqs, spec, tim, queueing.Options{}, queueing.SessionOptions{MaxSessions: c.Int("max-sessions")})
+		rep, err = queueing.QuantitativeSessions(c.Context, reqs, spec, tim, queueing.Options{ClientRTTMs: c.Float64("client-rtt-ms")}, queueing.SessionOptions{MaxSessions: c.Int("max-sessions")})
 	} else {
 		rep, err = queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
 	}

@@ -203,16 +203,22 @@ func TestTraceReplaySessionsCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"workload_fidelity": "W4"`) {
 		t.Fatalf("--sessions: exit %d\n%s%s", code, out, errs)
 	}
-	code, out, _ = runTraceCLI(t, "--db", db, "query", "select r.arrival_ms - (p.arrival_ms + p.e2e_ms) as think, r.cached_tokens, w.workload_fidelity from replay_requests r join replay_requests p on p.replay_id = r.replay_id and p.seq = 0 join replays w on w.id = r.replay_id where r.seq = 2")
-	if code != 0 || !strings.Contains(out, "1200") || !strings.Contains(out, "1280") || !strings.Contains(out, "W4") {
-		t.Fatalf("turn 2: exit %d\n%s", code, out)
+	code, out, errs = runTraceCLI(t, append(base, "--sessions", "--tier", "oracle")...)
+	if code != 0 || !strings.Contains(out, `"workload_fidelity": "W4"`) || !strings.Contains(out, `"queueing_tier": "oracle"`) {
+		t.Fatalf("--sessions --tier oracle: exit %d\n%s%s", code, out, errs)
 	}
-	code, _, errs = runTraceCLI(t, append(base, "--sessions", "--tier", "oracle")...)
-	if want := "aicdb: trace replay: --sessions: W4 sessions are replayed by the quantitative tier only (the DES driver is not built yet); drop --tier oracle\n"; code != 1 || errs != want {
-		t.Fatalf("oracle tier: exit %d %q", code, errs)
+	// turn 2 of both replays: 1200 ms think + the default 1 ms client RTT after turn
+	// 1's completion, turn 1's 1279 computed tokens cached in whole 16-token blocks
+	code, out, _ = runTraceCLI(t, "--db", db, "query", "--format", "csv", "select w.tier, r.arrival_ms - (p.arrival_ms + p.e2e_ms) as think, r.cached_tokens, w.workload_fidelity from replay_requests r join replay_requests p on p.replay_id = r.replay_id and p.seq = 0 join replays w on w.id = r.replay_id where r.seq = 2 order by w.id")
+	if want := "tier,think,cached_tokens,workload_fidelity\nquantitative,1201,1264,W4\noracle,1201,1264,W4\n"; code != 0 || out != want {
+		t.Fatalf("turn 2: exit %d\n%s\nwant\n%s", code, out, want)
 	}
 	code, _, errs = runTraceCLI(t, append(base, "--max-sessions", "2")...)
-	if want := "aicdb: trace replay: --max-sessions needs --sessions\n"; code != 1 || errs != want {
+	if want := "aicdb: trace replay: --max-sessions and --client-rtt-ms need --sessions\n"; code != 1 || errs != want {
 		t.Fatalf("cap alone: exit %d %q", code, errs)
+	}
+	code, _, errs = runTraceCLI(t, append(base, "--sessions", "--client-rtt-ms", "-1")...)
+	if want := "aicdb: trace replay: --client-rtt-ms -1: must be a number in [0, 1e6] ms\n"; code != 1 || errs != want {
+		t.Fatalf("rtt -1: exit %d %q", code, errs)
 	}
 }
