@@ -52,9 +52,9 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 // prompt holds the previous turn's prompt and output as a cached prefix (context
 // growth; the calendar has no KV eviction, so the previous context stays cached):
 // its prefix is max(its own Prefix, the previous turn's cached context): its ISL + OSL
-// − 1 tokens (the last sampled token's KV is never computed), capped at ISL − 1 and,
-// for vLLM and SGLang, rounded down to whole blocks (pages) as their caches hold only
-// full ones (V-R8, §3.6) — the hit the DES's engines give when nothing is evicted.
+// − 1 tokens (the last sampled token's KV is never computed), capped at ISL − 1 and
+// rounded down to whole blocks (pages), as the caches hold only full ones (V-R8,
+// §3.6, T-R5) — the hit the DES's engines give when nothing is evicted.
 // Later turns (and capped first turns) reach the scheduler Options.ClientRTTMs after
 // the client sends them, as in the closed loop. Requests without a session arrive at
 // their trace instants. The report's fidelity is W4.
@@ -217,12 +217,12 @@ func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int) fu
 }
 
 // sessionContext is the cached prefix a later turn of isl tokens finds after a turn
-// whose KV held ctx tokens: at most isl − 1 (one token is always computed), whole
-// blocks for vLLM (V-R8) and whole pages for SGLang (§3.6); TRT-LLM reuses a partial
-// last block (T-R5).
+// whose KV held ctx tokens: at most isl − 1 (one token is always computed), in whole
+// blocks — vLLM (V-R8), SGLang pages (§3.6) and TRT-LLM blocks (T-R5 without
+// partial-block reuse, as the DES: docs/oracle.md).
 func sessionContext(e EngineSpec, ctx, isl int) int {
 	n := min(ctx, isl-1)
-	if bs := e.BlockSize; bs > 0 && e.Backend != BackendTRTLLM {
+	if bs := e.BlockSize; bs > 0 {
 		n = n / bs * bs
 	}
 	return max(n, 0)

@@ -43,6 +43,20 @@ func ReplayFamilies() []ReplayFamily {
 		f.Engine = eb
 		fs = append(fs, f)
 	}
+	for _, b := range []string{queueing.BackendVLLM, queueing.BackendSGLang, queueing.BackendTRTLLM} {
+		f := fam(b+"/azure conversation 2000 W4 4-turn sessions", "azure_llm_2023/AzureLLMInferenceTrace_conv.csv", trace.Azure, 1)
+		if b != queueing.BackendVLLM {
+			eb, err := queueing.DefaultEngine(b, "")
+			if err != nil {
+				panic(fmt.Sprintf("gate: default %s engine: %v", b, err))
+			}
+			// a grown context exceeds max_num_tokens = 8192: TRT-LLM needs chunking (T-R3)
+			eb.EnableChunkedPrefill = true
+			f.Engine = eb
+		}
+		f.SessionTurns, f.ThinkMs, f.ClientRTTMs = 4, 2000, queueing.DefaultClientRTTMs
+		fs = append(fs, f)
+	}
 	kv := fam("vllm/mooncake conversation 2000 kv20000blk", "mooncake/conversation_trace.jsonl", trace.Mooncake, 1)
 	kv.KVTokens = 20000 * 16
 	kv.KnownFailing = "KV-bound: the vLLM calendar does not model recompute preemption or the KV held by running requests (QUEUEING.md §3); the reuse oracle sees the pool as cache only; the DES is the reference"
