@@ -36,7 +36,6 @@ type req struct {
 	// with r's prompt and outputs (it inherits r's block hashes for them, RunSessions).
 	sess uint64
 
-	st          status
 	g           int // output tokens appended
 	c           int // num_computed_tokens (computed or scheduled)
 	ph          int // async output placeholders (V-R11)
@@ -56,7 +55,8 @@ type req struct {
 	firstTok float64   // first and last output token times
 	lastTok  float64
 	finish   float64
-	client   int32 // closed-loop client, -1 otherwise
+	client   int32  // closed-loop client, -1 otherwise
+	st       status // beside client: no padding
 }
 
 // numTokens is P + g (V-R2): prompt plus outputs appended so far.

@@ -130,7 +130,12 @@ func (s *Sim) inheritContext(p, j int32) {
 		return
 	}
 	prev.ensureHashes(nb, s.bs)
-	h := make([]uint64, nb, max(nb, (r.p+r.maxTokens)/s.bs))
-	copy(h, prev.hashes[:nb])
-	r.hashes = h
+	h := r.hashes[:0]
+	if s.opt.SummaryOnly {
+		h = s.bufs.takeHashes()
+	}
+	if h == nil {
+		h = make([]uint64, 0, max(nb, (r.p+r.maxTokens)/s.bs))
+	}
+	r.hashes = append(h, prev.hashes[:nb]...)
 }

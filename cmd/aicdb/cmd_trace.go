@@ -775,6 +775,19 @@ func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl 
 	return pt, err
 }
 
+// sliceBound is a capacity hint for the slice's request count: the whole trace, or
+// --limit when smaller; 0 (no hint) for a time window, which may be a small part of
+// a long trace.
+func sliceBound(info store.TraceInfo, sl store.TraceSlice) int {
+	if sl.StartMs > 0 || (sl.EndMs > 0 && sl.EndMs < info.LastMs) {
+		return 0
+	}
+	if sl.Limit > 0 {
+		return min(info.Requests, sl.Limit)
+	}
+	return info.Requests
+}
+
 // replayOracle replays the slice through the DES; prefix hits come from the trace's
 // hash ids as block identities (the engine's own cache decides what hits).
 func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
@@ -783,8 +796,10 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	if err != nil {
 		return sum, nil, userErrorf("trace replay: --engine: %v", err)
 	}
+	n := sliceBound(info, sl)
+	sim.Reserve(n)
 	var ids []int64
-	var seqs []int64
+	seqs := make([]int64, 0, n)
 	sessions := c.Bool("sessions")
 	var turns []oracle.SessionTurn // W4: collected, then driven by RunSessions
 	sessionOf := map[string]int{}
