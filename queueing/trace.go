@@ -74,7 +74,8 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	if err := checkTrace(reqs, e, t); err != nil {
 		return nil, inputErr(err)
 	}
-	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
+	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
+		selfHits: o.PrefixCaching && e.Backend == BackendVLLM && e.KVCapacityTokens > 0}
 	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
 		s.budget = e.MaxPrefillTokens
 	}
@@ -103,13 +104,17 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 		s.reqs = append(s.reqs, simReq{slot: -1, gen: i, arrival: r.ArrivalMs + e.StageMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL, steady: true})
 	}
 	done := 0
+	hit0 := make([]int, len(reqs)) // each request's cached prefix at its first admission
+	for i, r := range reqs {
+		hit0[i] = r.Prefix
+	}
 	s.onFinish = func(*sim, int32, float64) { done++ }
 	if so == nil {
 		for i := range reqs {
 			s.incoming = append(s.incoming, int32(i))
 		}
 	} else {
-		s.onFinish = sessionDriver(s, reqs, *so, &done)
+		s.onFinish = sessionDriver(s, reqs, *so, &done, hit0)
 	}
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
@@ -118,7 +123,10 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	if err != nil {
 		return nil, err
 	}
-	rep.ITL = col.itlOf(0, 1) // every request is measured: ITL bucket 0 (simReq.bucket)
+	rep.ITL = col.itlOf(0, 1)     // every request is measured: ITL bucket 0 (simReq.bucket)
+	for i := range rep.Requests { // not a recompute's own-block hit (Options.PrefixCaching)
+		rep.Requests[i].Prefix = hit0[i]
+	}
 	rep.Fidelity = workload.W3
 	if so != nil {
 		rep.Fidelity = workload.W4
@@ -171,7 +179,7 @@ func checkTrace(reqs []TraceRequest, e EngineSpec, t timing.Timing) error {
 
 // sessionDriver enqueues the first turns (up to the cap) and returns the completion
 // hook that sends each session's next turn, or starts a waiting session.
-func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int) func(*sim, int32, float64) {
+func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int, hit0 []int) func(*sim, int32, float64) {
 	next := make([]int32, len(reqs)) // the session's next turn, -1 = last
 	firstOf := map[int]int32{}       // session → its first turn (filled backwards)
 	var firsts []int32               // first turns (and session-less requests), in trace order
@@ -205,6 +213,7 @@ func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int) fu
 			prev, r := &s.reqs[ri], &s.reqs[j]
 			r.arrival = now + reqs[j].ThinkMs + so.clientRTTMs + s.e.StageMs
 			r.prefix = max(r.prefix, sessionContext(s.e, prev.isl+prev.osl-1, r.isl))
+			hit0[j] = r.prefix
 			s.insertIncoming(j)
 			return
 		}
