@@ -174,6 +174,9 @@ func RunReplay(ctx context.Context, dir string, f ReplayFamily) ReplayRow {
 		}
 	}
 	blocks := min(kv/bs, oracle.MaxReuseVLLMBlocks) // usable blocks (+ block 0 in the DES)
+	if f.KVTokens > 0 {                             // the calendar's KV model gets the DES's pool, as trace replay does
+		f.Engine.KVCapacityTokens = blocks * bs
+	}
 	if row.Model, err = replayModel(ctx, f, reqs, blocks); err != nil {
 		row.Err = fmt.Errorf("model: %w", err)
 		return row
@@ -226,15 +229,35 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 			in[i].Prefix = rs.Add(r.ISL, r.OSL, r.HashIDs)
 		}
 	}
-	var rep *queueing.Report
-	var err error
-	if f.SessionTurns > 0 {
-		rep, err = queueing.QuantitativeSessions(ctx, in, f.Engine, f.Timing, queueing.Options{RecordTokenTimes: true, ClientRTTMs: f.ClientRTTMs}, queueing.SessionOptions{})
-	} else {
-		rep, err = queueing.QuantitativeTrace(ctx, in, f.Engine, f.Timing, queueing.Options{RecordTokenTimes: true})
+	// the DES caches blocks when the slice names them or has sessions (replayOracle)
+	o := queueing.Options{RecordTokenTimes: true, PrefixCaching: hasIDs(reqs) || f.SessionTurns > 0}
+	run := func() (*queueing.Report, error) {
+		if f.SessionTurns > 0 {
+			o.ClientRTTMs = f.ClientRTTMs
+			return queueing.QuantitativeSessions(ctx, in, f.Engine, f.Timing, o, queueing.SessionOptions{})
+		}
+		return queueing.QuantitativeTrace(ctx, in, f.Engine, f.Timing, o)
 	}
+	rep, err := run()
 	if err != nil {
 		return ReplayMetrics{}, err
+	}
+	if rs != nil && f.Engine.KVCapacityTokens > 0 { // KV-bound: hits under the KV running requests pin
+		rr := make([]oracle.ReuseRequest, len(reqs))
+		for i, r := range rep.Requests {
+			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: reqs[i].HashIDs}
+		}
+		hits, err := oracle.ReusePinned(oracle.ReuseConfig{Backend: oracle.Backend(f.Engine.Backend), KVBlocks: blocks,
+			BlockSize: f.Engine.BlockSize, HashBlock: trace.DefaultHashBlock}, rr)
+		if err != nil {
+			return ReplayMetrics{}, err
+		}
+		for i := range in {
+			in[i].Prefix = hits[i]
+		}
+		if rep, err = run(); err != nil {
+			return ReplayMetrics{}, err
+		}
 	}
 	recs := make([]rec, len(rep.Requests))
 	cached := 0
