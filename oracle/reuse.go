@@ -511,3 +511,12 @@ func ReusePinned(cfg ReuseConfig, reqs []ReuseRequest) ([]int, error) {
 	}
 	return hits, nil
 }
+
+// Config returns the cache's configuration (block size defaulted).
+func (s *ReuseSim) Config() ReuseConfig { return s.cfg }
+
+// KVBoundUtil is the peak KV utilisation of running requests above which a replay is
+// KV-bound: `trace replay` and the replay gate then recompute the hits with running
+// requests pinning their KV (ReusePinned); below it the pinned KV leaves over half
+// the pool to the cache and the hits released at once stand (one replay, not two).
+const KVBoundUtil = 0.5

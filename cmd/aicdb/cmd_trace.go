@@ -101,6 +101,7 @@ system, and the p99 TTFT of the requests arriving in it.
 					&cli.StringFlag{Name: "moe-quant", Usage: "perf data: MoE quant mode (default: from the model)"},
 					&cli.BoolFlag{Name: "sessions", Usage: "W4: a session's later turn arrives at its previous turn's completion + think time + client RTT, the previous context cached (the DES: while its blocks survive in the engine's prefix cache)"},
 					&cli.IntFlag{Name: "max-sessions", Usage: "W4: at most `N` sessions in progress (0 = no cap)"},
+					&cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool of both tiers: `auto|N` tokens, replacing the engine file's num_gpu_blocks (auto: from the perf database's GPU memory model at the slice's longest request; needs --model)"},
 					&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "W4: client round trip in `MS` before a later turn reaches the scheduler (as eval's closed loop)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
 					formatFlag(formatJSON)),
@@ -693,13 +694,17 @@ func traceReplay(c *cli.Context) error {
 		return err
 	}
 	var pt *perfdb.PassTiming
+	var longest workload.Spec
 	if c.IsSet("model") {
-		if pt, err = replayPassTiming(c, st, info, sl, eng); err != nil {
+		if pt, longest, err = replayPassTiming(c, st, info, sl, eng); err != nil {
 			return err
 		}
 		tim = pt
 	} else if tim == nil {
 		return userErrorf("trace replay: --engine %s: no \"timing\" object; add one or time passes from perf data with --model, --system, --backend and --tp", path)
+	}
+	if err := replayKVCapacity(c, pt, longest, &eng); err != nil {
+		return err
 	}
 	var sum oracle.Summary
 	var rows []store.ReplayRow
@@ -750,29 +755,59 @@ func traceReplay(c *cli.Context) error {
 }
 
 // replayPassTiming builds the perf-data pass timing of --model/--system/--backend/
-// --version/--tp… with eval's builder, checked against the slice's longest request.
-func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine) (*perfdb.PassTiming, error) {
+// --version/--tp… with eval's builder, checked against the slice's longest request
+// (its largest isl and osl, also returned).
+func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine) (*perfdb.PassTiming, workload.Spec, error) {
+	var w workload.Spec
 	for _, f := range []string{"system", "backend", "tp"} {
 		if !c.IsSet(f) {
-			return nil, userErrorf("trace replay: --model: --%s is required with the perf-data timing", f)
+			return nil, w, userErrorf("trace replay: --model: --%s is required with the perf-data timing", f)
 		}
 	}
 	if b := c.String("backend"); b != string(eng.Backend) {
-		return nil, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
+		return nil, w, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
 	}
-	var w workload.Spec
 	err := st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
 		w.ISL, w.OSL = max(w.ISL, r.ISL), max(w.OSL, r.OSL)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, w, err
 	}
 	if w.ISL == 0 {
-		return nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
+		return nil, w, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
 	pt, _, _, err := evalPassTiming(c, w)
-	return pt, err
+	return pt, w, err
+}
+
+// replayKVCapacity applies --kv-capacity-tokens auto|N to the engine's pool, which
+// both tiers use (the DES's num_gpu_blocks − 1 blocks, the calendar's
+// kv_capacity_tokens): auto sizes it from pt's GPU memory model at the slice's
+// longest request (w), as eval does.
+func replayKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, eng *oracle.Engine) error {
+	if !c.IsSet("kv-capacity-tokens") {
+		return nil
+	}
+	n, auto, err := kvCapacityTokensFlag(c)
+	if err != nil {
+		return err
+	}
+	if auto {
+		if pt == nil {
+			return userErrorf("trace replay: --kv-capacity-tokens auto: the engine file's timing has no GPU memory model to size the KV pool from; give the capacity in tokens, or time passes from perf data with --model, --system, --backend and --tp")
+		}
+		e := queueing.EngineSpec{BlockSize: eng.BlockSize}
+		if err := resolveKVCapacity(c, pt, w, &e); err != nil {
+			return err
+		}
+		n = e.KVCapacityTokens
+	}
+	if n < eng.BlockSize {
+		return userErrorf("trace replay: --kv-capacity-tokens %d: the engine needs a KV pool of at least one %d-token block", n, eng.BlockSize)
+	}
+	eng.NumGPUBlocks = n/eng.BlockSize + 1 // + the null block 0
+	return nil
 }
 
 // sliceBound is a capacity hint for the slice's request count: the whole trace, or
@@ -867,10 +902,13 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	return sum, rows, nil
 }
 
-// replayQuantitative replays the slice through the queueing calendar: each request's
-// cached tokens come from the reuse oracle run over the engine's own pool
-// (num_gpu_blocks − 1 blocks of block_size; none when prefix caching is off or the
-// trace has no hash ids).
+// replayQuantitative replays the slice through the queueing calendar with the
+// engine's KV pool as its KV capacity: each request's cached tokens come from the
+// reuse oracle run over that pool (num_gpu_blocks − 1 blocks of block_size; none
+// when prefix caching is off or the trace has no hash ids), released at once; when
+// that replay is KV-bound (running requests held over half the pool) the hits are
+// recomputed with every request pinning its KV over its run time
+// (oracle.ReusePinned) and the slice is replayed again with them.
 func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
 	spec, err := engineSpec(eng)
@@ -914,21 +952,45 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	if err != nil {
 		return sum, nil, err
 	}
+	idsOf := func(i int) []int64 {
+		if i == 0 {
+			return ids[:idEnd[0]]
+		}
+		return ids[idEnd[i-1]:idEnd[i]]
+	}
 	if rs != nil {
-		start := 0
 		for i := range reqs {
-			reqs[i].Prefix = rs.Add(reqs[i].ISL, reqs[i].OSL, ids[start:idEnd[i]])
-			start = idEnd[i]
+			reqs[i].Prefix = rs.Add(reqs[i].ISL, reqs[i].OSL, idsOf(i))
 		}
 	}
 	if len(reqs) == 0 {
 		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	var rep *queueing.Report
-	if c.Bool("sessions") {
-		rep, err = queueing.QuantitativeSessions(c.Context, reqs, spec, tim, queueing.Options{ClientRTTMs: c.Float64("client-rtt-ms")}, queueing.SessionOptions{MaxSessions: c.Int("max-sessions")})
-	} else {
-		rep, err = queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
+	o := queueing.Options{PrefixCaching: eng.EnablePrefixCaching}
+	run := func() (*queueing.Report, error) {
+		if c.Bool("sessions") {
+			o.ClientRTTMs = c.Float64("client-rtt-ms")
+			return queueing.QuantitativeSessions(c.Context, reqs, spec, tim, o, queueing.SessionOptions{MaxSessions: c.Int("max-sessions")})
+		}
+		return queueing.QuantitativeTrace(c.Context, reqs, spec, tim, o)
+	}
+	rep, err := run()
+	if err == nil && rs != nil && rep.KVUtilPeak > oracle.KVBoundUtil {
+		// KV-bound (running requests held over half the pool): the hits again with each
+		// request pinning its blocks over the run times just computed
+		// (oracle.ReusePinned), then the replay with those hits.
+		rr := make([]oracle.ReuseRequest, len(reqs))
+		for i, r := range rep.Requests {
+			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: idsOf(i)}
+		}
+		var hits []int
+		if hits, err = oracle.ReusePinned(rs.Config(), rr); err != nil {
+			return sum, nil, userErrorf("trace replay --tier quantitative: reuse oracle: %v", err)
+		}
+		for i := range reqs {
+			reqs[i].Prefix = hits[i]
+		}
+		rep, err = run()
 	}
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
@@ -956,8 +1018,8 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 }
 
 // engineSpec maps an oracle engine's knobs onto the calendar's EngineSpec (the
-// inverse of the gate's mapping; the KV pool bounds only TRT-LLM's
-// GUARANTEED_NO_EVICT admission, as in the calendar).
+// inverse of the gate's mapping): the KV pool is the calendar's KV capacity —
+// vLLM preemption, SGLang retraction, TRT-LLM no-evict admission or pausing.
 func engineSpec(e oracle.Engine) (queueing.EngineSpec, error) {
 	q := queueing.EngineSpec{Backend: string(e.Backend), EnableChunkedPrefill: e.EnableChunkedPrefill,
 		AsyncScheduling: e.AsyncScheduling, BlockSize: e.BlockSize}
@@ -971,10 +1033,10 @@ func engineSpec(e oracle.Engine) (queueing.EngineSpec, error) {
 		switch e.CapacityPolicy {
 		case oracle.GuaranteedNoEvict:
 			q.CapacityPolicy = queueing.PolicyGuaranteedNoEvict
-			q.KVCapacityTokens = (e.NumGPUBlocks - 1) * e.BlockSize
 		case oracle.MaxUtilization:
 			q.CapacityPolicy = queueing.PolicyMaxUtilization
 		}
 	}
+	q.KVCapacityTokens = (e.NumGPUBlocks - 1) * e.BlockSize
 	return q, q.Validate()
 }

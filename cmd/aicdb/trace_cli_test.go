@@ -222,3 +222,56 @@ func TestTraceReplaySessionsCLI(t *testing.T) {
 		t.Fatalf("rtt -1: exit %d %q", code, errs)
 	}
 }
+
+// TestTraceReplayKVCapacityCLI: --kv-capacity-tokens N replaces the engine file's
+// pool for both tiers — the Mooncake head slice, replayed into a pool that holds a
+// few requests, preempts in the DES and queues in both tiers (longer mean E2E than
+// with the file's pool); auto needs perf data; a pool below one block is refused.
+func TestTraceReplayKVCapacityCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 100000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": true, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
+		t.Fatal(errs)
+	}
+	e2e := func(args ...string) float64 {
+		t.Helper()
+		code, out, errs := runTraceCLI(t, append([]string{"--db", db, "trace", "replay", "conv", "--engine", eng}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errs)
+		}
+		var s struct {
+			E2EMean     float64 `json:"e2e_mean"`
+			Preemptions int     `json:"preemptions"`
+		}
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatal(err)
+		}
+		if args[1] == "oracle" && len(args) > 2 && s.Preemptions == 0 {
+			t.Errorf("%v: no preemption in a pool of a few requests", args)
+		}
+		return s.E2EMean
+	}
+	for _, tier := range []string{"quantitative", "oracle"} {
+		wide, tight := e2e("--tier", tier), e2e("--tier", tier, "--kv-capacity-tokens", "130000")
+		if !(tight > wide) {
+			t.Errorf("%s: mean e2e %v ms with an 8,125-block pool, %v ms with the file's 100,000: want longer", tier, tight, wide)
+		}
+	}
+	for _, c := range []struct{ arg, want string }{
+		{"auto", "aicdb: trace replay: --kv-capacity-tokens auto: the engine file's timing has no GPU memory model to size the KV pool from; give the capacity in tokens, or time passes from perf data with --model, --system, --backend and --tp\n"},
+		{"8", "aicdb: trace replay: --kv-capacity-tokens 8: the engine needs a KV pool of at least one 16-token block\n"},
+		{"lots", "aicdb: --kv-capacity-tokens \"lots\": want auto or a token count ≥ 0\n"},
+	} {
+		code, _, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--kv-capacity-tokens", c.arg)
+		if code != 1 || errs != c.want {
+			t.Errorf("--kv-capacity-tokens %s: exit %d %q, want %q", c.arg, code, errs, c.want)
+		}
+	}
+}

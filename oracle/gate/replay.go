@@ -242,7 +242,7 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 	if err != nil {
 		return ReplayMetrics{}, err
 	}
-	if rs != nil && f.Engine.KVCapacityTokens > 0 { // KV-bound: hits under the KV running requests pin
+	if rs != nil && rep.KVUtilPeak > oracle.KVBoundUtil { // KV-bound: hits under the KV running requests pin
 		rr := make([]oracle.ReuseRequest, len(reqs))
 		for i, r := range rep.Requests {
 			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: reqs[i].HashIDs}
