@@ -57,6 +57,15 @@ func ReplayFamilies() []ReplayFamily {
 		}
 		f.SessionTurns, f.ThinkMs, f.ClientRTTMs = 4, 2000, queueing.DefaultClientRTTMs
 		fs = append(fs, f)
+		if b == queueing.BackendVLLM {
+			// KV pressure: a few contexts evicted in the DES (8,000 blocks), then most
+			// of them (4,000 blocks), which the calendar does not model
+			mild, hard := f, f
+			mild.Name, mild.KVTokens = f.Name+" kv8000blk", 8000*16
+			hard.Name, hard.KVTokens = f.Name+" kv4000blk", 4000*16
+			hard.KnownFailing = "W4 under KV pressure: the calendar keeps every session's context cached (QuantitativeSessions); the DES's 4,000-block pool evicts most contexts during the 2 s think time (LRU of freed blocks), so its later turns prefill their whole context again — the DES is the reference"
+			fs = append(fs, mild, hard)
+		}
 	}
 	kv := fam("vllm/mooncake conversation 2000 kv20000blk", "mooncake/conversation_trace.jsonl", trace.Mooncake, 1)
 	kv.KVTokens = 20000 * 16
