@@ -52,7 +52,7 @@ func (s *Sim) RunSessions(ctx context.Context, ss Sessions) (*Result, error) {
 	case len(s.reqs) > 0:
 		return nil, fmt.Errorf("sessions: the simulator already holds %d requests; run sessions on a new one", len(s.reqs))
 	}
-	s.reqs = make([]req, 0, len(ss.Turns))
+	s.Reserve(len(ss.Turns))
 	s.deferArrivals = true
 	for k, t := range ss.Turns {
 		if t.Session < 0 || !(t.ThinkMs >= 0) || math.IsInf(t.ThinkMs, 0) {
