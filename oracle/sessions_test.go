@@ -2,8 +2,11 @@ package oracle_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -144,4 +147,67 @@ func TestRunSessionsWithoutSessions(t *testing.T) {
 			t.Errorf("got %v, want %q", err, c.want)
 		}
 	}
+}
+
+// TestRunSessionsProperty (rapid): for random session traces on every backend, a later
+// turn arrives exactly at its previous turn's finish + think + RTT, SummaryOnly and
+// full runs agree, and with an ample pool a later turn hits exactly its previous
+// turn's computed context in whole blocks (prompt + outputs − 1, at most isl − 1);
+// under any pool no turn hits more than that bound.
+func TestRunSessionsProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		b := rapid.SampledFrom([]oracle.Backend{oracle.VLLM, oracle.SGLang, oracle.TRTLLM}).Draw(rt, "backend")
+		ample := rapid.Bool().Draw(rt, "ample")
+		blocks := 2000
+		if !ample {
+			blocks = rapid.IntRange(120, 400).Draw(rt, "blocks")
+		}
+		n := rapid.IntRange(1, 12).Draw(rt, "turns")
+		rtt := float64(rapid.IntRange(0, 3).Draw(rt, "rtt"))
+		var turns []oracle.SessionTurn
+		at := 0.0
+		for i := range n {
+			at += float64(rapid.IntRange(0, 50).Draw(rt, fmt.Sprint("gap", i)))
+			turns = append(turns, turn(at, rapid.IntRange(20, 900).Draw(rt, fmt.Sprint("isl", i)), rapid.IntRange(1, 60).Draw(rt, fmt.Sprint("osl", i)),
+				rapid.IntRange(0, 3).Draw(rt, fmt.Sprint("sess", i)), float64(rapid.IntRange(0, 100).Draw(rt, fmt.Sprint("think", i)))))
+		}
+		e := sessEngine(b, blocks)
+		run := func(o oracle.Options) *oracle.Result {
+			s, err := oracle.New(e, sessTiming, o)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			res, err := s.RunSessions(context.Background(), oracle.Sessions{Turns: turns, ClientRTTMs: rtt})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			return res
+		}
+		res, full := run(oracle.Options{SummaryOnly: true}), run(oracle.Options{})
+		for i := range res.Requests {
+			a, f := res.Requests[i], full.Requests[i]
+			if a.ArrivalMs != f.ArrivalMs || a.FinishMs != f.FinishMs || a.NumCachedTokens != f.NumCachedTokens {
+				rt.Fatalf("turn %d: SummaryOnly %+v vs full %+v", i, a, f)
+			}
+		}
+		prev := map[int]int{}
+		for i, tr := range turns {
+			r := res.Requests[i]
+			p, ok := prev[tr.Session]
+			if tr.Session != 0 {
+				prev[tr.Session] = i
+			}
+			if tr.Session == 0 || !ok {
+				continue
+			}
+			q := res.Requests[p]
+			if want := q.FinishMs + tr.ThinkMs + rtt; r.ArrivalMs != want {
+				rt.Fatalf("turn %d arrives at %v, want %v", i, r.ArrivalMs, want)
+			}
+			bound := min(q.PromptLen+q.MaxTokens-1, r.PromptLen-1) / 16 * 16
+			if r.NumCachedTokens > bound || (ample && r.NumCachedTokens != bound) {
+				rt.Fatalf("turn %d (%s, %d blocks): cached %d, context bound %d", i, b, blocks, r.NumCachedTokens, bound)
+			}
+		}
+	})
 }
