@@ -25,6 +25,7 @@ import (
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
 	"github.com/aicdb/aicdb/trace"
 )
@@ -915,86 +916,23 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	if err != nil {
 		return sum, nil, userErrorf("trace replay --tier quantitative: --engine: %v", err)
 	}
-	var rs *oracle.ReuseSim
-	if eng.EnablePrefixCaching && info.HashBlock > 0 {
-		if rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1,
-			BlockSize: eng.BlockSize, HashBlock: info.HashBlock}); err != nil {
-			return sum, nil, userErrorf("trace replay --tier quantitative: reuse oracle: %v", err)
-		}
+	tw, err := refine.LoadTraceWorkload(c.Context, st, info, sl)
+	if errors.Is(err, refine.ErrEmptySlice) {
+		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	// The slice's hash ids are read whole (one flat array) and announced to the reuse
-	// oracle before it replays them, so it registers only blocks someone looks up again.
-	var ids, buf []int64
-	var idEnd []int
-	var seqs []int64
-	var reqs []queueing.TraceRequest
-	sessions := map[string]int{}
-	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
-		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, ThinkMs: r.ThinkMs}
-		if r.Session != "" {
-			if q.Session = sessions[r.Session]; q.Session == 0 {
-				q.Session = len(sessions) + 1
-				sessions[r.Session] = q.Session
-			}
-		}
-		reqs = append(reqs, q)
-		seqs = append(seqs, r.Seq)
-		if rs != nil {
-			if buf, err = trace.DecodeHashIDs(buf, r.HashIDs); err != nil {
-				return err
-			}
-			rs.Expect(buf)
-			ids = append(ids, buf...)
-			idEnd = append(idEnd, len(ids))
-		}
-		return nil
-	})
 	if err != nil {
 		return sum, nil, err
 	}
-	idsOf := func(i int) []int64 {
-		if i == 0 {
-			return ids[:idEnd[0]]
-		}
-		return ids[idEnd[i-1]:idEnd[i]]
+	rc := refine.TraceReplay{Engine: spec, Timing: tim, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions"),
+		ClientRTTMs: c.Float64("client-rtt-ms"), PrefixCaching: eng.EnablePrefixCaching}
+	if eng.EnablePrefixCaching {
+		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
 	}
-	if rs != nil {
-		for i := range reqs {
-			reqs[i].Prefix = rs.Add(reqs[i].ISL, reqs[i].OSL, idsOf(i))
-		}
-	}
-	if len(reqs) == 0 {
-		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
-	}
-	o := queueing.Options{PrefixCaching: eng.EnablePrefixCaching}
-	run := func() (*queueing.Report, error) {
-		if c.Bool("sessions") {
-			o.ClientRTTMs = c.Float64("client-rtt-ms")
-			return queueing.QuantitativeSessions(c.Context, reqs, spec, tim, o, queueing.SessionOptions{MaxSessions: c.Int("max-sessions")})
-		}
-		return queueing.QuantitativeTrace(c.Context, reqs, spec, tim, o)
-	}
-	rep, err := run()
-	if err == nil && rs != nil && rep.KVUtilPeak > oracle.KVBoundUtil {
-		// KV-bound (running requests held over half the pool): the hits again with each
-		// request pinning its blocks over the run times just computed
-		// (oracle.ReusePinned), then the replay with those hits.
-		rr := make([]oracle.ReuseRequest, len(reqs))
-		for i, r := range rep.Requests {
-			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: idsOf(i)}
-		}
-		var hits []int
-		if hits, err = oracle.ReusePinned(rs.Config(), rr); err != nil {
-			return sum, nil, userErrorf("trace replay --tier quantitative: reuse oracle: %v", err)
-		}
-		for i := range reqs {
-			reqs[i].Prefix = hits[i]
-		}
-		rep, err = run()
-	}
+	rep, err := tw.Replay(c.Context, nil, rc)
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
 	}
+	reqs, seqs := tw.Reqs, tw.Seqs
 	sum = oracle.Summary{Requests: len(reqs), Passes: rep.Diagnostics.Passes, EndMs: rep.Diagnostics.WindowEndMs,
 		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP90: rep.TTFTSteady.Quantile(0.9),
 		TTFTP99: rep.TTFTSteady.Quantile(0.99), TTFTP999: rep.TTFTSteady.Quantile(0.999),
