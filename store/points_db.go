@@ -76,8 +76,20 @@ var insertPointSQL = `INSERT OR IGNORE INTO operating_points (` + strings.Join(p
 // is kept) and refreshes the pareto flag of every workload group it touched, so a
 // reader never sees a batch half-written. It returns the number of rows inserted.
 func (s *Store) InsertPoints(ctx context.Context, pts []Point) (int, error) {
+	return s.InsertPointsWithResults(ctx, pts, nil)
+}
+
+// InsertPointsWithResults is InsertPoints that also stores quantitative results of
+// those rows (a sweep's KV-tight rows) in the same transaction, before the pareto
+// flags are refreshed: a reader never sees a preempting row on the front.
+func (s *Store) InsertPointsWithResults(ctx context.Context, pts []Point, rs []Quantitative) (int, error) {
 	for i := range pts {
 		if err := pts[i].Validate(); err != nil {
+			return 0, err
+		}
+	}
+	for i := range rs {
+		if err := rs[i].Validate(); err != nil {
 			return 0, err
 		}
 	}
@@ -102,6 +114,9 @@ func (s *Store) InsertPoints(ctx context.Context, pts []Point) (int, error) {
 				groups[g] = true
 				order = append(order, g)
 			}
+		}
+		if err := insertQuantitative(ctx, tx, rs); err != nil {
+			return err
 		}
 		for _, g := range order {
 			if err := refreshPareto(ctx, tx, g); err != nil {
@@ -222,26 +237,37 @@ func (s *Store) InsertQuantitative(ctx context.Context, rs []Quantitative) error
 		}
 	}
 	return s.Tx(ctx, func(tx *sqlx.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, insertQuantSQL)
-		if err != nil {
-			return fmt.Errorf("prepare quantitative insert: %w", err)
-		}
-		defer stmt.Close()
-		for i := range rs {
-			r := &rs[i]
-			a := make([]any, 0, len(quantColumns))
-			a = append(a, r.Key)
-			for _, v := range r.V {
-				a = append(a, v)
-			}
-			a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions, r.Evaluator)
-			a = append(a, r.KV.args()...)
-			if _, err := stmt.ExecContext(ctx, a...); err != nil {
-				return fmt.Errorf("insert quantitative result %s: %w", r.Key[:12], err)
-			}
+		if err := insertQuantitative(ctx, tx, rs); err != nil {
+			return err
 		}
 		return refreshPreempting(ctx, tx, rs)
 	})
+}
+
+// insertQuantitative writes validated quantitative results in tx.
+func insertQuantitative(ctx context.Context, tx *sqlx.Tx, rs []Quantitative) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, insertQuantSQL)
+	if err != nil {
+		return fmt.Errorf("prepare quantitative insert: %w", err)
+	}
+	defer stmt.Close()
+	for i := range rs {
+		r := &rs[i]
+		a := make([]any, 0, len(quantColumns))
+		a = append(a, r.Key)
+		for _, v := range r.V {
+			a = append(a, v)
+		}
+		a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions, r.Evaluator)
+		a = append(a, r.KV.args()...)
+		if _, err := stmt.ExecContext(ctx, a...); err != nil {
+			return fmt.Errorf("insert quantitative result %s: %w", r.Key[:12], err)
+		}
+	}
+	return nil
 }
 
 // refreshPreempting refreshes the pareto flags of the groups of the rows rs shows
