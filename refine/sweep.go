@@ -305,7 +305,7 @@ func heartbeat(ctx context.Context, st *store.Store, id int64, opt SweepOptions)
 // and committed in one transaction.
 func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []store.PointInputs, opt SweepOptions, res *SweepResult) error {
 	rows := make([]store.Point, opt.BatchSize)
-	gap := make([]error, opt.BatchSize) // per point of the batch: why the perf data cannot price it
+	gap := make([]error, opt.BatchSize)                 // per point of the batch: why the perf data cannot price it
 	quant := make([]*store.Quantitative, opt.BatchSize) // KV-tight rows' quantitative tier (EvaluateRow)
 	for start := 0; start < len(todo); start += opt.BatchSize {
 		if err := ctx.Err(); err != nil {

@@ -1,0 +1,123 @@
+package refine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/queueing/engineconf"
+	"github.com/aicdb/aicdb/store"
+)
+
+// kvTightSweep sweeps Qwen3-32B on h200_sxm with SGLang at tp 2, isl 4000, osl 500
+// and a 150000-token KV pool (the engine's own --max-total-tokens): batch 32 needs
+// 144000 tokens at full length and fits; batch 64 needs 288000, retracts (S-R5)
+// and has the highest legacy tokens/s/gpu.
+func kvTightSweep(t *testing.T) *store.Store {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real perf data sweep (~5 s)")
+	}
+	src := sharedSource(t)
+	cfg, err := engineconf.Parse("sglang", []byte("--max-total-tokens 150000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "sglang", TotalGPUs: 2, ISL: 4000, OSL: 500,
+		TPs: []int{2}, Batches: []int{16, 32, 64}, CtxTokens: []int{4000}, EngineConfig: cfg}
+	if _, err := Sweep(context.Background(), s, NewPerfdbEvaluator(src), spec, SweepOptions{Now: fixedNow}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestKVTightSweep: the sweep prices every point with its KV pool; the KV-tight
+// batch-64 row gets no certain bracket at screening tier, its quantitative tier is
+// stored with it and shows retraction, so it is off the pareto front (the `pareto`
+// view) while `pareto_all` lists it flagged; the rows that fit carry the screening
+// bound (no preemption, utilisation = demand / pool).
+func TestKVTightSweep(t *testing.T) {
+	s := kvTightSweep(t)
+	ctx := context.Background()
+	pts, err := s.SelectPoints(ctx, store.PointFilter{})
+	if err != nil || len(pts) != 3 {
+		t.Fatalf("%d rows, %v", len(pts), err)
+	}
+	byBatch := map[int]store.Point{}
+	for _, p := range pts {
+		byBatch[p.Batch] = p
+	}
+	b64, b32 := byBatch[64], byBatch[32]
+	if b64.Q.Tier != store.TierQuantitative || !b64.Q.KV.Preempts() || b64.Q.HiCertain || b64.IsPareto ||
+		b64.Q.KV.CapacityTokens != 150000 || b64.Q.KV.UtilPeak != 1 {
+		t.Fatalf("batch 64: tier %s, KV %+v, certain %v, pareto %v: want quantitative, preempting, uncertain, off the front",
+			b64.Q.Tier, b64.Q.KV, b64.Q.HiCertain, b64.IsPareto)
+	}
+	if b64.Legacy.TokensPerSPerGPU <= b32.Legacy.TokensPerSPerGPU {
+		t.Fatalf("batch 64 should win on tokens/s/gpu without KV pressure: %v ≤ %v", b64.Legacy.TokensPerSPerGPU, b32.Legacy.TokensPerSPerGPU)
+	}
+	if b32.Q.Tier != store.TierScreening || !b32.IsPareto || b32.Q.KV.Preempts() || !b32.Q.KV.HasPreemptions ||
+		b32.Q.KV.UtilPeak != 144000.0/150000 || !strings.HasPrefix(b32.Q.KV.Note, "screening: ") {
+		t.Fatalf("batch 32: %+v pareto %v: want the screening bound 0.96, no preemption, on the front", b32.Q.KV, b32.IsPareto)
+	}
+	var flagged []struct {
+		Batch    int `db:"batch"`
+		Preempts int `db:"preempts"`
+	}
+	if err := s.DB.SelectContext(ctx, &flagged, `SELECT batch, preempts FROM pareto_all ORDER BY batch`); err != nil {
+		t.Fatal(err)
+	}
+	if len(flagged) == 0 || flagged[len(flagged)-1].Batch != 64 || flagged[len(flagged)-1].Preempts != 1 {
+		t.Fatalf("pareto_all = %+v: want batch 64 flagged preempts = 1", flagged)
+	}
+	var n int
+	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM pareto WHERE preempts = 1`); err != nil || n != 0 {
+		t.Fatalf("pareto holds %d preempting rows (%v)", n, err)
+	}
+}
+
+// TestBestSkipsPreempting: best leaves the preempting batch-64 row out (it would
+// rank first) and counts it; AllowPreemption ranks it first, flagged by its KV.
+func TestBestSkipsPreempting(t *testing.T) {
+	s := kvTightSweep(t)
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(sharedSource(t))
+	res, err := Best(ctx, s, ev, BestOptions{TopK: 1})
+	if err != nil || len(res.Rows) != 1 {
+		t.Fatalf("best: %+v %v", res, err)
+	}
+	if res.Rows[0].Batch != 32 || res.Preempting != 1 {
+		t.Fatalf("best: batch %d, %d preempting left out: want batch 32 and 1", res.Rows[0].Batch, res.Preempting)
+	}
+	res, err = Best(ctx, s, ev, BestOptions{TopK: 1, AllowPreemption: true})
+	if err != nil || len(res.Rows) != 1 {
+		t.Fatalf("best --allow-preemption: %+v %v", res, err)
+	}
+	if p := res.Rows[0]; p.Batch != 64 || !p.Q.KV.Preempts() || res.Preempting != 0 {
+		t.Fatalf("best --allow-preemption: batch %d KV %+v, %d left out: want batch 64 flagged", p.Batch, p.Q.KV, res.Preempting)
+	}
+}
+
+// TestKVScreeningNotCertainWhenTight: a KV-tight point's screening row never
+// claims a certain bracket and leaves the preemption count unknown (the closed
+// form has no preemption), so an SLA decision on it needs the quantitative tier;
+// a point whose demand fits keeps the certainty the closed form gives.
+func TestKVScreeningNotCertainWhenTight(t *testing.T) {
+	tight := kvPlan{capTokens: 150000, capBlocks: 150000, perReq: 4500, demandBlocks: 288000, tight: true, perPass: true}
+	kv, certain := tight.screening()
+	if certain || kv.HasPreemptions || kv.HasUtil || kv.CapacityTokens != 150000 || !strings.Contains(kv.Note, "KV-tight") {
+		t.Fatalf("tight: %+v certain %v", kv, certain)
+	}
+	noEvict := tight
+	noEvict.perPass = false // TRT-LLM GUARANTEED_NO_EVICT: admission-limited, never evicts
+	kv, certain = noEvict.screening()
+	if !certain || !kv.HasPreemptions || kv.PreemptionsPerRequest != 0 || kv.UtilPeak != float64(33*4500)/150000 {
+		t.Fatalf("no-evict: %+v certain %v", kv, certain)
+	}
+	fits := kvPlan{capTokens: 150000, capBlocks: 150000, perReq: 4500, demandBlocks: 144000, perPass: true}
+	kv, certain = fits.screening()
+	if !certain || !kv.HasPreemptions || kv.UtilPeak != 0.96 {
+		t.Fatalf("fits: %+v certain %v", kv, certain)
+	}
+}
