@@ -13,7 +13,7 @@ import (
 // and a 150000-token KV pool (the engine's own --max-total-tokens): batch 32 needs
 // 144000 tokens at full length and fits; batch 64 needs 288000, retracts (S-R5)
 // and has the highest legacy tokens/s/gpu.
-func kvTightSweep(t *testing.T) *store.Store {
+func kvTightSweep(t *testing.T) (*store.Store, *PerfdbEvaluator) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("real perf data sweep (~5 s)")
@@ -24,21 +24,23 @@ func kvTightSweep(t *testing.T) *store.Store {
 		t.Fatal(err)
 	}
 	s := openStore(t)
+	ev := NewPerfdbEvaluator(src)
 	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "sglang", TotalGPUs: 2, ISL: 4000, OSL: 500,
 		TPs: []int{2}, Batches: []int{16, 32, 64}, CtxTokens: []int{4000}, EngineConfig: cfg}
-	if _, err := Sweep(context.Background(), s, NewPerfdbEvaluator(src), spec, SweepOptions{Now: fixedNow}); err != nil {
+	if _, err := Sweep(context.Background(), s, ev, spec, SweepOptions{Now: fixedNow}); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, ev
 }
 
 // TestKVTightSweep: the sweep prices every point with its KV pool; the KV-tight
 // batch-64 row gets no certain bracket at screening tier, its quantitative tier is
 // stored with it and shows retraction, so it is off the pareto front (the `pareto`
 // view) while `pareto_all` lists it flagged; the rows that fit carry the screening
-// bound (no preemption, utilisation = demand / pool).
+// bound (no preemption, utilisation = demand / pool). best skips the preempting
+// row unless AllowPreemption; doctor checks the KV columns.
 func TestKVTightSweep(t *testing.T) {
-	s := kvTightSweep(t)
+	s, ev := kvTightSweep(t)
 	ctx := context.Background()
 	pts, err := s.SelectPoints(ctx, store.PointFilter{})
 	if err != nil || len(pts) != 3 {
@@ -75,14 +77,9 @@ func TestKVTightSweep(t *testing.T) {
 	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM pareto WHERE preempts = 1`); err != nil || n != 0 {
 		t.Fatalf("pareto holds %d preempting rows (%v)", n, err)
 	}
-}
 
-// TestBestSkipsPreempting: best leaves the preempting batch-64 row out (it would
-// rank first) and counts it; AllowPreemption ranks it first, flagged by its KV.
-func TestBestSkipsPreempting(t *testing.T) {
-	s := kvTightSweep(t)
-	ctx := context.Background()
-	ev := NewPerfdbEvaluator(sharedSource(t))
+	// best leaves the preempting batch-64 row out (it would rank first) and counts
+	// it; AllowPreemption ranks it first, flagged by its KV.
 	res, err := Best(ctx, s, ev, BestOptions{TopK: 1})
 	if err != nil || len(res.Rows) != 1 {
 		t.Fatalf("best: %+v %v", res, err)
@@ -96,6 +93,21 @@ func TestBestSkipsPreempting(t *testing.T) {
 	}
 	if p := res.Rows[0]; p.Batch != 64 || !p.Q.KV.Preempts() || res.Preempting != 0 {
 		t.Fatalf("best --allow-preemption: batch %d KV %+v, %d left out: want batch 64 flagged", p.Batch, p.Q.KV, res.Preempting)
+	}
+
+	// doctor re-evaluates the stored quantitative row, KV columns included (with
+	// the sweep's evaluator: its caches hold perf data only, not results).
+	fresh := func() (Evaluator, error) { return ev, nil }
+	rep, err := Doctor(ctx, s, fresh, DoctorOptions{All: true})
+	if err != nil || rep.Checked != 1 || len(rep.Mismatches) != 0 {
+		t.Fatalf("doctor: %+v %v: want 1 row checked, no mismatch", rep, err)
+	}
+	if _, err := s.DB.ExecContext(ctx, `UPDATE quantitative_results SET preemptions_per_request = 0.5`); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Doctor(ctx, s, fresh, DoctorOptions{All: true})
+	if err != nil || len(rep.Mismatches) != 1 || rep.Mismatches[0].Column != "preemptions_per_request" || rep.Mismatches[0].Stored != 0.5 {
+		t.Fatalf("doctor after tampering: %+v %v: want the preemptions_per_request mismatch", rep, err)
 	}
 }
 
