@@ -2,9 +2,11 @@ package refine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
 )
@@ -131,5 +133,36 @@ func TestKVScreeningNotCertainWhenTight(t *testing.T) {
 	kv, certain = fits.screening()
 	if !certain || !kv.HasPreemptions || kv.UtilPeak != 0.96 {
 		t.Fatalf("fits: %+v certain %v", kv, certain)
+	}
+}
+
+// kvOOM is the synthetic evaluator whose workers cannot hold one request's KV
+// (the memory model's ErrOOM, as planKV returns it).
+type kvOOM struct{ Synthetic }
+
+const kvOOMArith = "vllm KV budget 141.00 GiB × 0.92 × 0.98 − (weights 120.00 + activations 4.00 + nccl 0.00 + others 3.00 GiB) = -0.88 GiB per GPU < the KV of one request of isl 4000 + osl 500 (0.69 GiB) on h200_sxm tp 1; raise --tp/--pp or shorten the request"
+
+func (kvOOM) Screen(context.Context, store.PointInputs) (store.Queueing, error) {
+	return store.Queueing{}, fmt.Errorf("agg tp1pp1dp1etp1ep1 b8: %w: %s", perfdb.ErrOOM, kvOOMArith)
+}
+
+// TestSweepKVOOM: a point whose weights + one request's KV do not fit is stored as
+// an OOM row, counted as OOM, its kv_note carrying the memory arithmetic.
+func TestSweepKVOOM(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	spec := defaultSpec()
+	spec.TPs, spec.Batches, spec.CtxTokens = []int{1}, []int{8}, []int{4000}
+	res, err := Sweep(ctx, s, kvOOM{}, spec, SweepOptions{Now: fixedNow})
+	if err != nil || res.Evaluated != 1 || res.OOM != 1 {
+		t.Fatalf("sweep: %+v %v: want 1 row, OOM", res, err)
+	}
+	pts, err := s.SelectPoints(ctx, store.PointFilter{IncludeOOM: true})
+	if err != nil || len(pts) != 1 {
+		t.Fatalf("%d rows, %v", len(pts), err)
+	}
+	p := pts[0]
+	if want := "oom: agg tp1pp1dp1etp1ep1 b8: out of memory: " + kvOOMArith; !p.Legacy.OOM || p.Q.Valid || p.Q.KV.Note != want {
+		t.Fatalf("row: oom %v, valid %v, note %q\nwant note %q", p.Legacy.OOM, p.Q.Valid, p.Q.KV.Note, want)
 	}
 }
