@@ -29,8 +29,9 @@ func kvTightSweep(t *testing.T) (*store.Store, *PerfdbEvaluator) {
 	ev := NewPerfdbEvaluator(src)
 	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "sglang", TotalGPUs: 2, ISL: 4000, OSL: 500,
 		TPs: []int{2}, Batches: []int{16, 32, 64}, CtxTokens: []int{4000}, EngineConfig: cfg}
-	if _, err := Sweep(context.Background(), s, ev, spec, SweepOptions{Now: fixedNow}); err != nil {
-		t.Fatal(err)
+	res, err := Sweep(context.Background(), s, ev, spec, SweepOptions{Now: fixedNow})
+	if err != nil || res.KVTight != 1 || res.Preempting != 1 {
+		t.Fatalf("sweep: %+v %v: want 1 KV-tight row, preempting", res, err)
 	}
 	return s, ev
 }

@@ -65,6 +65,10 @@ type SweepResult struct {
 	// (deterministic), to tell the user what is missing.
 	FirstNoPerfData string
 	Replaced        int // stale rows of another evaluator version deleted first
+	// KVTight counts evaluated rows whose KV pool cannot hold C requests at full
+	// length; their quantitative tier was stored with them (EvaluateRow).
+	// Preempting counts those whose steady state preempts (off the pareto front).
+	KVTight, Preempting int
 	// Abandoned counts earlier sweeps found still running with their lease holder
 	// gone (the process was killed) and marked interrupted when this one started
 	// (store.BeginSweep).
@@ -359,6 +363,12 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 		for i := range keep {
 			if keep[i].Legacy.OOM {
 				res.OOM++
+			}
+		}
+		for i := range results {
+			res.KVTight++
+			if results[i].KV.Preempts() {
+				res.Preempting++
 			}
 		}
 		if opt.Progress != nil {

@@ -21,7 +21,8 @@ func TestBestAllowPreemptionCLI(t *testing.T) {
 	}
 	if code, out, errs := cliRun(t, db, "sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "sglang",
 		"--total-gpus", "2", "--isl", "4000", "--osl", "500", "--tp", "2", "--batch", "32,64", "--ctx-tokens", "4000",
-		"--engine-config", "testdata/engine/sglang_pool150k.args", "--quiet"); code != 0 {
+		"--engine-config", "testdata/engine/sglang_pool150k.args", "--quiet"); code != 0 ||
+		!strings.Contains(out, "\n1 KV-tight points (the KV pool cannot hold C requests at full length) evaluated at quantitative tier: 1 preempt, left off the pareto front (best --allow-preemption shows them)\n") {
 		t.Fatalf("sweep: %d %s %s", code, out, errs)
 	}
 	code, out, errs := cliRun(t, db, "best", "--top", "1", "--format", "csv")
