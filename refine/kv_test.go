@@ -167,3 +167,36 @@ func TestSweepKVOOM(t *testing.T) {
 		t.Fatalf("row: oom %v, valid %v, note %q\nwant note %q", p.Legacy.OOM, p.Q.Valid, p.Q.KV.Note, want)
 	}
 }
+
+// BenchmarkEvaluateRowKVTight prices the KV-tight batch-64 point of kvTightSweep
+// (legacy, screening and the quantitative tier with SGLang retraction), perf data
+// loaded.
+func BenchmarkEvaluateRowKVTight(b *testing.B) {
+	src := sharedSource(b)
+	ctx := context.Background()
+	cfg, err := engineconf.Parse("sglang", []byte("--max-total-tokens 150000\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev := NewPerfdbEvaluator(src)
+	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "sglang", TotalGPUs: 2, ISL: 4000, OSL: 500,
+		TPs: []int{2}, Batches: []int{64}, CtxTokens: []int{4000}, EngineConfig: cfg}
+	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pts, err := Enumerate(spec, r, ev.Name())
+	if err != nil || len(pts) != 1 {
+		b.Fatalf("%d points, %v", len(pts), err)
+	}
+	if _, q, err := EvaluateRow(ctx, ev, pts[0]); err != nil || q == nil || !q.KV.Preempts() {
+		b.Fatalf("warm-up: %v, %+v", err, q)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := EvaluateRow(ctx, ev, pts[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
