@@ -34,8 +34,12 @@ func (p *PerfdbEvaluator) PointModel(ctx context.Context, in store.PointInputs) 
 	if err := adj.Validate(); err != nil {
 		return nil, err
 	}
-	w, e, tm, t, err := p.setup(ctx, in, adj)
+	w, e, tm, t, k, err := p.setup(ctx, in, adj)
 	if err != nil {
+		return nil, err
+	}
+	// The engine with the KV pool the quantitative tier runs (planKV).
+	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil {
 		return nil, err
 	}
 	return &PointModel{Workload: w, Engine: e, Timing: tm, priced: t}, nil
