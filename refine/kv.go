@@ -106,14 +106,17 @@ func (k kvPlan) quantitativeEngine(e queueing.EngineSpec, prefix int) (queueing.
 	return e, nil
 }
 
-// quantitative returns the quantitative row's KV columns from its report.
+// quantitative returns the quantitative row's KV columns: measured by the
+// calendar when it ran with the pool (ran), else (a point that fits, run without
+// its pool) the screening bound.
 func (k kvPlan) quantitative(r *queueing.Report, ran bool) store.KV {
-	kv := store.KV{CapacityTokens: k.capTokens, HasPreemptions: true}
-	if ran {
-		kv.UtilPeak, kv.HasUtil = min(r.KVUtilPeak, 1), true
-		kv.PreemptionsPerRequest = r.PreemptionsPerRequest
+	if !ran {
+		kv, _ := k.screening()
+		kv.Note = ""
+		return kv
 	}
-	return kv
+	return store.KV{CapacityTokens: k.capTokens, UtilPeak: min(r.KVUtilPeak, 1), HasUtil: true,
+		PreemptionsPerRequest: r.PreemptionsPerRequest, HasPreemptions: true}
 }
 
 // isKVOOM reports a point whose worker cannot hold one request (planKV).

@@ -2,11 +2,13 @@ package refine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
 )
@@ -198,5 +200,30 @@ func BenchmarkEvaluateRowKVTight(b *testing.B) {
 		if _, _, err := EvaluateRow(ctx, ev, pts[0]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestKVQuantitativeEngineWithPrefix: a cached prefix under a per-pass engine's KV
+// pressure has no quantitative tier (the calendars do not model shared prefix
+// blocks: ErrNoQuantitative, the row keeps its uncertain screening bracket); a
+// point with a prefix that fits runs without its pool and reports the screening
+// bound.
+func TestKVQuantitativeEngineWithPrefix(t *testing.T) {
+	e := queueing.EngineSpec{Backend: queueing.BackendVLLM, BlockSize: 16, KVCapacityTokens: 160000}
+	tight := kvPlan{capTokens: 160000, capBlocks: 10000, perReq: 282, demandBlocks: 18048, tight: true, perPass: true}
+	if _, err := tight.quantitativeEngine(e, 512); !errors.Is(err, ErrNoQuantitative) || !strings.Contains(err.Error(), "cached prefix of 512 tokens") {
+		t.Fatalf("tight with prefix: %v", err)
+	}
+	if got, err := tight.quantitativeEngine(e, 0); err != nil || got.KVCapacityTokens != 160000 {
+		t.Fatalf("tight without prefix: %+v %v: want the pool kept", got, err)
+	}
+	fits := kvPlan{capTokens: 160000, capBlocks: 10000, perReq: 282, demandBlocks: 9024, perPass: true}
+	got, err := fits.quantitativeEngine(e, 512)
+	if err != nil || got.KVCapacityTokens != 0 {
+		t.Fatalf("fits with prefix: %+v %v: want no pool", got, err)
+	}
+	kv := fits.quantitative(nil, false)
+	if !kv.HasPreemptions || kv.PreemptionsPerRequest != 0 || kv.UtilPeak != 0.9024 || kv.CapacityTokens != 160000 || kv.Note != "" {
+		t.Fatalf("fits with prefix: KV %+v: want the screening bound", kv)
 	}
 }
