@@ -50,8 +50,11 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *queueing.EngineSpec)
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
 		perPass: e.Backend != queueing.BackendTRTLLM || e.CapacityPolicy == queueing.PolicyMaxUtilization}
-	if k.capBlocks <= 0 {
-		return k, fmt.Errorf("%w: KV pool of %d tokens holds no block of %d tokens", perfdb.ErrOOM, e.KVCapacityTokens, bs)
+	if k.perReq > k.capBlocks {
+		// A pool set by the point's engine config (the memory model's always holds
+		// one request): every request would be preempted forever (V-R6).
+		return k, fmt.Errorf("%w: the KV pool of %d tokens (%d blocks of %d) cannot hold one request of isl %d + osl %d (%d blocks); raise the pool or shorten the request",
+			perfdb.ErrOOM, e.KVCapacityTokens, k.capBlocks, bs, in.ISL, in.OSL, k.perReq)
 	}
 	k.demandBlocks = in.Batch * k.perReq
 	k.tight = k.demandBlocks > k.capBlocks

@@ -227,3 +227,19 @@ func TestKVQuantitativeEngineWithPrefix(t *testing.T) {
 		t.Fatalf("fits with prefix: KV %+v: want the screening bound", kv)
 	}
 }
+
+// TestPlanKVPoolTooSmall: a pool (here an engine config's) that cannot hold one
+// request at full length is an OOM with the block arithmetic, not a sweep failure.
+func TestPlanKVPoolTooSmall(t *testing.T) {
+	in := store.PointInputs{ISL: 4000, OSL: 500, Batch: 8}
+	e := queueing.EngineSpec{Backend: queueing.BackendVLLM, BlockSize: 16, KVCapacityTokens: 4096}
+	_, err := planKV(nil, in, &e)
+	want := "out of memory: the KV pool of 4096 tokens (256 blocks of 16) cannot hold one request of isl 4000 + osl 500 (282 blocks); raise the pool or shorten the request"
+	if !errors.Is(err, perfdb.ErrOOM) || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	e.KVCapacityTokens = 4512
+	if k, err := planKV(nil, in, &e); err != nil || !k.tight || k.capBlocks != 282 || k.demandBlocks != 8*282 {
+		t.Fatalf("one request fits: %+v %v", k, err)
+	}
+}
