@@ -91,7 +91,38 @@ func (r *Resolver) modelID(id string) (string, bool) {
 			return m, true
 		}
 	}
-	return "", false
+	return r.requantisedBase(id)
+}
+
+// requantisedBase maps NVIDIA's re-quantised checkpoint of a model whose own config
+// the store does not hold ("nvidia/DeepSeek-R1-NVFP4") onto the one stored model of
+// that name in any organisation ("deepseek-ai/DeepSeek-R1"): the same architecture,
+// with the precision carried by the measurement's quant label (nvfp4), which
+// overrides the checkpoint's in Resolve. Two stored models of that name: no mapping.
+func (r *Resolver) requantisedBase(id string) (string, bool) {
+	o, name, ok := strings.Cut(id, "/")
+	if !ok || !strings.EqualFold(o, "nvidia") {
+		return "", false
+	}
+	base := ""
+	for _, suf := range []string{"-NVFP4", "-FP8", "-FP4"} {
+		if len(name) > len(suf) && strings.EqualFold(name[len(name)-len(suf):], suf) {
+			base = name[:len(name)-len(suf)]
+		}
+	}
+	if base == "" {
+		return "", false
+	}
+	found := ""
+	for _, m := range r.models {
+		if _, n, _ := strings.Cut(m, "/"); strings.EqualFold(n, base) {
+			if found != "" {
+				return "", false
+			}
+			found = m
+		}
+	}
+	return found, found != ""
 }
 
 // renamedOrgs maps a Hugging Face organisation's former name to its current one:
@@ -110,6 +141,14 @@ func org(id string) string {
 }
 
 var pep440Like = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)*`)
+
+// release reports whether a perf-data version may stand in for another measured
+// version: PEP 440 and not a development snapshot (".devN"), which is a partial
+// collection (b200 vLLM 0.1.dev19262 holds only the KDA table) taken only when
+// measured exactly.
+func release(v string) bool {
+	return pep440Like.MatchString(v) && !strings.Contains(strings.ToLower(v), ".dev")
+}
 
 // NearestVersion maps a measured version onto the available perf-data versions:
 // the same version; else the newest one below it (PEP 440 order); else the oldest
@@ -132,7 +171,7 @@ func NearestVersion(measured string, available []string) (string, string, bool) 
 	}
 	below := ""
 	for _, v := range vs {
-		if perfdb.CompareVersions(v, measured) < 0 && pep440Like.MatchString(v) {
+		if perfdb.CompareVersions(v, measured) < 0 && release(v) {
 			below = v
 		}
 	}
@@ -140,7 +179,7 @@ func NearestVersion(measured string, available []string) (string, string, bool) 
 		return below, measured + " → " + below + " (newest below)", true
 	}
 	for _, v := range vs {
-		if pep440Like.MatchString(v) {
+		if release(v) {
 			return v, measured + " → " + v + " (oldest above)", true
 		}
 	}
@@ -213,10 +252,13 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 	// fp8/nvfp4 runs of one config id), except a native mxfp4 checkpoint
 	// (gpt-oss), whose experts the label does not describe.
 	native := strings.Contains(res.MoEQuant, "mxfp4")
-	if q := quant(m.GemmQuant); q != "" && !native {
+	// A gemm label equal to the checkpoint's own expert quant names the checkpoint
+	// (Kimi-K2.5's rows say int4_wo for its int4 weight-only experts; its attention
+	// and dense layers are bf16): the checkpoint's gemm mode stands.
+	if q := fp8Scaling(quant(m.GemmQuant), res.GemmQuant, quant(m.MoEQuant)); q != "" && !native && !(res.MoE && q == res.MoEQuant) {
 		in.GemmQuant = q
 	}
-	if q := quant(m.MoEQuant); q != "" && res.MoE && !native {
+	if q := fp8Scaling(quant(m.MoEQuant), res.MoEQuant, ""); q != "" && res.MoE && !native {
 		in.MoEQuant = q
 	}
 	if err := in.Validate(); err != nil {
@@ -235,6 +277,25 @@ func quant(s string) string {
 		return ""
 	}
 	return s
+}
+
+// fp8Scaling resolves a bare "fp8" label, which names the precision but not the
+// scaling granularity: the checkpoint's own fp8 mode when it is one (DeepSeek-V3/R1
+// ship fp8_block weights, so "fp8" on their rows is fp8_block, not per-tensor fp8);
+// else the sibling label's block mode (the silicon rows label GLM-5-FP8 and
+// DeepSeek on SGLang gemm "fp8" beside moe "fp8_block": the same block-quantised
+// checkpoint). Any other label is returned unchanged.
+func fp8Scaling(label, checkpoint, sibling string) string {
+	if label != "fp8" {
+		return label
+	}
+	switch {
+	case strings.HasPrefix(checkpoint, "fp8_"):
+		return checkpoint
+	case strings.HasPrefix(sibling, "fp8_"):
+		return sibling
+	}
+	return label
 }
 
 // EngineKnobs resolves the engine knobs of a measured deployment under an engine
