@@ -534,24 +534,30 @@ func (t *pointTiming) PassMs(p *timing.Pass) float64 {
 	return v
 }
 
-// setup builds one agg evaluation: the workload, the engine with its KV pool from
-// the memory model (planKV), the (calibrated) timing.
-func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, kvPlan, error) {
+// setupBase builds one agg evaluation without a KV pool: the workload, the
+// point's engine (as recorded or derived) and the (calibrated) timing.
+func (p *PerfdbEvaluator) setupBase(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, error) {
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix, Concurrency: in.Batch}
 	_, pt, err := p.estimator(ctx, in, in.TP, in.PP, in.DP, in.MoETP, in.MoEEP)
 	if err != nil {
-		return w, queueing.EngineSpec{}, nil, nil, kvPlan{}, err
+		return w, queueing.EngineSpec{}, nil, nil, err
 	}
 	e, err := engine(in)
-	if err != nil {
-		return w, e, nil, nil, kvPlan{}, err
-	}
-	k, err := planKV(pt, in, &e)
-	if err != nil {
-		return w, e, nil, nil, k, fmt.Errorf("%s %s b%d: %w", in.Mode, in.Parallel(), in.Batch, err)
-	}
 	t := &pointTiming{pt: pt}
 	tm := adj.Apply(&e, t) // before e is returned: Apply sets e.StageMs
+	return w, e, tm, t, err
+}
+
+// setup is setupBase with the engine's KV pool from the memory model (planKV).
+func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, kvPlan, error) {
+	w, e, tm, t, err := p.setupBase(ctx, in, adj)
+	if err != nil {
+		return w, e, tm, t, kvPlan{}, err
+	}
+	k, err := planKV(t.pt, in, &e)
+	if err != nil {
+		return w, e, tm, t, k, fmt.Errorf("%s %s b%d: %w", in.Mode, in.Parallel(), in.Batch, err)
+	}
 	return w, e, tm, t, k, nil
 }
 
@@ -631,12 +637,19 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 	if err != nil {
 		return store.Quantitative{}, err
 	}
+	out, err := quantitativeOf(r)
+	out.KV = k.quantitative(r, e.KVCapacityTokens > 0)
+	return out, err
+}
+
+// quantitativeOf copies a quantitative report into the stored columns and
+// distributions.
+func quantitativeOf(r *queueing.Report) (store.Quantitative, error) {
 	var out store.Quantitative
 	if err := fillColumns(&out.V, r); err != nil {
 		return out, err
 	}
 	out.ThroughputRPS, out.OutputTokensPerS, out.Fidelity = r.ThroughputRPS, r.OutputTokensPerS, string(r.Fidelity)
-	out.KV = k.quantitative(r, e.KVCapacityTokens > 0)
 	d, err := json.Marshal(map[string]queueing.Distribution{"ttft_steady": r.TTFTSteady, "ttft_transient": r.TTFTTransient,
 		"itl": r.ITL, "tpot": r.TPOT, "e2e": r.E2E})
 	if err != nil {
@@ -644,4 +657,25 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 	}
 	out.Distributions = string(d)
 	return out, nil
+}
+
+// PointSetup implements PointTimer: the agg point's engine and (calibrated) pass
+// timing, as Quantitative uses them (PointModel), and its KV pool: the engine's capacity when
+// it records one, else the perf database's memory model (perfdb KVCapacityTokens)
+// at the trace's longest request; a worker the memory model cannot fit that
+// request in gets no prefix cache (KVTokens 0).
+func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (PointSetup, error) {
+	// A trace's requests are not the point's isl/osl: the replay keeps its own KV
+	// rule (no planKV pool).
+	m, err := p.pointModel(ctx, in, false)
+	if err != nil {
+		return PointSetup{}, err
+	}
+	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens, Err: m.PricingErr}
+	if ps.KVTokens <= 0 {
+		if n, err := m.priced.pt.Estimator().KVCapacityTokens(max(maxISL, 1), max(maxOSL, 1), max(m.Engine.BlockSize, 1)); err == nil {
+			ps.KVTokens = n
+		}
+	}
+	return ps, nil
 }

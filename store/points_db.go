@@ -20,7 +20,7 @@ var pointColumns = append(append(append([]string{
 	"evaluator", "parallel", "num_gpus", "concurrency", "oom"},
 	legacyColumns...), QueueingColumns[:]...),
 	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity",
-	"engine_profile", "engine_config",
+	"engine_profile", "engine_config", "workload",
 	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request", "kv_note")
 
 func nullable(v float64, ok bool) any {
@@ -61,7 +61,7 @@ func (p *Point) args() []any {
 	if engine == "" {
 		engine = "{}" // not recorded (migration 00009's default)
 	}
-	a = append(a, tier, fid, in.EngineProfile, engine)
+	a = append(a, tier, fid, in.EngineProfile, engine, in.Workload)
 	return append(append(a, p.Q.KV.args()...), p.Q.KV.Note)
 }
 
@@ -131,10 +131,10 @@ func (s *Store) InsertPointsWithResults(ctx context.Context, pts []Point, rs []Q
 	return n, nil
 }
 
-const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ?`
+const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ? AND workload = ?`
 
 func (g Group) args() []any {
-	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix}
+	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix, g.Workload}
 }
 
 // preemptsSQL is true for an operating_points row whose steady state is known to
@@ -303,6 +303,10 @@ type PointFilter struct {
 	PrefixSet                             bool
 	ParetoOnly                            bool
 	IncludeOOM                            bool
+	// Workload keeps the rows of this trace workload (PointInputs.Workload) when
+	// WorkloadSet; "" with WorkloadSet keeps the fixed-shape rows only.
+	Workload    string
+	WorkloadSet bool
 	// Tier keeps rows whose best available tier is this one (e.g. "screening").
 	Tier string
 	// Where is an extra SQL condition on the points view's columns (built by refine),
@@ -347,6 +351,9 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 	}
 	if f.PrefixSet {
 		add("prefix", f.Prefix)
+	}
+	if f.WorkloadSet {
+		add("workload", f.Workload)
 	}
 	if f.ParetoOnly {
 		where = append(where, "is_pareto = 1")
@@ -430,7 +437,7 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	}
 	var kvCap sql.NullInt64
 	var kvUtil, kvPre sql.NullFloat64
-	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine,
+	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &in.Workload,
 		&kvCap, &kvUtil, &kvPre, &p.Q.KV.Note, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err

@@ -80,6 +80,7 @@ SELECT
     CASE WHEN r.key IS NULL THEN o.workload_fidelity ELSE r.workload_fidelity END AS workload_fidelity,
     o.engine_profile,
     o.engine_config,
+    o.workload,
     o.is_pareto,
     CASE WHEN r.key IS NULL THEN o.kv_capacity_tokens ELSE r.kv_capacity_tokens END AS kv_capacity_tokens,
     CASE WHEN r.key IS NULL THEN o.kv_util_peak ELSE r.kv_util_peak END AS kv_util_peak,
@@ -129,7 +130,7 @@ WHERE dominating_tokens_per_s_per_gpu IS NULL OR tokens_per_s_per_gpu > dominati
 CREATE VIEW best_configs AS
 SELECT * FROM (
     SELECT p.*, row_number() OVER (
-        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, parallel
+        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, workload, parallel
         ORDER BY tokens_per_s_per_gpu DESC, tokens_per_s_per_user DESC, key
     ) AS parallel_rank
     FROM points AS p

@@ -35,7 +35,19 @@ type Evaluator interface {
 	refine.Evaluator
 	QuantitativeAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Quantitative, error)
 	ScreenAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Queueing, error)
+	QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error)
 }
+
+// RunEvaluator predicts one benchmark run as it was run (queueing.FiniteRun)
+// under the evaluator's own calibration (refine.PerfdbEvaluator).
+type RunEvaluator interface {
+	QuantitativeRun(ctx context.Context, in store.PointInputs, run queueing.FiniteRun) (store.Quantitative, error)
+}
+
+// runTag marks a point evaluated as a finite benchmark run: the evaluator name of
+// its inputs becomes "<evaluator>+run:<FiniteRun.Label>", so its stored
+// quantitative row (keyed by the inputs) never stands in for the steady state's.
+const runTag = "+run:"
 
 // Target is a measurement resolved to the operating point that predicts it, or the
 // reason it cannot be predicted.
@@ -46,6 +58,10 @@ type Target struct {
 	VersionUsed    string
 	VersionMapping string
 	Reason         string
+	// Run is the benchmark run that produced the measurement (per worker), nil
+	// when the measurement does not say or the resolver predicts steady states:
+	// then the prediction is the steady state.
+	Run *queueing.FiniteRun
 }
 
 // Resolver maps measurements onto operating points: model ids (exact, or the same
@@ -55,6 +71,9 @@ type Resolver struct {
 	Src     refine.PerfSource
 	Ev      refine.Evaluator
 	Profile string
+	// Steady predicts every measurement by the steady state instead of the run
+	// that produced it (measure.Measurement.BenchmarkRun).
+	Steady bool
 
 	models []string
 }
@@ -265,6 +284,12 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = err.Error()
 		return t
 	}
+	if _, ok := r.Ev.(RunEvaluator); ok && !r.Steady {
+		if run, ok := m.BenchmarkRun(m.PP * m.DP); ok {
+			t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup}
+			in.Evaluator += runTag + t.Run.Label()
+		}
+	}
 	t.In = in
 	return t
 }
@@ -370,7 +395,7 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 			}
 			if err == nil {
 				p.Point = pt
-				p.Quant, err = ev.Quantitative(gctx, p.In)
+				p.Quant, err = quantitativeOf(gctx, ev, p.In, p.Run)
 			}
 			if err != nil {
 				if gctx.Err() != nil {
@@ -379,7 +404,9 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 				p.Reason = reasonOf(err)
 				return nil
 			}
-			p.Quant.Key, p.Quant.Evaluator = p.Key, ev.Name()
+			// The inputs' evaluator name: ev.Name(), plus the run tag of a benchmark
+			// run (so `aicdb doctor` never re-checks it against the steady state).
+			p.Quant.Key, p.Quant.Evaluator = p.Key, p.In.Evaluator
 			if err := p.Quant.Validate(); err != nil {
 				p.Reason = "evaluator: " + err.Error()
 			}
@@ -410,6 +437,15 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 		}
 	}
 	return out, savePredictions(ctx, st, out, calibration, ev.Name(), res.Profile)
+}
+
+// quantitativeOf evaluates in's quantitative tier under ev's own calibration:
+// the benchmark run when run is set, else the steady state.
+func quantitativeOf(ctx context.Context, ev refine.Evaluator, in store.PointInputs, run *queueing.FiniteRun) (store.Quantitative, error) {
+	if re, ok := ev.(RunEvaluator); ok && run != nil {
+		return re.QuantitativeRun(ctx, in, *run)
+	}
+	return ev.Quantitative(ctx, in)
 }
 
 func reasonOf(err error) string {
