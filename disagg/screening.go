@@ -1,6 +1,7 @@
 package disagg
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/aicdb/aicdb/queueing"
@@ -24,7 +25,7 @@ func Screening(w workload.Spec, c Config) (*Report, error) {
 // prefillMs prices b prompts of isl tokens on the prefill pool, chunked by the
 // engine budget with the computed context carried across chunks (the last partial
 // chunk at its real size); b prompts share each pass.
-func (s *Screener) prefillMs(c *Config, isl, b int) float64 {
+func (s *Screener) prefillMs(c *Config, isl, b int) (float64, error) {
 	budget := engineBudget(c.Prefill.Engine)
 	per := isl
 	if budget > 0 {
@@ -37,22 +38,29 @@ func (s *Screener) prefillMs(c *Config, isl, b int) float64 {
 		for i := 0; i < b; i++ {
 			s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: n, Computed: done})
 		}
-		total += c.Prefill.Timing.PassMs(&s.pass)
+		ms, err := c.Prefill.Timing.PassMs(&s.pass)
+		if err != nil {
+			return 0, fmt.Errorf("disagg screening: pricing the prefill pass of %d prompts × %d tokens after %d computed: %w", b, n, done, err)
+		}
+		total += ms
 	}
-	return total
+	return total, nil
 }
 
 // decodeMs prices one decode-only pass of b rows at context ctx.
-func (s *Screener) decodeMs(c *Config, b, ctx int) float64 {
+func (s *Screener) decodeMs(c *Config, b, ctx int) (float64, error) {
 	s.pass.Reset()
 	s.rows = s.rows[:0]
 	for i := 0; i < b; i++ {
 		s.rows = append(s.rows, ctx)
 	}
 	s.pass.Decode = s.rows
-	d := c.Decode.Timing.PassMs(&s.pass)
+	d, err := c.Decode.Timing.PassMs(&s.pass)
 	s.pass.Decode = nil
-	return d
+	if err != nil {
+		return 0, fmt.Errorf("disagg screening: pricing the decode pass of %d rows at context %d: %w", b, ctx, err)
+	}
+	return d, nil
 }
 
 // engineBudget is the per-pass token budget of e (0: none).
@@ -132,7 +140,10 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 		t1 = 0
 	}
 	fanIn := math.Max(1, nP/nD)
-	p1 := s.prefillMs(&c, isl, 1)
+	p1, err := s.prefillMs(&c, isl, 1)
+	if err != nil {
+		return nil, err
+	}
 	kP := seqCapOf(c.Prefill)
 	capD := seqCapOf(c.Decode)
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
@@ -148,8 +159,12 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	bD := max(1, min(capD, int(math.Ceil(math.Min(demand, 1e9)/nD))))
 	var x, capX, pB, tD, tx, e2e0 float64
 	for it := 0; it < 24; it++ {
-		pB = s.prefillMs(&c, isl, bP)
-		tD = s.decodeMs(&c, bD, ctx)
+		if pB, err = s.prefillMs(&c, isl, bP); err != nil {
+			return nil, err
+		}
+		if tD, err = s.decodeMs(&c, bD, ctx); err != nil {
+			return nil, err
+		}
 		tx = t1 * math.Min(fanIn, math.Max(1, float64(bP)))
 		dec := float64(osl-1) * tD
 		xP := nP * float64(bP) / (pB + tx)
@@ -211,7 +226,10 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	// batches of κ').
 	if closed {
 		steps := math.Ceil(math.Ceil(demand/nP) / float64(kP))
-		tb := s.prefillMs(&c, isl, min(kP, int(math.Ceil(demand/nP))))
+		tb, err := s.prefillMs(&c, isl, min(kP, int(math.Ceil(demand/nP))))
+		if err != nil {
+			return nil, err
+		}
 		rep.TTFTTransient, _ = queueing.NewDistribution([]queueing.Atom{{Value: stage + tb, Weight: 1}, {Value: stage + steps*tb, Weight: 1}})
 	}
 	first := tD

@@ -12,9 +12,9 @@ import (
 
 // recordPasses returns a timing that prices every pass at 1 ms and records a copy of it.
 func recordPasses(out *[]timing.Pass) timing.Timing {
-	return timing.Func(func(p *timing.Pass) float64 {
+	return timing.Func(func(p *timing.Pass) (float64, error) {
 		*out = append(*out, timing.Pass{Prefill: append([]timing.Chunk(nil), p.Prefill...), Decode: append([]int(nil), p.Decode...)})
-		return 1
+		return 1, nil
 	})
 }
 
