@@ -96,7 +96,17 @@ func (p *PerfdbEvaluator) screenDisagg(ctx context.Context, in store.PointInputs
 	if err := fillColumns(&q.V, &r.Report); err != nil {
 		return store.Queueing{}, err
 	}
+	q.H = handoffOf(r)
 	return q, nil
+}
+
+// handoffOf is the row's handoff columns from a tandem report (migration 00011).
+func handoffOf(r *disagg.Report) store.Handoff {
+	if r.Unstable {
+		return store.Handoff{}
+	}
+	return store.Handoff{Valid: true, KVTransferMsMean: r.KVTransfer.Mean(), KVTransferMsP99: r.KVTransfer.Quantile(0.99),
+		HasKVTransferP99: true, PQueueMsP99: r.PQueueMsP99, DHeadroomMin: r.DHeadroomMin, MultiStable: r.MultiStable}
 }
 
 // quantitativeDisagg is Quantitative for a disaggregated row: the tandem's event
@@ -121,6 +131,7 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 		return out, err
 	}
 	out.ThroughputRPS, out.OutputTokensPerS, out.Fidelity = r.ThroughputRPS, r.OutputTokensPerS, string(r.Fidelity)
+	out.H = handoffOf(r)
 	d, err := json.Marshal(map[string]any{"ttft_steady": r.TTFTSteady, "ttft_transient": r.TTFTTransient,
 		"itl": r.ITL, "tpot": r.TPOT, "e2e": r.E2E, "kv_transfer": r.KVTransfer,
 		"p_queue_ms_p99": r.PQueueMsP99, "d_headroom_min": r.DHeadroomMin, "multi_stable": r.MultiStable})

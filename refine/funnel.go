@@ -293,6 +293,7 @@ func upgrade(p *store.Point, q store.Quantitative) {
 	p.Q.Tier = store.TierQuantitative
 	p.Q.Fidelity = q.Fidelity
 	p.Q.Valid = true
+	p.Q.H = q.H
 }
 
 // Resolve evaluates the given rows (parallel, deterministic results), skipping rows

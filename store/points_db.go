@@ -11,7 +11,7 @@ import (
 
 // pointColumns are the operating_points columns written by InsertPoints, in the
 // order of Point.args.
-var pointColumns = append(append(append([]string{
+var pointColumns = append(append(append(append([]string{
 	"key", "model", "system", "backend", "version", "mode", "isl", "osl", "prefix",
 	"tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "ctx_tokens", "max_num_batched_tokens",
 	"max_num_seqs", "enable_chunked_prefill", "database_mode", "gemm_quant", "kvcache_quant",
@@ -20,7 +20,9 @@ var pointColumns = append(append(append([]string{
 	"evaluator", "parallel", "num_gpus", "concurrency", "oom"},
 	legacyColumns...), QueueingColumns[:]...),
 	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity",
-	"engine_profile", "engine_config")
+	"engine_profile", "engine_config",
+	// migration 00011: each pool's system and GPUs (NULL on agg rows), the handoff
+	"p_system", "d_system", "p_gpus", "d_gpus"), handoffColumns...)
 
 func nullable(v float64, ok bool) any {
 	if !ok {
@@ -60,7 +62,17 @@ func (p *Point) args() []any {
 	if engine == "" {
 		engine = "{}" // not recorded (migration 00009's default)
 	}
-	return append(a, tier, fid, in.EngineProfile, engine)
+	a = append(a, tier, fid, in.EngineProfile, engine)
+	if in.Mode == ModeDisagg {
+		a = append(a, in.System, in.System, in.PWorkers*in.PTP*in.PPP*in.PDP, in.DWorkers*in.DTP*in.DPP*in.DDP)
+	} else {
+		a = append(a, nil, nil, nil, nil)
+	}
+	h := Handoff{}
+	if p.Q.Valid {
+		h = p.Q.H
+	}
+	return append(a, h.args()...)
 }
 
 func placeholders(n int) string {
@@ -198,8 +210,8 @@ func (s *Store) GroupKeys(ctx context.Context, g Group) (map[string]struct{}, er
 	return out, rows.Err()
 }
 
-var quantColumns = append(append([]string{"key"}, QueueingColumns[:]...),
-	"throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions", "evaluator")
+var quantColumns = append(append(append([]string{"key"}, QueueingColumns[:]...),
+	"throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions", "evaluator"), handoffColumns...)
 
 var insertQuantSQL = `INSERT OR REPLACE INTO quantitative_results (` + strings.Join(quantColumns, ", ") +
 	`) VALUES (` + placeholders(len(quantColumns)) + `)`
@@ -225,6 +237,7 @@ func (s *Store) InsertQuantitative(ctx context.Context, rs []Quantitative) error
 				a = append(a, v)
 			}
 			a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions, r.Evaluator)
+			a = append(a, r.H.args()...)
 			if _, err := stmt.ExecContext(ctx, a...); err != nil {
 				return fmt.Errorf("insert quantitative result %s: %w", r.Key[:12], err)
 			}
@@ -366,7 +379,11 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	for i := range qv {
 		dst = append(dst, &qv[i])
 	}
-	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &pareto)
+	var pSys, dSys sql.NullString
+	var pGPUs, dGPUs, multi sql.NullInt64
+	var kvMean, kvP99, pq, head sql.NullFloat64
+	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine,
+		&pSys, &dSys, &pGPUs, &dGPUs, &kvMean, &kvP99, &pq, &head, &multi, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err
 	}
@@ -388,5 +405,9 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	p.Q.HasBracket = lo.Valid && hi.Valid
 	p.Q.P99Lo, p.Q.P99Hi = lo.Float64, hi.Float64
 	p.Q.HiCertain = certain == 1
+	if p.Q.Valid && pq.Valid {
+		p.Q.H = Handoff{Valid: true, KVTransferMsMean: kvMean.Float64, KVTransferMsP99: kvP99.Float64,
+			HasKVTransferP99: kvP99.Valid, PQueueMsP99: pq.Float64, DHeadroomMin: head.Float64, MultiStable: multi.Int64 == 1}
+	}
 	return p, nil
 }

@@ -80,6 +80,15 @@ SELECT
     CASE WHEN r.key IS NULL THEN o.workload_fidelity ELSE r.workload_fidelity END AS workload_fidelity,
     o.engine_profile,
     o.engine_config,
+    o.p_system,
+    o.d_system,
+    o.p_gpus,
+    o.d_gpus,
+    CASE WHEN r.key IS NULL THEN o.kv_transfer_ms_mean ELSE r.kv_transfer_ms_mean END AS kv_transfer_ms_mean,
+    CASE WHEN r.key IS NULL THEN o.kv_transfer_ms_p99 ELSE r.kv_transfer_ms_p99 END AS kv_transfer_ms_p99,
+    CASE WHEN r.key IS NULL THEN o.p_queue_ms_p99 ELSE r.p_queue_ms_p99 END AS p_queue_ms_p99,
+    CASE WHEN r.key IS NULL THEN o.d_headroom_min ELSE r.d_headroom_min END AS d_headroom_min,
+    CASE WHEN r.key IS NULL THEN o.multi_stable ELSE r.multi_stable END AS multi_stable,
     o.is_pareto
 FROM operating_points AS o
 LEFT JOIN quantitative_results AS r ON r.key = o.key;
@@ -91,7 +100,12 @@ LEFT JOIN quantitative_results AS r ON r.key = o.key;
 -- tokens_per_s_per_gpu beats the running max over every row with a higher
 -- tokens_per_s_per_user); materialising it keeps `pareto` an index lookup.
 -- The frontier is on the legacy throughput columns, so it does not move when the
--- funnel upgrades a row's latency columns to quantitative tier.
+-- funnel upgrades a row's latency columns to quantitative tier. Aggregated and
+-- disaggregated rows have separate frontiers (mode is part of the group, as in
+-- aiconfigurator) but one view: an SLA in the WHERE clause applies to both kinds
+-- alike — a disagg row's percentile columns are the tandem's (screening or
+-- quantitative), never a derated mean — so `SELECT * FROM pareto WHERE
+-- ttft_steady_p99 < 200 ORDER BY tokens_per_s_per_gpu DESC` compares them.
 CREATE VIEW pareto AS
 SELECT * FROM points WHERE is_pareto = 1;
 
