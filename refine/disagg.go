@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/aicdb/aicdb/disagg"
@@ -172,3 +175,75 @@ var modelFingerprint = sync.OnceValue(func() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
+
+// disaggFits refuses a sweep that asks for disaggregated rows when no prefill +
+// decode pair of its tps fits the GPUs (nP·tp_P + nD·tp_D ≤ --total-gpus with
+// nP, nD ≥ 1): bad input, said before anything is stored.
+func disaggFits(s SweepSpec, tps []int) error {
+	if !slices.Contains(s.Modes, store.ModeDisagg) || len(tps) == 0 {
+		return nil
+	}
+	least := 2 * slices.Min(tps)
+	if least <= s.TotalGPUs {
+		return nil
+	}
+	return fmt.Errorf("--mode %s: the smallest disaggregated deployment (one prefill and one decode worker at tp %d) needs %d GPUs, above --total-gpus %d; give --total-gpus ≥ %d, a smaller --tp, or --mode agg",
+		strings.Join(s.Modes, ","), slices.Min(tps), least, s.TotalGPUs, least)
+}
+
+// CheckDisagg refuses a disaggregated sweep that cannot produce one priced row
+// (bad input, said before anything is stored): a system whose spec gives the KV
+// fabric no bandwidth (inter_node_bw ≤ 0), or a request that no decode worker's
+// KV can hold at any decode tp of the sweep (aiconfigurator's disagg memory rule,
+// disagg.DecodeKVCapacityTokens). A decode tp that cannot hold one request while
+// another can just gives OOM rows. Perf-data gaps are left to the points.
+func (p *PerfdbEvaluator) CheckDisagg(ctx context.Context, pts []store.PointInputs) error {
+	seen := map[int]bool{}
+	var tps []int
+	held := false
+	for _, in := range pts {
+		if in.Mode != store.ModeDisagg || seen[in.DTP] {
+			continue
+		}
+		seen[in.DTP] = true
+		tps = append(tps, in.DTP)
+		pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
+		if err != nil {
+			held = true // not this check's business: the points report it
+			continue
+		}
+		dmTP, dmEP, err := p.poolMoE(ctx, in, in.DTP, in.DDP)
+		if err != nil {
+			held = true
+			continue
+		}
+		pre, _, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, pmTP, pmEP)
+		if err != nil {
+			held = true
+			continue
+		}
+		if f := disagg.FabricOf(pre.System()); !(f.InterNodeGBps > 0) {
+			return fmt.Errorf("--system %s: inter_node_bw is %v, so disaggregated rows have no KV fabric; fix the system spec (node.inter_node_bw) or use --mode agg", in.System, pre.System().InterNodeBW)
+		}
+		dec, _, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, dmTP, dmEP)
+		if err != nil {
+			held = true
+			continue
+		}
+		if _, err := disagg.DecodeKVCapacityTokens(pre, dec, in.ISL, in.OSL); !errors.Is(err, disagg.ErrDecodeKV) {
+			held = true
+		}
+	}
+	if held || len(tps) == 0 {
+		return nil
+	}
+	in := pts[len(pts)-1]
+	return fmt.Errorf("--isl %d + --osl %d: a decode worker's KV cannot hold one request of %s on %s at any decode tp of the sweep %v; shorten the request, allow a larger --tp, or use --mode agg",
+		in.ISL, in.OSL, in.Model, in.System, tps)
+}
+
+// disaggChecker is an evaluator that can refuse a disaggregated sweep before it
+// stores anything (PerfdbEvaluator.CheckDisagg).
+type disaggChecker interface {
+	CheckDisagg(ctx context.Context, pts []store.PointInputs) error
+}
