@@ -20,11 +20,15 @@ import (
 
 // disaggSetup builds the tandem of a disaggregated row (QUEUEING.md §6): each pool
 // priced by its own perf data at its own parallelism, the backend's default engine
-// on both pools with the row's per-worker batches as running caps (p_batch,
-// d_batch), the fabric of the system spec and the KV handoff of the model. The
-// closed loop runs at the row's concurrency d_batch × d_workers (× d_pp × d_dp, as
-// the legacy row). The decode KV is not bounded beyond d_batch (the row's decode
-// batch already passed aiconfigurator's memory rule in Legacy).
+// on both pools, the fabric of the system spec and the KV handoff of the model.
+// With attention DP a pass priced by the perf data is one rank's (perfdb's
+// PassTiming), so each attention-DP rank of a worker is a tandem worker of its
+// own: w × dp workers of tp × pp GPUs, each capped at the row's per-rank batch
+// (p_batch, d_batch, × pp) — aiconfigurator's batch is per rank (its decode
+// concurrency is d_batch × d_workers × d_pp × d_dp). Sweep rows have p_dp = d_dp
+// = 1. The closed loop runs at the row's concurrency d_batch × d_workers × d_pp ×
+// d_dp, as the legacy row. The decode KV is not bounded beyond d_batch (the row's
+// decode batch already passed aiconfigurator's memory rule in Legacy).
 func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, [2]*pointTiming, error) {
 	var c disagg.Config
 	var pts [2]*pointTiming
@@ -57,9 +61,10 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs)
 		return workload.Spec{}, c, pts, err
 	}
 	c = disagg.Config{
-		Prefill: disagg.Pool{Engine: e, Timing: pts[0], Workers: in.PWorkers, GPUsPerWorker: in.PTP * in.PPP * in.PDP, BatchCap: in.PBatch},
-		Decode: disagg.Pool{Engine: e, Timing: pts[1], Workers: in.DWorkers, GPUsPerWorker: in.DTP * in.DPP * in.DDP,
-			BatchCap: in.DBatch * in.DPP * in.DDP},
+		Prefill: disagg.Pool{Engine: e, Timing: pts[0], Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP,
+			BatchCap: in.PBatch * in.PPP},
+		Decode: disagg.Pool{Engine: e, Timing: pts[1], Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP,
+			BatchCap: in.DBatch * in.DPP},
 		Fabric:          disagg.FabricOf(pre.System()),
 		KVBytesPerToken: kvb,
 	}
@@ -151,6 +156,8 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 var modelFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	h.Write([]byte(queueingFingerprint()))
+	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
+	h.Write([]byte("disaggSetup v2: attention-DP ranks are tandem workers;"))
 	e, err := queueing.DefaultEngine(queueing.BackendVLLM, "")
 	if err != nil {
 		fmt.Fprintf(h, "%v;", err)
