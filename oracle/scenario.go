@@ -12,7 +12,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -116,14 +115,14 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 		case "hash_block":
 			err = dec.Decode(&hashBlock)
 		case "requests":
-			err = readRequests(dec, sc, seenID, &anyShared)
+			// readRequests words its own errors ("scenario: requests…").
+			if err := readRequests(dec, sc, seenID, &anyShared); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, fmt.Errorf("scenario: json: unknown field %q", key)
 		}
 		if err != nil {
-			if strings.HasPrefix(err.Error(), "scenario: ") {
-				return nil, err
-			}
 			return nil, fmt.Errorf("scenario: %w", err)
 		}
 	}
@@ -185,11 +184,12 @@ func expectDelim(dec *json.Decoder, d json.Delim, what string) error {
 	return nil
 }
 
-// readRequests streams the requests array into sc.
+// readRequests streams the requests array into sc; every error it returns is
+// worded "scenario: requests…".
 func readRequests(dec *json.Decoder, sc *Scenario, seen map[string]bool, anyShared *bool) error {
 	t, err := dec.Token()
 	if err != nil {
-		return err
+		return fmt.Errorf("scenario: requests: %w", err)
 	}
 	if t == nil { // "requests": null
 		return nil
@@ -214,8 +214,10 @@ func readRequests(dec *json.Decoder, sc *Scenario, seen map[string]bool, anyShar
 		sc.Shared = append(sc.Shared, sp)
 		*anyShared = *anyShared || sp.Len > 0 || sp.HashIDs != nil
 	}
-	_, err = dec.Token() // ']'
-	return err
+	if _, err := dec.Token(); err != nil { // ']'
+		return fmt.Errorf("scenario: requests: %w", err)
+	}
+	return nil
 }
 
 func (re *rawEngine) engine() (Engine, error) {

@@ -258,7 +258,7 @@ func (s *Sim) sglDecodeMemCheck(pb *passBuf) {
 	}
 }
 
-// updateSGLang processes a batch's outputs (S-R6/S-R7, S-R2): completed prefills
+// updateSGLang processes a batch's outputs (S-R6 = SCHEDULERS.md §3.7, S-R2): completed prefills
 // sample their first token, are inserted into the radix cache and join the running
 // batch; the chunked request's computed prefix is inserted; decoders sample; finished
 // requests insert their KV and release it.

@@ -33,6 +33,9 @@ type ImportOptions struct {
 	// stored files. A later import without NoMirror fills the mirror of
 	// unchanged files.
 	NoMirror bool
+	// Progress, when set, is called after each Parquet file of a system is
+	// stored or skipped: done of total files of that system.
+	Progress func(system string, done, total int)
 }
 
 // ImportReport summarises one import.

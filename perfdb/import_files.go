@@ -217,12 +217,16 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 		}
 	}()
 	seen := map[string]bool{}
+	done := 0
 	for f := range ch {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if f.err != nil {
 			return f.err
+		}
+		if done++; o.Progress != nil && done > 1 {
+			o.Progress(system, done-1, len(paths)) // the files before this one are stored
 		}
 		p, be, ver, stem, name := f.p, f.be, f.ver, f.stem, f.name
 		seen[p] = true
@@ -278,6 +282,9 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if o.Progress != nil && done > 0 {
+		o.Progress(system, done, len(paths))
 	}
 	stale := make([]string, 0)
 	for p := range existing {

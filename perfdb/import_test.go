@@ -288,3 +288,32 @@ func TestImportModels(t *testing.T) {
 		t.Errorf("empty folder error = %v", err)
 	}
 }
+
+// TestImportProgress: Progress sees every file of the system once, in order, done
+// rising to the total — whether the files are imported or skipped as unchanged.
+func TestImportProgress(t *testing.T) {
+	ctx := context.Background()
+	root := buildFixture(t)
+	st := openTestStore(t)
+	for _, run := range []string{"first", "re-import"} {
+		var calls [][2]int
+		rep, err := Import(ctx, st, root, ImportOptions{Progress: func(system string, done, total int) {
+			if system != "fx" {
+				t.Errorf("%s: progress for system %q, want fx", run, system)
+			}
+			calls = append(calls, [2]int{done, total})
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := rep.Files + rep.FilesSkipped
+		if len(calls) != n {
+			t.Fatalf("%s: %d progress calls for %d files: %v", run, len(calls), n, calls)
+		}
+		for i, c := range calls {
+			if c != [2]int{i + 1, n} {
+				t.Fatalf("%s: call %d = %v, want [%d %d]", run, i, c, i+1, n)
+			}
+		}
+	}
+}

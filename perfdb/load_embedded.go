@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"io/fs"
-	"testing/fstest"
 
 	"github.com/aicdb/aicdb/store"
 )
@@ -50,9 +49,25 @@ func readEmbedded(name string) ([]byte, error) { return fs.ReadFile(EmbeddedFS()
 func subOrEmpty(fsys fs.FS, dir string) fs.FS {
 	sub, err := fs.Sub(fsys, dir)
 	if err != nil {
-		return fstest.MapFS{}
+		return emptyFS{}
 	}
 	return sub
+}
+
+// emptyFS is a file system with no files (production code keeps testing/fstest out).
+type emptyFS struct{}
+
+// Open implements fs.FS: every name is missing.
+func (emptyFS) Open(name string) (fs.File, error) {
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+}
+
+// ReadDir implements fs.ReadDirFS: the root is an empty folder.
+func (emptyFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if name == "." {
+		return nil, nil
+	}
+	return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
 }
 
 // EmbeddedSystems lists the systems of the embedded data.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -134,11 +135,31 @@ func (p *lineParser) jsonErr(err error) error {
 	if errors.As(err, &te) && te.Field != "" {
 		return p.fail(te.Field, "%s is not a valid %s", te.Value, te.Type)
 	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "json: unknown field ") {
-		return p.fail(strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`), "unknown field (see docs/traces.md)")
-	}
 	return p.fail("", "not a JSON object: %v", err)
+}
+
+// unknownKey returns the first key (in sorted order) of the JSON object b that is
+// not a field of the generic JSONL format (jsonlRow's tags, matched ignoring case
+// as encoding/json matches them). It runs only on a line whose strict decoding
+// failed, so the error names the field without reading encoding/json's error text.
+func unknownKey(b []byte) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return "", false
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		switch strings.ToLower(k) {
+		case "arrival_ms", "isl", "osl", "hash_ids", "session_id", "think_ms":
+		default:
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return "", false
+	}
+	sort.Strings(keys)
+	return keys[0], true
 }
 
 type mooncakeRow struct {
@@ -186,6 +207,9 @@ func (p *lineParser) jsonl(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
+		if k, ok := unknownKey(b); ok {
+			return p.fail(k, "unknown field (see docs/traces.md)")
+		}
 		return p.jsonErr(err)
 	}
 	if dec.More() {

@@ -26,6 +26,7 @@ Parquet files; --mirror also copies their 1.8 M rows into the perf_* SQL tables 
 'aicdb query' (about 10× slower; running init --mirror later fills them).`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "mirror", Usage: "also copy the perf rows into the perf_* SQL tables (slow)"},
+			quietFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -36,8 +37,10 @@ Parquet files; --mirror also copies their 1.8 M rows into the perf_* SQL tables 
 				return asUser(err)
 			}
 			defer st.Close()
+			progress, finish := importProgress(c, "init")
 			rep, err := perfdb.ImportEmbedded(c.Context, st, perfdb.ImportOptions{
-				ImportedAt: time.Now().UTC().Format(time.RFC3339), NoMirror: !c.Bool("mirror")})
+				ImportedAt: time.Now().UTC().Format(time.RFC3339), NoMirror: !c.Bool("mirror"), Progress: progress})
+			finish()
 			if err != nil {
 				return err
 			}

@@ -11,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/oracle"
-	"github.com/aicdb/aicdb/oracle/gate"
 )
 
 // oracleCommand wires `aicdb oracle run|validate` (issue 4). The simulation and the gate
@@ -127,38 +126,4 @@ func writeOracleLog(w io.Writer, format string, out *oracle.ScenarioOutput) erro
 		reqs = append(reqs, []any{r.ID, r.TTFTMs, r.FinishMs, int64(len(r.TokenTimesMs)), int64(r.NumPreemptions), int64(r.NumCachedTokens)})
 	}
 	return writeRows(w, format, []string{"request", "ttft_ms", "finish_ms", "tokens", "preemptions", "cached_tokens"}, reqs)
-}
-
-// oracleValidateCommand prints the gate's residual table.
-func oracleValidateCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "validate",
-		Usage: "run the validation gate (model vs oracle) and print the residual table",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "family", Usage: "run only families whose name contains `TEXT`"},
-		},
-		Action: func(c *cli.Context) error {
-			fams := gate.Families()
-			if sub := c.String("family"); sub != "" {
-				var keep []gate.Family
-				for _, f := range fams {
-					if strings.Contains(f.Name, sub) {
-						keep = append(keep, f)
-					}
-				}
-				if len(keep) == 0 {
-					return userErrorf("--family %q: matches no family; run without it to list them all", sub)
-				}
-				fams = keep
-			}
-			rows := gate.Run(c.Context, fams)
-			if err := gate.WriteTable(c.App.Writer, rows); err != nil {
-				return err
-			}
-			if err := gate.Verdict(rows); err != nil {
-				return cli.Exit(oneLine(err.Error()), exitUser)
-			}
-			return nil
-		},
-	}
 }

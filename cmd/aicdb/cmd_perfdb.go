@@ -46,6 +46,7 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "model `ID` (org/name) for a single config.json"},
 			&cli.BoolFlag{Name: "no-mirror", Usage: "do not copy perf rows into the perf_* SQL tables (faster)"},
+			quietFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
@@ -55,8 +56,14 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 				fs.SetOutput(io.Discard)
 				fs.StringVar(&id, "id", id, "")
 				fs.BoolVar(&noMirror, "no-mirror", noMirror, "")
+				quiet := fs.Bool("quiet", false, "")
 				if err := fs.Parse(args[1:]); err != nil {
 					return userErrorf("perfdb import: %v", err)
+				}
+				if *quiet {
+					if err := c.Set("quiet", "true"); err != nil {
+						return err
+					}
 				}
 				if fs.NArg() > 0 {
 					return userErrorf("perfdb import: one PATH expected, got extra %q", fs.Arg(0))
@@ -74,8 +81,10 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 				return asUser(err)
 			}
 			defer st.Close()
+			progress, finish := importProgress(c, "perfdb import")
 			rep, err := perfdb.Import(c.Context, st, args[0], perfdb.ImportOptions{ID: id, NoMirror: noMirror,
-				ImportedAt: time.Now().UTC().Format(time.RFC3339)})
+				ImportedAt: time.Now().UTC().Format(time.RFC3339), Progress: progress})
+			finish()
 			if err != nil {
 				return asUser(err)
 			}

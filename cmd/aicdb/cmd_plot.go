@@ -42,7 +42,7 @@ func plotCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "plot",
-		Usage: "draw the Pareto frontier or one point's latency CDF as PNG or SVG",
+		Usage: "draw the Pareto frontier, one point's latency CDF or a replay's timeline as PNG or SVG",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "pareto",
@@ -62,13 +62,15 @@ screening bracket straddles a threshold are resolved first (persisted in the sto
 			},
 			{
 				Name:  "cdf",
-				Usage: "the TTFT (and ITL) CDF of one point from its stored quantitative distributions",
+				Usage: "the TTFT (and ITL) CDF of one point from its stored quantitative distributions, the screening tier's TTFT p99 bracket and, with --oracle, the DES's CDFs",
 				Flags: append(common(),
 					&cli.StringFlag{Name: "key", Usage: "the point's key or a unique `PREFIX` of it"},
 					&cli.Int64Flag{Name: "rowid", Usage: "the point's rowid in operating_points"},
+					&cli.BoolFlag{Name: "oracle", Usage: "also simulate the point in the oracle (the DES, driven as the gate drives it) and draw its steady TTFT and ITL CDFs dashed"},
 				),
 				Action: runPlotCDF,
 			},
+			plotTimelineCommand(common()),
 		},
 	}
 }
@@ -318,6 +320,11 @@ func paretoPlot(pts []plotPoint, title string) (*plot.Plot, error) {
 
 // savePlot writes p to path as PNG (exactly w×h pixels) or SVG (w×h points).
 func savePlot(p *plot.Plot, path, ext string, w, h int) error {
+	return saveCanvas(path, ext, w, h, func(dc draw.Canvas) { p.Draw(dc) })
+}
+
+// saveCanvas renders paint on a w × h PNG or SVG canvas (by ext) and writes it to path.
+func saveCanvas(path, ext string, w, h int, paint func(draw.Canvas)) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return userErrorf("--out %s: %v", path, err)
@@ -326,11 +333,11 @@ func savePlot(p *plot.Plot, path, ext string, w, h int) error {
 	switch ext {
 	case "png":
 		c := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, w, h))))
-		p.Draw(draw.New(c))
+		paint(draw.New(c))
 		_, werr = vgimg.PngCanvas{Canvas: c}.WriteTo(f)
 	default:
 		c := vgsvg.New(vg.Points(float64(w)), vg.Points(float64(h)))
-		p.Draw(draw.New(c))
+		paint(draw.New(c))
 		_, werr = c.WriteTo(f)
 	}
 	if cerr := f.Close(); werr == nil {
@@ -469,8 +476,20 @@ func runPlotCDF(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	title := "Latency CDF of point " + key[:12] + " (quantitative tier)"
+	bracket, err := screeningBracket(c.Context, st, key)
+	if err != nil {
+		return err
+	}
+	var oracleCurves []cdfSeries
+	if c.Bool("oracle") {
+		if oracleCurves, err = oracleSeries(c.Context, st, key); err != nil {
+			return err
+		}
+		title = "Latency CDF of point " + key[:12] + " (quantitative tier solid, oracle dashed)"
+	}
 	p := plot.New()
-	p.Title.Text = "Latency CDF of point " + key[:12] + " (quantitative tier)"
+	p.Title.Text = title
 	p.X.Label.Text = "latency (ms)"
 	p.Y.Label.Text = "P(latency ≤ x)"
 	p.Y.Min, p.Y.Max = 0, 1
@@ -486,11 +505,35 @@ func runPlotCDF(c *cli.Context) error {
 		p.Add(l)
 		p.Legend.Add(s.Name, l)
 	}
-	p.Legend.Top = true
+	for _, s := range oracleCurves {
+		l, err := plotter.NewLine(s.XY)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", s.Name, err)
+		}
+		l.LineStyle.Color = colors[seriesColor(series, s.Name)%len(colors)]
+		l.LineStyle.Width = vg.Points(1.5)
+		l.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add("oracle "+s.Name, l)
+	}
+	if bracket != nil {
+		p.Add(bracket)
+		name := "screening TTFT p99 bracket"
+		if !bracket.certain {
+			name += " (upper end an estimate)"
+		}
+		p.Legend.Add(name, bracket)
+	}
+	// Bottom right: the CDFs climb on the left and end at the top.
+	p.Legend.Top = false
 	p.Legend.Left = false
 	if err := savePlot(p, out, ext, w, h); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "wrote %s (%s)\n", out, key[:12])
+	note := ""
+	if len(oracleCurves) > 0 {
+		note = ", with the oracle"
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %s (%s%s)\n", out, key[:12], note)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
@@ -81,5 +82,52 @@ func TestOracleValidate(t *testing.T) {
 	code = run(context.Background(), []string{"aicdb", "oracle", "validate", "--family", "no-such-family"}, &out, &errb)
 	if code != exitUser {
 		t.Fatalf("unknown family: exit %d, want 1", code)
+	}
+}
+
+// TestOracleValidateSuitesAndFormats: --suite kv runs the KV families; csv/json
+// print one row per family and metric with both sides' values; bad --suite, a
+// replay suite without --traces and --family matching nothing are one-line errors.
+func TestOracleValidateSuitesAndFormats(t *testing.T) {
+	runV := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append([]string{"aicdb", "oracle", "validate"}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	fam := "vllm/c32 isl2048 osl256 kv10x2048 preemption · burst"
+	code, out, errs := runV("--suite", "kv", "--family", fam, "--format", "json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil {
+		t.Fatalf("kv json: exit %d %v\n%s%s", code, err, out, errs)
+	}
+	if len(rows) != 11 { // the 11 gated metrics of one family
+		t.Fatalf("kv json: %d rows, want 11:\n%s", len(rows), out)
+	}
+	for _, r := range rows {
+		if r["suite"] != "kv" || r["family"] != fam || r["verdict"] != "pass" {
+			t.Fatalf("kv json row %v", r)
+		}
+		m, o, res := r["model"].(float64), r["oracle"].(float64), r["residual"].(float64)
+		if o != 0 && math.Abs((m-o)/o-res) > 1e-12 {
+			t.Fatalf("%s: residual %v is not (model − oracle)/oracle of %v, %v", r["metric"], res, m, o)
+		}
+	}
+	code, out, _ = runV("--suite", "kv", "--family", fam, "--format", "csv")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 12 ||
+		lines[0] != "suite,family,metric,model,oracle,residual,tolerance,verdict,known_failing,error" {
+		t.Fatalf("kv csv: exit %d\n%s", code, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--suite", "nope"}, "aicdb: --suite \"nope\": must be agg, kv, replay or all\n"},
+		{[]string{"--suite", "replay"}, "aicdb: oracle validate --suite replay: the replay suite needs --traces DIR (the sample traces folder, shared/data/traces)\n"},
+		{[]string{"--suite", "kv", "--family", "nothing-like-this"}, "aicdb: --family \"nothing-like-this\": matches no family of suite kv; run without it to list them all\n"},
+		{[]string{"--format", "xml"}, "aicdb: --format \"xml\": use table, csv, json or jsonl\n"},
+	} {
+		if code, _, errs := runV(c.args...); code != exitUser || errs != c.want {
+			t.Errorf("%v: exit %d\n got %q\nwant %q", c.args, code, errs, c.want)
+		}
 	}
 }

@@ -15,6 +15,23 @@ import (
 	"github.com/aicdb/aicdb/store"
 )
 
+// checkPNG fails the test unless path is a PNG that decodes to w × h pixels.
+func checkPNG(t *testing.T, path string, w, h int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("%s does not decode as PNG: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Fatalf("%s is %dx%d, want %dx%d", path, b.Dx(), b.Dy(), w, h)
+	}
+}
+
 // sweptDB is a synthetic store with the sweepArgs sweep in it.
 func sweptDB(t *testing.T) string {
 	t.Helper()
@@ -33,18 +50,7 @@ func TestPlotParetoPNGAndSVG(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "wrote "+pngPath) {
 		t.Fatalf("plot pareto png: code %d out %q err %q", code, out, errs)
 	}
-	f, err := os.Open(pngPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(f)
-	f.Close()
-	if err != nil {
-		t.Fatalf("PNG does not decode: %v", err)
-	}
-	if b := img.Bounds(); b.Dx() != 640 || b.Dy() != 420 {
-		t.Fatalf("PNG is %dx%d, want 640x420", b.Dx(), b.Dy())
-	}
+	checkPNG(t, pngPath, 640, 420)
 
 	// Deterministic: the same store and flags give the same bytes.
 	again := filepath.Join(dir, "again.png")

@@ -122,3 +122,25 @@ func (p *progressReporter) Done() {
 		p.drawn = 0
 	}
 }
+
+// importProgress reports a perf-data import file by file, one reporter per system
+// ("perfdb import h200_sxm: 312/1,024 files …"); done closes every reporter.
+func importProgress(c *cli.Context, what string) (update func(system string, done, total int), done func()) {
+	bars := map[string]*progressReporter{}
+	var order []string
+	update = func(system string, d, total int) {
+		b := bars[system]
+		if b == nil {
+			b = newProgress(c, what+" "+system, "files")
+			bars[system] = b
+			order = append(order, system)
+		}
+		b.Update(d, total)
+	}
+	done = func() {
+		for _, s := range order {
+			bars[s].Done()
+		}
+	}
+	return update, done
+}

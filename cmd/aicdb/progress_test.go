@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,20 @@ func TestRefineProgress(t *testing.T) {
 		"aicdb: refine: 4/4 points (100.0%), 0.33 points/s, ETA 0s\n"
 	if b.String() != want {
 		t.Fatalf("refine progress:\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+// TestImportCLIQuiet: init and perfdb import take --quiet (also after PATH) and
+// then print nothing on stderr, however long the import takes.
+func TestImportCLIQuiet(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "q.sqlite")
+	if code, _, errs := runPerfdbCLI(t, "--db", db, "init", "--quiet"); code != 0 || errs != "" {
+		t.Fatalf("init --quiet: code %d stderr %q", code, errs)
+	}
+	fx := filepath.Join("..", "..", "testdata", "aic", "systems")
+	for _, args := range [][]string{{"perfdb", "import", "--quiet", fx}, {"perfdb", "import", fx, "--quiet"}} {
+		if code, out, errs := runPerfdbCLI(t, append([]string{"--db", db}, args...)...); code != 0 || errs != "" || !strings.Contains(out, "systems [fx]") {
+			t.Fatalf("%v: code %d out %q stderr %q", args, code, out, errs)
+		}
 	}
 }

@@ -19,6 +19,20 @@ func runTraceCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// linearVLLMEngine writes a replay engine file (vLLM with prefix caching, linear
+// timing) into dir and returns its path.
+func linearVLLMEngine(t *testing.T, dir string) string {
+	t.Helper()
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 200000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": true, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
 // TestTraceCLI: import (sniffed) → idempotent re-import → a bad file fails with file,
 // line and field and leaves the store unchanged → ls, show (slice), stats (reuse).
 func TestTraceCLI(t *testing.T) {
@@ -77,13 +91,7 @@ func TestTraceCLI(t *testing.T) {
 func TestTraceReplayCLI(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "t.sqlite")
-	eng := filepath.Join(dir, "eng.json")
-	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
-		"block_size": 16, "num_gpu_blocks": 200000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
-		"enable_prefix_caching": true, "async_scheduling": false},
-		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	eng := linearVLLMEngine(t, dir)
 	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
 		t.Fatal(errs)
 	}

@@ -26,7 +26,9 @@ type Family struct {
 	Name   string
 	Spec   workload.Spec
 	Engine queueing.EngineSpec
-	Timing timing.Linear
+	// Timing prices passes on both sides: linear in the gate's own families, perf
+	// data for a stored point (PointDistributions).
+	Timing timing.Timing
 	// KnownFailing, when set, keeps the family in the table but out of the verdict,
 	// with this reason (the lead decides what goes here; it is printed, never silent).
 	KnownFailing string
@@ -231,13 +233,32 @@ func desGenerations(w queueing.Window) int {
 // (queueing.SteadyWindow), so a model settling into another cycle shows.
 func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, error) {
 	w := f.Spec
-	shape := oracle.Shape{ISL: maxOf(w.ISL, w.ISLQuantiles), OSL: maxOf(w.OSL, w.OSLQuantiles), Prefix: w.Prefix, Prewarm: w.Prefix > 0}
-	if len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
-		shape.Draw = w.Shape // the model's W2 stream, drawn by creation index as in the evaluator
-	}
+	shape := shapeOf(w)
 	if w.Concurrency <= 0 {
 		return runOracleOpen(ctx, f, shape)
 	}
+	groups, trans, err := oracleClosedRuns(ctx, f, rep, shape)
+	if err != nil {
+		return Metrics{}, err
+	}
+	return measure(groups, trans, w.TurnaroundMs+f.ClientRTTMs, 0)
+}
+
+// shapeOf is the DES request shape of a workload: the largest isl/osl, the shared
+// prefix pre-warmed, and the model's W2 stream when the workload has strata
+// (drawn by creation index as in the evaluator).
+func shapeOf(w workload.Spec) oracle.Shape {
+	shape := oracle.Shape{ISL: maxOf(w.ISL, w.ISLQuantiles), OSL: maxOf(w.OSL, w.OSLQuantiles), Prefix: w.Prefix, Prewarm: w.Prefix > 0}
+	if len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
+		shape.Draw = w.Shape
+	}
+	return shape
+}
+
+// oracleClosedRuns drives the DES as runOracle describes for a closed loop and
+// returns each measured run's steady records and the burst's transient records.
+func oracleClosedRuns(ctx context.Context, f Family, rep *queueing.Report, shape oracle.Shape) ([][]rec, []rec, error) {
+	w := f.Spec
 	C := w.Concurrency
 	run := func(gens int, start []float64) (*oracle.Result, error) {
 		eng, err := oracleEngine(f, C)
@@ -273,11 +294,11 @@ func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, er
 	var groups [][]rec
 	if f.StaggerPhases == 0 {
 		if len(windows) != 1 {
-			return Metrics{}, fmt.Errorf("model report has %d steady windows, want 1", len(windows))
+			return nil, nil, fmt.Errorf("model report has %d steady windows, want 1", len(windows))
 		}
 		res, err := run(desGenerations(windows[0]), nil)
 		if err != nil {
-			return Metrics{}, err
+			return nil, nil, err
 		}
 		for _, r := range res.Requests {
 			if r.Generation == 0 {
@@ -287,11 +308,11 @@ func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, er
 		groups = append(groups, steadyOf(res, windows[0], 0))
 	} else {
 		if len(windows) != f.StaggerPhases {
-			return Metrics{}, fmt.Errorf("model report has %d steady windows, want %d phases", len(windows), f.StaggerPhases)
+			return nil, nil, fmt.Errorf("model report has %d steady windows, want %d phases", len(windows), f.StaggerPhases)
 		}
 		res, err := run(1, nil) // the burst's generation 0: the transient
 		if err != nil {
-			return Metrics{}, err
+			return nil, nil, err
 		}
 		for _, r := range res.Requests {
 			if r.Generation == 0 {
@@ -306,12 +327,12 @@ func runOracle(ctx context.Context, f Family, rep *queueing.Report) (Metrics, er
 			}
 			res, err := run(desGenerations(win), start)
 			if err != nil {
-				return Metrics{}, err
+				return nil, nil, err
 			}
 			groups = append(groups, steadyOf(res, win, f.StaggerPhases))
 		}
 	}
-	return measure(groups, trans, w.TurnaroundMs+f.ClientRTTMs, 0)
+	return groups, trans, nil
 }
 
 // runOracleOpen replays the model's W1 arrival stream (the same arrival instants) in

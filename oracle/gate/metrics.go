@@ -57,12 +57,7 @@ func measure(runs [][]rec, transient []rec, cycleDelay, openEnd float64) (Metric
 		if len(steady) == 0 {
 			return m, fmt.Errorf("no steady requests")
 		}
-		wr := 1 / float64(len(steady))
-		gaps := 0
-		for _, r := range steady {
-			gaps += max(len(r.tokens)-1, 0)
-		}
-		wg := 1 / float64(max(gaps, 1))
+		wr, wg := runWeights(steady)
 		t0, t1 := math.Inf(1), math.Inf(-1)
 		type span struct {
 			n      int
@@ -149,6 +144,40 @@ func measure(runs [][]rec, transient []rec, cycleDelay, openEnd float64) (Metric
 		}
 	}
 	return m, nil
+}
+
+// runWeights are the atom weights of one measured run of a mixture: each request
+// 1/n (TTFT, TPOT), each ITL gap 1/gaps, so every run weighs 1 in total.
+func runWeights(steady []rec) (perRequest, perGap float64) {
+	gaps := 0
+	for _, r := range steady {
+		gaps += max(len(r.tokens)-1, 0)
+	}
+	return 1 / float64(max(len(steady), 1)), 1 / float64(max(gaps, 1))
+}
+
+// steadyDistributions are the steady TTFT and ITL distributions of a mixture's
+// runs, weighted as measure weighs them.
+func steadyDistributions(runs [][]rec) (ttft, itl queueing.Distribution, err error) {
+	var ta, ia []queueing.Atom
+	for _, steady := range runs {
+		wr, wg := runWeights(steady)
+		for _, r := range steady {
+			ta = append(ta, queueing.Atom{Value: r.ttft, Weight: wr})
+			for i := 1; i < len(r.tokens); i++ {
+				ia = append(ia, queueing.Atom{Value: r.tokens[i] - r.tokens[i-1], Weight: wg})
+			}
+		}
+	}
+	if ttft, err = queueing.NewDistribution(ta); err != nil {
+		return ttft, itl, fmt.Errorf("steady TTFT: %w", err)
+	}
+	if len(ia) > 0 {
+		if itl, err = queueing.NewDistribution(ia); err != nil {
+			return ttft, itl, fmt.Errorf("ITL: %w", err)
+		}
+	}
+	return ttft, itl, nil
 }
 
 // residual is (model − oracle)/oracle; both 0 is 0; a zero oracle with a non-zero

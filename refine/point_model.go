@@ -1,0 +1,42 @@
+package refine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/store"
+)
+
+// PointModel is what the quantitative tier evaluates for one aggregated point:
+// its workload, engine and pass timing (calibrated when the evaluator's
+// calibration covers the point), for tools that drive the same configuration
+// elsewhere (the oracle curve of `aicdb plot cdf --oracle`).
+type PointModel struct {
+	Workload workload.Spec
+	Engine   queueing.EngineSpec
+	Timing   timing.Timing
+	priced   *pointTiming
+}
+
+// PricingErr returns the first pass the perf data could not price since the
+// model was built (nil when every pass was priced): check it after a run.
+func (m *PointModel) PricingErr() error { return m.priced.err }
+
+// PointModel builds the quantitative tier's inputs for an aggregated point.
+func (p *PerfdbEvaluator) PointModel(ctx context.Context, in store.PointInputs) (*PointModel, error) {
+	if in.Mode == store.ModeDisagg {
+		return nil, errors.New("point model: a disaggregated point is a tandem of two pools, not one engine")
+	}
+	adj := p.adjustment(in)
+	if err := adj.Validate(); err != nil {
+		return nil, err
+	}
+	w, e, tm, t, err := p.setup(ctx, in, adj)
+	if err != nil {
+		return nil, err
+	}
+	return &PointModel{Workload: w, Engine: e, Timing: tm, priced: t}, nil
+}
