@@ -36,6 +36,10 @@ type Config struct {
 	// Mode is the database mode kernels are answered in (default SILICON).
 	Mode DatabaseMode
 
+	// WideEP asks for the all-to-all MoE path (wideep.go): checked for
+	// feasibility, then refused — aicdb prices the fused path only.
+	WideEP bool
+
 	sys *System
 }
 
@@ -87,6 +91,13 @@ func newEstimator(ks kernels, sys *System, m *Model, cfg Config) (*Estimator, er
 		return nil, err
 	}
 	cfg.sys = sys
+	if cfg.WideEP {
+		backends, err := WideEPBackends(m, cfg, sys.SMVersion)
+		if err != nil {
+			return nil, err
+		}
+		return nil, wideEPNotModeled(cfg, backends)
+	}
 	var ls opLists
 	var err error
 	switch m.Family {

@@ -2,14 +2,16 @@ package perfdb
 
 import (
 	"context"
-	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aicdb/aicdb/store/measure"
 )
 
 // TestLegacyVsSiliconDev compares the legacy agg estimate (ctx_tokens = isl,
@@ -22,19 +24,12 @@ func TestLegacyVsSiliconDev(t *testing.T) {
 	if os.Getenv("AICDB_LEGACY_REPORT") == "" {
 		t.Skip("set AICDB_LEGACY_REPORT=1 to print the legacy-vs-measured table")
 	}
-	path := filepath.Join("..", "..", "shared", "data", "measurements-dev", "silicon_dev.csv")
-	f, err := os.Open(path)
-	if err != nil {
+	rows, err := measure.ParseFile(filepath.Join("..", "..", "shared", "data", "measurements-dev", "silicon_dev.csv"), measure.FormatAICSilicon, measure.Deployment{})
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("measured sample not found: %v", err)
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
 	if err != nil {
 		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
 	}
 	m, err := EmbeddedModel("meta-llama/Meta-Llama-3.1-70B")
 	if err != nil {
@@ -44,10 +39,8 @@ func TestLegacyVsSiliconDev(t *testing.T) {
 	var lines []string
 	var sumT, sumP float64
 	var n int
-	for _, r := range rows[1:] {
-		get := func(k string) string { return r[col[k]] }
-		atoi := func(k string) int { v, _ := strconv.Atoi(get(k)); return v }
-		backend, tp, b := get("backend"), atoi("tp_size"), atoi("batch_size")
+	for _, r := range rows {
+		backend, tp, b := r.Backend, r.TP, r.Concurrency
 		key := fmt.Sprintf("%s/%d", backend, tp)
 		e := ests[key]
 		if e == nil {
@@ -59,16 +52,15 @@ func TestLegacyVsSiliconDev(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, err = NewEstimator(d, m, Config{TP: tp, MoEEP: tp, GemmQuant: GemmQuant(get("gemm_quant_mode")), KVQuant: KVFP8})
+			e, err = NewEstimator(d, m, Config{TP: tp, MoEEP: tp, GemmQuant: GemmQuant(r.GemmQuant), KVQuant: KVFP8})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ests[key] = e
 		}
-		isl, osl := atoi("isl"), atoi("osl")
+		isl, osl := r.ISL, r.OSL
 		res, err := e.Agg(AggInput{Batch: b, CtxTokens: isl, ISL: isl, OSL: osl})
-		mt, _ := strconv.ParseFloat(get("silicon_ttft_ms"), 64)
-		mp, _ := strconv.ParseFloat(get("silicon_tpot_ms"), 64)
+		mt, mp := r.Values[measure.TTFTMean], r.Values[measure.TPOTMean]
 		if err != nil {
 			lines = append(lines, fmt.Sprintf("%-7s tp%d c%-4d error: %v", backend, tp, b, err))
 			continue

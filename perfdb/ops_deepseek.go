@@ -60,9 +60,7 @@ func buildDeepSeek(m *Model, c *Config) (opLists, error) {
 	if err := validateDeepSeek(m, c); err != nil {
 		return opLists{}, err
 	}
-	tp, pp := c.TP, c.PP
-	h, L := m.Hidden, float64(m.Layers)
-	mtp := mtpScale(c.Nextn, m.Layers)
+	tp, h := c.TP, m.Hidden
 	gq := c.GemmQuant // native checkpoints: every attention projection shares the global mode
 	hs := vllmHeadSize(m)
 	// The absorbed kv_b BMMs run in fp8 for any quantized checkpoint, else bf16.
@@ -72,7 +70,6 @@ func buildDeepSeek(m *Model, c *Config) (opLists, error) {
 	}
 	heads := m.Heads / tp
 	kvHeads := m.KVHeads / tp
-	var ls opLists
 
 	gemm := func(name string, scale float64, n, k int, q GemmQuant) (op, error) {
 		return gemmOp(name, scale, n, k, q, false)
@@ -136,98 +133,6 @@ func buildDeepSeek(m *Model, c *Config) (opLists, error) {
 		}
 		return blk, nil
 	}
-	moeArgs := func(isContext bool) MoEArgs {
-		return MoEArgs{Quant: c.MoEQuant, Distribution: deepseekDistribution, TopK: m.TopK, NumExperts: m.NumExperts,
-			Hidden: h, Inter: m.MoEInter, MoETP: c.MoETP, MoEEP: c.MoEEP, AttentionDP: c.DP, IsGated: true, IsContext: isContext}
-	}
-	mp, err := c.MoEQuant.Mapping()
-	if err != nil {
-		return opLists{}, err
-	}
-	moeWeights := func(scale float64) float64 {
-		raw := float64(h) * float64(m.MoEInter) * float64(m.NumExperts) * mp.Memory * 3
-		return float64(int64(float64(int64(raw/float64(c.MoEEP)))/float64(c.MoETP))) * scale
-	}
-	disp := func(name string, scale float64, pre, isContext bool) op {
-		return op{name: name, kind: opMoEDispatch, scale: scale, hidden: h, moe: moeArgs(isContext), pre: pre,
-			backend: c.Backend, smVer: c.sys.SMVersion, nvl72: c.sys.NumGPUsPerNode >= 72}
-	}
-	shared := func(phase string, scale float64) ([]op, error) {
-		gu, err := gemm(phase+"_shared_gate_up_gemm", scale, 2*m.MoEInter/tp, h, gq)
-		if err != nil {
-			return nil, err
-		}
-		f2, err := gemm(phase+"_shared_ffn2_gemm", scale, h, m.MoEInter/tp, gq)
-		if err != nil {
-			return nil, err
-		}
-		return []op{gu, elementwiseOp(phase+"_shared_act_gate", scale, 2*m.MoEInter/tp, m.MoEInter/tp), f2}, nil
-	}
-	routed := func(phase string, scale float64, isContext bool) ([]op, error) {
-		router, err := gemm(phase+"_router_gemm", scale, m.NumExperts, h, GemmBF16)
-		if err != nil {
-			return nil, err
-		}
-		return []op{router, disp(phase+"_moe_pre_dispatch", scale, true, isContext),
-			{name: phase + "_moe", kind: opMoE, scale: scale, moe: moeArgs(isContext), weightsB: moeWeights(scale)},
-			disp(phase+"_moe_post_dispatch", scale, false, isContext)}, nil
-	}
-
-	// Context phase: sequential (no CUDA graph), shared experts then routed.
-	ctxMLA, err := mlaBlock("context", L)
-	if err != nil {
-		return opLists{}, err
-	}
-	ls.ctx = append(ls.ctx, embeddingOp("context_embedding", 1, m.Vocab, h),
-		elementwiseOp("context_add_norm_1", L, 2*h, 2*h), ctxMLA, elementwiseOp("context_add_norm_2", L, 2*h, 2*h))
-	sh, err := shared("context", L)
-	if err != nil {
-		return opLists{}, err
-	}
-	rt, err := routed("context", L, true)
-	if err != nil {
-		return opLists{}, err
-	}
-	ls.ctx = append(append(ls.ctx, sh...), rt...)
-	logits, err := gemm("context_logits_gemm", 1, m.Vocab/tp, h, GemmBF16)
-	if err != nil {
-		return opLists{}, err
-	}
-	logits.logits = true
-	ls.ctx = append(ls.ctx, logits)
-	if c.Backend == "vllm" {
-		ls.ctx = append(ls.ctx, op{name: "context_tp_allreduce", kind: opAllReduce, scale: 2 * L, hidden: h, tp: tp})
-	}
-
-	// Generation phase (scaled by the MTP factor): shared and routed experts
-	// overlap on two CUDA streams.
-	genMLA, err := mlaBlock("generation", L*mtp)
-	if err != nil {
-		return opLists{}, err
-	}
-	ls.gen = append(ls.gen, embeddingOp("generation_embedding", mtp, m.Vocab, h),
-		elementwiseOp("generation_add_norm_1", L*mtp, 2*h, 2*h), genMLA, elementwiseOp("generation_add_norm_2", L*mtp, 2*h, 2*h))
-	gsh, err := shared("generation", L*mtp)
-	if err != nil {
-		return opLists{}, err
-	}
-	grt, err := routed("generation", L*mtp, false)
-	if err != nil {
-		return opLists{}, err
-	}
-	ov := op{name: "generation_moe_overlap", kind: opOverlap, scale: 1, sub: append(grt, gsh...), split: len(grt)}
-	for i := range ov.sub {
-		ov.weightsB += ov.sub[i].weightsB
-	}
-	glogits, err := gemm("generation_logits_gemm", mtp, m.Vocab/tp, h, GemmBF16)
-	if err != nil {
-		return opLists{}, err
-	}
-	ls.gen = append(ls.gen, ov, glogits)
-	if c.Backend == "vllm" {
-		ls.gen = append(ls.gen, op{name: "generation_tp_allreduce", kind: opAllReduce, scale: 2 * L * mtp, hidden: h, tp: tp})
-	}
-	ls.ctx = append(ls.ctx, op{name: "context_p2p", kind: opP2P, scale: float64(pp - 1), hidden: h, tp: pp})
-	ls.gen = append(ls.gen, op{name: "generation_p2p", kind: opP2P, scale: float64(pp-1) * mtp, hidden: h, tp: pp})
-	return ls, nil
+	moe := deepseekMoE{m: m, c: c, sharedInter: m.MoEInter / tp}
+	return deepseekLayers(m, c, moe, mlaBlock, c.Backend == "vllm")
 }

@@ -172,6 +172,81 @@ func (q *Querier) genMLAModuleSOL(kv KVQuant, gemm GemmQuant) (*genMLAModuleSOL,
 	return &genMLAModuleSOL{kvMem: km.Memory, gemmMem: gm.Memory, attnFlops: af, bmmFlops: bf, memBW: q.sys.MemBW}, nil
 }
 
+// siliconView is the mode a module query runs in: siliconOnly forces the
+// silicon path in HYBRID (the module op's primary runs on a silicon view there).
+func (q *Querier) siliconView(siliconOnly bool) DatabaseMode {
+	if siliconOnly && q.mode == ModeHybrid {
+		return ModeSilicon
+	}
+	return q.mode
+}
+
+// mlaAnswer runs one MLA query in mode: SOL the roofline solQ, EMPIRICAL the
+// util-transfer estimate, else the silicon lookup, a HYBRID miss answered by
+// the estimate.
+func mlaAnswer(mode DatabaseMode, solQ float64, empirical, silicon func() (Perf, error)) (Perf, error) {
+	switch mode {
+	case ModeSOL:
+		return Perf{LatencyMs: solQ, Source: SourceSOL}, nil
+	case ModeEmpirical:
+		return empirical()
+	}
+	p, err := silicon()
+	if err == nil {
+		return p, nil
+	}
+	if mode == ModeHybrid && IsMiss(err) {
+		return empirical()
+	}
+	return Perf{}, err
+}
+
+// mlaEmpirical is the util-transfer estimate of an MLA query from its grid's
+// points (memoised under key), times scale.
+func (q *Querier) mlaEmpirical(key string, lookup func() (*grid, error), sol solFn, solQ float64, query pt, scale float64) (Perf, error) {
+	g := q.emp.grid(key, func() *utilGrid {
+		if gr, err := lookup(); err == nil {
+			return buildUtilGrid(len(query), gr.points(), sol)
+		}
+		return nil
+	})
+	v, err := g.estimate(solQ, query, 1)
+	return Perf{LatencyMs: v * scale, Source: SourceEmpirical}, err
+}
+
+// ctxMLASilicon reads a context MLA grid at [heads][s+prefix][b] and scales it
+// by (full² − prefix²)/full²: the share of the causal attention the new tokens
+// pay.
+func ctxMLASilicon(lookup func() (*grid, error), sol solFn, query pt, s, prefix int) (Perf, error) {
+	g, err := lookup()
+	if err != nil {
+		return Perf{}, err
+	}
+	l, err := g.query(&ctxAttnCfg, sol, query)
+	if err != nil {
+		return Perf{}, err
+	}
+	corr := 0.0
+	if full := float64(s + prefix); full > 0 {
+		p := float64(prefix)
+		corr = (full*full - p*p) / (full * full)
+	}
+	return Perf{LatencyMs: l.lat * corr, EnergyWms: l.energy * corr, Source: SourceSilicon}, nil
+}
+
+// genMLASilicon reads a decode MLA grid at [heads][b][s].
+func genMLASilicon(lookup func() (*grid, error), sol solFn, query pt) (Perf, error) {
+	g, err := lookup()
+	if err != nil {
+		return Perf{}, err
+	}
+	l, err := g.query(&genAttnCfg, sol, query)
+	if err != nil {
+		return Perf{}, err
+	}
+	return Perf{LatencyMs: l.lat, EnergyWms: l.energy, Source: SourceSilicon}, nil
+}
+
 // mlaModuleGrid finds the slice grid or a structured miss naming it.
 func (q *Querier) mlaModuleGrid(table string, idx map[mlaModSliceKey]*mlaModSlice, k mlaModSliceKey, native int) (*grid, error) {
 	s, ok := idx[k]
@@ -208,42 +283,12 @@ func (q *Querier) MLAContextModule(b, s, prefix, heads, native int, kv KVQuant, 
 	solQ := sol.solPrefix(float64(heads), float64(s), float64(prefix), float64(b))
 	k := mlaModSliceKey{string(fmha), string(kv), string(gemm)}
 	query := pt{float64(heads), float64(s + prefix), float64(b)}
-	empirical := func() (Perf, error) {
-		g := q.emp.grid(fmt.Sprintf("ctx_mla_mod:%v:%d", k, native), func() *utilGrid {
-			if gr, err := q.mlaModuleGrid("context MLA module", q.mlaCtx, k, native); err == nil {
-				return buildUtilGrid(3, gr.points(), sol)
-			}
-			return nil
-		})
-		v, err := g.estimate(solQ, query, 1)
-		return Perf{LatencyMs: v, Source: SourceEmpirical}, err
-	}
-	mode := q.mode
-	if siliconOnly && mode == ModeHybrid {
-		mode = ModeSilicon
-	}
-	switch mode {
-	case ModeSOL:
-		return Perf{LatencyMs: solQ, Source: SourceSOL}, nil
-	case ModeEmpirical:
-		return empirical()
-	}
-	g, err := q.mlaModuleGrid("context MLA module", q.mlaCtx, k, native)
-	if err == nil {
-		var l leaf
-		if l, err = g.query(&ctxAttnCfg, sol, query); err == nil {
-			corr := 0.0
-			if full := float64(s + prefix); full > 0 {
-				p := float64(prefix)
-				corr = (full*full - p*p) / (full * full)
-			}
-			return Perf{LatencyMs: l.lat * corr, EnergyWms: l.energy * corr, Source: SourceSilicon}, nil
-		}
-	}
-	if mode == ModeHybrid && IsMiss(err) {
-		return empirical()
-	}
-	return Perf{}, err
+	lookup := func() (*grid, error) { return q.mlaModuleGrid("context MLA module", q.mlaCtx, k, native) }
+	return mlaAnswer(q.siliconView(siliconOnly), solQ,
+		func() (Perf, error) {
+			return q.mlaEmpirical(fmt.Sprintf("ctx_mla_mod:%v:%d", k, native), lookup, sol, solQ, query, 1)
+		},
+		func() (Perf, error) { return ctxMLASilicon(lookup, sol, query, s, prefix) })
 }
 
 // MLAGenerationModule is the fused decode MLA module latency of one layer
@@ -260,37 +305,13 @@ func (q *Querier) MLAGenerationModule(b, s, heads, native int, kv KVQuant, gemm 
 	}
 	query := pt{float64(heads), float64(b), float64(s)}
 	k := mlaModSliceKey{"", string(kv), string(gemm)}
-	empirical := func() (Perf, error) {
-		g := q.emp.grid(fmt.Sprintf("gen_mla_mod:%v:%d", k, native), func() *utilGrid {
-			if gr, err := q.mlaModuleGrid("generation MLA module", q.mlaGen, k, native); err == nil {
-				return buildUtilGrid(3, gr.points(), sol)
-			}
-			return nil
-		})
-		v, err := g.estimate(sol.sol(query), query, 1)
-		return Perf{LatencyMs: v, Source: SourceEmpirical}, err
-	}
-	mode := q.mode
-	if siliconOnly && mode == ModeHybrid {
-		mode = ModeSilicon
-	}
-	switch mode {
-	case ModeSOL:
-		return Perf{LatencyMs: sol.sol(query), Source: SourceSOL}, nil
-	case ModeEmpirical:
-		return empirical()
-	}
-	g, err := q.mlaModuleGrid("generation MLA module", q.mlaGen, k, native)
-	if err == nil {
-		var l leaf
-		if l, err = g.query(&genAttnCfg, sol, query); err == nil {
-			return Perf{LatencyMs: l.lat, EnergyWms: l.energy, Source: SourceSilicon}, nil
-		}
-	}
-	if mode == ModeHybrid && IsMiss(err) {
-		return empirical()
-	}
-	return Perf{}, err
+	lookup := func() (*grid, error) { return q.mlaModuleGrid("generation MLA module", q.mlaGen, k, native) }
+	solQ := sol.sol(query)
+	return mlaAnswer(q.siliconView(siliconOnly), solQ,
+		func() (Perf, error) {
+			return q.mlaEmpirical(fmt.Sprintf("gen_mla_mod:%v:%d", k, native), lookup, sol, solQ, query, 1)
+		},
+		func() (Perf, error) { return genMLASilicon(lookup, sol, query) })
 }
 
 // --- op-level MLA and MLA BMM (the granular path of TRT-LLM and SGLang) -------
@@ -375,40 +396,15 @@ func (q *Querier) MLAContext(b, s, prefix, heads int, kv KVQuant, fmha FMHAQuant
 	solQ := sol.solPrefix(float64(heads), float64(s), float64(prefix), float64(b))
 	k := mlaModSliceKey{string(fmha), string(kv), ""}
 	query := pt{float64(heads), float64(s + prefix), float64(b)}
-	empirical := func() (Perf, error) {
-		g := q.emp.grid(fmt.Sprintf("ctx_mla:%v", k), func() *utilGrid {
-			if gr, ok := q.mlaOpCtx[k]; ok {
-				return buildUtilGrid(3, gr.points(), sol)
-			}
-			return nil
-		})
-		v, err := g.estimate(solQ, query, 1)
-		return Perf{LatencyMs: v, Source: SourceEmpirical}, err
-	}
-	switch q.mode {
-	case ModeSOL:
-		return Perf{LatencyMs: solQ, Source: SourceSOL}, nil
-	case ModeEmpirical:
-		return empirical()
-	}
-	g, ok := q.mlaOpCtx[k]
-	if !ok {
-		err = missf("context MLA data missing for fmha=%s kv=%s (%s %s %s)", fmha, kv, q.sys.Name, q.backend, q.version)
-	} else {
-		var l leaf
-		if l, err = g.query(&ctxAttnCfg, sol, query); err == nil {
-			corr := 0.0
-			if full := float64(s + prefix); full > 0 {
-				p := float64(prefix)
-				corr = (full*full - p*p) / (full * full)
-			}
-			return Perf{LatencyMs: l.lat * corr, EnergyWms: l.energy * corr, Source: SourceSilicon}, nil
+	lookup := func() (*grid, error) {
+		if g, ok := q.mlaOpCtx[k]; ok {
+			return g, nil
 		}
+		return nil, missf("context MLA data missing for fmha=%s kv=%s (%s %s %s)", fmha, kv, q.sys.Name, q.backend, q.version)
 	}
-	if q.hybridMiss(err) {
-		return empirical()
-	}
-	return Perf{}, err
+	return mlaAnswer(q.mode, solQ,
+		func() (Perf, error) { return q.mlaEmpirical(fmt.Sprintf("ctx_mla:%v", k), lookup, sol, solQ, query, 1) },
+		func() (Perf, error) { return ctxMLASilicon(lookup, sol, query, s, prefix) })
 }
 
 // MLAGeneration is the op-level decode MLA latency (Rust
@@ -427,35 +423,16 @@ func (q *Querier) MLAGeneration(b, s, heads int, kv KVQuant) (Perf, error) {
 	}
 	sol := &genMLASOL{kvMem: km.Memory, flops: fl, memBW: q.sys.MemBW}
 	query := pt{float64(heads), float64(b), float64(s)}
-	empirical := func() (Perf, error) {
-		g := q.emp.grid("gen_mla:"+string(kv), func() *utilGrid {
-			if gr, ok := q.mlaOpGen[string(kv)]; ok {
-				return buildUtilGrid(3, gr.points(), sol)
-			}
-			return nil
-		})
-		v, err := g.estimate(sol.sol(query), query, 1)
-		return Perf{LatencyMs: v, Source: SourceEmpirical}, err
-	}
-	switch q.mode {
-	case ModeSOL:
-		return Perf{LatencyMs: sol.sol(query), Source: SourceSOL}, nil
-	case ModeEmpirical:
-		return empirical()
-	}
-	g, ok := q.mlaOpGen[string(kv)]
-	if !ok {
-		err = missf("generation MLA data missing for kv=%s (%s %s %s)", kv, q.sys.Name, q.backend, q.version)
-	} else {
-		var l leaf
-		if l, err = g.query(&genAttnCfg, sol, query); err == nil {
-			return Perf{LatencyMs: l.lat, EnergyWms: l.energy, Source: SourceSilicon}, nil
+	lookup := func() (*grid, error) {
+		if g, ok := q.mlaOpGen[string(kv)]; ok {
+			return g, nil
 		}
+		return nil, missf("generation MLA data missing for kv=%s (%s %s %s)", kv, q.sys.Name, q.backend, q.version)
 	}
-	if q.hybridMiss(err) {
-		return empirical()
-	}
-	return Perf{}, err
+	solQ := sol.sol(query)
+	return mlaAnswer(q.mode, solQ,
+		func() (Perf, error) { return q.mlaEmpirical("gen_mla:"+string(kv), lookup, sol, solQ, query, 1) },
+		func() (Perf, error) { return genMLASilicon(lookup, sol, query) })
 }
 
 // mlaBmmSelected is the BMM dtype the data answers for quant: quant when
@@ -504,34 +481,33 @@ func (q *Querier) MLABmm(tokens, heads int, quant GemmQuant, pre bool) (Perf, er
 	}
 	sol := &mlaBmmSOL{n: float64(slice), mem: gm.Memory, flops: fl, memBW: q.sys.MemBW}
 	query := pt{float64(tokens)}
-	empirical := func() (Perf, error) {
-		g := q.emp.grid(fmt.Sprintf("mla_bmm:%s:%s:%s:%d", quant, selected, opName, slice), func() *utilGrid {
-			if gr, ok := q.mlaBmm[k][slice]; ok {
-				return buildUtilGrid(1, gr.points(), sol)
-			}
-			return nil
-		})
-		v, err := g.estimate(sol.sol(query), query, 1)
-		return Perf{LatencyMs: v * scale, Source: SourceEmpirical}, err
-	}
-	if q.mode == ModeEmpirical {
-		return empirical()
-	}
-	byHeads, ok := q.mlaBmm[k]
-	if !ok {
-		err = missf("MLA BMM data missing for quant=%s, %s (%s %s %s)", quant, opName, q.sys.Name, q.backend, q.version)
-	} else if g, ok := byHeads[slice]; !ok {
-		err = missf("MLA BMM data missing for num_heads=%d (%s %s %s)", slice, q.sys.Name, q.backend, q.version)
-	} else {
-		var l leaf
-		if l, err = g.query(&mlaBmmCfg, sol, query); err == nil {
-			return Perf{LatencyMs: l.lat * scale, EnergyWms: l.energy * scale, Source: SourceSilicon}, nil
+	lookup := func() (*grid, error) {
+		byHeads, ok := q.mlaBmm[k]
+		if !ok {
+			return nil, missf("MLA BMM data missing for quant=%s, %s (%s %s %s)", quant, opName, q.sys.Name, q.backend, q.version)
 		}
+		g, ok := byHeads[slice]
+		if !ok {
+			return nil, missf("MLA BMM data missing for num_heads=%d (%s %s %s)", slice, q.sys.Name, q.backend, q.version)
+		}
+		return g, nil
 	}
-	if q.hybridMiss(err) {
-		return empirical()
-	}
-	return Perf{}, err
+	// SOL returned above at the requested heads, so the mode here is never SOL.
+	return mlaAnswer(q.mode, 0,
+		func() (Perf, error) {
+			return q.mlaEmpirical(fmt.Sprintf("mla_bmm:%s:%s:%s:%d", quant, selected, opName, slice), lookup, sol, sol.sol(query), query, scale)
+		},
+		func() (Perf, error) {
+			g, err := lookup()
+			if err != nil {
+				return Perf{}, err
+			}
+			l, err := g.query(&mlaBmmCfg, sol, query)
+			if err != nil {
+				return Perf{}, err
+			}
+			return Perf{LatencyMs: l.lat * scale, EnergyWms: l.energy * scale, Source: SourceSilicon}, nil
+		})
 }
 
 // nextPow2 is the smallest power of two ≥ n (n ≥ 1).

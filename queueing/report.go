@@ -78,6 +78,9 @@ type Diagnostics struct {
 	// Backlog is the open-loop number of requests waiting for admission at the last
 	// arrival.
 	Backlog int `json:"backlog,omitempty"`
+	// FiniteRun (closed loop, quantitative) is set when the report is one
+	// benchmark run as it was run (finite.go): statistics over all its requests.
+	FiniteRun *FiniteRun `json:"finite_run,omitempty"`
 }
 
 // Report is the result of evaluating one operating point. Times in ms.

@@ -602,6 +602,12 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 	if err != nil {
 		return store.Quantitative{}, err
 	}
+	return quantitativeOf(r)
+}
+
+// quantitativeOf copies a quantitative report into the stored columns and
+// distributions.
+func quantitativeOf(r *queueing.Report) (store.Quantitative, error) {
 	var out store.Quantitative
 	if err := fillColumns(&out.V, r); err != nil {
 		return out, err

@@ -2,8 +2,9 @@ package refine
 
 import (
 	"context"
-	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/store/measure"
 )
 
 // TestProfileVsSiliconDev reports, for the 44 measured rows of
@@ -31,18 +33,12 @@ func TestProfileVsSiliconDev(t *testing.T) {
 		t.Skip("set AICDB_PROFILE_REPORT=1 to print the profile-vs-measured table")
 	}
 	stagger, _ := strconv.Atoi(os.Getenv("AICDB_PROFILE_STAGGER"))
-	f, err := os.Open(filepath.Join("..", "..", "shared", "data", "measurements-dev", "silicon_dev.csv"))
-	if err != nil {
+	rows, err := measure.ParseFile(filepath.Join("..", "..", "shared", "data", "measurements-dev", "silicon_dev.csv"), measure.FormatAICSilicon, measure.Deployment{})
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("measured sample not found: %v", err)
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
 	if err != nil {
 		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
 	}
 	m, err := perfdb.EmbeddedModel("meta-llama/Meta-Llama-3.1-70B")
 	if err != nil {
@@ -53,12 +49,9 @@ func TestProfileVsSiliconDev(t *testing.T) {
 	type errs struct{ ttft, tpot []float64 }
 	acc := map[string]*errs{}
 	lines := []string{"backend tp   C | measured TTFT  TPOT | defaults TTFT (err)  TPOT (err) | aiconfigurator TTFT (err)  TPOT (err)"}
-	for _, r := range rows[1:] {
-		get := func(k string) string { return r[col[k]] }
-		atoi := func(k string) int { v, _ := strconv.Atoi(get(k)); return v }
-		backend, tp, c, isl, osl := get("backend"), atoi("tp_size"), atoi("batch_size"), atoi("isl"), atoi("osl")
-		mt, _ := strconv.ParseFloat(get("silicon_ttft_ms"), 64)
-		mp, _ := strconv.ParseFloat(get("silicon_tpot_ms"), 64)
+	for _, r := range rows {
+		backend, tp, c, isl, osl := r.Backend, r.TP, r.Concurrency, r.ISL, r.OSL
+		mt, mp := r.Values[measure.TTFTMean], r.Values[measure.TPOTMean]
 		vs, err := perfdb.EmbeddedVersions("h200_sxm", backend)
 		if err != nil || len(vs) == 0 {
 			t.Fatalf("%s: %v", backend, err)
@@ -70,7 +63,7 @@ func TestProfileVsSiliconDev(t *testing.T) {
 			t.Fatal(err)
 		}
 		est, err := perfdb.NewEstimator(d, m, perfdb.Config{Backend: backend, Version: version, TP: tp, PP: 1, DP: 1, MoETP: 1, MoEEP: 1,
-			GemmQuant: perfdb.GemmQuant(get("gemm_quant_mode")), KVQuant: perfdb.KVFP8})
+			GemmQuant: perfdb.GemmQuant(r.GemmQuant), KVQuant: perfdb.KVFP8})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,10 @@
 -- of the same point (ttft, tpot, request latency, throughput) where it has one.
 -- rel_error = (predicted − measured) / measured. Measurements without a prediction
 -- are kept with their reason (no perf data, a model family not modelled, OOM, not
--- predicted yet), never dropped. calibration '' = uncalibrated.
+-- predicted yet), never dropped. calibration '' = uncalibrated. run says what was
+-- predicted: 'finite:n=N[,warmup=W]' = the benchmark run that produced the
+-- measurement (burst start, N requests per worker, statistics over all of them;
+-- aicdb accuracy --run benchmark, the default), 'steady' = the steady state.
 CREATE VIEW accuracy AS
 WITH base AS (
     SELECT
@@ -16,6 +19,9 @@ WITH base AS (
         m.tp, m.pp, m.dp, m.moe_tp, m.moe_ep, m.gemm_quant, m.concurrency, m.request_rate,
         mp.model_used, mp.version_used, mp.version_mapping, mp.engine_profile, mp.evaluator,
         mp.point_key,
+        CASE WHEN o.key IS NULL THEN NULL
+             WHEN instr(o.evaluator, '+run:') > 0 THEN substr(o.evaluator, instr(o.evaluator, '+run:') + 5)
+             ELSE 'steady' END AS run,
         CASE WHEN o.key IS NULL THEN NULL WHEN r.key IS NULL THEN o.queueing_tier ELSE 'quantitative' END AS queueing_tier,
         CASE
             WHEN mp.measurement_id IS NULL THEN 'not predicted yet: run aicdb accuracy'
@@ -43,7 +49,7 @@ WITH base AS (
 )
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'ttft_mean' AS metric, m_ttft_mean AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'ttft_mean' AS metric, m_ttft_mean AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_mean > 0 THEN (p_ttft_mean - m_ttft_mean) / m_ttft_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_mean END AS legacy,
@@ -53,7 +59,7 @@ FROM base WHERE m_ttft_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'ttft_p50' AS metric, m_ttft_p50 AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'ttft_p50' AS metric, m_ttft_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_p50 > 0 THEN (p_ttft_p50 - m_ttft_p50) / m_ttft_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_p50 END AS legacy,
@@ -63,7 +69,7 @@ FROM base WHERE m_ttft_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'ttft_p99' AS metric, m_ttft_p99 AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'ttft_p99' AS metric, m_ttft_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_p99 > 0 THEN (p_ttft_p99 - m_ttft_p99) / m_ttft_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_p99 END AS legacy,
@@ -73,7 +79,7 @@ FROM base WHERE m_ttft_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'tpot_mean' AS metric, m_tpot_mean AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'tpot_mean' AS metric, m_tpot_mean AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_mean > 0 THEN (p_tpot_mean - m_tpot_mean) / m_tpot_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_mean END AS legacy,
@@ -83,7 +89,7 @@ FROM base WHERE m_tpot_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'tpot_p50' AS metric, m_tpot_p50 AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'tpot_p50' AS metric, m_tpot_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_p50 > 0 THEN (p_tpot_p50 - m_tpot_p50) / m_tpot_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_p50 END AS legacy,
@@ -93,7 +99,7 @@ FROM base WHERE m_tpot_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'tpot_p99' AS metric, m_tpot_p99 AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'tpot_p99' AS metric, m_tpot_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_p99 > 0 THEN (p_tpot_p99 - m_tpot_p99) / m_tpot_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_p99 END AS legacy,
@@ -103,7 +109,7 @@ FROM base WHERE m_tpot_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'itl_mean' AS metric, m_itl_mean AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'itl_mean' AS metric, m_itl_mean AS measured,
     CASE WHEN reason IS NULL THEN p_itl_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_mean > 0 THEN (p_itl_mean - m_itl_mean) / m_itl_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_mean END AS legacy,
@@ -113,7 +119,7 @@ FROM base WHERE m_itl_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'itl_p50' AS metric, m_itl_p50 AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'itl_p50' AS metric, m_itl_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_itl_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_p50 > 0 THEN (p_itl_p50 - m_itl_p50) / m_itl_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_p50 END AS legacy,
@@ -123,7 +129,7 @@ FROM base WHERE m_itl_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'itl_p99' AS metric, m_itl_p99 AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'itl_p99' AS metric, m_itl_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_itl_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_p99 > 0 THEN (p_itl_p99 - m_itl_p99) / m_itl_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_p99 END AS legacy,
@@ -133,7 +139,7 @@ FROM base WHERE m_itl_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'e2e_mean' AS metric, m_e2e_mean AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'e2e_mean' AS metric, m_e2e_mean AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_mean > 0 THEN (p_e2e_mean - m_e2e_mean) / m_e2e_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_mean END AS legacy,
@@ -143,7 +149,7 @@ FROM base WHERE m_e2e_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'e2e_p50' AS metric, m_e2e_p50 AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'e2e_p50' AS metric, m_e2e_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_p50 > 0 THEN (p_e2e_p50 - m_e2e_p50) / m_e2e_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_p50 END AS legacy,
@@ -153,7 +159,7 @@ FROM base WHERE m_e2e_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'e2e_p99' AS metric, m_e2e_p99 AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'e2e_p99' AS metric, m_e2e_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_p99 > 0 THEN (p_e2e_p99 - m_e2e_p99) / m_e2e_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_p99 END AS legacy,
@@ -163,7 +169,7 @@ FROM base WHERE m_e2e_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'throughput_rps' AS metric, m_throughput_rps AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'throughput_rps' AS metric, m_throughput_rps AS measured,
     CASE WHEN reason IS NULL THEN p_throughput_rps END AS predicted,
     CASE WHEN reason IS NULL AND m_throughput_rps > 0 THEN (p_throughput_rps - m_throughput_rps) / m_throughput_rps END AS rel_error,
     CASE WHEN reason IS NULL THEN l_throughput_rps END AS legacy,
@@ -173,7 +179,7 @@ FROM base WHERE m_throughput_rps IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, point_key, queueing_tier, 'output_tokens_per_s' AS metric, m_output_tokens_per_s AS measured,
+    engine_profile, evaluator, run, point_key, queueing_tier, 'output_tokens_per_s' AS metric, m_output_tokens_per_s AS measured,
     CASE WHEN reason IS NULL THEN p_output_tokens_per_s END AS predicted,
     CASE WHEN reason IS NULL AND m_output_tokens_per_s > 0 THEN (p_output_tokens_per_s - m_output_tokens_per_s) / m_output_tokens_per_s END AS rel_error,
     CASE WHEN reason IS NULL THEN l_output_tokens_per_s END AS legacy,

@@ -88,6 +88,17 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "count(*)\n0" {
 		t.Errorf("accuracy view rows without a prediction: %q", out)
 	}
+	// Each measurement is predicted as the benchmark run that produced it (its
+	// request count), and the view says so.
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select group_concat(distinct run) from (select run from accuracy order by run)")
+	if code != 0 || !strings.Contains(out, "finite:n=") || strings.Contains(out, "steady") {
+		t.Errorf("accuracy view run column: %q", out)
+	}
+	code, _, errs = cliRun(t, db, "accuracy", "--run", "forever")
+	if code != 1 || !strings.Contains(errs, `accuracy: --run "forever": want benchmark or steady`) {
+		t.Errorf("accuracy --run forever: %d %q", code, errs)
+	}
 	// Calibrate on the two runs; eval applies it to the covered point and says
 	// uncalibrated elsewhere; accuracy under it reads the same numbers as the fit.
 	code, out, errs = cliRun(t, db, "calibrate", "--name", "t")

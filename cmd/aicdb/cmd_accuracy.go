@@ -23,6 +23,7 @@ func accuracyCommand() *cli.Command {
 		Name:  "accuracy",
 		Usage: "MAPE of the predictions of measured runs (and of aiconfigurator's legacy estimate on the same rows)",
 		Flags: []cli.Flag{
+			runFlag(),
 			&cli.StringFlag{Name: "by", Usage: "group by these accuracy-view columns, comma-separated: " + strings.Join(calibrate.GroupColumns, ", ")},
 			&cli.StringFlag{Name: "metrics", Value: "ttft_mean,ttft_p50,ttft_p99,tpot_mean,tpot_p50,tpot_p99,itl_p99,output_tokens_per_s", Usage: "metrics to report"},
 			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
@@ -77,6 +78,9 @@ func runAccuracy(c *cli.Context) error {
 	res, err := calibrate.NewResolver(c.Context, st, ev, c.String("engine-profile"))
 	if err != nil {
 		return asUser(err)
+	}
+	if res.Steady, err = steadyRun(c); err != nil {
+		return err
 	}
 	if _, err := calibrate.Predict(c.Context, st, ev, res, rows, calName, 0); err != nil {
 		return err
@@ -147,4 +151,22 @@ func printAccuracy(c *cli.Context, by []string, rep []calibrate.MAPERow, format 
 		fmt.Fprintln(tw, strings.Join(line(r), "\t")+"\t")
 	}
 	return tw.Flush()
+}
+
+// runFlag selects what a measured closed-loop row is compared with (accuracy,
+// calibrate): the benchmark run that produced it, or the steady state.
+func runFlag() cli.Flag {
+	return &cli.StringFlag{Name: "run", Value: "benchmark", Usage: "predict each measured closed-loop row as the `RUN` that produced it: benchmark (burst start, the file's request count; aic-silicon: aiconfigurator's aiperf benchmark, 20·C requests) | steady (the limit cycle, as eval and sweep)"}
+}
+
+// steadyRun reads --run.
+func steadyRun(c *cli.Context) (bool, error) {
+	switch r := c.String("run"); r {
+	case "benchmark":
+		return false, nil
+	case "steady":
+		return true, nil
+	default:
+		return false, userErrorf("%s: --run %q: want benchmark or steady", c.Command.Name, r)
+	}
 }

@@ -23,6 +23,7 @@ func calibrateCommand() *cli.Command {
 		Usage:     "fit pass-timing calibrations (prefill/decode scales, per-pass and per-request overheads) to measured runs",
 		UsageText: `aicdb calibrate --name b200 --measurements "system = 'b200_sxm' and backend = 'vllm'" --holdout 5`,
 		Flags: []cli.Flag{
+			runFlag(),
 			&cli.StringFlag{Name: "name", Required: true, Usage: "calibration `NAME` (replaces one of the same name)"},
 			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
 			&cli.IntFlag{Name: "holdout", Usage: "report k-fold cross-validated MAPE (k ≥ 2; 0 = none)"},
@@ -56,6 +57,9 @@ func runCalibrate(c *cli.Context) error {
 	res, err := calibrate.NewResolver(c.Context, st, ev, c.String("engine-profile"))
 	if err != nil {
 		return asUser(err)
+	}
+	if res.Steady, err = steadyRun(c); err != nil {
+		return err
 	}
 	// The uncalibrated predictions are persisted for the accuracy view as a side effect.
 	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, "", 0)

@@ -45,6 +45,7 @@ func estimateCommand() *cli.Command {
 			&cli.StringFlag{Name: "fmha-quant", Usage: "FMHA quant mode (default: from the model and backend)"},
 			&cli.StringFlag{Name: "moe-quant", Usage: "MoE quant mode (default: from the model)"},
 			&cli.IntFlag{Name: "nextn", Value: 0, Usage: "MTP draft tokens"},
+			&cli.BoolFlag{Name: "wide-ep", Usage: "the all-to-all (wide-EP) MoE path: feasibility checked, then refused (not modeled yet)"},
 			formatFlag(formatJSON, formatText),
 			&cli.IntFlag{Name: "batch", Usage: "static batch (default 1) or agg concurrency per worker (default 2)"},
 			&cli.IntFlag{Name: "stride", Value: 1, Usage: "static generation stride (decode steps priced per sample)"},
@@ -224,7 +225,8 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	cfg := perfdb.Config{Backend: backend, Version: version, TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
 		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), Nextn: c.Int("nextn"), Mode: mode,
 		GemmQuant: perfdb.GemmQuant(c.String("gemm-quant")), KVQuant: perfdb.KVQuant(c.String("kv-quant")),
-		FMHAQuant: perfdb.FMHAQuant(c.String("fmha-quant")), MoEQuant: perfdb.MoEQuant(c.String("moe-quant"))}
+		FMHAQuant: perfdb.FMHAQuant(c.String("fmha-quant")), MoEQuant: perfdb.MoEQuant(c.String("moe-quant")),
+		WideEP: c.Bool("wide-ep")}
 	for _, tp := range []int{c.Int("prefill-tp"), c.Int("decode-tp")} {
 		if tp > 0 && c.String("mode") == "disagg" {
 			w := cfg

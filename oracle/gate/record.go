@@ -5,7 +5,7 @@ import "math"
 // MetricResult is one gated metric of one family: both sides' values, the
 // residual (model − oracle)/oracle and its tolerance.
 type MetricResult struct {
-	Name                              string
+	Name                               string
 	Model, Oracle, Residual, Tolerance float64
 }
 

@@ -2,19 +2,20 @@ package gate_test
 
 import (
 	"context"
-	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/store/measure"
 )
 
 // TestSiliconClosingTable reproduces the closing table of docs/queueing.md §7: the
@@ -30,18 +31,12 @@ func TestSiliconClosingTable(t *testing.T) {
 	if os.Getenv("AICDB_SILICON_REPORT") == "" {
 		t.Skip("set AICDB_SILICON_REPORT=1 to print the closing table against silicon_dev.csv")
 	}
-	f, err := os.Open(filepath.Join("..", "..", "..", "shared", "data", "measurements-dev", "silicon_dev.csv"))
-	if err != nil {
+	rows, err := measure.ParseFile(filepath.Join("..", "..", "..", "shared", "data", "measurements-dev", "silicon_dev.csv"), measure.FormatAICSilicon, measure.Deployment{})
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("measured sample not found: %v", err)
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
 	if err != nil {
 		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
 	}
 	m, err := perfdb.EmbeddedModel("meta-llama/Meta-Llama-3.1-70B")
 	if err != nil {
@@ -52,11 +47,9 @@ func TestSiliconClosingTable(t *testing.T) {
 	timings := map[string]*perfdb.PassTiming{}
 	by := map[string]*errs{}
 	var lines []string
-	for _, r := range rows[1:] {
-		get := func(k string) string { return r[col[k]] }
-		atoi := func(k string) int { v, _ := strconv.Atoi(get(k)); return v }
-		backend, tp, c := get("backend"), atoi("tp_size"), atoi("batch_size")
-		key := fmt.Sprintf("%s/%d/%s", backend, tp, get("gemm_quant_mode"))
+	for _, r := range rows {
+		backend, tp, c := r.Backend, r.TP, r.Concurrency
+		key := fmt.Sprintf("%s/%d/%s", backend, tp, r.GemmQuant)
 		pt := timings[key]
 		if pt == nil {
 			vs, err := perfdb.EmbeddedVersions("h200_sxm", backend)
@@ -67,7 +60,7 @@ func TestSiliconClosingTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			est, err := perfdb.NewEstimator(d, m, perfdb.Config{TP: tp, MoEEP: tp, GemmQuant: perfdb.GemmQuant(get("gemm_quant_mode")), KVQuant: perfdb.KVFP8})
+			est, err := perfdb.NewEstimator(d, m, perfdb.Config{TP: tp, MoEEP: tp, GemmQuant: perfdb.GemmQuant(r.GemmQuant), KVQuant: perfdb.KVFP8})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +73,7 @@ func TestSiliconClosingTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := workload.Spec{ISL: atoi("isl"), OSL: atoi("osl"), Concurrency: c}
+		w := workload.Spec{ISL: r.ISL, OSL: r.OSL, Concurrency: c}
 		rep, err := queueing.QuantitativeWith(context.Background(), w, e, pt, opt)
 		if err == nil {
 			err = pt.Err()
@@ -89,8 +82,7 @@ func TestSiliconClosingTable(t *testing.T) {
 			lines = append(lines, fmt.Sprintf("%-7s tp%d c%-4d error: %v", backend, tp, c, err))
 			continue
 		}
-		mt, _ := strconv.ParseFloat(get("silicon_ttft_ms"), 64)
-		mp, _ := strconv.ParseFloat(get("silicon_tpot_ms"), 64)
+		mt, mp := r.Values[measure.TTFTMean], r.Values[measure.TPOTMean]
 		qt, qp := rep.TTFTSteady.Mean(), rep.TPOT.Mean()
 		et, ep := (qt-mt)/mt, (qp-mp)/mp
 		if by[backend] == nil {

@@ -32,6 +32,14 @@ func TestNearestVersion(t *testing.T) {
 	if _, _, ok := NearestVersion("0.1", nil); ok {
 		t.Error("mapped onto no versions")
 	}
+	// A development snapshot stands in for no other version (b200 vLLM
+	// 0.1.dev19262 holds only the KDA table): 0.17.0 maps to the oldest release above.
+	if got, mapping, _ := NearestVersion("0.17.0", []string{"0.1.dev19262", "0.19.0", "0.24.0"}); got != "0.19.0" || mapping != "0.17.0 → 0.19.0 (oldest above)" {
+		t.Errorf("0.17.0 → %s (%s), want 0.19.0 (oldest above)", got, mapping)
+	}
+	if got, mapping, _ := NearestVersion("0.1.dev19262", []string{"0.1.dev19262", "0.19.0"}); got != "0.1.dev19262" || mapping != "exact" {
+		t.Errorf("0.1.dev19262 → %s (%s), want itself (exact)", got, mapping)
+	}
 	// trtllm release candidates order by PEP 440.
 	if got, _, _ := NearestVersion("1.2.0rc2.post2", []string{"1.3.0rc10", "1.2.0rc5"}); got != "1.2.0rc5" {
 		t.Errorf("1.2.0rc2.post2 → %s, want 1.2.0rc5 (oldest above)", got)
@@ -72,6 +80,20 @@ func (l linearEval) QuantitativeAdjusted(ctx context.Context, in store.PointInpu
 		return store.Quantitative{}, err
 	}
 	r, err := queueing.Quantitative(ctx, w, e, tm)
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	var q store.Quantitative
+	q.V[store.QTTFTSteadyMean], q.V[store.QTPOTMean] = r.TTFTSteady.Mean(), r.TPOT.Mean()
+	return q, nil
+}
+
+func (l linearEval) QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	w, e, tm, err := l.setup(in, adj)
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	r, err := queueing.QuantitativeFinite(ctx, w, e, tm, queueing.DefaultOptions(), run)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
@@ -160,6 +182,57 @@ func BenchmarkFit200(b *testing.B) {
 			Batch: 1 + i%16, MaxNumBatchedTokens: 8192}
 		ss = append(ss, Sample{MeasurementID: int64(i + 1), In: in, TTFT: 50 + float64(i%7), TPOT: 5 + float64(i%3),
 			ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean})
+	}
+	for b.Loop() {
+		if _, err := Fit(context.Background(), ev, ss, FitOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestFitFiniteRuns: measurements of benchmark runs (20 rounds, burst start) made
+// by the model under known scales are fitted back through the finite-run path,
+// and predicted by the steady state instead they are not (the burst's weight is
+// workload semantics the scales cannot absorb).
+func TestFitFiniteRuns(t *testing.T) {
+	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	truth := refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8}
+	var ss []Sample
+	id := int64(1)
+	for _, isl := range []int{512, 2048} {
+		for _, c := range []int{1, 4, 16} {
+			in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: isl, OSL: 32, Batch: c,
+				MaxNumBatchedTokens: isl + c + 1500}
+			run := &queueing.FiniteRun{Requests: 20 * c, Warmup: 2 * c}
+			q, err := ev.QuantitativeRunAdjusted(context.Background(), in, truth, *run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss = append(ss, Sample{MeasurementID: id, In: in, TTFT: q.V[store.QTTFTSteadyMean], TPOT: q.V[store.QTPOTMean],
+				ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean, Run: run})
+			id++
+		}
+	}
+	fits, err := Fit(context.Background(), ev, ss, FitOptions{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := fits[0]; g.TTFTFit > 5 || g.TPOTFit > 3 {
+		t.Errorf("finite runs: fitted MAPE %.2f/%.2f (adjust %+v)", g.TTFTFit, g.TPOTFit, g.Adjust)
+	}
+}
+
+// BenchmarkFit200Runs: BenchmarkFit200 with every row a 20-round benchmark run
+// (how measured silicon rows are predicted).
+func BenchmarkFit200Runs(b *testing.B) {
+	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	var ss []Sample
+	for i := range 200 {
+		in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: 256 + 64*(i%32), OSL: 64,
+			Batch: 1 + i%16, MaxNumBatchedTokens: 8192}
+		ss = append(ss, Sample{MeasurementID: int64(i + 1), In: in, TTFT: 50 + float64(i%7), TPOT: 5 + float64(i%3),
+			ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean,
+			Run: &queueing.FiniteRun{Requests: 20 * in.Batch, Warmup: 2 * in.Batch}})
 	}
 	for b.Loop() {
 		if _, err := Fit(context.Background(), ev, ss, FitOptions{}); err != nil {

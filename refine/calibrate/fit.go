@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
 	"github.com/aicdb/aicdb/store/measure"
@@ -29,6 +30,8 @@ type Sample struct {
 	ttftCol       int
 	tpotCol       int
 	Fold          int
+	// Run is the benchmark run the measurement came from (nil: the steady state).
+	Run *queueing.FiniteRun
 }
 
 // Samples turns predicted targets into training samples (targets with a reason or
@@ -40,7 +43,7 @@ func Samples(ts []Target) []Sample {
 			continue
 		}
 		m := &t.Row.Measurement
-		s := Sample{MeasurementID: t.Row.ID, In: t.In, ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean}
+		s := Sample{MeasurementID: t.Row.ID, In: t.In, ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean, Run: t.Run}
 		switch {
 		case m.Has[measure.TTFTMean]:
 			s.TTFT = m.Values[measure.TTFTMean]
@@ -106,7 +109,13 @@ func quantEval(ev Evaluator, workers int) evalFn {
 		g.SetLimit(workers)
 		for i := range ss {
 			g.Go(func() error {
-				q, err := ev.QuantitativeAdjusted(gctx, ss[i].In, adj)
+				var q store.Quantitative
+				var err error
+				if ss[i].Run != nil {
+					q, err = ev.QuantitativeRunAdjusted(gctx, ss[i].In, adj, *ss[i].Run)
+				} else {
+					q, err = ev.QuantitativeAdjusted(gctx, ss[i].In, adj)
+				}
 				if err != nil {
 					return fmt.Errorf("measurement %d: %w", ss[i].MeasurementID, err)
 				}

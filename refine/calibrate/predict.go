@@ -35,7 +35,19 @@ type Evaluator interface {
 	refine.Evaluator
 	QuantitativeAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Quantitative, error)
 	ScreenAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Queueing, error)
+	QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error)
 }
+
+// RunEvaluator predicts one benchmark run as it was run (queueing.FiniteRun)
+// under the evaluator's own calibration (refine.PerfdbEvaluator).
+type RunEvaluator interface {
+	QuantitativeRun(ctx context.Context, in store.PointInputs, run queueing.FiniteRun) (store.Quantitative, error)
+}
+
+// runTag marks a point evaluated as a finite benchmark run: the evaluator name of
+// its inputs becomes "<evaluator>+run:<FiniteRun.Label>", so its stored
+// quantitative row (keyed by the inputs) never stands in for the steady state's.
+const runTag = "+run:"
 
 // Target is a measurement resolved to the operating point that predicts it, or the
 // reason it cannot be predicted.
@@ -46,6 +58,10 @@ type Target struct {
 	VersionUsed    string
 	VersionMapping string
 	Reason         string
+	// Run is the benchmark run that produced the measurement (per worker), nil
+	// when the measurement does not say or the resolver predicts steady states:
+	// then the prediction is the steady state.
+	Run *queueing.FiniteRun
 }
 
 // Resolver maps measurements onto operating points: model ids (exact, or the same
@@ -55,6 +71,9 @@ type Resolver struct {
 	Src     refine.PerfSource
 	Ev      refine.Evaluator
 	Profile string
+	// Steady predicts every measurement by the steady state instead of the run
+	// that produced it (measure.Measurement.BenchmarkRun).
+	Steady bool
 
 	models []string
 }
@@ -91,7 +110,38 @@ func (r *Resolver) modelID(id string) (string, bool) {
 			return m, true
 		}
 	}
-	return "", false
+	return r.requantisedBase(id)
+}
+
+// requantisedBase maps NVIDIA's re-quantised checkpoint of a model whose own config
+// the store does not hold ("nvidia/DeepSeek-R1-NVFP4") onto the one stored model of
+// that name in any organisation ("deepseek-ai/DeepSeek-R1"): the same architecture,
+// with the precision carried by the measurement's quant label (nvfp4), which
+// overrides the checkpoint's in Resolve. Two stored models of that name: no mapping.
+func (r *Resolver) requantisedBase(id string) (string, bool) {
+	o, name, ok := strings.Cut(id, "/")
+	if !ok || !strings.EqualFold(o, "nvidia") {
+		return "", false
+	}
+	base := ""
+	for _, suf := range []string{"-NVFP4", "-FP8", "-FP4"} {
+		if len(name) > len(suf) && strings.EqualFold(name[len(name)-len(suf):], suf) {
+			base = name[:len(name)-len(suf)]
+		}
+	}
+	if base == "" {
+		return "", false
+	}
+	found := ""
+	for _, m := range r.models {
+		if _, n, _ := strings.Cut(m, "/"); strings.EqualFold(n, base) {
+			if found != "" {
+				return "", false
+			}
+			found = m
+		}
+	}
+	return found, found != ""
 }
 
 // renamedOrgs maps a Hugging Face organisation's former name to its current one:
@@ -110,6 +160,14 @@ func org(id string) string {
 }
 
 var pep440Like = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)*`)
+
+// release reports whether a perf-data version may stand in for another measured
+// version: PEP 440 and not a development snapshot (".devN"), which is a partial
+// collection (b200 vLLM 0.1.dev19262 holds only the KDA table) taken only when
+// measured exactly.
+func release(v string) bool {
+	return pep440Like.MatchString(v) && !strings.Contains(strings.ToLower(v), ".dev")
+}
 
 // NearestVersion maps a measured version onto the available perf-data versions:
 // the same version; else the newest one below it (PEP 440 order); else the oldest
@@ -132,7 +190,7 @@ func NearestVersion(measured string, available []string) (string, string, bool) 
 	}
 	below := ""
 	for _, v := range vs {
-		if perfdb.CompareVersions(v, measured) < 0 && pep440Like.MatchString(v) {
+		if perfdb.CompareVersions(v, measured) < 0 && release(v) {
 			below = v
 		}
 	}
@@ -140,7 +198,7 @@ func NearestVersion(measured string, available []string) (string, string, bool) 
 		return below, measured + " → " + below + " (newest below)", true
 	}
 	for _, v := range vs {
-		if pep440Like.MatchString(v) {
+		if release(v) {
 			return v, measured + " → " + v + " (oldest above)", true
 		}
 	}
@@ -217,6 +275,12 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = err.Error()
 		return t
 	}
+	if _, ok := r.Ev.(RunEvaluator); ok && !r.Steady {
+		if run, ok := m.BenchmarkRun(m.PP * m.DP); ok {
+			t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup}
+			in.Evaluator += runTag + t.Run.Label()
+		}
+	}
 	t.In = in
 	return t
 }
@@ -226,10 +290,13 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 // checkpoint (gpt-oss), whose experts the label does not describe.
 func measuredQuant(in *store.PointInputs, m *measure.Measurement, res refine.Resolved) {
 	native := strings.Contains(res.MoEQuant, "mxfp4")
-	if q := quant(m.GemmQuant); q != "" && !native {
+	// A gemm label equal to the checkpoint's own expert quant names the checkpoint
+	// (Kimi-K2.5's rows say int4_wo for its int4 weight-only experts; its attention
+	// and dense layers are bf16): the checkpoint's gemm mode stands.
+	if q := fp8Scaling(quant(m.GemmQuant), res.GemmQuant, quant(m.MoEQuant)); q != "" && !native && !(res.MoE && q == res.MoEQuant) {
 		in.GemmQuant = q
 	}
-	if q := quant(m.MoEQuant); q != "" && res.MoE && !native {
+	if q := fp8Scaling(quant(m.MoEQuant), res.MoEQuant, ""); q != "" && res.MoE && !native {
 		in.MoEQuant = q
 	}
 }
@@ -242,6 +309,25 @@ func quant(s string) string {
 		return ""
 	}
 	return s
+}
+
+// fp8Scaling resolves a bare "fp8" label, which names the precision but not the
+// scaling granularity: the checkpoint's own fp8 mode when it is one (DeepSeek-V3/R1
+// ship fp8_block weights, so "fp8" on their rows is fp8_block, not per-tensor fp8);
+// else the sibling label's block mode (the silicon rows label GLM-5-FP8 and
+// DeepSeek on SGLang gemm "fp8" beside moe "fp8_block": the same block-quantised
+// checkpoint). Any other label is returned unchanged.
+func fp8Scaling(label, checkpoint, sibling string) string {
+	if label != "fp8" {
+		return label
+	}
+	switch {
+	case strings.HasPrefix(checkpoint, "fp8_"):
+		return checkpoint
+	case strings.HasPrefix(sibling, "fp8_"):
+		return sibling
+	}
+	return label
 }
 
 // EngineKnobs resolves the engine knobs of a measured deployment under an engine
@@ -316,7 +402,7 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 			}
 			if err == nil {
 				p.Point = pt
-				p.Quant, err = ev.Quantitative(gctx, p.In)
+				p.Quant, err = quantitativeOf(gctx, ev, p.In, p.Run)
 			}
 			if err != nil {
 				if gctx.Err() != nil {
@@ -325,7 +411,9 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 				p.Reason = reasonOf(err)
 				return nil
 			}
-			p.Quant.Key, p.Quant.Evaluator = p.Key, ev.Name()
+			// The inputs' evaluator name: ev.Name(), plus the run tag of a benchmark
+			// run (so `aicdb doctor` never re-checks it against the steady state).
+			p.Quant.Key, p.Quant.Evaluator = p.Key, p.In.Evaluator
 			if err := p.Quant.Validate(); err != nil {
 				p.Reason = "evaluator: " + err.Error()
 			}
@@ -356,6 +444,15 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 		}
 	}
 	return out, savePredictions(ctx, st, out, calibration, ev.Name(), res.Profile)
+}
+
+// quantitativeOf evaluates in's quantitative tier under ev's own calibration:
+// the benchmark run when run is set, else the steady state.
+func quantitativeOf(ctx context.Context, ev refine.Evaluator, in store.PointInputs, run *queueing.FiniteRun) (store.Quantitative, error) {
+	if re, ok := ev.(RunEvaluator); ok && run != nil {
+		return re.QuantitativeRun(ctx, in, *run)
+	}
+	return ev.Quantitative(ctx, in)
 }
 
 func reasonOf(err error) string {

@@ -2,9 +2,13 @@ package measure
 
 import (
 	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func read(t testing.TB, name string) []byte {
@@ -77,6 +81,80 @@ func TestParseSilicon(t *testing.T) {
 		m.Concurrency != 8 || m.ISL != 1024 || m.GemmQuant != "fp8" || m.Values[TTFTMean] != 101.09658590517938 {
 		t.Errorf("%+v", m)
 	}
+}
+
+// TestParseFile: the file on disk parses as its bytes do; a missing file is
+// fs.ErrNotExist (the reports skip on it).
+func TestParseFile(t *testing.T) {
+	path := filepath.Join("testdata", "silicon.csv")
+	got, err := ParseFile(path, FormatAICSilicon, Deployment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(path, read(t, "silicon.csv"), FormatAICSilicon, Deployment{})
+	if err != nil || len(got) != len(want) || got[0].RunID != want[0].RunID || got[1].Values != want[1].Values {
+		t.Errorf("ParseFile = %d rows, Parse = %d rows (%v)", len(got), len(want), err)
+	}
+	if _, err := ParseFile(filepath.Join("testdata", "absent.csv"), FormatAICSilicon, Deployment{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestSiliconAggShape: batch_size is per attention-DP rank; a moe_tp = moe_ep = k
+// row whose tp·dp is k·k is a k-GPU deployment (the sample's tp×ep product).
+func TestSiliconAggShape(t *testing.T) {
+	for _, c := range []struct{ in, want Measurement }{
+		{Measurement{Concurrency: 32, Deployment: Deployment{TP: 1, DP: 8, MoETP: 1, MoEEP: 8}},
+			Measurement{Concurrency: 256, Deployment: Deployment{TP: 1, DP: 8, MoETP: 1, MoEEP: 8}}},
+		{Measurement{Concurrency: 64, Deployment: Deployment{TP: 64, DP: 1, MoETP: 8, MoEEP: 8}},
+			Measurement{Concurrency: 64, Deployment: Deployment{TP: 8, DP: 1, MoETP: 1, MoEEP: 8}}},
+		{Measurement{Concurrency: 4, Deployment: Deployment{TP: 1, DP: 64, MoETP: 8, MoEEP: 8}},
+			Measurement{Concurrency: 256, Deployment: Deployment{TP: 1, DP: 8, MoETP: 1, MoEEP: 8}}},
+		{Measurement{Concurrency: 16, Deployment: Deployment{TP: 16, DP: 1, MoETP: 4, MoEEP: 4}},
+			Measurement{Concurrency: 16, Deployment: Deployment{TP: 4, DP: 1, MoETP: 1, MoEEP: 4}}},
+		{Measurement{Concurrency: 8, Deployment: Deployment{TP: 4, DP: 0, MoETP: 4, MoEEP: 1}}, // dp not stated
+			Measurement{Concurrency: 8, Deployment: Deployment{TP: 4, DP: 0, MoETP: 4, MoEEP: 1}}},
+		{Measurement{Concurrency: 8, Deployment: Deployment{TP: 8, DP: 1, MoETP: 2, MoEEP: 4}}, // a real moe_tp·moe_ep split
+			Measurement{Concurrency: 8, Deployment: Deployment{TP: 8, DP: 1, MoETP: 2, MoEEP: 4}}},
+	} {
+		got := c.in
+		siliconAggShape(&got)
+		g, w := got.Deployment, c.want.Deployment
+		if got.Concurrency != c.want.Concurrency || [4]int{g.TP, g.DP, g.MoETP, g.MoEEP} != [4]int{w.TP, w.DP, w.MoETP, w.MoEEP} {
+			t.Errorf("%+v → concurrency %d %+v, want %d %+v", c.in.Deployment, got.Concurrency, g, c.want.Concurrency, w)
+		}
+	}
+}
+
+// TestSiliconAggShapeProperty: for any agg row, the worker's concurrency is
+// batch_size × the stated dp, the attention width still equals the MoE width
+// when it did, and only a moe_tp = moe_ep = k row whose tp·dp is k·k changes
+// shape — to k GPUs.
+func TestSiliconAggShapeProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "k")
+		tp := rapid.SampledFrom([]int{1, 2, 4, 8, 16, 64}).Draw(t, "tp")
+		dp := rapid.SampledFrom([]int{0, 1, 2, 4, 8, 16, 64}).Draw(t, "dp")
+		ep := rapid.SampledFrom([]int{1, k, 2 * k}).Draw(t, "ep")
+		batch := rapid.IntRange(1, 512).Draw(t, "batch")
+		m := Measurement{Concurrency: batch, Deployment: Deployment{TP: tp, DP: dp, MoETP: k, MoEEP: ep}}
+		siliconAggShape(&m)
+		if m.Concurrency != batch*max(dp, 1) {
+			t.Fatalf("concurrency %d, want %d × %d", m.Concurrency, batch, max(dp, 1))
+		}
+		width := tp * max(dp, 1)
+		remapped := k > 1 && ep == k && width == k*k
+		d := m.Deployment
+		if !remapped {
+			if d.TP != tp || d.DP != dp || d.MoETP != k || d.MoEEP != ep {
+				t.Fatalf("shape changed: %+v", d)
+			}
+			return
+		}
+		if d.TP*max(d.DP, 1) != k || d.MoETP != 1 || d.MoEEP != k {
+			t.Fatalf("tp %d dp %d moe %d×%d → %+v, want %d GPUs, moe_tp 1, moe_ep %d", tp, dp, k, ep, d, k, k)
+		}
+	})
 }
 
 // TestBadFiles: truncated, wrong types and NaN are one error naming file and field

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -39,6 +40,16 @@ func Sniff(data []byte) (string, error) {
 		return FormatAICSilicon, nil
 	}
 	return "", fmt.Errorf("%w: not a vLLM bench or AIPerf JSON object, nor a CSV with a silicon_ttft_ms column", ErrUnknownFormat)
+}
+
+// ParseFile reads the file at path and parses it as Parse does (the reports
+// and tests that read a measured sample from disk, one loader for all).
+func ParseFile(path, format string, dep Deployment) ([]Measurement, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, format, dep)
 }
 
 // Parse reads one file's content as format ("" = Sniff) and returns its
@@ -534,6 +545,29 @@ func parseSilicon(file string, data []byte) ([]Measurement, error) {
 	return out, nil
 }
 
+// siliconAggShape reads an agg row's deployment as the silicon sample means it:
+//   - batch_size is the client concurrency per attention-DP rank: on every row
+//     that states both, silicon_concurrency = batch_size × attention_dp_size
+//     (1,685 of the b200 rows; c256 at dp 8 has batch_size 32), so the worker's
+//     concurrency is their product;
+//   - rows with moe_tp = moe_ep = k > 1 record tp·dp as the product k·k, not the
+//     GPU count: their run ids name the deployment ("…_c64_tp8_ep8_…" is tp 64,
+//     moe_tp 8, moe_ep 8; "…_c256_tp8_0_ep8_0_…" of the same config is tp 1, dp 8,
+//     moe_tp 1, moe_ep 8), and DeepSeek-R1 at tp 64 would span eight 8-GPU
+//     nodes. Such a row is k GPUs: tp (or dp) divided by k, moe_tp 1, moe_ep k.
+func siliconAggShape(m *Measurement) {
+	dp := max(m.DP, 1)
+	m.Concurrency *= dp
+	if k := m.MoETP; k > 1 && m.MoEEP == k && m.TP*dp == k*k {
+		if m.TP >= k {
+			m.TP /= k
+		} else {
+			m.DP = dp / k
+		}
+		m.MoETP, m.MoEEP = 1, k
+	}
+}
+
 func siliconRow(file string, line int, rec []string, col map[string]int) (Measurement, error) {
 	var m Measurement
 	m.Line = line
@@ -599,6 +633,9 @@ func siliconRow(file string, line int, rec []string, col map[string]int) (Measur
 		if *f.dst, err = num(f.c, f.req); err != nil {
 			return m, err
 		}
+	}
+	if m.Mode != "disagg" {
+		siliconAggShape(&m)
 	}
 	if m.Mode == "disagg" {
 		// The deployment's shape is the decode pool's; the client concurrency is the

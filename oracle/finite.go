@@ -1,0 +1,74 @@
+package oracle
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// FiniteLoop is a closed-loop benchmark run as `vllm bench serve --max-concurrency`
+// and `aiperf profile --concurrency` run it (queueing.FiniteRun, identical
+// semantics): Clients requests arrive at 0 on an idle engine (the burst), and each
+// completion sends one more request — TurnaroundMs + ClientRTTMs later, on the
+// finishing client — until Requests have been sent in total. Every request is
+// measured (the benchmark's statistics are over all of them). Unlike ClosedLoop,
+// the count is global: a client whose requests finish early may send more than
+// Requests/Clients of them.
+type FiniteLoop struct {
+	Shape
+	Clients      int
+	Requests     int
+	TurnaroundMs float64
+	ClientRTTMs  float64
+}
+
+// RunFiniteLoop simulates the finite run. Result.Requests are in creation order;
+// each record carries its Client and Generation (the client's request index).
+func (s *Sim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*Result, error) {
+	if err := fl.Shape.validate(&s.eng); err != nil {
+		return nil, err
+	}
+	switch {
+	case fl.Clients <= 0:
+		return nil, fmt.Errorf("finite loop concurrency = %d: must be > 0", fl.Clients)
+	case fl.Requests <= 0:
+		return nil, fmt.Errorf("finite loop requests = %d: must be > 0", fl.Requests)
+	case fl.TurnaroundMs < 0 || math.IsNaN(fl.TurnaroundMs) || math.IsInf(fl.TurnaroundMs, 0):
+		return nil, fmt.Errorf("finite loop turnaround_ms = %v: must be a finite number ≥ 0", fl.TurnaroundMs)
+	case fl.ClientRTTMs < 0 || math.IsNaN(fl.ClientRTTMs) || math.IsInf(fl.ClientRTTMs, 0):
+		return nil, fmt.Errorf("finite loop client_rtt_ms = %v: must be a finite number ≥ 0", fl.ClientRTTMs)
+	}
+	if fl.Prewarm {
+		s.prewarm(fl.Prefix)
+	}
+	s.reqs = make([]req, 0, fl.Requests)
+	s.gen = make([]int32, 0, fl.Requests)
+	sent := make([]int, fl.Clients)
+	var drawErr error
+	spawn := func(c int, at float64) {
+		isl, osl, err := fl.draw(len(s.reqs))
+		if err != nil {
+			if drawErr == nil {
+				drawErr = err
+			}
+			isl, osl = fl.ISL, fl.OSL
+		}
+		s.gen = append(s.gen, int32(sent[c]))
+		s.add("", at, isl, nil, fl.Prefix, osl, 0, int32(c))
+		sent[c]++
+	}
+	for c := 0; c < min(fl.Clients, fl.Requests); c++ {
+		spawn(c, 0)
+	}
+	s.onFinish = func(s *Sim, ri int32, t float64) {
+		if len(s.reqs) < fl.Requests {
+			spawn(int(s.reqs[ri].client), t+fl.TurnaroundMs+fl.ClientRTTMs)
+		}
+	}
+	s.opt.MaxPasses = max(s.opt.MaxPasses, 1000+4*fl.Requests*(fl.ISL+fl.OSL))
+	res, err := s.Run(ctx)
+	if drawErr != nil {
+		return nil, drawErr
+	}
+	return res, err
+}

@@ -1,0 +1,41 @@
+package refine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/store"
+)
+
+// QuantitativeRunAdjusted is QuantitativeAdjusted for one benchmark run as it was
+// run (queueing.QuantitativeFinite: burst start, run.Requests requests, statistics
+// over all of them) instead of the steady state: how a measured closed-loop row is
+// predicted (refine/calibrate). The stored columns mean the same statistics over
+// the run's requests.
+func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	if in.Mode == store.ModeDisagg {
+		return store.Quantitative{}, fmt.Errorf("disagg %s: a finite benchmark run is modelled for aggregated workers only: %w", in.Parallel(), ErrNoQuantitative)
+	}
+	if err := adj.Validate(); err != nil {
+		return store.Quantitative{}, err
+	}
+	w, e, tm, t, err := p.setup(ctx, in, adj)
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	r, err := queueing.QuantitativeFinite(ctx, w, e, tm, queueing.DefaultOptions(), run)
+	if err == nil && t.err != nil {
+		err = t.err
+	}
+	if err != nil {
+		return store.Quantitative{}, err
+	}
+	return quantitativeOf(r)
+}
+
+// QuantitativeRun is QuantitativeRunAdjusted under the evaluator's own
+// calibration of in (identity when none covers it).
+func (p *PerfdbEvaluator) QuantitativeRun(ctx context.Context, in store.PointInputs, run queueing.FiniteRun) (store.Quantitative, error) {
+	return p.QuantitativeRunAdjusted(ctx, in, p.adjustment(in), run)
+}
