@@ -20,7 +20,7 @@ var pointColumns = append(append(append(append([]string{
 	"evaluator", "parallel", "num_gpus", "concurrency", "oom"},
 	legacyColumns...), QueueingColumns[:]...),
 	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity",
-	"engine_profile", "engine_config",
+	"engine_profile", "engine_config", "workload",
 	// migration 00011: each pool's system and GPUs (NULL on agg rows), the handoff
 	"p_system", "d_system", "p_gpus", "d_gpus"), handoffColumns...)
 
@@ -62,7 +62,7 @@ func (p *Point) args() []any {
 	if engine == "" {
 		engine = "{}" // not recorded (migration 00009's default)
 	}
-	a = append(a, tier, fid, in.EngineProfile, engine)
+	a = append(a, tier, fid, in.EngineProfile, engine, in.Workload)
 	if in.Mode == ModeDisagg {
 		a = append(a, in.System, in.System, in.PWorkers*in.PTP*in.PPP*in.PDP, in.DWorkers*in.DTP*in.DPP*in.DDP)
 	} else {
@@ -126,10 +126,10 @@ func (s *Store) InsertPoints(ctx context.Context, pts []Point) (int, error) {
 	return n, nil
 }
 
-const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ?`
+const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ? AND workload = ?`
 
 func (g Group) args() []any {
-	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix}
+	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix, g.Workload}
 }
 
 // refreshPareto recomputes is_pareto for one workload group: a non-OOM row is on the
@@ -254,6 +254,10 @@ type PointFilter struct {
 	PrefixSet                             bool
 	ParetoOnly                            bool
 	IncludeOOM                            bool
+	// Workload keeps the rows of this trace workload (PointInputs.Workload) when
+	// WorkloadSet; "" with WorkloadSet keeps the fixed-shape rows only.
+	Workload    string
+	WorkloadSet bool
 	// Tier keeps rows whose best available tier is this one (e.g. "screening").
 	Tier string
 	// Where is an extra SQL condition on the points view's columns (built by refine),
@@ -298,6 +302,9 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 	}
 	if f.PrefixSet {
 		add("prefix", f.Prefix)
+	}
+	if f.WorkloadSet {
+		add("workload", f.Workload)
 	}
 	if f.ParetoOnly {
 		where = append(where, "is_pareto = 1")
@@ -382,7 +389,7 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	var pSys, dSys sql.NullString
 	var pGPUs, dGPUs, multi sql.NullInt64
 	var kvMean, kvP99, pq, head sql.NullFloat64
-	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine,
+	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &in.Workload,
 		&pSys, &dSys, &pGPUs, &dGPUs, &kvMean, &kvP99, &pq, &head, &multi, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,7 +149,7 @@ func TestMigration00011Backfill(t *testing.T) {
 	if _, err := p.UpTo(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
-	w := len(pointColumns) - 4 - len(handoffColumns) // the writer of schema 00010
+	w := slices.Index(pointColumns, "workload") // the writer of schema 00010: every column before 00013's workload and 00011's
 	dis := testPoint(testDisaggInputs(), 40, 900)
 	agg := testPoint(testInputs(), 30, 1000)
 	for _, pt := range []Point{dis, agg} {

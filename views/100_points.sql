@@ -80,6 +80,7 @@ SELECT
     CASE WHEN r.key IS NULL THEN o.workload_fidelity ELSE r.workload_fidelity END AS workload_fidelity,
     o.engine_profile,
     o.engine_config,
+    o.workload,
     o.p_system,
     o.d_system,
     o.p_gpus,
@@ -115,7 +116,7 @@ SELECT * FROM points WHERE is_pareto = 1;
 CREATE VIEW best_configs AS
 SELECT * FROM (
     SELECT p.*, row_number() OVER (
-        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, parallel
+        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, workload, parallel
         ORDER BY tokens_per_s_per_gpu DESC, tokens_per_s_per_user DESC, key
     ) AS parallel_rank
     FROM points AS p
