@@ -419,7 +419,8 @@ func (s *Screener) worstPrefillPass(t timing.Timing, isl, k, tokMax int) float64
 //     queue, M reservations): the j-th request ahead starts within ⌊j/M⌋·(T + D),
 //     D the decode residence: FCFS on bD running slots, each running request
 //     gains a token per pass, so ≤ (⌊(n_d − 1)/bD⌋ + 1)·(osl − 1) + 1 + async
-//     passes of ≤ bD rows at context isl + osl.
+//     passes of ≤ bD rows at context isl + osl (vLLM: plus ≤ bD one-token
+//     recompute chunks, V-D4).
 //   - handoff_in_ttft adds R's own pull wait and transfer.
 func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool) {
 	C := w.Concurrency
@@ -477,7 +478,23 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool) {
 			if de.AsyncScheduling {
 				asyncD = 1
 			}
-			d := float64(((onD-1)/bD+1)*(osl-1)+1+asyncD) * s.decodeMs(c, rows, need)
+			tauD := s.decodeMs(c, rows, need)
+			if de.Backend == queueing.BackendVLLM {
+				// V-D4: a pulled request's first decode-side pass recomputes its last
+				// prompt token, so a pass may carry up to rows one-token chunks besides
+				// the decode rows (priced as both, a bound by monotonicity).
+				s.pass.Reset()
+				for i := 0; i < rows; i++ {
+					s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: 1, Computed: isl - 1})
+				}
+				s.pass.Decode = s.rows[:rows]
+				for i := range s.pass.Decode {
+					s.pass.Decode[i] = need
+				}
+				tauD = math.Max(tauD, c.Decode.Timing.PassMs(&s.pass))
+				s.pass.Decode = nil
+			}
+			d := float64(((onD-1)/bD+1)*(osl-1)+1+asyncD) * tauD
 			wait = float64((C-1)/(kv/need)) * (tx + d)
 		}
 		if !c.Push && C > K {
