@@ -157,7 +157,7 @@ func TestMigration00011Backfill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	qw := len(quantColumns) - len(handoffColumns)
+	qw := slices.Index(quantColumns, "kv_capacity_tokens") // the writer of schema 00010
 	args := []any{dis.Key}
 	for range QueueingColumns {
 		args = append(args, 7.0)
