@@ -1,0 +1,90 @@
+package perfdb
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+)
+
+var (
+	wideEPH200Once sync.Once
+	wideEPH200     *Querier
+	wideEPH200Err  error
+)
+
+// wideEPH200Querier is the embedded h200 SGLang 0.5.14 data, wide-EP tables
+// only: DeepEP from 0.5.12 (the nearest earlier version), expert compute and
+// DeepEP MLA from 0.5.10.
+func wideEPH200Querier(t *testing.T) *Querier {
+	t.Helper()
+	wideEPH200Once.Do(func() {
+		d, err := LoadEmbedded(context.Background(), "h200_sxm", "sglang", "0.5.14", WithoutSnapshot(),
+			OnlyTables("wideep_deepep_normal_perf", "wideep_deepep_ll_perf", "wideep_context_moe_perf",
+				"wideep_generation_moe_perf", "wideep_context_mla_perf", "wideep_generation_mla_perf"))
+		if err != nil {
+			wideEPH200Err = err
+			return
+		}
+		wideEPH200, wideEPH200Err = NewQuerier(d, ModeSilicon)
+	})
+	if wideEPH200Err != nil {
+		t.Fatal(wideEPH200Err)
+	}
+	return wideEPH200
+}
+
+// dsR1MoE is DeepSeek-R1's MoE block at moe-ep 8, attention DP 8.
+var dsR1MoE = MoEArgs{Quant: MoEQuant("fp8_block"), Distribution: deepseekDistribution, TopK: 8, NumExperts: 256,
+	Hidden: 7168, Inter: 2048, MoETP: 1, MoEEP: 8, AttentionDP: 8, IsGated: true}
+
+// TestWideEPQueryHandValues: per-op latencies computed by hand from the
+// table rows (an independent script over the dumped Parquet rows, following
+// the reference's resolution): linear blends inside the measured token range,
+// the boundary utilization held with the wide-EP MoE roofline outside it.
+func TestWideEPQueryHandValues(t *testing.T) {
+	q := wideEPH200Querier(t)
+	near := func(name string, got Perf, err error, want float64) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if math.Abs(got.LatencyMs-want) > 1e-12*math.Max(1, want) {
+			t.Errorf("%s = %.15g ms, want %.15g", name, got.LatencyMs, want)
+		}
+	}
+	// deepep_ll dispatch, 40 tokens/rank: between the 32-token row of 0.5.12
+	// (16.493 µs) and the 48-token row 0.5.6.post2 adds (24.78 µs); the
+	// shared layer merges token points, the nearer version first.
+	p, err := q.MoEA2A("deepep_ll", "dispatch", 8, 1, 7168, 8, 256, 0, 40)
+	near("ll dispatch 40", p, err, 0.016493+(0.02478-0.016493)*0.5)
+	p, err = q.MoEA2A("deepep_ll", "dispatch", 8, 1, 7168, 8, 256, 0, 48)
+	near("ll dispatch 48 (0.5.6.post2 row)", p, err, 0.02478)
+	// deepep_ht combine, 3000 tokens/rank at 20 SMs: transmit + notify of the
+	// 2048 and 4096 rows, blended.
+	p, err = q.MoEA2A("deepep_ht", "combine", 8, 1, 7168, 8, 256, 20, 3000)
+	near("ht combine 3000", p, err, 0.5389374677015811+(0.9960104458186091-0.5389374677015811)*(3000-2048)/2048.0)
+	// Context expert compute, 1000 tokens/rank × dp 8 = 8000 tokens.
+	a := dsR1MoE
+	a.IsContext = true
+	p, err = q.WideEPExpert(a, "context", 1000)
+	near("ctx expert 8000", p, err, 0.9845467397144863+(1.3876397745949882-0.9845467397144863)*(8000-4096)/4096.0)
+	// Generation expert compute, 3 tokens/rank × 8 = 24 tokens.
+	p, err = q.WideEPExpert(dsR1MoE, "generation", 3)
+	near("gen expert 24", p, err, 0.26323072433471684+(0.29424448013305665-0.26323072433471684)*0.5)
+	// Beyond the last generation row (1024 tokens, 0.42486526489257814 ms):
+	// 5000 × 8 = 40000 tokens held at that row's utilization of the roofline.
+	p, err = q.WideEPExpert(dsR1MoE, "generation", 5000)
+	near("gen expert 40000", p, err, 2.5397506709387945)
+	// DeepEP decode MLA, flashinfer, fp8 KV, 16 heads (tp 8), batch 8, KV
+	// 3000: between the 2048 (0.0456 ms) and 4096 (0.0595 ms) rows.
+	p, err = q.WideEPGenerationMLA(8, 3000, 16, "flashinfer", KVFP8)
+	near("gen mla 3000", p, err, 0.0456+(0.0595-0.0456)*(3000-2048)/2048.0)
+	// DeepEP context MLA, 16 heads, batch 2, 3000 tokens: blended in sqrt
+	// space between the 2048 (0.6845 ms) and 4096 (0.964 ms) rows; with 1000
+	// of them a cached prefix, times (3000² − 1000²)/3000².
+	p, err = q.WideEPContextMLA(2, 3000, 0, 16, "flashinfer", KVFP8, FMHAFP8Block)
+	near("ctx mla 3000", p, err, 0.8084865473761843)
+	p, err = q.WideEPContextMLA(2, 2000, 1000, 16, "flashinfer", KVFP8, FMHAFP8Block)
+	near("ctx mla 2000+1000", p, err, 0.7186547087788304)
+}
