@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // deepEPGPUsPerNode is the node width the DeepEP tables were collected on:
@@ -328,7 +329,15 @@ func (q *Querier) WideEPContextMLA(batch, s, prefix, heads int, kernel string, k
 	}
 	g := q.wideEP.mlaCtx[wideEPMLASliceKey{kernel, string(fmha), string(kv)}]
 	if g == nil {
-		return Perf{}, missf("wide-EP context MLA: no %s rows for fmha %s, kv %s (wideep_context_mla_perf)", kernel, fmha, kv)
+		var have []string
+		for k := range q.wideEP.mlaCtx {
+			if k.kernel == kernel && k.kv == string(kv) && !slices.Contains(have, k.fmha) {
+				have = append(have, k.fmha)
+			}
+		}
+		slices.Sort(have)
+		return Perf{}, missf("wide-EP context MLA: no %s rows for fmha %s, kv %s in wideep_context_mla_perf (fmha there: %s)",
+			kernel, fmha, kv, strings.Join(have, ", "))
 	}
 	sol, err := q.wideEPMLASOLFor(false, fm)
 	if err != nil {
