@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 var (
@@ -87,4 +89,86 @@ func TestWideEPQueryHandValues(t *testing.T) {
 	near("ctx mla 3000", p, err, 0.8084865473761843)
 	p, err = q.WideEPContextMLA(2, 2000, 1000, 16, "flashinfer", KVFP8, FMHAFP8Block)
 	near("ctx mla 2000+1000", p, err, 0.7186547087788304)
+}
+
+// TestWideEPInvariants (rapid, on the h200 tables):
+//   - at a fixed global token count inside both curves, doubling the EP ranks
+//     does not raise the expert compute per rank (1 % tolerance: one measured
+//     pair, 2048 tokens at ep 64 → 128, rises 0.3 %);
+//   - past the last measured token count the all-to-all latency is
+//     proportional to the tokens (the reference's token-proportional SOL);
+//   - the wide-EP MoE roofline falls as the EP group grows and, compute-bound,
+//     scales with tokens × top-k × hidden / ranks.
+func TestWideEPInvariants(t *testing.T) {
+	q := wideEPH200Querier(t)
+	measured := func(phase string, ep int) (lo, hi float64) {
+		cv := q.wideEP.moe[wideEPMoEKey{phase, "fp8_block", deepseekDistribution, 8, 256, 7168, 2048, 1, ep}]
+		if cv == nil {
+			return 0, -1
+		}
+		return cv.pts[0].x, cv.pts[len(cv.pts)-1].x
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		phase := rapid.SampledFrom([]string{"context", "generation"}).Draw(rt, "phase")
+		ep := rapid.SampledFrom([]int{4, 8, 16, 32, 64, 128}).Draw(rt, "ep")
+		lo1, hi1 := measured(phase, ep)
+		lo2, hi2 := measured(phase, 2*ep)
+		lo, hi := max(lo1, lo2), min(hi1, hi2)
+		if hi < lo {
+			rt.Skip("no common measured range")
+		}
+		tokens := rapid.IntRange(int(lo), int(hi)).Draw(rt, "tokens")
+		a := dsR1MoE
+		a.AttentionDP = 1
+		a.MoEEP = ep
+		p1, err := q.WideEPExpert(a, phase, tokens)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		a.MoEEP = 2 * ep
+		p2, err := q.WideEPExpert(a, phase, tokens)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if p2.LatencyMs > 1.01*p1.LatencyMs {
+			rt.Fatalf("%s %d tokens: ep %d → %.4f ms, ep %d → %.4f ms", phase, tokens, ep, p1.LatencyMs, 2*ep, p2.LatencyMs)
+		}
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		backend := rapid.SampledFrom([]string{"deepep_ht", "deepep_ll"}).Draw(rt, "backend")
+		phase := rapid.SampledFrom([]string{"dispatch", "combine"}).Draw(rt, "phase")
+		sms := 0
+		if backend == "deepep_ht" {
+			sms = deepEPDefaultSMs
+		}
+		cv := q.wideEP.a2a[a2aCurveKey{backend, phase, 8, 1, 7168, 8, 256, sms}]
+		last := cv.pts[len(cv.pts)-1]
+		k := rapid.IntRange(2, 64).Draw(rt, "k")
+		p, err := q.MoEA2A(backend, phase, 8, 1, 7168, 8, 256, sms, k*int(last.x))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if want := float64(k) * last.l.lat; math.Abs(p.LatencyMs-want) > 1e-12*want {
+			rt.Fatalf("%s %s at %d× the last point: %.9g ms, want %.9g", backend, phase, k, p.LatencyMs, want)
+		}
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		ep := rapid.SampledFrom([]int{2, 4, 8, 16, 32, 64, 128}).Draw(rt, "ep")
+		tokens := rapid.IntRange(1, 1<<20).Draw(rt, "tokens")
+		sol := func(ep, topk, hidden int) float64 {
+			s := &wideEPMoESOL{topk: uint64(topk), slots: 256, hidden: uint64(hidden), inter: 2048, tp: 1, ep: uint64(ep), gemms: 3,
+				mem: 1, compute: 2, flops: 989e12, memBW: 4.8e12}
+			return s.sol(pt{float64(tokens)})
+		}
+		if sol(2*ep, 8, 7168) > sol(ep, 8, 7168) {
+			rt.Fatalf("%d tokens: roofline rises from ep %d to %d", tokens, ep, 2*ep)
+		}
+		// Compute-bound (many tokens): time ∝ tokens·topk·hidden/ep.
+		if tokens >= 1<<16 {
+			r := sol(ep, 8, 7168) / sol(2*ep, 8, 7168)
+			if math.Abs(r-2) > 1e-3 {
+				rt.Fatalf("%d tokens: ep %d / ep %d roofline ratio %.6f, want 2", tokens, ep, 2*ep, r)
+			}
+		}
+	})
 }
