@@ -2,7 +2,10 @@ package perfdb
 
 import (
 	"context"
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -171,4 +174,55 @@ func TestWideEPInvariants(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWideEPA2AReferenceOracle reproduces the reference's own all-to-all
+// oracle (its Python MoEAllToAll on h200 SGLang 0.5.6.post2, shared layer
+// off) for every sample aicdb models — exact points, token blends, holds
+// beyond both ends — to 1e-9 relative.
+func TestWideEPA2AReferenceOracle(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "wideep_a2a_oracle.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oracle struct {
+		Samples []struct {
+			Backend string  `json:"comm_backend"`
+			Phase   string  `json:"phase"`
+			EP      int     `json:"ep_size"`
+			Nodes   int     `json:"node_num"`
+			Hidden  int     `json:"hidden_size"`
+			TopK    int     `json:"topk"`
+			Experts int     `json:"num_experts"`
+			SMs     int     `json:"sms"`
+			Tokens  int     `json:"num_tokens"`
+			Kind    string  `json:"kind"`
+			Latency float64 `json:"latency_ms"`
+		} `json:"samples"`
+	}
+	if err := json.Unmarshal(raw, &oracle); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadEmbedded(context.Background(), "h200_sxm", "sglang", "0.5.6.post2", WithoutSnapshot(), WithSharedLayer(false),
+		OnlyTables("wideep_deepep_normal_perf", "wideep_deepep_ll_perf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := NewQuerier(d, ModeSilicon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(oracle.Samples) < 20 {
+		t.Fatalf("%d oracle samples, want ≥ 20", len(oracle.Samples))
+	}
+	for _, s := range oracle.Samples {
+		p, err := q.MoEA2A(s.Backend, s.Phase, s.EP, s.Nodes, s.Hidden, s.TopK, s.Experts, s.SMs, s.Tokens)
+		if err != nil {
+			t.Errorf("%s %s ep %d tokens %d (%s): %v", s.Backend, s.Phase, s.EP, s.Tokens, s.Kind, err)
+			continue
+		}
+		if math.Abs(p.LatencyMs-s.Latency) > 1e-9*s.Latency {
+			t.Errorf("%s %s ep %d tokens %d (%s) = %.12g ms, reference %.12g", s.Backend, s.Phase, s.EP, s.Tokens, s.Kind, p.LatencyMs, s.Latency)
+		}
+	}
 }
