@@ -137,6 +137,8 @@ type Sim struct {
 
 	step stepState // the engine loop between iterations (step.go)
 
+	dis *disState // one side of a disaggregated deployment (disagg_engine.go); nil: aggregated
+
 	onFinish func(s *Sim, r int32, t float64)
 }
 
@@ -261,6 +263,9 @@ func (s *Sim) popArrival() arrival {
 func (s *Sim) absorb() {
 	for len(s.arrivals) > 0 && s.arrivals[0].t <= s.now {
 		a := s.popArrival()
+		if s.absorbRemote(a.r) {
+			continue
+		}
 		s.reqs[a.r].st = stWaiting
 		s.enqueueArrival(a.r)
 	}
@@ -364,6 +369,9 @@ func (s *Sim) launch(pb *passBuf) error {
 		for _, e := range pb.entries {
 			s.schedTk += e.n
 		}
+		if s.dis != nil {
+			s.noteLaunch(pb)
+		}
 	}
 	if s.opt.PassLog && (len(pb.entries) > 0 || len(pb.preempted) > 0) {
 		s.logPass(pb)
@@ -452,8 +460,12 @@ func (s *Sim) finishReq(ri int32, t float64) {
 	r := &s.reqs[ri]
 	r.st = stFinished
 	r.finish = t
-	s.freeTable(ri)
-	if s.opt.SummaryOnly { // nothing reads them once r has finished
+	if s.dis != nil && s.dis.holdKV {
+		s.dis.held++ // V-P3, T-D1: the KV stays until the decode side pulled it
+	} else {
+		s.freeTable(ri)
+	}
+	if s.opt.SummaryOnly && (s.dis == nil || !s.dis.holdKV) { // nothing reads them once r has finished
 		r.table, r.hashes = nil, nil
 	}
 	s.finished++

@@ -140,6 +140,9 @@ func (s *Sim) trtCapacityNoEvict() []int32 {
 	e := &s.eng
 	fit := s.trt.fit[:0]
 	avail := s.pool.nfree
+	if s.dis != nil {
+		avail -= s.dis.xferBlocks // gen-init transfers in flight hold reservations (T-D3)
+	}
 	for _, ri := range s.running {
 		r := &s.reqs[ri]
 		if r.c < trtCtx(r) {

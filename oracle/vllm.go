@@ -59,6 +59,10 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 				break
 			}
 			wi := s.waiting.at(0)
+			if s.admitRemoteVLLM(pb, wi) { // V-D4: pulled prompt KV, one token to recompute
+				budget--
+				continue
+			}
 			w := &s.reqs[wi]
 			hits := s.computedBlocks(wi) // V-R8 (w.c == 0 always: no connector)
 			h := len(hits) * s.bs

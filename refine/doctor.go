@@ -107,7 +107,7 @@ func Doctor(ctx context.Context, st *store.Store, fresh func() (Evaluator, error
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
-			if errors.Is(err, ErrNoQuantitative) || IsPerfDataGap(err) {
+			if errors.Is(err, ErrNoQuantitative) || IsPerfDataGap(err) || errors.Is(err, ErrTraceChanged) {
 				rep.Mismatches = append(rep.Mismatches, Mismatch{Point: *p, Err: err})
 				continue
 			}

@@ -83,14 +83,14 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 	workloads := map[string]bool{}
 	for i := range cands {
 		p := &cands[i]
-		workloads[fmt.Sprintf("%s isl %d osl %d prefix %d", p.Model, p.ISL, p.OSL, p.Prefix)] = true
+		workloads[workloadLabel(p)] = true
 	}
 	if len(workloads) > 1 {
 		ws := sortedKeys(workloads)
 		if len(ws) > 4 {
 			ws = append(ws[:4], "…")
 		}
-		return res, fmt.Errorf("%w: the stored points span %d workloads (%s): narrow with --model, --isl, --osl or --prefix",
+		return res, fmt.Errorf("%w: the stored points span %d workloads (%s): narrow with --model, --isl, --osl, --prefix, or --trace and --total-gpus",
 			ErrAmbiguousWorkload, len(workloads), strings.Join(ws, "; "))
 	}
 	var survivors []store.Point

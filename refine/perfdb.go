@@ -621,3 +621,22 @@ func quantitativeOf(r *queueing.Report) (store.Quantitative, error) {
 	out.Distributions = string(d)
 	return out, nil
 }
+
+// PointSetup implements PointTimer: the agg point's engine and (calibrated) pass
+// timing, as Quantitative uses them (PointModel), and its KV pool: the engine's capacity when
+// it records one, else the perf database's memory model (perfdb KVCapacityTokens)
+// at the trace's longest request; a worker the memory model cannot fit that
+// request in gets no prefix cache (KVTokens 0).
+func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (PointSetup, error) {
+	m, err := p.PointModel(ctx, in)
+	if err != nil {
+		return PointSetup{}, err
+	}
+	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens, Err: m.PricingErr}
+	if ps.KVTokens <= 0 {
+		if n, err := m.priced.pt.Estimator().KVCapacityTokens(max(maxISL, 1), max(maxOSL, 1), max(m.Engine.BlockSize, 1)); err == nil {
+			ps.KVTokens = n
+		}
+	}
+	return ps, nil
+}

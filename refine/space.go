@@ -42,6 +42,10 @@ type SweepSpec struct {
 	// EngineConfig is the engine's own config file applied over the profile on
 	// every point (--engine-config), nil for none.
 	EngineConfig *engineconf.Config `json:"engine_config,omitempty"`
+	// Trace, when set, is the workload of every point instead of ISL/OSL/Prefix
+	// (W3, W4 with sessions; refine/trace_sweep.go): Sweep fills ISL/OSL with the
+	// slice's mean lengths.
+	Trace *TraceSpec `json:"trace,omitempty"`
 }
 
 // DefaultTPs is aiconfigurator's dense tp list (task_v2.py).
@@ -118,6 +122,10 @@ func (s *SweepSpec) validate() error {
 		return fmt.Errorf("--backend is required")
 	case s.TotalGPUs <= 0:
 		return fmt.Errorf("--total-gpus %d: must be > 0", s.TotalGPUs)
+	case s.Trace != nil:
+		if err := s.Trace.validate(s); err != nil {
+			return err
+		}
 	case s.ISL <= 0:
 		return fmt.Errorf("--isl %d: must be > 0", s.ISL)
 	case s.OSL <= 0:
@@ -151,6 +159,9 @@ func (s *SweepSpec) validate() error {
 // (prefill tp, decode tp, decode batch, P workers, D workers).
 func Enumerate(s SweepSpec, r Resolved, evaluator string) ([]store.PointInputs, error) {
 	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if err := s.Trace.checkContext(s.Model, r.MaxPos); err != nil {
 		return nil, err
 	}
 	if r.MaxPos > 0 && s.ISL+s.OSL > r.MaxPos {
@@ -190,6 +201,7 @@ func Enumerate(s SweepSpec, r Resolved, evaluator string) ([]store.PointInputs, 
 			out = append(out, enumerateDisagg(s, base, okTP, r.MoE)...)
 		}
 	}
+	s.Trace.setWorkloads(s.TotalGPUs, out)
 	if err := resolveEngines(s, out); err != nil {
 		return nil, err
 	}

@@ -89,6 +89,13 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 	if err := spec.validate(); err != nil {
 		return res, err
 	}
+	if spec.Trace != nil {
+		tev := WithTraces(ev, st)
+		if err := tev.resolveTrace(ctx, &spec); err != nil {
+			return res, err
+		}
+		ev = tev
+	}
 	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, spec.Version)
 	if err != nil {
 		return res, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -180,4 +181,20 @@ func (s Synthetic) Quantitative(_ context.Context, in store.PointInputs) (store.
 	d, _ := json.Marshal(map[string]any{"ttft_steady": atoms})
 	r.Distributions = string(d)
 	return r, nil
+}
+
+// PointSetup implements PointTimer: the point's engine and a linear pass timing
+// with the synthetic closed form's coefficients (base 6/tp^0.7 ms, 0.04/tp^0.85 ms
+// per prefill token, 0.015 ms per decode row, 4e-6 ms per token of decode
+// context), and the KV pool its memory formula leaves (141 GiB − 64/tp GiB of
+// weights at 0.0002/tp GiB per token).
+func (s Synthetic) PointSetup(_ context.Context, in store.PointInputs, _, _ int) (PointSetup, error) {
+	e, err := engine(in)
+	if err != nil {
+		return PointSetup{}, err
+	}
+	tp := float64(in.TP)
+	t := timing.Linear{BaseMs: 6 / math.Pow(tp, 0.7), PrefillMsPerToken: 0.04 / math.Pow(tp, 0.85),
+		DecodeMsPerRow: 0.015, CtxMsPerToken: 0.000004}
+	return PointSetup{Engine: e, Timing: t, KVTokens: int((141 - 64/tp) * tp / 0.0002)}, nil
 }

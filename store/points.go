@@ -66,6 +66,11 @@ type PointInputs struct {
 	// Engine is the resolved engine configuration as JSON (engineconf.Resolved),
 	// stored as operating_points.engine_config; "" = not recorded.
 	Engine string
+	// Workload identifies a trace workload (W3/W4, refine.TraceWorkloadID, canonical
+	// JSON: trace name, content hash, slice, sessions, replicas); "" for a fixed
+	// shape (ISL/OSL/Prefix). When set it goes into the row key and the group, and
+	// ISL/OSL hold the trace slice's mean lengths (the legacy estimate's shape).
+	Workload string
 }
 
 // Key returns the row key: the sha256 hex of a canonical encoding of every input.
@@ -126,6 +131,9 @@ func (p *PointInputs) Key() string {
 		str("engine_profile", p.EngineProfile)
 		str("engine", p.Engine)
 	}
+	if p.Workload != "" {
+		str("workload", p.Workload)
+	}
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -158,7 +166,7 @@ func (p *PointInputs) NumGPUs() int {
 // Group returns the point's workload group (the pareto partition).
 func (p *PointInputs) Group() Group {
 	return Group{Model: p.Model, System: p.System, Backend: p.Backend, Version: p.Version,
-		Mode: p.Mode, ISL: p.ISL, OSL: p.OSL, Prefix: p.Prefix}
+		Mode: p.Mode, ISL: p.ISL, OSL: p.OSL, Prefix: p.Prefix, Workload: p.Workload}
 }
 
 // Validate reports the first input that cannot describe a point.
@@ -185,6 +193,8 @@ func (p *PointInputs) Validate() error {
 		return fmt.Errorf("point: engine config %.40q is not JSON", p.Engine)
 	case p.EngineProfile != "" && p.Engine == "":
 		return fmt.Errorf("point: engine profile %q without its resolved engine config", p.EngineProfile)
+	case p.Workload != "" && !json.Valid([]byte(p.Workload)):
+		return fmt.Errorf("point: workload %.40q is not JSON", p.Workload)
 	}
 	return nil
 }
@@ -193,6 +203,8 @@ func (p *PointInputs) Validate() error {
 type Group struct {
 	Model, System, Backend, Version, Mode string
 	ISL, OSL, Prefix                      int
+	// Workload is PointInputs.Workload ("" for fixed-shape rows).
+	Workload string `json:",omitempty"`
 }
 
 // Legacy holds aiconfigurator's legacy estimate of a point (ms unless named).

@@ -20,7 +20,7 @@ var pointColumns = append(append(append([]string{
 	"evaluator", "parallel", "num_gpus", "concurrency", "oom"},
 	legacyColumns...), QueueingColumns[:]...),
 	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity",
-	"engine_profile", "engine_config")
+	"engine_profile", "engine_config", "workload")
 
 func nullable(v float64, ok bool) any {
 	if !ok {
@@ -60,7 +60,7 @@ func (p *Point) args() []any {
 	if engine == "" {
 		engine = "{}" // not recorded (migration 00009's default)
 	}
-	return append(a, tier, fid, in.EngineProfile, engine)
+	return append(a, tier, fid, in.EngineProfile, engine, in.Workload)
 }
 
 func placeholders(n int) string {
@@ -114,10 +114,10 @@ func (s *Store) InsertPoints(ctx context.Context, pts []Point) (int, error) {
 	return n, nil
 }
 
-const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ?`
+const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ? AND workload = ?`
 
 func (g Group) args() []any {
-	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix}
+	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix, g.Workload}
 }
 
 // refreshPareto recomputes is_pareto for one workload group: a non-OOM row is on the
@@ -241,6 +241,10 @@ type PointFilter struct {
 	PrefixSet                             bool
 	ParetoOnly                            bool
 	IncludeOOM                            bool
+	// Workload keeps the rows of this trace workload (PointInputs.Workload) when
+	// WorkloadSet; "" with WorkloadSet keeps the fixed-shape rows only.
+	Workload    string
+	WorkloadSet bool
 	// Tier keeps rows whose best available tier is this one (e.g. "screening").
 	Tier string
 	// Where is an extra SQL condition on the points view's columns (built by refine),
@@ -285,6 +289,9 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 	}
 	if f.PrefixSet {
 		add("prefix", f.Prefix)
+	}
+	if f.WorkloadSet {
+		add("workload", f.Workload)
 	}
 	if f.ParetoOnly {
 		where = append(where, "is_pareto = 1")
@@ -366,7 +373,7 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	for i := range qv {
 		dst = append(dst, &qv[i])
 	}
-	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &pareto)
+	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &in.Workload, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err
 	}

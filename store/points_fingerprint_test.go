@@ -32,8 +32,8 @@ func TestMigrationDropsUnfingerprintedQuantitative(t *testing.T) {
 	}
 	pt := testPoint(testInputs(), 30, 1000)
 	// The writer of schema 00004: every column but migration 00009's engine
-	// columns (the last two).
-	w := len(pointColumns) - 2
+	// columns and migration 00013's workload (the last three).
+	w := len(pointColumns) - 3
 	if _, err := db.ExecContext(ctx, `INSERT INTO operating_points (`+strings.Join(pointColumns[:w], ", ")+`) VALUES (`+placeholders(w)+`)`, pt.args()[:w]...); err != nil {
 		t.Fatal(err)
 	}

@@ -309,3 +309,39 @@ func TestSelectByKeys(t *testing.T) {
 		t.Fatalf("keys %v, want %v", gk, want)
 	}
 }
+
+// TestWorkloadIdentity: a trace workload goes into the row key and the group (two
+// traces, or one trace and the fixed shape, never share rows), and the column
+// round-trips through the points view.
+func TestWorkloadIdentity(t *testing.T) {
+	a := testInputs()
+	b := a
+	b.Workload = `{"trace":"t","sha256":"aa"}`
+	c := a
+	c.Workload = `{"trace":"t","sha256":"bb"}`
+	if a.Key() == b.Key() || b.Key() == c.Key() || a.Group() == b.Group() || b.Group() == c.Group() {
+		t.Fatal("workload not part of the key and group")
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.sqlite"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.InsertPoints(ctx, []Point{testPoint(a, 30, 1000), testPoint(b, 30, 1000), testPoint(c, 30, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SelectPoints(ctx, PointFilter{Workload: b.Workload, WorkloadSet: true})
+	if err != nil || len(got) != 1 || got[0].Workload != b.Workload || got[0].Key != b.Key() || !got[0].IsPareto {
+		t.Fatalf("select by workload: %v %+v", err, got)
+	}
+	fixed, err := s.SelectPoints(ctx, PointFilter{WorkloadSet: true})
+	if err != nil || len(fixed) != 1 || fixed[0].Key != a.Key() {
+		t.Fatalf("fixed-shape rows: %v %d", err, len(fixed))
+	}
+	bad := b
+	bad.Workload = "not json"
+	if err := bad.Validate(); err == nil {
+		t.Fatal("a non-JSON workload validated")
+	}
+}

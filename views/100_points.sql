@@ -80,6 +80,7 @@ SELECT
     CASE WHEN r.key IS NULL THEN o.workload_fidelity ELSE r.workload_fidelity END AS workload_fidelity,
     o.engine_profile,
     o.engine_config,
+    o.workload,
     o.is_pareto
 FROM operating_points AS o
 LEFT JOIN quantitative_results AS r ON r.key = o.key;
@@ -101,7 +102,7 @@ SELECT * FROM points WHERE is_pareto = 1;
 CREATE VIEW best_configs AS
 SELECT * FROM (
     SELECT p.*, row_number() OVER (
-        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, parallel
+        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, workload, parallel
         ORDER BY tokens_per_s_per_gpu DESC, tokens_per_s_per_user DESC, key
     ) AS parallel_rank
     FROM points AS p

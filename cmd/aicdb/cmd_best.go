@@ -26,7 +26,12 @@ func bestCommand() *cli.Command {
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "number of configs `N`"},
 		formatFlag("table"),
 		calibrationFlag(),
+		&cli.StringFlag{Name: "trace", Usage: "only rows swept under the stored trace `NAME` (sweep --trace; same slice and session flags), ranked by its replay's percentiles"},
+		&cli.BoolFlag{Name: "sessions", Usage: "with --trace: the W4 rows (sweep --trace --sessions)"},
+		&cli.IntFlag{Name: "max-sessions", Usage: "with --trace --sessions: the rows swept with this cap `N`"},
+		&cli.IntFlag{Name: "total-gpus", Usage: "with --trace: only deployments of `N` GPUs in all"},
 	}
+	flags = append(flags, sliceFlags()...)
 	return &cli.Command{
 		Name:  "best",
 		Usage: "best stored configurations under (percentile) SLAs, one per parallel configuration",
@@ -118,12 +123,50 @@ func runBest(c *cli.Context) error {
 	f := store.PointFilter{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
 		Version: c.String("version"), Mode: c.String("mode"), ISL: c.Int("isl"), OSL: c.Int("osl"),
 		Prefix: c.Int("prefix"), PrefixSet: c.IsSet("prefix")}
+	if err := bestTraceFilter(c, st, &f); err != nil {
+		return err
+	}
 	bar := newProgress(c, "refine", "points")
 	ev, err := calibratedBest(c, st, &f, bar)
 	if err != nil {
 		return err
 	}
-	return printBest(c, st, ev, f, sla)
+	return printBest(c, st, refine.WithTraces(ev, st), f, sla)
+}
+
+// bestTraceFilter narrows f to the rows of --trace (its current content, slice and
+// sessions; --total-gpus); without --trace its companion flags are errors.
+func bestTraceFilter(c *cli.Context, st *store.Store, f *store.PointFilter) error {
+	if !c.IsSet("trace") {
+		for _, n := range []string{"window", "scale-rate", "limit", "sessions", "max-sessions", "total-gpus"} {
+			if c.IsSet(n) {
+				return userErrorf("--%s selects trace rows: give --trace NAME, or drop --%s", n, n)
+			}
+		}
+		return nil
+	}
+	for _, n := range []string{"isl", "osl", "prefix"} {
+		if c.IsSet(n) {
+			return userErrorf("--trace %s is the workload: it replaces --isl/--osl/--prefix; drop --%s", c.String("trace"), n)
+		}
+	}
+	if c.Int("total-gpus") < 0 || c.Int("max-sessions") < 0 {
+		return userErrorf("--total-gpus and --max-sessions must be ≥ 0")
+	}
+	sl, err := traceSlice(c)
+	if err != nil {
+		return err
+	}
+	info, err := st.Trace(c.Context, c.String("trace"))
+	if errors.Is(err, store.ErrNotFound) {
+		return userErrorf("best: --trace %s: %v", c.String("trace"), err)
+	}
+	if err != nil {
+		return err
+	}
+	refine.TraceFilter(f, refine.TraceSpec{Name: info.Name, SHA256: info.SHA256, Slice: sl, Sessions: c.Bool("sessions"),
+		MaxSessions: c.Int("max-sessions")}, c.Int("total-gpus"))
+	return nil
 }
 
 // printBest runs the funnel and prints the table. Headers name what they show:
@@ -141,7 +184,11 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 	}
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
 		Refine: refineOn, MaxEvals: c.Int("max-evals")})
-	if l, ok := ev.(*lazyEvaluator); ok {
+	inner := ev
+	if t, ok := ev.(*refine.TraceEvaluator); ok {
+		inner = t.Evaluator
+	}
+	if l, ok := inner.(*lazyEvaluator); ok {
 		l.progress.Done() // end a terminal progress line before the table
 	}
 	if err != nil {
@@ -248,7 +295,29 @@ func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error
 			p.Legacy.TokensPerSPerGPU, p.Legacy.TokensPerSPerUser, ttft, queueingValue(&p, "itl_", itlPct), tpot,
 			req, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), tier})
 	}
+	cols, data = withFidelity(res, cols, data)
 	return writeRows(c.App.Writer, c.String("format"), cols, data)
+}
+
+// withFidelity adds a workload_fidelity column (W3, W4, …) and a replicas column
+// when some row was swept under a trace: its numbers are the trace replay's.
+func withFidelity(res refine.BestResult, cols []string, data [][]any) ([]string, [][]any) {
+	trace := false
+	for i := range res.Rows {
+		trace = trace || res.Rows[i].Workload != ""
+	}
+	if !trace {
+		return cols, data
+	}
+	for i := range data {
+		p := &res.Rows[i]
+		var replicas any
+		if id, err := refine.ParseTraceWorkload(p.Workload); err == nil {
+			replicas = int64(id.Replicas)
+		}
+		data[i] = append(data[i], p.Q.Fidelity, replicas)
+	}
+	return append(cols, "workload_fidelity", "replicas"), data
 }
 
 // bestJSONColumns are the fixed keys of `best --format csv|json|jsonl`: the same set and
@@ -296,6 +365,7 @@ func writeBestRecords(c *cli.Context, res refine.BestResult) error {
 		r = append(r, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), p.Q.Tier, res.Verdicts[i] == refine.Pass)
 		data = append(data, r)
 	}
+	cols, data = withFidelity(res, cols, data)
 	return writeRows(c.App.Writer, c.String("format"), cols, data)
 }
 

@@ -50,7 +50,13 @@ func runDoctor(c *cli.Context) error {
 		return asUser(err)
 	}
 	defer st.Close()
-	fresh := func() (refine.Evaluator, error) { return newEvaluator(ctx, st) }
+	fresh := func() (refine.Evaluator, error) {
+		ev, err := newEvaluator(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		return refine.WithTraces(ev, st), nil // trace rows re-replay their trace
+	}
 	rep, err := refine.Doctor(ctx, st, fresh, refine.DoctorOptions{Sample: c.Int("sample"), All: c.Bool("all")})
 	if err != nil {
 		return err

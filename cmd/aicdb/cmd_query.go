@@ -170,7 +170,7 @@ func prepareQuery(ctx context.Context, c *cli.Context, path, sql string, maxEval
 	defer st.Close()
 	bar := newProgress(c, "refine", "points")
 	ev := newLazyEvaluator(st).withProgress(bar)
-	qs, err := refine.PrepareQuery(ctx, st, ev, sql, maxEvals, 0)
+	qs, err := refine.PrepareQuery(ctx, st, refine.WithTraces(ev, st), sql, maxEvals, 0) // trace rows replay their trace
 	bar.Done()
 	if err != nil {
 		return err

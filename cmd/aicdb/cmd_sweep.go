@@ -28,8 +28,8 @@ func sweepCommand() *cli.Command {
 		&cli.StringFlag{Name: "backend", Usage: "`BACKEND`: vllm, trtllm or sglang", Required: true},
 		&cli.StringFlag{Name: "version", Usage: "backend `VERSION` (default: newest in the store)"},
 		&cli.IntFlag{Name: "total-gpus", Usage: "GPU budget `N`", Required: true},
-		&cli.IntFlag{Name: "isl", Usage: "prompt length `N` in tokens", Required: true},
-		&cli.IntFlag{Name: "osl", Usage: "output length `N` in tokens", Required: true},
+		&cli.IntFlag{Name: "isl", Usage: "prompt length `N` in tokens (required unless --trace)"},
+		&cli.IntFlag{Name: "osl", Usage: "output length `N` in tokens (required unless --trace)"},
 		&cli.IntFlag{Name: "prefix", Usage: "prefix-cached prompt tokens `N`"},
 		&cli.StringFlag{Name: "mode", Value: "agg", Usage: "`MODE`: agg, disagg or all (disagg rows are priced by the prefill/decode tandem)"},
 		&cli.StringFlag{Name: "tp", Usage: "tensor-parallel sizes `LIST` (default 1,2,4,8)"},
@@ -44,13 +44,22 @@ func sweepCommand() *cli.Command {
 		formatFlag("table"),
 		quietFlag(),
 		calibrationFlag(),
+		&cli.StringFlag{Name: "trace", Usage: "workload: the stored trace `NAME` (W3: its arrivals, lengths and prefix reuse) instead of --isl/--osl/--prefix; agg only"},
+		&cli.BoolFlag{Name: "sessions", Usage: "with --trace, W4: a session's later turn arrives at its previous turn's completion + think time"},
+		&cli.IntFlag{Name: "max-sessions", Usage: "with --sessions: at most `N` sessions in progress per replica (0 = no cap)"},
 	}
+	flags = append(flags, sliceFlags()...)
 	return &cli.Command{
 		Name:  "sweep",
 		Usage: "evaluate the default search space into the store (incremental; prints best configs with SLA flags)",
 		Description: `Example:
    aicdb sweep --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --total-gpus 8 --isl 4000 --osl 500
-Points already stored are not evaluated again; an interrupted sweep resumes when rerun.`,
+   aicdb sweep --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --total-gpus 8 --trace conv --window 0..600
+Points already stored are not evaluated again; an interrupted sweep resumes when rerun.
+With --trace the workload of every point is the stored trace (slice: --window,
+--scale-rate, --limit; --sessions for W4): the deployment is --total-gpus / (tp·pp)
+replicas, the trace's requests routed over them round-robin at arrival
+(docs/traces.md).`,
 		Flags:  append(flags, slaFlags()...),
 		Action: runSweep,
 	}
@@ -102,7 +111,48 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 	if c.Int("workers") < 0 || c.Int("commit-every") <= 0 || c.Int("top") <= 0 {
 		return s, userErrorf("--workers must be ≥ 0, --commit-every and --top > 0")
 	}
+	if err := sweepTraceFlags(c, &s); err != nil {
+		return s, err
+	}
 	return s, sweepEngineFlags(c, &s)
+}
+
+// sweepTraceFlags reads --trace and its slice and session flags: the trace
+// replaces the fixed shape, so --isl/--osl/--prefix conflict with it, and a
+// disaggregated sweep cannot replay one.
+func sweepTraceFlags(c *cli.Context, s *refine.SweepSpec) error {
+	traceOnly := []string{"window", "scale-rate", "limit", "sessions", "max-sessions"}
+	if !c.IsSet("trace") {
+		for _, n := range traceOnly {
+			if c.IsSet(n) {
+				return userErrorf("--%s applies to a trace workload: give --trace NAME, or drop --%s", n, n)
+			}
+		}
+		if !c.IsSet("isl") || !c.IsSet("osl") {
+			return userErrorf("--isl and --osl are required (or give a stored trace as the workload with --trace NAME)")
+		}
+		return nil
+	}
+	for _, n := range []string{"isl", "osl", "prefix"} {
+		if c.IsSet(n) {
+			return userErrorf("--trace %s is the workload: it replaces --isl/--osl/--prefix; drop --%s", c.String("trace"), n)
+		}
+	}
+	if c.String("mode") != "agg" {
+		return userErrorf("--trace: disaggregated deployments are not replayed under a trace yet (the prefill/decode tandem has no trace driver): use --mode agg")
+	}
+	if c.IsSet("max-sessions") && !c.Bool("sessions") {
+		return userErrorf("--max-sessions needs --sessions")
+	}
+	if c.Int("max-sessions") < 0 {
+		return userErrorf("--max-sessions %d: must be ≥ 0 (0 = no cap)", c.Int("max-sessions"))
+	}
+	sl, err := traceSlice(c)
+	if err != nil {
+		return err
+	}
+	s.Trace = &refine.TraceSpec{Name: c.String("trace"), Slice: sl, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions")}
+	return nil
 }
 
 func runSweep(c *cli.Context) error {
@@ -151,7 +201,7 @@ func runSweep(c *cli.Context) error {
 			res.SweepID, res.Skipped+res.Evaluated+res.NoPerfData, res.Total, res.Skipped, res.Evaluated)
 	}
 	if err != nil {
-		if res.SweepID == 0 || errors.Is(err, refine.ErrNoPerfData) {
+		if res.SweepID == 0 || errors.Is(err, refine.ErrNoPerfData) || errors.Is(err, store.ErrNotFound) {
 			// Rejected before any work (bad input), or the perf data prices no point
 			// of it (a model/system/backend combination the data does not cover).
 			return asUser(err)
@@ -164,8 +214,16 @@ func runSweep(c *cli.Context) error {
 	if c.String("format") != formatTable {
 		sumW = c.App.ErrWriter
 	}
-	fmt.Fprintf(sumW, "sweep %d: %d points for %s on %s %s %s (isl %d, osl %d): %d evaluated, %d already stored, %d OOM, %d no perf data\n",
-		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, spec.ISL, spec.OSL, res.Evaluated, res.Skipped, res.OOM, res.NoPerfData)
+	shape := fmt.Sprintf("isl %d, osl %d", spec.ISL, spec.OSL)
+	if spec.Trace != nil {
+		fid := "W3"
+		if spec.Trace.Sessions {
+			fid = "W4"
+		}
+		shape = fmt.Sprintf("trace %s, %s, mean isl %d, osl %d", spec.Trace.Name, fid, spec.Trace.MeanISL, spec.Trace.MeanOSL)
+	}
+	fmt.Fprintf(sumW, "sweep %d: %d points for %s on %s %s %s (%s): %d evaluated, %d already stored, %d OOM, %d no perf data\n",
+		res.SweepID, res.Total, spec.Model, spec.System, spec.Backend, res.Version, shape, res.Evaluated, res.Skipped, res.OOM, res.NoPerfData)
 	if res.NoPerfData > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %d points skipped for lack of perf data (not stored; aiconfigurator skips them too), first: %s\n",
 			res.NoPerfData, oneLine(res.FirstNoPerfData))
@@ -177,9 +235,13 @@ func runSweep(c *cli.Context) error {
 		return nil
 	}
 	f := store.PointFilter{Model: spec.Model, System: spec.System, Backend: spec.Backend, Version: res.Version,
-		ISL: spec.ISL, OSL: spec.OSL, Prefix: spec.Prefix, PrefixSet: true}
+		ISL: spec.ISL, OSL: spec.OSL, Prefix: spec.Prefix, PrefixSet: spec.Trace == nil, WorkloadSet: spec.Trace == nil}
 	if len(spec.Modes) == 1 {
 		f.Mode = spec.Modes[0]
+	}
+	if spec.Trace != nil {
+		refine.TraceFilter(&f, *spec.Trace, spec.TotalGPUs)
+		return printBest(c, st, refine.WithTraces(ev, st), f, sla)
 	}
 	return printBest(c, st, ev, f, sla)
 }
@@ -284,6 +346,19 @@ func (l *lazyEvaluator) Quantitative(ctx context.Context, in store.PointInputs) 
 	q, err := ev.Quantitative(ctx, in)
 	l.progress.Update(int(l.done.Add(1)), int(max(l.total.Load(), l.done.Load())))
 	return q, err
+}
+
+// PointSetup implements refine.PointTimer (trace rows) for the evaluator it wraps.
+func (l *lazyEvaluator) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (refine.PointSetup, error) {
+	ev, err := l.get(ctx)
+	if err != nil {
+		return refine.PointSetup{}, err
+	}
+	pt, ok := ev.(refine.PointTimer)
+	if !ok {
+		return refine.PointSetup{}, fmt.Errorf("evaluator %s cannot replay traces", ev.Name())
+	}
+	return pt.PointSetup(ctx, in, maxISL, maxOSL)
 }
 
 // perfdbEvaluator returns the perf-database evaluator over the perf data and models

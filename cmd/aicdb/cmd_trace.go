@@ -25,6 +25,7 @@ import (
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
 	"github.com/aicdb/aicdb/trace"
 )
@@ -835,62 +836,22 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	if err != nil {
 		return sum, nil, userErrorf("trace replay --tier quantitative: --engine: %v", err)
 	}
-	var rs *oracle.ReuseSim
-	if eng.EnablePrefixCaching && info.HashBlock > 0 {
-		if rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1,
-			BlockSize: eng.BlockSize, HashBlock: info.HashBlock}); err != nil {
-			return sum, nil, userErrorf("trace replay --tier quantitative: reuse oracle: %v", err)
-		}
+	tw, err := refine.LoadTraceWorkload(c.Context, st, info, sl)
+	if errors.Is(err, refine.ErrEmptySlice) {
+		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	// The slice's hash ids are read whole (one flat array) and announced to the reuse
-	// oracle before it replays them, so it registers only blocks someone looks up again.
-	var ids, buf []int64
-	var idEnd []int
-	var seqs []int64
-	var reqs []queueing.TraceRequest
-	sessions := map[string]int{}
-	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
-		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, ThinkMs: r.ThinkMs}
-		if r.Session != "" {
-			if q.Session = sessions[r.Session]; q.Session == 0 {
-				q.Session = len(sessions) + 1
-				sessions[r.Session] = q.Session
-			}
-		}
-		reqs = append(reqs, q)
-		seqs = append(seqs, r.Seq)
-		if rs != nil {
-			if buf, err = trace.DecodeHashIDs(buf, r.HashIDs); err != nil {
-				return err
-			}
-			rs.Expect(buf)
-			ids = append(ids, buf...)
-			idEnd = append(idEnd, len(ids))
-		}
-		return nil
-	})
 	if err != nil {
 		return sum, nil, err
 	}
-	if rs != nil {
-		start := 0
-		for i := range reqs {
-			reqs[i].Prefix = rs.Add(reqs[i].ISL, reqs[i].OSL, ids[start:idEnd[i]])
-			start = idEnd[i]
-		}
+	rc := refine.TraceReplay{Engine: spec, Timing: tim, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions")}
+	if eng.EnablePrefixCaching {
+		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
 	}
-	if len(reqs) == 0 {
-		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
-	}
-	var rep *queueing.Report
-	if c.Bool("sessions") {
-		rep, err = queueing.QuantitativeSessions(c.Context, reqs, spec, tim, queueing.Options{}, queueing.SessionOptions{MaxSessions: c.Int("max-sessions")})
-	} else {
-		rep, err = queueing.QuantitativeTrace(c.Context, reqs, spec, tim, queueing.Options{})
-	}
+	rep, err := tw.Replay(c.Context, nil, rc)
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
 	}
+	reqs, seqs := tw.Reqs, tw.Seqs
 	sum = oracle.Summary{Requests: len(reqs), Passes: rep.Diagnostics.Passes, EndMs: rep.Diagnostics.WindowEndMs,
 		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP90: rep.TTFTSteady.Quantile(0.9),
 		TTFTP99: rep.TTFTSteady.Quantile(0.99), TTFTP999: rep.TTFTSteady.Quantile(0.999),

@@ -1,0 +1,226 @@
+package refine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/trace"
+)
+
+// TraceSpec is a sweep's trace workload (`aicdb sweep --trace NAME`): the stored
+// trace, its slice (--window/--scale-rate/--limit, applied in SQL as in `trace
+// replay`) and, for W4, sessions (--sessions [--max-sessions N]).
+type TraceSpec struct {
+	Name        string           `json:"name"`
+	Slice       store.TraceSlice `json:"slice"`
+	Sessions    bool             `json:"sessions,omitempty"`
+	MaxSessions int              `json:"max_sessions,omitempty"`
+	// Filled in by Sweep from the stored trace: its content hash and the slice's
+	// longest request.
+	SHA256         string `json:"sha256,omitempty"`
+	MaxISL, MaxOSL int    `json:"-"`
+	// MeanISL and MeanOSL are the slice's mean lengths (the rows' isl and osl).
+	MeanISL, MeanOSL int `json:"-"`
+}
+
+// TraceWorkloadID is the identity of a trace workload as rows store it
+// (PointInputs.Workload, operating_points.workload): the trace's name and content
+// hash (a re-import of other content under the same name is another workload), the
+// slice, W4's session knobs, and the number of replicas the deployment spreads the
+// trace over (each replica sees a different share of it). Its JSON encoding (field
+// order fixed) is canonical.
+type TraceWorkloadID struct {
+	Trace       string  `json:"trace"`
+	SHA256      string  `json:"sha256"`
+	StartMs     float64 `json:"start_ms"`
+	EndMs       float64 `json:"end_ms"`
+	Scale       float64 `json:"scale"`
+	Limit       int     `json:"limit"`
+	Sessions    bool    `json:"sessions"`
+	MaxSessions int     `json:"max_sessions"`
+	Replicas    int     `json:"replicas"`
+}
+
+// String returns the canonical JSON encoding.
+func (id TraceWorkloadID) String() string {
+	b, _ := json.Marshal(id) // plain fields: cannot fail
+	return string(b)
+}
+
+// Slice returns the trace slice the identity names.
+func (id TraceWorkloadID) Slice() store.TraceSlice {
+	return store.TraceSlice{StartMs: id.StartMs, EndMs: id.EndMs, Scale: id.Scale, Limit: id.Limit}
+}
+
+// Fidelity is W4 for sessions, else W3.
+func (id TraceWorkloadID) Fidelity() string {
+	if id.Sessions {
+		return "W4"
+	}
+	return "W3"
+}
+
+// ParseTraceWorkload reads a PointInputs.Workload back.
+func ParseTraceWorkload(s string) (TraceWorkloadID, error) {
+	var id TraceWorkloadID
+	if err := json.Unmarshal([]byte(s), &id); err != nil || id.Trace == "" || id.Replicas < 1 {
+		return id, fmt.Errorf("workload %.60q: not a trace workload identity", s)
+	}
+	return id, nil
+}
+
+// TraceWorkload is a stored trace slice loaded for replay: every request in arrival
+// order, its hash ids (prefix-cache block identities, flat), and W4 session numbers.
+type TraceWorkload struct {
+	Info  store.TraceInfo
+	Slice store.TraceSlice
+	// Reqs have Prefix 0: per-request hits come from the reuse oracle at replay.
+	Reqs []queueing.TraceRequest
+	Seqs []int64 // trace_requests.seq of each request
+	ids  []int64
+	end  []int // ids of request i are ids[end[i-1]:end[i]]
+
+	// MeanISL and MeanOSL are the slice's mean lengths rounded to whole tokens (≥ 1),
+	// MaxISL and MaxOSL its longest.
+	MeanISL, MeanOSL, MaxISL, MaxOSL int
+}
+
+// ErrEmptySlice is returned (wrapped) by LoadTraceWorkload for a slice with no
+// request.
+var ErrEmptySlice = errors.New("the slice holds no requests")
+
+// LoadTraceWorkload reads trace info's slice sl from st. Session ids become numbers
+// 1, 2, … in order of first appearance.
+func LoadTraceWorkload(ctx context.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice) (*TraceWorkload, error) {
+	w := &TraceWorkload{Info: info, Slice: sl}
+	sessions := map[string]int{}
+	var buf []int64
+	var isl, osl float64
+	err := st.TraceRequests(ctx, info.ID, sl, func(r store.TraceRow) error {
+		q := queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, ThinkMs: r.ThinkMs}
+		if r.Session != "" {
+			if q.Session = sessions[r.Session]; q.Session == 0 {
+				q.Session = len(sessions) + 1
+				sessions[r.Session] = q.Session
+			}
+		}
+		var err error
+		if buf, err = trace.DecodeHashIDs(buf, r.HashIDs); err != nil {
+			return fmt.Errorf("trace %s request %d: %w", info.Name, r.Seq, err)
+		}
+		w.ids = append(w.ids, buf...)
+		w.end = append(w.end, len(w.ids))
+		w.Reqs = append(w.Reqs, q)
+		w.Seqs = append(w.Seqs, r.Seq)
+		isl += float64(r.ISL)
+		osl += float64(r.OSL)
+		w.MaxISL, w.MaxOSL = max(w.MaxISL, r.ISL), max(w.MaxOSL, r.OSL)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(w.Reqs) == 0 {
+		return nil, fmt.Errorf("trace %s: %w", info.Name, ErrEmptySlice)
+	}
+	n := float64(len(w.Reqs))
+	w.MeanISL, w.MeanOSL = max(1, int(math.Round(isl/n))), max(1, int(math.Round(osl/n)))
+	return w, nil
+}
+
+// hashIDs returns request i's hash ids.
+func (w *TraceWorkload) hashIDs(i int) []int64 {
+	start := 0
+	if i > 0 {
+		start = w.end[i-1]
+	}
+	return w.ids[start:w.end[i]]
+}
+
+// RoundRobin routes the requests over r replicas at arrival: the k-th routing unit
+// in arrival order goes to replica k mod r. The unit is the request, except with
+// sessions (W4), where it is the session: all turns of a session go to the replica
+// its first turn went to (its context is cached there), and session-less requests
+// are units of their own. It returns each replica's request indices, in arrival
+// order.
+func (w *TraceWorkload) RoundRobin(r int, sessions bool) [][]int {
+	out := make([][]int, r)
+	home := map[int]int{}
+	k := 0
+	for i, q := range w.Reqs {
+		if sessions && q.Session != 0 {
+			h, ok := home[q.Session]
+			if !ok {
+				h = k % r
+				home[q.Session] = h
+				k++
+			}
+			out[h] = append(out[h], i)
+			continue
+		}
+		out[k%r] = append(out[k%r], i)
+		k++
+	}
+	return out
+}
+
+// TraceReplay configures one replica's replay.
+type TraceReplay struct {
+	Engine queueing.EngineSpec
+	Timing timing.Timing
+	// Reuse is the prefix cache the reuse oracle simulates (its backend policy, pool
+	// and block size; HashBlock is taken from the trace); nil: no prefix cache, or
+	// the trace has no hash ids.
+	Reuse *oracle.ReuseConfig
+	// Sessions replays W4 (queueing.QuantitativeSessions) with MaxSessions.
+	Sessions    bool
+	MaxSessions int
+}
+
+// Replay replays the requests idx (nil: all) through the quantitative calendar
+// (queueing.QuantitativeTrace, or QuantitativeSessions for W4), each request's
+// cached tokens from the reuse oracle over c.Reuse run on exactly these requests
+// (one replica's cache sees only its own traffic). This is `aicdb trace replay
+// --tier quantitative`'s replay.
+func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*queueing.Report, error) {
+	if idx == nil {
+		idx = make([]int, len(w.Reqs))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	if len(idx) == 0 {
+		return nil, fmt.Errorf("trace %s: %w", w.Info.Name, ErrEmptySlice)
+	}
+	reqs := make([]queueing.TraceRequest, len(idx))
+	for k, i := range idx {
+		reqs[k] = w.Reqs[i]
+	}
+	if c.Reuse != nil && w.Info.HashBlock > 0 {
+		cfg := *c.Reuse
+		cfg.HashBlock = w.Info.HashBlock
+		rs, err := oracle.NewReuse(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("reuse oracle: %w", err)
+		}
+		// Announced before replayed, so the oracle registers only blocks someone
+		// looks up again.
+		for _, i := range idx {
+			rs.Expect(w.hashIDs(i))
+		}
+		for k, i := range idx {
+			reqs[k].Prefix = rs.Add(reqs[k].ISL, reqs[k].OSL, w.hashIDs(i))
+		}
+	}
+	if c.Sessions {
+		return queueing.QuantitativeSessions(ctx, reqs, c.Engine, c.Timing, queueing.Options{}, queueing.SessionOptions{MaxSessions: c.MaxSessions})
+	}
+	return queueing.QuantitativeTrace(ctx, reqs, c.Engine, c.Timing, queueing.Options{})
+}
