@@ -212,6 +212,11 @@ var queueingFingerprint = sync.OnceValue(func() string {
 		for _, eval := range []func() (*queueing.Report, error){
 			func() (*queueing.Report, error) { return queueing.Screening(w, e, t) },
 			func() (*queueing.Report, error) { return queueing.Quantitative(context.Background(), w, e, t) },
+			// Measured rows are predicted as finite runs (perfdb_finite.go): their
+			// semantics must rename the evaluator too.
+			func() (*queueing.Report, error) {
+				return queueing.QuantitativeFinite(context.Background(), w, e, t, queueing.DefaultOptions(), queueing.FiniteRun{Requests: 3 * w.Concurrency})
+			},
 		} {
 			r, err := eval()
 			if err != nil {
