@@ -26,7 +26,8 @@ func evalCommand() *cli.Command {
 		Usage: "latency distributions and throughput of one aggregated operating point (pass-calendar model)",
 		UsageText: "aicdb eval --timing linear --base-ms 5 --prefill-ms-per-token 0.02 --decode-ms-per-row 0.05 --concurrency 32 --isl 4096 --osl 256 --format json\n" +
 			"   aicdb eval --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --tp 2 --rate 3 --isl 4000 --osl 500 --tier both",
-		Flags: slices.Concat(evalDeployment.flags(), evalParallel.flags(), quantFlags(""), []cli.Flag{ // perf-database timing
+		Flags: slices.Concat(perfTimingFlags("", " (with --model)", "model `ID` known to the store, or a path to a config.json",
+			"vllm | trtllm | sglang (with --model: perf data and engine semantics)"), []cli.Flag{
 			// synthetic timing
 			&cli.StringFlag{Name: "timing", Usage: "synthetic timing `KIND`: linear | roofline (instead of --model)"},
 			&cli.Float64Flag{Name: "base-ms", Usage: "linear timing: ms per pass"},
@@ -44,25 +45,12 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "turnaround-ms", Usage: "closed loop: client delay between a completion and the next request"},
 			&cli.Float64Flag{Name: "rate", Usage: "open loop: request rate (requests/s)"},
 			&cli.IntFlag{Name: "num-requests", Usage: "open loop: requests to simulate (default 4096)"},
-		}, evalShape.flags(), []cli.Flag{
+		}, shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
+			prefix: "prompt tokens served from the prefix cache (< isl)"}.flags(), []cli.Flag{
 			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},
 			&cli.StringFlag{Name: "osl-quantiles", Usage: "W2: equally weighted osl quantile points `a,b,..`"},
-			&cli.Float64Flag{Name: "stage-ms", Usage: "additive per-request stages (encoder + dispatch), ms"},
-			// engine knobs over --engine-profile and --engine-config (SCHEDULERS.md §6)
-			&cli.IntFlag{Name: "max-num-batched-tokens", Usage: "vLLM token budget"},
-			&cli.IntFlag{Name: "max-num-seqs", Usage: "vLLM max_num_seqs / SGLang max_running_requests"},
-			&cli.BoolFlag{Name: "chunked-prefill", Usage: "chunked prefill on/off (--chunked-prefill=false)"},
-			&cli.IntFlag{Name: "long-prefill-token-threshold", Usage: "vLLM per-request chunk cap (0 = off)"},
-			&cli.BoolFlag{Name: "async-scheduling", Usage: "vLLM async scheduling / TRT-LLM overlap executor"},
-			&cli.IntFlag{Name: "block-size", Usage: "KV block / page size (tokens)"},
-			kvCapacityFlag(),
-			&cli.IntFlag{Name: "chunked-prefill-size", Usage: "SGLang chunk budget"},
-			&cli.IntFlag{Name: "max-prefill-tokens", Usage: "SGLang max_prefill_tokens"},
-			&cli.BoolFlag{Name: "mixed-chunk", Usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)"},
-			&cli.IntFlag{Name: "max-batch-size", Usage: "TRT-LLM max_batch_size"},
-			&cli.IntFlag{Name: "max-num-tokens", Usage: "TRT-LLM max_num_tokens"},
-			&cli.StringFlag{Name: "capacity-policy", Usage: "TRT-LLM guaranteed_no_evict | max_utilization"},
-			engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
+			stageMsFlag(),
+		}, engineKnobFlags(), []cli.Flag{
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
 			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
@@ -74,17 +62,6 @@ func evalCommand() *cli.Command {
 	}
 }
 
-// The deployment, parallelism and shape flags of eval: no defaults for what the
-// perf-database timing needs (--system, --backend, --tp are required with --model).
-var (
-	evalDeployment = deploymentSpec{model: "model `ID` known to the store, or a path to a config.json",
-		system: "GPU system `NAME` (with --model)", backend: "vllm | trtllm | sglang (with --model: perf data and engine semantics)",
-		version: "backend `VERSION` (default: the newest available)"}
-	evalParallel = parallelSpec{tpSuffix: " (with --model)", def: parallelOpts{PP: 1, DP: 1, MoETP: 1, MoEEP: 1}}
-	evalShape    = shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
-		prefix: "prompt tokens served from the prefix cache (< isl)"}
-)
-
 // evalSpec is everything one evaluation needs.
 type evalSpec struct {
 	w      workload.Spec
@@ -94,6 +71,7 @@ type evalSpec struct {
 	pt     *perfdb.PassTiming // set on the perf-database path (its Err is checked)
 	tiers  []queueing.Tier
 	format string
+	dep    deploymentOpts // with Version resolved on the perf-database path
 }
 
 func runEval(c *cli.Context) error {
@@ -233,6 +211,8 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		}
 		s.gpus = c.Int("gpus")
 	}
+	s.dep = dep
+	s.dep.Version = version
 	e, err := resolveEngine(c, queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg,
 		Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL})
 	if err != nil {
@@ -357,50 +337,11 @@ func parseQuantiles(s string) ([]int, error) {
 
 // applyEngineFlags overrides the backend defaults with the engine flags given.
 func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
-	ints := []struct {
-		flag string
-		dst  *int
-	}{
-		{"max-num-batched-tokens", &e.MaxNumBatchedTokens}, {"max-num-seqs", &e.MaxNumSeqs},
-		{"long-prefill-token-threshold", &e.LongPrefillTokenThreshold}, {"block-size", &e.BlockSize},
-		{"chunked-prefill-size", &e.ChunkedPrefillSize},
-		{"max-prefill-tokens", &e.MaxPrefillTokens}, {"max-batch-size", &e.MaxBatchSize},
-		{"max-num-tokens", &e.MaxNumTokens},
-	}
-	for _, f := range ints {
-		if !c.IsSet(f.flag) {
-			continue
-		}
-		v := c.Int(f.flag)
-		minV := 1
-		if f.flag == "long-prefill-token-threshold" {
-			minV = 0
-		}
-		if v < minV {
-			return userErrorf("--%s %d: must be ≥ %d", f.flag, v, minV)
-		}
-		*f.dst = v
-	}
-	if n, auto, err := kvCapacityTokensFlag(c); err != nil {
+	o, err := readEngineKnobs(c)
+	if err != nil {
 		return err
-	} else if c.IsSet("kv-capacity-tokens") && !auto {
-		e.KVCapacityTokens = n
 	}
-	if c.IsSet("chunked-prefill") {
-		e.EnableChunkedPrefill = c.Bool("chunked-prefill")
-	}
-	if c.IsSet("async-scheduling") {
-		e.AsyncScheduling = c.Bool("async-scheduling")
-	}
-	if c.IsSet("mixed-chunk") {
-		e.EnableMixedChunk = c.Bool("mixed-chunk")
-	}
-	if c.IsSet("capacity-policy") {
-		e.CapacityPolicy = c.String("capacity-policy")
-	}
-	if c.IsSet("stage-ms") {
-		e.StageMs = c.Float64("stage-ms")
-	}
+	o.apply(e)
 	if err := e.Validate(); err != nil {
 		return userErrorf("%v", err)
 	}

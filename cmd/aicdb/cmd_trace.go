@@ -87,7 +87,8 @@ system, and the p99 TTFT of the requests arriving in it.
 				Flags: slices.Concat(sliceFlags(), []cli.Flag{
 					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
 					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"},
-				}, replayDeployment.flags(), replayParallel.flags(), quantFlags("perf data: "), []cli.Flag{
+				}, perfTimingFlags("perf data: ", "", "time passes from perf data: model `ID` (with --system, --backend, --tp; replaces the file's timing)",
+					"perf data: `BACKEND` (must be the engine file's)"), []cli.Flag{
 					&cli.BoolFlag{Name: "sessions", Usage: "W4 (quantitative tier): a session's later turn arrives at its previous turn's completion + think time, the previous context cached"},
 					&cli.IntFlag{Name: "max-sessions", Usage: "W4: at most `N` sessions in progress (0 = no cap)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
@@ -103,14 +104,6 @@ system, and the p99 TTFT of the requests arriving in it.
 		},
 	}
 }
-
-// The perf-data flags of trace replay (they replace the --engine file's timing).
-var (
-	replayDeployment = deploymentSpec{model: "time passes from perf data: model `ID` (with --system, --backend, --tp; replaces the file's timing)",
-		system: "perf data: GPU system `NAME`", backend: "perf data: `BACKEND` (must be the engine file's)",
-		version: "perf data: backend `VERSION` (default: the newest available)"}
-	replayParallel = parallelSpec{prefix: "perf data: ", def: parallelOpts{PP: 1, DP: 1, MoETP: 1, MoEEP: 1}}
-)
 
 func traceImportCommand() *cli.Command {
 	return &cli.Command{

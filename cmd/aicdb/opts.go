@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/perfdb"
@@ -117,6 +119,18 @@ func (p parallelOpts) worker() refine.Worker {
 	return refine.Worker{TP: p.TP, PP: p.PP, DP: p.DP, MoETP: p.MoETP, MoEEP: p.MoEEP}
 }
 
+// perfTimingFlags declares the flags of a pass timing from the perf database
+// (eval --model, trace replay --model): deployment, parallelism (no --tp default:
+// it is required with --model; --moe-ep 1) and perf-data modes. prefix goes
+// before every usage, withModel after --system's and --tp's; model and backend
+// are the usages of --model and --backend.
+func perfTimingFlags(prefix, withModel, model, backend string) []cli.Flag {
+	dep := deploymentSpec{model: model, system: prefix + "GPU system `NAME`" + withModel, backend: backend,
+		version: prefix + "backend `VERSION` (default: the newest available)"}
+	par := parallelSpec{prefix: prefix, tpSuffix: withModel, def: parallelOpts{PP: 1, DP: 1, MoETP: 1, MoEEP: 1}}
+	return slices.Concat(dep.flags(), par.flags(), quantFlags(prefix))
+}
+
 // quantOpts are the perf-data modes: --database-mode and the quant overrides
 // (empty = from the model).
 type quantOpts struct {
@@ -205,4 +219,26 @@ func (d deploymentOpts) requirePerf(p parallelOpts, msg string) error {
 		return userErrorf(msg, "tp")
 	}
 	return nil
+}
+
+// traceWorkloadOpts is a stored trace as the workload (sweep) or the filter (best):
+// --trace, --sessions (W4) and --max-sessions.
+type traceWorkloadOpts struct {
+	Name        string
+	Sessions    bool
+	MaxSessions int
+	set         flagsSet
+}
+
+// traceWorkloadFlags declares --trace, --sessions and --max-sessions with a
+// command's usages.
+func traceWorkloadFlags(trace, sessions, maxSessions string) []cli.Flag {
+	return []cli.Flag{&cli.StringFlag{Name: "trace", Usage: trace}, &cli.BoolFlag{Name: "sessions", Usage: sessions},
+		&cli.IntFlag{Name: "max-sessions", Usage: maxSessions}}
+}
+
+// readTraceWorkload reads the trace workload flags.
+func readTraceWorkload(c *cli.Context) traceWorkloadOpts {
+	return traceWorkloadOpts{Name: c.String("trace"), Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions"),
+		set: readSet(c, "trace", "sessions", "max-sessions")}
 }
