@@ -185,6 +185,8 @@ type tandem struct {
 	pending [][]int // per decode worker: requests waiting for KV headroom (FIFO)
 	pHead   []int
 	kvUsed  []int
+	future  []int // created, not yet visible: by arrival (from fHead)
+	fHead   int
 	nextP   int // round-robin cursors
 	nextD   int
 	err     error
@@ -233,7 +235,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 		wi := i
 		k.OnToken = func(id int, prev, at float64) {
 			r := &t.reqs[t.dIDs[wi][id]]
-			if prev == r.xEnd {
+			if prev < 0 || prev == r.xEnd {
 				prev = r.visible // the first decode token: its gap runs from the first visible token
 			}
 			if r.steady {
@@ -263,21 +265,37 @@ func (t *tandem) addGap(g float64) {
 	t.gap, t.gapW = g, 1
 }
 
-// submit creates a request visible to the prefill pool at arrival and routes it
-// round-robin (static, in visibility order: requests are created in arrival
-// order).
+// submit creates a request visible to the prefill pool at arrival; it is routed
+// when it becomes visible (route), not when it is created: a staggered client's
+// first request is created at 0 but seen later, after other clients' replacements.
 func (t *tandem) submit(slot, gen int, arrival float64, steady bool) {
 	k := len(t.reqs)
 	isl, osl := t.w.Shape(k)
+	t.reqs = append(t.reqs, treq{slot: slot, gen: gen, arrival: arrival, isl: isl, osl: osl, pw: -1, dw: -1, steady: steady, pStart: -1})
+	f := append(t.future, k) // kept sorted by arrival (ties in creation order)
+	for i := len(f) - 1; i > t.fHead && t.reqs[f[i-1]].arrival > arrival; i-- {
+		f[i], f[i-1] = f[i-1], f[i]
+	}
+	t.future = f
+}
+
+// route sends the next visible request to a prefill worker, round-robin (static,
+// in visibility order, at the visibility instant).
+func (t *tandem) route() {
+	k := t.future[t.fHead]
+	t.fHead++
+	if t.fHead == len(t.future) {
+		t.future, t.fHead = t.future[:0], 0
+	}
+	r := &t.reqs[k]
 	p := t.nextP
 	t.nextP = (t.nextP + 1) % len(t.pre)
-	r := treq{slot: slot, gen: gen, arrival: arrival, isl: isl, osl: osl, pw: p, dw: -1, steady: steady, pStart: -1}
-	id, err := t.pre[p].Inject(queueing.KernelRequest{ArrivalMs: arrival, ISL: isl, OSL: 1})
+	r.pw = p
+	id, err := t.pre[p].Inject(queueing.KernelRequest{ArrivalMs: r.arrival, ISL: r.isl, OSL: 1})
 	if err != nil && t.err == nil {
 		t.err = err
 	}
 	r.pid = id
-	t.reqs = append(t.reqs, r)
 	t.pIDs[p] = append(t.pIDs[p], k)
 }
 
@@ -355,7 +373,14 @@ func (t *tandem) landed(ri int, now float64) {
 	if t.c.Push {
 		t.kvUsed[d] += r.need
 	}
-	id, err := t.dec[d].Inject(queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true})
+	kr := queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true}
+	if t.c.Decode.Engine.Backend == queueing.BackendVLLM {
+		// V-D4/V-D5: vLLM's decode side takes the pulled prompt as computed up to its
+		// last token, recomputes that token (a one-token chunk, one budget token and a
+		// running slot at admission) and samples the next output itself.
+		kr = queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, Prefix: r.isl - 1, OSL: r.osl - 1}
+	}
+	id, err := t.dec[d].Inject(kr)
 	if err != nil && t.err == nil {
 		t.err = err
 	}
@@ -396,6 +421,9 @@ func (t *tandem) loop(ctx context.Context, stop func() bool) error {
 			return t.err
 		}
 		best, src := math.Inf(1), -1
+		if t.fHead < len(t.future) { // arrivals first at a tie: visible before the pass boundary
+			best, src = t.reqs[t.future[t.fHead]].arrival, -2
+		}
 		for i, k := range t.pre {
 			if v := k.NextEventMs(); v < best {
 				best, src = v, i
@@ -423,6 +451,8 @@ func (t *tandem) loop(ctx context.Context, stop func() bool) error {
 		}
 		var err error
 		switch {
+		case src == -2:
+			t.route()
 		case src < len(t.pre):
 			err = t.pre[src].Step(best)
 		case src == len(t.pre):

@@ -54,11 +54,13 @@ func TestIdentity1P1D(t *testing.T) {
 	if got := r.ITL.Quantile(0.5); !near(got, 3.1) {
 		t.Errorf("ITL p50 %v, want the decode pass 3.1", got)
 	}
-	if got := r.ITL.Max(); !near(got, 12.5+3.1) {
-		t.Errorf("ITL max %v, want handoff 12.5 + pass 3.1", got)
+	// vLLM's decode side recomputes the last prompt token (V-D4): its first pass is
+	// a one-token chunk, 3.0 ms with this timing, not a decode row.
+	if got := r.ITL.Max(); !near(got, 12.5+3.0) {
+		t.Errorf("ITL max %v, want handoff 12.5 + one-token pass 3.0", got)
 	}
-	// E2E = stage + prefill + transfer + 9 decode passes; X = 1/(E2E).
-	e2e := 2 + 15 + 12.5 + 9*3.1
+	// E2E = stage + prefill + transfer + the V-D5 pass + 8 decode passes; X = 1/(E2E).
+	e2e := 2 + 15 + 12.5 + 3.0 + 8*3.1
 	if got := r.E2E.Mean(); !near(got, e2e) {
 		t.Errorf("E2E %v, want %v", got, e2e)
 	}

@@ -27,6 +27,9 @@ type Scenario struct {
 	// Shared[i] is request i's shared prompt prefix (prefix_group/prefix_len or
 	// hash_ids); nil when no request has one.
 	Shared []SharedPrefix
+	// Disagg, when set, is a disaggregated deployment (disagg_scenario.go); Engine
+	// and Timing are then unused (RunDisagg).
+	Disagg *DisaggScenario
 }
 
 // DefaultScenarioHashBlock is the tokens per hash id when a scenario gives hash_ids
@@ -91,6 +94,7 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 	var (
 		eng       *rawEngine
 		tim       *rawTiming
+		dis       *rawDisagg
 		hashBlock *int
 		sc        = &Scenario{}
 		seenKey   = map[string]bool{}
@@ -119,6 +123,11 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 			if err := readRequests(dec, sc, seenID, &anyShared); err != nil {
 				return nil, err
 			}
+		case "disagg":
+			// readDisagg words its own errors ("scenario: disagg…").
+			if dis, err = readDisagg(dec); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, fmt.Errorf("scenario: json: unknown field %q", key)
 		}
@@ -131,6 +140,9 @@ func ReadScenario(r io.Reader) (*Scenario, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("scenario: trailing data after the JSON object")
+	}
+	if dis != nil {
+		return disaggScenario(sc, dis, eng, tim, anyShared)
 	}
 	if eng == nil {
 		return nil, errors.New("scenario: missing field engine")

@@ -58,6 +58,10 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 	if len(pb.entries) == 0 && len(pb.preempted) == 0 && !s.workInFlight() {
 		st.idleStreak++
 		if st.idleStreak > 4 {
+			if s.dis != nil && s.dis.held > 0 {
+				s.dis.blocked, st.idleStreak = true, 0 // waits for a pull to free held KV
+				return false, nil
+			}
 			return false, s.stuckError()
 		}
 	} else {
@@ -74,6 +78,8 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 // next arrival when idle, or +Inf when it has no work.
 func (s *Sim) NextEventMs() float64 {
 	switch {
+	case s.dis != nil && s.dis.blocked:
+		return math.Inf(1)
 	case s.step.mustPop:
 		return max(s.now, s.inflight[s.qhead].end)
 	case s.qlen > 0 || s.hasRequests() || (len(s.arrivals) > 0 && s.arrivals[0].t <= s.now):

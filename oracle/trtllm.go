@@ -104,6 +104,7 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 			s.insertRunningOrdered()
 			r.st = stRunning
 			r.gStart = r.g
+			s.ensureTable(it.r)
 			hits := s.computedBlocksTRT(it.r)
 			for _, b := range hits {
 				s.pool.touch(b)
@@ -140,6 +141,9 @@ func (s *Sim) trtCapacityNoEvict() []int32 {
 	e := &s.eng
 	fit := s.trt.fit[:0]
 	avail := s.pool.nfree
+	if s.dis != nil {
+		avail -= s.dis.xferBlocks // gen-init transfers in flight hold reservations (T-D3)
+	}
 	for _, ri := range s.running {
 		r := &s.reqs[ri]
 		if r.c < trtCtx(r) {

@@ -59,6 +59,10 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 				break
 			}
 			wi := s.waiting.at(0)
+			if s.admitRemoteVLLM(pb, wi) { // V-D4: pulled prompt KV, one token to recompute
+				budget--
+				continue
+			}
 			w := &s.reqs[wi]
 			hits := s.computedBlocks(wi) // V-R8 (w.c == 0 always: no connector)
 			h := len(hits) * s.bs
@@ -134,6 +138,7 @@ func (s *Sim) allocNew(wi int32, h, n int, hits []int32) bool {
 	if need-len(hits)+evictable > s.pool.nfree {
 		return false
 	}
+	s.ensureTable(wi)
 	for _, b := range hits {
 		s.pool.touch(b)
 		w.table = append(w.table, b)

@@ -9,7 +9,10 @@ import (
 //
 // cur is scheduled and in flight over [start, end]. If it is a decode-only pass
 // carrying every running request, nobody waits and no request can finish within
-// the next k passes (k = min over rows of the outputs left to schedule − 1), then
+// the next k passes (k = min over rows of the outputs left to schedule: the k-th
+// carries a final token and is left in flight, so no request finishes inside the
+// stretch, and an asynchronous schedule of pass i ≤ k, made while pass i − 1 runs,
+// still sees every row with an output left to schedule, V-R12), then
 // every following pass is the same rows with each context one longer — under any
 // calendar — until an arrival becomes visible to a schedule (at a pass start when
 // synchronous, one pass earlier when asynchronous). fastForward completes cur
@@ -29,7 +32,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		}
 		k = min(k, r.osl-r.gSched)
 	}
-	k = s.kvStretch(cur, k-1)
+	k = s.kvStretch(cur, k)
 	tA, ok := s.nextArrival()
 	if !ok {
 		tA = math.Inf(1)
@@ -98,6 +101,10 @@ type bucketRows struct {
 // addBucketRow adds n rows of bucket b (b < 0: not measured) to rows.
 func addBucketRow(rows []bucketRows, b int32, n float64) []bucketRows {
 	if b < 0 {
+		return rows
+	}
+	if k := len(rows) - 1; k >= 0 && rows[k].bucket == b { // the common case: the bucket added last
+		rows[k].n += n
 		return rows
 	}
 	for i := range rows {

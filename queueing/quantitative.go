@@ -27,6 +27,13 @@ type collector struct {
 	stage float64
 	doneN int
 	pool  []bucketRows
+	gaps  []bucketGap // complete's scratch: the unpooled gaps of one pass
+}
+
+// bucketGap is one ITL gap of a request of ITL bucket `bucket`.
+type bucketGap struct {
+	bucket int32
+	gap    float64
 }
 
 // onPass records the ITL gaps produced by pass p: every emitting decode entry of a
@@ -97,7 +104,7 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e EngineSpec, t timin
 	}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
-	s.onPass = col.onPass
+	s.col = col
 	if !o.RecordTokenTimes && !o.NoFastForward {
 		s.fast = col.onFast
 	}
@@ -151,7 +158,14 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	if err := s.workGuard(C*(horizon+3), float64(horizon+1)*cyclePasses(s, w, C), C); err != nil {
 		return nil, err
 	}
-	s.reqs = make([]simReq, 0, C*(horizon+3))
+	// A stagger phase settles within a few generations (cycle.go): its slice starts
+	// at 8 and append grows it when needed (no pointer into s.reqs is held across
+	// newReq); a burst may run to its horizon.
+	gens := horizon + 3
+	if o.spreadMs > 0 {
+		gens = min(gens, 8)
+	}
+	s.reqs = make([]simReq, 0, C*gens)
 	s.maxPasses = C*(horizon+4)*perReq + 64
 	for slot := 0; slot < C; slot++ {
 		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
@@ -456,8 +470,8 @@ func (s *sim) report(col *collector, w workload.Spec, win0, win1 int) (*Report, 
 			tpot = append(tpot, Atom{Value: tp, Weight: 1})
 		}
 		var toks []float64
-		if s.record {
-			toks = r.tokens
+		if s.record && i < len(s.tokens) {
+			toks = s.tokens[i]
 		}
 		recs = append(recs, RequestRecord{Slot: r.slot, Generation: r.gen, ArrivalMs: r.arrival - stage,
 			ISL: r.isl, Prefix: r.prefix, OSL: r.osl, TTFTMs: tt, E2EMs: ee, TokenMs: toks,
@@ -540,40 +554,56 @@ func batchSE(reqs []simReq, stage float64, batches int) map[string]float64 {
 	if batches < 2 || len(reqs) < 2*batches {
 		return nil
 	}
-	out := make(map[string]float64, len(openQuantiles))
+	// qs[j][b] is statistic j (openQuantiles order) of batch b. Each batch's TTFTs
+	// and E2Es are sorted once for all of their quantiles.
+	qs := make([][]float64, len(openQuantiles))
+	for j := range qs {
+		qs[j] = make([]float64, batches)
+	}
 	vals := make([]float64, 0, len(reqs)/batches+1)
-	qs := make([]float64, batches)
-	for _, oq := range openQuantiles {
+	for _, e2e := range []bool{false, true} {
 		for b := 0; b < batches; b++ {
 			lo, hi := b*len(reqs)/batches, (b+1)*len(reqs)/batches
 			vals = vals[:0]
 			for i := lo; i < hi; i++ {
 				r := &reqs[i]
 				v := r.first - r.arrival + stage
-				if oq.e2e {
+				if e2e {
 					v = r.done - r.arrival + stage
 				}
 				vals = append(vals, v)
 			}
-			if oq.q < 0 {
-				sum := 0.0
-				for _, v := range vals {
-					sum += v
+			sorted := false
+			for j, oq := range openQuantiles {
+				if oq.e2e != e2e {
+					continue
 				}
-				qs[b] = sum / float64(len(vals))
-				continue
+				if oq.q < 0 { // the mean, summed in arrival order
+					sum := 0.0
+					for _, v := range vals {
+						sum += v
+					}
+					qs[j][b] = sum / float64(len(vals))
+					continue
+				}
+				if !sorted {
+					slices.Sort(vals)
+					sorted = true
+				}
+				k := int(math.Ceil(oq.q*float64(len(vals)))) - 1 // the Distribution's rule on equal weights
+				qs[j][b] = vals[max(k, 0)]
 			}
-			slices.Sort(vals)
-			k := int(math.Ceil(oq.q*float64(len(vals)))) - 1 // the Distribution's rule on equal weights
-			qs[b] = vals[max(k, 0)]
 		}
+	}
+	out := make(map[string]float64, len(openQuantiles))
+	for j, oq := range openQuantiles {
 		mean := 0.0
-		for _, v := range qs {
+		for _, v := range qs[j] {
 			mean += v
 		}
 		mean /= float64(batches)
 		ss := 0.0
-		for _, v := range qs {
+		for _, v := range qs[j] {
 			ss += (v - mean) * (v - mean)
 		}
 		out[oq.key] = math.Sqrt(ss/float64(batches-1)) / math.Sqrt(float64(batches))

@@ -34,7 +34,6 @@ type simReq struct {
 	// generation, so the steady window can be chosen after the fact; open loop: 0
 	// for steady requests), or −1 for none.
 	bucket int32
-	tokens []float64 // emission times, when recorded
 }
 
 // entry is one scheduled item of a pass.
@@ -63,6 +62,9 @@ type sim struct {
 	t      timing.Timing
 	budget int
 	seqCap int
+	// selfHits: a vLLM recompute hits the victim's own cached blocks
+	// (Options.PrefixCaching, trace replay).
+	selfHits bool
 
 	reqs     []simReq
 	incoming []int32 // created requests not yet visible to the scheduler, by arrival
@@ -76,6 +78,14 @@ type sim struct {
 	kv      kvState
 
 	now float64 // the clock: end of the last completed pass
+	// The pass in flight over [curStart, curEnd] when busy, and the scratch pass an
+	// asynchronous engine schedules while cur runs.
+	cur, next        simPass
+	busy             bool
+	curStart, curEnd float64
+	// prefilled[r] marks requests whose prompt KV arrived from elsewhere
+	// (Kernel.Inject); nil in the evaluator's runs.
+	prefilled []bool
 	// barrier: fastForward leaves in flight the pass that would end at or beyond
 	// it, so the driver sees the state at that pass end (+Inf: none).
 	barrier   float64
@@ -85,11 +95,18 @@ type sim struct {
 	decBuf    []int32 // SGLang decoders of the pass being built
 	chunkList []int32 // TRT-LLM contexts to size after the scan
 	rowBuf    []bucketRows
+	// tokens[r] are the emission times of request r, when recorded (kept out of
+	// simReq so that the request slice holds no pointers: no write barriers or GC
+	// scanning on the hot path).
+	tokens [][]float64
 
 	// fast, when set, receives the ITL gaps of decode stretches run by
 	// fastForward (rows of the pass counted per ITL bucket).
 	fast func(gap float64, rows []bucketRows)
 
+	// col, when set, receives the ITL gaps of every completed pass (the
+	// quantitative collector; the same records as collector.onPass as a hook).
+	col *collector
 	// hooks of the driver
 	onFinish func(s *sim, r int32, now float64)
 	onPass   func(s *sim, p *simPass, start, end float64)
@@ -180,19 +197,35 @@ func (s *sim) complete(p *simPass, start, end float64) {
 	if s.onPass != nil {
 		s.onPass(s, p, start, end)
 	}
+	col := s.col
+	var pool []bucketRows
+	var gaps []bucketGap
+	if col != nil {
+		pool, gaps = col.pool[:0], col.gaps[:0]
+	}
 	fin := s.finBuf[:0]
+	reqs, record, measure := s.reqs, s.record, col != nil // no request is created inside the loop
 	for _, en := range p.entries {
 		if !en.emits {
 			continue
 		}
-		r := &s.reqs[en.r]
+		r := &reqs[en.r]
+		// The ITL gap of a measured request that already had a token (collector.onPass,
+		// fused into this loop: a request has one entry per pass).
+		if measure && r.bucket >= 0 && r.gOut >= 1 {
+			if r.last == start {
+				pool = addBucketRow(pool, r.bucket, 1)
+			} else {
+				gaps = append(gaps, bucketGap{r.bucket, end - r.last})
+			}
+		}
 		r.gOut++
 		if r.gOut == 1 {
 			r.first = end
 		}
 		r.last = end
-		if s.record {
-			r.tokens = append(r.tokens, end)
+		if record {
+			s.recordToken(en.r, end)
 		}
 		if r.gOut == r.osl {
 			r.finished = true
@@ -203,6 +236,15 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			}
 			fin = append(fin, en.r)
 		}
+	}
+	if col != nil { // the gaps in entry order, then the pooled ones (collector.onPass)
+		for _, g := range gaps {
+			col.itl.add(g.bucket, g.gap, 1)
+		}
+		for _, b := range pool {
+			col.itl.add(b.bucket, end-start, b.n)
+		}
+		col.pool, col.gaps = pool, gaps
 	}
 	s.finBuf = fin
 	if len(fin) == 0 {
@@ -223,23 +265,101 @@ func (s *sim) complete(p *simPass, start, end float64) {
 	}
 }
 
-// run drives the recursion from time 0 until stop() is true. Synchronous engines
-// schedule each pass at the end of the previous one; asynchronous ones (V-R10,
-// TRT-LLM overlap) schedule pass k+1 at the start of pass k, seeing arrivals up to
-// that instant and not yet the finishes of pass k (a length-capped request is not
-// scheduled again, V-R12, but keeps its slot until pass k's outputs are
-// processed). If that early schedule is empty, the engine waits for pass k and
-// schedules at its end.
+// The pass lifecycle below is the one event loop of every engine model: run (the
+// evaluator's recursion, which owns its clock) and Kernel.Step (an outside clock,
+// step.go) are thin drivers over schedulePass, startPass and finishPass.
+//
+// Synchronous engines schedule each pass at the end of the previous one;
+// asynchronous ones (V-R10, TRT-LLM overlap) schedule pass k+1 at the start of pass
+// k, seeing arrivals up to that instant and not yet the finishes of pass k (a
+// length-capped request is not scheduled again, V-R12, but keeps its slot until
+// pass k's outputs are processed). If that early schedule is empty, the engine
+// waits for pass k and schedules at its end.
+
+// schedulePass schedules a pass at the clock from the requests visible by then and
+// puts it in flight; it reports false (nothing in flight) when the calendar
+// schedules nothing.
+func (s *sim) schedulePass() (bool, error) {
+	s.absorb(s.now)
+	s.admitPrefilled()
+	s.schedule(&s.cur)
+	if len(s.cur.entries) == 0 {
+		return false, nil
+	}
+	return true, s.startPass()
+}
+
+// startPass prices s.cur and puts it in flight from the clock.
+func (s *sim) startPass() error {
+	dt, err := s.price(&s.cur)
+	if err != nil {
+		return err
+	}
+	s.curStart, s.curEnd, s.busy = s.now, s.now+dt, true
+	return nil
+}
+
+// finishPass completes the pass in flight at its end (the clock moves there). An
+// asynchronous engine first schedules the next pass as of the completing pass's
+// start and, when that schedule is not empty, puts it in flight at once (started
+// reports it); otherwise nothing is in flight afterwards.
+func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
+	if err := s.countPass(ctx); err != nil {
+		return false, err
+	}
+	async := s.e.AsyncScheduling
+	if async {
+		s.absorb(s.curStart)
+		s.admitPrefilled()
+		s.schedule(&s.next)
+	}
+	s.complete(&s.cur, s.curStart, s.curEnd)
+	s.now = s.curEnd
+	s.busy = false
+	if async && len(s.next.entries) > 0 {
+		s.cur, s.next = s.next, s.cur
+		return true, s.startPass()
+	}
+	return false, nil
+}
+
+// admitPrefilled moves prefilled requests (Kernel.Inject) at the head of the
+// waiting queue into the running set while a slot is free (FCFS; their KV is
+// already resident, so admission costs no budget — the engines' remote-KV
+// admission). The evaluator's runs have none.
+func (s *sim) admitPrefilled() {
+	if s.prefilled == nil {
+		return
+	}
+	for s.waitingLen() > 0 && len(s.running) < s.seqCap {
+		ri := s.waiting[s.wHead]
+		if !s.prefilled[ri] {
+			return
+		}
+		s.popWaiting()
+		s.running = append(s.running, ri)
+	}
+}
+
+// recordToken appends emission time t to request r's token times.
+func (s *sim) recordToken(r int32, t float64) {
+	for int(r) >= len(s.tokens) {
+		s.tokens = append(s.tokens, nil)
+	}
+	s.tokens[r] = append(s.tokens[r], t)
+}
+
+// run drives the recursion from time 0 until stop() is true (checked at every pass
+// end), with the fast path over quiescent decode stretches when s.fast is set.
 func (s *sim) run(ctx context.Context, stop func() bool) error {
-	var cur, next simPass
-	haveCur := false
-	var curStart, curEnd float64
+	s.busy = false
 	for !stop() {
-		if !haveCur {
-			now := s.now
-			s.absorb(now)
-			s.schedule(&cur)
-			if len(cur.entries) == 0 {
+		if !s.busy {
+			ok, err := s.schedulePass()
+			if err != nil {
+				return err
+			}
+			if !ok {
 				t, ok := s.nextArrival()
 				if !ok {
 					if len(s.running) == 0 && s.waitingLen() == 0 {
@@ -247,39 +367,18 @@ func (s *sim) run(ctx context.Context, stop func() bool) error {
 					}
 					return errNoProgress
 				}
-				s.now = math.Max(now, t)
+				s.now = math.Max(s.now, t)
 				continue
 			}
-			dt, err := s.price(&cur)
-			if err != nil {
-				return err
-			}
-			curStart, curEnd, haveCur = now, now+dt, true
 		}
 		if s.fast != nil {
-			if err := s.fastForward(ctx, &cur, &curStart, &curEnd); err != nil {
+			if err := s.fastForward(ctx, &s.cur, &s.curStart, &s.curEnd); err != nil {
 				return err
 			}
 		}
-		if err := s.countPass(ctx); err != nil {
+		if _, err := s.finishPass(ctx); err != nil {
 			return err
 		}
-		if s.e.AsyncScheduling {
-			s.absorb(curStart)
-			s.schedule(&next)
-		}
-		s.complete(&cur, curStart, curEnd)
-		s.now = curEnd
-		if s.e.AsyncScheduling && len(next.entries) > 0 {
-			dt, err := s.price(&next)
-			if err != nil {
-				return err
-			}
-			cur, next = next, cur
-			curStart, curEnd = s.now, s.now+dt
-			continue
-		}
-		haveCur = false
 	}
 	return nil
 }

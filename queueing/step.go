@@ -1,6 +1,7 @@
 package queueing
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -20,19 +21,12 @@ import (
 // one with the earliest NextEventMs. Work enters with Inject; a request finishing
 // on a kernel built with Hold keeps its admission slot until Release.
 type Kernel struct {
-	s        sim
-	cur      simPass
-	next     simPass
-	busy     bool
-	curStart float64
-	curEnd   float64
+	s sim
 	// wake is when an idle kernel next tries to schedule: work entered or a slot
 	// was released (+Inf: nothing new since its last attempt).
 	wake float64
 	hold bool
 	held int
-	// prefilled[id] marks requests whose prompt KV arrived from elsewhere.
-	prefilled []bool
 
 	// OnToken, when set, is called for every emitted output token of request id at
 	// time t; prev is the time of its previous token (−1 for its first).
@@ -98,7 +92,7 @@ func NewKernel(e EngineSpec, t timing.Timing, o KernelOptions) (*Kernel, error) 
 func (k *Kernel) Now() float64 { return k.s.now }
 
 // Busy reports whether a pass is in flight.
-func (k *Kernel) Busy() bool { return k.busy }
+func (k *Kernel) Busy() bool { return k.s.busy }
 
 // Running returns the number of requests holding a running slot (held ones
 // included).
@@ -126,7 +120,7 @@ func (k *Kernel) Inject(r KernelRequest) (int, error) {
 		q.first, q.last = r.ArrivalMs, r.ArrivalMs
 	}
 	k.s.reqs = append(k.s.reqs, q)
-	k.prefilled = append(k.prefilled, r.Prefilled)
+	k.s.prefilled = append(k.s.prefilled, r.Prefilled)
 	// incoming is kept sorted by arrival (stable for ties).
 	in := append(k.s.incoming, int32(id))
 	i := len(in) - 1
@@ -158,8 +152,8 @@ func (k *Kernel) Release(id int, at float64) error {
 // flight, or — when idle — the instant new work can be scheduled (+Inf: none until
 // something is injected or released).
 func (k *Kernel) NextEventMs() float64 {
-	if k.busy {
-		return k.curEnd
+	if k.s.busy {
+		return k.s.curEnd
 	}
 	return math.Max(k.wake, k.s.now)
 }
@@ -169,26 +163,17 @@ func (k *Kernel) NextEventMs() float64 {
 // finishes are reported through the callbacks), then, when idle, the next pass is
 // scheduled at t. Synchronous engines schedule at a pass end; asynchronous ones
 // (V-R10, the TRT-LLM overlap executor) schedule pass k+1 at the start of pass k,
-// seeing arrivals up to that instant — the rules of sim.run.
+// seeing arrivals up to that instant — the one pass lifecycle of sim.run
+// (schedulePass, finishPass).
 func (k *Kernel) Step(t float64) error {
 	s := &k.s
-	if k.busy {
-		if t != k.curEnd {
-			return fmt.Errorf("queueing: kernel stepped to %v ms while its pass ends at %v ms (internal)", t, k.curEnd)
+	if s.busy {
+		if t != s.curEnd {
+			return fmt.Errorf("queueing: kernel stepped to %v ms while its pass ends at %v ms (internal)", t, s.curEnd)
 		}
-		s.passes++
-		async := s.e.AsyncScheduling
-		if async {
-			s.absorb(k.curStart)
-			k.admitPrefilled()
-			s.schedule(&k.next)
-		}
-		s.complete(&k.cur, k.curStart, k.curEnd)
-		s.now = k.curEnd
-		k.busy = false
-		if async && len(k.next.entries) > 0 {
-			k.cur, k.next = k.next, k.cur
-			return k.start()
+		started, err := s.finishPass(context.Background())
+		if err != nil || started {
+			return err
 		}
 	} else {
 		if t < s.now {
@@ -197,41 +182,13 @@ func (k *Kernel) Step(t float64) error {
 		s.now = t
 	}
 	k.wake = math.Inf(1)
-	s.absorb(s.now)
-	k.admitPrefilled()
-	s.schedule(&k.cur)
-	if len(k.cur.entries) == 0 {
+	ok, err := s.schedulePass()
+	if err == nil && !ok {
 		if t, ok := s.nextArrival(); ok {
 			k.wake = t // try again when the next request becomes visible
 		}
-		return nil
 	}
-	return k.start()
-}
-
-// start prices k.cur and puts it in flight from the clock.
-func (k *Kernel) start() error {
-	dt, err := k.s.price(&k.cur)
-	if err != nil {
-		return err
-	}
-	k.curStart, k.curEnd, k.busy = k.s.now, k.s.now+dt, true
-	return nil
-}
-
-// admitPrefilled moves prefilled requests at the head of the waiting queue into
-// the running set while a slot is free (FCFS; their KV is already resident, so
-// admission costs no budget — the engines' remote-KV admission).
-func (k *Kernel) admitPrefilled() {
-	s := &k.s
-	for s.waitingLen() > 0 && len(s.running) < s.seqCap {
-		ri := s.waiting[s.wHead]
-		if !k.prefilled[ri] {
-			return
-		}
-		s.popWaiting()
-		s.running = append(s.running, ri)
-	}
+	return err
 }
 
 func (k *Kernel) onPass(s *sim, p *simPass, start, end float64) {

@@ -57,6 +57,9 @@ func oracleRun(c *cli.Context) error {
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
 	}
+	if sc.Disagg != nil {
+		return oracleRunDisagg(c, path, sc)
+	}
 	if err := oracleEngineFlags(c, sc); err != nil {
 		return err
 	}
@@ -87,6 +90,29 @@ func oracleRun(c *cli.Context) error {
 		return writeRecord(w, formatJSON, sum)
 	}
 	return writeOracleLog(w, format, res.Output())
+}
+
+// oracleRunDisagg runs a disaggregated scenario (a disagg section) through the
+// disaggregated DES and prints its summary: the 15 columns plus
+// kv_transfer_ms_mean/p99, p_queue_ms_p99 and d_headroom_min.
+func oracleRunDisagg(c *cli.Context, path string, sc *oracle.Scenario) error {
+	switch {
+	case c.String("format") != formatSummary:
+		return userErrorf("--format %s: a disaggregated scenario prints its summary only; drop --format", c.String("format"))
+	case c.IsSet("log"):
+		return userErrorf("--log: a disaggregated scenario has no per-pass log; drop --log")
+	case c.IsSet("engine-profile") || c.IsSet("engine-config"):
+		return userErrorf("--engine-profile/--engine-config: a disaggregated scenario gives each pool its engine in the file; drop the flag")
+	}
+	res, err := sc.RunDisagg(c.Context)
+	if err != nil {
+		return userErrorf("--scenario %s: %v", path, err)
+	}
+	sum, err := res.Summary()
+	if err != nil {
+		return err
+	}
+	return writeRecord(c.App.Writer, formatJSON, sum)
 }
 
 // writeOracleLog prints the log of an oracle run: json is the whole log as one

@@ -13,8 +13,9 @@ import (
 
 // gateSuites are the suites of `aicdb oracle validate --suite`, in the order "all"
 // runs them: the closed/open-loop families (with the long-prompt tail families),
-// the KV-pressure families, and the trace replays (need --traces).
-var gateSuites = []string{"agg", "kv", "replay"}
+// the KV-pressure families, the finite benchmark runs, the disaggregated tandem,
+// and the trace replays (need --traces).
+var gateSuites = []string{"agg", "kv", "finite", "disagg", "replay"}
 
 // oracleValidateCommand runs the validation gate (what `make gate` runs) and prints
 // its residuals.
@@ -24,8 +25,10 @@ func oracleValidateCommand() *cli.Command {
 		Usage: "run the validation gate (model vs oracle) and print the residuals",
 		Description: `Runs the gate's suites: agg (closed and open loops, burst and staggered clients,
 long-prompt tails), kv (vLLM preemption, SGLang retraction, TRT-LLM pausing under KV
-pressure) and replay (2,000-request slices of the sample traces, model vs DES; give the
-folder of the sample traces with --traces). The table format prints each suite's
+pressure), finite (benchmark runs of N requests from a burst, as measured rows are
+predicted), disagg (the prefill/decode tandem against the disaggregated DES) and replay
+(2,000-request slices of the sample traces, model vs DES; give the folder of the sample
+traces with --traces). The table format prints each suite's
 residual table; csv, json and jsonl print one row per family and metric. Exit code 1
 when a gated family fails (known-failing families are listed, not gated).`,
 		Flags: []cli.Flag{
@@ -71,6 +74,28 @@ func runOracleValidate(c *cli.Context) error {
 			}
 			table = func(w io.Writer) error { return gate.WriteTable(w, res) }
 			verdict = gate.Verdict(res)
+		case "finite":
+			fams := filterFamilies(gate.FiniteFamilies(), func(f gate.FiniteFamily) string { return f.Family.Name }, sub)
+			if len(fams) == 0 {
+				continue
+			}
+			res := gate.RunFinite(c.Context, fams)
+			for _, r := range res {
+				rows = append(rows, r.Record(suite))
+			}
+			table = func(w io.Writer) error { return gate.WriteTable(w, res) }
+			verdict = gate.Verdict(res)
+		case "disagg":
+			fams := filterFamilies(gate.DisaggFamilies(), func(f gate.DisaggFamily) string { return f.Name }, sub)
+			if len(fams) == 0 {
+				continue
+			}
+			res := gate.RunDisagg(c.Context, fams)
+			for _, r := range res {
+				rows = append(rows, r.Record(suite))
+			}
+			table = func(w io.Writer) error { return gate.WriteDisaggTable(w, res) }
+			verdict = gate.DisaggVerdict(res)
 		case "replay":
 			dir := c.String("traces")
 			if dir == "" {

@@ -121,7 +121,7 @@ func TestOracleValidateSuitesAndFormats(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--suite", "nope"}, "aicdb: --suite \"nope\": must be agg, kv, replay or all\n"},
+		{[]string{"--suite", "nope"}, "aicdb: --suite \"nope\": must be agg, kv, finite, disagg, replay or all\n"},
 		{[]string{"--suite", "replay"}, "aicdb: oracle validate --suite replay: the replay suite needs --traces DIR (the sample traces folder, shared/data/traces)\n"},
 		{[]string{"--suite", "kv", "--family", "nothing-like-this"}, "aicdb: --family \"nothing-like-this\": matches no family of suite kv; run without it to list them all\n"},
 		{[]string{"--format", "xml"}, "aicdb: --format \"xml\": use table, csv, json or jsonl\n"},

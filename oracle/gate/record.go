@@ -46,3 +46,11 @@ func record(suite, family, verdict, known string, err error, names []string, tol
 	}
 	return rec
 }
+
+// Record returns the disaggregated row's outcome as a Record of suite (the gated
+// metrics; the handoff diagnostics stay in WriteDisaggTable).
+func (r DisaggRow) Record(suite string) Record {
+	row := Row{Family: Family{Name: r.Family.Name, KnownFailing: r.Family.KnownFailing}, Model: r.Model, Oracle: r.Oracle,
+		Resid: r.Resid, Failures: r.Failures, Err: r.Err}
+	return row.Record(suite)
+}

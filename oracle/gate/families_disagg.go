@@ -1,0 +1,115 @@
+package gate
+
+import (
+	"fmt"
+
+	"github.com/aicdb/aicdb/disagg"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+)
+
+// disaggKVBytes is the handoff per prompt token of the gated families (a 32B-class
+// model with a BF16 GQA KV, 8 KV heads × 128 × 2 × 64 layers ≈ 0.26 MB; 0.16 MB
+// here, as with an FP8 KV).
+const disaggKVBytes = 1.6e5
+
+// decodeTP2 is the decode pool's timing in the heterogeneous family: a tp 2 decode
+// worker (weights and KV split over two GPUs: the per-pass base and the per-row
+// and per-context costs shrink, the prefill rate doubles).
+var decodeTP2 = timing.Linear{BaseMs: 3.5, PrefillMsPerToken: 0.0125, DecodeMsPerRow: 0.022, CtxMsPerToken: 0.000016}
+
+// holdPrefill and holdDecode are the prefill-hold coupling families' timing
+// (QUEUEING.md §6): batching prompts is nearly free on the prefill side, the decode
+// pass is short, so the handoff and the decode KV decide the throughput.
+var (
+	holdPrefill = timing.Linear{BaseMs: 40, PrefillMsPerToken: 0.005}
+	holdDecode  = timing.Linear{BaseMs: 3, DecodeMsPerRow: 0.1}
+)
+
+// DisaggKappas are the prefill in-flight caps κ of the prefill-hold coupling
+// families (the non-monotone throughput curve of docs/validation.md).
+var DisaggKappas = []int{1, 2, 4, 8}
+
+func trtEngine() queueing.EngineSpec {
+	e, err := queueing.DefaultEngine(queueing.BackendTRTLLM, "")
+	if err != nil {
+		panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
+	}
+	return e
+}
+
+func sglEngine() queueing.EngineSpec {
+	e, err := queueing.DefaultEngine(queueing.BackendSGLang, "")
+	if err != nil {
+		panic(fmt.Sprintf("gate: default sglang engine: %v", err))
+	}
+	return e
+}
+
+// tandemConfig is nP prefill and nD decode workers of engine e, both priced by the
+// gate's roofline, over NICs of gbps GB/s.
+func tandemConfig(nP, nD int, e queueing.EngineSpec, gbps float64) disagg.Config {
+	return disagg.Config{
+		Prefill:         disagg.Pool{Engine: e, Timing: roofline, Workers: nP},
+		Decode:          disagg.Pool{Engine: e, Timing: roofline, Workers: nD},
+		Fabric:          disagg.Fabric{InterNodeGBps: gbps},
+		KVBytesPerToken: disaggKVBytes,
+	}
+}
+
+// HoldFamily is the prefill-hold coupling family at κ: 2P1D TRT-LLM
+// (GUARANTEED_NO_EVICT reserves the decode KV to completion on both sides, T-D3),
+// a decode KV of 8 requests, 4 GB/s NICs (32 ms per handoff alone), isl 1024,
+// osl 64, C = 32, pull.
+func HoldFamily(kappa int) DisaggFamily {
+	e := trtEngine()
+	c := tandemConfig(2, 1, e, 4)
+	c.Prefill.Timing, c.Decode.Timing = holdPrefill, holdDecode
+	c.Prefill.InFlightCap = kappa
+	c.Decode.KVCapacityTokens = 8 * (1024 + 64)
+	c.KVBytesPerToken = 1e5
+	return DisaggFamily{Name: fmt.Sprintf("prefill-hold 2P1D trtllm κ%d c32 isl1024 osl64 kv8req 4GB/s", kappa), Spec: closed(1024, 64, 0, 32), Config: c}
+}
+
+// DisaggFamilies returns the gated disaggregated families (issue 11): 1P1D per
+// backend, fan-in 2P1D, bandwidth-tight 2P1D, 2P2D, a headroom-bound decode pool,
+// the prefill-hold coupling sweep over κ, heterogeneous P/D timing, a push
+// connector, handoff in TTFT and open loop (W1).
+func DisaggFamilies() []DisaggFamily {
+	var fs []DisaggFamily
+	add := func(name string, f DisaggFamily) {
+		f.Name = name
+		fs = append(fs, f)
+	}
+	v := vllm(8192, 256)
+	add("1P1D vllm c16 isl2048 osl256 50GB/s", DisaggFamily{Spec: closed(2048, 256, 0, 16), Config: tandemConfig(1, 1, v, 50)})
+	add("1P1D trtllm c16 isl2048 osl256 50GB/s", DisaggFamily{Spec: closed(2048, 256, 0, 16), Config: tandemConfig(1, 1, trtEngine(), 50)})
+	add("1P1D sglang c16 isl2048 osl256 50GB/s", DisaggFamily{Spec: closed(2048, 256, 0, 16), Config: tandemConfig(1, 1, sglEngine(), 50)})
+	add("fan-in 2P1D vllm c32 isl2048 osl256 50GB/s", DisaggFamily{Spec: closed(2048, 256, 0, 32), Config: tandemConfig(2, 1, v, 50)})
+	add("bandwidth-tight 2P1D vllm c32 isl4096 osl128 5GB/s", DisaggFamily{Spec: closed(4096, 128, 0, 32), Config: tandemConfig(2, 1, v, 5)})
+	add("2P2D vllm c64 isl2048 osl256 50GB/s", DisaggFamily{Spec: closed(2048, 256, 0, 64), Config: tandemConfig(2, 2, v, 50)})
+	c := tandemConfig(2, 1, trtEngine(), 50)
+	c.Decode.KVCapacityTokens = 8 * (2048 + 256)
+	add("headroom-bound 2P1D trtllm c32 isl2048 osl256 kv8req", DisaggFamily{Spec: closed(2048, 256, 0, 32), Config: c})
+	c = tandemConfig(2, 1, v, 50)
+	c.Decode.KVCapacityTokens = 8 * (2048 + 256)
+	add("headroom-bound 2P1D vllm c32 isl2048 osl256 kv8req", DisaggFamily{Spec: closed(2048, 256, 0, 32), Config: c,
+		KnownFailing: "the tandem reserves isl + osl per pull and never preempts (the GUARANTEED_NO_EVICT view, its kernels have no decode KV); " +
+			"vLLM's decode side allocates the prompt only (V-D2) and preempts by recompute when decodes outgrow the pool (V-R6): " +
+			"the DES shows the preemption tails (tpot_p99 −18.6 %, ttft_mean +31 % with p50/p99 equal) at equal throughput (−0.2 %); " +
+			"closing it needs decode KV growth and preemption in the queueing kernels"})
+	for _, k := range DisaggKappas {
+		fs = append(fs, HoldFamily(k))
+	}
+	c = tandemConfig(1, 2, v, 50)
+	c.Decode.Timing = decodeTP2
+	add("heterogeneous 1P2D vllm P tp1 D tp2 c32 isl2048 osl512", DisaggFamily{Spec: closed(2048, 512, 0, 32), Config: c})
+	c = tandemConfig(2, 1, v, 10)
+	c.Push = true
+	add("push 2P1D vllm c32 isl2048 osl256 10GB/s", DisaggFamily{Spec: closed(2048, 256, 0, 32), Config: c})
+	c = tandemConfig(1, 1, trtEngine(), 25)
+	c.HandoffInTTFT = true
+	add("handoff-in-ttft 1P1D trtllm c16 isl2048 osl256 25GB/s", DisaggFamily{Spec: closed(2048, 256, 0, 16), Config: c})
+	add("open 1P1D vllm 6rps isl2048 osl256", DisaggFamily{Spec: open(2048, 256, 0, 6, 2048), Config: tandemConfig(1, 1, v, 50)})
+	return fs
+}
