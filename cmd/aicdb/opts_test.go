@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/refine"
@@ -110,5 +114,60 @@ func TestEvalTimingIsSweepTiming(t *testing.T) {
 				t.Errorf("sweep point pricing: %v", err)
 			}
 		})
+	}
+}
+
+// TestEngineKnobsRoundTrip: every engine knob of eval is declared with its kind,
+// read when given and copied into exactly its EngineSpec field; knobs not given
+// leave the profile's value alone.
+func TestEngineKnobsRoundTrip(t *testing.T) {
+	args := []string{"x"}
+	for i, k := range engineKnobs {
+		switch k.field(&queueing.EngineSpec{}).(type) {
+		case *int:
+			args = append(args, fmt.Sprintf("--%s=%d", k.name, 100+i))
+		case *bool:
+			args = append(args, "--"+k.name+"=true")
+		case *string:
+			args = append(args, "--"+k.name+"=max_utilization")
+		case *float64:
+			args = append(args, fmt.Sprintf("--%s=%d.5", k.name, i))
+		}
+	}
+	var got queueing.EngineSpec
+	app := &cli.App{Flags: append(engineKnobFlags(), stageMsFlag()), Action: func(c *cli.Context) error {
+		o, err := readEngineKnobs(c)
+		if err != nil {
+			return err
+		}
+		got = queueing.EngineSpec{MaxNumSeqs: -7, KVCapacityTokens: -9}
+		o.apply(&got)
+		return nil
+	}}
+	if err := app.Run(args); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range engineKnobs {
+		switch p := k.field(&got).(type) {
+		case *int:
+			if *p != 100+i {
+				t.Errorf("--%s: field %d, want %d", k.name, *p, 100+i)
+			}
+		case *bool:
+			if !*p {
+				t.Errorf("--%s: field false", k.name)
+			}
+		case *string:
+			if *p != "max_utilization" {
+				t.Errorf("--%s: field %q", k.name, *p)
+			}
+		case *float64:
+			if *p != float64(i)+0.5 {
+				t.Errorf("--%s: field %v", k.name, *p)
+			}
+		}
+	}
+	if got.KVCapacityTokens != -9 {
+		t.Errorf("--kv-capacity-tokens not given, but the field became %d", got.KVCapacityTokens)
 	}
 }
