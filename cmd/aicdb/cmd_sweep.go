@@ -140,20 +140,20 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 // disaggregated sweep cannot replay one.
 func sweepTraceFlags(c *cli.Context, s *refine.SweepSpec) error {
 	traceOnly := []string{"window", "scale-rate", "limit", "sessions", "max-sessions"}
-	tw := readTraceWorkload(c)
+	tw, sh := readTraceWorkload(c), readShape(c)
 	if !tw.set.given("trace") {
 		for _, n := range traceOnly {
 			if c.IsSet(n) {
 				return userErrorf("--%s applies to a trace workload: give --trace NAME, or drop --%s", n, n)
 			}
 		}
-		if !c.IsSet("isl") || !c.IsSet("osl") {
+		if !sh.set.given("isl") || !sh.set.given("osl") {
 			return userErrorf("--isl and --osl are required (or give a stored trace as the workload with --trace NAME)")
 		}
 		return nil
 	}
 	for _, n := range []string{"isl", "osl", "prefix"} {
-		if c.IsSet(n) {
+		if sh.set.given(n) {
 			return userErrorf("--trace %s is the workload: it replaces --isl/--osl/--prefix; drop --%s", tw.Name, n)
 		}
 	}
@@ -246,6 +246,10 @@ func runSweep(c *cli.Context) error {
 	if res.NoPerfData > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %d points skipped for lack of perf data (not stored; aiconfigurator skips them too), first: %s\n",
 			res.NoPerfData, oneLine(res.FirstNoPerfData))
+	}
+	if res.KVTight > 0 {
+		fmt.Fprintf(sumW, "%d KV-tight points (the KV pool cannot hold C requests at full length) evaluated at quantitative tier: %d preempt, left off the pareto front (best --allow-preemption shows them)\n",
+			res.KVTight, res.Preempting)
 	}
 	if res.Replaced > 0 {
 		fmt.Fprintf(sumW, "replaced %d stored rows made by an older evaluator version (%s is current)\n", res.Replaced, ev.Name())
