@@ -25,7 +25,7 @@ import (
 func sweepCommand() *cli.Command {
 	flags := slices.Concat(sweepDeployment.flags(), []cli.Flag{&cli.IntFlag{Name: "total-gpus", Usage: "GPU budget `N`", Required: true}},
 		sweepShape.flags(), []cli.Flag{
-			&cli.StringFlag{Name: "mode", Value: "agg", Usage: "`MODE`: agg, disagg or all (disagg rows are priced by the prefill/decode tandem)"},
+			&cli.StringFlag{Name: "mode", Aliases: []string{"modes"}, Value: "agg", Usage: "`MODE`: agg, disagg, all or a list (agg,disagg = all); disagg rows are priced by the prefill/decode tandem"},
 		}, sweepListFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "chunked-prefill", Usage: "aiconfigurator's enable_chunked_prefill for the ctx_tokens grid"},
 			engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
@@ -101,29 +101,53 @@ func parseList(c *cli.Context, name string) ([]int, error) {
 	return out, nil
 }
 
+// sweepMode reads --mode (alias --modes): agg, disagg, all, or a comma list of agg
+// and disagg (both = all).
+func sweepMode(m string) (string, error) {
+	agg, dis := false, false
+	for _, part := range strings.Split(m, ",") {
+		switch strings.TrimSpace(part) {
+		case "agg":
+			agg = true
+		case "disagg":
+			dis = true
+		case "all":
+			agg, dis = true, true
+		default:
+			return "", userErrorf("--mode %q: use agg, disagg, all or agg,disagg", m)
+		}
+	}
+	switch {
+	case agg && dis:
+		return "all", nil
+	case dis:
+		return "disagg", nil
+	}
+	return "agg", nil
+}
+
 func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 	dep, sh := readDeployment(c), readShape(c)
 	s := refine.SweepSpec{Model: dep.Model, System: dep.System, Backend: dep.Backend,
 		Version: dep.Version, TotalGPUs: c.Int("total-gpus"), ISL: sh.ISL, OSL: sh.OSL,
 		Prefix: sh.Prefix, ChunkedPrefill: c.Bool("chunked-prefill")}
-	switch m := c.String("mode"); m {
-	case "agg", "disagg":
-		s.Modes = []string{m}
-	case "all":
-		s.Modes = []string{"agg", "disagg"}
-	default:
-		return s, userErrorf("--mode %q: use agg, disagg or all", m)
+	mode, err := sweepMode(c.String("mode"))
+	if err != nil {
+		return s, err
 	}
-	var err error
+	s.Modes = []string{mode}
+	if mode == "all" {
+		s.Modes = []string{"agg", "disagg"}
+	}
 	for _, l := range sweepLists {
 		if *l.dst(&s), err = parseList(c, l.name); err != nil {
 			return s, err
 		}
 	}
-	if c.String("mode") == "disagg" && (s.Batches != nil || s.CtxTokens != nil) {
+	if mode == "disagg" && (s.Batches != nil || s.CtxTokens != nil) {
 		return s, userErrorf("--batch/--ctx-tokens apply to agg rows but --mode is disagg: use --decode-batch, or --mode all")
 	}
-	if c.String("mode") == "agg" && s.DecodeBatches != nil {
+	if mode == "agg" && s.DecodeBatches != nil {
 		return s, userErrorf("--decode-batch applies to disagg rows but --mode is agg: use --mode disagg or all")
 	}
 	if c.Int("workers") < 0 || c.Int("commit-every") <= 0 || c.Int("top") <= 0 {
@@ -157,7 +181,7 @@ func sweepTraceFlags(c *cli.Context, s *refine.SweepSpec) error {
 			return userErrorf("--trace %s is the workload: it replaces --isl/--osl/--prefix; drop --%s", tw.Name, n)
 		}
 	}
-	if c.String("mode") != "agg" {
+	if m, err := sweepMode(c.String("mode")); err != nil || m != "agg" {
 		return userErrorf("--trace: disaggregated deployments are not replayed under a trace yet (the prefill/decode tandem has no trace driver): use --mode agg")
 	}
 	if tw.set.given("max-sessions") && !tw.Sessions {
