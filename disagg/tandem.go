@@ -168,7 +168,7 @@ type treq struct {
 	done         float64
 	finished     bool
 	steady       bool
-	need         int // decode KV reservation (tokens)
+	need         int // decode KV reservation (tokens; 0 when the decode kernel keeps the KV)
 }
 
 // tandem is the state of one run.
@@ -228,7 +228,13 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	}
 	t.pIDs = make([][]int, nP)
 	for i := 0; i < nD; i++ {
-		k, err := queueing.NewKernel(c.Decode.Engine, c.Decode.Timing, queueing.KernelOptions{SeqCap: c.Decode.BatchCap})
+		o := queueing.KernelOptions{SeqCap: c.Decode.BatchCap}
+		if c.Decode.Engine.Backend == queueing.BackendVLLM {
+			// vLLM's decode KV lives in the kernel: blocks grow per token and a step
+			// that cannot allocate preempts by recompute (V-R6), as in the agg calendar.
+			o.KVCapacityTokens = c.Decode.KVCapacityTokens
+		}
+		k, err := queueing.NewKernel(c.Decode.Engine, c.Decode.Timing, o)
 		if err != nil {
 			return nil, fmt.Errorf("decode engine: %w", err)
 		}
@@ -312,7 +318,9 @@ func (t *tandem) prefilled(ri int, now float64) {
 	d := t.nextD
 	t.nextD = (t.nextD + 1) % len(t.dec)
 	r.dw = d
-	r.need = r.isl + r.osl
+	if t.dec[d].KVCapBlocks() == 0 {
+		r.need = r.isl + r.osl
+	}
 	if t.c.Push {
 		t.startFlow(ri, now)
 		return
@@ -321,15 +329,27 @@ func (t *tandem) prefilled(ri int, now float64) {
 	t.pull(d, now)
 }
 
-// pull starts the transfers decode worker d has KV headroom for, FCFS: a pull
-// connector reserves the request's KV (its prompt and the outputs it will grow
-// to — the calendars do not model decode preemption) before the first byte moves.
+// pull starts the transfers decode worker d has KV headroom for, FCFS, head-of-line
+// on failure. vLLM (a KV kernel) allocates the prompt's blocks in the decode
+// worker's pool before the first byte moves (V-D2): headroom = capacity − running
+// KV − staged, none while a preempted request heads the waiting queue (V-R3); the
+// running decodes then grow by blocks and preempt by recompute (V-R6). TRT-LLM
+// reserves the request's final KV (isl + osl) to completion (T-D3); SGLang is
+// charged the same (its prealloc queue is not modelled).
 func (t *tandem) pull(d int, now float64) {
 	capKV := t.c.Decode.KVCapacityTokens
+	k := t.dec[d]
 	for t.pHead[d] < len(t.pending[d]) {
 		ri := t.pending[d][t.pHead[d]]
 		r := &t.reqs[ri]
-		if capKV > 0 {
+		if cb := k.KVCapBlocks(); cb > 0 {
+			if r.steady {
+				t.headMin = math.Min(t.headMin, float64(k.PullableKVBlocks())/float64(cb))
+			}
+			if !k.ReserveKV(r.isl) {
+				return
+			}
+		} else if capKV > 0 {
 			free := capKV - t.kvUsed[d]
 			if r.steady {
 				t.headMin = math.Min(t.headMin, float64(free)/float64(capKV))
@@ -377,8 +397,11 @@ func (t *tandem) landed(ri int, now float64) {
 	if t.c.Decode.Engine.Backend == queueing.BackendVLLM {
 		// V-D4/V-D5: vLLM's decode side takes the pulled prompt as computed up to its
 		// last token, recomputes that token (a one-token chunk, one budget token and a
-		// running slot at admission) and samples the next output itself.
-		kr = queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, Prefix: r.isl - 1, OSL: r.osl - 1}
+		// running slot at admission) and samples the next output itself. A pull
+		// brings the prompt blocks it reserved (V-D2); a push's are allocated at
+		// admission by the scheduler itself.
+		kr = queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, Prefix: r.isl - 1, OSL: r.osl - 1,
+			ReservedKV: !t.c.Push && t.dec[d].KVCapBlocks() > 0}
 	}
 	id, err := t.dec[d].Inject(kr)
 	if err != nil && t.err == nil {

@@ -70,12 +70,15 @@ func (s *sim) kvGrow(ri int32, tokens int) bool {
 // scratch (V-R6 preempt, S-R5 retract): c := 0, its scheduled outputs fold into the
 // prompt phase. In async vLLM a token of r may still be in flight; it is emitted
 // before r can be re-admitted (no admission in a pass that preempted, V-R3), so
-// folding gSched (not gOut) is what the recompute sees.
+// folding gSched (not gOut) is what the recompute sees. A cached prefix is lost
+// with the blocks: under KV pressure the calendars see no prefix cache
+// (checkKVFit), and a pulled prompt (V-D4, Kernel) is recomputed whole.
 func (s *sim) kvEvict(ri int32) {
 	r := &s.reqs[ri]
 	s.kvFree += r.blocks
 	r.blocks = 0
 	r.c = 0
+	r.prefix = 0
 	r.rec = r.gSched
 	r.preempts++
 }
