@@ -146,6 +146,8 @@ func mixture(b, s *Report) (*Report, error) {
 	r.MultiStable = math.Abs(b.ThroughputRPS-s.ThroughputRPS) > 0.02*math.Max(b.ThroughputRPS, s.ThroughputRPS)
 	r.PQueueMsP99 = math.Max(b.PQueueMsP99, s.PQueueMsP99)
 	r.DHeadroomMin = math.Min(b.DHeadroomMin, s.DHeadroomMin)
+	r.KVUtilPeak = math.Max(b.KVUtilPeak, s.KVUtilPeak)
+	r.PreemptionsPerRequest = (b.PreemptionsPerRequest + s.PreemptionsPerRequest) / 2
 	p99 := r.TTFTSteady.Quantile(0.99)
 	r.TTFTSteadyP99Lo, r.TTFTSteadyP99Hi = p99, p99
 	r.Diagnostics.Passes += s.Diagnostics.Passes
@@ -713,6 +715,7 @@ func (t *tandem) report() (*Report, error) {
 	}
 	p99 := rep.TTFTSteady.Quantile(0.99)
 	rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi = p99, p99
+	t.kvDiagnostics(rep)
 	rep.Diagnostics.SteadyRequests = len(ttft)
 	rep.Diagnostics.BracketCertain = true
 	for _, k := range t.pre {
@@ -722,6 +725,32 @@ func (t *tandem) report() (*Report, error) {
 		rep.Diagnostics.Passes += k.Passes()
 	}
 	return rep, nil
+}
+
+// kvDiagnostics fills the KV columns of a decode pool whose kernels keep the KV
+// (vLLM): the peak share of a worker's pool in use and the decode-side
+// preemptions (V-R6) per steady request.
+func (t *tandem) kvDiagnostics(rep *Report) {
+	n, p := 0, 0
+	for _, k := range t.dec {
+		if cb := k.KVCapBlocks(); cb > 0 {
+			rep.KVUtilPeak = math.Max(rep.KVUtilPeak, float64(k.KVPeakBlocks())/float64(cb))
+		}
+	}
+	if rep.KVUtilPeak == 0 {
+		return
+	}
+	for i := range t.reqs {
+		if r := &t.reqs[i]; r.steady && r.finished {
+			n++
+			if r.dw >= 0 && t.c.Decode.Engine.Backend == queueing.BackendVLLM {
+				p += t.dec[r.dw].Preempts(r.did)
+			}
+		}
+	}
+	if n > 0 {
+		rep.PreemptionsPerRequest = float64(p) / float64(n)
+	}
 }
 
 // finiteReport rejects a non-finite column.

@@ -161,6 +161,16 @@ func (k *Kernel) Inject(r KernelRequest) (int, error) {
 // KVCapBlocks returns the kernel's KV pool in blocks (0: no KV modelled).
 func (k *Kernel) KVCapBlocks() int { return k.s.kv.capBlocks }
 
+// KVFreeBlocks returns the free KV blocks (blocks staged by ReserveKV are not free).
+func (k *Kernel) KVFreeBlocks() int { return k.s.kvFree }
+
+// KVPeakBlocks returns the most KV blocks in use (staged included) after any
+// schedule or reservation so far.
+func (k *Kernel) KVPeakBlocks() int { return k.s.kv.peakUsed }
+
+// Preempts returns how many times request id was preempted (V-R6).
+func (k *Kernel) Preempts(id int) int { return k.s.reqs[id].preempts }
+
 // PullableKVBlocks returns the free KV blocks a pull may allocate now. vLLM runs
 // the remote allocation (V-D2) inside the waiting phase (V-R3), head-of-line: a
 // preempted request at the head of waiting — it holds no blocks, a pulled one
