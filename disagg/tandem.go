@@ -345,7 +345,7 @@ func (t *tandem) pull(d int, now float64) {
 		ri := t.pending[d][t.pHead[d]]
 		r := &t.reqs[ri]
 		if cb := k.KVCapBlocks(); cb > 0 {
-			if r.steady {
+			if r.steady && !t.c.Push { // a push reports no headroom wait (the DES's 1)
 				t.headMin = math.Min(t.headMin, float64(k.PullableKVBlocks())/float64(cb))
 			}
 			if !k.ReserveKV(r.isl) {
@@ -362,7 +362,11 @@ func (t *tandem) pull(d int, now float64) {
 		}
 		t.kvUsed[d] += r.need
 		t.pHead[d]++
-		t.startFlow(ri, now)
+		if t.c.Push {
+			t.inject(ri, now) // a landed push (KV kernel): its blocks are taken
+		} else {
+			t.startFlow(ri, now)
+		}
 	}
 	t.pending[d], t.pHead[d] = t.pending[d][:0], 0
 }
@@ -393,17 +397,31 @@ func (t *tandem) landed(ri int, now float64) {
 	}
 	d := r.dw
 	if t.c.Push {
+		if t.dec[d].KVCapBlocks() > 0 {
+			// vLLM takes a pushed prompt's blocks when it lands, FIFO and
+			// head-of-line as a pull's (V-D2, the DES's rule): it waits in pending.
+			t.pending[d] = append(t.pending[d], ri)
+			t.pull(d, now)
+			return
+		}
 		t.kvUsed[d] += r.need
 	}
+	t.inject(ri, now)
+}
+
+// inject gives request ri, whose KV is on decode worker r.dw, to that worker's
+// kernel at now.
+func (t *tandem) inject(ri int, now float64) {
+	r := &t.reqs[ri]
+	d := r.dw
 	kr := queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true}
 	if t.c.Decode.Engine.Backend == queueing.BackendVLLM {
 		// V-D4/V-D5: vLLM's decode side takes the pulled prompt as computed up to its
 		// last token, recomputes that token (a one-token chunk, one budget token and a
-		// running slot at admission) and samples the next output itself. A pull
-		// brings the prompt blocks it reserved (V-D2); a push's are allocated at
-		// admission by the scheduler itself.
+		// running slot at admission) and samples the next output itself. It brings
+		// the prompt blocks reserved for it (V-D2).
 		kr = queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, Prefix: r.isl - 1, OSL: r.osl - 1,
-			ReservedKV: !t.c.Push && t.dec[d].KVCapBlocks() > 0}
+			ReservedKV: t.dec[d].KVCapBlocks() > 0}
 	}
 	id, err := t.dec[d].Inject(kr)
 	if err != nil && t.err == nil {
