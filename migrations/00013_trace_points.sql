@@ -10,6 +10,7 @@ ALTER TABLE operating_points ADD COLUMN workload TEXT NOT NULL DEFAULT '';
 -- +goose Down
 -- The views read the column; store.Open re-creates them after migrating.
 DROP VIEW IF EXISTS best_configs;
+DROP VIEW IF EXISTS pareto_all;
 DROP VIEW IF EXISTS pareto;
 DROP VIEW IF EXISTS points;
 ALTER TABLE operating_points DROP COLUMN workload;

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/aicdb/aicdb/queueing"
 )
 
 // FiniteLoop is a closed-loop benchmark run as `vllm bench serve --max-concurrency`
 // and `aiperf profile --concurrency` run it (queueing.FiniteRun, identical
-// semantics): Clients requests arrive at 0 on an idle engine (the burst), and each
-// completion sends one more request — TurnaroundMs + ClientRTTMs later, on the
+// semantics): Clients requests are sent at 0 to an idle engine (the burst; they
+// reach it queueing.FiniteAdmitGapMs apart), and each completion sends one more request — TurnaroundMs + ClientRTTMs later, on the
 // finishing client — until Requests have been sent in total. Every request is
 // measured (the benchmark's statistics are over all of them). Unlike ClosedLoop,
 // the count is global: a client whose requests finish early may send more than
@@ -45,7 +47,12 @@ func (s *Sim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*Result, error)
 	s.gen = make([]int32, 0, fl.Requests)
 	sent := make([]int, fl.Clients)
 	var drawErr error
+	last := math.Inf(-1)
 	spawn := func(c int, at float64) {
+		// The frontend admits simultaneous sends first come, first served
+		// (queueing.FiniteAdmitGapMs); sends are made in time order.
+		at = math.Max(at, last+queueing.FiniteAdmitGapMs)
+		last = at
 		isl, osl, err := fl.draw(len(s.reqs))
 		if err != nil {
 			if drawErr == nil {

@@ -31,8 +31,11 @@ type req struct {
 	// equal content. The tokens after len(chain)·hashBlock are unique to r.
 	chain     []uint64
 	hashBlock int
+	// sess, when non-zero, names the W4 session r is a turn of: r's blocks, generated
+	// ones included, are shareable with the session's next turn, whose prompt starts
+	// with r's prompt and outputs (it inherits r's block hashes for them, RunSessions).
+	sess uint64
 
-	st          status
 	g           int // output tokens appended
 	c           int // num_computed_tokens (computed or scheduled)
 	ph          int // async output placeholders (V-R11)
@@ -52,7 +55,8 @@ type req struct {
 	firstTok float64   // first and last output token times
 	lastTok  float64
 	finish   float64
-	client   int32 // closed-loop client, -1 otherwise
+	client   int32  // closed-loop client, -1 otherwise
+	st       status // beside client: no padding
 }
 
 // numTokens is P + g (V-R2): prompt plus outputs appended so far.
@@ -116,10 +120,19 @@ func (r *req) sharedBlocks(bs int) int {
 // chainLen is the number of prompt tokens the hash-id chain names.
 func (r *req) chainLen() int { return min(len(r.chain)*r.hashBlock, r.p) }
 
+// inTable reports whether block i of r is published in the pool's hash table (content
+// another request can hit) rather than in r's own suffix chain: the shareable leading
+// blocks, and every block of a session turn (the session's later turns hit them).
+func (r *req) inTable(i int) bool { return i < r.nGlob || r.sess != 0 }
+
 // ensureHashes extends r.hashes to the first n full blocks.
 func (r *req) ensureHashes(n, bs int) {
 	if r.hashes == nil && n > 0 { // Options.SummaryOnly: sized at first use, once
-		r.hashes = make([]uint64, 0, max(n, r.nGlob))
+		c := max(n, r.nGlob)
+		if r.sess != 0 { // every full block of a session turn is hashed
+			c = max(n, (r.p+r.maxTokens)/bs)
+		}
+		r.hashes = make([]uint64, 0, c)
 	}
 	for len(r.hashes) < n {
 		i := len(r.hashes)

@@ -3,6 +3,8 @@ package oracle
 import (
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 )
 
 // Prefix-cache reuse oracle (issue 13): per-request prefix-cache hits of a trace under
@@ -11,9 +13,10 @@ import (
 //
 // It replays the trace in arrival order through the cache alone: a request looks up
 // its prefix, then its prompt (and its output, as content unique to it) is stored and
-// immediately released in the engine's free order. Running requests pinning KV are
-// not modelled, so KVBlocks is the capacity the cache can use (the whole pool gives an
-// upper bound on hits). Policies:
+// released in the engine's free order — at once (Add: KVBlocks is then the capacity
+// the cache can use, an upper bound on hits), or at the request's finish (AddAt: a
+// running request pins its KV, which is neither evictable nor free, as in the
+// engines; the finish times come from a replay). Policies:
 //
 //   - vLLM (V-R8, §2.5): the oracle's own blockPool: only FULL blocks of BlockSize
 //     tokens are hashed and reusable, hits are whole blocks with at most isl − 1
@@ -71,6 +74,21 @@ type ReuseSim struct {
 	// name it (vLLM only registers blocks someone will still look up).
 	future map[uint64]int32
 	live   []bool // per chain position of the current request: future[chain[k]] > 0
+	// held are the requests added by AddAt still pinning their KV, by finish time.
+	held          []heldReq
+	pendingFinish float64 // AddAt: the finish time of the request being added
+}
+
+// heldReq is a request pinning its blocks (vLLM) or tree path (SGLang, TRT-LLM)
+// until finish.
+type heldReq struct {
+	finish float64
+	seq    uint64
+	units  []int32
+}
+
+func heldLess(a, b heldReq) bool {
+	return a.finish < b.finish || (a.finish == b.finish && a.seq < b.seq)
 }
 
 // NewReuse checks cfg and builds an empty cache.
@@ -145,8 +163,74 @@ func (s *ReuseSim) Expect(ids []int64) {
 }
 
 // Add replays one request (isl prompt tokens, osl output tokens, hash ids of its
-// prompt blocks) and returns its prefix-cache hit in tokens.
+// prompt blocks) and returns its prefix-cache hit in tokens; its KV is released at
+// once.
 func (s *ReuseSim) Add(isl, osl int, ids []int64) int {
+	return s.add(isl, osl, ids, false)
+}
+
+// AddAt replays one request that runs from arrivalMs to finishMs: first every request
+// added by AddAt that finished by arrivalMs releases its KV (in finish order), then
+// this one looks up its prefix and stores its prompt and output, pinned until
+// finishMs. Requests must come in non-decreasing arrivalMs.
+func (s *ReuseSim) AddAt(arrivalMs, finishMs float64, isl, osl int, ids []int64) int {
+	for len(s.held) > 0 && s.held[0].finish <= arrivalMs {
+		s.releaseHeld(s.popHeld())
+	}
+	s.pendingFinish = finishMs
+	return s.add(isl, osl, ids, true)
+}
+
+// pushHeld and popHeld keep s.held a binary min-heap by (finish, seq).
+func (s *ReuseSim) pushHeld(h heldReq) {
+	s.held = append(s.held, h)
+	for i := len(s.held) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !heldLess(s.held[i], s.held[p]) {
+			break
+		}
+		s.held[i], s.held[p] = s.held[p], s.held[i]
+		i = p
+	}
+}
+
+func (s *ReuseSim) popHeld() heldReq {
+	h := s.held
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && heldLess(h[l], h[m]) {
+			m = l
+		}
+		if r < len(h) && heldLess(h[r], h[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	s.held = h
+	return top
+}
+
+// releaseHeld frees a finished request's KV in the engine's order: vLLM blocks in
+// reverse (§2.5), tree nodes deepest first.
+func (s *ReuseSim) releaseHeld(h heldReq) {
+	for i := len(h.units) - 1; i >= 0; i-- {
+		if s.pool != nil {
+			s.pool.release(h.units[i])
+		} else {
+			s.tree.unpin(h.units[i])
+		}
+	}
+}
+
+func (s *ReuseSim) add(isl, osl int, ids []int64, hold bool) int {
 	s.seq++
 	chain := s.chainHashes(ids)
 	if s.pool != nil {
@@ -163,9 +247,23 @@ func (s *ReuseSim) Add(isl, osl int, ids []int64) int {
 			}
 			s.live = append(s.live, s.future == nil || n > 0)
 		}
-		return s.addVLLM(isl, osl, chain)
+		hit := s.addVLLM(isl, osl, chain)
+		s.finishAdd(s.table, hold)
+		return hit
 	}
-	return s.addTree(isl, osl, chain)
+	hit := s.addTree(isl, osl, chain)
+	s.finishAdd(s.tree.path, hold)
+	return hit
+}
+
+// finishAdd releases the request's KV (units: its vLLM blocks or tree path) now, or
+// pins it until the finish time AddAt set.
+func (s *ReuseSim) finishAdd(units []int32, hold bool) {
+	if !hold {
+		s.releaseHeld(heldReq{units: units})
+		return
+	}
+	s.pushHeld(heldReq{finish: s.pendingFinish, seq: s.seq, units: append([]int32(nil), units...)})
 }
 
 // known returns how many prompt tokens the hash ids identify.
@@ -214,10 +312,7 @@ func (s *ReuseSim) addVLLM(isl, osl int, chain []uint64) int {
 		}
 		s.table = append(s.table, b)
 	}
-	for i := len(s.table) - 1; i >= 0; i-- { // free in reverse order (§2.5)
-		p.release(s.table[i])
-	}
-	return hit
+	return hit // the caller frees s.table in reverse order (§2.5), now or at finish
 }
 
 func (s *ReuseSim) addTree(isl, osl int, chain []uint64) int {
@@ -242,10 +337,8 @@ func (s *ReuseSim) addTree(isl, osl int, chain []uint64) int {
 			break
 		}
 	}
-	for _, n := range t.path { // in use by this request: not evictable while it inserts
-		t.stamp[n] = s.seq
-		t.unlink(n)
-		t.pushTail(n)
+	for _, n := range t.path { // in use by this request: pinned, not evictable
+		t.pin(n)
 	}
 	hit := min(matched, isl-1)
 	if s.cfg.Backend == SGLang {
@@ -254,7 +347,7 @@ func (s *ReuseSim) addTree(isl, osl int, chain []uint64) int {
 	// insert the rest of the identified prompt, then the request's own tail
 	for ; k < len(chain) && k*hb < known; k++ {
 		tok := min(hb, known-k*hb)
-		n, ok := t.insert(chain[k], parent, int32(tok), units(tok), s.seq)
+		n, ok := t.insert(chain[k], parent, int32(tok), units(tok))
 		if !ok {
 			break
 		}
@@ -262,12 +355,11 @@ func (s *ReuseSim) addTree(isl, osl int, chain []uint64) int {
 		parent = n
 	}
 	if own := isl + osl - known; own > 0 && len(t.path) == len(chain) {
-		if n, ok := t.insert(ownHash(s.seq, -1), parent, int32(min(own, 1<<30)), units(own), s.seq); ok {
+		if n, ok := t.insert(ownHash(s.seq, -1), parent, int32(min(own, 1<<30)), units(own)); ok {
 			t.path = append(t.path, n)
 		}
 	}
-	t.touchPath(s.seq)
-	return hit
+	return hit // the caller unpins t.path deepest first, now or at finish
 }
 
 // reuseTree is a prefix tree of hash blocks with LRU eviction of leaves. The LRU list
@@ -280,7 +372,7 @@ type reuseTree struct {
 	kids   []int32
 	tokens []int32
 	units  []int64
-	stamp  []uint64
+	ref    []int32 // requests pinning the node; a pinned node is out of the LRU list
 	prev   []int32
 	next   []int32
 	free   []int32
@@ -320,15 +412,34 @@ func (t *reuseTree) pushTail(n int32) {
 	t.tail = n
 }
 
-// insert adds a node under parent, evicting LRU leaves not used by the current
-// request (stamp now) to make room; false when it does not fit.
-func (t *reuseTree) insert(h uint64, parent int32, tokens int32, units int64, now uint64) (int32, bool) {
+// pin takes a reference on n: a pinned node leaves the LRU list (it is not
+// evictable). A request pins its whole path from the root, so an unpinned node has
+// no pinned descendant and the LRU head is always a leaf.
+func (t *reuseTree) pin(n int32) {
+	if t.ref[n] == 0 {
+		t.unlink(n)
+	}
+	t.ref[n]++
+}
+
+// unpin drops a reference; a node reaching 0 goes to the MRU end (a path is unpinned
+// deepest first, so a parent is more recent than its children).
+func (t *reuseTree) unpin(n int32) {
+	t.ref[n]--
+	if t.ref[n] == 0 {
+		t.pushTail(n)
+	}
+}
+
+// insert adds a node under parent, pinned by the current request, evicting LRU
+// leaves (none is pinned) to make room; false when it does not fit.
+func (t *reuseTree) insert(h uint64, parent int32, tokens int32, units int64) (int32, bool) {
 	if units > t.cap {
 		return -1, false
 	}
 	for t.used+units > t.cap {
 		v := t.head
-		if v < 0 || t.stamp[v] == now {
+		if v < 0 {
 			return -1, false
 		}
 		t.evict(v)
@@ -343,17 +454,16 @@ func (t *reuseTree) insert(h uint64, parent int32, tokens int32, units int64, no
 		t.kids = append(t.kids, 0)
 		t.tokens = append(t.tokens, 0)
 		t.units = append(t.units, 0)
-		t.stamp = append(t.stamp, 0)
+		t.ref = append(t.ref, 0)
 		t.prev = append(t.prev, -1)
 		t.next = append(t.next, -1)
 	}
-	t.key[n], t.parent[n], t.kids[n], t.tokens[n], t.units[n], t.stamp[n] = h, parent, 0, tokens, units, now
+	t.key[n], t.parent[n], t.kids[n], t.tokens[n], t.units[n], t.ref[n] = h, parent, 0, tokens, units, 1
 	if parent >= 0 {
 		t.kids[parent]++
 	}
 	t.index[h] = n
 	t.used += units
-	t.pushTail(n)
 	return n, true
 }
 
@@ -368,12 +478,45 @@ func (t *reuseTree) evict(v int32) {
 	t.free = append(t.free, v)
 }
 
-// touchPath moves the current path to the MRU end, deepest first.
-func (t *reuseTree) touchPath(now uint64) {
-	for i := len(t.path) - 1; i >= 0; i-- {
-		n := t.path[i]
-		t.stamp[n] = now
-		t.unlink(n)
-		t.pushTail(n)
-	}
+// ReuseRequest is one request of ReusePinned: when it runs and what it holds.
+type ReuseRequest struct {
+	ArrivalMs, FinishMs float64
+	ISL, OSL            int
+	HashIDs             []int64
 }
+
+// ReusePinned replays reqs through a new cache with each request pinning its KV from
+// arrival to finish (AddAt, in arrival order, ties in input order; every request is
+// announced first, as Expect) and returns each request's hit, in input order. The
+// run times come from a replay that took its hits unpinned (Add): the hits then
+// account for the KV that running requests hold, as the engines' caches do.
+func ReusePinned(cfg ReuseConfig, reqs []ReuseRequest) ([]int, error) {
+	s, err := NewReuse(cfg)
+	if err != nil {
+		return nil, err
+	}
+	order := make([]int, len(reqs))
+	for i, r := range reqs {
+		if math.IsNaN(r.ArrivalMs) || math.IsNaN(r.FinishMs) || r.FinishMs < r.ArrivalMs {
+			return nil, fmt.Errorf("reuse request %d: runs %v..%v ms: want finite times, finish ≥ arrival", i, r.ArrivalMs, r.FinishMs)
+		}
+		order[i] = i
+		s.Expect(r.HashIDs)
+	}
+	sort.SliceStable(order, func(a, b int) bool { return reqs[order[a]].ArrivalMs < reqs[order[b]].ArrivalMs })
+	hits := make([]int, len(reqs))
+	for _, i := range order {
+		r := reqs[i]
+		hits[i] = s.AddAt(r.ArrivalMs, r.FinishMs, r.ISL, r.OSL, r.HashIDs)
+	}
+	return hits, nil
+}
+
+// Config returns the cache's configuration (block size defaulted).
+func (s *ReuseSim) Config() ReuseConfig { return s.cfg }
+
+// KVBoundUtil is the peak KV utilisation of running requests above which a replay is
+// KV-bound: `trace replay` and the replay gate then recompute the hits with running
+// requests pinning their KV (ReusePinned); below it the pinned KV leaves over half
+// the pool to the cache and the hits released at once stand (one replay, not two).
+const KVBoundUtil = 0.5

@@ -132,6 +132,7 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 			}
 		}
 		s.waiting.popFront()
+		s.ensureTable(wi)
 		for _, b := range hits { // lock the matched prefix
 			if s.pool.ref[b] == 0 {
 				added += s.bs

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -22,8 +23,9 @@ type Options struct {
 	// SummaryOnly keeps no per-token times (for long traces): RequestRecord.TokenTimesMs
 	// is nil, each request keeps its first and last token times and count, the
 	// inter-token gaps are counted by value for Summary (exact quantiles), and a
-	// request's block table and block hashes live only while it runs. Results are
-	// otherwise identical.
+	// request's block table, block hashes and hash-id chain live only while it runs
+	// (tables and hash arrays are recycled for later requests). Results are otherwise
+	// identical.
 	SummaryOnly bool
 }
 
@@ -91,7 +93,7 @@ type passBuf struct {
 // arrival is a future arrival (time, then insertion order).
 type arrival struct {
 	t   float64
-	seq int
+	seq int32 // push order (ties); int32 like the request index: 16-byte entries
 	r   int32
 }
 
@@ -109,7 +111,7 @@ type Sim struct {
 	waiting  deque
 	running  []int32
 	arrivals []arrival // binary min-heap
-	seq      int
+	seq      int32
 
 	now      float64
 	gpuFree  float64
@@ -140,6 +142,11 @@ type Sim struct {
 	dis *disState // one side of a disaggregated deployment (disagg_engine.go); nil: aggregated
 
 	onFinish func(s *Sim, r int32, t float64)
+	bufs     reqBufs // Options.SummaryOnly: finished requests' block tables and hashes
+
+	// deferArrivals: add queues no arrival (the session driver sends later turns at
+	// their previous turn's completion).
+	deferArrivals bool
 }
 
 // New builds a simulator for eng with timing t.
@@ -160,6 +167,15 @@ func New(eng Engine, t timing.Timing, opt Options) (*Sim, error) {
 	s.pool = newBlockPool(eng.NumGPUBlocks, eng.EnablePrefixCaching)
 	s.initBackend()
 	return s, nil
+}
+
+// Reserve makes room for n more requests (a capacity hint for long traces: the
+// request array is then allocated once; results do not depend on it).
+func (s *Sim) Reserve(n int) {
+	if n > 0 {
+		s.reqs = slices.Grow(s.reqs, n)
+		s.arrivals = slices.Grow(s.arrivals, n)
+	}
 }
 
 // Add queues an explicit request; it arrives at r.ArrivalMs. It returns its index.
@@ -213,7 +229,9 @@ func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxToke
 		nGlob:    nGlob,
 		tokTimes: tokTimes,
 	})
-	s.pushArrival(at, i)
+	if !s.deferArrivals {
+		s.pushArrival(at, i)
+	}
 	return i
 }
 
@@ -303,6 +321,7 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 	if s.finished != len(s.reqs) {
 		return nil, fmt.Errorf("oracle run: internal: the engine went idle with %d of %d requests finished", s.finished, len(s.reqs))
 	}
+	s.bufs = reqBufs{} // the recycled buffers are garbage once the run is over
 	return s.result(), nil
 }
 
@@ -396,7 +415,8 @@ func (s *Sim) logPass(pb *passBuf) {
 func (s *Sim) result() *Result {
 	res := &Result{Passes: s.passes, NumPasses: s.nPasses, EndMs: s.gpuFree, ScheduledToks: s.schedTk}
 	if s.opt.SummaryOnly {
-		res.gaps = &s.gaps
+		g := s.gaps // a copy: the result must not keep the whole Sim reachable
+		res.gaps = &g
 	}
 	res.Requests = make([]RequestRecord, len(s.reqs))
 	for i := range s.reqs {
@@ -465,12 +485,17 @@ func (s *Sim) finishReq(ri int32, t float64) {
 	} else {
 		s.freeTable(ri)
 	}
-	if s.opt.SummaryOnly && (s.dis == nil || !s.dis.holdKV) { // nothing reads them once r has finished
-		r.table, r.hashes = nil, nil
-	}
 	s.finished++
 	if s.onFinish != nil {
-		s.onFinish(s, ri, t)
+		s.onFinish(s, ri, t) // a session's next turn inherits r's block hashes here
+	}
+	// Nothing reads them once r has finished (recycled) — unless a disaggregated
+	// prefill side still holds r's KV for the pull.
+	if s.opt.SummaryOnly && (s.dis == nil || !s.dis.holdKV) {
+		r = &s.reqs[ri] // onFinish may have grown s.reqs
+		s.bufs.put(r.table, r.hashes)
+		r.table, r.hashes, r.chain = nil, nil, nil // the chain named its blocks for lookups only
+		s.dropOwnBlocks(ri)
 	}
 }
 

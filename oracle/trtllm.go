@@ -104,6 +104,7 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 			s.insertRunningOrdered()
 			r.st = stRunning
 			r.gStart = r.g
+			s.ensureTable(it.r)
 			hits := s.computedBlocksTRT(it.r)
 			for _, b := range hits {
 				s.pool.touch(b)

@@ -138,6 +138,7 @@ func (s *Sim) allocNew(wi int32, h, n int, hits []int32) bool {
 	if need-len(hits)+evictable > s.pool.nfree {
 		return false
 	}
+	s.ensureTable(wi)
 	for _, b := range hits {
 		s.pool.touch(b)
 		w.table = append(w.table, b)

@@ -44,6 +44,12 @@ type Options struct {
 	// pass's end: V-R1/S-R1/T-R1 schedule at the pass boundary). It counts in the
 	// client cycle (throughput), not in TTFT/E2E, which start at the scheduler.
 	ClientRTTMs float64
+	// PrefixCaching (trace replay, vLLM) says the engine caches KV blocks: a request
+	// preempted under KV pressure keeps its computed blocks cached (V-R6 frees them
+	// with their hashes, V-R8) and its recompute hits them, so it restarts from its
+	// last computed full block, not from its prefix (kv.go kvEvict). Off, or in the
+	// synthetic-workload calendars, a recompute starts from the prefix.
+	PrefixCaching bool
 
 	spreadMs      float64 // initial spread of the closed-loop clients (internal)
 	transientOnly bool    // closed loop: stop once generation 0 has finished (internal)

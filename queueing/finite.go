@@ -35,6 +35,21 @@ type FiniteRun struct {
 	Warmup int `json:"warmup,omitempty"`
 }
 
+// FiniteAdmitGapMs is how far apart a benchmark run's requests that are sent at
+// the same instant reach the scheduler. An engine's HTTP frontend prepares the
+// requests it receives one at a time (one event loop: chat template, tokenisation)
+// and the engine loop steps as soon as one request is waiting — vLLM's core loop
+// absorbs arrivals and runs a pass whenever a request exists (SCHEDULERS.md §2.2),
+// TensorRT-LLM's executor fetches new requests every iteration (§4.2), SGLang's
+// event loop receives them every round (§3.2). So the burst on an idle engine does
+// not enter the first pass together: the first request runs alone and the rest
+// join the following schedules. Simultaneous sends are admitted first come, first
+// served, FiniteAdmitGapMs apart (a tie-breaker far below any pass time, not a
+// fitted delay: the outcome does not depend on its value while C·gap is shorter
+// than a pass). On a busy engine it moves a request only when a pass boundary
+// falls inside the gap.
+const FiniteAdmitGapMs = 1e-3
+
 // maxFiniteRequests bounds FiniteRun.Requests (the work guard bounds passes).
 const maxFiniteRequests = 1 << 18
 
@@ -59,8 +74,8 @@ func (f FiniteRun) Label() string {
 }
 
 // QuantitativeFinite evaluates the closed loop w (w.Concurrency clients) as the
-// benchmark run f: min(C, N) requests reach the scheduler together at the start
-// (the additive stages after time 0), each completion sends one more request
+// benchmark run f: min(C, N) requests are sent together at the start and reach
+// the scheduler FiniteAdmitGapMs apart (the additive stages after time 0), each completion sends one more request
 // (reaching the scheduler after the turnaround, o.ClientRTTMs and the stages) until
 // N have been sent, and the steady columns are the statistics over all N requests
 // (TTFT, TPOT and E2E per request, every ITL gap); the transient is the first
@@ -101,8 +116,15 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e EngineSpec, t ti
 	delay := w.TurnaroundMs + o.ClientRTTMs + stage
 	s.reqs = make([]simReq, 0, N)
 	s.maxPasses = N*perReq + 64
+	// Arrivals are created in time order (the burst, then completions in time
+	// order plus a constant delay): admit them first come, first served.
+	last := math.Inf(-1)
+	admit := func(at float64) float64 {
+		last = math.Max(at, last+FiniteAdmitGapMs)
+		return last
+	}
 	for slot := 0; slot < C; slot++ {
-		ri := s.newReq(&w, slot, 0, stage)
+		ri := s.newReq(&w, slot, 0, admit(stage))
 		s.reqs[ri].transient, s.reqs[ri].steady, s.reqs[ri].bucket = true, true, 0
 	}
 	done := 0
@@ -112,7 +134,7 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e EngineSpec, t ti
 			return
 		}
 		r := s.reqs[ri]
-		nri := s.newReq(&w, r.slot, r.gen+1, now+delay)
+		nri := s.newReq(&w, r.slot, r.gen+1, admit(now+delay))
 		s.reqs[nri].steady, s.reqs[nri].bucket = true, 0
 	}
 	if err := s.run(ctx, func() bool { return done == N }); err != nil {

@@ -68,19 +68,28 @@ func (s *sim) kvGrow(ri int32, tokens int) bool {
 
 // kvEvict frees r's blocks and resets it to recompute prompt + outputs so far from
 // scratch (V-R6 preempt, S-R5 retract): c := 0, its scheduled outputs fold into the
-// prompt phase. In async vLLM a token of r may still be in flight; it is emitted
+// prompt phase; with s.selfHits (vLLM prefix caching) the recompute starts from its
+// last computed full block, which the calendar assumes still cached (the victim's
+// blocks go to the free queue's tail; under pressure the DES evicts some of them). In async vLLM a token of r may still be in flight; it is emitted
 // before r can be re-admitted (no admission in a pass that preempted, V-R3), so
 // folding gSched (not gOut) is what the recompute sees. A cached prefix is lost
 // with the blocks: under KV pressure the calendars see no prefix cache
 // (checkKVFit), and a pulled prompt (V-D4, Kernel) is recomputed whole.
 func (s *sim) kvEvict(ri int32) {
 	r := &s.reqs[ri]
+	computed := r.c // KV computed so far: the prompt position, or prompt + outputs
+	if r.c >= r.promptLen() {
+		computed = r.isl + r.gSched - 1
+	}
 	s.kvFree += r.blocks
 	r.blocks = 0
 	r.c = 0
 	r.prefix = 0
 	r.rec = r.gSched
 	r.preempts++
+	if s.selfHits { // its full blocks stay cached (V-R6, V-R8): the recompute hits them
+		r.prefix = max(r.prefix, min(computed, r.promptLen()-1)/s.e.BlockSize*s.e.BlockSize)
+	}
 }
 
 // kvNote records the blocks in use after a schedule.
@@ -262,19 +271,20 @@ func screeningKVFree(e EngineSpec) EngineSpec {
 }
 
 // checkTraceKV applies checkKVFit to a trace under a per-pass KV model (vLLM,
-// SGLang, TRT-LLM MAX_UTILIZATION): its longest request must fit, and no request may
-// carry a cached prefix.
+// SGLang, TRT-LLM MAX_UTILIZATION): its longest request must fit. A trace request's
+// cached prefix is allowed (unlike a workload's prefix shared by every request):
+// it is the reuse oracle's per-request hit, and its blocks count as the request's
+// own (a revived cached block takes a free block, V-R9; blocks two running requests
+// share are counted twice — the approximation, docs/traces.md).
 func checkTraceKV(reqs []TraceRequest, e EngineSpec) error {
 	if e.KVCapacityTokens <= 0 || (e.Backend == BackendTRTLLM && e.CapacityPolicy != PolicyMaxUtilization) {
 		return nil
 	}
 	var b shapeBounds
-	var w workload.Spec
 	for _, r := range reqs { // the longest request (isl + osl) decides the fit
 		if r.ISL+r.OSL > b.maxISL+b.maxOSL {
 			b.maxISL, b.maxOSL = r.ISL, r.OSL
 		}
-		w.Prefix = max(w.Prefix, r.Prefix)
 	}
-	return checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token")
+	return checkKVFit(workload.Spec{}, e, b, b.maxISL+b.maxOSL-1, "its last token")
 }

@@ -115,15 +115,17 @@ func TestKVFastPathMatches(t *testing.T) {
 	}
 }
 
-// TestTraceKVChecks: a trace under a per-pass KV model is refused with a cached
-// prefix or a request longer than the pool.
+// TestTraceKVChecks: a trace under a per-pass KV model is refused with a request
+// longer than the pool; a request's cached prefix (the reuse oracle's hit) is allowed.
 func TestTraceKVChecks(t *testing.T) {
 	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.KVCapacityTokens = 1024 })
+	if _, err := QuantitativeTrace(context.Background(), []TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 10, Prefix: 50}}, e, kvLin, Options{}); err != nil {
+		t.Errorf("cached prefix under a KV capacity: %v", err)
+	}
 	for _, c := range []struct {
 		reqs []TraceRequest
 		want string
 	}{
-		{[]TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 10, Prefix: 50}}, "cached prefix is not modelled for vllm"},
 		{[]TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 10}, {ArrivalMs: 1, ISL: 1000, OSL: 100}}, "one request needs 69 blocks of 16 tokens"},
 	} {
 		_, err := QuantitativeTrace(context.Background(), c.reqs, e, kvLin, Options{})

@@ -62,6 +62,9 @@ type sim struct {
 	t      timing.Timing
 	budget int
 	seqCap int
+	// selfHits: a vLLM recompute hits the victim's own cached blocks
+	// (Options.PrefixCaching, trace replay).
+	selfHits bool
 
 	reqs     []simReq
 	incoming []int32 // created requests not yet visible to the scheduler, by arrival

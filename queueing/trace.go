@@ -31,6 +31,8 @@ type SessionOptions struct {
 	// MaxSessions caps the sessions in progress at once (0 = no cap): a session whose
 	// first turn arrives while the cap is reached starts when one ends.
 	MaxSessions int
+
+	clientRTTMs float64 // Options.ClientRTTMs
 }
 
 // QuantitativeTrace replays reqs (arrival order) through the engine's calendar: the
@@ -49,12 +51,21 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 // ends), each later turn at its previous turn's completion + its ThinkMs, and its
 // prompt holds the previous turn's prompt and output as a cached prefix (context
 // growth; the calendar has no KV eviction, so the previous context stays cached):
-// its prefix is max(its own Prefix, min(ISL − 1, previous ISL + OSL)). Requests
-// without a session arrive at their trace instants. The report's fidelity is W4.
+// its prefix is max(its own Prefix, the previous turn's cached context): its ISL + OSL
+// − 1 tokens (the last sampled token's KV is never computed), capped at ISL − 1 and
+// rounded down to whole blocks (pages), as the caches hold only full ones (V-R8,
+// §3.6, T-R5) — the hit the DES's engines give when nothing is evicted.
+// Later turns (and capped first turns) reach the scheduler Options.ClientRTTMs after
+// the client sends them, as in the closed loop. Requests without a session arrive at
+// their trace instants. The report's fidelity is W4.
 func QuantitativeSessions(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options, so SessionOptions) (*Report, error) {
 	if so.MaxSessions < 0 {
 		return nil, inputErr(fmt.Errorf("max sessions %d: must be ≥ 0 (0 = no cap)", so.MaxSessions))
 	}
+	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
+		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
+	}
+	so.clientRTTMs = o.ClientRTTMs
 	return replayTrace(ctx, reqs, e, t, o, &so)
 }
 
@@ -63,7 +74,8 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	if err := checkTrace(reqs, e, t); err != nil {
 		return nil, inputErr(err)
 	}
-	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
+	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
+		selfHits: o.PrefixCaching && e.Backend == BackendVLLM && e.KVCapacityTokens > 0}
 	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
 		s.budget = e.MaxPrefillTokens
 	}
@@ -92,13 +104,17 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 		s.reqs = append(s.reqs, simReq{slot: -1, gen: i, arrival: r.ArrivalMs + e.StageMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL, steady: true})
 	}
 	done := 0
+	hit0 := make([]int, len(reqs)) // each request's cached prefix at its first admission
+	for i, r := range reqs {
+		hit0[i] = r.Prefix
+	}
 	s.onFinish = func(*sim, int32, float64) { done++ }
 	if so == nil {
 		for i := range reqs {
 			s.incoming = append(s.incoming, int32(i))
 		}
 	} else {
-		s.onFinish = sessionDriver(s, reqs, *so, &done)
+		s.onFinish = sessionDriver(s, reqs, *so, &done, hit0)
 	}
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
@@ -107,7 +123,10 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	if err != nil {
 		return nil, err
 	}
-	rep.ITL = col.itlOf(0, 1) // every request is measured: ITL bucket 0 (simReq.bucket)
+	rep.ITL = col.itlOf(0, 1)     // every request is measured: ITL bucket 0 (simReq.bucket)
+	for i := range rep.Requests { // not a recompute's own-block hit (Options.PrefixCaching)
+		rep.Requests[i].Prefix = hit0[i]
+	}
 	rep.Fidelity = workload.W3
 	if so != nil {
 		rep.Fidelity = workload.W4
@@ -160,7 +179,7 @@ func checkTrace(reqs []TraceRequest, e EngineSpec, t timing.Timing) error {
 
 // sessionDriver enqueues the first turns (up to the cap) and returns the completion
 // hook that sends each session's next turn, or starts a waiting session.
-func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int) func(*sim, int32, float64) {
+func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int, hit0 []int) func(*sim, int32, float64) {
 	next := make([]int32, len(reqs)) // the session's next turn, -1 = last
 	firstOf := map[int]int32{}       // session → its first turn (filled backwards)
 	var firsts []int32               // first turns (and session-less requests), in trace order
@@ -192,17 +211,30 @@ func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int) fu
 		*done++
 		if j := next[ri]; j >= 0 {
 			prev, r := &s.reqs[ri], &s.reqs[j]
-			r.arrival = now + reqs[j].ThinkMs + s.e.StageMs
-			r.prefix = max(r.prefix, min(r.isl-1, prev.isl+prev.osl))
+			r.arrival = now + reqs[j].ThinkMs + so.clientRTTMs + s.e.StageMs
+			r.prefix = max(r.prefix, sessionContext(s.e, prev.isl+prev.osl-1, r.isl))
+			hit0[j] = r.prefix
 			s.insertIncoming(j)
 			return
 		}
 		active--
 		if k < len(firsts) {
-			start(firsts[k], now+s.e.StageMs)
+			start(firsts[k], now+so.clientRTTMs+s.e.StageMs)
 			k++
 		}
 	}
+}
+
+// sessionContext is the cached prefix a later turn of isl tokens finds after a turn
+// whose KV held ctx tokens: at most isl − 1 (one token is always computed), in whole
+// blocks — vLLM (V-R8), SGLang pages (§3.6) and TRT-LLM blocks (T-R5 without
+// partial-block reuse, as the DES: docs/oracle.md).
+func sessionContext(e EngineSpec, ctx, isl int) int {
+	n := min(ctx, isl-1)
+	if bs := e.BlockSize; bs > 0 {
+		n = n / bs * bs
+	}
+	return max(n, 0)
 }
 
 // insertIncoming queues request ri among the not yet visible requests, by arrival

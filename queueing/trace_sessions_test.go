@@ -31,8 +31,15 @@ func TestQuantitativeSessions(t *testing.T) {
 		t.Fatalf("fidelity %s, %d records", rep.Fidelity, len(rep.Requests))
 	}
 	r0, r2 := rep.Requests[0], rep.Requests[2]
-	if want := r0.ArrivalMs + r0.E2EMs + 300; r2.ArrivalMs != want || r2.Prefix != 1050 {
-		t.Fatalf("turn 2: arrival %v prefix %d; want %v (turn 1's completion + 300 ms think), 1050 (turn 1's context)", r2.ArrivalMs, r2.Prefix, want)
+	if want := r0.ArrivalMs + r0.E2EMs + 300; r2.ArrivalMs != want || r2.Prefix != 1040 {
+		t.Fatalf("turn 2: arrival %v prefix %d; want %v (turn 1's completion + 300 ms think), 1040 (turn 1's context: 1049 computed tokens, whole 16-token blocks)", r2.ArrivalMs, r2.Prefix, want)
+	}
+	rtt, err := QuantitativeSessions(ctx, reqs, e, tm, Options{ClientRTTMs: 2}, SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := rtt.Requests[2], rtt.Requests[0]; a.ArrivalMs != b.ArrivalMs+b.E2EMs+300+2 {
+		t.Fatalf("client RTT 2 ms: turn 2 at %v, want %v", a.ArrivalMs, b.ArrivalMs+b.E2EMs+302)
 	}
 	if rep.Requests[1].ArrivalMs != 10 || rep.Requests[3].ArrivalMs != 30 {
 		t.Fatalf("first turns and session-less requests keep their instants: %v, %v", rep.Requests[1].ArrivalMs, rep.Requests[3].ArrivalMs)

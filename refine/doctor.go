@@ -113,14 +113,40 @@ func Doctor(ctx context.Context, st *store.Store, fresh func() (Evaluator, error
 			}
 			return rep, fmt.Errorf("doctor: re-evaluate %s: %w", p.Key[:12], err)
 		}
+		mismatch := false
 		for j, c := range store.QueueingColumns {
 			if !sameNumber(p.Q.V[j], q.V[j]) {
 				rep.Mismatches = append(rep.Mismatches, Mismatch{Point: *p, Column: c, Stored: p.Q.V[j], Fresh: q.V[j]})
+				mismatch = true
 				break
 			}
 		}
+		if m, ok := kvMismatch(p, q.KV); !mismatch && ok {
+			rep.Mismatches = append(rep.Mismatches, m)
+		}
 	}
 	return rep, nil
+}
+
+// kvMismatch compares a row's stored KV columns (its quantitative result's, as
+// the points view shows them) with fresh ones; a NULL stored value (a result
+// stored before migration 00012) is not compared.
+func kvMismatch(p *store.Point, fresh store.KV) (Mismatch, bool) {
+	st := p.Q.KV
+	for _, c := range []struct {
+		col           string
+		stored, fresh float64
+		ok            bool
+	}{
+		{"kv_capacity_tokens", float64(st.CapacityTokens), float64(fresh.CapacityTokens), st.CapacityTokens > 0},
+		{"kv_util_peak", st.UtilPeak, fresh.UtilPeak, st.HasUtil},
+		{"preemptions_per_request", st.PreemptionsPerRequest, fresh.PreemptionsPerRequest, st.HasPreemptions},
+	} {
+		if c.ok && !sameNumber(c.stored, c.fresh) {
+			return Mismatch{Point: *p, Column: c.col, Stored: c.stored, Fresh: c.fresh}, true
+		}
+	}
+	return Mismatch{}, false
 }
 
 // sameNumber compares a stored value with a recomputed one: evaluations are

@@ -39,6 +39,10 @@ type BestOptions struct {
 	// MaxEvals caps stage-2 evaluations (0 = no cap); rows left unresolved are kept at
 	// screening tier.
 	MaxEvals int
+	// AllowPreemption keeps rows whose steady state preempts (store.KV.Preempts:
+	// vLLM V-R6, SGLang S-R5 under the memory model's KV pool); by default they are
+	// no answer (a deployment that thrashes) and counted in BestResult.Preempting.
+	AllowPreemption bool
 }
 
 // BestResult is the funnel's answer.
@@ -59,6 +63,9 @@ type BestResult struct {
 	// NoQueueing counts candidates without queueing columns (composed disagg rows,
 	// OOM rows): a percentile constraint cannot pass them.
 	NoQueueing int
+	// Preempting counts rows left out because their steady state preempts (stored,
+	// or found by the refinement); 0 with AllowPreemption.
+	Preempting int
 }
 
 // Best runs the two-stage funnel (QUEUEING.md §7) over the stored points that match
@@ -108,6 +115,10 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 		}
 		if v == Fail {
 			res.Eliminated++
+			continue
+		}
+		if !opt.AllowPreemption && cands[i].Q.KV.Preempts() {
+			res.Preempting++
 			continue
 		}
 		survivors = append(survivors, cands[i])
@@ -174,6 +185,10 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 				v = opt.SLA.Check(p)
 			}
 		}
+		if !opt.AllowPreemption && p.Q.KV.Preempts() {
+			res.Preempting++
+			continue
+		}
 		if v == Fail {
 			res.Eliminated++
 			continue
@@ -237,6 +252,9 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 			quant = append(quant, q)
 			upgrade(p, q)
 		}
+		if !opt.AllowPreemption {
+			res.dropPreempting()
+		}
 	}
 	if len(quant) > 0 {
 		if err := st.InsertQuantitative(ctx, quant); err != nil {
@@ -244,6 +262,21 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 		}
 	}
 	return res, nil
+}
+
+// dropPreempting removes reported rows the final upgrade found to preempt (a row
+// whose preemption was unknown until then: KV-tight with a cached prefix has no
+// quantitative tier, so this only guards the invariant).
+func (r *BestResult) dropPreempting() {
+	rows, verdicts := r.Rows[:0], r.Verdicts[:0]
+	for i := range r.Rows {
+		if r.Rows[i].Q.KV.Preempts() {
+			r.Preempting++
+			continue
+		}
+		rows, verdicts = append(rows, r.Rows[i]), append(verdicts, r.Verdicts[i])
+	}
+	r.Rows, r.Verdicts = rows, verdicts
 }
 
 type evalResult struct {
@@ -293,6 +326,10 @@ func upgrade(p *store.Point, q store.Quantitative) {
 	p.Q.Tier = store.TierQuantitative
 	p.Q.Fidelity = q.Fidelity
 	p.Q.Valid = true
+	if q.KV.HasPreemptions || q.KV.CapacityTokens > 0 {
+		p.Q.KV = q.KV
+		p.Q.KV.Note = "quantitative"
+	}
 }
 
 // Resolve evaluates the given rows (parallel, deterministic results), skipping rows

@@ -166,15 +166,17 @@ func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 		models: map[string]*perfdb.Model{}, ests: map[estKey]*estEntry{}}
 }
 
-// Name implements Evaluator: "perfdb-1+q<fingerprint>". Bump the number when the
-// perfdb side of the numbers changes; the queueing side is fingerprinted
+// Name implements Evaluator: "perfdb-1+kv+q<fingerprint>". Bump the number when
+// the perfdb side of the numbers changes; the queueing side is fingerprinted
 // automatically (queueingFingerprint), so a change of the queueing model gives new
-// row keys and Sweep replaces the stale rows instead of reusing them.
+// row keys and Sweep replaces the stale rows instead of reusing them. "+kv": agg
+// points are evaluated with the memory model's KV pool (planKV), so rows of the
+// evaluator that assumed an unbounded pool are replaced.
 func (p *PerfdbEvaluator) Name() string {
 	if p.cal != nil {
-		return "perfdb-1+q" + modelFingerprint() + "+cal:" + p.cal.Name()
+		return "perfdb-1+kv+q" + modelFingerprint() + "+cal:" + p.cal.Name()
 	}
-	return "perfdb-1+q" + modelFingerprint()
+	return "perfdb-1+kv+q" + modelFingerprint()
 }
 
 // SetCalibrator makes the evaluator apply c to the points it covers (call before
@@ -210,6 +212,11 @@ var queueingFingerprint = sync.OnceValue(func() string {
 		for _, eval := range []func() (*queueing.Report, error){
 			func() (*queueing.Report, error) { return queueing.Screening(w, e, t) },
 			func() (*queueing.Report, error) { return queueing.Quantitative(context.Background(), w, e, t) },
+			// Measured rows are predicted as finite runs (perfdb_finite.go): their
+			// semantics must rename the evaluator too.
+			func() (*queueing.Report, error) {
+				return queueing.QuantitativeFinite(context.Background(), w, e, t, queueing.DefaultOptions(), queueing.FiniteRun{Requests: 3 * w.Concurrency})
+			},
 		} {
 			r, err := eval()
 			if err != nil {
@@ -217,6 +224,20 @@ var queueingFingerprint = sync.OnceValue(func() string {
 				continue
 			}
 			b, _ := json.Marshal(r.Columns(1)) // map keys are sorted: stable
+			h.Write(b)
+		}
+		// KV pressure: half the pool C requests at full length need (the
+		// calendars' preemption and retraction, QUEUEING.md §3).
+		if e.Backend == queueing.BackendTRTLLM {
+			e.CapacityPolicy = queueing.PolicyMaxUtilization
+		}
+		e.KVCapacityTokens = in.Batch * (in.ISL + in.OSL) / 2
+		w.Prefix = 0
+		if r, err := queueing.Quantitative(context.Background(), w, e, t); err != nil {
+			fmt.Fprintf(h, "%s kv: %v;", backend, err)
+		} else {
+			fmt.Fprintf(h, "%s kv: %v %v;", backend, r.KVUtilPeak, r.PreemptionsPerRequest)
+			b, _ := json.Marshal(r.Columns(1))
 			h.Write(b)
 		}
 	}
@@ -518,7 +539,9 @@ func (t *pointTiming) PassMs(p *timing.Pass) float64 {
 	return v
 }
 
-func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, error) {
+// setupBase builds one agg evaluation without a KV pool: the workload, the
+// point's engine (as recorded or derived) and the (calibrated) timing.
+func (p *PerfdbEvaluator) setupBase(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, error) {
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix, Concurrency: in.Batch}
 	_, pt, err := p.estimator(ctx, in, in.TP, in.PP, in.DP, in.MoETP, in.MoEEP)
 	if err != nil {
@@ -528,6 +551,19 @@ func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj P
 	t := &pointTiming{pt: pt}
 	tm := adj.Apply(&e, t) // before e is returned: Apply sets e.StageMs
 	return w, e, tm, t, err
+}
+
+// setup is setupBase with the engine's KV pool from the memory model (planKV).
+func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, kvPlan, error) {
+	w, e, tm, t, err := p.setupBase(ctx, in, adj)
+	if err != nil {
+		return w, e, tm, t, kvPlan{}, err
+	}
+	k, err := planKV(t.pt, in, &e)
+	if err != nil {
+		return w, e, tm, t, k, fmt.Errorf("%s %s b%d: %w", in.Mode, in.Parallel(), in.Batch, err)
+	}
+	return w, e, tm, t, k, nil
 }
 
 // Screen implements Evaluator (agg points: the calendar's closed form; disagg rows:
@@ -544,19 +580,20 @@ func (p *PerfdbEvaluator) ScreenAdjusted(ctx context.Context, in store.PointInpu
 	if err := adj.Validate(); err != nil {
 		return store.Queueing{}, err
 	}
-	w, e, tm, t, err := p.setup(ctx, in, adj)
+	w, e, tm, t, k, err := p.setup(ctx, in, adj)
 	if err != nil {
 		return store.Queueing{}, err
 	}
-	r, err := queueing.Screening(w, e, tm)
+	r, err := queueing.Screening(w, k.screeningEngine(e), tm)
 	if err == nil && t.err != nil {
 		err = t.err
 	}
 	if err != nil {
 		return store.Queueing{}, err
 	}
+	kv, certain := k.screening()
 	q := store.Queueing{Valid: true, Tier: string(r.Tier), Fidelity: string(r.Fidelity), HasBracket: true,
-		P99Lo: r.TTFTSteadyP99Lo, P99Hi: r.TTFTSteadyP99Hi, HiCertain: r.Diagnostics.BracketCertain}
+		P99Lo: r.TTFTSteadyP99Lo, P99Hi: r.TTFTSteadyP99Hi, HiCertain: r.Diagnostics.BracketCertain && certain, KV: kv}
 	if err := fillColumns(&q.V, r); err != nil {
 		return store.Queueing{}, err
 	}
@@ -591,8 +628,11 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err
 	}
-	w, e, tm, t, err := p.setup(ctx, in, adj)
+	w, e, tm, t, k, err := p.setup(ctx, in, adj)
 	if err != nil {
+		return store.Quantitative{}, err
+	}
+	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil {
 		return store.Quantitative{}, err
 	}
 	r, err := queueing.Quantitative(ctx, w, e, tm)
@@ -602,7 +642,9 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	return quantitativeOf(r)
+	out, err := quantitativeOf(r)
+	out.KV = k.quantitative(r, e.KVCapacityTokens > 0)
+	return out, err
 }
 
 // quantitativeOf copies a quantitative report into the stored columns and
@@ -628,7 +670,9 @@ func quantitativeOf(r *queueing.Report) (store.Quantitative, error) {
 // at the trace's longest request; a worker the memory model cannot fit that
 // request in gets no prefix cache (KVTokens 0).
 func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (PointSetup, error) {
-	m, err := p.PointModel(ctx, in)
+	// A trace's requests are not the point's isl/osl: the replay keeps its own KV
+	// rule (no planKV pool).
+	m, err := p.pointModel(ctx, in, false)
 	if err != nil {
 		return PointSetup{}, err
 	}

@@ -20,8 +20,11 @@ func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err
 	}
-	w, e, tm, t, err := p.setup(ctx, in, adj)
+	w, e, tm, t, k, err := p.setup(ctx, in, adj)
 	if err != nil {
+		return store.Quantitative{}, err
+	}
+	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil { // the KV pool the quantitative tier runs
 		return store.Quantitative{}, err
 	}
 	r, err := queueing.QuantitativeFinite(ctx, w, e, tm, queueing.DefaultOptions(), run)
@@ -31,7 +34,9 @@ func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	return quantitativeOf(r)
+	out, err := quantitativeOf(r)
+	out.KV = k.quantitative(r, e.KVCapacityTokens > 0)
+	return out, err
 }
 
 // QuantitativeRun is QuantitativeRunAdjusted under the evaluator's own

@@ -145,8 +145,8 @@ func BenchmarkSweepDefaultAggPerfdbWarm(b *testing.B) {
 
 func TestPerfdbEvaluatorNameFingerprint(t *testing.T) {
 	a, b := NewPerfdbEvaluator(DirSource{}).Name(), NewPerfdbEvaluator(DirSource{}).Name()
-	if a != b || !strings.HasPrefix(a, "perfdb-1+q") || len(a) != len("perfdb-1+q")+8 {
-		t.Fatalf("names %q, %q: want a stable perfdb-1+q<8 hex>", a, b)
+	if a != b || !strings.HasPrefix(a, "perfdb-1+kv+q") || len(a) != len("perfdb-1+kv+q")+8 {
+		t.Fatalf("names %q, %q: want a stable perfdb-1+kv+q<8 hex>", a, b)
 	}
 	t.Logf("evaluator name %s", a)
 }

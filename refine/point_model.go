@@ -25,8 +25,14 @@ type PointModel struct {
 // model was built (nil when every pass was priced): check it after a run.
 func (m *PointModel) PricingErr() error { return m.priced.err }
 
-// PointModel builds the quantitative tier's inputs for an aggregated point.
+// PointModel builds the quantitative tier's inputs for an aggregated point, the
+// engine with the KV pool the quantitative tier runs (planKV).
 func (p *PerfdbEvaluator) PointModel(ctx context.Context, in store.PointInputs) (*PointModel, error) {
+	return p.pointModel(ctx, in, true)
+}
+
+// pointModel is PointModel, without the KV pool unless kv.
+func (p *PerfdbEvaluator) pointModel(ctx context.Context, in store.PointInputs, kv bool) (*PointModel, error) {
 	if in.Mode == store.ModeDisagg {
 		return nil, errors.New("point model: a disaggregated point is a tandem of two pools, not one engine")
 	}
@@ -34,8 +40,18 @@ func (p *PerfdbEvaluator) PointModel(ctx context.Context, in store.PointInputs) 
 	if err := adj.Validate(); err != nil {
 		return nil, err
 	}
-	w, e, tm, t, err := p.setup(ctx, in, adj)
+	if !kv {
+		w, e, tm, t, err := p.setupBase(ctx, in, adj)
+		if err != nil {
+			return nil, err
+		}
+		return &PointModel{Workload: w, Engine: e, Timing: tm, priced: t}, nil
+	}
+	w, e, tm, t, k, err := p.setup(ctx, in, adj)
 	if err != nil {
+		return nil, err
+	}
+	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil {
 		return nil, err
 	}
 	return &PointModel{Workload: w, Engine: e, Timing: tm, priced: t}, nil

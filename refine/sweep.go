@@ -65,6 +65,10 @@ type SweepResult struct {
 	// (deterministic), to tell the user what is missing.
 	FirstNoPerfData string
 	Replaced        int // stale rows of another evaluator version deleted first
+	// KVTight counts evaluated rows whose KV pool cannot hold C requests at full
+	// length; their quantitative tier was stored with them (EvaluateRow).
+	// Preempting counts those whose steady state preempts (off the pareto front).
+	KVTight, Preempting int
 	// Abandoned counts earlier sweeps found still running with their lease holder
 	// gone (the process was killed) and marked interrupted when this one started
 	// (store.BeginSweep).
@@ -312,7 +316,8 @@ func heartbeat(ctx context.Context, st *store.Store, id int64, opt SweepOptions)
 // and committed in one transaction.
 func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []store.PointInputs, opt SweepOptions, res *SweepResult) error {
 	rows := make([]store.Point, opt.BatchSize)
-	gap := make([]error, opt.BatchSize) // per point of the batch: why the perf data cannot price it
+	gap := make([]error, opt.BatchSize)                 // per point of the batch: why the perf data cannot price it
+	quant := make([]*store.Quantitative, opt.BatchSize) // KV-tight rows' quantitative tier (EvaluateRow)
 	for start := 0; start < len(todo); start += opt.BatchSize {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sweep interrupted after %d of %d new points: %w", res.Evaluated, len(todo), err)
@@ -321,9 +326,9 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(opt.Workers)
 		for i := range batch {
-			gap[i] = nil
+			gap[i], quant[i] = nil, nil
 			g.Go(func() error {
-				p, err := EvaluatePoint(gctx, ev, batch[i])
+				p, r, err := EvaluateRow(gctx, ev, batch[i])
 				if err != nil && gctx.Err() == nil && IsPerfDataGap(err) {
 					gap[i] = err // skipped and counted, like aiconfigurator
 					return nil
@@ -331,7 +336,7 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 				if err != nil {
 					return err
 				}
-				rows[i] = p
+				rows[i], quant[i] = p, r
 				return nil
 			})
 		}
@@ -342,6 +347,7 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 			return err
 		}
 		keep := rows[:0]
+		var results []store.Quantitative
 		gaps := 0
 		for i := range batch {
 			if gap[i] != nil {
@@ -352,8 +358,11 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 				continue
 			}
 			keep = append(keep, rows[i])
+			if quant[i] != nil {
+				results = append(results, *quant[i])
+			}
 		}
-		if _, err := st.InsertPoints(ctx, keep); err != nil {
+		if _, err := st.InsertPointsWithResults(ctx, keep, results); err != nil {
 			return err
 		}
 		res.Evaluated += len(keep)
@@ -361,6 +370,12 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 		for i := range keep {
 			if keep[i].Legacy.OOM {
 				res.OOM++
+			}
+		}
+		for i := range results {
+			res.KVTight++
+			if results[i].KV.Preempts() {
+				res.Preempting++
 			}
 		}
 		if opt.Progress != nil {
@@ -371,22 +386,56 @@ func sweepBatches(ctx context.Context, st *store.Store, ev Evaluator, todo []sto
 }
 
 // EvaluatePoint computes one row: the legacy estimate, then (unless OOM) the
-// screening tier.
+// screening tier with the point's KV pressure (EvaluateRow).
 func EvaluatePoint(ctx context.Context, ev Evaluator, in store.PointInputs) (store.Point, error) {
+	p, _, err := EvaluateRow(ctx, ev, in)
+	return p, err
+}
+
+// EvaluateRow computes one row like EvaluatePoint and, for a KV-tight row (its
+// screening tier cannot tell whether it preempts: no preemption count), its
+// quantitative tier too (nil otherwise), so the row's preemption is known when it
+// is stored and the pareto front can leave it out (store.RefreshPareto). A point
+// whose worker cannot hold one request (perfdb.ErrOOM from the KV pool's memory
+// arithmetic) is an OOM row whose kv_note carries the arithmetic.
+func EvaluateRow(ctx context.Context, ev Evaluator, in store.PointInputs) (store.Point, *store.Quantitative, error) {
 	l, err := ev.Legacy(ctx, in)
 	if err != nil {
-		return store.Point{}, fmt.Errorf("legacy estimate of %s %s b%d ctx%d: %w", in.Mode, in.Parallel(), in.Batch, in.CtxTokens, err)
+		return store.Point{}, nil, fmt.Errorf("legacy estimate of %s %s b%d ctx%d: %w", in.Mode, in.Parallel(), in.Batch, in.CtxTokens, err)
 	}
 	q := store.Queueing{Tier: store.TierNone}
-	if !l.OOM {
+	if l.OOM {
+		q.KV.Note = "oom: weights + the KV of C requests + activations exceed the memory (legacy check)"
+	} else {
 		q, err = ev.Screen(ctx, in)
-		if err != nil {
-			return store.Point{}, fmt.Errorf("screening of %s %s b%d ctx%d: %w", in.Mode, in.Parallel(), in.Batch, in.CtxTokens, err)
+		if isKVOOM(err) {
+			l = store.Legacy{OOM: true, Concurrency: l.Concurrency}
+			q = store.Queueing{Tier: store.TierNone, KV: store.KV{Note: "oom: " + err.Error()}}
+		} else if err != nil {
+			return store.Point{}, nil, fmt.Errorf("screening of %s %s b%d ctx%d: %w", in.Mode, in.Parallel(), in.Batch, in.CtxTokens, err)
 		}
 	}
 	p := store.NewPoint(in, l, q)
-	if err := p.Validate(); err != nil {
-		return store.Point{}, fmt.Errorf("evaluator %s: %w", ev.Name(), err)
+	var quant *store.Quantitative
+	switch {
+	case !q.Valid:
+	case q.KV.CapacityTokens > 0 && !q.KV.HasPreemptions:
+		r, err := evaluate(ctx, ev, &p)
+		if errors.Is(err, ErrNoQuantitative) {
+			p.Q.KV.Note += "; no quantitative tier: " + err.Error()
+			break
+		}
+		if err != nil {
+			return store.Point{}, nil, err
+		}
+		quant = &r
+	case q.KV.Note == "" && in.Mode == store.ModeDisagg:
+		p.Q.KV.Note = "not modelled: the disagg pools are evaluated without a KV pool"
+	case q.KV.Note == "":
+		p.Q.KV.Note = "not modelled: the evaluator sets no KV pool"
 	}
-	return p, nil
+	if err := p.Validate(); err != nil {
+		return store.Point{}, nil, fmt.Errorf("evaluator %s: %w", ev.Name(), err)
+	}
+	return p, quant, nil
 }

@@ -179,16 +179,23 @@ type TraceReplay struct {
 	// and block size; HashBlock is taken from the trace); nil: no prefix cache, or
 	// the trace has no hash ids.
 	Reuse *oracle.ReuseConfig
-	// Sessions replays W4 (queueing.QuantitativeSessions) with MaxSessions.
+	// Sessions replays W4 (queueing.QuantitativeSessions) with MaxSessions and the
+	// client round trip ClientRTTMs before a later turn reaches the scheduler.
 	Sessions    bool
 	MaxSessions int
+	ClientRTTMs float64
+	// PrefixCaching: the engine caches KV blocks (queueing.Options.PrefixCaching: a
+	// vLLM recompute after preemption hits the victim's own blocks).
+	PrefixCaching bool
 }
 
 // Replay replays the requests idx (nil: all) through the quantitative calendar
 // (queueing.QuantitativeTrace, or QuantitativeSessions for W4), each request's
 // cached tokens from the reuse oracle over c.Reuse run on exactly these requests
-// (one replica's cache sees only its own traffic). This is `aicdb trace replay
-// --tier quantitative`'s replay.
+// (one replica's cache sees only its own traffic); when that replay is KV-bound
+// (oracle.KVBoundUtil) the hits are recomputed with running requests pinning their
+// KV (oracle.ReusePinned) and the requests replayed again. This is `aicdb trace
+// replay --tier quantitative`'s replay.
 func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*queueing.Report, error) {
 	if idx == nil {
 		idx = make([]int, len(w.Reqs))
@@ -203,11 +210,12 @@ func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*
 	for k, i := range idx {
 		reqs[k] = w.Reqs[i]
 	}
+	var rs *oracle.ReuseSim
 	if c.Reuse != nil && w.Info.HashBlock > 0 {
 		cfg := *c.Reuse
 		cfg.HashBlock = w.Info.HashBlock
-		rs, err := oracle.NewReuse(cfg)
-		if err != nil {
+		var err error
+		if rs, err = oracle.NewReuse(cfg); err != nil {
 			return nil, fmt.Errorf("reuse oracle: %w", err)
 		}
 		// Announced before replayed, so the oracle registers only blocks someone
@@ -219,8 +227,32 @@ func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*
 			reqs[k].Prefix = rs.Add(reqs[k].ISL, reqs[k].OSL, w.hashIDs(i))
 		}
 	}
-	if c.Sessions {
-		return queueing.QuantitativeSessions(ctx, reqs, c.Engine, c.Timing, queueing.Options{}, queueing.SessionOptions{MaxSessions: c.MaxSessions})
+	o := queueing.Options{PrefixCaching: c.PrefixCaching}
+	run := func() (*queueing.Report, error) {
+		if c.Sessions {
+			o.ClientRTTMs = c.ClientRTTMs
+			return queueing.QuantitativeSessions(ctx, reqs, c.Engine, c.Timing, o, queueing.SessionOptions{MaxSessions: c.MaxSessions})
+		}
+		return queueing.QuantitativeTrace(ctx, reqs, c.Engine, c.Timing, o)
 	}
-	return queueing.QuantitativeTrace(ctx, reqs, c.Engine, c.Timing, queueing.Options{})
+	rep, err := run()
+	if err != nil || rs == nil || !(rep.KVUtilPeak > oracle.KVBoundUtil) {
+		return rep, err
+	}
+	// KV-bound (running requests held over oracle.KVBoundUtil of the pool): the hits
+	// again with every request pinning its KV over the run time just computed
+	// (oracle.ReusePinned), then the replay with those hits.
+	rr := make([]oracle.ReuseRequest, len(idx))
+	for k, i := range idx {
+		r := rep.Requests[k]
+		rr[k] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: w.hashIDs(i)}
+	}
+	hits, err := oracle.ReusePinned(rs.Config(), rr)
+	if err != nil {
+		return nil, fmt.Errorf("reuse oracle: %w", err)
+	}
+	for k := range reqs {
+		reqs[k].Prefix = hits[k]
+	}
+	return run()
 }

@@ -285,6 +285,53 @@ type Queueing struct {
 	P99Lo, P99Hi float64
 	HasBracket   bool
 	HiCertain    bool
+	// KV holds the row's KV-pressure columns at this tier.
+	KV KV
+}
+
+// KV is a row's KV pressure (QUEUEING.md §3; migration 00012): the KV pool the
+// point was evaluated with and what the queueing model says happens in it.
+type KV struct {
+	// CapacityTokens is the KV pool of one worker in tokens (0 = unbounded or not
+	// computed: stored NULL).
+	CapacityTokens int
+	// UtilPeak is the peak fraction of the pool in use, in [0, 1] (valid when
+	// HasUtil).
+	UtilPeak float64
+	HasUtil  bool
+	// PreemptionsPerRequest is the mean number of preemptions (vLLM V-R6) or
+	// retractions (SGLang S-R5) of a steady request (valid when HasPreemptions).
+	PreemptionsPerRequest float64
+	HasPreemptions        bool
+	// Note says how the values were obtained or why they are absent (operating
+	// points only).
+	Note string
+}
+
+// Preempts reports that the row's steady state is known to preempt.
+func (k *KV) Preempts() bool { return k.HasPreemptions && k.PreemptionsPerRequest > 0 }
+
+// validate rejects values that cannot be stored.
+func (k *KV) validate() error {
+	switch {
+	case k.CapacityTokens < 0:
+		return fmt.Errorf("kv_capacity_tokens %d: must be ≥ 0", k.CapacityTokens)
+	case k.HasUtil && (!finite(k.UtilPeak) || k.UtilPeak < 0 || k.UtilPeak > 1):
+		return fmt.Errorf("kv_util_peak = %v: must be in [0, 1]", k.UtilPeak)
+	case k.HasPreemptions && (!finite(k.PreemptionsPerRequest) || k.PreemptionsPerRequest < 0):
+		return fmt.Errorf("preemptions_per_request = %v: must be finite and ≥ 0", k.PreemptionsPerRequest)
+	}
+	return nil
+}
+
+// args are the stored values of the kv_capacity_tokens, kv_util_peak and
+// preemptions_per_request columns (NULL when absent).
+func (k *KV) args() []any {
+	var c any
+	if k.CapacityTokens > 0 {
+		c = k.CapacityTokens
+	}
+	return []any{c, nullable(k.UtilPeak, k.HasUtil), nullable(k.PreemptionsPerRequest, k.HasPreemptions)}
 }
 
 // FromMap fills q.V from a flat column map keyed by QueueingColumns; every column
@@ -339,6 +386,9 @@ func (p *Point) Validate() error {
 			return fmt.Errorf("point %s: %w", p.Parallel(), err)
 		}
 	}
+	if err := p.Q.KV.validate(); err != nil {
+		return fmt.Errorf("point %s: %w", p.Parallel(), err)
+	}
 	return nil
 }
 
@@ -373,6 +423,9 @@ type Quantitative struct {
 	// Evaluator is the fingerprint (Evaluator.Name) of the code that computed the
 	// row; rows written before migration 00005 have none and were deleted by it.
 	Evaluator string
+	// KV is the KV pool the row was computed with and its measured pressure
+	// (Note unused).
+	KV KV
 }
 
 // Validate checks a quantitative row before it is written.
@@ -393,6 +446,9 @@ func (r *Quantitative) Validate() error {
 	}
 	if r.Evaluator == "" {
 		return fmt.Errorf("quantitative result %s: evaluator fingerprint must be set", r.Key[:12])
+	}
+	if err := r.KV.validate(); err != nil {
+		return fmt.Errorf("quantitative result %s: %w", r.Key[:12], err)
 	}
 	if r.Distributions == "" {
 		r.Distributions = "{}"

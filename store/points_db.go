@@ -20,7 +20,8 @@ var pointColumns = append(append(append([]string{
 	"evaluator", "parallel", "num_gpus", "concurrency", "oom"},
 	legacyColumns...), QueueingColumns[:]...),
 	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity",
-	"engine_profile", "engine_config", "workload")
+	"engine_profile", "engine_config", "workload",
+	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request", "kv_note")
 
 func nullable(v float64, ok bool) any {
 	if !ok {
@@ -60,7 +61,8 @@ func (p *Point) args() []any {
 	if engine == "" {
 		engine = "{}" // not recorded (migration 00009's default)
 	}
-	return append(a, tier, fid, in.EngineProfile, engine, in.Workload)
+	a = append(a, tier, fid, in.EngineProfile, engine, in.Workload)
+	return append(append(a, p.Q.KV.args()...), p.Q.KV.Note)
 }
 
 func placeholders(n int) string {
@@ -74,8 +76,20 @@ var insertPointSQL = `INSERT OR IGNORE INTO operating_points (` + strings.Join(p
 // is kept) and refreshes the pareto flag of every workload group it touched, so a
 // reader never sees a batch half-written. It returns the number of rows inserted.
 func (s *Store) InsertPoints(ctx context.Context, pts []Point) (int, error) {
+	return s.InsertPointsWithResults(ctx, pts, nil)
+}
+
+// InsertPointsWithResults is InsertPoints that also stores quantitative results of
+// those rows (a sweep's KV-tight rows) in the same transaction, before the pareto
+// flags are refreshed: a reader never sees a preempting row on the front.
+func (s *Store) InsertPointsWithResults(ctx context.Context, pts []Point, rs []Quantitative) (int, error) {
 	for i := range pts {
 		if err := pts[i].Validate(); err != nil {
+			return 0, err
+		}
+	}
+	for i := range rs {
+		if err := rs[i].Validate(); err != nil {
 			return 0, err
 		}
 	}
@@ -101,6 +115,9 @@ func (s *Store) InsertPoints(ctx context.Context, pts []Point) (int, error) {
 				order = append(order, g)
 			}
 		}
+		if err := insertQuantitative(ctx, tx, rs); err != nil {
+			return err
+		}
 		for _, g := range order {
 			if err := refreshPareto(ctx, tx, g); err != nil {
 				return err
@@ -120,8 +137,14 @@ func (g Group) args() []any {
 	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix, g.Workload}
 }
 
-// refreshPareto recomputes is_pareto for one workload group: a non-OOM row is on the
-// front iff its tokens_per_s_per_gpu is strictly greater than the running max over
+// preemptsSQL is true for an operating_points row whose steady state is known to
+// preempt (its own columns or its quantitative result): such rows are not pareto
+// candidates (views/100_points.sql, pareto_all shows them).
+const preemptsSQL = `coalesce(operating_points.preemptions_per_request, 0) > 0 OR EXISTS (SELECT 1 FROM quantitative_results AS r
+	           WHERE r.key = operating_points.key AND r.preemptions_per_request > 0)`
+
+// refreshPareto recomputes is_pareto for one workload group: a non-OOM row that
+// does not preempt is on the front iff its tokens_per_s_per_gpu is strictly greater than the running max over
 // every row ordered before it by tokens_per_s_per_user descending (ties: higher
 // tokens_per_s_per_gpu first, then key), i.e. no other row weakly dominates it.
 // Only rows whose flag changes are written.
@@ -131,7 +154,7 @@ func refreshPareto(ctx context.Context, tx *sqlx.Tx, g Group) error {
 	       max(tokens_per_s_per_gpu) OVER (
 	           ORDER BY tokens_per_s_per_user DESC, tokens_per_s_per_gpu DESC, key
 	           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS m
-	FROM operating_points WHERE ` + groupWhere + ` AND oom = 0
+	FROM operating_points WHERE ` + groupWhere + ` AND oom = 0 AND NOT (` + preemptsSQL + `)
 ), front AS (SELECT key FROM ranked WHERE m IS NULL OR y > m)
 UPDATE operating_points SET is_pareto = 1 - is_pareto
 WHERE ` + groupWhere + ` AND is_pareto != (key IN (SELECT key FROM front))`
@@ -199,12 +222,14 @@ func (s *Store) GroupKeys(ctx context.Context, g Group) (map[string]struct{}, er
 }
 
 var quantColumns = append(append([]string{"key"}, QueueingColumns[:]...),
-	"throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions", "evaluator")
+	"throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions", "evaluator",
+	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request")
 
 var insertQuantSQL = `INSERT OR REPLACE INTO quantitative_results (` + strings.Join(quantColumns, ", ") +
 	`) VALUES (` + placeholders(len(quantColumns)) + `)`
 
-// InsertQuantitative stores quantitative results in one transaction.
+// InsertQuantitative stores quantitative results in one transaction; a result that
+// preempts takes its row off the pareto front (refreshPareto of its group).
 func (s *Store) InsertQuantitative(ctx context.Context, rs []Quantitative) error {
 	for i := range rs {
 		if err := rs[i].Validate(); err != nil {
@@ -212,25 +237,62 @@ func (s *Store) InsertQuantitative(ctx context.Context, rs []Quantitative) error
 		}
 	}
 	return s.Tx(ctx, func(tx *sqlx.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, insertQuantSQL)
-		if err != nil {
-			return fmt.Errorf("prepare quantitative insert: %w", err)
+		if err := insertQuantitative(ctx, tx, rs); err != nil {
+			return err
 		}
-		defer stmt.Close()
-		for i := range rs {
-			r := &rs[i]
-			a := make([]any, 0, len(quantColumns))
-			a = append(a, r.Key)
-			for _, v := range r.V {
-				a = append(a, v)
-			}
-			a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions, r.Evaluator)
-			if _, err := stmt.ExecContext(ctx, a...); err != nil {
-				return fmt.Errorf("insert quantitative result %s: %w", r.Key[:12], err)
-			}
-		}
-		return nil
+		return refreshPreempting(ctx, tx, rs)
 	})
+}
+
+// insertQuantitative writes validated quantitative results in tx.
+func insertQuantitative(ctx context.Context, tx *sqlx.Tx, rs []Quantitative) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, insertQuantSQL)
+	if err != nil {
+		return fmt.Errorf("prepare quantitative insert: %w", err)
+	}
+	defer stmt.Close()
+	for i := range rs {
+		r := &rs[i]
+		a := make([]any, 0, len(quantColumns))
+		a = append(a, r.Key)
+		for _, v := range r.V {
+			a = append(a, v)
+		}
+		a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions, r.Evaluator)
+		a = append(a, r.KV.args()...)
+		if _, err := stmt.ExecContext(ctx, a...); err != nil {
+			return fmt.Errorf("insert quantitative result %s: %w", r.Key[:12], err)
+		}
+	}
+	return nil
+}
+
+// refreshPreempting refreshes the pareto flags of the groups of the rows rs shows
+// to preempt (in key order, each group once).
+func refreshPreempting(ctx context.Context, tx *sqlx.Tx, rs []Quantitative) error {
+	var keys []string
+	for i := range rs {
+		if rs[i].KV.Preempts() {
+			keys = append(keys, rs[i].Key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	var gs []Group
+	err := sqlx.SelectContext(ctx, tx, &gs, `SELECT DISTINCT model, system, backend, version, mode, isl, osl, prefix FROM operating_points WHERE key IN (SELECT value FROM json_each(?)) ORDER BY 1, 2, 3, 4, 5, 6, 7, 8`, jsonStrings(keys))
+	if err != nil {
+		return fmt.Errorf("read groups of preempting rows: %w", err)
+	}
+	for _, g := range gs {
+		if err := refreshPareto(ctx, tx, g); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // PointFilter selects rows of the points view; empty/zero fields do not filter.
@@ -373,7 +435,10 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	for i := range qv {
 		dst = append(dst, &qv[i])
 	}
-	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &in.Workload, &pareto)
+	var kvCap sql.NullInt64
+	var kvUtil, kvPre sql.NullFloat64
+	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &in.Workload,
+		&kvCap, &kvUtil, &kvPre, &p.Q.KV.Note, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err
 	}
@@ -395,5 +460,8 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	p.Q.HasBracket = lo.Valid && hi.Valid
 	p.Q.P99Lo, p.Q.P99Hi = lo.Float64, hi.Float64
 	p.Q.HiCertain = certain == 1
+	p.Q.KV.CapacityTokens = int(kvCap.Int64)
+	p.Q.KV.UtilPeak, p.Q.KV.HasUtil = kvUtil.Float64, kvUtil.Valid
+	p.Q.KV.PreemptionsPerRequest, p.Q.KV.HasPreemptions = kvPre.Float64, kvPre.Valid
 	return p, nil
 }

@@ -81,7 +81,14 @@ SELECT
     o.engine_profile,
     o.engine_config,
     o.workload,
-    o.is_pareto
+    o.is_pareto,
+    CASE WHEN r.key IS NULL THEN o.kv_capacity_tokens ELSE r.kv_capacity_tokens END AS kv_capacity_tokens,
+    CASE WHEN r.key IS NULL THEN o.kv_util_peak ELSE r.kv_util_peak END AS kv_util_peak,
+    CASE WHEN r.key IS NULL THEN o.preemptions_per_request ELSE r.preemptions_per_request END AS preemptions_per_request,
+    CASE WHEN r.key IS NULL OR r.preemptions_per_request IS NULL THEN o.kv_note ELSE 'quantitative' END AS kv_note,
+    CASE WHEN (CASE WHEN r.key IS NULL THEN o.preemptions_per_request ELSE r.preemptions_per_request END) IS NULL THEN NULL
+         WHEN (CASE WHEN r.key IS NULL THEN o.preemptions_per_request ELSE r.preemptions_per_request END) > 0 THEN 1
+         ELSE 0 END AS preempts
 FROM operating_points AS o
 LEFT JOIN quantitative_results AS r ON r.key = o.key;
 
@@ -92,9 +99,30 @@ LEFT JOIN quantitative_results AS r ON r.key = o.key;
 -- tokens_per_s_per_gpu beats the running max over every row with a higher
 -- tokens_per_s_per_user); materialising it keeps `pareto` an index lookup.
 -- The frontier is on the legacy throughput columns, so it does not move when the
--- funnel upgrades a row's latency columns to quantitative tier.
+-- funnel upgrades a row's latency columns to quantitative tier. Rows whose steady
+-- state preempts (preempts = 1: vLLM preemption V-R6, SGLang retraction S-R5 under
+-- the memory model's KV capacity) are not candidates: a deployment that thrashes
+-- is no answer. Rows whose preemption is unknown (preempts NULL: rows of migration
+-- 00012's predecessors, disagg rows) stay candidates. pareto_all is the frontier
+-- with preempting rows included, flagged by preempts.
 CREATE VIEW pareto AS
 SELECT * FROM points WHERE is_pareto = 1;
+
+-- pareto_all: the frontier over every non-OOM row, preempting ones included (same
+-- rule as store.RefreshPareto, computed here at query time); preempts = 1 flags the
+-- rows the `pareto` view leaves out and `aicdb best` shows only with
+-- --allow-preemption.
+CREATE VIEW pareto_all AS
+SELECT * FROM (
+    SELECT p.*, max(tokens_per_s_per_gpu) OVER (
+        PARTITION BY model, system, backend, version, mode, isl, osl, prefix
+        ORDER BY tokens_per_s_per_user DESC, tokens_per_s_per_gpu DESC, key
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ) AS dominating_tokens_per_s_per_gpu
+    FROM points AS p
+    WHERE oom = 0
+)
+WHERE dominating_tokens_per_s_per_gpu IS NULL OR tokens_per_s_per_gpu > dominating_tokens_per_s_per_gpu;
 
 -- best_configs: per workload group and parallel configuration, the non-OOM point
 -- with the highest tokens_per_s_per_gpu (aiconfigurator's group-by-parallel pick,

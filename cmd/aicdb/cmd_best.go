@@ -24,6 +24,7 @@ func bestCommand() *cli.Command {
 		&cli.IntFlag{Name: "osl", Usage: "only this output length `N`"},
 		&cli.IntFlag{Name: "prefix", Usage: "only this prefix `N`"},
 		&cli.IntFlag{Name: "top", Value: 5, Usage: "number of configs `N`"},
+		&cli.BoolFlag{Name: "allow-preemption", Usage: "also rank points whose steady state preempts under the memory model's KV pool (vLLM preemption, SGLang retraction); they are flagged in the tier column"},
 		formatFlag("table"),
 		calibrationFlag(),
 		&cli.StringFlag{Name: "trace", Usage: "only rows swept under the stored trace `NAME` (sweep --trace; same slice and session flags), ranked by its replay's percentiles"},
@@ -41,7 +42,10 @@ func bestCommand() *cli.Command {
 Percentile SLAs are resolved with the evaluator where the stored screening numbers
 cannot decide them (results are persisted); --no-refine skips that: undecided rows
 are then listed after the decided ones, marked "unresolved", and only when the
-numbers shown for them meet the SLA. --format csv|json|jsonl use fixed snake_case keys.`,
+numbers shown for them meet the SLA. --format csv|json|jsonl use fixed snake_case keys.
+Points whose steady state preempts (KV pool from the memory model too small for
+their concurrency: vLLM preemption, SGLang retraction) are left out; with
+--allow-preemption they are ranked too, marked "preempts N/req" in the tier column.`,
 		Flags:  append(append(flags, quietFlag()), slaFlags()...),
 		Action: runBest,
 	}
@@ -183,7 +187,7 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 		}
 	}
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
-		Refine: refineOn, MaxEvals: c.Int("max-evals")})
+		Refine: refineOn, MaxEvals: c.Int("max-evals"), AllowPreemption: c.Bool("allow-preemption")})
 	inner := ev
 	if t, ok := ev.(*refine.TraceEvaluator); ok {
 		inner = t.Evaluator
@@ -219,6 +223,9 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 				res.NoQueueing, res.Candidates)
 		}
 		fmt.Fprintln(c.App.ErrWriter, msg)
+	}
+	if res.Preempting > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: %d points left out: their steady state preempts (KV pool too small for their concurrency); --allow-preemption shows them\n", res.Preempting)
 	}
 	if res.Evaluated > 0 || res.Unresolved > 0 || res.Hidden > 0 {
 		msg := fmt.Sprintf("aicdb: %d candidates, %d eliminated, %d evaluated, %d reported unresolved at screening tier",
@@ -291,6 +298,9 @@ func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error
 		if res.Verdicts[i] == refine.Straddle {
 			tier += " (unresolved)"
 		}
+		if p.Q.KV.Preempts() {
+			tier += fmt.Sprintf(" (preempts %.3g/req)", p.Q.KV.PreemptionsPerRequest)
+		}
 		data = append(data, []any{int64(i + 1), p.Mode, p.Parallel(), int64(p.Batch), int64(p.CtxTokens),
 			p.Legacy.TokensPerSPerGPU, p.Legacy.TokensPerSPerUser, ttft, queueingValue(&p, "itl_", itlPct), tpot,
 			req, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), tier})
@@ -333,7 +343,7 @@ func bestJSONColumns() []string {
 			cols = append(cols, k)
 		}
 	}
-	return append(cols, "concurrency", "num_gpus", "queueing_tier", "resolved")
+	return append(cols, "concurrency", "num_gpus", "queueing_tier", "resolved", "kv_util_peak", "preemptions_per_request")
 }
 
 // bestJSONKey maps a queueing column to its best JSON key: ttft_steady_p99 →
@@ -362,7 +372,8 @@ func writeBestRecords(c *cli.Context, res refine.BestResult) error {
 				r = append(r, nil)
 			}
 		}
-		r = append(r, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), p.Q.Tier, res.Verdicts[i] == refine.Pass)
+		r = append(r, int64(p.Legacy.Concurrency), int64(p.NumGPUs()), p.Q.Tier, res.Verdicts[i] == refine.Pass,
+			nullableKV(p.Q.KV.UtilPeak, p.Q.KV.HasUtil), nullableKV(p.Q.KV.PreemptionsPerRequest, p.Q.KV.HasPreemptions))
 		data = append(data, r)
 	}
 	cols, data = withFidelity(res, cols, data)
@@ -380,4 +391,12 @@ func queueingValue(p *store.Point, prefix string, pct refine.Percentile) any {
 		return nil
 	}
 	return p.Q.V[i]
+}
+
+// nullableKV is v, or nil (JSON null) when the row does not know it.
+func nullableKV(v float64, ok bool) any {
+	if !ok {
+		return nil
+	}
+	return v
 }

@@ -228,6 +228,10 @@ func runSweep(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: %d points skipped for lack of perf data (not stored; aiconfigurator skips them too), first: %s\n",
 			res.NoPerfData, oneLine(res.FirstNoPerfData))
 	}
+	if res.KVTight > 0 {
+		fmt.Fprintf(sumW, "%d KV-tight points (the KV pool cannot hold C requests at full length) evaluated at quantitative tier: %d preempt, left off the pareto front (best --allow-preemption shows them)\n",
+			res.KVTight, res.Preempting)
+	}
 	if res.Replaced > 0 {
 		fmt.Fprintf(sumW, "replaced %d stored rows made by an older evaluator version (%s is current)\n", res.Replaced, ev.Name())
 	}

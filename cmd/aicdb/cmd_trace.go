@@ -100,8 +100,10 @@ system, and the p99 TTFT of the requests arriving in it.
 					&cli.StringFlag{Name: "kv-quant", Usage: "perf data: KV cache quant mode (default: from the model)"},
 					&cli.StringFlag{Name: "fmha-quant", Usage: "perf data: FMHA quant mode (default: from the model and backend)"},
 					&cli.StringFlag{Name: "moe-quant", Usage: "perf data: MoE quant mode (default: from the model)"},
-					&cli.BoolFlag{Name: "sessions", Usage: "W4 (quantitative tier): a session's later turn arrives at its previous turn's completion + think time, the previous context cached"},
+					&cli.BoolFlag{Name: "sessions", Usage: "W4: a session's later turn arrives at its previous turn's completion + think time + client RTT, the previous context cached (the DES: while its blocks survive in the engine's prefix cache)"},
 					&cli.IntFlag{Name: "max-sessions", Usage: "W4: at most `N` sessions in progress (0 = no cap)"},
+					&cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool of both tiers: `auto|N` tokens, replacing the engine file's num_gpu_blocks (auto: from the perf database's GPU memory model at the slice's longest request; needs --model)"},
+					&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "W4: client round trip in `MS` before a later turn reaches the scheduler (as eval's closed loop)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
 					formatFlag(formatJSON)),
 				Action: traceReplay,
@@ -648,11 +650,11 @@ func traceReplay(c *cli.Context) error {
 	fidelity := "W3"
 	if c.Bool("sessions") {
 		fidelity = "W4"
-		if tier == "oracle" {
-			return userErrorf("trace replay: --sessions: W4 sessions are replayed by the quantitative tier only (the DES driver is not built yet); drop --tier oracle")
-		}
-	} else if c.IsSet("max-sessions") {
-		return userErrorf("trace replay: --max-sessions needs --sessions")
+	} else if c.IsSet("max-sessions") || c.IsSet("client-rtt-ms") {
+		return userErrorf("trace replay: --max-sessions and --client-rtt-ms need --sessions")
+	}
+	if v := c.Float64("client-rtt-ms"); !(v >= 0) || v > 1e6 {
+		return userErrorf("trace replay: --client-rtt-ms %v: must be a number in [0, 1e6] ms", v)
 	}
 	if c.Int("max-sessions") < 0 {
 		return userErrorf("trace replay: --max-sessions %d: must be ≥ 0 (0 = no cap)", c.Int("max-sessions"))
@@ -693,13 +695,17 @@ func traceReplay(c *cli.Context) error {
 		return err
 	}
 	var pt *perfdb.PassTiming
+	var longest workload.Spec
 	if c.IsSet("model") {
-		if pt, err = replayPassTiming(c, st, info, sl, eng); err != nil {
+		if pt, longest, err = replayPassTiming(c, st, info, sl, eng); err != nil {
 			return err
 		}
 		tim = pt
 	} else if tim == nil {
 		return userErrorf("trace replay: --engine %s: no \"timing\" object; add one or time passes from perf data with --model, --system, --backend and --tp", path)
+	}
+	if err := replayKVCapacity(c, pt, longest, &eng); err != nil {
+		return err
 	}
 	var sum oracle.Summary
 	var rows []store.ReplayRow
@@ -750,29 +756,72 @@ func traceReplay(c *cli.Context) error {
 }
 
 // replayPassTiming builds the perf-data pass timing of --model/--system/--backend/
-// --version/--tp… with eval's builder, checked against the slice's longest request.
-func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine) (*perfdb.PassTiming, error) {
+// --version/--tp… with eval's builder, checked against the slice's longest request
+// (its largest isl and osl, also returned).
+func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine) (*perfdb.PassTiming, workload.Spec, error) {
+	var w workload.Spec
 	for _, f := range []string{"system", "backend", "tp"} {
 		if !c.IsSet(f) {
-			return nil, userErrorf("trace replay: --model: --%s is required with the perf-data timing", f)
+			return nil, w, userErrorf("trace replay: --model: --%s is required with the perf-data timing", f)
 		}
 	}
 	if b := c.String("backend"); b != string(eng.Backend) {
-		return nil, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
+		return nil, w, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
 	}
-	var w workload.Spec
 	err := st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
 		w.ISL, w.OSL = max(w.ISL, r.ISL), max(w.OSL, r.OSL)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, w, err
 	}
 	if w.ISL == 0 {
-		return nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
+		return nil, w, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
 	pt, _, _, err := evalPassTiming(c, w)
-	return pt, err
+	return pt, w, err
+}
+
+// replayKVCapacity applies --kv-capacity-tokens auto|N to the engine's pool, which
+// both tiers use (the DES's num_gpu_blocks − 1 blocks, the calendar's
+// kv_capacity_tokens): auto sizes it from pt's GPU memory model at the slice's
+// longest request (w), as eval does.
+func replayKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, eng *oracle.Engine) error {
+	if !c.IsSet("kv-capacity-tokens") {
+		return nil
+	}
+	n, auto, err := kvCapacityTokensFlag(c)
+	if err != nil {
+		return err
+	}
+	if auto {
+		if pt == nil {
+			return userErrorf("trace replay: --kv-capacity-tokens auto: the engine file's timing has no GPU memory model to size the KV pool from; give the capacity in tokens, or time passes from perf data with --model, --system, --backend and --tp")
+		}
+		e := queueing.EngineSpec{BlockSize: eng.BlockSize}
+		if err := resolveKVCapacity(c, pt, w, &e); err != nil {
+			return err
+		}
+		n = e.KVCapacityTokens
+	}
+	if n < eng.BlockSize {
+		return userErrorf("trace replay: --kv-capacity-tokens %d: the engine needs a KV pool of at least one %d-token block", n, eng.BlockSize)
+	}
+	eng.NumGPUBlocks = n/eng.BlockSize + 1 // + the null block 0
+	return nil
+}
+
+// sliceBound is a capacity hint for the slice's request count: the whole trace, or
+// --limit when smaller; 0 (no hint) for a time window, which may be a small part of
+// a long trace.
+func sliceBound(info store.TraceInfo, sl store.TraceSlice) int {
+	if sl.StartMs > 0 || (sl.EndMs > 0 && sl.EndMs < info.LastMs) {
+		return 0
+	}
+	if sl.Limit > 0 {
+		return min(info.Requests, sl.Limit)
+	}
+	return info.Requests
 }
 
 // replayOracle replays the slice through the DES; prefix hits come from the trace's
@@ -783,22 +832,45 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	if err != nil {
 		return sum, nil, userErrorf("trace replay: --engine: %v", err)
 	}
+	n := sliceBound(info, sl)
+	sim.Reserve(n)
 	var ids []int64
-	var seqs []int64
+	seqs := make([]int64, 0, n)
+	sessions := c.Bool("sessions")
+	var turns []oracle.SessionTurn // W4: collected, then driven by RunSessions
+	sessionOf := map[string]int{}
 	err = st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
 		if ids, err = trace.DecodeHashIDs(ids, r.HashIDs); err != nil {
 			return err
 		}
 		q := workload.Request{ID: "s" + strconv.FormatInt(r.Seq, 10), ArrivalMs: r.ArrivalMs, PromptLen: r.ISL, MaxTokens: r.OSL}
+		var sp oracle.SharedPrefix
 		if ids != nil && info.HashBlock > 0 {
-			_, err = sim.AddShared(q, oracle.SharedPrefix{HashIDs: ids, HashBlock: info.HashBlock})
+			sp = oracle.SharedPrefix{HashIDs: ids, HashBlock: info.HashBlock}
+		}
+		seqs = append(seqs, r.Seq)
+		if sessions {
+			t := oracle.SessionTurn{Request: q, Prefix: sp, ThinkMs: r.ThinkMs}
+			if sp.HashIDs != nil {
+				t.Prefix.HashIDs = append([]int64(nil), ids...) // ids is reused by the next row
+			}
+			if r.Session != "" {
+				if t.Session = sessionOf[r.Session]; t.Session == 0 {
+					t.Session = len(sessionOf) + 1
+					sessionOf[r.Session] = t.Session
+				}
+			}
+			turns = append(turns, t)
+			return nil
+		}
+		if sp.HashIDs != nil {
+			_, err = sim.AddShared(q, sp)
 		} else {
 			_, err = sim.Add(q)
 		}
 		if err != nil {
 			return userErrorf("trace replay %s: %v", info.Name, err)
 		}
-		seqs = append(seqs, r.Seq)
 		return nil
 	})
 	if err != nil {
@@ -807,7 +879,12 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	if len(seqs) == 0 {
 		return sum, nil, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	res, err := sim.Run(c.Context)
+	var res *oracle.Result
+	if sessions {
+		res, err = sim.RunSessions(c.Context, oracle.Sessions{Turns: turns, ClientRTTMs: c.Float64("client-rtt-ms"), MaxSessions: c.Int("max-sessions")})
+	} else {
+		res, err = sim.Run(c.Context)
+	}
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
 	}
@@ -826,10 +903,13 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	return sum, rows, nil
 }
 
-// replayQuantitative replays the slice through the queueing calendar: each request's
-// cached tokens come from the reuse oracle run over the engine's own pool
-// (num_gpu_blocks − 1 blocks of block_size; none when prefix caching is off or the
-// trace has no hash ids).
+// replayQuantitative replays the slice through the queueing calendar with the
+// engine's KV pool as its KV capacity: each request's cached tokens come from the
+// reuse oracle run over that pool (num_gpu_blocks − 1 blocks of block_size; none
+// when prefix caching is off or the trace has no hash ids), released at once; when
+// that replay is KV-bound (running requests held over half the pool) the hits are
+// recomputed with every request pinning its KV over its run time
+// (oracle.ReusePinned) and the slice is replayed again with them.
 func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
 	spec, err := engineSpec(eng)
@@ -843,7 +923,8 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	if err != nil {
 		return sum, nil, err
 	}
-	rc := refine.TraceReplay{Engine: spec, Timing: tim, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions")}
+	rc := refine.TraceReplay{Engine: spec, Timing: tim, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions"),
+		ClientRTTMs: c.Float64("client-rtt-ms"), PrefixCaching: eng.EnablePrefixCaching}
 	if eng.EnablePrefixCaching {
 		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
 	}
@@ -875,8 +956,8 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 }
 
 // engineSpec maps an oracle engine's knobs onto the calendar's EngineSpec (the
-// inverse of the gate's mapping; the KV pool bounds only TRT-LLM's
-// GUARANTEED_NO_EVICT admission, as in the calendar).
+// inverse of the gate's mapping): the KV pool is the calendar's KV capacity —
+// vLLM preemption, SGLang retraction, TRT-LLM no-evict admission or pausing.
 func engineSpec(e oracle.Engine) (queueing.EngineSpec, error) {
 	q := queueing.EngineSpec{Backend: string(e.Backend), EnableChunkedPrefill: e.EnableChunkedPrefill,
 		AsyncScheduling: e.AsyncScheduling, BlockSize: e.BlockSize}
@@ -890,10 +971,10 @@ func engineSpec(e oracle.Engine) (queueing.EngineSpec, error) {
 		switch e.CapacityPolicy {
 		case oracle.GuaranteedNoEvict:
 			q.CapacityPolicy = queueing.PolicyGuaranteedNoEvict
-			q.KVCapacityTokens = (e.NumGPUBlocks - 1) * e.BlockSize
 		case oracle.MaxUtilization:
 			q.CapacityPolicy = queueing.PolicyMaxUtilization
 		}
 	}
+	q.KVCapacityTokens = (e.NumGPUBlocks - 1) * e.BlockSize
 	return q, q.Validate()
 }

@@ -211,16 +211,75 @@ func TestTraceReplaySessionsCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"workload_fidelity": "W4"`) {
 		t.Fatalf("--sessions: exit %d\n%s%s", code, out, errs)
 	}
-	code, out, _ = runTraceCLI(t, "--db", db, "query", "select r.arrival_ms - (p.arrival_ms + p.e2e_ms) as think, r.cached_tokens, w.workload_fidelity from replay_requests r join replay_requests p on p.replay_id = r.replay_id and p.seq = 0 join replays w on w.id = r.replay_id where r.seq = 2")
-	if code != 0 || !strings.Contains(out, "1200") || !strings.Contains(out, "1280") || !strings.Contains(out, "W4") {
-		t.Fatalf("turn 2: exit %d\n%s", code, out)
+	code, out, errs = runTraceCLI(t, append(base, "--sessions", "--tier", "oracle")...)
+	if code != 0 || !strings.Contains(out, `"workload_fidelity": "W4"`) || !strings.Contains(out, `"queueing_tier": "oracle"`) {
+		t.Fatalf("--sessions --tier oracle: exit %d\n%s%s", code, out, errs)
 	}
-	code, _, errs = runTraceCLI(t, append(base, "--sessions", "--tier", "oracle")...)
-	if want := "aicdb: trace replay: --sessions: W4 sessions are replayed by the quantitative tier only (the DES driver is not built yet); drop --tier oracle\n"; code != 1 || errs != want {
-		t.Fatalf("oracle tier: exit %d %q", code, errs)
+	// turn 2 of both replays: 1200 ms think + the default 1 ms client RTT after turn
+	// 1's completion, turn 1's 1279 computed tokens cached in whole 16-token blocks
+	code, out, _ = runTraceCLI(t, "--db", db, "query", "--format", "csv", "select w.tier, r.arrival_ms - (p.arrival_ms + p.e2e_ms) as think, r.cached_tokens, w.workload_fidelity from replay_requests r join replay_requests p on p.replay_id = r.replay_id and p.seq = 0 join replays w on w.id = r.replay_id where r.seq = 2 order by w.id")
+	if want := "tier,think,cached_tokens,workload_fidelity\nquantitative,1201,1264,W4\noracle,1201,1264,W4\n"; code != 0 || out != want {
+		t.Fatalf("turn 2: exit %d\n%s\nwant\n%s", code, out, want)
 	}
 	code, _, errs = runTraceCLI(t, append(base, "--max-sessions", "2")...)
-	if want := "aicdb: trace replay: --max-sessions needs --sessions\n"; code != 1 || errs != want {
+	if want := "aicdb: trace replay: --max-sessions and --client-rtt-ms need --sessions\n"; code != 1 || errs != want {
 		t.Fatalf("cap alone: exit %d %q", code, errs)
+	}
+	code, _, errs = runTraceCLI(t, append(base, "--sessions", "--client-rtt-ms", "-1")...)
+	if want := "aicdb: trace replay: --client-rtt-ms -1: must be a number in [0, 1e6] ms\n"; code != 1 || errs != want {
+		t.Fatalf("rtt -1: exit %d %q", code, errs)
+	}
+}
+
+// TestTraceReplayKVCapacityCLI: --kv-capacity-tokens N replaces the engine file's
+// pool for both tiers — the Mooncake head slice, replayed into a pool that holds a
+// few requests, preempts in the DES and queues in both tiers (longer mean E2E than
+// with the file's pool); auto needs perf data; a pool below one block is refused.
+func TestTraceReplayKVCapacityCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 100000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": true, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
+		t.Fatal(errs)
+	}
+	e2e := func(args ...string) float64 {
+		t.Helper()
+		code, out, errs := runTraceCLI(t, append([]string{"--db", db, "trace", "replay", "conv", "--engine", eng}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errs)
+		}
+		var s struct {
+			E2EMean     float64 `json:"e2e_mean"`
+			Preemptions int     `json:"preemptions"`
+		}
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatal(err)
+		}
+		if args[1] == "oracle" && len(args) > 2 && s.Preemptions == 0 {
+			t.Errorf("%v: no preemption in a pool of a few requests", args)
+		}
+		return s.E2EMean
+	}
+	for _, tier := range []string{"quantitative", "oracle"} {
+		wide, tight := e2e("--tier", tier), e2e("--tier", tier, "--kv-capacity-tokens", "130000")
+		if !(tight > wide) {
+			t.Errorf("%s: mean e2e %v ms with an 8,125-block pool, %v ms with the file's 100,000: want longer", tier, tight, wide)
+		}
+	}
+	for _, c := range []struct{ arg, want string }{
+		{"auto", "aicdb: trace replay: --kv-capacity-tokens auto: the engine file's timing has no GPU memory model to size the KV pool from; give the capacity in tokens, or time passes from perf data with --model, --system, --backend and --tp\n"},
+		{"8", "aicdb: trace replay: --kv-capacity-tokens 8: the engine needs a KV pool of at least one 16-token block\n"},
+		{"lots", "aicdb: --kv-capacity-tokens \"lots\": want auto or a token count ≥ 0\n"},
+	} {
+		code, _, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--kv-capacity-tokens", c.arg)
+		if code != 1 || errs != c.want {
+			t.Errorf("--kv-capacity-tokens %s: exit %d %q, want %q", c.arg, code, errs, c.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -41,6 +42,48 @@ type ReplayFamily struct {
 	KVTokens int
 	// KnownFailing keeps the family in the table but out of the verdict, with the reason.
 	KnownFailing string
+	// SessionTurns, when > 0, replays W4 sessions synthesised from the slice
+	// (synthSessions): consecutive requests form sessions of that many turns, a later
+	// turn's prompt is the previous turn's prompt and output plus its own prompt, and
+	// it arrives ThinkMs + ClientRTTMs after the previous turn's completion. The
+	// model is queueing.QuantitativeSessions, the DES oracle.Sim.RunSessions.
+	SessionTurns int
+	ThinkMs      float64
+	ClientRTTMs  float64
+}
+
+// synthSessions turns a W3 slice into W4 sessions of turns consecutive requests: a
+// later turn's prompt grows by the previous turn's prompt and output (context
+// growth) and drops its own hash ids (its head is the previous context; the DES
+// inherits that context's blocks).
+func synthSessions(reqs []trace.Request, turns int, thinkMs float64) {
+	for i := range reqs {
+		r := &reqs[i]
+		r.Session = "g" + strconv.Itoa(i/turns)
+		if i%turns == 0 {
+			continue
+		}
+		prev := &reqs[i-1]
+		r.ISL += prev.ISL + prev.OSL
+		r.HashIDs = nil
+		r.ThinkMs = thinkMs
+	}
+}
+
+// sessionIndex numbers the slice's sessions 1, 2, … in first-turn order (0 = none).
+func sessionIndex(reqs []trace.Request) []int {
+	out := make([]int, len(reqs))
+	ids := map[string]int{}
+	for i, r := range reqs {
+		if r.Session == "" {
+			continue
+		}
+		if out[i] = ids[r.Session]; out[i] == 0 {
+			out[i] = len(ids) + 1
+			ids[r.Session] = out[i]
+		}
+	}
+	return out
 }
 
 // ReplayMetrics are the gated quantities of a replay, measured identically on both
@@ -109,6 +152,9 @@ func loadSlice(ctx context.Context, dir string, f ReplayFamily) ([]trace.Request
 	if len(out) < 2 {
 		return nil, fmt.Errorf("%s: %d requests: a replay needs at least 2", f.Path, len(out))
 	}
+	if f.SessionTurns > 0 {
+		synthSessions(out, f.SessionTurns, f.ThinkMs)
+	}
 	return out, nil
 }
 
@@ -128,6 +174,9 @@ func RunReplay(ctx context.Context, dir string, f ReplayFamily) ReplayRow {
 		}
 	}
 	blocks := min(kv/bs, oracle.MaxReuseVLLMBlocks) // usable blocks (+ block 0 in the DES)
+	if f.KVTokens > 0 {                             // the calendar's KV model gets the DES's pool, as trace replay does
+		f.Engine.KVCapacityTokens = blocks * bs
+	}
 	if row.Model, err = replayModel(ctx, f, reqs, blocks); err != nil {
 		row.Err = fmt.Errorf("model: %w", err)
 		return row
@@ -173,15 +222,42 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 		}
 	}
 	in := make([]queueing.TraceRequest, len(reqs))
+	sess := sessionIndex(reqs)
 	for i, r := range reqs {
-		in[i] = queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL}
+		in[i] = queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, Session: sess[i], ThinkMs: r.ThinkMs}
 		if rs != nil {
 			in[i].Prefix = rs.Add(r.ISL, r.OSL, r.HashIDs)
 		}
 	}
-	rep, err := queueing.QuantitativeTrace(ctx, in, f.Engine, f.Timing, queueing.Options{RecordTokenTimes: true})
+	// the DES caches blocks when the slice names them or has sessions (replayOracle)
+	o := queueing.Options{RecordTokenTimes: true, PrefixCaching: hasIDs(reqs) || f.SessionTurns > 0}
+	run := func() (*queueing.Report, error) {
+		if f.SessionTurns > 0 {
+			o.ClientRTTMs = f.ClientRTTMs
+			return queueing.QuantitativeSessions(ctx, in, f.Engine, f.Timing, o, queueing.SessionOptions{})
+		}
+		return queueing.QuantitativeTrace(ctx, in, f.Engine, f.Timing, o)
+	}
+	rep, err := run()
 	if err != nil {
 		return ReplayMetrics{}, err
+	}
+	if rs != nil && rep.KVUtilPeak > oracle.KVBoundUtil { // KV-bound: hits under the KV running requests pin
+		rr := make([]oracle.ReuseRequest, len(reqs))
+		for i, r := range rep.Requests {
+			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: reqs[i].HashIDs}
+		}
+		hits, err := oracle.ReusePinned(oracle.ReuseConfig{Backend: oracle.Backend(f.Engine.Backend), KVBlocks: blocks,
+			BlockSize: f.Engine.BlockSize, HashBlock: trace.DefaultHashBlock}, rr)
+		if err != nil {
+			return ReplayMetrics{}, err
+		}
+		for i := range in {
+			in[i].Prefix = hits[i]
+		}
+		if rep, err = run(); err != nil {
+			return ReplayMetrics{}, err
+		}
 	}
 	recs := make([]rec, len(rep.Requests))
 	cached := 0
@@ -200,23 +276,37 @@ func replayOracle(ctx context.Context, f ReplayFamily, reqs []trace.Request, blo
 	if err != nil {
 		return ReplayMetrics{}, err
 	}
-	eng.EnablePrefixCaching = hasIDs(reqs)
+	eng.EnablePrefixCaching = hasIDs(reqs) || f.SessionTurns > 0 // a later turn hits its previous context
 	s, err := oracle.New(eng, f.Timing, oracle.Options{})
 	if err != nil {
 		return ReplayMetrics{}, err
 	}
-	for _, r := range reqs {
+	var turns []oracle.SessionTurn
+	sess := sessionIndex(reqs)
+	for i, r := range reqs {
 		q := workload.Request{ArrivalMs: r.ArrivalMs, PromptLen: r.ISL, MaxTokens: r.OSL}
+		var sp oracle.SharedPrefix
 		if len(r.HashIDs) > 0 {
-			_, err = s.AddShared(q, oracle.SharedPrefix{HashIDs: r.HashIDs, HashBlock: trace.DefaultHashBlock})
-		} else {
+			sp = oracle.SharedPrefix{HashIDs: r.HashIDs, HashBlock: trace.DefaultHashBlock}
+		}
+		switch {
+		case f.SessionTurns > 0:
+			turns = append(turns, oracle.SessionTurn{Request: q, Prefix: sp, Session: sess[i], ThinkMs: r.ThinkMs})
+		case sp.HashIDs != nil:
+			_, err = s.AddShared(q, sp)
+		default:
 			_, err = s.Add(q)
 		}
 		if err != nil {
 			return ReplayMetrics{}, err
 		}
 	}
-	res, err := s.Run(ctx)
+	var res *oracle.Result
+	if f.SessionTurns > 0 {
+		res, err = s.RunSessions(ctx, oracle.Sessions{Turns: turns, ClientRTTMs: f.ClientRTTMs})
+	} else {
+		res, err = s.Run(ctx)
+	}
 	if err != nil {
 		return ReplayMetrics{}, err
 	}

@@ -18,8 +18,9 @@ const ReplayN = 2000
 
 // ReplayFamilies returns the gated trace replays (issue 13): the first 2,000 requests
 // of each sample trace in ../shared/data/traces, vLLM budget 8192, 256 sequences,
-// chunked prefill, a KV pool holding every block of the slice (not KV-bound), plus the
-// KV-bound case listed as known-failing.
+// chunked prefill, a KV pool holding every block of the slice (not KV-bound); W4
+// sessions synthesised from the Azure conversation slice for each engine; plus the
+// KV-bound Mooncake case, listed as known-failing.
 func ReplayFamilies() []ReplayFamily {
 	e := vllm(8192, 256)
 	fam := func(name, path string, f trace.Format, scale float64) ReplayFamily {
@@ -43,8 +44,31 @@ func ReplayFamilies() []ReplayFamily {
 		f.Engine = eb
 		fs = append(fs, f)
 	}
+	for _, b := range []string{queueing.BackendVLLM, queueing.BackendSGLang, queueing.BackendTRTLLM} {
+		f := fam(b+"/azure conversation 2000 W4 4-turn sessions", "azure_llm_2023/AzureLLMInferenceTrace_conv.csv", trace.Azure, 1)
+		if b != queueing.BackendVLLM {
+			eb, err := queueing.DefaultEngine(b, "")
+			if err != nil {
+				panic(fmt.Sprintf("gate: default %s engine: %v", b, err))
+			}
+			// a grown context exceeds max_num_tokens = 8192: TRT-LLM needs chunking (T-R3)
+			eb.EnableChunkedPrefill = true
+			f.Engine = eb
+		}
+		f.SessionTurns, f.ThinkMs, f.ClientRTTMs = 4, 2000, queueing.DefaultClientRTTMs
+		fs = append(fs, f)
+		if b == queueing.BackendVLLM {
+			// KV pressure: a few contexts evicted in the DES (8,000 blocks), then most
+			// of them (4,000 blocks), which the calendar does not model
+			mild, hard := f, f
+			mild.Name, mild.KVTokens = f.Name+" kv8000blk", 8000*16
+			hard.Name, hard.KVTokens = f.Name+" kv4000blk", 4000*16
+			hard.KnownFailing = "W4 under KV pressure: the calendar keeps every session's context cached (QuantitativeSessions); the DES's 4,000-block pool evicts most contexts during the 2 s think time (LRU of freed blocks), so its later turns prefill their whole context again — the DES is the reference"
+			fs = append(fs, mild, hard)
+		}
+	}
 	kv := fam("vllm/mooncake conversation 2000 kv20000blk", "mooncake/conversation_trace.jsonl", trace.Mooncake, 1)
 	kv.KVTokens = 20000 * 16
-	kv.KnownFailing = "KV-bound: the vLLM calendar does not model recompute preemption or the KV held by running requests (QUEUEING.md §3); the reuse oracle sees the pool as cache only; the DES is the reference"
+	kv.KnownFailing = "KV-bound with shared prefixes: the calendar gets the pool (its vLLM KV model: preemption, recompute from the victim's cached blocks) and hits from the reuse oracle with running requests' KV pinned, but it counts the blocks concurrently running requests share (every Mooncake conversation request starts with one common 512-token block) once per request, so fewer requests fit: TTFT high by ~5 %, TPOT low by ~3.4 % (smaller batches); the DES is the reference"
 	return append(fs, kv)
 }

@@ -1,0 +1,126 @@
+package refine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/store"
+)
+
+// KV pressure of agg points (issue 12 part 2, QUEUEING.md §3). Every agg point is
+// evaluated with the KV pool of one worker from the memory model (perfdb
+// KVCapacityTokens: GPU memory × the engine's memory fraction − weights,
+// activations and reserves, in whole blocks), not an unbounded pool.
+//
+// The point's demand is C·⌈(isl + osl)/block⌉ blocks: its C = batch running
+// requests all at full length. When the pool holds it, no engine can run out of
+// blocks, so no request is ever preempted (vLLM V-R6), retracted (SGLang S-R5) or
+// paused (TRT-LLM MAX_UTILIZATION), and SGLang's admission reservation (S-R4) never
+// binds: the pool changes nothing and the screening tier's closed form stands.
+// When it does not (the point is KV-tight), the per-pass engines preempt, which
+// the closed form does not model: the screening row says so (no preemption count,
+// bracket_certain = false) and the sweep stores the quantitative tier, whose
+// calendar does model it. TRT-LLM GUARANTEED_NO_EVICT reserves isl + osl at
+// admission (T-R1) and never evicts; the screening tier models its admission cap.
+
+// kvPlan is how one agg point meets its KV pool.
+type kvPlan struct {
+	capTokens    int  // the pool (tokens, whole blocks)
+	capBlocks    int  // the pool in blocks
+	perReq       int  // blocks of one request at full length
+	demandBlocks int  // C · perReq
+	tight        bool // demandBlocks > capBlocks
+	perPass      bool // the engine allocates blocks pass by pass (and can preempt)
+}
+
+// planKV sizes e's KV pool from pt's memory model (unless the point's recorded
+// engine set one) and sets e.KVCapacityTokens. A worker whose weights + the KV of
+// one request do not fit gives an error wrapping perfdb.ErrOOM with the memory
+// arithmetic.
+func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *queueing.EngineSpec) (kvPlan, error) {
+	bs := max(e.BlockSize, 1)
+	if e.KVCapacityTokens <= 0 {
+		n, err := pt.Estimator().KVCapacityTokens(in.ISL, in.OSL, bs)
+		if err != nil {
+			return kvPlan{}, err
+		}
+		e.KVCapacityTokens = n
+	}
+	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
+		perPass: e.Backend != queueing.BackendTRTLLM || e.CapacityPolicy == queueing.PolicyMaxUtilization}
+	if k.perReq > k.capBlocks {
+		// A pool set by the point's engine config (the memory model's always holds
+		// one request): every request would be preempted forever (V-R6).
+		return k, fmt.Errorf("%w: the KV pool of %d tokens (%d blocks of %d) cannot hold one request of isl %d + osl %d (%d blocks); raise the pool or shorten the request",
+			perfdb.ErrOOM, e.KVCapacityTokens, k.capBlocks, bs, in.ISL, in.OSL, k.perReq)
+	}
+	k.demandBlocks = in.Batch * k.perReq
+	k.tight = k.demandBlocks > k.capBlocks
+	return k, nil
+}
+
+func ceilDivInt(a, b int) int { return (a + b - 1) / b }
+
+// screeningEngine is e as the screening tier takes it: the per-pass engines'
+// capacity dropped (the closed form has none; kvPlan decides whether that loses
+// anything), TRT-LLM GUARANTEED_NO_EVICT's kept (its admission cap is modelled).
+func (k kvPlan) screeningEngine(e queueing.EngineSpec) queueing.EngineSpec {
+	if k.perPass {
+		e.KVCapacityTokens = 0
+	}
+	return e
+}
+
+// screening returns the screening row's KV columns and whether its bracket may
+// stay certain.
+func (k kvPlan) screening() (store.KV, bool) {
+	kv := store.KV{CapacityTokens: k.capTokens}
+	switch {
+	case !k.tight:
+		kv.UtilPeak, kv.HasUtil = float64(k.demandBlocks)/float64(k.capBlocks), true
+		kv.HasPreemptions = true
+		kv.Note = fmt.Sprintf("screening: C requests at full length need %d of %d blocks: no preemption possible; kv_util_peak is that bound", k.demandBlocks, k.capBlocks)
+		return kv, true
+	case !k.perPass:
+		admitted := k.capBlocks / k.perReq
+		kv.UtilPeak, kv.HasUtil = float64(admitted*k.perReq)/float64(k.capBlocks), true
+		kv.HasPreemptions = true
+		kv.Note = fmt.Sprintf("screening: KV-tight (%d > %d blocks): guaranteed_no_evict admits %d requests at a time and never evicts (T-R1)", k.demandBlocks, k.capBlocks, admitted)
+		return kv, true
+	}
+	kv.Note = fmt.Sprintf("screening: KV-tight (C requests at full length need %d > %d blocks): preemption has no closed form; evaluate at quantitative tier", k.demandBlocks, k.capBlocks)
+	return kv, false
+}
+
+// quantitativeEngine is e for the quantitative tier, or an error wrapping
+// ErrNoQuantitative when the calendar cannot model the point's pressure: a cached
+// prefix under a per-pass engine's KV pressure is not modelled (checkKVFit). A
+// point that is not tight cannot feel its pool, so it runs without one.
+func (k kvPlan) quantitativeEngine(e queueing.EngineSpec, prefix int) (queueing.EngineSpec, error) {
+	if prefix > 0 && k.perPass {
+		if k.tight {
+			return e, fmt.Errorf("%w: KV-tight (%d > %d blocks) with a cached prefix of %d tokens: KV pressure with a cached prefix is not modelled",
+				ErrNoQuantitative, k.demandBlocks, k.capBlocks, prefix)
+		}
+		e.KVCapacityTokens = 0
+	}
+	return e, nil
+}
+
+// quantitative returns the quantitative row's KV columns: measured by the
+// calendar when it ran with the pool (ran), else (a point that fits, run without
+// its pool) the screening bound.
+func (k kvPlan) quantitative(r *queueing.Report, ran bool) store.KV {
+	if !ran {
+		kv, _ := k.screening()
+		kv.Note = ""
+		return kv
+	}
+	return store.KV{CapacityTokens: k.capTokens, UtilPeak: min(r.KVUtilPeak, 1), HasUtil: true,
+		PreemptionsPerRequest: r.PreemptionsPerRequest, HasPreemptions: true}
+}
+
+// isKVOOM reports a point whose worker cannot hold one request (planKV).
+func isKVOOM(err error) bool { return errors.Is(err, perfdb.ErrOOM) }
