@@ -45,7 +45,7 @@ func estimateCommand() *cli.Command {
 			&cli.StringFlag{Name: "fmha-quant", Usage: "FMHA quant mode (default: from the model and backend)"},
 			&cli.StringFlag{Name: "moe-quant", Usage: "MoE quant mode (default: from the model)"},
 			&cli.IntFlag{Name: "nextn", Value: 0, Usage: "MTP draft tokens"},
-			&cli.BoolFlag{Name: "wide-ep", Usage: "the all-to-all (wide-EP) MoE path: feasibility checked, then refused (not modeled yet)"},
+			&cli.BoolFlag{Name: "wide-ep", Usage: "the all-to-all (wide-EP) MoE path: SGLang DeepEP for DeepSeek MLA models; refused where the data has none"},
 			formatFlag(formatJSON, formatText),
 			&cli.IntFlag{Name: "batch", Usage: "static batch (default 1) or agg concurrency per worker (default 2)"},
 			&cli.IntFlag{Name: "stride", Value: 1, Usage: "static generation stride (decode steps priced per sample)"},

@@ -40,6 +40,7 @@ func evalCommand() *cli.Command {
 			&cli.StringFlag{Name: "kv-quant", Usage: "KV cache quant mode (default: from the model)"},
 			&cli.StringFlag{Name: "fmha-quant", Usage: "FMHA quant mode (default: from the model and backend)"},
 			&cli.StringFlag{Name: "moe-quant", Usage: "MoE quant mode (default: from the model)"},
+			&cli.BoolFlag{Name: "wide-ep", Usage: "the all-to-all (wide-EP) MoE path: SGLang DeepEP for DeepSeek MLA models; refused where the data has none"},
 			// synthetic timing
 			&cli.StringFlag{Name: "timing", Usage: "synthetic timing `KIND`: linear | roofline (instead of --model)"},
 			&cli.Float64Flag{Name: "base-ms", Usage: "linear timing: ms per pass"},
@@ -465,7 +466,8 @@ func evalPassTiming(c *cli.Context, w workload.Spec) (*perfdb.PassTiming, string
 	cfg := perfdb.Config{Backend: backend, Version: version, TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
 		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), Mode: mode,
 		GemmQuant: perfdb.GemmQuant(c.String("gemm-quant")), KVQuant: perfdb.KVQuant(c.String("kv-quant")),
-		FMHAQuant: perfdb.FMHAQuant(c.String("fmha-quant")), MoEQuant: perfdb.MoEQuant(c.String("moe-quant"))}
+		FMHAQuant: perfdb.FMHAQuant(c.String("fmha-quant")), MoEQuant: perfdb.MoEQuant(c.String("moe-quant")),
+		WideEP: c.Bool("wide-ep")}
 	est, err := perfdb.NewEstimator(d, m, cfg)
 	if err != nil {
 		return nil, "", 0, asUser(err)
