@@ -76,6 +76,20 @@ func TestVLLMDecodeKVBlocksError(t *testing.T) {
 	}
 }
 
+// deadlockFreeKV returns kv (tokens) raised, for a vLLM decode pool with C
+// requests in the system, to (C − 1)·P + R blocks (P prompt and R last-step blocks):
+// below that, pulled prompts (V-D2) can hold the blocks a preempted head needs and
+// the engine deadlocks (the DES too; TestPropertyVLLMDecodeKV). Other backends
+// reserve to completion and keep kv.
+func deadlockFreeKV(e queueing.EngineSpec, kv, isl, osl, C int) int {
+	if kv <= 0 || e.Backend != queueing.BackendVLLM {
+		return kv
+	}
+	bs := e.BlockSize
+	p, r := (isl+bs-1)/bs, (isl+osl-2+bs-1)/bs
+	return max(kv, bs*((C-1)*p+r))
+}
+
 // TestPropertyVLLMDecodeKV: over random vLLM tandems whose decode KV binds, driven
 // open loop until every request completed: at every event no decode worker uses
 // more KV blocks than it has (staged pulls included), every request completes with

@@ -42,6 +42,7 @@ func TestPropertyScreeningLoAndFinite(t *testing.T) {
 			c.Decode.KVCapacityTokens = n*(isl+osl) + e.BlockSize // a block of slack: vLLM allocates whole blocks
 		}
 		w := workload.Spec{ISL: isl, OSL: osl, Concurrency: rapid.IntRange(1, 12).Draw(rt, "C")}
+		c.Decode.KVCapacityTokens = deadlockFreeKV(e, c.Decode.KVCapacityTokens, isl, osl, w.Concurrency)
 		q, err := Quantitative(context.Background(), w, c, Options{WindowGenerations: 4})
 		if err != nil {
 			rt.Fatal(err)
