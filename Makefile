@@ -3,14 +3,19 @@ GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN := bin/aicdb
 
-.PHONY: build test bench lint gate demo clean
+.PHONY: build test explore bench lint gate demo clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/aicdb
 
-# The README's test command.
+# The README's test command. Property tests draw from a fixed seed so a run is
+# reproducible (RAPID_SEED=0 explores new random cases; see `make explore`).
 test:
-	$(GO) test -count=1 -timeout 15m ./...
+	RAPID_SEED=$${RAPID_SEED:-1} $(GO) test -count=1 -timeout 15m ./...
+
+# Property tests on fresh random seeds, more cases each (exploration, not CI).
+explore:
+	RAPID_SEED=0 RAPID_CHECKS=2000 $(GO) test -count=1 -run Property ./...
 
 # Performance targets are checked here, never by timed unit tests.
 bench:
