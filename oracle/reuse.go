@@ -72,7 +72,10 @@ type ReuseSim struct {
 	tree *reuseTree
 	// future, when Expect was called: per chain hash, how many requests not yet added
 	// name it (vLLM only registers blocks someone will still look up).
+	// The map holds an index into count, so that add's decrement is one map lookup
+	// (entries are never deleted before reset).
 	future map[uint64]int32
+	count  []int32
 	live   []bool // per chain position of the current request: future[chain[k]] > 0
 	// held are the requests added by AddAt still pinning their KV, by finish time.
 	held          []heldReq
@@ -161,7 +164,12 @@ func (s *ReuseSim) Expect(ids []int64) {
 		s.future = make(map[uint64]int32)
 	}
 	for _, h := range s.chainHashes(ids) {
-		s.future[h]++
+		if i, ok := s.future[h]; ok {
+			s.count[i]++
+		} else {
+			s.future[h] = int32(len(s.count))
+			s.count = append(s.count, 1)
+		}
 	}
 }
 
@@ -246,14 +254,10 @@ func (s *ReuseSim) add(isl, osl int, ids []int64, hold bool) int {
 	if s.pool != nil {
 		s.live = s.live[:0]
 		for _, h := range chain {
-			n, ok := s.future[h]
-			if ok {
-				n--
-				if n > 0 {
-					s.future[h] = n
-				} else {
-					delete(s.future, h)
-				}
+			n := int32(0)
+			if i, ok := s.future[h]; ok {
+				s.count[i]--
+				n = s.count[i]
 			}
 			s.live = append(s.live, s.future == nil || n > 0)
 		}
@@ -543,6 +547,7 @@ func (s *ReuseSim) reset() {
 	}
 	s.held = s.held[:0]
 	clear(s.future) // keeps the map's buckets for the next Expect calls
+	s.count = s.count[:0]
 	if s.pool != nil {
 		s.pool.reset()
 	} else {
