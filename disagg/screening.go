@@ -1,6 +1,7 @@
 package disagg
 
 import (
+	"errors"
 	"math"
 
 	"github.com/aicdb/aicdb/queueing"
@@ -30,6 +31,9 @@ func (s *Screener) prefillMs(c *Config, isl, b int) float64 {
 	if budget > 0 {
 		per = max(1, min(isl, budget/max(b, 1)))
 	}
+	if e := c.Prefill.Engine; e.Backend == queueing.BackendVLLM && e.LongPrefillTokenThreshold > 0 {
+		per = max(1, min(per, e.LongPrefillTokenThreshold)) // V-R3 caps a request's chunk, chunked or not
+	}
 	total := 0.0
 	for done := 0; done < isl; done += per {
 		n := min(per, isl-done)
@@ -40,6 +44,50 @@ func (s *Screener) prefillMs(c *Config, isl, b int) float64 {
 		total += c.Prefill.Timing.PassMs(&s.pass)
 	}
 	return total
+}
+
+// splitPrefillMs prices the prompt alone in the fewest passes any chunking allows
+// with two other partitions than the engine's lone chunking: the remainder first
+// then full chunks, and near-equal chunks (larger first). Under load a request's
+// chunks are whatever budget the others leave; for a timing whose pass cost is a
+// maximum of a compute and a memory term (roofline) either can undercut the lone
+// chunking, and the bracket's lo takes the least (as queueing's screening does).
+func (s *Screener) splitPrefillMs(c *Config, isl int) float64 {
+	per := isl
+	if budget := engineBudget(c.Prefill.Engine); budget > 0 {
+		per = min(isl, budget)
+	}
+	if e := c.Prefill.Engine; e.Backend == queueing.BackendVLLM && e.LongPrefillTokenThreshold > 0 {
+		per = min(per, e.LongPrefillTokenThreshold)
+	}
+	per = max(per, 1)
+	n := (isl + per - 1) / per
+	price := func(sizes func(i int) int) float64 {
+		total, done := 0.0, 0
+		for i := 0; i < n; i++ {
+			k := sizes(i)
+			s.pass.Reset()
+			s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: k, Computed: done})
+			total += c.Prefill.Timing.PassMs(&s.pass)
+			done += k
+		}
+		return total
+	}
+	first := isl - (n-1)*per
+	rf := price(func(i int) int {
+		if i == 0 {
+			return first
+		}
+		return per
+	})
+	q, r := isl/n, isl%n
+	eq := price(func(i int) int {
+		if i < r {
+			return q + 1
+		}
+		return q
+	})
+	return math.Min(rf, eq)
 }
 
 // decodeMs prices one decode-only pass of b rows at context ctx.
@@ -109,8 +157,10 @@ func seqCapOf(p Pool) int {
 //     lands in it unless handoff_in_ttft).
 //
 // The bracket: lo = stage + p₁ is certain (no request prefills faster than alone);
-// hi is an estimate (Diagnostics.BracketCertain = false): no structural upper
-// bound on the tandem's TTFT p99 has been proved.
+// in a closed loop hi is the structural upper bound ttftHi on every steady TTFT
+// (Diagnostics.BracketCertain = true, so a row may be declared certain-pass on it);
+// elsewhere (open loop, shape mixtures, ttftHi's other conditions) hi is the
+// estimate's p99 and BracketCertain is false.
 func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	if err := c.Validate(w); err != nil {
 		return nil, &queueing.InputError{Err: err}
@@ -243,11 +293,218 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
 		rep.DHeadroomMin = math.Max(0, 1-float64(bD*(isl+osl))/float64(kv))
 	}
-	rep.TTFTSteadyP99Lo = stage + p1
+	rep.TTFTSteadyP99Lo = stage + math.Min(p1, s.splitPrefillMs(&c, isl))
 	rep.TTFTSteadyP99Hi = math.Max(ttft.Quantile(0.99), rep.TTFTSteadyP99Lo)
-	rep.Diagnostics.BracketCertain = false
+	if hi, certain := s.ttftHi(&c, w); certain {
+		// A relative margin of 1e-9 keeps lo ≤ hi where they are the same prices
+		// summed another way (C = 1).
+		rep.TTFTSteadyP99Hi = math.Max(hi*(1+1e-9), rep.TTFTSteadyP99Lo)
+		rep.Diagnostics.BracketCertain = true
+	}
 	rep.Diagnostics.Rho = rhoP
 	rep.Diagnostics.OwnPrefillMs = p1
 	rep.Diagnostics.TGenMs = tD
-	return rep, finiteReport(rep)
+	// Every column derives from these scalars: checking them is checking the
+	// columns, without building the column map (most of a screening's cost).
+	for _, v := range []float64{x, pB, tD, tx, wq, rhoP, tpot, e2e, rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi, rep.DHeadroomMin,
+		rep.TTFTTransient.Max(), rep.ITL.Max(), ttft.Max()} {
+		if !finite(v) {
+			return nil, errors.New("disagg: screening column is not finite (internal)")
+		}
+	}
+	return rep, nil
 }
+
+// progress returns, for a prefill worker of engine e serving prompts of isl
+// tokens with no decode rows, the least number of prompt tokens a pass gives the
+// earliest running prompt of those ahead of a request (min(rest, g)), the most
+// prompt tokens a pass carries, and whether the engine is sure to schedule a
+// waiting prompt that has a free slot (a whole prompt must fit the budget).
+func progress(e queueing.EngineSpec, isl int) (g, tokMax int, ok bool) {
+	bs := max(e.BlockSize, 1)
+	switch e.Backend {
+	case queueing.BackendTRTLLM:
+		// T-R3: contexts sized FCFS, a cut chunk rounded down to a block.
+		if e.EnableChunkedPrefill {
+			return e.MaxNumTokens / bs * bs, e.MaxNumTokens, e.MaxNumTokens >= bs
+		}
+		return isl, e.MaxNumTokens, isl <= e.MaxNumTokens
+	case queueing.BackendSGLang:
+		tokMax = max(e.ChunkedPrefillSize, e.MaxPrefillTokens)
+		if e.EnableChunkedPrefill {
+			g = e.ChunkedPrefillSize / bs * bs
+			return g, tokMax, g >= 1
+		}
+		return isl, tokMax, isl <= e.MaxPrefillTokens
+	}
+	// vLLM (V-R2/V-R3): running prompts first, each min(rest, budget left,
+	// threshold); the threshold chunks even with chunked prefill off.
+	b := e.MaxNumBatchedTokens
+	switch {
+	case e.LongPrefillTokenThreshold > 0 && e.EnableChunkedPrefill:
+		return min(e.LongPrefillTokenThreshold, b), b, b >= 1
+	case e.LongPrefillTokenThreshold > 0: // a threshold chunk must fit whole
+		g = min(e.LongPrefillTokenThreshold, isl)
+		return g, b, g <= b
+	case e.EnableChunkedPrefill:
+		return b, b, b >= 1
+	}
+	return isl, b, isl <= b
+}
+
+// worstPrefillPass bounds the price of any pass of a prefill worker: at most
+// tokMax prompt tokens in at most k chunks of prompts of isl tokens, each chunk
+// priced at the deepest context it can end at (a timing non-decreasing in tokens
+// and context). Three shapes: k equal tails ending at isl, whole prompts from 0,
+// one chunk ending at isl.
+func (s *Screener) worstPrefillPass(t timing.Timing, isl, k, tokMax int) float64 {
+	tok := max(1, min(tokMax, k*isl))
+	m := max(1, min(k, tok))
+	worst := 0.0
+	price := func(fill func()) {
+		s.pass.Reset()
+		fill()
+		worst = math.Max(worst, t.PassMs(&s.pass))
+	}
+	price(func() { // m equal tails, the remainder on the first
+		n := tok / m
+		for i := 0; i < m; i++ {
+			ni := n
+			if i == 0 {
+				ni += tok - n*m
+			}
+			s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: ni, Computed: max(0, isl-ni)})
+		}
+	})
+	price(func() { // whole prompts from position 0
+		for left := tok; left > 0; left -= isl {
+			s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: min(left, isl)})
+		}
+	})
+	price(func() { // one chunk ending at isl
+		n := min(tok, isl)
+		s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: n, Computed: isl - n})
+	})
+	return worst
+}
+
+// ttftHi is the structural upper bound on any steady TTFT of the tandem in a
+// closed loop of C clients (certain = false, and hi meaningless, outside its
+// conditions: open loop, a shape mixture, a whole prompt that does not fit the
+// prefill budget, decode rows beyond the decode budget). Timing non-decreasing in
+// tokens, rows and context, as for the aggregated bracket (queueing.bracketHi).
+//
+// The argument. R becomes visible to its prefill worker p at a. At most C − 1
+// other requests exist (one per client), so at most C − 1 are ahead of R on p in
+// FCFS order (round-robin can route every live request to p), each with ≤ isl
+// prompt tokens left; nothing behind R is admitted before it.
+//
+//   - Passes. Until R's first token, p is either running a pass or idle. A pass is
+//     the one in flight at a, the asynchronous engine's pre-scheduled one (V-R10,
+//     T overlap executor), or a pass that advances the earliest running prompt of
+//     R and those ahead by ≥ min(rest, g) (progress): ≤ C·⌈isl/g⌉ of them. Each
+//     costs ≤ worstPrefillPass. With C = 1 p is idle at a (the previous request of
+//     the only client left p when its KV landed).
+//   - Idle time. p idles with R unfinished only when no slot is free (a waiting
+//     prompt with a free slot is scheduled: progress's ok), i.e. all K slots are
+//     held by prompts waiting to be pulled (pull connectors; push frees the slot at
+//     send). Each held slot is released within H of its prompt's completion, so an
+//     idle stretch lasts ≤ H, and each ends with an admission of R or a request
+//     ahead; blocking needs K held + R waiting, so there are ≤ C − K of them.
+//   - H = pull wait + transfer. Transfer: under max-min fairness a flow's rate is
+//     ≥ min over its links of cap/(flows on it); a prefill egress carries ≤ min(C,
+//     K) flows under pull (each holds a slot), a decode ingress ≤ min(C, M) when
+//     the decode KV holds M requests (pull reserves before the first byte), else
+//     C: T ≤ isl·kv_bytes·F/cap_min. Pull wait on decode worker d (FCFS pending
+//     queue, M reservations): the j-th request ahead starts within ⌊j/M⌋·(T + D),
+//     D the decode residence: FCFS on bD running slots, each running request
+//     gains a token per pass, so ≤ (⌊(n_d − 1)/bD⌋ + 1)·(osl − 1) + 1 + async
+//     passes of ≤ bD rows at context isl + osl (vLLM: plus ≤ bD one-token
+//     recompute chunks, V-D4).
+//   - handoff_in_ttft adds R's own pull wait and transfer.
+func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool) {
+	C := w.Concurrency
+	isl, osl := w.ISL, w.OSL
+	if C < 1 || len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
+		return 0, false
+	}
+	e := c.Prefill.Engine
+	g, tokMax, ok := progress(e, isl)
+	if !ok || g < 1 {
+		return 0, false
+	}
+	K := seqCapOf(c.Prefill)
+	tauP := s.worstPrefillPass(c.Prefill.Timing, isl, min(K, C), tokMax) // ≤ C prompts exist
+	extra := 1
+	if e.AsyncScheduling {
+		extra++
+	}
+	if C == 1 {
+		extra = 0
+	}
+	passes := C * ((isl + g - 1) / g)
+	hi := c.Prefill.Engine.StageMs + float64(passes+extra)*tauP
+
+	if osl > 1 { // a handoff exists
+		eff := c.Fabric.Efficiency
+		if eff == 0 {
+			eff = DefaultEfficiency
+		}
+		capMin := c.Fabric.InterNodeGBps * eff * 1e6
+		if c.Fabric.IntraNodeGBps > 0 && c.Fabric.GPUsPerNode > 0 {
+			capMin = math.Min(capMin, c.Fabric.IntraNodeGBps*eff*1e6)
+		}
+		need := isl + osl
+		kv := c.Decode.KVCapacityTokens
+		egress, ingress, onD := C, C, C
+		if !c.Push {
+			egress = min(C, K)
+			if kv > 0 {
+				ingress = min(C, kv/need)
+				onD = ingress
+			}
+		}
+		tx := float64(isl) * c.KVBytesPerToken * float64(max(egress, ingress)) / capMin
+		wait := 0.0
+		if !c.Push && kv > 0 {
+			bD := seqCapOf(c.Decode)
+			rows := min(bD, onD)
+			de := c.Decode.Engine
+			if (de.Backend == queueing.BackendVLLM && rows > de.MaxNumBatchedTokens) ||
+				(de.Backend == queueing.BackendTRTLLM && rows > de.MaxNumTokens) {
+				return 0, false // not every running row gets its token each pass
+			}
+			asyncD := 0
+			if de.AsyncScheduling {
+				asyncD = 1
+			}
+			tauD := s.decodeMs(c, rows, need)
+			if de.Backend == queueing.BackendVLLM {
+				// V-D4: a pulled request's first decode-side pass recomputes its last
+				// prompt token, so a pass may carry up to rows one-token chunks besides
+				// the decode rows (priced as both, a bound by monotonicity).
+				s.pass.Reset()
+				for i := 0; i < rows; i++ {
+					s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: 1, Computed: isl - 1})
+				}
+				s.pass.Decode = s.rows[:rows]
+				for i := range s.pass.Decode {
+					s.pass.Decode[i] = need
+				}
+				tauD = math.Max(tauD, c.Decode.Timing.PassMs(&s.pass))
+				s.pass.Decode = nil
+			}
+			d := float64(((onD-1)/bD+1)*(osl-1)+1+asyncD) * tauD
+			wait = float64((C-1)/(kv/need)) * (tx + d)
+		}
+		if !c.Push && C > K {
+			hi += float64(C-K) * (wait + tx)
+		}
+		if c.HandoffInTTFT {
+			hi += wait + tx
+		}
+	}
+	return hi, finite(hi)
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/aicdb/aicdb/disagg"
@@ -17,11 +20,15 @@ import (
 
 // disaggSetup builds the tandem of a disaggregated row (QUEUEING.md §6): each pool
 // priced by its own perf data at its own parallelism, the backend's default engine
-// on both pools with the row's per-worker batches as running caps (p_batch,
-// d_batch), the fabric of the system spec and the KV handoff of the model. The
-// closed loop runs at the row's concurrency d_batch × d_workers (× d_pp × d_dp, as
-// the legacy row). The decode KV is not bounded beyond d_batch (the row's decode
-// batch already passed aiconfigurator's memory rule in Legacy).
+// on both pools, the fabric of the system spec and the KV handoff of the model.
+// With attention DP a pass priced by the perf data is one rank's (perfdb's
+// PassTiming), so each attention-DP rank of a worker is a tandem worker of its
+// own: w × dp workers of tp × pp GPUs, each capped at the row's per-rank batch
+// (p_batch, d_batch, × pp) — aiconfigurator's batch is per rank (its decode
+// concurrency is d_batch × d_workers × d_pp × d_dp). Sweep rows have p_dp = d_dp
+// = 1. The closed loop runs at the row's concurrency d_batch × d_workers × d_pp ×
+// d_dp, as the legacy row. The decode KV is not bounded beyond d_batch (the row's
+// decode batch already passed aiconfigurator's memory rule in Legacy).
 func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, [2]*pointTiming, error) {
 	var c disagg.Config
 	var pts [2]*pointTiming
@@ -54,9 +61,10 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs)
 		return workload.Spec{}, c, pts, err
 	}
 	c = disagg.Config{
-		Prefill: disagg.Pool{Engine: e, Timing: pts[0], Workers: in.PWorkers, GPUsPerWorker: in.PTP * in.PPP * in.PDP, BatchCap: in.PBatch},
-		Decode: disagg.Pool{Engine: e, Timing: pts[1], Workers: in.DWorkers, GPUsPerWorker: in.DTP * in.DPP * in.DDP,
-			BatchCap: in.DBatch * in.DPP * in.DDP},
+		Prefill: disagg.Pool{Engine: e, Timing: pts[0], Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP,
+			BatchCap: in.PBatch * in.PPP},
+		Decode: disagg.Pool{Engine: e, Timing: pts[1], Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP,
+			BatchCap: in.DBatch * in.DPP},
 		Fabric:          disagg.FabricOf(pre.System()),
 		KVBytesPerToken: kvb,
 	}
@@ -96,7 +104,17 @@ func (p *PerfdbEvaluator) screenDisagg(ctx context.Context, in store.PointInputs
 	if err := fillColumns(&q.V, &r.Report); err != nil {
 		return store.Queueing{}, err
 	}
+	q.H = handoffOf(r)
 	return q, nil
+}
+
+// handoffOf is the row's handoff columns from a tandem report (migration 00011).
+func handoffOf(r *disagg.Report) store.Handoff {
+	if r.Unstable {
+		return store.Handoff{}
+	}
+	return store.Handoff{Valid: true, KVTransferMsMean: r.KVTransfer.Mean(), KVTransferMsP99: r.KVTransfer.Quantile(0.99),
+		HasKVTransferP99: true, PQueueMsP99: r.PQueueMsP99, DHeadroomMin: r.DHeadroomMin, MultiStable: r.MultiStable}
 }
 
 // quantitativeDisagg is Quantitative for a disaggregated row: the tandem's event
@@ -121,6 +139,7 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 		return out, err
 	}
 	out.ThroughputRPS, out.OutputTokensPerS, out.Fidelity = r.ThroughputRPS, r.OutputTokensPerS, string(r.Fidelity)
+	out.H = handoffOf(r)
 	d, err := json.Marshal(map[string]any{"ttft_steady": r.TTFTSteady, "ttft_transient": r.TTFTTransient,
 		"itl": r.ITL, "tpot": r.TPOT, "e2e": r.E2E, "kv_transfer": r.KVTransfer,
 		"p_queue_ms_p99": r.PQueueMsP99, "d_headroom_min": r.DHeadroomMin, "multi_stable": r.MultiStable})
@@ -137,6 +156,8 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 var modelFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	h.Write([]byte(queueingFingerprint()))
+	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
+	h.Write([]byte("disaggSetup v2: attention-DP ranks are tandem workers;"))
 	e, err := queueing.DefaultEngine(queueing.BackendVLLM, "")
 	if err != nil {
 		fmt.Fprintf(h, "%v;", err)
@@ -161,3 +182,75 @@ var modelFingerprint = sync.OnceValue(func() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
+
+// disaggFits refuses a sweep that asks for disaggregated rows when no prefill +
+// decode pair of its tps fits the GPUs (nP·tp_P + nD·tp_D ≤ --total-gpus with
+// nP, nD ≥ 1): bad input, said before anything is stored.
+func disaggFits(s SweepSpec, tps []int) error {
+	if !slices.Contains(s.Modes, store.ModeDisagg) || len(tps) == 0 {
+		return nil
+	}
+	least := 2 * slices.Min(tps)
+	if least <= s.TotalGPUs {
+		return nil
+	}
+	return fmt.Errorf("--mode %s: the smallest disaggregated deployment (one prefill and one decode worker at tp %d) needs %d GPUs, above --total-gpus %d; give --total-gpus ≥ %d, a smaller --tp, or --mode agg",
+		strings.Join(s.Modes, ","), slices.Min(tps), least, s.TotalGPUs, least)
+}
+
+// CheckDisagg refuses a disaggregated sweep that cannot produce one priced row
+// (bad input, said before anything is stored): a system whose spec gives the KV
+// fabric no bandwidth (inter_node_bw ≤ 0), or a request that no decode worker's
+// KV can hold at any decode tp of the sweep (aiconfigurator's disagg memory rule,
+// disagg.DecodeKVCapacityTokens). A decode tp that cannot hold one request while
+// another can just gives OOM rows. Perf-data gaps are left to the points.
+func (p *PerfdbEvaluator) CheckDisagg(ctx context.Context, pts []store.PointInputs) error {
+	seen := map[int]bool{}
+	var tps []int
+	held := false
+	for _, in := range pts {
+		if in.Mode != store.ModeDisagg || seen[in.DTP] {
+			continue
+		}
+		seen[in.DTP] = true
+		tps = append(tps, in.DTP)
+		pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
+		if err != nil {
+			held = true // not this check's business: the points report it
+			continue
+		}
+		dmTP, dmEP, err := p.poolMoE(ctx, in, in.DTP, in.DDP)
+		if err != nil {
+			held = true
+			continue
+		}
+		pre, _, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, pmTP, pmEP)
+		if err != nil {
+			held = true
+			continue
+		}
+		if f := disagg.FabricOf(pre.System()); !(f.InterNodeGBps > 0) {
+			return fmt.Errorf("--system %s: inter_node_bw is %v, so disaggregated rows have no KV fabric; fix the system spec (node.inter_node_bw) or use --mode agg", in.System, pre.System().InterNodeBW)
+		}
+		dec, _, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, dmTP, dmEP)
+		if err != nil {
+			held = true
+			continue
+		}
+		if _, err := disagg.DecodeKVCapacityTokens(pre, dec, in.ISL, in.OSL); !errors.Is(err, disagg.ErrDecodeKV) {
+			held = true
+		}
+	}
+	if held || len(tps) == 0 {
+		return nil
+	}
+	in := pts[len(pts)-1]
+	return fmt.Errorf("--isl %d + --osl %d: a decode worker's KV cannot hold one request of %s on %s at any decode tp of the sweep %v; shorten the request, allow a larger --tp, or use --mode agg",
+		in.ISL, in.OSL, in.Model, in.System, tps)
+}
+
+// disaggChecker is an evaluator that can refuse a disaggregated sweep before it
+// stores anything (PerfdbEvaluator.CheckDisagg).
+type disaggChecker interface {
+	CheckDisagg(ctx context.Context, pts []store.PointInputs) error
+}

@@ -326,6 +326,7 @@ func upgrade(p *store.Point, q store.Quantitative) {
 	p.Q.Tier = store.TierQuantitative
 	p.Q.Fidelity = q.Fidelity
 	p.Q.Valid = true
+	p.Q.H = q.H
 	if q.KV.HasPreemptions || q.KV.CapacityTokens > 0 {
 		p.Q.KV = q.KV
 		p.Q.KV.Note = "quantitative"

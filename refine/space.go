@@ -181,6 +181,9 @@ func Enumerate(s SweepSpec, r Resolved, evaluator string) ([]store.PointInputs, 
 	if len(okTP) == 0 {
 		return nil, fmt.Errorf("--tp %v: no tp divides --total-gpus %d and the model's %d heads", tps, s.TotalGPUs, r.Heads)
 	}
+	if err := disaggFits(s, okTP); err != nil {
+		return nil, err
+	}
 	modes := s.Modes
 	if len(modes) == 0 {
 		modes = []string{store.ModeAgg}

@@ -109,6 +109,11 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 	if err != nil {
 		return res, err
 	}
+	if dc, ok := ev.(disaggChecker); ok {
+		if err := dc.CheckDisagg(ctx, pts); err != nil {
+			return res, err
+		}
+	}
 	res.Total = len(pts)
 	if opt.Workers <= 0 {
 		opt.Workers = runtime.GOMAXPROCS(0)

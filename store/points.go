@@ -285,6 +285,8 @@ type Queueing struct {
 	P99Lo, P99Hi float64
 	HasBracket   bool
 	HiCertain    bool
+	// H is the KV handoff of a disaggregated row at this tier (migration 00011).
+	H Handoff
 	// KV holds the row's KV-pressure columns at this tier.
 	KV KV
 }
@@ -333,6 +335,53 @@ func (k *KV) args() []any {
 	}
 	return []any{c, nullable(k.UtilPeak, k.HasUtil), nullable(k.PreemptionsPerRequest, k.HasPreemptions)}
 }
+
+// Handoff holds a disaggregated row's KV-handoff metrics (QUEUEING.md §6) at the
+// row's tier. Valid is false on aggregated and composed rows: the columns are then
+// stored NULL.
+type Handoff struct {
+	Valid bool
+	// KVTransferMsMean and KVTransferMsP99 are the KV flow's duration (ms);
+	// HasKVTransferP99 is false on quantitative rows backfilled by migration 00011.
+	KVTransferMsMean, KVTransferMsP99 float64
+	HasKVTransferP99                  bool
+	// PQueueMsP99 is the p99 of the prefill-side queueing delay (ms).
+	PQueueMsP99 float64
+	// DHeadroomMin is the smallest free share of a decode worker's KV (0..1).
+	DHeadroomMin float64
+	// MultiStable flags two steady regimes (quantitative tier; false on screening).
+	MultiStable bool
+}
+
+// validate checks a handoff before it is written.
+func (h *Handoff) validate() error {
+	if !h.Valid {
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"kv_transfer_ms_mean", h.KVTransferMsMean}, {"kv_transfer_ms_p99", h.KVTransferMsP99}, {"p_queue_ms_p99", h.PQueueMsP99}, {"d_headroom_min", h.DHeadroomMin}} {
+		if !finite(c.v) || c.v < 0 {
+			return fmt.Errorf("%s = %v: must be finite and ≥ 0", c.name, c.v)
+		}
+	}
+	if h.DHeadroomMin > 1 {
+		return fmt.Errorf("d_headroom_min = %v: must be in [0, 1]", h.DHeadroomMin)
+	}
+	return nil
+}
+
+// args are the handoff columns' values (NULL when not valid).
+func (h *Handoff) args() []any {
+	if !h.Valid {
+		return []any{nil, nil, nil, nil, nil}
+	}
+	return []any{h.KVTransferMsMean, nullable(h.KVTransferMsP99, h.HasKVTransferP99), h.PQueueMsP99, h.DHeadroomMin, b2i(h.MultiStable)}
+}
+
+// handoffColumns name Handoff.args in order.
+var handoffColumns = []string{"kv_transfer_ms_mean", "kv_transfer_ms_p99", "p_queue_ms_p99", "d_headroom_min", "multi_stable"}
 
 // FromMap fills q.V from a flat column map keyed by QueueingColumns; every column
 // must be present.
@@ -406,7 +455,7 @@ func (q *Queueing) validate() error {
 	if q.Tier == "" || q.Fidelity == "" {
 		return errors.New("queueing tier and workload fidelity must be set")
 	}
-	return nil
+	return q.H.validate()
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
@@ -423,6 +472,8 @@ type Quantitative struct {
 	// Evaluator is the fingerprint (Evaluator.Name) of the code that computed the
 	// row; rows written before migration 00005 have none and were deleted by it.
 	Evaluator string
+	// H is the KV handoff of a disaggregated point (not valid on agg points).
+	H Handoff
 	// KV is the KV pool the row was computed with and its measured pressure
 	// (Note unused).
 	KV KV
@@ -452,6 +503,9 @@ func (r *Quantitative) Validate() error {
 	}
 	if r.Distributions == "" {
 		r.Distributions = "{}"
+	}
+	if err := r.H.validate(); err != nil {
+		return fmt.Errorf("quantitative result %s: %w", r.Key[:12], err)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 // pointColumns are the operating_points columns written by InsertPoints, in the
 // order of Point.args.
-var pointColumns = append(append(append([]string{
+var pointColumns = append(append(append(append([]string{
 	"key", "model", "system", "backend", "version", "mode", "isl", "osl", "prefix",
 	"tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "ctx_tokens", "max_num_batched_tokens",
 	"max_num_seqs", "enable_chunked_prefill", "database_mode", "gemm_quant", "kvcache_quant",
@@ -21,7 +21,9 @@ var pointColumns = append(append(append([]string{
 	legacyColumns...), QueueingColumns[:]...),
 	"ttft_steady_p99_lo", "ttft_steady_p99_hi", "bracket_certain", "queueing_tier", "workload_fidelity",
 	"engine_profile", "engine_config", "workload",
-	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request", "kv_note")
+	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request", "kv_note",
+	// migration 00011: each pool's system and GPUs (NULL on agg rows), the handoff
+	"p_system", "d_system", "p_gpus", "d_gpus"), handoffColumns...)
 
 func nullable(v float64, ok bool) any {
 	if !ok {
@@ -62,7 +64,17 @@ func (p *Point) args() []any {
 		engine = "{}" // not recorded (migration 00009's default)
 	}
 	a = append(a, tier, fid, in.EngineProfile, engine, in.Workload)
-	return append(append(a, p.Q.KV.args()...), p.Q.KV.Note)
+	a = append(append(a, p.Q.KV.args()...), p.Q.KV.Note)
+	if in.Mode == ModeDisagg {
+		a = append(a, in.System, in.System, in.PWorkers*in.PTP*in.PPP*in.PDP, in.DWorkers*in.DTP*in.DPP*in.DDP)
+	} else {
+		a = append(a, nil, nil, nil, nil)
+	}
+	h := Handoff{}
+	if p.Q.Valid {
+		h = p.Q.H
+	}
+	return append(a, h.args()...)
 }
 
 func placeholders(n int) string {
@@ -221,9 +233,9 @@ func (s *Store) GroupKeys(ctx context.Context, g Group) (map[string]struct{}, er
 	return out, rows.Err()
 }
 
-var quantColumns = append(append([]string{"key"}, QueueingColumns[:]...),
+var quantColumns = append(append(append([]string{"key"}, QueueingColumns[:]...),
 	"throughput_rps", "output_tokens_per_s", "workload_fidelity", "distributions", "evaluator",
-	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request")
+	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request"), handoffColumns...)
 
 var insertQuantSQL = `INSERT OR REPLACE INTO quantitative_results (` + strings.Join(quantColumns, ", ") +
 	`) VALUES (` + placeholders(len(quantColumns)) + `)`
@@ -263,6 +275,7 @@ func insertQuantitative(ctx context.Context, tx *sqlx.Tx, rs []Quantitative) err
 		}
 		a = append(a, r.ThroughputRPS, r.OutputTokensPerS, r.Fidelity, r.Distributions, r.Evaluator)
 		a = append(a, r.KV.args()...)
+		a = append(a, r.H.args()...)
 		if _, err := stmt.ExecContext(ctx, a...); err != nil {
 			return fmt.Errorf("insert quantitative result %s: %w", r.Key[:12], err)
 		}
@@ -437,8 +450,11 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	}
 	var kvCap sql.NullInt64
 	var kvUtil, kvPre sql.NullFloat64
+	var pSys, dSys sql.NullString
+	var pGPUs, dGPUs, multi sql.NullInt64
+	var kvMean, kvP99, pq, head sql.NullFloat64
 	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &in.Workload,
-		&kvCap, &kvUtil, &kvPre, &p.Q.KV.Note, &pareto)
+		&kvCap, &kvUtil, &kvPre, &p.Q.KV.Note, &pSys, &dSys, &pGPUs, &dGPUs, &kvMean, &kvP99, &pq, &head, &multi, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err
 	}
@@ -463,5 +479,9 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	p.Q.KV.CapacityTokens = int(kvCap.Int64)
 	p.Q.KV.UtilPeak, p.Q.KV.HasUtil = kvUtil.Float64, kvUtil.Valid
 	p.Q.KV.PreemptionsPerRequest, p.Q.KV.HasPreemptions = kvPre.Float64, kvPre.Valid
+	if p.Q.Valid && pq.Valid {
+		p.Q.H = Handoff{Valid: true, KVTransferMsMean: kvMean.Float64, KVTransferMsP99: kvP99.Float64,
+			HasKVTransferP99: kvP99.Valid, PQueueMsP99: pq.Float64, DHeadroomMin: head.Float64, MultiStable: multi.Int64 == 1}
+	}
 	return p, nil
 }

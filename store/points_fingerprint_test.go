@@ -33,7 +33,7 @@ func TestMigrationDropsUnfingerprintedQuantitative(t *testing.T) {
 	}
 	pt := testPoint(testInputs(), 30, 1000)
 	// The writer of schema 00004: every column before migration 00009's engine
-	// columns (later migrations only append).
+	// columns (and 00011's disagg columns after them).
 	w := slices.Index(pointColumns, "engine_profile")
 	if _, err := db.ExecContext(ctx, `INSERT INTO operating_points (`+strings.Join(pointColumns[:w], ", ")+`) VALUES (`+placeholders(w)+`)`, pt.args()[:w]...); err != nil {
 		t.Fatal(err)

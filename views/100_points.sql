@@ -81,6 +81,15 @@ SELECT
     o.engine_profile,
     o.engine_config,
     o.workload,
+    o.p_system,
+    o.d_system,
+    o.p_gpus,
+    o.d_gpus,
+    CASE WHEN r.key IS NULL THEN o.kv_transfer_ms_mean ELSE r.kv_transfer_ms_mean END AS kv_transfer_ms_mean,
+    CASE WHEN r.key IS NULL THEN o.kv_transfer_ms_p99 ELSE r.kv_transfer_ms_p99 END AS kv_transfer_ms_p99,
+    CASE WHEN r.key IS NULL THEN o.p_queue_ms_p99 ELSE r.p_queue_ms_p99 END AS p_queue_ms_p99,
+    CASE WHEN r.key IS NULL THEN o.d_headroom_min ELSE r.d_headroom_min END AS d_headroom_min,
+    CASE WHEN r.key IS NULL THEN o.multi_stable ELSE r.multi_stable END AS multi_stable,
     o.is_pareto,
     CASE WHEN r.key IS NULL THEN o.kv_capacity_tokens ELSE r.kv_capacity_tokens END AS kv_capacity_tokens,
     CASE WHEN r.key IS NULL THEN o.kv_util_peak ELSE r.kv_util_peak END AS kv_util_peak,
@@ -105,6 +114,11 @@ LEFT JOIN quantitative_results AS r ON r.key = o.key;
 -- is no answer. Rows whose preemption is unknown (preempts NULL: rows of migration
 -- 00012's predecessors, disagg rows) stay candidates. pareto_all is the frontier
 -- with preempting rows included, flagged by preempts.
+-- Aggregated and disaggregated rows have separate frontiers (mode is part of the
+-- group, as in aiconfigurator) but one view: an SLA in the WHERE clause applies to
+-- both kinds alike — a disagg row's percentile columns are the tandem's (screening
+-- or quantitative), never a derated mean — so `SELECT * FROM pareto WHERE
+-- ttft_steady_p99 < 200 ORDER BY tokens_per_s_per_gpu DESC` compares them.
 CREATE VIEW pareto AS
 SELECT * FROM points WHERE is_pareto = 1;
 

@@ -209,8 +209,8 @@ func NearestVersion(measured string, available []string) (string, string, bool) 
 func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 	t := Target{Row: row}
 	m := &row.Measurement
-	if m.Mode != store.ModeAgg {
-		t.Reason = "disaggregated deployment: no quantitative tier yet (the tandem is not built)"
+	if m.Mode != store.ModeAgg && m.Mode != store.ModeDisagg {
+		t.Reason = fmt.Sprintf("mode %q: only agg and disagg deployments are predicted", m.Mode)
 		return t
 	}
 	if m.Concurrency <= 0 {
@@ -252,6 +252,9 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		}
 		return t
 	}
+	if m.Mode == store.ModeDisagg {
+		return resolveDisagg(t, model, v, res, r.Ev.Name())
+	}
 	if m.Concurrency%(m.PP*m.DP) != 0 {
 		t.Reason = fmt.Sprintf("concurrency %d is not a multiple of pp·dp = %d", m.Concurrency, m.PP*m.DP)
 		return t
@@ -267,19 +270,7 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		Batch: batch, CtxTokens: max(budget-batch, m.ISL-m.Prefix), MaxNumBatchedTokens: budget, MaxNumSeqs: seqs,
 		ChunkedPrefill: chunked, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
 		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name()}
-	// The measured quant label overrides the checkpoint's (the silicon rows label
-	// fp8/nvfp4 runs of one config id), except a native mxfp4 checkpoint
-	// (gpt-oss), whose experts the label does not describe.
-	native := strings.Contains(res.MoEQuant, "mxfp4")
-	// A gemm label equal to the checkpoint's own expert quant names the checkpoint
-	// (Kimi-K2.5's rows say int4_wo for its int4 weight-only experts; its attention
-	// and dense layers are bf16): the checkpoint's gemm mode stands.
-	if q := fp8Scaling(quant(m.GemmQuant), res.GemmQuant, quant(m.MoEQuant)); q != "" && !native && !(res.MoE && q == res.MoEQuant) {
-		in.GemmQuant = q
-	}
-	if q := fp8Scaling(quant(m.MoEQuant), res.MoEQuant, ""); q != "" && res.MoE && !native {
-		in.MoEQuant = q
-	}
+	measuredQuant(&in, m, res)
 	if err := in.Validate(); err != nil {
 		t.Reason = err.Error()
 		return t
@@ -292,6 +283,22 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 	}
 	t.In = in
 	return t
+}
+
+// measuredQuant applies the measured quant labels: they override the checkpoint's
+// (the silicon rows label fp8/nvfp4 runs of one config id), except a native mxfp4
+// checkpoint (gpt-oss), whose experts the label does not describe.
+func measuredQuant(in *store.PointInputs, m *measure.Measurement, res refine.Resolved) {
+	native := strings.Contains(res.MoEQuant, "mxfp4")
+	// A gemm label equal to the checkpoint's own expert quant names the checkpoint
+	// (Kimi-K2.5's rows say int4_wo for its int4 weight-only experts; its attention
+	// and dense layers are bf16): the checkpoint's gemm mode stands.
+	if q := fp8Scaling(quant(m.GemmQuant), res.GemmQuant, quant(m.MoEQuant)); q != "" && !native && !(res.MoE && q == res.MoEQuant) {
+		in.GemmQuant = q
+	}
+	if q := fp8Scaling(quant(m.MoEQuant), res.MoEQuant, ""); q != "" && res.MoE && !native {
+		in.MoEQuant = q
+	}
 }
 
 // quant maps a measured quant label onto perfdb's names ("" = the model's own:
@@ -517,4 +524,72 @@ func savePredictions(ctx context.Context, st *store.Store, ps []Prediction, cali
 		}
 		return nil
 	})
+}
+
+// resolveDisagg maps a disaggregated measurement onto the tandem point a sweep
+// would store for it (refine.Enumerate's disagg rows, QUEUEING.md §6): the pools'
+// workers and parallelism from the row's prefill_* / decode_* columns (pp and
+// attention dp default to 1), the prefill per-worker batch (default 1, the
+// generator's prefill max_batch_size), and the decode per-worker batch from the
+// client concurrency, d_batch = concurrency / (d_workers · d_pp · d_dp) — the
+// closed loop of refine's tandem runs at d_batch × d_workers × d_pp × d_dp, which
+// must reproduce the measured concurrency exactly. The engines are the backend's
+// defaults on both pools (the generator's disagg rules are not a point input yet);
+// MoE layouts follow each pool's width with the decode pool's expert parallelism
+// (the measurement keeps the decode pool's moe columns only).
+func resolveDisagg(t Target, model, version string, res refine.Resolved, evaluator string) Target {
+	m := &t.Row.Measurement
+	one := func(v int) int { return max(v, 1) }
+	if m.PWorkers < 1 || m.DWorkers < 1 {
+		t.Reason = "disaggregated deployment without its worker counts (prefill_num_workers / decode_num_workers not stated): the tandem needs them"
+		return t
+	}
+	if m.PTP < 1 || m.DTP < 1 {
+		t.Reason = "disaggregated deployment without its pools' tp (prefill_tp_size / decode_tp_size not stated)"
+		return t
+	}
+	if m.Concurrency <= 0 {
+		t.Reason = "open-loop measurement: only closed-loop (client concurrency) runs are predicted yet"
+		return t
+	}
+	if m.Prefix > 0 {
+		t.Reason = fmt.Sprintf("prefix %d: the disaggregated tandem does not model prefix caching yet", m.Prefix)
+		return t
+	}
+	width := one(m.DWorkers) * one(m.DPP) * one(m.DDP)
+	if m.Concurrency%width != 0 {
+		t.Reason = fmt.Sprintf("concurrency %d is not a multiple of decode workers · pp · dp = %d", m.Concurrency, width)
+		return t
+	}
+	bd := m.Concurrency / width
+	// One expert-parallel size must lay out both pools (refine.poolMoELayout
+	// divides each pool's tp·dp by it); the measurement keeps the decode pool's.
+	// Where it does not divide the prefill pool, the largest size dividing both
+	// pools and the measured one stands in (documented approximation).
+	ep := one(m.MoEEP)
+	if pw, dw := m.PTP*one(m.PDP), m.DTP*one(m.DDP); pw%ep != 0 || dw%ep != 0 {
+		ep = gcd(gcd(ep, pw), dw)
+	}
+	in := store.PointInputs{Model: model, System: m.System, Backend: m.Backend, Version: version, Mode: store.ModeDisagg,
+		ISL: m.ISL, OSL: m.OSL, TP: m.DTP, PP: one(m.DPP), DP: one(m.DDP), MoETP: one(m.MoETP), MoEEP: ep,
+		Batch: bd, MaxNumSeqs: bd,
+		PWorkers: m.PWorkers, PBatch: one(m.PBatch), PTP: m.PTP, PPP: one(m.PPP), PDP: one(m.PDP),
+		DWorkers: m.DWorkers, DBatch: bd, DTP: m.DTP, DPP: one(m.DPP), DDP: one(m.DDP),
+		DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
+		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: evaluator}
+	measuredQuant(&in, m, res)
+	if err := in.Validate(); err != nil {
+		t.Reason = err.Error()
+		return t
+	}
+	t.In = in
+	return t
+}
+
+// gcd is the greatest common divisor of a, b > 0.
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
