@@ -1,6 +1,7 @@
 # aicdb — build, test, bench, lint, gate.
 GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE ?= $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0
 BIN := bin/aicdb
 
 .PHONY: build test explore bench lint gate demo clean
@@ -25,6 +26,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needs to run on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	@out=$$($(DEADCODE) -test ./...); if [ -n "$$out" ]; then echo "unreachable code (deadcode -test):"; echo "$$out"; exit 1; fi
 
 # The validation gate: the model against the oracle.
 gate:

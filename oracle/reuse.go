@@ -555,9 +555,6 @@ func (s *ReuseSim) reset() {
 	}
 }
 
-// Config returns the cache's configuration (block size defaulted).
-func (s *ReuseSim) Config() ReuseConfig { return s.cfg }
-
 // KVBoundUtil is the peak KV utilisation of running requests above which a replay is
 // KV-bound: `trace replay` and the replay gate then recompute the hits with running
 // requests pinning their KV (ReusePinned); below it the pinned KV leaves over half
