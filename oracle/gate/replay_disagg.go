@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/aicdb/aicdb/disagg"
 	"github.com/aicdb/aicdb/oracle"
@@ -26,12 +27,16 @@ type ReplayDisaggFamily struct {
 
 // ReplayDisaggFamilies are the gated disaggregated replays: the first 500 requests
 // of the Azure conversation trace at 4× its rate on a vLLM 1P1D and a 2P1D tandem
-// (replay timing, 25 GB/s NICs), W3 and W4 4-turn sessions (2 s think time).
+// (replay timing, 25 GB/s NICs), W3 and W4 4-turn sessions (2 s think time), and
+// W3 on SGLang and TRT-LLM 1P1D with their default engines.
 func ReplayDisaggFamilies() []ReplayDisaggFamily {
 	e := vllm(8192, 256)
 	const azure = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 	mk := func(name string, nP, nD int, turns int) ReplayDisaggFamily {
 		c := tandemConfig(nP, nD, e, 25)
+		if eng, ok := backendOf(name); ok {
+			c.Prefill.Engine, c.Decode.Engine = eng, eng
+		}
 		c.Prefill.Timing, c.Decode.Timing = replayTiming, replayTiming
 		f := ReplayDisaggFamily{ReplayFamily: ReplayFamily{Name: name, Path: azure, Format: trace.Azure, N: ReplayDisaggN, ScaleRate: 4,
 			Engine: e, Timing: replayTiming}, Config: c}
@@ -44,7 +49,20 @@ func ReplayDisaggFamilies() []ReplayDisaggFamily {
 		mk("disagg 1P1D vllm/azure conversation 500 rate×4", 1, 1, 0),
 		mk("disagg 2P1D vllm/azure conversation 500 rate×4", 2, 1, 0),
 		mk("disagg 1P1D vllm/azure conversation 500 rate×4 W4 4-turn sessions", 1, 1, 4),
+		mk("disagg 1P1D sglang/azure conversation 500 rate×4 defaults", 1, 1, 0),
+		mk("disagg 1P1D trtllm/azure conversation 500 rate×4 defaults", 1, 1, 0),
 	}
+}
+
+// backendOf returns the default engine a family name selects (sglang, trtllm).
+func backendOf(name string) (queueing.EngineSpec, bool) {
+	switch {
+	case strings.Contains(name, " sglang/"):
+		return sglEngine(), true
+	case strings.Contains(name, " trtllm/"):
+		return trtEngine(), true
+	}
+	return queueing.EngineSpec{}, false
 }
 
 // RunReplayDisagg replays one disaggregated family on both sides; dir holds the
