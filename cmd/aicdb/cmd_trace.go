@@ -94,7 +94,7 @@ system, and the p99 TTFT of the requests arriving in it.
 					&cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool of both tiers: `auto|N` tokens, replacing the engine file's num_gpu_blocks (auto: from the perf database's GPU memory model at the slice's longest request; needs --model)"},
 					&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "W4: client round trip in `MS` before a later turn reaches the scheduler (as eval's closed loop)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
-					formatFlag(formatJSON)}),
+					formatFlag(formatJSON)}, evalDisaggFlags()),
 				Action: traceReplay,
 			},
 			{
@@ -636,6 +636,15 @@ func traceReplay(c *cli.Context) error {
 	if tier != "oracle" && tier != "quantitative" {
 		return userErrorf("trace replay: --tier %q: must be quantitative or oracle", tier)
 	}
+	mode := c.String("mode")
+	switch {
+	case mode != "agg" && mode != "disagg":
+		return userErrorf("trace replay: --mode %q: use agg or disagg", mode)
+	case mode == "agg":
+		if err := checkAggFlags(c); err != nil {
+			return userErrorf("trace replay: %v", err)
+		}
+	}
 	fidelity := "W3"
 	if c.Bool("sessions") {
 		fidelity = "W4"
@@ -698,7 +707,10 @@ func traceReplay(c *cli.Context) error {
 	}
 	var sum oracle.Summary
 	var rows []store.ReplayRow
-	if tier == "oracle" {
+	var hand *replayHandoff
+	if mode == "disagg" {
+		sum, hand, rows, err = replayDisagg(c, st, info, sl, eng, tim, tier)
+	} else if tier == "oracle" {
 		sum, rows, err = replayOracle(c, st, info, sl, eng, tim)
 	} else {
 		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim)
@@ -711,10 +723,11 @@ func traceReplay(c *cli.Context) error {
 	}
 	out := struct {
 		oracle.Summary
+		*replayHandoff
 		Tier     string         `json:"queueing_tier"`
 		Fidelity string         `json:"workload_fidelity"`
 		Series   []trace.Window `json:"series,omitempty"`
-	}{sum, tier, fidelity, nil}
+	}{sum, hand, tier, fidelity, nil}
 	if width > 0 {
 		outs := make([]trace.Outcome, len(rows))
 		for i, r := range rows {
@@ -726,8 +739,12 @@ func traceReplay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	args, _ := json.Marshal(map[string]any{"trace": name, "engine": path, "window": c.String("window"),
-		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier, "by": c.String("by")})
+	argm := map[string]any{"trace": name, "engine": path, "window": c.String("window"),
+		"scale_rate": sl.Scale, "limit": sl.Limit, "tier": tier, "by": c.String("by")}
+	if mode == "disagg" {
+		argm["mode"] = mode
+	}
+	args, _ := json.Marshal(argm)
 	id, err := st.SaveReplay(c.Context, store.ReplayRecord{TraceID: info.ID, Tier: tier, WorkloadFidelity: fidelity,
 		Arguments: string(args), Summary: string(sumJSON), CreatedAt: time.Now().UTC().Format(time.RFC3339)}, rows)
 	if err != nil {

@@ -106,40 +106,10 @@ func runEvalDisagg(c *cli.Context) error {
 // database: each pool at its own tp through evalPassTiming), the fabric and the
 // KV sizing. It returns the pass timings to check after evaluation and the GPUs.
 func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.PassTiming, int, error) {
-	var cfg disagg.Config
-	for _, f := range []string{"prefill-workers", "decode-workers"} {
-		if c.Int(f) < 1 {
-			return cfg, nil, 0, userErrorf("--%s %d: must be ≥ 1", f, c.Int(f))
-		}
+	cfg, err := disaggPoolFlags(c)
+	if err != nil {
+		return cfg, nil, 0, err
 	}
-	for _, f := range []string{"prefill-batch-cap", "decode-batch-cap", "prefill-inflight-cap", "decode-kv-capacity-tokens", "gpus-per-node"} {
-		if c.Int(f) < 0 {
-			return cfg, nil, 0, userErrorf("--%s %d: must be ≥ 0", f, c.Int(f))
-		}
-	}
-	switch c.String("connector") {
-	case "pull":
-	case "push":
-		cfg.Push = true
-	default:
-		return cfg, nil, 0, userErrorf("--connector %q: use pull or push", c.String("connector"))
-	}
-	cfg.HandoffInTTFT = c.Bool("handoff-in-ttft")
-	cfg.Prefill.Workers, cfg.Decode.Workers = c.Int("prefill-workers"), c.Int("decode-workers")
-	cfg.Prefill.BatchCap, cfg.Decode.BatchCap = c.Int("prefill-batch-cap"), c.Int("decode-batch-cap")
-	cfg.Prefill.InFlightCap = c.Int("prefill-inflight-cap")
-	cfg.Decode.KVCapacityTokens = c.Int("decode-kv-capacity-tokens")
-	cfg.Fabric = disagg.Fabric{InterNodeGBps: c.Float64("inter-node-gbps"), IntraNodeGBps: c.Float64("intra-node-gbps"),
-		Efficiency: c.Float64("kv-efficiency"), GPUsPerNode: c.Int("gpus-per-node")}
-	if e := cfg.Fabric.Efficiency; !(e > 0 && e <= 1) {
-		return cfg, nil, 0, userErrorf("--kv-efficiency %v: must be in (0, 1]", e)
-	}
-	for _, f := range []string{"inter-node-gbps", "intra-node-gbps", "kv-bytes-per-token"} {
-		if v := c.Float64(f); c.IsSet(f) && (!(v > 0) || math.IsInf(v, 0)) {
-			return cfg, nil, 0, userErrorf("--%s %v: must be a finite number > 0", f, v)
-		}
-	}
-	cfg.KVBytesPerToken = c.Float64("kv-bytes-per-token")
 
 	dep := readDeployment(c)
 	synthetic := c.IsSet("timing")
@@ -197,6 +167,47 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 		return cfg, nil, 0, userErrorf("%v", err)
 	}
 	return cfg, pts, gpus, nil
+}
+
+// disaggPoolFlags reads the pools' workers and caps, the connector, the handoff
+// visibility, the fabric and the KV bytes per token (evalDisaggFlags; shared by eval
+// and trace replay --mode disagg). Engines and timing are the caller's.
+func disaggPoolFlags(c *cli.Context) (disagg.Config, error) {
+	var cfg disagg.Config
+	for _, f := range []string{"prefill-workers", "decode-workers"} {
+		if c.Int(f) < 1 {
+			return cfg, userErrorf("--%s %d: must be ≥ 1", f, c.Int(f))
+		}
+	}
+	for _, f := range []string{"prefill-batch-cap", "decode-batch-cap", "prefill-inflight-cap", "decode-kv-capacity-tokens", "gpus-per-node"} {
+		if c.Int(f) < 0 {
+			return cfg, userErrorf("--%s %d: must be ≥ 0", f, c.Int(f))
+		}
+	}
+	switch c.String("connector") {
+	case "pull":
+	case "push":
+		cfg.Push = true
+	default:
+		return cfg, userErrorf("--connector %q: use pull or push", c.String("connector"))
+	}
+	cfg.HandoffInTTFT = c.Bool("handoff-in-ttft")
+	cfg.Prefill.Workers, cfg.Decode.Workers = c.Int("prefill-workers"), c.Int("decode-workers")
+	cfg.Prefill.BatchCap, cfg.Decode.BatchCap = c.Int("prefill-batch-cap"), c.Int("decode-batch-cap")
+	cfg.Prefill.InFlightCap = c.Int("prefill-inflight-cap")
+	cfg.Decode.KVCapacityTokens = c.Int("decode-kv-capacity-tokens")
+	cfg.Fabric = disagg.Fabric{InterNodeGBps: c.Float64("inter-node-gbps"), IntraNodeGBps: c.Float64("intra-node-gbps"),
+		Efficiency: c.Float64("kv-efficiency"), GPUsPerNode: c.Int("gpus-per-node")}
+	if e := cfg.Fabric.Efficiency; !(e > 0 && e <= 1) {
+		return cfg, userErrorf("--kv-efficiency %v: must be in (0, 1]", e)
+	}
+	for _, f := range []string{"inter-node-gbps", "intra-node-gbps", "kv-bytes-per-token"} {
+		if v := c.Float64(f); c.IsSet(f) && (!(v > 0) || math.IsInf(v, 0)) {
+			return cfg, userErrorf("--%s %v: must be a finite number > 0", f, v)
+		}
+	}
+	cfg.KVBytesPerToken = c.Float64("kv-bytes-per-token")
+	return cfg, nil
 }
 
 // disaggPerfTiming prices each pool from the perf database at its own tp (the

@@ -1,0 +1,32 @@
+package oracle_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/oracle/gate"
+)
+
+// TestGateReplayDisagg is the disaggregated replay gate (issue 13): a 500-request
+// slice of the Azure conversation trace replayed by the tandem and by the
+// disaggregated DES (W3, and W4 sessions), within the agg replay tolerances on TTFT
+// p50/p99, ITL p99, TPOT mean and throughput. Skipped when ../shared/data/traces is
+// absent.
+func TestGateReplayDisagg(t *testing.T) {
+	dir := filepath.Join("..", "..", "shared", "data", "traces")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("disagg replay gate: no sample traces at %s (../shared absent): %v", dir, err)
+	}
+	rows := gate.RunReplayDisaggs(context.Background(), dir, gate.ReplayDisaggFamilies())
+	var b strings.Builder
+	if err := gate.WriteReplayTable(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+	if err := gate.ReplayVerdict(rows); err != nil {
+		t.Error(err)
+	}
+}
