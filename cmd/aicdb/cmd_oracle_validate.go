@@ -27,8 +27,8 @@ func oracleValidateCommand() *cli.Command {
 long-prompt tails), kv (vLLM preemption, SGLang retraction, TRT-LLM pausing under KV
 pressure), finite (benchmark runs of N requests from a burst, as measured rows are
 predicted), disagg (the prefill/decode tandem against the disaggregated DES) and replay
-(2,000-request slices of the sample traces, model vs DES; give the folder of the sample
-traces with --traces). The table format prints each suite's
+(2,000-request slices of the sample traces, model vs DES, aggregated and disaggregated;
+give the folder of the sample traces with --traces). The table format prints each suite's
 residual table; csv, json and jsonl print one row per family and metric. Exit code 1
 when a gated family fails (known-failing families are listed, not gated).`,
 		Flags: []cli.Flag{
@@ -102,10 +102,11 @@ func runOracleValidate(c *cli.Context) error {
 				return userErrorf("oracle validate --suite %s: the replay suite needs --traces DIR (the sample traces folder, shared/data/traces)", c.String("suite"))
 			}
 			fams := filterFamilies(gate.ReplayFamilies(), func(f gate.ReplayFamily) string { return f.Name }, sub)
-			if len(fams) == 0 {
+			dfams := filterFamilies(gate.ReplayDisaggFamilies(), func(f gate.ReplayDisaggFamily) string { return f.Name }, sub)
+			if len(fams)+len(dfams) == 0 {
 				continue
 			}
-			res := gate.RunReplays(c.Context, dir, fams)
+			res := append(gate.RunReplays(c.Context, dir, fams), gate.RunReplayDisaggs(c.Context, dir, dfams)...)
 			for _, r := range res {
 				rows = append(rows, r.Record(suite))
 			}
