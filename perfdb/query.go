@@ -99,8 +99,7 @@ type tables struct {
 	mlaOpGen map[string]*grid                 // op-level generation MLA by kv
 	mlaBmm   map[mlaBmmSliceKey]map[int]*grid // MLA BMM curves by (dtype, op) and heads
 
-	dsaCtx map[dsaSliceKey]dsaSlice // context DSA module grids
-	dsaGen map[dsaSliceKey]dsaSlice // generation DSA module grids
+	dsa dsaIndex // DSA module grids, indexed on first use
 
 	gdn map[gdnSliceKey]*grid // GDN kernels by exact geometry
 
