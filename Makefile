@@ -31,7 +31,7 @@ demo: build
 	./$(BIN) init
 	./$(BIN) sweep --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --total-gpus 8 --isl 4000 --osl 500
 	./$(BIN) query "select * from pareto where ttft_steady_p99 < 200"
-	./$(BIN) plot pareto --out docs/pareto.png
+	./$(BIN) plot pareto --out pareto.png
 
 clean:
-	rm -rf bin aicdb.sqlite aicdb.sqlite-wal aicdb.sqlite-shm
+	rm -rf bin aicdb.sqlite aicdb.sqlite-wal aicdb.sqlite-shm aicdb.sqlite.perfcache pareto.png

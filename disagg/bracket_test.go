@@ -67,6 +67,7 @@ func drawBracketCase(rt *rapid.T) (workload.Spec, Config) {
 	}
 	w := workload.Spec{ISL: isl, OSL: osl, Concurrency: rapid.IntRange(1, 12).Draw(rt, "C"),
 		TurnaroundMs: float64(rapid.IntRange(0, 2).Draw(rt, "turn"))}
+	c.Decode.KVCapacityTokens = deadlockFreeKV(e, c.Decode.KVCapacityTokens, isl, osl, w.Concurrency)
 	return w, c
 }
 

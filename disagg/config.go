@@ -125,6 +125,15 @@ func (c *Config) Validate(w workload.Spec) error {
 	if kv := c.Decode.KVCapacityTokens; kv > 0 && isl+osl > kv {
 		return fmt.Errorf("decode kv_capacity_tokens = %d: cannot hold one request of isl %d + osl %d tokens; give the decode pool more KV (more GPUs per worker, a smaller model or KV quant)", kv, isl, osl)
 	}
+	if e := c.Decode.Engine; e.Backend == queueing.BackendVLLM && c.Decode.KVCapacityTokens > 0 && e.BlockSize > 0 {
+		// vLLM's decode KV is allocated in whole blocks (V-R9); a request whose last
+		// step (isl + osl − 2 tokens: the decode side emits osl − 1, V-D4) needs more
+		// blocks than the pool has would be preempted and recomputed forever (V-R6).
+		kv, bs := c.Decode.KVCapacityTokens, e.BlockSize
+		if need := (isl + osl - 2 + bs - 1) / bs; need > kv/bs {
+			return fmt.Errorf("decode kv_capacity_tokens = %d: %d blocks of %d tokens, one request of isl %d + osl %d needs %d for its last step; give the decode pool more KV", kv, kv/bs, bs, isl, osl, need)
+		}
+	}
 	return nil
 }
 

@@ -39,9 +39,10 @@ func TestPropertyScreeningLoAndFinite(t *testing.T) {
 			HandoffInTTFT:   rapid.Bool().Draw(rt, "handoff"),
 		}
 		if n := rapid.IntRange(0, 6).Draw(rt, "kvreq"); n > 0 {
-			c.Decode.KVCapacityTokens = n * (isl + osl)
+			c.Decode.KVCapacityTokens = n*(isl+osl) + e.BlockSize // a block of slack: vLLM allocates whole blocks
 		}
 		w := workload.Spec{ISL: isl, OSL: osl, Concurrency: rapid.IntRange(1, 12).Draw(rt, "C")}
+		c.Decode.KVCapacityTokens = deadlockFreeKV(e, c.Decode.KVCapacityTokens, isl, osl, w.Concurrency)
 		q, err := Quantitative(context.Background(), w, c, Options{WindowGenerations: 4})
 		if err != nil {
 			rt.Fatal(err)

@@ -146,6 +146,8 @@ func mixture(b, s *Report) (*Report, error) {
 	r.MultiStable = math.Abs(b.ThroughputRPS-s.ThroughputRPS) > 0.02*math.Max(b.ThroughputRPS, s.ThroughputRPS)
 	r.PQueueMsP99 = math.Max(b.PQueueMsP99, s.PQueueMsP99)
 	r.DHeadroomMin = math.Min(b.DHeadroomMin, s.DHeadroomMin)
+	r.KVUtilPeak = math.Max(b.KVUtilPeak, s.KVUtilPeak)
+	r.PreemptionsPerRequest = (b.PreemptionsPerRequest + s.PreemptionsPerRequest) / 2
 	p99 := r.TTFTSteady.Quantile(0.99)
 	r.TTFTSteadyP99Lo, r.TTFTSteadyP99Hi = p99, p99
 	r.Diagnostics.Passes += s.Diagnostics.Passes
@@ -168,7 +170,7 @@ type treq struct {
 	done         float64
 	finished     bool
 	steady       bool
-	need         int // decode KV reservation (tokens)
+	need         int // decode KV reservation (tokens; 0 when the decode kernel keeps the KV)
 }
 
 // tandem is the state of one run.
@@ -228,7 +230,13 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	}
 	t.pIDs = make([][]int, nP)
 	for i := 0; i < nD; i++ {
-		k, err := queueing.NewKernel(c.Decode.Engine, c.Decode.Timing, queueing.KernelOptions{SeqCap: c.Decode.BatchCap})
+		o := queueing.KernelOptions{SeqCap: c.Decode.BatchCap}
+		if c.Decode.Engine.Backend == queueing.BackendVLLM {
+			// vLLM's decode KV lives in the kernel: blocks grow per token and a step
+			// that cannot allocate preempts by recompute (V-R6), as in the agg calendar.
+			o.KVCapacityTokens = c.Decode.KVCapacityTokens
+		}
+		k, err := queueing.NewKernel(c.Decode.Engine, c.Decode.Timing, o)
 		if err != nil {
 			return nil, fmt.Errorf("decode engine: %w", err)
 		}
@@ -312,7 +320,9 @@ func (t *tandem) prefilled(ri int, now float64) {
 	d := t.nextD
 	t.nextD = (t.nextD + 1) % len(t.dec)
 	r.dw = d
-	r.need = r.isl + r.osl
+	if t.dec[d].KVCapBlocks() == 0 {
+		r.need = r.isl + r.osl
+	}
 	if t.c.Push {
 		t.startFlow(ri, now)
 		return
@@ -321,15 +331,27 @@ func (t *tandem) prefilled(ri int, now float64) {
 	t.pull(d, now)
 }
 
-// pull starts the transfers decode worker d has KV headroom for, FCFS: a pull
-// connector reserves the request's KV (its prompt and the outputs it will grow
-// to — the calendars do not model decode preemption) before the first byte moves.
+// pull starts the transfers decode worker d has KV headroom for, FCFS, head-of-line
+// on failure. vLLM (a KV kernel) allocates the prompt's blocks in the decode
+// worker's pool before the first byte moves (V-D2): headroom = capacity − running
+// KV − staged, none while a preempted request heads the waiting queue (V-R3); the
+// running decodes then grow by blocks and preempt by recompute (V-R6). TRT-LLM
+// reserves the request's final KV (isl + osl) to completion (T-D3); SGLang is
+// charged the same (its prealloc queue is not modelled).
 func (t *tandem) pull(d int, now float64) {
 	capKV := t.c.Decode.KVCapacityTokens
+	k := t.dec[d]
 	for t.pHead[d] < len(t.pending[d]) {
 		ri := t.pending[d][t.pHead[d]]
 		r := &t.reqs[ri]
-		if capKV > 0 {
+		if cb := k.KVCapBlocks(); cb > 0 {
+			if r.steady && !t.c.Push { // a push reports no headroom wait (the DES's 1)
+				t.headMin = math.Min(t.headMin, float64(k.PullableKVBlocks())/float64(cb))
+			}
+			if !k.ReserveKV(r.isl) {
+				return
+			}
+		} else if capKV > 0 {
 			free := capKV - t.kvUsed[d]
 			if r.steady {
 				t.headMin = math.Min(t.headMin, float64(free)/float64(capKV))
@@ -340,7 +362,11 @@ func (t *tandem) pull(d int, now float64) {
 		}
 		t.kvUsed[d] += r.need
 		t.pHead[d]++
-		t.startFlow(ri, now)
+		if t.c.Push {
+			t.inject(ri, now) // a landed push (KV kernel): its blocks are taken
+		} else {
+			t.startFlow(ri, now)
+		}
 	}
 	t.pending[d], t.pHead[d] = t.pending[d][:0], 0
 }
@@ -371,14 +397,31 @@ func (t *tandem) landed(ri int, now float64) {
 	}
 	d := r.dw
 	if t.c.Push {
+		if t.dec[d].KVCapBlocks() > 0 {
+			// vLLM takes a pushed prompt's blocks when it lands, FIFO and
+			// head-of-line as a pull's (V-D2, the DES's rule): it waits in pending.
+			t.pending[d] = append(t.pending[d], ri)
+			t.pull(d, now)
+			return
+		}
 		t.kvUsed[d] += r.need
 	}
+	t.inject(ri, now)
+}
+
+// inject gives request ri, whose KV is on decode worker r.dw, to that worker's
+// kernel at now.
+func (t *tandem) inject(ri int, now float64) {
+	r := &t.reqs[ri]
+	d := r.dw
 	kr := queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true}
 	if t.c.Decode.Engine.Backend == queueing.BackendVLLM {
 		// V-D4/V-D5: vLLM's decode side takes the pulled prompt as computed up to its
 		// last token, recomputes that token (a one-token chunk, one budget token and a
-		// running slot at admission) and samples the next output itself.
-		kr = queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, Prefix: r.isl - 1, OSL: r.osl - 1}
+		// running slot at admission) and samples the next output itself. It brings
+		// the prompt blocks reserved for it (V-D2).
+		kr = queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, Prefix: r.isl - 1, OSL: r.osl - 1,
+			ReservedKV: t.dec[d].KVCapBlocks() > 0}
 	}
 	id, err := t.dec[d].Inject(kr)
 	if err != nil && t.err == nil {
@@ -690,6 +733,7 @@ func (t *tandem) report() (*Report, error) {
 	}
 	p99 := rep.TTFTSteady.Quantile(0.99)
 	rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi = p99, p99
+	t.kvDiagnostics(rep)
 	rep.Diagnostics.SteadyRequests = len(ttft)
 	rep.Diagnostics.BracketCertain = true
 	for _, k := range t.pre {
@@ -699,6 +743,32 @@ func (t *tandem) report() (*Report, error) {
 		rep.Diagnostics.Passes += k.Passes()
 	}
 	return rep, nil
+}
+
+// kvDiagnostics fills the KV columns of a decode pool whose kernels keep the KV
+// (vLLM): the peak share of a worker's pool in use and the decode-side
+// preemptions (V-R6) per steady request.
+func (t *tandem) kvDiagnostics(rep *Report) {
+	n, p := 0, 0
+	for _, k := range t.dec {
+		if cb := k.KVCapBlocks(); cb > 0 {
+			rep.KVUtilPeak = math.Max(rep.KVUtilPeak, float64(k.KVPeakBlocks())/float64(cb))
+		}
+	}
+	if rep.KVUtilPeak == 0 {
+		return
+	}
+	for i := range t.reqs {
+		if r := &t.reqs[i]; r.steady && r.finished {
+			n++
+			if r.dw >= 0 && t.c.Decode.Engine.Backend == queueing.BackendVLLM {
+				p += t.dec[r.dw].Preempts(r.did)
+			}
+		}
+	}
+	if n > 0 {
+		rep.PreemptionsPerRequest = float64(p) / float64(n)
+	}
 }
 
 // finiteReport rejects a non-finite column.

@@ -31,6 +31,10 @@ type kernels interface {
 	DSAGeneration(b, s, heads int, arch string, kv KVQuant, gemm GemmQuant) (Perf, error)
 	GemmBelowGridSOL(quant GemmQuant, m, n, k int) (Perf, bool, error)
 	GDN(g GDNShape, b, s int) (Perf, error)
+	MoEA2A(backend, phase string, ep, nodes, hidden, topk, experts, sms, tokens int) (Perf, error)
+	WideEPExpert(a MoEArgs, phase string, tokens int) (Perf, error)
+	WideEPContextMLA(batch, s, prefix, heads int, kernel string, kv KVQuant, fmha FMHAQuant) (Perf, error)
+	WideEPGenerationMLA(batch, s, heads int, kernel string, kv KVQuant) (Perf, error)
 }
 
 // opKind enumerates the operator types of the LLAMA and MOE op lists.
@@ -56,6 +60,10 @@ const (
 	opDSACtx                      // context DSA module (indexer + top-k sparse MLA block)
 	opDSAGen                      // decode DSA module
 	opGDN                         // a Gated-DeltaNet kernel (conv1d or delta rule)
+	opMoEA2A                      // wide-EP all-to-all phase (DeepEP dispatch or combine)
+	opWideEPExpert                // wide-EP expert compute behind the all-to-all
+	opWideEPCtxMLA                // SGLang's DeepEP context MLA module
+	opWideEPGenMLA                // SGLang's DeepEP decode MLA module
 )
 
 // op is one entry of a context or generation op list (aiconfigurator
@@ -98,6 +106,13 @@ type op struct {
 	arch string
 	// GDN kernel geometry.
 	gdn GDNShape
+	// wide-EP: the all-to-all backend (deepep_ht | deepep_ll) and phase
+	// (dispatch | combine; the expert compute's inference phase), the EP
+	// group's node count and the DeepEP SM budget; tp divides the
+	// all-to-all's tokens (attention TP), kernel is the MLA attention backend.
+	a2a, phase string
+	nodes, sms int
+	kernel     string
 	// belowGridSOL: a GEMM shape outside the collected grid is priced at its
 	// SOL in SILICON mode (the reference's below_grid_sol opt-in).
 	belowGridSOL bool
@@ -170,6 +185,15 @@ func (o *op) query(ks kernels, batch, s, prefix, x int) (Perf, error) {
 		r, err = ks.DSAGeneration(batch, s, o.heads, o.arch, o.kvQ, o.gemmQ)
 	case opGDN:
 		r, err = ks.GDN(o.gdn, batch, s)
+	case opMoEA2A:
+		a := o.moe
+		r, err = ks.MoEA2A(o.a2a, o.phase, a.MoEEP, o.nodes, a.Hidden, a.TopK, a.NumExperts, o.sms, x/max(o.tp, 1))
+	case opWideEPExpert:
+		r, err = ks.WideEPExpert(o.moe, o.phase, x)
+	case opWideEPCtxMLA:
+		r, err = ks.WideEPContextMLA(batch, s, prefix, o.heads, o.kernel, o.kvQ, o.fmhaQ)
+	case opWideEPGenMLA:
+		r, err = ks.WideEPGenerationMLA(batch, s, o.heads, o.kernel, o.kvQ)
 	default:
 		return Perf{}, fmt.Errorf("op %s: unknown kind %d", o.name, o.kind)
 	}

@@ -37,7 +37,8 @@ type Config struct {
 	Mode DatabaseMode
 
 	// WideEP asks for the all-to-all MoE path (wideep.go): checked for
-	// feasibility, then refused — aicdb prices the fused path only.
+	// feasibility, then priced where the data covers it (SGLang DeepEP,
+	// DeepSeek MLA families) and refused in one line otherwise.
 	WideEP bool
 
 	sys *System
@@ -96,7 +97,11 @@ func newEstimator(ks kernels, sys *System, m *Model, cfg Config) (*Estimator, er
 		if err != nil {
 			return nil, err
 		}
-		return nil, wideEPNotModeled(cfg, backends)
+		ls, err := wideEPPlan(ks, m, &cfg, backends)
+		if err != nil {
+			return nil, err
+		}
+		return &Estimator{ks: ks, sys: sys, model: m, cfg: cfg, ops: ls}, nil
 	}
 	var ls opLists
 	var err error

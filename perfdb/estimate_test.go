@@ -60,6 +60,18 @@ func (fakeKernels) GemmBelowGridSOL(quant GemmQuant, m, n, k int) (Perf, bool, e
 func (fakeKernels) GDN(g GDNShape, b, s int) (Perf, error) {
 	return Perf{LatencyMs: 0.004 + float64(b*max(s, 1)*g.NV)*1e-9, Source: SourceSilicon}, nil
 }
+func (fakeKernels) MoEA2A(backend, phase string, ep, nodes, hidden, topk, experts, sms, tokens int) (Perf, error) {
+	return Perf{LatencyMs: 0.01 + float64(tokens*topk*hidden)/float64(ep)*1e-10, Source: SourceSilicon}, nil
+}
+func (fakeKernels) WideEPExpert(a MoEArgs, phase string, tokens int) (Perf, error) {
+	return Perf{LatencyMs: 0.05 + float64(tokens*a.AttentionDP*a.TopK)/float64(a.MoEEP)*1e-6, Source: SourceSilicon}, nil
+}
+func (fakeKernels) WideEPContextMLA(batch, s, prefix, heads int, kernel string, kv KVQuant, fmha FMHAQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.03 + float64(batch*(s+prefix)*heads)*1e-7, Source: SourceSilicon}, nil
+}
+func (fakeKernels) WideEPGenerationMLA(batch, s, heads int, kernel string, kv KVQuant) (Perf, error) {
+	return Perf{LatencyMs: 0.01 + float64(batch*s*heads)*1e-8, Source: SourceSilicon}, nil
+}
 func (fakeKernels) MemOp(bytes float64) (Perf, error) {
 	return Perf{LatencyMs: (bytes/(4.8e12*0.8) + 3e-6) * 1000, Source: SourceEmpirical}, nil
 }

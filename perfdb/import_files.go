@@ -113,6 +113,13 @@ var importers = map[string]fileImporter{
 	dsaContextKind.stem:          kindImporter[DSARow, *DSARow]{dsaContextKind},
 	dsaGenerationKind.stem:       kindImporter[DSARow, *DSARow]{dsaGenerationKind},
 	gdnKind.stem:                 kindImporter[GDNRow, gdnKey]{gdnKind},
+	// Wide-EP tables (wideep_tables.go): content only, no SQL mirror.
+	deepEPNormalKind.stem:        kindImporter[DeepEPRow, deepEPKey]{deepEPNormalKind},
+	deepEPLLKind.stem:            kindImporter[DeepEPRow, deepEPKey]{deepEPLLKind},
+	wideEPContextMoEKind.stem:    kindImporter[MoERow, moeKey]{wideEPContextMoEKind},
+	wideEPGenerationMoEKind.stem: kindImporter[MoERow, moeKey]{wideEPGenerationMoEKind},
+	wideEPContextMLAKind.stem:    kindImporter[MLAModuleRow, wideEPMLAKey]{wideEPContextMLAKind},
+	wideEPGenerationMLAKind.stem: kindImporter[MLAModuleRow, wideEPMLAKey]{wideEPGenerationMLAKind},
 }
 
 // importFiles imports the tree's table files: unchanged files (same sha256)

@@ -417,6 +417,30 @@ func assemble(ctx context.Context, tr *tree, src rowSource, backend, version str
 			d.GDN, err = loadKind(ctx, src, gdnKind, res(gdnKind.stem), sys, s)
 			return err
 		},
+		func(s *[]DataSource) (err error) {
+			d.DeepEPNormal, err = loadKind(ctx, src, deepEPNormalKind, res(deepEPNormalKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.DeepEPLL, err = loadKind(ctx, src, deepEPLLKind, res(deepEPLLKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.WideEPContextMoE, err = loadKind(ctx, src, wideEPContextMoEKind, res(wideEPContextMoEKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.WideEPGenerationMoE, err = loadKind(ctx, src, wideEPGenerationMoEKind, res(wideEPGenerationMoEKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.WideEPContextMLA, err = loadKind(ctx, src, wideEPContextMLAKind, res(wideEPContextMLAKind.stem), sys, s)
+			return err
+		},
+		func(s *[]DataSource) (err error) {
+			d.WideEPGenerationMLA, err = loadKind(ctx, src, wideEPGenerationMLAKind, res(wideEPGenerationMLAKind.stem), sys, s)
+			return err
+		},
 	}
 	srcs := make([][]DataSource, len(tasks))
 	errs := make([]error, len(tasks))

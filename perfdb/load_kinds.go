@@ -521,7 +521,9 @@ var gdnKind = &tableKind[GDNRow, gdnKey]{
 var tableStems = []string{"gemm_perf", "context_attention_perf", "generation_attention_perf",
 	"custom_allreduce_perf", "nccl_perf", "moe_perf", "computescale_perf", "scale_matrix_perf",
 	"mla_context_module_perf", "mla_generation_module_perf", "context_mla_perf", "generation_mla_perf", "mla_bmm_perf",
-	"dsa_context_module_perf", "dsa_generation_module_perf", "gdn_perf"}
+	"dsa_context_module_perf", "dsa_generation_module_perf", "gdn_perf",
+	"wideep_deepep_normal_perf", "wideep_deepep_ll_perf", "wideep_context_moe_perf", "wideep_generation_moe_perf",
+	"wideep_context_mla_perf", "wideep_generation_mla_perf"}
 
 // isImportedStem reports whether a Parquet file stem is one aicdb imports.
 func isImportedStem(stem string) bool {

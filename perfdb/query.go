@@ -103,6 +103,8 @@ type tables struct {
 
 	gdn map[gdnSliceKey]*grid // GDN kernels by exact geometry
 
+	wideEP *wideEPTables // SGLang's wide-EP tables (query_wideep.go)
+
 	emp empCache
 }
 
@@ -176,6 +178,7 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t.buildMLAOps(d)
 	t.buildDSA(d)
 	t.buildGDN(d)
+	t.wideEP = buildWideEP(d)
 	return &Querier{mode: mode, policy: AllTransfers, tables: t}, nil
 }
 

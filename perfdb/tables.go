@@ -331,6 +331,16 @@ type Data struct {
 	DSAGeneration []DSARow
 	// GDN holds the linear-attention kernels of Qwen3.5 (gdn_perf).
 	GDN []GDNRow
+	// DeepEPNormal / DeepEPLL are SGLang's DeepEP all-to-all tables (wide-EP
+	// context / generation), WideEPContextMoE / WideEPGenerationMoE the expert
+	// compute behind them and WideEPContextMLA / WideEPGenerationMLA the DeepEP
+	// attention module (wideep_tables.go); empty where not collected.
+	DeepEPNormal        []DeepEPRow
+	DeepEPLL            []DeepEPRow
+	WideEPContextMoE    []MoERow
+	WideEPGenerationMoE []MoERow
+	WideEPContextMLA    []MLAModuleRow
+	WideEPGenerationMLA []MLAModuleRow
 
 	// Sources lists every file that contributed, in resolution order per table,
 	// tables in a fixed order.

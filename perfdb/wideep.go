@@ -11,14 +11,14 @@ package perfdb
 // TRT-LLM alltoall adapters) and the expert-compute table (moe_expert_compute,
 // with the legacy wideep_context/generation_moe and TRT-LLM wideep_moe adapters),
 // and on SGLang swaps in its DeepEP attention stack (wideep_context/
-// generation_mla). aicdb loads none of these tables yet, so a wide-EP request is
-// checked for feasibility and then refused with one line naming the tables —
-// never priced on the fused path instead.
+// generation_mla). aicdb loads SGLang's tables (wideep_tables.go) and prices
+// its DeepSeek graph (ops_deepseek_wideep.go); whatever the data does not
+// cover is refused with one line naming what is missing — never priced on
+// the fused path instead.
 
 import (
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // moeA2ABackend is one entry of the reference's all-to-all registry.
@@ -83,17 +83,42 @@ func WideEPBackends(m *Model, cfg Config, smVersion int) (map[string]string, err
 	return out, nil
 }
 
-// wideEPNotModeled is the one-line refusal of a feasible wide-EP deployment:
-// the backends the reference would use and the tables it would read.
-func wideEPNotModeled(cfg Config, backends map[string]string) error {
-	var parts []string
-	for _, phase := range []string{"context", "generation"} {
-		for _, b := range moeA2ABackends {
-			if b.name == backends[phase] {
-				parts = append(parts, fmt.Sprintf("%s %s (%s)", phase, b.name, strings.Join(b.tables, " + ")))
+// wideEPPlan builds the wide-EP op lists of a feasible deployment (backends
+// from WideEPBackends) or refuses it in one line naming what is missing:
+// aicdb prices SGLang's DeepEP graph for the DeepSeek MLA families on
+// silicon tables; TRT-LLM lacks trtllm_alltoall_perf in the data and vLLM
+// has no DeepEP tables at all. Every wide-EP kernel is probed once so a
+// table that does not cover the deployment is refused here, not mid-sweep.
+func wideEPPlan(ks kernels, m *Model, cfg *Config, backends map[string]string) (opLists, error) {
+	const drop = "drop --wide-ep to price the fused all-gather/reduce-scatter path"
+	switch {
+	case cfg.Backend == "trtllm":
+		return opLists{}, fmt.Errorf("wide-EP on trtllm is not priced: its nvlink all-to-all needs trtllm_alltoall_perf, which aicdb does not load (absent from the b200/h200 data, which has only wideep_moe_perf); %s", drop)
+	case cfg.Backend != "sglang":
+		return opLists{}, fmt.Errorf("wide-EP on %s is not priced: no %s DeepEP tables exist (wideep_deepep_normal/ll_perf and wideep_context/generation_moe_perf are collected for sglang only); %s", cfg.Backend, cfg.Backend, drop)
+	case !isMLAFamily(m):
+		return opLists{}, fmt.Errorf("wide-EP on sglang is priced for the DeepSeek MLA families (DEEPSEEK, KIMIK25); %s is family %s; %s", m.ID, m.Family, drop)
+	case cfg.Mode != "" && cfg.Mode != ModeSilicon && cfg.Mode != ModeHybrid:
+		return opLists{}, fmt.Errorf("wide-EP is priced from silicon tables only (database mode %s has no estimate for them); use SILICON or HYBRID", cfg.Mode)
+	case cfg.TP > 1:
+		return opLists{}, fmt.Errorf("wide-EP on sglang with --tp %d: the all-gather/reduce-scatter around a TP-sharded DeepEP attention is not modeled; use --tp 1 and --dp %d", cfg.TP, cfg.TP*cfg.DP)
+	case cfg.PP > 1:
+		return opLists{}, fmt.Errorf("wide-EP on sglang with --pp %d: pipeline parallelism is not part of the reference's wide-EP graph; use --pp 1", cfg.PP)
+	}
+	ls, err := buildDeepSeekWideEP(m, cfg, backends)
+	if err != nil {
+		return opLists{}, err
+	}
+	for _, list := range [][]op{ls.ctx, ls.gen} {
+		for i := range list {
+			o := &list[i]
+			switch o.kind {
+			case opMoEA2A, opWideEPExpert, opWideEPCtxMLA, opWideEPGenMLA:
+				if _, err := o.query(ks, 1, 1, 0, 1); err != nil {
+					return opLists{}, fmt.Errorf("wide-EP on sglang for %s at moe-ep %d cannot be priced: %w; %s", m.ID, cfg.MoEEP, err, drop)
+				}
 			}
 		}
 	}
-	return fmt.Errorf("wide-EP (all-to-all MoE) on %s is not modeled by aicdb: the reference prices %s, tables aicdb does not load; drop --wide-ep to price the fused all-gather/reduce-scatter path",
-		cfg.Backend, strings.Join(parts, ", "))
+	return ls, nil
 }

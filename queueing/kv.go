@@ -72,7 +72,9 @@ func (s *sim) kvGrow(ri int32, tokens int) bool {
 // last computed full block, which the calendar assumes still cached (the victim's
 // blocks go to the free queue's tail; under pressure the DES evicts some of them). In async vLLM a token of r may still be in flight; it is emitted
 // before r can be re-admitted (no admission in a pass that preempted, V-R3), so
-// folding gSched (not gOut) is what the recompute sees.
+// folding gSched (not gOut) is what the recompute sees. A cached prefix is lost
+// with the blocks: under KV pressure the calendars see no prefix cache
+// (checkKVFit), and a pulled prompt (V-D4, Kernel) is recomputed whole.
 func (s *sim) kvEvict(ri int32) {
 	r := &s.reqs[ri]
 	computed := r.c // KV computed so far: the prompt position, or prompt + outputs
@@ -82,6 +84,7 @@ func (s *sim) kvEvict(ri int32) {
 	s.kvFree += r.blocks
 	r.blocks = 0
 	r.c = 0
+	r.prefix = 0
 	r.rec = r.gSched
 	r.preempts++
 	if s.selfHits { // its full blocks stay cached (V-R6, V-R8): the recompute hits them

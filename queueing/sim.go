@@ -161,7 +161,11 @@ func (s *sim) addPrompt(p *simPass, ri int32, charge int) {
 	if emits {
 		r.gSched = r.rec + 1 // a recompute samples the next output (V-R6)
 	}
-	if n > 0 {
+	if n == 1 && from >= r.isl {
+		// One token past the original prompt (a recompute's last output, V-R6): a
+		// decode row by the timing.Pass rule, context = computed before + 1.
+		p.tp.Decode = append(p.tp.Decode, from+1)
+	} else if n > 0 {
 		p.tp.Prefill = append(p.tp.Prefill, timing.Chunk{Tokens: n, Computed: from, Prefix: r.prefix})
 	} else {
 		n = 0

@@ -27,6 +27,8 @@ type Kernel struct {
 	wake float64
 	hold bool
 	held int
+	// staged counts KV blocks taken by ReserveKV for requests not yet injected.
+	staged int
 
 	// OnToken, when set, is called for every emitted output token of request id at
 	// time t; prev is the time of its previous token (−1 for its first).
@@ -52,6 +54,10 @@ type KernelRequest struct {
 	// token was emitted elsewhere (a decode worker's handoff): it needs only a
 	// running slot and OSL − 1 decode rows (context isl + 1 onwards).
 	Prefilled bool
+	// ReservedKV (KV kernels) marks a request whose prompt blocks ReserveKV took
+	// before it arrived (V-D2: a pull allocates them before the transfer): it
+	// enters holding ceil(ISL / block_size) blocks.
+	ReservedKV bool
 }
 
 // KernelOptions tunes a Kernel.
@@ -62,11 +68,17 @@ type KernelOptions struct {
 	// Hold keeps a finished request's admission slot until Release (prefill-side
 	// hold of pull connectors, QUEUEING.md §6).
 	Hold bool
+	// KVCapacityTokens, when > 0, gives a vLLM kernel the engine's KV pool: every
+	// scheduled item allocates its blocks pass by pass and a running item that
+	// cannot preempts by recompute (V-R6, V-R9) — the aggregated calendar's KV
+	// model (kv.go). Other backends and Hold kernels do not take it.
+	KVCapacityTokens int
 }
 
-// NewKernel returns an idle kernel at time 0 for engine e priced by t. e's KV
-// capacity is not modelled by the kernel (callers that need KV accounting keep it
-// themselves); e must otherwise validate.
+// NewKernel returns an idle kernel at time 0 for engine e priced by t. e's own KV
+// capacity is ignored: the kernel models KV only when o.KVCapacityTokens is set
+// (vLLM); otherwise callers that need KV accounting keep it themselves. e must
+// otherwise validate.
 func NewKernel(e EngineSpec, t timing.Timing, o KernelOptions) (*Kernel, error) {
 	if t == nil {
 		return nil, inputErr(fmt.Errorf("timing: none given"))
@@ -77,12 +89,16 @@ func NewKernel(e EngineSpec, t timing.Timing, o KernelOptions) (*Kernel, error) 
 	if o.SeqCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d: must be ≥ 0", o.SeqCap))
 	}
+	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (e.Backend != BackendVLLM || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
+		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM without hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
+	}
 	e.KVCapacityTokens = 0
 	k := &Kernel{hold: o.Hold, wake: math.Inf(1)}
 	k.s = sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, barrier: math.Inf(1), maxPasses: math.MaxInt}
 	if o.SeqCap > 0 && o.SeqCap < k.s.seqCap {
 		k.s.seqCap = o.SeqCap
 	}
+	k.s.initKV(o.KVCapacityTokens)
 	k.s.onPass = k.onPass
 	k.s.onFinish = k.onFinish
 	return k, nil
@@ -115,6 +131,14 @@ func (k *Kernel) Inject(r KernelRequest) (int, error) {
 	}
 	id := len(k.s.reqs)
 	q := simReq{slot: -1, arrival: r.ArrivalMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL}
+	if r.ReservedKV {
+		nb := ceilDiv(r.ISL, k.s.e.BlockSize)
+		if !k.s.kv.on || r.Prefilled || nb > k.staged {
+			return 0, fmt.Errorf("queueing: kernel inject of a request with %d reserved KV blocks: %d staged (internal)", nb, k.staged)
+		}
+		k.staged -= nb
+		q.blocks = nb
+	}
 	if r.Prefilled {
 		q.prefix, q.c, q.gSched, q.gOut = r.ISL, r.ISL, 1, 1
 		q.first, q.last = r.ArrivalMs, r.ArrivalMs
@@ -132,6 +156,48 @@ func (k *Kernel) Inject(r KernelRequest) (int, error) {
 	k.s.incoming = in
 	k.wake = math.Min(k.wake, r.ArrivalMs)
 	return id, nil
+}
+
+// KVCapBlocks returns the kernel's KV pool in blocks (0: no KV modelled).
+func (k *Kernel) KVCapBlocks() int { return k.s.kv.capBlocks }
+
+// KVFreeBlocks returns the free KV blocks (blocks staged by ReserveKV are not free).
+func (k *Kernel) KVFreeBlocks() int { return k.s.kvFree }
+
+// KVPeakBlocks returns the most KV blocks in use (staged included) after any
+// schedule or reservation so far.
+func (k *Kernel) KVPeakBlocks() int { return k.s.kv.peakUsed }
+
+// Preempts returns how many times request id was preempted (V-R6).
+func (k *Kernel) Preempts(id int) int { return k.s.reqs[id].preempts }
+
+// PullableKVBlocks returns the free KV blocks a pull may allocate now. vLLM runs
+// the remote allocation (V-D2) inside the waiting phase (V-R3), head-of-line: a
+// preempted request at the head of waiting — it holds no blocks, a pulled one
+// holds its prompt's — stops every allocation behind it (0).
+func (k *Kernel) PullableKVBlocks() int {
+	s := &k.s
+	if !s.kv.on {
+		return 0
+	}
+	if s.waitingLen() > 0 && s.reqs[s.waiting[s.wHead]].blocks == 0 {
+		return 0
+	}
+	return s.kvFree
+}
+
+// ReserveKV takes, now, the blocks of a prompt of isl tokens for a request to be
+// injected later with ReservedKV (V-D2); it reports false and changes nothing when
+// PullableKVBlocks cannot cover them.
+func (k *Kernel) ReserveKV(isl int) bool {
+	nb := ceilDiv(isl, max(k.s.e.BlockSize, 1))
+	if isl <= 0 || nb > k.PullableKVBlocks() {
+		return false
+	}
+	k.s.kvFree -= nb
+	k.staged += nb
+	k.s.kvNote()
+	return true
 }
 
 // Release frees, at time at (≥ the kernel's clock), the admission slot a finished

@@ -342,15 +342,11 @@ func (p *PerfdbEvaluator) Resolve(ctx context.Context, model, system, backend, v
 
 // estimator returns the (cached) estimator and pass timing of one worker of in.
 func (p *PerfdbEvaluator) estimator(ctx context.Context, in store.PointInputs, tp, pp, dp, moeTP, moeEP int) (*perfdb.Estimator, *perfdb.PassTiming, error) {
-	mode, err := perfdb.ParseDatabaseMode(in.DatabaseMode)
+	cfg, err := WorkerConfig(in, Worker{TP: tp, PP: pp, DP: dp, MoETP: moeTP, MoEEP: moeEP})
 	if err != nil {
 		return nil, nil, err
 	}
-	k := estKey{Model: in.Model, System: in.System, Cfg: perfdb.Config{Backend: in.Backend, Version: in.Version,
-		TP: tp, PP: pp, DP: dp, MoETP: moeTP, MoEEP: moeEP, Nextn: in.NextN,
-		GemmQuant: perfdb.GemmQuant(in.GemmQuant), KVQuant: perfdb.KVQuant(in.KVCacheQuant),
-		FMHAQuant: perfdb.FMHAQuant(in.FMHAQuant), MoEQuant: perfdb.MoEQuant(in.MoEQuant),
-		CommQuant: perfdb.CommQuant(in.CommQuant), Mode: mode}}
+	k := estKey{Model: in.Model, System: in.System, Cfg: cfg}
 	p.mu.Lock()
 	ent, ok := p.ests[k]
 	if !ok {
@@ -377,7 +373,41 @@ func (p *PerfdbEvaluator) buildEstimator(ctx context.Context, k estKey) (*perfdb
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := perfdb.NewEstimatorWith(q, d, m, k.Cfg)
+	return WorkerTiming(q, d, m, k.Cfg)
+}
+
+// Worker is the parallelism of one worker (an agg replica or one disagg pool's
+// worker).
+type Worker struct{ TP, PP, DP, MoETP, MoEEP int }
+
+// WorkerConfig is the one builder of a worker's perfdb.Config: the point's
+// backend, version, database mode, quant modes (empty = from the model, resolved
+// by the estimator) and MTP draft tokens at parallelism w. The sweep evaluator,
+// `aicdb eval`, `estimate` and `trace replay` all price through it, so a point
+// priced on the command line and the same point in a sweep get the same Config.
+func WorkerConfig(in store.PointInputs, w Worker) (perfdb.Config, error) {
+	mode, err := perfdb.ParseDatabaseMode(in.DatabaseMode)
+	if err != nil {
+		return perfdb.Config{}, err
+	}
+	return perfdb.Config{Backend: in.Backend, Version: in.Version,
+		TP: w.TP, PP: w.PP, DP: w.DP, MoETP: w.MoETP, MoEEP: w.MoEEP, Nextn: in.NextN,
+		GemmQuant: perfdb.GemmQuant(in.GemmQuant), KVQuant: perfdb.KVQuant(in.KVCacheQuant),
+		FMHAQuant: perfdb.FMHAQuant(in.FMHAQuant), MoEQuant: perfdb.MoEQuant(in.MoEQuant),
+		CommQuant: perfdb.CommQuant(in.CommQuant), Mode: mode}, nil
+}
+
+// WorkerTiming builds the estimator and pass timing of cfg (from WorkerConfig)
+// for model m on the perf data d; q is a querier shared across workers of the
+// same data and mode, or nil to build one for cfg.Mode.
+func WorkerTiming(q *perfdb.Querier, d *perfdb.Data, m *perfdb.Model, cfg perfdb.Config) (*perfdb.Estimator, *perfdb.PassTiming, error) {
+	var e *perfdb.Estimator
+	var err error
+	if q == nil {
+		e, err = perfdb.NewEstimator(d, m, cfg)
+	} else {
+		e, err = perfdb.NewEstimatorWith(q, d, m, cfg)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,23 +26,12 @@ func benchCommand() *cli.Command {
 is sniffed unless --format is given. Deployment fields the file lacks (model,
 system, backend, version, parallelism, isl/osl, engine config) come from a sidecar
 YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
-			Flags: []cli.Flag{
+			Flags: slices.Concat([]cli.Flag{
 				&cli.StringFlag{Name: "format", Usage: "vllm-bench | aiperf | aic-silicon (default: sniffed)"},
-				&cli.StringFlag{Name: "model", Usage: "model `ID`"},
-				&cli.StringFlag{Name: "system", Usage: "GPU system `NAME`"},
-				&cli.StringFlag{Name: "backend", Usage: "vllm | trtllm | sglang"},
-				&cli.StringFlag{Name: "version", Usage: "backend `VERSION` as deployed"},
-				&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"},
-				&cli.IntFlag{Name: "tp", Usage: "tensor parallel size"},
-				&cli.IntFlag{Name: "pp", Usage: "pipeline parallel size"},
-				&cli.IntFlag{Name: "dp", Usage: "attention data parallel size"},
-				&cli.IntFlag{Name: "moe-tp", Usage: "MoE tensor parallel size"},
-				&cli.IntFlag{Name: "moe-ep", Usage: "MoE expert parallel size"},
-				&cli.IntFlag{Name: "isl", Usage: "input sequence length (when the file has only token totals)"},
-				&cli.IntFlag{Name: "osl", Usage: "output sequence length"},
-				&cli.IntFlag{Name: "prefix", Usage: "prompt tokens served from the prefix cache"},
-				&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars)"},
-			},
+			}, benchDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"}},
+				parallelSpec{}.flags(), benchShape.flags(), []cli.Flag{
+					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars)"},
+				}),
 			Action: runBenchImport,
 		}},
 		Action: func(c *cli.Context) error {
@@ -54,6 +43,15 @@ YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
 	}
 }
 
+// The deployment and shape flags of bench import: what a file and its sidecar
+// lack (no defaults: 0 and "" are "not given").
+var (
+	benchDeployment = deploymentSpec{model: "model `ID`", system: "GPU system `NAME`", backend: "vllm | trtllm | sglang",
+		version: "backend `VERSION` as deployed"}
+	benchShape = shapeSpec{isl: "input sequence length (when the file has only token totals)", osl: "output sequence length",
+		prefix: "prompt tokens served from the prefix cache"}
+)
+
 func runBenchImport(c *cli.Context) error {
 	files := c.Args().Slice()
 	if len(files) == 0 {
@@ -63,9 +61,10 @@ func runBenchImport(c *cli.Context) error {
 	if format != "" && !slices.Contains(measure.Formats, format) {
 		return userErrorf("bench import: --format %q: want one of %s", format, strings.Join(measure.Formats, ", "))
 	}
-	flags := measure.Deployment{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
-		Version: c.String("version"), Mode: c.String("mode"), TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
-		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), ISL: c.Int("isl"), OSL: c.Int("osl"), Prefix: c.Int("prefix")}
+	dep, par, sh := readDeployment(c), readParallel(c), readShape(c)
+	flags := measure.Deployment{Model: dep.Model, System: dep.System, Backend: dep.Backend,
+		Version: dep.Version, Mode: c.String("mode"), TP: par.TP, PP: par.PP, DP: par.DP,
+		MoETP: par.MoETP, MoEEP: par.MoEEP, ISL: sh.ISL, OSL: sh.OSL, Prefix: sh.Prefix}
 	var shared *measure.Deployment
 	if p := c.String("deployment"); p != "" {
 		b, err := os.ReadFile(p)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -14,24 +15,15 @@ import (
 // bestCommand prints the best stored configurations under percentile SLAs
 // (QUEUEING.md §7), one per parallel configuration, highest tokens/s/gpu first.
 func bestCommand() *cli.Command {
-	flags := []cli.Flag{
-		&cli.StringFlag{Name: "model", Usage: "only this model `ID`"},
-		&cli.StringFlag{Name: "system", Usage: "only this `SYSTEM`"},
-		&cli.StringFlag{Name: "backend", Usage: "only this `BACKEND`"},
-		&cli.StringFlag{Name: "version", Usage: "only this backend `VERSION`"},
-		&cli.StringFlag{Name: "mode", Usage: "only this `MODE`: agg or disagg"},
-		&cli.IntFlag{Name: "isl", Usage: "only this prompt length `N`"},
-		&cli.IntFlag{Name: "osl", Usage: "only this output length `N`"},
-		&cli.IntFlag{Name: "prefix", Usage: "only this prefix `N`"},
-		&cli.IntFlag{Name: "top", Value: 5, Usage: "number of configs `N`"},
-		&cli.BoolFlag{Name: "allow-preemption", Usage: "also rank points whose steady state preempts under the memory model's KV pool (vLLM preemption, SGLang retraction); they are flagged in the tier column"},
-		formatFlag("table"),
-		calibrationFlag(),
-		&cli.StringFlag{Name: "trace", Usage: "only rows swept under the stored trace `NAME` (sweep --trace; same slice and session flags), ranked by its replay's percentiles"},
-		&cli.BoolFlag{Name: "sessions", Usage: "with --trace: the W4 rows (sweep --trace --sessions)"},
-		&cli.IntFlag{Name: "max-sessions", Usage: "with --trace --sessions: the rows swept with this cap `N`"},
-		&cli.IntFlag{Name: "total-gpus", Usage: "with --trace: only deployments of `N` GPUs in all"},
-	}
+	flags := slices.Concat(bestDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "only this `MODE`: agg or disagg"}},
+		bestShape.flags(), []cli.Flag{
+			&cli.IntFlag{Name: "top", Value: 5, Usage: "number of configs `N`"},
+			&cli.BoolFlag{Name: "allow-preemption", Usage: "also rank points whose steady state preempts under the memory model's KV pool (vLLM preemption, SGLang retraction); they are flagged in the tier column"},
+			formatFlag("table"),
+			calibrationFlag(),
+		}, traceWorkloadFlags("only rows swept under the stored trace `NAME` (sweep --trace; same slice and session flags), ranked by its replay's percentiles",
+			"with --trace: the W4 rows (sweep --trace --sessions)", "with --trace --sessions: the rows swept with this cap `N`"),
+		[]cli.Flag{&cli.IntFlag{Name: "total-gpus", Usage: "with --trace: only deployments of `N` GPUs in all"}})
 	flags = append(flags, sliceFlags()...)
 	return &cli.Command{
 		Name:  "best",
@@ -50,6 +42,13 @@ their concurrency: vLLM preemption, SGLang retraction) are left out; with
 		Action: runBest,
 	}
 }
+
+// The filter flags of best: the deployment and shape flags, as filters.
+var (
+	bestDeployment = deploymentSpec{model: "only this model `ID`", system: "only this `SYSTEM`", backend: "only this `BACKEND`",
+		version: "only this backend `VERSION`"}
+	bestShape = shapeSpec{isl: "only this prompt length `N`", osl: "only this output length `N`", prefix: "only this prefix `N`"}
+)
 
 // slaFlags are the SLA flags shared by best and sweep.
 func slaFlags() []cli.Flag {
@@ -105,10 +104,9 @@ func runBest(c *cli.Context) error {
 	if m := c.String("mode"); m != "" && m != store.ModeAgg && m != store.ModeDisagg {
 		return userErrorf("--mode %q: use agg or disagg", m)
 	}
-	for _, n := range []string{"isl", "osl", "prefix"} {
-		if c.Int(n) < 0 {
-			return userErrorf("--%s %d: must be ≥ 0", n, c.Int(n))
-		}
+	sh := readShape(c)
+	if err := checkAtLeast(0, namedInt{"isl", sh.ISL}, namedInt{"osl", sh.OSL}, namedInt{"prefix", sh.Prefix}); err != nil {
+		return err
 	}
 	// Writable: the refinement persists what it evaluates. A store this process
 	// cannot write is answered read-only without refinement, as query does.
@@ -124,9 +122,10 @@ func runBest(c *cli.Context) error {
 		return asUser(err)
 	}
 	defer st.Close()
-	f := store.PointFilter{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
-		Version: c.String("version"), Mode: c.String("mode"), ISL: c.Int("isl"), OSL: c.Int("osl"),
-		Prefix: c.Int("prefix"), PrefixSet: c.IsSet("prefix")}
+	dep := readDeployment(c)
+	f := store.PointFilter{Model: dep.Model, System: dep.System, Backend: dep.Backend,
+		Version: dep.Version, Mode: c.String("mode"), ISL: sh.ISL, OSL: sh.OSL,
+		Prefix: sh.Prefix, PrefixSet: sh.set.given("prefix")}
 	if err := bestTraceFilter(c, st, &f); err != nil {
 		return err
 	}
@@ -141,7 +140,8 @@ func runBest(c *cli.Context) error {
 // bestTraceFilter narrows f to the rows of --trace (its current content, slice and
 // sessions; --total-gpus); without --trace its companion flags are errors.
 func bestTraceFilter(c *cli.Context, st *store.Store, f *store.PointFilter) error {
-	if !c.IsSet("trace") {
+	tw := readTraceWorkload(c)
+	if !tw.set.given("trace") {
 		for _, n := range []string{"window", "scale-rate", "limit", "sessions", "max-sessions", "total-gpus"} {
 			if c.IsSet(n) {
 				return userErrorf("--%s selects trace rows: give --trace NAME, or drop --%s", n, n)
@@ -149,27 +149,28 @@ func bestTraceFilter(c *cli.Context, st *store.Store, f *store.PointFilter) erro
 		}
 		return nil
 	}
+	sh := readShape(c)
 	for _, n := range []string{"isl", "osl", "prefix"} {
-		if c.IsSet(n) {
-			return userErrorf("--trace %s is the workload: it replaces --isl/--osl/--prefix; drop --%s", c.String("trace"), n)
+		if sh.set.given(n) {
+			return userErrorf("--trace %s is the workload: it replaces --isl/--osl/--prefix; drop --%s", tw.Name, n)
 		}
 	}
-	if c.Int("total-gpus") < 0 || c.Int("max-sessions") < 0 {
+	if c.Int("total-gpus") < 0 || tw.MaxSessions < 0 {
 		return userErrorf("--total-gpus and --max-sessions must be ≥ 0")
 	}
 	sl, err := traceSlice(c)
 	if err != nil {
 		return err
 	}
-	info, err := st.Trace(c.Context, c.String("trace"))
+	info, err := st.Trace(c.Context, tw.Name)
 	if errors.Is(err, store.ErrNotFound) {
-		return userErrorf("best: --trace %s: %v", c.String("trace"), err)
+		return userErrorf("best: --trace %s: %v", tw.Name, err)
 	}
 	if err != nil {
 		return err
 	}
-	refine.TraceFilter(f, refine.TraceSpec{Name: info.Name, SHA256: info.SHA256, Slice: sl, Sessions: c.Bool("sessions"),
-		MaxSessions: c.Int("max-sessions")}, c.Int("total-gpus"))
+	refine.TraceFilter(f, refine.TraceSpec{Name: info.Name, SHA256: info.SHA256, Slice: sl, Sessions: tw.Sessions,
+		MaxSessions: tw.MaxSessions}, c.Int("total-gpus"))
 	return nil
 }
 

@@ -164,7 +164,7 @@ func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
 	if name == "" {
 		return "", nil
 	}
-	if !c.IsSet("model") {
+	if !s.dep.set.given("model") {
 		return "", userErrorf("--calibration: calibrations apply to the perf-database timing (--model), not to --timing")
 	}
 	st, err := store.Open(c.Context, c.String("db"), store.Options{ReadOnly: true})
@@ -176,7 +176,7 @@ func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
 	if err != nil {
 		return "", asUser(err)
 	}
-	in := store.PointInputs{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"), Version: c.String("version")}
+	in := store.PointInputs{Model: s.dep.Model, System: s.dep.System, Backend: s.dep.Backend, Version: s.dep.Version}
 	adj, ok := cal.For(in)
 	if !ok {
 		return fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s", cal.Name(), in.System, in.Backend, in.Version, in.Model), nil

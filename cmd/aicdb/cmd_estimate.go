@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,49 +26,86 @@ func estimateCommand() *cli.Command {
 		Name:      "estimate",
 		Usage:     "price one operating point with aiconfigurator's static/mixed/agg/disagg estimates",
 		UsageText: "aicdb estimate --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --version 0.22.0 --isl 1024 --osl 2 --tp 8 --mode agg --batch 2",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Required: true, Usage: "model `ID` known to the store, or a path to a config.json"},
-			&cli.StringFlag{Name: "system", Value: "h200_sxm", Usage: "GPU system `NAME`"},
-			&cli.StringFlag{Name: "backend", Value: "vllm", Usage: "vllm | trtllm | sglang"},
-			&cli.StringFlag{Name: "version", Usage: "backend `VERSION` (default: the newest available)"},
-			&cli.StringFlag{Name: "mode", Value: "static", Usage: "static | mixed | agg | disagg"},
-			&cli.IntFlag{Name: "isl", Value: 1024, Usage: "input sequence length (tokens)"},
-			&cli.IntFlag{Name: "osl", Value: 2, Usage: "output sequence length (tokens)"},
-			&cli.IntFlag{Name: "prefix", Value: 0, Usage: "cached prefix tokens (part of isl)"},
-			&cli.IntFlag{Name: "tp", Value: 8, Usage: "tensor parallel size"},
-			&cli.IntFlag{Name: "pp", Value: 1, Usage: "pipeline parallel size"},
-			&cli.IntFlag{Name: "dp", Value: 1, Usage: "attention data parallel size"},
-			&cli.IntFlag{Name: "moe-tp", Value: 1, Usage: "MoE tensor parallel size"},
-			&cli.IntFlag{Name: "moe-ep", Value: 8, Usage: "MoE expert parallel size"},
-			&cli.StringFlag{Name: "database-mode", Value: "SILICON", Usage: "SILICON | HYBRID | EMPIRICAL | SOL"},
-			&cli.StringFlag{Name: "gemm-quant", Usage: "GEMM quant mode (default: from the model)"},
-			&cli.StringFlag{Name: "kv-quant", Usage: "KV cache quant mode (default: from the model)"},
-			&cli.StringFlag{Name: "fmha-quant", Usage: "FMHA quant mode (default: from the model and backend)"},
-			&cli.StringFlag{Name: "moe-quant", Usage: "MoE quant mode (default: from the model)"},
-			&cli.IntFlag{Name: "nextn", Value: 0, Usage: "MTP draft tokens"},
-			&cli.BoolFlag{Name: "wide-ep", Usage: "the all-to-all (wide-EP) MoE path: feasibility checked, then refused (not modeled yet)"},
-			formatFlag(formatJSON, formatText),
-			&cli.IntFlag{Name: "batch", Usage: "static batch (default 1) or agg concurrency per worker (default 2)"},
-			&cli.IntFlag{Name: "stride", Value: 1, Usage: "static generation stride (decode steps priced per sample)"},
-			&cli.IntFlag{Name: "ctx-tokens", Usage: "prefill tokens per mixed/agg step (default: isl)"},
-			&cli.IntFlag{Name: "gen-tokens", Value: 1, Usage: "decode rows of the mixed step"},
-			&cli.IntFlag{Name: "prefill-batch", Value: 1, Usage: "disagg prefill worker batch"},
-			&cli.IntFlag{Name: "prefill-workers", Value: 1, Usage: "disagg prefill workers"},
-			&cli.IntFlag{Name: "decode-batch", Value: 4, Usage: "disagg decode worker batch"},
-			&cli.IntFlag{Name: "decode-workers", Value: 1, Usage: "disagg decode workers"},
-			&cli.IntFlag{Name: "prefill-tp", Usage: "disagg prefill worker tp (default: --tp)"},
-			&cli.IntFlag{Name: "decode-tp", Usage: "disagg decode worker tp (default: --tp)"},
-			&cli.Float64Flag{Name: "prefill-correction", Value: 1.1, Usage: "disagg prefill latency correction"},
-			&cli.Float64Flag{Name: "decode-correction", Value: 1.08, Usage: "disagg decode latency correction"},
-		},
+		Flags: slices.Concat(estimateDeployment.flags(),
+			[]cli.Flag{&cli.StringFlag{Name: "mode", Value: "static", Usage: "static | mixed | agg | disagg"}},
+			estimateShape.flags(), estimateParallel.flags(), quantFlags(""), []cli.Flag{
+				&cli.IntFlag{Name: "nextn", Value: 0, Usage: "MTP draft tokens"},
+				wideEPFlag(""),
+				formatFlag(formatJSON, formatText),
+				&cli.IntFlag{Name: "batch", Usage: "static batch (default 1) or agg concurrency per worker (default 2)"},
+				&cli.IntFlag{Name: "stride", Value: 1, Usage: "static generation stride (decode steps priced per sample)"},
+				&cli.IntFlag{Name: "ctx-tokens", Usage: "prefill tokens per mixed/agg step (default: isl)"},
+				&cli.IntFlag{Name: "gen-tokens", Value: 1, Usage: "decode rows of the mixed step"},
+				&cli.IntFlag{Name: "prefill-batch", Value: 1, Usage: "disagg prefill worker batch"},
+				&cli.IntFlag{Name: "prefill-workers", Value: 1, Usage: "disagg prefill workers"},
+				&cli.IntFlag{Name: "decode-batch", Value: 4, Usage: "disagg decode worker batch"},
+				&cli.IntFlag{Name: "decode-workers", Value: 1, Usage: "disagg decode workers"},
+				&cli.IntFlag{Name: "prefill-tp", Usage: "disagg prefill worker tp (default: --tp)"},
+				&cli.IntFlag{Name: "decode-tp", Usage: "disagg decode worker tp (default: --tp)"},
+				&cli.Float64Flag{Name: "prefill-correction", Value: 1.1, Usage: "disagg prefill latency correction"},
+				&cli.Float64Flag{Name: "decode-correction", Value: 1.08, Usage: "disagg decode latency correction"},
+			}),
 		Action: func(c *cli.Context) error {
-			out, err := runEstimate(c.Context, c)
+			o := readEstimate(c)
+			out, err := runEstimate(c.Context, o)
 			if err != nil {
 				return err
 			}
-			return writeRecord(c.App.Writer, c.String("format"), out)
+			return writeRecord(c.App.Writer, o.format, out)
 		},
 	}
+}
+
+// The deployment, shape and parallelism flags of estimate: the golden harness's
+// defaults (golden_inputs.json "defaults"), --system the embedded h200_sxm.
+var (
+	estimateDeployment = deploymentSpec{model: "model `ID` known to the store, or a path to a config.json",
+		system: "GPU system `NAME`", backend: "vllm | trtllm | sglang", version: "backend `VERSION` (default: the newest available)",
+		systemDefault: "h200_sxm", backendDefault: "vllm", required: []string{"model"}}
+	estimateShape = shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
+		prefix: "cached prefix tokens (part of isl)", def: shapeOpts{ISL: 1024, OSL: 2}}
+	estimateParallel = parallelSpec{def: parallelOpts{TP: 8, PP: 1, DP: 1, MoETP: 1, MoEEP: 8}}
+)
+
+// estimateOpts are estimate's flags.
+type estimateOpts struct {
+	db                                                       string
+	dep                                                      deploymentOpts
+	shape                                                    shapeOpts
+	par                                                      parallelOpts
+	quant                                                    quantOpts
+	mode, format                                             string
+	nextn, batch, stride, ctxTokens, genTokens               int
+	prefillBatch, prefillWorkers, decodeBatch, decodeWorkers int
+	prefillTP, decodeTP                                      int
+	prefillCorrection, decodeCorrection                      float64
+	wideEP                                                   bool
+}
+
+// readEstimate reads estimate's flags.
+func readEstimate(c *cli.Context) estimateOpts {
+	return estimateOpts{db: c.String("db"), dep: readDeployment(c), shape: readShape(c), par: readParallel(c), quant: readQuant(c),
+		mode: c.String("mode"), format: c.String("format"), nextn: c.Int("nextn"), batch: c.Int("batch"), stride: c.Int("stride"),
+		ctxTokens: c.Int("ctx-tokens"), genTokens: c.Int("gen-tokens"), prefillBatch: c.Int("prefill-batch"),
+		prefillWorkers: c.Int("prefill-workers"), decodeBatch: c.Int("decode-batch"), decodeWorkers: c.Int("decode-workers"),
+		prefillTP: c.Int("prefill-tp"), decodeTP: c.Int("decode-tp"), prefillCorrection: c.Float64("prefill-correction"),
+		decodeCorrection: c.Float64("decode-correction"), wideEP: c.Bool("wide-ep")}
+}
+
+// namedInt is an integer flag's value with its name, for range checks.
+type namedInt struct {
+	name string
+	v    int
+}
+
+// checkAtLeast rejects the first value below lo, naming its flag.
+func checkAtLeast(lo int, vs ...namedInt) error {
+	for _, f := range vs {
+		if f.v < lo {
+			return userErrorf("--%s %d: must be ≥ %d", f.name, f.v, lo)
+		}
+	}
+	return nil
 }
 
 // estimateSource resolves perf data and models: the store when it exists,
@@ -178,57 +216,52 @@ func modelFromFile(path string) (*perfdb.Model, error) {
 }
 
 // runEstimate validates the flags and runs the requested mode.
-func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
-	src, err := openEstimateSource(ctx, c.String("db"))
+func runEstimate(ctx context.Context, o estimateOpts) (any, error) {
+	src, err := openEstimateSource(ctx, o.db)
 	if err != nil {
 		return nil, asUser(err)
 	}
 	defer src.close()
-	system, backend, version := c.String("system"), c.String("backend"), c.String("version")
-	if version == "" {
-		vs, err := src.versions(ctx, system, backend)
-		if err != nil {
-			return nil, asUser(err)
-		}
-		if len(vs) == 0 {
-			return nil, src.unknownSystemBackend(ctx, system, backend)
-		}
-		sort.Slice(vs, func(i, j int) bool { return perfdb.CompareVersions(vs[i], vs[j]) < 0 })
-		version = vs[len(vs)-1]
-	}
-	mode, err := perfdb.ParseDatabaseMode(c.String("database-mode"))
+	version, err := src.resolveVersion(ctx, o.dep, true)
 	if err != nil {
-		return nil, userErrorf("--database-mode: %v", err)
+		return nil, err
 	}
-	for _, f := range []string{"isl", "osl", "tp", "pp", "dp", "moe-tp", "moe-ep", "stride", "prefill-batch",
-		"prefill-workers", "decode-batch", "decode-workers"} {
-		if c.Int(f) <= 0 {
-			return nil, userErrorf("--%s %d: must be ≥ 1", f, c.Int(f))
-		}
+	mode, err := o.quant.mode()
+	if err != nil {
+		return nil, err
 	}
-	for _, f := range []string{"prefix", "nextn", "gen-tokens", "batch", "ctx-tokens", "prefill-tp", "decode-tp"} {
-		if c.Int(f) < 0 {
-			return nil, userErrorf("--%s %d: must be ≥ 0", f, c.Int(f))
-		}
+	if err := checkAtLeast(1, namedInt{"isl", o.shape.ISL}, namedInt{"osl", o.shape.OSL}); err != nil {
+		return nil, err
 	}
-	isl, osl, prefix := c.Int("isl"), c.Int("osl"), c.Int("prefix")
+	if err := o.par.check(); err != nil {
+		return nil, err
+	}
+	if err := checkAtLeast(1, namedInt{"stride", o.stride}, namedInt{"prefill-batch", o.prefillBatch},
+		namedInt{"prefill-workers", o.prefillWorkers}, namedInt{"decode-batch", o.decodeBatch}, namedInt{"decode-workers", o.decodeWorkers}); err != nil {
+		return nil, err
+	}
+	if err := checkAtLeast(0, namedInt{"prefix", o.shape.Prefix}, namedInt{"nextn", o.nextn}, namedInt{"gen-tokens", o.genTokens},
+		namedInt{"batch", o.batch}, namedInt{"ctx-tokens", o.ctxTokens}, namedInt{"prefill-tp", o.prefillTP}, namedInt{"decode-tp", o.decodeTP}); err != nil {
+		return nil, err
+	}
+	isl, osl, prefix := o.shape.ISL, o.shape.OSL, o.shape.Prefix
 	if prefix >= isl {
 		return nil, userErrorf("--prefix %d must be smaller than --isl %d", prefix, isl)
 	}
-	m, err := src.model(ctx, c.String("model"))
+	m, err := src.model(ctx, o.dep.Model)
 	if err != nil {
 		return nil, asUser(err)
 	}
 	if err := checkContextLength(m, isl, osl); err != nil {
 		return nil, err
 	}
-	cfg := perfdb.Config{Backend: backend, Version: version, TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
-		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), Nextn: c.Int("nextn"), Mode: mode,
-		GemmQuant: perfdb.GemmQuant(c.String("gemm-quant")), KVQuant: perfdb.KVQuant(c.String("kv-quant")),
-		FMHAQuant: perfdb.FMHAQuant(c.String("fmha-quant")), MoEQuant: perfdb.MoEQuant(c.String("moe-quant")),
-		WideEP: c.Bool("wide-ep")}
-	for _, tp := range []int{c.Int("prefill-tp"), c.Int("decode-tp")} {
-		if tp > 0 && c.String("mode") == "disagg" {
+	cfg, err := workerConfig(o.dep, version, o.quant, o.nextn, o.par)
+	if err != nil {
+		return nil, err
+	}
+	cfg.WideEP = o.wideEP
+	for _, tp := range []int{o.prefillTP, o.decodeTP} {
+		if tp > 0 && o.mode == "disagg" {
 			w := cfg
 			w.TP = tp
 			if err := perfdb.ValidateConfig(m, w); err != nil {
@@ -239,33 +272,33 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 	if err := perfdb.ValidateConfig(m, cfg); err != nil {
 		return nil, asUser(err)
 	}
-	switch c.String("mode") {
+	switch o.mode {
 	case "static", "mixed", "agg", "disagg":
 	default:
-		return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", c.String("mode"))
+		return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", o.mode)
 	}
-	if err := checkFormat(c.String("format"), formatText); err != nil {
+	if err := checkFormat(o.format, formatText); err != nil {
 		return nil, err
 	}
-	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
+	d, err := src.data(ctx, o.dep.System, o.dep.Backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
 	if err != nil {
 		return nil, asUser(err)
 	}
-	ctxTokens := c.Int("ctx-tokens")
+	ctxTokens := o.ctxTokens
 	if ctxTokens == 0 {
 		ctxTokens = isl
 	}
-	switch c.String("mode") {
+	switch o.mode {
 	case "static":
 		e, err := perfdb.NewEstimator(d, m, cfg)
 		if err != nil {
 			return nil, asUser(err)
 		}
-		b := orDefault(c.Int("batch"), 1)
+		b := orDefault(o.batch, 1)
 		if err := checkFits(e, d.System, "static", "--batch", b, isl, osl, prefix, 0); err != nil {
 			return nil, err
 		}
-		r, err := e.Static(perfdb.StaticInput{Batch: b, ISL: isl, OSL: osl, Prefix: prefix, Stride: c.Int("stride")})
+		r, err := e.Static(perfdb.StaticInput{Batch: b, ISL: isl, OSL: osl, Prefix: prefix, Stride: o.stride})
 		return r, asUser(err)
 	case "mixed":
 		e, err := perfdb.NewEstimator(d, m, cfg)
@@ -274,25 +307,25 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 		}
 		// The mixed step holds the decode rows' requests and the prompts its prefill
 		// tokens come from, each at isl + osl tokens of KV.
-		resident := c.Int("gen-tokens") + (ctxTokens+isl-prefix-1)/(isl-prefix)
-		if err := checkFits(e, d.System, "mixed", "--gen-tokens", resident, isl, osl, prefix, ctxTokens+c.Int("gen-tokens")); err != nil {
+		resident := o.genTokens + (ctxTokens+isl-prefix-1)/(isl-prefix)
+		if err := checkFits(e, d.System, "mixed", "--gen-tokens", resident, isl, osl, prefix, ctxTokens+o.genTokens); err != nil {
 			return nil, err
 		}
-		v, err := e.MixedMs(ctxTokens, c.Int("gen-tokens"), isl, max(osl, 2), prefix)
+		v, err := e.MixedMs(ctxTokens, o.genTokens, isl, max(osl, 2), prefix)
 		return map[string]float64{"mixed_step_ms": v}, asUser(err)
 	case "agg":
 		e, err := perfdb.NewEstimator(d, m, cfg)
 		if err != nil {
 			return nil, asUser(err)
 		}
-		r, err := e.Agg(perfdb.AggInput{Batch: orDefault(c.Int("batch"), 2), CtxTokens: ctxTokens, ISL: isl, OSL: osl, Prefix: prefix})
+		r, err := e.Agg(perfdb.AggInput{Batch: orDefault(o.batch, 2), CtxTokens: ctxTokens, ISL: isl, OSL: osl, Prefix: prefix})
 		return r, modeError("agg", err)
 	case "disagg":
 		pcfg, dcfg := cfg, cfg
-		if v := c.Int("prefill-tp"); v > 0 {
+		if v := o.prefillTP; v > 0 {
 			pcfg.TP = v
 		}
-		if v := c.Int("decode-tp"); v > 0 {
+		if v := o.decodeTP; v > 0 {
 			dcfg.TP = v
 		}
 		pe, err := perfdb.NewEstimator(d, m, pcfg)
@@ -304,12 +337,33 @@ func runEstimate(ctx context.Context, c *cli.Context) (any, error) {
 			return nil, userErrorf("decode worker: %v", err)
 		}
 		r, err := perfdb.Disagg(pe, de, perfdb.DisaggInput{ISL: isl, OSL: osl, Prefix: prefix,
-			PrefillBatch: c.Int("prefill-batch"), PrefillWorkers: c.Int("prefill-workers"),
-			DecodeBatch: c.Int("decode-batch"), DecodeWorkers: c.Int("decode-workers"),
-			PrefillCorrection: c.Float64("prefill-correction"), DecodeCorrection: c.Float64("decode-correction")})
+			PrefillBatch: o.prefillBatch, PrefillWorkers: o.prefillWorkers,
+			DecodeBatch: o.decodeBatch, DecodeWorkers: o.decodeWorkers,
+			PrefillCorrection: o.prefillCorrection, DecodeCorrection: o.decodeCorrection})
 		return r, modeError("disagg", err)
 	}
-	return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", c.String("mode"))
+	return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", o.mode)
+}
+
+// resolveVersion is d's --version, or the newest version of the system's backend
+// when not given. named selects the error for a (system, backend) without
+// versions: estimate names what the store holds, eval the pair alone.
+func (s *estimateSource) resolveVersion(ctx context.Context, d deploymentOpts, named bool) (string, error) {
+	if d.Version != "" {
+		return d.Version, nil
+	}
+	vs, err := s.versions(ctx, d.System, d.Backend)
+	if err != nil {
+		return "", asUser(err)
+	}
+	if len(vs) == 0 {
+		if named {
+			return "", s.unknownSystemBackend(ctx, d.System, d.Backend)
+		}
+		return "", userErrorf("--backend %s: no versions for system %s", d.Backend, d.System)
+	}
+	sort.Slice(vs, func(i, j int) bool { return perfdb.CompareVersions(vs[i], vs[j]) < 0 })
+	return vs[len(vs)-1], nil
 }
 
 // modeError names the mode in an out-of-memory error (aiconfigurator's rule, applied

@@ -1,8 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/refine"
 )
 
 // evalCommand evaluates one operating point with the pass-calendar model (issue 3):
@@ -24,22 +26,8 @@ func evalCommand() *cli.Command {
 		Usage: "latency distributions and throughput of one aggregated operating point (pass-calendar model)",
 		UsageText: "aicdb eval --timing linear --base-ms 5 --prefill-ms-per-token 0.02 --decode-ms-per-row 0.05 --concurrency 32 --isl 4096 --osl 256 --format json\n" +
 			"   aicdb eval --model Qwen/Qwen3-32B --system h200_sxm --backend vllm --tp 2 --rate 3 --isl 4000 --osl 500 --tier both",
-		Flags: append([]cli.Flag{
-			// perf-database timing
-			&cli.StringFlag{Name: "model", Usage: "model `ID` known to the store, or a path to a config.json"},
-			&cli.StringFlag{Name: "system", Usage: "GPU system `NAME` (with --model)"},
-			&cli.StringFlag{Name: "backend", Usage: "vllm | trtllm | sglang (with --model: perf data and engine semantics)"},
-			&cli.StringFlag{Name: "version", Usage: "backend `VERSION` (default: the newest available)"},
-			&cli.IntFlag{Name: "tp", Usage: "tensor parallel size (with --model)"},
-			&cli.IntFlag{Name: "pp", Value: 1, Usage: "pipeline parallel size"},
-			&cli.IntFlag{Name: "dp", Value: 1, Usage: "attention data parallel size"},
-			&cli.IntFlag{Name: "moe-tp", Value: 1, Usage: "MoE tensor parallel size"},
-			&cli.IntFlag{Name: "moe-ep", Value: 1, Usage: "MoE expert parallel size"},
-			&cli.StringFlag{Name: "database-mode", Value: "SILICON", Usage: "SILICON | HYBRID | EMPIRICAL | SOL"},
-			&cli.StringFlag{Name: "gemm-quant", Usage: "GEMM quant mode (default: from the model)"},
-			&cli.StringFlag{Name: "kv-quant", Usage: "KV cache quant mode (default: from the model)"},
-			&cli.StringFlag{Name: "fmha-quant", Usage: "FMHA quant mode (default: from the model and backend)"},
-			&cli.StringFlag{Name: "moe-quant", Usage: "MoE quant mode (default: from the model)"},
+		Flags: slices.Concat(perfTimingFlags("", " (with --model)", "model `ID` known to the store, or a path to a config.json",
+			"vllm | trtllm | sglang (with --model: perf data and engine semantics)"), []cli.Flag{
 			// synthetic timing
 			&cli.StringFlag{Name: "timing", Usage: "synthetic timing `KIND`: linear | roofline (instead of --model)"},
 			&cli.Float64Flag{Name: "base-ms", Usage: "linear timing: ms per pass"},
@@ -57,34 +45,19 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "turnaround-ms", Usage: "closed loop: client delay between a completion and the next request"},
 			&cli.Float64Flag{Name: "rate", Usage: "open loop: request rate (requests/s)"},
 			&cli.IntFlag{Name: "num-requests", Usage: "open loop: requests to simulate (default 4096)"},
-			&cli.IntFlag{Name: "isl", Usage: "input sequence length (tokens)"},
-			&cli.IntFlag{Name: "osl", Usage: "output sequence length (tokens)"},
-			&cli.IntFlag{Name: "prefix", Usage: "prompt tokens served from the prefix cache (< isl)"},
+		}, shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
+			prefix: "prompt tokens served from the prefix cache (< isl)"}.flags(), []cli.Flag{
 			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},
 			&cli.StringFlag{Name: "osl-quantiles", Usage: "W2: equally weighted osl quantile points `a,b,..`"},
-			&cli.Float64Flag{Name: "stage-ms", Usage: "additive per-request stages (encoder + dispatch), ms"},
-			// engine knobs over --engine-profile and --engine-config (SCHEDULERS.md §6)
-			&cli.IntFlag{Name: "max-num-batched-tokens", Usage: "vLLM token budget"},
-			&cli.IntFlag{Name: "max-num-seqs", Usage: "vLLM max_num_seqs / SGLang max_running_requests"},
-			&cli.BoolFlag{Name: "chunked-prefill", Usage: "chunked prefill on/off (--chunked-prefill=false)"},
-			&cli.IntFlag{Name: "long-prefill-token-threshold", Usage: "vLLM per-request chunk cap (0 = off)"},
-			&cli.BoolFlag{Name: "async-scheduling", Usage: "vLLM async scheduling / TRT-LLM overlap executor"},
-			&cli.IntFlag{Name: "block-size", Usage: "KV block / page size (tokens)"},
-			kvCapacityFlag(),
-			&cli.IntFlag{Name: "chunked-prefill-size", Usage: "SGLang chunk budget"},
-			&cli.IntFlag{Name: "max-prefill-tokens", Usage: "SGLang max_prefill_tokens"},
-			&cli.BoolFlag{Name: "mixed-chunk", Usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)"},
-			&cli.IntFlag{Name: "max-batch-size", Usage: "TRT-LLM max_batch_size"},
-			&cli.IntFlag{Name: "max-num-tokens", Usage: "TRT-LLM max_num_tokens"},
-			&cli.StringFlag{Name: "capacity-policy", Usage: "TRT-LLM guaranteed_no_evict | max_utilization"},
-			engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
+			stageMsFlag(),
+		}, engineKnobFlags(), []cli.Flag{
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
 			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
 			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			formatFlag(formatJSON),
 			calibrationFlag(),
-		}, evalDisaggFlags()...),
+		}, evalDisaggFlags()),
 		Action: runEval,
 	}
 }
@@ -98,6 +71,7 @@ type evalSpec struct {
 	pt     *perfdb.PassTiming // set on the perf-database path (its Err is checked)
 	tiers  []queueing.Tier
 	format string
+	dep    deploymentOpts // with Version resolved on the perf-database path
 }
 
 func runEval(c *cli.Context) error {
@@ -199,11 +173,12 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	}
 	s.w = w
 
+	dep, par := readDeployment(c), readParallel(c)
 	synthetic := c.IsSet("timing")
-	if synthetic == c.IsSet("model") {
+	if synthetic == dep.set.given("model") {
 		return nil, userErrorf("timing: give either --timing linear|roofline (synthetic) or --model with --system, --backend and --tp (perf database)")
 	}
-	backend := c.String("backend")
+	backend, version := dep.Backend, dep.Version
 	if synthetic {
 		t, err := syntheticTiming(c)
 		if err != nil {
@@ -218,22 +193,17 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		}
 		s.gpus = 1
 	} else {
-		for _, f := range []string{"system", "backend", "tp"} {
-			if !c.IsSet(f) {
-				return nil, userErrorf("--model: --%s is required with the perf-database timing", f)
-			}
+		if err := dep.requirePerf(par, "--model: --%s is required with the perf-database timing"); err != nil {
+			return nil, err
 		}
 		if c.IsSet("backend-engine") && c.String("backend-engine") != backend {
 			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
 		}
-		pt, version, gpus, err := evalPassTiming(c, w)
+		pt, v, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w)
 		if err != nil {
 			return nil, err
 		}
-		s.t, s.pt, s.gpus = pt, pt, gpus
-		if err := c.Set("version", version); err != nil {
-			return nil, fmt.Errorf("eval: %w", err)
-		}
+		s.t, s.pt, s.gpus, version = pt, pt, par.gpus(), v
 	}
 	if c.IsSet("gpus") {
 		if c.Int("gpus") < 1 {
@@ -241,7 +211,9 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		}
 		s.gpus = c.Int("gpus")
 	}
-	e, err := resolveEngine(c, queueing.ProfileInput{Backend: backend, Version: c.String("version"), Role: queueing.RoleAgg,
+	s.dep = dep
+	s.dep.Version = version
+	e, err := resolveEngine(c, queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg,
 		Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL})
 	if err != nil {
 		return nil, err
@@ -292,15 +264,16 @@ func syntheticTiming(c *cli.Context) (timing.Timing, error) {
 // parseWorkload reads the workload flags.
 func parseWorkload(c *cli.Context) (workload.Spec, error) {
 	var w workload.Spec
-	for _, f := range []string{"isl", "osl"} {
-		if !c.IsSet(f) {
-			return w, userErrorf("--%s is required", f)
+	sh := readShape(c)
+	for _, f := range []namedInt{{"isl", sh.ISL}, {"osl", sh.OSL}} {
+		if !sh.set.given(f.name) {
+			return w, userErrorf("--%s is required", f.name)
 		}
-		if c.Int(f) <= 0 {
-			return w, userErrorf("--%s %d: must be ≥ 1", f, c.Int(f))
+		if err := checkAtLeast(1, f); err != nil {
+			return w, err
 		}
 	}
-	w.ISL, w.OSL, w.Prefix = c.Int("isl"), c.Int("osl"), c.Int("prefix")
+	w.ISL, w.OSL, w.Prefix = sh.ISL, sh.OSL, sh.Prefix
 	if w.Prefix < 0 || w.Prefix >= w.ISL {
 		return w, userErrorf("--prefix %d: must be in 0..isl−1 (%d)", w.Prefix, w.ISL-1)
 	}
@@ -364,89 +337,41 @@ func parseQuantiles(s string) ([]int, error) {
 
 // applyEngineFlags overrides the backend defaults with the engine flags given.
 func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
-	ints := []struct {
-		flag string
-		dst  *int
-	}{
-		{"max-num-batched-tokens", &e.MaxNumBatchedTokens}, {"max-num-seqs", &e.MaxNumSeqs},
-		{"long-prefill-token-threshold", &e.LongPrefillTokenThreshold}, {"block-size", &e.BlockSize},
-		{"chunked-prefill-size", &e.ChunkedPrefillSize},
-		{"max-prefill-tokens", &e.MaxPrefillTokens}, {"max-batch-size", &e.MaxBatchSize},
-		{"max-num-tokens", &e.MaxNumTokens},
-	}
-	for _, f := range ints {
-		if !c.IsSet(f.flag) {
-			continue
-		}
-		v := c.Int(f.flag)
-		minV := 1
-		if f.flag == "long-prefill-token-threshold" {
-			minV = 0
-		}
-		if v < minV {
-			return userErrorf("--%s %d: must be ≥ %d", f.flag, v, minV)
-		}
-		*f.dst = v
-	}
-	if n, auto, err := kvCapacityTokensFlag(c); err != nil {
+	o, err := readEngineKnobs(c)
+	if err != nil {
 		return err
-	} else if c.IsSet("kv-capacity-tokens") && !auto {
-		e.KVCapacityTokens = n
 	}
-	if c.IsSet("chunked-prefill") {
-		e.EnableChunkedPrefill = c.Bool("chunked-prefill")
-	}
-	if c.IsSet("async-scheduling") {
-		e.AsyncScheduling = c.Bool("async-scheduling")
-	}
-	if c.IsSet("mixed-chunk") {
-		e.EnableMixedChunk = c.Bool("mixed-chunk")
-	}
-	if c.IsSet("capacity-policy") {
-		e.CapacityPolicy = c.String("capacity-policy")
-	}
-	if c.IsSet("stage-ms") {
-		e.StageMs = c.Float64("stage-ms")
-	}
+	o.apply(e)
 	if err := e.Validate(); err != nil {
 		return userErrorf("%v", err)
 	}
 	return nil
 }
 
-// evalPassTiming builds the perf-database pass timing of --model/--system/--backend
-// /--version/--tp…, returning the resolved version and the deployment's GPUs.
-func evalPassTiming(c *cli.Context, w workload.Spec) (*perfdb.PassTiming, string, int, error) {
-	ctx := c.Context
-	src, err := openEstimateSource(ctx, c.String("db"))
+// evalPassTiming builds the perf-database pass timing of one worker of dep at
+// parallelism par through the sweep evaluator's builder (refine.WorkerConfig,
+// refine.WorkerTiming), checked against the workload's longest request; it
+// returns the resolved version.
+func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, w workload.Spec) (*perfdb.PassTiming, string, error) {
+	src, err := openEstimateSource(ctx, db)
 	if err != nil {
-		return nil, "", 0, asUser(err)
+		return nil, "", asUser(err)
 	}
 	defer src.close()
-	system, backend, version := c.String("system"), c.String("backend"), c.String("version")
-	if version == "" {
-		vs, err := src.versions(ctx, system, backend)
-		if err != nil {
-			return nil, "", 0, asUser(err)
-		}
-		if len(vs) == 0 {
-			return nil, "", 0, userErrorf("--backend %s: no versions for system %s", backend, system)
-		}
-		sort.Slice(vs, func(i, j int) bool { return perfdb.CompareVersions(vs[i], vs[j]) < 0 })
-		version = vs[len(vs)-1]
-	}
-	mode, err := perfdb.ParseDatabaseMode(c.String("database-mode"))
+	version, err := src.resolveVersion(ctx, dep, false)
 	if err != nil {
-		return nil, "", 0, userErrorf("--database-mode: %v", err)
+		return nil, "", err
 	}
-	for _, f := range []string{"tp", "pp", "dp", "moe-tp", "moe-ep"} {
-		if c.Int(f) <= 0 {
-			return nil, "", 0, userErrorf("--%s %d: must be ≥ 1", f, c.Int(f))
-		}
-	}
-	m, err := src.model(ctx, c.String("model"))
+	mode, err := q.mode()
 	if err != nil {
-		return nil, "", 0, asUser(err)
+		return nil, "", err
+	}
+	if err := par.check(); err != nil {
+		return nil, "", err
+	}
+	m, err := src.model(ctx, dep.Model)
+	if err != nil {
+		return nil, "", asUser(err)
 	}
 	isl, osl := w.ISL, w.OSL
 	for _, v := range w.ISLQuantiles {
@@ -456,23 +381,19 @@ func evalPassTiming(c *cli.Context, w workload.Spec) (*perfdb.PassTiming, string
 		osl = max(osl, v)
 	}
 	if err := checkContextLength(m, isl, osl); err != nil {
-		return nil, "", 0, err
+		return nil, "", err
 	}
-	d, err := src.data(ctx, system, backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
+	d, err := src.data(ctx, dep.System, dep.Backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))
 	if err != nil {
-		return nil, "", 0, asUser(err)
+		return nil, "", asUser(err)
 	}
-	cfg := perfdb.Config{Backend: backend, Version: version, TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"),
-		MoETP: c.Int("moe-tp"), MoEEP: c.Int("moe-ep"), Mode: mode,
-		GemmQuant: perfdb.GemmQuant(c.String("gemm-quant")), KVQuant: perfdb.KVQuant(c.String("kv-quant")),
-		FMHAQuant: perfdb.FMHAQuant(c.String("fmha-quant")), MoEQuant: perfdb.MoEQuant(c.String("moe-quant"))}
-	est, err := perfdb.NewEstimator(d, m, cfg)
+	cfg, err := workerConfig(dep, version, q, 0, par)
 	if err != nil {
-		return nil, "", 0, asUser(err)
+		return nil, "", err
 	}
-	pt, err := perfdb.NewPassTiming(est)
+	_, pt, err := refine.WorkerTiming(nil, d, m, cfg)
 	if err != nil {
-		return nil, "", 0, asUser(err)
+		return nil, "", asUser(err)
 	}
-	return pt, version, c.Int("tp") * c.Int("pp") * c.Int("dp"), nil
+	return pt, version, nil
 }

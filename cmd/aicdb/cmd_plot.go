@@ -165,6 +165,27 @@ func paretoPoints(ctx context.Context, st *store.Store, q string) ([]plotPoint, 
 	return pts, nil
 }
 
+// paretoSubject names what the pareto view's rows are of — "Qwen/Qwen3-32B on
+// h200_sxm vllm, isl 4000 / osl 500" — when they share one model, system, backend
+// and shape ("" otherwise: the title then stays generic).
+func paretoSubject(ctx context.Context, st *store.Store) (string, error) {
+	var subs []struct {
+		Model   string `db:"model"`
+		System  string `db:"system"`
+		Backend string `db:"backend"`
+		ISL     int    `db:"isl"`
+		OSL     int    `db:"osl"`
+	}
+	if err := st.DB.SelectContext(ctx, &subs, `SELECT DISTINCT model, system, backend, isl, osl FROM pareto LIMIT 2`); err != nil {
+		return "", fmt.Errorf("plot pareto: read the rows' deployment: %w", err)
+	}
+	if len(subs) != 1 {
+		return "", nil
+	}
+	s := subs[0]
+	return fmt.Sprintf("%s on %s %s, isl %d / osl %d", s.Model, s.System, s.Backend, s.ISL, s.OSL), nil
+}
+
 // asFloat converts a scanned SQLite value to a finite float64.
 func asFloat(v any) (float64, bool) {
 	var f float64
@@ -251,6 +272,13 @@ func runPlotPareto(c *cli.Context) error {
 	}
 	if len(pts) == 0 {
 		return userErrorf("plot pareto: the query returned no plottable rows (widen the SLA or the SQL)")
+	}
+	if c.Args().Len() == 0 {
+		if sub, err := paretoSubject(c.Context, st); err != nil {
+			return err
+		} else if sub != "" {
+			title += " — " + sub
+		}
 	}
 	p, err := paretoPlot(pts, title)
 	if err != nil {

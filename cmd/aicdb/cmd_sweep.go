@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,32 +23,21 @@ import (
 // (incremental, parallel, whole-row batches) and prints the best configs when SLA
 // flags are given.
 func sweepCommand() *cli.Command {
-	flags := []cli.Flag{
-		&cli.StringFlag{Name: "model", Usage: "model `ID` known to the store", Required: true},
-		&cli.StringFlag{Name: "system", Usage: "GPU `SYSTEM` (e.g. h200_sxm)", Required: true},
-		&cli.StringFlag{Name: "backend", Usage: "`BACKEND`: vllm, trtllm or sglang", Required: true},
-		&cli.StringFlag{Name: "version", Usage: "backend `VERSION` (default: newest in the store)"},
-		&cli.IntFlag{Name: "total-gpus", Usage: "GPU budget `N`", Required: true},
-		&cli.IntFlag{Name: "isl", Usage: "prompt length `N` in tokens (required unless --trace)"},
-		&cli.IntFlag{Name: "osl", Usage: "output length `N` in tokens (required unless --trace)"},
-		&cli.IntFlag{Name: "prefix", Usage: "prefix-cached prompt tokens `N`"},
-		&cli.StringFlag{Name: "mode", Value: "agg", Usage: "`MODE`: agg, disagg or all (disagg rows are priced by the prefill/decode tandem)"},
-		&cli.StringFlag{Name: "tp", Usage: "tensor-parallel sizes `LIST` (default 1,2,4,8)"},
-		&cli.StringFlag{Name: "batch", Usage: "agg batch sizes `LIST` (default: aiconfigurator's schedule)"},
-		&cli.StringFlag{Name: "ctx-tokens", Usage: "agg prefill budgets `LIST` (default: aiconfigurator's list for --isl)"},
-		&cli.StringFlag{Name: "decode-batch", Usage: "disagg decode batch sizes `LIST` (default: aiconfigurator's schedule)"},
-		&cli.BoolFlag{Name: "chunked-prefill", Usage: "aiconfigurator's enable_chunked_prefill for the ctx_tokens grid"},
-		engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
-		&cli.IntFlag{Name: "workers", Usage: "parallel evaluations (default: all cores)"},
-		&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
-		&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
-		formatFlag("table"),
-		quietFlag(),
-		calibrationFlag(),
-		&cli.StringFlag{Name: "trace", Usage: "workload: the stored trace `NAME` (W3: its arrivals, lengths and prefix reuse) instead of --isl/--osl/--prefix; agg only"},
-		&cli.BoolFlag{Name: "sessions", Usage: "with --trace, W4: a session's later turn arrives at its previous turn's completion + think time"},
-		&cli.IntFlag{Name: "max-sessions", Usage: "with --sessions: at most `N` sessions in progress per replica (0 = no cap)"},
-	}
+	flags := slices.Concat(sweepDeployment.flags(), []cli.Flag{&cli.IntFlag{Name: "total-gpus", Usage: "GPU budget `N`", Required: true}},
+		sweepShape.flags(), []cli.Flag{
+			&cli.StringFlag{Name: "mode", Aliases: []string{"modes"}, Value: "agg", Usage: "`MODE`: agg, disagg, all or a list (agg,disagg = all); disagg rows are priced by the prefill/decode tandem"},
+		}, sweepListFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "chunked-prefill", Usage: "aiconfigurator's enable_chunked_prefill for the ctx_tokens grid"},
+			engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag(),
+			&cli.IntFlag{Name: "workers", Usage: "parallel evaluations (default: all cores)"},
+			&cli.IntFlag{Name: "commit-every", Value: 256, Usage: "rows per transaction"},
+			&cli.IntFlag{Name: "top", Value: 5, Usage: "configs to print when SLA flags are given"},
+			formatFlag("table"),
+			quietFlag(),
+			calibrationFlag(),
+		}, traceWorkloadFlags("workload: the stored trace `NAME` (W3: its arrivals, lengths and prefix reuse) instead of --isl/--osl/--prefix; agg only",
+			"with --trace, W4: a session's later turn arrives at its previous turn's completion + think time",
+			"with --sessions: at most `N` sessions in progress per replica (0 = no cap)"))
 	flags = append(flags, sliceFlags()...)
 	return &cli.Command{
 		Name:  "sweep",
@@ -63,6 +53,36 @@ replicas, the trace's requests routed over them round-robin at arrival
 		Flags:  append(flags, slaFlags()...),
 		Action: runSweep,
 	}
+}
+
+// The deployment and shape flags of sweep (the parallelism is a search space:
+// --tp is a list).
+var (
+	sweepDeployment = deploymentSpec{model: "model `ID` known to the store", system: "GPU `SYSTEM` (e.g. h200_sxm)",
+		backend: "`BACKEND`: vllm, trtllm or sglang", version: "backend `VERSION` (default: newest in the store)",
+		required: []string{"model", "system", "backend"}}
+	sweepShape = shapeSpec{isl: "prompt length `N` in tokens (required unless --trace)",
+		osl: "output length `N` in tokens (required unless --trace)", prefix: "prefix-cached prompt tokens `N`"}
+)
+
+// sweepLists are sweep's search-space lists: flag, usage and the spec field.
+var sweepLists = []struct {
+	name, usage string
+	dst         func(s *refine.SweepSpec) *[]int
+}{
+	{"tp", "tensor-parallel sizes `LIST` (default 1,2,4,8)", func(s *refine.SweepSpec) *[]int { return &s.TPs }},
+	{"batch", "agg batch sizes `LIST` (default: aiconfigurator's schedule)", func(s *refine.SweepSpec) *[]int { return &s.Batches }},
+	{"ctx-tokens", "agg prefill budgets `LIST` (default: aiconfigurator's list for --isl)", func(s *refine.SweepSpec) *[]int { return &s.CtxTokens }},
+	{"decode-batch", "disagg decode batch sizes `LIST` (default: aiconfigurator's schedule)", func(s *refine.SweepSpec) *[]int { return &s.DecodeBatches }},
+}
+
+// sweepListFlags declares the search-space lists.
+func sweepListFlags() []cli.Flag {
+	out := make([]cli.Flag, len(sweepLists))
+	for i, l := range sweepLists {
+		out[i] = &cli.StringFlag{Name: l.name, Usage: l.usage}
+	}
+	return out
 }
 
 func parseList(c *cli.Context, name string) ([]int, error) {
@@ -81,31 +101,53 @@ func parseList(c *cli.Context, name string) ([]int, error) {
 	return out, nil
 }
 
-func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
-	s := refine.SweepSpec{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
-		Version: c.String("version"), TotalGPUs: c.Int("total-gpus"), ISL: c.Int("isl"), OSL: c.Int("osl"),
-		Prefix: c.Int("prefix"), ChunkedPrefill: c.Bool("chunked-prefill")}
-	switch m := c.String("mode"); m {
-	case "agg", "disagg":
-		s.Modes = []string{m}
-	case "all":
-		s.Modes = []string{"agg", "disagg"}
-	default:
-		return s, userErrorf("--mode %q: use agg, disagg or all", m)
+// sweepMode reads --mode (alias --modes): agg, disagg, all, or a comma list of agg
+// and disagg (both = all).
+func sweepMode(m string) (string, error) {
+	agg, dis := false, false
+	for _, part := range strings.Split(m, ",") {
+		switch strings.TrimSpace(part) {
+		case "agg":
+			agg = true
+		case "disagg":
+			dis = true
+		case "all":
+			agg, dis = true, true
+		default:
+			return "", userErrorf("--mode %q: use agg, disagg, all or agg,disagg", m)
+		}
 	}
-	var err error
-	for _, l := range []struct {
-		name string
-		dst  *[]int
-	}{{"tp", &s.TPs}, {"batch", &s.Batches}, {"ctx-tokens", &s.CtxTokens}, {"decode-batch", &s.DecodeBatches}} {
-		if *l.dst, err = parseList(c, l.name); err != nil {
+	switch {
+	case agg && dis:
+		return "all", nil
+	case dis:
+		return "disagg", nil
+	}
+	return "agg", nil
+}
+
+func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
+	dep, sh := readDeployment(c), readShape(c)
+	s := refine.SweepSpec{Model: dep.Model, System: dep.System, Backend: dep.Backend,
+		Version: dep.Version, TotalGPUs: c.Int("total-gpus"), ISL: sh.ISL, OSL: sh.OSL,
+		Prefix: sh.Prefix, ChunkedPrefill: c.Bool("chunked-prefill")}
+	mode, err := sweepMode(c.String("mode"))
+	if err != nil {
+		return s, err
+	}
+	s.Modes = []string{mode}
+	if mode == "all" {
+		s.Modes = []string{"agg", "disagg"}
+	}
+	for _, l := range sweepLists {
+		if *l.dst(&s), err = parseList(c, l.name); err != nil {
 			return s, err
 		}
 	}
-	if c.String("mode") == "disagg" && (s.Batches != nil || s.CtxTokens != nil) {
+	if mode == "disagg" && (s.Batches != nil || s.CtxTokens != nil) {
 		return s, userErrorf("--batch/--ctx-tokens apply to agg rows but --mode is disagg: use --decode-batch, or --mode all")
 	}
-	if c.String("mode") == "agg" && s.DecodeBatches != nil {
+	if mode == "agg" && s.DecodeBatches != nil {
 		return s, userErrorf("--decode-batch applies to disagg rows but --mode is agg: use --mode disagg or all")
 	}
 	if c.Int("workers") < 0 || c.Int("commit-every") <= 0 || c.Int("top") <= 0 {
@@ -122,36 +164,37 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 // disaggregated sweep cannot replay one.
 func sweepTraceFlags(c *cli.Context, s *refine.SweepSpec) error {
 	traceOnly := []string{"window", "scale-rate", "limit", "sessions", "max-sessions"}
-	if !c.IsSet("trace") {
+	tw, sh := readTraceWorkload(c), readShape(c)
+	if !tw.set.given("trace") {
 		for _, n := range traceOnly {
 			if c.IsSet(n) {
 				return userErrorf("--%s applies to a trace workload: give --trace NAME, or drop --%s", n, n)
 			}
 		}
-		if !c.IsSet("isl") || !c.IsSet("osl") {
+		if !sh.set.given("isl") || !sh.set.given("osl") {
 			return userErrorf("--isl and --osl are required (or give a stored trace as the workload with --trace NAME)")
 		}
 		return nil
 	}
 	for _, n := range []string{"isl", "osl", "prefix"} {
-		if c.IsSet(n) {
-			return userErrorf("--trace %s is the workload: it replaces --isl/--osl/--prefix; drop --%s", c.String("trace"), n)
+		if sh.set.given(n) {
+			return userErrorf("--trace %s is the workload: it replaces --isl/--osl/--prefix; drop --%s", tw.Name, n)
 		}
 	}
-	if c.String("mode") != "agg" {
+	if m, err := sweepMode(c.String("mode")); err != nil || m != "agg" {
 		return userErrorf("--trace: disaggregated deployments are not replayed under a trace yet (the prefill/decode tandem has no trace driver): use --mode agg")
 	}
-	if c.IsSet("max-sessions") && !c.Bool("sessions") {
+	if tw.set.given("max-sessions") && !tw.Sessions {
 		return userErrorf("--max-sessions needs --sessions")
 	}
-	if c.Int("max-sessions") < 0 {
-		return userErrorf("--max-sessions %d: must be ≥ 0 (0 = no cap)", c.Int("max-sessions"))
+	if tw.MaxSessions < 0 {
+		return userErrorf("--max-sessions %d: must be ≥ 0 (0 = no cap)", tw.MaxSessions)
 	}
 	sl, err := traceSlice(c)
 	if err != nil {
 		return err
 	}
-	s.Trace = &refine.TraceSpec{Name: c.String("trace"), Slice: sl, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions")}
+	s.Trace = &refine.TraceSpec{Name: tw.Name, Slice: sl, Sessions: tw.Sessions, MaxSessions: tw.MaxSessions}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -83,29 +84,17 @@ engine's pool; --tier oracle runs the DES with the trace's hash ids as block ide
 throughput, time-average queue length (arrived, no first token yet) and requests in
 system, and the p99 TTFT of the requests arriving in it.
    aicdb trace replay conv --engine vllm_h200.json --window 0..600 --by minute`,
-				Flags: append(sliceFlags(),
+				Flags: slices.Concat(sliceFlags(), []cli.Flag{
 					&cli.StringFlag{Name: "engine", Usage: "engine and timing JSON `FILE` (required)"},
 					&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "`TIER`: quantitative (the calendar, prefix hits from the reuse oracle) or oracle (the DES)"},
-					&cli.StringFlag{Name: "model", Usage: "time passes from perf data: model `ID` (with --system, --backend, --tp; replaces the file's timing)"},
-					&cli.StringFlag{Name: "system", Usage: "perf data: GPU system `NAME`"},
-					&cli.StringFlag{Name: "backend", Usage: "perf data: `BACKEND` (must be the engine file's)"},
-					&cli.StringFlag{Name: "version", Usage: "perf data: backend `VERSION` (default: the newest available)"},
-					&cli.IntFlag{Name: "tp", Usage: "perf data: tensor parallel size"},
-					&cli.IntFlag{Name: "pp", Value: 1, Usage: "perf data: pipeline parallel size"},
-					&cli.IntFlag{Name: "dp", Value: 1, Usage: "perf data: attention data parallel size"},
-					&cli.IntFlag{Name: "moe-tp", Value: 1, Usage: "perf data: MoE tensor parallel size"},
-					&cli.IntFlag{Name: "moe-ep", Value: 1, Usage: "perf data: MoE expert parallel size"},
-					&cli.StringFlag{Name: "database-mode", Value: "SILICON", Usage: "perf data: SILICON | HYBRID | EMPIRICAL | SOL"},
-					&cli.StringFlag{Name: "gemm-quant", Usage: "perf data: GEMM quant mode (default: from the model)"},
-					&cli.StringFlag{Name: "kv-quant", Usage: "perf data: KV cache quant mode (default: from the model)"},
-					&cli.StringFlag{Name: "fmha-quant", Usage: "perf data: FMHA quant mode (default: from the model and backend)"},
-					&cli.StringFlag{Name: "moe-quant", Usage: "perf data: MoE quant mode (default: from the model)"},
+				}, perfTimingFlags("perf data: ", "", "time passes from perf data: model `ID` (with --system, --backend, --tp; replaces the file's timing)",
+					"perf data: `BACKEND` (must be the engine file's)"), []cli.Flag{
 					&cli.BoolFlag{Name: "sessions", Usage: "W4: a session's later turn arrives at its previous turn's completion + think time + client RTT, the previous context cached (the DES: while its blocks survive in the engine's prefix cache)"},
 					&cli.IntFlag{Name: "max-sessions", Usage: "W4: at most `N` sessions in progress (0 = no cap)"},
 					&cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool of both tiers: `auto|N` tokens, replacing the engine file's num_gpu_blocks (auto: from the perf database's GPU memory model at the slice's longest request; needs --model)"},
 					&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "W4: client round trip in `MS` before a later turn reaches the scheduler (as eval's closed loop)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
-					formatFlag(formatJSON)),
+					formatFlag(formatJSON)}),
 				Action: traceReplay,
 			},
 			{
@@ -696,7 +685,7 @@ func traceReplay(c *cli.Context) error {
 	}
 	var pt *perfdb.PassTiming
 	var longest workload.Spec
-	if c.IsSet("model") {
+	if readDeployment(c).set.given("model") {
 		if pt, longest, err = replayPassTiming(c, st, info, sl, eng); err != nil {
 			return err
 		}
@@ -760,12 +749,11 @@ func traceReplay(c *cli.Context) error {
 // (its largest isl and osl, also returned).
 func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine) (*perfdb.PassTiming, workload.Spec, error) {
 	var w workload.Spec
-	for _, f := range []string{"system", "backend", "tp"} {
-		if !c.IsSet(f) {
-			return nil, w, userErrorf("trace replay: --model: --%s is required with the perf-data timing", f)
-		}
+	dep, par := readDeployment(c), readParallel(c)
+	if err := dep.requirePerf(par, "trace replay: --model: --%s is required with the perf-data timing"); err != nil {
+		return nil, w, err
 	}
-	if b := c.String("backend"); b != string(eng.Backend) {
+	if b := dep.Backend; b != string(eng.Backend) {
 		return nil, w, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
 	}
 	err := st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
@@ -778,7 +766,7 @@ func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl 
 	if w.ISL == 0 {
 		return nil, w, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	pt, _, _, err := evalPassTiming(c, w)
+	pt, _, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w)
 	return pt, w, err
 }
 

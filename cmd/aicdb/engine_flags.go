@@ -229,3 +229,115 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	e.KVCapacityTokens = n
 	return nil
 }
+
+// engineKnob is one explicit engine flag of eval (SCHEDULERS.md §6), applied over
+// --engine-profile and --engine-config: its name, usage and the EngineSpec field it
+// sets (field returns a *int, *bool, *string or *float64 into e).
+type engineKnob struct {
+	name, usage string
+	min         int // ints: the smallest value accepted
+	field       func(e *queueing.EngineSpec) any
+}
+
+// engineKnobs are eval's engine flags in their help order; --kv-capacity-tokens
+// (auto|N) follows --block-size and is read by kvCapacityTokensFlag.
+var engineKnobs = []engineKnob{
+	{name: "max-num-batched-tokens", usage: "vLLM token budget", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxNumBatchedTokens }},
+	{name: "max-num-seqs", usage: "vLLM max_num_seqs / SGLang max_running_requests", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxNumSeqs }},
+	{name: "chunked-prefill", usage: "chunked prefill on/off (--chunked-prefill=false)", field: func(e *queueing.EngineSpec) any { return &e.EnableChunkedPrefill }},
+	{name: "long-prefill-token-threshold", usage: "vLLM per-request chunk cap (0 = off)", field: func(e *queueing.EngineSpec) any { return &e.LongPrefillTokenThreshold }},
+	{name: "async-scheduling", usage: "vLLM async scheduling / TRT-LLM overlap executor", field: func(e *queueing.EngineSpec) any { return &e.AsyncScheduling }},
+	{name: "block-size", usage: "KV block / page size (tokens)", min: 1, field: func(e *queueing.EngineSpec) any { return &e.BlockSize }},
+	{name: "chunked-prefill-size", usage: "SGLang chunk budget", min: 1, field: func(e *queueing.EngineSpec) any { return &e.ChunkedPrefillSize }},
+	{name: "max-prefill-tokens", usage: "SGLang max_prefill_tokens", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxPrefillTokens }},
+	{name: "mixed-chunk", usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)", field: func(e *queueing.EngineSpec) any { return &e.EnableMixedChunk }},
+	{name: "max-batch-size", usage: "TRT-LLM max_batch_size", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxBatchSize }},
+	{name: "max-num-tokens", usage: "TRT-LLM max_num_tokens", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxNumTokens }},
+	{name: "capacity-policy", usage: "TRT-LLM guaranteed_no_evict | max_utilization", field: func(e *queueing.EngineSpec) any { return &e.CapacityPolicy }},
+	{name: "stage-ms", usage: "additive per-request stages (encoder + dispatch), ms", field: func(e *queueing.EngineSpec) any { return &e.StageMs }},
+}
+
+// engineKnobFlags declares the engine flags (all but --stage-ms, which eval lists
+// with the workload), then --engine-profile and --engine-config.
+func engineKnobFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, k := range engineKnobs {
+		var f cli.Flag
+		switch k.field(&queueing.EngineSpec{}).(type) {
+		case *int:
+			f = &cli.IntFlag{Name: k.name, Usage: k.usage}
+		case *bool:
+			f = &cli.BoolFlag{Name: k.name, Usage: k.usage}
+		case *string:
+			f = &cli.StringFlag{Name: k.name, Usage: k.usage}
+		default:
+			continue // --stage-ms: declared by stageMsFlag
+		}
+		out = append(out, f)
+		if k.name == "block-size" {
+			out = append(out, kvCapacityFlag())
+		}
+	}
+	return append(out, engineProfileFlag(queueing.ProfileAIConfigurator), engineConfigFlag())
+}
+
+// stageMsFlag declares --stage-ms (an engine knob listed with the workload).
+func stageMsFlag() cli.Flag {
+	k := engineKnobs[len(engineKnobs)-1]
+	return &cli.Float64Flag{Name: k.name, Usage: k.usage}
+}
+
+// engineKnobOpts are the engine flags given, as values of an EngineSpec overlay.
+type engineKnobOpts struct {
+	vals  queueing.EngineSpec
+	given []engineKnob
+}
+
+// readEngineKnobs reads the engine flags given, rejecting an int below its minimum
+// and a malformed --kv-capacity-tokens (auto is resolved later: resolveKVCapacity).
+func readEngineKnobs(c *cli.Context) (engineKnobOpts, error) {
+	var o engineKnobOpts
+	for _, k := range engineKnobs {
+		if !c.IsSet(k.name) {
+			continue
+		}
+		switch p := k.field(&o.vals).(type) {
+		case *int:
+			if *p = c.Int(k.name); *p < k.min {
+				return o, userErrorf("--%s %d: must be ≥ %d", k.name, *p, k.min)
+			}
+		case *bool:
+			*p = c.Bool(k.name)
+		case *string:
+			*p = c.String(k.name)
+		case *float64:
+			*p = c.Float64(k.name)
+		}
+		o.given = append(o.given, k)
+	}
+	n, auto, err := kvCapacityTokensFlag(c)
+	if err != nil {
+		return o, err
+	}
+	if c.IsSet("kv-capacity-tokens") && !auto {
+		o.vals.KVCapacityTokens = n
+		o.given = append(o.given, engineKnob{name: "kv-capacity-tokens", field: func(e *queueing.EngineSpec) any { return &e.KVCapacityTokens }})
+	}
+	return o, nil
+}
+
+// apply sets e's fields of the flags given.
+func (o engineKnobOpts) apply(e *queueing.EngineSpec) {
+	for _, k := range o.given {
+		switch dst := k.field(e).(type) {
+		case *int:
+			*dst = *k.field(&o.vals).(*int)
+		case *bool:
+			*dst = *k.field(&o.vals).(*bool)
+		case *string:
+			*dst = *k.field(&o.vals).(*string)
+		case *float64:
+			*dst = *k.field(&o.vals).(*float64)
+		}
+	}
+}

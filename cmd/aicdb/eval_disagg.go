@@ -147,11 +147,12 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 	}
 	cfg.KVBytesPerToken = c.Float64("kv-bytes-per-token")
 
+	dep := readDeployment(c)
 	synthetic := c.IsSet("timing")
-	if synthetic == c.IsSet("model") {
+	if synthetic == dep.set.given("model") {
 		return cfg, nil, 0, userErrorf("timing: give either --timing linear|roofline (synthetic) or --model with --system, --backend and --prefill-tp/--decode-tp (perf database)")
 	}
-	backend := c.String("backend")
+	backend, version := dep.Backend, dep.Version
 	var pts []*perfdb.PassTiming
 	gpus := 0
 	if synthetic {
@@ -174,7 +175,7 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 		cfg.Prefill.GPUsPerWorker, cfg.Decode.GPUsPerWorker = max(c.Int("prefill-tp"), 1), max(c.Int("decode-tp"), 1)
 	} else {
 		var err error
-		pts, err = disaggPerfTiming(c, w, &cfg)
+		pts, version, err = disaggPerfTiming(c, dep, w, &cfg)
 		if err != nil {
 			return cfg, nil, 0, err
 		}
@@ -187,7 +188,7 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 		}
 		gpus = c.Int("gpus")
 	}
-	e, err := queueing.DefaultEngine(backend, c.String("version"))
+	e, err := queueing.DefaultEngine(backend, version)
 	if err != nil {
 		return cfg, nil, 0, userErrorf("--backend: %v", err)
 	}
@@ -208,41 +209,39 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 // eval pass-timing builder, once per pool), and derives the KV handoff size, the
 // fabric from the system spec and, unless given, the decode KV capacity from
 // aiconfigurator's disagg memory rule.
-func disaggPerfTiming(c *cli.Context, w workload.Spec, cfg *disagg.Config) ([]*perfdb.PassTiming, error) {
+func disaggPerfTiming(c *cli.Context, dep deploymentOpts, w workload.Spec, cfg *disagg.Config) ([]*perfdb.PassTiming, string, error) {
 	for _, f := range []string{"system", "backend"} {
-		if !c.IsSet(f) {
-			return nil, userErrorf("--model: --%s is required with the perf-database timing", f)
+		if !dep.set.given(f) {
+			return nil, "", userErrorf("--model: --%s is required with the perf-database timing", f)
 		}
 	}
+	par := readParallel(c)
 	tps := [2]int{c.Int("prefill-tp"), c.Int("decode-tp")}
 	for i, f := range []string{"prefill-tp", "decode-tp"} {
 		if !c.IsSet(f) {
-			if !c.IsSet("tp") {
-				return nil, userErrorf("--mode disagg --model: give --%s (or --tp for both pools)", f)
+			if !par.set.given("tp") {
+				return nil, "", userErrorf("--mode disagg --model: give --%s (or --tp for both pools)", f)
 			}
-			tps[i] = c.Int("tp")
+			tps[i] = par.TP
 		}
 		if tps[i] < 1 {
-			return nil, userErrorf("--%s %d: must be ≥ 1", f, tps[i])
+			return nil, "", userErrorf("--%s %d: must be ≥ 1", f, tps[i])
 		}
 	}
 	var pts []*perfdb.PassTiming
+	q := readQuant(c)
 	for i := range tps {
-		if err := c.Set("tp", fmt.Sprint(tps[i])); err != nil {
-			return nil, fmt.Errorf("eval: %w", err)
-		}
-		pt, version, g, err := evalPassTiming(c, w)
+		par.TP = tps[i]
+		pt, version, err := evalPassTiming(c.Context, c.String("db"), dep, q, par, w)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		if err := c.Set("version", version); err != nil {
-			return nil, fmt.Errorf("eval: %w", err)
-		}
+		dep.Version = version
 		pts = append(pts, pt)
 		if i == 0 {
-			cfg.Prefill.Timing, cfg.Prefill.GPUsPerWorker = pt, g
+			cfg.Prefill.Timing, cfg.Prefill.GPUsPerWorker = pt, par.gpus()
 		} else {
-			cfg.Decode.Timing, cfg.Decode.GPUsPerWorker = pt, g
+			cfg.Decode.Timing, cfg.Decode.GPUsPerWorker = pt, par.gpus()
 		}
 	}
 	pre, dec := pts[0].Estimator(), pts[1].Estimator()
@@ -258,7 +257,7 @@ func disaggPerfTiming(c *cli.Context, w workload.Spec, cfg *disagg.Config) ([]*p
 		cfg.Fabric.GPUsPerNode = def.GPUsPerNode
 	}
 	if !(cfg.Fabric.InterNodeGBps > 0) {
-		return nil, userErrorf("--system %s: inter_node_bw is %v; give --inter-node-gbps > 0", sys.Name, sys.InterNodeBW)
+		return nil, "", userErrorf("--system %s: inter_node_bw is %v; give --inter-node-gbps > 0", sys.Name, sys.InterNodeBW)
 	}
 	isl, osl := w.ISL, w.OSL
 	for _, v := range w.ISLQuantiles {
@@ -270,19 +269,19 @@ func disaggPerfTiming(c *cli.Context, w workload.Spec, cfg *disagg.Config) ([]*p
 	if !c.IsSet("kv-bytes-per-token") {
 		b, err := disagg.KVBytesPerLink(pre, tps[0], tps[1])
 		if err != nil {
-			return nil, asUser(err)
+			return nil, "", asUser(err)
 		}
 		cfg.KVBytesPerToken = b
 	}
 	if !c.IsSet("decode-kv-capacity-tokens") {
 		kv, err := disagg.DecodeKVCapacityTokens(pre, dec, isl, osl)
 		if errors.Is(err, disagg.ErrDecodeKV) {
-			return nil, userErrorf("--decode-tp %d: a decode worker's KV cannot hold one request of isl %d + osl %d on %s; raise --decode-tp or shorten the request", tps[1], isl, osl, sys.Name)
+			return nil, "", userErrorf("--decode-tp %d: a decode worker's KV cannot hold one request of isl %d + osl %d on %s; raise --decode-tp or shorten the request", tps[1], isl, osl, sys.Name)
 		}
 		if err != nil {
-			return nil, asUser(err)
+			return nil, "", asUser(err)
 		}
 		cfg.Decode.KVCapacityTokens = kv
 	}
-	return pts, nil
+	return pts, dep.Version, nil
 }

@@ -25,11 +25,11 @@ func TestPerfdbCLI(t *testing.T) {
 		t.Errorf("ls before init: code %d stderr %q", code, stderr)
 	}
 	code, out, stderr := runPerfdbCLI(t, "--db", db, "init")
-	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 32 models, 129 perf files imported, 0 unchanged, 0 rows mirrored") {
+	if code != 0 || !strings.Contains(out, "systems [h200_sxm], 32 models, 141 perf files imported, 0 unchanged, 0 rows mirrored") {
 		t.Fatalf("init: code %d out %q stderr %q", code, out, stderr)
 	}
 	code, out, _ = runPerfdbCLI(t, "--db", db, "init")
-	if code != 0 || !strings.Contains(out, "0 perf files imported, 129 unchanged, 0 rows mirrored") {
+	if code != 0 || !strings.Contains(out, "0 perf files imported, 141 unchanged, 0 rows mirrored") {
 		t.Errorf("second init: code %d out %q", code, out)
 	}
 
@@ -38,9 +38,10 @@ func TestPerfdbCLI(t *testing.T) {
 h200_sxm,nccl,2.23,1,342
 h200_sxm,nccl,2.26.2,1,1008
 h200_sxm,nccl,2.29.2,1,504
-h200_sxm,sglang,0.5.6.post2,8,66120
+h200_sxm,sglang,0.5.6.post2,14,69504
 h200_sxm,sglang,0.5.9,9,214682
-h200_sxm,sglang,0.5.10,10,234479
+h200_sxm,sglang,0.5.10,14,237333
+h200_sxm,sglang,0.5.12,2,2660
 h200_sxm,sglang,0.5.14,13,378287
 h200_sxm,trtllm,1.2.0rc5,10,199916
 h200_sxm,trtllm,1.3.0rc10,14,273776

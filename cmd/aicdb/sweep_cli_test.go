@@ -387,3 +387,19 @@ func waitForRows(t *testing.T, cmd *exec.Cmd, db string, n int) {
 		}
 	}
 }
+
+// TestSweepModeList: --mode (alias --modes) takes agg, disagg, all or a comma list;
+// agg,disagg is all; anything else is a one-line error.
+func TestSweepModeList(t *testing.T) {
+	for in, want := range map[string]string{"agg": "agg", "disagg": "disagg", "all": "all", "agg,disagg": "all", "disagg, agg": "all", "agg,agg": "agg"} {
+		if got, err := sweepMode(in); err != nil || got != want {
+			t.Errorf("sweepMode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	db := syntheticDB(t)
+	code, _, errs := cliRun(t, db, "sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm",
+		"--total-gpus", "8", "--isl", "4000", "--osl", "500", "--modes", "agg,static")
+	if want := "aicdb: --mode \"agg,static\": use agg, disagg, all or agg,disagg\n"; code != 1 || errs != want {
+		t.Fatalf("bad --modes: code %d err %q, want %q", code, errs, want)
+	}
+}

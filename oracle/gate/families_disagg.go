@@ -93,11 +93,10 @@ func DisaggFamilies() []DisaggFamily {
 	add("headroom-bound 2P1D trtllm c32 isl2048 osl256 kv8req", DisaggFamily{Spec: closed(2048, 256, 0, 32), Config: c})
 	c = tandemConfig(2, 1, v, 50)
 	c.Decode.KVCapacityTokens = 8 * (2048 + 256)
-	add("headroom-bound 2P1D vllm c32 isl2048 osl256 kv8req", DisaggFamily{Spec: closed(2048, 256, 0, 32), Config: c,
-		KnownFailing: "the tandem reserves isl + osl per pull and never preempts (the GUARANTEED_NO_EVICT view, its kernels have no decode KV); " +
-			"vLLM's decode side allocates the prompt only (V-D2) and preempts by recompute when decodes outgrow the pool (V-R6): " +
-			"the DES shows the preemption tails (tpot_p99 −18.6 %, ttft_mean +31 % with p50/p99 equal) at equal throughput (−0.2 %); " +
-			"closing it needs decode KV growth and preemption in the queueing kernels"})
+	// vLLM's decode side allocates the prompt's blocks at the pull (V-D2), grows by
+	// blocks and preempts by recompute when the running decodes outgrow the pool
+	// (V-R6): the tandem's decode kernels run the same KV model.
+	add("headroom-bound 2P1D vllm c32 isl2048 osl256 kv8req", DisaggFamily{Spec: closed(2048, 256, 0, 32), Config: c})
 	for _, k := range DisaggKappas {
 		fs = append(fs, HoldFamily(k))
 	}
