@@ -1,16 +1,22 @@
 # aicdb — build, test, bench, lint, gate.
 GO ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE ?= $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0
 BIN := bin/aicdb
 
-.PHONY: build test bench lint gate demo clean
+.PHONY: build test explore bench lint gate demo clean
 
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/aicdb
 
-# The README's test command.
+# The README's test command. Property tests draw from a fixed seed so a run is
+# reproducible (RAPID_SEED=0 explores new random cases; see `make explore`).
 test:
-	$(GO) test -count=1 -timeout 15m ./...
+	RAPID_SEED=$${RAPID_SEED:-1} $(GO) test -count=1 -timeout 15m ./...
+
+# Property tests on fresh random seeds, more cases each (exploration, not CI).
+explore:
+	RAPID_SEED=0 RAPID_CHECKS=2000 $(GO) test -count=1 -run Property ./...
 
 # Performance targets are checked here, never by timed unit tests.
 bench:
@@ -20,6 +26,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needs to run on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	@out=$$($(DEADCODE) -test ./...); if [ -n "$$out" ]; then echo "unreachable code (deadcode -test):"; echo "$$out"; exit 1; fi
 
 # The validation gate: the model against the oracle.
 gate:

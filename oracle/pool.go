@@ -51,6 +51,21 @@ func newBlockPool(numBlocks int, caching bool) *blockPool {
 	if caching {
 		p.cached = newHashTab(numBlocks)
 	}
+	p.reset()
+	return p
+}
+
+// reset returns the pool to its built state (every block free in id order, nothing
+// cached) without allocating.
+func (p *blockPool) reset() {
+	clear(p.ref)
+	clear(p.inFree)
+	clear(p.hash)
+	clear(p.hashed)
+	clear(p.oidx)
+	clear(p.cached.keys)
+	clear(p.cached.vals)
+	p.head, p.tail, p.nfree = -1, -1, 0
 	for i := range p.dupNext {
 		p.dupNext[i] = -1
 		p.owner[i] = -1
@@ -60,7 +75,6 @@ func newBlockPool(numBlocks int, caching bool) *blockPool {
 	for b := int32(1); b < p.n; b++ {
 		p.appendFree(b)
 	}
-	return p
 }
 
 // appendFree puts b at the tail of the free queue (most recently freed, evicted last).

@@ -72,11 +72,17 @@ type ReuseSim struct {
 	tree *reuseTree
 	// future, when Expect was called: per chain hash, how many requests not yet added
 	// name it (vLLM only registers blocks someone will still look up).
+	// The map holds an index into count, so that add's decrement is one map lookup
+	// (entries are never deleted before reset).
 	future map[uint64]int32
+	count  []int32
 	live   []bool // per chain position of the current request: future[chain[k]] > 0
 	// held are the requests added by AddAt still pinning their KV, by finish time.
 	held          []heldReq
 	pendingFinish float64 // AddAt: the finish time of the request being added
+	// spare are released held requests' unit slices, reused by the next AddAt (LIFO:
+	// deterministic); a held request's units otherwise cost an allocation each.
+	spare [][]int32
 }
 
 // heldReq is a request pinning its blocks (vLLM) or tree path (SGLang, TRT-LLM)
@@ -158,7 +164,12 @@ func (s *ReuseSim) Expect(ids []int64) {
 		s.future = make(map[uint64]int32)
 	}
 	for _, h := range s.chainHashes(ids) {
-		s.future[h]++
+		if i, ok := s.future[h]; ok {
+			s.count[i]++
+		} else {
+			s.future[h] = int32(len(s.count))
+			s.count = append(s.count, 1)
+		}
 	}
 }
 
@@ -175,7 +186,9 @@ func (s *ReuseSim) Add(isl, osl int, ids []int64) int {
 // finishMs. Requests must come in non-decreasing arrivalMs.
 func (s *ReuseSim) AddAt(arrivalMs, finishMs float64, isl, osl int, ids []int64) int {
 	for len(s.held) > 0 && s.held[0].finish <= arrivalMs {
-		s.releaseHeld(s.popHeld())
+		h := s.popHeld()
+		s.releaseHeld(h)
+		s.recycle(h.units)
 	}
 	s.pendingFinish = finishMs
 	return s.add(isl, osl, ids, true)
@@ -230,20 +243,21 @@ func (s *ReuseSim) releaseHeld(h heldReq) {
 	}
 }
 
+// recycle keeps a released held request's units slice for the next AddAt.
+func (s *ReuseSim) recycle(units []int32) {
+	s.spare = append(s.spare, units[:0])
+}
+
 func (s *ReuseSim) add(isl, osl int, ids []int64, hold bool) int {
 	s.seq++
 	chain := s.chainHashes(ids)
 	if s.pool != nil {
 		s.live = s.live[:0]
 		for _, h := range chain {
-			n, ok := s.future[h]
-			if ok {
-				n--
-				if n > 0 {
-					s.future[h] = n
-				} else {
-					delete(s.future, h)
-				}
+			n := int32(0)
+			if i, ok := s.future[h]; ok {
+				s.count[i]--
+				n = s.count[i]
 			}
 			s.live = append(s.live, s.future == nil || n > 0)
 		}
@@ -263,7 +277,11 @@ func (s *ReuseSim) finishAdd(units []int32, hold bool) {
 		s.releaseHeld(heldReq{units: units})
 		return
 	}
-	s.pushHeld(heldReq{finish: s.pendingFinish, seq: s.seq, units: append([]int32(nil), units...)})
+	var own []int32
+	if l := len(s.spare); l > 0 {
+		own, s.spare = s.spare[l-1], s.spare[:l-1]
+	}
+	s.pushHeld(heldReq{finish: s.pendingFinish, seq: s.seq, units: append(own, units...)})
 }
 
 // known returns how many prompt tokens the hash ids identify.
@@ -495,6 +513,14 @@ func ReusePinned(cfg ReuseConfig, reqs []ReuseRequest) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.Pinned(reqs)
+}
+
+// Pinned is ReusePinned on s's configuration, reusing s's memory (its block pool or
+// tree, hash tables and buffers): s is first emptied, as NewReuse built it, so the
+// hits are ReusePinned's bit for bit; s's earlier state is lost.
+func (s *ReuseSim) Pinned(reqs []ReuseRequest) ([]int, error) {
+	s.reset()
 	order := make([]int, len(reqs))
 	for i, r := range reqs {
 		if math.IsNaN(r.ArrivalMs) || math.IsNaN(r.FinishMs) || r.FinishMs < r.ArrivalMs {
@@ -512,8 +538,22 @@ func ReusePinned(cfg ReuseConfig, reqs []ReuseRequest) ([]int, error) {
 	return hits, nil
 }
 
-// Config returns the cache's configuration (block size defaulted).
-func (s *ReuseSim) Config() ReuseConfig { return s.cfg }
+// reset empties s as NewReuse built it, keeping its memory: the pool (or tree) holds
+// nothing, no request is held or expected, the request counter restarts.
+func (s *ReuseSim) reset() {
+	s.seq = 0
+	for _, h := range s.held {
+		s.recycle(h.units)
+	}
+	s.held = s.held[:0]
+	clear(s.future) // keeps the map's buckets for the next Expect calls
+	s.count = s.count[:0]
+	if s.pool != nil {
+		s.pool.reset()
+	} else {
+		s.tree = newReuseTree(s.tree.cap)
+	}
+}
 
 // KVBoundUtil is the peak KV utilisation of running requests above which a replay is
 // KV-bound: `trace replay` and the replay gate then recompute the hits with running

@@ -1,6 +1,11 @@
 package oracle
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+)
 
 // TestReusePinned: a running request pins its KV (AddAt). A is running when B, with
 // other content, needs more blocks than are free: released at once (Add), A's blocks
@@ -35,4 +40,55 @@ func TestReusePinned(t *testing.T) {
 			t.Errorf("%s: %d requests still pinned at 5000, want 1 (the last)", c.be, len(p.held))
 		}
 	}
+}
+
+// TestReuseSimPinnedReuses: Pinned on a cache that has already replayed requests
+// (some still held) returns ReusePinned's hits on a fresh cache, for every backend,
+// and a second Pinned the same again — the reset leaves nothing behind.
+func TestReuseSimPinnedReuses(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		be := rapid.SampledFrom([]Backend{VLLM, SGLang, TRTLLM}).Draw(t, "backend")
+		cfg := ReuseConfig{Backend: be, KVBlocks: rapid.IntRange(1, 400).Draw(t, "kv"),
+			BlockSize: rapid.SampledFrom([]int{1, 16, 32}).Draw(t, "bs"), HashBlock: 64}
+		n := rapid.IntRange(0, 30).Draw(t, "n")
+		reqs := make([]ReuseRequest, n)
+		at := 0.0
+		for i := range reqs {
+			at += float64(rapid.IntRange(0, 50).Draw(t, "gap"))
+			isl := rapid.IntRange(1, 700).Draw(t, "isl")
+			ids := make([]int64, (isl+63)/64)
+			for k := range ids {
+				ids[k] = int64(rapid.IntRange(0, 3).Draw(t, "id"))
+			}
+			reqs[i] = ReuseRequest{ArrivalMs: at, FinishMs: at + float64(rapid.IntRange(0, 200).Draw(t, "run")),
+				ISL: isl, OSL: rapid.IntRange(1, 100).Draw(t, "osl"), HashIDs: ids}
+		}
+		want, err := ReusePinned(cfg, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewReuse(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reqs {
+			s.Expect(r.HashIDs)
+		}
+		for i, r := range reqs { // half released at once, half still held
+			if i%2 == 0 {
+				s.Add(r.ISL, r.OSL, r.HashIDs)
+			} else {
+				s.AddAt(r.ArrivalMs, r.FinishMs+1e6, r.ISL, r.OSL, r.HashIDs)
+			}
+		}
+		for pass := range 2 {
+			got, err := s.Pinned(reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("pass %d: Pinned %v, ReusePinned %v", pass, got, want)
+			}
+		}
+	})
 }

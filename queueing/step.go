@@ -107,13 +107,6 @@ func NewKernel(e EngineSpec, t timing.Timing, o KernelOptions) (*Kernel, error) 
 // Now returns the kernel's clock: the last time it was stepped to.
 func (k *Kernel) Now() float64 { return k.s.now }
 
-// Busy reports whether a pass is in flight.
-func (k *Kernel) Busy() bool { return k.s.busy }
-
-// Running returns the number of requests holding a running slot (held ones
-// included).
-func (k *Kernel) Running() int { return len(k.s.running) + k.held }
-
 // Passes returns the number of passes completed.
 func (k *Kernel) Passes() int { return k.s.passes }
 

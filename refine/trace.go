@@ -241,13 +241,13 @@ func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*
 	}
 	// KV-bound (running requests held over oracle.KVBoundUtil of the pool): the hits
 	// again with every request pinning its KV over the run time just computed
-	// (oracle.ReusePinned), then the replay with those hits.
+	// (oracle.ReusePinned, here in the first cache's memory), then the replay with those hits.
 	rr := make([]oracle.ReuseRequest, len(idx))
 	for k, i := range idx {
 		r := rep.Requests[k]
 		rr[k] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: w.hashIDs(i)}
 	}
-	hits, err := oracle.ReusePinned(rs.Config(), rr)
+	hits, err := rs.Pinned(rr) // ReusePinned in the first pass's memory
 	if err != nil {
 		return nil, fmt.Errorf("reuse oracle: %w", err)
 	}
