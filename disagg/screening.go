@@ -2,6 +2,7 @@ package disagg
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/aicdb/aicdb/queueing"
@@ -25,7 +26,7 @@ func Screening(w workload.Spec, c Config) (*Report, error) {
 // prefillMs prices b prompts of isl tokens on the prefill pool, chunked by the
 // engine budget with the computed context carried across chunks (the last partial
 // chunk at its real size); b prompts share each pass.
-func (s *Screener) prefillMs(c *Config, isl, b int) float64 {
+func (s *Screener) prefillMs(c *Config, isl, b int) (float64, error) {
 	budget := engineBudget(c.Prefill.Engine)
 	per := isl
 	if budget > 0 {
@@ -41,9 +42,13 @@ func (s *Screener) prefillMs(c *Config, isl, b int) float64 {
 		for i := 0; i < b; i++ {
 			s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: n, Computed: done})
 		}
-		total += c.Prefill.Timing.PassMs(&s.pass)
+		ms, err := c.Prefill.Timing.PassMs(&s.pass)
+		if err != nil {
+			return 0, fmt.Errorf("disagg screening: pricing the prefill pass of %d prompts × %d tokens after %d computed: %w", b, n, done, err)
+		}
+		total += ms
 	}
-	return total
+	return total, nil
 }
 
 // splitPrefillMs prices the prompt alone in the fewest passes any chunking allows
@@ -52,7 +57,7 @@ func (s *Screener) prefillMs(c *Config, isl, b int) float64 {
 // chunks are whatever budget the others leave; for a timing whose pass cost is a
 // maximum of a compute and a memory term (roofline) either can undercut the lone
 // chunking, and the bracket's lo takes the least (as queueing's screening does).
-func (s *Screener) splitPrefillMs(c *Config, isl int) float64 {
+func (s *Screener) splitPrefillMs(c *Config, isl int) (float64, error) {
 	per := isl
 	if budget := engineBudget(c.Prefill.Engine); budget > 0 {
 		per = min(isl, budget)
@@ -62,13 +67,18 @@ func (s *Screener) splitPrefillMs(c *Config, isl int) float64 {
 	}
 	per = max(per, 1)
 	n := (isl + per - 1) / per
+	var err error
 	price := func(sizes func(i int) int) float64 {
 		total, done := 0.0, 0
-		for i := 0; i < n; i++ {
+		for i := 0; i < n && err == nil; i++ {
 			k := sizes(i)
 			s.pass.Reset()
 			s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: k, Computed: done})
-			total += c.Prefill.Timing.PassMs(&s.pass)
+			var ms float64
+			if ms, err = c.Prefill.Timing.PassMs(&s.pass); err != nil {
+				err = fmt.Errorf("disagg screening: pricing the prefill chunk of %d tokens after %d computed: %w", k, done, err)
+			}
+			total += ms
 			done += k
 		}
 		return total
@@ -87,20 +97,23 @@ func (s *Screener) splitPrefillMs(c *Config, isl int) float64 {
 		}
 		return q
 	})
-	return math.Min(rf, eq)
+	return math.Min(rf, eq), err
 }
 
 // decodeMs prices one decode-only pass of b rows at context ctx.
-func (s *Screener) decodeMs(c *Config, b, ctx int) float64 {
+func (s *Screener) decodeMs(c *Config, b, ctx int) (float64, error) {
 	s.pass.Reset()
 	s.rows = s.rows[:0]
 	for i := 0; i < b; i++ {
 		s.rows = append(s.rows, ctx)
 	}
 	s.pass.Decode = s.rows
-	d := c.Decode.Timing.PassMs(&s.pass)
+	d, err := c.Decode.Timing.PassMs(&s.pass)
 	s.pass.Decode = nil
-	return d
+	if err != nil {
+		return 0, fmt.Errorf("disagg screening: pricing the decode pass of %d rows at context %d: %w", b, ctx, err)
+	}
+	return d, nil
 }
 
 // engineBudget is the per-pass token budget of e (0: none).
@@ -182,7 +195,10 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 		t1 = 0
 	}
 	fanIn := math.Max(1, nP/nD)
-	p1 := s.prefillMs(&c, isl, 1)
+	p1, err := s.prefillMs(&c, isl, 1)
+	if err != nil {
+		return nil, err
+	}
 	kP := seqCapOf(c.Prefill)
 	capD := seqCapOf(c.Decode)
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
@@ -198,8 +214,12 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	bD := max(1, min(capD, int(math.Ceil(math.Min(demand, 1e9)/nD))))
 	var x, capX, pB, tD, tx, e2e0 float64
 	for it := 0; it < 24; it++ {
-		pB = s.prefillMs(&c, isl, bP)
-		tD = s.decodeMs(&c, bD, ctx)
+		if pB, err = s.prefillMs(&c, isl, bP); err != nil {
+			return nil, err
+		}
+		if tD, err = s.decodeMs(&c, bD, ctx); err != nil {
+			return nil, err
+		}
 		tx = t1 * math.Min(fanIn, math.Max(1, float64(bP)))
 		dec := float64(osl-1) * tD
 		xP := nP * float64(bP) / (pB + tx)
@@ -261,7 +281,10 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	// batches of κ').
 	if closed {
 		steps := math.Ceil(math.Ceil(demand/nP) / float64(kP))
-		tb := s.prefillMs(&c, isl, min(kP, int(math.Ceil(demand/nP))))
+		tb, err := s.prefillMs(&c, isl, min(kP, int(math.Ceil(demand/nP))))
+		if err != nil {
+			return nil, err
+		}
 		rep.TTFTTransient, _ = queueing.NewDistribution([]queueing.Atom{{Value: stage + tb, Weight: 1}, {Value: stage + steps*tb, Weight: 1}})
 	}
 	first := tD
@@ -293,9 +316,17 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
 		rep.DHeadroomMin = math.Max(0, 1-float64(bD*(isl+osl))/float64(kv))
 	}
-	rep.TTFTSteadyP99Lo = stage + math.Min(p1, s.splitPrefillMs(&c, isl))
+	split, err := s.splitPrefillMs(&c, isl)
+	if err != nil {
+		return nil, err
+	}
+	rep.TTFTSteadyP99Lo = stage + math.Min(p1, split)
 	rep.TTFTSteadyP99Hi = math.Max(ttft.Quantile(0.99), rep.TTFTSteadyP99Lo)
-	if hi, certain := s.ttftHi(&c, w); certain {
+	hi, certain, err := s.ttftHi(&c, w)
+	if err != nil {
+		return nil, err
+	}
+	if certain {
 		// A relative margin of 1e-9 keeps lo ≤ hi where they are the same prices
 		// summed another way (C = 1).
 		rep.TTFTSteadyP99Hi = math.Max(hi*(1+1e-9), rep.TTFTSteadyP99Lo)
@@ -357,14 +388,22 @@ func progress(e queueing.EngineSpec, isl int) (g, tokMax int, ok bool) {
 // priced at the deepest context it can end at (a timing non-decreasing in tokens
 // and context). Three shapes: k equal tails ending at isl, whole prompts from 0,
 // one chunk ending at isl.
-func (s *Screener) worstPrefillPass(t timing.Timing, isl, k, tokMax int) float64 {
+func (s *Screener) worstPrefillPass(t timing.Timing, isl, k, tokMax int) (float64, error) {
 	tok := max(1, min(tokMax, k*isl))
 	m := max(1, min(k, tok))
 	worst := 0.0
+	var err error
 	price := func(fill func()) {
+		if err != nil {
+			return
+		}
 		s.pass.Reset()
 		fill()
-		worst = math.Max(worst, t.PassMs(&s.pass))
+		var ms float64
+		if ms, err = t.PassMs(&s.pass); err != nil {
+			err = fmt.Errorf("disagg screening: pricing a worst-case prefill pass (%d tokens in %d chunks): %w", s.pass.PrefillTokens(), len(s.pass.Prefill), err)
+		}
+		worst = math.Max(worst, ms)
 	}
 	price(func() { // m equal tails, the remainder on the first
 		n := tok / m
@@ -385,7 +424,7 @@ func (s *Screener) worstPrefillPass(t timing.Timing, isl, k, tokMax int) float64
 		n := min(tok, isl)
 		s.pass.Prefill = append(s.pass.Prefill, timing.Chunk{Tokens: n, Computed: isl - n})
 	})
-	return worst
+	return worst, err
 }
 
 // ttftHi is the structural upper bound on any steady TTFT of the tandem in a
@@ -422,19 +461,22 @@ func (s *Screener) worstPrefillPass(t timing.Timing, isl, k, tokMax int) float64
 //     passes of ≤ bD rows at context isl + osl (vLLM: plus ≤ bD one-token
 //     recompute chunks, V-D4).
 //   - handoff_in_ttft adds R's own pull wait and transfer.
-func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool) {
+func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 	C := w.Concurrency
 	isl, osl := w.ISL, w.OSL
 	if C < 1 || len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
-		return 0, false
+		return 0, false, nil
 	}
 	e := c.Prefill.Engine
 	g, tokMax, ok := progress(e, isl)
 	if !ok || g < 1 {
-		return 0, false
+		return 0, false, nil
 	}
 	K := seqCapOf(c.Prefill)
-	tauP := s.worstPrefillPass(c.Prefill.Timing, isl, min(K, C), tokMax) // ≤ C prompts exist
+	tauP, err := s.worstPrefillPass(c.Prefill.Timing, isl, min(K, C), tokMax) // ≤ C prompts exist
+	if err != nil {
+		return 0, false, err
+	}
 	extra := 1
 	if e.AsyncScheduling {
 		extra++
@@ -472,13 +514,16 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool) {
 			de := c.Decode.Engine
 			if (de.Backend == queueing.BackendVLLM && rows > de.MaxNumBatchedTokens) ||
 				(de.Backend == queueing.BackendTRTLLM && rows > de.MaxNumTokens) {
-				return 0, false // not every running row gets its token each pass
+				return 0, false, nil // not every running row gets its token each pass
 			}
 			asyncD := 0
 			if de.AsyncScheduling {
 				asyncD = 1
 			}
-			tauD := s.decodeMs(c, rows, need)
+			tauD, err := s.decodeMs(c, rows, need)
+			if err != nil {
+				return 0, false, err
+			}
 			if de.Backend == queueing.BackendVLLM {
 				// V-D4: a pulled request's first decode-side pass recomputes its last
 				// prompt token, so a pass may carry up to rows one-token chunks besides
@@ -491,8 +536,12 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool) {
 				for i := range s.pass.Decode {
 					s.pass.Decode[i] = need
 				}
-				tauD = math.Max(tauD, c.Decode.Timing.PassMs(&s.pass))
+				ms, err := c.Decode.Timing.PassMs(&s.pass)
 				s.pass.Decode = nil
+				if err != nil {
+					return 0, false, fmt.Errorf("disagg screening: pricing the decode pass of %d rows and %d recompute chunks: %w", rows, rows, err)
+				}
+				tauD = math.Max(tauD, ms)
 			}
 			d := float64(((onD-1)/bD+1)*(osl-1)+1+asyncD) * tauD
 			wait = float64((C-1)/(kv/need)) * (tx + d)
@@ -504,7 +553,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool) {
 			hi += wait + tx
 		}
 	}
-	return hi, finite(hi)
+	return hi, finite(hi), nil
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

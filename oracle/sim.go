@@ -376,7 +376,11 @@ func (s *Sim) launch(pb *passBuf) error {
 	pb.index = 0 // a scheduler step that ran no pass (it only preempted) keeps index 0
 	if len(pb.entries) > 0 {
 		s.buildTimingPass(pb)
-		ms := s.timing.PassMs(&s.tp)
+		ms, err := s.timing.PassMs(&s.tp)
+		if err != nil {
+			return fmt.Errorf("oracle run: pricing pass %d (%d prefill tokens, %d decode rows): %w",
+				s.nPasses+1, s.tp.PrefillTokens(), len(s.tp.Decode), err)
+		}
 		if !(ms > 0) || math.IsInf(ms, 0) {
 			return fmt.Errorf("oracle run: timing returned %v ms for pass %d (%d prefill tokens, %d decode rows): must be a finite number > 0",
 				ms, s.nPasses+1, s.tp.PrefillTokens(), len(s.tp.Decode))

@@ -2,7 +2,9 @@ package oracle_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/oracle"
@@ -12,9 +14,9 @@ import (
 
 // recordPasses returns a timing that prices every pass at 1 ms and records a copy of it.
 func recordPasses(out *[]timing.Pass) timing.Timing {
-	return timing.Func(func(p *timing.Pass) float64 {
+	return timing.Func(func(p *timing.Pass) (float64, error) {
 		*out = append(*out, timing.Pass{Prefill: append([]timing.Chunk(nil), p.Prefill...), Decode: append([]int(nil), p.Decode...)})
-		return 1
+		return 1, nil
 	})
 }
 
@@ -45,5 +47,31 @@ func TestTimingPassRule(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("passes\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestPricingErrorIsTheRunsError: a pass the timing cannot price stops the run
+// with an error that wraps the timing's (errors.Is) and names the pass.
+func TestPricingErrorIsTheRunsError(t *testing.T) {
+	gap := errors.New("no rows near this shape")
+	n := 0
+	tm := timing.Func(func(p *timing.Pass) (float64, error) {
+		if n++; n == 3 {
+			return 0, gap
+		}
+		return 1, nil
+	})
+	e := oracle.Engine{Backend: oracle.VLLM, MaxNumBatchedTokens: 4, MaxNumSeqs: 8, BlockSize: 4, NumGPUBlocks: 50,
+		EnableChunkedPrefill: true}
+	s, err := oracle.New(e, tm, oracle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.RunTrace(context.Background(), []workload.Request{{ID: "A", PromptTokens: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}, MaxTokens: 4}})
+	if !errors.Is(err, gap) || !strings.Contains(err.Error(), "oracle run: pricing pass 3 (1 prefill tokens, 0 decode rows): no rows near this shape") {
+		t.Fatalf("err %v: want the timing's error naming pass 3", err)
+	}
+	if n != 3 {
+		t.Errorf("%d passes priced: the run went on after the error", n)
 	}
 }

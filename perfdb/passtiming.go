@@ -50,16 +50,11 @@ type PassTiming struct {
 
 	mu    sync.RWMutex
 	cache map[passKey]float64
-	err   error // first pricing error (sticky)
 }
 
 // maxCachedPasses bounds the cache; when full it is cleared (prices are a
 // pure function of the key, so this changes timing only, never results).
 const maxCachedPasses = 1 << 20
-
-// failedPassMs is returned by PassMs when a pass cannot be priced; Err then
-// reports why. It is finite and huge so a run that ignores Err is obviously wrong.
-const failedPassMs = 1e9
 
 var _ timing.Timing = (*PassTiming)(nil)
 
@@ -75,38 +70,17 @@ func NewPassTiming(e *Estimator) (*PassTiming, error) {
 		{Prefill: []timing.Chunk{{Tokens: 512, Computed: 512}}, Decode: []int{2048, 4096}},
 	}
 	for i := range probes {
-		if _, err := pt.Price(&probes[i]); err != nil {
+		if _, err := pt.PassMs(&probes[i]); err != nil {
 			return nil, fmt.Errorf("pass timing: probe pass %d: %w", i, err)
 		}
 	}
 	return pt, nil
 }
 
-// Err returns the first error PassMs met (nil if every pass was priced).
-func (pt *PassTiming) Err() error {
-	pt.mu.RLock()
-	defer pt.mu.RUnlock()
-	return pt.err
-}
-
-// PassMs implements timing.Timing. On a pricing error it records the error
-// (see Err) and returns failedPassMs; an empty pass costs 0.
-func (pt *PassTiming) PassMs(p *timing.Pass) float64 {
-	v, err := pt.Price(p)
-	if err != nil {
-		pt.mu.Lock()
-		if pt.err == nil {
-			pt.err = err
-		}
-		pt.mu.Unlock()
-		return failedPassMs
-	}
-	return v
-}
-
-// Price returns the fused-pass latency in ms, or an error naming the failing
-// query or the invalid pass.
-func (pt *PassTiming) Price(p *timing.Pass) (float64, error) {
+// PassMs implements timing.Timing: the fused-pass latency in ms, or an error
+// naming the failing query or the invalid pass (a miss matches IsMiss); an
+// empty pass costs 0.
+func (pt *PassTiming) PassMs(p *timing.Pass) (float64, error) {
 	if len(p.Prefill) == 0 && len(p.Decode) == 0 {
 		return 0, nil
 	}

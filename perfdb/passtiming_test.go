@@ -2,6 +2,7 @@ package perfdb
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -28,19 +29,16 @@ func TestPassTimingMatchesAggSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := pt.PassMs(&timing.Pass{Prefill: []timing.Chunk{{Tokens: isl}}, Decode: []int{1000, 1088, 1176}})
-	if !near(got, mix, 1e-12) {
-		t.Errorf("mixed pass %v, t_mix %v", got, mix)
+	got, err := pt.PassMs(&timing.Pass{Prefill: []timing.Chunk{{Tokens: isl}}, Decode: []int{1000, 1088, 1176}})
+	if err != nil || !near(got, mix, 1e-12) {
+		t.Errorf("mixed pass %v (err %v), t_mix %v", got, err, mix)
 	}
 	gen, err := pt.TGenMs(4, isl, osl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := pt.PassMs(&timing.Pass{Decode: []int{1088, 1088, 1088, 1088}}); !near(got, gen, 1e-12) {
-		t.Errorf("decode pass %v, t_gen %v", got, gen)
-	}
-	if pt.Err() != nil {
-		t.Error(pt.Err())
+	if got, err := pt.PassMs(&timing.Pass{Decode: []int{1088, 1088, 1088, 1088}}); err != nil || !near(got, gen, 1e-12) {
+		t.Errorf("decode pass %v (err %v), t_gen %v", got, err, gen)
 	}
 }
 
@@ -60,9 +58,9 @@ func TestPassTimingProperties(t *testing.T) {
 		if len(p.Prefill)+len(p.Decode) == 0 {
 			return
 		}
-		v := pt.PassMs(&p)
-		if !(v > 0) || math.IsInf(v, 0) || v == failedPassMs {
-			rt.Fatalf("pass %+v priced %v (err %v)", p, v, pt.Err())
+		v, err := pt.PassMs(&p)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			rt.Fatalf("pass %+v priced %v (err %v)", p, v, err)
 		}
 		uncached, err := pt.price(&p)
 		if err != nil || uncached != v {
@@ -72,11 +70,11 @@ func TestPassTimingProperties(t *testing.T) {
 		for i := len(p.Prefill) - 1; i >= 0; i-- {
 			rev.Prefill = append(rev.Prefill, p.Prefill[i])
 		}
-		if w := pt.PassMs(&rev); w != v {
+		if w, err := pt.PassMs(&rev); err != nil || w != v {
 			rt.Fatalf("chunk order changed the price: %v vs %v", v, w)
 		}
 		more := timing.Pass{Prefill: p.Prefill, Decode: append(append([]int(nil), p.Decode...), p.Decode...)}
-		if len(p.Decode) > 0 && pt.PassMs(&more) < v {
+		if m, err := pt.PassMs(&more); len(p.Decode) > 0 && (err != nil || m < v) {
 			rt.Fatalf("doubling the decode rows made the pass cheaper")
 		}
 	})
@@ -86,29 +84,34 @@ func TestPassTimingProperties(t *testing.T) {
 func TestPassTimingConcurrent(t *testing.T) {
 	pt := testPassTiming(t)
 	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
+	errs := make([]error, 8)
+	for g := range errs {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			for i := 0; i < 200; i++ {
-				pt.PassMs(&timing.Pass{Prefill: []timing.Chunk{{Tokens: 1 + (i*g)%512, Computed: i}}, Decode: []int{100 + i}})
+			for i := 0; i < 200 && errs[g] == nil; i++ {
+				_, errs[g] = pt.PassMs(&timing.Pass{Prefill: []timing.Chunk{{Tokens: 1 + (i*g)%512, Computed: i}}, Decode: []int{100 + i}})
 			}
 		}(g)
 	}
 	wg.Wait()
-	if pt.Err() != nil {
-		t.Fatal(pt.Err())
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// TestPassTimingBadPass: invalid chunks are errors, not prices.
+// TestPassTimingBadPass: invalid chunks are errors, not prices, and an error
+// does not stick: the next valid pass prices normally.
 func TestPassTimingBadPass(t *testing.T) {
 	pt := testPassTiming(t)
-	if _, err := pt.Price(&timing.Pass{Prefill: []timing.Chunk{{Tokens: 0}}}); err == nil {
-		t.Error("zero-token chunk priced")
+	if v, err := pt.PassMs(&timing.Pass{Prefill: []timing.Chunk{{Tokens: 0}}}); err == nil || v != 0 {
+		t.Errorf("zero-token chunk priced %v (err %v)", v, err)
 	}
-	if v := pt.PassMs(&timing.Pass{Decode: []int{0}}); v != failedPassMs || pt.Err() == nil {
-		t.Errorf("zero-context decode row: %v, err %v", v, pt.Err())
+	if v, err := pt.PassMs(&timing.Pass{Decode: []int{0}}); err == nil || v != 0 {
+		t.Errorf("zero-context decode row priced %v (err %v)", v, err)
+	}
+	if v, err := pt.PassMs(&timing.Pass{Decode: []int{1025}}); err != nil || !(v > 0) {
+		t.Errorf("valid pass after an error: %v (err %v)", v, err)
 	}
 }
 
@@ -131,11 +134,15 @@ func BenchmarkPassTimingCached(b *testing.B) {
 	for i := range p.Decode {
 		p.Decode[i] = 1000 + 37*i
 	}
-	pt.PassMs(p)
+	if _, err := pt.PassMs(p); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		pt.PassMs(p)
+		if _, err := pt.PassMs(p); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -166,7 +173,7 @@ func BenchmarkPassTimingUncachedH200(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		p := timing.Pass{Prefill: []timing.Chunk{{Tokens: 1 + i%100000, Computed: 1024}}, Decode: dec}
-		if _, err := pt.Price(&p); err != nil {
+		if _, err := pt.PassMs(&p); err != nil {
 			b.Fatal(err)
 		}
 	}

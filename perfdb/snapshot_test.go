@@ -312,7 +312,7 @@ func TestForModelDenseSkipsMoEWithSamePrices(t *testing.T) {
 				pt := &PassTiming{e: e, cache: map[passKey]float64{}}
 				var out []float64
 				for i := range passes {
-					v, err := pt.Price(&passes[i])
+					v, err := pt.PassMs(&passes[i])
 					if err != nil {
 						v = -1
 					}

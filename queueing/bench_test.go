@@ -24,7 +24,7 @@ type memoKey struct {
 	chunks, tokens, computed, rows, ctx int
 }
 
-func (c *memo) PassMs(p *timing.Pass) float64 {
+func (c *memo) PassMs(p *timing.Pass) (float64, error) {
 	k := memoKey{chunks: len(p.Prefill), tokens: p.PrefillTokens(), rows: len(p.Decode), ctx: p.DecodeContext()}
 	for _, ch := range p.Prefill {
 		k.computed += ch.Computed
@@ -33,13 +33,16 @@ func (c *memo) PassMs(p *timing.Pass) float64 {
 	v, ok := c.m[k]
 	c.mu.Unlock()
 	if ok {
-		return v
+		return v, nil
 	}
-	v = c.t.PassMs(p)
+	v, err := c.t.PassMs(p)
+	if err != nil {
+		return 0, err
+	}
 	c.mu.Lock()
 	c.m[k] = v
 	c.mu.Unlock()
-	return v
+	return v, nil
 }
 
 // BenchmarkScreening: one screening point (vLLM, C = 32, isl 4096, osl 256).

@@ -70,12 +70,12 @@ func (s *Screener) ScreenWith(w workload.Spec, e EngineSpec, t timing.Timing, o 
 	pr.reset(t)
 	rep, err := screen(pr, w, e, b)
 	perr := pr.err
-	pr.t = nil // do not keep the timing alive between calls
+	pr.t = nil       // do not keep the timing alive between calls
+	if perr != nil { // the first pricing error is the cause of any later one
+		return nil, perr
+	}
 	if err != nil {
 		return nil, err
-	}
-	if perr != nil {
-		return nil, perr
 	}
 	return rep, finite(rep)
 }

@@ -181,8 +181,12 @@ func lockedCohort(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, isl,
 		chunks[i] = timing.Chunk{Tokens: I, Computed: prefix, Prefix: prefix}
 	}
 	pr.p.Prefill, pr.p.Decode = chunks, pr.p.Decode[:0]
-	tPre := pr.t.PassMs(&pr.p)
+	tPre, err := pr.t.PassMs(&pr.p)
 	pr.p.Prefill = pr.chunk[:0]
+	if err != nil {
+		pr.check(tPre, err, C*I, C, 0)
+		return nil, false
+	}
 	if !(tPre > 0) || math.IsInf(tPre, 0) {
 		return nil, false
 	}

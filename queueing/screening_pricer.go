@@ -52,14 +52,25 @@ func (pr *pricer) price(tokens, from, prefix, rows, ctx int) float64 {
 	if tokens == 0 && rows == 0 {
 		return 0
 	}
-	v := pr.t.PassMs(&pr.p)
-	if !(v > 0) || math.IsInf(v, 0) {
-		if pr.err == nil {
-			pr.err = inputErr(fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", v, tokens, rows))
-		}
-		return 1
+	v, err := pr.t.PassMs(&pr.p)
+	return pr.check(v, err, tokens, len(pr.p.Prefill), rows)
+}
+
+// check returns a priced pass's duration, or records the evaluation's first
+// pricing error (a timing's own error, or a value not finite and > 0) naming the
+// pass and returns 1: the caller's result is discarded once pr.err is set.
+func (pr *pricer) check(v float64, err error, tokens, chunks, rows int) float64 {
+	if err == nil && v > 0 && !math.IsInf(v, 0) {
+		return v
 	}
-	return v
+	if pr.err == nil {
+		if err != nil {
+			pr.err = fmt.Errorf("screening: pricing the pass of %d prefill tokens in %d chunks and %d decode rows: %w", tokens, chunks, rows, err)
+		} else {
+			pr.err = inputErr(fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens in %d chunks, %d decode rows); a timing must return a finite value > 0", v, tokens, chunks, rows))
+		}
+	}
+	return 1
 }
 
 // priceTails prices a pass of tok prefill tokens split into m chunks, each the
@@ -77,16 +88,10 @@ func (pr *pricer) priceTails(tok, m, isl, prefix, rows, ctx int) float64 {
 	}
 	pr.price(0, 0, 0, rows, ctx) // fills the decode rows
 	pr.p.Prefill = chunks
-	v := pr.t.PassMs(&pr.p)
+	v, err := pr.t.PassMs(&pr.p)
 	pr.tails = chunks
 	pr.p.Prefill = pr.chunk[:0]
-	if !(v > 0) || math.IsInf(v, 0) {
-		if pr.err == nil {
-			pr.err = inputErr(fmt.Errorf("timing: pass priced at %v ms (%d prefill chunks, %d decode rows); a timing must return a finite value > 0", v, m, rows))
-		}
-		return 1
-	}
-	return v
+	return pr.check(v, err, tok, m, rows)
 }
 
 // alonePrefillMs prices the prompt of a request alone in the engine, chunk by

@@ -396,7 +396,10 @@ func (s *sim) price(p *simPass) (float64, error) {
 	if len(p.tp.Prefill) == 0 && len(p.tp.Decode) == 0 {
 		return 0, nil // only reuse jumps: no forward pass
 	}
-	dt := s.t.PassMs(&p.tp)
+	dt, err := s.t.PassMs(&p.tp)
+	if err != nil {
+		return 0, fmt.Errorf("queueing: pricing the pass at t=%.6g ms (prefill %d tokens in %d chunks, %d decode rows): %w", s.now, p.tp.PrefillTokens(), len(p.tp.Prefill), len(p.tp.Decode), err)
+	}
 	if !(dt > 0) || math.IsInf(dt, 0) {
 		return 0, inputErr(fmt.Errorf("timing: pass priced at %v ms (prefill %d tokens, %d decode rows); a timing must return a finite value > 0", dt, p.tp.PrefillTokens(), len(p.tp.Decode)))
 	}

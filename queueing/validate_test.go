@@ -54,7 +54,7 @@ func TestBadInputNamesTheInput(t *testing.T) {
 		{"nan stage", ok, BackendVLLM, func(e *EngineSpec) { e.StageMs = nanF() }, lin, "stage_ms"},
 		{"bad timing", ok, BackendVLLM, nil, timing.Linear{BaseMs: -1}, "base_ms"},
 		{"nil timing", ok, BackendVLLM, nil, nil, "timing"},
-		{"nan timing", ok, BackendVLLM, nil, timing.Func(func(*timing.Pass) float64 { return nanF() }), "pass priced at NaN"},
+		{"nan timing", ok, BackendVLLM, nil, timing.Func(func(*timing.Pass) (float64, error) { return nanF(), nil }), "pass priced at NaN"},
 	}
 	for _, c := range cases {
 		e := engine(t, c.backend, c.mod)

@@ -35,11 +35,14 @@ func TestPassAdjustDecomposition(t *testing.T) {
 			p.Decode = append(p.Decode, rapid.IntRange(1, 8192).Draw(rt, "ctx"))
 		}
 		var e queueing.EngineSpec
-		got := a.Apply(&e, lin).PassMs(&p)
-		total := lin.PassMs(&p)
+		got, err := a.Apply(&e, lin).PassMs(&p)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		total, _ := lin.PassMs(&p) // Linear never fails
 		want := a.PassOverheadMs + a.DecodeScale*total
 		if len(p.Prefill) > 0 {
-			pre := lin.PassMs(&timing.Pass{Prefill: p.Prefill})
+			pre, _ := lin.PassMs(&timing.Pass{Prefill: p.Prefill})
 			want = a.PassOverheadMs + a.PrefillScale*pre + a.DecodeScale*(total-pre)
 		}
 		if math.Abs(got-want) > 1e-9*want {
@@ -49,7 +52,7 @@ func TestPassAdjustDecomposition(t *testing.T) {
 			rt.Fatalf("stage %v, want %v", e.StageMs, a.RequestOverheadMs)
 		}
 		var e2 queueing.EngineSpec
-		if v := Identity().Apply(&e2, lin).PassMs(&p); v != total || e2.StageMs != 0 {
+		if v, err := Identity().Apply(&e2, lin).PassMs(&p); err != nil || v != total || e2.StageMs != 0 {
 			rt.Fatalf("identity changed the pass: %v vs %v", v, total)
 		}
 	})

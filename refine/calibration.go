@@ -66,21 +66,27 @@ type adjustedTiming struct {
 }
 
 // PassMs implements timing.Timing.
-func (x *adjustedTiming) PassMs(p *timing.Pass) float64 {
+func (x *adjustedTiming) PassMs(p *timing.Pass) (float64, error) {
 	if len(p.Prefill) == 0 && len(p.Decode) == 0 {
-		return 0
+		return 0, nil
 	}
-	total := x.t.PassMs(p)
+	total, err := x.t.PassMs(p)
+	if err != nil {
+		return 0, err
+	}
 	if len(p.Prefill) == 0 {
-		return x.a.PassOverheadMs + x.a.DecodeScale*total
+		return x.a.PassOverheadMs + x.a.DecodeScale*total, nil
 	}
 	pre := total
 	if len(p.Decode) > 0 {
 		x.pre.Prefill = p.Prefill
-		pre = x.t.PassMs(&x.pre)
+		pre, err = x.t.PassMs(&x.pre)
 		x.pre.Prefill = nil
+		if err != nil {
+			return 0, fmt.Errorf("calibration: pricing the pass's prefill chunks alone: %w", err)
+		}
 	}
-	return x.a.PassOverheadMs + x.a.PrefillScale*pre + x.a.DecodeScale*math.Max(0, total-pre)
+	return x.a.PassOverheadMs + x.a.PrefillScale*pre + x.a.DecodeScale*math.Max(0, total-pre), nil
 }
 
 // Calibrator gives the calibration of a point (ok=false: the point is not covered

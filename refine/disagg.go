@@ -29,57 +29,45 @@ import (
 // = 1. The closed loop runs at the row's concurrency d_batch × d_workers × d_pp ×
 // d_dp, as the legacy row. The decode KV is not bounded beyond d_batch (the row's
 // decode batch already passed aiconfigurator's memory rule in Legacy).
-func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, [2]*pointTiming, error) {
+func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, error) {
 	var c disagg.Config
-	var pts [2]*pointTiming
 	pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
 	if err != nil {
-		return workload.Spec{}, c, pts, err
+		return workload.Spec{}, c, err
 	}
 	dmTP, dmEP, err := p.poolMoE(ctx, in, in.DTP, in.DDP)
 	if err != nil {
-		return workload.Spec{}, c, pts, err
+		return workload.Spec{}, c, err
 	}
 	pre, ppt, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, pmTP, pmEP)
 	if err != nil {
-		return workload.Spec{}, c, pts, err
+		return workload.Spec{}, c, err
 	}
 	_, dpt, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, dmTP, dmEP)
 	if err != nil {
-		return workload.Spec{}, c, pts, err
+		return workload.Spec{}, c, err
 	}
 	e, err := queueing.DefaultEngine(in.Backend, in.Version)
 	if err != nil {
-		return workload.Spec{}, c, pts, err
+		return workload.Spec{}, c, err
 	}
 	if e.Backend == queueing.BackendTRTLLM && in.ISL > e.MaxNumTokens {
 		e.EnableChunkedPrefill = true // a prompt beyond the budget must be chunked (T-R3)
 	}
-	pts = [2]*pointTiming{{pt: ppt}, {pt: dpt}}
 	kvb, err := disagg.KVBytesPerLink(pre, in.PTP, in.DTP)
 	if err != nil {
-		return workload.Spec{}, c, pts, err
+		return workload.Spec{}, c, err
 	}
 	c = disagg.Config{
-		Prefill: disagg.Pool{Engine: e, Timing: pts[0], Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP,
+		Prefill: disagg.Pool{Engine: e, Timing: ppt, Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP,
 			BatchCap: in.PBatch * in.PPP},
-		Decode: disagg.Pool{Engine: e, Timing: pts[1], Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP,
+		Decode: disagg.Pool{Engine: e, Timing: dpt, Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP,
 			BatchCap: in.DBatch * in.DPP},
 		Fabric:          disagg.FabricOf(pre.System()),
 		KVBytesPerToken: kvb,
 	}
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Concurrency: in.DBatch * in.DWorkers * in.DPP * in.DDP}
-	return w, c, pts, nil
-}
-
-// timingErr returns the first pricing error of the pools' timings.
-func timingErr(pts [2]*pointTiming) error {
-	for _, t := range pts {
-		if t != nil && t.err != nil {
-			return t.err
-		}
-	}
-	return nil
+	return w, c, nil
 }
 
 // screenDisagg is Screen for a disaggregated row: the tandem's closed form. Rows
@@ -88,14 +76,11 @@ func (p *PerfdbEvaluator) screenDisagg(ctx context.Context, in store.PointInputs
 	if in.Prefix > 0 {
 		return store.Queueing{Tier: store.TierComposed}, nil
 	}
-	w, c, pts, err := p.disaggSetup(ctx, in)
+	w, c, err := p.disaggSetup(ctx, in)
 	if err != nil {
 		return store.Queueing{}, err
 	}
 	r, err := disagg.Screening(w, c)
-	if err == nil {
-		err = timingErr(pts)
-	}
 	if err != nil {
 		return store.Queueing{}, fmt.Errorf("disagg %s: %w", in.Parallel(), err)
 	}
@@ -123,14 +108,11 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 	if in.Prefix > 0 {
 		return store.Quantitative{}, fmt.Errorf("disagg %s with prefix %d: %w (the tandem does not model prefix caching yet)", in.Parallel(), in.Prefix, ErrNoQuantitative)
 	}
-	w, c, pts, err := p.disaggSetup(ctx, in)
+	w, c, err := p.disaggSetup(ctx, in)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
 	r, err := disagg.Quantitative(ctx, w, c, disagg.Options{})
-	if err == nil {
-		err = timingErr(pts)
-	}
 	if err != nil {
 		return store.Quantitative{}, fmt.Errorf("disagg %s: %w", in.Parallel(), err)
 	}

@@ -551,45 +551,26 @@ func engine(in store.PointInputs) (queueing.EngineSpec, error) {
 	return e, nil
 }
 
-// pointTiming prices passes for one evaluation and keeps its own first error (the
-// shared PassTiming's sticky error would leak between points).
-type pointTiming struct {
-	pt  *perfdb.PassTiming
-	err error
-}
-
-func (t *pointTiming) PassMs(p *timing.Pass) float64 {
-	v, err := t.pt.Price(p)
-	if err != nil {
-		if t.err == nil {
-			t.err = err
-		}
-		return 1
-	}
-	return v
-}
-
 // setupBase builds one agg evaluation without a KV pool: the workload, the
 // point's engine (as recorded or derived) and the (calibrated) timing.
-func (p *PerfdbEvaluator) setupBase(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, error) {
+func (p *PerfdbEvaluator) setupBase(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *perfdb.PassTiming, error) {
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix, Concurrency: in.Batch}
 	_, pt, err := p.estimator(ctx, in, in.TP, in.PP, in.DP, in.MoETP, in.MoEEP)
 	if err != nil {
 		return w, queueing.EngineSpec{}, nil, nil, err
 	}
 	e, err := engine(in)
-	t := &pointTiming{pt: pt}
-	tm := adj.Apply(&e, t) // before e is returned: Apply sets e.StageMs
-	return w, e, tm, t, err
+	tm := adj.Apply(&e, pt) // before e is returned: Apply sets e.StageMs
+	return w, e, tm, pt, err
 }
 
 // setup is setupBase with the engine's KV pool from the memory model (planKV).
-func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *pointTiming, kvPlan, error) {
+func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *perfdb.PassTiming, kvPlan, error) {
 	w, e, tm, t, err := p.setupBase(ctx, in, adj)
 	if err != nil {
 		return w, e, tm, t, kvPlan{}, err
 	}
-	k, err := planKV(t.pt, in, &e)
+	k, err := planKV(t, in, &e)
 	if err != nil {
 		return w, e, tm, t, k, fmt.Errorf("%s %s b%d: %w", in.Mode, in.Parallel(), in.Batch, err)
 	}
@@ -610,14 +591,11 @@ func (p *PerfdbEvaluator) ScreenAdjusted(ctx context.Context, in store.PointInpu
 	if err := adj.Validate(); err != nil {
 		return store.Queueing{}, err
 	}
-	w, e, tm, t, k, err := p.setup(ctx, in, adj)
+	w, e, tm, _, k, err := p.setup(ctx, in, adj)
 	if err != nil {
 		return store.Queueing{}, err
 	}
 	r, err := queueing.Screening(w, k.screeningEngine(e), tm)
-	if err == nil && t.err != nil {
-		err = t.err
-	}
 	if err != nil {
 		return store.Queueing{}, err
 	}
@@ -658,7 +636,7 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err
 	}
-	w, e, tm, t, k, err := p.setup(ctx, in, adj)
+	w, e, tm, _, k, err := p.setup(ctx, in, adj)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
@@ -666,9 +644,6 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 		return store.Quantitative{}, err
 	}
 	r, err := queueing.Quantitative(ctx, w, e, tm)
-	if err == nil && t.err != nil {
-		err = t.err
-	}
 	if err != nil {
 		return store.Quantitative{}, err
 	}
@@ -706,9 +681,9 @@ func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, 
 	if err != nil {
 		return PointSetup{}, err
 	}
-	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens, Err: m.PricingErr}
+	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens}
 	if ps.KVTokens <= 0 {
-		if n, err := m.priced.pt.Estimator().KVCapacityTokens(max(maxISL, 1), max(maxOSL, 1), max(m.Engine.BlockSize, 1)); err == nil {
+		if n, err := m.pt.Estimator().KVCapacityTokens(max(maxISL, 1), max(maxOSL, 1), max(m.Engine.BlockSize, 1)); err == nil {
 			ps.KVTokens = n
 		}
 	}

@@ -20,7 +20,7 @@ func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err
 	}
-	w, e, tm, t, k, err := p.setup(ctx, in, adj)
+	w, e, tm, _, k, err := p.setup(ctx, in, adj)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
@@ -28,9 +28,6 @@ func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.
 		return store.Quantitative{}, err
 	}
 	r, err := queueing.QuantitativeFinite(ctx, w, e, tm, queueing.DefaultOptions(), run)
-	if err == nil && t.err != nil {
-		err = t.err
-	}
 	if err != nil {
 		return store.Quantitative{}, err
 	}

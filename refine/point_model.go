@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -18,12 +19,8 @@ type PointModel struct {
 	Workload workload.Spec
 	Engine   queueing.EngineSpec
 	Timing   timing.Timing
-	priced   *pointTiming
+	pt       *perfdb.PassTiming // the uncalibrated pricing (its estimator's memory model)
 }
-
-// PricingErr returns the first pass the perf data could not price since the
-// model was built (nil when every pass was priced): check it after a run.
-func (m *PointModel) PricingErr() error { return m.priced.err }
 
 // PointModel builds the quantitative tier's inputs for an aggregated point, the
 // engine with the KV pool the quantitative tier runs (planKV).
@@ -45,7 +42,7 @@ func (p *PerfdbEvaluator) pointModel(ctx context.Context, in store.PointInputs, 
 		if err != nil {
 			return nil, err
 		}
-		return &PointModel{Workload: w, Engine: e, Timing: tm, priced: t}, nil
+		return &PointModel{Workload: w, Engine: e, Timing: tm, pt: t}, nil
 	}
 	w, e, tm, t, k, err := p.setup(ctx, in, adj)
 	if err != nil {
@@ -54,5 +51,5 @@ func (p *PerfdbEvaluator) pointModel(ctx context.Context, in store.PointInputs, 
 	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil {
 		return nil, err
 	}
-	return &PointModel{Workload: w, Engine: e, Timing: tm, priced: t}, nil
+	return &PointModel{Workload: w, Engine: e, Timing: tm, pt: t}, nil
 }

@@ -78,9 +78,6 @@ func TestProfileVsSiliconDev(t *testing.T) {
 				t.Fatal(err)
 			}
 			rep, err := queueing.QuantitativeWith(ctx, workload.Spec{ISL: isl, OSL: osl, Concurrency: c}, e, pt, queueing.Options{StaggerPhases: stagger})
-			if err == nil {
-				err = pt.Err()
-			}
 			if err != nil {
 				line += fmt.Sprintf(" | error: %v", err)
 				continue

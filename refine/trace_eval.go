@@ -22,9 +22,6 @@ type PointSetup struct {
 	// KVTokens is one replica's KV pool in tokens: the prefix cache the reuse
 	// oracle simulates (0: no prefix cache).
 	KVTokens int
-	// Err, if set, reports a pricing failure of the timing after the replay (the
-	// perf data could not price a pass); nil = none.
-	Err func() error
 }
 
 // PointTimer is implemented by evaluators that can replay a trace on a point
@@ -149,11 +146,7 @@ func (t *TraceEvaluator) Screen(ctx context.Context, in store.PointInputs) (stor
 	if err != nil {
 		return store.Queueing{}, err
 	}
-	q, err := e.bounds(id, ps)
-	if err == nil && ps.Err != nil {
-		err = ps.Err()
-	}
-	return q, err
+	return e.bounds(id, ps)
 }
 
 // Quantitative implements Evaluator.
@@ -218,9 +211,6 @@ func replayReplicas(ctx context.Context, w *TraceWorkload, id TraceWorkloadID, b
 			continue
 		}
 		r, err := w.Replay(ctx, idx, rc)
-		if err == nil && ps.Err != nil {
-			err = ps.Err()
-		}
 		if err != nil {
 			return nil, fmt.Errorf("trace %s replay: %w", w.Info.Name, err)
 		}
@@ -347,10 +337,17 @@ func (e *traceEntry) bounds(id TraceWorkloadID, ps PointSetup) (store.Queueing, 
 	for i, r := range e.w.Reqs {
 		pass.Reset()
 		pass.Prefill = append(pass.Prefill, timing.Chunk{Tokens: r.ISL - pre[i]})
-		l := ps.Engine.StageMs + ps.Timing.PassMs(&pass)
+		l, err := ps.Timing.PassMs(&pass)
+		if err != nil {
+			return store.Queueing{}, fmt.Errorf("trace %s request %d: pricing its prefill alone (%d tokens): %w", e.w.Info.Name, e.w.Seqs[i], r.ISL-pre[i], err)
+		}
+		l += ps.Engine.StageMs
 		pass.Reset()
 		pass.Decode = append(pass.Decode, 1) // the least context a decode row can have
-		d := ps.Timing.PassMs(&pass)
+		d, err := ps.Timing.PassMs(&pass)
+		if err != nil {
+			return store.Queueing{}, fmt.Errorf("trace %s request %d: pricing a decode row alone: %w", e.w.Info.Name, e.w.Seqs[i], err)
+		}
 		if !(l >= 0) || !(d >= 0) || math.IsInf(l+d, 0) {
 			return store.Queueing{}, fmt.Errorf("trace %s request %d: pass time not finite", e.w.Info.Name, e.w.Seqs[i])
 		}

@@ -68,7 +68,7 @@ type evalSpec struct {
 	e      queueing.EngineSpec
 	t      timing.Timing
 	gpus   int
-	pt     *perfdb.PassTiming // set on the perf-database path (its Err is checked)
+	pt     *perfdb.PassTiming // set on the perf-database path (its memory model sizes the KV pool)
 	tiers  []queueing.Tier
 	format string
 	dep    deploymentOpts // with Version resolved on the perf-database path
@@ -101,11 +101,6 @@ func runEval(c *cli.Context) error {
 			rep, err = queueing.ScreeningWith(spec.w, spec.e, spec.t, opt)
 		} else {
 			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, opt)
-		}
-		if err == nil && spec.pt != nil {
-			if perr := spec.pt.Err(); perr != nil {
-				err = fmt.Errorf("pass timing: %w", perr)
-			}
 		}
 		if err != nil {
 			if queueing.IsInputError(err) {

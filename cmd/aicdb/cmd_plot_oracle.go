@@ -74,9 +74,6 @@ func oracleDistributions(ctx context.Context, st *store.Store, key string) (gate
 	f := gate.Family{Name: key[:12], Spec: pm.Workload, Engine: pm.Engine, Timing: pm.Timing,
 		StaggerPhases: queueing.DefaultStaggerPhases, ClientRTTMs: queueing.DefaultClientRTTMs}
 	_, des, err := gate.PointDistributions(ctx, f)
-	if err == nil {
-		err = pm.PricingErr()
-	}
 	if err != nil {
 		return none, fmt.Errorf("plot cdf --oracle: point %s: %w", key[:12], err)
 	}

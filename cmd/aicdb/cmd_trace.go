@@ -704,12 +704,10 @@ func traceReplay(c *cli.Context) error {
 		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim)
 	}
 	if err != nil {
-		return err
-	}
-	if pt != nil {
-		if perr := pt.Err(); perr != nil {
-			return userErrorf("trace replay %s: perf data: %v", name, perr)
+		if pt != nil && perfdb.IsMiss(err) {
+			return userErrorf("trace replay %s: perf data: %v", name, err)
 		}
+		return err
 	}
 	out := struct {
 		oracle.Summary

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"math"
 
 	"github.com/urfave/cli/v2"
@@ -76,7 +75,7 @@ func runEvalDisagg(c *cli.Context) error {
 	default:
 		return userErrorf("--tier %q: unknown; use screening, quantitative or both", c.String("tier"))
 	}
-	cfg, pts, gpus, err := parseDisagg(c, w)
+	cfg, _, gpus, err := parseDisagg(c, w)
 	if err != nil {
 		return err
 	}
@@ -87,11 +86,6 @@ func runEvalDisagg(c *cli.Context) error {
 			rep, err = disagg.Screening(w, cfg)
 		} else {
 			rep, err = disagg.Quantitative(c.Context, w, cfg, disagg.Options{})
-		}
-		for _, pt := range pts {
-			if err == nil && pt.Err() != nil {
-				err = fmt.Errorf("pass timing: %w", pt.Err())
-			}
 		}
 		if err != nil {
 			if queueing.IsInputError(err) {

@@ -105,13 +105,14 @@ func TestEvalTimingIsSweepTiming(t *testing.T) {
 				t.Errorf("eval Config %+v, sweep point resolves comm %s nextn %d and %+v", got, r.CommQuant, in.NextN, cfg)
 			}
 			for i := range passes {
-				a, b := pt.PassMs(&passes[i]), pm.Timing.PassMs(&passes[i])
+				a, aerr := pt.PassMs(&passes[i])
+				b, berr := pm.Timing.PassMs(&passes[i])
+				if aerr != nil || berr != nil {
+					t.Fatalf("pass %d: eval pricing %v, sweep point pricing %v", i, aerr, berr)
+				}
 				if math.Float64bits(a) != math.Float64bits(b) || !(a > 0) {
 					t.Errorf("pass %d: eval %v ms, sweep point %v ms", i, a, b)
 				}
-			}
-			if err := pm.PricingErr(); err != nil {
-				t.Errorf("sweep point pricing: %v", err)
 			}
 		})
 	}

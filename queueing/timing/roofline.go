@@ -27,7 +27,7 @@ type Roofline struct {
 }
 
 // PassMs implements Timing.
-func (r Roofline) PassMs(p *Pass) float64 {
+func (r Roofline) PassMs(p *Pass) (float64, error) {
 	pairs, kv := 0.0, 0.0
 	for _, c := range p.Prefill {
 		n, done := float64(c.Tokens), float64(c.Computed)
@@ -39,7 +39,7 @@ func (r Roofline) PassMs(p *Pass) float64 {
 	kv += x
 	compute := r.TokenMs*float64(p.PrefillTokens()+len(p.Decode)) + r.AttnMsPerPair*pairs
 	memory := r.WeightsMs + r.KVMsPerToken*kv
-	return r.BaseMs + math.Max(compute, memory)
+	return r.BaseMs + math.Max(compute, memory), nil
 }
 
 // Validate reports a coefficient that is negative or non-finite, or a model that

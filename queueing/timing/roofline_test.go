@@ -13,7 +13,7 @@ func TestRooflineValues(t *testing.T) {
 	// 2048-token chunk after 2048 computed: pairs = 2048·(2048 + 2049/2) = 6,292,480;
 	// compute = 20.48 + 6.29248 = 26.77248; memory = 10 + 0.4096 → compute-bound.
 	p := Pass{Prefill: []Chunk{{Tokens: 2048, Computed: 2048}}}
-	if got, want := r.PassMs(&p), 1+20.48+6.29248; math.Abs(got-want) > 1e-9 {
+	if got, want := mustMs(t, r, &p), 1+20.48+6.29248; math.Abs(got-want) > 1e-9 {
 		t.Errorf("prefill pass %v, want %v", got, want)
 	}
 	// 32 decode rows at context 4096: compute = 0.32 + 0.131072; memory = 10 + 13.1072.
@@ -21,7 +21,7 @@ func TestRooflineValues(t *testing.T) {
 	for i := range d.Decode {
 		d.Decode[i] = 4096
 	}
-	if got, want := r.PassMs(&d), 1+10+13.1072; math.Abs(got-want) > 1e-9 {
+	if got, want := mustMs(t, r, &d), 1+10+13.1072; math.Abs(got-want) > 1e-9 {
 		t.Errorf("decode pass %v, want %v", got, want)
 	}
 	if err := r.Validate(); err != nil {
@@ -57,11 +57,20 @@ func TestRooflineMonotone(t *testing.T) {
 			}
 			return p
 		}
-		base := r.PassMs(mk(n, c, rows, ctx))
+		base := mustMs(rt, r, mk(n, c, rows, ctx))
 		for _, q := range []*Pass{mk(n+1, c, rows, ctx), mk(n, c+1, rows, ctx), mk(n, c, rows+1, ctx), mk(n, c, rows, ctx+1)} {
-			if v := r.PassMs(q); v < base-1e-12 {
+			if v := mustMs(rt, r, q); v < base-1e-12 {
 				rt.Fatalf("pass %+v costs %v < %v", q, v, base)
 			}
 		}
 	})
+}
+
+// mustMs prices p with a timing that never fails, failing the test otherwise.
+func mustMs(tb interface{ Fatalf(string, ...any) }, tm Timing, p *Pass) float64 {
+	v, err := tm.PassMs(p)
+	if err != nil {
+		tb.Fatalf("pass %+v: %v", p, err)
+	}
+	return v
 }

@@ -60,10 +60,13 @@ func (p *Pass) Reset() {
 }
 
 // Timing prices a pass in milliseconds. Implementations must return a finite value
-// > 0 for any non-empty pass and must be safe for concurrent use if shared between
+// > 0 for any non-empty pass, or an error when they cannot price it (a perf-data
+// gap, an invalid pass); the caller stops at the first error and wraps it with the
+// pass it was pricing. They must be safe for concurrent use if shared between
 // goroutines. A fused mixed pass is priced once as a whole where the source can.
+// Linear, Constant and Roofline never fail.
 type Timing interface {
-	PassMs(p *Pass) float64
+	PassMs(p *Pass) (float64, error)
 }
 
 // Linear is the synthetic timing kind "linear", with exactly this meaning, shared by
@@ -81,9 +84,9 @@ type Linear struct {
 }
 
 // PassMs implements Timing.
-func (l Linear) PassMs(p *Pass) float64 {
+func (l Linear) PassMs(p *Pass) (float64, error) {
 	return l.BaseMs + l.PrefillMsPerToken*float64(p.PrefillTokens()) +
-		l.DecodeMsPerRow*float64(len(p.Decode)) + l.CtxMsPerToken*float64(p.DecodeContext())
+		l.DecodeMsPerRow*float64(len(p.Decode)) + l.CtxMsPerToken*float64(p.DecodeContext()), nil
 }
 
 // Validate reports a coefficient that is negative or non-finite, or a model that
@@ -110,7 +113,7 @@ type Constant struct {
 }
 
 // PassMs implements Timing.
-func (c Constant) PassMs(*Pass) float64 { return c.Ms }
+func (c Constant) PassMs(*Pass) (float64, error) { return c.Ms, nil }
 
 // Validate reports a non-positive or non-finite pass time.
 func (c Constant) Validate() error {
@@ -121,7 +124,7 @@ func (c Constant) Validate() error {
 }
 
 // Func adapts a function to Timing (the callback adapter).
-type Func func(p *Pass) float64
+type Func func(p *Pass) (float64, error)
 
 // PassMs implements Timing.
-func (f Func) PassMs(p *Pass) float64 { return f(p) }
+func (f Func) PassMs(p *Pass) (float64, error) { return f(p) }
