@@ -89,8 +89,8 @@ type tables struct {
 	nccl      map[ncclCurveKey]*curve
 	ncclMax   map[[2]string]int // (dtype, op) → max collected num_gpus
 
-	moe   *moeIndex
-	moeLL *moeIndex
+	moe   lazyMoE // standard MoE table
+	moeLL lazyMoE // min-latency MoE table
 
 	mlaCtx map[mlaModSliceKey]*mlaModSlice // context MLA module slices
 	mlaGen map[mlaModSliceKey]*mlaModSlice // generation MLA module slices
@@ -99,8 +99,7 @@ type tables struct {
 	mlaOpGen map[string]*grid                 // op-level generation MLA by kv
 	mlaBmm   map[mlaBmmSliceKey]map[int]*grid // MLA BMM curves by (dtype, op) and heads
 
-	dsaCtx map[dsaSliceKey]dsaSlice // context DSA module grids
-	dsaGen map[dsaSliceKey]dsaSlice // generation DSA module grids
+	dsa dsaIndex // DSA module grids, indexed on first use
 
 	gdn map[gdnSliceKey]*grid // GDN kernels by exact geometry
 
@@ -173,8 +172,8 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t.buildQuantize(d)
 	t.buildAttention(d)
 	t.buildComm(d)
-	t.moe = buildMoEIndex(d.MoE, d.System)
-	t.moeLL = buildMoEIndex(d.MoEMinLatency, d.System)
+	t.moe = lazyMoE{rows: d.MoE, sys: d.System}
+	t.moeLL = lazyMoE{rows: d.MoEMinLatency, sys: d.System}
 	t.buildMLAModules(d)
 	t.buildMLAOps(d)
 	t.buildDSA(d)

@@ -15,6 +15,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // dsaDims are an architecture's structural DSA dims (Rust DSA_MODEL_DIMS):
@@ -80,12 +81,34 @@ func (s dsaSlice) pick(want string) (*grid, bool) {
 	return s[keys[0]], true
 }
 
-// buildDSA indexes both DSA tables: within one file the last row of a
-// coordinate wins, across files the first file wins (load_dsa_parquet).
-// Only full (indexer-computing) rows are indexed.
+// dsaIndex holds both DSA tables' rows until the first DSA query indexes
+// them (grids): only DeepSeek-V3.2-style models query them, and indexing
+// costs more than the rest of NewQuerier (over half of a DeepSeek-V3 `aicdb
+// eval --model` process). The index is a pure function of the rows, so when
+// it is built never changes an answer.
+type dsaIndex struct {
+	once             sync.Once
+	ctxRows, genRows []DSARow
+	srcs             []DataSource
+	ctx, gen         map[dsaSliceKey]dsaSlice // context / generation module grids
+}
+
+// buildDSA keeps both DSA tables for indexing on first use (grids).
 func (t *tables) buildDSA(d *Data) {
-	t.dsaCtx = indexDSA(d.DSAContext, d.Sources, dsaContextKind.stem, false)
-	t.dsaGen = indexDSA(d.DSAGeneration, d.Sources, dsaGenerationKind.stem, true)
+	t.dsa.ctxRows, t.dsa.genRows, t.dsa.srcs = d.DSAContext, d.DSAGeneration, d.Sources
+}
+
+// grids returns the context and generation DSA grids, indexing them on the
+// first call: within one file the last row of a coordinate wins, across files
+// the first file wins (load_dsa_parquet). Only full (indexer-computing) rows
+// are indexed.
+func (x *dsaIndex) grids() (ctx, gen map[dsaSliceKey]dsaSlice) {
+	x.once.Do(func() {
+		x.ctx = indexDSA(x.ctxRows, x.srcs, dsaContextKind.stem, false)
+		x.gen = indexDSA(x.genRows, x.srcs, dsaGenerationKind.stem, true)
+		x.ctxRows, x.genRows, x.srcs = nil, nil, nil
+	})
+	return x.ctx, x.gen
 }
 
 func indexDSA(rows []DSARow, srcs []DataSource, stem string, generation bool) map[dsaSliceKey]dsaSlice {
@@ -295,7 +318,8 @@ func (q *Querier) DSAContext(b, s, prefix, heads int, arch string, kv KVQuant, f
 		return Perf{}, q.dsaEmpiricalErr("context DSA module")
 	}
 	k := dsaSliceKey{arch, string(fmha), string(kv), string(gemm)}
-	g, ok := q.dsaCtx[k].pick("trtllm")
+	grids, _ := q.dsa.grids()
+	g, ok := grids[k].pick("trtllm")
 	if !ok {
 		err = missf("context DSA module data missing for %s fmha=%s kv=%s gemm=%s (%s %s %s)", arch, fmha, kv, gemm, q.sys.Name, q.backend, q.version)
 	} else {
@@ -329,7 +353,8 @@ func (q *Querier) DSAGeneration(b, s, heads int, arch string, kv KVQuant, gemm G
 		return Perf{}, q.dsaEmpiricalErr("generation DSA module")
 	}
 	k := dsaSliceKey{arch, string(FMHABF16), string(kv), string(gemm)}
-	g, ok := q.dsaGen[k].pick("trtllm")
+	_, grids := q.dsa.grids()
+	g, ok := grids[k].pick("trtllm")
 	if !ok {
 		err = missf("generation DSA module data missing for %s kv=%s gemm=%s (%s %s %s)", arch, kv, gemm, q.sys.Name, q.backend, q.version)
 	} else {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 )
 
 // moeShape is the categorical shape of a MoE curve.
@@ -42,6 +43,26 @@ func moeQuantRewrite(q, kernel string) string {
 		return "w4a16_mxfp4_cutlass"
 	}
 	return q
+}
+
+// lazyMoE holds one MoE table's rows until its first query indexes them
+// (buildMoEIndex): a dense model never queries MoE tables, and a MoE model
+// not at nvfp4 never queries the min-latency one. The index is a pure
+// function of the rows, so when it is built never changes an answer.
+type lazyMoE struct {
+	once sync.Once
+	rows []MoERow
+	sys  *System
+	idx  *moeIndex
+}
+
+// get returns the index, building it on the first call.
+func (l *lazyMoE) get() *moeIndex {
+	l.once.Do(func() {
+		l.idx = buildMoEIndex(l.rows, l.sys)
+		l.rows = nil
+	})
+	return l.idx
 }
 
 // buildMoEIndex indexes rows; the first row at a coordinate wins.
@@ -164,8 +185,8 @@ func (q *Querier) moeSilicon(a *MoEArgs, s moeSOL, tokens int) (Perf, error) {
 	if q.backend == "sglang" && a.EnableEPLB && a.IsContext {
 		tokens = int(float64(tokens) * 0.8)
 	}
-	if tokens <= 128 && a.Quant == MoENVFP4 && a.IsGated && len(q.moeLL.quants) > 0 {
-		if cv, err := q.moeCurve(q.moeLL, a); err == nil {
+	if tokens <= 128 && a.Quant == MoENVFP4 && a.IsGated && len(q.moeLL.get().quants) > 0 {
+		if cv, err := q.moeCurve(q.moeLL.get(), a); err == nil {
 			l, err := moeCurveQuery(cv, s, tokens)
 			if err != nil {
 				return Perf{}, err
@@ -173,7 +194,7 @@ func (q *Querier) moeSilicon(a *MoEArgs, s moeSOL, tokens int) (Perf, error) {
 			return Perf{LatencyMs: l.lat, EnergyWms: l.energy, Source: SourceSilicon}.ClampNonNegative(), nil
 		}
 	}
-	cv, err := q.moeCurve(q.moe, a)
+	cv, err := q.moeCurve(q.moe.get(), a)
 	if err != nil {
 		return Perf{}, err
 	}
@@ -236,10 +257,10 @@ type moeCand struct {
 // moeEmpirical is MoeOp::empirical_latency: own-slice util, else the ladder.
 func (q *Querier) moeEmpirical(a *MoEArgs, sv moeSOL, tokens int) (float64, error) {
 	s := &sv
-	idx, tag := q.moe, "std"
-	if tokens <= 128 && a.Quant == MoENVFP4 && a.IsGated && len(q.moeLL.quants) > 0 {
-		if _, err := q.moeCurve(q.moeLL, a); err == nil {
-			idx, tag = q.moeLL, "ll"
+	idx, tag := q.moe.get(), "std"
+	if tokens <= 128 && a.Quant == MoENVFP4 && a.IsGated && len(q.moeLL.get().quants) > 0 {
+		if _, err := q.moeCurve(q.moeLL.get(), a); err == nil {
+			idx, tag = q.moeLL.get(), "ll"
 		}
 	}
 	ownKey := fmt.Sprintf("moe:%s:%s:%d:%d:%d:%d:%d:%d:%s:%d", a.Quant, tag, a.TopK, a.NumExperts, a.Hidden, a.Inter, a.MoETP, a.MoEEP, a.Distribution, s.numGemms)
