@@ -331,10 +331,14 @@ func mlaModuleNativeHeads(model string) int {
 var mlaModuleCols = []string{"kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type", "num_heads",
 	"tp_size", "batch_size", "isl", "step", "latency", "power"}
 
-func mlaModuleFromParquet(t *rawTable) ([]MLAModuleRow, error) {
+func mlaModuleFromParquet(t *rawTable) ([]MLAModuleRow, error) { return readMLAModule(t, true) }
+
+// readMLAModule reads an MLA module table; strict requires the model and
+// gemm_type columns (the DeepEP wide-EP tables of some versions have neither).
+func readMLAModule(t *rawTable, strict bool) ([]MLAModuleRow, error) {
 	c := &colReader{t: t}
-	ks, model := c.strs("kernel_source", false), c.strs("model", true)
-	fm, kv, gt := c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true), c.strs("gemm_type", true)
+	ks, model := c.strs("kernel_source", false), c.strs("model", strict)
+	fm, kv, gt := c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true), c.strs("gemm_type", strict)
 	heads, tp := c.ints("num_heads", true, 0), c.ints("tp_size", false, 1)
 	b, isl, step := c.ints("batch_size", true, 0), c.ints("isl", true, 0), c.ints("step", false, 0)
 	lat, pw := c.floats("latency", true), c.floats("power", false)

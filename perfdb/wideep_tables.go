@@ -111,23 +111,7 @@ type wideEPMLAKey struct {
 // wideEPMLAFromParquet reads a DeepEP MLA table: the module columns, with
 // model and gemm_type optional (the 0.5.6.post2 files have neither; neither
 // is a key).
-func wideEPMLAFromParquet(t *rawTable) ([]MLAModuleRow, error) {
-	c := &colReader{t: t}
-	ks, model := c.strs("kernel_source", false), c.strs("model", false)
-	fm, kv, gt := c.strs("mla_dtype", true), c.strs("kv_cache_dtype", true), c.strs("gemm_type", false)
-	heads, tp := c.ints("num_heads", true, 0), c.ints("tp_size", false, 1)
-	b, isl, step := c.ints("batch_size", true, 0), c.ints("isl", true, 0), c.ints("step", false, 0)
-	lat, pw := c.floats("latency", true), c.floats("power", false)
-	if c.err != nil {
-		return nil, c.err
-	}
-	out := make([]MLAModuleRow, t.rows)
-	for i := range out {
-		out[i] = MLAModuleRow{Model: model[i], FMHA: fm[i], KVDtype: kv[i], GemmType: gt[i], NumHeads: heads[i],
-			TPSize: tp[i], Batch: b[i], ISL: isl[i], Step: step[i], Latency: lat[i], Power: pw[i], Kernel: ks[i]}
-	}
-	return out, nil
-}
+func wideEPMLAFromParquet(t *rawTable) ([]MLAModuleRow, error) { return readMLAModule(t, false) }
 
 // wideEPContextMLAKind keys (kernel, fmha, kv, heads, isl, batch).
 var wideEPContextMLAKind = &tableKind[MLAModuleRow, wideEPMLAKey]{

@@ -55,9 +55,7 @@ func runOracleValidate(c *cli.Context) error {
 	var fails []string
 	matched := 0
 	for _, suite := range suites {
-		var rows []gate.Record
-		var table func(io.Writer) error
-		var verdict error
+		var o suiteOutcome
 		switch suite {
 		case "agg", "kv":
 			fams := gate.Families()
@@ -65,37 +63,14 @@ func runOracleValidate(c *cli.Context) error {
 				fams = gate.KVFamilies()
 			}
 			fams = filterFamilies(fams, func(f gate.Family) string { return f.Name }, sub)
-			if len(fams) == 0 {
-				continue
-			}
-			res := gate.Run(c.Context, fams)
-			for _, r := range res {
-				rows = append(rows, r.Record(suite))
-			}
-			table = func(w io.Writer) error { return gate.WriteTable(w, res) }
-			verdict = gate.Verdict(res)
+			o = outcomeOf(suite, fams, func(f []gate.Family) []gate.Row { return gate.Run(c.Context, f) }, gate.WriteTable, gate.Verdict)
 		case "finite":
 			fams := filterFamilies(gate.FiniteFamilies(), func(f gate.FiniteFamily) string { return f.Family.Name }, sub)
-			if len(fams) == 0 {
-				continue
-			}
-			res := gate.RunFinite(c.Context, fams)
-			for _, r := range res {
-				rows = append(rows, r.Record(suite))
-			}
-			table = func(w io.Writer) error { return gate.WriteTable(w, res) }
-			verdict = gate.Verdict(res)
+			o = outcomeOf(suite, fams, func(f []gate.FiniteFamily) []gate.Row { return gate.RunFinite(c.Context, f) }, gate.WriteTable, gate.Verdict)
 		case "disagg":
 			fams := filterFamilies(gate.DisaggFamilies(), func(f gate.DisaggFamily) string { return f.Name }, sub)
-			if len(fams) == 0 {
-				continue
-			}
-			res := gate.RunDisagg(c.Context, fams)
-			for _, r := range res {
-				rows = append(rows, r.Record(suite))
-			}
-			table = func(w io.Writer) error { return gate.WriteDisaggTable(w, res) }
-			verdict = gate.DisaggVerdict(res)
+			o = outcomeOf(suite, fams, func(f []gate.DisaggFamily) []gate.DisaggRow { return gate.RunDisagg(c.Context, f) },
+				gate.WriteDisaggTable, gate.DisaggVerdict)
 		case "replay":
 			dir := c.String("traces")
 			if dir == "" {
@@ -106,13 +81,16 @@ func runOracleValidate(c *cli.Context) error {
 			if len(fams)+len(dfams) == 0 {
 				continue
 			}
-			res := append(gate.RunReplays(c.Context, dir, fams), gate.RunReplayDisaggs(c.Context, dir, dfams)...)
-			for _, r := range res {
-				rows = append(rows, r.Record(suite))
+			// One table for both kinds of replay: the agg and the disaggregated rows.
+			both := func([]struct{}) []gate.ReplayRow {
+				return append(gate.RunReplays(c.Context, dir, fams), gate.RunReplayDisaggs(c.Context, dir, dfams)...)
 			}
-			table = func(w io.Writer) error { return gate.WriteReplayTable(w, res) }
-			verdict = gate.ReplayVerdict(res)
+			o = outcomeOf(suite, []struct{}{{}}, both, gate.WriteReplayTable, gate.ReplayVerdict)
 		}
+		if len(o.rows) == 0 {
+			continue
+		}
+		rows, table, verdict := o.rows, o.table, o.verdict
 		matched += len(rows)
 		recs = append(recs, rows...)
 		if verdict != nil {
@@ -140,6 +118,28 @@ func runOracleValidate(c *cli.Context) error {
 		return cli.Exit("aicdb: "+strings.Join(fails, "; "), exitUser)
 	}
 	return nil
+}
+
+// suiteOutcome is one suite's run: its records, its table and its verdict.
+type suiteOutcome struct {
+	rows    []gate.Record
+	table   func(io.Writer) error
+	verdict error
+}
+
+// outcomeOf runs a suite's families (none: an empty outcome) and keeps its records,
+// table printer and verdict.
+func outcomeOf[F any, R interface{ Record(string) gate.Record }](suite string, fams []F, run func([]F) []R,
+	table func(io.Writer, []R) error, verdict func([]R) error) suiteOutcome {
+	if len(fams) == 0 {
+		return suiteOutcome{}
+	}
+	res := run(fams)
+	o := suiteOutcome{table: func(w io.Writer) error { return table(w, res) }, verdict: verdict(res)}
+	for _, r := range res {
+		o.rows = append(o.rows, r.Record(suite))
+	}
+	return o
 }
 
 // pickSuites resolves --suite.
