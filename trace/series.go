@@ -25,8 +25,8 @@ type Window struct {
 	// InSystem is the time-average number of requests between arrival and finish.
 	InSystem float64 `json:"in_system"`
 	// TTFTP99Ms is the nearest-rank p99 TTFT of the requests arriving in the window
-	// (0 when none arrived).
-	TTFTP99Ms float64 `json:"ttft_p99_ms"`
+	// (nil — null in JSON — when none arrived: there is no TTFT to report).
+	TTFTP99Ms *float64 `json:"ttft_p99_ms"`
 }
 
 // ByWidth maps a --by name to its window width in ms.
@@ -86,7 +86,8 @@ func Series(out []Outcome, widthMs float64) []Window {
 		w.InSystem /= length
 		if v := ttft[k]; len(v) > 0 {
 			slices.Sort(v)
-			w.TTFTP99Ms = v[max(0, int(math.Ceil(0.99*float64(len(v))))-1)]
+			p99 := v[max(0, int(math.Ceil(0.99*float64(len(v))))-1)]
+			w.TTFTP99Ms = &p99
 		}
 	}
 	return ws

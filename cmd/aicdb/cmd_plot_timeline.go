@@ -139,7 +139,7 @@ func timelinePanels(ws []trace.Window, title string) ([]*plot.Plot, error) {
 	}{
 		{"finished (req/s)", func(w trace.Window) float64 { return w.ThroughputRPS }, color.RGBA{R: 31, G: 119, B: 180, A: 255}, false},
 		{"waiting for 1st token", func(w trace.Window) float64 { return w.QueueLen }, color.RGBA{R: 255, G: 127, B: 14, A: 255}, false},
-		{"TTFT p99 (ms)", func(w trace.Window) float64 { return w.TTFTP99Ms }, color.RGBA{R: 214, G: 39, B: 40, A: 255}, true},
+		{"TTFT p99 (ms)", func(w trace.Window) float64 { return *w.TTFTP99Ms }, color.RGBA{R: 214, G: 39, B: 40, A: 255}, true},
 	}
 	x0, x1 := ws[0].StartS, ws[len(ws)-1].StartS
 	out := make([]*plot.Plot, len(specs))
