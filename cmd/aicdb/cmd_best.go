@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -174,6 +176,47 @@ func bestTraceFilter(c *cli.Context, st *store.Store, f *store.PointFilter) erro
 	return nil
 }
 
+// storedTraceSlices names, as the flags that select them, the slices of trace name
+// that stored rows were swept under ("" when none): what best --trace must be given.
+func storedTraceSlices(ctx context.Context, st *store.Store, name string) string {
+	var ws []string
+	if err := st.DB.SelectContext(ctx, &ws, `SELECT DISTINCT workload FROM operating_points WHERE workload IS NOT NULL AND workload <> '' ORDER BY workload`); err != nil {
+		return ""
+	}
+	var out []string
+	for _, w := range ws {
+		id, err := refine.ParseTraceWorkload(w)
+		if err != nil || id.Trace != name {
+			continue
+		}
+		var f []string
+		if id.StartMs != 0 || id.EndMs > 0 {
+			end := ""
+			if id.EndMs > 0 {
+				end = strconv.FormatFloat(id.EndMs/1000, 'f', -1, 64)
+			}
+			f = append(f, "--window "+strconv.FormatFloat(id.StartMs/1000, 'f', -1, 64)+".."+end)
+		}
+		if id.Scale != 0 && id.Scale != 1 {
+			f = append(f, "--scale-rate "+strconv.FormatFloat(id.Scale, 'f', -1, 64))
+		}
+		if id.Limit > 0 {
+			f = append(f, "--limit "+strconv.Itoa(id.Limit))
+		}
+		if id.Sessions {
+			f = append(f, "--sessions")
+		}
+		if id.MaxSessions > 0 {
+			f = append(f, "--max-sessions "+strconv.Itoa(id.MaxSessions))
+		}
+		if len(f) == 0 {
+			f = append(f, "the whole trace")
+		}
+		out = append(out, strings.Join(f, " "))
+	}
+	return strings.Join(slices.Compact(out), "; ")
+}
+
 // printBest runs the funnel and prints the table. Headers name what they show:
 // TTFT(avg) is the legacy blended-mean estimate in legacy mode, TTFT(P<q>) the
 // steady quantile in percentile mode; ITL(P99) (or the ITL constraint's percentile);
@@ -205,6 +248,11 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 	if res.Candidates == 0 {
 		if has, err := st.HasPoints(c.Context); err == nil && !has {
 			return userErrorf("best: the store has no swept points yet: run 'aicdb sweep --model M --system S --backend B --total-gpus N --isl N --osl N' first (aicdb sweep --help lists the options)")
+		}
+		if tw := readTraceWorkload(c); tw.Name != "" {
+			if have := storedTraceSlices(c.Context, st, tw.Name); have != "" {
+				return userErrorf("best: --trace %s: no stored rows for this slice; the store has rows for %s: pass the same slice flags", tw.Name, have)
+			}
 		}
 		return userErrorf("best: no stored points match the filters: run 'aicdb sweep' first or relax --model/--system/--isl/…")
 	}

@@ -35,6 +35,11 @@ func TestSweepTraceCLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 {
 		t.Fatalf("best: exit %d\n%s%s", code, out, errs)
 	}
+	// Another slice than the sweep's: the error names the slices that have rows.
+	code, _, errs = cliRun(t, db, "best", "--trace", "small", "--limit", "3", "--ttft", "1e6", "--ttft-percentile", "p99")
+	if want := "aicdb: best: --trace small: no stored rows for this slice; the store has rows for the whole trace: pass the same slice flags\n"; code != 1 || errs != want {
+		t.Fatalf("best on another slice: exit %d\n got %q\nwant %q", code, errs, want)
+	}
 	best := rows[0]
 	if best["workload_fidelity"] != "W3" || best["queueing_tier"] != "quantitative" || best["replicas"] != 1.0 {
 		t.Fatalf("best row: %v", best)
