@@ -123,6 +123,9 @@ func LoadModel(ctx context.Context, st *store.Store, id string) (*Model, error) 
 		for i, m := range ms {
 			ids[i] = m.ID
 		}
+		if s, ok := SuggestModel(id, ids); ok {
+			return nil, fmt.Errorf("model %q: unknown in the store; did you mean %s?", id, s)
+		}
 		return nil, fmt.Errorf("model %q: unknown in the store; available: %s (import others with 'aicdb perfdb import')", id, listOrNone(ids))
 	}
 	if err != nil {

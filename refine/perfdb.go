@@ -70,6 +70,9 @@ func (s StoreSource) Model(ctx context.Context, id string) (*perfdb.Model, error
 		if err := s.St.DB.SelectContext(ctx, &ids, `SELECT id FROM models ORDER BY id`); err != nil {
 			return nil, fmt.Errorf("list models: %w", err)
 		}
+		if s, ok := perfdb.SuggestModel(id, ids); ok {
+			return nil, fmt.Errorf("--model %q is not in the store: did you mean %s?", id, s)
+		}
 		return nil, fmt.Errorf("--model %q is not in the store: known models are %s (add others with 'aicdb perfdb import')", id, listOrNone(ids))
 	}
 	if err != nil {
