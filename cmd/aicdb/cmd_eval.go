@@ -39,12 +39,12 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "attn-ms-per-pair", Usage: "roofline timing: attention per (query, key) pair, ms"},
 			&cli.Float64Flag{Name: "kv-ms-per-token", Usage: "roofline timing: KV read per context token, ms"},
 			&cli.StringFlag{Name: "backend-engine", Usage: "engine semantics with --timing: vllm | trtllm | sglang (default vllm)"},
-			&cli.IntFlag{Name: "gpus", Usage: "GPUs of the deployment for output_tokens_per_s_per_gpu (default tp·pp·dp, or 1 with --timing)"},
+			&cli.IntFlag{Name: "gpus", Usage: "GPUs of the deployment for output_tokens_per_s_per_gpu", DefaultText: "tp·pp·dp, or 1 with --timing"},
 			// workload
 			&cli.IntFlag{Name: "concurrency", Usage: "closed loop: number of clients"},
 			&cli.Float64Flag{Name: "turnaround-ms", Usage: "closed loop: client delay between a completion and the next request"},
 			&cli.Float64Flag{Name: "rate", Usage: "open loop: request rate (requests/s)"},
-			&cli.IntFlag{Name: "num-requests", Usage: "open loop: requests to simulate (default 4096)"},
+			&cli.IntFlag{Name: "num-requests", Usage: "open loop: requests to simulate", DefaultText: "4096"},
 		}, shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
 			prefix: "prompt tokens served from the prefix cache (< isl)"}.flags(), []cli.Flag{
 			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},

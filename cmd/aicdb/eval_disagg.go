@@ -17,9 +17,9 @@ import (
 func evalDisaggFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "mode", Value: "agg", Usage: "agg | disagg (prefill/decode tandem)"},
-		&cli.IntFlag{Name: "prefill-tp", Usage: "disagg: prefill worker tp (default --tp)"},
+		&cli.IntFlag{Name: "prefill-tp", Usage: "disagg: prefill worker tp", DefaultText: "--tp"},
 		&cli.IntFlag{Name: "prefill-workers", Value: 1, Usage: "disagg: prefill workers"},
-		&cli.IntFlag{Name: "decode-tp", Usage: "disagg: decode worker tp (default --tp)"},
+		&cli.IntFlag{Name: "decode-tp", Usage: "disagg: decode worker tp", DefaultText: "--tp"},
 		&cli.IntFlag{Name: "decode-workers", Value: 1, Usage: "disagg: decode workers"},
 		&cli.IntFlag{Name: "prefill-batch-cap", Usage: "disagg: running requests per prefill worker (0 = the engine's cap)"},
 		&cli.IntFlag{Name: "decode-batch-cap", Usage: "disagg: running requests per decode worker (0 = the engine's cap)"},

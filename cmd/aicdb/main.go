@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -78,7 +79,36 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	// Usage errors (unknown flags, missing values or commands) are one-line user errors.
 	oneLineUsage(app)
+	statedDefaults(app.Commands)
 	return app
+}
+
+// statedDefaults moves a "(default …)" that a flag's usage states into the flag's
+// DefaultText, so help prints one default per flag instead of that text followed
+// by "(default: 0)" — for flags whose zero value means "derive it".
+func statedDefaults(cmds []*cli.Command) {
+	for _, c := range cmds {
+		for _, f := range c.Flags {
+			var usage, text *string
+			switch x := f.(type) {
+			case *cli.IntFlag:
+				usage, text = &x.Usage, &x.DefaultText
+			case *cli.Int64Flag:
+				usage, text = &x.Usage, &x.DefaultText
+			case *cli.Float64Flag:
+				usage, text = &x.Usage, &x.DefaultText
+			default:
+				continue
+			}
+			i := strings.LastIndex(*usage, " (default")
+			if *text != "" || i < 0 || !strings.HasSuffix(*usage, ")") {
+				continue
+			}
+			stated := strings.TrimSuffix(strings.TrimLeft(strings.TrimPrefix((*usage)[i+1:], "(default"), ": "), ")")
+			*usage, *text = (*usage)[:i], stated
+		}
+		statedDefaults(c.Subcommands)
+	}
 }
 
 // run executes the CLI and returns the process exit code.

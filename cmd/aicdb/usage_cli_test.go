@@ -160,3 +160,19 @@ func TestVersion(t *testing.T) {
 		t.Errorf("aicdb help version: code %d out %q", code, out)
 	}
 }
+
+// TestHelpOneDefaultPerFlag: no flag's help states a default and then prints
+// "(default: 0)" beside it (statedDefaults moves the stated one into DefaultText).
+func TestHelpOneDefaultPerFlag(t *testing.T) {
+	for _, cmd := range [][]string{{"eval"}, {"estimate"}, {"sweep"}, {"best"}, {"trace", "replay"}, {"oracle", "run"}, {"calibrate"}} {
+		code, out, errs := runCLI(t, append(cmd, "--help")...)
+		if code != 0 {
+			t.Fatalf("%v --help: exit %d %s", cmd, code, errs)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "(default") && strings.Count(l, "(default") > 1 {
+				t.Errorf("%v --help: two defaults on one flag: %s", cmd, strings.TrimSpace(l))
+			}
+		}
+	}
+}
