@@ -391,23 +391,76 @@ func Run(ctx context.Context, fams []Family) []Row {
 // Verdict returns an error listing every gated family that failed (a metric over
 // tolerance, a non-finite value, or an evaluation error); known-failing families are
 // listed in the table but not here.
-func Verdict(rows []Row) error {
+func Verdict(rows []Row) error { return failing("gate", outcomes(rows, Row.outcome)) }
+
+// outcome is what the verdict, the verdict column and the table's summary read of a
+// row of any gate suite.
+type outcome struct {
+	name, known string
+	err         error
+	failures    []string
+	resid       []float64
+}
+
+func (r Row) outcome() outcome {
+	return outcome{r.Family.Name, r.Family.KnownFailing, r.Err, r.Failures, r.Resid}
+}
+
+// outcomes maps a suite's rows to their outcomes.
+func outcomes[R any](rows []R, of func(R) outcome) []outcome {
+	out := make([]outcome, len(rows))
+	for i, r := range rows {
+		out[i] = of(r)
+	}
+	return out
+}
+
+// failing lists every gated outcome that failed; what names the gate in the error.
+func failing(what string, os []outcome) error {
 	var bad []string
-	for _, r := range rows {
-		if r.Family.KnownFailing != "" {
+	for _, o := range os {
+		if o.known != "" {
 			continue
 		}
 		switch {
-		case r.Err != nil:
-			bad = append(bad, fmt.Sprintf("%s: %v", r.Family.Name, r.Err))
-		case len(r.Failures) > 0:
-			bad = append(bad, fmt.Sprintf("%s: %s over tolerance", r.Family.Name, strings.Join(r.Failures, ", ")))
+		case o.err != nil:
+			bad = append(bad, fmt.Sprintf("%s: %v", o.name, o.err))
+		case len(o.failures) > 0:
+			bad = append(bad, fmt.Sprintf("%s: %s over tolerance", o.name, strings.Join(o.failures, ", ")))
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("gate: %d families fail: %s", len(bad), strings.Join(bad, "; "))
+		return fmt.Errorf("%s: %d families fail: %s", what, len(bad), strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// writeSummary prints, below a residual table, the median and max |residual| of
+// the gated rows (what names them) and each row's error or known-failing reason.
+func writeSummary(w io.Writer, what string, os []outcome) {
+	var all []float64
+	for _, o := range os {
+		if o.err != nil || o.known != "" {
+			continue
+		}
+		for _, x := range o.resid {
+			if !math.IsNaN(x) && !math.IsInf(x, 0) {
+				all = append(all, math.Abs(x))
+			}
+		}
+	}
+	if len(all) > 0 {
+		sort.Float64s(all)
+		fmt.Fprintf(w, "\n%s: median |residual| %.3f%%, max %.3f%% over %d residuals\n", what, 100*all[len(all)/2], 100*all[len(all)-1], len(all))
+	}
+	for _, o := range os {
+		switch {
+		case o.err != nil:
+			fmt.Fprintf(w, "%s: error: %v\n", o.name, o.err)
+		case o.known != "":
+			fmt.Fprintf(w, "%s: known-failing: %s\n", o.name, o.known)
+		}
+	}
 }
 
 // WriteTable prints the residual table (percent, model vs oracle) and a summary.
@@ -423,7 +476,6 @@ func WriteTable(w io.Writer, rows []Row) error {
 		fmt.Fprintf(tw, "%.0f%%\t", t*100)
 	}
 	fmt.Fprintf(tw, "\t\n")
-	var all []float64
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t", r.Family.Name)
 		if r.Err != nil {
@@ -435,38 +487,28 @@ func WriteTable(w io.Writer, rows []Row) error {
 		}
 		for _, x := range r.Resid {
 			fmt.Fprintf(tw, "%s\t", pct(x))
-			if !math.IsNaN(x) && !math.IsInf(x, 0) && r.Family.KnownFailing == "" {
-				all = append(all, math.Abs(x))
-			}
 		}
 		fmt.Fprintf(tw, "%s\t\n", verdictOf(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(all) > 0 {
-		sort.Float64s(all)
-		fmt.Fprintf(w, "\ngated families: median |residual| %.3f%%, max %.3f%% over %d residuals\n", 100*all[len(all)/2], 100*all[len(all)-1], len(all))
-	}
-	for _, r := range rows {
-		switch {
-		case r.Err != nil:
-			fmt.Fprintf(w, "%s: error: %v\n", r.Family.Name, r.Err)
-		case r.Family.KnownFailing != "":
-			fmt.Fprintf(w, "%s: known-failing: %s\n", r.Family.Name, r.Family.KnownFailing)
-		}
-	}
+	writeSummary(w, "gated families", outcomes(rows, Row.outcome))
 	return nil
 }
 
-func verdictOf(r Row) string {
-	ok := r.Err == nil && len(r.Failures) == 0
+// verdictOf is the verdict column of a row.
+func verdictOf(r Row) string { return r.outcome().verdict() }
+
+// verdict is the verdict column of an outcome.
+func (o outcome) verdict() string {
+	ok := o.err == nil && len(o.failures) == 0
 	switch {
-	case r.Family.KnownFailing != "" && ok:
+	case o.known != "" && ok:
 		return "pass (known-failing listed)"
-	case r.Family.KnownFailing != "":
+	case o.known != "":
 		return "KNOWN-FAILING"
-	case r.Err != nil:
+	case o.err != nil:
 		return "ERROR"
 	case ok:
 		return "pass"

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -376,22 +375,11 @@ func RunReplays(ctx context.Context, dir string, fams []ReplayFamily) []ReplayRo
 
 // ReplayVerdict returns an error listing every gated replay family that failed.
 func ReplayVerdict(rows []ReplayRow) error {
-	var bad []string
-	for _, r := range rows {
-		if r.Family.KnownFailing != "" {
-			continue
-		}
-		switch {
-		case r.Err != nil:
-			bad = append(bad, fmt.Sprintf("%s: %v", r.Family.Name, r.Err))
-		case len(r.Failures) > 0:
-			bad = append(bad, fmt.Sprintf("%s: %s over tolerance", r.Family.Name, strings.Join(r.Failures, ", ")))
-		}
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("replay gate: %d families fail: %s", len(bad), strings.Join(bad, "; "))
-	}
-	return nil
+	return failing("replay gate", outcomes(rows, ReplayRow.outcome))
+}
+
+func (r ReplayRow) outcome() outcome {
+	return outcome{r.Family.Name, r.Family.KnownFailing, r.Err, r.Failures, r.Resid}
 }
 
 // WriteReplayTable prints the replay residuals (percent, model vs DES), the cached
@@ -404,7 +392,6 @@ func WriteReplayTable(w io.Writer, rows []ReplayRow) error {
 		fmt.Fprintf(tw, "%.0f%%\t", t*100)
 	}
 	fmt.Fprintf(tw, "\t\t\n")
-	var all []float64
 	for _, r := range rows {
 		v := ReplayVerdictOf(r)
 		if r.Err != nil {
@@ -414,31 +401,15 @@ func WriteReplayTable(w io.Writer, rows []ReplayRow) error {
 		fmt.Fprintf(tw, "%s\t", r.Family.Name)
 		for _, x := range r.Resid {
 			fmt.Fprintf(tw, "%s\t", pct(x))
-			if !math.IsNaN(x) && !math.IsInf(x, 0) && r.Family.KnownFailing == "" {
-				all = append(all, math.Abs(x))
-			}
 		}
 		fmt.Fprintf(tw, "%d/%d\t%s\t\n", r.Model.CachedTokens, r.Oracle.CachedTokens, v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(all) > 0 {
-		sort.Float64s(all)
-		fmt.Fprintf(w, "\ngated replays: median |residual| %.3f%%, max %.3f%% over %d residuals\n", 100*all[len(all)/2], 100*all[len(all)-1], len(all))
-	}
-	for _, r := range rows {
-		switch {
-		case r.Err != nil:
-			fmt.Fprintf(w, "%s: error: %v\n", r.Family.Name, r.Err)
-		case r.Family.KnownFailing != "":
-			fmt.Fprintf(w, "%s: known-failing: %s\n", r.Family.Name, r.Family.KnownFailing)
-		}
-	}
+	writeSummary(w, "gated replays", outcomes(rows, ReplayRow.outcome))
 	return nil
 }
 
 // ReplayVerdictOf is the verdict column of a replay row.
-func ReplayVerdictOf(r ReplayRow) string {
-	return verdictOf(Row{Family: Family{KnownFailing: r.Family.KnownFailing}, Err: r.Err, Failures: r.Failures})
-}
+func ReplayVerdictOf(r ReplayRow) string { return r.outcome().verdict() }
