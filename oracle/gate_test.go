@@ -18,7 +18,12 @@ func TestGate(t *testing.T) {
 // checkGate runs fams on both sides, logs the table and fails on the verdict.
 func checkGate(t *testing.T, fams []gate.Family) {
 	t.Helper()
-	rows := gate.Run(context.Background(), fams)
+	checkRows(t, gate.Run(context.Background(), fams))
+}
+
+// checkRows logs a suite's residual table and fails on its verdict.
+func checkRows(t *testing.T, rows []gate.Row) {
+	t.Helper()
 	var b strings.Builder
 	if err := gate.WriteTable(&b, rows); err != nil {
 		t.Fatal(err)
