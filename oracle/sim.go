@@ -236,15 +236,43 @@ func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxToke
 }
 
 func (s *Sim) pushArrival(t float64, r int32) {
-	s.arrivals = heapPush(s.arrivals, arrival{t: t, seq: s.seq, r: r}, arrLess)
+	a := arrival{t: t, seq: s.seq, r: r}
 	s.seq++
+	s.arrivals = append(s.arrivals, a)
+	h := s.arrivals
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !arrLess(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
 }
 
 func arrLess(a, b arrival) bool { return a.t < b.t || (a.t == b.t && a.seq < b.seq) }
 
 func (s *Sim) popArrival() arrival {
-	var top arrival
-	s.arrivals, top = heapPop(s.arrivals, arrLess)
+	h := s.arrivals
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && arrLess(h[l], h[m]) {
+			m = l
+		}
+		if r < len(h) && arrLess(h[r], h[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	s.arrivals = h
 	return top
 }
 
