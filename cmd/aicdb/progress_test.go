@@ -145,9 +145,10 @@ func TestRefineProgress(t *testing.T) {
 	}
 }
 
-// TestImportCLIQuiet: init and perfdb import take --quiet (also after PATH) and
-// then print nothing on stderr, however long the import takes.
-func TestImportCLIQuiet(t *testing.T) {
+// TestImportCLIQuietFlag: init and perfdb import accept --quiet (perfdb import also
+// after PATH) and print nothing on stderr. That a quiet reporter prints no progress
+// however long the work is, is TestProgressQuietAndBig's.
+func TestImportCLIQuietFlag(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "q.sqlite")
 	if code, _, errs := runPerfdbCLI(t, "--db", db, "init", "--quiet"); code != 0 || errs != "" {
 		t.Fatalf("init --quiet: code %d stderr %q", code, errs)
