@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Backend names a serving engine whose scheduler the calendars and the oracle
+// model; it is the value of Spec.Backend (JSON "backend"). Its behaviour is its
+// Calendar in the registry.
+type Backend string
+
+// The registered backends.
+const (
+	VLLM   Backend = "vllm"
+	TRTLLM Backend = "trtllm"
+	SGLang Backend = "sglang"
+)
+
+// Calendar is one backend's scheduler configuration rules: its defaults, its knob
+// checks, the per-pass token budget, the running-set cap and the scheduling
+// traits the queueing model and the oracle dispatch on.
+type Calendar interface {
+	// Name is the backend's registered name.
+	Name() Backend
+	// Defaults are the backend's scheduler defaults at version (SCHEDULERS.md §6);
+	// a malformed version is an error.
+	Defaults(version string) (Spec, error)
+	// Validate reports the first knob of s the backend cannot run with, naming it.
+	Validate(s Spec) error
+	// TokenBudget is the per-pass token budget under s.
+	TokenBudget(s Spec) int
+	// SeatCap is the cap on requests in the running set under s.
+	SeatCap(s Spec) int
+	// Traits are the backend's scheduling properties under s.
+	Traits(s Spec) Traits
+}
+
+// Traits are the scheduling properties that differ between backends, read by the
+// queueing model, the oracle and the screening bounds instead of the backend name.
+type Traits struct {
+	// Overlap: AsyncScheduling is honoured — pass k+1 is scheduled before pass k's
+	// outputs are processed (vLLM V-R10, the TRT-LLM overlap executor §4.2).
+	Overlap bool
+	// Alternating: prefill passes carry no decode rows (SGLang without
+	// enable_mixed_chunk, S-R4).
+	Alternating bool
+	// PerPassKV: KV is allocated pass by pass and a full pool preempts, retracts
+	// or pauses (vLLM V-R6, SGLang S-R5, TRT-LLM MAX_UTILIZATION T-R2); false when
+	// a request's whole KV is reserved at admission (TRT-LLM GUARANTEED_NO_EVICT,
+	// T-R1).
+	PerPassKV bool
+	// AdmissionReservesKV: admission reserves a request's whole KV (prompt +
+	// output) up front (TRT-LLM GUARANTEED_NO_EVICT, T-R1).
+	AdmissionReservesKV bool
+	// ThresholdChunks: long_prefill_token_threshold caps a request's chunk
+	// (vLLM V-R2/V-R3).
+	ThresholdChunks bool
+	// SharedPromptBudget: the prompt budget is shared with in-flight chunks and
+	// reserved per page (SGLang S-R4).
+	SharedPromptBudget bool
+}
+
+// calendars is the registry in its fixed order (the order of Backends and of
+// every "use …" hint).
+func calendars() [3]Calendar { return [3]Calendar{vllm{}, trtllm{}, sglang{}} }
+
+// Calendar returns b's registered calendar; false when b is not registered.
+func (b Backend) Calendar() (Calendar, bool) {
+	switch b {
+	case VLLM:
+		return vllm{}, true
+	case TRTLLM:
+		return trtllm{}, true
+	case SGLang:
+		return sglang{}, true
+	}
+	return nil, false
+}
+
+// Backends lists the registered backends in a fixed order (vllm, trtllm,
+// sglang), for help texts and flag validation.
+func Backends() []Backend {
+	cs := calendars()
+	out := make([]Backend, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name()
+	}
+	return out
+}
+
+// nameList is "vllm, trtllm or sglang".
+func nameList() string {
+	bs := Backends()
+	names := make([]string, len(bs))
+	for i, b := range bs {
+		names[i] = string(b)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// Lookup returns the calendar of the backend called name (case-insensitive). An
+// unknown name is a one-line error listing the backends, with the closest one
+// suggested when it is a likely typo.
+func Lookup(name string) (Calendar, error) {
+	if c, ok := Backend(strings.ToLower(name)).Calendar(); ok {
+		return c, nil
+	}
+	hint := ""
+	if s := closest(strings.ToLower(name)); s != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return nil, fmt.Errorf("backend %q: unknown%s; use %s", name, hint, nameList())
+}
+
+// Defaults returns the scheduler defaults of the backend called name at version
+// (see Calendar.Defaults); an unknown backend is Lookup's error. name is a
+// Backend or a plain string (a flag or scenario value).
+func Defaults[N ~string](name N, version string) (Spec, error) {
+	if err := checkVersion(version); err != nil {
+		return Spec{}, err
+	}
+	c, err := Lookup(string(name))
+	if err != nil {
+		return Spec{}, err
+	}
+	return c.Defaults(version)
+}
+
+// closest is the registered backend within edit distance 2 of name, or "".
+func closest(name string) Backend {
+	best, bestD := Backend(""), 3
+	for _, b := range Backends() {
+		if d := editDistance(name, string(b)); d < bestD {
+			best, bestD = b, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// checkVersion accepts "", "latest" or a dotted version whose components start
+// with a digit in the first two components ("0.11.0", "v1.3.0rc20", "0.5.14.post1").
+func checkVersion(v string) error {
+	if v == "" || v == "latest" {
+		return nil
+	}
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	ok := len(parts) >= 2
+	for i, p := range parts {
+		if p == "" || (i < 2 && (p[0] < '0' || p[0] > '9')) {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("version %q: want a dotted version such as 0.11.0 (or empty for the latest defaults)", v)
+	}
+	return nil
+}
+
+// positive reports the first of the named knobs that is not > 0 for backend b.
+func positive(b Backend, knobs ...knob) error {
+	for _, k := range knobs {
+		if k.v <= 0 {
+			return fmt.Errorf("engine %s = %d: must be > 0 for backend %s", k.name, k.v, b)
+		}
+	}
+	return nil
+}
+
+// knob is a named integer knob of a Spec.
+type knob struct {
+	name string
+	v    int
+}

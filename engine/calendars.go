@@ -1,0 +1,134 @@
+package engine
+
+import "fmt"
+
+// vllm is the vLLM v1 scheduler (SCHEDULERS.md §2, V-R1..V-R12).
+type vllm struct{}
+
+// Name implements Calendar.
+func (vllm) Name() Backend { return VLLM }
+
+// Defaults implements Calendar: the API-server defaults on a ≥ 70 GiB non-A100
+// GPU; async scheduling resolves to true when compatible (V-R10).
+func (vllm) Defaults(version string) (Spec, error) {
+	if err := checkVersion(version); err != nil {
+		return Spec{}, err
+	}
+	return Spec{Backend: VLLM, MaxNumBatchedTokens: 8192, MaxNumSeqs: 1024, EnableChunkedPrefill: true,
+		AsyncScheduling: true, BlockSize: 16}, nil
+}
+
+// Validate implements Calendar.
+func (vllm) Validate(s Spec) error {
+	return positive(VLLM, knob{"max_num_batched_tokens", s.MaxNumBatchedTokens}, knob{"max_num_seqs", s.MaxNumSeqs},
+		knob{"block_size", s.BlockSize})
+}
+
+// TokenBudget implements Calendar: max_num_batched_tokens (V-R1).
+func (vllm) TokenBudget(s Spec) int { return s.MaxNumBatchedTokens }
+
+// SeatCap implements Calendar: max_num_seqs (V-R3).
+func (vllm) SeatCap(s Spec) int { return s.MaxNumSeqs }
+
+// Traits implements Calendar.
+func (vllm) Traits(Spec) Traits {
+	return Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true}
+}
+
+// trtllm is the TRT-LLM scheduler (SCHEDULERS.md §4, T-R1..T-R3).
+type trtllm struct{}
+
+// Name implements Calendar.
+func (trtllm) Name() Backend { return TRTLLM }
+
+// Defaults implements Calendar: the overlap executor is on by default (§4.2).
+func (trtllm) Defaults(version string) (Spec, error) {
+	if err := checkVersion(version); err != nil {
+		return Spec{}, err
+	}
+	return Spec{Backend: TRTLLM, MaxBatchSize: 2048, MaxNumTokens: 8192, AsyncScheduling: true, BlockSize: 32,
+		CapacityPolicy: PolicyGuaranteedNoEvict}, nil
+}
+
+// Validate implements Calendar.
+func (trtllm) Validate(s Spec) error {
+	if err := positive(TRTLLM, knob{"max_batch_size", s.MaxBatchSize}, knob{"max_num_tokens", s.MaxNumTokens},
+		knob{"block_size", s.BlockSize}); err != nil {
+		return err
+	}
+	if s.EnableChunkedPrefill && s.MaxNumTokens < s.BlockSize {
+		return fmt.Errorf("engine max_num_tokens = %d: with chunked prefill a chunk is a multiple of block_size (%d); raise max_num_tokens", s.MaxNumTokens, s.BlockSize)
+	}
+	switch s.CapacityPolicy {
+	case PolicyGuaranteedNoEvict, PolicyMaxUtilization:
+		return nil
+	}
+	return fmt.Errorf("engine capacity_policy %q: use guaranteed_no_evict or max_utilization", s.CapacityPolicy)
+}
+
+// TokenBudget implements Calendar: max_num_tokens (T-R3).
+func (trtllm) TokenBudget(s Spec) int { return s.MaxNumTokens }
+
+// SeatCap implements Calendar: max_batch_size (T-R1/T-R3).
+func (trtllm) SeatCap(s Spec) int { return s.MaxBatchSize }
+
+// Traits implements Calendar: GUARANTEED_NO_EVICT reserves at admission (T-R1),
+// MAX_UTILIZATION pauses pass by pass (T-R2).
+func (trtllm) Traits(s Spec) Traits {
+	perPass := s.CapacityPolicy == PolicyMaxUtilization
+	return Traits{Overlap: true, PerPassKV: perPass, AdmissionReservesKV: !perPass}
+}
+
+// sglang is the SGLang scheduler (SCHEDULERS.md §3, S-R1..S-R6).
+type sglang struct{}
+
+// Name implements Calendar.
+func (sglang) Name() Backend { return SGLang }
+
+// Defaults implements Calendar. enable_mixed_chunk is true: the product's default
+// deployment rule (QUEUEING.md §3), not the engine's own default (false). The
+// overlap scheduler is not modelled, so AsyncScheduling is false.
+func (sglang) Defaults(version string) (Spec, error) {
+	if err := checkVersion(version); err != nil {
+		return Spec{}, err
+	}
+	return Spec{Backend: SGLang, ChunkedPrefillSize: 8192, MaxPrefillTokens: 16384, EnableChunkedPrefill: true,
+		EnableMixedChunk: true, MaxNumSeqs: 2048, BlockSize: 1}, nil
+}
+
+// Validate implements Calendar.
+func (sglang) Validate(s Spec) error {
+	if err := positive(SGLang, knob{"max_num_seqs", s.MaxNumSeqs}, knob{"block_size", s.BlockSize},
+		knob{"max_prefill_tokens", s.MaxPrefillTokens}); err != nil {
+		return err
+	}
+	if s.EnableChunkedPrefill {
+		if err := positive(SGLang, knob{"chunked_prefill_size", s.ChunkedPrefillSize}); err != nil {
+			return err
+		}
+		if s.ChunkedPrefillSize < s.BlockSize {
+			return fmt.Errorf("engine chunked_prefill_size = %d: must be ≥ block_size (page size) %d", s.ChunkedPrefillSize, s.BlockSize)
+		}
+	}
+	if s.AsyncScheduling {
+		return fmt.Errorf("engine async_scheduling: the SGLang overlap scheduler is not modelled by the calendar; set async_scheduling=false")
+	}
+	return nil
+}
+
+// TokenBudget implements Calendar: chunked_prefill_size, or max_prefill_tokens
+// when chunking is off (S-R4).
+func (sglang) TokenBudget(s Spec) int {
+	if s.EnableChunkedPrefill {
+		return s.ChunkedPrefillSize
+	}
+	return s.MaxPrefillTokens
+}
+
+// SeatCap implements Calendar: max_running_requests (S-R4).
+func (sglang) SeatCap(s Spec) int { return s.MaxNumSeqs }
+
+// Traits implements Calendar.
+func (sglang) Traits(s Spec) Traits {
+	return Traits{Alternating: !s.EnableMixedChunk, PerPassKV: true, SharedPromptBudget: true}
+}

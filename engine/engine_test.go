@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"encoding/json"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func TestLookup(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"vllm", ""},
+		{"SGLang", ""},
+		{"trtllm", ""},
+		{"tgi", `backend "tgi": unknown; use vllm, trtllm or sglang`},
+		{"vlm", `backend "vlm": unknown (did you mean vllm?); use vllm, trtllm or sglang`},
+		{"trt-llm", `backend "trt-llm": unknown (did you mean trtllm?); use vllm, trtllm or sglang`},
+		{"", `backend "": unknown; use vllm, trtllm or sglang`},
+	} {
+		_, err := Lookup(c.in)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("Lookup(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestBackendsOrderAndNames(t *testing.T) {
+	got := Backends()
+	want := []Backend{VLLM, TRTLLM, SGLang}
+	if len(got) != len(want) {
+		t.Fatalf("Backends() = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("Backends() = %v, want %v", got, want)
+		}
+		c, ok := got[i].Calendar()
+		if !ok || c.Name() != got[i] {
+			t.Fatalf("%s: Calendar() = %v, %v", got[i], c, ok)
+		}
+	}
+	if _, ok := Backend("tgi").Calendar(); ok {
+		t.Fatal(`Backend("tgi").Calendar() is registered`)
+	}
+}
+
+// Every backend's defaults validate, and budget/cap read the backend's knobs.
+func TestDefaults(t *testing.T) {
+	for _, c := range []struct {
+		b           Backend
+		budget, cap int
+	}{{VLLM, 8192, 1024}, {TRTLLM, 8192, 2048}, {SGLang, 8192, 2048}} {
+		s, err := Defaults(c.b, "0.11.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s defaults: %v", c.b, err)
+		}
+		if s.TokenBudget() != c.budget || s.SeatCap() != c.cap {
+			t.Errorf("%s: budget %d cap %d, want %d %d", c.b, s.TokenBudget(), s.SeatCap(), c.budget, c.cap)
+		}
+	}
+	if _, err := Defaults("vllm", "x"); err == nil || err.Error() != `version "x": want a dotted version such as 0.11.0 (or empty for the latest defaults)` {
+		t.Errorf("bad version: %v", err)
+	}
+	s, _ := Defaults(SGLang, "")
+	s.EnableChunkedPrefill = false
+	if s.TokenBudget() != s.MaxPrefillTokens {
+		t.Errorf("SGLang without chunking: budget %d, want max_prefill_tokens %d", s.TokenBudget(), s.MaxPrefillTokens)
+	}
+}
+
+func TestValidateNamesKnob(t *testing.T) {
+	for _, c := range []struct {
+		mod  func(*Spec)
+		want string
+	}{
+		{func(s *Spec) { s.Backend = "tgi" }, `engine backend "tgi": unknown; use vllm, trtllm or sglang`},
+		{func(s *Spec) { s.MaxNumSeqs = 0 }, "engine max_num_seqs = 0: must be > 0 for backend vllm"},
+		{func(s *Spec) { s.BlockSize = -1 }, "engine block_size = -1: must be ≥ 0"},
+		{func(s *Spec) {
+			s.Backend, s.AsyncScheduling, s.MaxPrefillTokens, s.EnableChunkedPrefill = SGLang, true, 1, false
+		},
+			"engine async_scheduling: the SGLang overlap scheduler is not modelled by the calendar; set async_scheduling=false"},
+		{func(s *Spec) { s.Backend, s.MaxBatchSize, s.MaxNumTokens = TRTLLM, 1, 64 },
+			`engine capacity_policy "": use guaranteed_no_evict or max_utilization`},
+	} {
+		s, _ := Defaults(VLLM, "")
+		c.mod(&s)
+		if err := s.Validate(); err == nil || err.Error() != c.want {
+			t.Errorf("Validate = %v, want %q", err, c.want)
+		}
+	}
+}
+
+// The JSON field names are today's stored engine configs' and scenario files'.
+func TestSpecJSONGolden(t *testing.T) {
+	s, _ := Defaults(TRTLLM, "")
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"backend":"trtllm","enable_chunked_prefill":false,"async_scheduling":true,"block_size":32,"enable_mixed_chunk":false,"max_batch_size":2048,"max_num_tokens":8192,"capacity_policy":"guaranteed_no_evict"}`
+	if string(b) != want {
+		t.Fatalf("JSON\n got %s\nwant %s", b, want)
+	}
+	var back Spec
+	if err := json.Unmarshal(b, &back); err != nil || back != s {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+// GPUBlocks inverts SetGPUBlocks for every pool ≥ 1 block and block size.
+func TestGPUBlocksRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := Spec{BlockSize: rapid.IntRange(1, 1024).Draw(t, "bs")}
+		n := rapid.IntRange(1, 1<<20).Draw(t, "n")
+		s.SetGPUBlocks(n)
+		if s.GPUBlocks() != n || s.KVCapacityTokens != (n-1)*s.BlockSize {
+			t.Fatalf("SetGPUBlocks(%d) with block %d: GPUBlocks %d, tokens %d", n, s.BlockSize, s.GPUBlocks(), s.KVCapacityTokens)
+		}
+	})
+}
+
+// Lookup never panics, and accepts exactly the registered names (any case).
+func FuzzLookup(f *testing.F) {
+	for _, s := range []string{"vllm", "SGLANG", "trt", "", "ṽllm"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		c, err := Lookup(name)
+		if (err == nil) != (c != nil) {
+			t.Fatalf("Lookup(%q) = %v, %v", name, c, err)
+		}
+	})
+}

@@ -1,0 +1,135 @@
+// Package engine holds the scheduler configuration of one serving-engine instance
+// (Spec) and the registry of the backends the calendars and the oracle simulate
+// (vLLM, TRT-LLM, SGLang). It is a leaf package: the queueing model, the oracle,
+// refine, the gate and the CLI read the same Spec and the same registry.
+package engine
+
+import "fmt"
+
+// TRT-LLM capacity scheduler policies (SCHEDULERS.md §4.3): T-R1 reserves a
+// request's whole KV at admission, T-R2 pauses requests when the pool runs out.
+const (
+	PolicyGuaranteedNoEvict = "guaranteed_no_evict"
+	PolicyMaxUtilization    = "max_utilization"
+)
+
+// Spec is the scheduler configuration of one engine instance, shared by the
+// queueing model and the oracle. Only the fields of the selected Backend are
+// read; the others are ignored (but must not be negative).
+//
+// vLLM reads MaxNumBatchedTokens, MaxNumSeqs, EnableChunkedPrefill,
+// LongPrefillTokenThreshold, AsyncScheduling, BlockSize, KVCapacityTokens.
+// TRT-LLM reads MaxBatchSize, MaxNumTokens, EnableChunkedPrefill, AsyncScheduling
+// (the overlap executor), BlockSize (tokens_per_block), KVCapacityTokens,
+// CapacityPolicy. SGLang reads ChunkedPrefillSize, MaxPrefillTokens,
+// EnableChunkedPrefill, EnableMixedChunk, MaxNumSeqs (max_running_requests),
+// BlockSize (page_size), KVCapacityTokens. The oracle also reads
+// EnablePrefixCaching.
+type Spec struct {
+	Backend Backend `json:"backend"` // "vllm" | "trtllm" | "sglang"
+
+	// vLLM (V-R1..V-R12).
+	MaxNumBatchedTokens       int  `json:"max_num_batched_tokens,omitempty"` // V-R1 token budget per pass
+	MaxNumSeqs                int  `json:"max_num_seqs,omitempty"`           // V-R3 vLLM max_num_seqs; S-R4 SGLang max_running_requests
+	EnableChunkedPrefill      bool `json:"enable_chunked_prefill"`
+	LongPrefillTokenThreshold int  `json:"long_prefill_token_threshold,omitempty"` // V-R2/V-R3 per-request chunk cap (0 = off)
+	// AsyncScheduling: vLLM async scheduling (V-R10..V-R12) or the TRT-LLM overlap
+	// executor (same effect, §4.2): pass k+1 is scheduled before pass k's outputs
+	// are processed. Not modelled for SGLang (rejected there).
+	AsyncScheduling bool `json:"async_scheduling"`
+	// BlockSize is the KV block (vLLM block_size, TRT-LLM tokens_per_block, SGLang
+	// page_size) in tokens.
+	BlockSize int `json:"block_size,omitempty"`
+	// KVCapacityTokens is the KV pool in tokens (whole blocks count); 0 = unbounded
+	// for the queueing model. The oracle needs a bounded pool: it holds
+	// GPUBlocks() = KVCapacityTokens/BlockSize + 1 blocks (block 0 is vLLM's null
+	// block; the scenario knob num_gpu_blocks). The quantitative tier models vLLM
+	// recompute preemption (V-R6), SGLang reservation and retraction (S-R4/S-R5),
+	// TRT-LLM GUARANTEED_NO_EVICT reservations (T-R1) and MAX_UTILIZATION pausing
+	// (T-R2); the screening tier only GUARANTEED_NO_EVICT.
+	KVCapacityTokens int `json:"kv_capacity_tokens,omitempty"`
+	// EnablePrefixCaching shares cached prompt blocks between requests in the
+	// oracle's KV pool (the queueing model takes prefix caching from its options).
+	EnablePrefixCaching bool `json:"enable_prefix_caching,omitempty"`
+
+	// SGLang (S-R1..S-R6).
+	ChunkedPrefillSize int  `json:"chunked_prefill_size,omitempty"` // S-R4 shared per-pass prompt budget
+	MaxPrefillTokens   int  `json:"max_prefill_tokens,omitempty"`   // S-R4 second prompt cap
+	EnableMixedChunk   bool `json:"enable_mixed_chunk"`             // S-R4 decodes ride along prefill batches
+
+	// TRT-LLM (T-R1..T-R3).
+	MaxBatchSize   int    `json:"max_batch_size,omitempty"`  // T-R1/T-R3
+	MaxNumTokens   int    `json:"max_num_tokens,omitempty"`  // T-R3 token budget
+	CapacityPolicy string `json:"capacity_policy,omitempty"` // "guaranteed_no_evict" | "max_utilization"
+
+	// StageMs is the additive per-request stage time (encoder latency + request
+	// dispatch overhead) added to TTFT and E2E (QUEUEING.md §4). 0 by default.
+	StageMs float64 `json:"stage_ms,omitempty"`
+}
+
+// Validate reports the first invalid field of s as a one-line error naming it.
+// It checks ranges only; calendar-specific restrictions (a KV capacity one request
+// cannot fit, a prompt that cannot fit a chunked-prefill-off budget) are reported
+// by the evaluators, which know the workload.
+func (s Spec) Validate() error {
+	neg := []struct {
+		name string
+		v    int
+	}{
+		{"max_num_batched_tokens", s.MaxNumBatchedTokens}, {"max_num_seqs", s.MaxNumSeqs},
+		{"long_prefill_token_threshold", s.LongPrefillTokenThreshold}, {"block_size", s.BlockSize},
+		{"kv_capacity_tokens", s.KVCapacityTokens}, {"chunked_prefill_size", s.ChunkedPrefillSize},
+		{"max_prefill_tokens", s.MaxPrefillTokens}, {"max_batch_size", s.MaxBatchSize},
+		{"max_num_tokens", s.MaxNumTokens},
+	}
+	for _, f := range neg {
+		if f.v < 0 {
+			return fmt.Errorf("engine %s = %d: must be ≥ 0", f.name, f.v)
+		}
+	}
+	if !(s.StageMs >= 0) || s.StageMs > 1e12 {
+		return fmt.Errorf("engine stage_ms = %v: must be a finite number ≥ 0", s.StageMs)
+	}
+	c, ok := s.Backend.Calendar()
+	if !ok {
+		return fmt.Errorf("engine backend %q: unknown; use %s", string(s.Backend), nameList())
+	}
+	return c.Validate(s)
+}
+
+// TokenBudget is the per-pass token budget of the engine (vLLM
+// max_num_batched_tokens, TRT-LLM max_num_tokens, SGLang chunked_prefill_size, or
+// max_prefill_tokens when SGLang chunking is off). An unknown backend reads
+// max_num_batched_tokens.
+func (s Spec) TokenBudget() int {
+	if c, ok := s.Backend.Calendar(); ok {
+		return c.TokenBudget(s)
+	}
+	return s.MaxNumBatchedTokens
+}
+
+// SeatCap is the cap on requests in the running set. An unknown backend reads
+// max_num_seqs.
+func (s Spec) SeatCap() int {
+	if c, ok := s.Backend.Calendar(); ok {
+		return c.SeatCap(s)
+	}
+	return s.MaxNumSeqs
+}
+
+// Traits are the scheduling properties of s's backend under s's knobs; the zero
+// Traits for an unknown backend.
+func (s Spec) Traits() Traits {
+	if c, ok := s.Backend.Calendar(); ok {
+		return c.Traits(s)
+	}
+	return Traits{}
+}
+
+// GPUBlocks is the oracle's KV pool in blocks: the whole blocks of
+// KVCapacityTokens plus vLLM's reserved null block 0. BlockSize must be > 0.
+func (s Spec) GPUBlocks() int { return s.KVCapacityTokens/s.BlockSize + 1 }
+
+// SetGPUBlocks sets the KV pool to n blocks of BlockSize tokens, block 0 being the
+// reserved null block (the oracle scenario knob num_gpu_blocks).
+func (s *Spec) SetGPUBlocks(n int) { s.KVCapacityTokens = (n - 1) * s.BlockSize }
