@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -12,7 +12,7 @@ import (
 // benchConfig is 2P2D, roofline timing of a 32B-class model, isl 4000, osl 500,
 // C = 32, a 50 GB/s NIC and a decode KV of 64 requests.
 func benchConfig(b *testing.B) (workload.Spec, Config) {
-	e, err := queueing.DefaultEngine(queueing.BackendVLLM, "")
+	e, err := engine.Defaults(engine.VLLM, "")
 	if err != nil {
 		b.Fatal(err)
 	}

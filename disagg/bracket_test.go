@@ -6,7 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -16,8 +16,8 @@ import (
 // batch, NIC and NVLink placement, pull or push, handoff_in_ttft, linear or
 // roofline timing per pool, turnaround and stage time.
 func drawBracketCase(rt *rapid.T) (workload.Spec, Config) {
-	be := rapid.SampledFrom([]string{queueing.BackendVLLM, queueing.BackendTRTLLM, queueing.BackendSGLang}).Draw(rt, "backend")
-	e, err := queueing.DefaultEngine(be, "")
+	be := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
+	e, err := engine.Defaults(be, "")
 	if err != nil {
 		rt.Fatal(err)
 	}
@@ -26,14 +26,14 @@ func drawBracketCase(rt *rapid.T) (workload.Spec, Config) {
 	e.EnableChunkedPrefill = rapid.Bool().Draw(rt, "chunked")
 	budget := rapid.SampledFrom([]int{512, 2048, 8192}).Draw(rt, "budget")
 	switch be {
-	case queueing.BackendVLLM:
+	case engine.VLLM:
 		e.MaxNumBatchedTokens = budget
 		if rapid.Bool().Draw(rt, "threshold") {
 			e.LongPrefillTokenThreshold = rapid.IntRange(64, 2048).Draw(rt, "thr")
 		}
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		e.MaxNumTokens = budget
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		e.ChunkedPrefillSize = budget
 		e.MaxPrefillTokens = rapid.SampledFrom([]int{budget, 2 * budget}).Draw(rt, "maxprefill")
 	}
@@ -112,7 +112,7 @@ func TestPropertyScreeningBracket(t *testing.T) {
 // TestScreeningOpenLoopNotCertain: an open loop has no client bound on the
 // requests ahead, so its hi stays an estimate.
 func TestScreeningOpenLoopNotCertain(t *testing.T) {
-	e, err := queueing.DefaultEngine(queueing.BackendVLLM, "")
+	e, err := engine.Defaults(engine.VLLM, "")
 	if err != nil {
 		t.Fatal(err)
 	}

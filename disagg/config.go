@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -15,7 +15,7 @@ const DefaultEfficiency = 0.8
 
 // Pool is one side of the tandem: Workers identical engine instances.
 type Pool struct {
-	Engine queueing.EngineSpec
+	Engine engine.Spec
 	// Timing prices this pool's passes (its own parallelism and GPU system).
 	Timing  timing.Timing
 	Workers int
@@ -125,7 +125,7 @@ func (c *Config) Validate(w workload.Spec) error {
 	if kv := c.Decode.KVCapacityTokens; kv > 0 && isl+osl > kv {
 		return fmt.Errorf("decode kv_capacity_tokens = %d: cannot hold one request of isl %d + osl %d tokens; give the decode pool more KV (more GPUs per worker, a smaller model or KV quant)", kv, isl, osl)
 	}
-	if e := c.Decode.Engine; e.Backend == queueing.BackendVLLM && c.Decode.KVCapacityTokens > 0 && e.BlockSize > 0 {
+	if e := c.Decode.Engine; e.Backend == engine.VLLM && c.Decode.KVCapacityTokens > 0 && e.BlockSize > 0 {
 		// vLLM's decode KV is allocated in whole blocks (V-R9); a request whose last
 		// step (isl + osl − 2 tokens: the decode side emits osl − 1, V-D4) needs more
 		// blocks than the pool has would be preempted and recomputed forever (V-R6).

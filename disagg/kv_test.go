@@ -8,7 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -19,7 +19,7 @@ var kvRoofline = timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.025, DecodeMsPerR
 // kvConfig is nP prefill and nD decode vLLM workers (block 16, budget 8192, 256
 // seqs) with a decode KV of kv tokens per worker, over 50 GB/s NICs.
 func kvConfig(nP, nD, kv int) Config {
-	e := queueing.EngineSpec{Backend: queueing.BackendVLLM, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, EnableChunkedPrefill: true, BlockSize: 16}
+	e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, EnableChunkedPrefill: true, BlockSize: 16}
 	return Config{
 		Prefill:         Pool{Engine: e, Timing: kvRoofline, Workers: nP},
 		Decode:          Pool{Engine: e, Timing: kvRoofline, Workers: nD, KVCapacityTokens: kv},
@@ -50,7 +50,7 @@ func TestVLLMDecodePreemption(t *testing.T) {
 	// TRT-LLM reserves to completion (T-D3): never more than 8 decoding, no preemption.
 	c := kvConfig(2, 1, 8*(2048+256))
 	for _, p := range []*Pool{&c.Prefill, &c.Decode} {
-		e, err := queueing.DefaultEngine(queueing.BackendTRTLLM, "")
+		e, err := engine.Defaults(engine.TRTLLM, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,8 +81,8 @@ func TestVLLMDecodeKVBlocksError(t *testing.T) {
 // below that, pulled prompts (V-D2) can hold the blocks a preempted head needs and
 // the engine deadlocks (the DES too; TestPropertyVLLMDecodeKV). Other backends
 // reserve to completion and keep kv.
-func deadlockFreeKV(e queueing.EngineSpec, kv, isl, osl, C int) int {
-	if kv <= 0 || e.Backend != queueing.BackendVLLM {
+func deadlockFreeKV(e engine.Spec, kv, isl, osl, C int) int {
+	if kv <= 0 || e.Backend != engine.VLLM {
 		return kv
 	}
 	bs := e.BlockSize

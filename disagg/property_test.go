@@ -7,7 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -19,8 +19,8 @@ import (
 // X ≤ C / (min E2E + turnaround).
 func TestPropertyScreeningLoAndFinite(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		be := rapid.SampledFrom([]string{queueing.BackendVLLM, queueing.BackendTRTLLM, queueing.BackendSGLang}).Draw(rt, "backend")
-		e, err := queueing.DefaultEngine(be, "")
+		be := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
+		e, err := engine.Defaults(be, "")
 		if err != nil {
 			rt.Fatal(err)
 		}

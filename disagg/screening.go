@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -32,7 +33,7 @@ func (s *Screener) prefillMs(c *Config, isl, b int) (float64, error) {
 	if budget > 0 {
 		per = max(1, min(isl, budget/max(b, 1)))
 	}
-	if e := c.Prefill.Engine; e.Backend == queueing.BackendVLLM && e.LongPrefillTokenThreshold > 0 {
+	if e := c.Prefill.Engine; e.Backend == engine.VLLM && e.LongPrefillTokenThreshold > 0 {
 		per = max(1, min(per, e.LongPrefillTokenThreshold)) // V-R3 caps a request's chunk, chunked or not
 	}
 	total := 0.0
@@ -62,7 +63,7 @@ func (s *Screener) splitPrefillMs(c *Config, isl int) (float64, error) {
 	if budget := engineBudget(c.Prefill.Engine); budget > 0 {
 		per = min(isl, budget)
 	}
-	if e := c.Prefill.Engine; e.Backend == queueing.BackendVLLM && e.LongPrefillTokenThreshold > 0 {
+	if e := c.Prefill.Engine; e.Backend == engine.VLLM && e.LongPrefillTokenThreshold > 0 {
 		per = min(per, e.LongPrefillTokenThreshold)
 	}
 	per = max(per, 1)
@@ -117,14 +118,14 @@ func (s *Screener) decodeMs(c *Config, b, ctx int) (float64, error) {
 }
 
 // engineBudget is the per-pass token budget of e (0: none).
-func engineBudget(e queueing.EngineSpec) int {
+func engineBudget(e engine.Spec) int {
 	switch e.Backend {
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		if e.EnableChunkedPrefill {
 			return e.MaxNumTokens
 		}
 		return 0
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		if e.EnableChunkedPrefill {
 			return e.ChunkedPrefillSize
 		}
@@ -139,7 +140,7 @@ func engineBudget(e queueing.EngineSpec) int {
 // seqCapOf is the running-request cap of a pool's worker.
 func seqCapOf(p Pool) int {
 	n := p.Engine.MaxNumSeqs
-	if p.Engine.Backend == queueing.BackendTRTLLM {
+	if p.Engine.Backend == engine.TRTLLM {
 		n = p.Engine.MaxBatchSize
 	}
 	if p.BatchCap > 0 {
@@ -351,16 +352,16 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 // earliest running prompt of those ahead of a request (min(rest, g)), the most
 // prompt tokens a pass carries, and whether the engine is sure to schedule a
 // waiting prompt that has a free slot (a whole prompt must fit the budget).
-func progress(e queueing.EngineSpec, isl int) (g, tokMax int, ok bool) {
+func progress(e engine.Spec, isl int) (g, tokMax int, ok bool) {
 	bs := max(e.BlockSize, 1)
 	switch e.Backend {
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		// T-R3: contexts sized FCFS, a cut chunk rounded down to a block.
 		if e.EnableChunkedPrefill {
 			return e.MaxNumTokens / bs * bs, e.MaxNumTokens, e.MaxNumTokens >= bs
 		}
 		return isl, e.MaxNumTokens, isl <= e.MaxNumTokens
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		tokMax = max(e.ChunkedPrefillSize, e.MaxPrefillTokens)
 		if e.EnableChunkedPrefill {
 			g = e.ChunkedPrefillSize / bs * bs
@@ -512,8 +513,8 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 			bD := seqCapOf(c.Decode)
 			rows := min(bD, onD)
 			de := c.Decode.Engine
-			if (de.Backend == queueing.BackendVLLM && rows > de.MaxNumBatchedTokens) ||
-				(de.Backend == queueing.BackendTRTLLM && rows > de.MaxNumTokens) {
+			if (de.Backend == engine.VLLM && rows > de.MaxNumBatchedTokens) ||
+				(de.Backend == engine.TRTLLM && rows > de.MaxNumTokens) {
 				return 0, false, nil // not every running row gets its token each pass
 			}
 			asyncD := 0
@@ -524,7 +525,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 			if err != nil {
 				return 0, false, err
 			}
-			if de.Backend == queueing.BackendVLLM {
+			if de.Backend == engine.VLLM {
 				// V-D4: a pulled request's first decode-side pass recomputes its last
 				// prompt token, so a pass may carry up to rows one-token chunks besides
 				// the decode rows (priced as both, a bound by monotonicity).

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -231,7 +232,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	t.pIDs = make([][]int, nP)
 	for i := 0; i < nD; i++ {
 		o := queueing.KernelOptions{SeqCap: c.Decode.BatchCap}
-		if c.Decode.Engine.Backend == queueing.BackendVLLM {
+		if c.Decode.Engine.Backend == engine.VLLM {
 			// vLLM's decode KV lives in the kernel: blocks grow per token and a step
 			// that cannot allocate preempts by recompute (V-R6), as in the agg calendar.
 			o.KVCapacityTokens = c.Decode.KVCapacityTokens
@@ -415,7 +416,7 @@ func (t *tandem) inject(ri int, now float64) {
 	r := &t.reqs[ri]
 	d := r.dw
 	kr := queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true}
-	if t.c.Decode.Engine.Backend == queueing.BackendVLLM {
+	if t.c.Decode.Engine.Backend == engine.VLLM {
 		// V-D4/V-D5: vLLM's decode side takes the pulled prompt as computed up to its
 		// last token, recomputes that token (a one-token chunk, one budget token and a
 		// running slot at admission) and samples the next output itself. It brings
@@ -761,7 +762,7 @@ func (t *tandem) kvDiagnostics(rep *Report) {
 	for i := range t.reqs {
 		if r := &t.reqs[i]; r.steady && r.finished {
 			n++
-			if r.dw >= 0 && t.c.Decode.Engine.Backend == queueing.BackendVLLM {
+			if r.dw >= 0 && t.c.Decode.Engine.Backend == engine.VLLM {
 				p += t.dec[r.dw].Preempts(r.did)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -15,7 +15,7 @@ import (
 // (10⁸ bytes) crosses a 10 GB/s × 0.8 link in 12.5 ms.
 func testConfig(t *testing.T, nP, nD int) Config {
 	t.Helper()
-	e, err := queueing.DefaultEngine(queueing.BackendVLLM, "")
+	e, err := engine.Defaults(engine.VLLM, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -15,8 +16,8 @@ import (
 // stagger mixture) and the burst alone. Budget: ≤ 5 ms per point.
 func BenchmarkQuantitativeKVPressure(b *testing.B) {
 	w := workload.Spec{ISL: 8192, OSL: 256, Concurrency: 64}
-	for _, backend := range []string{BackendVLLM, BackendSGLang} {
-		e, _ := DefaultEngine(backend, "")
+	for _, backend := range []engine.Backend{engine.VLLM, engine.SGLang} {
+		e, _ := engine.Defaults(backend, "")
 		e.KVCapacityTokens = w.Concurrency * (w.ISL + w.OSL) / 2
 		for _, c := range []struct {
 			name string
@@ -26,7 +27,7 @@ func BenchmarkQuantitativeKVPressure(b *testing.B) {
 				name string
 				o    Options
 			}{{"defaults", DefaultOptions()}, {"burst", Options{}}} {
-				b.Run(backend+"/"+c.name+"/"+o.name, func(b *testing.B) {
+				b.Run(string(backend)+"/"+c.name+"/"+o.name, func(b *testing.B) {
 					if _, err := QuantitativeWith(context.Background(), w, e, c.t, o.o); err != nil { // warm the cache
 						b.Fatal(err)
 					}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -47,7 +48,7 @@ func (c *memo) PassMs(p *timing.Pass) (float64, error) {
 
 // BenchmarkScreening: one screening point (vLLM, C = 32, isl 4096, osl 256).
 func BenchmarkScreening(b *testing.B) {
-	e, _ := DefaultEngine(BackendVLLM, "")
+	e, _ := engine.Defaults(engine.VLLM, "")
 	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -60,7 +61,7 @@ func BenchmarkScreening(b *testing.B) {
 // BenchmarkScreener: the same point through a reused Screener (the sweep's hot
 // path: one Screener per worker), so the scratch space is not reallocated.
 func BenchmarkScreener(b *testing.B) {
-	e, _ := DefaultEngine(BackendVLLM, "")
+	e, _ := engine.Defaults(engine.VLLM, "")
 	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
 	var s Screener
 	b.ReportAllocs()
@@ -74,7 +75,7 @@ func BenchmarkScreener(b *testing.B) {
 // BenchmarkQuantitativeVLLM: the quantitative point (vLLM, C = 32, isl
 // 4096, osl 256, budget 8192), with Linear and with a warm cached timing.
 func BenchmarkQuantitativeVLLM(b *testing.B) {
-	e, _ := DefaultEngine(BackendVLLM, "")
+	e, _ := engine.Defaults(engine.VLLM, "")
 	e.MaxNumBatchedTokens = 8192
 	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
 	for _, c := range []struct {
@@ -99,7 +100,7 @@ func BenchmarkQuantitativeVLLM(b *testing.B) {
 // BenchmarkQuantitativeVLLMBurst: the same point under the exact burst semantics
 // (Options{}: one run, no client round trip), the cost of one limit-cycle run.
 func BenchmarkQuantitativeVLLMBurst(b *testing.B) {
-	e, _ := DefaultEngine(BackendVLLM, "")
+	e, _ := engine.Defaults(engine.VLLM, "")
 	e.MaxNumBatchedTokens = 8192
 	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
 	b.ReportAllocs()
@@ -113,7 +114,7 @@ func BenchmarkQuantitativeVLLMBurst(b *testing.B) {
 // BenchmarkOpenLoop10k: 10,000 open-loop requests at ρ ≈ 0.6 (vLLM, isl 1024,
 // osl 128).
 func BenchmarkOpenLoop10k(b *testing.B) {
-	e, _ := DefaultEngine(BackendVLLM, "")
+	e, _ := engine.Defaults(engine.VLLM, "")
 	w := workload.Spec{ISL: 1024, OSL: 128, RateRPS: 8, NumRequests: 10000}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

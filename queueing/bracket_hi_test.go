@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -16,7 +17,7 @@ import (
 func TestBracketHiGrid(t *testing.T) {
 	tm := timing.Linear{BaseMs: 1, PrefillMsPerToken: 0.05, DecodeMsPerRow: 0.01, CtxMsPerToken: 1e-5}
 	checked, minRatio := 0, 1e300
-	for _, be := range []string{BackendVLLM, BackendTRTLLM} {
+	for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM} {
 		for _, C := range []int{1, 2, 3, 5, 8, 17, 32} {
 			for _, isl := range []int{50, 100, 1000, 3000} {
 				for _, budget := range []int{100, 512, 2048, 8192} {
@@ -24,10 +25,10 @@ func TestBracketHiGrid(t *testing.T) {
 						for _, chunked := range []bool{false, true} {
 							for _, thr := range []int{0, 320} {
 								for _, turn := range []float64{0, 1, 7, 8} {
-									e, _ := DefaultEngine(be, "")
+									e, _ := engine.Defaults(be, "")
 									e.AsyncScheduling = async
 									e.EnableChunkedPrefill = chunked
-									if be == BackendVLLM {
+									if be == engine.VLLM {
 										e.MaxNumBatchedTokens = budget
 										if !chunked {
 											e.MaxNumBatchedTokens = max(budget, isl)
@@ -38,7 +39,7 @@ func TestBracketHiGrid(t *testing.T) {
 											e.MaxNumTokens = max(budget, isl)
 										}
 									}
-									if be == BackendVLLM {
+									if be == engine.VLLM {
 										e.LongPrefillTokenThreshold = thr
 									} else if thr > 0 {
 										continue

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
 // TestBracketHiRatio measures hi / evaluator p99 over the property test's generator
@@ -19,7 +21,7 @@ func TestBracketHiRatio(t *testing.T) {
 	}
 	atLeastChecks(t, 2000) // enough certain rows (~800) for a stable median
 	var ratios []float64
-	byBackend := map[string][]float64{}
+	byBackend := map[engine.Backend][]float64{}
 	rapid.Check(t, func(rt *rapid.T) {
 		w, e, tm := propConfig(rt)
 		q, err := Quantitative(context.Background(), w, e, tm)
@@ -43,8 +45,8 @@ func TestBracketHiRatio(t *testing.T) {
 			t.Fatalf("median hi/p99 %.3f > 2.5: the bracket got looser", med)
 		}
 	}
-	for _, b := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
-		logRatios(t, b, byBackend[b])
+	for _, b := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
+		logRatios(t, string(b), byBackend[b])
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -14,7 +15,7 @@ import (
 func TestBracketHiGridSGLangPrefix(t *testing.T) {
 	tm := timing.Roofline{BaseMs: 1, WeightsMs: 2, TokenMs: 0.05, AttnMsPerPair: 1e-6, KVMsPerToken: 1e-4}
 	checked := 0
-	check := func(w workload.Spec, e EngineSpec) {
+	check := func(w workload.Spec, e engine.Spec) {
 		q, err := Quantitative(context.Background(), w, e, tm)
 		if err != nil {
 			t.Fatal(err)
@@ -39,19 +40,19 @@ func TestBracketHiGridSGLangPrefix(t *testing.T) {
 						for _, flags := range []int{0, 1, 2, 3} {
 							for _, page := range []int{1, 16} {
 								for _, mp := range []int{512, 16384} {
-									e, _ := DefaultEngine(BackendSGLang, "")
+									e, _ := engine.Defaults(engine.SGLang, "")
 									e.ChunkedPrefillSize, e.BlockSize, e.MaxPrefillTokens = budget, page, mp
 									e.EnableChunkedPrefill, e.EnableMixedChunk = flags&1 == 1, flags&2 == 2
 									check(workload.Spec{ISL: isl, OSL: osl, Concurrency: C, TurnaroundMs: turn}, e)
 								}
 							}
 						}
-						for _, be := range []string{BackendVLLM, BackendTRTLLM} {
+						for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM} {
 							for _, async := range []bool{false, true} {
-								e, _ := DefaultEngine(be, "")
+								e, _ := engine.Defaults(be, "")
 								e.AsyncScheduling, e.EnableChunkedPrefill = async, true
 								e.MaxNumBatchedTokens, e.MaxNumTokens = budget, budget
-								if be == BackendTRTLLM {
+								if be == engine.TRTLLM {
 									e.BlockSize = 16
 								}
 								check(workload.Spec{ISL: isl, OSL: osl, Concurrency: C, TurnaroundMs: turn, Prefix: isl / 3}, e)

@@ -1,5 +1,7 @@
 package queueing
 
+import "github.com/aicdb/aicdb/engine"
+
 // scheduleTRT is the TRT-LLM fused calendar (SCHEDULERS.md §4.3–§4.4) at slot
 // level.
 //
@@ -21,7 +23,7 @@ package queueing
 // not computed (the chunk end is not re-aligned to a block boundary).
 func (s *sim) scheduleTRT(p *simPass) {
 	var act []int32
-	if s.kv.on && s.e.CapacityPolicy == PolicyMaxUtilization {
+	if s.kv.on && s.e.CapacityPolicy == engine.PolicyMaxUtilization {
 		act = s.trtMaxUtilFit()
 	} else {
 		s.trtAdmitNoEvict()
@@ -63,7 +65,7 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 			if tokens+1 > s.budget {
 				break
 			}
-			if s.kv.on && s.e.CapacityPolicy == PolicyMaxUtilization {
+			if s.kv.on && s.e.CapacityPolicy == engine.PolicyMaxUtilization {
 				s.kvGrow(ri, decodeKVTokens(r)) // the block of its next token (fit, T-R2)
 			}
 			s.addDecode(p, ri)

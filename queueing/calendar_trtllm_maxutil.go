@@ -1,5 +1,7 @@
 package queueing
 
+import "github.com/aicdb/aicdb/engine"
+
 // trtMaxUtilFit is the TRT-LLM MAX_UTILIZATION capacity step with a KV capacity
 // (T-R2, SCHEDULERS.md §4.3): walk the active requests in order — started ones
 // (holding KV) in arrival order, then never-started ones from the waiting queue —
@@ -73,7 +75,7 @@ func (s *sim) trtMaxUtilFit() []int32 {
 // capacity step checked they fit). A no-op otherwise.
 func (s *sim) trtStart(ri int32) {
 	r := &s.reqs[ri]
-	if !s.kv.on || s.e.CapacityPolicy != PolicyMaxUtilization || r.blocks > 0 {
+	if !s.kv.on || s.e.CapacityPolicy != engine.PolicyMaxUtilization || r.blocks > 0 {
 		return
 	}
 	for k := s.wHead; k < len(s.waiting); k++ {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -14,8 +15,8 @@ import (
 // isl 1024, osl 128, budget 2048, linear 2 / 0.004 / 0.05 / 0.00002. Its
 // per-generation mean TTFT is 9.73, 8.41, 8.41, 7.91 for generations 4–7 (the old
 // window [4, 12) measured that transient), then 6.598 from generation 8 on.
-func issue9Example(t *testing.T) (workload.Spec, EngineSpec, timing.Timing) {
-	e := engine(t, BackendVLLM, func(e *EngineSpec) {
+func issue9Example(t *testing.T) (workload.Spec, engine.Spec, timing.Timing) {
+	e := testEngine(t, engine.VLLM, func(e *engine.Spec) {
 		e.MaxNumBatchedTokens = 2048
 		e.AsyncScheduling = false
 	})

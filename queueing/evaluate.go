@@ -3,6 +3,7 @@ package queueing
 import (
 	"context"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -70,6 +71,6 @@ func DefaultOptions() Options {
 
 // Quantitative evaluates w on engine e with pass timing t by the limit-cycle
 // recursion of the backend's calendar (QUEUEING.md §4) with DefaultOptions.
-func Quantitative(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
+func Quantitative(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing) (*Report, error) {
 	return QuantitativeWith(ctx, w, e, t, DefaultOptions())
 }

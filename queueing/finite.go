@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -82,7 +83,7 @@ func (f FiniteRun) Label() string {
 // min(C, N) requests. Throughput is N over the run's span, from the first send to
 // the last completion (how the benchmarks report it). o.StaggerPhases and the
 // window options do not apply: the run is one deterministic burst-started path.
-func QuantitativeFinite(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
+func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
 	b, err := checkInputs(w, e, t)
 	if err != nil {
 		return nil, err
@@ -96,8 +97,8 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e EngineSpec, t ti
 	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
 		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
 	}
-	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
-	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
+	s := &sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
+	if e.Backend == engine.SGLang && !e.EnableChunkedPrefill {
 		s.budget = e.MaxPrefillTokens
 	}
 	s.initKV(e.KVCapacityTokens)

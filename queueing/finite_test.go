@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -14,7 +15,7 @@ import (
 // a pass apart and keep splitting in later rounds.
 func TestFiniteLockedCohort(t *testing.T) {
 	tm := timing.Linear{BaseMs: 8, PrefillMsPerToken: 0.03, DecodeMsPerRow: 0.02, CtxMsPerToken: 1e-5}
-	e := engine(t, BackendVLLM, nil)
+	e := testEngine(t, engine.VLLM, nil)
 	w := workload.Spec{ISL: 1024, OSL: 512, Concurrency: 8}
 	alone := tm.BaseMs + tm.PrefillMsPerToken*1024
 	r, err := QuantitativeFinite(context.Background(), w, e, tm, Options{RecordTokenTimes: true}, FiniteRun{Requests: 40, Warmup: 16})
@@ -71,7 +72,7 @@ func TestFiniteLockedCohort(t *testing.T) {
 // than C sends only N requests.
 func TestFiniteBurstWeighs(t *testing.T) {
 	tm := timing.Linear{BaseMs: 8, PrefillMsPerToken: 0.03, DecodeMsPerRow: 0.02, CtxMsPerToken: 1e-5}
-	e := engine(t, BackendVLLM, nil)
+	e := testEngine(t, engine.VLLM, nil)
 	w := workload.Spec{ISL: 2048, OSL: 64, Concurrency: 16}
 	o := Options{ClientRTTMs: 1}
 	steady, err := QuantitativeWith(context.Background(), w, e, tm, o)
@@ -107,7 +108,7 @@ func TestFiniteBurstWeighs(t *testing.T) {
 
 func TestFiniteErrors(t *testing.T) {
 	tm := timing.Linear{BaseMs: 8, PrefillMsPerToken: 0.03, DecodeMsPerRow: 0.02}
-	e := engine(t, BackendVLLM, nil)
+	e := testEngine(t, engine.VLLM, nil)
 	for _, c := range []struct {
 		w    workload.Spec
 		f    FiniteRun

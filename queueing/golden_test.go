@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -19,39 +20,39 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 type goldenPoint struct {
 	name string
 	w    workload.Spec
-	mod  func(*EngineSpec)
-	be   string
+	mod  func(*engine.Spec)
+	be   engine.Backend
 }
 
 var goldenTiming = timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 1e-5}
 
 func goldenPoints() []goldenPoint {
 	return []goldenPoint{
-		{"vllm_c1", workload.Spec{ISL: 4096, OSL: 256, Concurrency: 1}, nil, BackendVLLM},
-		{"vllm_c32_budget8192", workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}, nil, BackendVLLM},
+		{"vllm_c1", workload.Spec{ISL: 4096, OSL: 256, Concurrency: 1}, nil, engine.VLLM},
+		{"vllm_c32_budget8192", workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}, nil, engine.VLLM},
 		{"vllm_sync_prefix_turnaround", workload.Spec{ISL: 2000, OSL: 500, Prefix: 512, Concurrency: 64, TurnaroundMs: 50},
-			func(e *EngineSpec) { e.AsyncScheduling = false; e.MaxNumBatchedTokens = 2048 }, BackendVLLM},
+			func(e *engine.Spec) { e.AsyncScheduling = false; e.MaxNumBatchedTokens = 2048 }, engine.VLLM},
 		{"vllm_chunked_off", workload.Spec{ISL: 1024, OSL: 64, Concurrency: 16},
-			func(e *EngineSpec) { e.EnableChunkedPrefill = false; e.MaxNumBatchedTokens = 4096 }, BackendVLLM},
+			func(e *engine.Spec) { e.EnableChunkedPrefill = false; e.MaxNumBatchedTokens = 4096 }, engine.VLLM},
 		{"vllm_seqs_capped", workload.Spec{ISL: 1500, OSL: 100, Concurrency: 24},
-			func(e *EngineSpec) { e.MaxNumSeqs = 8 }, BackendVLLM},
+			func(e *engine.Spec) { e.MaxNumSeqs = 8 }, engine.VLLM},
 		{"vllm_threshold_stage", workload.Spec{ISL: 6000, OSL: 80, Concurrency: 12},
-			func(e *EngineSpec) { e.LongPrefillTokenThreshold = 1024; e.StageMs = 12 }, BackendVLLM},
-		{"vllm_open_w1", workload.Spec{ISL: 1024, OSL: 128, RateRPS: 6, NumRequests: 2000}, nil, BackendVLLM},
+			func(e *engine.Spec) { e.LongPrefillTokenThreshold = 1024; e.StageMs = 12 }, engine.VLLM},
+		{"vllm_open_w1", workload.Spec{ISL: 1024, OSL: 128, RateRPS: 6, NumRequests: 2000}, nil, engine.VLLM},
 		{"vllm_w2_strata", workload.Spec{ISL: 2048, OSL: 200, Concurrency: 16,
-			ISLQuantiles: []int{512, 1024, 2048, 3072, 4096}, OSLQuantiles: []int{50, 150, 200, 250, 350}}, nil, BackendVLLM},
-		{"vllm_open_unstable", workload.Spec{ISL: 4096, OSL: 256, RateRPS: 50, NumRequests: 1000}, nil, BackendVLLM},
-		{"trtllm_c32", workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}, nil, BackendTRTLLM},
+			ISLQuantiles: []int{512, 1024, 2048, 3072, 4096}, OSLQuantiles: []int{50, 150, 200, 250, 350}}, nil, engine.VLLM},
+		{"vllm_open_unstable", workload.Spec{ISL: 4096, OSL: 256, RateRPS: 50, NumRequests: 1000}, nil, engine.VLLM},
+		{"trtllm_c32", workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}, nil, engine.TRTLLM},
 		{"trtllm_chunked_kv", workload.Spec{ISL: 3000, OSL: 300, Prefix: 500, Concurrency: 16},
-			func(e *EngineSpec) {
+			func(e *engine.Spec) {
 				e.EnableChunkedPrefill = true
 				e.MaxNumTokens = 2048
 				e.KVCapacityTokens = 4 * 3328
-			}, BackendTRTLLM},
-		{"sglang_mixed_c32", workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}, nil, BackendSGLang},
+			}, engine.TRTLLM},
+		{"sglang_mixed_c32", workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}, nil, engine.SGLang},
 		{"sglang_alternating", workload.Spec{ISL: 3000, OSL: 120, Concurrency: 16},
-			func(e *EngineSpec) { e.EnableMixedChunk = false; e.ChunkedPrefillSize = 2048 }, BackendSGLang},
-		{"sglang_open_osl1", workload.Spec{ISL: 2048, OSL: 1, RateRPS: 3, NumRequests: 1500}, nil, BackendSGLang},
+			func(e *engine.Spec) { e.EnableMixedChunk = false; e.ChunkedPrefillSize = 2048 }, engine.SGLang},
+		{"sglang_open_osl1", workload.Spec{ISL: 2048, OSL: 1, RateRPS: 3, NumRequests: 1500}, nil, engine.SGLang},
 	}
 }
 
@@ -60,7 +61,7 @@ func goldenPoints() []goldenPoint {
 func TestGolden(t *testing.T) {
 	for _, g := range goldenPoints() {
 		t.Run(g.name, func(t *testing.T) {
-			e := engine(t, g.be, g.mod)
+			e := testEngine(t, g.be, g.mod)
 			got := map[string]any{"workload": g.w, "engine": e}
 			for _, tier := range []Tier{TierScreening, TierQuantitative} {
 				var r *Report

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -13,9 +14,9 @@ import (
 // lin is the synthetic timing used by the identity tests.
 var lin = timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.025, DecodeMsPerRow: 0.07, CtxMsPerToken: 0.00002}
 
-func engine(t testing.TB, backend string, mod func(*EngineSpec)) EngineSpec {
+func testEngine(t testing.TB, backend engine.Backend, mod func(*engine.Spec)) engine.Spec {
 	t.Helper()
-	e, err := DefaultEngine(backend, "")
+	e, err := engine.Defaults(backend, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func engine(t testing.TB, backend string, mod func(*EngineSpec)) EngineSpec {
 	return e
 }
 
-func quant(t testing.TB, w workload.Spec, e EngineSpec, tm timing.Timing) *Report {
+func quant(t testing.TB, w workload.Spec, e engine.Spec, tm timing.Timing) *Report {
 	t.Helper()
 	r, err := Quantitative(context.Background(), w, e, tm)
 	if err != nil {
@@ -43,7 +44,7 @@ func near(a, b, rel float64) bool {
 // additive stages, on every calendar, synchronous or not (QUEUEING.md §8).
 func TestC1SteadyTTFTIsPurePrefill(t *testing.T) {
 	type tc struct {
-		backend         string
+		backend         engine.Backend
 		isl, prefix     int
 		budget          int
 		chunked, async  bool
@@ -51,27 +52,27 @@ func TestC1SteadyTTFTIsPurePrefill(t *testing.T) {
 		wantPrefillPass int
 	}
 	cases := []tc{
-		{BackendVLLM, 4096, 0, 8192, true, true, 0, 1},
-		{BackendVLLM, 10000, 1000, 2048, true, false, 7.5, 5}, // ceil(9000/2048)
-		{BackendVLLM, 3000, 512, 4096, false, true, 2, 1},
-		{BackendTRTLLM, 4096, 0, 8192, false, true, 0, 1},
-		{BackendTRTLLM, 8192, 0, 2048, true, false, 3, 4},
-		{BackendSGLang, 4096, 256, 8192, true, false, 0, 1},
-		{BackendSGLang, 9000, 0, 2048, true, false, 1, 5},
+		{engine.VLLM, 4096, 0, 8192, true, true, 0, 1},
+		{engine.VLLM, 10000, 1000, 2048, true, false, 7.5, 5}, // ceil(9000/2048)
+		{engine.VLLM, 3000, 512, 4096, false, true, 2, 1},
+		{engine.TRTLLM, 4096, 0, 8192, false, true, 0, 1},
+		{engine.TRTLLM, 8192, 0, 2048, true, false, 3, 4},
+		{engine.SGLang, 4096, 256, 8192, true, false, 0, 1},
+		{engine.SGLang, 9000, 0, 2048, true, false, 1, 5},
 	}
 	for _, c := range cases {
-		e := engine(t, c.backend, func(e *EngineSpec) {
+		e := testEngine(t, c.backend, func(e *engine.Spec) {
 			e.EnableChunkedPrefill = c.chunked
 			e.StageMs = c.stage
-			if c.backend != BackendSGLang {
+			if c.backend != engine.SGLang {
 				e.AsyncScheduling = c.async
 			}
 			switch c.backend {
-			case BackendVLLM:
+			case engine.VLLM:
 				e.MaxNumBatchedTokens = c.budget
-			case BackendTRTLLM:
+			case engine.TRTLLM:
 				e.MaxNumTokens = c.budget
-			case BackendSGLang:
+			case engine.SGLang:
 				e.ChunkedPrefillSize = c.budget
 			}
 		})
@@ -100,10 +101,10 @@ func TestC1SteadyTTFTIsPurePrefill(t *testing.T) {
 // steady window of one run (the burst with the default round trip; the mixture's
 // mean X times mean E2E is not a per-run identity).
 func TestClosedLoopLittlesLaw(t *testing.T) {
-	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
+	for _, backend := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
 		for _, c := range []int{1, 7, 32, 100} {
 			for _, turn := range []float64{0, 35} {
-				e := engine(t, backend, func(e *EngineSpec) { e.StageMs = 3 })
+				e := testEngine(t, backend, func(e *engine.Spec) { e.StageMs = 3 })
 				w := workload.Spec{ISL: 1500, OSL: 40, Prefix: 100, Concurrency: c, TurnaroundMs: turn}
 				r, err := QuantitativeWith(context.Background(), w, e, lin, Options{ClientRTTMs: DefaultClientRTTMs})
 				if err != nil {
@@ -122,9 +123,9 @@ func TestClosedLoopLittlesLaw(t *testing.T) {
 // is exactly the decode-only pass of the running batch.
 func TestITLMedianIsDecodeOnlyPass(t *testing.T) {
 	tm := timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.03, DecodeMsPerRow: 0.11}
-	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
+	for _, backend := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
 		for _, c := range []int{1, 8, 48} {
-			e := engine(t, backend, nil)
+			e := testEngine(t, backend, nil)
 			w := workload.Spec{ISL: 700, OSL: 300, Concurrency: c}
 			r := quant(t, w, e, tm)
 			want := tm.BaseMs + tm.DecodeMsPerRow*float64(c)
@@ -144,8 +145,8 @@ func TestITLMedianIsDecodeOnlyPass(t *testing.T) {
 
 // TestOSL1HasNoGaps: osl = 1 rows report ITL and TPOT 0, never a pass length.
 func TestOSL1HasNoGaps(t *testing.T) {
-	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
-		e := engine(t, backend, nil)
+	for _, backend := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
+		e := testEngine(t, backend, nil)
 		for _, w := range []workload.Spec{{ISL: 900, OSL: 1, Concurrency: 16}, {ISL: 900, OSL: 1, RateRPS: 3}} {
 			q := quant(t, w, e, lin)
 			s, err := Screening(w, e, lin)
@@ -207,7 +208,7 @@ var md1Periods = map[float64]int{0.5: 48, 0.8: 96, 0.9: 120}
 // batch-means standard error reported beside each quantile.
 func TestMD1OpenLoop(t *testing.T) {
 	tm := timing.Constant{Ms: 20}
-	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.MaxNumSeqs = 1; e.AsyncScheduling = false })
+	e := testEngine(t, engine.VLLM, func(e *engine.Spec) { e.MaxNumSeqs = 1; e.AsyncScheduling = false })
 	for _, rho := range []float64{0.5, 0.8, 0.9} {
 		t.Run(fmt.Sprintf("rho=%v", rho), func(t *testing.T) {
 			lam := rho / tm.Ms // per ms
@@ -246,7 +247,7 @@ func TestMD1OpenLoop(t *testing.T) {
 // differ (QUEUEING.md §9); the riding decode rows are a separate term.
 func TestScreeningOwnPrefillIsPure(t *testing.T) {
 	tm := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.5, CtxMsPerToken: 1e-4}
-	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.MaxNumBatchedTokens = 2048; e.AsyncScheduling = false })
+	e := testEngine(t, engine.VLLM, func(e *engine.Spec) { e.MaxNumBatchedTokens = 2048; e.AsyncScheduling = false })
 	w := workload.Spec{ISL: 5000, OSL: 200, Prefix: 1000, Concurrency: 16}
 	s, err := ScreeningWith(w, e, tm, Options{}) // no client round trip: pass-aligned arrivals
 	if err != nil {

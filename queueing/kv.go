@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
@@ -144,7 +145,7 @@ func (s *sim) kvStretch(cur *simPass, k int) int {
 // kvPerPass reports that decode rows allocate blocks pass by pass (vLLM, SGLang,
 // TRT-LLM MAX_UTILIZATION), not by an admission reservation (GUARANTEED_NO_EVICT).
 func (s *sim) kvPerPass() bool {
-	return s.kv.on && (s.e.Backend != BackendTRTLLM || s.e.CapacityPolicy == PolicyMaxUtilization)
+	return s.kv.on && (s.e.Backend != engine.TRTLLM || s.e.CapacityPolicy == engine.PolicyMaxUtilization)
 }
 
 // kvStretchBlocks is the number of new blocks the rows of cur (scheduled, gSched
@@ -168,7 +169,7 @@ func (s *sim) kvAdvance(cur *simPass, j int) {
 	for _, en := range cur.entries {
 		s.kvGrow(en.r, decodeKVTokens(&s.reqs[en.r])+j-1)
 	}
-	if s.e.Backend == BackendSGLang {
+	if s.e.Backend == engine.SGLang {
 		for range j { // step by step: the same floats as the pass-by-pass recursion
 			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
 		}
@@ -181,7 +182,7 @@ func (s *sim) kvAdvance(cur *simPass, j int) {
 // modelled), a request whose KV at its last token (tokens) exceeds the pool — it
 // would be preempted and recomputed forever (V-R6) —, and for SGLang a request
 // that an empty pool cannot admit (S-R4: extend + min(osl, 4096) < free tokens).
-func checkKVFit(w workload.Spec, e EngineSpec, b shapeBounds, tokens int, what string) error {
+func checkKVFit(w workload.Spec, e engine.Spec, b shapeBounds, tokens int, what string) error {
 	kv := e.KVCapacityTokens
 	if kv <= 0 {
 		return nil
@@ -194,7 +195,7 @@ func checkKVFit(w workload.Spec, e EngineSpec, b shapeBounds, tokens int, what s
 		return fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens for %s (isl %d + osl %d − 1) but the pool has %d; raise the KV capacity",
 			kv, need, e.BlockSize, what, b.maxISL, b.maxOSL, blocks)
 	}
-	if e.Backend == BackendSGLang {
+	if e.Backend == engine.SGLang {
 		if need := b.maxISL + min(b.maxOSL, sglClipMaxNew); need >= blocks*e.BlockSize {
 			return fmt.Errorf("engine kv_capacity_tokens = %d: SGLang admits a request only if isl + min(osl, %d) = %d < the free KV tokens (%d when empty, S-R4); raise the KV capacity",
 				kv, sglClipMaxNew, need, blocks*e.BlockSize)
@@ -236,7 +237,7 @@ func (s *sim) kvQueueBlocked(cur *simPass) bool {
 		return false
 	}
 	switch s.e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		if len(s.running) >= s.seqCap {
 			return true
 		}
@@ -253,7 +254,7 @@ func (s *sim) kvQueueBlocked(cur *simPass) bool {
 			return true
 		}
 		return ceilDiv(r.prefix+min(n, left), s.e.BlockSize) > s.kvFree
-	case BackendSGLang:
+	case engine.SGLang:
 		return s.kv.batchFull && s.chunked < 0
 	}
 	return false
@@ -263,8 +264,8 @@ func (s *sim) kvQueueBlocked(cur *simPass) bool {
 // (vLLM, SGLang, TRT-LLM MAX_UTILIZATION): the stagger phases take their spread from
 // the screening cycle, which must not fall back to the burst transient merely
 // because a KV capacity is set (an ample pool then changes nothing).
-func screeningKVFree(e EngineSpec) EngineSpec {
-	if e.Backend != BackendTRTLLM || e.CapacityPolicy == PolicyMaxUtilization {
+func screeningKVFree(e engine.Spec) engine.Spec {
+	if e.Backend != engine.TRTLLM || e.CapacityPolicy == engine.PolicyMaxUtilization {
 		e.KVCapacityTokens = 0
 	}
 	return e
@@ -276,8 +277,8 @@ func screeningKVFree(e EngineSpec) EngineSpec {
 // it is the reuse oracle's per-request hit, and its blocks count as the request's
 // own (a revived cached block takes a free block, V-R9; blocks two running requests
 // share are counted twice — the approximation, docs/traces.md).
-func checkTraceKV(reqs []TraceRequest, e EngineSpec) error {
-	if e.KVCapacityTokens <= 0 || (e.Backend == BackendTRTLLM && e.CapacityPolicy != PolicyMaxUtilization) {
+func checkTraceKV(reqs []TraceRequest, e engine.Spec) error {
+	if e.KVCapacityTokens <= 0 || (e.Backend == engine.TRTLLM && e.CapacityPolicy != engine.PolicyMaxUtilization) {
 		return nil
 	}
 	var b shapeBounds

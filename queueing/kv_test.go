@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -15,8 +16,8 @@ var kvLin = timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.025, DecodeMsPerRow: 0
 // retraction, so it refuses a vLLM/SGLang KV capacity and names the tier that does.
 func TestScreeningRejectsKVPressure(t *testing.T) {
 	w := workload.Spec{ISL: 1000, OSL: 50, Concurrency: 4}
-	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
-		e := engine(t, b, func(e *EngineSpec) { e.KVCapacityTokens = 1 << 20; e.CapacityPolicy = PolicyMaxUtilization })
+	for _, b := range []engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM} {
+		e := testEngine(t, b, func(e *engine.Spec) { e.KVCapacityTokens = 1 << 20; e.CapacityPolicy = engine.PolicyMaxUtilization })
 		_, err := Screening(w, e, kvLin)
 		if err == nil || !strings.Contains(err.Error(), "use the quantitative tier") || !IsInputError(err) {
 			t.Errorf("%s: screening error %v, want an input error naming the quantitative tier", b, err)
@@ -28,12 +29,12 @@ func TestScreeningRejectsKVPressure(t *testing.T) {
 // KV columns (same TTFT/ITL/throughput bit for bit), and reports no preemption.
 func TestKVAmpleIsIdentical(t *testing.T) {
 	w := workload.Spec{ISL: 2048, OSL: 128, Concurrency: 16}
-	for _, b := range []string{BackendVLLM, BackendSGLang} {
+	for _, b := range []engine.Backend{engine.VLLM, engine.SGLang} {
 		for _, async := range []bool{false, true} {
-			if async && b == BackendSGLang {
+			if async && b == engine.SGLang {
 				continue
 			}
-			e := engine(t, b, func(e *EngineSpec) { e.AsyncScheduling = async })
+			e := testEngine(t, b, func(e *engine.Spec) { e.AsyncScheduling = async })
 			base := quant(t, w, e, kvLin)
 			e.KVCapacityTokens = 16 * 4096
 			got := quant(t, w, e, kvLin)
@@ -57,12 +58,12 @@ func TestKVAmpleIsIdentical(t *testing.T) {
 // with the pass-by-pass recursion.
 func TestKVPressurePreempts(t *testing.T) {
 	w := workload.Spec{ISL: 512, OSL: 512, Concurrency: 16}
-	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
+	for _, b := range []engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM} {
 		for _, async := range []bool{false, true} {
-			if async && b == BackendSGLang {
+			if async && b == engine.SGLang {
 				continue
 			}
-			e := engine(t, b, func(e *EngineSpec) { e.AsyncScheduling = async; e.CapacityPolicy = PolicyMaxUtilization })
+			e := testEngine(t, b, func(e *engine.Spec) { e.AsyncScheduling = async; e.CapacityPolicy = engine.PolicyMaxUtilization })
 			base := quant(t, w, e, kvLin)
 			e.KVCapacityTokens = 5 * 1024 // 5 full requests for 16 clients
 			got := quant(t, w, e, kvLin)
@@ -79,7 +80,7 @@ func TestKVPressurePreempts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b != BackendSGLang && !(burst.PreemptionsPerRequest > 0) {
+			if b != engine.SGLang && !(burst.PreemptionsPerRequest > 0) {
 				t.Errorf("%s async=%v: no preemption in the burst limit cycle under a pool of 5 full requests for 16 clients", b, async)
 			}
 			if d := slow.ThroughputRPS/got.ThroughputRPS - 1; d > 1e-9 || d < -1e-9 || slow.PreemptionsPerRequest != got.PreemptionsPerRequest {
@@ -94,10 +95,10 @@ func TestKVPressurePreempts(t *testing.T) {
 // pass-by-pass numbers up to summation order.
 func TestKVFastPathMatches(t *testing.T) {
 	w := workload.Spec{ISL: 8192, OSL: 256, Concurrency: 64}
-	for _, b := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
-		e := engine(t, b, func(e *EngineSpec) {
+	for _, b := range []engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM} {
+		e := testEngine(t, b, func(e *engine.Spec) {
 			e.KVCapacityTokens = w.Concurrency * (w.ISL + w.OSL) / 2
-			e.CapacityPolicy, e.EnableChunkedPrefill = PolicyMaxUtilization, true
+			e.CapacityPolicy, e.EnableChunkedPrefill = engine.PolicyMaxUtilization, true
 		})
 		fast := quant(t, w, e, kvLin)
 		o := DefaultOptions()
@@ -118,7 +119,7 @@ func TestKVFastPathMatches(t *testing.T) {
 // TestTraceKVChecks: a trace under a per-pass KV model is refused with a request
 // longer than the pool; a request's cached prefix (the reuse oracle's hit) is allowed.
 func TestTraceKVChecks(t *testing.T) {
-	e := engine(t, BackendVLLM, func(e *EngineSpec) { e.KVCapacityTokens = 1024 })
+	e := testEngine(t, engine.VLLM, func(e *engine.Spec) { e.KVCapacityTokens = 1024 })
 	if _, err := QuantitativeTrace(context.Background(), []TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 10, Prefix: 50}}, e, kvLin, Options{}); err != nil {
 		t.Errorf("cached prefix under a KV capacity: %v", err)
 	}

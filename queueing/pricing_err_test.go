@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -30,8 +31,8 @@ func gapAbove(rows int, n *int) timing.Timing {
 // stops at it: no pass is priced after the failing one.
 func TestPricingErrorStopsTheRun(t *testing.T) {
 	w := workload.Spec{ISL: 512, OSL: 64, Concurrency: 8}
-	for _, backend := range []string{BackendVLLM, BackendSGLang, BackendTRTLLM} {
-		e := engine(t, backend, nil)
+	for _, backend := range []engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM} {
+		e := testEngine(t, backend, nil)
 		n := 0
 		_, err := Quantitative(context.Background(), w, e, gapAbove(4, &n))
 		if !errors.Is(err, errGap) || IsInputError(err) {

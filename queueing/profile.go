@@ -1,6 +1,10 @@
 package queueing
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/aicdb/aicdb/engine"
+)
 
 // Engine profiles: how an engine instance was configured.
 const (
@@ -45,22 +49,22 @@ const aicTokensPerBlock = 32
 
 // ProfileEngine resolves the EngineSpec of profile for in.
 //
-// ProfileDefaults returns DefaultEngine(in.Backend, in.Version) and reads nothing
+// ProfileDefaults returns engine.Defaults(in.Backend, in.Version) and reads nothing
 // else. ProfileAIConfigurator starts from the same defaults and applies
 // aiconfigurator's benchmark generator rules (rule_plugin/benchmark/*.rule, the
 // rules the silicon sample was deployed with) for the worker role: the keys the
 // rules leave unset keep the engine's own default, as they do in a generated
 // launch (the templates emit only the keys the rules set). The result passes
 // Validate.
-func ProfileEngine(profile string, in ProfileInput) (EngineSpec, error) {
+func ProfileEngine(profile string, in ProfileInput) (engine.Spec, error) {
 	switch profile {
 	case ProfileDefaults, ProfileAIConfigurator:
 	default:
-		return EngineSpec{}, fmt.Errorf("engine profile %q: unknown; use %s or %s", profile, ProfileDefaults, ProfileAIConfigurator)
+		return engine.Spec{}, fmt.Errorf("engine profile %q: unknown; use %s or %s", profile, ProfileDefaults, ProfileAIConfigurator)
 	}
-	e, err := DefaultEngine(in.Backend, in.Version)
+	e, err := engine.Defaults(in.Backend, in.Version)
 	if err != nil {
-		return EngineSpec{}, err
+		return engine.Spec{}, err
 	}
 	if profile == ProfileDefaults {
 		return e, nil
@@ -68,22 +72,22 @@ func ProfileEngine(profile string, in ProfileInput) (EngineSpec, error) {
 	switch in.Role {
 	case RoleAgg, RolePrefill, RoleDecode:
 	default:
-		return EngineSpec{}, fmt.Errorf("engine role %q: unknown; use agg, prefill or decode", in.Role)
+		return engine.Spec{}, fmt.Errorf("engine role %q: unknown; use agg, prefill or decode", in.Role)
 	}
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"batch", in.Batch}, {"isl", in.ISL}, {"osl", in.OSL}} {
 		if f.v < 0 {
-			return EngineSpec{}, fmt.Errorf("engine profile %s: %s = %d must be ≥ 0", profile, f.name, f.v)
+			return engine.Spec{}, fmt.Errorf("engine profile %s: %s = %d must be ≥ 0", profile, f.name, f.v)
 		}
 	}
 	if in.ISL > 1<<30 || in.Batch > 1<<30 {
-		return EngineSpec{}, fmt.Errorf("engine profile %s: isl %d / batch %d out of range (≤ 2^30)", profile, in.ISL, in.Batch)
+		return engine.Spec{}, fmt.Errorf("engine profile %s: isl %d / batch %d out of range (≤ 2^30)", profile, in.ISL, in.Batch)
 	}
 	aicApply(&e, in)
 	if err := e.Validate(); err != nil {
-		return EngineSpec{}, fmt.Errorf("engine profile %s for %s %s: %w", profile, e.Backend, in.Role, err)
+		return engine.Spec{}, fmt.Errorf("engine profile %s for %s %s: %w", profile, e.Backend, in.Role, err)
 	}
 	return e, nil
 }
@@ -108,10 +112,10 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // max_batch_size → vLLM max-num-seqs, SGLang max-running-requests, TRT-LLM
 // max_batch_size; max_num_tokens → vLLM max-num-batched-tokens, TRT-LLM
 // max_num_tokens (SGLang has no mapping for it).
-func aicApply(e *EngineSpec, in ProfileInput) {
+func aicApply(e *engine.Spec, in ProfileInput) {
 	mbs := aicBatch(in)
 	switch e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		// benchmark/vllm.rule:
 		//   prefill max_num_tokens = isl + 1500
 		//   decode  max_num_tokens = max_batch_size
@@ -129,7 +133,7 @@ func aicApply(e *EngineSpec, in ProfileInput) {
 		default:
 			e.MaxNumBatchedTokens = mbs + in.ISL + aicHeadroom
 		}
-	case BackendTRTLLM:
+	case engine.TRTLLM:
 		// benchmark/trtllm.rule, with tokens_per_block 32 so that
 		// max_num_tokens % tokens_per_block == 0:
 		//   prefill max_num_tokens = ⌈(isl + 1500) / 32⌉·32
@@ -152,7 +156,7 @@ func aicApply(e *EngineSpec, in ProfileInput) {
 			e.MaxNumTokens = roundUp(mbs+in.ISL+aicHeadroom, aicTokensPerBlock)
 			e.AsyncScheduling = true
 		}
-	case BackendSGLang:
+	case engine.SGLang:
 		// benchmark/sglang.rule:
 		//   agg_prefill_decode max_prefill_tokens = isl + 1500 (S-R1)
 		//   agg enable_mixed_chunk = true (S-R3); SGLang's own default (false)

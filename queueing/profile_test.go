@@ -2,51 +2,53 @@ package queueing
 
 import (
 	"testing"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
 // TestProfileEngineAIConfigurator: the aiconfigurator profile reproduces the
 // benchmark rules' values (rule_plugin/benchmark/*.rule) per backend and role;
 // every key the rules leave unset keeps DefaultEngine's value.
 func TestProfileEngineAIConfigurator(t *testing.T) {
-	def := func(b string) EngineSpec {
-		e, err := DefaultEngine(b, "")
+	def := func(b string) engine.Spec {
+		e, err := engine.Defaults(b, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
-	with := func(b string, f func(*EngineSpec)) EngineSpec { e := def(b); f(&e); return e }
+	with := func(b string, f func(*engine.Spec)) engine.Spec { e := def(b); f(&e); return e }
 	cases := []struct {
 		name string
 		in   ProfileInput
-		want EngineSpec
+		want engine.Spec
 	}{
 		{"trtllm agg isl 1024 batch 8", ProfileInput{Backend: "trtllm", Role: "agg", Batch: 8, ISL: 1024, OSL: 1024},
 			// 8 + 1024 + 1500 = 2532 → 2560 (multiple of 32).
-			with("trtllm", func(e *EngineSpec) { e.MaxBatchSize, e.MaxNumTokens = 8, 2560 })},
+			with("trtllm", func(e *engine.Spec) { e.MaxBatchSize, e.MaxNumTokens = 8, 2560 })},
 		{"trtllm agg isl 8192 default batch", ProfileInput{Backend: "trtllm", Role: "agg", ISL: 8192, OSL: 1024},
 			// 128 + 8192 + 1500 = 9820 → 9824.
-			with("trtllm", func(e *EngineSpec) { e.MaxBatchSize, e.MaxNumTokens = 128, 9824 })},
+			with("trtllm", func(e *engine.Spec) { e.MaxBatchSize, e.MaxNumTokens = 128, 9824 })},
 		{"trtllm agg exact multiple", ProfileInput{Backend: "trtllm", Role: "agg", Batch: 36, ISL: 512},
 			// 36 + 512 + 1500 = 2048 = 64·32, unchanged.
-			with("trtllm", func(e *EngineSpec) { e.MaxBatchSize, e.MaxNumTokens = 36, 2048 })},
+			with("trtllm", func(e *engine.Spec) { e.MaxBatchSize, e.MaxNumTokens = 36, 2048 })},
 		{"trtllm prefill overlap off", ProfileInput{Backend: "trtllm", Role: "prefill", ISL: 4000},
 			// 4000 + 1500 = 5500 → 5504; max_batch_size 1.
-			with("trtllm", func(e *EngineSpec) { e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling = 1, 5504, false })},
+			with("trtllm", func(e *engine.Spec) { e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling = 1, 5504, false })},
 		{"trtllm decode", ProfileInput{Backend: "trtllm", Role: "decode", Batch: 40, ISL: 4000},
-			with("trtllm", func(e *EngineSpec) { e.MaxBatchSize, e.MaxNumTokens = 40, 64 })},
+			with("trtllm", func(e *engine.Spec) { e.MaxBatchSize, e.MaxNumTokens = 40, 64 })},
 		{"vllm agg", ProfileInput{Backend: "vllm", Role: "agg", Batch: 16, ISL: 1024, OSL: 1024},
-			with("vllm", func(e *EngineSpec) { e.MaxNumSeqs, e.MaxNumBatchedTokens = 16, 2540 })},
+			with("vllm", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxNumBatchedTokens = 16, 2540 })},
 		{"vllm prefill", ProfileInput{Backend: "vllm", Role: "prefill", ISL: 1024},
-			with("vllm", func(e *EngineSpec) { e.MaxNumSeqs, e.MaxNumBatchedTokens = 1, 2524 })},
+			with("vllm", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxNumBatchedTokens = 1, 2524 })},
 		{"vllm decode default batch", ProfileInput{Backend: "vllm", Role: "decode", ISL: 1024},
-			with("vllm", func(e *EngineSpec) { e.MaxNumSeqs, e.MaxNumBatchedTokens = 128, 128 })},
+			with("vllm", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxNumBatchedTokens = 128, 128 })},
 		{"sglang agg", ProfileInput{Backend: "sglang", Role: "agg", Batch: 64, ISL: 2048},
-			with("sglang", func(e *EngineSpec) { e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = 64, 3548, true })},
+			with("sglang", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = 64, 3548, true })},
 		{"sglang prefill no mixed chunk", ProfileInput{Backend: "sglang", Role: "prefill", ISL: 2048},
-			with("sglang", func(e *EngineSpec) { e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = 1, 3548, false })},
+			with("sglang", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = 1, 3548, false })},
 		{"sglang decode", ProfileInput{Backend: "sglang", Role: "decode", Batch: 256, ISL: 100},
-			with("sglang", func(e *EngineSpec) { e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = 256, 1600, false })},
+			with("sglang", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = 256, 1600, false })},
 	}
 	for _, c := range cases {
 		got, err := ProfileEngine(ProfileAIConfigurator, c.in)
@@ -64,7 +66,7 @@ func TestProfileEngineAIConfigurator(t *testing.T) {
 // role, batch and lengths say.
 func TestProfileEngineDefaults(t *testing.T) {
 	for _, b := range []string{"vllm", "trtllm", "sglang"} {
-		want, _ := DefaultEngine(b, "0.11.0")
+		want, _ := engine.Defaults(b, "0.11.0")
 		got, err := ProfileEngine(ProfileDefaults, ProfileInput{Backend: b, Version: "0.11.0", Role: "prefill", Batch: 3, ISL: 9000})
 		if err != nil || got != want {
 			t.Errorf("%s: got %+v, %v; want %+v", b, got, err, want)

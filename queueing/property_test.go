@@ -10,15 +10,16 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
 // propConfig draws one random operating point of any backend (small enough to keep
 // 2,000 quantitative evaluations within a few seconds).
-func propConfig(rt *rapid.T) (workload.Spec, EngineSpec, timing.Timing) {
-	backend := rapid.SampledFrom([]string{BackendVLLM, BackendTRTLLM, BackendSGLang}).Draw(rt, "backend")
-	e, _ := DefaultEngine(backend, "")
+func propConfig(rt *rapid.T) (workload.Spec, engine.Spec, timing.Timing) {
+	backend := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
+	e, _ := engine.Defaults(backend, "")
 	isl := rapid.IntRange(8, 3000).Draw(rt, "isl")
 	w := workload.Spec{ISL: isl, OSL: rapid.IntRange(1, 48).Draw(rt, "osl")}
 	if rapid.Bool().Draw(rt, "prefix") {
@@ -45,7 +46,7 @@ func propConfig(rt *rapid.T) (workload.Spec, EngineSpec, timing.Timing) {
 	chunked := rapid.Bool().Draw(rt, "chunked")
 	cap := rapid.IntRange(1, 64).Draw(rt, "cap")
 	switch backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		e.MaxNumBatchedTokens, e.MaxNumSeqs, e.EnableChunkedPrefill = budget, cap, chunked
 		if !chunked {
 			e.MaxNumBatchedTokens = max(budget, maxISL-w.Prefix)
@@ -54,7 +55,7 @@ func propConfig(rt *rapid.T) (workload.Spec, EngineSpec, timing.Timing) {
 		if rapid.IntRange(0, 3).Draw(rt, "thr") == 0 {
 			e.LongPrefillTokenThreshold = rapid.IntRange(1, 2048).Draw(rt, "threshold")
 		}
-	case BackendTRTLLM:
+	case engine.TRTLLM:
 		e.MaxNumTokens, e.MaxBatchSize, e.EnableChunkedPrefill = budget, cap, chunked
 		if !chunked {
 			e.MaxNumTokens = max(budget, maxISL)
@@ -65,7 +66,7 @@ func propConfig(rt *rapid.T) (workload.Spec, EngineSpec, timing.Timing) {
 			per := ceilDiv(maxISL+2*w.OSL, e.BlockSize) * e.BlockSize
 			e.KVCapacityTokens = per * rapid.IntRange(1, 50).Draw(rt, "kvreqs")
 		}
-	case BackendSGLang:
+	case engine.SGLang:
 		e.ChunkedPrefillSize, e.MaxNumSeqs, e.EnableChunkedPrefill = budget, cap, chunked
 		e.EnableMixedChunk = rapid.Bool().Draw(rt, "mixed")
 		e.MaxPrefillTokens = rapid.IntRange(64, 16384).Draw(rt, "maxprefill")

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -78,7 +79,7 @@ func (c *collector) itlOf(lo, hi int) Distribution {
 }
 
 // QuantitativeWith is Quantitative with explicit options.
-func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
+func QuantitativeWith(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options) (*Report, error) {
 	b, err := checkInputs(w, e, t)
 	if err != nil {
 		return nil, err
@@ -97,9 +98,9 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e EngineSpec, t timi
 
 // quantitativeRun is one limit-cycle evaluation (closed-loop clients start at
 // stage + slot·SpreadMs/C; a burst when the spread is 0).
-func quantitativeRun(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
-	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
-	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
+func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
+	s := &sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
+	if e.Backend == engine.SGLang && !e.EnableChunkedPrefill {
 		s.budget = e.MaxPrefillTokens
 	}
 	s.initKV(e.KVCapacityTokens)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -28,14 +29,14 @@ type scr struct {
 // Screening evaluates w on engine e with pass timing t by the closed form of
 // QUEUEING.md §5 (derived in docs/queueing.md): a handful of timing calls, no
 // simulation.
-func Screening(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
+func Screening(w workload.Spec, e engine.Spec, t timing.Timing) (*Report, error) {
 	return new(Screener).ScreenWith(w, e, t, DefaultOptions())
 }
 
 // ScreeningWith is Screening under explicit options: only Options.ClientRTTMs is
 // read (the client round trip lengthens the closed-loop cycle like a turnaround,
 // and a replacement arriving off the pass boundary waits for the pass in flight).
-func ScreeningWith(w workload.Spec, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
+func ScreeningWith(w workload.Spec, e engine.Spec, t timing.Timing, o Options) (*Report, error) {
 	return new(Screener).ScreenWith(w, e, t, o)
 }
 
@@ -47,12 +48,12 @@ type Screener struct {
 }
 
 // Screen is Screening with s's scratch space.
-func (s *Screener) Screen(w workload.Spec, e EngineSpec, t timing.Timing) (*Report, error) {
+func (s *Screener) Screen(w workload.Spec, e engine.Spec, t timing.Timing) (*Report, error) {
 	return s.ScreenWith(w, e, t, DefaultOptions())
 }
 
 // ScreenWith is ScreeningWith with s's scratch space.
-func (s *Screener) ScreenWith(w workload.Spec, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
+func (s *Screener) ScreenWith(w workload.Spec, e engine.Spec, t timing.Timing, o Options) (*Report, error) {
 	b, err := checkInputs(w, e, t)
 	if err != nil {
 		return nil, err
@@ -63,7 +64,7 @@ func (s *Screener) ScreenWith(w workload.Spec, e EngineSpec, t timing.Timing, o 
 	if w.Concurrency > 0 {
 		w.TurnaroundMs += o.ClientRTTMs // the closed form sees the round trip as client delay
 	}
-	if e.KVCapacityTokens > 0 && (e.Backend != BackendTRTLLM || e.CapacityPolicy == PolicyMaxUtilization) {
+	if e.KVCapacityTokens > 0 && (e.Backend != engine.TRTLLM || e.CapacityPolicy == engine.PolicyMaxUtilization) {
 		return nil, inputErr(fmt.Errorf("engine kv_capacity_tokens = %d: the screening tier does not model %s KV pressure (preemption/retraction); use the quantitative tier, which does, or drop the KV capacity", e.KVCapacityTokens, e.Backend))
 	}
 	pr := &s.pr
@@ -80,7 +81,7 @@ func (s *Screener) ScreenWith(w workload.Spec, e EngineSpec, t timing.Timing, o 
 	return rep, finite(rep)
 }
 
-func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, error) {
+func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report, error) {
 	stage := e.StageMs
 	meanISL := float64(w.ISL)
 	if len(w.ISLQuantiles) > 0 {
@@ -97,7 +98,7 @@ func screen(pr *pricer, w workload.Spec, e EngineSpec, b shapeBounds) (*Report, 
 	osl := int(math.Round(O))
 	ctxDec := isl + max(osl/2, 1) // mean context of a decode row
 	S := effSeqCap(e, isl, prefix, osl)
-	alternating := e.Backend == BackendSGLang && !e.EnableMixedChunk
+	alternating := e.Backend == engine.SGLang && !e.EnableMixedChunk
 	async := e.AsyncScheduling
 
 	// lo: the shortest prompt prefilled alone, chunked exactly as the calendar

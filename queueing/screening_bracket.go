@@ -5,6 +5,7 @@ package queueing
 import (
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
@@ -44,28 +45,28 @@ import (
 //     charge): ≤ ⌈C/k⌉ passes. Every request ahead of R arrived before R, so every
 //     pass from the first that can carry R sees them all.
 //   - Every pass is priced at its worst shape (the max below).
-func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, alternating bool) (float64, bool) {
+func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async, alternating bool) (float64, bool) {
 	C := max(w.Concurrency, 1)
-	certain := w.Concurrency > 0 && C <= e.seqCap()
+	certain := w.Concurrency > 0 && C <= e.SeatCap()
 	rows := C - 1
 	if alternating {
 		rows = 0
 	}
 	iMax := b.maxISL - w.Prefix
 	pos := iMax // prompt positions to cover per request
-	if e.Backend == BackendTRTLLM {
+	if e.Backend == engine.TRTLLM {
 		pos = b.maxISL // the budget is charged from position 0 (reuse after budgeting)
 	}
 	breq, whole := chunkCap(e, rows)
-	pmax := e.budget() // prefill tokens of the worst pass
+	pmax := e.TokenBudget() // prefill tokens of the worst pass
 	switch {
 	case whole:
 		// A whole prompt is admitted once it fits beside the decode rows.
 		fits := true
 		switch e.Backend {
-		case BackendVLLM:
+		case engine.VLLM:
 			fits = iMax+rows <= e.MaxNumBatchedTokens
-		case BackendTRTLLM:
+		case engine.TRTLLM:
 			fits = b.maxISL+rows <= e.MaxNumTokens
 		}
 		certain = certain && fits
@@ -75,10 +76,10 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 		certain = false
 		breq = 1
 	}
-	if e.Backend == BackendVLLM && !e.EnableChunkedPrefill && min(iMax, e.LongPrefillTokenThreshold) > e.MaxNumBatchedTokens-rows {
+	if e.Backend == engine.VLLM && !e.EnableChunkedPrefill && min(iMax, e.LongPrefillTokenThreshold) > e.MaxNumBatchedTokens-rows {
 		certain = false // the head prompt may not fit beside the decode rows (V-R3 break)
 	}
-	if e.Backend == BackendTRTLLM && e.KVCapacityTokens > 0 {
+	if e.Backend == engine.TRTLLM && e.KVCapacityTokens > 0 {
 		certain = certain && C*ceilDiv(b.maxISL+b.maxOSL, e.BlockSize) <= e.KVCapacityTokens/e.BlockSize
 	}
 	// Each pass advances the earliest unfinished prompt by ≥ min(rest, b_req). Where
@@ -86,7 +87,7 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 	// (vLLM chunked without a per-request threshold, TRT-LLM chunked FCFS), each
 	// pass also consumes a fixed share of the remaining prompt work: fluid bound.
 	passes := C * ceilDiv(pos, breq)
-	fluid := !whole && ((e.Backend == BackendVLLM && e.LongPrefillTokenThreshold == 0) || e.Backend == BackendTRTLLM)
+	fluid := !whole && ((e.Backend == engine.VLLM && e.LongPrefillTokenThreshold == 0) || e.Backend == engine.TRTLLM)
 	if fluid {
 		// TRT-LLM sizes the contexts FCFS after the generation rows, a cut chunk
 		// rounded down to a block (T-R3): a pass that can carry R either serves R
@@ -95,7 +96,7 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 		// b_req: a whole rest that is no block multiple can precede the cut).
 		full := max(e.MaxNumTokens-rows-(e.BlockSize-1), 1)
 		f := C*pos/full + 1
-		if e.Backend == BackendVLLM {
+		if e.Backend == engine.VLLM {
 			// V-R2/V-R3 hand every prompt min(rest, budget left) in FCFS order, so a
 			// pass that can carry R consumes ≥ min(work left, b_req) of the ≤ C·pos
 			// tokens of R and those ahead: ⌈C·pos/b_req⌉ exactly, no rounding pass.
@@ -103,7 +104,7 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 		}
 		passes = min(passes, f)
 	}
-	if e.Backend == BackendVLLM && e.EnableChunkedPrefill && e.LongPrefillTokenThreshold > 0 {
+	if e.Backend == engine.VLLM && e.EnableChunkedPrefill && e.LongPrefillTokenThreshold > 0 {
 		// Threshold-capped chunks (V-R2/V-R3, chunked on). A pass that can carry R
 		// either spends its whole prompt budget (≥ B − (C − 1)) on R and the prompts
 		// ahead of it (they precede every later request in running order), at most
@@ -114,10 +115,10 @@ func bracketHi(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, async, 
 			passes = min(passes, C*pos/full+ceilDiv(pos, e.LongPrefillTokenThreshold))
 		}
 	}
-	if whole && C > 1 && (e.Backend == BackendTRTLLM || e.LongPrefillTokenThreshold == 0) && (e.Backend == BackendVLLM || e.Backend == BackendTRTLLM) {
+	if whole && C > 1 && (e.Backend == engine.TRTLLM || e.LongPrefillTokenThreshold == 0) && (e.Backend == engine.VLLM || e.Backend == engine.TRTLLM) {
 		// FCFS whole-prompt packing (V-R3 / T-R3): k prompts per pass at least.
 		budget, cost := e.MaxNumBatchedTokens, iMax
-		if e.Backend == BackendTRTLLM {
+		if e.Backend == engine.TRTLLM {
 			budget, cost = e.MaxNumTokens, b.maxISL
 		}
 		if k := (budget - rows) / max(cost, 1); k > 1 {

@@ -4,15 +4,17 @@ package queueing
 
 import (
 	"math"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
 // prefillRoom is the prompt budget of a pass carrying rows decode rows, shared by
 // all the prompts in it.
-func prefillRoom(e EngineSpec, rows int) int {
+func prefillRoom(e engine.Spec, rows int) int {
 	switch e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		return e.MaxNumBatchedTokens - rows
-	case BackendTRTLLM:
+	case engine.TRTLLM:
 		return e.MaxNumTokens - rows
 	}
 	r := e.MaxPrefillTokens
@@ -27,9 +29,9 @@ func prefillRoom(e EngineSpec, rows int) int {
 
 // chunkCap returns the largest prompt chunk one request can get in a pass with
 // rows decode rows (0 when none), and whether prompts are whole (chunking off).
-func chunkCap(e EngineSpec, rows int) (int, bool) {
+func chunkCap(e engine.Spec, rows int) (int, bool) {
 	switch e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		// V-R3 caps n at the threshold before the chunked-prefill check, so a
 		// threshold chunks prompts even with chunked prefill off.
 		if thr := e.LongPrefillTokenThreshold; thr > 0 {
@@ -39,7 +41,7 @@ func chunkCap(e EngineSpec, rows int) (int, bool) {
 			return e.MaxNumBatchedTokens, true
 		}
 		return e.MaxNumBatchedTokens - rows, false
-	case BackendTRTLLM:
+	case engine.TRTLLM:
 		if !e.EnableChunkedPrefill {
 			return e.MaxNumTokens, true
 		}
@@ -57,7 +59,7 @@ func chunkCap(e EngineSpec, rows int) (int, bool) {
 
 // cycle derives the pass structure of one request cycle with c requests in
 // service (docs/queueing.md §2).
-func cycle(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, alternating, pack bool) scr {
+func cycle(pr *pricer, e engine.Spec, c, I, O float64, isl, prefix, ctxDec int, alternating, pack bool) scr {
 	ch0, whole0 := chunkCap(e, 0)
 	np0 := 1
 	if !whole0 {
@@ -84,7 +86,7 @@ func cycle(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, a
 }
 
 // cycleWith derives the cycle for d decode rows per mixed pass.
-func cycleWith(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec int, alternating, pack bool, d int) scr {
+func cycleWith(pr *pricer, e engine.Spec, c, I, O float64, isl, prefix, ctxDec int, alternating, pack bool, d int) scr {
 	s := scr{c: c, I: I, O: O}
 	ci := int(math.Ceil(c))
 	ch, whole := chunkCap(e, d)
@@ -132,19 +134,19 @@ func cycleWith(pr *pricer, e EngineSpec, c, I, O float64, isl, prefix, ctxDec in
 // (T-R1); with chunked prefill off, a whole prompt (vLLM: its threshold-capped
 // first chunk) must fit beside the decode rows (V-R3, T-R3 break), so at most
 // B − n decoders plus the newcomer run.
-func effSeqCap(e EngineSpec, isl, prefix, osl int) int {
-	S := e.seqCap()
-	if e.Backend == BackendTRTLLM && e.KVCapacityTokens > 0 {
+func effSeqCap(e engine.Spec, isl, prefix, osl int) int {
+	S := e.SeatCap()
+	if e.Backend == engine.TRTLLM && e.KVCapacityTokens > 0 {
 		S = min(S, max(1, (e.KVCapacityTokens/e.BlockSize)/ceilDiv(isl+osl, e.BlockSize)))
 	}
 	switch {
-	case e.Backend == BackendVLLM && !e.EnableChunkedPrefill:
+	case e.Backend == engine.VLLM && !e.EnableChunkedPrefill:
 		first := isl - prefix
 		if t := e.LongPrefillTokenThreshold; t > 0 {
 			first = min(first, t)
 		}
 		S = min(S, max(1, e.MaxNumBatchedTokens-first+1))
-	case e.Backend == BackendTRTLLM && !e.EnableChunkedPrefill:
+	case e.Backend == engine.TRTLLM && !e.EnableChunkedPrefill:
 		S = min(S, max(1, e.MaxNumTokens-isl+1)) // charged from position 0
 	}
 	return S

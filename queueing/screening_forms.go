@@ -6,6 +6,7 @@ package queueing
 import (
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -104,7 +105,7 @@ func weighted1(v, w float64) Distribution {
 // for the prompts of the k requests before it at the burst's prefill rate, and
 // for ⌊k/S⌋ whole cycles beyond the running cap S. Returned as two atoms with the
 // staircase's mean and maximum.
-func staircase(pr *pricer, e EngineSpec, w workload.Spec, s scr, first float64, isl, prefix int) Distribution {
+func staircase(pr *pricer, e engine.Spec, w workload.Spec, s scr, first float64, isl, prefix int) Distribution {
 	C := float64(w.Concurrency)
 	S := float64(effSeqCap(e, isl, prefix, int(math.Round(s.O))))
 	inWave := math.Min(C, S)
@@ -113,7 +114,7 @@ func staircase(pr *pricer, e EngineSpec, w workload.Spec, s scr, first float64, 
 	}
 	// During the burst about half the admitted prompts are already decoding.
 	d := 0
-	if s.O > 1 && !(e.Backend == BackendSGLang && !e.EnableMixedChunk) { // alternating: prefill passes carry no rows
+	if s.O > 1 && !(e.Backend == engine.SGLang && !e.EnableMixedChunk) { // alternating: prefill passes carry no rows
 		d = int((inWave - 1) / 2)
 	}
 	ch, whole := chunkCap(e, d)
@@ -155,22 +156,22 @@ func staircase(pr *pricer, e EngineSpec, w workload.Spec, s scr, first float64, 
 // together (the turnaround is the same for all) — forever. The cycle is one pass of
 // C·(isl − prefix) prefill tokens and osl − 1 decode-only passes of C rows; every
 // TTFT is that prefill pass and every gap that decode pass.
-func lockedCohort(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, isl, prefix, osl int, lo float64) (*Report, bool) {
+func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl, prefix, osl int, lo float64) (*Report, bool) {
 	C := w.Concurrency
 	if C <= 0 || len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 || C > effSeqCap(e, isl, prefix, osl) {
 		return nil, false
 	}
 	I := isl - prefix
 	switch e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		if C*I > e.MaxNumBatchedTokens || (e.LongPrefillTokenThreshold > 0 && I > e.LongPrefillTokenThreshold) {
 			return nil, false
 		}
-	case BackendTRTLLM:
+	case engine.TRTLLM:
 		if C*isl > e.MaxNumTokens {
 			return nil, false
 		}
-	case BackendSGLang:
+	case engine.SGLang:
 		pe := ceilDiv(I, e.BlockSize) * e.BlockSize
 		if (e.EnableChunkedPrefill && C*pe > e.ChunkedPrefillSize) || (C > 1 && C*pe >= e.MaxPrefillTokens) {
 			return nil, false
@@ -198,7 +199,7 @@ func lockedCohort(pr *pricer, e EngineSpec, w workload.Spec, b shapeBounds, isl,
 	ttft := PointMass(e.StageMs + tPre)
 	cyc := tPre + float64(osl-1)*tGen + w.TurnaroundMs
 	x := float64(C) / cyc
-	hi, certain := bracketHi(pr, e, w, b, e.AsyncScheduling, e.Backend == BackendSGLang && !e.EnableMixedChunk)
+	hi, certain := bracketHi(pr, e, w, b, e.AsyncScheduling, e.Backend == engine.SGLang && !e.EnableMixedChunk)
 	hi = math.Max(hi, ttft.Max())
 	return &Report{
 		TTFTSteady: ttft, TTFTTransient: ttft, ITL: itl, TPOT: itl, E2E: ttft.Shift(float64(osl-1) * tGen),

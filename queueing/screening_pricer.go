@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
@@ -96,10 +97,10 @@ func (pr *pricer) priceTails(tok, m, isl, prefix, rows, ctx int) float64 {
 
 // alonePrefillMs prices the prompt of a request alone in the engine, chunk by
 // chunk as its calendar schedules it (calendar_*.go with no other request).
-func alonePrefillMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
+func alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
 	ms := 0.0
 	switch e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		step := isl
 		if e.EnableChunkedPrefill {
 			step = e.MaxNumBatchedTokens
@@ -108,7 +109,7 @@ func alonePrefillMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
 			step = min(step, t)
 		}
 		ms, _ = pr.prefillMs(isl, prefix, prefix, max(step, 1), 0, 0)
-	case BackendTRTLLM:
+	case engine.TRTLLM:
 		// Charged from position 0, reuse applied after budgeting (T-R3, §4.4).
 		for pos := 0; pos < isl; {
 			n := isl - pos
@@ -121,7 +122,7 @@ func alonePrefillMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
 			}
 			pos = to
 		}
-	case BackendSGLang:
+	case engine.SGLang:
 		extend, page := isl-prefix, e.BlockSize
 		if !e.EnableChunkedPrefill || ceilDiv(extend, page)*page <= e.ChunkedPrefillSize {
 			return pr.price(extend, prefix, prefix, 0, 0)
@@ -139,21 +140,21 @@ func alonePrefillMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
 // chunks): under load a request's chunks can be any sizes up to the largest chunk,
 // and for a timing that charges each chunk its context (roofline KV reads) this
 // is the cheapest such partition; for linear timing it equals the lone chunking.
-func remainderFirstMs(pr *pricer, e EngineSpec, isl, prefix int) float64 {
+func remainderFirstMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
 	maxChunk := isl - prefix
 	switch e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		if e.EnableChunkedPrefill {
 			maxChunk = e.MaxNumBatchedTokens
 		}
 		if t := e.LongPrefillTokenThreshold; t > 0 {
 			maxChunk = min(maxChunk, t)
 		}
-	case BackendTRTLLM:
+	case engine.TRTLLM:
 		if e.EnableChunkedPrefill {
 			maxChunk = e.MaxNumTokens
 		}
-	case BackendSGLang:
+	case engine.SGLang:
 		if e.EnableChunkedPrefill {
 			maxChunk = e.ChunkedPrefillSize
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -13,8 +14,8 @@ import (
 func TestScreenerEqualsScreening(t *testing.T) {
 	var s Screener
 	lin := timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 1e-4}
-	for _, backend := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
-		e, err := DefaultEngine(backend, "")
+	for _, backend := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
+		e, err := engine.Defaults(backend, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
@@ -58,7 +59,7 @@ func (p *simPass) reset() {
 // sim is the state of one limit-cycle recursion. The calendar (schedule*) decides
 // each pass; the driver (run) owns the clock, arrivals and completions.
 type sim struct {
-	e      EngineSpec
+	e      engine.Spec
 	t      timing.Timing
 	budget int
 	seqCap int
@@ -186,11 +187,11 @@ func (s *sim) addDecode(p *simPass, ri int32) {
 func (s *sim) schedule(p *simPass) {
 	p.reset()
 	switch s.e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		s.scheduleVLLM(p)
-	case BackendTRTLLM:
+	case engine.TRTLLM:
 		s.scheduleTRT(p)
-	case BackendSGLang:
+	case engine.SGLang:
 		s.scheduleSGLang(p)
 	}
 }

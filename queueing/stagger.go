@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -29,7 +30,7 @@ const maxStaggerPhases = 16
 // mixture of the K phases (each phase's requests, and each phase's ITL gaps, weigh
 // 1/K in total), throughputs their mean; the transient and its records come from a
 // burst run stopped once generation 0 has finished.
-func staggered(ctx context.Context, w workload.Spec, e EngineSpec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
+func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
 	ob := o
 	ob.transientOnly = true
 	burst, err := quantitativeRun(ctx, w, e, t, ob, b)

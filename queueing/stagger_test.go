@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -14,7 +15,7 @@ import (
 // keeps the burst's transient, stays deterministic and above the screening lo.
 func TestStaggerMixture(t *testing.T) {
 	tm := timing.Linear{BaseMs: 8, PrefillMsPerToken: 0.03, DecodeMsPerRow: 0.02, CtxMsPerToken: 1e-5}
-	e := engine(t, BackendVLLM, nil)
+	e := testEngine(t, engine.VLLM, nil)
 	w := workload.Spec{ISL: 1024, OSL: 512, Concurrency: 8}
 	burst, err := QuantitativeWith(context.Background(), w, e, tm, Options{})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
@@ -79,7 +80,7 @@ type KernelOptions struct {
 // capacity is ignored: the kernel models KV only when o.KVCapacityTokens is set
 // (vLLM); otherwise callers that need KV accounting keep it themselves. e must
 // otherwise validate.
-func NewKernel(e EngineSpec, t timing.Timing, o KernelOptions) (*Kernel, error) {
+func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error) {
 	if t == nil {
 		return nil, inputErr(fmt.Errorf("timing: none given"))
 	}
@@ -89,12 +90,12 @@ func NewKernel(e EngineSpec, t timing.Timing, o KernelOptions) (*Kernel, error) 
 	if o.SeqCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d: must be ≥ 0", o.SeqCap))
 	}
-	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (e.Backend != BackendVLLM || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
+	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (e.Backend != engine.VLLM || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
 		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM without hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
 	}
 	e.KVCapacityTokens = 0
 	k := &Kernel{hold: o.Hold, wake: math.Inf(1)}
-	k.s = sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, barrier: math.Inf(1), maxPasses: math.MaxInt}
+	k.s = sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, barrier: math.Inf(1), maxPasses: math.MaxInt}
 	if o.SeqCap > 0 && o.SeqCap < k.s.seqCap {
 		k.s.seqCap = o.SeqCap
 	}

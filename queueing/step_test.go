@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -15,17 +16,17 @@ import (
 // semantics of its own.
 func TestKernelMatchesRecursion(t *testing.T) {
 	tm := timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 1e-5}
-	for _, be := range []string{BackendVLLM, BackendTRTLLM, BackendSGLang} {
+	for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
 		for _, async := range []bool{false, true} {
-			if async && be == BackendSGLang {
+			if async && be == engine.SGLang {
 				continue
 			}
-			e, err := DefaultEngine(be, "")
+			e, err := engine.Defaults(be, "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			e.AsyncScheduling = async
-			if be == BackendTRTLLM {
+			if be == engine.TRTLLM {
 				e.EnableChunkedPrefill = true
 			}
 			e.MaxNumBatchedTokens, e.MaxNumTokens, e.ChunkedPrefillSize = 2048, 2048, 2048

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -42,7 +43,7 @@ type SessionOptions struct {
 // first arrival), the same definition as the oracle's summary, because a trace need
 // not be stationary. The report's fidelity is W3; Report.Requests holds every request
 // in trace order.
-func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options) (*Report, error) {
+func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timing.Timing, o Options) (*Report, error) {
 	return replayTrace(ctx, reqs, e, t, o, nil)
 }
 
@@ -58,7 +59,7 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 // Later turns (and capped first turns) reach the scheduler Options.ClientRTTMs after
 // the client sends them, as in the closed loop. Requests without a session arrive at
 // their trace instants. The report's fidelity is W4.
-func QuantitativeSessions(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options, so SessionOptions) (*Report, error) {
+func QuantitativeSessions(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timing.Timing, o Options, so SessionOptions) (*Report, error) {
 	if so.MaxSessions < 0 {
 		return nil, inputErr(fmt.Errorf("max sessions %d: must be ≥ 0 (0 = no cap)", so.MaxSessions))
 	}
@@ -70,13 +71,13 @@ func QuantitativeSessions(ctx context.Context, reqs []TraceRequest, e EngineSpec
 }
 
 // replayTrace is QuantitativeTrace (so == nil) and QuantitativeSessions.
-func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options, so *SessionOptions) (*Report, error) {
+func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timing.Timing, o Options, so *SessionOptions) (*Report, error) {
 	if err := checkTrace(reqs, e, t); err != nil {
 		return nil, inputErr(err)
 	}
-	s := &sim{e: e, t: t, budget: e.budget(), seqCap: e.seqCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
-		selfHits: o.PrefixCaching && e.Backend == BackendVLLM && e.KVCapacityTokens > 0}
-	if e.Backend == BackendSGLang && !e.EnableChunkedPrefill {
+	s := &sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
+		selfHits: o.PrefixCaching && e.Backend == engine.VLLM && e.KVCapacityTokens > 0}
+	if e.Backend == engine.SGLang && !e.EnableChunkedPrefill {
 		s.budget = e.MaxPrefillTokens
 	}
 	if e.KVCapacityTokens > 0 {
@@ -145,7 +146,7 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 }
 
 // checkTrace validates a trace replay's inputs.
-func checkTrace(reqs []TraceRequest, e EngineSpec, t timing.Timing) error {
+func checkTrace(reqs []TraceRequest, e engine.Spec, t timing.Timing) error {
 	if t == nil {
 		return fmt.Errorf("timing: none given; pass a timing model")
 	}
@@ -229,7 +230,7 @@ func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int, hi
 // whose KV held ctx tokens: at most isl − 1 (one token is always computed), in whole
 // blocks — vLLM (V-R8), SGLang pages (§3.6) and TRT-LLM blocks (T-R5 without
 // partial-block reuse, as the DES: docs/oracle.md).
-func sessionContext(e EngineSpec, ctx, isl int) int {
+func sessionContext(e engine.Spec, ctx, isl int) int {
 	n := min(ctx, isl-1)
 	if bs := e.BlockSize; bs > 0 {
 		n = n / bs * bs

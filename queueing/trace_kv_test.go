@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
@@ -15,7 +16,7 @@ import (
 // capacity nothing is preempted and the option changes nothing.
 func TestTraceSelfHits(t *testing.T) {
 	ctx := context.Background()
-	e := EngineSpec{Backend: BackendVLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 8, EnableChunkedPrefill: true, BlockSize: 16, KVCapacityTokens: 150 * 16}
+	e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 8, EnableChunkedPrefill: true, BlockSize: 16, KVCapacityTokens: 150 * 16}
 	tm := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.00001}
 	reqs := []TraceRequest{{ArrivalMs: 0, ISL: 1000, OSL: 400, Prefix: 32}, {ArrivalMs: 1, ISL: 1000, OSL: 400}}
 	scratch, err := QuantitativeTrace(ctx, reqs, e, tm, Options{})

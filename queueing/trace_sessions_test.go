@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -15,7 +16,7 @@ import (
 // without sessions replays as QuantitativeTrace does (only the fidelity differs).
 func TestQuantitativeSessions(t *testing.T) {
 	ctx := context.Background()
-	e := EngineSpec{Backend: BackendVLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, EnableChunkedPrefill: true, BlockSize: 16}
+	e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, EnableChunkedPrefill: true, BlockSize: 16}
 	tm := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.00001}
 	reqs := []TraceRequest{
 		{ArrivalMs: 0, ISL: 1000, OSL: 50, Session: 1},

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -13,7 +14,7 @@ import (
 // stream (warm-up included) and shape gives the open loop's steady requests exactly
 // the same TTFT and E2E: the same calendar, only the driver differs.
 func TestQuantitativeTraceEqualsOpenLoop(t *testing.T) {
-	e := EngineSpec{Backend: BackendVLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, EnableChunkedPrefill: true, BlockSize: 16}
+	e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, EnableChunkedPrefill: true, BlockSize: 16}
 	tm := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.00001}
 	const n = 400
 	w := workload.Spec{ISL: 1000, OSL: 100, Prefix: 200, RateRPS: 6, NumRequests: n}
@@ -48,7 +49,7 @@ func TestQuantitativeTraceEqualsOpenLoop(t *testing.T) {
 // TestQuantitativeTraceAlone: one request alone, by hand (constant 1 ms passes, the
 // prompt in one pass): TTFT 1, E2E = osl passes.
 func TestQuantitativeTraceAlone(t *testing.T) {
-	e := EngineSpec{Backend: BackendVLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, EnableChunkedPrefill: true, BlockSize: 16}
+	e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, EnableChunkedPrefill: true, BlockSize: 16}
 	rep, err := QuantitativeTrace(context.Background(), []TraceRequest{{ArrivalMs: 0, ISL: 100, OSL: 3}, {ArrivalMs: 1000, ISL: 100, Prefix: 50, OSL: 3}},
 		e, timing.Constant{Ms: 1}, Options{})
 	if err != nil {

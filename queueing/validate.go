@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -23,12 +24,12 @@ type shapeBounds struct {
 
 // checkInputs validates w and e for the calendars and returns the shape extremes.
 // Every error is one line naming the input and how to fix it.
-func checkInputs(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds, error) {
+func checkInputs(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBounds, error) {
 	b, err := checkInputsRaw(w, e, t)
 	return b, inputErr(err)
 }
 
-func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds, error) {
+func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBounds, error) {
 	var b shapeBounds
 	if t == nil {
 		return b, fmt.Errorf("timing: none given; pass a timing model (e.g. --timing linear)")
@@ -92,7 +93,7 @@ func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds
 		return b, fmt.Errorf("workload prefix = %d: must be < isl (%d); at least one prompt token is always computed", w.Prefix, b.minISL)
 	}
 	switch e.Backend {
-	case BackendVLLM:
+	case engine.VLLM:
 		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
 			return b, err
 		}
@@ -103,12 +104,12 @@ func checkInputsRaw(w workload.Spec, e EngineSpec, t timing.Timing) (shapeBounds
 		if !e.EnableChunkedPrefill && first > e.MaxNumBatchedTokens {
 			return b, fmt.Errorf("engine max_num_batched_tokens = %d: with chunked prefill off it must hold a whole prompt (%d uncached tokens); raise it or enable chunked prefill", e.MaxNumBatchedTokens, first)
 		}
-	case BackendSGLang:
+	case engine.SGLang:
 		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
 			return b, err
 		}
-	case BackendTRTLLM:
-		if e.CapacityPolicy == PolicyMaxUtilization { // pausing (T-R2)
+	case engine.TRTLLM:
+		if e.CapacityPolicy == engine.PolicyMaxUtilization { // pausing (T-R2)
 			if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
 				return b, err
 			}

@@ -7,7 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/store"
 )
@@ -34,7 +34,7 @@ func TestPassAdjustDecomposition(t *testing.T) {
 		for range rows {
 			p.Decode = append(p.Decode, rapid.IntRange(1, 8192).Draw(rt, "ctx"))
 		}
-		var e queueing.EngineSpec
+		var e engine.Spec
 		got, err := a.Apply(&e, lin).PassMs(&p)
 		if err != nil {
 			rt.Fatal(err)
@@ -51,7 +51,7 @@ func TestPassAdjustDecomposition(t *testing.T) {
 		if e.StageMs != a.RequestOverheadMs {
 			rt.Fatalf("stage %v, want %v", e.StageMs, a.RequestOverheadMs)
 		}
-		var e2 queueing.EngineSpec
+		var e2 engine.Spec
 		if v, err := Identity().Apply(&e2, lin).PassMs(&p); err != nil || v != total || e2.StageMs != 0 {
 			rt.Fatalf("identity changed the pass: %v vs %v", v, total)
 		}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/store"
 )
@@ -49,7 +49,7 @@ func (a PassAdjust) Validate() error {
 }
 
 // Apply adjusts an engine and its pass timing in place of the uncalibrated ones.
-func (a PassAdjust) Apply(e *queueing.EngineSpec, t timing.Timing) timing.Timing {
+func (a PassAdjust) Apply(e *engine.Spec, t timing.Timing) timing.Timing {
 	if a.IsIdentity() {
 		return t
 	}

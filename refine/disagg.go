@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/aicdb/aicdb/disagg"
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
@@ -47,11 +47,11 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs)
 	if err != nil {
 		return workload.Spec{}, c, err
 	}
-	e, err := queueing.DefaultEngine(in.Backend, in.Version)
+	e, err := engine.Defaults(in.Backend, in.Version)
 	if err != nil {
 		return workload.Spec{}, c, err
 	}
-	if e.Backend == queueing.BackendTRTLLM && in.ISL > e.MaxNumTokens {
+	if e.Backend == engine.TRTLLM && in.ISL > e.MaxNumTokens {
 		e.EnableChunkedPrefill = true // a prompt beyond the budget must be chunked (T-R3)
 	}
 	kvb, err := disagg.KVBytesPerLink(pre, in.PTP, in.DTP)
@@ -140,7 +140,7 @@ var modelFingerprint = sync.OnceValue(func() string {
 	h.Write([]byte(queueingFingerprint()))
 	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
 	h.Write([]byte("disaggSetup v2: attention-DP ranks are tandem workers;"))
-	e, err := queueing.DefaultEngine(queueing.BackendVLLM, "")
+	e, err := engine.Defaults(engine.VLLM, "")
 	if err != nil {
 		fmt.Fprintf(h, "%v;", err)
 	}

@@ -3,6 +3,7 @@ package refine
 import (
 	"fmt"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
@@ -15,7 +16,7 @@ func (s *SweepSpec) checkEngineSpec() error {
 	default:
 		return fmt.Errorf("--engine-profile %q: unknown; use %s or %s", s.EngineProfile, queueing.ProfileDefaults, queueing.ProfileAIConfigurator)
 	}
-	if s.EngineConfig != nil && s.EngineConfig.Backend != s.Backend {
+	if s.EngineConfig != nil && string(s.EngineConfig.Backend) != s.Backend {
 		return fmt.Errorf("--engine-config: the file is read as %s's but --backend is %s", s.EngineConfig.Backend, s.Backend)
 	}
 	return nil
@@ -56,7 +57,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 		}
 		rowProfile += "+config"
 	}
-	apply := func(e *queueing.EngineSpec) error {
+	apply := func(e *engine.Spec) error {
 		if s.EngineConfig == nil {
 			return nil
 		}
@@ -65,7 +66,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 	for i := range pts {
 		p := &pts[i]
 		r := engineconf.Resolved{Profile: profile, Config: cfgKeys}
-		role := func(role string, batch int) (queueing.EngineSpec, error) {
+		role := func(role string, batch int) (engine.Spec, error) {
 			e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: p.Backend, Version: profileVersion(p.Backend, p.Version),
 				Role: role, Batch: batch, ISL: p.ISL, OSL: p.OSL})
 			if err != nil {
@@ -78,12 +79,12 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 		}
 		switch p.Mode {
 		case store.ModeAgg:
-			var e queueing.EngineSpec
+			var e engine.Spec
 			var err error
 			if profile == queueing.ProfileDefaults {
 				q := *p
 				q.Version = profileVersion(q.Backend, q.Version)
-				e, err = engine(q)
+				e, err = pointEngine(q)
 				if err == nil {
 					err = apply(&e)
 				}
@@ -122,7 +123,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 // "synthetic", test labels) take the latest defaults. The version comes from the
 // evaluator's Resolve, not from the user.
 func profileVersion(backend, v string) string {
-	if _, err := queueing.DefaultEngine(backend, v); err != nil {
+	if _, err := engine.Defaults(backend, v); err != nil {
 		return ""
 	}
 	return v
@@ -130,11 +131,11 @@ func profileVersion(backend, v string) string {
 
 // budgetOf is e's per-pass token budget (V-R1 max_num_batched_tokens, T-R3
 // max_num_tokens, S-R1 chunked_prefill_size or, chunking off, max_prefill_tokens).
-func budgetOf(e queueing.EngineSpec) int {
+func budgetOf(e engine.Spec) int {
 	switch e.Backend {
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		return e.MaxNumTokens
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		if e.EnableChunkedPrefill {
 			return e.ChunkedPrefillSize
 		}
@@ -145,16 +146,16 @@ func budgetOf(e queueing.EngineSpec) int {
 
 // seqCapOf is e's running cap (V-R2 max_num_seqs, T-R1 max_batch_size, S-R2
 // max_running_requests).
-func seqCapOf(e queueing.EngineSpec) int {
-	if e.Backend == queueing.BackendTRTLLM {
+func seqCapOf(e engine.Spec) int {
+	if e.Backend == engine.TRTLLM {
 		return e.MaxBatchSize
 	}
 	return e.MaxNumSeqs
 }
 
 // setSeqCap sets e's running cap (see seqCapOf).
-func setSeqCap(e *queueing.EngineSpec, n int) {
-	if e.Backend == queueing.BackendTRTLLM {
+func setSeqCap(e *engine.Spec, n int) {
+	if e.Backend == engine.TRTLLM {
 		e.MaxBatchSize = n
 		return
 	}
@@ -162,10 +163,10 @@ func setSeqCap(e *queueing.EngineSpec, n int) {
 }
 
 // recordedEngine returns the agg engine a point recorded, if it recorded one.
-func recordedEngine(in store.PointInputs) (queueing.EngineSpec, bool, error) {
+func recordedEngine(in store.PointInputs) (engine.Spec, bool, error) {
 	r, ok, err := engineconf.DecodeResolved(in.Engine)
 	if err != nil || !ok || r.Engine == nil {
-		return queueing.EngineSpec{}, false, err
+		return engine.Spec{}, false, err
 	}
 	return *r.Engine, true, nil
 }

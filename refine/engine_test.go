@@ -65,7 +65,7 @@ func TestEnumerateEngineProfiles(t *testing.T) {
 		if rl.Engine.MaxNumTokens != l.CtxTokens+l.Batch {
 			t.Fatalf("legacy engine %+v", rl.Engine)
 		}
-		got, err := engine(a)
+		got, err := pointEngine(a)
 		if err != nil || got != *e {
 			t.Fatalf("evaluator engine %+v, %v; recorded %+v", got, err, *e)
 		}

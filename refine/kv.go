@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/store"
@@ -39,7 +40,7 @@ type kvPlan struct {
 // engine set one) and sets e.KVCapacityTokens. A worker whose weights + the KV of
 // one request do not fit gives an error wrapping perfdb.ErrOOM with the memory
 // arithmetic.
-func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *queueing.EngineSpec) (kvPlan, error) {
+func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
 	if e.KVCapacityTokens <= 0 {
 		n, err := pt.Estimator().KVCapacityTokens(in.ISL, in.OSL, bs)
@@ -49,7 +50,7 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *queueing.EngineSpec)
 		e.KVCapacityTokens = n
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
-		perPass: e.Backend != queueing.BackendTRTLLM || e.CapacityPolicy == queueing.PolicyMaxUtilization}
+		perPass: e.Backend != engine.TRTLLM || e.CapacityPolicy == engine.PolicyMaxUtilization}
 	if k.perReq > k.capBlocks {
 		// A pool set by the point's engine config (the memory model's always holds
 		// one request): every request would be preempted forever (V-R6).
@@ -66,7 +67,7 @@ func ceilDivInt(a, b int) int { return (a + b - 1) / b }
 // screeningEngine is e as the screening tier takes it: the per-pass engines'
 // capacity dropped (the closed form has none; kvPlan decides whether that loses
 // anything), TRT-LLM GUARANTEED_NO_EVICT's kept (its admission cap is modelled).
-func (k kvPlan) screeningEngine(e queueing.EngineSpec) queueing.EngineSpec {
+func (k kvPlan) screeningEngine(e engine.Spec) engine.Spec {
 	if k.perPass {
 		e.KVCapacityTokens = 0
 	}
@@ -98,7 +99,7 @@ func (k kvPlan) screening() (store.KV, bool) {
 // ErrNoQuantitative when the calendar cannot model the point's pressure: a cached
 // prefix under a per-pass engine's KV pressure is not modelled (checkKVFit). A
 // point that is not tight cannot feel its pool, so it runs without one.
-func (k kvPlan) quantitativeEngine(e queueing.EngineSpec, prefix int) (queueing.EngineSpec, error) {
+func (k kvPlan) quantitativeEngine(e engine.Spec, prefix int) (engine.Spec, error) {
 	if prefix > 0 && k.perPass {
 		if k.tight {
 			return e, fmt.Errorf("%w: KV-tight (%d > %d blocks) with a cached prefix of %d tokens: KV pressure with a cached prefix is not modelled",

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
-	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
 )
@@ -209,7 +209,7 @@ func BenchmarkEvaluateRowKVTight(b *testing.B) {
 // point with a prefix that fits runs without its pool and reports the screening
 // bound.
 func TestKVQuantitativeEngineWithPrefix(t *testing.T) {
-	e := queueing.EngineSpec{Backend: queueing.BackendVLLM, BlockSize: 16, KVCapacityTokens: 160000}
+	e := engine.Spec{Backend: engine.VLLM, BlockSize: 16, KVCapacityTokens: 160000}
 	tight := kvPlan{capTokens: 160000, capBlocks: 10000, perReq: 282, demandBlocks: 18048, tight: true, perPass: true}
 	if _, err := tight.quantitativeEngine(e, 512); !errors.Is(err, ErrNoQuantitative) || !strings.Contains(err.Error(), "cached prefix of 512 tokens") {
 		t.Fatalf("tight with prefix: %v", err)
@@ -232,7 +232,7 @@ func TestKVQuantitativeEngineWithPrefix(t *testing.T) {
 // request at full length is an OOM with the block arithmetic, not a sweep failure.
 func TestPlanKVPoolTooSmall(t *testing.T) {
 	in := store.PointInputs{ISL: 4000, OSL: 500, Batch: 8}
-	e := queueing.EngineSpec{Backend: queueing.BackendVLLM, BlockSize: 16, KVCapacityTokens: 4096}
+	e := engine.Spec{Backend: engine.VLLM, BlockSize: 16, KVCapacityTokens: 4096}
 	_, err := planKV(nil, in, &e)
 	want := "out of memory: the KV pool of 4096 tokens (256 blocks of 16) cannot hold one request of isl 4000 + osl 500 (282 blocks); raise the pool or shorten the request"
 	if !errors.Is(err, perfdb.ErrOOM) || err.Error() != want {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -204,9 +205,9 @@ func (p *PerfdbEvaluator) adjustment(in store.PointInputs) PassAdjust {
 var queueingFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	t := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}
-	for _, backend := range []string{queueing.BackendVLLM, queueing.BackendTRTLLM, queueing.BackendSGLang} {
-		in := store.PointInputs{Backend: backend, ISL: 2048, OSL: 64, Prefix: 256, Batch: 8, CtxTokens: 4096}
-		e, err := engine(in)
+	for _, backend := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
+		in := store.PointInputs{Backend: string(backend), ISL: 2048, OSL: 64, Prefix: 256, Batch: 8, CtxTokens: 4096}
+		e, err := pointEngine(in)
 		if err != nil {
 			fmt.Fprintf(h, "%s: %v;", backend, err)
 			continue
@@ -231,8 +232,8 @@ var queueingFingerprint = sync.OnceValue(func() string {
 		}
 		// KV pressure: half the pool C requests at full length need (the
 		// calendars' preemption and retraction, QUEUEING.md §3).
-		if e.Backend == queueing.BackendTRTLLM {
-			e.CapacityPolicy = queueing.PolicyMaxUtilization
+		if e.Backend == engine.TRTLLM {
+			e.CapacityPolicy = engine.PolicyMaxUtilization
 		}
 		e.KVCapacityTokens = in.Batch * (in.ISL + in.OSL) / 2
 		w.Prefix = 0
@@ -517,18 +518,18 @@ func legacyRow(in store.PointInputs, ttft, tpot, req float64, conc int, t perfdb
 	return l, nil
 }
 
-// engine builds the queueing engine of an agg point from the backend's defaults
+// pointEngine builds the queueing engine of an agg point from the backend's defaults
 // (SCHEDULERS.md §6) with the point's knobs: the per-pass token budget
 // max_num_batched_tokens (V-R1 max_num_batched_tokens, T-R1 max_num_tokens, S-R1
 // chunked_prefill_size; the sweep sets ctx_tokens + batch) and the running cap
 // max_num_seqs (V-R2 max_num_seqs, T-R1 max_batch_size, S-R2 max_running_requests;
 // the sweep sets batch). Chunked prefill is on when asked or when a prompt would not
 // fit the budget. A point that recorded its engine (resolveEngines) runs that one.
-func engine(in store.PointInputs) (queueing.EngineSpec, error) {
+func pointEngine(in store.PointInputs) (engine.Spec, error) {
 	if e, ok, err := recordedEngine(in); ok || err != nil {
 		return e, err
 	}
-	e, err := queueing.DefaultEngine(in.Backend, in.Version)
+	e, err := engine.Defaults(in.Backend, in.Version)
 	if err != nil {
 		return e, err
 	}
@@ -542,11 +543,11 @@ func engine(in store.PointInputs) (queueing.EngineSpec, error) {
 	}
 	chunked := in.ChunkedPrefill || budget < in.ISL-in.Prefix
 	switch e.Backend {
-	case queueing.BackendVLLM:
+	case engine.VLLM:
 		e.MaxNumBatchedTokens, e.MaxNumSeqs = budget, seqs
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		e.MaxNumTokens, e.MaxBatchSize = budget, seqs
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		e.ChunkedPrefillSize, e.MaxNumSeqs = budget, seqs
 		e.MaxPrefillTokens = max(e.MaxPrefillTokens, budget)
 	}
@@ -556,19 +557,19 @@ func engine(in store.PointInputs) (queueing.EngineSpec, error) {
 
 // setupBase builds one agg evaluation without a KV pool: the workload, the
 // point's engine (as recorded or derived) and the (calibrated) timing.
-func (p *PerfdbEvaluator) setupBase(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *perfdb.PassTiming, error) {
+func (p *PerfdbEvaluator) setupBase(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, engine.Spec, timing.Timing, *perfdb.PassTiming, error) {
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix, Concurrency: in.Batch}
 	_, pt, err := p.estimator(ctx, in, in.TP, in.PP, in.DP, in.MoETP, in.MoEEP)
 	if err != nil {
-		return w, queueing.EngineSpec{}, nil, nil, err
+		return w, engine.Spec{}, nil, nil, err
 	}
-	e, err := engine(in)
+	e, err := pointEngine(in)
 	tm := adj.Apply(&e, pt) // before e is returned: Apply sets e.StageMs
 	return w, e, tm, pt, err
 }
 
 // setup is setupBase with the engine's KV pool from the memory model (planKV).
-func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, *perfdb.PassTiming, kvPlan, error) {
+func (p *PerfdbEvaluator) setup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, engine.Spec, timing.Timing, *perfdb.PassTiming, kvPlan, error) {
 	w, e, tm, t, err := p.setupBase(ctx, in, adj)
 	if err != nil {
 		return w, e, tm, t, kvPlan{}, err

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
-	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
@@ -17,7 +17,7 @@ import (
 // elsewhere (the oracle curve of `aicdb plot cdf --oracle`).
 type PointModel struct {
 	Workload workload.Spec
-	Engine   queueing.EngineSpec
+	Engine   engine.Spec
 	Timing   timing.Timing
 	pt       *perfdb.PassTiming // the uncalibrated pricing (its estimator's memory model)
 }

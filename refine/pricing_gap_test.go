@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -35,7 +36,7 @@ func (g midGap) Screen(ctx context.Context, in store.PointInputs) (store.Queuein
 	if in.TP != 2 {
 		return g.Evaluator.Screen(ctx, in)
 	}
-	e, err := queueing.DefaultEngine(queueing.BackendVLLM, "")
+	e, err := engine.Defaults(engine.VLLM, "")
 	if err != nil {
 		return store.Queueing{}, err
 	}

@@ -189,7 +189,7 @@ func (s Synthetic) Quantitative(_ context.Context, in store.PointInputs) (store.
 // context), and the KV pool its memory formula leaves (141 GiB − 64/tp GiB of
 // weights at 0.0002/tp GiB per token).
 func (s Synthetic) PointSetup(_ context.Context, in store.PointInputs, _, _ int) (PointSetup, error) {
-	e, err := engine(in)
+	e, err := pointEngine(in)
 	if err != nil {
 		return PointSetup{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -173,7 +174,7 @@ func (w *TraceWorkload) RoundRobin(r int, sessions bool) [][]int {
 
 // TraceReplay configures one replica's replay.
 type TraceReplay struct {
-	Engine queueing.EngineSpec
+	Engine engine.Spec
 	Timing timing.Timing
 	// Reuse is the prefix cache the reuse oracle simulates (its backend policy, pool
 	// and block size; HashBlock is taken from the trace); nil: no prefix cache, or

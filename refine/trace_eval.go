@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -17,7 +18,7 @@ import (
 // PointSetup is what a trace replay of an agg point needs from the evaluator: the
 // engine the point deploys, its pass timing, and its KV pool.
 type PointSetup struct {
-	Engine queueing.EngineSpec
+	Engine engine.Spec
 	Timing timing.Timing
 	// KVTokens is one replica's KV pool in tokens: the prefix cache the reuse
 	// oracle simulates (0: no prefix cache).
@@ -179,7 +180,7 @@ func (t *TraceEvaluator) Quantitative(ctx context.Context, in store.PointInputs)
 // reuseConfig is the prefix cache of a replica with a KV pool of kvTokens: the
 // backend's policy (V-R prefix caching on full blocks, S radix tree, T block
 // reuse; on by default in all three engines) in the engine's block size.
-func reuseConfig(backend string, e queueing.EngineSpec, kvTokens int) *oracle.ReuseConfig {
+func reuseConfig(backend string, e engine.Spec, kvTokens int) *oracle.ReuseConfig {
 	if kvTokens <= 0 {
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
@@ -94,7 +94,7 @@ func runDeploy(c *cli.Context) error {
 	}
 	type worker struct {
 		title string
-		e     *queueing.EngineSpec
+		e     *engine.Spec
 		d     engineconf.Deployment
 	}
 	var ws []worker

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -65,7 +66,7 @@ func evalCommand() *cli.Command {
 // evalSpec is everything one evaluation needs.
 type evalSpec struct {
 	w      workload.Spec
-	e      queueing.EngineSpec
+	e      engine.Spec
 	t      timing.Timing
 	gpus   int
 	pt     *perfdb.PassTiming // set on the perf-database path (its memory model sizes the KV pool)
@@ -184,7 +185,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 			backend = be
 		}
 		if backend == "" {
-			backend = queueing.BackendVLLM
+			backend = string(engine.VLLM)
 		}
 		s.gpus = 1
 	} else {
@@ -331,7 +332,7 @@ func parseQuantiles(s string) ([]int, error) {
 }
 
 // applyEngineFlags overrides the backend defaults with the engine flags given.
-func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
+func applyEngineFlags(c *cli.Context, e *engine.Spec) error {
 	o, err := readEngineKnobs(c)
 	if err != nil {
 		return err

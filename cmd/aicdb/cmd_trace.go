@@ -21,6 +21,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
@@ -801,7 +802,7 @@ func replayKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, en
 		if pt == nil {
 			return userErrorf("trace replay: --kv-capacity-tokens auto: the engine file's timing has no GPU memory model to size the KV pool from; give the capacity in tokens, or time passes from perf data with --model, --system, --backend and --tp")
 		}
-		e := queueing.EngineSpec{BlockSize: eng.BlockSize}
+		e := engine.Spec{BlockSize: eng.BlockSize}
 		if err := resolveKVCapacity(c, pt, w, &e); err != nil {
 			return err
 		}
@@ -961,8 +962,8 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 // engineSpec maps an oracle engine's knobs onto the calendar's EngineSpec (the
 // inverse of the gate's mapping): the KV pool is the calendar's KV capacity —
 // vLLM preemption, SGLang retraction, TRT-LLM no-evict admission or pausing.
-func engineSpec(e oracle.Engine) (queueing.EngineSpec, error) {
-	q := queueing.EngineSpec{Backend: string(e.Backend), EnableChunkedPrefill: e.EnableChunkedPrefill,
+func engineSpec(e oracle.Engine) (engine.Spec, error) {
+	q := engine.Spec{Backend: engine.Backend(e.Backend), EnableChunkedPrefill: e.EnableChunkedPrefill,
 		AsyncScheduling: e.AsyncScheduling, BlockSize: e.BlockSize}
 	switch e.Backend {
 	case oracle.VLLM:
@@ -973,9 +974,9 @@ func engineSpec(e oracle.Engine) (queueing.EngineSpec, error) {
 		q.MaxBatchSize, q.MaxNumTokens = e.MaxBatchSize, e.MaxNumTokens
 		switch e.CapacityPolicy {
 		case oracle.GuaranteedNoEvict:
-			q.CapacityPolicy = queueing.PolicyGuaranteedNoEvict
+			q.CapacityPolicy = engine.PolicyGuaranteedNoEvict
 		case oracle.MaxUtilization:
-			q.CapacityPolicy = queueing.PolicyMaxUtilization
+			q.CapacityPolicy = engine.PolicyMaxUtilization
 		}
 	}
 	q.KVCapacityTokens = (e.NumGPUBlocks - 1) * e.BlockSize

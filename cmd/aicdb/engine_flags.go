@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
@@ -59,18 +60,18 @@ func checkProfile(p string) error {
 
 // resolveEngine is the engine of eval: --engine-profile, then --engine-config over
 // it (the explicit engine flags are applied over both by the caller).
-func resolveEngine(c *cli.Context, in queueing.ProfileInput) (queueing.EngineSpec, error) {
-	if _, err := queueing.DefaultEngine(in.Backend, in.Version); err != nil {
-		return queueing.EngineSpec{}, userErrorf("--backend: %v", err)
+func resolveEngine(c *cli.Context, in queueing.ProfileInput) (engine.Spec, error) {
+	if _, err := engine.Defaults(in.Backend, in.Version); err != nil {
+		return engine.Spec{}, userErrorf("--backend: %v", err)
 	}
 	if err := checkProfile(c.String("engine-profile")); err != nil {
-		return queueing.EngineSpec{}, err
+		return engine.Spec{}, err
 	}
 	e, err := queueing.ProfileEngine(c.String("engine-profile"), in)
 	if err != nil {
 		return e, userErrorf("--engine-profile %s: %v", c.String("engine-profile"), err)
 	}
-	cfg, err := readEngineConfig(c, e.Backend)
+	cfg, err := readEngineConfig(c, string(e.Backend))
 	if err != nil || cfg == nil {
 		return e, err
 	}
@@ -105,7 +106,7 @@ func oracleEngineFlags(c *cli.Context, sc *oracle.Scenario) error {
 		if err := checkProfile(c.String("engine-profile")); err != nil {
 			return err
 		}
-		in := queueing.ProfileInput{Backend: e.Backend, Role: queueing.RoleAgg, Batch: len(sc.Requests)}
+		in := queueing.ProfileInput{Backend: string(e.Backend), Role: queueing.RoleAgg, Batch: len(sc.Requests)}
 		for _, r := range sc.Requests {
 			in.ISL, in.OSL = max(in.ISL, r.PromptLen, len(r.PromptTokens)), max(in.OSL, r.MaxTokens)
 		}
@@ -115,7 +116,7 @@ func oracleEngineFlags(c *cli.Context, sc *oracle.Scenario) error {
 		}
 		e = pe
 	}
-	cfg, err := readEngineConfig(c, e.Backend)
+	cfg, err := readEngineConfig(c, string(e.Backend))
 	if err != nil {
 		return err
 	}
@@ -140,23 +141,23 @@ func oracleEngineFlags(c *cli.Context, sc *oracle.Scenario) error {
 }
 
 // specOfOracle reads the scheduling knobs of an oracle engine as an EngineSpec.
-func specOfOracle(o oracle.Engine) queueing.EngineSpec {
-	e := queueing.EngineSpec{Backend: string(o.Backend), MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxNumSeqs: o.MaxNumSeqs,
+func specOfOracle(o oracle.Engine) engine.Spec {
+	e := engine.Spec{Backend: engine.Backend(o.Backend), MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxNumSeqs: o.MaxNumSeqs,
 		EnableChunkedPrefill: o.EnableChunkedPrefill, LongPrefillTokenThreshold: o.LongPrefillTokenThreshold,
 		AsyncScheduling: o.AsyncScheduling, BlockSize: o.BlockSize, ChunkedPrefillSize: o.ChunkedPrefillSize,
 		MaxPrefillTokens: o.MaxPrefillTokens, EnableMixedChunk: o.EnableMixedChunk, MaxBatchSize: o.MaxBatchSize,
-		MaxNumTokens: o.MaxNumTokens, CapacityPolicy: queueing.PolicyGuaranteedNoEvict}
+		MaxNumTokens: o.MaxNumTokens, CapacityPolicy: engine.PolicyGuaranteedNoEvict}
 	if o.Backend == oracle.SGLang {
 		e.MaxNumSeqs = o.MaxRunningRequests
 	}
 	if o.CapacityPolicy == oracle.MaxUtilization {
-		e.CapacityPolicy = queueing.PolicyMaxUtilization
+		e.CapacityPolicy = engine.PolicyMaxUtilization
 	}
 	return e
 }
 
 // setOracleSpec writes an EngineSpec's scheduling knobs into an oracle engine.
-func setOracleSpec(o *oracle.Engine, e queueing.EngineSpec) {
+func setOracleSpec(o *oracle.Engine, e engine.Spec) {
 	o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill = e.MaxNumBatchedTokens, e.MaxNumSeqs, e.EnableChunkedPrefill
 	o.LongPrefillTokenThreshold, o.AsyncScheduling, o.BlockSize = e.LongPrefillTokenThreshold, e.AsyncScheduling, e.BlockSize
 	o.ChunkedPrefillSize, o.MaxPrefillTokens, o.EnableMixedChunk = e.ChunkedPrefillSize, e.MaxPrefillTokens, e.EnableMixedChunk
@@ -166,7 +167,7 @@ func setOracleSpec(o *oracle.Engine, e queueing.EngineSpec) {
 	}
 	if o.Backend == oracle.TRTLLM {
 		o.CapacityPolicy = oracle.GuaranteedNoEvict
-		if e.CapacityPolicy == queueing.PolicyMaxUtilization {
+		if e.CapacityPolicy == engine.PolicyMaxUtilization {
 			o.CapacityPolicy = oracle.MaxUtilization
 		}
 	}
@@ -205,7 +206,7 @@ func parseKVCapacity(v string) (n int, auto bool, err error) {
 // pt's memory model (perfdb KVCapacityTokens) at the workload's longest request
 // and e's block size; pt is nil with a synthetic timing, which has no memory
 // model. Other values were applied by applyEngineFlags.
-func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *queueing.EngineSpec) error {
+func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *engine.Spec) error {
 	if _, auto, err := kvCapacityTokensFlag(c); err != nil || !auto {
 		return err
 	}
@@ -236,25 +237,25 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 type engineKnob struct {
 	name, usage string
 	min         int // ints: the smallest value accepted
-	field       func(e *queueing.EngineSpec) any
+	field       func(e *engine.Spec) any
 }
 
 // engineKnobs are eval's engine flags in their help order; --kv-capacity-tokens
 // (auto|N) follows --block-size and is read by kvCapacityTokensFlag.
 var engineKnobs = []engineKnob{
-	{name: "max-num-batched-tokens", usage: "vLLM token budget", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxNumBatchedTokens }},
-	{name: "max-num-seqs", usage: "vLLM max_num_seqs / SGLang max_running_requests", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxNumSeqs }},
-	{name: "chunked-prefill", usage: "chunked prefill on/off (--chunked-prefill=false)", field: func(e *queueing.EngineSpec) any { return &e.EnableChunkedPrefill }},
-	{name: "long-prefill-token-threshold", usage: "vLLM per-request chunk cap (0 = off)", field: func(e *queueing.EngineSpec) any { return &e.LongPrefillTokenThreshold }},
-	{name: "async-scheduling", usage: "vLLM async scheduling / TRT-LLM overlap executor", field: func(e *queueing.EngineSpec) any { return &e.AsyncScheduling }},
-	{name: "block-size", usage: "KV block / page size (tokens)", min: 1, field: func(e *queueing.EngineSpec) any { return &e.BlockSize }},
-	{name: "chunked-prefill-size", usage: "SGLang chunk budget", min: 1, field: func(e *queueing.EngineSpec) any { return &e.ChunkedPrefillSize }},
-	{name: "max-prefill-tokens", usage: "SGLang max_prefill_tokens", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxPrefillTokens }},
-	{name: "mixed-chunk", usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)", field: func(e *queueing.EngineSpec) any { return &e.EnableMixedChunk }},
-	{name: "max-batch-size", usage: "TRT-LLM max_batch_size", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxBatchSize }},
-	{name: "max-num-tokens", usage: "TRT-LLM max_num_tokens", min: 1, field: func(e *queueing.EngineSpec) any { return &e.MaxNumTokens }},
-	{name: "capacity-policy", usage: "TRT-LLM guaranteed_no_evict | max_utilization", field: func(e *queueing.EngineSpec) any { return &e.CapacityPolicy }},
-	{name: "stage-ms", usage: "additive per-request stages (encoder + dispatch), ms", field: func(e *queueing.EngineSpec) any { return &e.StageMs }},
+	{name: "max-num-batched-tokens", usage: "vLLM token budget", min: 1, field: func(e *engine.Spec) any { return &e.MaxNumBatchedTokens }},
+	{name: "max-num-seqs", usage: "vLLM max_num_seqs / SGLang max_running_requests", min: 1, field: func(e *engine.Spec) any { return &e.MaxNumSeqs }},
+	{name: "chunked-prefill", usage: "chunked prefill on/off (--chunked-prefill=false)", field: func(e *engine.Spec) any { return &e.EnableChunkedPrefill }},
+	{name: "long-prefill-token-threshold", usage: "vLLM per-request chunk cap (0 = off)", field: func(e *engine.Spec) any { return &e.LongPrefillTokenThreshold }},
+	{name: "async-scheduling", usage: "vLLM async scheduling / TRT-LLM overlap executor", field: func(e *engine.Spec) any { return &e.AsyncScheduling }},
+	{name: "block-size", usage: "KV block / page size (tokens)", min: 1, field: func(e *engine.Spec) any { return &e.BlockSize }},
+	{name: "chunked-prefill-size", usage: "SGLang chunk budget", min: 1, field: func(e *engine.Spec) any { return &e.ChunkedPrefillSize }},
+	{name: "max-prefill-tokens", usage: "SGLang max_prefill_tokens", min: 1, field: func(e *engine.Spec) any { return &e.MaxPrefillTokens }},
+	{name: "mixed-chunk", usage: "SGLang enable_mixed_chunk (--mixed-chunk=false)", field: func(e *engine.Spec) any { return &e.EnableMixedChunk }},
+	{name: "max-batch-size", usage: "TRT-LLM max_batch_size", min: 1, field: func(e *engine.Spec) any { return &e.MaxBatchSize }},
+	{name: "max-num-tokens", usage: "TRT-LLM max_num_tokens", min: 1, field: func(e *engine.Spec) any { return &e.MaxNumTokens }},
+	{name: "capacity-policy", usage: "TRT-LLM guaranteed_no_evict | max_utilization", field: func(e *engine.Spec) any { return &e.CapacityPolicy }},
+	{name: "stage-ms", usage: "additive per-request stages (encoder + dispatch), ms", field: func(e *engine.Spec) any { return &e.StageMs }},
 }
 
 // engineKnobFlags declares the engine flags (all but --stage-ms, which eval lists
@@ -263,7 +264,7 @@ func engineKnobFlags() []cli.Flag {
 	var out []cli.Flag
 	for _, k := range engineKnobs {
 		var f cli.Flag
-		switch k.field(&queueing.EngineSpec{}).(type) {
+		switch k.field(&engine.Spec{}).(type) {
 		case *int:
 			f = &cli.IntFlag{Name: k.name, Usage: k.usage}
 		case *bool:
@@ -289,7 +290,7 @@ func stageMsFlag() cli.Flag {
 
 // engineKnobOpts are the engine flags given, as values of an EngineSpec overlay.
 type engineKnobOpts struct {
-	vals  queueing.EngineSpec
+	vals  engine.Spec
 	given []engineKnob
 }
 
@@ -321,13 +322,13 @@ func readEngineKnobs(c *cli.Context) (engineKnobOpts, error) {
 	}
 	if c.IsSet("kv-capacity-tokens") && !auto {
 		o.vals.KVCapacityTokens = n
-		o.given = append(o.given, engineKnob{name: "kv-capacity-tokens", field: func(e *queueing.EngineSpec) any { return &e.KVCapacityTokens }})
+		o.given = append(o.given, engineKnob{name: "kv-capacity-tokens", field: func(e *engine.Spec) any { return &e.KVCapacityTokens }})
 	}
 	return o, nil
 }
 
 // apply sets e's fields of the flags given.
-func (o engineKnobOpts) apply(e *queueing.EngineSpec) {
+func (o engineKnobOpts) apply(e *engine.Spec) {
 	for _, k := range o.given {
 		switch dst := k.field(e).(type) {
 		case *int:

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/disagg"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -129,7 +130,7 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 			backend = be
 		}
 		if backend == "" {
-			backend = queueing.BackendVLLM
+			backend = string(engine.VLLM)
 		}
 		for _, f := range []string{"kv-bytes-per-token", "inter-node-gbps"} {
 			if !c.IsSet(f) {
@@ -152,7 +153,7 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 		}
 		gpus = c.Int("gpus")
 	}
-	e, err := queueing.DefaultEngine(backend, version)
+	e, err := engine.Defaults(backend, version)
 	if err != nil {
 		return cfg, nil, 0, userErrorf("--backend: %v", err)
 	}

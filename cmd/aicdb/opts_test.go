@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
-	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/refine"
@@ -124,7 +124,7 @@ func TestEvalTimingIsSweepTiming(t *testing.T) {
 func TestEngineKnobsRoundTrip(t *testing.T) {
 	args := []string{"x"}
 	for i, k := range engineKnobs {
-		switch k.field(&queueing.EngineSpec{}).(type) {
+		switch k.field(&engine.Spec{}).(type) {
 		case *int:
 			args = append(args, fmt.Sprintf("--%s=%d", k.name, 100+i))
 		case *bool:
@@ -135,13 +135,13 @@ func TestEngineKnobsRoundTrip(t *testing.T) {
 			args = append(args, fmt.Sprintf("--%s=%d.5", k.name, i))
 		}
 	}
-	var got queueing.EngineSpec
+	var got engine.Spec
 	app := &cli.App{Flags: append(engineKnobFlags(), stageMsFlag()), Action: func(c *cli.Context) error {
 		o, err := readEngineKnobs(c)
 		if err != nil {
 			return err
 		}
-		got = queueing.EngineSpec{MaxNumSeqs: -7, KVCapacityTokens: -9}
+		got = engine.Spec{MaxNumSeqs: -7, KVCapacityTokens: -9}
 		o.apply(&got)
 		return nil
 	}}

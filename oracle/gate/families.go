@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -15,8 +16,8 @@ import (
 var roofline = timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.025, DecodeMsPerRow: 0.04, CtxMsPerToken: 0.00003}
 
 // vllm returns a vLLM engine with budget b, max_num_seqs s, chunked prefill on, block 16.
-func vllm(b, s int) queueing.EngineSpec {
-	return queueing.EngineSpec{Backend: queueing.BackendVLLM, MaxNumBatchedTokens: b, MaxNumSeqs: s,
+func vllm(b, s int) engine.Spec {
+	return engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: b, MaxNumSeqs: s,
 		EnableChunkedPrefill: true, BlockSize: 16}
 }
 
@@ -75,7 +76,7 @@ func LongPromptFamilies() []Family {
 
 func baseFamilies() []Family {
 	var fs []Family
-	add := func(name string, w workload.Spec, e queueing.EngineSpec) {
+	add := func(name string, w workload.Spec, e engine.Spec) {
 		fs = append(fs, Family{Name: name, Spec: w, Engine: e, Timing: roofline})
 	}
 	add("vllm/c1 isl2048 osl256 b8192", closed(2048, 256, 0, 1), vllm(8192, 256))
@@ -127,8 +128,8 @@ func baseFamilies() []Family {
 	add("vllm/open ρ0.6 isl4096 prefix2048 osl256", open(4096, 256, 2048, 0.6*11.9, 2048), vllm(8192, 256))
 	// TRT-LLM: defaults (chunking off, overlap executor on, max_num_tokens 8192, 32-token
 	// blocks), chunking on, overlap off, block reuse, and the GUARANTEED_NO_EVICT KV cap.
-	trt := func() queueing.EngineSpec {
-		e, err := queueing.DefaultEngine(queueing.BackendTRTLLM, "")
+	trt := func() engine.Spec {
+		e, err := engine.Defaults(engine.TRTLLM, "")
 		if err != nil {
 			panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
 		}
@@ -147,13 +148,13 @@ func baseFamilies() []Family {
 	add("trtllm/c64 isl2048 osl256 no-evict kv16req", closed(2048, 256, 0, 64), e)
 	add("trtllm/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), trt())
 	e = trt()
-	e.CapacityPolicy = queueing.PolicyMaxUtilization
+	e.CapacityPolicy = engine.PolicyMaxUtilization
 	add("trtllm/c32 isl2048 osl256 max_utilization", closed(2048, 256, 0, 32), e)
 	// SGLang: defaults (mixed chunk on — the product's deployment rule —, chunk 8192,
 	// page 1), mixed chunk off (prefill priority: decoders stall), a long chunked prefill,
 	// prefix, the max_running_requests cap, open loop.
-	sgl := func() queueing.EngineSpec {
-		e, err := queueing.DefaultEngine(queueing.BackendSGLang, "")
+	sgl := func() engine.Spec {
+		e, err := engine.Defaults(engine.SGLang, "")
 		if err != nil {
 			panic(fmt.Sprintf("gate: default sglang engine: %v", err))
 		}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/aicdb/aicdb/disagg"
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
@@ -30,16 +30,16 @@ var (
 // families (the non-monotone throughput curve of docs/validation.md).
 var DisaggKappas = []int{1, 2, 4, 8}
 
-func trtEngine() queueing.EngineSpec {
-	e, err := queueing.DefaultEngine(queueing.BackendTRTLLM, "")
+func trtEngine() engine.Spec {
+	e, err := engine.Defaults(engine.TRTLLM, "")
 	if err != nil {
 		panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
 	}
 	return e
 }
 
-func sglEngine() queueing.EngineSpec {
-	e, err := queueing.DefaultEngine(queueing.BackendSGLang, "")
+func sglEngine() engine.Spec {
+	e, err := engine.Defaults(engine.SGLang, "")
 	if err != nil {
 		panic(fmt.Sprintf("gate: default sglang engine: %v", err))
 	}
@@ -48,7 +48,7 @@ func sglEngine() queueing.EngineSpec {
 
 // tandemConfig is nP prefill and nD decode workers of engine e, both priced by the
 // gate's roofline, over NICs of gbps GB/s.
-func tandemConfig(nP, nD int, e queueing.EngineSpec, gbps float64) disagg.Config {
+func tandemConfig(nP, nD int, e engine.Spec, gbps float64) disagg.Config {
 	return disagg.Config{
 		Prefill:         disagg.Pool{Engine: e, Timing: roofline, Workers: nP},
 		Decode:          disagg.Pool{Engine: e, Timing: roofline, Workers: nD},

@@ -3,7 +3,7 @@ package gate
 import (
 	"fmt"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 )
 
 // KVFamilies returns the KV-pressure families (QUEUEING.md §3, issue 12): both sides
@@ -16,12 +16,12 @@ import (
 // semantics (bothSemantics).
 func KVFamilies() []Family {
 	var fs []Family
-	add := func(name string, c, isl, osl int, e queueing.EngineSpec, kv int) {
+	add := func(name string, c, isl, osl int, e engine.Spec, kv int) {
 		e.KVCapacityTokens = kv
 		fs = append(fs, Family{Name: name, Spec: closed(isl, osl, 0, c), Engine: e, Timing: roofline})
 	}
-	sgl := func() queueing.EngineSpec {
-		e, err := queueing.DefaultEngine(queueing.BackendSGLang, "")
+	sgl := func() engine.Spec {
+		e, err := engine.Defaults(engine.SGLang, "")
 		if err != nil {
 			panic(fmt.Sprintf("gate: default sglang engine: %v", err))
 		}
@@ -32,12 +32,12 @@ func KVFamilies() []Family {
 	va := vllm(8192, 256)
 	va.AsyncScheduling = true
 	add("vllm/c32 isl2048 osl256 kv10x2048 preemption async", 32, 2048, 256, va, 10*2048)
-	trt := func() queueing.EngineSpec {
-		e, err := queueing.DefaultEngine(queueing.BackendTRTLLM, "")
+	trt := func() engine.Spec {
+		e, err := engine.Defaults(engine.TRTLLM, "")
 		if err != nil {
 			panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
 		}
-		e.CapacityPolicy = queueing.PolicyMaxUtilization
+		e.CapacityPolicy = engine.PolicyMaxUtilization
 		return e
 	}
 	add("trtllm/c32 isl2048 osl256 kv10x2048 max_utilization pausing", 32, 2048, 256, trt(), 10*2048)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -25,7 +26,7 @@ import (
 type Family struct {
 	Name   string
 	Spec   workload.Spec
-	Engine queueing.EngineSpec
+	Engine engine.Spec
 	// Timing prices passes on both sides: linear in the gate's own families, perf
 	// data for a stored point (PointDistributions).
 	Timing timing.Timing
@@ -167,7 +168,7 @@ func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 		NumGPUBlocks:        inflight*blocksPer + f.Spec.Prefix/bs + 16,
 		EnablePrefixCaching: f.Spec.Prefix > 0,
 	}
-	if e.Backend == queueing.BackendSGLang {
+	if e.Backend == engine.SGLang {
 		// SGLang admits against token reservations (S-R4); the model has no KV, so the
 		// pool must hold every in-flight request's prompt + output reservation twice.
 		oe.NumGPUBlocks = 2*oe.NumGPUBlocks + max(e.ChunkedPrefillSize, e.MaxPrefillTokens)/bs
@@ -179,26 +180,26 @@ func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
 		oe.NumGPUBlocks = f.OracleKVTokens/bs + 1
 	}
 	switch e.Backend {
-	case queueing.BackendVLLM:
+	case engine.VLLM:
 		oe.Backend = oracle.VLLM
 		oe.MaxNumBatchedTokens = e.MaxNumBatchedTokens
 		oe.MaxNumSeqs = e.MaxNumSeqs
 		oe.EnableChunkedPrefill = e.EnableChunkedPrefill
 		oe.LongPrefillTokenThreshold = e.LongPrefillTokenThreshold
 		oe.AsyncScheduling = e.AsyncScheduling
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		oe.Backend = oracle.TRTLLM
 		oe.MaxBatchSize = e.MaxBatchSize
 		oe.MaxNumTokens = e.MaxNumTokens
 		oe.EnableChunkedPrefill = e.EnableChunkedPrefill
 		oe.AsyncScheduling = e.AsyncScheduling
 		switch e.CapacityPolicy {
-		case queueing.PolicyGuaranteedNoEvict:
+		case engine.PolicyGuaranteedNoEvict:
 			oe.CapacityPolicy = oracle.GuaranteedNoEvict
-		case queueing.PolicyMaxUtilization:
+		case engine.PolicyMaxUtilization:
 			oe.CapacityPolicy = oracle.MaxUtilization
 		}
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		oe.Backend = oracle.SGLang
 		oe.ChunkedPrefillSize = e.ChunkedPrefillSize
 		oe.MaxPrefillTokens = e.MaxPrefillTokens

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -33,7 +34,7 @@ type ReplayFamily struct {
 	N int
 	// ScaleRate divides every arrival time (1 = as recorded).
 	ScaleRate float64
-	Engine    queueing.EngineSpec
+	Engine    engine.Spec
 	Timing    timing.Linear
 	// KVTokens is the KV pool both sides get (the DES's pool, the reuse oracle's
 	// capacity); 0 = every block of the slice at once, so no request is ever preempted

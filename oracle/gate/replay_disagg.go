@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aicdb/aicdb/disagg"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/trace"
@@ -55,14 +56,14 @@ func ReplayDisaggFamilies() []ReplayDisaggFamily {
 }
 
 // backendOf returns the default engine a family name selects (sglang, trtllm).
-func backendOf(name string) (queueing.EngineSpec, bool) {
+func backendOf(name string) (engine.Spec, bool) {
 	switch {
 	case strings.Contains(name, " sglang/"):
 		return sglEngine(), true
 	case strings.Contains(name, " trtllm/"):
 		return trtEngine(), true
 	}
-	return queueing.EngineSpec{}, false
+	return engine.Spec{}, false
 }
 
 // RunReplayDisagg replays one disaggregated family on both sides; dir holds the

@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/trace"
@@ -35,19 +36,19 @@ func ReplayFamilies() []ReplayFamily {
 	}
 	hot := fam("vllm/mooncake conversation 2000 rate×3", "mooncake/conversation_trace.jsonl", trace.Mooncake, 3)
 	fs = append(fs, hot)
-	for _, b := range []string{queueing.BackendSGLang, queueing.BackendTRTLLM} {
-		eb, err := queueing.DefaultEngine(b, "")
+	for _, b := range []engine.Backend{engine.SGLang, engine.TRTLLM} {
+		eb, err := engine.Defaults(b, "")
 		if err != nil {
 			panic(fmt.Sprintf("gate: default %s engine: %v", b, err))
 		}
-		f := fam(b+"/azure conversation 2000 rate×4 defaults", "azure_llm_2023/AzureLLMInferenceTrace_conv.csv", trace.Azure, 4)
+		f := fam(string(b)+"/azure conversation 2000 rate×4 defaults", "azure_llm_2023/AzureLLMInferenceTrace_conv.csv", trace.Azure, 4)
 		f.Engine = eb
 		fs = append(fs, f)
 	}
-	for _, b := range []string{queueing.BackendVLLM, queueing.BackendSGLang, queueing.BackendTRTLLM} {
-		f := fam(b+"/azure conversation 2000 W4 4-turn sessions", "azure_llm_2023/AzureLLMInferenceTrace_conv.csv", trace.Azure, 1)
-		if b != queueing.BackendVLLM {
-			eb, err := queueing.DefaultEngine(b, "")
+	for _, b := range []engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM} {
+		f := fam(string(b)+"/azure conversation 2000 W4 4-turn sessions", "azure_llm_2023/AzureLLMInferenceTrace_conv.csv", trace.Azure, 1)
+		if b != engine.VLLM {
+			eb, err := engine.Defaults(b, "")
 			if err != nil {
 				panic(fmt.Sprintf("gate: default %s engine: %v", b, err))
 			}
@@ -57,7 +58,7 @@ func ReplayFamilies() []ReplayFamily {
 		}
 		f.SessionTurns, f.ThinkMs, f.ClientRTTMs = 4, 2000, queueing.DefaultClientRTTMs
 		fs = append(fs, f)
-		if b == queueing.BackendVLLM {
+		if b == engine.VLLM {
 			// KV pressure: a few contexts evicted in the DES (8,000 blocks), then most
 			// of them (4,000 blocks), which the calendar does not model
 			mild, hard := f, f

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -69,7 +70,7 @@ func TestSiliconClosingTable(t *testing.T) {
 			}
 			timings[key] = pt
 		}
-		e, err := queueing.DefaultEngine(backend, "")
+		e, err := engine.Defaults(backend, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 // Package engineconf reads an engine's own launch configuration — vLLM CLI
 // arguments or its YAML config, TensorRT-LLM's extra_llm_api_options YAML (or
 // trtllm-serve flags), SGLang server arguments (flags or YAML) — and maps the keys
-// that change scheduling onto queueing.EngineSpec.
+// that change scheduling onto engine.Spec.
 //
 // Every key falls in one of three classes, per backend (rules.go):
 //   - scheduling keys the model represents: mapped onto EngineSpec (with the
@@ -26,7 +26,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 )
 
 // Formats of a configuration file.
@@ -43,8 +43,8 @@ type Setting struct {
 
 // Config is a parsed engine configuration file.
 type Config struct {
-	// Backend is the engine the file configures (queueing.Backend*).
-	Backend string `json:"backend"`
+	// Backend is the engine the file configures.
+	Backend engine.Backend `json:"backend"`
 	// Format is FormatCLI or FormatYAML (sniffed from the content).
 	Format string `json:"format"`
 	// Settings are the scheduling keys in file order; a key given twice keeps
@@ -77,10 +77,8 @@ func ParseFile(backend, path string) (*Config, error) {
 // range) here, so Apply only fails on cross-key constraints (Validate).
 func Parse(backend string, data []byte) (*Config, error) {
 	backend = strings.ToLower(backend)
-	switch backend {
-	case queueing.BackendVLLM, queueing.BackendTRTLLM, queueing.BackendSGLang:
-	default:
-		return nil, fmt.Errorf("backend %q: unknown; use vllm, trtllm or sglang", backend)
+	if _, err := engine.Lookup(backend); err != nil {
+		return nil, err
 	}
 	if len(data) > maxFileBytes {
 		return nil, fmt.Errorf("%d bytes: larger than %d; an engine config is a few KB", len(data), maxFileBytes)
@@ -88,7 +86,7 @@ func Parse(backend string, data []byte) (*Config, error) {
 	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
 		return nil, fmt.Errorf("not a text file (NUL byte or invalid UTF-8)")
 	}
-	c := &Config{Backend: backend}
+	c := &Config{Backend: engine.Backend(backend)}
 	var kvs []keyValue
 	var err error
 	if root := yamlMapping(data); root != nil {
@@ -112,10 +110,10 @@ func Parse(backend string, data []byte) (*Config, error) {
 			continue
 		}
 		key, val := normaliseKey(kv.key), kv.value
-		r, ok := lookup(backend, key)
+		r, ok := lookup(c.Backend, key)
 		if !ok && strings.HasPrefix(key, "no_") {
 			// vLLM's BooleanOptionalAction: --no-X sets X false.
-			if r2, ok2 := lookup(backend, key[3:]); ok2 && r2.class == classHarmless {
+			if r2, ok2 := lookup(c.Backend, key[3:]); ok2 && r2.class == classHarmless {
 				key, r, ok = key[3:], r2, true
 			} else if ok2 && r2.isBool {
 				if val != "" {
@@ -156,7 +154,7 @@ func Parse(backend string, data []byte) (*Config, error) {
 
 // Apply sets the fields of e that the file's scheduling keys name, then
 // validates e. The file must be for e's backend.
-func (c *Config) Apply(e *queueing.EngineSpec) error {
+func (c *Config) Apply(e *engine.Spec) error {
 	if c.Backend != e.Backend {
 		return fmt.Errorf("engine config is for %s but the engine is %s; give the %s engine's config", c.Backend, e.Backend, e.Backend)
 	}
@@ -213,10 +211,10 @@ type Resolved struct {
 	Profile string `json:"profile"`
 	// Config are the scheduling keys of the engine's own config file applied over
 	// the profile (--engine-config), if any.
-	Config  []Setting            `json:"config,omitempty"`
-	Engine  *queueing.EngineSpec `json:"engine,omitempty"`
-	Prefill *queueing.EngineSpec `json:"prefill,omitempty"`
-	Decode  *queueing.EngineSpec `json:"decode,omitempty"`
+	Config  []Setting    `json:"config,omitempty"`
+	Engine  *engine.Spec `json:"engine,omitempty"`
+	Prefill *engine.Spec `json:"prefill,omitempty"`
+	Decode  *engine.Spec `json:"decode,omitempty"`
 }
 
 // Encode returns r as compact JSON (field order fixed by the struct, so the same

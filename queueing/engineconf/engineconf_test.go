@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -18,10 +18,10 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // golden is what a test file resolves to: its format, the settings, the ignored
 // keys and the engine after applying it to the backend's defaults.
 type golden struct {
-	Format   string              `json:"format"`
-	Settings []Setting           `json:"settings"`
-	Ignored  []string            `json:"ignored"`
-	Engine   queueing.EngineSpec `json:"engine"`
+	Format   string      `json:"format"`
+	Settings []Setting   `json:"settings"`
+	Ignored  []string    `json:"ignored"`
+	Engine   engine.Spec `json:"engine"`
 }
 
 // TestGoldenFiles: each example file in testdata parses to its golden settings,
@@ -40,7 +40,7 @@ func TestGoldenFiles(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.file, err)
 		}
-		e, err := queueing.DefaultEngine(c.backend, "")
+		e, err := engine.Defaults(c.backend, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,21 +73,21 @@ func TestGoldenFiles(t *testing.T) {
 func TestValuesMapped(t *testing.T) {
 	cases := []struct {
 		backend, text string
-		check         func(e queueing.EngineSpec) bool
+		check         func(e engine.Spec) bool
 	}{
-		{"vllm", "--max-num-batched-tokens 2048", func(e queueing.EngineSpec) bool { return e.MaxNumBatchedTokens == 2048 }},
-		{"vllm", "--no-async-scheduling", func(e queueing.EngineSpec) bool { return !e.AsyncScheduling }},
-		{"vllm", "--async-scheduling", func(e queueing.EngineSpec) bool { return e.AsyncScheduling }},
-		{"vllm", "--enable-chunked-prefill=false --max-num-batched-tokens 9000", func(e queueing.EngineSpec) bool { return !e.EnableChunkedPrefill }},
-		{"vllm", "--max-num-seqs 4\n--max-num-seqs 8", func(e queueing.EngineSpec) bool { return e.MaxNumSeqs == 8 }},
-		{"trtllm", "disable_overlap_scheduler: true", func(e queueing.EngineSpec) bool { return !e.AsyncScheduling }},
-		{"trtllm", "--max_batch_size 16 --max_num_tokens 4096", func(e queueing.EngineSpec) bool { return e.MaxBatchSize == 16 && e.MaxNumTokens == 4096 }},
-		{"trtllm", "kv_cache_config:\n  max_tokens: 100000\n", func(e queueing.EngineSpec) bool { return e.KVCapacityTokens == 100000 }},
-		{"trtllm", "tokens_per_block: 64", func(e queueing.EngineSpec) bool { return e.BlockSize == 64 }},
-		{"sglang", "--chunked-prefill-size -1", func(e queueing.EngineSpec) bool { return !e.EnableChunkedPrefill }},
-		{"sglang", "--chunked-prefill-size 2048", func(e queueing.EngineSpec) bool { return e.EnableChunkedPrefill && e.ChunkedPrefillSize == 2048 }},
-		{"sglang", "--max-running-requests 12 --disable-overlap-schedule", func(e queueing.EngineSpec) bool { return e.MaxNumSeqs == 12 && !e.AsyncScheduling }},
-		{"sglang", "schedule-conservativeness: 1", func(queueing.EngineSpec) bool { return true }},
+		{"vllm", "--max-num-batched-tokens 2048", func(e engine.Spec) bool { return e.MaxNumBatchedTokens == 2048 }},
+		{"vllm", "--no-async-scheduling", func(e engine.Spec) bool { return !e.AsyncScheduling }},
+		{"vllm", "--async-scheduling", func(e engine.Spec) bool { return e.AsyncScheduling }},
+		{"vllm", "--enable-chunked-prefill=false --max-num-batched-tokens 9000", func(e engine.Spec) bool { return !e.EnableChunkedPrefill }},
+		{"vllm", "--max-num-seqs 4\n--max-num-seqs 8", func(e engine.Spec) bool { return e.MaxNumSeqs == 8 }},
+		{"trtllm", "disable_overlap_scheduler: true", func(e engine.Spec) bool { return !e.AsyncScheduling }},
+		{"trtllm", "--max_batch_size 16 --max_num_tokens 4096", func(e engine.Spec) bool { return e.MaxBatchSize == 16 && e.MaxNumTokens == 4096 }},
+		{"trtllm", "kv_cache_config:\n  max_tokens: 100000\n", func(e engine.Spec) bool { return e.KVCapacityTokens == 100000 }},
+		{"trtllm", "tokens_per_block: 64", func(e engine.Spec) bool { return e.BlockSize == 64 }},
+		{"sglang", "--chunked-prefill-size -1", func(e engine.Spec) bool { return !e.EnableChunkedPrefill }},
+		{"sglang", "--chunked-prefill-size 2048", func(e engine.Spec) bool { return e.EnableChunkedPrefill && e.ChunkedPrefillSize == 2048 }},
+		{"sglang", "--max-running-requests 12 --disable-overlap-schedule", func(e engine.Spec) bool { return e.MaxNumSeqs == 12 && !e.AsyncScheduling }},
+		{"sglang", "schedule-conservativeness: 1", func(engine.Spec) bool { return true }},
 	}
 	for _, c := range cases {
 		cfg, err := Parse(c.backend, []byte(c.text))
@@ -95,7 +95,7 @@ func TestValuesMapped(t *testing.T) {
 			t.Errorf("%s %q: %v", c.backend, c.text, err)
 			continue
 		}
-		e, _ := queueing.DefaultEngine(c.backend, "")
+		e, _ := engine.Defaults(c.backend, "")
 		if err := cfg.Apply(&e); err != nil {
 			t.Errorf("%s %q: %v", c.backend, c.text, err)
 			continue
@@ -141,12 +141,12 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _ := queueing.DefaultEngine("trtllm", "")
+	e, _ := engine.Defaults("trtllm", "")
 	if err := cfg.Apply(&e); err == nil || err.Error() != "engine config is for vllm but the engine is trtllm; give the trtllm engine's config" {
 		t.Errorf("backend mismatch: %v", err)
 	}
 	cfg, _ = Parse("trtllm", []byte("enable_chunked_prefill: true\nmax_num_tokens: 16\n"))
-	e, _ = queueing.DefaultEngine("trtllm", "")
+	e, _ = engine.Defaults("trtllm", "")
 	if err := cfg.Apply(&e); err == nil || !strings.HasPrefix(err.Error(), "engine config: engine max_num_tokens = 16") {
 		t.Errorf("validate: %v", err)
 	}
@@ -180,7 +180,7 @@ func fuzzCheck(t *testing.T, backend string, data []byte) {
 		}
 		return
 	}
-	e, _ := queueing.DefaultEngine(backend, "")
+	e, _ := engine.Defaults(backend, "")
 	if err := c1.Apply(&e); err != nil {
 		if strings.ContainsAny(err.Error(), "\n") {
 			t.Fatalf("multi-line error %q", err)
@@ -235,7 +235,7 @@ func BenchmarkParseApply(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e, _ := queueing.DefaultEngine("trtllm", "")
+		e, _ := engine.Defaults("trtllm", "")
 		if err := cfg.Apply(&e); err != nil {
 			b.Fatal(err)
 		}

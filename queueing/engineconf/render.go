@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 )
 
 // Deployment is what Render needs besides the engine: the model and the
@@ -23,7 +23,7 @@ type Deployment struct {
 // written out explicitly, so Parse of the output gives back e's scheduling
 // fields whatever the engine's defaults are (TestRenderRoundTrip). TensorRT-LLM's
 // CLI form is a shell snippet: the YAML written to a file, then trtllm-serve.
-func Render(e queueing.EngineSpec, d Deployment, format string) (string, error) {
+func Render(e engine.Spec, d Deployment, format string) (string, error) {
 	if format != FormatCLI && format != FormatYAML {
 		return "", fmt.Errorf("format %q: unknown; use %s or %s", format, FormatCLI, FormatYAML)
 	}
@@ -32,9 +32,9 @@ func Render(e queueing.EngineSpec, d Deployment, format string) (string, error) 
 	}
 	var kv []renderKV
 	switch e.Backend {
-	case queueing.BackendVLLM:
+	case engine.VLLM:
 		kv = vllmKVs(e, d)
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		y := trtllmYAML(e, d)
 		if format == FormatYAML {
 			return y, nil
@@ -45,7 +45,7 @@ func Render(e queueing.EngineSpec, d Deployment, format string) (string, error) 
 		}
 		return fmt.Sprintf("cat > %s <<'EOF'\n%sEOF\ntrtllm-serve %s \\\n  --backend pytorch \\\n  --extra_llm_api_options %s\n",
 			path, y, shellQuote(d.Model), path), nil
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		kv = sglangKVs(e, d)
 	}
 	var b strings.Builder
@@ -60,9 +60,9 @@ func Render(e queueing.EngineSpec, d Deployment, format string) (string, error) 
 		return b.String(), nil
 	}
 	switch e.Backend {
-	case queueing.BackendVLLM:
+	case engine.VLLM:
 		fmt.Fprintf(&b, "vllm serve %s", shellQuote(d.Model))
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		b.WriteString("python3 -m sglang.launch_server")
 	}
 	for _, x := range kv {
@@ -94,7 +94,7 @@ type renderKV struct {
 func itoa(n int) string { return fmt.Sprint(n) }
 
 // vllmKVs are vLLM's launch keys (engine args, dash form).
-func vllmKVs(e queueing.EngineSpec, d Deployment) []renderKV {
+func vllmKVs(e engine.Spec, d Deployment) []renderKV {
 	kv := []renderKV{{key: "model", value: d.Model}}
 	kv = append(kv, parallelKVs(d, "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")...)
 	kv = append(kv,
@@ -117,7 +117,7 @@ func boolKV(key string, v bool) renderKV {
 }
 
 // sglangKVs are SGLang's server arguments (dash form).
-func sglangKVs(e queueing.EngineSpec, d Deployment) []renderKV {
+func sglangKVs(e engine.Spec, d Deployment) []renderKV {
 	kv := []renderKV{{key: "model-path", value: d.Model}}
 	kv = append(kv, parallelKVs(d, "tp-size", "pp-size", "dp-size")...)
 	if d.DP > 1 {
@@ -155,7 +155,7 @@ func parallelKVs(d Deployment, tp, pp, dp string) []renderKV {
 }
 
 // trtllmYAML is TensorRT-LLM's extra_llm_api_options for e.
-func trtllmYAML(e queueing.EngineSpec, d Deployment) string {
+func trtllmYAML(e engine.Spec, d Deployment) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tensor_parallel_size: %d\npipeline_parallel_size: %d\n", max(d.TP, 1), max(d.PP, 1))
 	if d.MoEEP > 1 || d.MoETP > 1 {

@@ -8,21 +8,22 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 )
 
 // sched keeps the fields backend's calendar reads (EngineSpec doc); the others
 // are not launch keys of that engine.
-func sched(e queueing.EngineSpec) queueing.EngineSpec {
-	o := queueing.EngineSpec{Backend: e.Backend, BlockSize: e.BlockSize, KVCapacityTokens: e.KVCapacityTokens,
+func sched(e engine.Spec) engine.Spec {
+	o := engine.Spec{Backend: e.Backend, BlockSize: e.BlockSize, KVCapacityTokens: e.KVCapacityTokens,
 		EnableChunkedPrefill: e.EnableChunkedPrefill}
 	switch e.Backend {
-	case queueing.BackendVLLM:
+	case engine.VLLM:
 		o.MaxNumBatchedTokens, o.MaxNumSeqs, o.LongPrefillTokenThreshold, o.AsyncScheduling =
 			e.MaxNumBatchedTokens, e.MaxNumSeqs, e.LongPrefillTokenThreshold, e.AsyncScheduling
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		o.MaxBatchSize, o.MaxNumTokens, o.AsyncScheduling, o.CapacityPolicy = e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling, e.CapacityPolicy
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk
 		if e.EnableChunkedPrefill {
 			o.ChunkedPrefillSize = e.ChunkedPrefillSize
@@ -40,7 +41,7 @@ func TestRenderRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		backend := rapid.SampledFrom([]string{"vllm", "trtllm", "sglang"}).Draw(t, "backend")
 		format := rapid.SampledFrom([]string{FormatCLI, FormatYAML}).Draw(t, "format")
-		e, _ := queueing.DefaultEngine(backend, "")
+		e, _ := engine.Defaults(backend, "")
 		in := queueing.ProfileInput{Backend: backend, Role: rapid.SampledFrom([]string{"agg", "prefill", "decode"}).Draw(t, "role"),
 			Batch: rapid.IntRange(0, 1024).Draw(t, "batch"), ISL: rapid.IntRange(1, 32768).Draw(t, "isl"), OSL: rapid.IntRange(1, 4096).Draw(t, "osl")}
 		if rapid.Bool().Draw(t, "aic") {
@@ -58,7 +59,7 @@ func TestRenderRoundTrip(t *testing.T) {
 			e.KVCapacityTokens = rapid.SampledFrom([]int{0, 1 << 20}).Draw(t, "kv")
 		}
 		if backend == "trtllm" {
-			e.CapacityPolicy = rapid.SampledFrom([]string{queueing.PolicyGuaranteedNoEvict, queueing.PolicyMaxUtilization}).Draw(t, "policy")
+			e.CapacityPolicy = rapid.SampledFrom([]string{engine.PolicyGuaranteedNoEvict, engine.PolicyMaxUtilization}).Draw(t, "policy")
 		}
 		if e.Validate() != nil {
 			t.Skip("invalid draw")
@@ -78,7 +79,7 @@ func TestRenderRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		base, _ := queueing.DefaultEngine(backend, "")
+		base, _ := engine.Defaults(backend, "")
 		base.EnableMixedChunk = false
 		if err := cfg.Apply(&base); err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -115,7 +116,7 @@ func TestRenderGolden(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Render(queueing.EngineSpec{}, Deployment{}, "toml"); err == nil || err.Error() != `format "toml": unknown; use cli or yaml` {
+	if _, err := Render(engine.Spec{}, Deployment{}, "toml"); err == nil || err.Error() != `format "toml": unknown; use cli or yaml` {
 		t.Errorf("bad format: %v", err)
 	}
 }

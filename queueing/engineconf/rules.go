@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/engine"
 )
 
 // class says what a key is to the model.
@@ -21,9 +21,9 @@ const (
 type rule struct {
 	class  class
 	isBool bool
-	why    string                                 // classRejected: what it changes
-	check  func(v string) (string, error)         // canonical value or why v is refused
-	apply  func(e *queueing.EngineSpec, v string) // v is check's canonical value
+	why    string                         // classRejected: what it changes
+	check  func(v string) (string, error) // canonical value or why v is refused
+	apply  func(e *engine.Spec, v string) // v is check's canonical value
 }
 
 // harmless is the rule of a key with no effect on scheduling.
@@ -32,24 +32,24 @@ func harmless() rule { return rule{class: classHarmless} }
 func rejected(why string) rule { return rule{class: classRejected, why: why} }
 
 // intKey maps an integer ≥ lo onto a field.
-func intKey(lo int, set func(e *queueing.EngineSpec, v int)) rule {
+func intKey(lo int, set func(e *engine.Spec, v int)) rule {
 	return rule{
 		check: func(v string) (string, error) {
 			n, err := parseInt(v, lo)
 			return strconv.Itoa(n), err
 		},
-		apply: func(e *queueing.EngineSpec, v string) { n, _ := strconv.Atoi(v); set(e, n) },
+		apply: func(e *engine.Spec, v string) { n, _ := strconv.Atoi(v); set(e, n) },
 	}
 }
 
 // boolKey maps a boolean onto a field.
-func boolKey(set func(e *queueing.EngineSpec, v bool)) rule {
+func boolKey(set func(e *engine.Spec, v bool)) rule {
 	return rule{isBool: true,
 		check: func(v string) (string, error) {
 			b, err := parseBool(v)
 			return strconv.FormatBool(b), err
 		},
-		apply: func(e *queueing.EngineSpec, v string) { set(e, v == "true") },
+		apply: func(e *engine.Spec, v string) { set(e, v == "true") },
 	}
 }
 
@@ -71,7 +71,7 @@ func onlyKey(what string, allowed ...string) rule {
 			}
 			return "", fmt.Errorf("the model represents only %s = %s (%s)", what, strings.Join(allowed, " or "), "other values change scheduling in ways it does not model")
 		},
-		apply: func(*queueing.EngineSpec, string) {},
+		apply: func(*engine.Spec, string) {},
 	}
 }
 
@@ -88,18 +88,18 @@ func boolOnly(want bool, why string) rule {
 			}
 			return strconv.FormatBool(b), nil
 		},
-		apply: func(*queueing.EngineSpec, string) {},
+		apply: func(*engine.Spec, string) {},
 	}
 }
 
 // lookup returns the rule of backend's normalised key.
-func lookup(backend, key string) (rule, bool) {
+func lookup(backend engine.Backend, key string) (rule, bool) {
 	switch backend {
-	case queueing.BackendVLLM:
+	case engine.VLLM:
 		return vllmRule(key)
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		return trtllmRule(key)
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		return sglangRule(key)
 	}
 	return rule{}, false
@@ -109,17 +109,17 @@ func lookup(backend, key string) (rule, bool) {
 func vllmRule(k string) (rule, bool) {
 	switch k {
 	case "max_num_batched_tokens": // V-R1 token budget
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxNumBatchedTokens = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.MaxNumBatchedTokens = v }), true
 	case "max_num_seqs": // V-R2 running cap
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxNumSeqs = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.MaxNumSeqs = v }), true
 	case "enable_chunked_prefill": // V-R3
-		return boolKey(func(e *queueing.EngineSpec, v bool) { e.EnableChunkedPrefill = v }), true
+		return boolKey(func(e *engine.Spec, v bool) { e.EnableChunkedPrefill = v }), true
 	case "long_prefill_token_threshold": // V-R2/V-R3 per-request chunk cap
-		return intKey(0, func(e *queueing.EngineSpec, v int) { e.LongPrefillTokenThreshold = v }), true
+		return intKey(0, func(e *engine.Spec, v int) { e.LongPrefillTokenThreshold = v }), true
 	case "async_scheduling": // V-R10..V-R12
-		return boolKey(func(e *queueing.EngineSpec, v bool) { e.AsyncScheduling = v }), true
+		return boolKey(func(e *engine.Spec, v bool) { e.AsyncScheduling = v }), true
 	case "block_size": // KV block
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.BlockSize = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.BlockSize = v }), true
 	case "scheduling_policy": // V-R4 FCFS waiting queue
 		return onlyKey("scheduling_policy", "fcfs"), true
 	case "max_num_partial_prefills", "max_long_partial_prefills": // one partial prefill at a time (V-R3)
@@ -172,20 +172,20 @@ func vllmRule(k string) (rule, bool) {
 func trtllmRule(k string) (rule, bool) {
 	switch k {
 	case "max_batch_size": // T-R1 running cap
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxBatchSize = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.MaxBatchSize = v }), true
 	case "max_num_tokens": // T-R3 token budget
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxNumTokens = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.MaxNumTokens = v }), true
 	case "enable_chunked_prefill", "enable_chunked_context": // T-R3 chunked context
-		return boolKey(func(e *queueing.EngineSpec, v bool) { e.EnableChunkedPrefill = v }), true
+		return boolKey(func(e *engine.Spec, v bool) { e.EnableChunkedPrefill = v }), true
 	case "disable_overlap_scheduler": // §4.2 overlap executor
-		return boolKey(func(e *queueing.EngineSpec, v bool) { e.AsyncScheduling = !v }), true
+		return boolKey(func(e *engine.Spec, v bool) { e.AsyncScheduling = !v }), true
 	case "kv_cache_config.tokens_per_block", "tokens_per_block":
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.BlockSize = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.BlockSize = v }), true
 	case "kv_cache_config.max_tokens": // T-R1 GUARANTEED_NO_EVICT admission
-		return intKey(0, func(e *queueing.EngineSpec, v int) { e.KVCapacityTokens = v }), true
+		return intKey(0, func(e *engine.Spec, v int) { e.KVCapacityTokens = v }), true
 	case "scheduler_config.capacity_scheduler_policy": // T-R1 / T-R2
 		r := onlyKey("capacity_scheduler_policy", "guaranteed_no_evict", "max_utilization")
-		r.apply = func(e *queueing.EngineSpec, v string) { e.CapacityPolicy = v }
+		r.apply = func(e *engine.Spec, v string) { e.CapacityPolicy = v }
 		return r, true
 	case "scheduler_config.context_chunking_policy":
 		return onlyKey("context_chunking_policy", "first_come_first_served"), true
@@ -240,7 +240,7 @@ func sglangRule(k string) (rule, bool) {
 				}
 				return strconv.Itoa(n), nil
 			},
-			apply: func(e *queueing.EngineSpec, v string) {
+			apply: func(e *engine.Spec, v string) {
 				n, _ := strconv.Atoi(v)
 				if n <= 0 {
 					e.EnableChunkedPrefill = false
@@ -250,17 +250,17 @@ func sglangRule(k string) (rule, bool) {
 			},
 		}, true
 	case "max_prefill_tokens": // S-R1 second prompt cap
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxPrefillTokens = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.MaxPrefillTokens = v }), true
 	case "enable_mixed_chunk": // S-R3
-		return boolKey(func(e *queueing.EngineSpec, v bool) { e.EnableMixedChunk = v }), true
+		return boolKey(func(e *engine.Spec, v bool) { e.EnableMixedChunk = v }), true
 	case "max_running_requests": // S-R2 request slots
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.MaxNumSeqs = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.MaxNumSeqs = v }), true
 	case "page_size":
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.BlockSize = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.BlockSize = v }), true
 	case "max_total_tokens": // KV pool (only the oracle models SGLang KV pressure)
-		return intKey(1, func(e *queueing.EngineSpec, v int) { e.KVCapacityTokens = v }), true
+		return intKey(1, func(e *engine.Spec, v int) { e.KVCapacityTokens = v }), true
 	case "disable_overlap_schedule": // the overlap scheduler is not modelled either way (EngineSpec doc)
-		return boolKey(func(*queueing.EngineSpec, bool) {}), true
+		return boolKey(func(*engine.Spec, bool) {}), true
 	case "schedule_policy": // S-R2 FCFS waiting queue
 		return onlyKey("schedule_policy", "fcfs"), true
 	case "schedule_conservativeness":

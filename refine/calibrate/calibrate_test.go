@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -64,8 +65,8 @@ func (l linearEval) Quantitative(ctx context.Context, in store.PointInputs) (sto
 	return l.QuantitativeAdjusted(ctx, in, refine.Identity())
 }
 
-func (l linearEval) setup(in store.PointInputs, adj refine.PassAdjust) (workload.Spec, queueing.EngineSpec, timing.Timing, error) {
-	e, err := queueing.DefaultEngine(in.Backend, "")
+func (l linearEval) setup(in store.PointInputs, adj refine.PassAdjust) (workload.Spec, engine.Spec, timing.Timing, error) {
+	e, err := engine.Defaults(in.Backend, "")
 	if err != nil {
 		return workload.Spec{}, e, nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/refine"
@@ -342,11 +343,11 @@ func EngineKnobs(profile, backend, version string, isl, osl, batch int) (budget,
 		return 0, 0, false, err
 	}
 	switch e.Backend {
-	case queueing.BackendVLLM:
+	case engine.VLLM:
 		budget, seqs = e.MaxNumBatchedTokens, e.MaxNumSeqs
-	case queueing.BackendTRTLLM:
+	case engine.TRTLLM:
 		budget, seqs = e.MaxNumTokens, e.MaxBatchSize
-	case queueing.BackendSGLang:
+	case engine.SGLang:
 		budget, seqs = e.MaxPrefillTokens, e.MaxNumSeqs
 	}
 	if profile == ProfileDefaults {
