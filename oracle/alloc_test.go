@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
@@ -14,8 +15,8 @@ func TestNoAllocationPerPass(t *testing.T) {
 	allocs := func(osl int) (float64, int) {
 		passes := 0
 		a := testing.AllocsPerRun(3, func() {
-			e := oracle.Engine{Backend: oracle.VLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, BlockSize: 16,
-				NumGPUBlocks: 64*(512+1024)/16 + 64, EnableChunkedPrefill: true, EnablePrefixCaching: true, AsyncScheduling: true}
+			e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, BlockSize: 16,
+				KVCapacityTokens: (64*(512+1024)/16 + 63) * 16, EnableChunkedPrefill: true, EnablePrefixCaching: true, AsyncScheduling: true}
 			s, err := oracle.New(e, timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.04}, oracle.Options{})
 			if err != nil {
 				t.Fatal(err)

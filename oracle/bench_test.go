@@ -5,15 +5,16 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
 // benchEngine is an H100-class vLLM default (budget 8192, 256 seqs, block 16) with a
 // pool that holds every running request.
-func benchEngine() oracle.Engine {
-	return oracle.Engine{Backend: oracle.VLLM, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256,
-		BlockSize: 16, NumGPUBlocks: 40000, EnableChunkedPrefill: true, EnablePrefixCaching: true}
+func benchEngine() engine.Spec {
+	return engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256,
+		BlockSize: 16, KVCapacityTokens: 39999 * 16, EnableChunkedPrefill: true, EnablePrefixCaching: true}
 }
 
 // benchTiming is a roofline-shaped synthetic pass time.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -20,11 +21,14 @@ func TestSuffixChainsEqualHashTable(t *testing.T) {
 	compared, preempted := 0, 0
 	for it := 0; it < 400; it++ {
 		bs := []int{1, 2, 4}[rng.IntN(3)]
-		e := Engine{Backend: []Backend{VLLM, VLLM, TRTLLM, SGLang}[rng.IntN(4)], BlockSize: bs, NumGPUBlocks: 6 + rng.IntN(24), EnablePrefixCaching: true,
+		e := engine.Spec{Backend: []engine.Backend{engine.VLLM, engine.VLLM, engine.TRTLLM, engine.SGLang}[rng.IntN(4)], BlockSize: bs, KVCapacityTokens: (5 + rng.IntN(24)) * bs, EnablePrefixCaching: true,
 			MaxNumBatchedTokens: 4 + rng.IntN(32), MaxNumSeqs: 1 + rng.IntN(6), EnableChunkedPrefill: true, AsyncScheduling: rng.IntN(2) == 0,
-			MaxNumTokens: 4 + rng.IntN(32), MaxBatchSize: 1 + rng.IntN(6), CapacityPolicy: MaxUtilization,
-			ChunkedPrefillSize: bs * (1 + rng.IntN(8)), MaxPrefillTokens: 64, MaxRunningRequests: 1 + rng.IntN(6)}
-		if e.Backend == SGLang {
+			MaxNumTokens: 4 + rng.IntN(32), MaxBatchSize: 1 + rng.IntN(6), CapacityPolicy: engine.PolicyMaxUtilization,
+			ChunkedPrefillSize: bs * (1 + rng.IntN(8)), MaxPrefillTokens: 64}
+		if seats := 1 + rng.IntN(6); e.Backend == engine.SGLang { // SGLang's max_running_requests (drawn after the other knobs)
+			e.MaxNumSeqs = seats
+		}
+		if e.Backend == engine.SGLang {
 			e.AsyncScheduling = false
 		}
 		var reqs []workload.Request

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
@@ -22,7 +23,7 @@ const DefaultFabricEfficiency = 0.8
 // DisaggPool is one side of a disaggregated deployment: Workers identical engine
 // instances priced by Timing (each pool its own parallelism and GPU system).
 type DisaggPool struct {
-	Engine  Engine
+	Engine  engine.Spec
 	Timing  timing.Timing
 	Workers int
 	// GPUsPerWorker places the workers on nodes (prefill workers first, then
@@ -77,7 +78,7 @@ func (c *DisaggConfig) Validate() error {
 		if p.p.Timing == nil {
 			return fmt.Errorf("disagg %s timing: none given", p.name)
 		}
-		if err := p.p.Engine.Validate(); err != nil {
+		if err := ValidateEngine(p.p.Engine); err != nil {
 			return fmt.Errorf("disagg %s %w", p.name, err)
 		}
 		if err := checkBackend(&p.p.Engine); err != nil {
@@ -310,7 +311,7 @@ func (d *DisaggSim) prefilled(p int, pr int32, t float64) {
 // completion). With push connectors the queue holds landed requests waiting for KV.
 func (d *DisaggSim) pull(q int, t float64) {
 	s := d.dec[q]
-	usable := float64(s.eng.usableBlocks())
+	usable := float64(usableBlocks(&s.eng))
 	for d.pendHead[q] < len(d.pend[q]) {
 		ri := d.pend[q][d.pendHead[q]]
 		r := &d.recs[ri]
@@ -461,8 +462,8 @@ func (d *DisaggSim) validShape(sh *Shape) error {
 		return fmt.Errorf("disagg prefill: %w", err)
 	}
 	s := d.dec[0]
-	if need := s.remoteNeed(sh.ISL, sh.OSL); need > s.eng.usableBlocks() {
-		return fmt.Errorf("disagg decode num_gpu_blocks = %d: one request of isl %d + osl %d needs %d blocks of %d tokens; give the decode pool more KV", s.eng.NumGPUBlocks, sh.ISL, sh.OSL, need, s.bs)
+	if need := s.remoteNeed(sh.ISL, sh.OSL); need > usableBlocks(&s.eng) {
+		return fmt.Errorf("disagg decode num_gpu_blocks = %d: one request of isl %d + osl %d needs %d blocks of %d tokens; give the decode pool more KV", s.eng.GPUBlocks(), sh.ISL, sh.OSL, need, s.bs)
 	}
 	return nil
 }

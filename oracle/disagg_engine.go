@@ -3,6 +3,7 @@ package oracle
 import (
 	"math"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
@@ -34,7 +35,7 @@ type disState struct {
 }
 
 // newDisSim returns an engine instance for one side of a disaggregated deployment.
-func newDisSim(eng Engine, t timing.Timing, prefill bool) (*Sim, error) {
+func newDisSim(eng engine.Spec, t timing.Timing, prefill bool) (*Sim, error) {
 	s, err := New(eng, t, Options{})
 	if err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ func (s *Sim) releaseHeld(ri int32, t float64) {
 // prompt (its DecodePreallocQueue is not studied, SCHEDULERS.md §9: the prompt's
 // pages, as vLLM).
 func (s *Sim) remoteNeed(p, maxTokens int) int {
-	if s.eng.Backend == TRTLLM {
+	if s.eng.Backend == engine.TRTLLM {
 		return (p + maxTokens + s.bs - 1) / s.bs
 	}
 	return (p + s.bs - 1) / s.bs
@@ -102,13 +103,13 @@ func (s *Sim) remoteNeed(p, maxTokens int) int {
 // TRT-LLM GUARANTEED_NO_EVICT) the blocks the running generation requests and the
 // transfers in flight have reserved to completion (T-R1, T-D3).
 func (s *Sim) remoteAvail() int {
-	if s.eng.Backend != TRTLLM && s.waiting.len() > 0 && !s.dis.remote[s.waiting.at(0)] {
+	if s.eng.Backend != engine.TRTLLM && s.waiting.len() > 0 && !s.dis.remote[s.waiting.at(0)] {
 		// V-D1/V-D2 run in the waiting phase (V-R3), head-of-line: a preempted
 		// request at the head that does not fit stops every allocation behind it.
 		return 0
 	}
 	avail := s.pool.nfree
-	if s.eng.Backend == TRTLLM {
+	if s.eng.Backend == engine.TRTLLM {
 		avail -= s.dis.xferBlocks
 		for _, ri := range s.running {
 			if r := &s.reqs[ri]; r.st != stFinished { // finished this pass: freed, not yet dropped
@@ -128,7 +129,7 @@ func (s *Sim) reserveRemote(at float64, p, maxTokens int) int32 {
 	nb := (p+maxTokens)/s.bs + 2
 	g := 1 // the prefill worker's first token is already appended (T-D4)
 	mt := maxTokens
-	if s.eng.Backend == VLLM {
+	if s.eng.Backend == engine.VLLM {
 		// V-D4/V-D5: the decode side recomputes the last prompt token and samples
 		// the next token itself; it emits the maxTokens − 1 tokens after the first.
 		g, mt = 0, maxTokens-1
@@ -144,7 +145,7 @@ func (s *Sim) reserveRemote(at float64, p, maxTokens int) int32 {
 	for need := (p + s.bs - 1) / s.bs; len(r.table) < need; {
 		r.table = append(r.table, s.popBlock())
 	}
-	if s.eng.Backend == TRTLLM {
+	if s.eng.Backend == engine.TRTLLM {
 		s.dis.xferBlocks += s.trtRemainingBlocks(r)
 	}
 	return i
@@ -167,7 +168,7 @@ func (s *Sim) absorbRemote(ri int32) bool {
 		return false
 	}
 	r := &s.reqs[ri]
-	if s.eng.Backend == VLLM {
+	if s.eng.Backend == engine.VLLM {
 		r.st = stWaiting
 		s.enqueueArrival(ri)
 		return true
@@ -175,11 +176,11 @@ func (s *Sim) absorbRemote(ri int32) bool {
 	s.dis.remote[ri] = false
 	r.st, r.c, r.gStart = stRunning, r.p, 0
 	r.numCached = r.p
-	if s.eng.Backend == TRTLLM {
+	if s.eng.Backend == engine.TRTLLM {
 		s.dis.xferBlocks -= s.trtRemainingBlocks(r)
 	}
 	s.running = append(s.running, ri)
-	if s.eng.Backend == TRTLLM {
+	if s.eng.Backend == engine.TRTLLM {
 		s.insertRunningOrdered()
 	}
 	return true

@@ -6,17 +6,18 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"pgregory.net/rapid"
 )
 
 // disaggTest is 1000-token prompts priced 15 ms per prefill pass, 3.1 ms single-row
 // decode passes, 10⁸ bytes of KV per request over 10 GB/s × 0.8: 12.5 ms alone.
-func disaggTest(nP, nD int, be Backend) DisaggConfig {
-	e := Engine{Backend: be, BlockSize: 16, NumGPUBlocks: 4096,
+func disaggTest(nP, nD int, be engine.Backend) DisaggConfig {
+	e := engine.Spec{Backend: be, BlockSize: 16, KVCapacityTokens: 4095 * 16,
 		MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, EnableChunkedPrefill: true,
-		MaxBatchSize: 256, MaxNumTokens: 8192, CapacityPolicy: GuaranteedNoEvict,
-		MaxPrefillTokens: 8192, ChunkedPrefillSize: 8192, MaxRunningRequests: 256}
+		MaxBatchSize: 256, MaxNumTokens: 8192, CapacityPolicy: engine.PolicyGuaranteedNoEvict,
+		MaxPrefillTokens: 8192, ChunkedPrefillSize: 8192}
 	return DisaggConfig{
 		Prefill:         DisaggPool{Engine: e, Timing: timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.01}, Workers: nP},
 		Decode:          DisaggPool{Engine: e, Timing: timing.Linear{BaseMs: 3, DecodeMsPerRow: 0.1}, Workers: nD},
@@ -74,7 +75,7 @@ func TestDisaggFabricMaxMin(t *testing.T) {
 // every decode gap the single-row pass and the first gap handoff + pass; with
 // handoff_in_ttft the transfer moves into the TTFT.
 func TestDisaggIdentity1P1D(t *testing.T) {
-	c := disaggTest(1, 1, TRTLLM)
+	c := disaggTest(1, 1, engine.TRTLLM)
 	res := runDisagg(t, c, ClosedLoop{Shape: Shape{ISL: 1000, OSL: 10}, Clients: 1, Generations: 3})
 	for _, r := range res.Requests {
 		tt, x := r.VisibleMs-r.ArrivalMs, r.XferEndMs-r.XferStartMs
@@ -96,7 +97,7 @@ func TestDisaggIdentity1P1D(t *testing.T) {
 // (V-D4): its first pass is a one-token chunk (3.0 ms here, no decode row) and it
 // emits osl − 1 tokens after the prefill worker's first.
 func TestDisaggVLLMRecompute(t *testing.T) {
-	res := runDisagg(t, disaggTest(1, 1, VLLM), ClosedLoop{Shape: Shape{ISL: 1000, OSL: 10}, Clients: 1, Generations: 1})
+	res := runDisagg(t, disaggTest(1, 1, engine.VLLM), ClosedLoop{Shape: Shape{ISL: 1000, OSL: 10}, Clients: 1, Generations: 1})
 	r := res.Requests[0]
 	if len(r.TokenTimesMs) != 10 || !nearMs(r.TokenTimesMs[1]-r.TokenTimesMs[0], 12.5+3.0) || !nearMs(r.FinishMs, 15+12.5+3.0+8*3.1) {
 		t.Fatalf("token times %v, finish %v; want 10 tokens, first gap 15.5, finish %v", r.TokenTimesMs, r.FinishMs, 15+12.5+3.0+8*3.1)
@@ -112,7 +113,7 @@ func TestDisaggFanInHalves(t *testing.T) {
 		nD   int
 		want float64
 	}{{1, 25}, {2, 12.5}} {
-		res := runDisagg(t, disaggTest(2, tc.nD, TRTLLM), cl)
+		res := runDisagg(t, disaggTest(2, tc.nD, engine.TRTLLM), cl)
 		for _, r := range res.Requests {
 			if x := r.XferEndMs - r.XferStartMs; !nearMs(x, tc.want) {
 				t.Fatalf("2P%dD: transfer %v ms, want %v", tc.nD, x, tc.want)
@@ -125,7 +126,7 @@ func TestDisaggFanInHalves(t *testing.T) {
 // only when the previous one was pulled: consecutive prefill starts on a worker
 // are at least prefill pass + transfer apart (15 + 12.5 ms).
 func TestDisaggKappaOneSerialises(t *testing.T) {
-	c := disaggTest(1, 1, TRTLLM)
+	c := disaggTest(1, 1, engine.TRTLLM)
 	c.Prefill.InFlightCap = 1
 	res := runDisagg(t, c, ClosedLoop{Shape: Shape{ISL: 1000, OSL: 4}, Clients: 8, Generations: 4})
 	last := math.Inf(-1)
@@ -146,8 +147,8 @@ func TestDisaggKappaOneSerialises(t *testing.T) {
 // (TRT-LLM reserves to completion, T-D3) admits one pull at a time: transfers never
 // overlap, each takes 12.5 ms, and the headroom seen reaches 0.
 func TestDisaggHeadroomZeroSerialises(t *testing.T) {
-	c := disaggTest(2, 1, TRTLLM)
-	c.Decode.Engine.NumGPUBlocks = (1000+8)/16 + 1 // 63 blocks = one request of 1000 + 8
+	c := disaggTest(2, 1, engine.TRTLLM)
+	c.Decode.Engine.SetGPUBlocks((1000+8)/16 + 1) // 63 blocks = one request of 1000 + 8
 	res := runDisagg(t, c, ClosedLoop{Shape: Shape{ISL: 1000, OSL: 8}, Clients: 4, Generations: 3})
 	minH, end := 1.0, math.Inf(-1)
 	for _, r := range sortedByXfer(res.Requests) {
@@ -175,7 +176,7 @@ func sortedByXfer(rs []DisaggRecord) []DisaggRecord {
 // TestDisaggPushFreesSlot: a push connector frees the κ slot when it sends, so κ
 // = 1 serialises the prefill passes only (starts 15 ms apart, not 27.5).
 func TestDisaggPushFreesSlot(t *testing.T) {
-	c := disaggTest(1, 1, TRTLLM)
+	c := disaggTest(1, 1, engine.TRTLLM)
 	c.Prefill.InFlightCap, c.Push = 1, true
 	res := runDisagg(t, c, ClosedLoop{Shape: Shape{ISL: 1000, OSL: 4}, Clients: 4, Generations: 1})
 	for i := 1; i < len(res.Requests); i++ {
@@ -187,9 +188,9 @@ func TestDisaggPushFreesSlot(t *testing.T) {
 
 // TestDisaggDeterministic: the same inputs give bit-identical records.
 func TestDisaggDeterministic(t *testing.T) {
-	c := disaggTest(2, 1, VLLM)
+	c := disaggTest(2, 1, engine.VLLM)
 	c.Prefill.InFlightCap = 2
-	c.Decode.Engine.NumGPUBlocks = 8 * 70
+	c.Decode.Engine.SetGPUBlocks(8 * 70)
 	cl := ClosedLoop{Shape: Shape{ISL: 1000, OSL: 64}, Clients: 16, Generations: 6, KeepBusy: true, StartMs: make([]float64, 16)}
 	for i := range cl.StartMs {
 		cl.StartMs[i] = float64(i) * 13.7
@@ -212,14 +213,14 @@ func TestDisaggErrors(t *testing.T) {
 		{func(c *DisaggConfig) { c.Decode.InFlightCap = 2 }, "disagg decode in_flight_cap = 2: κ applies to the prefill pool only"},
 		{func(c *DisaggConfig) { c.Fabric.Efficiency = 1.5 }, "disagg fabric efficiency = 1.5: must be in (0, 1] (0 selects 0.8)"},
 	} {
-		c := disaggTest(1, 1, VLLM)
+		c := disaggTest(1, 1, engine.VLLM)
 		tc.mut(&c)
 		if _, err := NewDisagg(c); err == nil || err.Error() != tc.want {
 			t.Errorf("got %v, want %q", err, tc.want)
 		}
 	}
-	c := disaggTest(1, 1, TRTLLM)
-	c.Decode.Engine.NumGPUBlocks = 10
+	c := disaggTest(1, 1, engine.TRTLLM)
+	c.Decode.Engine.SetGPUBlocks(10)
 	d, err := NewDisagg(c)
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func TestDisaggErrors(t *testing.T) {
 // order, and no decode worker's pulls overlap more requests than its KV holds.
 func TestDisaggPropertyInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		be := rapid.SampledFrom([]Backend{VLLM, TRTLLM, SGLang}).Draw(rt, "backend")
+		be := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
 		c := disaggTest(rapid.IntRange(1, 3).Draw(rt, "nP"), rapid.IntRange(1, 3).Draw(rt, "nD"), be)
 		c.Prefill.InFlightCap = rapid.IntRange(0, 4).Draw(rt, "kappa")
 		c.Push = rapid.Bool().Draw(rt, "push")
@@ -245,13 +246,13 @@ func TestDisaggPropertyInvariants(t *testing.T) {
 		isl, osl := rapid.IntRange(16, 1500).Draw(rt, "isl"), rapid.IntRange(1, 40).Draw(rt, "osl")
 		C := rapid.IntRange(1, 12).Draw(rt, "C")
 		kvReqs := rapid.IntRange(1, 6).Draw(rt, "kvReqs")
-		if be != TRTLLM {
+		if be != engine.TRTLLM {
 			// vLLM and SGLang reserve the prompt only and may preempt under decode KV
 			// pressure; a preempted request at the waiting head can then block a
 			// pulled one holding its blocks (the engines' own livelock): hold C.
 			kvReqs = C
 		}
-		c.Decode.Engine.NumGPUBlocks = kvReqs*((isl+osl+15)/16+1) + 1
+		c.Decode.Engine.SetGPUBlocks(kvReqs*((isl+osl+15)/16+1) + 1)
 		d, err := NewDisagg(c)
 		if err != nil {
 			rt.Fatal(err)
@@ -287,9 +288,9 @@ func TestDisaggPropertyInvariants(t *testing.T) {
 // prompt starts only when the previous transfer ended (the engine waits for the
 // release instead of reporting a stuck run).
 func TestDisaggHeldKVBlocksPrefill(t *testing.T) {
-	for _, be := range []Backend{VLLM, TRTLLM, SGLang} {
+	for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
 		c := disaggTest(1, 1, be)
-		c.Prefill.Engine.NumGPUBlocks = 64 + 2 // 1000 + 1 tokens: 63 blocks usable for one prompt
+		c.Prefill.Engine.SetGPUBlocks(64 + 2) // 1000 + 1 tokens: 63 blocks usable for one prompt
 		res := runDisagg(t, c, ClosedLoop{Shape: Shape{ISL: 1000, OSL: 4}, Clients: 2, Generations: 2})
 		prev := res.Requests[0]
 		for _, r := range res.Requests[1:] {

@@ -1,25 +1,29 @@
 package oracle
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/aicdb/aicdb/engine"
+)
 
 // initBackend prepares backend-specific state.
 func (s *Sim) initBackend() {
-	if s.eng.Backend == SGLang {
+	if s.eng.Backend == engine.SGLang {
 		s.sgl.chunked = -1
 		s.sgl.ratio = sglInitRatio
 	}
 }
 
 // checkBackend reports a configuration whose scheduler the oracle does not simulate.
-func checkBackend(e *Engine) error {
+func checkBackend(e *engine.Spec) error {
 	switch e.Backend {
-	case VLLM:
+	case engine.VLLM:
 		return nil
-	case TRTLLM:
+	case engine.TRTLLM:
 		return nil
-	case SGLang:
+	case engine.SGLang:
 		if e.AsyncScheduling {
-			return fmt.Errorf("engine async_scheduling: the SGLang overlap scheduler is not simulated; set it to false")
+			return fmt.Errorf("engine async_scheduling: the engine.SGLang overlap scheduler is not simulated; set it to false")
 		}
 		return nil
 	}
@@ -29,9 +33,9 @@ func checkBackend(e *Engine) error {
 // schedule forms the next pass for the configured backend.
 func (s *Sim) schedule(pb *passBuf) {
 	switch s.eng.Backend {
-	case TRTLLM:
+	case engine.TRTLLM:
 		s.scheduleTRT(pb)
-	case SGLang:
+	case engine.SGLang:
 		s.scheduleSGLang(pb)
 	default:
 		s.scheduleVLLM(pb)
@@ -41,9 +45,9 @@ func (s *Sim) schedule(pb *passBuf) {
 // update applies the outputs of a finished pass.
 func (s *Sim) update(pb *passBuf) {
 	switch s.eng.Backend {
-	case TRTLLM:
+	case engine.TRTLLM:
 		s.updateTRT(pb)
-	case SGLang:
+	case engine.SGLang:
 		s.updateSGLang(pb)
 	default:
 		s.updateVLLM(pb)

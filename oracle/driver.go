@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
@@ -38,7 +39,7 @@ func (sh *Shape) draw(k int) (int, int, error) {
 	return isl, osl, nil
 }
 
-func (sh Shape) validate(e *Engine) error {
+func (sh Shape) validate(e *engine.Spec) error {
 	switch {
 	case sh.ISL <= 0:
 		return fmt.Errorf("driver isl = %d: must be > 0", sh.ISL)
@@ -48,8 +49,8 @@ func (sh Shape) validate(e *Engine) error {
 		return fmt.Errorf("driver prefix = %d: must be in [0, isl = %d)", sh.Prefix, sh.ISL)
 	case sh.Prewarm && !e.EnablePrefixCaching:
 		return fmt.Errorf("driver prewarm: prefix caching is off (enable_prefix_caching = false); a prefix cannot be cached")
-	case (sh.ISL+e.BlockSize-1)/e.BlockSize > e.usableBlocks():
-		return fmt.Errorf("driver isl = %d needs %d KV blocks but the pool has %d usable; raise num_gpu_blocks", sh.ISL, (sh.ISL+e.BlockSize-1)/e.BlockSize, e.usableBlocks())
+	case (sh.ISL+e.BlockSize-1)/e.BlockSize > usableBlocks(e):
+		return fmt.Errorf("driver isl = %d needs %d KV blocks but the pool has %d usable; raise num_gpu_blocks", sh.ISL, (sh.ISL+e.BlockSize-1)/e.BlockSize, usableBlocks(e))
 	}
 	return nil
 }

@@ -2,56 +2,16 @@ package oracle
 
 import (
 	"fmt"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
-// Backend names the engine whose scheduler the oracle simulates.
-type Backend string
-
-// Simulated backends.
-const (
-	VLLM   Backend = "vllm"
-	SGLang Backend = "sglang"
-	TRTLLM Backend = "trtllm"
-)
-
-// TRT-LLM capacity policies (SCHEDULERS.md §4.3).
-const (
-	GuaranteedNoEvict = "GUARANTEED_NO_EVICT"
-	MaxUtilization    = "MAX_UTILIZATION"
-)
-
-// Engine holds the scheduler knobs of one engine instance. Sizes are in tokens unless
-// named blocks. Only the knobs of the selected Backend are consulted.
-type Engine struct {
-	Backend Backend
-
-	// vLLM v1 (SCHEDULERS.md §2).
-	MaxNumBatchedTokens       int  // V-R1 token budget per pass
-	MaxNumSeqs                int  // V-R3 cap on len(running)
-	EnableChunkedPrefill      bool // V-R3
-	LongPrefillTokenThreshold int  // V-R2/V-R3 per-request chunk cap (0 = off)
-	AsyncScheduling           bool // V-R10..V-R12
-
-	// KV pool, shared by all backends: NumGPUBlocks blocks of BlockSize tokens. For
-	// vLLM block 0 is the null block, so usable = NumGPUBlocks − 1.
-	BlockSize           int
-	NumGPUBlocks        int
-	EnablePrefixCaching bool
-
-	// SGLang (SCHEDULERS.md §3).
-	ChunkedPrefillSize int  // S-R4 shared per-pass prompt budget
-	MaxPrefillTokens   int  // S-R4 second prompt cap
-	EnableMixedChunk   bool // S-R4 decodes ride along prefill batches
-	MaxRunningRequests int  // S-R4 request slots
-
-	// TRT-LLM (SCHEDULERS.md §4).
-	MaxBatchSize   int    // T-R1/T-R3
-	MaxNumTokens   int    // T-R3 token budget
-	CapacityPolicy string // T-R1 GUARANTEED_NO_EVICT | T-R2 MAX_UTILIZATION
-}
-
-// Validate reports the first knob that is out of range, naming it.
-func (e *Engine) Validate() error {
+// ValidateEngine reports the first knob of e the oracle cannot simulate with,
+// naming it as the scenario file does. Sizes are in tokens unless named blocks;
+// the KV pool is e.GPUBlocks() blocks of e.BlockSize tokens (for vLLM block 0 is
+// the null block, so usable = GPUBlocks − 1) and, unlike the queueing model's, is
+// always bounded. Only the knobs of the selected backend are consulted.
+func ValidateEngine(e engine.Spec) error {
 	pos := func(name string, v int) error {
 		if v <= 0 {
 			return fmt.Errorf("engine %s = %d: must be > 0", name, v)
@@ -61,11 +21,11 @@ func (e *Engine) Validate() error {
 	if err := pos("block_size", e.BlockSize); err != nil {
 		return err
 	}
-	if e.NumGPUBlocks < 2 {
-		return fmt.Errorf("engine num_gpu_blocks = %d: must be ≥ 2 (block 0 is the null block)", e.NumGPUBlocks)
+	if n := e.GPUBlocks(); n < 2 {
+		return fmt.Errorf("engine num_gpu_blocks = %d: must be ≥ 2 (block 0 is the null block)", n)
 	}
 	switch e.Backend {
-	case VLLM:
+	case engine.VLLM:
 		if err := pos("max_num_batched_tokens", e.MaxNumBatchedTokens); err != nil {
 			return err
 		}
@@ -75,7 +35,7 @@ func (e *Engine) Validate() error {
 		if e.LongPrefillTokenThreshold < 0 {
 			return fmt.Errorf("engine long_prefill_token_threshold = %d: must be ≥ 0 (0 = off)", e.LongPrefillTokenThreshold)
 		}
-	case SGLang:
+	case engine.SGLang:
 		if e.EnableChunkedPrefill {
 			if err := pos("chunked_prefill_size", e.ChunkedPrefillSize); err != nil {
 				return err
@@ -84,24 +44,31 @@ func (e *Engine) Validate() error {
 		if err := pos("max_prefill_tokens", e.MaxPrefillTokens); err != nil {
 			return err
 		}
-		if err := pos("max_running_requests", e.MaxRunningRequests); err != nil {
+		if err := pos("max_running_requests", e.MaxNumSeqs); err != nil {
 			return err
 		}
-	case TRTLLM:
+	case engine.TRTLLM:
 		if err := pos("max_batch_size", e.MaxBatchSize); err != nil {
 			return err
 		}
 		if err := pos("max_num_tokens", e.MaxNumTokens); err != nil {
 			return err
 		}
-		if e.CapacityPolicy != GuaranteedNoEvict && e.CapacityPolicy != MaxUtilization {
-			return fmt.Errorf("engine capacity_policy = %q: must be %s or %s", e.CapacityPolicy, GuaranteedNoEvict, MaxUtilization)
+		if e.CapacityPolicy != engine.PolicyGuaranteedNoEvict && e.CapacityPolicy != engine.PolicyMaxUtilization {
+			return fmt.Errorf("engine capacity_policy = %q: must be %s or %s", e.CapacityPolicy, scenarioNoEvict, scenarioMaxUtilization)
 		}
 	default:
-		return fmt.Errorf("engine backend = %q: must be vllm, sglang or trtllm", e.Backend)
+		return fmt.Errorf("engine backend = %q: must be vllm, sglang or trtllm", string(e.Backend))
 	}
 	return nil
 }
 
+// The TRT-LLM capacity policies as oracle scenario files spell them (SCHEDULERS.md
+// §4.3); they read as engine.PolicyGuaranteedNoEvict and engine.PolicyMaxUtilization.
+const (
+	scenarioNoEvict        = "GUARANTEED_NO_EVICT"
+	scenarioMaxUtilization = "MAX_UTILIZATION"
+)
+
 // usableBlocks is the number of blocks a request can ever hold.
-func (e *Engine) usableBlocks() int { return e.NumGPUBlocks - 1 }
+func usableBlocks(e *engine.Spec) int { return e.GPUBlocks() - 1 }

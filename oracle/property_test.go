@@ -7,36 +7,37 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
 // randomCase draws a small engine and workload (seeded, reproducible).
-func randomCase(rng *rand.Rand) (oracle.Engine, []workload.Request) {
+func randomCase(rng *rand.Rand) (engine.Spec, []workload.Request) {
 	bs := []int{1, 2, 4, 16}[rng.IntN(4)]
-	e := oracle.Engine{BlockSize: bs, NumGPUBlocks: 2 + rng.IntN(400), EnablePrefixCaching: rng.IntN(2) == 0}
+	e := engine.Spec{BlockSize: bs, KVCapacityTokens: (1 + rng.IntN(400)) * bs, EnablePrefixCaching: rng.IntN(2) == 0}
 	switch rng.IntN(3) {
 	case 0:
-		e.Backend = oracle.VLLM
+		e.Backend = engine.VLLM
 		e.MaxNumBatchedTokens = 4 + rng.IntN(64)
 		e.MaxNumSeqs = 1 + rng.IntN(8)
 		e.EnableChunkedPrefill = rng.IntN(4) != 0
 		e.LongPrefillTokenThreshold = []int{0, 0, 3, 8}[rng.IntN(4)]
 		e.AsyncScheduling = rng.IntN(2) == 0
 	case 1:
-		e.Backend = oracle.TRTLLM
+		e.Backend = engine.TRTLLM
 		e.MaxNumTokens = 4 + rng.IntN(64)
 		e.MaxBatchSize = 1 + rng.IntN(8)
 		e.EnableChunkedPrefill = rng.IntN(2) == 0
-		e.CapacityPolicy = []string{oracle.GuaranteedNoEvict, oracle.MaxUtilization}[rng.IntN(2)]
+		e.CapacityPolicy = []string{engine.PolicyGuaranteedNoEvict, engine.PolicyMaxUtilization}[rng.IntN(2)]
 		e.AsyncScheduling = rng.IntN(2) == 0
 	default:
-		e.Backend = oracle.SGLang
+		e.Backend = engine.SGLang
 		e.EnableChunkedPrefill = rng.IntN(4) != 0
 		e.ChunkedPrefillSize = bs * (1 + rng.IntN(16))
 		e.MaxPrefillTokens = 8 + rng.IntN(64)
-		e.MaxRunningRequests = 1 + rng.IntN(8)
+		e.MaxNumSeqs = 1 + rng.IntN(8)
 		e.EnableMixedChunk = rng.IntN(2) == 0
 	}
 	n := 1 + rng.IntN(8)
@@ -111,15 +112,15 @@ func TestPropertyInvariants(t *testing.T) {
 			for _, sc := range p.Scheduled {
 				sum += sc.Tokens
 			}
-			if p.FreeBlocks < 0 || p.FreeBlocks > e.NumGPUBlocks-1 {
-				t.Fatalf("case %d: pass %d free blocks %d outside [0, %d]", it, p.Index, p.FreeBlocks, e.NumGPUBlocks-1)
+			if p.FreeBlocks < 0 || p.FreeBlocks > e.GPUBlocks()-1 {
+				t.Fatalf("case %d: pass %d free blocks %d outside [0, %d]", it, p.Index, p.FreeBlocks, e.GPUBlocks()-1)
 			}
 			switch e.Backend {
-			case oracle.VLLM: // V-R4
+			case engine.VLLM: // V-R4
 				if sum > e.MaxNumBatchedTokens || len(p.Scheduled) > e.MaxNumSeqs {
 					t.Fatalf("case %d: pass %d schedules %d tokens / %d requests (budget %d, max_num_seqs %d)", it, p.Index, sum, len(p.Scheduled), e.MaxNumBatchedTokens, e.MaxNumSeqs)
 				}
-			case oracle.TRTLLM: // T-R3
+			case engine.TRTLLM: // T-R3
 				if sum > e.MaxNumTokens || len(p.Scheduled) > e.MaxBatchSize {
 					t.Fatalf("case %d: pass %d schedules %d tokens / %d requests (max_num_tokens %d, max_batch_size %d)", it, p.Index, sum, len(p.Scheduled), e.MaxNumTokens, e.MaxBatchSize)
 				}
@@ -138,7 +139,7 @@ func TestPrefixCachingNeutralOnDistinctPrompts(t *testing.T) {
 	tm := timing.Linear{BaseMs: 1, PrefillMsPerToken: 0.1, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.001}
 	for it := 0; it < 100; it++ {
 		e, reqs := randomCase(rng)
-		if e.Backend != oracle.VLLM {
+		if e.Backend != engine.VLLM {
 			continue
 		}
 		for i := range reqs {
@@ -177,7 +178,7 @@ func TestPrefixCachingNeutralOnDistinctPrompts(t *testing.T) {
 // is the pure prefill).
 func TestSingleRequestIdentity(t *testing.T) {
 	for _, c := range []struct{ p, m, budget int }{{10, 3, 4}, {8, 1, 8}, {1, 5, 3}, {100, 2, 7}} {
-		e := oracle.Engine{Backend: oracle.VLLM, MaxNumBatchedTokens: c.budget, MaxNumSeqs: 4, BlockSize: 4, NumGPUBlocks: 100, EnableChunkedPrefill: true}
+		e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: c.budget, MaxNumSeqs: 4, BlockSize: 4, KVCapacityTokens: 99 * 4, EnableChunkedPrefill: true}
 		s, err := oracle.New(e, timing.Constant{Ms: 2}, oracle.Options{})
 		if err != nil {
 			t.Fatal(err)

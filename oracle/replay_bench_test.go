@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -19,7 +20,7 @@ import (
 // allocation churn of one replay.
 func BenchmarkReplayMooncakeDES(b *testing.B) {
 	rows := readMooncakeConversation(b)
-	eng := Engine{Backend: VLLM, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, BlockSize: 16, NumGPUBlocks: 100000,
+	eng := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 8192, MaxNumSeqs: 256, BlockSize: 16, KVCapacityTokens: 99999 * 16,
 		EnableChunkedPrefill: true, EnablePrefixCaching: true}
 	tm := timing.Linear{BaseMs: 8, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.00002}
 	b.ReportAllocs()

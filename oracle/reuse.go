@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
 // Prefix-cache reuse oracle (issue 13): per-request prefix-cache hits of a trace under
@@ -35,7 +37,7 @@ import (
 
 // ReuseConfig configures a ReuseSim.
 type ReuseConfig struct {
-	Backend Backend
+	Backend engine.Backend
 	// KVBlocks is the cache capacity in blocks (vLLM, TRT-LLM) or pages (SGLang).
 	KVBlocks int
 	// BlockSize is tokens per block (vLLM block_size, TRT-LLM tokens_per_block) or per
@@ -49,11 +51,11 @@ type ReuseConfig struct {
 const MaxReuseVLLMBlocks = 1 << 22
 
 // DefaultReuseBlockSize is each engine's default block (page) size.
-func DefaultReuseBlockSize(b Backend) int {
+func DefaultReuseBlockSize(b engine.Backend) int {
 	switch b {
-	case SGLang:
+	case engine.SGLang:
 		return 1
-	case TRTLLM:
+	case engine.TRTLLM:
 		return 32
 	default:
 		return 16
@@ -103,11 +105,11 @@ func NewReuse(cfg ReuseConfig) (*ReuseSim, error) {
 		cfg.BlockSize = DefaultReuseBlockSize(cfg.Backend)
 	}
 	switch {
-	case cfg.Backend != VLLM && cfg.Backend != SGLang && cfg.Backend != TRTLLM:
+	case cfg.Backend != engine.VLLM && cfg.Backend != engine.SGLang && cfg.Backend != engine.TRTLLM:
 		return nil, fmt.Errorf("backend %q: must be vllm, sglang or trtllm", cfg.Backend)
 	case cfg.KVBlocks < 1 || cfg.KVBlocks > 1<<28:
 		return nil, fmt.Errorf("kv blocks %d: must be in 1..%d", cfg.KVBlocks, 1<<28)
-	case cfg.Backend == VLLM && cfg.KVBlocks > MaxReuseVLLMBlocks:
+	case cfg.Backend == engine.VLLM && cfg.KVBlocks > MaxReuseVLLMBlocks:
 		return nil, fmt.Errorf("kv blocks %d: the vLLM pool is allocated whole, at most %d blocks (for an unbounded cache read the trace's own reuse in 'aicdb trace stats')", cfg.KVBlocks, MaxReuseVLLMBlocks)
 	case cfg.BlockSize < 1 || cfg.BlockSize > 1<<16:
 		return nil, fmt.Errorf("block size %d: must be in 1..65536", cfg.BlockSize)
@@ -115,7 +117,7 @@ func NewReuse(cfg ReuseConfig) (*ReuseSim, error) {
 		return nil, errors.New("hash block must be ≥ 1 token")
 	}
 	s := &ReuseSim{cfg: cfg}
-	if cfg.Backend == VLLM {
+	if cfg.Backend == engine.VLLM {
 		s.pool = newBlockPool(cfg.KVBlocks+1, true) // block 0 is the null block
 	} else {
 		s.tree = newReuseTree(int64(cfg.KVBlocks))
@@ -359,7 +361,7 @@ func (s *ReuseSim) addTree(isl, osl int, chain []uint64) int {
 		t.pin(n)
 	}
 	hit := min(matched, isl-1)
-	if s.cfg.Backend == SGLang {
+	if s.cfg.Backend == engine.SGLang {
 		hit = hit / bs * bs // page granularity
 	}
 	// insert the rest of the identified prompt, then the request's own tail

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
 // TestReusePinned: a running request pins its KV (AddAt). A is running when B, with
@@ -15,12 +17,12 @@ import (
 func TestReusePinned(t *testing.T) {
 	a, b := []int64{1, 2}, []int64{3, 4}
 	for _, c := range []struct {
-		be               Backend
+		be               engine.Backend
 		kv, bs           int
 		wantNow, wantPin int
 	}{
-		{VLLM, 60, 16, 9 * 16, 784}, // 60 − 51 = 9 never-used blocks left for B; 784 = floor(799/16)·16
-		{SGLang, 60 * 16, 1, 0, 799},
+		{engine.VLLM, 60, 16, 9 * 16, 784}, // 60 − 51 = 9 never-used blocks left for B; 784 = floor(799/16)·16
+		{engine.SGLang, 60 * 16, 1, 0, 799},
 	} {
 		s := newReuseT(t, c.be, c.kv, c.bs)
 		s.Add(800, 10, a)
@@ -47,7 +49,7 @@ func TestReusePinned(t *testing.T) {
 // and a second Pinned the same again — the reset leaves nothing behind.
 func TestReuseSimPinnedReuses(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		be := rapid.SampledFrom([]Backend{VLLM, SGLang, TRTLLM}).Draw(t, "backend")
+		be := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM}).Draw(t, "backend")
 		cfg := ReuseConfig{Backend: be, KVBlocks: rapid.IntRange(1, 400).Draw(t, "kv"),
 			BlockSize: rapid.SampledFrom([]int{1, 16, 32}).Draw(t, "bs"), HashBlock: 64}
 		n := rapid.IntRange(0, 30).Draw(t, "n")

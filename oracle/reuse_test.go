@@ -8,9 +8,11 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
-func newReuseT(t testing.TB, b Backend, kv, bs int) *ReuseSim {
+func newReuseT(t testing.TB, b engine.Backend, kv, bs int) *ReuseSim {
 	t.Helper()
 	s, err := NewReuse(ReuseConfig{Backend: b, KVBlocks: kv, BlockSize: bs, HashBlock: 512})
 	if err != nil {
@@ -25,15 +27,15 @@ func newReuseT(t testing.TB, b Backend, kv, bs int) *ReuseSim {
 func TestReuseRepeat(t *testing.T) {
 	ids := []int64{7, 8, 9}
 	for _, c := range []struct {
-		b        Backend
+		b        engine.Backend
 		bs, isl  int
 		wantHit2 int
 	}{
-		{VLLM, 16, 1300, 1296},  // floor(1299/16)·16
-		{VLLM, 16, 1024, 1008},  // block-aligned prompt recomputes its whole last block
-		{SGLang, 1, 1300, 1299}, // isl − 1
-		{SGLang, 64, 1300, 1280},
-		{TRTLLM, 32, 1300, 1299},
+		{engine.VLLM, 16, 1300, 1296},  // floor(1299/16)·16
+		{engine.VLLM, 16, 1024, 1008},  // block-aligned prompt recomputes its whole last block
+		{engine.SGLang, 1, 1300, 1299}, // isl − 1
+		{engine.SGLang, 64, 1300, 1280},
+		{engine.TRTLLM, 32, 1300, 1299},
 	} {
 		s := newReuseT(t, c.b, 1<<16, c.bs)
 		ids := ids[:(c.isl+511)/512]
@@ -53,16 +55,16 @@ func TestReuseRepeat(t *testing.T) {
 // first (LRU), so the first no longer hits; with room for both it does.
 func TestReuseEviction(t *testing.T) {
 	for _, c := range []struct {
-		b         Backend
+		b         engine.Backend
 		small     int
 		big       int
 		bs        int
 		wantBig   int
 		wantSmall int
 	}{
-		{VLLM, 70, 200, 16, 1008, 80}, // tail-first eviction (§2.5) keeps the first 5 blocks
-		{SGLang, 1100, 3000, 1, 1023, 0},
-		{TRTLLM, 36, 100, 32, 1023, 0},
+		{engine.VLLM, 70, 200, 16, 1008, 80}, // tail-first eviction (§2.5) keeps the first 5 blocks
+		{engine.SGLang, 1100, 3000, 1, 1023, 0},
+		{engine.TRTLLM, 36, 100, 32, 1023, 0},
 	} {
 		run := func(kv int) int {
 			s := newReuseT(t, c.b, kv, c.bs)
@@ -83,7 +85,7 @@ func TestReuseEviction(t *testing.T) {
 // vLLM hits are whole blocks, SGLang whole pages; the same stream gives the same hits.
 func TestReuseProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		b := rapid.SampledFrom([]Backend{VLLM, SGLang, TRTLLM}).Draw(t, "backend")
+		b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM}).Draw(t, "backend")
 		bs := rapid.SampledFrom([]int{1, 16, 32, 48, 64}).Draw(t, "bs")
 		kv := rapid.IntRange(1, 5000).Draw(t, "kv")
 		n := rapid.IntRange(1, 30).Draw(t, "n")
@@ -122,7 +124,7 @@ func TestReuseProperties(t *testing.T) {
 			if h < 0 || h > max(0, r.isl-1) {
 				t.Fatalf("request %d: hit %d outside 0..isl−1 = %d", i, h, r.isl-1)
 			}
-			if (b == VLLM || b == SGLang) && h%bs != 0 {
+			if (b == engine.VLLM || b == engine.SGLang) && h%bs != 0 {
 				t.Fatalf("request %d: %s hit %d not a multiple of %d", i, b, h, bs)
 			}
 			if i == 0 && h != 0 {
@@ -178,7 +180,7 @@ func TestReuseMooncakeConversation(t *testing.T) {
 		t.Skip("replays 12k requests")
 	}
 	rows := readMooncakeConversation(t)
-	frac := func(b Backend, kv int) float64 {
+	frac := func(b engine.Backend, kv int) float64 {
 		s := newReuseT(t, b, kv, 0)
 		for _, r := range rows {
 			s.Expect(r.IDs)
@@ -191,13 +193,13 @@ func TestReuseMooncakeConversation(t *testing.T) {
 		return float64(hit) / float64(tot)
 	}
 	for _, c := range []struct {
-		b    Backend
+		b    engine.Backend
 		kv   int
 		want string
 	}{
-		{SGLang, 1 << 28, "0.3736"},
-		{TRTLLM, 1 << 24, "0.3736"},
-		{VLLM, 100000, "0.0680"},
+		{engine.SGLang, 1 << 28, "0.3736"},
+		{engine.TRTLLM, 1 << 24, "0.3736"},
+		{engine.VLLM, 100000, "0.0680"},
 	} {
 		if got := fmt.Sprintf("%.4f", frac(c.b, c.kv)); got != c.want {
 			t.Errorf("%s kv %d: hit fraction %s, want %s", c.b, c.kv, got, c.want)
@@ -208,7 +210,7 @@ func TestReuseMooncakeConversation(t *testing.T) {
 func BenchmarkReuseVLLM(b *testing.B) {
 	ids := make([]int64, 24)
 	for i := 0; b.Loop(); i++ {
-		s := newReuseT(b, VLLM, 100000, 16)
+		s := newReuseT(b, engine.VLLM, 100000, 16)
 		for j := range 200 {
 			for k := range ids {
 				ids[k] = int64(k + (j%7)*100*min(k, 1))
@@ -224,7 +226,7 @@ func BenchmarkReuseVLLM(b *testing.B) {
 func BenchmarkReuseVLLMMooncake(b *testing.B) {
 	rows := readMooncakeConversation(b)
 	for b.Loop() {
-		s := newReuseT(b, VLLM, 100000, 16)
+		s := newReuseT(b, engine.VLLM, 100000, 16)
 		for _, r := range rows {
 			s.Expect(r.IDs)
 		}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -21,7 +22,7 @@ import (
 // Scenario is a hand-written oracle case (issue 4 item 3): an engine, a timing and an
 // explicit request list.
 type Scenario struct {
-	Engine   Engine
+	Engine   engine.Spec
 	Timing   timing.Timing
 	Requests []workload.Request
 	// Shared[i] is request i's shared prompt prefix (prefix_group/prefix_len or
@@ -232,12 +233,12 @@ func readRequests(dec *json.Decoder, sc *Scenario, seen map[string]bool, anyShar
 	return nil
 }
 
-func (re *rawEngine) engine() (Engine, error) {
-	var e Engine
+func (re *rawEngine) engine() (engine.Spec, error) {
+	var e engine.Spec
 	if re.Backend == nil {
 		return e, errors.New("scenario: missing engine knob engine.backend (vllm, sglang or trtllm)")
 	}
-	e.Backend = Backend(*re.Backend)
+	e.Backend = engine.Backend(*re.Backend)
 	type knob struct {
 		name string
 		set  bool
@@ -254,18 +255,18 @@ func (re *rawEngine) engine() (Engine, error) {
 		{"enable_prefix_caching", re.EnablePrefixCaching != nil}}
 	var err error
 	switch e.Backend {
-	case VLLM:
+	case engine.VLLM:
 		err = need(append([]knob{{"max_num_batched_tokens", re.MaxNumBatchedTokens != nil},
 			{"max_num_seqs", re.MaxNumSeqs != nil}}, append(common,
 			knob{"enable_chunked_prefill", re.EnableChunkedPrefill != nil},
 			knob{"long_prefill_token_threshold", re.LongPrefillTokenThreshold != nil},
 			knob{"async_scheduling", re.AsyncScheduling != nil})...)...)
-	case SGLang:
+	case engine.SGLang:
 		err = need(append([]knob{{"chunked_prefill_size", re.ChunkedPrefillSize != nil},
 			{"max_prefill_tokens", re.MaxPrefillTokens != nil}, {"enable_mixed_chunk", re.EnableMixedChunk != nil},
 			{"max_running_requests", re.MaxRunningRequests != nil},
 			{"enable_chunked_prefill", re.EnableChunkedPrefill != nil}}, common...)...)
-	case TRTLLM:
+	case engine.TRTLLM:
 		err = need(append([]knob{{"max_batch_size", re.MaxBatchSize != nil},
 			{"max_num_tokens", re.MaxNumTokens != nil}, {"enable_chunked_prefill", re.EnableChunkedPrefill != nil},
 			{"capacity_policy", re.CapacityPolicy != nil}}, common...)...)
@@ -285,7 +286,7 @@ func (re *rawEngine) engine() (Engine, error) {
 	e.MaxNumBatchedTokens = geti(re.MaxNumBatchedTokens)
 	e.MaxNumSeqs = geti(re.MaxNumSeqs)
 	e.BlockSize = geti(re.BlockSize)
-	e.NumGPUBlocks = geti(re.NumGPUBlocks)
+	e.SetGPUBlocks(geti(re.NumGPUBlocks))
 	e.EnableChunkedPrefill = getb(re.EnableChunkedPrefill)
 	e.LongPrefillTokenThreshold = geti(re.LongPrefillTokenThreshold)
 	e.EnablePrefixCaching = getb(re.EnablePrefixCaching)
@@ -293,16 +294,31 @@ func (re *rawEngine) engine() (Engine, error) {
 	e.ChunkedPrefillSize = geti(re.ChunkedPrefillSize)
 	e.MaxPrefillTokens = geti(re.MaxPrefillTokens)
 	e.EnableMixedChunk = getb(re.EnableMixedChunk)
-	e.MaxRunningRequests = geti(re.MaxRunningRequests)
+	if e.Backend == engine.SGLang { // SGLang names its seat cap max_running_requests (S-R4)
+		e.MaxNumSeqs = geti(re.MaxRunningRequests)
+	}
 	e.MaxBatchSize = geti(re.MaxBatchSize)
 	e.MaxNumTokens = geti(re.MaxNumTokens)
 	if re.CapacityPolicy != nil {
-		e.CapacityPolicy = *re.CapacityPolicy
+		e.CapacityPolicy = capacityPolicy(*re.CapacityPolicy)
 	}
-	if err := e.Validate(); err != nil {
+	if err := ValidateEngine(e); err != nil {
 		return e, fmt.Errorf("scenario: %w", err)
 	}
 	return e, nil
+}
+
+// capacityPolicy reads a scenario's capacity_policy (GUARANTEED_NO_EVICT or
+// MAX_UTILIZATION) as the engine's policy; any other value is kept for
+// ValidateEngine to reject.
+func capacityPolicy(s string) string {
+	switch s {
+	case scenarioNoEvict:
+		return engine.PolicyGuaranteedNoEvict
+	case scenarioMaxUtilization:
+		return engine.PolicyMaxUtilization
+	}
+	return s
 }
 
 func (rt *rawTiming) timing() (timing.Timing, error) {
@@ -781,7 +797,7 @@ func (res *Result) WriteLog(w io.Writer) error {
 // ReadSetup reads a scenario header without requests — {"engine": {...}, "timing":
 // {...}}, the same knobs as a scenario — for replaying a stored trace. The timing may
 // be omitted (nil is returned) when the caller times passes from perf data.
-func ReadSetup(r io.Reader) (Engine, timing.Timing, error) {
+func ReadSetup(r io.Reader) (engine.Spec, timing.Timing, error) {
 	var raw struct {
 		Engine *rawEngine `json:"engine"`
 		Timing *rawTiming `json:"timing"`
@@ -789,13 +805,13 @@ func ReadSetup(r io.Reader) (Engine, timing.Timing, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
-		return Engine{}, nil, fmt.Errorf("scenario: %w", err)
+		return engine.Spec{}, nil, fmt.Errorf("scenario: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Engine{}, nil, errors.New("scenario: trailing data after the JSON object")
+		return engine.Spec{}, nil, errors.New("scenario: trailing data after the JSON object")
 	}
 	if raw.Engine == nil {
-		return Engine{}, nil, errors.New("scenario: missing field engine")
+		return engine.Spec{}, nil, errors.New("scenario: missing field engine")
 	}
 	e, err := raw.Engine.engine()
 	if err != nil || raw.Timing == nil {

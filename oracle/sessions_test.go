@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -15,20 +16,20 @@ import (
 
 var sessTiming = timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.00001}
 
-func sessEngine(b oracle.Backend, blocks int) oracle.Engine {
-	e := oracle.Engine{Backend: b, BlockSize: 16, NumGPUBlocks: blocks, EnablePrefixCaching: true, EnableChunkedPrefill: true}
+func sessEngine(b engine.Backend, blocks int) engine.Spec {
+	e := engine.Spec{Backend: b, BlockSize: 16, KVCapacityTokens: (blocks - 1) * 16, EnablePrefixCaching: true, EnableChunkedPrefill: true}
 	switch b {
-	case oracle.VLLM:
+	case engine.VLLM:
 		e.MaxNumBatchedTokens, e.MaxNumSeqs = 8192, 64
-	case oracle.SGLang:
-		e.ChunkedPrefillSize, e.MaxPrefillTokens, e.MaxRunningRequests = 8192, 16384, 64
-	case oracle.TRTLLM:
-		e.MaxBatchSize, e.MaxNumTokens, e.CapacityPolicy = 64, 8192, oracle.GuaranteedNoEvict
+	case engine.SGLang:
+		e.ChunkedPrefillSize, e.MaxPrefillTokens, e.MaxNumSeqs = 8192, 16384, 64
+	case engine.TRTLLM:
+		e.MaxBatchSize, e.MaxNumTokens, e.CapacityPolicy = 64, 8192, engine.PolicyGuaranteedNoEvict
 	}
 	return e
 }
 
-func runSessions(t *testing.T, e oracle.Engine, ss oracle.Sessions) *oracle.Result {
+func runSessions(t *testing.T, e engine.Spec, ss oracle.Sessions) *oracle.Result {
 	t.Helper()
 	s, err := oracle.New(e, sessTiming, oracle.Options{SummaryOnly: true})
 	if err != nil {
@@ -57,7 +58,7 @@ func TestRunSessions(t *testing.T) {
 		turn(20, 1500, 40, 1, 300), // trace instant ignored
 		turn(30, 600, 10, 0, 0),    // no session
 	}}
-	for _, b := range []oracle.Backend{oracle.VLLM, oracle.SGLang, oracle.TRTLLM} {
+	for _, b := range []engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM} {
 		res := runSessions(t, sessEngine(b, 2000), ss)
 		r0, r2 := res.Requests[0], res.Requests[2]
 		if want := r0.FinishMs + 300 + 1; r2.ArrivalMs != want {
@@ -75,12 +76,12 @@ func TestRunSessions(t *testing.T) {
 	ids := []oracle.SessionTurn{turn(0, 1200, 80, 1, 0), turn(0, 1700, 60, 1, 1200)}
 	ids[0].Prefix = oracle.SharedPrefix{HashIDs: []int64{1, 2, 3}, HashBlock: 512}
 	ids[1].Prefix = oracle.SharedPrefix{HashIDs: []int64{1, 2, 3, 4}, HashBlock: 512}
-	if got := runSessions(t, sessEngine(oracle.VLLM, 2000), oracle.Sessions{Turns: ids}).Requests[1].NumCachedTokens; got != 1264 {
+	if got := runSessions(t, sessEngine(engine.VLLM, 2000), oracle.Sessions{Turns: ids}).Requests[1].NumCachedTokens; got != 1264 {
 		t.Errorf("hash ids: turn 2 cached %d tokens, want 1264 (1279 computed tokens in whole blocks)", got)
 	}
 	// cap 1: session 2 waits for session 1's end (+ RTT), the session-less request
 	// (a one-turn session) for session 2's.
-	c := runSessions(t, sessEngine(oracle.VLLM, 2000), oracle.Sessions{Turns: ss.Turns, ClientRTTMs: 1, MaxSessions: 1}).Requests
+	c := runSessions(t, sessEngine(engine.VLLM, 2000), oracle.Sessions{Turns: ss.Turns, ClientRTTMs: 1, MaxSessions: 1}).Requests
 	if c[1].ArrivalMs != c[2].FinishMs+1 || c[3].ArrivalMs != c[1].FinishMs+1 {
 		t.Errorf("cap 1: session 2 at %v (want %v), request 3 at %v (want %v)", c[1].ArrivalMs, c[2].FinishMs+1, c[3].ArrivalMs, c[1].FinishMs+1)
 	}
@@ -96,11 +97,11 @@ func TestRunSessionsEviction(t *testing.T) {
 		turn(2000, 3000, 1, 0, 0),
 		turn(0, 1500, 40, 1, 5000),
 	}}
-	res := runSessions(t, sessEngine(oracle.VLLM, 200), ss)
+	res := runSessions(t, sessEngine(engine.VLLM, 200), ss)
 	if got := res.Requests[2].NumCachedTokens; got != 11*16 {
 		t.Fatalf("turn 2 cached %d tokens after the eviction, want %d", got, 11*16)
 	}
-	if got := runSessions(t, sessEngine(oracle.VLLM, 2000), ss).Requests[2].NumCachedTokens; got != 1040 {
+	if got := runSessions(t, sessEngine(engine.VLLM, 2000), ss).Requests[2].NumCachedTokens; got != 1040 {
 		t.Fatalf("ample pool: turn 2 cached %d tokens, want 1040", got)
 	}
 }
@@ -115,7 +116,7 @@ func TestRunSessionsWithoutSessions(t *testing.T) {
 		turns = append(turns, oracle.SessionTurn{Request: r})
 		reqs = append(reqs, r)
 	}
-	e := sessEngine(oracle.VLLM, 400)
+	e := sessEngine(engine.VLLM, 400)
 	a := runSessions(t, e, oracle.Sessions{Turns: turns})
 	s, err := oracle.New(e, sessTiming, oracle.Options{SummaryOnly: true})
 	if err != nil {
@@ -156,7 +157,7 @@ func TestRunSessionsWithoutSessions(t *testing.T) {
 // under any pool no turn hits more than that bound.
 func TestRunSessionsProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		b := rapid.SampledFrom([]oracle.Backend{oracle.VLLM, oracle.SGLang, oracle.TRTLLM}).Draw(rt, "backend")
+		b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.SGLang, engine.TRTLLM}).Draw(rt, "backend")
 		ample := rapid.Bool().Draw(rt, "ample")
 		blocks := 2000
 		if !ample {

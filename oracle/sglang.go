@@ -59,7 +59,7 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 	if (sg.batchFull || s.waiting.len() == 0) && sg.chunked < 0 {
 		return false
 	}
-	if len(s.running) >= e.MaxRunningRequests && sg.chunked < 0 {
+	if len(s.running) >= e.MaxNumSeqs && sg.chunked < 0 {
 		sg.batchFull = true
 		return false
 	}
@@ -107,7 +107,7 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 		}
 	}
 	for remChunk > 0 && remInput > 0 && remTotal() > 0 && s.waiting.len() > 0 && sg.chunked < 0 {
-		if canRun >= e.MaxRunningRequests-len(s.running) {
+		if canRun >= e.MaxNumSeqs-len(s.running) {
 			sg.batchFull = true
 			break
 		}
@@ -185,7 +185,7 @@ func (s *Sim) sglAddDecode(pb *passBuf, ri int32) {
 	if need := (r.c + 1 + s.bs - 1) / s.bs; len(r.table) < need {
 		if s.pool.nfree == 0 {
 			if s.fatal == nil {
-				s.fatal = fmt.Errorf("oracle run: request %s: no free KV page for its next decode token (a mixed-chunk batch is not memory-checked by SGLang; not modelled)", r.id)
+				s.fatal = fmt.Errorf("oracle run: request %s: no free KV page for its next decode token (a mixed-chunk batch is not memory-checked by engine.SGLang; not modelled)", r.id)
 			}
 			return
 		}
@@ -234,7 +234,7 @@ func (s *Sim) sglDecodeMemCheck(pb *passBuf) {
 		vi := s.running[v]
 		s.running = append(s.running[:v], s.running[v+1:]...)
 		r := &s.reqs[vi]
-		s.freeTable(vi) // released without inserting (newer SGLang)
+		s.freeTable(vi) // released without inserting (newer engine.SGLang)
 		r.st, r.c, r.hits = stWaiting, 0, 0
 		r.preemptions++
 		s.waiting.pushBack(vi)
@@ -255,7 +255,7 @@ func (s *Sim) sglDecodeMemCheck(pb *passBuf) {
 	}
 	if n > s.pool.nfree && s.fatal == nil {
 		r := &s.reqs[s.running[0]]
-		s.fatal = fmt.Errorf("oracle run: request %s can never finish: it alone needs more KV pages than the pool has (%d usable)", r.id, s.eng.usableBlocks())
+		s.fatal = fmt.Errorf("oracle run: request %s can never finish: it alone needs more KV pages than the pool has (%d usable)", r.id, usableBlocks(&s.eng))
 	}
 }
 

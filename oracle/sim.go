@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -78,7 +79,7 @@ type entry struct {
 	n       int  // tokens computed in the pass (0: a TRT-LLM chunk fully covered by reuse)
 	from    int  // the request's computed tokens before the pass (prefix hits included)
 	samples bool // not a prefill chunk: the pass samples a token for it (V-R5, V-R7)
-	dec     bool // SGLang: a decode row of a running-batch request
+	dec     bool // engine.SGLang: a decode row of a running-batch request
 }
 
 // passBuf is a pass in flight (the batch queue holds at most two, V-R10).
@@ -100,7 +101,7 @@ type arrival struct {
 // Sim is one engine instance under simulation. Build it with New, add requests (or use
 // a driver), then Run once.
 type Sim struct {
-	eng    Engine
+	eng    engine.Spec
 	timing timing.Timing
 	opt    Options
 	gaps   valueCounts // Options.SummaryOnly: inter-token gaps
@@ -150,8 +151,8 @@ type Sim struct {
 }
 
 // New builds a simulator for eng with timing t.
-func New(eng Engine, t timing.Timing, opt Options) (*Sim, error) {
-	if err := eng.Validate(); err != nil {
+func New(eng engine.Spec, t timing.Timing, opt Options) (*Sim, error) {
+	if err := ValidateEngine(eng); err != nil {
 		return nil, err
 	}
 	if err := checkBackend(&eng); err != nil {
@@ -161,10 +162,10 @@ func New(eng Engine, t timing.Timing, opt Options) (*Sim, error) {
 		return nil, errors.New("oracle: timing is nil; pass a timing.Timing")
 	}
 	s := &Sim{eng: eng, timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
-	if (eng.Backend == VLLM || eng.Backend == TRTLLM) && eng.AsyncScheduling {
+	if (eng.Backend == engine.VLLM || eng.Backend == engine.TRTLLM) && eng.AsyncScheduling {
 		s.depth = 2 // vLLM async scheduling (V-R10); TRT-LLM overlap executor (§4.2)
 	}
-	s.pool = newBlockPool(eng.NumGPUBlocks, eng.EnablePrefixCaching)
+	s.pool = newBlockPool(eng.GPUBlocks(), eng.EnablePrefixCaching)
 	s.initBackend()
 	return s, nil
 }
@@ -194,9 +195,9 @@ func (s *Sim) Add(r workload.Request) (int32, error) {
 		return -1, fmt.Errorf("request %s: eos_at %d: must be ≥ 0 (0 = never)", name, r.EOSAt)
 	case math.IsNaN(r.ArrivalMs) || math.IsInf(r.ArrivalMs, 0) || r.ArrivalMs < 0:
 		return -1, fmt.Errorf("request %s: arrival_ms %v: must be a finite number ≥ 0", name, r.ArrivalMs)
-	case (p+s.bs-1)/s.bs > s.eng.usableBlocks():
+	case (p+s.bs-1)/s.bs > usableBlocks(&s.eng):
 		return -1, fmt.Errorf("request %s: prompt of %d tokens needs %d blocks but the KV pool has %d usable (num_gpu_blocks − 1); raise num_gpu_blocks or shorten the prompt",
-			name, p, (p+s.bs-1)/s.bs, s.eng.usableBlocks())
+			name, p, (p+s.bs-1)/s.bs, usableBlocks(&s.eng))
 	}
 	for _, t := range r.PromptTokens {
 		if t < 0 {
@@ -290,7 +291,7 @@ func (s *Sim) absorb() {
 }
 
 func (s *Sim) hasRequests() bool {
-	return len(s.running) > 0 || s.waitingLen() > 0 || (s.eng.Backend == SGLang && s.sgl.chunked >= 0)
+	return len(s.running) > 0 || s.waitingLen() > 0 || (s.eng.Backend == engine.SGLang && s.sgl.chunked >= 0)
 }
 
 // Run simulates until every request finished. A workload that can never finish (a
@@ -346,7 +347,7 @@ func (s *Sim) stuckError() error {
 	if s.waitingLen() > 0 {
 		r := &s.reqs[s.waitingHead()]
 		return fmt.Errorf("oracle run: request %s (prompt %d + %d generated tokens) can never be scheduled: the engine is idle and it still does not fit (KV pool %d usable blocks of %d tokens, budget or batch limits); the workload can never finish",
-			r.id, r.p, r.g, s.eng.usableBlocks(), s.bs)
+			r.id, r.p, r.g, usableBlocks(&s.eng), s.bs)
 	}
 	return fmt.Errorf("oracle run: the engine makes no progress with %d running requests", len(s.running))
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -15,15 +16,15 @@ import (
 // each backend, synchronous and asynchronous, under KV pressure (preemption).
 func TestStepMatchesRun(t *testing.T) {
 	tm := timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 1e-5}
-	for _, be := range []Backend{VLLM, TRTLLM, SGLang} {
+	for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
 		for _, async := range []bool{false, true} {
-			if async && be == SGLang {
+			if async && be == engine.SGLang {
 				continue
 			}
-			eng := Engine{Backend: be, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, EnableChunkedPrefill: true,
-				AsyncScheduling: async, BlockSize: 16, NumGPUBlocks: 300, // tight: vLLM preempts, SGLang retracts
-				ChunkedPrefillSize: 2048, MaxPrefillTokens: 16384, EnableMixedChunk: true, MaxRunningRequests: 64,
-				MaxBatchSize: 64, MaxNumTokens: 2048, CapacityPolicy: GuaranteedNoEvict}
+			eng := engine.Spec{Backend: be, MaxNumBatchedTokens: 2048, MaxNumSeqs: 64, EnableChunkedPrefill: true,
+				AsyncScheduling: async, BlockSize: 16, KVCapacityTokens: 299 * 16, // tight: vLLM preempts, SGLang retracts
+				ChunkedPrefillSize: 2048, MaxPrefillTokens: 16384, EnableMixedChunk: true,
+				MaxBatchSize: 64, MaxNumTokens: 2048, CapacityPolicy: engine.PolicyGuaranteedNoEvict}
 			var reqs []workload.Request
 			for i := 0; i < 60; i++ {
 				reqs = append(reqs, workload.Request{ID: fmt.Sprint(i), ArrivalMs: float64(i) * 5, PromptLen: 500 + 97*(i%7), MaxTokens: 20 + 3*(i%5)})
@@ -69,7 +70,7 @@ func TestStepMatchesRun(t *testing.T) {
 			for _, r := range want.Requests {
 				pre += r.NumPreemptions
 			}
-			if be == VLLM && pre == 0 {
+			if be == engine.VLLM && pre == 0 {
 				t.Fatalf("vLLM async=%v: no preemption; tighten the pool", async)
 			}
 			for i := range want.Requests {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -26,7 +27,7 @@ func recordPasses(out *[]timing.Pass) timing.Timing {
 // chunk and a prefix-hit chunk are Chunks with their computed and prefix tokens.
 func TestTimingPassRule(t *testing.T) {
 	var got []timing.Pass
-	e := oracle.Engine{Backend: oracle.VLLM, MaxNumBatchedTokens: 4, MaxNumSeqs: 8, BlockSize: 4, NumGPUBlocks: 50,
+	e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 4, MaxNumSeqs: 8, BlockSize: 4, KVCapacityTokens: 49 * 4,
 		EnableChunkedPrefill: true, EnablePrefixCaching: true}
 	s, err := oracle.New(e, recordPasses(&got), oracle.Options{})
 	if err != nil {
@@ -61,7 +62,7 @@ func TestPricingErrorIsTheRunsError(t *testing.T) {
 		}
 		return 1, nil
 	})
-	e := oracle.Engine{Backend: oracle.VLLM, MaxNumBatchedTokens: 4, MaxNumSeqs: 8, BlockSize: 4, NumGPUBlocks: 50,
+	e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 4, MaxNumSeqs: 8, BlockSize: 4, KVCapacityTokens: 49 * 4,
 		EnableChunkedPrefill: true}
 	s, err := oracle.New(e, tm, oracle.Options{})
 	if err != nil {

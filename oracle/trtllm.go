@@ -1,5 +1,7 @@
 package oracle
 
+import "github.com/aicdb/aicdb/engine"
+
 // The TensorRT-LLM scheduler (SCHEDULERS.md §4), PyTorch backend: the
 // GUARANTEED_NO_EVICT capacity scheduler (T-R1), the micro-batch scheduler (T-R3),
 // whole-prompt KV allocation at the first context chunk, block reuse applied after
@@ -39,7 +41,7 @@ func (s *Sim) trtRemainingBlocks(r *req) int {
 func (s *Sim) scheduleTRT(pb *passBuf) {
 	e := &s.eng
 	var fit []int32
-	if e.CapacityPolicy == MaxUtilization {
+	if e.CapacityPolicy == engine.PolicyMaxUtilization {
 		fit = s.trtCapacityMaxUtil(pb)
 	} else {
 		fit = s.trtCapacityNoEvict()

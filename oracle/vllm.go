@@ -194,10 +194,10 @@ func (s *Sim) preemptVLLM(vi int32) {
 	v.c = 0
 	v.preemptions++
 	s.waiting.pushFront(vi)
-	if need := (v.numTokens() + s.bs - 1) / s.bs; need > s.eng.usableBlocks() && s.fatal == nil {
+	if need := (v.numTokens() + s.bs - 1) / s.bs; need > usableBlocks(&s.eng) && s.fatal == nil {
 		// Its next token needs all num_tokens in KV: more blocks than exist.
 		s.fatal = fmt.Errorf("oracle run: request %s can never finish: after %d output tokens it needs %d KV blocks for its next token but the pool has %d usable (num_gpu_blocks − 1); it would be preempted and recomputed forever",
-			v.id, v.g, need, s.eng.usableBlocks())
+			v.id, v.g, need, usableBlocks(&s.eng))
 	}
 }
 

@@ -184,13 +184,13 @@ func reuseConfig(backend string, e engine.Spec, kvTokens int) *oracle.ReuseConfi
 	if kvTokens <= 0 {
 		return nil
 	}
-	b := oracle.Backend(backend)
+	b := engine.Backend(backend)
 	bs := e.BlockSize
 	if bs <= 0 {
 		bs = oracle.DefaultReuseBlockSize(b)
 	}
 	blocks := max(1, kvTokens/bs)
-	if b == oracle.VLLM {
+	if b == engine.VLLM {
 		blocks = min(blocks, oracle.MaxReuseVLLMBlocks)
 	}
 	return &oracle.ReuseConfig{Backend: b, KVBlocks: blocks, BlockSize: bs}

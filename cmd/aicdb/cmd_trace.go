@@ -503,7 +503,7 @@ func traceStats(c *cli.Context) error {
 		if c.String("backend") == "" || !c.IsSet("kv-blocks") {
 			return userErrorf("trace stats --reuse: give --backend vllm|sglang|trtllm and --kv-blocks N")
 		}
-		rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: oracle.Backend(c.String("backend")),
+		rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: engine.Backend(c.String("backend")),
 			KVBlocks: c.Int("kv-blocks"), BlockSize: c.Int("block-size"), HashBlock: info.HashBlock})
 		if err != nil {
 			return userErrorf("trace stats --reuse: %v", err)
@@ -576,7 +576,7 @@ func traceStats(c *cli.Context) error {
 	if rs != nil {
 		bs := c.Int("block-size")
 		if bs == 0 {
-			bs = oracle.DefaultReuseBlockSize(oracle.Backend(c.String("backend")))
+			bs = oracle.DefaultReuseBlockSize(engine.Backend(c.String("backend")))
 		}
 		fmt.Fprintf(w, "prefix-cache hits (%s, %d blocks of %d tokens): %.2f %% of prompt tokens, %.2f %% of requests hit\n",
 			c.String("backend"), c.Int("kv-blocks"), bs, 100*trace.Fraction(hit, prompt), 100*trace.Fraction(withHit, int64(s.Requests)))
@@ -763,7 +763,7 @@ func traceReplay(c *cli.Context) error {
 // replayPassTiming builds the perf-data pass timing of --model/--system/--backend/
 // --version/--tp… with eval's builder, checked against the slice's longest request
 // (its largest isl and osl, also returned).
-func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine) (*perfdb.PassTiming, workload.Spec, error) {
+func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng engine.Spec) (*perfdb.PassTiming, workload.Spec, error) {
 	var w workload.Spec
 	dep, par := readDeployment(c), readParallel(c)
 	if err := dep.requirePerf(par, "trace replay: --model: --%s is required with the perf-data timing"); err != nil {
@@ -790,7 +790,7 @@ func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl 
 // both tiers use (the DES's num_gpu_blocks − 1 blocks, the calendar's
 // kv_capacity_tokens): auto sizes it from pt's GPU memory model at the slice's
 // longest request (w), as eval does.
-func replayKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, eng *oracle.Engine) error {
+func replayKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, eng *engine.Spec) error {
 	if !c.IsSet("kv-capacity-tokens") {
 		return nil
 	}
@@ -811,7 +811,7 @@ func replayKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, en
 	if n < eng.BlockSize {
 		return userErrorf("trace replay: --kv-capacity-tokens %d: the engine needs a KV pool of at least one %d-token block", n, eng.BlockSize)
 	}
-	eng.NumGPUBlocks = n/eng.BlockSize + 1 // + the null block 0
+	eng.SetGPUBlocks(n/eng.BlockSize + 1) // + the null block 0
 	return nil
 }
 
@@ -830,7 +830,7 @@ func sliceBound(info store.TraceInfo, sl store.TraceSlice) int {
 
 // replayOracle replays the slice through the DES; prefix hits come from the trace's
 // hash ids as block identities (the engine's own cache decides what hits).
-func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng engine.Spec, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
 	sim, err := oracle.New(eng, tim, oracle.Options{SummaryOnly: true}) // per-token times are never stored
 	if err != nil {
@@ -914,9 +914,9 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 // that replay is KV-bound (running requests held over half the pool) the hits are
 // recomputed with every request pinning its KV over its run time
 // (oracle.ReusePinned) and the slice is replayed again with them.
-func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng engine.Spec, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
-	spec, err := engineSpec(eng)
+	spec, err := eng, eng.Validate() // the model reads the oracle engine as is; its KV pool is the calendar's KV capacity
 	if err != nil {
 		return sum, nil, userErrorf("trace replay --tier quantitative: --engine: %v", err)
 	}
@@ -930,7 +930,7 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	rc := refine.TraceReplay{Engine: spec, Timing: tim, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions"),
 		ClientRTTMs: c.Float64("client-rtt-ms"), PrefixCaching: eng.EnablePrefixCaching}
 	if eng.EnablePrefixCaching {
-		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
+		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.GPUBlocks() - 1, BlockSize: eng.BlockSize}
 	}
 	rep, err := tw.Replay(c.Context, nil, rc)
 	if err != nil {
@@ -957,28 +957,4 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 			TTFTMs: r.TTFTMs, TPOTMs: tpot, E2EMs: r.E2EMs}
 	}
 	return sum, rows, nil
-}
-
-// engineSpec maps an oracle engine's knobs onto the calendar's EngineSpec (the
-// inverse of the gate's mapping): the KV pool is the calendar's KV capacity —
-// vLLM preemption, SGLang retraction, TRT-LLM no-evict admission or pausing.
-func engineSpec(e oracle.Engine) (engine.Spec, error) {
-	q := engine.Spec{Backend: engine.Backend(e.Backend), EnableChunkedPrefill: e.EnableChunkedPrefill,
-		AsyncScheduling: e.AsyncScheduling, BlockSize: e.BlockSize}
-	switch e.Backend {
-	case oracle.VLLM:
-		q.MaxNumBatchedTokens, q.MaxNumSeqs, q.LongPrefillTokenThreshold = e.MaxNumBatchedTokens, e.MaxNumSeqs, e.LongPrefillTokenThreshold
-	case oracle.SGLang:
-		q.ChunkedPrefillSize, q.MaxPrefillTokens, q.EnableMixedChunk, q.MaxNumSeqs = e.ChunkedPrefillSize, e.MaxPrefillTokens, e.EnableMixedChunk, e.MaxRunningRequests
-	case oracle.TRTLLM:
-		q.MaxBatchSize, q.MaxNumTokens = e.MaxBatchSize, e.MaxNumTokens
-		switch e.CapacityPolicy {
-		case oracle.GuaranteedNoEvict:
-			q.CapacityPolicy = engine.PolicyGuaranteedNoEvict
-		case oracle.MaxUtilization:
-			q.CapacityPolicy = engine.PolicyMaxUtilization
-		}
-	}
-	q.KVCapacityTokens = (e.NumGPUBlocks - 1) * e.BlockSize
-	return q, q.Validate()
 }

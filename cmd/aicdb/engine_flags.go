@@ -101,7 +101,8 @@ func oracleEngineFlags(c *cli.Context, sc *oracle.Scenario) error {
 	if !c.IsSet("engine-profile") && !c.IsSet("engine-config") {
 		return nil
 	}
-	e := specOfOracle(sc.Engine)
+	e := sc.Engine
+	e.KVCapacityTokens = 0 // the pool stays the scenario's unless the config sets one
 	if c.IsSet("engine-profile") {
 		if err := checkProfile(c.String("engine-profile")); err != nil {
 			return err
@@ -125,52 +126,20 @@ func oracleEngineFlags(c *cli.Context, sc *oracle.Scenario) error {
 			return userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
 		}
 	}
-	// The KV pool keeps its size in tokens (or takes the config's), in the new
-	// block size; + 1 for the reserved null block.
-	switch {
-	case e.KVCapacityTokens > 0:
-		sc.Engine.NumGPUBlocks = e.KVCapacityTokens/max(e.BlockSize, 1) + 1
-	case e.BlockSize != sc.Engine.BlockSize && e.BlockSize > 0:
-		sc.Engine.NumGPUBlocks = (sc.Engine.NumGPUBlocks-1)*sc.Engine.BlockSize/e.BlockSize + 1
+	// The KV pool keeps its size in tokens (or takes the config's), in whole
+	// blocks of the new block size; prefix caching stays the scenario's.
+	if e.KVCapacityTokens == 0 {
+		e.KVCapacityTokens = sc.Engine.KVCapacityTokens
 	}
-	setOracleSpec(&sc.Engine, e)
-	if err := sc.Engine.Validate(); err != nil {
+	if e.BlockSize > 0 {
+		e.SetGPUBlocks(e.GPUBlocks())
+	}
+	e.EnablePrefixCaching, e.StageMs = sc.Engine.EnablePrefixCaching, sc.Engine.StageMs
+	sc.Engine = e
+	if err := oracle.ValidateEngine(sc.Engine); err != nil {
 		return userErrorf("--engine-profile/--engine-config: %v", err)
 	}
 	return nil
-}
-
-// specOfOracle reads the scheduling knobs of an oracle engine as an EngineSpec.
-func specOfOracle(o oracle.Engine) engine.Spec {
-	e := engine.Spec{Backend: engine.Backend(o.Backend), MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxNumSeqs: o.MaxNumSeqs,
-		EnableChunkedPrefill: o.EnableChunkedPrefill, LongPrefillTokenThreshold: o.LongPrefillTokenThreshold,
-		AsyncScheduling: o.AsyncScheduling, BlockSize: o.BlockSize, ChunkedPrefillSize: o.ChunkedPrefillSize,
-		MaxPrefillTokens: o.MaxPrefillTokens, EnableMixedChunk: o.EnableMixedChunk, MaxBatchSize: o.MaxBatchSize,
-		MaxNumTokens: o.MaxNumTokens, CapacityPolicy: engine.PolicyGuaranteedNoEvict}
-	if o.Backend == oracle.SGLang {
-		e.MaxNumSeqs = o.MaxRunningRequests
-	}
-	if o.CapacityPolicy == oracle.MaxUtilization {
-		e.CapacityPolicy = engine.PolicyMaxUtilization
-	}
-	return e
-}
-
-// setOracleSpec writes an EngineSpec's scheduling knobs into an oracle engine.
-func setOracleSpec(o *oracle.Engine, e engine.Spec) {
-	o.MaxNumBatchedTokens, o.MaxNumSeqs, o.EnableChunkedPrefill = e.MaxNumBatchedTokens, e.MaxNumSeqs, e.EnableChunkedPrefill
-	o.LongPrefillTokenThreshold, o.AsyncScheduling, o.BlockSize = e.LongPrefillTokenThreshold, e.AsyncScheduling, e.BlockSize
-	o.ChunkedPrefillSize, o.MaxPrefillTokens, o.EnableMixedChunk = e.ChunkedPrefillSize, e.MaxPrefillTokens, e.EnableMixedChunk
-	o.MaxBatchSize, o.MaxNumTokens = e.MaxBatchSize, e.MaxNumTokens
-	if o.Backend == oracle.SGLang {
-		o.MaxRunningRequests = e.MaxNumSeqs
-	}
-	if o.Backend == oracle.TRTLLM {
-		o.CapacityPolicy = oracle.GuaranteedNoEvict
-		if e.CapacityPolicy == engine.PolicyMaxUtilization {
-			o.CapacityPolicy = oracle.MaxUtilization
-		}
-	}
 }
 
 // kvCapacityAuto is the --kv-capacity-tokens value that sizes the KV pool from

@@ -4,6 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/disagg"
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -28,7 +29,7 @@ type replayHandoff struct {
 // KV is --decode-kv-capacity-tokens, else the engine file's pool. Prefix caching is
 // not simulated in disaggregated runs: the trace's hash ids are not read and a W4
 // later turn recomputes its context.
-func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing, tier string) (oracle.Summary, *replayHandoff, []store.ReplayRow, error) {
+func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng engine.Spec, tim timing.Timing, tier string) (oracle.Summary, *replayHandoff, []store.ReplayRow, error) {
 	var sum oracle.Summary
 	fail := func(err error) (oracle.Summary, *replayHandoff, []store.ReplayRow, error) { return sum, nil, nil, err }
 	for _, f := range []string{"max-sessions", "prefill-tp", "decode-tp"} {
@@ -48,7 +49,7 @@ func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 			return fail(userErrorf("trace replay --mode disagg: --%s is required", f))
 		}
 	}
-	spec, err := engineSpec(eng)
+	spec, err := eng, eng.Validate() // the model reads the oracle engine as is; its KV pool is the calendar's KV capacity
 	if err != nil {
 		return fail(userErrorf("trace replay --mode disagg: --engine: %v", err))
 	}
@@ -138,11 +139,11 @@ func tpotOf(span float64, osl int) float64 {
 // replayDisaggDES runs the disaggregated DES: both pools the engine file's engine
 // (its running cap lowered to the pool's batch cap), the decode pool's KV
 // --decode-kv-capacity-tokens when given.
-func replayDisaggDES(c *cli.Context, cfg disagg.Config, eng oracle.Engine, reqs []queueing.TraceRequest, sessions bool, rtt float64) (*oracle.DisaggResult, error) {
+func replayDisaggDES(c *cli.Context, cfg disagg.Config, eng engine.Spec, reqs []queueing.TraceRequest, sessions bool, rtt float64) (*oracle.DisaggResult, error) {
 	pool := func(p disagg.Pool) oracle.DisaggPool {
 		e := eng
 		if b := p.BatchCap; b > 0 {
-			e.MaxNumSeqs, e.MaxRunningRequests, e.MaxBatchSize = min(e.MaxNumSeqs, b), min(e.MaxRunningRequests, b), min(e.MaxBatchSize, b)
+			e.MaxNumSeqs, e.MaxBatchSize = min(e.MaxNumSeqs, b), min(e.MaxBatchSize, b)
 		}
 		return oracle.DisaggPool{Engine: e, Timing: p.Timing, Workers: p.Workers, GPUsPerWorker: p.GPUsPerWorker, InFlightCap: p.InFlightCap}
 	}
@@ -151,7 +152,7 @@ func replayDisaggDES(c *cli.Context, cfg disagg.Config, eng oracle.Engine, reqs 
 			IntraNodeGBps: cfg.Fabric.IntraNodeGBps, Efficiency: cfg.Fabric.Efficiency, GPUsPerNode: cfg.Fabric.GPUsPerNode}}
 	if c.IsSet("decode-kv-capacity-tokens") {
 		bs := max(eng.BlockSize, 1)
-		dc.Decode.Engine.NumGPUBlocks = cfg.Decode.KVCapacityTokens/bs + 1 // + the reserved block 0
+		dc.Decode.Engine.SetGPUBlocks(cfg.Decode.KVCapacityTokens/bs + 1) // + the reserved block 0
 	}
 	d, err := oracle.NewDisagg(dc)
 	if err != nil {

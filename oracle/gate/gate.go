@@ -155,60 +155,32 @@ func consistent(got, m Metrics) error {
 	return nil
 }
 
-// oracleEngine maps the model's engine spec to the oracle's, with a KV pool large
+// oracleEngine is the family's engine spec with the oracle's KV pool: large
 // enough that no request is ever preempted unless the family sets a KV capacity
 // (then both sides get it, families_kv.go), and prefix caching on exactly when the
 // workload has a prefix.
-func oracleEngine(f Family, inflight int) (oracle.Engine, error) {
+func oracleEngine(f Family, inflight int) (engine.Spec, error) {
 	e := f.Engine
+	if _, ok := e.Backend.Calendar(); !ok {
+		return e, fmt.Errorf("backend %s: the oracle core is not built", e.Backend)
+	}
 	bs := max(e.BlockSize, 1)
 	blocksPer := (maxOf(f.Spec.ISL, f.Spec.ISLQuantiles) + maxOf(f.Spec.OSL, f.Spec.OSLQuantiles) + bs) / bs
-	oe := oracle.Engine{
-		BlockSize:           bs,
-		NumGPUBlocks:        inflight*blocksPer + f.Spec.Prefix/bs + 16,
-		EnablePrefixCaching: f.Spec.Prefix > 0,
-	}
-	if e.Backend == engine.SGLang {
+	oe := e
+	oe.BlockSize, oe.EnablePrefixCaching = bs, f.Spec.Prefix > 0
+	blocks := inflight*blocksPer + f.Spec.Prefix/bs + 16
+	if e.Traits().SharedPromptBudget {
 		// SGLang admits against token reservations (S-R4); the model has no KV, so the
 		// pool must hold every in-flight request's prompt + output reservation twice.
-		oe.NumGPUBlocks = 2*oe.NumGPUBlocks + max(e.ChunkedPrefillSize, e.MaxPrefillTokens)/bs
+		blocks = 2*blocks + max(e.ChunkedPrefillSize, e.MaxPrefillTokens)/bs
 	}
 	if e.KVCapacityTokens > 0 {
-		oe.NumGPUBlocks = e.KVCapacityTokens/bs + 1 // + the reserved block 0
+		blocks = e.KVCapacityTokens/bs + 1 // + the reserved block 0
 	}
 	if f.OracleKVTokens > 0 {
-		oe.NumGPUBlocks = f.OracleKVTokens/bs + 1
+		blocks = f.OracleKVTokens/bs + 1
 	}
-	switch e.Backend {
-	case engine.VLLM:
-		oe.Backend = oracle.VLLM
-		oe.MaxNumBatchedTokens = e.MaxNumBatchedTokens
-		oe.MaxNumSeqs = e.MaxNumSeqs
-		oe.EnableChunkedPrefill = e.EnableChunkedPrefill
-		oe.LongPrefillTokenThreshold = e.LongPrefillTokenThreshold
-		oe.AsyncScheduling = e.AsyncScheduling
-	case engine.TRTLLM:
-		oe.Backend = oracle.TRTLLM
-		oe.MaxBatchSize = e.MaxBatchSize
-		oe.MaxNumTokens = e.MaxNumTokens
-		oe.EnableChunkedPrefill = e.EnableChunkedPrefill
-		oe.AsyncScheduling = e.AsyncScheduling
-		switch e.CapacityPolicy {
-		case engine.PolicyGuaranteedNoEvict:
-			oe.CapacityPolicy = oracle.GuaranteedNoEvict
-		case engine.PolicyMaxUtilization:
-			oe.CapacityPolicy = oracle.MaxUtilization
-		}
-	case engine.SGLang:
-		oe.Backend = oracle.SGLang
-		oe.ChunkedPrefillSize = e.ChunkedPrefillSize
-		oe.MaxPrefillTokens = e.MaxPrefillTokens
-		oe.EnableMixedChunk = e.EnableMixedChunk
-		oe.EnableChunkedPrefill = e.EnableChunkedPrefill
-		oe.MaxRunningRequests = e.MaxNumSeqs
-	default:
-		return oe, fmt.Errorf("backend %s: the oracle core is not built", e.Backend)
-	}
+	oe.SetGPUBlocks(blocks)
 	return oe, nil
 }
 

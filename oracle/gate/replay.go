@@ -212,7 +212,7 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 	var rs *oracle.ReuseSim
 	if hasIDs(reqs) {
 		var err error
-		rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: oracle.Backend(f.Engine.Backend), KVBlocks: blocks,
+		rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: f.Engine.Backend, KVBlocks: blocks,
 			BlockSize: f.Engine.BlockSize, HashBlock: trace.DefaultHashBlock})
 		if err != nil {
 			return ReplayMetrics{}, err
@@ -247,7 +247,7 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 		for i, r := range rep.Requests {
 			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: reqs[i].HashIDs}
 		}
-		hits, err := oracle.ReusePinned(oracle.ReuseConfig{Backend: oracle.Backend(f.Engine.Backend), KVBlocks: blocks,
+		hits, err := oracle.ReusePinned(oracle.ReuseConfig{Backend: f.Engine.Backend, KVBlocks: blocks,
 			BlockSize: f.Engine.BlockSize, HashBlock: trace.DefaultHashBlock}, rr)
 		if err != nil {
 			return ReplayMetrics{}, err
