@@ -56,9 +56,10 @@ type Traits struct {
 	// ThresholdChunks: long_prefill_token_threshold caps a request's chunk
 	// (vLLM V-R2/V-R3).
 	ThresholdChunks bool
-	// SharedPromptBudget: the prompt budget is shared with in-flight chunks and
-	// reserved per page (SGLang S-R4).
-	SharedPromptBudget bool
+	// RatioAdmission: admission reserves the prompt plus the clipped output scaled
+	// by new_token_ratio, which decays per decode step and resets on retraction
+	// (SGLang S-R4/S-R5).
+	RatioAdmission bool
 }
 
 // calendars is the registry in its fixed order (the order of Backends and of
@@ -89,21 +90,26 @@ func Backends() []Backend {
 	return out
 }
 
-// nameList is "vllm, trtllm or sglang".
-func nameList() string {
+// List joins the registered backends' names in their fixed order, the last two
+// with last: List(", ", " or ") is "vllm, trtllm or sglang", for help texts and
+// "use …" hints.
+func List(sep, last string) string {
 	bs := Backends()
 	names := make([]string, len(bs))
 	for i, b := range bs {
 		names[i] = string(b)
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return strings.Join(names[:len(names)-1], sep) + last + names[len(names)-1]
 }
 
-// Lookup returns the calendar of the backend called name (case-insensitive). An
-// unknown name is a one-line error listing the backends, with the closest one
-// suggested when it is a likely typo.
+// nameList is "vllm, trtllm or sglang".
+func nameList() string { return List(", ", " or ") }
+
+// Lookup returns the calendar of the backend called name. An unknown name is a
+// one-line error listing the backends, with the closest one suggested when it is a
+// likely typo (or a different case).
 func Lookup(name string) (Calendar, error) {
-	if c, ok := Backend(strings.ToLower(name)).Calendar(); ok {
+	if c, ok := Backend(name).Calendar(); ok {
 		return c, nil
 	}
 	hint := ""
@@ -113,15 +119,16 @@ func Lookup(name string) (Calendar, error) {
 	return nil, fmt.Errorf("backend %q: unknown%s; use %s", name, hint, nameList())
 }
 
-// Defaults returns the scheduler defaults of the backend called name at version
+// Defaults returns the scheduler defaults of the backend called name (any case) at version
 // (see Calendar.Defaults); an unknown backend is Lookup's error. name is a
 // Backend or a plain string (a flag or scenario value).
 func Defaults[N ~string](name N, version string) (Spec, error) {
 	if err := checkVersion(version); err != nil {
 		return Spec{}, err
 	}
-	c, err := Lookup(string(name))
-	if err != nil {
+	c, ok := Backend(strings.ToLower(string(name))).Calendar()
+	if !ok {
+		_, err := Lookup(string(name))
 		return Spec{}, err
 	}
 	return c.Defaults(version)

@@ -130,5 +130,5 @@ func (sglang) SeatCap(s Spec) int { return s.MaxNumSeqs }
 
 // Traits implements Calendar.
 func (sglang) Traits(s Spec) Traits {
-	return Traits{Alternating: !s.EnableMixedChunk, PerPassKV: true, SharedPromptBudget: true}
+	return Traits{Alternating: !s.EnableMixedChunk, PerPassKV: true, RatioAdmission: true}
 }

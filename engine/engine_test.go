@@ -10,7 +10,7 @@ import (
 func TestLookup(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"vllm", ""},
-		{"SGLang", ""},
+		{"SGLang", `backend "SGLang": unknown (did you mean sglang?); use vllm, trtllm or sglang`},
 		{"trtllm", ""},
 		{"tgi", `backend "tgi": unknown; use vllm, trtllm or sglang`},
 		{"vlm", `backend "vlm": unknown (did you mean vllm?); use vllm, trtllm or sglang`},

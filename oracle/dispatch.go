@@ -14,20 +14,14 @@ func (s *Sim) initBackend() {
 	}
 }
 
-// checkBackend reports a configuration whose scheduler the oracle does not simulate.
+// checkBackend reports a configuration whose scheduler the oracle does not simulate
+// (e has passed ValidateEngine, so its backend is registered): async scheduling on a
+// backend without an overlap scheduler (SGLang's is not simulated).
 func checkBackend(e *engine.Spec) error {
-	switch e.Backend {
-	case engine.VLLM:
-		return nil
-	case engine.TRTLLM:
-		return nil
-	case engine.SGLang:
-		if e.AsyncScheduling {
-			return fmt.Errorf("engine async_scheduling: the engine.SGLang overlap scheduler is not simulated; set it to false")
-		}
-		return nil
+	if e.AsyncScheduling && !e.Traits().Overlap {
+		return fmt.Errorf("engine async_scheduling: the SGLang overlap scheduler is not simulated; set it to false")
 	}
-	return fmt.Errorf("engine backend = %q: must be vllm, sglang or trtllm", e.Backend)
+	return nil
 }
 
 // schedule forms the next pass for the configured backend.

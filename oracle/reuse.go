@@ -50,16 +50,21 @@ type ReuseConfig struct {
 // MaxReuseVLLMBlocks bounds the vLLM pool (allocated whole, ~40 bytes a block).
 const MaxReuseVLLMBlocks = 1 << 22
 
-// DefaultReuseBlockSize is each engine's default block (page) size.
+// registered reports that b is one of the engine registry's backends.
+func registered(b engine.Backend) bool {
+	_, ok := b.Calendar()
+	return ok
+}
+
+// DefaultReuseBlockSize is each engine's default block (page) size (vLLM's 16 for
+// an unknown backend).
 func DefaultReuseBlockSize(b engine.Backend) int {
-	switch b {
-	case engine.SGLang:
-		return 1
-	case engine.TRTLLM:
-		return 32
-	default:
-		return 16
+	if c, ok := b.Calendar(); ok {
+		if d, err := c.Defaults(""); err == nil {
+			return d.BlockSize
+		}
 	}
+	return 16
 }
 
 // ReuseSim is the reuse oracle's state; requests are added in arrival order.
@@ -105,7 +110,7 @@ func NewReuse(cfg ReuseConfig) (*ReuseSim, error) {
 		cfg.BlockSize = DefaultReuseBlockSize(cfg.Backend)
 	}
 	switch {
-	case cfg.Backend != engine.VLLM && cfg.Backend != engine.SGLang && cfg.Backend != engine.TRTLLM:
+	case !registered(cfg.Backend):
 		return nil, fmt.Errorf("backend %q: must be vllm, sglang or trtllm", cfg.Backend)
 	case cfg.KVBlocks < 1 || cfg.KVBlocks > 1<<28:
 		return nil, fmt.Errorf("kv blocks %d: must be in 1..%d", cfg.KVBlocks, 1<<28)

@@ -185,7 +185,7 @@ func (s *Sim) sglAddDecode(pb *passBuf, ri int32) {
 	if need := (r.c + 1 + s.bs - 1) / s.bs; len(r.table) < need {
 		if s.pool.nfree == 0 {
 			if s.fatal == nil {
-				s.fatal = fmt.Errorf("oracle run: request %s: no free KV page for its next decode token (a mixed-chunk batch is not memory-checked by engine.SGLang; not modelled)", r.id)
+				s.fatal = fmt.Errorf("oracle run: request %s: no free KV page for its next decode token (a mixed-chunk batch is not memory-checked by SGLang; not modelled)", r.id)
 			}
 			return
 		}
@@ -234,7 +234,7 @@ func (s *Sim) sglDecodeMemCheck(pb *passBuf) {
 		vi := s.running[v]
 		s.running = append(s.running[:v], s.running[v+1:]...)
 		r := &s.reqs[vi]
-		s.freeTable(vi) // released without inserting (newer engine.SGLang)
+		s.freeTable(vi) // released without inserting (newer SGLang)
 		r.st, r.c, r.hits = stWaiting, 0, 0
 		r.preemptions++
 		s.waiting.pushBack(vi)

@@ -79,7 +79,7 @@ type entry struct {
 	n       int  // tokens computed in the pass (0: a TRT-LLM chunk fully covered by reuse)
 	from    int  // the request's computed tokens before the pass (prefix hits included)
 	samples bool // not a prefill chunk: the pass samples a token for it (V-R5, V-R7)
-	dec     bool // engine.SGLang: a decode row of a running-batch request
+	dec     bool // SGLang: a decode row of a running-batch request
 }
 
 // passBuf is a pass in flight (the batch queue holds at most two, V-R10).
@@ -162,7 +162,7 @@ func New(eng engine.Spec, t timing.Timing, opt Options) (*Sim, error) {
 		return nil, errors.New("oracle: timing is nil; pass a timing.Timing")
 	}
 	s := &Sim{eng: eng, timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
-	if (eng.Backend == engine.VLLM || eng.Backend == engine.TRTLLM) && eng.AsyncScheduling {
+	if eng.Traits().Overlap && eng.AsyncScheduling {
 		s.depth = 2 // vLLM async scheduling (V-R10); TRT-LLM overlap executor (§4.2)
 	}
 	s.pool = newBlockPool(eng.GPUBlocks(), eng.EnablePrefixCaching)

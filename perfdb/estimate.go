@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
 // Config is one worker's deployment: backend, parallelism and quant modes.
@@ -149,10 +151,8 @@ func ValidateConfig(m *Model, cfg Config) error {
 	if m.Heads%cfg.TP != 0 {
 		return fmt.Errorf("--tp %d does not divide the %d attention heads of %s; use a divisor", cfg.TP, m.Heads, m.ID)
 	}
-	switch cfg.Backend {
-	case "vllm", "trtllm", "sglang":
-	default:
-		return fmt.Errorf("backend %q: unknown; use vllm, trtllm or sglang", cfg.Backend)
+	if _, err := engine.Lookup(cfg.Backend); err != nil {
+		return err
 	}
 	switch m.Family {
 	case "MOE":

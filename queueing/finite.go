@@ -98,9 +98,6 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
 	}
 	s := &sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
-	if e.Backend == engine.SGLang && !e.EnableChunkedPrefill {
-		s.budget = e.MaxPrefillTokens
-	}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass

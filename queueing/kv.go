@@ -145,7 +145,7 @@ func (s *sim) kvStretch(cur *simPass, k int) int {
 // kvPerPass reports that decode rows allocate blocks pass by pass (vLLM, SGLang,
 // TRT-LLM MAX_UTILIZATION), not by an admission reservation (GUARANTEED_NO_EVICT).
 func (s *sim) kvPerPass() bool {
-	return s.kv.on && (s.e.Backend != engine.TRTLLM || s.e.CapacityPolicy == engine.PolicyMaxUtilization)
+	return s.kv.on && s.e.Traits().PerPassKV
 }
 
 // kvStretchBlocks is the number of new blocks the rows of cur (scheduled, gSched
@@ -169,7 +169,7 @@ func (s *sim) kvAdvance(cur *simPass, j int) {
 	for _, en := range cur.entries {
 		s.kvGrow(en.r, decodeKVTokens(&s.reqs[en.r])+j-1)
 	}
-	if s.e.Backend == engine.SGLang {
+	if s.e.Traits().RatioAdmission {
 		for range j { // step by step: the same floats as the pass-by-pass recursion
 			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
 		}
@@ -195,7 +195,7 @@ func checkKVFit(w workload.Spec, e engine.Spec, b shapeBounds, tokens int, what 
 		return fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens for %s (isl %d + osl %d − 1) but the pool has %d; raise the KV capacity",
 			kv, need, e.BlockSize, what, b.maxISL, b.maxOSL, blocks)
 	}
-	if e.Backend == engine.SGLang {
+	if e.Traits().RatioAdmission {
 		if need := b.maxISL + min(b.maxOSL, sglClipMaxNew); need >= blocks*e.BlockSize {
 			return fmt.Errorf("engine kv_capacity_tokens = %d: SGLang admits a request only if isl + min(osl, %d) = %d < the free KV tokens (%d when empty, S-R4); raise the KV capacity",
 				kv, sglClipMaxNew, need, blocks*e.BlockSize)
@@ -265,7 +265,7 @@ func (s *sim) kvQueueBlocked(cur *simPass) bool {
 // the screening cycle, which must not fall back to the burst transient merely
 // because a KV capacity is set (an ample pool then changes nothing).
 func screeningKVFree(e engine.Spec) engine.Spec {
-	if e.Backend != engine.TRTLLM || e.CapacityPolicy == engine.PolicyMaxUtilization {
+	if e.Traits().PerPassKV {
 		e.KVCapacityTokens = 0
 	}
 	return e
@@ -278,7 +278,7 @@ func screeningKVFree(e engine.Spec) engine.Spec {
 // own (a revived cached block takes a free block, V-R9; blocks two running requests
 // share are counted twice — the approximation, docs/traces.md).
 func checkTraceKV(reqs []TraceRequest, e engine.Spec) error {
-	if e.KVCapacityTokens <= 0 || (e.Backend == engine.TRTLLM && e.CapacityPolicy != engine.PolicyMaxUtilization) {
+	if e.KVCapacityTokens <= 0 || e.Traits().AdmissionReservesKV {
 		return nil
 	}
 	var b shapeBounds

@@ -47,7 +47,7 @@ const (
 // else 32)"); max_num_tokens is rounded up to a multiple of it.
 const aicTokensPerBlock = 32
 
-// ProfileEngine resolves the EngineSpec of profile for in.
+// ProfileEngine resolves the engine.Spec of profile for in.
 //
 // ProfileDefaults returns engine.Defaults(in.Backend, in.Version) and reads nothing
 // else. ProfileAIConfigurator starts from the same defaults and applies
@@ -121,7 +121,7 @@ func aicApply(e *engine.Spec, in ProfileInput) {
 		//   decode  max_num_tokens = max_batch_size
 		//   agg     max_num_tokens = max_batch_size + isl + 1500
 		//   agg     max_seq_len    = isl + osl + 1500 (max-model-len: an admission
-		//           limit, not a scheduling knob; no EngineSpec field)
+		//           limit, not a scheduling knob; no engine.Spec field)
 		// The rules never emit --enable-chunked-prefill or --async-scheduling, so
 		// vLLM's defaults stay (chunked prefill on in V1, V-R1; async per V-R10).
 		e.MaxNumSeqs = mbs

@@ -100,9 +100,6 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e engine.Spec, t tim
 // stage + slot·SpreadMs/C; a burst when the spread is 0).
 func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
 	s := &sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
-	if e.Backend == engine.SGLang && !e.EnableChunkedPrefill {
-		s.budget = e.MaxPrefillTokens
-	}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
 	s.col = col

@@ -64,7 +64,7 @@ func (s *Screener) ScreenWith(w workload.Spec, e engine.Spec, t timing.Timing, o
 	if w.Concurrency > 0 {
 		w.TurnaroundMs += o.ClientRTTMs // the closed form sees the round trip as client delay
 	}
-	if e.KVCapacityTokens > 0 && (e.Backend != engine.TRTLLM || e.CapacityPolicy == engine.PolicyMaxUtilization) {
+	if e.KVCapacityTokens > 0 && e.Traits().PerPassKV {
 		return nil, inputErr(fmt.Errorf("engine kv_capacity_tokens = %d: the screening tier does not model %s KV pressure (preemption/retraction); use the quantitative tier, which does, or drop the KV capacity", e.KVCapacityTokens, e.Backend))
 	}
 	pr := &s.pr
@@ -98,7 +98,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	osl := int(math.Round(O))
 	ctxDec := isl + max(osl/2, 1) // mean context of a decode row
 	S := effSeqCap(e, isl, prefix, osl)
-	alternating := e.Backend == engine.SGLang && !e.EnableMixedChunk
+	alternating := e.Traits().Alternating
 	async := e.AsyncScheduling
 
 	// lo: the shortest prompt prefilled alone, chunked exactly as the calendar

@@ -114,7 +114,7 @@ func staircase(pr *pricer, e engine.Spec, w workload.Spec, s scr, first float64,
 	}
 	// During the burst about half the admitted prompts are already decoding.
 	d := 0
-	if s.O > 1 && !(e.Backend == engine.SGLang && !e.EnableMixedChunk) { // alternating: prefill passes carry no rows
+	if s.O > 1 && !e.Traits().Alternating { // alternating: prefill passes carry no rows
 		d = int((inWave - 1) / 2)
 	}
 	ch, whole := chunkCap(e, d)
@@ -199,7 +199,7 @@ func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl
 	ttft := PointMass(e.StageMs + tPre)
 	cyc := tPre + float64(osl-1)*tGen + w.TurnaroundMs
 	x := float64(C) / cyc
-	hi, certain := bracketHi(pr, e, w, b, e.AsyncScheduling, e.Backend == engine.SGLang && !e.EnableMixedChunk)
+	hi, certain := bracketHi(pr, e, w, b, e.AsyncScheduling, e.Traits().Alternating)
 	hi = math.Max(hi, ttft.Max())
 	return &Report{
 		TTFTSteady: ttft, TTFTTransient: ttft, ITL: itl, TPOT: itl, E2E: ttft.Shift(float64(osl-1) * tGen),

@@ -77,9 +77,6 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 	}
 	s := &sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
 		selfHits: o.PrefixCaching && e.Backend == engine.VLLM && e.KVCapacityTokens > 0}
-	if e.Backend == engine.SGLang && !e.EnableChunkedPrefill {
-		s.budget = e.MaxPrefillTokens
-	}
 	if e.KVCapacityTokens > 0 {
 		s.initKV(e.KVCapacityTokens)
 	}

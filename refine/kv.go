@@ -50,7 +50,7 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 		e.KVCapacityTokens = n
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
-		perPass: e.Backend != engine.TRTLLM || e.CapacityPolicy == engine.PolicyMaxUtilization}
+		perPass: e.Traits().PerPassKV}
 	if k.perReq > k.capBlocks {
 		// A pool set by the point's engine config (the memory model's always holds
 		// one request): every request would be preempted forever (V-R6).

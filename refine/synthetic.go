@@ -9,6 +9,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/store"
@@ -50,9 +51,7 @@ func (s Synthetic) Resolve(_ context.Context, model, system, backend, version st
 	if system != "h200_sxm" {
 		return Resolved{}, fmt.Errorf("--system %q is not in the store: known systems are [h200_sxm]", system)
 	}
-	switch backend {
-	case "vllm", "trtllm", "sglang":
-	default:
+	if _, ok := engine.Backend(backend).Calendar(); !ok {
 		return Resolved{}, fmt.Errorf("--backend %q: known backends for h200_sxm are [sglang trtllm vllm]", backend)
 	}
 	if version == "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/store"
 	"github.com/aicdb/aicdb/store/measure"
 )
@@ -46,7 +47,7 @@ YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
 // The deployment and shape flags of bench import: what a file and its sidecar
 // lack (no defaults: 0 and "" are "not given").
 var (
-	benchDeployment = deploymentSpec{model: "model `ID`", system: "GPU system `NAME`", backend: "vllm | trtllm | sglang",
+	benchDeployment = deploymentSpec{model: "model `ID`", system: "GPU system `NAME`", backend: engine.List(" | ", " | "),
 		version: "backend `VERSION` as deployed"}
 	benchShape = shapeSpec{isl: "input sequence length (when the file has only token totals)", osl: "output sequence length",
 		prefix: "prompt tokens served from the prefix cache"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/store"
 )
@@ -60,7 +61,7 @@ func estimateCommand() *cli.Command {
 // defaults (golden_inputs.json "defaults"), --system the embedded h200_sxm.
 var (
 	estimateDeployment = deploymentSpec{model: "model `ID` known to the store, or a path to a config.json",
-		system: "GPU system `NAME`", backend: "vllm | trtllm | sglang", version: "backend `VERSION` (default: the newest available)",
+		system: "GPU system `NAME`", backend: engine.List(" | ", " | "), version: "backend `VERSION` (default: the newest available)",
 		systemDefault: "h200_sxm", backendDefault: "vllm", required: []string{"model"}}
 	estimateShape = shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
 		prefix: "cached prefix tokens (part of isl)", def: shapeOpts{ISL: 1024, OSL: 2}}

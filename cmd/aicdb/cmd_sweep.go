@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
@@ -59,7 +60,7 @@ replicas, the trace's requests routed over them round-robin at arrival
 // --tp is a list).
 var (
 	sweepDeployment = deploymentSpec{model: "model `ID` known to the store", system: "GPU `SYSTEM` (e.g. h200_sxm)",
-		backend: "`BACKEND`: vllm, trtllm or sglang", version: "backend `VERSION` (default: newest in the store)",
+		backend: "`BACKEND`: " + engine.List(", ", " or "), version: "backend `VERSION` (default: newest in the store)",
 		required: []string{"model", "system", "backend"}}
 	sweepShape = shapeSpec{isl: "prompt length `N` in tokens (required unless --trace)",
 		osl: "output length `N` in tokens (required unless --trace)", prefix: "prefix-cached prompt tokens `N`"}

@@ -66,7 +66,7 @@ cache with a KV budget (the reuse oracle, docs/traces.md) and prints the hit fra
 				Flags: append(sliceFlags(),
 					&cli.Float64Flag{Name: "bucket", Usage: "rate bucket width in `SECONDS` (default: ≤ 24 buckets)"},
 					&cli.BoolFlag{Name: "reuse", Usage: "run the prefix-cache reuse oracle"},
-					&cli.StringFlag{Name: "backend", Usage: "reuse oracle policy `BACKEND`: vllm, sglang or trtllm"},
+					&cli.StringFlag{Name: "backend", Usage: "reuse oracle policy `BACKEND`: " + engine.List(", ", " or ")},
 					&cli.IntFlag{Name: "kv-blocks", Usage: "reuse oracle KV budget in `N` blocks (SGLang: pages)"},
 					&cli.IntFlag{Name: "block-size", Usage: "tokens per block/page `N` (default vllm 16, sglang 1, trtllm 32)"},
 					formatFlag(formatText, formatText)),

@@ -201,7 +201,7 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 }
 
 // engineKnob is one explicit engine flag of eval (SCHEDULERS.md §6), applied over
-// --engine-profile and --engine-config: its name, usage and the EngineSpec field it
+// --engine-profile and --engine-config: its name, usage and the engine.Spec field it
 // sets (field returns a *int, *bool, *string or *float64 into e).
 type engineKnob struct {
 	name, usage string
@@ -257,7 +257,7 @@ func stageMsFlag() cli.Flag {
 	return &cli.Float64Flag{Name: k.name, Usage: k.usage}
 }
 
-// engineKnobOpts are the engine flags given, as values of an EngineSpec overlay.
+// engineKnobOpts are the engine flags given, as values of an engine.Spec overlay.
 type engineKnobOpts struct {
 	vals  engine.Spec
 	given []engineKnob

@@ -119,7 +119,7 @@ func TestEvalTimingIsSweepTiming(t *testing.T) {
 }
 
 // TestEngineKnobsRoundTrip: every engine knob of eval is declared with its kind,
-// read when given and copied into exactly its EngineSpec field; knobs not given
+// read when given and copied into exactly its engine.Spec field; knobs not given
 // leave the profile's value alone.
 func TestEngineKnobsRoundTrip(t *testing.T) {
 	args := []string{"x"}

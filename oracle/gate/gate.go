@@ -169,7 +169,7 @@ func oracleEngine(f Family, inflight int) (engine.Spec, error) {
 	oe := e
 	oe.BlockSize, oe.EnablePrefixCaching = bs, f.Spec.Prefix > 0
 	blocks := inflight*blocksPer + f.Spec.Prefix/bs + 16
-	if e.Traits().SharedPromptBudget {
+	if e.Traits().RatioAdmission {
 		// SGLang admits against token reservations (S-R4); the model has no KV, so the
 		// pool must hold every in-flight request's prompt + output reservation twice.
 		blocks = 2*blocks + max(e.ChunkedPrefillSize, e.MaxPrefillTokens)/bs

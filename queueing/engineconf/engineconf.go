@@ -4,7 +4,7 @@
 // that change scheduling onto engine.Spec.
 //
 // Every key falls in one of three classes, per backend (rules.go):
-//   - scheduling keys the model represents: mapped onto EngineSpec (with the
+//   - scheduling keys the model represents: mapped onto engine.Spec (with the
 //     scheduler rule they feed, SCHEDULERS.md V-R*, S-R*, T-R*), or accepted only
 //     at the value the model assumes (e.g. scheduling_policy fcfs);
 //   - harmless keys (ports, logging, model path, parallelism, memory, CUDA graphs):

@@ -12,7 +12,7 @@ import (
 	"github.com/aicdb/aicdb/queueing"
 )
 
-// sched keeps the fields backend's calendar reads (EngineSpec doc); the others
+// sched keeps the fields backend's calendar reads (engine.Spec doc); the others
 // are not launch keys of that engine.
 func sched(e engine.Spec) engine.Spec {
 	o := engine.Spec{Backend: e.Backend, BlockSize: e.BlockSize, KVCapacityTokens: e.KVCapacityTokens,
