@@ -56,6 +56,16 @@ type Traits struct {
 	// ThresholdChunks: long_prefill_token_threshold caps a request's chunk
 	// (vLLM V-R2/V-R3).
 	ThresholdChunks bool
+	// SharedBudget: prompts share the per-pass token budget (TokenBudget) with
+	// the decode rows (vLLM V-R1, TRT-LLM T-R3); SGLang's prompt budget is its own
+	// (S-R4: decode rows count against it only under enable_mixed_chunk).
+	SharedBudget bool
+	// BudgetsCachedPrefix: a prompt is charged against the budget from position 0,
+	// cached prefix included (TRT-LLM reuses blocks after budgeting, T-R3).
+	BudgetsCachedPrefix bool
+	// BlockAlignedChunks: a cut prompt chunk is rounded down to whole KV blocks
+	// (TRT-LLM T-R3, SGLang pages S-R4); vLLM cuts at any token (V-R3).
+	BlockAlignedChunks bool
 	// RatioAdmission: admission reserves the prompt plus the clipped output scaled
 	// by new_token_ratio, which decays per decode step and resets on retraction
 	// (SGLang S-R4/S-R5).

@@ -32,7 +32,7 @@ func (vllm) SeatCap(s Spec) int { return s.MaxNumSeqs }
 
 // Traits implements Calendar.
 func (vllm) Traits(Spec) Traits {
-	return Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true}
+	return Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true}
 }
 
 // trtllm is the TRT-LLM scheduler (SCHEDULERS.md §4, T-R1..T-R3).
@@ -76,7 +76,8 @@ func (trtllm) SeatCap(s Spec) int { return s.MaxBatchSize }
 // MAX_UTILIZATION pauses pass by pass (T-R2).
 func (trtllm) Traits(s Spec) Traits {
 	perPass := s.CapacityPolicy == PolicyMaxUtilization
-	return Traits{Overlap: true, PerPassKV: perPass, AdmissionReservesKV: !perPass}
+	return Traits{Overlap: true, PerPassKV: perPass, AdmissionReservesKV: !perPass, SharedBudget: true,
+		BudgetsCachedPrefix: true, BlockAlignedChunks: true}
 }
 
 // sglang is the SGLang scheduler (SCHEDULERS.md §3, S-R1..S-R6).
@@ -130,5 +131,5 @@ func (sglang) SeatCap(s Spec) int { return s.MaxNumSeqs }
 
 // Traits implements Calendar.
 func (sglang) Traits(s Spec) Traits {
-	return Traits{Alternating: !s.EnableMixedChunk, PerPassKV: true, RatioAdmission: true}
+	return Traits{Alternating: !s.EnableMixedChunk, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}
 }

@@ -139,3 +139,31 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+// The traits each backend declares under its defaults and under the knobs that
+// change them (the scheduling rules they stand for are in the Traits doc).
+func TestTraits(t *testing.T) {
+	v, _ := Defaults(VLLM, "")
+	tr, _ := Defaults(TRTLLM, "")
+	trMax := tr
+	trMax.CapacityPolicy = PolicyMaxUtilization
+	sg, _ := Defaults(SGLang, "")
+	sgAlt := sg
+	sgAlt.EnableMixedChunk = false
+	for _, c := range []struct {
+		name string
+		s    Spec
+		want Traits
+	}{
+		{"vllm", v, Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true}},
+		{"trtllm no-evict", tr, Traits{Overlap: true, AdmissionReservesKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true}},
+		{"trtllm max-util", trMax, Traits{Overlap: true, PerPassKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true}},
+		{"sglang mixed", sg, Traits{PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
+		{"sglang alternating", sgAlt, Traits{Alternating: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
+		{"unknown", Spec{Backend: "tgi"}, Traits{}},
+	} {
+		if got := c.s.Traits(); got != c.want {
+			t.Errorf("%s: traits %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}

@@ -53,8 +53,9 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 		rows = 0
 	}
 	iMax := b.maxISL - w.Prefix
+	tr := e.Traits()
 	pos := iMax // prompt positions to cover per request
-	if e.Backend == engine.TRTLLM {
+	if tr.BudgetsCachedPrefix {
 		pos = b.maxISL // the budget is charged from position 0 (reuse after budgeting)
 	}
 	breq, whole := chunkCap(e, rows)
@@ -63,11 +64,8 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 	case whole:
 		// A whole prompt is admitted once it fits beside the decode rows.
 		fits := true
-		switch e.Backend {
-		case engine.VLLM:
-			fits = iMax+rows <= e.MaxNumBatchedTokens
-		case engine.TRTLLM:
-			fits = b.maxISL+rows <= e.MaxNumTokens
+		if tr.SharedBudget {
+			fits = pos+rows <= e.TokenBudget()
 		}
 		certain = certain && fits
 		breq = max(pos, 1)
@@ -79,7 +77,7 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 	if e.Backend == engine.VLLM && !e.EnableChunkedPrefill && min(iMax, e.LongPrefillTokenThreshold) > e.MaxNumBatchedTokens-rows {
 		certain = false // the head prompt may not fit beside the decode rows (V-R3 break)
 	}
-	if e.Backend == engine.TRTLLM && e.KVCapacityTokens > 0 {
+	if tr.AdmissionReservesKV && e.KVCapacityTokens > 0 {
 		certain = certain && C*ceilDiv(b.maxISL+b.maxOSL, e.BlockSize) <= e.KVCapacityTokens/e.BlockSize
 	}
 	// Each pass advances the earliest unfinished prompt by ≥ min(rest, b_req). Where
@@ -87,16 +85,18 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 	// (vLLM chunked without a per-request threshold, TRT-LLM chunked FCFS), each
 	// pass also consumes a fixed share of the remaining prompt work: fluid bound.
 	passes := C * ceilDiv(pos, breq)
-	fluid := !whole && ((e.Backend == engine.VLLM && e.LongPrefillTokenThreshold == 0) || e.Backend == engine.TRTLLM)
-	if fluid {
+	// packed: the budget goes to the prompts FCFS with no per-request chunk cap
+	// (vLLM without a threshold, TRT-LLM).
+	packed := tr.SharedBudget && (!tr.ThresholdChunks || e.LongPrefillTokenThreshold == 0)
+	if fluid := !whole && packed; fluid {
 		// TRT-LLM sizes the contexts FCFS after the generation rows, a cut chunk
 		// rounded down to a block (T-R3): a pass that can carry R either serves R
 		// and every prompt ahead whole (R done) or leaves < one block of the budget,
 		// so it consumes ≥ B − (C − 1) − (block − 1) of their ≤ C·pos tokens (not
 		// b_req: a whole rest that is no block multiple can precede the cut).
-		full := max(e.MaxNumTokens-rows-(e.BlockSize-1), 1)
+		full := max(e.TokenBudget()-rows-(e.BlockSize-1), 1)
 		f := C*pos/full + 1
-		if e.Backend == engine.VLLM {
+		if !tr.BlockAlignedChunks {
 			// V-R2/V-R3 hand every prompt min(rest, budget left) in FCFS order, so a
 			// pass that can carry R consumes ≥ min(work left, b_req) of the ≤ C·pos
 			// tokens of R and those ahead: ⌈C·pos/b_req⌉ exactly, no rounding pass.
@@ -104,7 +104,7 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 		}
 		passes = min(passes, f)
 	}
-	if e.Backend == engine.VLLM && e.EnableChunkedPrefill && e.LongPrefillTokenThreshold > 0 {
+	if tr.ThresholdChunks && e.EnableChunkedPrefill && e.LongPrefillTokenThreshold > 0 {
 		// Threshold-capped chunks (V-R2/V-R3, chunked on). A pass that can carry R
 		// either spends its whole prompt budget (≥ B − (C − 1)) on R and the prompts
 		// ahead of it (they precede every later request in running order), at most
@@ -115,13 +115,9 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 			passes = min(passes, C*pos/full+ceilDiv(pos, e.LongPrefillTokenThreshold))
 		}
 	}
-	if whole && C > 1 && (e.Backend == engine.TRTLLM || e.LongPrefillTokenThreshold == 0) && (e.Backend == engine.VLLM || e.Backend == engine.TRTLLM) {
+	if whole && C > 1 && packed {
 		// FCFS whole-prompt packing (V-R3 / T-R3): k prompts per pass at least.
-		budget, cost := e.MaxNumBatchedTokens, iMax
-		if e.Backend == engine.TRTLLM {
-			budget, cost = e.MaxNumTokens, b.maxISL
-		}
-		if k := (budget - rows) / max(cost, 1); k > 1 {
+		if k := (e.TokenBudget() - rows) / max(pos, 1); k > 1 {
 			passes = min(passes, ceilDiv(C, k))
 		}
 	}

@@ -11,11 +11,8 @@ import (
 // prefillRoom is the prompt budget of a pass carrying rows decode rows, shared by
 // all the prompts in it.
 func prefillRoom(e engine.Spec, rows int) int {
-	switch e.Backend {
-	case engine.VLLM:
-		return e.MaxNumBatchedTokens - rows
-	case engine.TRTLLM:
-		return e.MaxNumTokens - rows
+	if e.Traits().SharedBudget { // V-R1, T-R3
+		return e.TokenBudget() - rows
 	}
 	r := e.MaxPrefillTokens
 	if e.EnableChunkedPrefill {
@@ -136,18 +133,18 @@ func cycleWith(pr *pricer, e engine.Spec, c, I, O float64, isl, prefix, ctxDec i
 // B − n decoders plus the newcomer run.
 func effSeqCap(e engine.Spec, isl, prefix, osl int) int {
 	S := e.SeatCap()
-	if e.Backend == engine.TRTLLM && e.KVCapacityTokens > 0 {
+	tr := e.Traits()
+	if tr.AdmissionReservesKV && e.KVCapacityTokens > 0 {
 		S = min(S, max(1, (e.KVCapacityTokens/e.BlockSize)/ceilDiv(isl+osl, e.BlockSize)))
 	}
-	switch {
-	case e.Backend == engine.VLLM && !e.EnableChunkedPrefill:
+	if tr.SharedBudget && !e.EnableChunkedPrefill {
 		first := isl - prefix
-		if t := e.LongPrefillTokenThreshold; t > 0 {
+		if tr.BudgetsCachedPrefix {
+			first = isl // charged from position 0
+		} else if t := e.LongPrefillTokenThreshold; tr.ThresholdChunks && t > 0 {
 			first = min(first, t)
 		}
-		S = min(S, max(1, e.MaxNumBatchedTokens-first+1))
-	case e.Backend == engine.TRTLLM && !e.EnableChunkedPrefill:
-		S = min(S, max(1, e.MaxNumTokens-isl+1)) // charged from position 0
+		S = min(S, max(1, e.TokenBudget()-first+1))
 	}
 	return S
 }
