@@ -33,7 +33,7 @@ func (s *Screener) prefillMs(c *Config, isl, b int) (float64, error) {
 	if budget > 0 {
 		per = max(1, min(isl, budget/max(b, 1)))
 	}
-	if e := c.Prefill.Engine; e.Backend == engine.VLLM && e.LongPrefillTokenThreshold > 0 {
+	if e := c.Prefill.Engine; e.Traits().ThresholdChunks && e.LongPrefillTokenThreshold > 0 {
 		per = max(1, min(per, e.LongPrefillTokenThreshold)) // V-R3 caps a request's chunk, chunked or not
 	}
 	total := 0.0
@@ -63,7 +63,7 @@ func (s *Screener) splitPrefillMs(c *Config, isl int) (float64, error) {
 	if budget := engineBudget(c.Prefill.Engine); budget > 0 {
 		per = min(isl, budget)
 	}
-	if e := c.Prefill.Engine; e.Backend == engine.VLLM && e.LongPrefillTokenThreshold > 0 {
+	if e := c.Prefill.Engine; e.Traits().ThresholdChunks && e.LongPrefillTokenThreshold > 0 {
 		per = min(per, e.LongPrefillTokenThreshold)
 	}
 	per = max(per, 1)
@@ -119,30 +119,15 @@ func (s *Screener) decodeMs(c *Config, b, ctx int) (float64, error) {
 
 // engineBudget is the per-pass token budget of e (0: none).
 func engineBudget(e engine.Spec) int {
-	switch e.Backend {
-	case engine.TRTLLM:
-		if e.EnableChunkedPrefill {
-			return e.MaxNumTokens
-		}
-		return 0
-	case engine.SGLang:
-		if e.EnableChunkedPrefill {
-			return e.ChunkedPrefillSize
-		}
-		return 0
-	}
 	if e.EnableChunkedPrefill {
-		return e.MaxNumBatchedTokens
+		return e.TokenBudget()
 	}
 	return 0
 }
 
 // seqCapOf is the running-request cap of a pool's worker.
 func seqCapOf(p Pool) int {
-	n := p.Engine.MaxNumSeqs
-	if p.Engine.Backend == engine.TRTLLM {
-		n = p.Engine.MaxBatchSize
-	}
+	n := p.Engine.SeatCap()
 	if p.BatchCap > 0 {
 		n = min(n, p.BatchCap)
 	}
@@ -513,8 +498,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 			bD := seqCapOf(c.Decode)
 			rows := min(bD, onD)
 			de := c.Decode.Engine
-			if (de.Backend == engine.VLLM && rows > de.MaxNumBatchedTokens) ||
-				(de.Backend == engine.TRTLLM && rows > de.MaxNumTokens) {
+			if de.Traits().SharedBudget && rows > de.TokenBudget() {
 				return 0, false, nil // not every running row gets its token each pass
 			}
 			asyncD := 0
@@ -525,7 +509,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 			if err != nil {
 				return 0, false, err
 			}
-			if de.Backend == engine.VLLM {
+			if de.Traits().DecodeRecomputesFirstToken {
 				// V-D4: a pulled request's first decode-side pass recomputes its last
 				// prompt token, so a pass may carry up to rows one-token chunks besides
 				// the decode rows (priced as both, a bound by monotonicity).

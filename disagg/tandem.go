@@ -416,7 +416,7 @@ func (t *tandem) inject(ri int, now float64) {
 	r := &t.reqs[ri]
 	d := r.dw
 	kr := queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: r.osl, Prefilled: true}
-	if t.c.Decode.Engine.Backend == engine.VLLM {
+	if t.c.Decode.Engine.Traits().DecodeRecomputesFirstToken {
 		// V-D4/V-D5: vLLM's decode side takes the pulled prompt as computed up to its
 		// last token, recomputes that token (a one-token chunk, one budget token and a
 		// running slot at admission) and samples the next output itself. It brings

@@ -66,6 +66,11 @@ type Traits struct {
 	// BlockAlignedChunks: a cut prompt chunk is rounded down to whole KV blocks
 	// (TRT-LLM T-R3, SGLang pages S-R4); vLLM cuts at any token (V-R3).
 	BlockAlignedChunks bool
+	// DecodeRecomputesFirstToken: in disaggregated serving the decode side takes a
+	// pulled prompt as computed up to its last token, recomputes that token and
+	// samples the first output token itself (vLLM V-D4/V-D5); otherwise the
+	// prefill worker's first token travels with the KV (TRT-LLM T-D4).
+	DecodeRecomputesFirstToken bool
 	// RatioAdmission: admission reserves the prompt plus the clipped output scaled
 	// by new_token_ratio, which decays per decode step and resets on retraction
 	// (SGLang S-R4/S-R5).

@@ -32,7 +32,8 @@ func (vllm) SeatCap(s Spec) int { return s.MaxNumSeqs }
 
 // Traits implements Calendar.
 func (vllm) Traits(Spec) Traits {
-	return Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true}
+	return Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true,
+		DecodeRecomputesFirstToken: true}
 }
 
 // trtllm is the TRT-LLM scheduler (SCHEDULERS.md §4, T-R1..T-R3).

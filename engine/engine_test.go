@@ -155,7 +155,7 @@ func TestTraits(t *testing.T) {
 		s    Spec
 		want Traits
 	}{
-		{"vllm", v, Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true}},
+		{"vllm", v, Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true, DecodeRecomputesFirstToken: true}},
 		{"trtllm no-evict", tr, Traits{Overlap: true, AdmissionReservesKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true}},
 		{"trtllm max-util", trMax, Traits{Overlap: true, PerPassKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true}},
 		{"sglang mixed", sg, Traits{PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},

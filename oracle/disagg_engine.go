@@ -129,7 +129,7 @@ func (s *Sim) reserveRemote(at float64, p, maxTokens int) int32 {
 	nb := (p+maxTokens)/s.bs + 2
 	g := 1 // the prefill worker's first token is already appended (T-D4)
 	mt := maxTokens
-	if s.eng.Backend == engine.VLLM {
+	if s.eng.Traits().DecodeRecomputesFirstToken {
 		// V-D4/V-D5: the decode side recomputes the last prompt token and samples
 		// the next token itself; it emits the maxTokens − 1 tokens after the first.
 		g, mt = 0, maxTokens-1
