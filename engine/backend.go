@@ -34,6 +34,10 @@ type Calendar interface {
 	SeatCap(s Spec) int
 	// Traits are the backend's scheduling properties under s.
 	Traits(s Spec) Traits
+	// SetTokenBudget sets the knob(s) that make n the per-pass token budget.
+	SetTokenBudget(s *Spec, n int)
+	// SetSeatCap sets the knob that caps the running set at n.
+	SetSeatCap(s *Spec, n int)
 }
 
 // Traits are the scheduling properties that differ between backends, read by the

@@ -30,6 +30,12 @@ func (vllm) TokenBudget(s Spec) int { return s.MaxNumBatchedTokens }
 // SeatCap implements Calendar: max_num_seqs (V-R3).
 func (vllm) SeatCap(s Spec) int { return s.MaxNumSeqs }
 
+// SetTokenBudget implements Calendar.
+func (vllm) SetTokenBudget(s *Spec, n int) { s.MaxNumBatchedTokens = n }
+
+// SetSeatCap implements Calendar.
+func (vllm) SetSeatCap(s *Spec, n int) { s.MaxNumSeqs = n }
+
 // Traits implements Calendar.
 func (vllm) Traits(Spec) Traits {
 	return Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true,
@@ -72,6 +78,12 @@ func (trtllm) TokenBudget(s Spec) int { return s.MaxNumTokens }
 
 // SeatCap implements Calendar: max_batch_size (T-R1/T-R3).
 func (trtllm) SeatCap(s Spec) int { return s.MaxBatchSize }
+
+// SetTokenBudget implements Calendar.
+func (trtllm) SetTokenBudget(s *Spec, n int) { s.MaxNumTokens = n }
+
+// SetSeatCap implements Calendar.
+func (trtllm) SetSeatCap(s *Spec, n int) { s.MaxBatchSize = n }
 
 // Traits implements Calendar: GUARANTEED_NO_EVICT reserves at admission (T-R1),
 // MAX_UTILIZATION pauses pass by pass (T-R2).
@@ -129,6 +141,17 @@ func (sglang) TokenBudget(s Spec) int {
 
 // SeatCap implements Calendar: max_running_requests (S-R4).
 func (sglang) SeatCap(s Spec) int { return s.MaxNumSeqs }
+
+// SetTokenBudget implements Calendar: chunked_prefill_size = n, with
+// max_prefill_tokens raised to n so that the second prompt cap does not bind
+// first (S-R4).
+func (sglang) SetTokenBudget(s *Spec, n int) {
+	s.ChunkedPrefillSize = n
+	s.MaxPrefillTokens = max(s.MaxPrefillTokens, n)
+}
+
+// SetSeatCap implements Calendar.
+func (sglang) SetSeatCap(s *Spec, n int) { s.MaxNumSeqs = n }
 
 // Traits implements Calendar.
 func (sglang) Traits(s Spec) Traits {

@@ -117,6 +117,24 @@ func (s Spec) SeatCap() int {
 	return s.MaxNumSeqs
 }
 
+// SetTokenBudget sets s's per-pass token budget to n (see Calendar); nothing for
+// an unknown backend.
+func (s *Spec) SetTokenBudget(n int) {
+	if c, ok := s.Backend.Calendar(); ok {
+		c.SetTokenBudget(s, n)
+	}
+}
+
+// SetSeatCap sets s's running-set cap to n (see Calendar); an unknown backend
+// sets max_num_seqs.
+func (s *Spec) SetSeatCap(n int) {
+	if c, ok := s.Backend.Calendar(); ok {
+		c.SetSeatCap(s, n)
+		return
+	}
+	s.MaxNumSeqs = n
+}
+
 // Traits are the scheduling properties of s's backend under s's knobs; the zero
 // Traits for an unknown backend.
 func (s Spec) Traits() Traits {

@@ -73,7 +73,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 				return e, err
 			}
 			if profile == queueing.ProfileDefaults && role == queueing.RoleDecode {
-				setSeqCap(&e, batch)
+				e.SetSeatCap(batch)
 			}
 			return e, apply(&e)
 		}
@@ -96,7 +96,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 			}
 			r.Engine = &e
 			if rowProfile != "" {
-				p.MaxNumBatchedTokens, p.MaxNumSeqs, p.ChunkedPrefill = budgetOf(e), seqCapOf(e), e.EnableChunkedPrefill
+				p.MaxNumBatchedTokens, p.MaxNumSeqs, p.ChunkedPrefill = e.TokenBudget(), e.SeatCap(), e.EnableChunkedPrefill
 			}
 		case store.ModeDisagg:
 			pe, err := role(queueing.RolePrefill, p.PBatch)
@@ -127,39 +127,6 @@ func profileVersion(backend, v string) string {
 		return ""
 	}
 	return v
-}
-
-// budgetOf is e's per-pass token budget (V-R1 max_num_batched_tokens, T-R3
-// max_num_tokens, S-R1 chunked_prefill_size or, chunking off, max_prefill_tokens).
-func budgetOf(e engine.Spec) int {
-	switch e.Backend {
-	case engine.TRTLLM:
-		return e.MaxNumTokens
-	case engine.SGLang:
-		if e.EnableChunkedPrefill {
-			return e.ChunkedPrefillSize
-		}
-		return e.MaxPrefillTokens
-	}
-	return e.MaxNumBatchedTokens
-}
-
-// seqCapOf is e's running cap (V-R2 max_num_seqs, T-R1 max_batch_size, S-R2
-// max_running_requests).
-func seqCapOf(e engine.Spec) int {
-	if e.Backend == engine.TRTLLM {
-		return e.MaxBatchSize
-	}
-	return e.MaxNumSeqs
-}
-
-// setSeqCap sets e's running cap (see seqCapOf).
-func setSeqCap(e *engine.Spec, n int) {
-	if e.Backend == engine.TRTLLM {
-		e.MaxBatchSize = n
-		return
-	}
-	e.MaxNumSeqs = n
 }
 
 // recordedEngine returns the agg engine a point recorded, if it recorded one.

@@ -232,7 +232,7 @@ var queueingFingerprint = sync.OnceValue(func() string {
 		}
 		// KV pressure: half the pool C requests at full length need (the
 		// calendars' preemption and retraction, QUEUEING.md §3).
-		if e.Backend == engine.TRTLLM {
+		if e.Traits().AdmissionReservesKV { // T-R1 reserves; pressure needs T-R2
 			e.CapacityPolicy = engine.PolicyMaxUtilization
 		}
 		e.KVCapacityTokens = in.Batch * (in.ISL + in.OSL) / 2
@@ -542,15 +542,8 @@ func pointEngine(in store.PointInputs) (engine.Spec, error) {
 		seqs = in.Batch
 	}
 	chunked := in.ChunkedPrefill || budget < in.ISL-in.Prefix
-	switch e.Backend {
-	case engine.VLLM:
-		e.MaxNumBatchedTokens, e.MaxNumSeqs = budget, seqs
-	case engine.TRTLLM:
-		e.MaxNumTokens, e.MaxBatchSize = budget, seqs
-	case engine.SGLang:
-		e.ChunkedPrefillSize, e.MaxNumSeqs = budget, seqs
-		e.MaxPrefillTokens = max(e.MaxPrefillTokens, budget)
-	}
+	e.SetTokenBudget(budget)
+	e.SetSeatCap(seqs)
 	e.EnableChunkedPrefill = chunked
 	return e, nil
 }
