@@ -162,16 +162,16 @@ func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl
 		return nil, false
 	}
 	I := isl - prefix
-	switch e.Backend {
-	case engine.VLLM:
-		if C*I > e.MaxNumBatchedTokens || (e.LongPrefillTokenThreshold > 0 && I > e.LongPrefillTokenThreshold) {
+	if tr := e.Traits(); tr.SharedBudget {
+		// Every prompt whole in one pass (V-R1/T-R3; TRT-LLM charges from position 0).
+		cost := I
+		if tr.BudgetsCachedPrefix {
+			cost = isl
+		}
+		if C*cost > e.TokenBudget() || (tr.ThresholdChunks && e.LongPrefillTokenThreshold > 0 && I > e.LongPrefillTokenThreshold) {
 			return nil, false
 		}
-	case engine.TRTLLM:
-		if C*isl > e.MaxNumTokens {
-			return nil, false
-		}
-	case engine.SGLang:
+	} else { // SGLang: whole pages within chunked_prefill_size and max_prefill_tokens (S-R4)
 		pe := ceilDiv(I, e.BlockSize) * e.BlockSize
 		if (e.EnableChunkedPrefill && C*pe > e.ChunkedPrefillSize) || (C > 1 && C*pe >= e.MaxPrefillTokens) {
 			return nil, false

@@ -142,22 +142,11 @@ func alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
 // is the cheapest such partition; for linear timing it equals the lone chunking.
 func remainderFirstMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
 	maxChunk := isl - prefix
-	switch e.Backend {
-	case engine.VLLM:
-		if e.EnableChunkedPrefill {
-			maxChunk = e.MaxNumBatchedTokens
-		}
-		if t := e.LongPrefillTokenThreshold; t > 0 {
-			maxChunk = min(maxChunk, t)
-		}
-	case engine.TRTLLM:
-		if e.EnableChunkedPrefill {
-			maxChunk = e.MaxNumTokens
-		}
-	case engine.SGLang:
-		if e.EnableChunkedPrefill {
-			maxChunk = e.ChunkedPrefillSize
-		}
+	if e.EnableChunkedPrefill {
+		maxChunk = e.TokenBudget()
+	}
+	if t := e.LongPrefillTokenThreshold; e.Traits().ThresholdChunks && t > 0 {
+		maxChunk = min(maxChunk, t) // V-R3: the threshold caps a chunk, chunked or not
 	}
 	maxChunk = max(1, maxChunk)
 	total := isl - prefix
