@@ -92,11 +92,19 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 	if w.Prefix >= b.minISL {
 		return b, fmt.Errorf("workload prefix = %d: must be < isl (%d); at least one prompt token is always computed", w.Prefix, b.minISL)
 	}
-	switch e.Backend {
-	case engine.VLLM:
+	switch {
+	case e.Traits().PerPassKV: // preemption (V-R6), retraction (S-R5), pausing (T-R2)
 		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
 			return b, err
 		}
+	case e.KVCapacityTokens > 0: // reservation at admission (T-R1)
+		need := ceilDiv(b.maxISL+b.maxOSL, e.BlockSize)
+		if need > e.KVCapacityTokens/e.BlockSize {
+			return b, fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens (isl %d + osl %d) under guaranteed_no_evict; raise the KV capacity", e.KVCapacityTokens, need, e.BlockSize, b.maxISL, b.maxOSL)
+		}
+	}
+	switch e.Backend {
+	case engine.VLLM:
 		first := b.maxISL - w.Prefix // V-R3: the threshold caps n before the fit check
 		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
 			first = t
@@ -104,21 +112,7 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 		if !e.EnableChunkedPrefill && first > e.MaxNumBatchedTokens {
 			return b, fmt.Errorf("engine max_num_batched_tokens = %d: with chunked prefill off it must hold a whole prompt (%d uncached tokens); raise it or enable chunked prefill", e.MaxNumBatchedTokens, first)
 		}
-	case engine.SGLang:
-		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
-			return b, err
-		}
 	case engine.TRTLLM:
-		if e.CapacityPolicy == engine.PolicyMaxUtilization { // pausing (T-R2)
-			if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
-				return b, err
-			}
-		} else if e.KVCapacityTokens > 0 {
-			need := ceilDiv(b.maxISL+b.maxOSL, e.BlockSize)
-			if need > e.KVCapacityTokens/e.BlockSize {
-				return b, fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens (isl %d + osl %d) under guaranteed_no_evict; raise the KV capacity", e.KVCapacityTokens, need, e.BlockSize, b.maxISL, b.maxOSL)
-			}
-		}
 		if !e.EnableChunkedPrefill && b.maxISL > e.MaxNumTokens {
 			return b, fmt.Errorf("engine max_num_tokens = %d: with chunked prefill off it must hold a whole prompt (%d tokens); raise it or enable chunked prefill", e.MaxNumTokens, b.maxISL)
 		}
