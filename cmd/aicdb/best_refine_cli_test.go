@@ -95,3 +95,43 @@ func TestBestRefinesByDefault(t *testing.T) {
 		t.Fatalf("--no-refine with --sla-refine: code %d err %q", code, errs)
 	}
 }
+
+// TestBestWithoutSLAEvaluatesNothing (U9): with no SLA flag nothing is undecided,
+// so best ranks the stored rows without running the evaluator (their tier stays
+// screening, a note says how to upgrade them) and stores nothing; --sla-refine
+// upgrades the reported rows to quantitative tier, as before.
+func TestBestWithoutSLAEvaluatesNothing(t *testing.T) {
+	db := syntheticDB(t)
+	if code, _, errs := cliRun(t, db, sweepArgs...); code != 0 {
+		t.Fatal(errs)
+	}
+	count := func() string {
+		code, out, errs := cliRun(t, db, "query", "--format", "csv", "select count(*) from quantitative_results")
+		if code != 0 {
+			t.Fatalf("count: %d %s", code, errs)
+		}
+		return out
+	}
+	before := count()
+	rows, errs := bestJSON(t, db, "--top", "3")
+	if len(rows) != 3 || errs != "aicdb: rows ranked as stored (no SLA given); --sla-refine evaluates the screening-tier ones at quantitative tier\n" {
+		t.Fatalf("best: %d rows, stderr %q", len(rows), errs)
+	}
+	for i, r := range rows {
+		if r["queueing_tier"] != "screening" {
+			t.Errorf("row %d: tier %v, want the stored screening tier", i+1, r["queueing_tier"])
+		}
+	}
+	if after := count(); after != before {
+		t.Errorf("best without an SLA stored quantitative rows: %q → %q", before, after)
+	}
+	rows, errs = bestJSON(t, db, "--top", "3", "--sla-refine")
+	if count() == before {
+		t.Errorf("best --sla-refine stored no quantitative rows (%q)", before)
+	}
+	for i, r := range rows {
+		if r["queueing_tier"] != "quantitative" {
+			t.Errorf("--sla-refine row %d: tier %v, want quantitative (%s)", i+1, r["queueing_tier"], errs)
+		}
+	}
+}

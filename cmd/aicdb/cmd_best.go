@@ -36,7 +36,9 @@ func bestCommand() *cli.Command {
 Percentile SLAs are resolved with the evaluator where the stored screening numbers
 cannot decide them (results are persisted); --no-refine skips that: undecided rows
 are then listed after the decided ones, marked "unresolved", and only when the
-numbers shown for them meet the SLA. --format csv|json|jsonl use fixed snake_case keys.
+numbers shown for them meet the SLA. Without any SLA flag best ranks the stored
+rows as they are (nothing is undecided); --sla-refine then evaluates the reported
+screening-tier rows at quantitative tier. --format csv|json|jsonl use fixed snake_case keys.
 Points whose steady state preempts (KV pool from the memory model too small for
 their concurrency: vLLM preemption, SGLang retraction) are left out; with
 --allow-preemption they are ranked too, marked "preempts N/req" in the tier column.`,
@@ -230,8 +232,12 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 			}
 		}
 	}
+	// Without an SLA no row is undecided: refining would only upgrade the reported
+	// rows to quantitative tier (QUEUEING.md §7), seconds of evaluation that no
+	// constraint needs, so only an explicit --sla-refine asks for it.
+	upgradeOnly := sla.Empty() && !c.Bool("sla-refine")
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
-		Refine: refineOn, MaxEvals: c.Int("max-evals"), AllowPreemption: c.Bool("allow-preemption")})
+		Refine: refineOn && !upgradeOnly, MaxEvals: c.Int("max-evals"), AllowPreemption: c.Bool("allow-preemption")})
 	inner := ev
 	if t, ok := ev.(*refine.TraceEvaluator); ok {
 		inner = t.Evaluator
@@ -272,6 +278,9 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 				res.NoQueueing, res.Candidates)
 		}
 		fmt.Fprintln(c.App.ErrWriter, msg)
+	}
+	if upgradeOnly && refineOn && slices.ContainsFunc(res.Rows, func(p store.Point) bool { return p.Q.Tier == store.TierScreening }) {
+		fmt.Fprintln(c.App.ErrWriter, "aicdb: rows ranked as stored (no SLA given); --sla-refine evaluates the screening-tier ones at quantitative tier")
 	}
 	if res.Preempting > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: %d points left out: their steady state preempts (KV pool too small for their concurrency); --allow-preemption shows them\n", res.Preempting)
