@@ -55,8 +55,9 @@ type siteIndex struct {
 // m by its first row, then n by the first row of (m, n), then k by row order —
 // the walk visits the winning rows sorted by (first row of m, first row of
 // (m, n), row), and a site (n, k) is numbered where the walk first meets it.
-// Two sorts instead of per-row map updates: it runs once per GEMM dtype in every
-// process that prices a pass (~30k rows per dtype).
+// Two sorts and one map lookup per winning row instead of the walk's per-row map
+// updates: it runs once per GEMM dtype in every process that prices a pass
+// (~30k rows per dtype).
 func buildSiteIndex(rows []gemmPoint) *siteIndex {
 	idx := &siteIndex{byKey: map[[2]int]int{}, kTail: 3, nn: 4, gate: 2.0}
 	// The rows' coordinates sorted by (m, n, k, row): a coordinate's winning row
@@ -82,7 +83,7 @@ func buildSiteIndex(rows []gemmPoint) *siteIndex {
 		return cmp.Compare(a.row, b.row)
 	})
 	// walkRow is a winning row with its walk key.
-	type walkRow struct{ fm, fmn, row, pos int32 }
+	type walkRow struct{ fm, fmn, row int32 }
 	win := make([]walkRow, 0, len(ord))
 	for a := 0; a < len(ord); {
 		b, fm := a, ord[a].row
@@ -112,48 +113,21 @@ func buildSiteIndex(rows []gemmPoint) *siteIndex {
 		}
 		return cmp.Compare(x.row, y.row)
 	})
-	for i := range win {
-		win[i].pos = int32(i)
+	// Number the sites where the walk first meets them; each curve gathers its
+	// site's winning rows, then ascends in m (unique per site).
+	for _, w := range win {
+		r := &rows[w.row]
+		sk := [2]int{r.n, r.k}
+		i, ok := idx.byKey[sk]
+		if !ok {
+			i = len(idx.sites)
+			idx.byKey[sk] = i
+			idx.sites = append(idx.sites, site{n: float64(r.n), k: float64(r.k), ln: log2Floor(float64(r.n)), lk: log2Floor(float64(r.k))})
+		}
+		idx.sites[i].curve = append(idx.sites[i].curve, siteCurvePoint{m: float64(r.m), l: r.l})
 	}
-	// Group the winners by site (n, k), each curve ascending in m (unique per site),
-	// then number the sites by their first walk position.
-	slices.SortFunc(win, func(x, y walkRow) int {
-		rx, ry := &rows[x.row], &rows[y.row]
-		if rx.n != ry.n {
-			return cmp.Compare(rx.n, ry.n)
-		}
-		if rx.k != ry.k {
-			return cmp.Compare(rx.k, ry.k)
-		}
-		return cmp.Compare(rx.m, ry.m)
-	})
-	type group struct{ from, to, first int32 }
-	var groups []group
-	for a := 0; a < len(win); {
-		r0 := &rows[win[a].row]
-		g := group{from: int32(a), first: win[a].pos}
-		b := a
-		for ; b < len(win) && rows[win[b].row].n == r0.n && rows[win[b].row].k == r0.k; b++ {
-			g.first = min(g.first, win[b].pos)
-		}
-		g.to = int32(b)
-		groups = append(groups, g)
-		a = b
-	}
-	slices.SortFunc(groups, func(x, y group) int { return cmp.Compare(x.first, y.first) })
-	idx.sites = make([]site, 0, len(groups))
-	for _, g := range groups {
-		r0 := &rows[win[g.from].row]
-		cv := make([]siteCurvePoint, 0, g.to-g.from)
-		for _, w := range win[g.from:g.to] {
-			cv = append(cv, siteCurvePoint{m: float64(rows[w.row].m), l: rows[w.row].l})
-		}
-		idx.byKey[[2]int{r0.n, r0.k}] = len(idx.sites)
-		idx.sites = append(idx.sites, site{
-			n: float64(r0.n), k: float64(r0.k),
-			ln: log2Floor(float64(r0.n)), lk: log2Floor(float64(r0.k)),
-			curve: cv,
-		})
+	for i := range idx.sites {
+		slices.SortFunc(idx.sites[i].curve, func(a, b siteCurvePoint) int { return cmp.Compare(a.m, b.m) })
 	}
 	return idx
 }
