@@ -151,7 +151,8 @@ func TestOutputGolden(t *testing.T) {
 	}
 }
 
-// TestOutputHeaders: table headers carry units; other keys print as they are.
+// TestOutputHeaders: table headers are words in sentence case with their unit;
+// aiconfigurator's legacy means say so.
 func TestOutputHeaders(t *testing.T) {
 	for key, want := range map[string]string{
 		"ttft_steady_p99":             "TTFT p99 (ms)",
@@ -165,12 +166,30 @@ func TestOutputHeaders(t *testing.T) {
 		"tpot_mean_ms":                "TPOT mean (ms)",
 		"throughput_rps":              "Throughput (req/s)",
 		"output_tokens_per_s_per_gpu": "Output (tok/s/GPU)",
-		"mixed_step_ms":               "mixed step (ms)",
-		"span_s":                      "span (s)",
-		"mean_rate_rps":               "mean rate (req/s)",
-		"tokens_per_s":                "tokens_per_s",
-		"parallel":                    "parallel",
-		"itl_p42":                     "itl_p42",
+		"mixed_step_ms":               "Mixed step (ms)",
+		"span_s":                      "Span (s)",
+		"mean_rate_rps":               "Mean rate (req/s)",
+		"tokens_per_s":                "Tokens (tok/s)",
+		"seq_per_s_per_gpu":           "Requests (req/s/GPU)",
+		"parallel":                    "Parallel",
+		"itl_p42":                     "ITL p42",
+		"ttft":                        "TTFT legacy est. (ms)",
+		"request_latency":             "Request latency legacy est. (ms)",
+		"request_rate":                "Request rate (req/s)",
+		"reason":                      "Reason",
+		"num_mix_steps":               "Mix steps",
+		"genonly_step_ms":             "Gen-only step (ms)",
+		"prefill_memory_gib":          "Prefill memory (GiB)",
+		"memory_gib":                  "Memory (GiB)",
+		"mape_pct":                    "MAPE (%)",
+		"ttft_mape_pct_cv":            "TTFT MAPE cv (%)",
+		"ctx_tokens":                  "Context (tokens)",
+		"isl_p99":                     "ISL p99 (tokens)",
+		"num_gpus":                    "GPUs",
+		"kv_transfer_ms_p99":          "KV transfer p99 (ms)",
+		"d_headroom_min":              "Decode KV headroom min",
+		"count(*)":                    "Count(*)",
+		"s":                           "S",
 	} {
 		if got := headerOf(key); got != want {
 			t.Errorf("headerOf(%q) = %q, want %q", key, got, want)
@@ -185,7 +204,7 @@ func TestWriteRowsNonFinite(t *testing.T) {
 	x := 0.1
 	data := [][]any{{math.NaN(), x + 0.2}, {math.Inf(1), math.Inf(-1)}}
 	want := map[string]string{
-		formatTable: "  a  TTFT p99 (ms)\n  -          0.300\n  -              -\n",
+		formatTable: "  A  TTFT p99 (ms)\n  -          0.300\n  -              -\n",
 		formatCSV:   "a,ttft_steady_p99\n,0.30000000000000004\n,\n",
 		formatJSON:  "[\n  {\"a\": null, \"ttft_steady_p99\": 0.30000000000000004},\n  {\"a\": null, \"ttft_steady_p99\": null}\n]\n",
 		formatJSONL: "{\"a\": null, \"ttft_steady_p99\": 0.30000000000000004}\n{\"a\": null, \"ttft_steady_p99\": null}\n",
