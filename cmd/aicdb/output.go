@@ -99,7 +99,7 @@ var fixedHeads = map[string]string{
 	"seq_per_s_per_gpu":           "Requests (req/s/GPU)",
 	"request_rate":                "Request rate (req/s)",
 	"queueing_tier":               "Tier",
-	"workload_fidelity":           "Workload",
+	"workload_fidelity":           "Workload fidelity",
 	"ttft":                        "TTFT legacy est. (ms)",
 	"tpot":                        "TPOT legacy est. (ms)",
 	"request_latency":             "Request latency legacy est. (ms)",
@@ -127,7 +127,7 @@ var keyWords = map[string]string{
 	"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E", "isl": "ISL", "osl": "OSL", "kv": "KV",
 	"mape": "MAPE", "gpu": "GPU", "gpus": "GPUs", "ids": "IDs", "id": "ID", "moe": "MoE", "oom": "OOM",
 	"sla": "SLA", "se": "SE", "p999": "p99.9", "ctx": "context", "genonly": "gen-only", "tp": "TP", "pp": "PP",
-	"dp": "DP", "ep": "EP", "etp": "ETP", "num": "",
+	"dp": "DP", "ep": "EP", "etp": "ETP", "gemm": "GEMM", "fmha": "FMHA", "kvcache": "KV cache", "num": "",
 }
 
 // headerOf is the table header of column key, in one style: words in sentence
