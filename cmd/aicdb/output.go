@@ -127,7 +127,7 @@ var keyWords = map[string]string{
 	"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E", "isl": "ISL", "osl": "OSL", "kv": "KV",
 	"mape": "MAPE", "gpu": "GPU", "gpus": "GPUs", "ids": "IDs", "id": "ID", "moe": "MoE", "oom": "OOM",
 	"sla": "SLA", "se": "SE", "p999": "p99.9", "ctx": "context", "genonly": "gen-only", "tp": "TP", "pp": "PP",
-	"dp": "DP", "ep": "EP", "etp": "ETP", "gemm": "GEMM", "fmha": "FMHA", "kvcache": "KV cache", "num": "",
+	"dp": "DP", "ep": "EP", "etp": "ETP", "gemm": "GEMM", "fmha": "FMHA", "kvcache": "KV cache", "cv": "CV", "num": "",
 }
 
 // headerOf is the table header of column key, in one style: words in sentence

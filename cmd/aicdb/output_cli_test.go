@@ -182,7 +182,7 @@ func TestOutputHeaders(t *testing.T) {
 		"prefill_memory_gib":          "Prefill memory (GiB)",
 		"memory_gib":                  "Memory (GiB)",
 		"mape_pct":                    "MAPE (%)",
-		"ttft_mape_pct_cv":            "TTFT MAPE cv (%)",
+		"ttft_mape_pct_cv":            "TTFT MAPE CV (%)",
 		"ctx_tokens":                  "Context (tokens)",
 		"isl_p99":                     "ISL p99 (tokens)",
 		"num_gpus":                    "GPUs",
@@ -220,5 +220,48 @@ func TestWriteRowsNonFinite(t *testing.T) {
 	}
 	if err := checkFormat("xml"); err == nil || err.Error() != `--format "xml": use table, csv, json or jsonl` {
 		t.Errorf("checkFormat(xml) = %v", err)
+	}
+}
+
+// TestOutputGoldenMeasured runs the commands over measured runs (accuracy,
+// calibrate) in each format on the two bench fixtures and compares stdout with
+// testdata/output/<command>.<format>.
+func TestOutputGoldenMeasured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and evaluates the measured points")
+	}
+	db := filepath.Join(t.TempDir(), "m.sqlite")
+	if code, _, errs := cliRun(t, db, "init"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	for _, args := range [][]string{
+		{"bench", "import", measureTestdata + "vllm_bench.json"},
+		{"bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.22.0", "--tp", "2", measureTestdata + "aiperf.json"},
+	} {
+		if code, _, errs := cliRun(t, db, args...); code != 0 {
+			t.Fatalf("%v: %s", args, errs)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"accuracy", []string{"accuracy", "--by", "backend,model", "--metrics", "ttft_mean,ttft_p99,itl_p99,output_tokens_per_s"}},
+		{"calibrate", []string{"calibrate", "--name", "t"}},
+	} {
+		for _, f := range rowFormats {
+			t.Run(c.name+"."+f, func(t *testing.T) {
+				code, out, errs := cliRun(t, db, append(append([]string{}, c.args...), "--format", f)...)
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errs)
+				}
+				checkFormatShape(t, f, out)
+				goldenStdout(t, c.name+"."+f, out)
+			})
+		}
+	}
+	code, _, errs := cliRun(t, db, "accuracy", "--format", "xml")
+	if code != 1 || errs != "aicdb: --format \"xml\": use table, csv, json or jsonl\n" {
+		t.Errorf("accuracy --format xml: exit %d, stderr %q", code, errs)
 	}
 }
