@@ -136,6 +136,7 @@ func TestOutputGolden(t *testing.T) {
 		{"trace_show", []string{"trace", "show", "conv", "--limit", "3"}, all},
 		{"trace_stats", []string{"trace", "stats", "conv", "--window", "0..10"}, append([]string{formatText}, all...)},
 		{"trace_replay", []string{"trace", "replay", "conv", "--engine", eng, "--limit", "20", "--tier", "oracle"}, all},
+		{"trace_replay_by", []string{"trace", "replay", "conv", "--engine", eng, "--limit", "8", "--tier", "oracle", "--by", "second"}, all},
 	}
 	for _, c := range stored {
 		for _, f := range c.formats {
