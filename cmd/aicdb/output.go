@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -428,7 +429,64 @@ func orderedFields(v any) ([]string, []any, error) {
 		keys = append(keys, t.(string))
 		vals = append(vals, rawValue(m))
 	}
+	// JSON prints an integral float as an integer: restore the Go type so a table
+	// rounds 1.0 to "1.000" like any float.
+	fl := floatKeys(reflect.ValueOf(v), map[string]bool{})
+	for i, k := range keys {
+		if n, ok := vals[i].(int64); ok && fl[k] {
+			vals[i] = float64(n)
+		}
+	}
 	return keys, vals, nil
+}
+
+// floatKeys records in fl the top-level JSON keys of v whose Go value is a float
+// (struct fields by their json tag, embedded structs flattened as encoding/json
+// does, map entries by their dynamic value) and returns fl.
+func floatKeys(v reflect.Value, fl map[string]bool) map[string]bool {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return fl
+		}
+		v = v.Elem()
+	}
+	isFloat := func(x reflect.Value) bool {
+		for x.Kind() == reflect.Pointer || x.Kind() == reflect.Interface {
+			if x.IsNil() {
+				return false
+			}
+			x = x.Elem()
+		}
+		return x.Kind() == reflect.Float64 || x.Kind() == reflect.Float32
+	}
+	switch v.Kind() {
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if it.Key().Kind() == reflect.String && isFloat(it.Value()) {
+				fl[it.Key().String()] = true
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if f.Anonymous && name == "" {
+				floatKeys(v.Field(i), fl)
+				continue
+			}
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if isFloat(v.Field(i)) {
+				fl[name] = true
+			}
+		}
+	}
+	return fl
 }
 
 // rawValue turns one JSON value into a row value: numbers to int64 or float64,

@@ -266,3 +266,38 @@ func TestOutputGoldenMeasured(t *testing.T) {
 		t.Errorf("accuracy --format xml: exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestWriteRecordIntegralFloat: a float field that happens to be integral (JSON
+// prints 2.0 as 2) still prints as a rounded float in a table, also from an
+// embedded struct and a map; integers stay integers.
+func TestWriteRecordIntegralFloat(t *testing.T) {
+	type inner struct {
+		EndMs float64 `json:"end_ms"`
+	}
+	rec := struct {
+		inner
+		Requests int      `json:"requests"`
+		Rate     *float64 `json:"rate_rps"`
+	}{inner{2}, 3, new(float64)}
+	var b bytes.Buffer
+	if err := writeRecord(&b, formatTable, rec); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  End (ms)  Requests  Rate (req/s)\n     2.000         3         0.000\n"; b.String() != want {
+		t.Errorf("struct table:\n got %q\nwant %q", b.String(), want)
+	}
+	b.Reset()
+	if err := writeRecord(&b, formatCSV, map[string]any{"a_ms": 4.0, "n": 4}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "a_ms,n\n4,4\n"; b.String() != want {
+		t.Errorf("map csv: got %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	if err := writeRecord(&b, formatTable, map[string]any{"a_ms": 4.0, "n": 4}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  A (ms)  N\n   4.000  4\n"; b.String() != want {
+		t.Errorf("map table: got %q, want %q", b.String(), want)
+	}
+}
