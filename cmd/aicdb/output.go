@@ -30,16 +30,14 @@ const (
 	formatCSV   = "csv"
 	formatJSON  = "json"
 	formatJSONL = "jsonl"
-	// formatText is estimate's extra format: "key: value" lines.
+	// formatText is the extra format of estimate, doctor and trace stats: text lines.
 	formatText = "text"
-	// formatSummary is oracle run's default: the run summary as JSON.
-	formatSummary = "summary"
 )
 
 var rowFormats = []string{formatTable, formatCSV, formatJSON, formatJSONL}
 
 // formatFlag is the --format flag of a result command: the row formats, plus the
-// command's own extra formats (oracle's summary, estimate's text), defaulting to def.
+// command's own extra formats (estimate's text), defaulting to def.
 func formatFlag(def string, extra ...string) *cli.StringFlag {
 	return &cli.StringFlag{Name: "format", Value: def,
 		Usage: "output `FORMAT`: " + formatList(extra...)}

@@ -91,7 +91,9 @@ func TestOutputGolden(t *testing.T) {
 		{"eval_both", append(append([]string{}, lin...), "--concurrency", "8", "--isl", "1024", "--osl", "64", "--tier", "both"), all},
 		{"eval_unstable", append(append([]string{}, lin...), "--rate", "100", "--num-requests", "300", "--isl", "4096", "--osl", "64", "--tier", "both"), all},
 		{"eval_disagg", append(append([]string{"eval"}, disaggArgs...), "--concurrency", "1", "--tier", "both"), all},
-		{"oracle_run", []string{"oracle", "run", "--scenario", "testdata/oracle/tv1.json"}, append([]string{formatSummary}, all...)},
+		{"oracle_run", []string{"oracle", "run", "--scenario", "testdata/oracle/tv1.json"}, all},
+		{"oracle_run_log", []string{"oracle", "run", "--scenario", "testdata/oracle/tv1.json", "--show", "log"}, all},
+		{"oracle_run_disagg", []string{"oracle", "run", "--scenario", "../../oracle/testdata/disagg/2p1d_pull.json"}, all},
 	}
 	if !testing.Short() { // each estimate loads the embedded perf data (≈ 1 s)
 		plain = append(plain, cmd{"estimate_mixed", []string{"estimate", "--model", filepath.Join("testdata", "estimate", "Qwen--Qwen3-8B_config.json"),
