@@ -94,10 +94,11 @@ func TestOutputGolden(t *testing.T) {
 		{"oracle_run", []string{"oracle", "run", "--scenario", "testdata/oracle/tv1.json"}, all},
 		{"oracle_run_log", []string{"oracle", "run", "--scenario", "testdata/oracle/tv1.json", "--show", "log"}, all},
 		{"oracle_run_disagg", []string{"oracle", "run", "--scenario", "../../oracle/testdata/disagg/2p1d_pull.json"}, all},
+		{"oracle_validate", []string{"oracle", "validate", "--family", "vllm/c8 isl2048"}, all},
 	}
 	if !testing.Short() { // each estimate loads the embedded perf data (≈ 1 s)
 		plain = append(plain, cmd{"estimate_mixed", []string{"estimate", "--model", filepath.Join("testdata", "estimate", "Qwen--Qwen3-8B_config.json"),
-			"--version", "0.14.0", "--tp", "4", "--mode", "mixed"}, []string{formatText, formatTable, formatCSV, formatJSONL}})
+			"--version", "0.14.0", "--tp", "4", "--mode", "mixed"}, append([]string{formatText}, all...)})
 	}
 	for _, c := range plain {
 		for _, f := range c.formats {
@@ -134,6 +135,8 @@ func TestOutputGolden(t *testing.T) {
 		{"sweep_best", append(append([]string{}, sweepArgs...), "--ttft", "5000", "--top", "2", "--no-refine"), all},
 		{"doctor", []string{"doctor", "--all"}, append([]string{formatText}, all...)},
 		{"perfdb_ls_versions", []string{"perfdb", "ls", "versions"}, all},
+		{"perfdb_ls_systems", []string{"perfdb", "ls", "systems"}, all},
+		{"perfdb_ls_models", []string{"perfdb", "ls", "models"}, all},
 		{"trace_ls", []string{"trace", "ls"}, all},
 		{"trace_show", []string{"trace", "show", "conv", "--limit", "3"}, all},
 		{"trace_stats", []string{"trace", "stats", "conv", "--window", "0..10"}, append([]string{formatText}, all...)},
