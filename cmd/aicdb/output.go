@@ -126,7 +126,7 @@ var keyWords = map[string]string{
 	"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E", "isl": "ISL", "osl": "OSL", "kv": "KV",
 	"mape": "MAPE", "gpu": "GPU", "gpus": "GPUs", "ids": "IDs", "id": "ID", "moe": "MoE", "oom": "OOM",
 	"sla": "SLA", "se": "SE", "p999": "p99.9", "ctx": "context", "genonly": "gen-only", "tp": "TP", "pp": "PP",
-	"dp": "DP", "ep": "EP", "etp": "ETP", "gemm": "GEMM", "fmha": "FMHA", "kvcache": "KV cache", "cv": "CV", "num": "",
+	"dp": "DP", "ep": "EP", "etp": "ETP", "gemm": "GEMM", "fmha": "FMHA", "kvcache": "KV cache", "cv": "CV", "nccl": "NCCL", "topk": "top-k", "num": "",
 }
 
 // headerOf is the table header of column key, in one style: words in sentence
@@ -153,9 +153,12 @@ func headerOf(key string) string {
 	return wordsHeader(key)
 }
 
-// wordsHeader spells key as words (keyWords for abbreviations), its first letter
-// upper-case, with the first unit word not after "per" as the unit.
+// wordsHeader spells a snake_case key as words (keyWords for abbreviations), its
+// first letter upper-case, with the first unit word not after "per" as the unit.
 func wordsHeader(key string) string {
+	if strings.IndexFunc(key, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') }) >= 0 {
+		return key // not a snake_case name: an SQL expression (count(*)) prints as written
+	}
 	parts := strings.Split(key, "_")
 	var words []string
 	unit := ""

@@ -194,7 +194,9 @@ func TestOutputHeaders(t *testing.T) {
 		"num_gpus":                    "GPUs",
 		"kv_transfer_ms_p99":          "KV transfer p99 (ms)",
 		"d_headroom_min":              "Decode KV headroom min",
-		"count(*)":                    "Count(*)",
+		"count(*)":                    "count(*)",
+		"avg(itl_p99)":                "avg(itl_p99)",
+		"nccl_version":                "NCCL version",
 		"s":                           "S",
 	} {
 		if got := headerOf(key); got != want {
