@@ -134,9 +134,6 @@ func TestOutputGolden(t *testing.T) {
 		{"best", []string{"best", "--model", "Qwen/Qwen3-32B", "--isl", "4000", "--osl", "500", "--ttft", "5000", "--top", "2", "--no-refine"}, all},
 		{"sweep_best", append(append([]string{}, sweepArgs...), "--ttft", "5000", "--top", "2", "--no-refine"), all},
 		{"doctor", []string{"doctor", "--all"}, append([]string{formatText}, all...)},
-		{"perfdb_ls_versions", []string{"perfdb", "ls", "versions"}, all},
-		{"perfdb_ls_systems", []string{"perfdb", "ls", "systems"}, all},
-		{"perfdb_ls_models", []string{"perfdb", "ls", "models"}, all},
 		{"trace_ls", []string{"trace", "ls"}, all},
 		{"trace_show", []string{"trace", "show", "conv", "--limit", "3"}, all},
 		{"trace_stats", []string{"trace", "stats", "conv", "--window", "0..10"}, append([]string{formatText}, all...)},
@@ -231,9 +228,9 @@ func TestWriteRowsNonFinite(t *testing.T) {
 	}
 }
 
-// TestOutputGoldenMeasured runs the commands over measured runs (accuracy,
-// calibrate) in each format on the two bench fixtures and compares stdout with
-// testdata/output/<command>.<format>.
+// TestOutputGoldenMeasured runs the commands that need an initialised store — over
+// measured runs (accuracy, calibrate, on the two bench fixtures) and perfdb ls — in
+// each format and compares stdout with testdata/output/<command>.<format>.
 func TestOutputGoldenMeasured(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and evaluates the measured points")
@@ -256,6 +253,9 @@ func TestOutputGoldenMeasured(t *testing.T) {
 	}{
 		{"accuracy", []string{"accuracy", "--by", "backend,model", "--metrics", "ttft_mean,ttft_p99,itl_p99,output_tokens_per_s"}},
 		{"calibrate", []string{"calibrate", "--name", "t"}},
+		{"perfdb_ls_versions", []string{"perfdb", "ls", "versions"}}, // the embedded data init loaded
+		{"perfdb_ls_systems", []string{"perfdb", "ls", "systems"}},
+		{"perfdb_ls_models", []string{"perfdb", "ls", "models"}},
 	} {
 		for _, f := range rowFormats {
 			t.Run(c.name+"."+f, func(t *testing.T) {
