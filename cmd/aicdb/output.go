@@ -325,6 +325,16 @@ func (r *rowWriter) Row(row []any) error {
 		for i, v := range row {
 			rec[i] = formatValue(v, false)
 		}
+		if len(rec) == 1 && rec[0] == "" {
+			// A lone empty field would be a blank line, which CSV readers skip:
+			// quote it so the row stays a row.
+			r.csv.Flush()
+			if err := r.csv.Error(); err != nil {
+				return err
+			}
+			_, err := io.WriteString(r.w, "\"\"\n")
+			return err
+		}
 		return r.csv.Write(rec)
 	case formatJSON, formatJSONL:
 		var err error
