@@ -129,6 +129,14 @@ func TestOutputGolden(t *testing.T) {
 		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	engNoPC := filepath.Join(t.TempDir(), "engnopc.json") // disaggregated replays refuse prefix caching
+	raw, err := os.ReadFile(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(engNoPC, bytes.Replace(raw, []byte(`"enable_prefix_caching": true`), []byte(`"enable_prefix_caching": false`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	stored := []cmd{
 		{"query", []string{"query", "select parallel, batch, ttft_steady_p99, itl_p99, tokens_per_s_per_gpu, null as missing from pareto order by key limit 3"}, all},
 		{"best", []string{"best", "--model", "Qwen/Qwen3-32B", "--isl", "4000", "--osl", "500", "--ttft", "5000", "--top", "2", "--no-refine"}, all},
@@ -138,6 +146,8 @@ func TestOutputGolden(t *testing.T) {
 		{"trace_show", []string{"trace", "show", "conv", "--limit", "3"}, all},
 		{"trace_stats", []string{"trace", "stats", "conv", "--window", "0..10"}, append([]string{formatText}, all...)},
 		{"trace_replay", []string{"trace", "replay", "conv", "--engine", eng, "--limit", "20", "--tier", "oracle"}, all},
+		{"trace_replay_disagg", []string{"trace", "replay", "conv", "--engine", engNoPC, "--limit", "8", "--tier", "oracle", "--mode", "disagg",
+			"--prefill-workers", "1", "--decode-workers", "1", "--kv-bytes-per-token", "160000", "--inter-node-gbps", "25"}, all},
 		{"trace_replay_by", []string{"trace", "replay", "conv", "--engine", eng, "--limit", "8", "--tier", "oracle", "--by", "second"}, all},
 	}
 	for _, c := range stored {
