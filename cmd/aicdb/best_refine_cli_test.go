@@ -61,7 +61,7 @@ func TestBestRefinesByDefault(t *testing.T) {
 		}
 		resolvedDone := false
 		for i, r := range rows {
-			ttft, itl := r["ttft_p99_ms"].(float64), r["itl_p99_ms"].(float64)
+			ttft, itl := r["ttft_steady_p99"].(float64), r["itl_p99"].(float64)
 			if !(ttft < 200) || !(itl < 30) {
 				t.Errorf("best %v row %d %v: printed TTFT p99 %.1f, ITL p99 %.2f violate the SLA", mode, i+1, r["parallel"], ttft, itl)
 			}
@@ -81,7 +81,7 @@ func TestBestRefinesByDefault(t *testing.T) {
 	if len(a) == 0 || len(b) == 0 || !slices.Equal(jsonKeys(a[0]), jsonKeys(b[0])) {
 		t.Fatalf("json keys differ with the flags:\n%v\n%v", a, b)
 	}
-	for _, k := range []string{"tokens_per_s_per_gpu", "ttft_p99_ms", "ttft_p90_ms", "itl_p50_ms", "tpot_ms", "queueing_tier"} {
+	for _, k := range []string{"tokens_per_s_per_gpu", "ttft_steady_p99", "ttft_steady_p90", "itl_p50", "tpot", "queueing_tier"} {
 		if _, ok := a[0][k]; !ok {
 			t.Errorf("json key %s missing: %v", k, jsonKeys(a[0]))
 		}
