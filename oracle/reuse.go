@@ -89,7 +89,14 @@ type ReuseSim struct {
 	future   map[uint64]int32
 	count    []int32
 	expected bool
-	live     []bool // per chain position of the current request: future[chain[k]] > 0
+	// dense (with runs, until a hash id contradicts it): every hash id names one
+	// chain — as Mooncake's do, numbered 0, 1, … — so the id itself is the index into
+	// count and the run, without the map; chainOf[id] is its chain hash (0 = none
+	// yet), checked at every use. A contradiction, a negative or a too sparse id
+	// moves every entry to future (the ids stay the indices).
+	dense   bool
+	chainOf []uint64
+	live    []bool // per chain position of the current request: future[chain[k]] > 0
 	// held are the requests added by AddAt still pinning their KV, by finish time.
 	held          []heldReq
 	pendingFinish float64 // AddAt: the finish time of the request being added
@@ -140,7 +147,7 @@ func newReuse(cfg ReuseConfig, maxWidth int) (*ReuseSim, error) {
 		s.pool = newBlockPool(cfg.KVBlocks+1, width > maxWidth)
 		if width <= maxWidth {
 			s.runs = &runIndex{width: int32(width)}
-			s.future = make(map[uint64]int32)
+			s.dense = true
 		}
 	} else {
 		s.tree = newReuseTree(int64(cfg.KVBlocks))
@@ -185,17 +192,10 @@ func (s *ReuseSim) Expect(ids []int64) {
 	if s.pool == nil {
 		return
 	}
-	if s.future == nil {
-		s.future = make(map[uint64]int32)
-	}
 	s.expected = true
-	for _, h := range s.chainHashes(ids) {
-		if i, ok := s.future[h]; ok {
-			s.count[i]++
-		} else {
-			s.future[h] = s.newRun()
-			s.count[len(s.count)-1] = 1
-		}
+	for k, h := range s.chainHashes(ids) {
+		i, _ := s.entry(ids[k], h, true)
+		s.count[i]++
 	}
 }
 
@@ -279,20 +279,22 @@ func (s *ReuseSim) add(isl, osl int, ids []int64, hold bool) int {
 	chain := s.chainHashes(ids)
 	if s.pool != nil {
 		s.live, s.run = s.live[:0], s.run[:0]
-		for _, h := range chain {
-			i, ok := s.future[h]
+		for k, h := range chain {
+			var i int32
 			live := true
 			switch {
-			case ok && s.expected:
-				s.count[i]--
-				live = s.count[i] > 0
-			case s.expected: // announced by nobody: never registered, never hit
-				i, live = -1, false
+			case s.expected:
+				var ok bool
+				if i, ok = s.entry(ids[k], h, false); ok {
+					s.count[i]--
+					live = s.count[i] > 0
+				} else { // announced by nobody: never registered, never hit
+					i, live = -1, false
+				}
 			case s.runs == nil: // keyed by block hash: no run
 				i = -1
-			case !ok:
-				i = s.newRun()
-				s.future[h] = i
+			default:
+				i, _ = s.entry(ids[k], h, true)
 			}
 			s.live = append(s.live, live)
 			s.run = append(s.run, i)
@@ -320,9 +322,61 @@ func (s *ReuseSim) finishAdd(units []int32, hold bool) {
 	s.pushHeld(heldReq{finish: s.pendingFinish, seq: s.seq, units: append(own, units...)})
 }
 
-// newRun appends a chain hash's entry to count (and, with runs, its run) and returns
-// its index.
-func (s *ReuseSim) newRun() int32 {
+// entry returns the index into count (and the run) of the chain position with hash id
+// id and chain hash h, making it when missing if create is set; false: missing.
+func (s *ReuseSim) entry(id int64, h uint64, create bool) (int32, bool) {
+	if s.dense {
+		switch n := int64(len(s.chainOf)); {
+		case id >= 0 && id < n && s.chainOf[id] == h:
+			return int32(id), true
+		case id >= 0 && id < n && s.chainOf[id] == 0 && h != 0:
+			if !create {
+				return -1, false
+			}
+			s.chainOf[id] = h
+			return int32(id), true
+		case id >= n && id <= 4*n+1<<16 && h != 0: // dense enough to keep an array
+			if !create {
+				return -1, false
+			}
+			for int64(len(s.chainOf)) <= id {
+				s.chainOf = append(s.chainOf, 0)
+				s.newEntry()
+			}
+			s.chainOf[id] = h
+			return int32(id), true
+		case id >= 0 && id < n && !create:
+			return -1, false // another chain under a known id: not announced
+		}
+		s.undense()
+	}
+	if s.future == nil {
+		s.future = make(map[uint64]int32)
+	}
+	i, ok := s.future[h]
+	if !ok && create {
+		i, ok = s.newEntry(), true
+		s.future[h] = i
+	}
+	return i, ok
+}
+
+// undense moves the dense entries to future, each under its chain hash at its index.
+func (s *ReuseSim) undense() {
+	s.dense = false
+	if s.future == nil {
+		s.future = make(map[uint64]int32, len(s.chainOf))
+	}
+	for id, h := range s.chainOf {
+		if h != 0 {
+			s.future[h] = int32(id)
+		}
+	}
+	s.chainOf = s.chainOf[:0]
+}
+
+// newEntry appends an entry to count (and, with runs, a run) and returns its index.
+func (s *ReuseSim) newEntry() int32 {
 	s.count = append(s.count, 0)
 	if s.runs != nil {
 		s.runs.addRun()
@@ -612,6 +666,7 @@ func (s *ReuseSim) reset() {
 	clear(s.future) // keeps the map's buckets for the next Expect calls
 	s.count = s.count[:0]
 	s.expected = false
+	s.dense, s.chainOf = s.runs != nil, s.chainOf[:0]
 	if s.pool != nil {
 		s.pool.reset()
 		if s.runs != nil {

@@ -12,21 +12,22 @@ package oracle
 // index instead of a probe of a pool-wide hash table (one cache miss a block, the
 // reuse oracle's largest cost); the hits are the same as keying by block hash.
 type runIndex struct {
-	width int32   // slots per run
-	slab  []int32 // per slot: first block registered there, -1 = none
-	base  []int32 // per run: its first slot in slab, -1 = none held
-	nreg  []int32 // per run: blocks registered in it (duplicates included)
+	width int32 // slots per run
+	// slab holds the runs with a block registered, width + 1 entries each: how many
+	// blocks are registered in it (duplicates included), then per slot the first
+	// block registered there, -1 = none.
+	slab  []int32
+	base  []int32 // per run: its entries in slab, -1 = none held
 	spare []int32 // slab offsets of released runs
 }
 
 func (x *runIndex) reset() {
-	x.slab, x.base, x.nreg, x.spare = x.slab[:0], x.base[:0], x.nreg[:0], x.spare[:0]
+	x.slab, x.base, x.spare = x.slab[:0], x.base[:0], x.spare[:0]
 }
 
 // addRun makes a new run id with nothing registered.
 func (x *runIndex) addRun() int32 {
 	x.base = append(x.base, -1)
-	x.nreg = append(x.nreg, 0)
 	return int32(len(x.base) - 1)
 }
 
@@ -35,7 +36,7 @@ func (x *runIndex) lookup(r, off int32) int32 {
 	if r < 0 || x.base[r] < 0 {
 		return -1
 	}
-	return x.slab[x.base[r]+off]
+	return x.slab[x.base[r]+1+off]
 }
 
 // runKey packs a block's run and slot for blockPool.hash.
@@ -52,13 +53,14 @@ func (x *runIndex) register(p *blockPool, b, r, off int32) {
 			x.base[r], x.spare = x.spare[l-1], x.spare[:l-1]
 		} else {
 			x.base[r] = int32(len(x.slab))
+			x.slab = append(x.slab, 0)
 			for range x.width {
 				x.slab = append(x.slab, -1)
 			}
 		}
 	}
-	x.nreg[r]++
-	i := x.base[r] + off
+	x.slab[x.base[r]]++
+	i := x.base[r] + 1 + off
 	first := x.slab[i]
 	if first < 0 {
 		x.slab[i] = b
@@ -74,7 +76,7 @@ func (x *runIndex) register(p *blockPool, b, r, off int32) {
 func (x *runIndex) evict(p *blockPool, b int32) {
 	r, off := int32(p.hash[b]>>32), int32(uint32(p.hash[b]))
 	p.hashed[b] = false
-	i := x.base[r] + off
+	i := x.base[r] + 1 + off
 	if first := x.slab[i]; first == b {
 		x.slab[i] = p.dupNext[b]
 	} else {
@@ -86,7 +88,7 @@ func (x *runIndex) evict(p *blockPool, b int32) {
 		}
 	}
 	p.dupNext[b] = -1
-	if x.nreg[r]--; x.nreg[r] == 0 { // every slot is -1 again
+	if x.slab[x.base[r]]--; x.slab[x.base[r]] == 0 { // every slot is -1 again
 		x.spare = append(x.spare, x.base[r])
 		x.base[r] = -1
 	}
