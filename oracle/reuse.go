@@ -372,7 +372,7 @@ func (s *ReuseSim) undense() {
 			s.future[h] = int32(id)
 		}
 	}
-	s.chainOf = s.chainOf[:0]
+	s.chainOf = nil // the map holds them now
 }
 
 // newEntry appends an entry to count (and, with runs, a run) and returns its index.
