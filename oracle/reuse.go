@@ -96,7 +96,7 @@ type ReuseSim struct {
 	// moves every entry to future (the ids stay the indices).
 	dense   bool
 	chainOf []uint64
-	live    []bool // per chain position of the current request: future[chain[k]] > 0
+	live    []bool // per chain position of the current request: a request still to come names it
 	// held are the requests added by AddAt still pinning their KV, by finish time.
 	held          []heldReq
 	pendingFinish float64 // AddAt: the finish time of the request being added
@@ -327,7 +327,7 @@ func (s *ReuseSim) finishAdd(units []int32, hold bool) {
 func (s *ReuseSim) entry(id int64, h uint64, create bool) (int32, bool) {
 	if s.dense {
 		switch n := int64(len(s.chainOf)); {
-		case id >= 0 && id < n && s.chainOf[id] == h:
+		case id >= 0 && id < n && s.chainOf[id] == h && h != 0:
 			return int32(id), true
 		case id >= 0 && id < n && s.chainOf[id] == 0 && h != 0:
 			if !create {
