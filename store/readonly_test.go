@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,18 +73,14 @@ func TestQueryReadOnly(t *testing.T) {
 	}
 	defer ro.Close()
 	var got []string
-	err = ro.QueryReadOnly(ctx, "select name from pragma_table_info('store_meta') order by cid", func(r *sql.Rows) error {
-		for r.Next() {
-			var s string
-			r.Scan(&s)
-			got = append(got, s)
-		}
-		return r.Err()
-	})
+	_, rows, err := ro.QueryReadOnly(ctx, "select name from pragma_table_info('store_meta') order by cid")
+	for _, r := range rows {
+		got = append(got, r[0].(string))
+	}
 	if err != nil || strings.Join(got, ",") != "key,value" {
 		t.Fatalf("introspection: %v %v", got, err)
 	}
-	conn, err := w.DB.Conn(ctx)
+	conn, err := w.db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
