@@ -39,6 +39,10 @@ func (s *Store) PointCount(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// ParetoQuery is the default SQL of aicdb plot pareto: the pareto view's rows,
+// run like a user's query (QueryReadOnly).
+const ParetoQuery = `SELECT tokens_per_s_per_user, tokens_per_s_per_gpu, mode FROM pareto`
+
 // ParetoSubject is one deployment (model, system, backend, shape) of the pareto view.
 type ParetoSubject struct {
 	Model   string `db:"model"`

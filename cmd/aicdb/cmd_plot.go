@@ -27,9 +27,6 @@ import (
 	"github.com/aicdb/aicdb/store"
 )
 
-// paretoSQL is the default query of plot pareto: the rows of the pareto view.
-const paretoSQL = `SELECT tokens_per_s_per_user, tokens_per_s_per_gpu, mode FROM pareto`
-
 func plotCommand() *cli.Command {
 	common := func() []cli.Flag {
 		return []cli.Flag{
@@ -194,7 +191,7 @@ func runPlotPareto(c *cli.Context) error {
 	if c.Args().Len() > 1 {
 		return userErrorf("plot pareto: one SQL argument expected, got %d (quote the SQL)", c.Args().Len())
 	}
-	q, title := paretoSQL, "Pareto frontier"
+	q, title := store.ParetoQuery, "Pareto frontier"
 	ttft, itl := c.Float64("ttft"), c.Float64("itl")
 	for _, f := range []struct {
 		name string

@@ -109,7 +109,7 @@ func TestPlotParetoPointsAreTheView(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	pts, err := paretoPoints(ctx, st, paretoSQL)
+	pts, err := paretoPoints(ctx, st, store.ParetoQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
