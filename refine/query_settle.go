@@ -8,7 +8,7 @@ import (
 )
 
 // answerSettled reports whether the user's SQL gives the same answer whatever the
-// true values of the unresolved straddlers are. It runs the SQL twice inside a
+// true values of the unresolved straddlers are. It runs the SQL twice (store.AnswerUnder), inside a
 // transaction that is always rolled back (the store never changes):
 //
 //   - optimistic: every straddler's thresholded columns set to the most passing value

@@ -66,10 +66,10 @@ func ReadOnlyAuthorizer(action sqlite.AuthorizerActionCode, arg1, arg2, _, _ str
 	return sqlite.AuthorizerDeny
 }
 
-// WithReadOnlyAuthorizer runs fn with ReadOnlyAuthorizer installed on conn, and
+// withReadOnlyAuthorizer runs fn with ReadOnlyAuthorizer installed on conn, and
 // removes it after (so a pooled connection goes back unrestricted). Statements
 // compiled on conn meanwhile can only read.
-func WithReadOnlyAuthorizer(conn *sql.Conn, fn func() error) error {
+func withReadOnlyAuthorizer(conn *sql.Conn, fn func() error) error {
 	set := func(a sqlite.AuthorizerFn) error {
 		return conn.Raw(func(dc any) error {
 			r, ok := dc.(sqlite.AuthorizerRegisterer)
@@ -110,7 +110,7 @@ func (s *Store) QueryReadOnly(ctx context.Context, q string) ([]string, [][]any,
 	defer conn.Close()
 	var cols []string
 	var data [][]any
-	err = WithReadOnlyAuthorizer(conn, func() error {
+	err = withReadOnlyAuthorizer(conn, func() error {
 		rows, err := conn.QueryContext(ctx, q)
 		var se *sqlite.Error
 		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_AUTH {

@@ -86,7 +86,7 @@ func TestQueryReadOnly(t *testing.T) {
 	}
 	defer conn.Close()
 	for _, q := range []string{"insert into store_meta values ('a', 'b')", "pragma query_only = 0", "attach 'x.db' as x", "create temp table x(a)", "select load_extension('x')"} {
-		err := WithReadOnlyAuthorizer(conn, func() error {
+		err := withReadOnlyAuthorizer(conn, func() error {
 			_, err := conn.ExecContext(ctx, q)
 			return err
 		})

@@ -177,7 +177,7 @@ func (s *Store) AnswerUnder(ctx context.Context, h Hypothesis, q string) ([]stri
 		}
 	}
 	var out []string
-	err = WithReadOnlyAuthorizer(conn, func() error {
+	err = withReadOnlyAuthorizer(conn, func() error {
 		rows, err := tx.QueryContext(ctx, q)
 		if err != nil {
 			return err

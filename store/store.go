@@ -1,8 +1,11 @@
 // Package store opens the aicdb SQLite file: WAL journal, busy timeout, foreign keys,
 // the embedded goose migrations applied, and the embedded views re-created when
 // their definition changed; files that are not aicdb stores are refused untouched.
-// SQL strings live only here, in views/, in refine/ and in perfdb's import and load
-// code (the perf tables it owns).
+// SQL strings live only here (and in store's subpackages), in migrations/ and in
+// views/: refine, perfdb and the CLI read and write the store through Store's
+// methods, which own the transactions; the database handle is not exported.
+// TestSQLStaysInStore enforces it. The user's own SQL (aicdb query) reaches the
+// store as data, through QueryReadOnly or QueryWrite.
 package store
 
 import (
