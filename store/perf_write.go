@@ -10,7 +10,8 @@ import (
 )
 
 // PerfTx is the transaction of one perf-data import (perfdb.Import): every write
-// of the import runs on it, and they are committed together or not at all.
+// of the import runs on it, under the context given to ImportPerf, and they are
+// committed together or not at all. It is valid only inside ImportPerf's fn.
 type PerfTx struct {
 	ctx context.Context
 	tx  *sqlx.Tx
@@ -185,7 +186,7 @@ func (t *PerfTx) DeletePerfSource(id int64) error {
 	return err
 }
 
-// PerfMirrorColumns are the leading columns of every perf_* mirror table
+// perfMirrorColumns are the leading columns of every perf_* mirror table
 // (migrations/00002_perf.sql), before the table's own.
 var perfMirrorColumns = []string{"source_id", "row_idx", "system", "backend", "version"}
 
