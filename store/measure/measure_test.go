@@ -120,6 +120,8 @@ func TestSiliconAggShape(t *testing.T) {
 			Measurement{Concurrency: 32, Deployment: Deployment{TP: 4, DP: 1, MoETP: 1, MoEEP: 4}}},
 		{Measurement{Concurrency: 2, Deployment: Deployment{TP: 2, DP: 2, MoETP: 1, MoEEP: 4}},
 			Measurement{Concurrency: 4, Deployment: Deployment{TP: 2, DP: 1, MoETP: 1, MoEEP: 2}}},
+		{Measurement{Concurrency: 1, Deployment: Deployment{TP: 8, DP: 2, MoETP: 4, MoEEP: 4}}, // one rule, not both in turn
+			Measurement{Concurrency: 2, Deployment: Deployment{TP: 2, DP: 2, MoETP: 1, MoEEP: 4}}},
 		{Measurement{Concurrency: 8, Deployment: Deployment{TP: 2, DP: 4, MoETP: 1, MoEEP: 8}}, // tp ≠ dp: as stated
 			Measurement{Concurrency: 32, Deployment: Deployment{TP: 2, DP: 4, MoETP: 1, MoEEP: 8}}},
 	} {
