@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -956,14 +957,34 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	if err != nil {
 		return sum, nil, err
 	}
-	rc := refine.TraceReplay{Engine: spec, Timing: tim, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions"),
-		ClientRTTMs: c.Float64("client-rtt-ms"), PrefixCaching: eng.EnablePrefixCaching}
+	rc := quantitativeConfig(eng, spec, tim)
+	rc.Sessions, rc.MaxSessions, rc.ClientRTTMs = c.Bool("sessions"), c.Int("max-sessions"), c.Float64("client-rtt-ms")
+	sum, rows, err := quantitativeReplay(c.Context, tw, rc)
+	if err != nil {
+		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
+	}
+	return sum, rows, nil
+}
+
+// quantitativeConfig is the W3 replay configuration of eng (its calendar spec) and
+// tim: the reuse oracle over the engine's pool (num_gpu_blocks − 1 blocks of
+// block_size) when it caches prefixes.
+func quantitativeConfig(eng oracle.Engine, spec queueing.EngineSpec, tim timing.Timing) refine.TraceReplay {
+	rc := refine.TraceReplay{Engine: spec, Timing: tim, PrefixCaching: eng.EnablePrefixCaching}
 	if eng.EnablePrefixCaching {
 		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
 	}
-	rep, err := tw.Replay(c.Context, nil, rc)
+	return rc
+}
+
+// quantitativeReplay replays the whole workload tw (refine.TraceWorkload.Replay) and
+// returns the summary and the per-request rows `trace replay --tier quantitative`
+// stores.
+func quantitativeReplay(ctx context.Context, tw *refine.TraceWorkload, rc refine.TraceReplay) (oracle.Summary, []store.ReplayRow, error) {
+	var sum oracle.Summary
+	rep, err := tw.Replay(ctx, nil, rc)
 	if err != nil {
-		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
+		return sum, nil, err
 	}
 	reqs, seqs := tw.Reqs, tw.Seqs
 	sum = oracle.Summary{Requests: len(reqs), Passes: rep.Diagnostics.Passes, EndMs: rep.Diagnostics.WindowEndMs,
