@@ -54,7 +54,8 @@ type DoctorReport struct {
 // cache shared across groups (issue 8) cannot hide itself. Nothing is written.
 func Doctor(ctx context.Context, st *store.Store, fresh func() (Evaluator, error), opt DoctorOptions) (DoctorReport, error) {
 	var rep DoctorReport
-	if err := st.DB.GetContext(ctx, &rep.Total, `SELECT count(*) FROM quantitative_results`); err != nil {
+	var err error
+	if rep.Total, err = st.QuantitativeCount(ctx); err != nil {
 		return rep, fmt.Errorf("doctor: count quantitative results: %w", err)
 	}
 	n := opt.Sample
@@ -64,11 +65,8 @@ func Doctor(ctx context.Context, st *store.Store, fresh func() (Evaluator, error
 	if opt.All {
 		n = -1 // SQLite: no limit
 	}
-	var rows []struct {
-		Key       string `db:"key"`
-		Evaluator string `db:"evaluator"`
-	}
-	if err := st.DB.SelectContext(ctx, &rows, `SELECT key, evaluator FROM quantitative_results ORDER BY key LIMIT ?`, n); err != nil {
+	rows, err := st.ResultEvaluators(ctx, n)
+	if err != nil {
 		return rep, fmt.Errorf("doctor: read quantitative results: %w", err)
 	}
 	if len(rows) == 0 {

@@ -181,8 +181,8 @@ func bestTraceFilter(c *cli.Context, st *store.Store, f *store.PointFilter) erro
 // storedTraceSlices names, as the flags that select them, the slices of trace name
 // that stored rows were swept under ("" when none): what best --trace must be given.
 func storedTraceSlices(ctx context.Context, st *store.Store, name string) string {
-	var ws []string
-	if err := st.DB.SelectContext(ctx, &ws, `SELECT DISTINCT workload FROM operating_points WHERE workload IS NOT NULL AND workload <> '' ORDER BY workload`); err != nil {
+	ws, err := st.Workloads(ctx)
+	if err != nil {
 		return ""
 	}
 	var out []string

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aicdb/aicdb/engine"
@@ -88,7 +87,8 @@ func NewResolver(ctx context.Context, st *store.Store, ev refine.Evaluator, prof
 		return nil, fmt.Errorf("--engine-profile %q: want %s or %s", profile, ProfileDefaults, ProfileAIConfigurator)
 	}
 	r := &Resolver{Src: refine.StoreSource{St: st}, Ev: ev, Profile: profile}
-	if err := st.DB.SelectContext(ctx, &r.models, `SELECT id FROM models ORDER BY id`); err != nil {
+	var err error
+	if r.models, err = st.ModelIDs(ctx); err != nil {
 		return nil, fmt.Errorf("list models: %w", err)
 	}
 	return r, nil
@@ -468,63 +468,29 @@ func reasonOf(err error) string {
 }
 
 func quantKeys(ctx context.Context, st *store.Store, ps []Prediction) (map[string]bool, error) {
-	have := map[string]bool{}
 	var keys []string
 	for i := range ps {
 		if ps[i].Reason == "" {
 			keys = append(keys, ps[i].In.Key())
 		}
 	}
-	for start := 0; start < len(keys); start += 500 {
-		chunk := keys[start:min(start+500, len(keys))]
-		q, args, err := sqlx.In(`SELECT key FROM quantitative_results WHERE key IN (?)`, chunk)
-		if err != nil {
-			return nil, err
-		}
-		var got []string
-		if err := st.DB.SelectContext(ctx, &got, st.DB.Rebind(q), args...); err != nil {
-			return nil, fmt.Errorf("look up stored predictions: %w", err)
-		}
-		for _, k := range got {
-			have[k] = true
-		}
+	have, err := st.QuantitativeKeys(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("look up stored predictions: %w", err)
 	}
 	return have, nil
 }
 
 func savePredictions(ctx context.Context, st *store.Store, ps []Prediction, calibration, evaluator, profile string) error {
-	return st.Tx(ctx, func(tx *sqlx.Tx) error {
-		stmt, err := tx.PreparexContext(ctx, `INSERT OR REPLACE INTO measurement_predictions
-			(measurement_id, calibration, evaluator, point_key, model_used, version_used, version_mapping, engine_profile, reason)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return fmt.Errorf("prepare prediction insert: %w", err)
-		}
-		defer stmt.Close()
-		del, err := tx.PreparexContext(ctx, `DELETE FROM measurement_predictions WHERE measurement_id = ? AND calibration = ? AND evaluator <> ?`)
-		if err != nil {
-			return fmt.Errorf("prepare prediction delete: %w", err)
-		}
-		defer del.Close()
-		for i := range ps {
-			p := &ps[i]
-			// One prediction per measurement and calibration: the current evaluator's.
-			if _, err := del.ExecContext(ctx, p.Row.ID, calibration, evaluator); err != nil {
-				return fmt.Errorf("replace prediction of measurement %d: %w", p.Row.ID, err)
-			}
-			var key, reason any
-			if p.Reason == "" {
-				key = p.Key
-			} else {
-				reason = p.Reason
-			}
-			if _, err := stmt.ExecContext(ctx, p.Row.ID, calibration, evaluator, key, p.ModelUsed, p.VersionUsed,
-				p.VersionMapping, profile, reason); err != nil {
-				return fmt.Errorf("store prediction of measurement %d: %w", p.Row.ID, err)
-			}
-		}
-		return nil
-	})
+	rows := make([]store.Prediction, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		// One prediction per measurement and calibration: the current evaluator's.
+		rows[i] = store.Prediction{MeasurementID: p.Row.ID, Calibration: calibration, Evaluator: evaluator, PointKey: p.Key,
+			ModelUsed: p.ModelUsed, VersionUsed: p.VersionUsed, VersionMapping: p.VersionMapping, EngineProfile: profile,
+			Reason: p.Reason}
+	}
+	return st.SavePredictions(ctx, rows)
 }
 
 // resolveDisagg maps a disaggregated measurement onto the tandem point a sweep
