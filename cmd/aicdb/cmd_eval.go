@@ -30,14 +30,14 @@ func evalCommand() *cli.Command {
 			"vllm | trtllm | sglang (with --model: perf data and engine semantics)"), []cli.Flag{
 			// synthetic timing
 			&cli.StringFlag{Name: "timing", Usage: "synthetic timing `KIND`: linear | roofline (instead of --model)"},
-			&cli.Float64Flag{Name: "base-ms", Usage: "linear timing: ms per pass"},
-			&cli.Float64Flag{Name: "prefill-ms-per-token", Usage: "linear timing: ms per prefill token"},
-			&cli.Float64Flag{Name: "decode-ms-per-row", Usage: "linear timing: ms per decode row"},
-			&cli.Float64Flag{Name: "ctx-ms-per-token", Usage: "linear timing: ms per context token of the decode rows"},
-			&cli.Float64Flag{Name: "weights-ms", Usage: "roofline timing: weight read per pass, ms"},
-			&cli.Float64Flag{Name: "token-ms", Usage: "roofline timing: GEMM compute per token, ms"},
-			&cli.Float64Flag{Name: "attn-ms-per-pair", Usage: "roofline timing: attention per (query, key) pair, ms"},
-			&cli.Float64Flag{Name: "kv-ms-per-token", Usage: "roofline timing: KV read per context token, ms"},
+			&cli.Float64Flag{Name: "base-ms", Usage: "linear and roofline timing (required by both): ms per pass", DefaultText: "none"},
+			&cli.Float64Flag{Name: "prefill-ms-per-token", Usage: "linear timing (required): ms per prefill token", DefaultText: "none"},
+			&cli.Float64Flag{Name: "decode-ms-per-row", Usage: "linear timing (required): ms per decode row", DefaultText: "none"},
+			&cli.Float64Flag{Name: "ctx-ms-per-token", Usage: "linear timing (optional): ms per context token of the decode rows"},
+			&cli.Float64Flag{Name: "weights-ms", Usage: "roofline timing (required): weight read per pass, ms", DefaultText: "none"},
+			&cli.Float64Flag{Name: "token-ms", Usage: "roofline timing (required): GEMM compute per token, ms", DefaultText: "none"},
+			&cli.Float64Flag{Name: "attn-ms-per-pair", Usage: "roofline timing (required): attention per (query, key) pair, ms", DefaultText: "none"},
+			&cli.Float64Flag{Name: "kv-ms-per-token", Usage: "roofline timing (required): KV read per context token, ms", DefaultText: "none"},
 			&cli.StringFlag{Name: "backend-engine", Usage: "engine semantics with --timing: vllm | trtllm | sglang (default vllm)"},
 			&cli.IntFlag{Name: "gpus", Usage: "GPUs of the deployment for output_tokens_per_s_per_gpu", DefaultText: "tp·pp·dp, or 1 with --timing"},
 			// workload
@@ -235,10 +235,18 @@ func syntheticTiming(c *cli.Context) (timing.Timing, error) {
 	default:
 		return nil, userErrorf("--timing %q: unknown; use linear or roofline", kind)
 	}
+	var missing []string
 	for _, f := range need {
 		if !c.IsSet(f) {
-			return nil, userErrorf("--timing %s: --%s is required", kind, f)
+			missing = append(missing, "--"+f)
 		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		return nil, userErrorf("--timing %s: %s is required", kind, missing[0])
+	default:
+		return nil, userErrorf("--timing %s: %s are required", kind, strings.Join(missing, ", "))
 	}
 	if kind == "linear" {
 		lin := timing.Linear{BaseMs: c.Float64("base-ms"), PrefillMsPerToken: c.Float64("prefill-ms-per-token"),
