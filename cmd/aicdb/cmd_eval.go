@@ -361,7 +361,7 @@ func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantO
 		return nil, "", asUser(err)
 	}
 	defer src.close()
-	version, err := src.resolveVersion(ctx, dep, false)
+	version, err := src.resolveVersion(ctx, dep)
 	if err != nil {
 		return nil, "", err
 	}
@@ -384,6 +384,9 @@ func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantO
 		osl = max(osl, v)
 	}
 	if err := checkContextLength(m, isl, osl); err != nil {
+		return nil, "", err
+	}
+	if par, err = par.forModel(m); err != nil {
 		return nil, "", err
 	}
 	d, err := src.data(ctx, dep.System, dep.Backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,7 +107,7 @@ var lsSubjects = []string{"systems", "models", "versions"}
 func perfdbLsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ls",
-		Usage:     "list the store's systems, models or backend versions",
+		Usage:     "list the store's systems, models or backend versions (every version --version accepts; tables and rows count its own files, 0 when they all come from other versions)",
 		ArgsUsage: "systems|models|versions",
 		Flags: []cli.Flag{
 			shortFormatFlag("table"),
@@ -169,7 +172,7 @@ func runPerfdbLs(c *cli.Context) error {
 				int64(m.KVHeads), int64(m.NumExperts), int64(m.TopK), m.GemmQuant, m.KVQuant})
 		}
 	case "versions":
-		vs, err := perfdb.ListVersionInfo(ctx, st)
+		vs, err := usableVersions(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -179,4 +182,51 @@ func runPerfdbLs(c *cli.Context) error {
 		}
 	}
 	return writeRows(c.App.Writer, format, cols, data)
+}
+
+// usableVersions lists the store's versions with their own perf files
+// (perfdb.ListVersionInfo) and every other version a command accepts as --version
+// (perfdb.ListVersions: a version directory whose tables come from other versions'
+// files, e.g. sglang 0.5.12), the latter with 0 tables and 0 rows, in the same
+// order: system, backend, PEP 440 version.
+func usableVersions(ctx context.Context, st *store.Store) ([]perfdb.VersionInfo, error) {
+	vs, err := perfdb.ListVersionInfo(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	have := map[[3]string]bool{}
+	for _, v := range vs {
+		have[[3]string{v.System, v.Backend, v.Version}] = true
+	}
+	systems, err := perfdb.ListSystems(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	for _, sys := range systems {
+		bs, err := perfdb.ListBackends(ctx, st, sys)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			usable, err := perfdb.ListVersions(ctx, st, sys, b)
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range usable {
+				if !have[[3]string{sys, b, v}] {
+					vs = append(vs, perfdb.VersionInfo{System: sys, Backend: b, Version: v})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(vs, func(a, b perfdb.VersionInfo) int {
+		if c := cmp.Compare(a.System, b.System); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Backend, b.Backend); c != 0 {
+			return c
+		}
+		return perfdb.CompareVersions(a.Version, b.Version)
+	})
+	return vs, nil
 }

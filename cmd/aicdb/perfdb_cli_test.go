@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,7 @@ h200_sxm,sglang,0.5.12,2,2660
 h200_sxm,sglang,0.5.14,13,378287
 h200_sxm,trtllm,1.2.0rc5,10,199916
 h200_sxm,trtllm,1.3.0rc10,14,273776
+h200_sxm,trtllm,1.3.0rc15,0,0
 h200_sxm,trtllm,1.3.0rc20,15,389111
 h200_sxm,vllm,0.14.0,7,169284
 h200_sxm,vllm,0.18.0,6,276777
@@ -54,6 +56,26 @@ h200_sxm,vllm,0.24.0,13,318479
 `
 	if code != 0 || out != want {
 		t.Errorf("ls versions: code %d stderr %q out\n%s\nwant\n%s", code, stderr, out, want)
+	}
+	// U17: an unknown system names the stored ones and the fix; U5: a MoE layout
+	// that does not cover tp·dp names the --moe-ep that does, and eval derives it
+	// (moe-ep tp·dp) when neither --moe-tp nor --moe-ep is given, as estimate does.
+	evalArgs := []string{"--db", db, "eval", "--model", "Qwen/Qwen3-30B-A3B", "--backend", "vllm", "--tp", "2",
+		"--concurrency", "2", "--isl", "100", "--osl", "10", "--tier", "screening"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--system", "b200_sxm"}, "aicdb: --system b200_sxm: unknown system; stored: h200_sxm; import others with 'aicdb perfdb import'\n"},
+		{[]string{"--system", "h200_sxm", "--moe-ep", "1"}, "aicdb: --tp 2 × --dp 1 = 2 GPUs, but --moe-tp 1 × --moe-ep 1 = 1 for the MoE model Qwen/Qwen3-30B-A3B; pass --moe-ep 2\n"},
+		{[]string{"--system", "h200_sxm", "--moe-tp", "3"}, "aicdb: --tp 2 × --dp 1 = 2 GPUs, but --moe-tp 3 × --moe-ep 1 = 3 for the MoE model Qwen/Qwen3-30B-A3B; pass --moe-tp 1 --moe-ep 2\n"},
+	} {
+		if code, out, errs := runPerfdbCLI(t, append(slices.Clone(evalArgs), c.args...)...); code != 1 || out != "" || errs != c.want {
+			t.Errorf("eval %v: code %d stdout %q stderr %q, want %q", c.args, code, out, errs, c.want)
+		}
+	}
+	if code, out, errs := runPerfdbCLI(t, append(evalArgs, "--system", "h200_sxm")...); code != 0 || !strings.Contains(out, "ttft_steady_p99") {
+		t.Errorf("eval MoE with the derived moe-ep: code %d stdout %q stderr %q", code, out, errs)
 	}
 	code, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "ls", "systems", "-f", "json")
 	if code != 0 || !strings.Contains(out, `"system": "h200_sxm", "gpus_per_node": 8, "mem_capacity_gib": 141, "nccl_version": "2.26.2", "backends": "sglang trtllm vllm"`) {
