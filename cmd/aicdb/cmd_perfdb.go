@@ -60,8 +60,12 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 				fs.StringVar(&id, "id", id, "")
 				fs.BoolVar(&noMirror, "no-mirror", noMirror, "")
 				quiet := fs.Bool("quiet", false, "")
+				setDB := trailingDB(c, fs)
 				if err := fs.Parse(args[1:]); err != nil {
 					return userErrorf("perfdb import: %v", err)
+				}
+				if err := setDB(); err != nil {
+					return err
 				}
 				if *quiet {
 					if err := c.Set("quiet", "true"); err != nil {
@@ -129,8 +133,12 @@ func runPerfdbLs(c *cli.Context) error {
 		fs.SetOutput(io.Discard)
 		fs.StringVar(&format, "format", format, "")
 		fs.StringVar(&format, "f", format, "")
+		setDB := trailingDB(c, fs)
 		if err := fs.Parse(args[1:]); err != nil {
 			return userErrorf("perfdb ls: %v", err)
+		}
+		if err := setDB(); err != nil {
+			return err
 		}
 		if fs.NArg() > 0 {
 			return userErrorf("perfdb ls: one subject expected, got extra %q", fs.Arg(0))
