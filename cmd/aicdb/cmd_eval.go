@@ -356,6 +356,20 @@ func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
 // refine.WorkerTiming), checked against the workload's longest request; it
 // returns the resolved version.
 func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, w workload.Spec) (*perfdb.PassTiming, string, error) {
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	return perfPassTiming(ctx, db, dep, q, par, func(m *perfdb.Model) error { return checkContextLength(m, isl, osl) })
+}
+
+// perfPassTiming is evalPassTiming with the workload's check against the model
+// (its context window) given by the caller: fits names the request and the fix
+// in the caller's terms (flags for eval, a trace line for trace replay).
+func perfPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, fits func(*perfdb.Model) error) (*perfdb.PassTiming, string, error) {
 	src, err := openEstimateSource(ctx, db)
 	if err != nil {
 		return nil, "", asUser(err)
@@ -376,14 +390,7 @@ func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantO
 	if err != nil {
 		return nil, "", asUser(err)
 	}
-	isl, osl := w.ISL, w.OSL
-	for _, v := range w.ISLQuantiles {
-		isl = max(isl, v)
-	}
-	for _, v := range w.OSLQuantiles {
-		osl = max(osl, v)
-	}
-	if err := checkContextLength(m, isl, osl); err != nil {
+	if err := fits(m); err != nil {
 		return nil, "", err
 	}
 	if par, err = par.forModel(m); err != nil {

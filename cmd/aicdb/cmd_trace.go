@@ -771,8 +771,12 @@ func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl 
 	if b := dep.Backend; b != string(eng.Backend) {
 		return nil, w, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
 	}
+	var longest store.TraceRow // the first request of the largest isl + osl
 	err := st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
 		w.ISL, w.OSL = max(w.ISL, r.ISL), max(w.OSL, r.OSL)
+		if r.ISL+r.OSL > longest.ISL+longest.OSL {
+			longest = r
+		}
 		return nil
 	})
 	if err != nil {
@@ -781,8 +785,21 @@ func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl 
 	if w.ISL == 0 {
 		return nil, w, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	pt, _, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w)
+	pt, _, err := perfPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, func(m *perfdb.Model) error {
+		return traceFitsContext(info.Name, longest, m)
+	})
 	return pt, w, err
+}
+
+// traceFitsContext rejects a trace slice whose longest request (isl + osl) does
+// not fit the model's context window (max_position_embeddings; 0 = unknown, not
+// checked), naming the request by its line in the imported file and the fix.
+func traceFitsContext(name string, longest store.TraceRow, m *perfdb.Model) error {
+	if n := longest.ISL + longest.OSL; m.MaxPos > 0 && n > m.MaxPos {
+		return userErrorf("trace %s: the request at line %d (isl %d + osl %d = %d tokens) exceeds the %d-token context of %s; narrow --window/--limit or pick a longer-context model",
+			name, longest.Line, longest.ISL, longest.OSL, n, m.MaxPos, m.ID)
+	}
+	return nil
 }
 
 // replayKVCapacity applies --kv-capacity-tokens auto|N to the engine's pool, which

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestReplayContextOverflow: a trace request longer than the model's context is
+// named by its line, with the fix (U4), and nothing is replayed.
+func TestReplayContextOverflow(t *testing.T) {
+	dir := t.TempDir()
+	db := newStore(t, filepath.Join(dir, "a.sqlite"))
+	tr := filepath.Join(dir, "long.jsonl")
+	if err := os.WriteFile(tr, []byte(`{"timestamp": 0, "input_length": 1000, "output_length": 10}
+{"timestamp": 10, "input_length": 40000, "output_length": 1000}
+{"timestamp": 20, "input_length": 40900, "output_length": 10}
+{"timestamp": 30, "input_length": 100, "output_length": 2000}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := cliRun(t, db, "trace", "import", tr, "--name", "long"); code != 0 {
+		t.Fatalf("import: exit %d %s", code, errs)
+	}
+	cfg := filepath.Join("testdata", "estimate", "Qwen--Qwen3-8B_config.json")
+	replay := []string{"trace", "replay", "long", "--engine", linearVLLMEngine(t, dir), "--model", cfg, "--system", "h200_sxm",
+		"--backend", "vllm", "--version", "0.22.0", "--tp", "1"}
+	code, out, errs := cliRun(t, db, replay...)
+	want := "aicdb: trace long: the request at line 2 (isl 40000 + osl 1000 = 41000 tokens) exceeds the 40960-token context of " +
+		"Qwen/Qwen3-8B; narrow --window/--limit or pick a longer-context model\n"
+	if code != 1 || out != "" || errs != want {
+		t.Fatalf("replay: exit %d stdout %q stderr %q, want %q", code, out, errs, want)
+	}
+}
