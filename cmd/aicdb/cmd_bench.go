@@ -23,11 +23,11 @@ func benchCommand() *cli.Command {
 			Usage:     "load measured runs into the measurements table",
 			ArgsUsage: "FILE...",
 			Description: `Each FILE is imported whole or not at all, once (by content hash). The format
-is sniffed unless --format is given. Deployment fields the file lacks (model,
+is sniffed unless --input-format (alias --format) is given. Deployment fields the file lacks (model,
 system, backend, version, parallelism, isl/osl, engine config) come from a sidecar
 YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
 			Flags: slices.Concat([]cli.Flag{
-				&cli.StringFlag{Name: "format", Usage: "vllm-bench | aiperf | aic-silicon (default: sniffed)"},
+				&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the files' `FORMAT`: vllm-bench | aiperf | aic-silicon (default: sniffed); --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			}, benchDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"}},
 				parallelSpec{}.flags(), benchShape.flags(), []cli.Flag{
 					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars)"},
@@ -57,9 +57,9 @@ func runBenchImport(c *cli.Context) error {
 	if len(files) == 0 {
 		return userErrorf("bench import: missing FILE: aicdb bench import result.json")
 	}
-	format := c.String("format")
+	format := c.String("input-format")
 	if format != "" && !slices.Contains(measure.Formats, format) {
-		return userErrorf("bench import: --format %q: want one of %s", format, strings.Join(measure.Formats, ", "))
+		return userErrorf("bench import: --input-format %q: want one of %s", format, strings.Join(measure.Formats, ", "))
 	}
 	dep, par, sh := readDeployment(c), readParallel(c), readShape(c)
 	flags := measure.Deployment{Model: dep.Model, System: dep.System, Backend: dep.Backend,

@@ -114,11 +114,11 @@ func traceImportCommand() *cli.Command {
 		ArgsUsage: "FILE",
 		Description: `FILE is a Mooncake JSONL trace, an Azure LLM inference 2023 CSV, a ServeGen client pool
 (a directory of chunk-N-trace.csv + chunk-N-dataset.json, or one chunk-N-trace.csv) or
-aicdb's generic JSONL (docs/traces.md). --format is sniffed when omitted. One import is
+aicdb's generic JSONL (docs/traces.md). --input-format (alias --format) is sniffed when omitted. One import is
 one transaction: a bad row stops it with the file, line and field, and the store is
 unchanged. Re-importing the same content (same sha256) changes nothing.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: mooncake, azure, servegen or jsonl (default: sniffed)"},
+			&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the input file's `FORMAT`: mooncake, azure, servegen or jsonl (default: sniffed); --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			&cli.StringFlag{Name: "name", Usage: "trace `NAME` (default: the file name without extension)"},
 			&cli.IntFlag{Name: "hash-block", Value: trace.DefaultHashBlock, Usage: "prompt tokens per hash id `N` (mooncake, jsonl)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "ServeGen draw `SEED`"},
@@ -156,8 +156,14 @@ func interspersed(c *cli.Context) ([]string, error) {
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		if err == nil {
-			err = c.Set(f.Name, f.Value.String())
+		for _, cf := range c.Command.Flags {
+			if err == nil && slices.Contains(cf.Names(), f.Name) {
+				for _, n := range cf.Names() { // an alias sets its flag under every name
+					if err == nil {
+						err = c.Set(n, f.Value.String())
+					}
+				}
+			}
 		}
 	})
 	if err != nil {
@@ -187,7 +193,7 @@ func traceImport(c *cli.Context) error {
 	if err != nil {
 		return userErrorf("trace import %s: no such file or directory", path)
 	}
-	f, err := importFormat(c.String("format"), path, st0.IsDir())
+	f, err := importFormat(c.String("input-format"), path, st0.IsDir())
 	if err != nil {
 		return err
 	}
@@ -260,7 +266,7 @@ func traceImport(c *cli.Context) error {
 	return nil
 }
 
-// importFormat checks --format or sniffs it.
+// importFormat checks --input-format (alias --format) or sniffs it.
 func importFormat(flagVal, path string, isDir bool) (trace.Format, error) {
 	if flagVal != "" {
 		f, err := trace.ParseFormat(flagVal)

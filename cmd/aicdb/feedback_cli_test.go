@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +31,28 @@ func TestReplayContextOverflow(t *testing.T) {
 		"Qwen/Qwen3-8B; narrow --window/--limit or pick a longer-context model\n"
 	if code != 1 || out != "" || errs != want {
 		t.Fatalf("replay: exit %d stdout %q stderr %q, want %q", code, out, errs, want)
+	}
+}
+
+// TestImportInputFormat: trace import and bench import take the input format as
+// --input-format, with --format its alias, and say so in their help (U22).
+func TestImportInputFormat(t *testing.T) {
+	db := newStore(t, filepath.Join(t.TempDir(), "a.sqlite"))
+	moon := "../../trace/testdata/mooncake_conversation_head.jsonl"
+	for _, f := range []string{"--input-format", "--format"} {
+		code, out, errs := cliRun(t, db, "trace", "import", moon, f, "mooncake", "--name", "c"+f)
+		if code != 0 || !strings.Contains(out, "(mooncake)") && !strings.Contains(out, "unchanged") {
+			t.Errorf("trace import %s mooncake: exit %d stdout %q stderr %q", f, code, out, errs)
+		}
+	}
+	code, _, errs := cliRun(t, db, "bench", "import", "--input-format", "csv", moon)
+	if want := "aicdb: bench import: --input-format \"csv\": want one of vllm-bench, aiperf, aic-silicon\n"; code != 1 || errs != want {
+		t.Errorf("bench import --input-format csv: exit %d stderr %q, want %q", code, errs, want)
+	}
+	for _, cmd := range [][]string{{"trace", "import", "--help"}, {"bench", "import", "--help"}} {
+		_, out, _ := cliRun(t, db, cmd...)
+		if !strings.Contains(out, "--input-format FORMAT, --format FORMAT") || !strings.Contains(out, "--format is an alias: here it names the input, not the output") {
+			t.Errorf("%v does not document --input-format and its alias:\n%s", cmd, out)
+		}
 	}
 }
