@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -56,6 +58,18 @@ h200_sxm,vllm,0.24.0,13,318479
 `
 	if code != 0 || out != want {
 		t.Errorf("ls versions: code %d stderr %q out\n%s\nwant\n%s", code, stderr, out, want)
+	}
+	// init --help states the row count --mirror copies: the rows of every version (U29).
+	rows := 0
+	for _, l := range strings.Split(strings.TrimSpace(want), "\n")[1:] {
+		n, err := strconv.Atoi(l[strings.LastIndexByte(l, ',')+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += n
+	}
+	if _, help, _ := runPerfdbCLI(t, "init", "--help"); !strings.Contains(help, fmt.Sprintf("their rows (%s for the embedded data)", thousands(rows))) {
+		t.Errorf("init --help does not state the %d rows --mirror copies:\n%s", rows, help)
 	}
 	// U17: an unknown system names the stored ones and the fix; U5: a MoE layout
 	// that does not cover tp·dp names the --moe-ep that does, and eval derives it
@@ -133,4 +147,13 @@ h200_sxm,vllm,0.24.0,13,318479
 	if !strings.Contains(out, "me/tiny,LlamaForCausalLM,LLAMA,2,64,4,4,0,0,") || strings.Contains(out, "me/bad") {
 		t.Errorf("models after imports:\n%s", out)
 	}
+}
+
+// thousands formats n with comma thousands separators (3127698 → 3,127,698).
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
