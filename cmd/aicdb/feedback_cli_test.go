@@ -56,3 +56,41 @@ func TestImportInputFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestAccuracyMeasuredOOM: a measured run that aiconfigurator's memory model calls
+// OOM keeps that reason and says the memory model disagrees with the measurement
+// (U19); accuracy's summary line counts it as without a prediction.
+func TestAccuracyMeasuredOOM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data")
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "a.sqlite")
+	if code, _, errs := cliRun(t, db, "init", "--quiet"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	raw, err := os.ReadFile(measureTestdata + "silicon.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := strings.Cut(string(raw), "\n")
+	csv := filepath.Join(dir, "oom.csv")
+	row := "oom_405b_tp1_c128,source_file=t.csv; silicon_concurrency=128,vllm,,meta-llama/Meta-Llama-3.1-405B,h200_sxm,fp8,agg,1024,1024,fp8,fp8,128,1,1,1,1,1,,,,,,,,,,,,,,,101.1,10.1\n"
+	if err := os.WriteFile(csv, []byte(header+"\n"+row), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := cliRun(t, db, "bench", "import", csv); code != 0 {
+		t.Fatalf("bench import: %s", errs)
+	}
+	code, _, errs := cliRun(t, db, "accuracy", "--metrics", "ttft_mean")
+	if code != 0 || !strings.HasPrefix(errs, "aicdb: accuracy: 1 measurements, 0 predicted, 1 without a prediction; ") || !strings.HasSuffix(errs, " s wall\n") {
+		t.Fatalf("accuracy: exit %d stderr %q", code, errs)
+	}
+	if code, _, errs := cliRun(t, db, "accuracy", "--metrics", "ttft_mean", "--quiet"); code != 0 || errs != "" {
+		t.Fatalf("accuracy --quiet: exit %d stderr %q", code, errs)
+	}
+	_, out, _ := cliRun(t, db, "query", "--format", "csv", "select distinct reason from accuracy")
+	if want := "reason\ndoes not fit in GPU memory by aiconfigurator's memory model (OOM); measured run exists: memory model disagrees\n"; out != want {
+		t.Fatalf("reason %q, want %q", out, want)
+	}
+}
