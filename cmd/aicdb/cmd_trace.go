@@ -94,7 +94,7 @@ system, and the p99 TTFT of the requests arriving in it.
 					&cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool of both tiers: `auto|N` tokens, replacing the engine file's num_gpu_blocks (auto: from the perf database's GPU memory model at the slice's longest request; needs --model)"},
 					&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "W4: client round trip in `MS` before a later turn reaches the scheduler (as eval's closed loop)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
-					formatFlag(formatJSON)}, evalDisaggFlags()),
+					formatFlag(formatJSON), quietFlag()}, evalDisaggFlags()),
 				Action: traceReplay,
 			},
 			{
@@ -714,13 +714,15 @@ func traceReplay(c *cli.Context) error {
 	var sum oracle.Summary
 	var rows []store.ReplayRow
 	var hand *replayHandoff
+	bar := newProgress(c, "trace replay "+name, "requests")
 	if mode == "disagg" {
 		sum, hand, rows, err = replayDisagg(c, st, info, sl, eng, tim, tier)
 	} else if tier == "oracle" {
-		sum, rows, err = replayOracle(c, st, info, sl, eng, tim)
+		sum, rows, err = replayOracle(c, st, info, sl, eng, tim, bar)
 	} else {
-		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim)
+		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim, bar)
 	}
+	bar.Done()
 	if err != nil {
 		if pt != nil && perfdb.IsMiss(err) {
 			return userErrorf("trace replay %s: perf data: %v", name, err)
@@ -761,7 +763,7 @@ func traceReplay(c *cli.Context) error {
 	} else if err := writeRecord(c.App.Writer, f, out); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
+	bar.Summary("replay %d stored (%d requests, %s tier, %s %s)", id, len(rows), tier, mode, fidelity)
 	return nil
 }
 
@@ -852,9 +854,9 @@ func sliceBound(info store.TraceInfo, sl store.TraceSlice) int {
 
 // replayOracle replays the slice through the DES; prefix hits come from the trace's
 // hash ids as block identities (the engine's own cache decides what hits).
-func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing, bar *progressReporter) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
-	sim, err := oracle.New(eng, tim, oracle.Options{SummaryOnly: true}) // per-token times are never stored
+	sim, err := oracle.New(eng, tim, oracle.Options{SummaryOnly: true, Progress: bar.Update}) // per-token times are never stored
 	if err != nil {
 		return sum, nil, userErrorf("trace replay: --engine: %v", err)
 	}
@@ -936,7 +938,7 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 // that replay is KV-bound (running requests held over half the pool) the hits are
 // recomputed with every request pinning its KV over its run time
 // (oracle.ReusePinned) and the slice is replayed again with them.
-func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing, bar *progressReporter) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
 	spec, err := engineSpec(eng)
 	if err != nil {
@@ -951,6 +953,7 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	}
 	rc := refine.TraceReplay{Engine: spec, Timing: tim, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions"),
 		ClientRTTMs: c.Float64("client-rtt-ms"), PrefixCaching: eng.EnablePrefixCaching}
+	rc.Progress = bar.Update
 	if eng.EnablePrefixCaching {
 		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
 	}

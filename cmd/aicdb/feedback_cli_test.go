@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -92,5 +94,44 @@ func TestAccuracyMeasuredOOM(t *testing.T) {
 	_, out, _ := cliRun(t, db, "query", "--format", "csv", "select distinct reason from accuracy")
 	if want := "reason\ndoes not fit in GPU memory by aiconfigurator's memory model (OOM); measured run exists: memory model disagrees\n"; out != want {
 		t.Fatalf("reason %q, want %q", out, want)
+	}
+}
+
+// isSummary reports whether stderr is exactly one progress summary line: "aicdb: ",
+// the counts, then the wall time (not compared).
+func isSummary(stderr, counts string) bool {
+	rest, ok := strings.CutPrefix(stderr, "aicdb: "+counts+"; ")
+	wall, ok2 := strings.CutSuffix(rest, " s wall\n")
+	_, err := strconv.ParseFloat(wall, 64)
+	return ok && ok2 && err == nil
+}
+
+// TestReplayQuietAndSummary: trace replay (both tiers, W3 and W4) ends with one
+// summary line on stderr without a terminal (counts, then wall time) and prints
+// nothing there with --quiet (issue 10).
+func TestReplayQuietAndSummary(t *testing.T) {
+	dir := t.TempDir()
+	db := newStore(t, filepath.Join(dir, "a.sqlite"))
+	if code, _, errs := cliRun(t, db, "trace", "import", "../../trace/testdata/mooncake_conversation_head.jsonl", "--name", "conv"); code != 0 {
+		t.Fatal(errs)
+	}
+	eng := linearVLLMEngine(t, dir)
+	n := 0
+	for _, tier := range []string{"quantitative", "oracle"} {
+		for _, fid := range []string{"W3", "W4"} {
+			args := []string{"trace", "replay", "conv", "--engine", eng, "--limit", "20", "--tier", tier}
+			if fid == "W4" {
+				args = append(args, "--sessions")
+			}
+			n++
+			code, _, errs := cliRun(t, db, args...)
+			if want := fmt.Sprintf("trace replay conv: replay %d stored (20 requests, %s tier, agg %s)", n, tier, fid); code != 0 || !isSummary(errs, want) {
+				t.Errorf("%s %s: exit %d stderr %q, want %q then the wall time", tier, fid, code, errs, want)
+			}
+			n++
+			if code, _, errs := cliRun(t, db, append(args, "--quiet")...); code != 0 || errs != "" {
+				t.Errorf("%s %s --quiet: exit %d stderr %q", tier, fid, code, errs)
+			}
+		}
 	}
 }
