@@ -31,6 +31,7 @@ YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
 			}, benchDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"}},
 				parallelSpec{}.flags(), benchShape.flags(), []cli.Flag{
 					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars)"},
+					quietFlag(),
 				}),
 			Action: runBenchImport,
 		}},
@@ -84,7 +85,10 @@ func runBenchImport(c *cli.Context) error {
 		dep  measure.Deployment
 	}
 	var all []parsed
-	for _, f := range files {
+	bar := newProgress(c, "bench import", "files")
+	defer bar.Done() // ends a terminal line before an error
+	for i, f := range files {
+		bar.Update(i, 2*len(files)) // parse, then store: two steps per file
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return userErrorf("bench import: %s: %v", f, err)
@@ -120,16 +124,23 @@ func runBenchImport(c *cli.Context) error {
 	}
 	defer st.Close()
 	now := time.Now().UTC().Format(time.RFC3339)
-	for _, p := range all {
+	runs, unchanged := 0, 0
+	for i, p := range all {
+		bar.Update(len(all)+i, 2*len(all))
 		res, err := measure.Import(c.Context, st, p.ms, p.dep, now)
 		if err != nil {
 			return err
 		}
 		if res.Unchanged {
+			bar.Done()
 			fmt.Fprintf(c.App.Writer, "%s: unchanged (already imported)\n", p.file)
+			unchanged++
 			continue
 		}
+		bar.Done()
 		fmt.Fprintf(c.App.Writer, "%s: %d measured runs imported (%s)\n", p.file, res.Rows, p.ms[0].Format)
+		runs += res.Rows
 	}
+	bar.Summary("%d files: %d measured runs imported, %d files unchanged", len(all), runs, unchanged)
 	return nil
 }

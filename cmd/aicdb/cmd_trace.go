@@ -122,6 +122,7 @@ unchanged. Re-importing the same content (same sha256) changes nothing.`,
 			&cli.StringFlag{Name: "name", Usage: "trace `NAME` (default: the file name without extension)"},
 			&cli.IntFlag{Name: "hash-block", Value: trace.DefaultHashBlock, Usage: "prompt tokens per hash id `N` (mooncake, jsonl)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "ServeGen draw `SEED`"},
+			quietFlag(),
 		},
 		Action: traceImport,
 	}
@@ -235,6 +236,7 @@ func traceImport(c *cli.Context) error {
 	defer st.Close()
 	meta := store.TraceMeta{Name: name, Format: string(f), Source: path, SHA256: sum, HashBlock: hashBlock,
 		Params: string(pj), ImportedAt: time.Now().UTC().Format(time.RFC3339)}
+	bar := newProgress(c, "trace import "+name, "KiB")
 	res, err := st.ImportTrace(c.Context, meta, func(emit func(store.TraceRow) error) error {
 		conv := func(r trace.Request) error {
 			return emit(store.TraceRow{Line: r.Line, ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL,
@@ -249,8 +251,9 @@ func traceImport(c *cli.Context) error {
 			return err
 		}
 		defer fh.Close()
-		return trace.Parse(c.Context, bufio.NewReaderSize(fh, 1<<16), f, o, conv)
+		return trace.Parse(c.Context, bufio.NewReaderSize(&countingReader{r: fh, total: st0.Size(), progress: bar.Update}, 1<<16), f, o, conv)
 	})
+	bar.Done()
 	if err != nil {
 		if c.Context.Err() != nil {
 			return err
@@ -260,10 +263,26 @@ func traceImport(c *cli.Context) error {
 	i := res.Info
 	if res.Unchanged {
 		fmt.Fprintf(c.App.Writer, "trace %s: unchanged (%s has the same content, %d requests)\n", i.Name, path, i.Requests)
+		bar.Summary("unchanged, %d requests already stored", i.Requests)
 		return nil
 	}
 	fmt.Fprintf(c.App.Writer, "trace %s: %d requests over %.1f s imported from %s (%s)\n", i.Name, i.Requests, i.LastMs/1000, path, i.Format)
+	bar.Summary("%d requests imported", i.Requests)
 	return nil
+}
+
+// countingReader reports the KiB read of a file of total bytes to progress.
+type countingReader struct {
+	r        io.Reader
+	n, total int64
+	progress func(done, total int)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	c.progress(int(c.n>>10), int(max(c.total>>10, 1)))
+	return k, err
 }
 
 // importFormat checks --input-format (alias --format) or sniffs it.

@@ -135,3 +135,27 @@ func TestReplayQuietAndSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestImportSummaryQuiet: trace import and bench import end with one summary line
+// on stderr without a terminal (counts, then wall time) and print nothing there
+// with --quiet (issue 10).
+func TestImportSummaryQuiet(t *testing.T) {
+	db := newStore(t, filepath.Join(t.TempDir(), "a.sqlite"))
+	moon := "../../trace/testdata/mooncake_conversation_head.jsonl"
+	for _, c := range []struct {
+		args []string
+		want string // "" = --quiet: nothing
+	}{
+		{[]string{"trace", "import", moon, "--name", "conv"}, "trace import conv: 120 requests imported"},
+		{[]string{"trace", "import", moon, "--name", "conv"}, "trace import conv: unchanged, 120 requests already stored"},
+		{[]string{"trace", "import", moon, "--name", "conv2", "--hash-block", "16", "--quiet"}, ""},
+		{[]string{"bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.22.0", "--tp", "2", measureTestdata + "aiperf.json"},
+			"bench import: 1 files: 1 measured runs imported, 0 files unchanged"},
+		{[]string{"bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.22.0", "--tp", "2", "--quiet", measureTestdata + "aiperf.json"}, ""},
+	} {
+		code, _, errs := cliRun(t, db, c.args...)
+		if code != 0 || (c.want == "" && errs != "") || (c.want != "" && !isSummary(errs, c.want)) {
+			t.Errorf("%v: exit %d stderr %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+}
