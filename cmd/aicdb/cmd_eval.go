@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,6 +112,9 @@ func runEval(c *cli.Context) error {
 		if tier == queueing.TierQuantitative {
 			noSteadyState(spec.w, rep)
 		}
+		if rep.Unstable && spec.w.RateRPS > 0 {
+			rep.UnstableReason += openLoopCapacity(spec.w, spec.e, spec.t)
+		}
 		cols := rep.Columns(spec.gpus)
 		if tier == queueing.TierQuantitative && spec.e.KVCapacityTokens > 0 && !rep.Unstable {
 			cols["kv_util_peak"], cols["preemptions_per_request"] = rep.KVUtilPeak, rep.PreemptionsPerRequest
@@ -144,6 +148,23 @@ func noSteadyState(w workload.Spec, rep *queueing.Report) {
 		rep.UnstableReason = fmt.Sprintf("unstable at rate %.4g rps: a request stays %.4g ms in the system on average, longer than the %.4g ms over which the measured requests arrive (Little's law: %.3g requests would be in the system, more than were simulated); lower the rate, or raise --num-requests if the engine keeps up",
 			w.RateRPS, mean, window, w.RateRPS*mean/1000)
 	}
+}
+
+// openLoopCapacity names the stable rate bound of an unstable open loop: an open
+// loop is stable only below the throughput of the saturated engine, i.e. the
+// closed loop of as many clients as the engine has seats (SeatCap), each
+// resubmitting at once — no arrival process keeps the engine busier (the
+// throughput of a closed loop grows with its clients up to that point). It is
+// computed at the screening tier (closed form, µs) and returned as a clause for
+// the unstable reason ("" when it cannot be computed).
+func openLoopCapacity(w workload.Spec, e queueing.EngineSpec, t timing.Timing) string {
+	sat := workload.Spec{Concurrency: e.SeatCap(), ISL: w.ISL, OSL: w.OSL, Prefix: w.Prefix}
+	rep, err := queueing.ScreeningWith(sat, e, t, queueing.Options{})
+	if err != nil || rep.Unstable || !(rep.ThroughputRPS > 0) || math.IsInf(rep.ThroughputRPS, 0) {
+		return ""
+	}
+	return fmt.Sprintf("; capacity ≈ %.3g rps (the saturated engine: %d concurrent requests of isl %d, osl %d, screening tier): use --rate below it",
+		rep.ThroughputRPS, sat.Concurrency, w.ISL, w.OSL)
 }
 
 // parseEval validates the flags into an evalSpec. Every error names the flag.

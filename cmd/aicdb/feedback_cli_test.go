@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -157,5 +158,23 @@ func TestImportSummaryQuiet(t *testing.T) {
 		if code != 0 || (c.want == "" && errs != "") || (c.want != "" && !isSummary(errs, c.want)) {
 			t.Errorf("%v: exit %d stderr %q, want %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+// TestEvalRateAboveCapacity: an open loop above the engine's capacity is reported
+// unstable with the stable rate bound named — the throughput of the saturated
+// engine (U23) — and a rate just below that bound is stable.
+func TestEvalRateAboveCapacity(t *testing.T) {
+	lin := []string{"--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.02", "--decode-ms-per-row", "0.05",
+		"--isl", "4096", "--osl", "256", "--format", "json"}
+	code, out, errs := evalRun(append(lin, "--rate", "1000")...)
+	want := "unstable at rate 1000 rps: requests accumulate (in system 8303 → 16343 over the second half of the arrivals, 5.01 rps completed); lower the rate; " +
+		"capacity ≈ 9.55 rps (the saturated engine: 128 concurrent requests of isl 4096, osl 256, screening tier): use --rate below it"
+	var rep struct{ Reason string }
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Reason != want {
+		t.Fatalf("eval --rate 1000: exit %d stderr %q reason\n%q\nwant\n%q", code, errs, rep.Reason, want)
+	}
+	if code, out, _ := evalRun(append(lin, "--rate", "9.4")...); code != 0 || strings.Contains(out, "unstable") {
+		t.Fatalf("eval --rate 9.4 (below the bound): exit %d %s", code, out)
 	}
 }
