@@ -111,9 +111,9 @@ func runEval(c *cli.Context) error {
 		}
 		if tier == queueing.TierQuantitative {
 			noSteadyState(spec.w, rep)
-		}
-		if rep.Unstable && spec.w.RateRPS > 0 {
-			rep.UnstableReason += openLoopCapacity(spec.w, spec.e, spec.t)
+			if rep.Unstable && spec.w.RateRPS > 0 { // the screening tier's reason states its own bound
+				rep.UnstableReason += openLoopCapacity(spec.w, spec.e, spec.t)
+			}
 		}
 		cols := rep.Columns(spec.gpus)
 		if tier == queueing.TierQuantitative && spec.e.KVCapacityTokens > 0 && !rep.Unstable {

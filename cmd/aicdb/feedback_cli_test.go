@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,5 +177,21 @@ func TestEvalRateAboveCapacity(t *testing.T) {
 	}
 	if code, out, _ := evalRun(append(lin, "--rate", "9.4")...); code != 0 || strings.Contains(out, "unstable") {
 		t.Fatalf("eval --rate 9.4 (below the bound): exit %d %s", code, out)
+	}
+}
+
+// TestBestClosestMiss: when no stored row meets the SLA, best names the closest
+// miss — its configuration, every constrained value, the target and by how much
+// it misses (U24).
+func TestBestClosestMiss(t *testing.T) {
+	db := syntheticDB(t)
+	if code, _, errs := cliRun(t, db, append(slices.Clone(sweepArgs), "--quiet")...); code != 0 {
+		t.Fatalf("sweep: %s", errs)
+	}
+	code, out, errs := cliRun(t, db, "best", "--model", "Qwen/Qwen3-32B", "--isl", "4000", "--osl", "500", "--ttft", "1", "--ttft-percentile", "p99", "--itl", "1000", "--quiet")
+	want := "aicdb: no stored configuration meets the SLA\n" +
+		"aicdb: closest miss: agg tp8pp1dp1etp1ep1 batch 1: TTFT(P99) 58.79 ms (SLA ≤ 1: misses by 57.8 ms (+5778.6%)), ITL(P99) 28.75 ms (SLA ≤ 1000: meets it); screening tier\n"
+	if code != 0 || !strings.HasPrefix(errs, want) {
+		t.Fatalf("best: exit %d stdout %q stderr %q", code, out, errs)
 	}
 }
