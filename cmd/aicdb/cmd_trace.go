@@ -735,7 +735,7 @@ func traceReplay(c *cli.Context) error {
 	var hand *replayHandoff
 	bar := newProgress(c, "trace replay "+name, "requests")
 	if mode == "disagg" {
-		sum, hand, rows, err = replayDisagg(c, st, info, sl, eng, tim, tier)
+		sum, hand, rows, err = replayDisagg(c, st, info, sl, eng, tim, tier, bar)
 	} else if tier == "oracle" {
 		sum, rows, err = replayOracle(c, st, info, sl, eng, tim, bar)
 	} else {

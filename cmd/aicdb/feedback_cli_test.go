@@ -136,6 +136,28 @@ func TestReplayQuietAndSummary(t *testing.T) {
 			}
 		}
 	}
+	// --mode disagg (the tandem and the disaggregated DES), without prefix caching.
+	raw, err := os.ReadFile(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noPC := filepath.Join(dir, "nopc.json")
+	if err := os.WriteFile(noPC, []byte(strings.Replace(string(raw), `"enable_prefix_caching": true`, `"enable_prefix_caching": false`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tier := range []string{"quantitative", "oracle"} {
+		args := []string{"trace", "replay", "conv", "--engine", noPC, "--limit", "20", "--tier", tier, "--mode", "disagg",
+			"--prefill-workers", "1", "--decode-workers", "1", "--kv-bytes-per-token", "160000", "--inter-node-gbps", "25"}
+		n++
+		code, _, errs := cliRun(t, db, args...)
+		if want := fmt.Sprintf("trace replay conv: replay %d stored (20 requests, %s tier, disagg W3)", n, tier); code != 0 || !isSummary(errs, want) {
+			t.Errorf("disagg %s: exit %d stderr %q, want %q then the wall time", tier, code, errs, want)
+		}
+		n++
+		if code, _, errs := cliRun(t, db, append(args, "--quiet")...); code != 0 || errs != "" {
+			t.Errorf("disagg %s --quiet: exit %d stderr %q", tier, code, errs)
+		}
+	}
 }
 
 // TestImportSummaryQuiet: trace import and bench import end with one summary line
