@@ -31,7 +31,7 @@ by default. --log FILE also writes the per-pass and per-request log as JSON Line
 					&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario JSON `FILE` (read as a stream)"},
 					formatFlag(formatSummary, formatSummary),
 					&cli.StringFlag{Name: "log", Usage: "write the per-pass and per-request log to `FILE` as JSON Lines"},
-					engineProfileFlag(""), engineConfigFlag(),
+					engineProfileFlag(""), engineConfigFlag(), quietFlag(),
 				},
 				Action: oracleRun,
 			},
@@ -64,7 +64,9 @@ func oracleRun(c *cli.Context) error {
 		return err
 	}
 	logPath := c.String("log")
-	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || format != formatSummary})
+	bar := newProgress(c, "oracle run", "requests")
+	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || format != formatSummary, Progress: bar.Update})
+	bar.Done()
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
 	}
