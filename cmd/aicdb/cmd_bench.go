@@ -27,7 +27,7 @@ is sniffed unless --input-format (alias --format) is given. Deployment fields th
 system, backend, version, parallelism, isl/osl, engine config) come from a sidecar
 YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
 			Flags: slices.Concat([]cli.Flag{
-				&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the files' `FORMAT`: vllm-bench | aiperf | aic-silicon (default: sniffed); --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
+				&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the files' `FORMAT`: vllm-bench | aiperf | aic-silicon; --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			}, benchDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"}},
 				parallelSpec{}.flags(), benchShape.flags(), []cli.Flag{
 					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars)"},

@@ -118,7 +118,7 @@ aicdb's generic JSONL (docs/traces.md). --input-format (alias --format) is sniff
 one transaction: a bad row stops it with the file, line and field, and the store is
 unchanged. Re-importing the same content (same sha256) changes nothing.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the input file's `FORMAT`: mooncake, azure, servegen or jsonl (default: sniffed); --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
+			&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the input file's `FORMAT`: mooncake, azure, servegen or jsonl; --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			&cli.StringFlag{Name: "name", Usage: "trace `NAME` (default: the file name without extension)"},
 			&cli.IntFlag{Name: "hash-block", Value: trace.DefaultHashBlock, Usage: "prompt tokens per hash id `N` (mooncake, jsonl)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "ServeGen draw `SEED`"},

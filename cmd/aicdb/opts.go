@@ -88,13 +88,13 @@ type parallelSpec struct {
 	moeDerived bool
 }
 
-// moeText is the help's default of --moe-tp/--moe-ep: derived for a MoE model
-// where the command derives it.
-func (s parallelSpec) moeText(v int, derived string) string {
+// moeEPText is the help's default of --moe-ep: derived for a MoE model where the
+// command derives it (parallelOpts.forModel), else the flag's value.
+func (s parallelSpec) moeEPText() string {
 	if !s.moeDerived {
 		return ""
 	}
-	return fmt.Sprintf("%s for a MoE model (given neither --moe-tp nor --moe-ep), else %d", derived, v)
+	return fmt.Sprintf("tp·dp for a MoE model given neither --moe-tp nor --moe-ep; %d otherwise", s.def.MoEEP)
 }
 
 func (s parallelSpec) flags() []cli.Flag {
@@ -102,8 +102,8 @@ func (s parallelSpec) flags() []cli.Flag {
 		&cli.IntFlag{Name: "tp", Value: s.def.TP, Usage: s.prefix + "tensor parallel size" + s.tpSuffix},
 		&cli.IntFlag{Name: "pp", Value: s.def.PP, Usage: s.prefix + "pipeline parallel size"},
 		&cli.IntFlag{Name: "dp", Value: s.def.DP, Usage: s.prefix + "attention data parallel size"},
-		&cli.IntFlag{Name: "moe-tp", Value: s.def.MoETP, Usage: s.prefix + "MoE tensor parallel size", DefaultText: s.moeText(s.def.MoETP, "1")},
-		&cli.IntFlag{Name: "moe-ep", Value: s.def.MoEEP, Usage: s.prefix + "MoE expert parallel size", DefaultText: s.moeText(s.def.MoEEP, "tp·dp")},
+		&cli.IntFlag{Name: "moe-tp", Value: s.def.MoETP, Usage: s.prefix + "MoE tensor parallel size"},
+		&cli.IntFlag{Name: "moe-ep", Value: s.def.MoEEP, Usage: s.prefix + "MoE expert parallel size", DefaultText: s.moeEPText()},
 	}
 }
 
