@@ -45,6 +45,11 @@ type ReuseConfig struct {
 	HashBlock int
 }
 
+// maxRunWidth is the most vLLM blocks a hash id may cover for the reuse oracle to key
+// its prefix-cache map by hash id (runIndex: a slot per covered block for every hash
+// id with a block cached); beyond it, by block hash.
+const maxRunWidth = 64
+
 // MaxReuseVLLMBlocks bounds the vLLM pool (allocated whole, ~40 bytes a block).
 const MaxReuseVLLMBlocks = 1 << 22
 
@@ -68,15 +73,30 @@ type ReuseSim struct {
 	// vLLM
 	pool  *blockPool
 	table []int32
+	// runs, when a hash id covers at most maxRunWidth blocks: the prefix-cache map
+	// keyed by (chain hash, block) instead of the pool's block-hash table; run[k] is
+	// the run id of the current request's chain position k (-1: no block of it can be
+	// cached), the index into count of its chain hash.
+	runs *runIndex
+	run  []int32
 	// SGLang, TRT-LLM
 	tree *reuseTree
-	// future, when Expect was called: per chain hash, how many requests not yet added
-	// name it (vLLM only registers blocks someone will still look up).
-	// The map holds an index into count, so that add's decrement is one map lookup
-	// (entries are never deleted before reset).
-	future map[uint64]int32
-	count  []int32
-	live   []bool // per chain position of the current request: future[chain[k]] > 0
+	// future: per chain hash, an index into count (and, with runs, the run id), so
+	// that add's work per chain position is one map lookup (entries are never deleted
+	// before reset). When Expect was called (expected), count is how many requests not
+	// yet added name the chain hash (vLLM only registers blocks someone will still look
+	// up); without Expect, future only names runs (count unused).
+	future   map[uint64]int32
+	count    []int32
+	expected bool
+	// dense (with runs, until a hash id contradicts it): every hash id names one
+	// chain — as Mooncake's do, numbered 0, 1, … — so the id itself is the index into
+	// count and the run, without the map; chainOf[id] is its chain hash (0 = none
+	// yet), checked at every use. A contradiction, a negative or a too sparse id
+	// moves every entry to future (the ids stay the indices).
+	dense   bool
+	chainOf []uint64
+	live    []bool // per chain position of the current request: a request still to come names it
 	// held are the requests added by AddAt still pinning their KV, by finish time.
 	held          []heldReq
 	pendingFinish float64 // AddAt: the finish time of the request being added
@@ -99,6 +119,12 @@ func heldLess(a, b heldReq) bool {
 
 // NewReuse checks cfg and builds an empty cache.
 func NewReuse(cfg ReuseConfig) (*ReuseSim, error) {
+	return newReuse(cfg, maxRunWidth)
+}
+
+// newReuse is NewReuse keying the vLLM prefix-cache map by hash id (runIndex) when a
+// hash id covers at most maxWidth blocks.
+func newReuse(cfg ReuseConfig, maxWidth int) (*ReuseSim, error) {
 	if cfg.BlockSize == 0 {
 		cfg.BlockSize = DefaultReuseBlockSize(cfg.Backend)
 	}
@@ -116,7 +142,13 @@ func NewReuse(cfg ReuseConfig) (*ReuseSim, error) {
 	}
 	s := &ReuseSim{cfg: cfg}
 	if cfg.Backend == VLLM {
-		s.pool = newBlockPool(cfg.KVBlocks+1, true) // block 0 is the null block
+		width := (cfg.HashBlock + cfg.BlockSize - 1) / cfg.BlockSize
+		// block 0 is the null block; with runs the pool needs no block-hash table
+		s.pool = newBlockPool(cfg.KVBlocks+1, width > maxWidth)
+		if width <= maxWidth {
+			s.runs = &runIndex{width: int32(width)}
+			s.dense = true
+		}
 	} else {
 		s.tree = newReuseTree(int64(cfg.KVBlocks))
 	}
@@ -160,16 +192,10 @@ func (s *ReuseSim) Expect(ids []int64) {
 	if s.pool == nil {
 		return
 	}
-	if s.future == nil {
-		s.future = make(map[uint64]int32)
-	}
-	for _, h := range s.chainHashes(ids) {
-		if i, ok := s.future[h]; ok {
-			s.count[i]++
-		} else {
-			s.future[h] = int32(len(s.count))
-			s.count = append(s.count, 1)
-		}
+	s.expected = true
+	for k, h := range s.chainHashes(ids) {
+		i, _ := s.entry(ids[k], h, true)
+		s.count[i]++
 	}
 }
 
@@ -252,14 +278,26 @@ func (s *ReuseSim) add(isl, osl int, ids []int64, hold bool) int {
 	s.seq++
 	chain := s.chainHashes(ids)
 	if s.pool != nil {
-		s.live = s.live[:0]
-		for _, h := range chain {
-			n := int32(0)
-			if i, ok := s.future[h]; ok {
-				s.count[i]--
-				n = s.count[i]
+		s.live, s.run = s.live[:0], s.run[:0]
+		for k, h := range chain {
+			var i int32
+			live := true
+			switch {
+			case s.expected:
+				var ok bool
+				if i, ok = s.entry(ids[k], h, false); ok {
+					s.count[i]--
+					live = s.count[i] > 0
+				} else { // announced by nobody: never registered, never hit
+					i, live = -1, false
+				}
+			case s.runs == nil: // keyed by block hash: no run
+				i = -1
+			default:
+				i, _ = s.entry(ids[k], h, true)
 			}
-			s.live = append(s.live, s.future == nil || n > 0)
+			s.live = append(s.live, live)
+			s.run = append(s.run, i)
 		}
 		hit := s.addVLLM(isl, osl, chain)
 		s.finishAdd(s.table, hold)
@@ -284,6 +322,68 @@ func (s *ReuseSim) finishAdd(units []int32, hold bool) {
 	s.pushHeld(heldReq{finish: s.pendingFinish, seq: s.seq, units: append(own, units...)})
 }
 
+// entry returns the index into count (and the run) of the chain position with hash id
+// id and chain hash h, making it when missing if create is set; false: missing.
+func (s *ReuseSim) entry(id int64, h uint64, create bool) (int32, bool) {
+	if s.dense {
+		switch n := int64(len(s.chainOf)); {
+		case id >= 0 && id < n && s.chainOf[id] == h && h != 0:
+			return int32(id), true
+		case id >= 0 && id < n && s.chainOf[id] == 0 && h != 0:
+			if !create {
+				return -1, false
+			}
+			s.chainOf[id] = h
+			return int32(id), true
+		case id >= n && id <= 4*n+1<<16 && h != 0: // dense enough to keep an array
+			if !create {
+				return -1, false
+			}
+			for int64(len(s.chainOf)) <= id {
+				s.chainOf = append(s.chainOf, 0)
+				s.newEntry()
+			}
+			s.chainOf[id] = h
+			return int32(id), true
+		case id >= 0 && id < n && !create:
+			return -1, false // another chain under a known id: not announced
+		}
+		s.undense()
+	}
+	if s.future == nil {
+		s.future = make(map[uint64]int32)
+	}
+	i, ok := s.future[h]
+	if !ok && create {
+		i, ok = s.newEntry(), true
+		s.future[h] = i
+	}
+	return i, ok
+}
+
+// undense moves the dense entries to future, each under its chain hash at its index.
+func (s *ReuseSim) undense() {
+	s.dense = false
+	if s.future == nil {
+		s.future = make(map[uint64]int32, len(s.chainOf))
+	}
+	for id, h := range s.chainOf {
+		if h != 0 {
+			s.future[h] = int32(id)
+		}
+	}
+	s.chainOf = nil // the map holds them now
+}
+
+// newEntry appends an entry to count (and, with runs, a run) and returns its index.
+func (s *ReuseSim) newEntry() int32 {
+	s.count = append(s.count, 0)
+	if s.runs != nil {
+		s.runs.addRun()
+	}
+	return int32(len(s.count) - 1)
+}
+
 // known returns how many prompt tokens the hash ids identify.
 func (s *ReuseSim) known(isl int, chain []uint64) int {
 	return min(isl, len(chain)*s.cfg.HashBlock)
@@ -292,21 +392,30 @@ func (s *ReuseSim) known(isl int, chain []uint64) int {
 func (s *ReuseSim) addVLLM(isl, osl int, chain []uint64) int {
 	bs, hb, p := s.cfg.BlockSize, s.cfg.HashBlock, s.pool
 	known := s.known(isl, chain)
-	blockHash := func(i int) (uint64, bool) {
-		end := (i + 1) * bs // only full blocks are hashed (V-R8)
+	// block i, when full and identified (V-R8: only full blocks are hashed), is slot
+	// i − ⌊k·hb/bs⌋ of hash id k, the one its last token falls in
+	slot := func(i int) (k int, off int32, ok bool) {
+		end := (i + 1) * bs
 		if end > known {
-			return 0, false
+			return 0, 0, false
 		}
-		return mix64(chain[(end-1)/hb] ^ uint64(i+1)), true
+		k = (end - 1) / hb
+		return k, int32(i - k*hb/bs), true
 	}
+	blockHash := func(k, i int) uint64 { return mix64(chain[k] ^ uint64(i+1)) }
 	s.table = s.table[:0]
 	hit := 0
 	for i := 0; (i+1)*bs <= isl-1; i++ { // max_hit = num_tokens − 1
-		h, ok := blockHash(i)
+		k, off, ok := slot(i)
 		if !ok {
 			break
 		}
-		b := p.lookup(h)
+		var b int32
+		if s.runs != nil {
+			b = s.runs.lookup(s.run[k], off)
+		} else {
+			b = p.lookup(blockHash(k, i))
+		}
 		if b < 0 {
 			break
 		}
@@ -318,15 +427,23 @@ func (s *ReuseSim) addVLLM(isl, osl int, chain []uint64) int {
 	for i := len(s.table); i < total && p.nfree > 0; i++ {
 		b := p.popHead()
 		if p.hashed[b] {
-			p.evict(b)
+			if s.runs != nil {
+				s.runs.evict(p, b)
+			} else {
+				p.evict(b)
+			}
 		}
 		p.ref[b] = 1
 		// A block of content unique to this request (its unidentified prompt tail or
 		// its output) is cached by vLLM but never hit by another request: leaving it
 		// unregistered is the same (it takes its place in the free queue either way,
 		// and evicting it frees nothing anyone could hit).
-		if h, ok := blockHash(i); ok && (i+1)*bs <= isl && s.live[((i+1)*bs-1)/hb] {
-			p.register(b, h)
+		if k, off, ok := slot(i); ok && (i+1)*bs <= isl && s.live[k] {
+			if s.runs != nil {
+				s.runs.register(p, b, s.run[k], off)
+			} else {
+				p.register(b, blockHash(k, i))
+			}
 		}
 		s.table = append(s.table, b)
 	}
@@ -548,8 +665,13 @@ func (s *ReuseSim) reset() {
 	s.held = s.held[:0]
 	clear(s.future) // keeps the map's buckets for the next Expect calls
 	s.count = s.count[:0]
+	s.expected = false
+	s.dense, s.chainOf = s.runs != nil, s.chainOf[:0]
 	if s.pool != nil {
 		s.pool.reset()
+		if s.runs != nil {
+			s.runs.reset()
+		}
 	} else {
 		s.tree = newReuseTree(s.tree.cap)
 	}

@@ -24,9 +24,9 @@ type StaticInput struct {
 type StaticResult struct {
 	ContextMs    float64 `json:"context_latency_ms"`
 	GenerationMs float64 `json:"generation_latency_ms"`
-	RequestMs    float64 `json:"request_latency_ms"`
-	TTFTMs       float64 `json:"ttft_ms"`
-	TPOTMs       float64 `json:"tpot_ms"`
+	RequestMs    float64 `json:"request_latency"`
+	TTFTMs       float64 `json:"ttft"`
+	TPOTMs       float64 `json:"tpot"`
 	Throughput
 }
 
@@ -98,9 +98,9 @@ type AggInput struct {
 
 // AggResult is an agg row (unrounded, as the reference result dict).
 type AggResult struct {
-	TTFTMs      float64 `json:"ttft_ms"`
-	TPOTMs      float64 `json:"tpot_ms"`
-	RequestMs   float64 `json:"request_latency_ms"`
+	TTFTMs      float64 `json:"ttft"`
+	TPOTMs      float64 `json:"tpot"`
+	RequestMs   float64 `json:"request_latency"`
 	MixedStepMs float64 `json:"mixed_step_ms"`
 	GenOnlyMs   float64 `json:"genonly_step_ms"`
 	NumMix      float64 `json:"num_mix_steps"`
@@ -280,9 +280,9 @@ type DisaggInput struct {
 
 // DisaggResult is a disagg row (rounded to 3 decimals as the reference).
 type DisaggResult struct {
-	TTFTMs    float64 `json:"ttft_ms"`
-	TPOTMs    float64 `json:"tpot_ms"`
-	RequestMs float64 `json:"request_latency_ms"`
+	TTFTMs    float64 `json:"ttft"`
+	TPOTMs    float64 `json:"tpot"`
+	RequestMs float64 `json:"request_latency"`
 	Throughput
 	PrefillMemoryGiB float64 `json:"prefill_memory_gib"`
 	DecodeMemoryGiB  float64 `json:"decode_memory_gib"`

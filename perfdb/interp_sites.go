@@ -9,6 +9,7 @@ package perfdb
 // 1/(d²+1e-12). The gate is waived for a single-axis scale-up overflow.
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -49,60 +50,84 @@ type siteIndex struct {
 	points []gridPointF // (m, n, k) → latency in sorted order (empirical grids)
 }
 
-// gemmRowKey is a GEMM coordinate.
-type gemmRowKey struct{ m, n, k int }
-
 // buildSiteIndex builds the index from rows in resolution (file) order; the
-// first row at a coordinate wins.
+// first row at a coordinate wins. Sites are numbered in the dict walk's order:
+// m by its first row, then n by the first row of (m, n), then k by row order —
+// the walk visits the winning rows sorted by (first row of m, first row of
+// (m, n), row), and a site (n, k) is numbered where the walk first meets it.
+// Two sorts and one map lookup per winning row instead of the walk's per-row map
+// updates: it runs once per GEMM dtype in every process that prices a pass
+// (~30k rows per dtype).
 func buildSiteIndex(rows []gemmPoint) *siteIndex {
-	seen := make(map[gemmRowKey]bool, len(rows))
-	curves := map[[2]int][]siteCurvePoint{}
-	// Dict-walk replay: first-seen m; per m first-seen n; per (m, n) first-seen k.
-	var mOrder []int
-	nOrder := map[int][]int{}
-	kOrder := map[[2]int][]int{}
-	for _, r := range rows {
-		key := gemmRowKey{r.m, r.n, r.k}
-		if seen[key] {
-			continue
-		}
-		if _, ok := nOrder[r.m]; !ok {
-			mOrder = append(mOrder, r.m)
-		}
-		if !slices.Contains(nOrder[r.m], r.n) {
-			nOrder[r.m] = append(nOrder[r.m], r.n)
-		}
-		kOrder[[2]int{r.m, r.n}] = append(kOrder[[2]int{r.m, r.n}], r.k)
-		seen[key] = true
-		sk := [2]int{r.n, r.k}
-		curves[sk] = append(curves[sk], siteCurvePoint{m: float64(r.m), l: r.l})
-	}
 	idx := &siteIndex{byKey: map[[2]int]int{}, kTail: 3, nn: 4, gate: 2.0}
-	for _, m := range mOrder {
-		for _, n := range nOrder[m] {
-			for _, k := range kOrder[[2]int{m, n}] {
-				sk := [2]int{n, k}
-				if _, ok := idx.byKey[sk]; ok {
-					continue
-				}
-				cv := curves[sk]
-				slices.SortFunc(cv, func(a, b siteCurvePoint) int {
-					switch {
-					case a.m < b.m:
-						return -1
-					case a.m > b.m:
-						return 1
-					}
-					return 0
-				})
-				idx.byKey[sk] = len(idx.sites)
-				idx.sites = append(idx.sites, site{
-					n: float64(n), k: float64(k),
-					ln: log2Floor(float64(n)), lk: log2Floor(float64(k)),
-					curve: cv,
-				})
-			}
+	// The rows' coordinates sorted by (m, n, k, row): a coordinate's winning row
+	// leads its run.
+	type coord struct {
+		m, n, k int
+		row     int32
+	}
+	ord := make([]coord, len(rows))
+	for i, r := range rows {
+		ord[i] = coord{r.m, r.n, r.k, int32(i)}
+	}
+	slices.SortFunc(ord, func(a, b coord) int {
+		if a.m != b.m {
+			return cmp.Compare(a.m, b.m)
 		}
+		if a.n != b.n {
+			return cmp.Compare(a.n, b.n)
+		}
+		if a.k != b.k {
+			return cmp.Compare(a.k, b.k)
+		}
+		return cmp.Compare(a.row, b.row)
+	})
+	// walkRow is a winning row with its walk key.
+	type walkRow struct{ fm, fmn, row int32 }
+	win := make([]walkRow, 0, len(ord))
+	for a := 0; a < len(ord); {
+		b, fm := a, ord[a].row
+		for ; b < len(ord) && ord[b].m == ord[a].m; b++ {
+			fm = min(fm, ord[b].row)
+		}
+		for c := a; c < b; {
+			d, fmn := c, ord[c].row
+			for ; d < b && ord[d].n == ord[c].n; d++ {
+				fmn = min(fmn, ord[d].row)
+			}
+			for e := c; e < d; e++ {
+				if e == c || ord[e].k != ord[e-1].k {
+					win = append(win, walkRow{fm: fm, fmn: fmn, row: ord[e].row})
+				}
+			}
+			c = d
+		}
+		a = b
+	}
+	slices.SortFunc(win, func(x, y walkRow) int {
+		if x.fm != y.fm {
+			return cmp.Compare(x.fm, y.fm)
+		}
+		if x.fmn != y.fmn {
+			return cmp.Compare(x.fmn, y.fmn)
+		}
+		return cmp.Compare(x.row, y.row)
+	})
+	// Number the sites where the walk first meets them; each curve gathers its
+	// site's winning rows, then ascends in m (unique per site).
+	for _, w := range win {
+		r := &rows[w.row]
+		sk := [2]int{r.n, r.k}
+		i, ok := idx.byKey[sk]
+		if !ok {
+			i = len(idx.sites)
+			idx.byKey[sk] = i
+			idx.sites = append(idx.sites, site{n: float64(r.n), k: float64(r.k), ln: log2Floor(float64(r.n)), lk: log2Floor(float64(r.k))})
+		}
+		idx.sites[i].curve = append(idx.sites[i].curve, siteCurvePoint{m: float64(r.m), l: r.l})
+	}
+	for i := range idx.sites {
+		slices.SortFunc(idx.sites[i].curve, func(a, b siteCurvePoint) int { return cmp.Compare(a.m, b.m) })
 	}
 	return idx
 }

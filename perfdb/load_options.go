@@ -47,7 +47,9 @@ func OnlyTables(stems ...string) LoadOption {
 
 // ForModel loads only the tables m's op lists read: a dense (LLAMA) model
 // reads GEMM, attention, all-reduce and the fp8-static quantize tables, not
-// MoE; every other family loads every table. A nil model loads every table.
+// MoE; every other family loads every table but the DSA module tables, which
+// only DEEPSEEKV32 op lists read (ops_deepseek_v32.go), and gdn_perf, which only
+// QWEN35 op lists read (ops_qwen35.go). A nil model loads every table.
 func ForModel(m *Model) LoadOption {
 	return func(c *loadConfig) { c.model = m }
 }
@@ -57,6 +59,23 @@ func ForModel(m *Model) LoadOption {
 // overheads of computescale/scale_matrix).
 var denseTables = []string{"gemm_perf", "context_attention_perf", "generation_attention_perf",
 	"custom_allreduce_perf", "nccl_perf", "computescale_perf", "scale_matrix_perf"}
+
+// modelTables are the tables the op lists of a model family read (ForModel).
+func modelTables(family string) []string {
+	if family == "LLAMA" {
+		return denseTables
+	}
+	var t []string
+	for _, stem := range tableStems {
+		switch {
+		case (stem == "dsa_context_module_perf" || stem == "dsa_generation_module_perf") && family != "DEEPSEEKV32",
+			stem == "gdn_perf" && family != "QWEN35":
+			continue
+		}
+		t = append(t, stem)
+	}
+	return t
+}
 
 // WithoutSnapshot makes LoadStore decode the stored sources without reading
 // or writing the perf-data snapshot beside the store (see LoadStore).
@@ -114,8 +133,8 @@ func resolveLoadOptions(opts []LoadOption) (loadPlan, error) {
 		p.shared = *c.shared
 	}
 	tables := c.tables
-	if c.model != nil && c.model.Family == "LLAMA" {
-		tables = append(tables, denseTables...)
+	if c.model != nil {
+		tables = append(tables, modelTables(c.model.Family)...)
 	}
 	if tables != nil {
 		p.tables = map[string]bool{}

@@ -276,8 +276,18 @@ func TestForModelDenseSkipsMoEWithSamePrices(t *testing.T) {
 	if plan.wants("moe_perf") {
 		t.Error("dense plan loads moe_perf")
 	}
-	if plan, _ := resolveLoadOptions([]LoadOption{ForModel(&Model{Family: "MOE"})}); plan.tables != nil {
-		t.Errorf("MOE plan selects %v, want every table", plan.tables)
+	for fam, skip := range map[string][]string{
+		"MOE":         {"dsa_context_module_perf", "dsa_generation_module_perf", "gdn_perf"},
+		"DEEPSEEK":    {"dsa_context_module_perf", "dsa_generation_module_perf", "gdn_perf"},
+		"DEEPSEEKV32": {"gdn_perf"},
+		"QWEN35":      {"dsa_context_module_perf", "dsa_generation_module_perf"},
+	} {
+		plan, _ := resolveLoadOptions([]LoadOption{ForModel(&Model{Family: fam})})
+		for _, stem := range tableStems {
+			if got, want := plan.wants(stem), !slices.Contains(skip, stem); got != want {
+				t.Errorf("%s plan wants %s = %v, want %v", fam, stem, got, want)
+			}
+		}
 	}
 	ids, err := EmbeddedModels()
 	if err != nil {
@@ -327,6 +337,91 @@ func TestForModelDenseSkipsMoEWithSamePrices(t *testing.T) {
 	}
 	if tested < 3 {
 		t.Fatalf("only %d LLAMA models embedded", tested)
+	}
+}
+
+// TestForModelSkipsDSAAndGDNWithSamePrices: every embedded model of a family
+// other than LLAMA prices the same passes on h200_sxm sglang 0.5.14 (which has
+// DSA and GDN tables) with the tables ForModel drops for its family emptied as
+// on the full data (a dropped table would change a price or turn it into a miss).
+func TestForModelSkipsDSAAndGDNWithSamePrices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes sglang 0.5.14 (seconds)")
+	}
+	full, err := LoadEmbedded(context.Background(), "h200_sxm", "sglang", "0.5.14", WithoutSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.DSAContext) == 0 || len(full.GDN) == 0 {
+		t.Fatalf("sglang 0.5.14 lost its DSA (%d rows) or GDN (%d rows) tables", len(full.DSAContext), len(full.GDN))
+	}
+	ids, err := EmbeddedModels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes := []timing.Pass{
+		{Decode: []int{1025}},
+		{Prefill: []timing.Chunk{{Tokens: 512, Computed: 512}}, Decode: []int{2048, 4096}},
+		{Prefill: []timing.Chunk{{Tokens: 4000, Computed: 4000}}},
+	}
+	qf, err := NewQuerier(full, ModeSilicon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	price := func(q *Querier, d *Data, m *Model) []float64 {
+		e, err := NewEstimatorWith(q, d, m, Config{TP: 8, MoEEP: 8})
+		if err != nil {
+			return nil
+		}
+		pt := &PassTiming{e: e, cache: map[passKey]float64{}}
+		var out []float64
+		for i := range passes {
+			v, err := pt.PassMs(&passes[i])
+			if err != nil {
+				v = -1
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	tested := map[string]int{}
+	subs := map[string]*Querier{} // by table selection
+	for _, id := range ids {
+		m, err := EmbeddedModel(id)
+		if err != nil || m.Family == "LLAMA" {
+			continue
+		}
+		plan, err := resolveLoadOptions([]LoadOption{ForModel(m)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := *full
+		if !plan.wants("dsa_context_module_perf") {
+			sub.DSAContext, sub.DSAGeneration = nil, nil
+		}
+		if !plan.wants("gdn_perf") {
+			sub.GDN = nil
+		}
+		qs := subs[plan.tableTag()]
+		if qs == nil {
+			if qs, err = NewQuerier(&sub, ModeSilicon); err != nil {
+				t.Fatal(err)
+			}
+			subs[plan.tableTag()] = qs
+		}
+		a := price(qf, full, m)
+		if a == nil {
+			continue
+		}
+		if b := price(qs, &sub, m); !slices.Equal(a, b) {
+			t.Errorf("%s (%s): full data %v, ForModel's tables %v", id, m.Family, a, b)
+		}
+		tested[m.Family]++
+	}
+	for _, fam := range []string{"MOE", "DEEPSEEK", "DEEPSEEKV32", "QWEN35"} {
+		if tested[fam] == 0 {
+			t.Errorf("no embedded %s model priced at tp 8 / moe-ep 8 (tested %v)", fam, tested)
+		}
 	}
 }
 

@@ -54,10 +54,11 @@ func (r *simReq) promptLen() int { return r.isl + r.rec }
 // changes nothing) when the free blocks do not suffice (allocate_slots, V-R9).
 func (s *sim) kvGrow(ri int32, tokens int) bool {
 	r := &s.reqs[ri]
-	need := ceilDiv(tokens, s.e.BlockSize) - r.blocks
-	if need <= 0 {
+	bs := s.e.BlockSize
+	if tokens <= r.blocks*bs { // the held blocks cover tokens: ⌈tokens/bs⌉ ≤ blocks, no division on the hot path
 		return true
 	}
+	need := ceilDiv(tokens, bs) - r.blocks
 	if need > s.kvFree {
 		return false
 	}

@@ -28,6 +28,9 @@ type collector struct {
 	doneN int
 	pool  []bucketRows
 	gaps  []bucketGap // complete's scratch: the unpooled gaps of one pass
+	// poolAt[b] is 1 + the index of bucket b in pool during complete, 0 when absent
+	// (maxBuckets entries, allocated on first use, zero between passes).
+	poolAt []int32
 }
 
 // bucketGap is one ITL gap of a request of ITL bucket `bucket`.

@@ -204,8 +204,13 @@ func (s *sim) complete(p *simPass, start, end float64) {
 	col := s.col
 	var pool []bucketRows
 	var gaps []bucketGap
+	var at []int32
 	if col != nil {
 		pool, gaps = col.pool[:0], col.gaps[:0]
+		if col.poolAt == nil {
+			col.poolAt = make([]int32, maxBuckets)
+		}
+		at = col.poolAt
 	}
 	fin := s.finBuf[:0]
 	reqs, record, measure := s.reqs, s.record, col != nil // no request is created inside the loop
@@ -217,8 +222,13 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		// The ITL gap of a measured request that already had a token (collector.onPass,
 		// fused into this loop: a request has one entry per pass).
 		if measure && r.bucket >= 0 && r.gOut >= 1 {
-			if r.last == start {
-				pool = addBucketRow(pool, r.bucket, 1)
+			if r.last == start { // pooled per bucket, buckets in first-seen order (addBucketRow's order)
+				if i := at[r.bucket]; i > 0 {
+					pool[i-1].n++
+				} else {
+					pool = append(pool, bucketRows{bucket: r.bucket, n: 1})
+					at[r.bucket] = int32(len(pool))
+				}
 			} else {
 				gaps = append(gaps, bucketGap{r.bucket, end - r.last})
 			}
@@ -247,6 +257,7 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		}
 		for _, b := range pool {
 			col.itl.add(b.bucket, end-start, b.n)
+			at[b.bucket] = 0
 		}
 		col.pool, col.gaps = pool, gaps
 	}

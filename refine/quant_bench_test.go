@@ -62,3 +62,25 @@ func BenchmarkQuantitativePerfdb(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkQuantitativePerfDataKVTight is one KV-tight point of the default agg
+// sweep priced from perf data (tp 8, batch 1024: the memory model's KV pool holds
+// ~880 requests, so every pass admits prompts while the rest wait; no decode-only
+// stretch for the fast path and no limit cycle within the horizon: each of the
+// five runs simulates ~24k passes of ~880 rows). The evaluator is warm (estimator
+// and pass cache built), so ns/op is the queueing recursion.
+func BenchmarkQuantitativePerfDataKVTight(b *testing.B) {
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(sharedSource(b))
+	pts := quantBenchPoints(b, ev)
+	in := pts[len(pts)-1]
+	if _, err := ev.Quantitative(ctx, in); err != nil {
+		b.Fatalf("warm-up %s b%d: %v", in.Parallel(), in.Batch, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ev.Quantitative(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

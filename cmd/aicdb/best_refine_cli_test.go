@@ -61,7 +61,7 @@ func TestBestRefinesByDefault(t *testing.T) {
 		}
 		resolvedDone := false
 		for i, r := range rows {
-			ttft, itl := r["ttft_p99_ms"].(float64), r["itl_p99_ms"].(float64)
+			ttft, itl := r["ttft_steady_p99"].(float64), r["itl_p99"].(float64)
 			if !(ttft < 200) || !(itl < 30) {
 				t.Errorf("best %v row %d %v: printed TTFT p99 %.1f, ITL p99 %.2f violate the SLA", mode, i+1, r["parallel"], ttft, itl)
 			}
@@ -81,7 +81,7 @@ func TestBestRefinesByDefault(t *testing.T) {
 	if len(a) == 0 || len(b) == 0 || !slices.Equal(jsonKeys(a[0]), jsonKeys(b[0])) {
 		t.Fatalf("json keys differ with the flags:\n%v\n%v", a, b)
 	}
-	for _, k := range []string{"tokens_per_s_per_gpu", "ttft_p99_ms", "ttft_p90_ms", "itl_p50_ms", "tpot_ms", "queueing_tier"} {
+	for _, k := range []string{"tokens_per_s_per_gpu", "ttft_steady_p99", "ttft_steady_p90", "itl_p50", "tpot", "queueing_tier"} {
 		if _, ok := a[0][k]; !ok {
 			t.Errorf("json key %s missing: %v", k, jsonKeys(a[0]))
 		}
@@ -93,5 +93,45 @@ func TestBestRefinesByDefault(t *testing.T) {
 	}
 	if code, _, errs := cliRun(t, db, "best", "--ttft", "200", "--ttft-percentile", "p99", "--no-refine", "--sla-refine"); code != 1 || !strings.Contains(errs, "--no-refine") {
 		t.Fatalf("--no-refine with --sla-refine: code %d err %q", code, errs)
+	}
+}
+
+// TestBestWithoutSLAEvaluatesNothing (U9): with no SLA flag nothing is undecided,
+// so best ranks the stored rows without running the evaluator (their tier stays
+// screening, a note says how to upgrade them) and stores nothing; --sla-refine
+// upgrades the reported rows to quantitative tier, as before.
+func TestBestWithoutSLAEvaluatesNothing(t *testing.T) {
+	db := syntheticDB(t)
+	if code, _, errs := cliRun(t, db, sweepArgs...); code != 0 {
+		t.Fatal(errs)
+	}
+	count := func() string {
+		code, out, errs := cliRun(t, db, "query", "--format", "csv", "select count(*) from quantitative_results")
+		if code != 0 {
+			t.Fatalf("count: %d %s", code, errs)
+		}
+		return out
+	}
+	before := count()
+	rows, errs := bestJSON(t, db, "--top", "3")
+	if len(rows) != 3 || errs != "aicdb: rows ranked as stored (no SLA given); --sla-refine evaluates the screening-tier ones at quantitative tier\n" {
+		t.Fatalf("best: %d rows, stderr %q", len(rows), errs)
+	}
+	for i, r := range rows {
+		if r["queueing_tier"] != "screening" {
+			t.Errorf("row %d: tier %v, want the stored screening tier", i+1, r["queueing_tier"])
+		}
+	}
+	if after := count(); after != before {
+		t.Errorf("best without an SLA stored quantitative rows: %q → %q", before, after)
+	}
+	rows, errs = bestJSON(t, db, "--top", "3", "--sla-refine")
+	if count() == before {
+		t.Errorf("best --sla-refine stored no quantitative rows (%q)", before)
+	}
+	for i, r := range rows {
+		if r["queueing_tier"] != "quantitative" {
+			t.Errorf("--sla-refine row %d: tier %v, want quantitative (%s)", i+1, r["queueing_tier"], errs)
+		}
 	}
 }

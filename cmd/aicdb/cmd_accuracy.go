@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -29,7 +25,7 @@ func accuracyCommand() *cli.Command {
 			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
 			&cli.StringFlag{Name: "calibration", Usage: "apply the stored calibration `NAME` (default: uncalibrated)"},
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
-			&cli.StringFlag{Name: "format", Value: "table", Usage: "table | csv | json"},
+			formatFlag(formatTable),
 			quietFlag(),
 		},
 		Action: runAccuracy,
@@ -38,8 +34,8 @@ func accuracyCommand() *cli.Command {
 
 func runAccuracy(c *cli.Context) error {
 	format := c.String("format")
-	if format != "table" && format != "csv" && format != "json" {
-		return userErrorf("accuracy: --format %q: want table, csv or json", format)
+	if err := checkFormat(format); err != nil {
+		return err
 	}
 	var by []string
 	if s := strings.TrimSpace(c.String("by")); s != "" {
@@ -106,56 +102,27 @@ func validMetric(m string) bool {
 	return false
 }
 
+// printAccuracy prints one row per group and metric through the output layer:
+// the group columns, then the metric, its MAPE (%) and the legacy estimate's on
+// the rows it covers. A MAPE over no rows is null (never 0).
 func printAccuracy(c *cli.Context, by []string, rep []calibrate.MAPERow, format string) error {
-	w := c.App.Writer
-	pct := func(v float64, n int) string {
+	cols := append(append([]string{}, by...), "metric", "n", "mape_pct", "legacy_n", "legacy_mape_pct", "mape_pct_same_rows", "unpredicted")
+	pct := func(v float64, n int) any {
 		if n == 0 {
-			return ""
+			return nil
 		}
-		return strconv.FormatFloat(v, 'f', 1, 64)
+		return v
 	}
-	header := append(append([]string{}, by...), "metric", "n", "mape_pct", "legacy_n", "legacy_mape_pct", "mape_pct_same_rows", "unpredicted")
-	line := func(r calibrate.MAPERow) []string {
-		return append(append([]string{}, r.Group...), r.Metric, strconv.Itoa(r.N), pct(r.MAPE, r.N),
-			strconv.Itoa(r.LegacyN), pct(r.LegacyMAPE, r.LegacyN), pct(r.MAPESame, r.LegacyN), strconv.Itoa(r.Unpredicted))
-	}
-	switch format {
-	case "json":
-		out := make([]map[string]any, 0, len(rep))
-		for _, r := range rep {
-			m := map[string]any{"metric": r.Metric, "n": r.N, "unpredicted": r.Unpredicted, "legacy_n": r.LegacyN}
-			for i, b := range by {
-				m[b] = r.Group[i]
-			}
-			if r.N > 0 {
-				m["mape_pct"] = r.MAPE
-			}
-			if r.LegacyN > 0 {
-				m["legacy_mape_pct"], m["mape_pct_same_rows"] = r.LegacyMAPE, r.MAPESame
-			}
-			out = append(out, m)
-		}
-		b, err := json.MarshalIndent(out, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "csv":
-		cw := csv.NewWriter(w)
-		cw.Write(header)
-		for _, r := range rep {
-			cw.Write(line(r))
-		}
-		cw.Flush()
-		return cw.Error()
-	}
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	data := make([][]any, 0, len(rep))
 	for _, r := range rep {
-		fmt.Fprintln(tw, strings.Join(line(r), "\t")+"\t")
+		row := make([]any, 0, len(cols))
+		for _, g := range r.Group {
+			row = append(row, g)
+		}
+		data = append(data, append(row, r.Metric, int64(r.N), pct(r.MAPE, r.N), int64(r.LegacyN),
+			pct(r.LegacyMAPE, r.LegacyN), pct(r.MAPESame, r.LegacyN), int64(r.Unpredicted)))
 	}
-	return tw.Flush()
+	return writeRows(c.App.Writer, format, cols, data)
 }
 
 // runFlag selects what a measured closed-loop row is compared with (accuracy,

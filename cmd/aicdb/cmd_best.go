@@ -37,7 +37,9 @@ func bestCommand() *cli.Command {
 Percentile SLAs are resolved with the evaluator where the stored screening numbers
 cannot decide them (results are persisted); --no-refine skips that: undecided rows
 are then listed after the decided ones, marked "unresolved", and only when the
-numbers shown for them meet the SLA. --format csv|json|jsonl use fixed snake_case keys.
+numbers shown for them meet the SLA. Without any SLA flag best ranks the stored
+rows as they are (nothing is undecided); --sla-refine then evaluates the reported
+screening-tier rows at quantitative tier. --format csv|json|jsonl use fixed snake_case keys.
 Points whose steady state preempts (KV pool from the memory model too small for
 their concurrency: vLLM preemption, SGLang retraction) are left out; with
 --allow-preemption they are ranked too, marked "preempts N/req" in the tier column.`,
@@ -231,8 +233,12 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 			}
 		}
 	}
+	// Without an SLA no row is undecided: refining would only upgrade the reported
+	// rows to quantitative tier (QUEUEING.md §7), seconds of evaluation that no
+	// constraint needs, so only an explicit --sla-refine asks for it.
+	upgradeOnly := sla.Empty() && !c.Bool("sla-refine")
 	res, err := refine.Best(c.Context, st, ev, refine.BestOptions{Filter: f, SLA: sla, TopK: c.Int("top"),
-		Refine: refineOn, MaxEvals: c.Int("max-evals"), AllowPreemption: c.Bool("allow-preemption")})
+		Refine: refineOn && !upgradeOnly, MaxEvals: c.Int("max-evals"), AllowPreemption: c.Bool("allow-preemption")})
 	inner := ev
 	if t, ok := ev.(*refine.TraceEvaluator); ok {
 		inner = t.Evaluator
@@ -279,6 +285,9 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 			fmt.Fprintln(c.App.ErrWriter, "aicdb: closest miss: "+miss)
 		}
 	}
+	if upgradeOnly && refineOn && slices.ContainsFunc(res.Rows, func(p store.Point) bool { return p.Q.Tier == store.TierScreening }) {
+		fmt.Fprintln(c.App.ErrWriter, "aicdb: rows ranked as stored (no SLA given); --sla-refine evaluates the screening-tier ones at quantitative tier")
+	}
 	if res.Preempting > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: %d points left out: their steady state preempts (KV pool too small for their concurrency); --allow-preemption shows them\n", res.Preempting)
 	}
@@ -297,19 +306,13 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 	return nil
 }
 
-// writeBestTable prints the table. Headers name what they show (the SLA's
-// statistics); csv, json and jsonl use bestJSONColumns' fixed keys instead.
+// writeBestTable prints the table. Its latency columns are the SLA's statistics
+// under their view keys (ttft_steady_p99, itl_p99, …; headers "TTFT p99 (ms)"),
+// or aiconfigurator's legacy means (ttft, tpot, request_latency; "TTFT legacy
+// est. (ms)") where the SLA is a legacy one: one source per column, never mixed
+// across rows. csv, json and jsonl use bestJSONColumns' fixed keys instead.
 func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error {
 	ttftPct, itlPct, tpotPct := refine.Avg, refine.P99, refine.Avg
-	// label is the column key of a metric's statistic (ttft_p99_ms, tpot_mean_ms):
-	// its table header names the statistic and the unit (TTFT p99 (ms)).
-	label := func(m refine.Metric, p refine.Percentile) string {
-		stat := string(p)
-		if p == refine.Avg {
-			stat = "mean"
-		}
-		return map[refine.Metric]string{refine.TTFT: "ttft", refine.ITL: "itl", refine.TPOT: "tpot", refine.RequestLatency: "e2e"}[m] + "_" + stat + "_ms"
-	}
 	var e2ePct refine.Percentile // set when a request-latency percentile is constrained
 	if sla.PercentileMode {
 		ttftPct = refine.P99
@@ -329,23 +332,21 @@ func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error
 			e2ePct = k.Pct
 		}
 	}
-	reqLabel := "request_latency_ms"
+	ttftKey, tpotKey, reqKey := "ttft", "tpot", "request_latency" // the legacy means
+	if sla.PercentileMode {
+		ttftKey, tpotKey = queueingKey("ttft_steady_", ttftPct), queueingKey("tpot_", tpotPct)
+	}
 	if e2ePct != "" {
-		reqLabel = label(refine.RequestLatency, e2ePct) // the constrained statistic, not the legacy mean
+		reqKey = queueingKey("e2e_", e2ePct) // the constrained statistic, not the legacy mean
 	}
 	cols := []string{"rank", "mode", "parallel", "batch", "ctx_tokens", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
-		label(refine.TTFT, ttftPct), label(refine.ITL, itlPct), label(refine.TPOT, tpotPct), reqLabel, "concurrency", "num_gpus", "tier"}
+		ttftKey, queueingKey("itl_", itlPct), tpotKey, reqKey, "concurrency", "num_gpus", "queueing_tier"}
 	var data [][]any
 	for i, p := range res.Rows {
-		ttft := queueingValue(&p, "ttft_steady_", ttftPct)
-		if !sla.PercentileMode {
-			ttft = p.Legacy.TTFT
+		var ttft, tpot, req any = p.Legacy.TTFT, p.Legacy.TPOT, p.Legacy.RequestLatency
+		if sla.PercentileMode {
+			ttft, tpot = queueingValue(&p, "ttft_steady_", ttftPct), queueingValue(&p, "tpot_", tpotPct)
 		}
-		tpot := queueingValue(&p, "tpot_", tpotPct)
-		if !sla.PercentileMode || tpot == nil {
-			tpot = p.Legacy.TPOT
-		}
-		var req any = p.Legacy.RequestLatency
 		if e2ePct != "" {
 			req = queueingValue(&p, "e2e_", e2ePct)
 		}
@@ -362,6 +363,14 @@ func writeBestTable(c *cli.Context, res refine.BestResult, sla refine.SLA) error
 	}
 	cols, data = withFidelity(res, cols, data)
 	return writeRows(c.App.Writer, c.String("format"), cols, data)
+}
+
+// queueingKey is the queueing column of a statistic: prefix+stat, mean for avg.
+func queueingKey(prefix string, pct refine.Percentile) string {
+	if pct == refine.Avg {
+		return prefix + "mean"
+	}
+	return prefix + string(pct)
 }
 
 // withFidelity adds a workload_fidelity column (W3, W4, …) and a replicas column
@@ -386,28 +395,15 @@ func withFidelity(res refine.BestResult, cols []string, data [][]any) ([]string,
 }
 
 // bestJSONColumns are the fixed keys of `best --format csv|json|jsonl`: the same set and
-// order whatever the SLA flags (issue 8), snake_case with units. ttft_ms, tpot_ms
-// and request_latency_ms are aiconfigurator's legacy (mean) estimates; the
-// percentile keys are the queueing columns at the row's tier (queueing_tier), null
-// where the row has none.
+// order whatever the SLA flags (issue 8), the points view's column names (one key
+// per quantity across commands): ttft, tpot and request_latency are
+// aiconfigurator's legacy (mean) estimates, then the queueing columns at the
+// row's tier (queueing_tier) in their documented order, null where the row has none.
 func bestJSONColumns() []string {
 	cols := []string{"rank", "mode", "parallel", "batch", "ctx_tokens", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
-		"ttft_ms", "tpot_ms", "request_latency_ms"}
-	for _, q := range store.QueueingColumns {
-		if k, ok := bestJSONKey(q); ok {
-			cols = append(cols, k)
-		}
-	}
+		"ttft", "tpot", "request_latency"}
+	cols = append(cols, store.QueueingColumns[:]...)
 	return append(cols, "concurrency", "num_gpus", "queueing_tier", "resolved", "kv_util_peak", "preemptions_per_request")
-}
-
-// bestJSONKey maps a queueing column to its best JSON key: ttft_steady_p99 →
-// ttft_p99_ms, itl_mean → itl_mean_ms; the transient TTFT columns are left out.
-func bestJSONKey(col string) (string, bool) {
-	if strings.HasPrefix(col, "ttft_transient_") {
-		return "", false
-	}
-	return strings.Replace(col, "ttft_steady_", "ttft_", 1) + "_ms", true
 }
 
 // writeBestRecords prints the rows with bestJSONColumns keys (csv, json, jsonl).
@@ -417,10 +413,7 @@ func writeBestRecords(c *cli.Context, res refine.BestResult) error {
 	for i, p := range res.Rows {
 		r := []any{int64(i + 1), p.Mode, p.Parallel(), int64(p.Batch), int64(p.CtxTokens),
 			p.Legacy.TokensPerSPerGPU, p.Legacy.TokensPerSPerUser, p.Legacy.TTFT, p.Legacy.TPOT, p.Legacy.RequestLatency}
-		for j, q := range store.QueueingColumns {
-			if _, ok := bestJSONKey(q); !ok {
-				continue
-			}
+		for j := range store.QueueingColumns {
 			if p.Q.Valid {
 				r = append(r, p.Q.V[j])
 			} else {
@@ -437,11 +430,7 @@ func writeBestRecords(c *cli.Context, res refine.BestResult) error {
 
 // queueingValue reads prefix+stat (mean for avg) from the row, nil when absent.
 func queueingValue(p *store.Point, prefix string, pct refine.Percentile) any {
-	stat := string(pct)
-	if pct == refine.Avg {
-		stat = "mean"
-	}
-	i := store.QueueingIndex(prefix + stat)
+	i := store.QueueingIndex(queueingKey(prefix, pct))
 	if i < 0 || !p.Q.Valid {
 		return nil
 	}

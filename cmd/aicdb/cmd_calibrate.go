@@ -2,9 +2,8 @@ package main
 
 import (
 	"fmt"
-	"strconv"
+	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -29,6 +28,7 @@ func calibrateCommand() *cli.Command {
 			&cli.IntFlag{Name: "holdout", Usage: "report k-fold cross-validated MAPE (k ≥ 2; 0 = none)"},
 			&cli.StringFlag{Name: "objective", Value: "quantitative", Usage: "tier the fit minimises: quantitative | screening (fast, less accurate); reported errors are quantitative"},
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
+			formatFlag(formatTable),
 			quietFlag(),
 		},
 		Action: runCalibrate,
@@ -39,6 +39,10 @@ func runCalibrate(c *cli.Context) error {
 	name := strings.TrimSpace(c.String("name"))
 	if name == "" || strings.ContainsAny(name, "@+ ") {
 		return userErrorf("calibrate: --name %q: want a non-empty name without '@', '+' or spaces", c.String("name"))
+	}
+	format := c.String("format")
+	if err := checkFormat(format); err != nil {
+		return err
 	}
 	k := c.Int("holdout")
 	if k == 1 || k < 0 {
@@ -93,29 +97,41 @@ func runCalibrate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	w := c.App.Writer
-	fmt.Fprintf(w, "calibration %s@%s: %d groups from %d of %d measurements (%d without a prediction)\n", name, digest, len(fits), len(samples), len(rows), len(rows)-len(samples))
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "system\tbackend\tversion\tmodel\trows\tprefill_scale\tdecode_scale\tpass_overhead_ms\trequest_overhead_ms\tttft_mape before/fit/cv\ttpot_mape before/fit/cv\tunidentified")
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
-	p := func(b, fit, cv float64, has bool) string {
-		s := strconv.FormatFloat(b, 'f', 1, 64) + " / " + strconv.FormatFloat(fit, 'f', 1, 64)
-		if has {
-			s += " / " + strconv.FormatFloat(cv, 'f', 1, 64)
-		}
-		return s
+	// The summary line heads the table; csv, json and jsonl carry only the rows
+	// (each naming the calibration), so the line goes to stderr for them.
+	sum := c.App.Writer
+	if format != formatTable {
+		sum = c.App.ErrWriter
 	}
+	fmt.Fprintf(sum, "calibration %s@%s: %d groups from %d of %d measurements (%d without a prediction)\n", name, digest, len(fits), len(samples), len(rows), len(rows)-len(samples))
+	return writeCalibration(c.App.Writer, format, name+"@"+digest, fits)
+}
+
+// calibrationColumns are the keys of calibrate's rows: the deployment key, the
+// fitted parameters, and the TTFT and TPOT MAPE (%) before the fit, after it and
+// cross-validated (null without --holdout).
+var calibrationColumns = []string{"calibration", "system", "backend", "version", "model", "rows",
+	"prefill_scale", "decode_scale", "pass_overhead_ms", "request_overhead_ms",
+	"ttft_mape_pct_before", "ttft_mape_pct_fit", "ttft_mape_pct_cv",
+	"tpot_mape_pct_before", "tpot_mape_pct_fit", "tpot_mape_pct_cv", "unidentified"}
+
+// writeCalibration prints one row per fitted deployment through the output layer.
+func writeCalibration(w io.Writer, format, name string, fits []calibrate.GroupFit) error {
+	data := make([][]any, 0, len(fits))
 	for _, g := range fits {
 		a := g.Adjust
-		un := strings.Join(g.Unidentified, "; ")
-		if un == "" {
-			un = "-"
+		var ttftCV, tpotCV, un any
+		if g.HasCV {
+			ttftCV, tpotCV = g.TTFTCV, g.TPOTCV
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.System, g.Backend, g.Version, g.Model, len(g.Samples),
-			f(a.PrefillScale), f(a.DecodeScale), f(a.PassOverheadMs), f(a.RequestOverheadMs),
-			p(g.TTFTBefore, g.TTFTFit, g.TTFTCV, g.HasCV), p(g.TPOTBefore, g.TPOTFit, g.TPOTCV, g.HasCV), un)
+		if len(g.Unidentified) > 0 {
+			un = strings.Join(g.Unidentified, "; ")
+		}
+		data = append(data, []any{name, g.System, g.Backend, g.Version, g.Model, int64(len(g.Samples)),
+			a.PrefillScale, a.DecodeScale, a.PassOverheadMs, a.RequestOverheadMs,
+			g.TTFTBefore, g.TTFTFit, ttftCV, g.TPOTBefore, g.TPOTFit, tpotCV, un})
 	}
-	return tw.Flush()
+	return writeRows(w, format, calibrationColumns, data)
 }
 
 // calibrationFlag is eval/sweep/best's --calibration.

@@ -24,12 +24,13 @@ func oracleCommand() *cli.Command {
 				Name:  "run",
 				Usage: "simulate a scenario file (engine, timing, requests) and print its summary",
 				Description: `Prints the run's summary (counters and the 15 latency/throughput columns, docs/oracle.md)
-by default. --log FILE also writes the per-pass and per-request log as JSON Lines;
---format json|table prints that log (pretty JSON or a table) instead of the summary;
---format csv|jsonl prints the per-request records.`,
+by default, as --format says (json by default, or table, csv, jsonl). --show log prints the
+per-pass log and per-request records instead (json: the whole log; table: the passes, then
+the requests; csv and jsonl: the per-request records). --log FILE also writes the log as JSON Lines.`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario JSON `FILE` (read as a stream)"},
-					formatFlag(formatSummary, formatSummary),
+					formatFlag(formatJSON),
+					&cli.StringFlag{Name: "show", Value: showSummary, Usage: "`WHAT` to print: summary or log (the per-pass log and per-request records)"},
 					&cli.StringFlag{Name: "log", Usage: "write the per-pass and per-request log to `FILE` as JSON Lines"},
 					engineProfileFlag(""), engineConfigFlag(), quietFlag(),
 				},
@@ -40,13 +41,24 @@ by default. --log FILE also writes the per-pass and per-request log as JSON Line
 	}
 }
 
-// oracleRun runs one scenario and prints its summary (default) or its per-pass log and
-// per-request records (--format json|table); --log streams the log to a file.
+// What oracle run prints (--show): the summary or the log.
+const (
+	showSummary = "summary"
+	showLog     = "log"
+)
+
+// oracleRun runs one scenario and prints its summary (default) or, with --show
+// log, its per-pass log and per-request records, as --format says; --log streams
+// the log to a file.
 func oracleRun(c *cli.Context) error {
 	path := c.String("scenario")
 	format := c.String("format")
-	if err := checkFormat(format, formatSummary); err != nil {
+	if err := checkFormat(format); err != nil {
 		return err
+	}
+	show := c.String("show")
+	if show != showSummary && show != showLog {
+		return userErrorf("--show %q: use summary or log", show)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -65,7 +77,7 @@ func oracleRun(c *cli.Context) error {
 	}
 	logPath := c.String("log")
 	bar := newProgress(c, "oracle run", "requests")
-	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || format != formatSummary, Progress: bar.Update})
+	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || show == showLog, Progress: bar.Update})
 	bar.Done()
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
@@ -84,12 +96,12 @@ func oracleRun(c *cli.Context) error {
 		}
 	}
 	w := c.App.Writer
-	if format == formatSummary {
+	if show == showSummary {
 		sum, err := res.Summary()
 		if err != nil {
 			return err
 		}
-		return writeRecord(w, formatJSON, sum)
+		return writeRecord(w, format, sum)
 	}
 	return writeOracleLog(w, format, res.Output())
 }
@@ -99,8 +111,8 @@ func oracleRun(c *cli.Context) error {
 // kv_transfer_ms_mean/p99, p_queue_ms_p99 and d_headroom_min.
 func oracleRunDisagg(c *cli.Context, path string, sc *oracle.Scenario) error {
 	switch {
-	case c.String("format") != formatSummary:
-		return userErrorf("--format %s: a disaggregated scenario prints its summary only; drop --format", c.String("format"))
+	case c.String("show") != showSummary:
+		return userErrorf("--show %s: a disaggregated scenario prints its summary only; drop --show", c.String("show"))
 	case c.IsSet("log"):
 		return userErrorf("--log: a disaggregated scenario has no per-pass log; drop --log")
 	case c.IsSet("engine-profile") || c.IsSet("engine-config"):
@@ -114,7 +126,7 @@ func oracleRunDisagg(c *cli.Context, path string, sc *oracle.Scenario) error {
 	if err != nil {
 		return err
 	}
-	return writeRecord(c.App.Writer, formatJSON, sum)
+	return writeRecord(c.App.Writer, c.String("format"), sum)
 }
 
 // writeOracleLog prints the log of an oracle run: json is the whole log as one

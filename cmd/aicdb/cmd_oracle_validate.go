@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -178,14 +177,9 @@ func filterFamilies[F any](fams []F, name func(F) string, sub string) []F {
 // family and metric (a failed family: one row with its error and no metric).
 var validateColumns = []string{"suite", "family", "metric", "model", "oracle", "residual", "tolerance", "verdict", "known_failing", "error"}
 
-// writeRecords prints the gate records as rows (non-finite values as null/empty).
+// writeRecords prints the gate records as rows (the row writer prints a
+// non-finite value as null, empty or "-").
 func writeRecords(w io.Writer, format string, recs []gate.Record) error {
-	num := func(v float64) any {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil
-		}
-		return v
-	}
 	rw := newRowWriter(w, format, validateColumns)
 	for _, r := range recs {
 		if len(r.Metrics) == 0 {
@@ -195,7 +189,7 @@ func writeRecords(w io.Writer, format string, recs []gate.Record) error {
 			continue
 		}
 		for _, m := range r.Metrics {
-			if err := rw.Row([]any{r.Suite, r.Family, m.Name, num(m.Model), num(m.Oracle), num(m.Residual), m.Tolerance,
+			if err := rw.Row([]any{r.Suite, r.Family, m.Name, m.Model, m.Oracle, m.Residual, m.Tolerance,
 				r.Verdict, r.KnownFailing, r.Error}); err != nil {
 				return err
 			}

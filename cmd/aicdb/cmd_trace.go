@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -577,7 +578,7 @@ func traceStats(c *cli.Context) error {
 	dur := (s.LastMs - s.FirstMs) / 1000
 	fmt.Fprintf(w, "trace %s (%s): %d requests, first %.3f s, last %.3f s\n", info.Name, info.Format, s.Requests, s.FirstMs/1000, s.LastMs/1000)
 	if dur > 0 {
-		fmt.Fprintf(w, "mean rate      %.4f req/s\n", float64(s.Requests-1)/dur)
+		fmt.Fprintf(w, "mean rate      %.3f req/s\n", float64(s.Requests-1)/dur)
 	}
 	if s.Sessions > 0 {
 		fmt.Fprintf(w, "sessions       %d\n", s.Sessions)
@@ -588,13 +589,13 @@ func traceStats(c *cli.Context) error {
 		n string
 		q trace.Quantiles
 	}{{"isl", s.ISL}, {"osl", s.OSL}} {
-		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%d\t%d\t%d\t\n", q.n, q.q.Mean, q.q.Min, q.q.P50, q.q.P90, q.q.P99, q.q.Max)
+		fmt.Fprintf(tw, "%s\t%.3f\t%d\t%d\t%d\t%d\t%d\t\n", q.n, q.q.Mean, q.q.Min, q.q.P50, q.q.P90, q.q.P99, q.q.Max)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if s.Blocks > 0 {
-		fmt.Fprintf(w, "prefix reuse (unbounded cache, %d-token hash blocks): %.2f %% of blocks, %.2f %% of prompt tokens\n",
+		fmt.Fprintf(w, "prefix reuse (unbounded cache, %d-token hash blocks): %.3f %% of blocks, %.3f %% of prompt tokens\n",
 			s.HashBlock, 100*trace.Fraction(s.ReusedBlocks, s.Blocks), 100*trace.Fraction(s.ReusedTokens, s.Tokens))
 	}
 	if rs != nil {
@@ -602,13 +603,13 @@ func traceStats(c *cli.Context) error {
 		if bs == 0 {
 			bs = oracle.DefaultReuseBlockSize(oracle.Backend(c.String("backend")))
 		}
-		fmt.Fprintf(w, "prefix-cache hits (%s, %d blocks of %d tokens): %.2f %% of prompt tokens, %.2f %% of requests hit\n",
+		fmt.Fprintf(w, "prefix-cache hits (%s, %d blocks of %d tokens): %.3f %% of prompt tokens, %.3f %% of requests hit\n",
 			c.String("backend"), c.Int("kv-blocks"), bs, 100*trace.Fraction(hit, prompt), 100*trace.Fraction(withHit, int64(s.Requests)))
 	}
 	fmt.Fprintf(w, "rate per %g s bucket (req/s):\n", s.BucketMs/1000)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	for i, n := range s.Buckets {
-		fmt.Fprintf(tw, "%.0f s\t%.4f\t\n", (s.FirstMs+float64(i)*s.BucketMs)/1000, float64(n)/(s.BucketMs/1000))
+		fmt.Fprintf(tw, "%.0f s\t%.3f\t\n", (s.FirstMs+float64(i)*s.BucketMs)/1000, float64(n)/(s.BucketMs/1000))
 	}
 	return tw.Flush()
 }
@@ -779,11 +780,41 @@ func traceReplay(c *cli.Context) error {
 	}
 	if f := c.String("format"); f == formatJSON {
 		fmt.Fprintf(c.App.Writer, "%s\n", sumJSON) // the stored summary document, series indented
-	} else if err := writeRecord(c.App.Writer, f, out); err != nil {
+	} else if err := writeReplay(c.App.Writer, f, out, out.Series); err != nil {
 		return err
 	}
 	bar.Summary("replay %d stored (%d requests, %s tier, %s %s)", id, len(rows), tier, mode, fidelity)
 	return nil
+}
+
+// writeReplay prints a replay's summary record (csv and jsonl: one row, the series
+// as a JSON array in its series column). A table prints the summary without the
+// series, then, after a blank line, the series as its own table, a row per window.
+func writeReplay(w io.Writer, format string, sum any, series []trace.Window) error {
+	if format != formatTable || len(series) == 0 {
+		return writeRecord(w, format, sum)
+	}
+	cols, row, err := orderedFields(sum)
+	if err != nil {
+		return err
+	}
+	if i := slices.Index(cols, "series"); i >= 0 {
+		cols, row = slices.Delete(cols, i, i+1), slices.Delete(row, i, i+1)
+	}
+	if err := writeRows(w, format, cols, [][]any{row}); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	data := make([][]any, len(series))
+	for i, s := range series {
+		var ttft any // null when no request arrived in the window
+		if s.TTFTP99Ms != nil {
+			ttft = *s.TTFTP99Ms
+		}
+		data[i] = []any{s.StartS, int64(s.Arrivals), int64(s.Finished), s.ThroughputRPS, s.QueueLen, s.InSystem, ttft}
+	}
+	// The keys of trace.Window's JSON encoding, as in the json series.
+	return writeRows(w, format, []string{"start_s", "arrivals", "finished", "throughput_rps", "queue_len", "in_system", "ttft_p99_ms"}, data)
 }
 
 // replayPassTiming builds the perf-data pass timing of --model/--system/--backend/
@@ -970,15 +1001,35 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	if err != nil {
 		return sum, nil, err
 	}
-	rc := refine.TraceReplay{Engine: spec, Timing: tim, Sessions: c.Bool("sessions"), MaxSessions: c.Int("max-sessions"),
-		ClientRTTMs: c.Float64("client-rtt-ms"), PrefixCaching: eng.EnablePrefixCaching}
+	rc := quantitativeConfig(eng, spec, tim)
+	rc.Sessions, rc.MaxSessions, rc.ClientRTTMs = c.Bool("sessions"), c.Int("max-sessions"), c.Float64("client-rtt-ms")
 	rc.Progress = bar.Update
+	sum, rows, err := quantitativeReplay(c.Context, tw, rc)
+	if err != nil {
+		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
+	}
+	return sum, rows, nil
+}
+
+// quantitativeConfig is the W3 replay configuration of eng (its calendar spec) and
+// tim: the reuse oracle over the engine's pool (num_gpu_blocks − 1 blocks of
+// block_size) when it caches prefixes.
+func quantitativeConfig(eng oracle.Engine, spec queueing.EngineSpec, tim timing.Timing) refine.TraceReplay {
+	rc := refine.TraceReplay{Engine: spec, Timing: tim, PrefixCaching: eng.EnablePrefixCaching}
 	if eng.EnablePrefixCaching {
 		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
 	}
-	rep, err := tw.Replay(c.Context, nil, rc)
+	return rc
+}
+
+// quantitativeReplay replays the whole workload tw (refine.TraceWorkload.Replay) and
+// returns the summary and the per-request rows `trace replay --tier quantitative`
+// stores.
+func quantitativeReplay(ctx context.Context, tw *refine.TraceWorkload, rc refine.TraceReplay) (oracle.Summary, []store.ReplayRow, error) {
+	var sum oracle.Summary
+	rep, err := tw.Replay(ctx, nil, rc)
 	if err != nil {
-		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
+		return sum, nil, err
 	}
 	reqs, seqs := tw.Reqs, tw.Seqs
 	sum = oracle.Summary{Requests: len(reqs), Passes: rep.Diagnostics.Passes, EndMs: rep.Diagnostics.WindowEndMs,

@@ -16,7 +16,7 @@ import (
 func TestOracleRunEngineFlags(t *testing.T) {
 	first := func(args ...string) (string, string, int) {
 		var out, errb bytes.Buffer
-		code := run(context.Background(), append([]string{"aicdb", "oracle", "run", "--scenario", "testdata/oracle/tv1.json", "--format", "json"}, args...), &out, &errb)
+		code := run(context.Background(), append([]string{"aicdb", "oracle", "run", "--scenario", "testdata/oracle/tv1.json", "--show", "log", "--format", "json"}, args...), &out, &errb)
 		var got struct {
 			Passes []struct {
 				Scheduled json.RawMessage `json:"scheduled"`

@@ -36,10 +36,10 @@ func TestEstimateCLIGolden(t *testing.T) {
 	}{
 		{"static", []string{"--mode", "static"}, map[string]float64{"context_latency_ms": 26.224, "generation_latency_ms": 4.757}},
 		{"mixed", []string{"--mode", "mixed", "--ctx-tokens", "1024", "--gen-tokens", "1"}, map[string]float64{"mixed_step_ms": 28.379304385116573}},
-		{"agg", []string{"--mode", "agg", "--batch", "2"}, map[string]float64{"ttft_ms": 89.52671743325614,
-			"tpot_ms": 28.379304385116573, "request_latency_ms": 117.90602181837271}},
+		{"agg", []string{"--mode", "agg", "--batch", "2"}, map[string]float64{"ttft": 89.52671743325614,
+			"tpot": 28.379304385116573, "request_latency": 117.90602181837271}},
 		{"disagg", []string{"--mode", "disagg", "--prefill-batch", "1", "--prefill-workers", "1", "--decode-batch", "4",
-			"--decode-workers", "1"}, map[string]float64{"ttft_ms": 51.923, "tpot_ms": 5.267, "request_latency_ms": 57.19}},
+			"--decode-workers", "1"}, map[string]float64{"ttft": 51.923, "tpot": 5.267, "request_latency": 57.19}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

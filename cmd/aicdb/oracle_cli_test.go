@@ -13,7 +13,7 @@ import (
 // shape; TV1 of SCHEDULERS.md §8 is checked field by field.
 func TestOracleRunJSON(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"aicdb", "oracle", "run", "--scenario", "testdata/oracle/tv1.json", "--format", "json"}, &out, &errb)
+	code := run(context.Background(), []string{"aicdb", "oracle", "run", "--scenario", "testdata/oracle/tv1.json", "--show", "log", "--format", "json"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}

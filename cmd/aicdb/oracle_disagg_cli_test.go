@@ -9,7 +9,7 @@ import (
 )
 
 // TestOracleRunDisagg: `aicdb oracle run` on a scenario with a disagg section
-// prints the summary with the handoff columns; the log formats are refused with a
+// prints the summary with the handoff columns; --show log is refused with a
 // one-line error and exit 1.
 func TestOracleRunDisagg(t *testing.T) {
 	const file = "../../oracle/testdata/disagg/2p1d_pull.json"
@@ -28,8 +28,8 @@ func TestOracleRunDisagg(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	code := run(context.Background(), []string{"aicdb", "oracle", "run", "--scenario", file, "--format", "csv"}, &out, &errb)
-	if want := "aicdb: --format csv: a disaggregated scenario prints its summary only; drop --format\n"; code != 1 || errb.String() != want || strings.Count(errb.String(), "\n") != 1 {
-		t.Errorf("--format csv: exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
+	code := run(context.Background(), []string{"aicdb", "oracle", "run", "--scenario", file, "--show", "log"}, &out, &errb)
+	if want := "aicdb: --show log: a disaggregated scenario prints its summary only; drop --show\n"; code != 1 || errb.String() != want || strings.Count(errb.String(), "\n") != 1 {
+		t.Errorf("--show log: exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
 	}
 }

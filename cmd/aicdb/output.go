@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,16 +30,14 @@ const (
 	formatCSV   = "csv"
 	formatJSON  = "json"
 	formatJSONL = "jsonl"
-	// formatText is estimate's extra format: "key: value" lines.
+	// formatText is the extra format of estimate, doctor and trace stats: text lines.
 	formatText = "text"
-	// formatSummary is oracle run's default: the run summary as JSON.
-	formatSummary = "summary"
 )
 
 var rowFormats = []string{formatTable, formatCSV, formatJSON, formatJSONL}
 
 // formatFlag is the --format flag of a result command: the row formats, plus the
-// command's own extra formats (oracle's summary, estimate's text), defaulting to def.
+// command's own extra formats (estimate's text), defaulting to def.
 func formatFlag(def string, extra ...string) *cli.StringFlag {
 	return &cli.StringFlag{Name: "format", Value: def,
 		Usage: "output `FORMAT`: " + formatList(extra...)}
@@ -72,38 +71,44 @@ func checkFormat(f string, extra ...string) error {
 	return userErrorf("--format %q: use %s", f, formatList(extra...))
 }
 
-// latencyHeads name the latency families of the queueing columns in table headers.
-var latencyHeads = []struct{ prefix, head string }{
-	{"ttft_steady_", "TTFT"},
-	{"ttft_transient_", "TTFT transient"},
-	{"itl_", "ITL"},
-	{"tpot_", "TPOT"},
-	{"e2e_", "E2E"},
-	{"ttft_", "TTFT"},
+// statFamilies name the families of statistic keys (family_stat, also with a
+// trailing _ms) in table headers: the queueing latencies and the trace lengths.
+var statFamilies = []struct{ prefix, head, unit string }{
+	{"ttft_steady_", "TTFT", "ms"},
+	{"ttft_transient_", "TTFT transient", "ms"},
+	{"itl_", "ITL", "ms"},
+	{"tpot_", "TPOT", "ms"},
+	{"e2e_", "E2E", "ms"},
+	{"ttft_", "TTFT", "ms"},
+	{"isl_", "ISL", "tokens"},
+	{"osl_", "OSL", "tokens"},
 }
 
-// fixedHeads are the table headers of the other well-known keys.
+// fixedHeads are the table headers of keys the word rule (wordsHeader) would not
+// name well: throughputs, aiconfigurator's legacy (mean) estimates, which are
+// labelled as such, and a few abbreviations.
 var fixedHeads = map[string]string{
 	"throughput_rps":              "Throughput (req/s)",
 	"output_tokens_per_s":         "Output (tok/s)",
 	"output_tokens_per_s_per_gpu": "Output (tok/s/GPU)",
+	"tokens_per_s":                "Tokens (tok/s)",
 	"tokens_per_s_per_gpu":        "Tokens (tok/s/GPU)",
 	"tokens_per_s_per_user":       "Tokens (tok/s/user)",
-	"queueing_tier":               "Tier",
-	"workload_fidelity":           "Workload",
 	"seq_per_s":                   "Requests (req/s)",
-	"memory_gib":                  "Memory (GiB)",
-	"ttft_ms":                     "TTFT (ms)",
-	"limit_cycle":                 "Limit cycle",
-	"kv_transfer_ms_mean":         "KV transfer mean (ms)",
-	"kv_transfer_ms_p99":          "KV transfer p99 (ms)",
+	"seq_per_s_per_gpu":           "Requests (req/s/GPU)",
+	"request_rate":                "Request rate (req/s)",
+	"queueing_tier":               "Tier",
+	"workload_fidelity":           "Workload fidelity",
+	"ttft":                        "TTFT legacy est. (ms)",
+	"tpot":                        "TPOT legacy est. (ms)",
+	"request_latency":             "Request latency legacy est. (ms)",
 	"p_queue_ms_p99":              "Prefill queue p99 (ms)",
+	"d_headroom_min":              "Decode KV headroom min",
 	"throughput_rps_burst":        "Throughput burst (req/s)",
 	"throughput_rps_staggered":    "Throughput staggered (req/s)",
-	"tpot_ms":                     "TPOT (ms)",
-	"itl_ms":                      "ITL (ms)",
-	"unstable":                    "Unstable",
-	"reason":                      "Reason",
+	"multi_stable":                "Multi-stable",
+	"isl":                         "ISL (tokens)",
+	"osl":                         "OSL (tokens)",
 }
 
 // statHeads turns a statistic suffix of a latency key into words.
@@ -112,33 +117,74 @@ var statHeads = map[string]string{
 	"p95": "p95", "p99": "p99", "p999": "p99.9", "p99_lo": "p99 lo", "p99_hi": "p99 hi",
 }
 
-// unitSuffixes are the unit suffixes of column keys and their table units.
-var unitSuffixes = []struct{ suffix, unit string }{{"_ms", "ms"}, {"_s", "s"}, {"_rps", "req/s"}}
+// unitWords are the unit words of column keys and their table units.
+var unitWords = map[string]string{"ms": "ms", "s": "s", "rps": "req/s", "pct": "%", "gib": "GiB", "tokens": "tokens"}
 
-// headerOf is the table header of column key: the queueing columns with their
-// unit ("TTFT p99 (ms)"), keys ending in a unit suffix in words with the unit
-// ("mixed step (ms)", "span (s)", "mean rate (req/s)"), others as they are.
+// keyWords spell the abbreviations of column keys in headers; "num" (a count)
+// is dropped.
+var keyWords = map[string]string{
+	"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E", "isl": "ISL", "osl": "OSL", "kv": "KV",
+	"mape": "MAPE", "gpu": "GPU", "gpus": "GPUs", "ids": "IDs", "id": "ID", "moe": "MoE", "oom": "OOM",
+	"sla": "SLA", "se": "SE", "p999": "p99.9", "ctx": "context", "genonly": "gen-only", "tp": "TP", "pp": "PP",
+	"dp": "DP", "ep": "EP", "etp": "ETP", "gemm": "GEMM", "fmha": "FMHA", "kvcache": "KV cache", "cv": "CV", "nccl": "NCCL", "topk": "top-k", "num": "",
+}
+
+// headerOf is the table header of column key, in one style: words in sentence
+// case with the unit in parentheses. The queueing columns name their statistic
+// ("TTFT p99 (ms)"), aiconfigurator's mean estimates say so ("TTFT legacy est.
+// (ms)"), other keys are their words with a unit word (ms, s, rps, pct, gib,
+// tokens) moved into the parentheses ("Mixed step (ms)", "MAPE (%)", "Context
+// (tokens)"), and a key with no unit is its words ("Parallel", "Reason").
 func headerOf(key string) string {
 	if h, ok := fixedHeads[key]; ok {
 		return h
 	}
 	stem, _ := strings.CutSuffix(key, "_ms") // ttft_p99_ms names the same statistic as ttft_p99
-	for _, l := range latencyHeads {
+	for _, l := range statFamilies {
 		if s, ok := strings.CutPrefix(stem, l.prefix); ok {
 			if w, ok := statHeads[s]; ok {
-				return l.head + " " + w + " (ms)"
+				return l.head + " " + w + " (" + l.unit + ")"
 			}
 			if s, ok := strings.CutSuffix(s, "_se"); ok && statHeads[s] != "" {
-				return l.head + " " + statHeads[s] + " SE (ms)" // standard error of the quantile
+				return l.head + " " + statHeads[s] + " SE (" + l.unit + ")" // standard error of the quantile
 			}
 		}
 	}
-	for _, u := range unitSuffixes {
-		if s, ok := strings.CutSuffix(key, u.suffix); ok && s != "" && !strings.HasSuffix(s, "_per") {
-			return strings.ReplaceAll(s, "_", " ") + " (" + u.unit + ")"
+	return wordsHeader(key)
+}
+
+// wordsHeader spells a snake_case key as words (keyWords for abbreviations), its
+// first letter upper-case, with the first unit word not after "per" as the unit.
+func wordsHeader(key string) string {
+	if strings.IndexFunc(key, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') }) >= 0 {
+		return key // not a snake_case name: an SQL expression (count(*)) prints as written
+	}
+	parts := strings.Split(key, "_")
+	var words []string
+	unit := ""
+	for i, p := range parts {
+		if u, ok := unitWords[p]; ok && unit == "" && i > 0 && parts[i-1] != "per" {
+			unit = u
+			continue
+		}
+		if w, ok := keyWords[p]; ok {
+			p = w
+		}
+		if p != "" {
+			words = append(words, p)
 		}
 	}
-	return key
+	if len(words) == 0 {
+		return key
+	}
+	h := strings.Join(words, " ")
+	if r := h[0]; r >= 'a' && r <= 'z' {
+		h = string(r-'a'+'A') + h[1:]
+	}
+	if unit != "" {
+		h += " (" + unit + ")"
+	}
+	return h
 }
 
 // finite reports whether v is not a NaN or infinite float.
@@ -191,10 +237,7 @@ func formatValue(v any, table bool) string {
 		}
 		return strconv.FormatFloat(x, 'g', -1, 64)
 	case bool:
-		if x {
-			return "1"
-		}
-		return "0"
+		return strconv.FormatBool(x) // as json prints it
 	}
 	return fmt.Sprint(v)
 }
@@ -281,6 +324,16 @@ func (r *rowWriter) Row(row []any) error {
 		rec := make([]string, len(row))
 		for i, v := range row {
 			rec[i] = formatValue(v, false)
+		}
+		if len(rec) == 1 && rec[0] == "" {
+			// A lone empty field would be a blank line, which CSV readers skip:
+			// quote it so the row stays a row.
+			r.csv.Flush()
+			if err := r.csv.Error(); err != nil {
+				return err
+			}
+			_, err := io.WriteString(r.w, "\"\"\n")
+			return err
 		}
 		return r.csv.Write(rec)
 	case formatJSON, formatJSONL:
@@ -387,7 +440,64 @@ func orderedFields(v any) ([]string, []any, error) {
 		keys = append(keys, t.(string))
 		vals = append(vals, rawValue(m))
 	}
+	// JSON prints an integral float as an integer: restore the Go type so a table
+	// rounds 1.0 to "1.000" like any float.
+	fl := floatKeys(reflect.ValueOf(v), map[string]bool{})
+	for i, k := range keys {
+		if n, ok := vals[i].(int64); ok && fl[k] {
+			vals[i] = float64(n)
+		}
+	}
 	return keys, vals, nil
+}
+
+// floatKeys records in fl the top-level JSON keys of v whose Go value is a float
+// (struct fields by their json tag, embedded structs flattened as encoding/json
+// does, map entries by their dynamic value) and returns fl.
+func floatKeys(v reflect.Value, fl map[string]bool) map[string]bool {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return fl
+		}
+		v = v.Elem()
+	}
+	isFloat := func(x reflect.Value) bool {
+		for x.Kind() == reflect.Pointer || x.Kind() == reflect.Interface {
+			if x.IsNil() {
+				return false
+			}
+			x = x.Elem()
+		}
+		return x.Kind() == reflect.Float64 || x.Kind() == reflect.Float32
+	}
+	switch v.Kind() {
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if it.Key().Kind() == reflect.String && isFloat(it.Value()) {
+				fl[it.Key().String()] = true
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if f.Anonymous && name == "" {
+				floatKeys(v.Field(i), fl)
+				continue
+			}
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if isFloat(v.Field(i)) {
+				fl[name] = true
+			}
+		}
+	}
+	return fl
 }
 
 // rawValue turns one JSON value into a row value: numbers to int64 or float64,

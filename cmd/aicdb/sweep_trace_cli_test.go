@@ -74,14 +74,14 @@ func TestSweepTraceCLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &sum) != nil {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, errs)
 	}
-	if sum["ttft_p99"] != best["ttft_p99_ms"] || sum["cached_tokens"] == 0.0 {
-		t.Fatalf("best's TTFT p99 %v, trace replay's %v (cached tokens %v)", best["ttft_p99_ms"], sum["ttft_p99"], sum["cached_tokens"])
+	if sum["ttft_p99"] != best["ttft_steady_p99"] || sum["cached_tokens"] == 0.0 {
+		t.Fatalf("best's TTFT p99 %v, trace replay's %v (cached tokens %v)", best["ttft_steady_p99"], sum["ttft_p99"], sum["cached_tokens"])
 	}
 
 	// W4: --sessions rows are their own workload.
 	code, out, errs = cliRun(t, db, append(traceSweepArgs, "--sessions", "--ttft", "1e6", "--ttft-percentile", "p99", "--top", "1")...)
 	if code != 0 || !strings.Contains(out, "(trace small, W4, ") || !strings.Contains(out, ": 2 evaluated, 0 already stored") ||
-		!strings.Contains(out, "Workload  replicas") || !strings.Contains(out, " W4 ") {
+		!strings.Contains(out, "Workload fidelity  Replicas") || !strings.Contains(out, " W4 ") {
 		t.Fatalf("sweep --sessions: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = cliRun(t, db, "best", "--trace", "small", "--sessions", "--ttft", "1e6", "--ttft-percentile", "p99", "--top", "1", "--format", "json")
@@ -194,7 +194,7 @@ func TestSweepTracePerfData(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &sum) != nil {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, errs)
 	}
-	if sum["ttft_p99"] != rows[0]["ttft_p99_ms"] {
-		t.Fatalf("best's TTFT p99 %v, trace replay's %v", rows[0]["ttft_p99_ms"], sum["ttft_p99"])
+	if sum["ttft_p99"] != rows[0]["ttft_steady_p99"] {
+		t.Fatalf("best's TTFT p99 %v, trace replay's %v", rows[0]["ttft_steady_p99"], sum["ttft_p99"])
 	}
 }
