@@ -16,6 +16,9 @@ type DoctorOptions struct {
 	Sample int
 	// All checks every row (Sample is ignored).
 	All bool
+	// Progress, if set, is called before each sampled row and once at the end with
+	// (rows done, rows sampled).
+	Progress func(done, total int)
 }
 
 // Mismatch is one stored quantitative row that differs from a fresh evaluation.
@@ -82,10 +85,17 @@ func Doctor(ctx context.Context, st *store.Store, fresh func() (Evaluator, error
 		return rep, err
 	}
 	evs := map[[4]string]Evaluator{}
+	progress := func(done int) {
+		if opt.Progress != nil {
+			opt.Progress(done, len(pts))
+		}
+	}
+	defer func() { progress(len(pts)) }()
 	for i := range pts {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
+		progress(i)
 		p := &pts[i]
 		g := [4]string{p.Model, p.System, p.Backend, p.Version}
 		ev, ok := evs[g]

@@ -62,8 +62,12 @@ func queryArgs(c *cli.Context) (string, queryOpts, error) {
 		fs.BoolVar(&o.write, "write", o.write, "")
 		fs.BoolVar(&o.refine, "refine", o.refine, "")
 		fs.IntVar(&o.maxEvals, "max-evals", o.maxEvals, "")
+		setDB := trailingDB(c, fs)
 		if err := fs.Parse(args[1:]); err != nil {
 			return "", o, userErrorf("query: %v", err)
+		}
+		if err := setDB(); err != nil {
+			return "", o, err
 		}
 		if fs.NArg() > 0 {
 			return "", o, userErrorf("query: one SQL argument expected, got extra %q (quote the SQL)", fs.Arg(0))

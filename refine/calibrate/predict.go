@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -371,7 +372,8 @@ type Prediction struct {
 // through ev) and persists points, quantitative results and one
 // measurement_predictions row per measurement — with its reason when it cannot be
 // predicted. calibration names the calibration ev applies ("" = none).
-func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Resolver, rows []measure.Row, calibration string, workers int) ([]Prediction, error) {
+func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Resolver, rows []measure.Row, calibration string, opt PredictOptions) ([]Prediction, error) {
+	workers := opt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -384,21 +386,31 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 	if err != nil {
 		return nil, err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
+	var todo []*Prediction
 	for i := range out {
 		p := &out[i]
 		if p.Reason != "" {
 			continue
 		}
 		p.Key = p.In.Key()
-		if have[p.Key] {
-			continue
+		if !have[p.Key] {
+			todo = append(todo, p)
 		}
+	}
+	var done atomic.Int64
+	report := func() {
+		if opt.Progress != nil {
+			opt.Progress(int(done.Add(1)), len(todo))
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, p := range todo {
 		g.Go(func() error {
+			defer report()
 			pt, err := refine.EvaluatePoint(gctx, ev, p.In)
 			if err == nil && pt.Legacy.OOM {
-				p.Reason = "does not fit in GPU memory by aiconfigurator's memory model (OOM)"
+				p.Reason = OOMReason
 				return nil
 			}
 			if err == nil {
@@ -445,6 +457,21 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 		}
 	}
 	return out, savePredictions(ctx, st, out, calibration, ev.Name(), res.Profile)
+}
+
+// OOMReason is the reason of a measured row that aiconfigurator's memory model
+// calls out of memory: the measurement shows the deployment ran, so the memory
+// model is what is wrong for this row (the row stays unpredicted, as
+// aiconfigurator prices no OOM point).
+const OOMReason = "does not fit in GPU memory by aiconfigurator's memory model (OOM); measured run exists: memory model disagrees"
+
+// PredictOptions tune Predict.
+type PredictOptions struct {
+	Workers int // parallel evaluations (0 = GOMAXPROCS)
+	// Progress, if set, is called after each evaluated row with (done, total):
+	// total counts the rows Predict evaluates (not those already stored or
+	// unresolved). It may be called from several goroutines.
+	Progress func(done, total int)
 }
 
 // quantitativeOf evaluates in's quantitative tier under ev's own calibration:
