@@ -32,6 +32,10 @@ type SessionOptions struct {
 	// MaxSessions caps the sessions in progress at once (0 = no cap): a session whose
 	// first turn arrives while the cap is reached starts when one ends.
 	MaxSessions int
+	// NoPrefixCache: the engine caches no prefixes (enable_prefix_caching off), so a
+	// later turn finds none of its previous context cached and prefills it whole, as
+	// in the DES; its own Prefix still applies.
+	NoPrefixCache bool
 
 	clientRTTMs float64 // Options.ClientRTTMs
 }
@@ -77,7 +81,8 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 // arrives at its trace instant (or, under SessionOptions.MaxSessions, when a session
 // ends), each later turn at its previous turn's completion + its ThinkMs, and its
 // prompt holds the previous turn's prompt and output as a cached prefix (context
-// growth; the calendar has no KV eviction, so the previous context stays cached):
+// growth; the calendar has no KV eviction, so the previous context stays cached,
+// unless SessionOptions.NoPrefixCache):
 // its prefix is max(its own Prefix, the previous turn's cached context): its ISL + OSL
 // − 1 tokens (the last sampled token's KV is never computed), capped at ISL − 1 and
 // rounded down to whole blocks (pages), as the caches hold only full ones (V-R8,
@@ -254,7 +259,10 @@ func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int, hi
 		if j := next[ri]; j >= 0 {
 			prev, r := &s.reqs[ri], &s.reqs[j]
 			r.arrival = now + reqs[j].ThinkMs + so.clientRTTMs + s.e.StageMs
-			c := sessionContext(s.e, prev.isl+prev.osl-1, r.isl)
+			c := 0
+			if !so.NoPrefixCache {
+				c = sessionContext(s.e, prev.isl+prev.osl-1, r.isl)
+			}
 			r.prefix = max(r.prefix, c)
 			hit0[j] = r.prefix
 			if s.kv.ctx != nil && c > 0 { // cached until turn j holds KV (kvCtxTake)

@@ -46,6 +46,14 @@ func TestQuantitativeSessions(t *testing.T) {
 	if rep.Requests[1].ArrivalMs != 10 || rep.Requests[3].ArrivalMs != 30 {
 		t.Fatalf("first turns and session-less requests keep their instants: %v, %v", rep.Requests[1].ArrivalMs, rep.Requests[3].ArrivalMs)
 	}
+	// an engine without prefix caching: turn 2 prefills its whole context
+	nc, err := QuantitativeSessions(ctx, reqs, e, tm, Options{}, SessionOptions{NoPrefixCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := nc.Requests[2].Prefix; p != 0 || nc.Requests[2].TTFTMs <= r2.TTFTMs {
+		t.Fatalf("no prefix cache: turn 2 prefix %d (want 0), TTFT %v (want above %v)", p, nc.Requests[2].TTFTMs, r2.TTFTMs)
+	}
 	// cap 1: session 2 (and the session-less request, a one-turn session) wait
 	capped, err := QuantitativeSessions(ctx, reqs, e, tm, Options{}, SessionOptions{MaxSessions: 1})
 	if err != nil {

@@ -972,9 +972,10 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 
 // quantitativeConfig is the W3 replay configuration of eng (its calendar spec) and
 // tim: the reuse oracle over the engine's pool (num_gpu_blocks − 1 blocks of
-// block_size) when it caches prefixes.
+// block_size) when it caches prefixes; when it does not, a W4 later turn finds no
+// previous context cached either (as in the DES).
 func quantitativeConfig(eng oracle.Engine, spec queueing.EngineSpec, tim timing.Timing) refine.TraceReplay {
-	rc := refine.TraceReplay{Engine: spec, Timing: tim, PrefixCaching: eng.EnablePrefixCaching}
+	rc := refine.TraceReplay{Engine: spec, Timing: tim, PrefixCaching: eng.EnablePrefixCaching, NoPrefixCache: !eng.EnablePrefixCaching}
 	if eng.EnablePrefixCaching {
 		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
 	}

@@ -274,6 +274,35 @@ func TestTraceReplaySessionsKVPressureCLI(t *testing.T) {
 	}
 }
 
+// TestTraceReplaySessionsNoPrefixCacheCLI: with enable_prefix_caching off a later
+// turn finds no cached context on either tier (the quantitative tier used to count
+// turn 1's 1,264 tokens as a hit, which the DES never gives).
+func TestTraceReplaySessionsNoPrefixCacheCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 20000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": false, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(tr, []byte(`{"arrival_ms": 0, "isl": 1200, "osl": 80, "session_id": "s1"}
+{"arrival_ms": 1500, "isl": 1700, "osl": 60, "session_id": "s1", "think_ms": 1200}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", tr, "--name", "s"); code != 0 {
+		t.Fatal(errs)
+	}
+	for _, tier := range []string{"quantitative", "oracle"} {
+		if code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "s", "--engine", eng, "--sessions", "--tier", tier); code != 0 || !strings.Contains(out, `"cached_tokens": 0,`) {
+			t.Fatalf("--tier %s: exit %d\n%s%s", tier, code, out, errs)
+		}
+	}
+}
+
 // TestTraceReplayKVCapacityCLI: --kv-capacity-tokens N replaces the engine file's
 // pool for both tiers — the Mooncake head slice, replayed into a pool that holds a
 // few requests, preempts in the DES and queues in both tiers (longer mean E2E than
