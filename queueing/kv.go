@@ -35,7 +35,7 @@ type kvState struct {
 	runLen    int     // len(running) after the last schedule (finishes shrink it)
 	chunkRan  bool    // the last pass carried a non-final chunk (S-R2 filter)
 	err       error   // a KV state the engine itself fails on
-	// W4 session contexts (QuantitativeSessions, sessionKV): ctx[r] is the blocks of
+	// W4 session contexts (QuantitativeSessions, kvCtxTake): ctx[r] is the blocks of
 	// the previous turn's context later turn r is assumed to find cached, counted in
 	// ctxBlocks from that turn's finish until r holds KV itself; peakDemand is the
 	// peak of the blocks in use + ctxBlocks, at peakAtMs. nil ctx: not tracked.
