@@ -12,7 +12,7 @@ import (
 type class int
 
 const (
-	classScheduling class = iota // mapped onto EngineSpec or accepted at the modelled value
+	classScheduling class = iota // mapped onto engine.Spec or accepted at the modelled value
 	classHarmless                // no effect on scheduling: ignored and listed
 	classRejected                // changes scheduling in a way the model does not represent
 )
@@ -259,7 +259,7 @@ func sglangRule(k string) (rule, bool) {
 		return intKey(1, func(e *engine.Spec, v int) { e.BlockSize = v }), true
 	case "max_total_tokens": // KV pool (only the oracle models SGLang KV pressure)
 		return intKey(1, func(e *engine.Spec, v int) { e.KVCapacityTokens = v }), true
-	case "disable_overlap_schedule": // the overlap scheduler is not modelled either way (EngineSpec doc)
+	case "disable_overlap_schedule": // the overlap scheduler is not modelled either way (engine.Spec doc)
 		return boolKey(func(*engine.Spec, bool) {}), true
 	case "schedule_policy": // S-R2 FCFS waiting queue
 		return onlyKey("schedule_policy", "fcfs"), true
