@@ -22,17 +22,16 @@ type curve struct {
 	pts  []curvePoint
 }
 
-// newCurve sorts pts by x; the first point at an x wins.
+// newCurve sorts pts by x; the first point at an x wins. A stable sort keeps
+// the points at one x in input order, so the first of each run of equal x is
+// the first point at that x (without NaN, which no axis holds: a NaN takes the
+// general path, where no NaN equals another).
 func newCurve(axis string, pts []curvePoint) *curve {
-	out := make([]curvePoint, 0, len(pts))
-	seen := make(map[float64]bool, len(pts))
-	for _, p := range pts {
-		if !seen[p.x] {
-			seen[p.x] = true
-			out = append(out, p)
-		}
+	out := slices.Clone(pts)
+	if out == nil {
+		out = []curvePoint{}
 	}
-	slices.SortStableFunc(out, func(a, b curvePoint) int {
+	byX := func(a, b curvePoint) int {
 		switch {
 		case a.x < b.x:
 			return -1
@@ -40,8 +39,28 @@ func newCurve(axis string, pts []curvePoint) *curve {
 			return 1
 		}
 		return 0
-	})
-	return &curve{axis: axis, pts: out}
+	}
+	if slices.ContainsFunc(out, func(p curvePoint) bool { return p.x != p.x }) {
+		out = out[:0]
+		seen := make(map[float64]bool, len(pts))
+		for _, p := range pts {
+			if !seen[p.x] {
+				seen[p.x] = true
+				out = append(out, p)
+			}
+		}
+		slices.SortStableFunc(out, byX)
+		return &curve{axis: axis, pts: out}
+	}
+	slices.SortStableFunc(out, byX)
+	w := 0
+	for i, p := range out {
+		if i == 0 || p.x != out[w-1].x {
+			out[w] = p
+			w++
+		}
+	}
+	return &curve{axis: axis, pts: out[:w]}
 }
 
 // search returns the first index with x >= c.
