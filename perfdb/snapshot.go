@@ -182,8 +182,12 @@ func snapshotKey(tr *tree, src *storeSource, backend, version string, plan loadP
 // readSnapshot returns the Data in file when the file is a sound snapshot of
 // key; ok is false otherwise (missing, another key, truncated, corrupt).
 func readSnapshot(file string, key [32]byte) (d *Data, ok bool) {
-	b, err := os.ReadFile(file)
-	if err != nil || len(b) < snapshotHeader || string(b[:len(snapshotMagic)]) != snapshotMagic {
+	b, unmap, err := mapSnapshot(file)
+	if err != nil {
+		return nil, false
+	}
+	defer unmap()
+	if len(b) < snapshotHeader || string(b[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, false
 	}
 	h := b[len(snapshotMagic):]
