@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -343,11 +345,41 @@ func applyEngineFlags(c *cli.Context, e *queueing.EngineSpec) error {
 	return nil
 }
 
+// loadPhaseMemoryLimit bounds the heap while loadPhaseGC has the collector
+// off: past it the collector runs as usual.
+const loadPhaseMemoryLimit = 1 << 30
+
+// loadPhaseGCOwner is held by the one load phase that has the collector off,
+// so concurrent load phases (parallel tests, disaggregated workers) never
+// interleave their save and restore of the process-wide GC settings.
+var loadPhaseGCOwner sync.Mutex
+
+// loadPhaseGC turns the garbage collector off for the load phase of a
+// single-point process (snapshot decode, querier and index building, pricing)
+// and returns the function that restores it. That phase only grows the heap
+// (~100 MB for DeepSeek-V3), so collections during it scan a growing live
+// heap for almost nothing to free; the memory limit keeps a larger load
+// bounded. A load phase that starts while another has the collector off
+// leaves the settings to that one.
+func loadPhaseGC() (restore func()) {
+	if !loadPhaseGCOwner.TryLock() {
+		return func() {}
+	}
+	limit := debug.SetMemoryLimit(loadPhaseMemoryLimit)
+	pct := debug.SetGCPercent(-1)
+	return func() {
+		debug.SetGCPercent(pct)
+		debug.SetMemoryLimit(limit)
+		loadPhaseGCOwner.Unlock()
+	}
+}
+
 // evalPassTiming builds the perf-database pass timing of one worker of dep at
 // parallelism par through the sweep evaluator's builder (refine.WorkerConfig,
 // refine.WorkerTiming), checked against the workload's longest request; it
 // returns the resolved version.
 func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, w workload.Spec) (*perfdb.PassTiming, string, error) {
+	defer loadPhaseGC()()
 	src, err := openEstimateSource(ctx, db)
 	if err != nil {
 		return nil, "", asUser(err)
