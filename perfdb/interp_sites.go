@@ -61,27 +61,46 @@ type siteIndex struct {
 func buildSiteIndex(rows []gemmPoint) *siteIndex {
 	idx := &siteIndex{byKey: map[[2]int]int{}, kTail: 3, nn: 4, gate: 2.0}
 	// The rows' coordinates sorted by (m, n, k, row): a coordinate's winning row
-	// leads its run.
+	// leads its run. When every coordinate fits in packBits bits, key packs
+	// (m, n, k) so the sort compares two fields instead of four.
 	type coord struct {
 		m, n, k int
+		key     uint64
 		row     int32
 	}
+	packed := len(rows) < 1<<packBits
 	ord := make([]coord, len(rows))
 	for i, r := range rows {
-		ord[i] = coord{r.m, r.n, r.k, int32(i)}
+		ord[i] = coord{m: r.m, n: r.n, k: r.k, row: int32(i)}
+		if packed {
+			if fitsPack(r.m) && fitsPack(r.n) && fitsPack(r.k) {
+				ord[i].key = uint64(r.m)<<(2*packBits) | uint64(r.n)<<packBits | uint64(r.k)
+			} else {
+				packed = false
+			}
+		}
 	}
-	slices.SortFunc(ord, func(a, b coord) int {
-		if a.m != b.m {
-			return cmp.Compare(a.m, b.m)
-		}
-		if a.n != b.n {
-			return cmp.Compare(a.n, b.n)
-		}
-		if a.k != b.k {
-			return cmp.Compare(a.k, b.k)
-		}
-		return cmp.Compare(a.row, b.row)
-	})
+	if packed {
+		slices.SortFunc(ord, func(a, b coord) int {
+			if a.key != b.key {
+				return cmp.Compare(a.key, b.key)
+			}
+			return cmp.Compare(a.row, b.row)
+		})
+	} else {
+		slices.SortFunc(ord, func(a, b coord) int {
+			if a.m != b.m {
+				return cmp.Compare(a.m, b.m)
+			}
+			if a.n != b.n {
+				return cmp.Compare(a.n, b.n)
+			}
+			if a.k != b.k {
+				return cmp.Compare(a.k, b.k)
+			}
+			return cmp.Compare(a.row, b.row)
+		})
+	}
 	// walkRow is a winning row with its walk key.
 	type walkRow struct{ fm, fmn, row int32 }
 	win := make([]walkRow, 0, len(ord))
@@ -104,15 +123,28 @@ func buildSiteIndex(rows []gemmPoint) *siteIndex {
 		}
 		a = b
 	}
-	slices.SortFunc(win, func(x, y walkRow) int {
-		if x.fm != y.fm {
-			return cmp.Compare(x.fm, y.fm)
+	if packed {
+		// Rows are < 1<<packBits, so (fm, fmn, row) packs into one word whose
+		// order is the walk's: a plain integer sort, no comparator calls.
+		keys := make([]uint64, len(win))
+		for i, w := range win {
+			keys[i] = uint64(w.fm)<<(2*packBits) | uint64(w.fmn)<<packBits | uint64(w.row)
 		}
-		if x.fmn != y.fmn {
-			return cmp.Compare(x.fmn, y.fmn)
+		slices.Sort(keys)
+		for i, k := range keys {
+			win[i].row = int32(k & (1<<packBits - 1))
 		}
-		return cmp.Compare(x.row, y.row)
-	})
+	} else {
+		slices.SortFunc(win, func(x, y walkRow) int {
+			if x.fm != y.fm {
+				return cmp.Compare(x.fm, y.fm)
+			}
+			if x.fmn != y.fmn {
+				return cmp.Compare(x.fmn, y.fmn)
+			}
+			return cmp.Compare(x.row, y.row)
+		})
+	}
 	// Number the sites where the walk first meets them; each curve gathers its
 	// site's winning rows, then ascends in m (unique per site).
 	for _, w := range win {
@@ -131,6 +163,13 @@ func buildSiteIndex(rows []gemmPoint) *siteIndex {
 	}
 	return idx
 }
+
+// packBits is the width of one field of buildSiteIndex's packed sort keys:
+// three fields fill 63 bits of a uint64.
+const packBits = 21
+
+// fitsPack reports whether v fits one packed key field.
+func fitsPack(v int) bool { return v >= 0 && v < 1<<packBits }
 
 // gemmPoint is one GEMM row as the site index consumes it.
 type gemmPoint struct {
