@@ -81,12 +81,8 @@ func buildSiteIndex(rows []gemmPoint) *siteIndex {
 		}
 	}
 	if packed {
-		slices.SortFunc(ord, func(a, b coord) int {
-			if a.key != b.key {
-				return cmp.Compare(a.key, b.key)
-			}
-			return cmp.Compare(a.row, b.row)
-		})
+		// ord is in row order: a stable sort by key alone orders by (key, row).
+		radixSortStable(ord, func(c *coord) uint64 { return c.key })
 	} else {
 		slices.SortFunc(ord, func(a, b coord) int {
 			if a.m != b.m {
@@ -162,6 +158,43 @@ func buildSiteIndex(rows []gemmPoint) *siteIndex {
 		slices.SortFunc(idx.sites[i].curve, func(a, b siteCurvePoint) int { return cmp.Compare(a.m, b.m) })
 	}
 	return idx
+}
+
+// radixSortStable sorts s by key(e) ascending, keeping equal keys in their
+// order (LSD radix sort, a byte a pass; a byte equal in every key is skipped).
+func radixSortStable[E any](s []E, key func(*E) uint64) {
+	if len(s) < 2 {
+		return
+	}
+	and, or := ^uint64(0), uint64(0)
+	for i := range s {
+		k := key(&s[i])
+		and &= k
+		or |= k
+	}
+	varying := and ^ or
+	src, dst := s, make([]E, len(s))
+	for shift := uint(0); shift < 64; shift += 8 {
+		if (varying>>shift)&0xff == 0 {
+			continue
+		}
+		var start [257]int
+		for i := range src {
+			start[(key(&src[i])>>shift)&0xff+1]++
+		}
+		for b := 1; b < len(start); b++ {
+			start[b] += start[b-1]
+		}
+		for i := range src {
+			b := (key(&src[i]) >> shift) & 0xff
+			dst[start[b]] = src[i]
+			start[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &s[0] {
+		copy(s, src)
+	}
 }
 
 // packBits is the width of one field of buildSiteIndex's packed sort keys:
