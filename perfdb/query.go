@@ -82,8 +82,9 @@ type tables struct {
 	cscale     map[string]*grid      // compute_scale by quant_dtype, axes [m][k]
 	smatrix    map[string]*grid      // scale_matrix by quant_dtype, axes [m][k]
 
-	ctx map[ctxKey]*attnSlice
-	gen map[genKey]*attnSlice
+	attn lazyAttention         // the attention rows until ctx and gen are built
+	ctx  map[ctxKey]*attnSlice // read through ctxSlices
+	gen  map[genKey]*attnSlice // read through genSlices
 
 	allreduce map[int]*curve // custom all-reduce by num_gpus ("half")
 	nccl      map[ncclCurveKey]*curve
@@ -170,7 +171,7 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t := &tables{sys: d.System, backend: d.Backend, version: d.Version}
 	t.buildGemm(d)
 	t.buildQuantize(d)
-	t.buildAttention(d)
+	t.attn = lazyAttention{ctxRows: d.ContextAttention, genRows: d.GenerationAttention}
 	t.buildComm(d)
 	t.moe = lazyMoE{rows: d.MoE, sys: d.System}
 	t.moeLL = lazyMoE{rows: d.MoEMinLatency, sys: d.System}
