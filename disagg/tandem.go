@@ -26,6 +26,11 @@ type Options struct {
 	// NoMultiStability skips the second (staggered-start) run that detects
 	// multi-stability.
 	NoMultiStability bool
+	// Progress, if set, is called by a trace replay (QuantitativeTrace,
+	// QuantitativeSessions) after each finished request with the requests
+	// finished and the trace's requests: for a progress report. It does not
+	// change the replay.
+	Progress func(done, total int)
 
 	spreadMs float64 // closed loop: initial spread of the clients (internal)
 }

@@ -41,7 +41,7 @@ type SessionOptions struct {
 // is not modelled on either side of a disaggregated deployment (as Config.Validate
 // and the disaggregated DES).
 func QuantitativeTrace(ctx context.Context, reqs []queueing.TraceRequest, c Config, o Options) (*TraceReport, error) {
-	return replayTrace(ctx, reqs, c, nil)
+	return replayTrace(ctx, reqs, c, o, nil)
 }
 
 // QuantitativeSessions replays a trace of sessions (W4) through the tandem: a
@@ -55,7 +55,7 @@ func QuantitativeSessions(ctx context.Context, reqs []queueing.TraceRequest, c C
 	if !(so.ClientRTTMs >= 0 && so.ClientRTTMs <= 1e6) {
 		return nil, &queueing.InputError{Err: fmt.Errorf("sessions client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", so.ClientRTTMs)}
 	}
-	return replayTrace(ctx, reqs, c, &so)
+	return replayTrace(ctx, reqs, c, o, &so)
 }
 
 // checkTrace validates a tandem trace and returns the longest request as the
@@ -91,7 +91,7 @@ func checkTrace(reqs []queueing.TraceRequest) (workload.Spec, error) {
 // replayTrace is QuantitativeTrace (so == nil) and QuantitativeSessions. Request k
 // of the trace is tandem request gen = k; its isl and osl are set after submit (the
 // workload Spec only bounds them).
-func replayTrace(ctx context.Context, reqs []queueing.TraceRequest, c Config, so *SessionOptions) (*TraceReport, error) {
+func replayTrace(ctx context.Context, reqs []queueing.TraceRequest, c Config, o Options, so *SessionOptions) (*TraceReport, error) {
 	w, err := checkTrace(reqs)
 	if err == nil {
 		err = c.Validate(w)
@@ -122,6 +122,15 @@ func replayTrace(ctx context.Context, reqs []queueing.TraceRequest, c Config, so
 			if j := next[t.reqs[ri].gen]; j >= 0 {
 				add(j, now+reqs[j].ThinkMs+so.ClientRTTMs+t.stage)
 			}
+		}
+	}
+	if o.Progress != nil {
+		done := t.onDone
+		t.onDone = func(t *tandem, ri int, now float64) {
+			if done != nil {
+				done(t, ri, now)
+			}
+			o.Progress(t.finished, len(reqs))
 		}
 	}
 	if err := t.loop(ctx, func() bool { return t.finished == len(reqs) }); err != nil {

@@ -63,6 +63,11 @@ type DisaggConfig struct {
 	// HandoffInTTFT makes the first token visible when the KV has landed (frontends
 	// that attach on decode); default: when the prefill worker emits it.
 	HandoffInTTFT bool
+	// Progress, if set, is called where a run polls its context (every 1,024
+	// events) with the requests finished and the requests of the run (a trace's
+	// turns, an open loop's arrivals; 0 for a closed loop): for a progress report
+	// of a long run. It does not change the run.
+	Progress func(done, total int)
 }
 
 // Validate reports the first invalid field of c, naming it.
@@ -170,6 +175,7 @@ type DisaggSim struct {
 	done   []int32
 	err    error
 	fin    int
+	total  int // requests of the run when known up front (DisaggConfig.Progress)
 }
 
 // darr is a future arrival of a closed-loop client or an open-loop request.
@@ -408,6 +414,9 @@ func (d *DisaggSim) loop(ctx context.Context, stop func() bool) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("disagg oracle: %w", err)
 			}
+			if d.c.Progress != nil {
+				d.c.Progress(d.fin, d.total)
+			}
 		}
 		if ev > maxDisaggEvents {
 			return fmt.Errorf("disagg oracle: no completion after %d events (%d requests finished); the deployment makes no progress", ev, d.fin)
@@ -565,6 +574,7 @@ func (d *DisaggSim) RunOpenLoop(ctx context.Context, ol OpenLoop) (*DisaggResult
 		d.arr = append(d.arr, darr{t: t, client: -1, gen: i, isl: isl, osl: osl, seq: i})
 	}
 	d.recs = make([]DisaggRecord, 0, len(times))
+	d.total = len(times)
 	if err := d.loop(ctx, func() bool { return d.fin == len(times) }); err != nil {
 		return nil, err
 	}

@@ -53,6 +53,7 @@ func (d *DisaggSim) replay(ctx context.Context, ss DisaggSessions, sessions bool
 	if len(d.recs) > 0 || len(d.arr) > 0 {
 		return nil, fmt.Errorf("disagg trace: the simulator already holds requests; replay on a new one")
 	}
+	d.total = len(turns)
 	next := make([]int, len(turns)) // the session's next turn, -1 = none
 	first := make([]bool, len(turns))
 	nextOf := map[int]int{}

@@ -27,6 +27,10 @@ type Options struct {
 	// (tables and hash arrays are recycled for later requests). Results are otherwise
 	// identical.
 	SummaryOnly bool
+	// Progress, if set, is called now and then (every 1,024 scheduler iterations,
+	// where Run polls its context) with the requests finished and the requests
+	// held: for a progress report of a long run. It does not change the run.
+	Progress func(done, total int)
 }
 
 // Sched is one entry of a pass: request index (into Result.Requests) and tokens.
@@ -308,6 +312,9 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 		if iter&1023 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("oracle run: %w", err)
+			}
+			if s.opt.Progress != nil {
+				s.opt.Progress(s.finished, len(s.reqs))
 			}
 		}
 		did, err := s.iterate(math.Inf(1))

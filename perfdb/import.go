@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -83,7 +81,7 @@ func Import(ctx context.Context, st *store.Store, p string, o ImportOptions) (*I
 			return nil, fmt.Errorf("import %s: cannot tell the model id from the file name; pass --id ORG/NAME", p)
 		}
 		rep := &ImportReport{}
-		err = st.Tx(ctx, func(tx *sqlx.Tx) error {
+		err = st.ImportPerf(ctx, func(tx *store.PerfTx) error {
 			return importModel(ctx, tx, id, p, data, quant, rep)
 		})
 		if err != nil {
@@ -100,7 +98,7 @@ func Import(ctx context.Context, st *store.Store, p string, o ImportOptions) (*I
 // `model_configs/` (aiconfigurator_core's layout) imports both.
 func ImportFS(ctx context.Context, st *store.Store, fsys fs.FS, label string, o ImportOptions) (*ImportReport, error) {
 	rep := &ImportReport{}
-	err := st.Tx(ctx, func(tx *sqlx.Tx) error {
+	err := st.ImportPerf(ctx, func(tx *store.PerfTx) error {
 		return importRoot(ctx, tx, fsys, label, o, rep)
 	})
 	if err != nil {
@@ -109,7 +107,7 @@ func ImportFS(ctx context.Context, st *store.Store, fsys fs.FS, label string, o 
 	return rep, nil
 }
 
-func importRoot(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, o ImportOptions, rep *ImportReport) error {
+func importRoot(ctx context.Context, tx *store.PerfTx, fsys fs.FS, label string, o ImportOptions, rep *ImportReport) error {
 	systems, err := systemNamesFS(fsys)
 	if err != nil {
 		return fmt.Errorf("import %s: %w", label, err)
@@ -182,7 +180,7 @@ func modelFilesFS(fsys fs.FS) ([]string, error) {
 	return out, nil
 }
 
-func importModelsFS(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, files []string, rep *ImportReport) error {
+func importModelsFS(ctx context.Context, tx *store.PerfTx, fsys fs.FS, label string, files []string, rep *ImportReport) error {
 	for _, f := range files {
 		data, err := fs.ReadFile(fsys, f)
 		if err != nil {
@@ -201,7 +199,7 @@ func importModelsFS(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, 
 }
 
 // importModel parses one HF config (+ quant config) and upserts it.
-func importModel(ctx context.Context, tx *sqlx.Tx, id, name string, config, quant []byte, rep *ImportReport) error {
+func importModel(ctx context.Context, tx *store.PerfTx, id, name string, config, quant []byte, rep *ImportReport) error {
 	m, err := ParseHFConfig(id, name, config, quant)
 	if err != nil {
 		return err
@@ -210,29 +208,19 @@ func importModel(ctx context.Context, tx *sqlx.Tx, id, name string, config, quan
 	h.Write(config)
 	h.Write([]byte{0})
 	h.Write(quant)
-	var q any
+	var q *string
 	if quant != nil {
 		if !json.Valid(quant) {
 			return fmt.Errorf("model quant config for %s: not valid JSON", name)
 		}
-		q = string(quant)
+		qs := string(quant)
+		q = &qs
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO models (id, architecture, family, num_hidden_layers, hidden_size,
-		num_attention_heads, num_key_value_heads, head_dim, intermediate_size, vocab_size, max_position_embeddings,
-		num_experts, num_experts_per_tok, moe_intermediate_size, gemm_quant, kvcache_quant, fmha_quant, moe_quant,
-		comm_quant, config, quant_config, sha256) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-		ON CONFLICT (id) DO UPDATE SET architecture=excluded.architecture, family=excluded.family,
-		num_hidden_layers=excluded.num_hidden_layers, hidden_size=excluded.hidden_size,
-		num_attention_heads=excluded.num_attention_heads, num_key_value_heads=excluded.num_key_value_heads,
-		head_dim=excluded.head_dim, intermediate_size=excluded.intermediate_size, vocab_size=excluded.vocab_size,
-		max_position_embeddings=excluded.max_position_embeddings, num_experts=excluded.num_experts,
-		num_experts_per_tok=excluded.num_experts_per_tok, moe_intermediate_size=excluded.moe_intermediate_size,
-		gemm_quant=excluded.gemm_quant, kvcache_quant=excluded.kvcache_quant, fmha_quant=excluded.fmha_quant,
-		moe_quant=excluded.moe_quant, comm_quant=excluded.comm_quant, config=excluded.config,
-		quant_config=excluded.quant_config, sha256=excluded.sha256`,
-		m.ID, m.Architecture, m.Family, m.Layers, m.Hidden, m.Heads, m.KVHeads, m.HeadDim, m.Inter, m.Vocab, m.MaxPos,
-		m.NumExperts, m.TopK, m.MoEInter, m.GemmQuant, m.KVQuant, m.FMHAQuant, m.MoEQuant, m.CommQuant,
-		string(config), q, hex.EncodeToString(h.Sum(nil)))
+	err = tx.UpsertModel(store.ModelUpsert{ID: m.ID, Architecture: m.Architecture, Family: m.Family,
+		Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads, KVHeads: m.KVHeads, HeadDim: m.HeadDim, Inter: m.Inter,
+		Vocab: m.Vocab, MaxPos: m.MaxPos, NumExperts: m.NumExperts, TopK: m.TopK, MoEInter: m.MoEInter,
+		GemmQuant: m.GemmQuant, KVQuant: m.KVQuant, FMHAQuant: m.FMHAQuant, MoEQuant: m.MoEQuant, CommQuant: m.CommQuant,
+		Config: string(config), QuantConfig: q, SHA256: hex.EncodeToString(h.Sum(nil))})
 	if err != nil {
 		return fmt.Errorf("store model %s: %w", id, err)
 	}
@@ -243,7 +231,7 @@ func importModel(ctx context.Context, tx *sqlx.Tx, id, name string, config, quan
 // importSystem imports one system spec with its data tree: the systems row,
 // every version dir with its sidecars, the manifest, and every importable
 // Parquet file (skipped when its sha256 is unchanged).
-func importSystem(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label, name string, o ImportOptions, rep *ImportReport) error {
+func importSystem(ctx context.Context, tx *store.PerfTx, fsys fs.FS, label, name string, o ImportOptions, rep *ImportReport) error {
 	sys, raw, err := readSystemFS(fsys, label, name)
 	if err != nil {
 		return err
@@ -255,11 +243,8 @@ func importSystem(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label, name stri
 	if err := upsertSystem(ctx, tx, sys, raw); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM perf_dirs WHERE system = ?`, name); err != nil {
-		return fmt.Errorf("store: clear perf_dirs of %s: %w", name, err)
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM perf_manifest WHERE system = ?`, name); err != nil {
-		return fmt.Errorf("store: clear perf_manifest of %s: %w", name, err)
+	if err := tx.ClearPerfIndex(name); err != nil {
+		return err
 	}
 	keys := make([]dirKey, 0, len(tr.dirs))
 	for k := range tr.dirs {
@@ -277,26 +262,19 @@ func importSystem(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label, name stri
 	})
 	for _, k := range keys {
 		d := tr.dirs[k]
-		inc := 0
-		if d.incomplete {
-			inc = 1
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO perf_dirs (system, family, backend, version, collection_meta, reuse, incomplete)
-			VALUES (?,?,?,?,?,?,?)`, name, k.family, k.backend, k.version, d.meta, d.reuseText, inc); err != nil {
+		dk := store.PerfDirKey{Family: k.family, Backend: k.backend, Version: k.version}
+		if err := tx.InsertPerfDir(name, store.PerfDir{PerfDirKey: dk, CollectionMeta: d.meta, Reuse: d.reuseText, Incomplete: d.incomplete}); err != nil {
 			return fmt.Errorf("store: perf dir %s/%s/%s: %w", k.family, k.backend, k.version, err)
 		}
 		for i, e := range d.reuse {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO perf_reuse (system, family, backend, version, ord, table_name,
-				from_version, reason, approved_by) VALUES (?,?,?,?,?,?,?,?,?)`,
-				name, k.family, k.backend, k.version, i, e.Table, e.FromVersion, e.Reason, e.ApprovedBy); err != nil {
+			if err := tx.InsertPerfReuse(name, i, store.PerfReuse{PerfDirKey: dk, Table: e.Table, From: e.FromVersion, Reason: e.Reason, ApprovedBy: e.ApprovedBy}); err != nil {
 				return fmt.Errorf("store: reuse entry of %s/%s/%s: %w", k.family, k.backend, k.version, err)
 			}
 		}
 	}
 	for i, e := range tr.manifest {
 		fws, _ := json.Marshal(append([]string{}, e.Frameworks...))
-		if _, err := tx.ExecContext(ctx, `INSERT INTO perf_manifest (system, ord, op_file, kernel_source, tier, frameworks)
-			VALUES (?,?,?,?,?,?)`, name, i, e.OpFile, e.KernelSource, e.Tier, string(fws)); err != nil {
+		if err := tx.InsertPerfManifest(name, i, store.PerfManifest{OpFile: e.OpFile, Kernel: e.KernelSource, Tier: e.Tier, Frameworks: string(fws)}); err != nil {
 			return fmt.Errorf("store: manifest entry %d: %w", i, err)
 		}
 	}
@@ -310,32 +288,20 @@ func importSystem(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label, name stri
 
 // upsertSystem writes the systems row without deleting it (a REPLACE would
 // cascade to the system's perf rows).
-func upsertSystem(ctx context.Context, tx *sqlx.Tx, s *System, raw []byte) error {
+func upsertSystem(ctx context.Context, tx *store.PerfTx, s *System, raw []byte) error {
 	mem := map[string]float64{}
 	for k, v := range s.NCCLMem {
 		mem[strconv.Itoa(k)] = v
 	}
 	memJSON, _ := json.Marshal(mem) // map keys are sorted: deterministic
 	sum := sha256.Sum256(raw)
-	_, err := tx.ExecContext(ctx, `INSERT INTO systems (name, data_dir, mem_bw, mem_bw_empirical_scaling_factor,
-		mem_empirical_constant_latency, mem_capacity, bfloat16_tc_flops, int8_tc_flops, fp8_tc_flops, fp4_tc_flops,
-		power, sm_version, num_gpus_per_node, inter_node_bw, intra_node_bw, pcie_bw, p2p_latency, num_gpus_per_rack,
-		inter_rack_bw, nccl_mem, other_mem, nccl_version, yaml, sha256)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-		ON CONFLICT (name) DO UPDATE SET data_dir=excluded.data_dir, mem_bw=excluded.mem_bw,
-		mem_bw_empirical_scaling_factor=excluded.mem_bw_empirical_scaling_factor,
-		mem_empirical_constant_latency=excluded.mem_empirical_constant_latency, mem_capacity=excluded.mem_capacity,
-		bfloat16_tc_flops=excluded.bfloat16_tc_flops, int8_tc_flops=excluded.int8_tc_flops,
-		fp8_tc_flops=excluded.fp8_tc_flops, fp4_tc_flops=excluded.fp4_tc_flops, power=excluded.power,
-		sm_version=excluded.sm_version, num_gpus_per_node=excluded.num_gpus_per_node,
-		inter_node_bw=excluded.inter_node_bw, intra_node_bw=excluded.intra_node_bw, pcie_bw=excluded.pcie_bw,
-		p2p_latency=excluded.p2p_latency, num_gpus_per_rack=excluded.num_gpus_per_rack,
-		inter_rack_bw=excluded.inter_rack_bw, nccl_mem=excluded.nccl_mem, other_mem=excluded.other_mem,
-		nccl_version=excluded.nccl_version, yaml=excluded.yaml, sha256=excluded.sha256`,
-		s.Name, s.DataDir, s.MemBW, s.MemBWEmpiricalScalingFactor, s.MemEmpiricalConstantLatency, s.MemCapacity,
-		s.BF16TCFlops, s.INT8TCFlops, s.FP8TCFlops, s.FP4TCFlops, s.Power, s.SMVersion, s.NumGPUsPerNode,
-		s.InterNodeBW, s.IntraNodeBW, s.PCIeBW, s.P2PLatency, s.NumGPUsPerRack, s.InterRackBW, string(memJSON),
-		s.OtherMem, s.NCCLVersion, string(raw), hex.EncodeToString(sum[:]))
+	err := tx.UpsertSystem(store.SystemRow{Name: s.Name, DataDir: s.DataDir, MemBW: s.MemBW,
+		MemBWEmpiricalScalingFactor: s.MemBWEmpiricalScalingFactor, MemEmpiricalConstantLatency: s.MemEmpiricalConstantLatency,
+		MemCapacity: s.MemCapacity, BF16TCFlops: s.BF16TCFlops, INT8TCFlops: s.INT8TCFlops, FP8TCFlops: s.FP8TCFlops,
+		FP4TCFlops: s.FP4TCFlops, Power: s.Power, SMVersion: s.SMVersion, NumGPUsPerNode: s.NumGPUsPerNode,
+		InterNodeBW: s.InterNodeBW, IntraNodeBW: s.IntraNodeBW, PCIeBW: s.PCIeBW, P2PLatency: s.P2PLatency,
+		NumGPUsPerRack: s.NumGPUsPerRack, InterRackBW: s.InterRackBW, NCCLMem: string(memJSON), OtherMem: s.OtherMem,
+		NCCLVersion: s.NCCLVersion, YAML: string(raw), SHA256: hex.EncodeToString(sum[:])})
 	if err != nil {
 		return fmt.Errorf("store: system %s: %w", s.Name, err)
 	}

@@ -3,7 +3,6 @@ package perfdb
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -11,28 +10,25 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/aicdb/aicdb/store"
 )
 
 // fileImporter parses one Parquet file of a table kind and inserts its rows.
 type fileImporter interface {
-	insertSQL() string
+	// mirror names the SQL mirror table and its own columns ("" when the
+	// table is stored as file content only).
+	mirror() (table string, cols []string)
 	// parse reads the file; rows is the row count, insert writes them.
-	parse(name string, data []byte) (rows int, insert func(ctx context.Context, stmt *sql.Stmt, srcID int64, system, backend, version string) error, err error)
+	parse(name string, data []byte) (rows int, insert func(ctx context.Context, stmt *store.MirrorInsert, srcID int64, system, backend, version string) error, err error)
 }
 
 type kindImporter[R any, K comparable] struct{ k *tableKind[R, K] }
 
-func (ki kindImporter[R, K]) insertSQL() string {
-	if ki.k.sql.name == "" {
-		return "" // stored as file content only: no SQL mirror table
-	}
-	cols := append([]string{"source_id", "row_idx", "system", "backend", "version"}, ki.k.sql.cols...)
-	return "INSERT INTO " + ki.k.sql.name + " (" + strings.Join(cols, ", ") + ") VALUES (" +
-		strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + ")"
+func (ki kindImporter[R, K]) mirror() (string, []string) {
+	return ki.k.sql.name, ki.k.sql.cols
 }
 
-func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.Context, *sql.Stmt, int64, string, string, string) error, error) {
+func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.Context, *store.MirrorInsert, int64, string, string, string) error, error) {
 	t, err := readParquet(name, data, ki.k.cols)
 	if err != nil {
 		return 0, nil, err
@@ -43,9 +39,9 @@ func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.
 	}
 	hasPower := t.hasCol("power")
 	if ki.k.sql.name == "" {
-		return len(rows), func(context.Context, *sql.Stmt, int64, string, string, string) error { return nil }, nil
+		return len(rows), func(context.Context, *store.MirrorInsert, int64, string, string, string) error { return nil }, nil
 	}
-	insert := func(ctx context.Context, stmt *sql.Stmt, srcID int64, system, backend, version string) error {
+	insert := func(ctx context.Context, stmt *store.MirrorInsert, srcID int64, system, backend, version string) error {
 		// One prepared statement per row: measured cheaper in CPU than
 		// json_each batches (13.5 s vs 19.6 s user for the h200 slice).
 		args := make([]any, 0, 5+len(ki.k.sql.cols))
@@ -65,7 +61,7 @@ func (ki kindImporter[R, K]) parse(name string, data []byte) (int, func(context.
 				p = powerOf(&rows[i])
 			}
 			args = ki.k.sql.args(append(args[:0], srcID, i, system, backend, version), &rows[i], p)
-			if _, err := stmt.ExecContext(ectx, args...); err != nil {
+			if err := stmt.Exec(ectx, args...); err != nil {
 				return fmt.Errorf("store: insert row %d of %s: %w", i, name, err)
 			}
 		}
@@ -124,7 +120,7 @@ var importers = map[string]fileImporter{
 
 // importFiles imports the tree's table files: unchanged files (same sha256)
 // are skipped, changed ones replaced, files no longer present removed.
-func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr *tree, o ImportOptions, rep *ImportReport) error {
+func importFiles(ctx context.Context, tx *store.PerfTx, fsys fs.FS, label string, tr *tree, o ImportOptions, rep *ImportReport) error {
 	system := tr.system.Name
 	type have struct {
 		id       int64
@@ -132,37 +128,28 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 		mirrored bool
 	}
 	existing := map[string]have{}
-	rows, err := tx.QueryContext(ctx, `SELECT id, path, sha256, mirrored FROM perf_sources WHERE system = ?`, system)
+	srcs, err := tx.PerfSources(system)
 	if err != nil {
-		return fmt.Errorf("store: read perf_sources: %w", err)
+		return err
 	}
-	for rows.Next() {
-		var h have
-		var p string
-		if err := rows.Scan(&h.id, &p, &h.sha, &h.mirrored); err != nil {
-			rows.Close()
-			return fmt.Errorf("store: read perf_sources: %w", err)
-		}
-		existing[p] = h
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: read perf_sources: %w", err)
+	for _, h := range srcs {
+		existing[h.Path] = have{h.ID, h.SHA256, h.Mirrored}
 	}
 	paths := make([]string, 0, len(tr.files))
 	for p := range tr.files {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	stmts := map[string]*sql.Stmt{}
-	stmtFor := func(stem string, imp fileImporter) (*sql.Stmt, error) {
+	stmts := map[string]*store.MirrorInsert{}
+	stmtFor := func(stem string, imp fileImporter) (*store.MirrorInsert, error) {
 		if s := stmts[stem]; s != nil {
 			return s, nil
 		}
-		if imp.insertSQL() == "" {
+		table, cols := imp.mirror()
+		if table == "" {
 			return nil, nil // content-only table: nothing to mirror
 		}
-		s, err := tx.PrepareContext(ctx, imp.insertSQL())
+		s, err := tx.PrepareMirrorInsert(table, cols)
 		if err != nil {
 			return nil, fmt.Errorf("store: prepare insert for %s: %w", stem, err)
 		}
@@ -184,7 +171,7 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 		sha                         string
 		parsed                      bool
 		n                           int
-		insert                      func(context.Context, *sql.Stmt, int64, string, string, string) error
+		insert                      func(context.Context, *store.MirrorInsert, int64, string, string, string) error
 		err                         error
 	}
 	pctx, stop := context.WithCancel(ctx)
@@ -250,27 +237,19 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 				if err := f.insert(ctx, stmt, h.id, system, be, ver); err != nil {
 					return err
 				}
-				if _, err := tx.ExecContext(ctx, `UPDATE perf_sources SET mirrored = 1 WHERE id = ?`, h.id); err != nil {
+				if err := tx.SetPerfMirrored(h.id); err != nil {
 					return fmt.Errorf("store: perf source %s: %w", name, err)
 				}
 				rep.FilesSkipped++
 				rep.Rows += f.n
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM perf_sources WHERE id = ?`, h.id); err != nil {
+			if err := tx.DeletePerfSource(h.id); err != nil {
 				return fmt.Errorf("store: replace %s: %w", name, err)
 			}
 		}
-		mirrored := 1
-		if o.NoMirror {
-			mirrored = 0
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO perf_sources (system, family, backend, version, table_name, path, sha256, rows, imported_at, mirrored, content)
-			VALUES (?,?,?,?,?,?,?,?,?,?,?)`, system, f.fam, be, ver, stem, p, f.sha, f.n, o.ImportedAt, mirrored, f.data)
-		if err != nil {
-			return fmt.Errorf("store: perf source %s: %w", name, err)
-		}
-		id, err := res.LastInsertId()
+		id, err := tx.InsertPerfSource(store.PerfSource{System: system, Family: f.fam, Backend: be, Version: ver, Table: stem,
+			Path: p, SHA256: f.sha, Rows: f.n, ImportedAt: o.ImportedAt, Mirrored: !o.NoMirror, Content: f.data})
 		if err != nil {
 			return fmt.Errorf("store: perf source %s: %w", name, err)
 		}
@@ -301,7 +280,7 @@ func importFiles(ctx context.Context, tx *sqlx.Tx, fsys fs.FS, label string, tr 
 	}
 	sort.Strings(stale)
 	for _, p := range stale {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM perf_sources WHERE id = ?`, existing[p].id); err != nil {
+		if err := tx.DeletePerfSource(existing[p].id); err != nil {
 			return fmt.Errorf("store: remove %s: %w", p, err)
 		}
 		rep.FilesRemoved++

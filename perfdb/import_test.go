@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // storeSnapshot renders the store's perf content: row counts of every table
@@ -21,13 +22,13 @@ func storeSnapshot(t testing.TB, st *store.Store) string {
 		"perf_gemm", "perf_context_attention", "perf_generation_attention", "perf_allreduce", "perf_nccl",
 		"perf_moe", "perf_compute_scale", "perf_scale_matrix"} {
 		var n int
-		if err := st.DB.Get(&n, "SELECT count(*) FROM "+tab); err != nil {
+		if err := storetest.DB(t, st).Get(&n, "SELECT count(*) FROM "+tab); err != nil {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&b, "%s=%d\n", tab, n)
 	}
 	var files []string
-	if err := st.DB.Select(&files, `SELECT path || ' ' || sha256 || ' ' || mirrored FROM perf_sources ORDER BY path`); err != nil {
+	if err := storetest.DB(t, st).Select(&files, `SELECT path || ' ' || sha256 || ' ' || mirrored FROM perf_sources ORDER BY path`); err != nil {
 		t.Fatal(err)
 	}
 	b.WriteString(strings.Join(files, "\n"))
@@ -69,7 +70,7 @@ func TestImportIdempotentAndIncremental(t *testing.T) {
 		t.Errorf("incremental report = %+v", rep)
 	}
 	var n int
-	if err := st.DB.Get(&n, `SELECT count(*) FROM perf_gemm WHERE version = '0.9.0'`); err != nil || n != 1 {
+	if err := storetest.DB(t, st).Get(&n, `SELECT count(*) FROM perf_gemm WHERE version = '0.9.0'`); err != nil || n != 1 {
 		t.Errorf("0.9.0 gemm mirror rows = %d, %v; want 1", n, err)
 	}
 	a, err := LoadDir(ctx, root, "fx", "vllm", "0.10.0")
@@ -97,7 +98,7 @@ func TestImportMirrorMatchesFiles(t *testing.T) {
 		Path    string `db:"path"`
 		Content []byte `db:"content"`
 	}
-	if err := st.DB.Select(&srcs, `SELECT id, table_name, path, content FROM perf_sources ORDER BY path`); err != nil {
+	if err := storetest.DB(t, st).Select(&srcs, `SELECT id, table_name, path, content FROM perf_sources ORDER BY path`); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range srcs {
@@ -128,8 +129,8 @@ func TestImportMirrorMatchesFiles(t *testing.T) {
 	}
 	// The power column is NULL for files without one, set otherwise.
 	var nulls, set int
-	st.DB.Get(&nulls, `SELECT count(*) FROM perf_gemm WHERE power IS NULL`)
-	st.DB.Get(&set, `SELECT count(*) FROM perf_gemm WHERE power = 300`)
+	storetest.DB(t, st).Get(&nulls, `SELECT count(*) FROM perf_gemm WHERE power IS NULL`)
+	storetest.DB(t, st).Get(&set, `SELECT count(*) FROM perf_gemm WHERE power = 300`)
 	if set != 2 || nulls == 0 {
 		t.Errorf("power: %d rows with 300 W (want 2), %d NULL", set, nulls)
 	}
@@ -145,7 +146,7 @@ func mirrorEqual[R any, K comparable](ctx context.Context, st *store.Store, k *t
 	if err != nil {
 		return err
 	}
-	got, err := loadMirrorRows(ctx, st.DB, k, id)
+	got, err := loadMirrorRows(ctx, st, k, id)
 	if err != nil {
 		return err
 	}
@@ -164,7 +165,7 @@ func TestImportNoMirrorThenMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	st.DB.Get(&n, `SELECT count(*) FROM perf_gemm`)
+	storetest.DB(t, st).Get(&n, `SELECT count(*) FROM perf_gemm`)
 	if rep.Rows != 0 || n != 0 {
 		t.Fatalf("NoMirror import copied rows: report %d, table %d", rep.Rows, n)
 	}
@@ -177,7 +178,7 @@ func TestImportNoMirrorThenMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.DB.Get(&n, `SELECT count(*) FROM perf_gemm`)
+	storetest.DB(t, st).Get(&n, `SELECT count(*) FROM perf_gemm`)
 	if rep.Files != 0 || rep.FilesSkipped != 18 || n != 16 {
 		t.Errorf("mirror fill: report %+v, perf_gemm rows %d (want 16)", rep, n)
 	}

@@ -2,7 +2,6 @@ package perfdb
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -21,15 +20,8 @@ type VersionInfo struct {
 // ListVersionInfo lists every imported (system, backend, version), NCCL
 // included (backend "nccl"), ordered by system, backend and PEP 440 version.
 func ListVersionInfo(ctx context.Context, st *store.Store) ([]VersionInfo, error) {
-	var rows []struct {
-		System  string `db:"system"`
-		Backend string `db:"backend"`
-		Version string `db:"version"`
-		Tables  int    `db:"tables"`
-		Rows    int    `db:"nrows"`
-	}
-	if err := st.DB.SelectContext(ctx, &rows, `SELECT system, backend, version, count(DISTINCT table_name) AS tables,
-		sum(rows) AS nrows FROM perf_sources GROUP BY system, backend, version`); err != nil {
+	rows, err := st.PerfVersionCounts(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("store: list versions: %w", err)
 	}
 	out := make([]VersionInfo, len(rows))
@@ -59,15 +51,8 @@ type SystemInfo struct {
 
 // ListSystemInfo lists the systems of the store with their backends, by name.
 func ListSystemInfo(ctx context.Context, st *store.Store) ([]SystemInfo, error) {
-	var rows []struct {
-		Name        string  `db:"name"`
-		DataDir     string  `db:"data_dir"`
-		NCCLVersion string  `db:"nccl_version"`
-		GPUs        int     `db:"num_gpus_per_node"`
-		Mem         float64 `db:"mem_capacity"`
-	}
-	if err := st.DB.SelectContext(ctx, &rows, `SELECT name, data_dir, nccl_version, num_gpus_per_node, mem_capacity
-		FROM systems ORDER BY name`); err != nil {
+	rows, err := st.SystemSummaries(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("store: list systems: %w", err)
 	}
 	out := make([]SystemInfo, len(rows))
@@ -82,26 +67,12 @@ func ListSystemInfo(ctx context.Context, st *store.Store) ([]SystemInfo, error) 
 }
 
 // ModelInfo is one row of the store's models table.
-type ModelInfo struct {
-	ID           string `db:"id"`
-	Architecture string `db:"architecture"`
-	Family       string `db:"family"`
-	Layers       int    `db:"num_hidden_layers"`
-	Hidden       int    `db:"hidden_size"`
-	Heads        int    `db:"num_attention_heads"`
-	KVHeads      int    `db:"num_key_value_heads"`
-	NumExperts   int    `db:"num_experts"`
-	TopK         int    `db:"num_experts_per_tok"`
-	GemmQuant    string `db:"gemm_quant"`
-	KVQuant      string `db:"kvcache_quant"`
-}
+type ModelInfo = store.ModelRow
 
 // ListModels lists the store's models by id.
 func ListModels(ctx context.Context, st *store.Store) ([]ModelInfo, error) {
-	var out []ModelInfo
-	if err := st.DB.SelectContext(ctx, &out, `SELECT id, architecture, family, num_hidden_layers, hidden_size,
-		num_attention_heads, num_key_value_heads, num_experts, num_experts_per_tok, gemm_quant, kvcache_quant
-		FROM models ORDER BY id`); err != nil {
+	out, err := st.Models(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("store: list models: %w", err)
 	}
 	return out, nil
@@ -111,10 +82,8 @@ func ListModels(ctx context.Context, st *store.Store) ([]ModelInfo, error) {
 // (and hf_quant_config.json) by ParseHFConfig, so parser refinements apply to
 // models imported earlier. An unknown id is an error listing the known ones.
 func LoadModel(ctx context.Context, st *store.Store, id string) (*Model, error) {
-	var cfg string
-	var qc sql.NullString
-	err := st.DB.QueryRowContext(ctx, `SELECT config, quant_config FROM models WHERE id = ?`, id).Scan(&cfg, &qc)
-	if errors.Is(err, sql.ErrNoRows) {
+	cfg, q, err := st.ModelConfig(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
 		ms, lerr := ListModels(ctx, st)
 		if lerr != nil {
 			return nil, lerr
@@ -130,10 +99,6 @@ func LoadModel(ctx context.Context, st *store.Store, id string) (*Model, error) 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: read model %s: %w", id, err)
-	}
-	var q []byte
-	if qc.Valid {
-		q = []byte(qc.String)
 	}
 	return ParseHFConfig(id, "store:models/"+id, []byte(cfg), q)
 }

@@ -3,15 +3,12 @@ package perfdb
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/aicdb/aicdb/store"
 )
@@ -22,7 +19,7 @@ type sqlTable[R any] struct {
 	name string
 	cols []string                                      // the row's own columns, in order
 	args func(dst []any, r *R, power any) []any        // appends the values of cols to dst; power is nil when the file has none
-	scan func(scan func(dest ...any) error) (R, error) // reads cols (power as sql.NullFloat64 → 0)
+	scan func(scan func(dest ...any) error) (R, error) // reads cols (a NULL power → 0)
 }
 
 var gemmSQL = sqlTable[GemmRow]{
@@ -33,9 +30,9 @@ var gemmSQL = sqlTable[GemmRow]{
 	},
 	scan: func(scan func(...any) error) (GemmRow, error) {
 		var r GemmRow
-		var p sql.NullFloat64
+		var p *float64
 		err := scan(&r.Kernel, &r.Dtype, &r.M, &r.N, &r.K, &r.Latency, &p)
-		r.Power = p.Float64
+		r.Power = nullFloat(p)
 		return r, err
 	},
 }
@@ -49,9 +46,9 @@ func attentionArgs(dst []any, r *AttentionRow, p any) []any {
 
 func attentionScan(scan func(...any) error) (AttentionRow, error) {
 	var r AttentionRow
-	var p sql.NullFloat64
+	var p *float64
 	err := scan(&r.Kernel, &r.AttnDtype, &r.KVDtype, &r.NumHeads, &r.NumKVHeads, &r.HeadDim, &r.Window, &r.ISL, &r.Step, &r.Batch, &r.Latency, &p)
-	r.Power = p.Float64
+	r.Power = nullFloat(p)
 	return r, err
 }
 
@@ -67,9 +64,9 @@ var allReduceSQL = sqlTable[AllReduceRow]{
 	},
 	scan: func(scan func(...any) error) (AllReduceRow, error) {
 		var r AllReduceRow
-		var p sql.NullFloat64
+		var p *float64
 		err := scan(&r.Kernel, &r.Dtype, &r.NumGPUs, &r.MessageSize, &r.Latency, &p, &r.Impl)
-		r.Power = p.Float64
+		r.Power = nullFloat(p)
 		return r, err
 	},
 }
@@ -82,9 +79,9 @@ var ncclSQL = sqlTable[NCCLRow]{
 	},
 	scan: func(scan func(...any) error) (NCCLRow, error) {
 		var r NCCLRow
-		var p sql.NullFloat64
+		var p *float64
 		err := scan(&r.Kernel, &r.Dtype, &r.Op, &r.NumGPUs, &r.MessageSize, &r.Latency, &p)
-		r.Power = p.Float64
+		r.Power = nullFloat(p)
 		return r, err
 	},
 }
@@ -98,9 +95,9 @@ var moeSQL = sqlTable[MoERow]{
 	},
 	scan: func(scan func(...any) error) (MoERow, error) {
 		var r MoERow
-		var p sql.NullFloat64
+		var p *float64
 		err := scan(&r.Kernel, &r.Dtype, &r.Distribution, &r.TopK, &r.NumExperts, &r.Hidden, &r.Inter, &r.MoETP, &r.MoEEP, &r.NumTokens, &r.Latency, &p)
-		r.Power = p.Float64
+		r.Power = nullFloat(p)
 		return r, err
 	},
 }
@@ -113,9 +110,9 @@ func quantizeArgs(dst []any, r *QuantizeRow, p any) []any {
 
 func quantizeScan(scan func(...any) error) (QuantizeRow, error) {
 	var r QuantizeRow
-	var p sql.NullFloat64
+	var p *float64
 	err := scan(&r.Kernel, &r.Dtype, &r.M, &r.K, &r.Latency, &p)
-	r.Power = p.Float64
+	r.Power = nullFloat(p)
 	return r, err
 }
 
@@ -123,9 +120,22 @@ var computeScaleSQL = sqlTable[QuantizeRow]{name: "perf_compute_scale", cols: qu
 
 var scaleMatrixSQL = sqlTable[QuantizeRow]{name: "perf_scale_matrix", cols: quantizeSQLCols, args: quantizeArgs, scan: quantizeScan}
 
+// nullFloat is the value of a nullable column, 0 when NULL.
+func nullFloat(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// perfContent reads an imported perf file's stored content (store.Store).
+type perfContent interface {
+	PerfContent(ctx context.Context, id int64) ([]byte, error)
+}
+
 // storeSource reads rows of imported files from the store.
 type storeSource struct {
-	db    sqlx.QueryerContext
+	db    perfContent
 	files map[string]storeFile // by relative path
 }
 
@@ -143,8 +153,8 @@ func loadStoreRows[R any, K comparable](ctx context.Context, s *storeSource, k *
 	if !ok {
 		return nil, "", fmt.Errorf("store: perf file %s is not imported", p)
 	}
-	var data []byte
-	if err := s.db.QueryRowxContext(ctx, `SELECT content FROM perf_sources WHERE id = ?`, f.id).Scan(&data); err != nil {
+	data, err := s.db.PerfContent(ctx, f.id)
+	if err != nil {
 		return nil, "", fmt.Errorf("store: read perf file %s: %w", p, err)
 	}
 	sum := sha256.Sum256(data)
@@ -161,22 +171,17 @@ func loadStoreRows[R any, K comparable](ctx context.Context, s *storeSource, k *
 
 // loadMirrorRows reads one file's rows from its perf_* SQL mirror table, in
 // file order (used to check that the mirror matches the file).
-func loadMirrorRows[R any, K comparable](ctx context.Context, db sqlx.QueryerContext, k *tableKind[R, K], sourceID int64) ([]R, error) {
-	q := "SELECT " + strings.Join(k.sql.cols, ", ") + " FROM " + k.sql.name + " WHERE source_id = ? ORDER BY row_idx"
-	rows, err := db.QueryContext(ctx, q, sourceID)
+func loadMirrorRows[R any, K comparable](ctx context.Context, st *store.Store, k *tableKind[R, K], sourceID int64) ([]R, error) {
+	var out []R
+	err := st.MirrorRows(ctx, k.sql.name, k.sql.cols, sourceID, func(scan func(...any) error) error {
+		r, err := k.sql.scan(scan)
+		out = append(out, r)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: read %s: %w", k.sql.name, err)
 	}
-	defer rows.Close()
-	var out []R
-	for rows.Next() {
-		r, err := k.sql.scan(rows.Scan)
-		if err != nil {
-			return nil, fmt.Errorf("store: read %s: %w", k.sql.name, err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // LoadStore loads the perf data (system, backend, version) sees from the
@@ -197,7 +202,7 @@ func LoadStore(ctx context.Context, st *store.Store, system, backend, version st
 	if err != nil {
 		return nil, err
 	}
-	tr, src, err := storeTree(ctx, st.DB, system)
+	tr, src, err := storeTree(ctx, st, system)
 	if err != nil {
 		return nil, err
 	}
@@ -215,80 +220,33 @@ func LoadStore(ctx context.Context, st *store.Store, system, backend, version st
 }
 
 // storeTree rebuilds a system's resolution tree from the store.
-func storeTree(ctx context.Context, db *sqlx.DB, system string) (*tree, *storeSource, error) {
-	sys, err := storeSystem(ctx, db, system)
+func storeTree(ctx context.Context, st *store.Store, system string) (*tree, *storeSource, error) {
+	sys, err := storeSystem(ctx, st, system)
+	if err != nil {
+		return nil, nil, err
+	}
+	ix, err := st.PerfIndex(ctx, system)
 	if err != nil {
 		return nil, nil, err
 	}
 	t := &tree{system: sys, dirs: map[dirKey]*dirInfo{}, files: map[string]bool{}}
-	rows, err := db.QueryContext(ctx, `SELECT family, backend, version, collection_meta, reuse, incomplete FROM perf_dirs WHERE system = ?`, system)
-	if err != nil {
-		return nil, nil, fmt.Errorf("store: read perf_dirs: %w", err)
+	for _, d := range ix.Dirs {
+		t.dirs[dirKey{d.Family, d.Backend, d.Version}] = &dirInfo{meta: d.CollectionMeta, reuseText: d.Reuse, incomplete: d.Incomplete}
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var k dirKey
-		var meta, reuse sql.NullString
-		var inc int
-		if err := rows.Scan(&k.family, &k.backend, &k.version, &meta, &reuse, &inc); err != nil {
-			return nil, nil, fmt.Errorf("store: read perf_dirs: %w", err)
-		}
-		d := &dirInfo{incomplete: inc == 1}
-		if meta.Valid {
-			d.meta = &meta.String
-		}
-		if reuse.Valid {
-			d.reuseText = &reuse.String
-		}
-		t.dirs[k] = d
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("store: read perf_dirs: %w", err)
-	}
-	var reuses []struct {
-		Family     string `db:"family"`
-		Backend    string `db:"backend"`
-		Version    string `db:"version"`
-		Table      string `db:"table_name"`
-		From       string `db:"from_version"`
-		Reason     string `db:"reason"`
-		ApprovedBy string `db:"approved_by"`
-	}
-	if err := db.SelectContext(ctx, &reuses, `SELECT family, backend, version, table_name, from_version, reason, approved_by
-		FROM perf_reuse WHERE system = ? ORDER BY family, backend, version, ord`, system); err != nil {
-		return nil, nil, fmt.Errorf("store: read perf_reuse: %w", err)
-	}
-	for _, r := range reuses {
+	for _, r := range ix.Reuse {
 		if d := t.dirs[dirKey{r.Family, r.Backend, r.Version}]; d != nil {
 			d.reuse = append(d.reuse, reuseEntry{r.Table, r.From, r.Reason, r.ApprovedBy})
 		}
 	}
-	var mans []struct {
-		OpFile     string `db:"op_file"`
-		Kernel     string `db:"kernel_source"`
-		Tier       string `db:"tier"`
-		Frameworks string `db:"frameworks"`
-	}
-	if err := db.SelectContext(ctx, &mans, `SELECT op_file, kernel_source, tier, frameworks FROM perf_manifest WHERE system = ? ORDER BY ord`, system); err != nil {
-		return nil, nil, fmt.Errorf("store: read perf_manifest: %w", err)
-	}
-	for _, m := range mans {
+	for _, m := range ix.Manifest {
 		e := manifestEntry{OpFile: m.OpFile, KernelSource: m.Kernel, Tier: m.Tier}
 		if err := json.Unmarshal([]byte(m.Frameworks), &e.Frameworks); err != nil {
 			return nil, nil, fmt.Errorf("store: perf_manifest frameworks %q: %w", m.Frameworks, err)
 		}
 		t.manifest = append(t.manifest, e)
 	}
-	var files []struct {
-		ID     int64  `db:"id"`
-		Path   string `db:"path"`
-		SHA256 string `db:"sha256"`
-	}
-	if err := db.SelectContext(ctx, &files, `SELECT id, path, sha256 FROM perf_sources WHERE system = ?`, system); err != nil {
-		return nil, nil, fmt.Errorf("store: read perf_sources: %w", err)
-	}
-	src := &storeSource{db: db, files: map[string]storeFile{}}
-	for _, f := range files {
+	src := &storeSource{db: st, files: map[string]storeFile{}}
+	for _, f := range ix.Files {
 		t.files[f.Path] = true
 		src.files[f.Path] = storeFile{f.ID, f.SHA256}
 	}
@@ -296,19 +254,10 @@ func storeTree(ctx context.Context, db *sqlx.DB, system string) (*tree, *storeSo
 }
 
 // storeSystem reads one system spec; an unknown system is an error listing the known ones.
-func storeSystem(ctx context.Context, db *sqlx.DB, system string) (*System, error) {
-	s := &System{Name: system}
-	var ncclMem string
-	err := db.QueryRowContext(ctx, `SELECT data_dir, mem_bw, mem_bw_empirical_scaling_factor, mem_empirical_constant_latency,
-		mem_capacity, bfloat16_tc_flops, int8_tc_flops, fp8_tc_flops, fp4_tc_flops, power, sm_version,
-		num_gpus_per_node, inter_node_bw, intra_node_bw, pcie_bw, p2p_latency, num_gpus_per_rack, inter_rack_bw,
-		nccl_mem, other_mem, nccl_version FROM systems WHERE name = ?`, system).Scan(
-		&s.DataDir, &s.MemBW, &s.MemBWEmpiricalScalingFactor, &s.MemEmpiricalConstantLatency,
-		&s.MemCapacity, &s.BF16TCFlops, &s.INT8TCFlops, &s.FP8TCFlops, &s.FP4TCFlops, &s.Power, &s.SMVersion,
-		&s.NumGPUsPerNode, &s.InterNodeBW, &s.IntraNodeBW, &s.PCIeBW, &s.P2PLatency, &s.NumGPUsPerRack, &s.InterRackBW,
-		&ncclMem, &s.OtherMem, &s.NCCLVersion)
-	if err == sql.ErrNoRows {
-		names, lerr := ListSystems(ctx, &store.Store{DB: db})
+func storeSystem(ctx context.Context, st *store.Store, system string) (*System, error) {
+	r, err := st.System(ctx, system)
+	if errors.Is(err, store.ErrNotFound) {
+		names, lerr := ListSystems(ctx, st)
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -317,8 +266,14 @@ func storeSystem(ctx context.Context, db *sqlx.DB, system string) (*System, erro
 	if err != nil {
 		return nil, fmt.Errorf("store: read system %s: %w", system, err)
 	}
+	s := &System{Name: system, DataDir: r.DataDir, MemBW: r.MemBW, MemBWEmpiricalScalingFactor: r.MemBWEmpiricalScalingFactor,
+		MemEmpiricalConstantLatency: r.MemEmpiricalConstantLatency, MemCapacity: r.MemCapacity, BF16TCFlops: r.BF16TCFlops,
+		INT8TCFlops: r.INT8TCFlops, FP8TCFlops: r.FP8TCFlops, FP4TCFlops: r.FP4TCFlops, Power: r.Power, SMVersion: r.SMVersion,
+		NumGPUsPerNode: r.NumGPUsPerNode, InterNodeBW: r.InterNodeBW, IntraNodeBW: r.IntraNodeBW, PCIeBW: r.PCIeBW,
+		P2PLatency: r.P2PLatency, NumGPUsPerRack: r.NumGPUsPerRack, InterRackBW: r.InterRackBW, OtherMem: r.OtherMem,
+		NCCLVersion: r.NCCLVersion}
 	var mem map[string]float64
-	if err := json.Unmarshal([]byte(ncclMem), &mem); err != nil {
+	if err := json.Unmarshal([]byte(r.NCCLMem), &mem); err != nil {
 		return nil, fmt.Errorf("store: system %s nccl_mem: %w", system, err)
 	}
 	s.NCCLMem = map[int]float64{}
@@ -334,8 +289,8 @@ func storeSystem(ctx context.Context, db *sqlx.DB, system string) (*System, erro
 
 // ListSystems lists the systems in the store, sorted.
 func ListSystems(ctx context.Context, st *store.Store) ([]string, error) {
-	var out []string
-	if err := st.DB.SelectContext(ctx, &out, `SELECT name FROM systems ORDER BY name`); err != nil {
+	out, err := st.SystemNames(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("store: list systems: %w", err)
 	}
 	return out, nil
@@ -365,12 +320,8 @@ func ListVersions(ctx context.Context, st *store.Store, system, backend string) 
 }
 
 func storeBackendVersions(ctx context.Context, st *store.Store, system string) (map[string][]string, error) {
-	var rows []struct {
-		Family  string `db:"family"`
-		Backend string `db:"backend"`
-		Version string `db:"version"`
-	}
-	if err := st.DB.SelectContext(ctx, &rows, `SELECT family, backend, version FROM perf_dirs WHERE system = ?`, system); err != nil {
+	rows, err := st.PerfDirKeys(ctx, system)
+	if err != nil {
 		return nil, fmt.Errorf("store: list versions: %w", err)
 	}
 	t := &tree{dirs: map[dirKey]*dirInfo{}}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // fixtureStore imports buildFixture into a fresh store and returns both.
@@ -42,7 +43,7 @@ func snapFiles(t *testing.T, st *store.Store) []string {
 // recorded sha256: a load that decodes the store fails, a snapshot load does not.
 func spoilContents(t *testing.T, st *store.Store) {
 	t.Helper()
-	if _, err := st.DB.Exec(`UPDATE perf_sources SET content = x'00'`); err != nil {
+	if _, err := storetest.DB(t, st).Exec(`UPDATE perf_sources SET content = x'00'`); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -232,6 +232,10 @@ func (e EngineSpec) budget() int {
 	return e.MaxNumBatchedTokens
 }
 
+// SeatCap is the cap on requests in the running set (vLLM/SGLang max_num_seqs,
+// TRT-LLM max_batch_size): the concurrency of a saturated engine.
+func (e EngineSpec) SeatCap() int { return e.seqCap() }
+
 // seqCap returns the cap on requests in the running set.
 func (e EngineSpec) seqCap() int {
 	if e.Backend == BackendTRTLLM {

@@ -50,6 +50,11 @@ type Options struct {
 	// last computed full block, not from its prefix (kv.go kvEvict). Off, or in the
 	// synthetic-workload calendars, a recompute starts from the prefix.
 	PrefixCaching bool
+	// Progress, if set, is called by a trace replay (QuantitativeTrace,
+	// QuantitativeSessions) after each finished request with the requests
+	// finished and the trace's requests: for a progress report of a long replay.
+	// It does not change the replay.
+	Progress func(done, total int)
 
 	spreadMs      float64 // initial spread of the closed-loop clients (internal)
 	transientOnly bool    // closed loop: stop once generation 0 has finished (internal)

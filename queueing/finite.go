@@ -29,9 +29,15 @@ type FiniteRun struct {
 	Requests int `json:"requests"`
 	// Warmup is the number of warm-up requests completed (and drained) before the
 	// measured run; they are excluded from the statistics. The measured run starts
-	// on an idle engine either way: warm-up prompts share no prefix with the
-	// measured ones (the benchmarks draw them independently), so the warm-up leaves
-	// no state the model carries over. Recorded for provenance.
+	// on an idle engine either way and the model carries no state over from the
+	// warm-up: it assumes no prompt repeats (no prefix-cache hit across requests).
+	// That is an assumption, not a client rule: aiperf's synthetic dataset is
+	// --num-dataset-entries prompts (default 100), each request — warm-up or
+	// profiled — drawing one uniformly at random, so with the engine's prefix cache
+	// on (vLLM V1's default; aiconfigurator leaves it on for vLLM and renders
+	// TensorRT-LLM's enable_block_reuse false) a repeated prompt would skip its
+	// prefill; the measured rows contradict a 100-entry pool (docs/validation.md,
+	// "Round 3 (vLLM)"). Recorded for provenance.
 	Warmup int `json:"warmup,omitempty"`
 }
 

@@ -116,6 +116,13 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	} else {
 		s.onFinish = sessionDriver(s, reqs, *so, &done, hit0)
 	}
+	if o.Progress != nil {
+		finish := s.onFinish
+		s.onFinish = func(s *sim, r int32, t float64) {
+			finish(s, r, t)
+			o.Progress(done, len(reqs))
+		}
+	}
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,9 @@ type DoctorOptions struct {
 	Sample int
 	// All checks every row (Sample is ignored).
 	All bool
+	// Progress, if set, is called before each sampled row and once at the end with
+	// (rows done, rows sampled).
+	Progress func(done, total int)
 }
 
 // Mismatch is one stored quantitative row that differs from a fresh evaluation.
@@ -54,7 +57,8 @@ type DoctorReport struct {
 // cache shared across groups (issue 8) cannot hide itself. Nothing is written.
 func Doctor(ctx context.Context, st *store.Store, fresh func() (Evaluator, error), opt DoctorOptions) (DoctorReport, error) {
 	var rep DoctorReport
-	if err := st.DB.GetContext(ctx, &rep.Total, `SELECT count(*) FROM quantitative_results`); err != nil {
+	var err error
+	if rep.Total, err = st.QuantitativeCount(ctx); err != nil {
 		return rep, fmt.Errorf("doctor: count quantitative results: %w", err)
 	}
 	n := opt.Sample
@@ -64,11 +68,8 @@ func Doctor(ctx context.Context, st *store.Store, fresh func() (Evaluator, error
 	if opt.All {
 		n = -1 // SQLite: no limit
 	}
-	var rows []struct {
-		Key       string `db:"key"`
-		Evaluator string `db:"evaluator"`
-	}
-	if err := st.DB.SelectContext(ctx, &rows, `SELECT key, evaluator FROM quantitative_results ORDER BY key LIMIT ?`, n); err != nil {
+	rows, err := st.ResultEvaluators(ctx, n)
+	if err != nil {
 		return rep, fmt.Errorf("doctor: read quantitative results: %w", err)
 	}
 	if len(rows) == 0 {
@@ -84,10 +85,17 @@ func Doctor(ctx context.Context, st *store.Store, fresh func() (Evaluator, error
 		return rep, err
 	}
 	evs := map[[4]string]Evaluator{}
+	progress := func(done int) {
+		if opt.Progress != nil {
+			opt.Progress(done, len(pts))
+		}
+	}
+	defer func() { progress(len(pts)) }()
 	for i := range pts {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
+		progress(i)
 		p := &pts[i]
 		g := [4]string{p.Model, p.System, p.Backend, p.Version}
 		ev, ok := evs[g]

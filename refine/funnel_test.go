@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 func TestSLABuild(t *testing.T) {
@@ -176,7 +177,7 @@ func TestFunnelQueryProperties(t *testing.T) {
 		if int(ev.quant.Load()-before) != qs.Evaluated {
 			rt.Fatalf("evaluations %d, stats say %d", ev.quant.Load()-before, qs.Evaluated)
 		}
-		rows, err := s.DB.Queryx(sql)
+		rows, err := storetest.DB(t, s).Queryx(sql)
 		if err != nil {
 			rt.Fatal(err)
 		}

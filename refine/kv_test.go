@@ -11,6 +11,7 @@ import (
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // kvTightSweep sweeps Qwen3-32B on h200_sxm with SGLang at tp 2, isl 4000, osl 500
@@ -72,14 +73,14 @@ func TestKVTightSweep(t *testing.T) {
 		Batch    int `db:"batch"`
 		Preempts int `db:"preempts"`
 	}
-	if err := s.DB.SelectContext(ctx, &flagged, `SELECT batch, preempts FROM pareto_all ORDER BY batch`); err != nil {
+	if err := storetest.DB(t, s).SelectContext(ctx, &flagged, `SELECT batch, preempts FROM pareto_all ORDER BY batch`); err != nil {
 		t.Fatal(err)
 	}
 	if len(flagged) == 0 || flagged[len(flagged)-1].Batch != 64 || flagged[len(flagged)-1].Preempts != 1 {
 		t.Fatalf("pareto_all = %+v: want batch 64 flagged preempts = 1", flagged)
 	}
 	var n int
-	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM pareto WHERE preempts = 1`); err != nil || n != 0 {
+	if err := storetest.DB(t, s).GetContext(ctx, &n, `SELECT count(*) FROM pareto WHERE preempts = 1`); err != nil || n != 0 {
 		t.Fatalf("pareto holds %d preempting rows (%v)", n, err)
 	}
 
@@ -107,7 +108,7 @@ func TestKVTightSweep(t *testing.T) {
 	if err != nil || rep.Checked != 1 || len(rep.Mismatches) != 0 {
 		t.Fatalf("doctor: %+v %v: want 1 row checked, no mismatch", rep, err)
 	}
-	if _, err := s.DB.ExecContext(ctx, `UPDATE quantitative_results SET preemptions_per_request = 0.5`); err != nil {
+	if _, err := storetest.DB(t, s).ExecContext(ctx, `UPDATE quantitative_results SET preemptions_per_request = 0.5`); err != nil {
 		t.Fatal(err)
 	}
 	rep, err = Doctor(ctx, s, fresh, DoctorOptions{All: true})

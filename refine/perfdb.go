@@ -3,7 +3,6 @@ package refine
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -62,12 +61,10 @@ func (s StoreSource) Data(ctx context.Context, system, backend, version string, 
 
 // Model implements PerfSource.
 func (s StoreSource) Model(ctx context.Context, id string) (*perfdb.Model, error) {
-	var cfg string
-	var qc sql.NullString
-	err := s.St.DB.QueryRowContext(ctx, `SELECT config, quant_config FROM models WHERE id = ?`, id).Scan(&cfg, &qc)
-	if errors.Is(err, sql.ErrNoRows) {
-		var ids []string
-		if err := s.St.DB.SelectContext(ctx, &ids, `SELECT id FROM models ORDER BY id`); err != nil {
+	cfg, q, err := s.St.ModelConfig(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		ids, err := s.St.ModelIDs(ctx)
+		if err != nil {
 			return nil, fmt.Errorf("list models: %w", err)
 		}
 		if s, ok := perfdb.SuggestModel(id, ids); ok {
@@ -77,10 +74,6 @@ func (s StoreSource) Model(ctx context.Context, id string) (*perfdb.Model, error
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read model %s: %w", id, err)
-	}
-	var q []byte
-	if qc.Valid {
-		q = []byte(qc.String)
 	}
 	return perfdb.ParseHFConfig(id, "store model "+id, []byte(cfg), q)
 }

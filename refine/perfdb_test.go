@@ -11,6 +11,7 @@ import (
 
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // sharedSource returns aiconfigurator's data slice (AICDB_AIC_DATA or ../shared),
@@ -92,7 +93,7 @@ func TestPerfdbEvaluatorSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("query < %.2f: %+v", target, qs)
-	rows, err := s.DB.Queryx(sql)
+	rows, err := storetest.DB(t, s).Queryx(sql)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // missAbove prices passes linearly but misses the perf data (a structured
@@ -64,7 +65,7 @@ func TestPricingGapMidSimulation(t *testing.T) {
 		t.Fatalf("a sweep with perf-data gaps must not abort: %v", err)
 	}
 	var gaps int
-	s.DB.Get(&gaps, `SELECT count(*) FROM operating_points WHERE tp = 2 AND oom = 0`) // OOM points are not screened
+	storetest.DB(t, s).Get(&gaps, `SELECT count(*) FROM operating_points WHERE tp = 2 AND oom = 0`) // OOM points are not screened
 	if res.NoPerfData == 0 || res.Evaluated+res.NoPerfData != res.Total || gaps != 0 ||
 		!strings.Contains(res.FirstNoPerfData, "no generation_attention rows near b=8") {
 		t.Fatalf("result %+v (%d screened tp2 rows stored): want the tp 2 points counted as no perf data", res, gaps)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // TestAnswerSettledReadOnly (issue 8 item 5): the pre-pass runs the user's SQL only
@@ -19,7 +20,7 @@ func TestAnswerSettledReadOnly(t *testing.T) {
 	}
 	count := func(q string) int {
 		var n int
-		if err := s.DB.GetContext(ctx, &n, q); err != nil {
+		if err := storetest.DB(t, s).GetContext(ctx, &n, q); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -52,7 +53,7 @@ func TestAnswerSettledReadOnly(t *testing.T) {
 		t.Fatalf("sweeps %d → %d: the pre-pass ran a write", sweeps, got)
 	}
 	// The pooled connection is unrestricted again after the pre-pass.
-	if _, err := s.DB.ExecContext(ctx, `INSERT INTO store_meta VALUES ('after', 'x')`); err != nil {
+	if _, err := storetest.DB(t, s).ExecContext(ctx, `INSERT INTO store_meta VALUES ('after', 'x')`); err != nil {
 		t.Fatalf("write after the pre-pass: %v", err)
 	}
 }

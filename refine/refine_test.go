@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // counting wraps an evaluator and counts its calls.
@@ -129,7 +130,7 @@ func TestEnumerate(t *testing.T) {
 // dump returns every stored row (all columns) in key order, for content comparison.
 func dump(t testing.TB, s *store.Store) string {
 	t.Helper()
-	rows, err := s.DB.Queryx(`SELECT * FROM operating_points ORDER BY key`)
+	rows, err := storetest.DB(t, s).Queryx(`SELECT * FROM operating_points ORDER BY key`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestSweepInterruptedResumesToSameContent(t *testing.T) {
 		t.Fatalf("cancelled sweep: err %v", err)
 	}
 	var n int
-	s.DB.Get(&n, `SELECT count(*) FROM operating_points`)
+	storetest.DB(t, s).Get(&n, `SELECT count(*) FROM operating_points`)
 	if n == 0 || n%32 != 0 {
 		t.Fatalf("interrupted sweep left %d rows: want whole batches of 32", n)
 	}
@@ -258,7 +259,7 @@ func TestConcurrentReaderSeesWholeRows(t *testing.T) {
 			}
 			t.Logf("%d points; the reader saw row counts %v", total, sortedInts(seen))
 			var n int
-			ro.DB.Get(&n, `SELECT count(*) FROM pareto`)
+			storetest.DB(t, ro).Get(&n, `SELECT count(*) FROM pareto`)
 			if n == 0 || res.Evaluated == 0 {
 				t.Fatal("no pareto rows after the sweep")
 			}
@@ -266,10 +267,10 @@ func TestConcurrentReaderSeesWholeRows(t *testing.T) {
 		default:
 		}
 		var n, partial int
-		if err := ro.DB.GetContext(ctx, &n, `SELECT count(*) FROM points`); err != nil {
+		if err := storetest.DB(t, ro).GetContext(ctx, &n, `SELECT count(*) FROM points`); err != nil {
 			t.Fatal(err)
 		}
-		if err := ro.DB.GetContext(ctx, &partial, `SELECT count(*) FROM operating_points
+		if err := storetest.DB(t, ro).GetContext(ctx, &partial, `SELECT count(*) FROM operating_points
 			WHERE oom = 0 AND (ttft IS NULL OR ttft_steady_p99 IS NULL OR itl_p99 IS NULL)`); err != nil {
 			t.Fatal(err)
 		}
@@ -310,8 +311,8 @@ func TestSweepReplacesStaleEvaluatorRows(t *testing.T) {
 		t.Fatalf("new evaluator version: %+v, want every stale row replaced and re-evaluated", res)
 	}
 	var stale, front int
-	s.DB.Get(&stale, `SELECT count(*) FROM operating_points WHERE evaluator != 'synthetic-2'`)
-	s.DB.Get(&front, `SELECT count(*) FROM pareto WHERE evaluator != 'synthetic-2'`)
+	storetest.DB(t, s).Get(&stale, `SELECT count(*) FROM operating_points WHERE evaluator != 'synthetic-2'`)
+	storetest.DB(t, s).Get(&front, `SELECT count(*) FROM pareto WHERE evaluator != 'synthetic-2'`)
 	if stale != 0 || front != 0 {
 		t.Fatalf("%d stale rows (%d on the front) left", stale, front)
 	}

@@ -200,24 +200,22 @@ func (in SLAInput) Build() (SLA, error) {
 // targets. NULL columns never do.
 func (s SLA) ValuesMeet(p *store.Point) bool {
 	for _, c := range s.Constraints {
-		var v float64
-		if qi := store.QueueingIndex(c.Column); qi >= 0 {
-			if !p.Q.Valid {
-				return false
-			}
-			v = p.Q.V[qi]
-		} else {
-			lv, ok := legacyValue(p, c.Column)
-			if !ok {
-				return false
-			}
-			v = lv
-		}
-		if !(v <= c.TargetMs) {
+		v, ok := c.Value(p)
+		if !ok || !(v <= c.TargetMs) {
 			return false
 		}
 	}
 	return true
+}
+
+// Value is the row's stored value of the constrained statistic (the number a
+// report prints: a screening estimate for a screening row); false when the column
+// is NULL (OOM, composed rows).
+func (c Constraint) Value(p *store.Point) (float64, bool) {
+	if qi := store.QueueingIndex(c.Column); qi >= 0 {
+		return p.Q.V[qi], p.Q.Valid
+	}
+	return legacyValue(p, c.Column)
 }
 
 // Verdict is what stored numbers prove about a constraint for one row.

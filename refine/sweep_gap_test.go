@@ -9,6 +9,7 @@ import (
 
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // gapping fails chosen points: tp 2 with a structured perfdb miss, tp 4 screening
@@ -68,8 +69,8 @@ func TestSweepSkipsPerfDataGaps(t *testing.T) {
 	var wantKept, wantGaps int
 	// Screening (tp 4) is not asked for OOM points: those are stored.
 	const gapWhere = `tp = 2 OR (tp = 4 AND oom = 0)`
-	ref.DB.Get(&wantGaps, `SELECT count(*) FROM operating_points WHERE `+gapWhere)
-	ref.DB.Get(&wantKept, `SELECT count(*) FROM operating_points WHERE NOT (`+gapWhere+`)`)
+	storetest.DB(t, ref).Get(&wantGaps, `SELECT count(*) FROM operating_points WHERE `+gapWhere)
+	storetest.DB(t, ref).Get(&wantKept, `SELECT count(*) FROM operating_points WHERE NOT (`+gapWhere+`)`)
 
 	s := openStore(t)
 	ev := gapping{Evaluator: Synthetic{}}
@@ -85,12 +86,12 @@ func TestSweepSkipsPerfDataGaps(t *testing.T) {
 		t.Fatalf("first gap %q: want the evaluator's miss", res.FirstNoPerfData)
 	}
 	var n int
-	s.DB.Get(&n, `SELECT count(*) FROM operating_points WHERE `+gapWhere)
+	storetest.DB(t, s).Get(&n, `SELECT count(*) FROM operating_points WHERE `+gapWhere)
 	if n != 0 {
 		t.Fatalf("%d gap points were stored", n)
 	}
 	var same int
-	s.DB.Get(&same, `SELECT count(*) FROM operating_points`)
+	storetest.DB(t, s).Get(&same, `SELECT count(*) FROM operating_points`)
 	if same != wantKept {
 		t.Fatalf("stored %d rows, want %d", same, wantKept)
 	}

@@ -187,6 +187,10 @@ type TraceReplay struct {
 	// PrefixCaching: the engine caches KV blocks (queueing.Options.PrefixCaching: a
 	// vLLM recompute after preemption hits the victim's own blocks).
 	PrefixCaching bool
+	// Progress, if set, is called after each finished request with (done,
+	// total) (queueing.Options.Progress); a KV-bound replay runs twice and so
+	// reports 0..total twice.
+	Progress func(done, total int)
 }
 
 // Replay replays the requests idx (nil: all) through the quantitative calendar
@@ -227,7 +231,7 @@ func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*
 			reqs[k].Prefix = rs.Add(reqs[k].ISL, reqs[k].OSL, w.hashIDs(i))
 		}
 	}
-	o := queueing.Options{PrefixCaching: c.PrefixCaching}
+	o := queueing.Options{PrefixCaching: c.PrefixCaching, Progress: c.Progress}
 	run := func() (*queueing.Report, error) {
 		if c.Sessions {
 			o.ClientRTTMs = c.ClientRTTMs

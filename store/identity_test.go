@@ -154,7 +154,7 @@ func TestOpenNewerSchemaRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99999, 1)`); err != nil {
+	if _, err := s.db.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (99999, 1)`); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -168,7 +168,7 @@ func TestOpenNewerSchemaRefused(t *testing.T) {
 func schemaCookie(t *testing.T, s *Store) int {
 	t.Helper()
 	var v int
-	if err := s.DB.Get(&v, `PRAGMA schema_version`); err != nil {
+	if err := s.db.Get(&v, `PRAGMA schema_version`); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -192,7 +192,7 @@ func TestReopenKeepsViews(t *testing.T) {
 	if c := schemaCookie(t, s); c != c0 {
 		t.Fatalf("schema cookie %d → %d: reopening rewrote the schema", c0, c)
 	}
-	if _, err := s.DB.Exec(`UPDATE store_meta SET value = 'old' WHERE key = ?`, viewsVersionKey); err != nil {
+	if _, err := s.db.Exec(`UPDATE store_meta SET value = 'old' WHERE key = ?`, viewsVersionKey); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -206,12 +206,12 @@ func TestReopenKeepsViews(t *testing.T) {
 		t.Fatal("a changed views version did not re-create the views")
 	}
 	var n int
-	if err := s.DB.Get(&n, `SELECT count(*) FROM pareto`); err != nil {
+	if err := s.db.Get(&n, `SELECT count(*) FROM pareto`); err != nil {
 		t.Fatalf("views after re-creation: %v", err)
 	}
 	want, _, _ := viewsVersion(0)
 	var got string
-	s.DB.Get(&got, `SELECT value FROM store_meta WHERE key = ?`, viewsVersionKey)
+	s.db.Get(&got, `SELECT value FROM store_meta WHERE key = ?`, viewsVersionKey)
 	if !strings.HasPrefix(got, strings.SplitN(want, "@", 2)[0]+"@") {
 		t.Fatalf("views version %q after re-creation, want the embedded hash", got)
 	}

@@ -209,7 +209,7 @@ func (s *Store) RefreshPareto(ctx context.Context, g Group) error {
 // was initialised but never swept).
 func (s *Store) HasPoints(ctx context.Context) (bool, error) {
 	var ok bool
-	if err := s.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM operating_points)`).Scan(&ok); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM operating_points)`).Scan(&ok); err != nil {
 		return false, fmt.Errorf("read operating points: %w", err)
 	}
 	return ok, nil
@@ -217,7 +217,7 @@ func (s *Store) HasPoints(ctx context.Context) (bool, error) {
 
 // GroupKeys returns the keys stored for workload group g.
 func (s *Store) GroupKeys(ctx context.Context, g Group) (map[string]struct{}, error) {
-	rows, err := s.DB.QueryContext(ctx, `SELECT key FROM operating_points WHERE `+groupWhere, g.args()...)
+	rows, err := s.db.QueryContext(ctx, `SELECT key FROM operating_points WHERE `+groupWhere, g.args()...)
 	if err != nil {
 		return nil, fmt.Errorf("read stored keys: %w", err)
 	}
@@ -397,7 +397,7 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY tokens_per_s_per_gpu DESC, key`
-	rows, err := s.DB.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read points: %w", err)
 	}

@@ -41,7 +41,7 @@ func TestDisaggColumns(t *testing.T) {
 	disaggOnly := []string{"p_system", "d_system", "p_gpus", "d_gpus", "kv_transfer_ms_mean", "kv_transfer_ms_p99",
 		"p_queue_ms_p99", "d_headroom_min", "multi_stable"}
 	var nonNull int
-	if err := s.DB.GetContext(ctx, &nonNull, `SELECT count(*) FROM points WHERE key = ? AND coalesce(`+strings.Join(disaggOnly, ", ")+`) IS NOT NULL`, agg.Key); err != nil || nonNull != 0 {
+	if err := s.db.GetContext(ctx, &nonNull, `SELECT count(*) FROM points WHERE key = ? AND coalesce(`+strings.Join(disaggOnly, ", ")+`) IS NOT NULL`, agg.Key); err != nil || nonNull != 0 {
 		t.Fatalf("agg row: %d rows with a non-NULL disagg-only column (%v), want 0", nonNull, err)
 	}
 	type row struct {
@@ -61,7 +61,7 @@ func TestDisaggColumns(t *testing.T) {
 	var rows []row
 	q := `SELECT key, p_system, d_system, p_gpus, d_gpus, num_gpus, kv_transfer_ms_mean, p_queue_ms_p99,
 		d_headroom_min, multi_stable, kv_transfer_ms_p99, queueing_tier FROM disagg`
-	if err := s.DB.SelectContext(ctx, &rows, q); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, q); err != nil {
 		t.Fatal(err)
 	}
 	want := row{Key: dis.Key, PSystem: "h200_sxm", DSystem: "h200_sxm", PGPUs: 4, DGPUs: 4, NumGPUs: 8, KVMean: 12.5,
@@ -84,7 +84,7 @@ func TestDisaggColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows = rows[:0]
-	if err := s.DB.SelectContext(ctx, &rows, q); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, q); err != nil {
 		t.Fatal(err)
 	}
 	want.KVMean, want.PQueue, want.Headroom, want.Multi.Int64, want.KVP99.Float64, want.Tier = 20, 7, 0, 1, 31, TierQuantitative
@@ -117,14 +117,14 @@ func TestParetoComparesModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var modes []string
-	if err := s.DB.SelectContext(ctx, &modes, `SELECT mode FROM pareto ORDER BY tokens_per_s_per_gpu DESC`); err != nil {
+	if err := s.db.SelectContext(ctx, &modes, `SELECT mode FROM pareto ORDER BY tokens_per_s_per_gpu DESC`); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(modes, ",") != "disagg,agg" { // dis is dominated within its own mode by slow
 		t.Fatalf("pareto modes %v, want [disagg agg] (slow on the disagg front, agg on its own)", modes)
 	}
 	modes = modes[:0]
-	if err := s.DB.SelectContext(ctx, &modes, `SELECT mode FROM points WHERE oom = 0 AND ttft_steady_p99 < 200 ORDER BY tokens_per_s_per_gpu DESC`); err != nil {
+	if err := s.db.SelectContext(ctx, &modes, `SELECT mode FROM points WHERE oom = 0 AND ttft_steady_p99 < 200 ORDER BY tokens_per_s_per_gpu DESC`); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(modes, ",") != "agg,disagg" {
@@ -182,14 +182,14 @@ func TestMigration00011Backfill(t *testing.T) {
 		Head   float64         `db:"d_headroom_min"`
 		Multi  int             `db:"multi_stable"`
 	}
-	if err := s.DB.GetContext(ctx, &got, `SELECT p_gpus, d_system, kv_transfer_ms_mean, kv_transfer_ms_p99, p_queue_ms_p99, d_headroom_min, multi_stable FROM disagg`); err != nil {
+	if err := s.db.GetContext(ctx, &got, `SELECT p_gpus, d_system, kv_transfer_ms_mean, kv_transfer_ms_p99, p_queue_ms_p99, d_headroom_min, multi_stable FROM disagg`); err != nil {
 		t.Fatal(err)
 	}
 	if got.PGPUs != 4 || got.DSys != "h200_sxm" || got.KVMean != 15 || got.KVP99.Valid || got.PQueue != 4.5 || got.Head != 0.5 || got.Multi != 1 {
 		t.Fatalf("backfilled disagg row: %+v", got)
 	}
 	var n int
-	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM points WHERE mode = 'agg' AND p_gpus IS NULL AND p_system IS NULL AND kv_transfer_ms_mean IS NULL`); err != nil || n != 1 {
+	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM points WHERE mode = 'agg' AND p_gpus IS NULL AND p_system IS NULL AND kv_transfer_ms_mean IS NULL`); err != nil || n != 1 {
 		t.Fatalf("agg row after backfill: %d (%v), want 1 with NULL disagg columns", n, err)
 	}
 }

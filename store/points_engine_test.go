@@ -60,7 +60,7 @@ func TestEngineConfigKeyAndRoundTrip(t *testing.T) {
 		}
 	}
 	var raw string
-	if err := s.DB.GetContext(ctx, &raw, `SELECT engine_config FROM operating_points WHERE key = ?`, legacy.Key()); err != nil || raw != "{}" {
+	if err := s.db.GetContext(ctx, &raw, `SELECT engine_config FROM operating_points WHERE key = ?`, legacy.Key()); err != nil || raw != "{}" {
 		t.Fatalf("unrecorded engine stored as %q (%v), want {}", raw, err)
 	}
 }
@@ -69,7 +69,7 @@ func TestEngineConfigKeyAndRoundTrip(t *testing.T) {
 func TestMigration00009DownUp(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.DB.DB, migrations.FS)
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.db.DB, migrations.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,13 +77,13 @@ func TestMigration00009DownUp(t *testing.T) {
 		t.Fatalf("down: %v", err)
 	}
 	var n int
-	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM pragma_table_info('operating_points') WHERE name LIKE 'engine_%'`); err != nil || n != 0 {
+	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM pragma_table_info('operating_points') WHERE name LIKE 'engine_%'`); err != nil || n != 0 {
 		t.Fatalf("after down: %d engine columns (%v)", n, err)
 	}
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatalf("up: %v", err)
 	}
-	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM pragma_table_info('operating_points') WHERE name LIKE 'engine_%'`); err != nil || n != 2 {
+	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM pragma_table_info('operating_points') WHERE name LIKE 'engine_%'`); err != nil || n != 2 {
 		t.Fatalf("after up: %d engine columns (%v)", n, err)
 	}
 }

@@ -56,7 +56,7 @@ func TestMigrationDropsUnfingerprintedQuantitative(t *testing.T) {
 	}
 	defer s.Close()
 	var n int
-	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM quantitative_results`); err != nil || n != 0 {
+	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM quantitative_results`); err != nil || n != 0 {
 		t.Fatalf("quantitative rows after migration: %d, %v (want 0)", n, err)
 	}
 	got, err := s.SelectPoints(ctx, PointFilter{})
@@ -73,7 +73,7 @@ func TestMigrationDropsUnfingerprintedQuantitative(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ev string
-	if err := s.DB.GetContext(ctx, &ev, `SELECT evaluator FROM quantitative_results`); err != nil || ev != "test-1" {
+	if err := s.db.GetContext(ctx, &ev, `SELECT evaluator FROM quantitative_results`); err != nil || ev != "test-1" {
 		t.Fatalf("stored fingerprint %q, %v", ev, err)
 	}
 }

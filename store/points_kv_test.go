@@ -24,7 +24,7 @@ func paretoKeys(t *testing.T, s *Store, view string) map[string]int {
 		Key      string `db:"key"`
 		Preempts *int   `db:"preempts"`
 	}
-	if err := s.DB.SelectContext(context.Background(), &rows, `SELECT key, preempts FROM `+view); err != nil {
+	if err := s.db.SelectContext(context.Background(), &rows, `SELECT key, preempts FROM `+view); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]int{}
@@ -77,7 +77,7 @@ func TestKVColumnsAndPreemptingPareto(t *testing.T) {
 		t.Fatalf("pareto after a preempting quantitative result = %v: want slow only", front)
 	}
 	var note string
-	if err := s.DB.GetContext(ctx, &note, `SELECT kv_note FROM points WHERE key = ?`, other.Key); err != nil || note != "quantitative" {
+	if err := s.db.GetContext(ctx, &note, `SELECT kv_note FROM points WHERE key = ?`, other.Key); err != nil || note != "quantitative" {
 		t.Fatalf("kv_note of the refined row = %q, %v", note, err)
 	}
 }

@@ -165,7 +165,7 @@ func sharesGroup(a, b []Group) bool {
 // HeartbeatSweep refreshes sweep id's lease with the holder's time at (RFC 3339);
 // ErrLeaseLost when the lease is gone.
 func (s *Store) HeartbeatSweep(ctx context.Context, id int64, at string) error {
-	res, err := s.DB.ExecContext(ctx, `UPDATE sweep_leases SET heartbeat_at = ? WHERE sweep_id = ?`, at, id)
+	res, err := s.db.ExecContext(ctx, `UPDATE sweep_leases SET heartbeat_at = ? WHERE sweep_id = ?`, at, id)
 	if err != nil {
 		return fmt.Errorf("refresh the lease of sweep %d: %w", id, err)
 	}
@@ -198,12 +198,12 @@ func (s *Store) EndSweep(ctx context.Context, r SweepRecord) error {
 
 // SweepLeases lists the leases of running sweeps, by sweep id.
 func (s *Store) SweepLeases(ctx context.Context) ([]SweepLease, error) {
-	return readLeases(ctx, s.DB)
+	return readLeases(ctx, s.db)
 }
 
 // Sweeps lists the recorded sweeps, oldest first.
 func (s *Store) Sweeps(ctx context.Context) ([]SweepRecord, error) {
-	rows, err := s.DB.QueryContext(ctx, `SELECT id, arguments, started_at, coalesce(ended_at, ''), status,
+	rows, err := s.db.QueryContext(ctx, `SELECT id, arguments, started_at, coalesce(ended_at, ''), status,
 		points_total, points_evaluated, points_skipped, points_no_perf_data, coalesce(error, '') FROM sweeps ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("read sweeps: %w", err)

@@ -121,11 +121,11 @@ func TestNonFiniteRejected(t *testing.T) {
 		}
 	}
 	var n int
-	if err := s.DB.GetContext(ctx, &n, `SELECT count(*) FROM operating_points`); err != nil || n != 0 {
+	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM operating_points`); err != nil || n != 0 {
 		t.Fatalf("rows after rejected inserts: %d, %v", n, err)
 	}
 	// The schema's CHECKs hold too, for writers that bypass Validate.
-	if _, err := s.DB.ExecContext(ctx, `INSERT INTO quantitative_results (key) VALUES ('x')`); err == nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO quantitative_results (key) VALUES ('x')`); err == nil {
 		t.Fatal("partial quantitative row accepted")
 	}
 }
@@ -247,7 +247,7 @@ func BenchmarkPareto100k(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() { // setup runs once (b.Loop), not once per b.N probe
-		rows, err := s.DB.QueryxContext(ctx, `SELECT * FROM pareto`)
+		rows, err := s.db.QueryxContext(ctx, `SELECT * FROM pareto`)
 		if err != nil {
 			b.Fatal(err)
 		}

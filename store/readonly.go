@@ -66,10 +66,10 @@ func ReadOnlyAuthorizer(action sqlite.AuthorizerActionCode, arg1, arg2, _, _ str
 	return sqlite.AuthorizerDeny
 }
 
-// WithReadOnlyAuthorizer runs fn with ReadOnlyAuthorizer installed on conn, and
+// withReadOnlyAuthorizer runs fn with ReadOnlyAuthorizer installed on conn, and
 // removes it after (so a pooled connection goes back unrestricted). Statements
 // compiled on conn meanwhile can only read.
-func WithReadOnlyAuthorizer(conn *sql.Conn, fn func() error) error {
+func withReadOnlyAuthorizer(conn *sql.Conn, fn func() error) error {
 	set := func(a sqlite.AuthorizerFn) error {
 		return conn.Raw(func(dc any) error {
 			r, ok := dc.(sqlite.AuthorizerRegisterer)
@@ -94,20 +94,23 @@ func WithReadOnlyAuthorizer(conn *sql.Conn, fn func() error) error {
 var ErrDenied = errors.New("the statement does more than read the store")
 
 // QueryReadOnly runs one user statement on the read-only store s under
-// ReadOnlyAuthorizer and hands the rows to fn (closed after).
-func (s *Store) QueryReadOnly(ctx context.Context, q string, fn func(*sql.Rows) error) error {
+// ReadOnlyAuthorizer and returns its column names and rows (each value as the
+// driver gives it).
+func (s *Store) QueryReadOnly(ctx context.Context, q string) ([]string, [][]any, error) {
 	if !s.ReadOnly {
-		return errors.New("QueryReadOnly needs a store opened with ReadOnly")
+		return nil, nil, errors.New("QueryReadOnly needs a store opened with ReadOnly")
 	}
 	if err := CheckReadOnlySQL(q); err != nil {
-		return err
+		return nil, nil, err
 	}
-	conn, err := s.DB.Conn(ctx)
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer conn.Close()
-	return WithReadOnlyAuthorizer(conn, func() error {
+	var cols []string
+	var data [][]any
+	err = withReadOnlyAuthorizer(conn, func() error {
 		rows, err := conn.QueryContext(ctx, q)
 		var se *sqlite.Error
 		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_AUTH {
@@ -117,11 +120,30 @@ func (s *Store) QueryReadOnly(ctx context.Context, q string, fn func(*sql.Rows) 
 			return err
 		}
 		defer rows.Close()
-		if err := fn(rows); err != nil {
+		if cols, data, err = scanAll(rows); err != nil {
 			return err
 		}
 		return rows.Close()
 	})
+	return cols, data, err
+}
+
+// QueryWrite runs one user statement (aicdb query --write: any SQL, writes
+// included) on the writable store s and returns its column names and rows.
+func (s *Store) QueryWrite(ctx context.Context, q string) ([]string, [][]any, error) {
+	if s.ReadOnly {
+		return nil, nil, errors.New("QueryWrite needs a store opened writable")
+	}
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	cols, data, err := scanAll(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cols, data, rows.Close()
 }
 
 // CheckReadOnlySQL reports an error unless q is exactly one SELECT, WITH or VALUES

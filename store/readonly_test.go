@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,24 +73,20 @@ func TestQueryReadOnly(t *testing.T) {
 	}
 	defer ro.Close()
 	var got []string
-	err = ro.QueryReadOnly(ctx, "select name from pragma_table_info('store_meta') order by cid", func(r *sql.Rows) error {
-		for r.Next() {
-			var s string
-			r.Scan(&s)
-			got = append(got, s)
-		}
-		return r.Err()
-	})
+	_, rows, err := ro.QueryReadOnly(ctx, "select name from pragma_table_info('store_meta') order by cid")
+	for _, r := range rows {
+		got = append(got, r[0].(string))
+	}
 	if err != nil || strings.Join(got, ",") != "key,value" {
 		t.Fatalf("introspection: %v %v", got, err)
 	}
-	conn, err := w.DB.Conn(ctx)
+	conn, err := w.db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	for _, q := range []string{"insert into store_meta values ('a', 'b')", "pragma query_only = 0", "attach 'x.db' as x", "create temp table x(a)", "select load_extension('x')"} {
-		err := WithReadOnlyAuthorizer(conn, func() error {
+		err := withReadOnlyAuthorizer(conn, func() error {
 			_, err := conn.ExecContext(ctx, q)
 			return err
 		})

@@ -19,14 +19,14 @@ func (s *Store) Replay(ctx context.Context, id int64) (ReplayRecord, []ReplayRow
 	if id == 0 {
 		q, args = `SELECT id, trace_id, tier, workload_fidelity, arguments, summary, created_at FROM replays ORDER BY id DESC LIMIT 1`, nil
 	}
-	err := s.DB.QueryRowxContext(ctx, q, args...).Scan(&r.ID, &r.TraceID, &r.Tier, &r.WorkloadFidelity, &r.Arguments, &r.Summary, &r.CreatedAt)
+	err := s.db.QueryRowxContext(ctx, q, args...).Scan(&r.ID, &r.TraceID, &r.Tier, &r.WorkloadFidelity, &r.Arguments, &r.Summary, &r.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, nil, ErrNoReplay
 	}
 	if err != nil {
 		return r, nil, fmt.Errorf("read replay %d: %w", id, err)
 	}
-	rows, err := s.DB.QueryxContext(ctx, `SELECT seq, arrival_ms, isl, osl, cached_tokens, preemptions, ttft_ms, tpot_ms, e2e_ms
+	rows, err := s.db.QueryxContext(ctx, `SELECT seq, arrival_ms, isl, osl, cached_tokens, preemptions, ttft_ms, tpot_ms, e2e_ms
 		FROM replay_requests WHERE replay_id = ? ORDER BY seq`, r.ID)
 	if err != nil {
 		return r, nil, fmt.Errorf("read replay %d requests: %w", r.ID, err)

@@ -1,8 +1,11 @@
 // Package store opens the aicdb SQLite file: WAL journal, busy timeout, foreign keys,
 // the embedded goose migrations applied, and the embedded views re-created when
 // their definition changed; files that are not aicdb stores are refused untouched.
-// SQL strings live only here, in views/, in refine/ and in perfdb's import and load
-// code (the perf tables it owns).
+// SQL strings live only here (and in store's subpackages), in migrations/ and in
+// views/: refine, perfdb and the CLI read and write the store through Store's
+// methods, which own the transactions; the database handle is not exported.
+// TestSQLStaysInStore enforces it. The user's own SQL (aicdb query) reaches the
+// store as data, through QueryReadOnly or QueryWrite.
 package store
 
 import (
@@ -33,7 +36,7 @@ func init() {
 
 // Store is an open aicdb file.
 type Store struct {
-	DB       *sqlx.DB
+	db       *sqlx.DB
 	Path     string
 	ReadOnly bool
 }
@@ -109,7 +112,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{DB: db, Path: path}
+	s := &Store{db: db, Path: path}
 	if err := s.checkWritable(ctx, id.kind); err != nil {
 		db.Close()
 		return nil, err
@@ -144,7 +147,7 @@ func openReadOnly(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{DB: db, Path: path, ReadOnly: true}
+	s := &Store{db: db, Path: path, ReadOnly: true}
 	if _, _, err := s.schemaVersions(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -155,14 +158,14 @@ func openReadOnly(ctx context.Context, path string) (*Store, error) {
 // checkWritable opens the first connection and reports ErrReadOnly when SQLite
 // could open the file only read-only, or not at all for lack of write access.
 func (s *Store) checkWritable(ctx context.Context, k storeKind) error {
-	err := s.DB.PingContext(ctx)
+	err := s.db.PingContext(ctx)
 	if err != nil {
 		if k != kindMissing && readOnlyCode(err) {
 			return fmt.Errorf("store %s is read-only (the file or its directory is not writable): %w", s.Path, ErrReadOnly)
 		}
 		return fmt.Errorf("open store %s: %w", s.Path, err)
 	}
-	conn, err := s.DB.Conn(ctx)
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", s.Path, err)
 	}
@@ -206,7 +209,7 @@ func hasWAL(path string) bool {
 }
 
 // Close closes the database handle.
-func (s *Store) Close() error { return s.DB.Close() }
+func (s *Store) Close() error { return s.db.Close() }
 
 // schemaVersions returns the store's applied schema version and the newest one
 // this binary knows; a store written by a newer aicdb is refused.
@@ -223,13 +226,13 @@ func (s *Store) schemaVersions(ctx context.Context) (current, known int64, err e
 		known = max(known, v)
 	}
 	var tables int
-	if err := s.DB.GetContext(ctx, &tables, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'goose_db_version'`); err != nil {
+	if err := s.db.GetContext(ctx, &tables, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'goose_db_version'`); err != nil {
 		return 0, 0, fmt.Errorf("store %s: %w", s.Path, err)
 	}
 	if tables == 0 {
 		return 0, known, nil
 	}
-	if err := s.DB.GetContext(ctx, &current, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied = 1`); err != nil {
+	if err := s.db.GetContext(ctx, &current, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied = 1`); err != nil {
 		return 0, 0, fmt.Errorf("store %s: read schema version: %w", s.Path, err)
 	}
 	if current > known {
@@ -245,7 +248,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.DB.DB, migrations.FS)
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.db.DB, migrations.FS)
 	if err != nil {
 		return fmt.Errorf("store %s: load migrations: %w", s.Path, err)
 	}
@@ -307,7 +310,7 @@ func (s *Store) ensureIdentityAndViews(ctx context.Context, schema int64) error 
 		}
 		return app == AppID, len(got) == 1 && got[0] == want, nil
 	}
-	appOK, viewsOK, err := upToDate(s.DB)
+	appOK, viewsOK, err := upToDate(s.db)
 	if err != nil || (appOK && viewsOK) {
 		return err
 	}
@@ -359,7 +362,7 @@ func recreateViews(ctx context.Context, tx *sqlx.Tx, names []string) error {
 
 // Tx runs fn in one transaction: committed if fn returns nil, rolled back otherwise.
 func (s *Store) Tx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	tx, err := s.DB.BeginTxx(ctx, nil)
+	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
@@ -371,6 +374,23 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// EachRow runs the query q (SQL built inside store/ or its subpackages, never
+// outside: TestSQLStaysInStore) with args and hands each row's Scan to scan, in
+// order; it stops at the first error.
+func (s *Store) EachRow(ctx context.Context, q string, args []any, scan func(scan func(dest ...any) error) error) error {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // ErrNotFound is returned by lookups that find no row.

@@ -14,14 +14,14 @@ func TestOpenMigratesAndCreatesViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v int
-	if err := s.DB.GetContext(ctx, &v, `SELECT version FROM store_version`); err != nil {
+	if err := s.db.GetContext(ctx, &v, `SELECT version FROM store_version`); err != nil {
 		t.Fatal(err)
 	}
 	if v < 1 {
 		t.Fatalf("schema version %d, want ≥ 1", v)
 	}
 	var mode string
-	if err := s.DB.GetContext(ctx, &mode, `PRAGMA journal_mode`); err != nil {
+	if err := s.db.GetContext(ctx, &mode, `PRAGMA journal_mode`); err != nil {
 		t.Fatal(err)
 	}
 	if mode != "wal" {
@@ -49,7 +49,7 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if _, err := ro.DB.ExecContext(ctx, `INSERT INTO store_meta VALUES ('k','v')`); err == nil {
+	if _, err := ro.db.ExecContext(ctx, `INSERT INTO store_meta VALUES ('k','v')`); err == nil {
 		t.Fatal("write through a read-only store succeeded")
 	}
 }

@@ -170,7 +170,7 @@ func traceBy(ctx context.Context, q sqlx.QueryerContext, col string, v any) (Tra
 
 // Trace returns the trace named name; the error wraps ErrNotFound when there is none.
 func (s *Store) Trace(ctx context.Context, name string) (TraceInfo, error) {
-	t, err := traceBy(ctx, s.DB, "name", name)
+	t, err := traceBy(ctx, s.db, "name", name)
 	if errors.Is(err, ErrNotFound) {
 		return t, fmt.Errorf("no trace named %q: 'aicdb trace ls' lists them: %w", name, err)
 	}
@@ -179,7 +179,7 @@ func (s *Store) Trace(ctx context.Context, name string) (TraceInfo, error) {
 
 // Traces lists the stored traces by name.
 func (s *Store) Traces(ctx context.Context) ([]TraceInfo, error) {
-	rows, err := s.DB.QueryContext(ctx, `SELECT `+traceCols+` FROM traces ORDER BY name`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+traceCols+` FROM traces ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read traces: %w", err)
 	}
@@ -198,7 +198,7 @@ func (s *Store) Traces(ctx context.Context) ([]TraceInfo, error) {
 // DeleteTrace removes a trace and its requests; the error wraps ErrNotFound when
 // there is none.
 func (s *Store) DeleteTrace(ctx context.Context, name string) error {
-	res, err := s.DB.ExecContext(ctx, `DELETE FROM traces WHERE name = ?`, name)
+	res, err := s.db.ExecContext(ctx, `DELETE FROM traces WHERE name = ?`, name)
 	if err != nil {
 		return fmt.Errorf("delete trace %s: %w", name, err)
 	}
@@ -228,7 +228,7 @@ func (s *Store) TraceRequests(ctx context.Context, id int64, sl TraceSlice, fn f
 		limit = int64(sl.Limit)
 	}
 	open := sl.EndMs <= 0
-	rows, err := s.DB.QueryContext(ctx, `SELECT seq, line, (arrival_ms - ?) / ?, isl, osl, coalesce(hash_ids, ''),
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, line, (arrival_ms - ?) / ?, isl, osl, coalesce(hash_ids, ''),
 		coalesce(session, ''), coalesce(think_ms, 0) / ? FROM trace_requests
 		WHERE trace_id = ? AND arrival_ms >= ? AND (? OR arrival_ms < ?) ORDER BY arrival_ms, seq LIMIT ?`,
 		sl.StartMs, scale, scale, id, sl.StartMs, open, sl.EndMs, limit)

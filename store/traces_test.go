@@ -36,10 +36,10 @@ func rowsOf(n, failAt int) func(func(TraceRow) error) error {
 func countTraceRows(t *testing.T, s *Store) (int, int) {
 	t.Helper()
 	var a, b int
-	if err := s.DB.Get(&a, `SELECT count(*) FROM traces`); err != nil {
+	if err := s.db.Get(&a, `SELECT count(*) FROM traces`); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DB.Get(&b, `SELECT count(*) FROM trace_requests`); err != nil {
+	if err := s.db.Get(&b, `SELECT count(*) FROM trace_requests`); err != nil {
 		t.Fatal(err)
 	}
 	return a, b

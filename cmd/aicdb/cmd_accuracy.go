@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -25,6 +26,7 @@ func accuracyCommand() *cli.Command {
 			&cli.StringFlag{Name: "calibration", Usage: "apply the stored calibration `NAME` (default: uncalibrated)"},
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
 			formatFlag(formatTable),
+			quietFlag(),
 		},
 		Action: runAccuracy,
 	}
@@ -77,9 +79,13 @@ func runAccuracy(c *cli.Context) error {
 	if res.Steady, err = steadyRun(c); err != nil {
 		return err
 	}
-	if _, err := calibrate.Predict(c.Context, st, ev, res, rows, calName, 0); err != nil {
+	bar := newProgress(c, "accuracy", "rows")
+	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, calName, calibrate.PredictOptions{Progress: bar.Update})
+	if err != nil {
+		bar.Done()
 		return err
 	}
+	bar.Summary("%s", predictionCounts(preds))
 	rep, err := calibrate.Report(c.Context, st, by, metrics, calName, where)
 	if err != nil {
 		return asUser(err)
@@ -135,4 +141,16 @@ func steadyRun(c *cli.Context) (bool, error) {
 	default:
 		return false, userErrorf("%s: --run %q: want benchmark or steady", c.Command.Name, r)
 	}
+}
+
+// predictionCounts is the summary of calibrate.Predict's rows: how many
+// measurements, how many predicted, how many without a prediction.
+func predictionCounts(ps []calibrate.Prediction) string {
+	un := 0
+	for _, p := range ps {
+		if p.Reason != "" {
+			un++
+		}
+	}
+	return fmt.Sprintf("%d measurements, %d predicted, %d without a prediction", len(ps), len(ps)-un, un)
 }

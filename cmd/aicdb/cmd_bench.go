@@ -23,14 +23,15 @@ func benchCommand() *cli.Command {
 			Usage:     "load measured runs into the measurements table",
 			ArgsUsage: "FILE...",
 			Description: `Each FILE is imported whole or not at all, once (by content hash). The format
-is sniffed unless --format is given. Deployment fields the file lacks (model,
+is sniffed unless --input-format (alias --format) is given. Deployment fields the file lacks (model,
 system, backend, version, parallelism, isl/osl, engine config) come from a sidecar
 YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
 			Flags: slices.Concat([]cli.Flag{
-				&cli.StringFlag{Name: "format", Usage: "vllm-bench | aiperf | aic-silicon (default: sniffed)"},
+				&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the files' `FORMAT`: vllm-bench | aiperf | aic-silicon; --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			}, benchDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"}},
 				parallelSpec{}.flags(), benchShape.flags(), []cli.Flag{
 					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars)"},
+					quietFlag(),
 				}),
 			Action: runBenchImport,
 		}},
@@ -57,9 +58,9 @@ func runBenchImport(c *cli.Context) error {
 	if len(files) == 0 {
 		return userErrorf("bench import: missing FILE: aicdb bench import result.json")
 	}
-	format := c.String("format")
+	format := c.String("input-format")
 	if format != "" && !slices.Contains(measure.Formats, format) {
-		return userErrorf("bench import: --format %q: want one of %s", format, strings.Join(measure.Formats, ", "))
+		return userErrorf("bench import: --input-format %q: want one of %s", format, strings.Join(measure.Formats, ", "))
 	}
 	dep, par, sh := readDeployment(c), readParallel(c), readShape(c)
 	flags := measure.Deployment{Model: dep.Model, System: dep.System, Backend: dep.Backend,
@@ -84,7 +85,10 @@ func runBenchImport(c *cli.Context) error {
 		dep  measure.Deployment
 	}
 	var all []parsed
-	for _, f := range files {
+	bar := newProgress(c, "bench import", "files")
+	defer bar.Done() // ends a terminal line before an error
+	for i, f := range files {
+		bar.Update(i, 2*len(files)) // parse, then store: two steps per file
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return userErrorf("bench import: %s: %v", f, err)
@@ -120,16 +124,23 @@ func runBenchImport(c *cli.Context) error {
 	}
 	defer st.Close()
 	now := time.Now().UTC().Format(time.RFC3339)
-	for _, p := range all {
+	runs, unchanged := 0, 0
+	for i, p := range all {
+		bar.Update(len(all)+i, 2*len(all))
 		res, err := measure.Import(c.Context, st, p.ms, p.dep, now)
 		if err != nil {
 			return err
 		}
 		if res.Unchanged {
+			bar.Done()
 			fmt.Fprintf(c.App.Writer, "%s: unchanged (already imported)\n", p.file)
+			unchanged++
 			continue
 		}
+		bar.Done()
 		fmt.Fprintf(c.App.Writer, "%s: %d measured runs imported (%s)\n", p.file, res.Rows, p.ms[0].Format)
+		runs += res.Rows
 	}
+	bar.Summary("%d files: %d measured runs imported, %d files unchanged", len(all), runs, unchanged)
 	return nil
 }

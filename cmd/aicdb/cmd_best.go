@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,8 +182,8 @@ func bestTraceFilter(c *cli.Context, st *store.Store, f *store.PointFilter) erro
 // storedTraceSlices names, as the flags that select them, the slices of trace name
 // that stored rows were swept under ("" when none): what best --trace must be given.
 func storedTraceSlices(ctx context.Context, st *store.Store, name string) string {
-	var ws []string
-	if err := st.DB.SelectContext(ctx, &ws, `SELECT DISTINCT workload FROM operating_points WHERE workload IS NOT NULL AND workload <> '' ORDER BY workload`); err != nil {
+	ws, err := st.Workloads(ctx)
+	if err != nil {
 		return ""
 	}
 	var out []string
@@ -278,6 +279,11 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 				res.NoQueueing, res.Candidates)
 		}
 		fmt.Fprintln(c.App.ErrWriter, msg)
+		if miss, err := closestMiss(c.Context, st, f, sla); err != nil {
+			return err
+		} else if miss != "" {
+			fmt.Fprintln(c.App.ErrWriter, "aicdb: closest miss: "+miss)
+		}
 	}
 	if upgradeOnly && refineOn && slices.ContainsFunc(res.Rows, func(p store.Point) bool { return p.Q.Tier == store.TierScreening }) {
 		fmt.Fprintln(c.App.ErrWriter, "aicdb: rows ranked as stored (no SLA given); --sla-refine evaluates the screening-tier ones at quantitative tier")
@@ -437,4 +443,50 @@ func nullableKV(v float64, ok bool) any {
 		return nil
 	}
 	return v
+}
+
+// closestMiss describes the stored row of filter f that comes closest to the SLA
+// when none meets it: the row whose worst constraint exceeds its target by the
+// smallest factor (value ÷ target), with every constrained value, its target and
+// by how much it misses — so a user sees how far off the SLA is. Rows without a
+// value for some constraint (OOM, composed rows) are skipped; "" when no row has
+// them all. Ties go to the first row in the store's order.
+func closestMiss(ctx context.Context, st *store.Store, f store.PointFilter, sla refine.SLA) (string, error) {
+	pts, err := st.SelectPoints(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	best, bestRatio := -1, math.Inf(1)
+	for i := range pts {
+		worst := 0.0
+		for _, k := range sla.Constraints {
+			v, ok := k.Value(&pts[i])
+			if !ok || !(k.TargetMs > 0) || math.IsNaN(v) || math.IsInf(v, 0) {
+				worst = math.Inf(1)
+				break
+			}
+			worst = max(worst, v/k.TargetMs)
+		}
+		if worst < bestRatio {
+			best, bestRatio = i, worst
+		}
+	}
+	if best < 0 {
+		return "", nil
+	}
+	p := &pts[best]
+	parts := make([]string, 0, len(sla.Constraints))
+	for _, k := range sla.Constraints {
+		v, _ := k.Value(p)
+		verdict := "meets it"
+		if v > k.TargetMs {
+			verdict = fmt.Sprintf("misses by %.3g ms (+%.1f%%)", v-k.TargetMs, 100*(v/k.TargetMs-1))
+		}
+		parts = append(parts, fmt.Sprintf("%s %.4g ms (SLA ≤ %.4g: %s)", k.Label(), v, k.TargetMs, verdict))
+	}
+	tier := p.Q.Tier
+	if tier == "" {
+		tier = "legacy estimate"
+	}
+	return fmt.Sprintf("%s %s batch %d: %s; %s tier", p.Mode, p.Parallel(), p.Batch, strings.Join(parts, ", "), tier), nil
 }

@@ -29,6 +29,7 @@ func calibrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "objective", Value: "quantitative", Usage: "tier the fit minimises: quantitative | screening (fast, less accurate); reported errors are quantitative"},
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
 			formatFlag(formatTable),
+			quietFlag(),
 		},
 		Action: runCalibrate,
 	}
@@ -66,10 +67,13 @@ func runCalibrate(c *cli.Context) error {
 		return err
 	}
 	// The uncalibrated predictions are persisted for the accuracy view as a side effect.
-	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, "", 0)
+	bar := newProgress(c, "calibrate: predict", "rows")
+	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, "", calibrate.PredictOptions{Progress: bar.Update})
 	if err != nil {
+		bar.Done()
 		return err
 	}
+	bar.Summary("%s", predictionCounts(preds))
 	targets := make([]calibrate.Target, len(preds))
 	for i := range preds {
 		targets[i] = preds[i].Target
@@ -78,10 +82,17 @@ func runCalibrate(c *cli.Context) error {
 	if len(samples) == 0 {
 		return userErrorf("calibrate: none of the %d measurements matching %q can be predicted (see 'aicdb query \"select reason, count(*) from accuracy group by 1\"')", len(rows), where)
 	}
-	fits, err := calibrate.Fit(c.Context, ev, samples, calibrate.FitOptions{Holdout: k, Objective: c.String("objective")})
+	fitBar := newProgress(c, "calibrate: fit", "fits")
+	fits, err := calibrate.Fit(c.Context, ev, samples, calibrate.FitOptions{Holdout: k, Objective: c.String("objective"), Progress: fitBar.Update})
 	if err != nil {
+		fitBar.Done()
 		return err
 	}
+	cv := "no cross-validation"
+	if k >= 2 {
+		cv = fmt.Sprintf("%d-fold cross-validation", k)
+	}
+	fitBar.Summary("%d groups fitted to %d samples, %s", len(fits), len(samples), cv)
 	digest, err := calibrate.Save(c.Context, st, name, where, ev.Name(), res.Profile, k, fits, time.Now().UTC().Format(time.RFC3339))
 	if err != nil {
 		return err

@@ -48,6 +48,15 @@ func runDeploy(c *cli.Context) error {
 			format, i = args[i+1], i+1
 		case strings.HasPrefix(a, "--backend-format="):
 			format = strings.TrimPrefix(a, "--backend-format=")
+		case (a == "--db" || a == "-db") && i+1 < len(args): // the global --db after ROWID
+			if err := c.Set("db", args[i+1]); err != nil {
+				return err
+			}
+			i++
+		case strings.HasPrefix(a, "--db="):
+			if err := c.Set("db", strings.TrimPrefix(a, "--db=")); err != nil {
+				return err
+			}
 		default:
 			refs = append(refs, a)
 		}

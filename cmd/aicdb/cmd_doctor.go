@@ -28,6 +28,7 @@ Example:
 			&cli.IntFlag{Name: "sample", Value: 50, Usage: "rows to re-evaluate `N`"},
 			&cli.BoolFlag{Name: "all", Usage: "re-evaluate every stored quantitative row"},
 			formatFlag(formatText, formatText),
+			quietFlag(),
 		},
 		Action: runDoctor,
 	}
@@ -57,7 +58,9 @@ func runDoctor(c *cli.Context) error {
 		}
 		return refine.WithTraces(ev, st), nil // trace rows re-replay their trace
 	}
-	rep, err := refine.Doctor(ctx, st, fresh, refine.DoctorOptions{Sample: c.Int("sample"), All: c.Bool("all")})
+	bar := newProgress(c, "doctor", "rows")
+	rep, err := refine.Doctor(ctx, st, fresh, refine.DoctorOptions{Sample: c.Int("sample"), All: c.Bool("all"), Progress: bar.Update})
+	bar.Done()
 	if err != nil {
 		return err
 	}

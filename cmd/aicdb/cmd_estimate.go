@@ -64,7 +64,7 @@ var (
 		systemDefault: "h200_sxm", backendDefault: "vllm", required: []string{"model"}}
 	estimateShape = shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
 		prefix: "cached prefix tokens (part of isl)", def: shapeOpts{ISL: 1024, OSL: 2}}
-	estimateParallel = parallelSpec{def: parallelOpts{TP: 8, PP: 1, DP: 1, MoETP: 1, MoEEP: 8}}
+	estimateParallel = parallelSpec{def: parallelOpts{TP: 8, PP: 1, DP: 1, MoETP: 1, MoEEP: 8}, moeDerived: true}
 )
 
 // estimateOpts are estimate's flags.
@@ -156,7 +156,7 @@ func (s *estimateSource) unknownSystemBackend(ctx context.Context, system, backe
 			return userErrorf("--backend %q: no %s data in the store; available: %s", backend, system, strings.Join(bs, ", "))
 		}
 	}
-	return userErrorf("--system %q: not in the store; available: %s (import it with 'aicdb perfdb import')", system, strings.Join(systems, ", "))
+	return userErrorf("--system %s: unknown system; stored: %s; import others with 'aicdb perfdb import'", system, strings.Join(systems, ", "))
 }
 
 // data loads the perf data of (system, backend, version); pass
@@ -222,7 +222,7 @@ func runEstimate(ctx context.Context, o estimateOpts) (any, error) {
 		return nil, asUser(err)
 	}
 	defer src.close()
-	version, err := src.resolveVersion(ctx, o.dep, true)
+	version, err := src.resolveVersion(ctx, o.dep)
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +253,9 @@ func runEstimate(ctx context.Context, o estimateOpts) (any, error) {
 		return nil, asUser(err)
 	}
 	if err := checkContextLength(m, isl, osl); err != nil {
+		return nil, err
+	}
+	if o.par, err = o.par.forModel(m); err != nil {
 		return nil, err
 	}
 	cfg, err := workerConfig(o.dep, version, o.quant, o.nextn, o.par)
@@ -346,9 +349,9 @@ func runEstimate(ctx context.Context, o estimateOpts) (any, error) {
 }
 
 // resolveVersion is d's --version, or the newest version of the system's backend
-// when not given. named selects the error for a (system, backend) without
-// versions: estimate names what the store holds, eval the pair alone.
-func (s *estimateSource) resolveVersion(ctx context.Context, d deploymentOpts, named bool) (string, error) {
+// when not given; a (system, backend) without versions is an error naming what
+// the store holds.
+func (s *estimateSource) resolveVersion(ctx context.Context, d deploymentOpts) (string, error) {
 	if d.Version != "" {
 		return d.Version, nil
 	}
@@ -357,10 +360,7 @@ func (s *estimateSource) resolveVersion(ctx context.Context, d deploymentOpts, n
 		return "", asUser(err)
 	}
 	if len(vs) == 0 {
-		if named {
-			return "", s.unknownSystemBackend(ctx, d.System, d.Backend)
-		}
-		return "", userErrorf("--backend %s: no versions for system %s", d.Backend, d.System)
+		return "", s.unknownSystemBackend(ctx, d.System, d.Backend)
 	}
 	sort.Slice(vs, func(i, j int) bool { return perfdb.CompareVersions(vs[i], vs[j]) < 0 })
 	return vs[len(vs)-1], nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -32,14 +33,14 @@ func evalCommand() *cli.Command {
 			"vllm | trtllm | sglang (with --model: perf data and engine semantics)"), []cli.Flag{
 			// synthetic timing
 			&cli.StringFlag{Name: "timing", Usage: "synthetic timing `KIND`: linear | roofline (instead of --model)"},
-			&cli.Float64Flag{Name: "base-ms", Usage: "linear timing: ms per pass"},
-			&cli.Float64Flag{Name: "prefill-ms-per-token", Usage: "linear timing: ms per prefill token"},
-			&cli.Float64Flag{Name: "decode-ms-per-row", Usage: "linear timing: ms per decode row"},
-			&cli.Float64Flag{Name: "ctx-ms-per-token", Usage: "linear timing: ms per context token of the decode rows"},
-			&cli.Float64Flag{Name: "weights-ms", Usage: "roofline timing: weight read per pass, ms"},
-			&cli.Float64Flag{Name: "token-ms", Usage: "roofline timing: GEMM compute per token, ms"},
-			&cli.Float64Flag{Name: "attn-ms-per-pair", Usage: "roofline timing: attention per (query, key) pair, ms"},
-			&cli.Float64Flag{Name: "kv-ms-per-token", Usage: "roofline timing: KV read per context token, ms"},
+			&cli.Float64Flag{Name: "base-ms", Usage: "linear and roofline timing (required by both): ms per pass", DefaultText: "none"},
+			&cli.Float64Flag{Name: "prefill-ms-per-token", Usage: "linear timing (required): ms per prefill token", DefaultText: "none"},
+			&cli.Float64Flag{Name: "decode-ms-per-row", Usage: "linear timing (required): ms per decode row", DefaultText: "none"},
+			&cli.Float64Flag{Name: "ctx-ms-per-token", Usage: "linear timing (optional): ms per context token of the decode rows"},
+			&cli.Float64Flag{Name: "weights-ms", Usage: "roofline timing (required): weight read per pass, ms", DefaultText: "none"},
+			&cli.Float64Flag{Name: "token-ms", Usage: "roofline timing (required): GEMM compute per token, ms", DefaultText: "none"},
+			&cli.Float64Flag{Name: "attn-ms-per-pair", Usage: "roofline timing (required): attention per (query, key) pair, ms", DefaultText: "none"},
+			&cli.Float64Flag{Name: "kv-ms-per-token", Usage: "roofline timing (required): KV read per context token, ms", DefaultText: "none"},
 			&cli.StringFlag{Name: "backend-engine", Usage: "engine semantics with --timing: vllm | trtllm | sglang (default vllm)"},
 			&cli.IntFlag{Name: "gpus", Usage: "GPUs of the deployment for output_tokens_per_s_per_gpu", DefaultText: "tp·pp·dp, or 1 with --timing"},
 			// workload
@@ -112,6 +113,9 @@ func runEval(c *cli.Context) error {
 		}
 		if tier == queueing.TierQuantitative {
 			noSteadyState(spec.w, rep)
+			if rep.Unstable && spec.w.RateRPS > 0 { // the screening tier's reason states its own bound
+				rep.UnstableReason += openLoopCapacity(spec.w, spec.e, spec.t)
+			}
 		}
 		cols := rep.Columns(spec.gpus)
 		if tier == queueing.TierQuantitative && spec.e.KVCapacityTokens > 0 && !rep.Unstable {
@@ -146,6 +150,23 @@ func noSteadyState(w workload.Spec, rep *queueing.Report) {
 		rep.UnstableReason = fmt.Sprintf("unstable at rate %.4g rps: a request stays %.4g ms in the system on average, longer than the %.4g ms over which the measured requests arrive (Little's law: %.3g requests would be in the system, more than were simulated); lower the rate, or raise --num-requests if the engine keeps up",
 			w.RateRPS, mean, window, w.RateRPS*mean/1000)
 	}
+}
+
+// openLoopCapacity names the stable rate bound of an unstable open loop: an open
+// loop is stable only below the throughput of the saturated engine, i.e. the
+// closed loop of as many clients as the engine has seats (SeatCap), each
+// resubmitting at once — no arrival process keeps the engine busier (the
+// throughput of a closed loop grows with its clients up to that point). It is
+// computed at the screening tier (closed form, µs) and returned as a clause for
+// the unstable reason ("" when it cannot be computed).
+func openLoopCapacity(w workload.Spec, e queueing.EngineSpec, t timing.Timing) string {
+	sat := workload.Spec{Concurrency: e.SeatCap(), ISL: w.ISL, OSL: w.OSL, Prefix: w.Prefix}
+	rep, err := queueing.ScreeningWith(sat, e, t, queueing.Options{})
+	if err != nil || rep.Unstable || !(rep.ThroughputRPS > 0) || math.IsInf(rep.ThroughputRPS, 0) {
+		return ""
+	}
+	return fmt.Sprintf("; capacity ≈ %.3g rps (the saturated engine: %d concurrent requests of isl %d, osl %d, screening tier): use --rate below it",
+		rep.ThroughputRPS, sat.Concurrency, w.ISL, w.OSL)
 }
 
 // parseEval validates the flags into an evalSpec. Every error names the flag.
@@ -237,10 +258,18 @@ func syntheticTiming(c *cli.Context) (timing.Timing, error) {
 	default:
 		return nil, userErrorf("--timing %q: unknown; use linear or roofline", kind)
 	}
+	var missing []string
 	for _, f := range need {
 		if !c.IsSet(f) {
-			return nil, userErrorf("--timing %s: --%s is required", kind, f)
+			missing = append(missing, "--"+f)
 		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		return nil, userErrorf("--timing %s: %s is required", kind, missing[0])
+	default:
+		return nil, userErrorf("--timing %s: %s are required", kind, strings.Join(missing, ", "))
 	}
 	if kind == "linear" {
 		lin := timing.Linear{BaseMs: c.Float64("base-ms"), PrefillMsPerToken: c.Float64("prefill-ms-per-token"),
@@ -379,13 +408,27 @@ func loadPhaseGC() (restore func()) {
 // refine.WorkerTiming), checked against the workload's longest request; it
 // returns the resolved version.
 func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, w workload.Spec) (*perfdb.PassTiming, string, error) {
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	return perfPassTiming(ctx, db, dep, q, par, func(m *perfdb.Model) error { return checkContextLength(m, isl, osl) })
+}
+
+// perfPassTiming is evalPassTiming with the workload's check against the model
+// (its context window) given by the caller: fits names the request and the fix
+// in the caller's terms (flags for eval, a trace line for trace replay).
+func perfPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, fits func(*perfdb.Model) error) (*perfdb.PassTiming, string, error) {
 	defer loadPhaseGC()()
 	src, err := openEstimateSource(ctx, db)
 	if err != nil {
 		return nil, "", asUser(err)
 	}
 	defer src.close()
-	version, err := src.resolveVersion(ctx, dep, false)
+	version, err := src.resolveVersion(ctx, dep)
 	if err != nil {
 		return nil, "", err
 	}
@@ -400,14 +443,10 @@ func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantO
 	if err != nil {
 		return nil, "", asUser(err)
 	}
-	isl, osl := w.ISL, w.OSL
-	for _, v := range w.ISLQuantiles {
-		isl = max(isl, v)
+	if err := fits(m); err != nil {
+		return nil, "", err
 	}
-	for _, v := range w.OSLQuantiles {
-		osl = max(osl, v)
-	}
-	if err := checkContextLength(m, isl, osl); err != nil {
+	if par, err = par.forModel(m); err != nil {
 		return nil, "", err
 	}
 	d, err := src.data(ctx, dep.System, dep.Backend, version, perfdb.ForMode(mode), perfdb.ForModel(m))

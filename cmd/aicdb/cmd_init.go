@@ -22,7 +22,7 @@ in the binary. Other systems and models come through 'aicdb perfdb import PATH'.
 Running init again changes nothing that is already there. init is the only command
 that creates a store; it refuses an existing file that is not one (another
 program's database, or not SQLite). Estimates read the stored
-Parquet files; --mirror also copies their 1.8 M rows into the perf_* SQL tables for
+Parquet files; --mirror also copies their rows (3,127,698 for the embedded data) into the perf_* SQL tables for
 'aicdb query' (about 10× slower; running init --mirror later fills them).`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "mirror", Usage: "also copy the perf rows into the perf_* SQL tables (slow)"},

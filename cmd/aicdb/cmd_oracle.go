@@ -32,7 +32,7 @@ the requests; csv and jsonl: the per-request records). --log FILE also writes th
 					formatFlag(formatJSON),
 					&cli.StringFlag{Name: "show", Value: showSummary, Usage: "`WHAT` to print: summary or log (the per-pass log and per-request records)"},
 					&cli.StringFlag{Name: "log", Usage: "write the per-pass and per-request log to `FILE` as JSON Lines"},
-					engineProfileFlag(""), engineConfigFlag(),
+					engineProfileFlag(""), engineConfigFlag(), quietFlag(),
 				},
 				Action: oracleRun,
 			},
@@ -76,7 +76,9 @@ func oracleRun(c *cli.Context) error {
 		return err
 	}
 	logPath := c.String("log")
-	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || show == showLog})
+	bar := newProgress(c, "oracle run", "requests")
+	res, err := sc.Simulate(c.Context, oracle.Options{PassLog: logPath != "" || show == showLog, Progress: bar.Update})
+	bar.Done()
 	if err != nil {
 		return userErrorf("--scenario %s: %v", path, err)
 	}

@@ -35,6 +35,7 @@ when a gated family fails (known-failing families are listed, not gated).`,
 			&cli.StringFlag{Name: "suite", Value: "agg", Usage: "`SUITE`: " + strings.Join(gateSuites, ", ") + " or all"},
 			&cli.StringFlag{Name: "traces", Usage: "the sample traces `DIR` of the replay suite (shared/data/traces)"},
 			formatFlag(formatTable),
+			quietFlag(),
 		},
 		Action: runOracleValidate,
 	}
@@ -53,7 +54,10 @@ func runOracleValidate(c *cli.Context) error {
 	var recs []gate.Record
 	var fails []string
 	matched := 0
-	for _, suite := range suites {
+	bar := newProgress(c, "oracle validate", "suites")
+	defer bar.Done()
+	for i, suite := range suites {
+		bar.Update(i, len(suites))
 		var o suiteOutcome
 		switch suite {
 		case "agg", "kv":
@@ -89,6 +93,7 @@ func runOracleValidate(c *cli.Context) error {
 		if len(o.rows) == 0 {
 			continue
 		}
+		bar.Done() // end a terminal progress line before the suite's table
 		rows, table, verdict := o.rows, o.table, o.verdict
 		matched += len(rows)
 		recs = append(recs, rows...)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,8 +60,12 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 				fs.StringVar(&id, "id", id, "")
 				fs.BoolVar(&noMirror, "no-mirror", noMirror, "")
 				quiet := fs.Bool("quiet", false, "")
+				setDB := trailingDB(c, fs)
 				if err := fs.Parse(args[1:]); err != nil {
 					return userErrorf("perfdb import: %v", err)
+				}
+				if err := setDB(); err != nil {
+					return err
 				}
 				if *quiet {
 					if err := c.Set("quiet", "true"); err != nil {
@@ -104,7 +111,7 @@ var lsSubjects = []string{"systems", "models", "versions"}
 func perfdbLsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "ls",
-		Usage:     "list the store's systems, models or backend versions",
+		Usage:     "list the store's systems, models or backend versions (every version --version accepts; tables and rows count its own files, 0 when they all come from other versions)",
 		ArgsUsage: "systems|models|versions",
 		Flags: []cli.Flag{
 			shortFormatFlag("table"),
@@ -126,8 +133,12 @@ func runPerfdbLs(c *cli.Context) error {
 		fs.SetOutput(io.Discard)
 		fs.StringVar(&format, "format", format, "")
 		fs.StringVar(&format, "f", format, "")
+		setDB := trailingDB(c, fs)
 		if err := fs.Parse(args[1:]); err != nil {
 			return userErrorf("perfdb ls: %v", err)
+		}
+		if err := setDB(); err != nil {
+			return err
 		}
 		if fs.NArg() > 0 {
 			return userErrorf("perfdb ls: one subject expected, got extra %q", fs.Arg(0))
@@ -169,7 +180,7 @@ func runPerfdbLs(c *cli.Context) error {
 				int64(m.KVHeads), int64(m.NumExperts), int64(m.TopK), m.GemmQuant, m.KVQuant})
 		}
 	case "versions":
-		vs, err := perfdb.ListVersionInfo(ctx, st)
+		vs, err := usableVersions(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -179,4 +190,51 @@ func runPerfdbLs(c *cli.Context) error {
 		}
 	}
 	return writeRows(c.App.Writer, format, cols, data)
+}
+
+// usableVersions lists the store's versions with their own perf files
+// (perfdb.ListVersionInfo) and every other version a command accepts as --version
+// (perfdb.ListVersions: a version directory whose tables come from other versions'
+// files, e.g. sglang 0.5.12), the latter with 0 tables and 0 rows, in the same
+// order: system, backend, PEP 440 version.
+func usableVersions(ctx context.Context, st *store.Store) ([]perfdb.VersionInfo, error) {
+	vs, err := perfdb.ListVersionInfo(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	have := map[[3]string]bool{}
+	for _, v := range vs {
+		have[[3]string{v.System, v.Backend, v.Version}] = true
+	}
+	systems, err := perfdb.ListSystems(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	for _, sys := range systems {
+		bs, err := perfdb.ListBackends(ctx, st, sys)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			usable, err := perfdb.ListVersions(ctx, st, sys, b)
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range usable {
+				if !have[[3]string{sys, b, v}] {
+					vs = append(vs, perfdb.VersionInfo{System: sys, Backend: b, Version: v})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(vs, func(a, b perfdb.VersionInfo) int {
+		if c := cmp.Compare(a.System, b.System); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Backend, b.Backend); c != 0 {
+			return c
+		}
+		return perfdb.CompareVersions(a.Version, b.Version)
+	})
+	return vs, nil
 }

@@ -6,9 +6,7 @@ package main
 
 import (
 	"context"
-	gosql "database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -28,9 +26,6 @@ import (
 
 	"github.com/aicdb/aicdb/store"
 )
-
-// paretoSQL is the default query of plot pareto: the rows of the pareto view.
-const paretoSQL = `SELECT tokens_per_s_per_user, tokens_per_s_per_gpu, mode FROM pareto`
 
 func plotCommand() *cli.Command {
 	common := func() []cli.Flag {
@@ -95,8 +90,8 @@ func openPlotStore(ctx context.Context, path string) (*store.Store, error) {
 	if err != nil {
 		return nil, asUser(err)
 	}
-	var n int
-	if err := st.DB.GetContext(ctx, &n, `SELECT count(*) FROM operating_points`); err != nil {
+	n, err := st.PointCount(ctx)
+	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("count points: %w", err)
 	}
@@ -120,47 +115,29 @@ func paretoPoints(ctx context.Context, st *store.Store, q string) ([]plotPoint, 
 	if err := store.CheckReadOnlySQL(q); err != nil {
 		return nil, userErrorf("plot pareto: the SQL must be read-only: %v", err)
 	}
-	var pts []plotPoint
-	err := st.QueryReadOnly(ctx, q, func(rows *gosql.Rows) error {
-		cols, err := rows.Columns()
-		if err != nil {
-			return err
-		}
-		ix := map[string]int{"tokens_per_s_per_user": -1, "tokens_per_s_per_gpu": -1, "mode": -1}
-		for i, c := range cols {
-			if _, ok := ix[c]; ok {
-				ix[c] = i
-			}
-		}
-		for _, k := range []string{"tokens_per_s_per_user", "tokens_per_s_per_gpu", "mode"} {
-			if ix[k] < 0 {
-				return userErrorf("plot pareto: the SQL returns no column %s (return tokens_per_s_per_user, tokens_per_s_per_gpu and mode)", k)
-			}
-		}
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				return err
-			}
-			x, okx := asFloat(vals[ix["tokens_per_s_per_user"]])
-			y, oky := asFloat(vals[ix["tokens_per_s_per_gpu"]])
-			if !okx || !oky {
-				continue
-			}
-			pts = append(pts, plotPoint{X: x, Y: y, Mode: fmt.Sprint(asText(vals[ix["mode"]]))})
-		}
-		return rows.Err()
-	})
-	var ue userError
-	if errors.As(err, &ue) {
-		return nil, err
-	}
+	cols, data, err := st.QueryReadOnly(ctx, q)
 	if err != nil {
 		return nil, userErrorf("plot pareto: %v", err)
+	}
+	ix := map[string]int{"tokens_per_s_per_user": -1, "tokens_per_s_per_gpu": -1, "mode": -1}
+	for i, c := range cols {
+		if _, ok := ix[c]; ok {
+			ix[c] = i
+		}
+	}
+	for _, k := range []string{"tokens_per_s_per_user", "tokens_per_s_per_gpu", "mode"} {
+		if ix[k] < 0 {
+			return nil, userErrorf("plot pareto: the SQL returns no column %s (return tokens_per_s_per_user, tokens_per_s_per_gpu and mode)", k)
+		}
+	}
+	var pts []plotPoint
+	for _, vals := range data {
+		x, okx := asFloat(vals[ix["tokens_per_s_per_user"]])
+		y, oky := asFloat(vals[ix["tokens_per_s_per_gpu"]])
+		if !okx || !oky {
+			continue
+		}
+		pts = append(pts, plotPoint{X: x, Y: y, Mode: fmt.Sprint(asText(vals[ix["mode"]]))})
 	}
 	return pts, nil
 }
@@ -169,14 +146,8 @@ func paretoPoints(ctx context.Context, st *store.Store, q string) ([]plotPoint, 
 // h200_sxm vllm, isl 4000 / osl 500" — when they share one model, system, backend
 // and shape ("" otherwise: the title then stays generic).
 func paretoSubject(ctx context.Context, st *store.Store) (string, error) {
-	var subs []struct {
-		Model   string `db:"model"`
-		System  string `db:"system"`
-		Backend string `db:"backend"`
-		ISL     int    `db:"isl"`
-		OSL     int    `db:"osl"`
-	}
-	if err := st.DB.SelectContext(ctx, &subs, `SELECT DISTINCT model, system, backend, isl, osl FROM pareto LIMIT 2`); err != nil {
+	subs, err := st.ParetoSubjects(ctx)
+	if err != nil {
 		return "", fmt.Errorf("plot pareto: read the rows' deployment: %w", err)
 	}
 	if len(subs) != 1 {
@@ -220,7 +191,7 @@ func runPlotPareto(c *cli.Context) error {
 	if c.Args().Len() > 1 {
 		return userErrorf("plot pareto: one SQL argument expected, got %d (quote the SQL)", c.Args().Len())
 	}
-	q, title := paretoSQL, "Pareto frontier"
+	q, title := store.ParetoQuery, "Pareto frontier"
 	ttft, itl := c.Float64("ttft"), c.Float64("itl")
 	for _, f := range []struct {
 		name string
@@ -390,9 +361,9 @@ func pointDistributions(ctx context.Context, st *store.Store, keyPrefix string, 
 	var keys []string
 	var err error
 	if byRowid {
-		err = st.DB.SelectContext(ctx, &keys, `SELECT key FROM operating_points WHERE rowid = ?`, rowid)
+		keys, err = st.PointKeyByRowid(ctx, rowid)
 	} else {
-		err = st.DB.SelectContext(ctx, &keys, `SELECT key FROM operating_points WHERE substr(key, 1, length(?)) = ? ORDER BY key LIMIT 2`, keyPrefix, keyPrefix)
+		keys, err = st.PointKeysByPrefix(ctx, keyPrefix)
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("find point: %w", err)
@@ -408,8 +379,8 @@ func pointDistributions(ctx context.Context, st *store.Store, keyPrefix string, 
 		return "", nil, userErrorf("plot cdf: %s matches several points: give a longer key prefix", what)
 	}
 	key := keys[0]
-	var raw []string
-	if err := st.DB.SelectContext(ctx, &raw, `SELECT distributions FROM quantitative_results WHERE key = ?`, key); err != nil {
+	raw, err := st.Distributions(ctx, key)
+	if err != nil {
 		return "", nil, fmt.Errorf("read distributions of %s: %w", key[:12], err)
 	}
 	if len(raw) == 0 {

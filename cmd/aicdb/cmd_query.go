@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	gosql "database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,8 +62,12 @@ func queryArgs(c *cli.Context) (string, queryOpts, error) {
 		fs.BoolVar(&o.write, "write", o.write, "")
 		fs.BoolVar(&o.refine, "refine", o.refine, "")
 		fs.IntVar(&o.maxEvals, "max-evals", o.maxEvals, "")
+		setDB := trailingDB(c, fs)
 		if err := fs.Parse(args[1:]); err != nil {
 			return "", o, userErrorf("query: %v", err)
+		}
+		if err := setDB(); err != nil {
+			return "", o, err
 		}
 		if fs.NArg() > 0 {
 			return "", o, userErrorf("query: one SQL argument expected, got extra %q (quote the SQL)", fs.Arg(0))
@@ -108,30 +111,12 @@ func runQuery(c *cli.Context) error {
 	defer st.Close()
 	var cols []string
 	var data [][]any
-	read := func(rows *gosql.Rows) error {
-		var err error
-		if cols, err = rows.Columns(); err != nil {
-			return err
-		}
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				return err
-			}
-			data = append(data, vals)
-		}
-		return rows.Err()
-	}
 	if o.write {
-		err = queryRows(ctx, st.DB.DB, sql, read)
+		cols, data, err = st.QueryWrite(ctx, sql)
 	} else {
 		// The user's statement runs on a mode=ro connection under SQLite's
 		// read-only authorizer (store.QueryReadOnly).
-		err = st.QueryReadOnly(ctx, sql, read)
+		cols, data, err = st.QueryReadOnly(ctx, sql)
 		if errors.Is(err, store.ErrDenied) {
 			return userErrorf("query: read-only without --write: %v; pass --write to change the store", err)
 		}
@@ -143,19 +128,6 @@ func runQuery(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: warning: %d non-finite value(s) (NaN or ±Inf) printed as null\n", n)
 	}
 	return writeRows(c.App.Writer, o.format, cols, data)
-}
-
-// queryRows runs q on db and hands the rows to fn.
-func queryRows(ctx context.Context, db *gosql.DB, q string, fn func(*gosql.Rows) error) error {
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	if err := fn(rows); err != nil {
-		return err
-	}
-	return rows.Close()
 }
 
 func prepareQuery(ctx context.Context, c *cli.Context, path, sql string, maxEvals int) error {

@@ -95,7 +95,7 @@ system, and the p99 TTFT of the requests arriving in it.
 					&cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool of both tiers: `auto|N` tokens, replacing the engine file's num_gpu_blocks (auto: from the perf database's GPU memory model at the slice's longest request; needs --model)"},
 					&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "W4: client round trip in `MS` before a later turn reaches the scheduler (as eval's closed loop)"},
 					&cli.StringFlag{Name: "by", Usage: "add a time series by `WINDOW` (second, minute or hour): arrivals, finished, throughput, queue length, TTFT p99 per window"},
-					formatFlag(formatJSON)}, evalDisaggFlags()),
+					formatFlag(formatJSON), quietFlag()}, evalDisaggFlags()),
 				Action: traceReplay,
 			},
 			{
@@ -115,14 +115,15 @@ func traceImportCommand() *cli.Command {
 		ArgsUsage: "FILE",
 		Description: `FILE is a Mooncake JSONL trace, an Azure LLM inference 2023 CSV, a ServeGen client pool
 (a directory of chunk-N-trace.csv + chunk-N-dataset.json, or one chunk-N-trace.csv) or
-aicdb's generic JSONL (docs/traces.md). --format is sniffed when omitted. One import is
+aicdb's generic JSONL (docs/traces.md). --input-format (alias --format) is sniffed when omitted. One import is
 one transaction: a bad row stops it with the file, line and field, and the store is
 unchanged. Re-importing the same content (same sha256) changes nothing.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "format", Usage: "`FORMAT`: mooncake, azure, servegen or jsonl (default: sniffed)"},
+			&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the input file's `FORMAT`: mooncake, azure, servegen or jsonl; --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			&cli.StringFlag{Name: "name", Usage: "trace `NAME` (default: the file name without extension)"},
 			&cli.IntFlag{Name: "hash-block", Value: trace.DefaultHashBlock, Usage: "prompt tokens per hash id `N` (mooncake, jsonl)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "ServeGen draw `SEED`"},
+			quietFlag(),
 		},
 		Action: traceImport,
 	}
@@ -157,8 +158,14 @@ func interspersed(c *cli.Context) ([]string, error) {
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		if err == nil {
-			err = c.Set(f.Name, f.Value.String())
+		for _, cf := range c.Command.Flags {
+			if err == nil && slices.Contains(cf.Names(), f.Name) {
+				for _, n := range cf.Names() { // an alias sets its flag under every name
+					if err == nil {
+						err = c.Set(n, f.Value.String())
+					}
+				}
+			}
 		}
 	})
 	if err != nil {
@@ -188,7 +195,7 @@ func traceImport(c *cli.Context) error {
 	if err != nil {
 		return userErrorf("trace import %s: no such file or directory", path)
 	}
-	f, err := importFormat(c.String("format"), path, st0.IsDir())
+	f, err := importFormat(c.String("input-format"), path, st0.IsDir())
 	if err != nil {
 		return err
 	}
@@ -230,6 +237,7 @@ func traceImport(c *cli.Context) error {
 	defer st.Close()
 	meta := store.TraceMeta{Name: name, Format: string(f), Source: path, SHA256: sum, HashBlock: hashBlock,
 		Params: string(pj), ImportedAt: time.Now().UTC().Format(time.RFC3339)}
+	bar := newProgress(c, "trace import "+name, "KiB")
 	res, err := st.ImportTrace(c.Context, meta, func(emit func(store.TraceRow) error) error {
 		conv := func(r trace.Request) error {
 			return emit(store.TraceRow{Line: r.Line, ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL,
@@ -244,8 +252,9 @@ func traceImport(c *cli.Context) error {
 			return err
 		}
 		defer fh.Close()
-		return trace.Parse(c.Context, bufio.NewReaderSize(fh, 1<<16), f, o, conv)
+		return trace.Parse(c.Context, bufio.NewReaderSize(&countingReader{r: fh, total: st0.Size(), progress: bar.Update}, 1<<16), f, o, conv)
 	})
+	bar.Done()
 	if err != nil {
 		if c.Context.Err() != nil {
 			return err
@@ -255,13 +264,29 @@ func traceImport(c *cli.Context) error {
 	i := res.Info
 	if res.Unchanged {
 		fmt.Fprintf(c.App.Writer, "trace %s: unchanged (%s has the same content, %d requests)\n", i.Name, path, i.Requests)
+		bar.Summary("unchanged, %d requests already stored", i.Requests)
 		return nil
 	}
 	fmt.Fprintf(c.App.Writer, "trace %s: %d requests over %.1f s imported from %s (%s)\n", i.Name, i.Requests, i.LastMs/1000, path, i.Format)
+	bar.Summary("%d requests imported", i.Requests)
 	return nil
 }
 
-// importFormat checks --format or sniffs it.
+// countingReader reports the KiB read of a file of total bytes to progress.
+type countingReader struct {
+	r        io.Reader
+	n, total int64
+	progress func(done, total int)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	c.progress(int(c.n>>10), int(max(c.total>>10, 1)))
+	return k, err
+}
+
+// importFormat checks --input-format (alias --format) or sniffs it.
 func importFormat(flagVal, path string, isDir bool) (trace.Format, error) {
 	if flagVal != "" {
 		f, err := trace.ParseFormat(flagVal)
@@ -709,13 +734,15 @@ func traceReplay(c *cli.Context) error {
 	var sum oracle.Summary
 	var rows []store.ReplayRow
 	var hand *replayHandoff
+	bar := newProgress(c, "trace replay "+name, "requests")
 	if mode == "disagg" {
-		sum, hand, rows, err = replayDisagg(c, st, info, sl, eng, tim, tier)
+		sum, hand, rows, err = replayDisagg(c, st, info, sl, eng, tim, tier, bar)
 	} else if tier == "oracle" {
-		sum, rows, err = replayOracle(c, st, info, sl, eng, tim)
+		sum, rows, err = replayOracle(c, st, info, sl, eng, tim, bar)
 	} else {
-		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim)
+		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim, bar)
 	}
+	bar.Done()
 	if err != nil {
 		if pt != nil && perfdb.IsMiss(err) {
 			return userErrorf("trace replay %s: perf data: %v", name, err)
@@ -756,7 +783,7 @@ func traceReplay(c *cli.Context) error {
 	} else if err := writeReplay(c.App.Writer, f, out, out.Series); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.ErrWriter, "replay %d of trace %s stored (%d requests)\n", id, name, len(rows))
+	bar.Summary("replay %d stored (%d requests, %s tier, %s %s)", id, len(rows), tier, mode, fidelity)
 	return nil
 }
 
@@ -802,8 +829,12 @@ func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl 
 	if b := dep.Backend; b != string(eng.Backend) {
 		return nil, w, userErrorf("trace replay: --backend %s: the --engine file's backend is %s; they must be the same", b, eng.Backend)
 	}
+	var longest store.TraceRow // the first request of the largest isl + osl
 	err := st.TraceRequests(c.Context, info.ID, sl, func(r store.TraceRow) error {
 		w.ISL, w.OSL = max(w.ISL, r.ISL), max(w.OSL, r.OSL)
+		if r.ISL+r.OSL > longest.ISL+longest.OSL {
+			longest = r
+		}
 		return nil
 	})
 	if err != nil {
@@ -812,8 +843,21 @@ func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl 
 	if w.ISL == 0 {
 		return nil, w, userErrorf("trace replay %s: the slice holds no requests", info.Name)
 	}
-	pt, _, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w)
+	pt, _, err := perfPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, func(m *perfdb.Model) error {
+		return traceFitsContext(info.Name, longest, m)
+	})
 	return pt, w, err
+}
+
+// traceFitsContext rejects a trace slice whose longest request (isl + osl) does
+// not fit the model's context window (max_position_embeddings; 0 = unknown, not
+// checked), naming the request by its line in the imported file and the fix.
+func traceFitsContext(name string, longest store.TraceRow, m *perfdb.Model) error {
+	if n := longest.ISL + longest.OSL; m.MaxPos > 0 && n > m.MaxPos {
+		return userErrorf("trace %s: the request at line %d (isl %d + osl %d = %d tokens) exceeds the %d-token context of %s; narrow --window/--limit or pick a longer-context model",
+			name, longest.Line, longest.ISL, longest.OSL, n, m.MaxPos, m.ID)
+	}
+	return nil
 }
 
 // replayKVCapacity applies --kv-capacity-tokens auto|N to the engine's pool, which
@@ -860,9 +904,9 @@ func sliceBound(info store.TraceInfo, sl store.TraceSlice) int {
 
 // replayOracle replays the slice through the DES; prefix hits come from the trace's
 // hash ids as block identities (the engine's own cache decides what hits).
-func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing, bar *progressReporter) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
-	sim, err := oracle.New(eng, tim, oracle.Options{SummaryOnly: true}) // per-token times are never stored
+	sim, err := oracle.New(eng, tim, oracle.Options{SummaryOnly: true, Progress: bar.Update}) // per-token times are never stored
 	if err != nil {
 		return sum, nil, userErrorf("trace replay: --engine: %v", err)
 	}
@@ -944,7 +988,7 @@ func replayOracle(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 // that replay is KV-bound (running requests held over half the pool) the hits are
 // recomputed with every request pinning its KV over its run time
 // (oracle.ReusePinned) and the slice is replayed again with them.
-func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing) (oracle.Summary, []store.ReplayRow, error) {
+func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing, bar *progressReporter) (oracle.Summary, []store.ReplayRow, error) {
 	var sum oracle.Summary
 	spec, err := engineSpec(eng)
 	if err != nil {
@@ -959,6 +1003,7 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	}
 	rc := quantitativeConfig(eng, spec, tim)
 	rc.Sessions, rc.MaxSessions, rc.ClientRTTMs = c.Bool("sessions"), c.Int("max-sessions"), c.Float64("client-rtt-ms")
+	rc.Progress = bar.Update
 	sum, rows, err := quantitativeReplay(c.Context, tw, rc)
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)

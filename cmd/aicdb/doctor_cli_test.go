@@ -18,8 +18,11 @@ func TestDoctorCLI(t *testing.T) {
 	}
 	code, out, errs := cliRun(t, db, "doctor", "--all")
 	if code != 0 || !strings.HasPrefix(out, "doctor: ") || strings.Count(out, "\n") != 1 || strings.Contains(out, "0 of 0") ||
-		!strings.Contains(out, " 0 mismatch") {
+		!strings.Contains(out, " 0 mismatch") || errs != "" {
 		t.Fatalf("doctor on a clean store: code %d out %q err %q", code, out, errs)
+	}
+	if code, quiet, errs := cliRun(t, db, "doctor", "--all", "--quiet"); code != 0 || quiet != out || errs != "" {
+		t.Fatalf("doctor --quiet: code %d out %q err %q", code, quiet, errs)
 	}
 	if code, _, errs := cliRun(t, db, "query", "--write",
 		"update quantitative_results set ttft_steady_p99 = ttft_steady_p99 + 1 where key = (select min(key) from quantitative_results)"); code != 0 {

@@ -120,7 +120,8 @@ func TestEstimateCLIBadInput(t *testing.T) {
 		{[]string{"--model", "Qwen/Qwen3-32B", "--mode", "fast"}, []string{"--mode"}},
 		{[]string{"--model", "Qwen/Qwen3-32B", "--database-mode", "FAST"}, []string{"--database-mode"}},
 		{[]string{"--model", "Qwen/Qwen3-32B", "--format", "yaml"}, []string{"--format"}},
-		{[]string{"--model", "Qwen/Qwen3-30B-A3B", "--version", "0.22.0", "--tp", "4"}, []string{"moe-ep"}},
+		{[]string{"--model", "Qwen/Qwen3-30B-A3B", "--version", "0.22.0", "--tp", "4", "--moe-ep", "2"},
+			[]string{"aicdb: --tp 4 × --dp 1 = 4 GPUs, but --moe-tp 1 × --moe-ep 2 = 2 for the MoE model Qwen/Qwen3-30B-A3B; pass --moe-ep 4\n"}},
 	}
 	for _, c := range cases {
 		code, out, errs := runCLI(t, append([]string{"estimate"}, c.args...)...)

@@ -149,10 +149,11 @@ func TestEvalBadInput(t *testing.T) {
 		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--stagger-phases", "-1"), "stagger_phases = -1"},
 		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--format", "yaml"), "--format"},
 		{base("--concurrency", "2", "--isl", "10", "--osl", "2", "--backend-engine", "tgi"), "tgi"},
-		{[]string{"--timing", "linear", "--base-ms", "5", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--prefill-ms-per-token is required"},
+		{[]string{"--timing", "linear", "--base-ms", "5", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "aicdb: --timing linear: --prefill-ms-per-token, --decode-ms-per-row are required\n"},
 		{[]string{"--timing", "linear", "--base-ms", "-5", "--prefill-ms-per-token", "1", "--decode-ms-per-row", "1", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "base_ms"},
 		{[]string{"--concurrency", "2", "--isl", "10", "--osl", "2"}, "--timing linear"},
-		{[]string{"--timing", "roofline", "--base-ms", "1", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--weights-ms is required"},
+		{[]string{"--timing", "roofline", "--base-ms", "1", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "aicdb: --timing roofline: --weights-ms, --token-ms, --attn-ms-per-pair, --kv-ms-per-token are required\n"},
+		{[]string{"--timing", "roofline", "--base-ms", "1", "--weights-ms", "5", "--token-ms", "0.001", "--attn-ms-per-pair", "0", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "aicdb: --timing roofline: --kv-ms-per-token is required\n"},
 		{[]string{"--timing", "cubic", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--timing \"cubic\""},
 		{[]string{"--model", "m", "--concurrency", "2", "--isl", "10", "--osl", "2"}, "--system is required"},
 	}

@@ -6,10 +6,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -80,7 +82,48 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	// Usage errors (unknown flags, missing values or commands) are one-line user errors.
 	oneLineUsage(app)
 	statedDefaults(app.Commands)
+	dbAnywhere(app.Commands)
 	return app
+}
+
+// dbAnywhere lets every command take the global --db after its name too
+// ("aicdb estimate … --db a.sqlite"): each command gets a hidden --db whose value,
+// when given there, wins over the one before the command (or AICDB_DB); when not
+// given, the command's Before copies the parent's value into it, so c.String("db")
+// reads the store path in either case. Call it after oneLineUsage.
+func dbAnywhere(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if c.Name == "help" {
+			continue
+		}
+		c.Flags = append(c.Flags, &cli.StringFlag{Name: "db", Hidden: true, Usage: "the store `PATH` (as before the command)"})
+		before := c.Before
+		c.Before = func(ctx *cli.Context) error {
+			if !slices.Contains(ctx.LocalFlagNames(), "db") {
+				if err := ctx.Set("db", ctx.Lineage()[1].String("db")); err != nil {
+					return err
+				}
+			}
+			if before != nil {
+				return before(ctx)
+			}
+			return nil
+		}
+		dbAnywhere(c.Subcommands)
+	}
+}
+
+// trailingDB declares --db on fs, a command's own parser of the flags after its
+// positional arguments (see dbAnywhere); call the returned function after
+// fs.Parse to apply a given --db to c.
+func trailingDB(c *cli.Context, fs *flag.FlagSet) func() error {
+	db := fs.String("db", "", "")
+	return func() error {
+		if *db == "" {
+			return nil
+		}
+		return c.Set("db", *db)
+	}
 }
 
 // statedDefaults moves a "(default …)" that a flag's usage states into the flag's

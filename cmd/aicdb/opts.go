@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/urfave/cli/v2"
@@ -82,6 +83,18 @@ type parallelOpts struct {
 type parallelSpec struct {
 	prefix, tpSuffix string
 	def              parallelOpts
+	// moeDerived: the command completes a MoE model's layout with
+	// parallelOpts.forModel (moe-tp 1, moe-ep tp·dp unless given).
+	moeDerived bool
+}
+
+// moeEPText is the help's default of --moe-ep: derived for a MoE model where the
+// command derives it (parallelOpts.forModel), else the flag's value.
+func (s parallelSpec) moeEPText() string {
+	if !s.moeDerived {
+		return ""
+	}
+	return fmt.Sprintf("tp·dp for a MoE model given neither --moe-tp nor --moe-ep; %d otherwise", s.def.MoEEP)
 }
 
 func (s parallelSpec) flags() []cli.Flag {
@@ -90,7 +103,7 @@ func (s parallelSpec) flags() []cli.Flag {
 		&cli.IntFlag{Name: "pp", Value: s.def.PP, Usage: s.prefix + "pipeline parallel size"},
 		&cli.IntFlag{Name: "dp", Value: s.def.DP, Usage: s.prefix + "attention data parallel size"},
 		&cli.IntFlag{Name: "moe-tp", Value: s.def.MoETP, Usage: s.prefix + "MoE tensor parallel size"},
-		&cli.IntFlag{Name: "moe-ep", Value: s.def.MoEEP, Usage: s.prefix + "MoE expert parallel size"},
+		&cli.IntFlag{Name: "moe-ep", Value: s.def.MoEEP, Usage: s.prefix + "MoE expert parallel size", DefaultText: s.moeEPText()},
 	}
 }
 
@@ -113,6 +126,32 @@ func (p parallelOpts) check() error {
 	return nil
 }
 
+// forModel completes the MoE layout for model m, the same rule in estimate, eval
+// and trace replay: given neither --moe-tp nor --moe-ep, a MoE model's experts
+// are split over the worker's tp·dp GPUs by expert parallelism (moe-tp 1,
+// moe-ep tp·dp). A given layout must cover tp·dp (aiconfigurator's MoE
+// constructor assertion tp·dp = moe-tp·moe-ep); the error names the --moe-ep that
+// does. Dense models keep the flags as given.
+func (p parallelOpts) forModel(m *perfdb.Model) (parallelOpts, error) {
+	if !m.IsMoE() {
+		return p, nil
+	}
+	n := p.TP * p.DP
+	if !p.set.given("moe-tp") && !p.set.given("moe-ep") {
+		p.MoETP, p.MoEEP = 1, n
+		return p, nil
+	}
+	if p.MoETP <= 0 || p.MoEEP <= 0 || p.MoETP*p.MoEEP == n {
+		return p, nil // sizes below 1 are check's to name
+	}
+	fix := fmt.Sprintf("pass --moe-ep %d", n/p.MoETP)
+	if n%p.MoETP != 0 {
+		fix = fmt.Sprintf("pass --moe-tp 1 --moe-ep %d", n)
+	}
+	return p, userErrorf("--tp %d × --dp %d = %d GPUs, but --moe-tp %d × --moe-ep %d = %d for the MoE model %s; %s",
+		p.TP, p.DP, n, p.MoETP, p.MoEEP, p.MoETP*p.MoEEP, m.ID, fix)
+}
+
 // gpus is the GPUs of one worker (tp·pp·dp).
 func (p parallelOpts) gpus() int { return p.TP * p.PP * p.DP }
 
@@ -123,13 +162,13 @@ func (p parallelOpts) worker() refine.Worker {
 
 // perfTimingFlags declares the flags of a pass timing from the perf database
 // (eval --model, trace replay --model): deployment, parallelism (no --tp default:
-// it is required with --model; --moe-ep 1) and perf-data modes. prefix goes
+// it is required with --model; a MoE model's moe-ep derived by forModel) and perf-data modes. prefix goes
 // before every usage, withModel after --system's and --tp's; model and backend
 // are the usages of --model and --backend.
 func perfTimingFlags(prefix, withModel, model, backend string) []cli.Flag {
 	dep := deploymentSpec{model: model, system: prefix + "GPU system `NAME`" + withModel, backend: backend,
 		version: prefix + "backend `VERSION` (default: the newest available)"}
-	par := parallelSpec{prefix: prefix, tpSuffix: withModel, def: parallelOpts{PP: 1, DP: 1, MoETP: 1, MoEEP: 1}}
+	par := parallelSpec{prefix: prefix, tpSuffix: withModel, def: parallelOpts{PP: 1, DP: 1, MoETP: 1, MoEEP: 1}, moeDerived: true}
 	return slices.Concat(dep.flags(), par.flags(), quantFlags(prefix), []cli.Flag{wideEPFlag(prefix)})
 }
 

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -45,6 +48,7 @@ h200_sxm,sglang,0.5.12,2,2660
 h200_sxm,sglang,0.5.14,13,378287
 h200_sxm,trtllm,1.2.0rc5,10,199916
 h200_sxm,trtllm,1.3.0rc10,14,273776
+h200_sxm,trtllm,1.3.0rc15,0,0
 h200_sxm,trtllm,1.3.0rc20,15,389111
 h200_sxm,vllm,0.14.0,7,169284
 h200_sxm,vllm,0.18.0,6,276777
@@ -54,6 +58,38 @@ h200_sxm,vllm,0.24.0,13,318479
 `
 	if code != 0 || out != want {
 		t.Errorf("ls versions: code %d stderr %q out\n%s\nwant\n%s", code, stderr, out, want)
+	}
+	// init --help states the row count --mirror copies: the rows of every version (U29).
+	rows := 0
+	for _, l := range strings.Split(strings.TrimSpace(want), "\n")[1:] {
+		n, err := strconv.Atoi(l[strings.LastIndexByte(l, ',')+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows += n
+	}
+	if _, help, _ := runPerfdbCLI(t, "init", "--help"); !strings.Contains(help, fmt.Sprintf("their rows (%s for the embedded data)", thousands(rows))) {
+		t.Errorf("init --help does not state the %d rows --mirror copies:\n%s", rows, help)
+	}
+	// U17: an unknown system names the stored ones and the fix; U5: a MoE layout
+	// that does not cover tp·dp names the --moe-ep that does, and eval derives it
+	// (moe-ep tp·dp) when neither --moe-tp nor --moe-ep is given, as estimate does.
+	evalArgs := []string{"--db", db, "eval", "--model", "Qwen/Qwen3-30B-A3B", "--backend", "vllm", "--tp", "2",
+		"--concurrency", "2", "--isl", "100", "--osl", "10", "--tier", "screening"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--system", "b200_sxm"}, "aicdb: --system b200_sxm: unknown system; stored: h200_sxm; import others with 'aicdb perfdb import'\n"},
+		{[]string{"--system", "h200_sxm", "--moe-ep", "1"}, "aicdb: --tp 2 × --dp 1 = 2 GPUs, but --moe-tp 1 × --moe-ep 1 = 1 for the MoE model Qwen/Qwen3-30B-A3B; pass --moe-ep 2\n"},
+		{[]string{"--system", "h200_sxm", "--moe-tp", "3"}, "aicdb: --tp 2 × --dp 1 = 2 GPUs, but --moe-tp 3 × --moe-ep 1 = 3 for the MoE model Qwen/Qwen3-30B-A3B; pass --moe-tp 1 --moe-ep 2\n"},
+	} {
+		if code, out, errs := runPerfdbCLI(t, append(slices.Clone(evalArgs), c.args...)...); code != 1 || out != "" || errs != c.want {
+			t.Errorf("eval %v: code %d stdout %q stderr %q, want %q", c.args, code, out, errs, c.want)
+		}
+	}
+	if code, out, errs := runPerfdbCLI(t, append(evalArgs, "--system", "h200_sxm")...); code != 0 || !strings.Contains(out, "ttft_steady_p99") {
+		t.Errorf("eval MoE with the derived moe-ep: code %d stdout %q stderr %q", code, out, errs)
 	}
 	code, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "ls", "systems", "-f", "json")
 	if code != 0 || !strings.Contains(out, `"system": "h200_sxm", "gpus_per_node": 8, "mem_capacity_gib": 141, "nccl_version": "2.26.2", "backends": "sglang trtllm vllm"`) {
@@ -111,4 +147,13 @@ h200_sxm,vllm,0.24.0,13,318479
 	if !strings.Contains(out, "me/tiny,LlamaForCausalLM,LLAMA,2,64,4,4,0,0,") || strings.Contains(out, "me/bad") {
 		t.Errorf("models after imports:\n%s", out)
 	}
+}
+
+// thousands formats n with comma thousands separators (3127698 → 3,127,698).
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

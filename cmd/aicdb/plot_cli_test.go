@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // checkPNG fails the test unless path is a PNG that decodes to w × h pixels.
@@ -108,12 +109,12 @@ func TestPlotParetoPointsAreTheView(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	pts, err := paretoPoints(ctx, st, paretoSQL)
+	pts, err := paretoPoints(ctx, st, store.ParetoQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want []plotPoint
-	if err := st.DB.SelectContext(ctx, &want, `SELECT tokens_per_s_per_user AS x, tokens_per_s_per_gpu AS y, mode FROM pareto`); err != nil {
+	if err := storetest.DB(t, st).SelectContext(ctx, &want, `SELECT tokens_per_s_per_user AS x, tokens_per_s_per_gpu AS y, mode FROM pareto`); err != nil {
 		t.Fatal(err)
 	}
 	if len(want) == 0 {
@@ -181,7 +182,7 @@ func TestPlotCDF(t *testing.T) {
 		t.Fatal(err)
 	}
 	var keys []string
-	err = st.DB.SelectContext(ctx, &keys, `SELECT key FROM quantitative_results ORDER BY key LIMIT 1`)
+	err = storetest.DB(t, st).SelectContext(ctx, &keys, `SELECT key FROM quantitative_results ORDER BY key LIMIT 1`)
 	st.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // TestPlotCDFOracle: on a perf-data point, plot cdf --oracle draws the DES's
@@ -41,7 +42,7 @@ func TestPlotCDFOracle(t *testing.T) {
 		TTFT float64 `db:"ttft_steady_p99"`
 		ITL  float64 `db:"itl_p99"`
 	}
-	if err := st.DB.SelectContext(ctx, &rows, `SELECT key, queueing_tier, ttft_steady_p99, itl_p99 FROM points WHERE mode = 'agg' ORDER BY key`); err != nil {
+	if err := storetest.DB(t, st).SelectContext(ctx, &rows, `SELECT key, queueing_tier, ttft_steady_p99, itl_p99 FROM points WHERE mode = 'agg' ORDER BY key`); err != nil {
 		t.Fatal(err)
 	}
 	var quant, screen string

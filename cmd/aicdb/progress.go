@@ -40,6 +40,8 @@ type progressReporter struct {
 	now        func() time.Time
 	tty, quiet bool
 
+	begun time.Time // when the reporter was made: the summary's wall time
+
 	mu          sync.Mutex
 	started     bool
 	start, last time.Time
@@ -55,7 +57,7 @@ func newProgress(c *cli.Context, what, unit string) *progressReporter {
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		tty = true
 	}
-	return &progressReporter{w: w, what: what, unit: unit, interval: progressInterval, now: time.Now, tty: tty, quiet: c.Bool("quiet")}
+	return &progressReporter{w: w, what: what, unit: unit, interval: progressInterval, now: time.Now, begun: time.Now(), tty: tty, quiet: c.Bool("quiet")}
 }
 
 // Update reports done of total items.
@@ -121,6 +123,23 @@ func (p *progressReporter) Done() {
 		fmt.Fprintln(p.w)
 		p.drawn = 0
 	}
+}
+
+// Summary ends the work: it ends a terminal line and, unless quiet, prints one
+// line with the counts (format and args) and the wall time since the reporter was
+// made: "aicdb: trace replay conv: 120 requests, 0 unfinished; 1.3 s wall".
+func (p *progressReporter) Summary(format string, args ...any) {
+	if p == nil {
+		return
+	}
+	p.Done()
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wall := p.now().Sub(p.begun).Seconds()
+	fmt.Fprintf(p.w, "aicdb: %s: %s; %.1f s wall\n", p.what, fmt.Sprintf(format, args...), max(wall, 0))
 }
 
 // importProgress reports a perf-data import file by file, one reporter per system

@@ -20,7 +20,7 @@ func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func testReporter(tty, quiet bool) (*progressReporter, *strings.Builder, *fakeClock) {
 	var b strings.Builder
 	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	return &progressReporter{w: &b, what: "sweep", unit: "points", interval: 5 * time.Second, now: clk.now, tty: tty, quiet: quiet}, &b, clk
+	return &progressReporter{w: &b, what: "sweep", unit: "points", interval: 5 * time.Second, now: clk.now, begun: clk.t, tty: tty, quiet: quiet}, &b, clk
 }
 
 // TestProgressLines: without a terminal, one line per interval with done/total,
@@ -158,5 +158,32 @@ func TestImportCLIQuietFlag(t *testing.T) {
 		if code, out, errs := runPerfdbCLI(t, append([]string{"--db", db}, args...)...); code != 0 || errs != "" || !strings.Contains(out, "systems [fx]") {
 			t.Fatalf("%v: code %d out %q stderr %q", args, code, out, errs)
 		}
+	}
+}
+
+// TestProgressSummary: the final line states the counts and the wall time since
+// the reporter was made, after ending a terminal line; --quiet prints nothing.
+func TestProgressSummary(t *testing.T) {
+	p, b, clk := testReporter(false, false)
+	p.what = "trace replay conv"
+	clk.advance(1500 * time.Millisecond)
+	p.Summary("%d requests, %d unfinished", 120, 0)
+	if want := "aicdb: trace replay conv: 120 requests, 0 unfinished; 1.5 s wall\n"; b.String() != want {
+		t.Fatalf("summary %q, want %q", b.String(), want)
+	}
+	p, b, clk = testReporter(true, false)
+	p.Update(0, 10)
+	clk.advance(time.Second)
+	p.Update(10, 10)
+	p.Summary("%d points", 10)
+	if want := "\rsweep: 10/10 points (100.0%), 10 points/s, ETA 0s\naicdb: sweep: 10 points; 1.0 s wall\n"; b.String() != want {
+		t.Fatalf("terminal summary %q, want %q", b.String(), want)
+	}
+	p, b, _ = testReporter(false, true)
+	p.Summary("%d points", 10)
+	var nilp *progressReporter
+	nilp.Summary("x")
+	if b.String() != "" {
+		t.Fatalf("quiet summary printed %q", b.String())
 	}
 }

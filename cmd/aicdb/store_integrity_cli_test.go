@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // integrityStore creates a migrated store holding a few rows in tables a write
@@ -31,7 +32,7 @@ func integrityStore(t testing.TB) string {
 		`INSERT INTO sweeps (arguments, started_at, status) VALUES ('{}', 'x', 'done')`,
 		`INSERT INTO sweeps (arguments, started_at, status) VALUES ('{"b":1}', 'y', 'done')`,
 	} {
-		if _, err := st.DB.Exec(q); err != nil {
+		if _, err := storetest.DB(t, st).Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}

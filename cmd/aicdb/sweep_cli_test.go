@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // sweepArgs is the acceptance sweep (synthetic evaluator in tests).
@@ -211,7 +212,7 @@ func dumpPoints(t *testing.T, path string) (string, int) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rows, err := st.DB.Queryx(`SELECT * FROM operating_points ORDER BY key`)
+	rows, err := storetest.DB(t, st).Queryx(`SELECT * FROM operating_points ORDER BY key`)
 	if err != nil {
 		t.Fatal(err)
 	}

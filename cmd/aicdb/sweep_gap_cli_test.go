@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // TestSweepCLINoPerfData: points the perf data cannot price are skipped, counted in
@@ -35,8 +36,8 @@ func TestSweepCLINoPerfData(t *testing.T) {
 	}
 	defer st.Close()
 	var inTable, tp2 int
-	st.DB.Get(&inTable, `SELECT points_no_perf_data FROM sweeps`)
-	st.DB.Get(&tp2, `SELECT count(*) FROM operating_points WHERE tp = 2`)
+	storetest.DB(t, st).Get(&inTable, `SELECT points_no_perf_data FROM sweeps`)
+	storetest.DB(t, st).Get(&tp2, `SELECT count(*) FROM operating_points WHERE tp = 2`)
 	if inTable != gaps || tp2 != 0 {
 		t.Fatalf("sweeps.points_no_perf_data %d (want %d), %d tp2 rows stored (want 0)", inTable, gaps, tp2)
 	}

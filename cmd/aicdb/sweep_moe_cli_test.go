@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // moeDisaggArgs is issue 8 item 2's sweep: it exited 2 with "tp (1) × dp (1) must
@@ -44,7 +45,7 @@ func TestSweepMoEDisaggCLI(t *testing.T) {
 	}
 	defer st.Close()
 	var mixed int
-	if err := st.DB.Get(&mixed, `SELECT count(*) FROM operating_points WHERE mode = 'disagg' AND p_tp != d_tp AND oom = 0`); err != nil || mixed == 0 {
+	if err := storetest.DB(t, st).Get(&mixed, `SELECT count(*) FROM operating_points WHERE mode = 'disagg' AND p_tp != d_tp AND oom = 0`); err != nil || mixed == 0 {
 		t.Fatalf("disagg rows with pools of different widths: %d, %v", mixed, err)
 	}
 }

@@ -99,7 +99,7 @@ func TestTraceReplayCLI(t *testing.T) {
 	for i, tier := range []string{"oracle", "quantitative"} {
 		code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "conv", "--engine", eng, "--limit", "50", "--tier", tier)
 		if code != 0 || !strings.Contains(out, `"requests": 50,`) || !strings.Contains(out, `"workload_fidelity": "W3"`) ||
-			!strings.Contains(out, `"queueing_tier": "`+tier+`"`) || errs != fmt.Sprintf("replay %d of trace conv stored (50 requests)\n", i+1) {
+			!strings.Contains(out, `"queueing_tier": "`+tier+`"`) || !isSummary(errs, fmt.Sprintf("trace replay conv: replay %d stored (50 requests, %s tier, agg W3)", i+1, tier)) {
 			t.Fatalf("replay %s: exit %d\n%s%s", tier, code, out, errs)
 		}
 		var m map[string]any
@@ -178,7 +178,7 @@ func TestTraceReplayPerfData(t *testing.T) {
 		t.Fatal(errs)
 	}
 	code, out, errs := runTraceCLI(t, append(perf, "--backend", "vllm")...)
-	if code != 0 || !strings.Contains(out, `"requests": 5,`) || errs != "replay 1 of trace conv stored (5 requests)\n" {
+	if code != 0 || !strings.Contains(out, `"requests": 5,`) || !isSummary(errs, "trace replay conv: replay 1 stored (5 requests, quantitative tier, agg W3)") {
 		t.Fatalf("perf data: exit %d\n%s%s", code, out, errs)
 	}
 }

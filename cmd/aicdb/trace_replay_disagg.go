@@ -28,7 +28,7 @@ type replayHandoff struct {
 // KV is --decode-kv-capacity-tokens, else the engine file's pool. Prefix caching is
 // not simulated in disaggregated runs: the trace's hash ids are not read and a W4
 // later turn recomputes its context.
-func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing, tier string) (oracle.Summary, *replayHandoff, []store.ReplayRow, error) {
+func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl store.TraceSlice, eng oracle.Engine, tim timing.Timing, tier string, bar *progressReporter) (oracle.Summary, *replayHandoff, []store.ReplayRow, error) {
 	var sum oracle.Summary
 	fail := func(err error) (oracle.Summary, *replayHandoff, []store.ReplayRow, error) { return sum, nil, nil, err }
 	for _, f := range []string{"max-sessions", "prefill-tp", "decode-tp"} {
@@ -72,7 +72,7 @@ func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	rows := make([]store.ReplayRow, len(tw.Reqs))
 	var hand replayHandoff
 	if tier == "oracle" {
-		res, err := replayDisaggDES(c, cfg, eng, tw.Reqs, sessions, rtt)
+		res, err := replayDisaggDES(c, cfg, eng, tw.Reqs, sessions, rtt, bar)
 		if err != nil {
 			return fail(userErrorf("trace replay %s: %v", info.Name, err))
 		}
@@ -89,9 +89,9 @@ func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 	}
 	var rep *disagg.TraceReport
 	if sessions {
-		rep, err = disagg.QuantitativeSessions(c.Context, tw.Reqs, cfg, disagg.Options{}, disagg.SessionOptions{ClientRTTMs: rtt})
+		rep, err = disagg.QuantitativeSessions(c.Context, tw.Reqs, cfg, disagg.Options{Progress: bar.Update}, disagg.SessionOptions{ClientRTTMs: rtt})
 	} else {
-		rep, err = disagg.QuantitativeTrace(c.Context, tw.Reqs, cfg, disagg.Options{})
+		rep, err = disagg.QuantitativeTrace(c.Context, tw.Reqs, cfg, disagg.Options{Progress: bar.Update})
 	}
 	if err != nil {
 		if queueing.IsInputError(err) {
@@ -138,7 +138,7 @@ func tpotOf(span float64, osl int) float64 {
 // replayDisaggDES runs the disaggregated DES: both pools the engine file's engine
 // (its running cap lowered to the pool's batch cap), the decode pool's KV
 // --decode-kv-capacity-tokens when given.
-func replayDisaggDES(c *cli.Context, cfg disagg.Config, eng oracle.Engine, reqs []queueing.TraceRequest, sessions bool, rtt float64) (*oracle.DisaggResult, error) {
+func replayDisaggDES(c *cli.Context, cfg disagg.Config, eng oracle.Engine, reqs []queueing.TraceRequest, sessions bool, rtt float64, bar *progressReporter) (*oracle.DisaggResult, error) {
 	pool := func(p disagg.Pool) oracle.DisaggPool {
 		e := eng
 		if b := p.BatchCap; b > 0 {
@@ -148,7 +148,8 @@ func replayDisaggDES(c *cli.Context, cfg disagg.Config, eng oracle.Engine, reqs 
 	}
 	dc := oracle.DisaggConfig{Prefill: pool(cfg.Prefill), Decode: pool(cfg.Decode), KVBytesPerToken: cfg.KVBytesPerToken, Push: cfg.Push,
 		HandoffInTTFT: cfg.HandoffInTTFT, Fabric: oracle.DisaggFabric{InterNodeGBps: cfg.Fabric.InterNodeGBps,
-			IntraNodeGBps: cfg.Fabric.IntraNodeGBps, Efficiency: cfg.Fabric.Efficiency, GPUsPerNode: cfg.Fabric.GPUsPerNode}}
+			IntraNodeGBps: cfg.Fabric.IntraNodeGBps, Efficiency: cfg.Fabric.Efficiency, GPUsPerNode: cfg.Fabric.GPUsPerNode},
+		Progress: bar.Update}
 	if c.IsSet("decode-kv-capacity-tokens") {
 		bs := max(eng.BlockSize, 1)
 		dc.Decode.Engine.NumGPUBlocks = cfg.Decode.KVCapacityTokens/bs + 1 // + the reserved block 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/aicdb/aicdb/queueing"
@@ -163,9 +164,15 @@ func TestFitRecoversScales(t *testing.T) {
 	if math.Abs(g.Adjust.DecodeScale-0.8) > 0.05 {
 		t.Errorf("decode scale %v, want ≈ 0.8", g.Adjust.DecodeScale)
 	}
-	again, err := Fit(context.Background(), ev, synthSamples(t, ev, truth), FitOptions{Holdout: 3, Workers: 1})
+	// The refit reports its progress: one fit for the group, then one per fold.
+	var progress [][2]int
+	again, err := Fit(context.Background(), ev, synthSamples(t, ev, truth), FitOptions{Holdout: 3, Workers: 1,
+		Progress: func(done, total int) { progress = append(progress, [2]int{done, total}) }})
 	if err != nil || again[0].Adjust != g.Adjust {
 		t.Errorf("refit %+v differs from %+v (%v)", again[0].Adjust, g.Adjust, err)
+	}
+	if want := [][2]int{{1, 4}, {2, 4}, {3, 4}, {4, 4}}; !slices.Equal(progress, want) {
+		t.Errorf("fit progress %v, want %v", progress, want)
 	}
 	if _, err := Fit(context.Background(), ev, ss, FitOptions{Holdout: 1}); err == nil {
 		t.Error("--holdout 1 accepted")

@@ -96,6 +96,9 @@ type FitOptions struct {
 	// < 0: none). Every fit, a fold's refit too, starts from the identity (a
 	// warm start from the full fit would leak the held-out rows).
 	SimplexEvals int
+	// Progress, if set, is called after each fit with (done, total): one fit per
+	// group, plus one per fold of a cross-validated group.
+	Progress func(done, total int)
 }
 
 // evalFn predicts (TTFT, TPOT) of every sample under adj.
@@ -183,6 +186,19 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		a, b := keys[i], keys[j]
 		return a.System+"\x00"+a.Backend+"\x00"+a.Version+"\x00"+a.Model < b.System+"\x00"+b.Backend+"\x00"+b.Version+"\x00"+b.Model
 	})
+	total, done := 0, 0
+	for _, k := range keys {
+		total++
+		if opt.Holdout >= 2 && len(groups[k]) >= opt.Holdout {
+			total += opt.Holdout
+		}
+	}
+	fitted := func() {
+		done++
+		if opt.Progress != nil {
+			opt.Progress(done, total)
+		}
+	}
 	var out []GroupFit
 	for _, k := range keys {
 		g := groups[k]
@@ -200,6 +216,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		if gf.Fitted, err = f(ctx, g, adj); err != nil {
 			return nil, err
 		}
+		fitted()
 		gf.Unidentified = unidentified(jac, len(g))
 		gf.TTFTBefore, gf.TPOTBefore = mape(g, gf.Before)
 		gf.TTFTFit, gf.TPOTFit = mape(g, gf.Fitted)
@@ -228,6 +245,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 				for j, i := range idx {
 					gf.HeldOut[i] = p[j]
 				}
+				fitted()
 			}
 			gf.HasCV = true
 			gf.TTFTCV, gf.TPOTCV = mape(g, gf.HeldOut)

@@ -33,29 +33,22 @@ func (c *Calibration) For(in store.PointInputs) (refine.PassAdjust, bool) {
 
 // Load reads the calibration NAME from the store.
 func Load(ctx context.Context, st *store.Store, name string) (*Calibration, error) {
-	var digest string
-	if err := st.DB.GetContext(ctx, &digest, `SELECT digest FROM calibrations WHERE name = ?`, name); err != nil {
-		var names []string
-		_ = st.DB.SelectContext(ctx, &names, `SELECT name FROM calibrations ORDER BY name`)
+	digest, err := st.CalibrationDigest(ctx, name)
+	if err != nil {
+		names, _ := st.CalibrationNames(ctx)
 		if len(names) == 0 {
 			return nil, fmt.Errorf("--calibration %q: the store has no calibrations: fit one with 'aicdb calibrate --name %s'", name, name)
 		}
 		return nil, fmt.Errorf("--calibration %q is not in the store: known calibrations are %s", name, strings.Join(names, ", "))
 	}
-	rows, err := st.DB.QueryContext(ctx, `SELECT system, backend, version, model, prefill_scale, decode_scale,
-		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, model`, name)
+	ps, err := st.CalibrationParams(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("read calibration %s: %w", name, err)
 	}
-	defer rows.Close()
 	c := &Calibration{name: name, digest: digest, params: map[deployKey]refine.PassAdjust{}}
-	for rows.Next() {
-		var k deployKey
-		var a refine.PassAdjust
-		if err := rows.Scan(&k.System, &k.Backend, &k.Version, &k.Model, &a.PrefillScale, &a.DecodeScale, &a.PassOverheadMs, &a.RequestOverheadMs); err != nil {
-			return nil, fmt.Errorf("read calibration %s: %w", name, err)
-		}
-		c.params[k] = a
+	for _, p := range ps {
+		c.params[deployKey{p.System, p.Backend, p.Version, p.Model}] = refine.PassAdjust{PrefillScale: p.PrefillScale,
+			DecodeScale: p.DecodeScale, PassOverheadMs: p.PassOverheadMs, RequestOverheadMs: p.RequestOverheadMs}
 	}
-	return c, rows.Err()
+	return c, nil
 }

@@ -12,8 +12,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 
-	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aicdb/aicdb/perfdb"
@@ -87,7 +87,8 @@ func NewResolver(ctx context.Context, st *store.Store, ev refine.Evaluator, prof
 		return nil, fmt.Errorf("--engine-profile %q: want %s or %s", profile, ProfileDefaults, ProfileAIConfigurator)
 	}
 	r := &Resolver{Src: refine.StoreSource{St: st}, Ev: ev, Profile: profile}
-	if err := st.DB.SelectContext(ctx, &r.models, `SELECT id FROM models ORDER BY id`); err != nil {
+	var err error
+	if r.models, err = st.ModelIDs(ctx); err != nil {
 		return nil, fmt.Errorf("list models: %w", err)
 	}
 	return r, nil
@@ -370,7 +371,8 @@ type Prediction struct {
 // through ev) and persists points, quantitative results and one
 // measurement_predictions row per measurement — with its reason when it cannot be
 // predicted. calibration names the calibration ev applies ("" = none).
-func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Resolver, rows []measure.Row, calibration string, workers int) ([]Prediction, error) {
+func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Resolver, rows []measure.Row, calibration string, opt PredictOptions) ([]Prediction, error) {
+	workers := opt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -383,21 +385,31 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 	if err != nil {
 		return nil, err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
+	var todo []*Prediction
 	for i := range out {
 		p := &out[i]
 		if p.Reason != "" {
 			continue
 		}
 		p.Key = p.In.Key()
-		if have[p.Key] {
-			continue
+		if !have[p.Key] {
+			todo = append(todo, p)
 		}
+	}
+	var done atomic.Int64
+	report := func() {
+		if opt.Progress != nil {
+			opt.Progress(int(done.Add(1)), len(todo))
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, p := range todo {
 		g.Go(func() error {
+			defer report()
 			pt, err := refine.EvaluatePoint(gctx, ev, p.In)
 			if err == nil && pt.Legacy.OOM {
-				p.Reason = "does not fit in GPU memory by aiconfigurator's memory model (OOM)"
+				p.Reason = OOMReason
 				return nil
 			}
 			if err == nil {
@@ -446,6 +458,21 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 	return out, savePredictions(ctx, st, out, calibration, ev.Name(), res.Profile)
 }
 
+// OOMReason is the reason of a measured row that aiconfigurator's memory model
+// calls out of memory: the measurement shows the deployment ran, so the memory
+// model is what is wrong for this row (the row stays unpredicted, as
+// aiconfigurator prices no OOM point).
+const OOMReason = "does not fit in GPU memory by aiconfigurator's memory model (OOM); measured run exists: memory model disagrees"
+
+// PredictOptions tune Predict.
+type PredictOptions struct {
+	Workers int // parallel evaluations (0 = GOMAXPROCS)
+	// Progress, if set, is called after each evaluated row with (done, total):
+	// total counts the rows Predict evaluates (not those already stored or
+	// unresolved). It may be called from several goroutines.
+	Progress func(done, total int)
+}
+
 // quantitativeOf evaluates in's quantitative tier under ev's own calibration:
 // the benchmark run when run is set, else the steady state.
 func quantitativeOf(ctx context.Context, ev refine.Evaluator, in store.PointInputs, run *queueing.FiniteRun) (store.Quantitative, error) {
@@ -467,63 +494,29 @@ func reasonOf(err error) string {
 }
 
 func quantKeys(ctx context.Context, st *store.Store, ps []Prediction) (map[string]bool, error) {
-	have := map[string]bool{}
 	var keys []string
 	for i := range ps {
 		if ps[i].Reason == "" {
 			keys = append(keys, ps[i].In.Key())
 		}
 	}
-	for start := 0; start < len(keys); start += 500 {
-		chunk := keys[start:min(start+500, len(keys))]
-		q, args, err := sqlx.In(`SELECT key FROM quantitative_results WHERE key IN (?)`, chunk)
-		if err != nil {
-			return nil, err
-		}
-		var got []string
-		if err := st.DB.SelectContext(ctx, &got, st.DB.Rebind(q), args...); err != nil {
-			return nil, fmt.Errorf("look up stored predictions: %w", err)
-		}
-		for _, k := range got {
-			have[k] = true
-		}
+	have, err := st.QuantitativeKeys(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("look up stored predictions: %w", err)
 	}
 	return have, nil
 }
 
 func savePredictions(ctx context.Context, st *store.Store, ps []Prediction, calibration, evaluator, profile string) error {
-	return st.Tx(ctx, func(tx *sqlx.Tx) error {
-		stmt, err := tx.PreparexContext(ctx, `INSERT OR REPLACE INTO measurement_predictions
-			(measurement_id, calibration, evaluator, point_key, model_used, version_used, version_mapping, engine_profile, reason)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return fmt.Errorf("prepare prediction insert: %w", err)
-		}
-		defer stmt.Close()
-		del, err := tx.PreparexContext(ctx, `DELETE FROM measurement_predictions WHERE measurement_id = ? AND calibration = ? AND evaluator <> ?`)
-		if err != nil {
-			return fmt.Errorf("prepare prediction delete: %w", err)
-		}
-		defer del.Close()
-		for i := range ps {
-			p := &ps[i]
-			// One prediction per measurement and calibration: the current evaluator's.
-			if _, err := del.ExecContext(ctx, p.Row.ID, calibration, evaluator); err != nil {
-				return fmt.Errorf("replace prediction of measurement %d: %w", p.Row.ID, err)
-			}
-			var key, reason any
-			if p.Reason == "" {
-				key = p.Key
-			} else {
-				reason = p.Reason
-			}
-			if _, err := stmt.ExecContext(ctx, p.Row.ID, calibration, evaluator, key, p.ModelUsed, p.VersionUsed,
-				p.VersionMapping, profile, reason); err != nil {
-				return fmt.Errorf("store prediction of measurement %d: %w", p.Row.ID, err)
-			}
-		}
-		return nil
-	})
+	rows := make([]store.Prediction, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		// One prediction per measurement and calibration: the current evaluator's.
+		rows[i] = store.Prediction{MeasurementID: p.Row.ID, Calibration: calibration, Evaluator: evaluator, PointKey: p.Key,
+			ModelUsed: p.ModelUsed, VersionUsed: p.VersionUsed, VersionMapping: p.VersionMapping, EngineProfile: profile,
+			Reason: p.Reason}
+	}
+	return st.SavePredictions(ctx, rows)
 }
 
 // resolveDisagg maps a disaggregated measurement onto the tandem point a sweep

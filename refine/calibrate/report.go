@@ -34,49 +34,13 @@ func Report(ctx context.Context, st *store.Store, by []string, metrics []string,
 			return nil, fmt.Errorf("--by %s: want some of %s", b, strings.Join(GroupColumns, ", "))
 		}
 	}
-	sel := "''"
-	if len(by) > 0 {
-		parts := make([]string, len(by))
-		for i, b := range by {
-			parts[i] = "coalesce(CAST(" + b + " AS TEXT), '')"
-		}
-		sel = strings.Join(parts, " || char(31) || ")
-	}
-	q := `SELECT ` + sel + ` AS grp, metric,
-		count(rel_error),
-		coalesce(100 * avg(abs(rel_error)), 0),
-		count(CASE WHEN rel_error IS NOT NULL THEN legacy_rel_error END),
-		coalesce(100 * avg(CASE WHEN rel_error IS NOT NULL THEN abs(legacy_rel_error) END), 0),
-		coalesce(100 * avg(CASE WHEN legacy_rel_error IS NOT NULL THEN abs(rel_error) END), 0),
-		count(*) - count(rel_error)
-		FROM accuracy WHERE calibration = ?`
-	args := []any{calibration}
-	if strings.TrimSpace(where) != "" {
-		q += ` AND measurement_id IN (SELECT id FROM measurements WHERE (` + where + `))`
-	}
-	if len(metrics) > 0 {
-		q += ` AND metric IN (?` + strings.Repeat(", ?", len(metrics)-1) + `)`
-		for _, m := range metrics {
-			args = append(args, m)
-		}
-	}
-	q += ` GROUP BY grp, metric ORDER BY grp, metric`
-	rows, err := st.DB.QueryContext(ctx, q, args...)
+	rows, err := st.AccuracyReport(ctx, by, metrics, calibration, where)
 	if err != nil {
 		return nil, fmt.Errorf("accuracy report: %w", err)
 	}
-	defer rows.Close()
-	var out []MAPERow
-	for rows.Next() {
-		var r MAPERow
-		var g string
-		if err := rows.Scan(&g, &r.Metric, &r.N, &r.MAPE, &r.LegacyN, &r.LegacyMAPE, &r.MAPESame, &r.Unpredicted); err != nil {
-			return nil, fmt.Errorf("accuracy report: %w", err)
-		}
-		if len(by) > 0 {
-			r.Group = strings.Split(g, "\x1f")
-		}
-		out = append(out, r)
+	out := make([]MAPERow, len(rows))
+	for i, r := range rows {
+		out[i] = MAPERow(r)
 	}
-	return out, rows.Err()
+	return out, nil
 }

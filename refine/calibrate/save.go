@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -28,46 +26,30 @@ func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, prof
 	if err != nil {
 		return "", err
 	}
-	err = st.Tx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM calibrations WHERE name = ?`, name); err != nil {
-			return fmt.Errorf("replace calibration %s: %w", name, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO calibrations (name, digest, predicate, evaluator, profile, holdout_k, report, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, name, digest, predicate, evaluator, profile, holdout, string(report), createdAt); err != nil {
-			return fmt.Errorf("store calibration %s: %w", name, err)
-		}
-		for _, g := range fits {
-			un, _ := json.Marshal(append([]string{}, g.Unidentified...))
-			var cvT, cvP any
-			if g.HasCV {
-				cvT, cvP = g.TTFTCV, g.TPOTCV
-			}
-			a := g.Adjust
-			if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_params (name, system, backend, version, model,
-				prefill_scale, decode_scale, pass_overhead_ms, request_overhead_ms, rows, ttft_mape_before, tpot_mape_before,
-				ttft_mape_fit, tpot_mape_fit, ttft_mape_cv, tpot_mape_cv, unidentified)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, name, g.System, g.Backend, g.Version, g.Model,
-				a.PrefillScale, a.DecodeScale, a.PassOverheadMs, a.RequestOverheadMs, len(g.Samples), g.TTFTBefore, g.TPOTBefore,
-				g.TTFTFit, g.TPOTFit, cvT, cvP, string(un)); err != nil {
-				return fmt.Errorf("store calibration %s of %s/%s/%s/%s: %w", name, g.System, g.Backend, g.Version, g.Model, err)
-			}
-			for i, s := range g.Samples {
-				for j, metric := range []string{"ttft", "tpot"} {
-					meas := [2]float64{s.TTFT, s.TPOT}[j]
-					var held any
-					if g.HasCV {
-						held = g.HeldOut[i][j]
-					}
-					if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_rows (name, measurement_id, system, backend, version, model,
-						metric, measured, uncalibrated, fitted, residual, held_out, fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-						name, s.MeasurementID, g.System, g.Backend, g.Version, g.Model, metric, meas, g.Before[i][j], g.Fitted[i][j],
-						g.Fitted[i][j]/meas-1, held, s.Fold); err != nil {
-						return fmt.Errorf("store calibration row %d: %w", s.MeasurementID, err)
-					}
+	params := make([]store.CalibrationParam, len(fits))
+	samples := make([][]store.CalibrationSample, len(fits))
+	for k, g := range fits {
+		un, _ := json.Marshal(append([]string{}, g.Unidentified...))
+		a := g.Adjust
+		params[k] = store.CalibrationParam{System: g.System, Backend: g.Backend, Version: g.Version, Model: g.Model,
+			PrefillScale: a.PrefillScale, DecodeScale: a.DecodeScale, PassOverheadMs: a.PassOverheadMs,
+			RequestOverheadMs: a.RequestOverheadMs, Rows: len(g.Samples), TTFTMAPEBefore: g.TTFTBefore,
+			TPOTMAPEBefore: g.TPOTBefore, TTFTMAPEFit: g.TTFTFit, TPOTMAPEFit: g.TPOTFit, HasCV: g.HasCV,
+			TTFTMAPECV: g.TTFTCV, TPOTMAPECV: g.TPOTCV, Unidentified: string(un)}
+		for i, s := range g.Samples {
+			for j, metric := range []string{"ttft", "tpot"} {
+				meas := [2]float64{s.TTFT, s.TPOT}[j]
+				r := store.CalibrationSample{MeasurementID: s.MeasurementID, System: g.System, Backend: g.Backend,
+					Version: g.Version, Model: g.Model, Metric: metric, Measured: meas, Uncalibrated: g.Before[i][j],
+					Fitted: g.Fitted[i][j], Residual: g.Fitted[i][j]/meas - 1, Fold: s.Fold}
+				if g.HasCV {
+					r.HasHeldOut, r.HeldOut = true, g.HeldOut[i][j]
 				}
+				samples[k] = append(samples[k], r)
 			}
 		}
-		return nil
-	})
+	}
+	err = st.SaveCalibration(ctx, store.Calibration{Name: name, Digest: digest, Predicate: predicate, Evaluator: evaluator,
+		Profile: profile, HoldoutK: holdout, Report: string(report), CreatedAt: createdAt}, params, samples)
 	return digest, err
 }

@@ -113,13 +113,9 @@ func Select(ctx context.Context, st *store.Store, where string) ([]Row, error) {
 		q += ` WHERE (` + where + `)`
 	}
 	q += ` ORDER BY id`
-	rows, err := st.DB.QueryContext(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("select measurements where %q: %w", where, err)
-	}
-	defer rows.Close()
 	var out []Row
-	for rows.Next() {
+	var rowErr error // a row's own error, returned as it is
+	err := st.EachRow(ctx, q, nil, func(scan func(...any) error) error {
 		var r Row
 		m := &r.Measurement
 		var ec string
@@ -131,11 +127,13 @@ func Select(ctx context.Context, st *store.Store, where string) ([]Row, error) {
 		for k := range vals {
 			dst = append(dst, &vals[k])
 		}
-		if err := rows.Scan(dst...); err != nil {
-			return nil, fmt.Errorf("read measurement: %w", err)
+		if err := scan(dst...); err != nil {
+			rowErr = fmt.Errorf("read measurement: %w", err)
+			return rowErr
 		}
 		if err := json.Unmarshal([]byte(ec), &m.EngineConfig); err != nil {
-			return nil, fmt.Errorf("measurement %d: engine_config: %w", r.ID, err)
+			rowErr = fmt.Errorf("measurement %d: engine_config: %w", r.ID, err)
+			return rowErr
 		}
 		for k, v := range vals {
 			if v != nil {
@@ -143,6 +141,13 @@ func Select(ctx context.Context, st *store.Store, where string) ([]Row, error) {
 			}
 		}
 		out = append(out, r)
+		return nil
+	})
+	if rowErr != nil {
+		return nil, rowErr
 	}
-	return out, rows.Err()
+	if err != nil {
+		return nil, fmt.Errorf("select measurements where %q: %w", where, err)
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // TestImportIdempotent: a file is stored once (its content hash); its rows read
@@ -43,7 +44,7 @@ func TestImportIdempotent(t *testing.T) {
 		t.Fatal("bad row stored")
 	}
 	var n int
-	if err := st.DB.GetContext(ctx, &n, `SELECT count(*) FROM measurements`); err != nil || n != 2 {
+	if err := storetest.DB(t, st).GetContext(ctx, &n, `SELECT count(*) FROM measurements`); err != nil || n != 2 {
 		t.Errorf("%d rows after a failed import (%v), want 2", n, err)
 	}
 }

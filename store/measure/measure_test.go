@@ -116,6 +116,14 @@ func TestSiliconAggShape(t *testing.T) {
 			Measurement{Concurrency: 8, Deployment: Deployment{TP: 4, DP: 0, MoETP: 4, MoEEP: 1}}},
 		{Measurement{Concurrency: 8, Deployment: Deployment{TP: 8, DP: 1, MoETP: 2, MoEEP: 4}}, // a real moe_tp·moe_ep split
 			Measurement{Concurrency: 8, Deployment: Deployment{TP: 8, DP: 1, MoETP: 2, MoEEP: 4}}},
+		{Measurement{Concurrency: 8, Deployment: Deployment{TP: 4, DP: 4, MoETP: 1, MoEEP: 16}}, // Kimi-K2.5 "…_c32_tp4_ep4_…"
+			Measurement{Concurrency: 32, Deployment: Deployment{TP: 4, DP: 1, MoETP: 1, MoEEP: 4}}},
+		{Measurement{Concurrency: 2, Deployment: Deployment{TP: 2, DP: 2, MoETP: 1, MoEEP: 4}},
+			Measurement{Concurrency: 4, Deployment: Deployment{TP: 2, DP: 1, MoETP: 1, MoEEP: 2}}},
+		{Measurement{Concurrency: 1, Deployment: Deployment{TP: 8, DP: 2, MoETP: 4, MoEEP: 4}}, // one rule, not both in turn
+			Measurement{Concurrency: 2, Deployment: Deployment{TP: 2, DP: 2, MoETP: 1, MoEEP: 4}}},
+		{Measurement{Concurrency: 8, Deployment: Deployment{TP: 2, DP: 4, MoETP: 1, MoEEP: 8}}, // tp ≠ dp: as stated
+			Measurement{Concurrency: 32, Deployment: Deployment{TP: 2, DP: 4, MoETP: 1, MoEEP: 8}}},
 	} {
 		got := c.in
 		siliconAggShape(&got)
@@ -129,13 +137,13 @@ func TestSiliconAggShape(t *testing.T) {
 // TestSiliconAggShapeProperty: for any agg row, the worker's concurrency is
 // batch_size × the stated dp, the attention width still equals the MoE width
 // when it did, and only a moe_tp = moe_ep = k row whose tp·dp is k·k changes
-// shape — to k GPUs.
+// shape — to k GPUs — or a tp = dp = k, moe_tp 1, moe_ep k·k row (to tp k, moe_ep k).
 func TestSiliconAggShapeProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		k := rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "k")
 		tp := rapid.SampledFrom([]int{1, 2, 4, 8, 16, 64}).Draw(t, "tp")
 		dp := rapid.SampledFrom([]int{0, 1, 2, 4, 8, 16, 64}).Draw(t, "dp")
-		ep := rapid.SampledFrom([]int{1, k, 2 * k}).Draw(t, "ep")
+		ep := rapid.SampledFrom([]int{1, k, 2 * k, tp * max(dp, 1)}).Draw(t, "ep")
 		batch := rapid.IntRange(1, 512).Draw(t, "batch")
 		m := Measurement{Concurrency: batch, Deployment: Deployment{TP: tp, DP: dp, MoETP: k, MoEEP: ep}}
 		siliconAggShape(&m)
@@ -145,6 +153,12 @@ func TestSiliconAggShapeProperty(t *testing.T) {
 		width := tp * max(dp, 1)
 		remapped := k > 1 && ep == k && width == k*k
 		d := m.Deployment
+		if k <= 1 && tp > 1 && dp == tp && ep == tp*tp {
+			if d.TP != tp || d.DP != 1 || d.MoETP != 1 || d.MoEEP != tp {
+				t.Fatalf("tp %d dp %d moe_ep %d → %+v, want tp %d, dp 1, moe_ep %d", tp, dp, ep, d, tp, tp)
+			}
+			return
+		}
 		if !remapped {
 			if d.TP != tp || d.DP != dp || d.MoETP != k || d.MoEEP != ep {
 				t.Fatalf("shape changed: %+v", d)

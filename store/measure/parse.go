@@ -554,17 +554,29 @@ func parseSilicon(file string, data []byte) ([]Measurement, error) {
 //     GPU count: their run ids name the deployment ("…_c64_tp8_ep8_…" is tp 64,
 //     moe_tp 8, moe_ep 8; "…_c256_tp8_0_ep8_0_…" of the same config is tp 1, dp 8,
 //     moe_tp 1, moe_ep 8), and DeepSeek-R1 at tp 64 would span eight 8-GPU
-//     nodes. Such a row is k GPUs: tp (or dp) divided by k, moe_tp 1, moe_ep k.
+//     nodes. Such a row is k GPUs: tp (or dp) divided by k, moe_tp 1, moe_ep k;
+//   - rows with tp = dp = k > 1, moe_tp 1 and moe_ep = k·k are the same product
+//     recorded the other way round: the tp k, moe_ep k deployment on k GPUs, dp 1
+//     (concurrency batch_size × k as above). Every Kimi-K2.5 row so recorded (30,
+//     ids "…_c32_tp4_ep4_…" and "…_cfg635") has a twin with the identical TTFT and
+//     TPOT recorded as tp 4, dp 1, moe_ep 4 at batch_size = the concurrency (the
+//     kimi-k2.5-gap-analysis rows), and MiniMax-M2.5's fp8 rows so recorded measure
+//     what its tp k, moe_ep k rows measure at the same concurrency (k = 2: 74 / 9.6
+//     vs 72 / 9.6 ms TTFT / TPOT at c 4; k = 4: 147 / 16.2 vs 155 / 16.3 at c 64).
+//     A DP+EP deployment proper (tp 1, dp k, moe_ep k) is not this pattern.
 func siliconAggShape(m *Measurement) {
 	dp := max(m.DP, 1)
 	m.Concurrency *= dp
-	if k := m.MoETP; k > 1 && m.MoEEP == k && m.TP*dp == k*k {
+	switch k, j := m.MoETP, m.TP; {
+	case k > 1 && m.MoEEP == k && m.TP*dp == k*k:
 		if m.TP >= k {
 			m.TP /= k
 		} else {
 			m.DP = dp / k
 		}
 		m.MoETP, m.MoEEP = 1, k
+	case j > 1 && m.DP == j && k <= 1 && m.MoEEP == j*j:
+		m.DP, m.MoETP, m.MoEEP = 1, 1, j
 	}
 }
 

@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Calibrations (migrations: calibrations, calibration_params, calibration_rows,
+// measurement_predictions) and the accuracy view: refine/calibrate fits and
+// reads them; the SQL is here.
+
+// Calibration is a calibrations row.
+type Calibration struct {
+	Name, Digest, Predicate, Evaluator, Profile string
+	HoldoutK                                    int
+	Report, CreatedAt                           string
+}
+
+// CalibrationParam is a calibration_params row: one deployment key's fitted
+// adjustment and quality. The CV columns are NULL when HasCV is false.
+type CalibrationParam struct {
+	System, Backend, Version, Model                              string
+	PrefillScale, DecodeScale, PassOverheadMs, RequestOverheadMs float64
+	Rows                                                         int
+	TTFTMAPEBefore, TPOTMAPEBefore, TTFTMAPEFit, TPOTMAPEFit     float64
+	HasCV                                                        bool
+	TTFTMAPECV, TPOTMAPECV                                       float64
+	Unidentified                                                 string // JSON array
+}
+
+// CalibrationSample is a calibration_rows row: one training measurement's
+// metric. HeldOut is NULL when HasHeldOut is false.
+type CalibrationSample struct {
+	MeasurementID                            int64
+	System, Backend, Version, Model, Metric  string
+	Measured, Uncalibrated, Fitted, Residual float64
+	HasHeldOut                               bool
+	HeldOut                                  float64
+	Fold                                     int
+}
+
+// SaveCalibration replaces the calibration c.Name by c with its params and
+// samples, in one transaction. samples are written after the params of their
+// deployment key, in the order given.
+func (s *Store) SaveCalibration(ctx context.Context, c Calibration, params []CalibrationParam, samples [][]CalibrationSample) error {
+	return s.Tx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM calibrations WHERE name = ?`, c.Name); err != nil {
+			return fmt.Errorf("replace calibration %s: %w", c.Name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO calibrations (name, digest, predicate, evaluator, profile, holdout_k, report, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, c.Name, c.Digest, c.Predicate, c.Evaluator, c.Profile, c.HoldoutK, c.Report, c.CreatedAt); err != nil {
+			return fmt.Errorf("store calibration %s: %w", c.Name, err)
+		}
+		for i, g := range params {
+			var cvT, cvP any
+			if g.HasCV {
+				cvT, cvP = g.TTFTMAPECV, g.TPOTMAPECV
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_params (name, system, backend, version, model,
+				prefill_scale, decode_scale, pass_overhead_ms, request_overhead_ms, rows, ttft_mape_before, tpot_mape_before,
+				ttft_mape_fit, tpot_mape_fit, ttft_mape_cv, tpot_mape_cv, unidentified)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Name, g.System, g.Backend, g.Version, g.Model,
+				g.PrefillScale, g.DecodeScale, g.PassOverheadMs, g.RequestOverheadMs, g.Rows, g.TTFTMAPEBefore, g.TPOTMAPEBefore,
+				g.TTFTMAPEFit, g.TPOTMAPEFit, cvT, cvP, g.Unidentified); err != nil {
+				return fmt.Errorf("store calibration %s of %s/%s/%s/%s: %w", c.Name, g.System, g.Backend, g.Version, g.Model, err)
+			}
+			if i >= len(samples) {
+				continue
+			}
+			for _, r := range samples[i] {
+				var held any
+				if r.HasHeldOut {
+					held = r.HeldOut
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_rows (name, measurement_id, system, backend, version, model,
+						metric, measured, uncalibrated, fitted, residual, held_out, fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+					c.Name, r.MeasurementID, r.System, r.Backend, r.Version, r.Model, r.Metric, r.Measured, r.Uncalibrated, r.Fitted,
+					r.Residual, held, r.Fold); err != nil {
+					return fmt.Errorf("store calibration row %d: %w", r.MeasurementID, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// CalibrationDigest returns the digest of the calibration name; the error is
+// ErrNotFound when there is none.
+func (s *Store) CalibrationDigest(ctx context.Context, name string) (string, error) {
+	var digest string
+	err := s.db.GetContext(ctx, &digest, `SELECT digest FROM calibrations WHERE name = ?`, name)
+	return digest, err
+}
+
+// CalibrationNames lists the stored calibrations, sorted.
+func (s *Store) CalibrationNames(ctx context.Context) ([]string, error) {
+	var names []string
+	err := s.db.SelectContext(ctx, &names, `SELECT name FROM calibrations ORDER BY name`)
+	return names, err
+}
+
+// CalibrationParams reads the fitted adjustments of the calibration name, by
+// deployment key (only the key and the four adjustment fields are set).
+func (s *Store) CalibrationParams(ctx context.Context, name string) ([]CalibrationParam, error) {
+	var out []CalibrationParam
+	err := s.EachRow(ctx, `SELECT system, backend, version, model, prefill_scale, decode_scale,
+		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, model`,
+		[]any{name}, func(scan func(...any) error) error {
+			var p CalibrationParam
+			if err := scan(&p.System, &p.Backend, &p.Version, &p.Model, &p.PrefillScale, &p.DecodeScale, &p.PassOverheadMs, &p.RequestOverheadMs); err != nil {
+				return err
+			}
+			out = append(out, p)
+			return nil
+		})
+	return out, err
+}
+
+// AccuracyRow is one (group, metric) aggregate of the accuracy view (see
+// AccuracyReport).
+type AccuracyRow struct {
+	Group       []string
+	Metric      string
+	N           int
+	MAPE        float64
+	LegacyN     int
+	LegacyMAPE  float64
+	MAPESame    float64
+	Unpredicted int
+}
+
+// AccuracyReport aggregates the accuracy view per group of the columns by (the
+// caller checks they are the view's) and metric, for one calibration ("" =
+// uncalibrated), over the measurements matching where (a SQL predicate over the
+// measurements table; "" = all) and the given metrics (none = all): the count and
+// MAPE (%) of the predictions, the same of aiconfigurator's legacy estimate and of
+// the predictions on the rows that have one, and the unpredicted rows. Ordered by
+// group and metric.
+func (s *Store) AccuracyReport(ctx context.Context, by []string, metrics []string, calibration, where string) ([]AccuracyRow, error) {
+	sel := "''"
+	if len(by) > 0 {
+		parts := make([]string, len(by))
+		for i, b := range by {
+			parts[i] = "coalesce(CAST(" + b + " AS TEXT), '')"
+		}
+		sel = strings.Join(parts, " || char(31) || ")
+	}
+	q := `SELECT ` + sel + ` AS grp, metric,
+		count(rel_error),
+		coalesce(100 * avg(abs(rel_error)), 0),
+		count(CASE WHEN rel_error IS NOT NULL THEN legacy_rel_error END),
+		coalesce(100 * avg(CASE WHEN rel_error IS NOT NULL THEN abs(legacy_rel_error) END), 0),
+		coalesce(100 * avg(CASE WHEN legacy_rel_error IS NOT NULL THEN abs(rel_error) END), 0),
+		count(*) - count(rel_error)
+		FROM accuracy WHERE calibration = ?`
+	args := []any{calibration}
+	if strings.TrimSpace(where) != "" {
+		q += ` AND measurement_id IN (SELECT id FROM measurements WHERE (` + where + `))`
+	}
+	if len(metrics) > 0 {
+		q += ` AND metric IN (?` + strings.Repeat(", ?", len(metrics)-1) + `)`
+		for _, m := range metrics {
+			args = append(args, m)
+		}
+	}
+	q += ` GROUP BY grp, metric ORDER BY grp, metric`
+	var out []AccuracyRow
+	err := s.EachRow(ctx, q, args, func(scan func(...any) error) error {
+		var r AccuracyRow
+		var g string
+		if err := scan(&g, &r.Metric, &r.N, &r.MAPE, &r.LegacyN, &r.LegacyMAPE, &r.MAPESame, &r.Unpredicted); err != nil {
+			return err
+		}
+		if len(by) > 0 {
+			r.Group = strings.Split(g, "\x1f")
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// Prediction is a measurement_predictions row: the point a measurement was
+// predicted by (PointKey) or why it was not (Reason); the other is NULL when
+// empty.
+type Prediction struct {
+	MeasurementID                                    int64
+	Calibration, Evaluator                           string
+	PointKey, ModelUsed, VersionUsed, VersionMapping string
+	EngineProfile, Reason                            string
+}
+
+// SavePredictions stores ps in one transaction, one per measurement and
+// calibration: a stored prediction of another evaluator is replaced.
+func (s *Store) SavePredictions(ctx context.Context, ps []Prediction) error {
+	return s.Tx(ctx, func(tx *sqlx.Tx) error {
+		stmt, err := tx.PreparexContext(ctx, `INSERT OR REPLACE INTO measurement_predictions
+			(measurement_id, calibration, evaluator, point_key, model_used, version_used, version_mapping, engine_profile, reason)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return fmt.Errorf("prepare prediction insert: %w", err)
+		}
+		defer stmt.Close()
+		del, err := tx.PreparexContext(ctx, `DELETE FROM measurement_predictions WHERE measurement_id = ? AND calibration = ? AND evaluator <> ?`)
+		if err != nil {
+			return fmt.Errorf("prepare prediction delete: %w", err)
+		}
+		defer del.Close()
+		for i := range ps {
+			p := &ps[i]
+			if _, err := del.ExecContext(ctx, p.MeasurementID, p.Calibration, p.Evaluator); err != nil {
+				return fmt.Errorf("replace prediction of measurement %d: %w", p.MeasurementID, err)
+			}
+			var key, reason any
+			if p.Reason == "" {
+				key = p.PointKey
+			} else {
+				reason = p.Reason
+			}
+			if _, err := stmt.ExecContext(ctx, p.MeasurementID, p.Calibration, p.Evaluator, key, p.ModelUsed, p.VersionUsed,
+				p.VersionMapping, p.EngineProfile, reason); err != nil {
+				return fmt.Errorf("store prediction of measurement %d: %w", p.MeasurementID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// QuantitativeKeys returns which of keys have a stored quantitative result.
+func (s *Store) QuantitativeKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	have := map[string]bool{}
+	for start := 0; start < len(keys); start += 500 {
+		chunk := keys[start:min(start+500, len(keys))]
+		q, args, err := sqlx.In(`SELECT key FROM quantitative_results WHERE key IN (?)`, chunk)
+		if err != nil {
+			return nil, err
+		}
+		var got []string
+		if err := s.db.SelectContext(ctx, &got, s.db.Rebind(q), args...); err != nil {
+			return nil, err
+		}
+		for _, k := range got {
+			have[k] = true
+		}
+	}
+	return have, nil
+}
