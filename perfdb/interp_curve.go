@@ -22,15 +22,21 @@ type curve struct {
 	pts  []curvePoint
 }
 
-// newCurve sorts pts by x; the first point at an x wins. A stable sort keeps
-// the points at one x in input order, so the first of each run of equal x is
-// the first point at that x (without NaN, which no axis holds: a NaN takes the
-// general path, where no NaN equals another).
+// newCurve sorts a copy of pts by x; the first point at an x wins.
 func newCurve(axis string, pts []curvePoint) *curve {
 	out := slices.Clone(pts)
 	if out == nil {
 		out = []curvePoint{}
 	}
+	return sortCurve(axis, out)
+}
+
+// sortCurve is newCurve over pts itself (the caller's to give away): it sorts
+// and compacts pts in place. A stable sort keeps the points at one x in input
+// order, so the first of each run of equal x is the first point at that x
+// (without NaN, which no axis holds: a NaN takes the general path, where no
+// NaN equals another).
+func sortCurve(axis string, pts []curvePoint) *curve {
 	byX := func(a, b curvePoint) int {
 		switch {
 		case a.x < b.x:
@@ -40,8 +46,8 @@ func newCurve(axis string, pts []curvePoint) *curve {
 		}
 		return 0
 	}
-	if slices.ContainsFunc(out, func(p curvePoint) bool { return p.x != p.x }) {
-		out = out[:0]
+	if slices.ContainsFunc(pts, func(p curvePoint) bool { return p.x != p.x }) {
+		out := make([]curvePoint, 0, len(pts))
 		seen := make(map[float64]bool, len(pts))
 		for _, p := range pts {
 			if !seen[p.x] {
@@ -52,15 +58,15 @@ func newCurve(axis string, pts []curvePoint) *curve {
 		slices.SortStableFunc(out, byX)
 		return &curve{axis: axis, pts: out}
 	}
-	slices.SortStableFunc(out, byX)
+	slices.SortStableFunc(pts, byX)
 	w := 0
-	for i, p := range out {
-		if i == 0 || p.x != out[w-1].x {
-			out[w] = p
+	for i, p := range pts {
+		if i == 0 || p.x != pts[w-1].x {
+			pts[w] = p
 			w++
 		}
 	}
-	return &curve{axis: axis, pts: out[:w]}
+	return &curve{axis: axis, pts: pts[:w:w]}
 }
 
 // search returns the first index with x >= c.

@@ -104,7 +104,8 @@ func buildMoEIndex(rows []MoERow, sys *System) *moeIndex {
 		rowGroup[i] = cur
 		counts[cur]++
 	}
-	// Each curve's points in row order, curves one after the other.
+	// Each curve's points in row order, curves one after the other; each curve
+	// is then sorted in its own range of pts (sortCurve), which it keeps.
 	start := make([]int32, len(groups)+1)
 	for j, c := range counts {
 		start[j+1] = start[j] + c
@@ -117,7 +118,7 @@ func buildMoEIndex(rows []MoERow, sys *System) *moeIndex {
 		fill[g]++
 	}
 	for j, g := range groups {
-		sl := &moeSlice{cv: newCurve("num_tokens", pts[start[j]:start[j+1]])}
+		sl := &moeSlice{cv: sortCurve("num_tokens", pts[start[j]:start[j+1]:start[j+1]])}
 		for gated := 0; gated < 2; gated++ {
 			if s, err := moeSOLOf(sys, MoEQuant(g.quant), gated == 1, g.sh); err == nil {
 				sl.sol[gated] = &s
