@@ -112,12 +112,13 @@ type tables struct {
 // gemmTable is one GEMM dtype: its site index (built on first use, see
 // gemmTable.index) and SOL.
 type gemmTable struct {
-	rows    []gemmPoint // the dtype's rows, until the index is built
-	once    sync.Once
-	idx     *siteIndex
-	ptsOnce sync.Once // idx.points, built on first use (empirical grids only)
-	sol     gemmSOL
-	ok      bool // false when the system lacks the dtype's flops (no SOL available)
+	rows     []gemmPoint // the dtype's rows, until the index is built
+	once     sync.Once
+	idx      *siteIndex
+	ptsOnce  sync.Once // idx.points, built on first use (empirical grids only)
+	sol      gemmSOL
+	ok       bool   // false when the system lacks the dtype's flops (no SOL available)
+	cacheDir string // where the built index is kept between processes ("" for none; snapshot_index.go)
 }
 
 // empCache memoises empirical util grids by slice identity.

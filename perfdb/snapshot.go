@@ -230,6 +230,12 @@ func writeSnapshot(file string, key [32]byte, d *Data) error {
 	if err != nil {
 		return err
 	}
+	return writeAtomic(file, b)
+}
+
+// writeAtomic writes b to file through a temporary file renamed into place,
+// so concurrent readers see either the old or the new file.
+func writeAtomic(file string, b []byte) error {
 	dir := filepath.Dir(file)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("snapshot folder %s: %w", dir, err)

@@ -457,7 +457,17 @@ func perfPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantO
 	if err != nil {
 		return nil, "", err
 	}
-	_, pt, err := refine.WorkerTiming(nil, d, m, cfg)
+	// The querier keeps its built GEMM site indexes beside the store's perf-data
+	// snapshot, so a warm process reads them instead of rebuilding them.
+	qmode := cfg.Mode
+	if qmode == "" {
+		qmode = perfdb.ModeSilicon
+	}
+	qr, err := perfdb.NewQuerierWithIndexCache(d, qmode, perfdb.IndexCacheDir(db))
+	if err != nil {
+		return nil, "", asUser(err)
+	}
+	_, pt, err := refine.WorkerTiming(qr, d, m, cfg)
 	if err != nil {
 		return nil, "", asUser(err)
 	}
