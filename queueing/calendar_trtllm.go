@@ -43,6 +43,9 @@ func (s *sim) trtAdmitNoEvict() {
 			}
 			s.kvFree -= need
 			r.blocks = need
+			if s.kv.ctx != nil { // the reservation counts as blocks in use (T-R1)
+				s.kvCtxTake(ri)
+			}
 		}
 		s.popWaiting()
 		r.c = 0

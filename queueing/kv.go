@@ -35,6 +35,14 @@ type kvState struct {
 	runLen    int     // len(running) after the last schedule (finishes shrink it)
 	chunkRan  bool    // the last pass carried a non-final chunk (S-R2 filter)
 	err       error   // a KV state the engine itself fails on
+	// W4 session contexts (QuantitativeSessions, kvCtxTake): ctx[r] is the blocks of
+	// the previous turn's context later turn r is assumed to find cached, counted in
+	// ctxBlocks from that turn's finish until r holds KV itself; peakDemand is the
+	// peak of the blocks in use + ctxBlocks, at peakAtMs. nil ctx: not tracked.
+	ctx        []int32
+	ctxBlocks  int
+	peakDemand int
+	peakAtMs   float64
 }
 
 // initKV sets up the KV state for capacity blocks (0: unbounded, nothing tracked).
@@ -64,7 +72,26 @@ func (s *sim) kvGrow(ri int32, tokens int) bool {
 	}
 	s.kvFree -= need
 	r.blocks += need
+	if s.kv.ctx != nil {
+		s.kvCtxTake(ri)
+	}
 	return true
+}
+
+// kvCtxTake notes that request ri just took blocks (W4 session contexts): its
+// session's cached context, if it was waiting for it, is now counted in its own
+// blocks (a revived cached block takes a free block, V-R9), and the demand — the
+// blocks in use plus the contexts of the sessions between turns — may peak here
+// (it grows only when blocks are taken; a finish frees at least the context it
+// leaves cached).
+func (s *sim) kvCtxTake(ri int32) {
+	if c := s.kv.ctx[ri]; c > 0 {
+		s.kv.ctxBlocks -= int(c)
+		s.kv.ctx[ri] = 0
+	}
+	if d := s.kv.capBlocks - s.kvFree + s.kv.ctxBlocks; d > s.kv.peakDemand {
+		s.kv.peakDemand, s.kv.peakAtMs = d, s.now
+	}
 }
 
 // kvEvict frees r's blocks and resets it to recompute prompt + outputs so far from

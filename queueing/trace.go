@@ -2,6 +2,7 @@ package queueing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -31,9 +32,39 @@ type SessionOptions struct {
 	// MaxSessions caps the sessions in progress at once (0 = no cap): a session whose
 	// first turn arrives while the cap is reached starts when one ends.
 	MaxSessions int
+	// NoPrefixCache: the engine caches no prefixes (enable_prefix_caching off), so a
+	// later turn finds none of its previous context cached and prefills it whole, as
+	// in the DES; its own Prefix still applies.
+	NoPrefixCache bool
 
 	clientRTTMs float64 // Options.ClientRTTMs
 }
+
+// ErrSessionContextsEvicted marks (errors.Is) a W4 replay the quantitative calendar
+// refuses: with a KV capacity, the running requests' blocks plus the cached contexts
+// of the sessions between turns exceed the pool at some instant, so the engine
+// evicts contexts (LRU of the free blocks, V-R8; SGLang's radix leaves; TRT-LLM's
+// reuse pool) and later turns prefill them again — which the calendar, keeping
+// every context cached, does not model (its TTFT would be optimistic). The DES
+// (oracle.Sim.RunSessions) models the eviction. The error is a *SessionKVError.
+var ErrSessionContextsEvicted = errors.New("W4 session contexts do not stay cached in the KV pool")
+
+// SessionKVError is QuantitativeSessions' refusal of a KV-pressured W4 replay
+// (ErrSessionContextsEvicted): the peak demand — blocks in use plus the cached
+// contexts of the sessions between turns — against the pool, in blocks of
+// BlockSize tokens, first reached at AtMs (calendar time).
+type SessionKVError struct {
+	PeakBlocks, PoolBlocks, BlockSize int
+	AtMs                              float64
+}
+
+func (e *SessionKVError) Error() string {
+	return fmt.Sprintf("%v: the running requests plus the cached contexts of the sessions between turns need %d KV blocks (%d tokens) at %.0f ms but the pool holds %d (%d tokens); the engine evicts contexts and later turns prefill again, which the quantitative calendar does not model",
+		ErrSessionContextsEvicted, e.PeakBlocks, e.PeakBlocks*e.BlockSize, e.AtMs, e.PoolBlocks, e.PoolBlocks*e.BlockSize)
+}
+
+// Unwrap makes errors.Is(err, ErrSessionContextsEvicted) hold.
+func (e *SessionKVError) Unwrap() error { return ErrSessionContextsEvicted }
 
 // QuantitativeTrace replays reqs (arrival order) through the engine's calendar: the
 // same recursion as Quantitative, with the trace's own arrival instants and per-request
@@ -50,7 +81,8 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 // arrives at its trace instant (or, under SessionOptions.MaxSessions, when a session
 // ends), each later turn at its previous turn's completion + its ThinkMs, and its
 // prompt holds the previous turn's prompt and output as a cached prefix (context
-// growth; the calendar has no KV eviction, so the previous context stays cached):
+// growth; the calendar has no KV eviction, so the previous context stays cached,
+// unless SessionOptions.NoPrefixCache):
 // its prefix is max(its own Prefix, the previous turn's cached context): its ISL + OSL
 // − 1 tokens (the last sampled token's KV is never computed), capped at ISL − 1 and
 // rounded down to whole blocks (pages), as the caches hold only full ones (V-R8,
@@ -58,6 +90,15 @@ func QuantitativeTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t
 // Later turns (and capped first turns) reach the scheduler Options.ClientRTTMs after
 // the client sends them, as in the closed loop. Requests without a session arrive at
 // their trace instants. The report's fidelity is W4.
+//
+// With a KV capacity (EngineSpec.KVCapacityTokens > 0) the replay also tracks the KV
+// it assumes resident: the running requests' blocks plus, for every session between
+// turns (from a turn's finish until its next turn holds KV), the blocks of that
+// cached context as the next turn's hit counts them. If that ever exceeds the pool,
+// the contexts cannot all stay cached and the replay is refused with a
+// *SessionKVError (ErrSessionContextsEvicted, an InputError) instead of an
+// optimistic report. For TRT-LLM GUARANTEED_NO_EVICT the blocks in use are the
+// admission reservations (T-R1), so the check is conservative there.
 func QuantitativeSessions(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timing.Timing, o Options, so SessionOptions) (*Report, error) {
 	if so.MaxSessions < 0 {
 		return nil, inputErr(fmt.Errorf("max sessions %d: must be ≥ 0 (0 = no cap)", so.MaxSessions))
@@ -81,6 +122,9 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	}
 	if e.KVCapacityTokens > 0 {
 		s.initKV(e.KVCapacityTokens)
+		if so != nil {
+			s.kv.ctx = make([]int32, len(reqs))
+		}
 	}
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass
@@ -125,6 +169,9 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e EngineSpec, t timin
 	}
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
+	}
+	if s.kv.ctx != nil && s.kv.peakDemand > s.kv.capBlocks {
+		return nil, inputErr(&SessionKVError{PeakBlocks: s.kv.peakDemand, PoolBlocks: s.kv.capBlocks, BlockSize: e.BlockSize, AtMs: s.kv.peakAtMs - e.StageMs})
 	}
 	rep, err := s.report(col, workload.Spec{}, -1, -1)
 	if err != nil {
@@ -219,8 +266,16 @@ func sessionDriver(s *sim, reqs []TraceRequest, so SessionOptions, done *int, hi
 		if j := next[ri]; j >= 0 {
 			prev, r := &s.reqs[ri], &s.reqs[j]
 			r.arrival = now + reqs[j].ThinkMs + so.clientRTTMs + s.e.StageMs
-			r.prefix = max(r.prefix, sessionContext(s.e, prev.isl+prev.osl-1, r.isl))
+			c := 0
+			if !so.NoPrefixCache {
+				c = sessionContext(s.e, prev.isl+prev.osl-1, r.isl)
+			}
+			r.prefix = max(r.prefix, c)
 			hit0[j] = r.prefix
+			if s.kv.ctx != nil && c > 0 { // cached until turn j holds KV (kvCtxTake)
+				s.kv.ctx[j] = int32(c / s.e.BlockSize)
+				s.kv.ctxBlocks += c / s.e.BlockSize
+			}
 			s.insertIncoming(j)
 			return
 		}

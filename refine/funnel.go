@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -66,6 +67,12 @@ type BestResult struct {
 	// Preempting counts rows left out because their steady state preempts (stored,
 	// or found by the refinement); 0 with AllowPreemption.
 	Preempting int
+	// SessionsEvicted counts W4 trace rows the refinement could not evaluate because
+	// their session contexts do not stay cached in the replica's KV pool
+	// (queueing.ErrSessionContextsEvicted: they keep their screening tier);
+	// FirstSessionsEvicted is the first such refusal.
+	SessionsEvicted      int
+	FirstSessionsEvicted string
 }
 
 // Best runs the two-stage funnel (QUEUEING.md §7) over the stored points that match
@@ -175,6 +182,11 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 			q, err := r.q, r.err
 			switch {
 			case errors.Is(err, ErrNoQuantitative):
+				if errors.Is(err, queueing.ErrSessionContextsEvicted) {
+					if res.SessionsEvicted++; res.FirstSessionsEvicted == "" {
+						res.FirstSessionsEvicted = err.Error()
+					}
+				}
 			case err != nil:
 				return res, err
 			default:

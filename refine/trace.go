@@ -187,6 +187,9 @@ type TraceReplay struct {
 	// PrefixCaching: the engine caches KV blocks (queueing.Options.PrefixCaching: a
 	// vLLM recompute after preemption hits the victim's own blocks).
 	PrefixCaching bool
+	// NoPrefixCache: the engine caches no prefixes, so a W4 later turn finds no
+	// previous context cached (queueing.SessionOptions.NoPrefixCache).
+	NoPrefixCache bool
 	// Progress, if set, is called after each finished request with (done,
 	// total) (queueing.Options.Progress); a KV-bound replay runs twice and so
 	// reports 0..total twice.
@@ -235,7 +238,7 @@ func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*
 	run := func() (*queueing.Report, error) {
 		if c.Sessions {
 			o.ClientRTTMs = c.ClientRTTMs
-			return queueing.QuantitativeSessions(ctx, reqs, c.Engine, c.Timing, o, queueing.SessionOptions{MaxSessions: c.MaxSessions})
+			return queueing.QuantitativeSessions(ctx, reqs, c.Engine, c.Timing, o, queueing.SessionOptions{MaxSessions: c.MaxSessions, NoPrefixCache: c.NoPrefixCache})
 		}
 		return queueing.QuantitativeTrace(ctx, reqs, c.Engine, c.Timing, o)
 	}

@@ -159,6 +159,11 @@ func (t *TraceEvaluator) Quantitative(ctx context.Context, in store.PointInputs)
 		return store.Quantitative{}, err
 	}
 	r, err := replayReplicas(ctx, e.w, id, in.Backend, ps)
+	if errors.Is(err, queueing.ErrSessionContextsEvicted) {
+		// a regime the calendar does not model: the row keeps its screening tier,
+		// its KV note saying why (EvaluateRow), and best reports it unresolved
+		return store.Quantitative{}, fmt.Errorf("%w: %w", ErrNoQuantitative, err)
+	}
 	if err != nil {
 		return store.Quantitative{}, err
 	}
@@ -204,6 +209,11 @@ func reuseConfig(backend string, e queueing.EngineSpec, kvTokens int) *oracle.Re
 func replayReplicas(ctx context.Context, w *TraceWorkload, id TraceWorkloadID, backend string, ps PointSetup) (*queueing.Report, error) {
 	rc := TraceReplay{Engine: ps.Engine, Timing: ps.Timing, Reuse: reuseConfig(backend, ps.Engine, ps.KVTokens),
 		Sessions: id.Sessions, MaxSessions: id.MaxSessions}
+	if id.Sessions && rc.Engine.KVCapacityTokens <= 0 && ps.KVTokens > 0 {
+		// W4: the calendar gets the replica's pool, so that it refuses a replay whose
+		// session contexts cannot all stay cached (queueing.ErrSessionContextsEvicted)
+		rc.Engine.KVCapacityTokens = ps.KVTokens
+	}
 	parts := w.RoundRobin(id.Replicas, id.Sessions)
 	var reps []*queueing.Report
 	for _, idx := range parts {

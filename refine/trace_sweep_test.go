@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -281,5 +282,74 @@ func TestTraceChunkedForLongestPrompt(t *testing.T) {
 	}
 	if _, err := tev.Quantitative(ctx, in); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// smallPool is Synthetic with a KV pool of kv tokens per replica.
+type smallPool struct {
+	Synthetic
+	kv int
+}
+
+func (s smallPool) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (PointSetup, error) {
+	ps, err := s.Synthetic.PointSetup(ctx, in, maxISL, maxOSL)
+	ps.KVTokens = s.kv
+	return ps, err
+}
+
+// TestTraceSessionsKVPressure: a W4 trace row whose replica pool cannot keep a
+// thinking session's context while another session runs has no quantitative tier
+// (ErrNoQuantitative wrapping queueing.ErrSessionContextsEvicted: the row keeps
+// its screening tier), where an ample pool replays it as before and W3 rows are
+// not affected.
+func TestTraceSessionsKVPressure(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	meta := store.TraceMeta{Name: "kv", Format: "jsonl", Source: "test", SHA256: fmt.Sprintf("%064x", 77), Params: "{}", ImportedAt: "2026-12-03T00:00:00Z"}
+	if _, err := st.ImportTrace(ctx, meta, func(emit func(store.TraceRow) error) error {
+		for i, r := range []store.TraceRow{
+			{ArrivalMs: 0, ISL: 1000, OSL: 50, Session: "a"},
+			{ArrivalMs: 1000, ISL: 800, OSL: 20, Session: "b"},
+			{ArrivalMs: 1100, ISL: 1100, OSL: 10, Session: "a", ThinkMs: 3000},
+		} {
+			r.Seq, r.Line = int64(i), i+1
+			if err := emit(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sessions := range []bool{false, true} {
+		spec := traceSweepSpec("kv", 1, sessions)
+		spec.TPs, spec.Batches = []int{1}, []int{16}
+		if res, err := Sweep(ctx, st, Synthetic{}, spec, SweepOptions{Workers: 1}); err != nil || res.Evaluated != 1 {
+			t.Fatalf("sweep (sessions %v): %+v %v", sessions, res, err)
+		}
+	}
+	rows, err := st.SelectPoints(ctx, store.PointFilter{IncludeOOM: true})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows: %v %d", err, len(rows))
+	}
+	for _, p := range rows {
+		w4 := p.Q.Fidelity == "W4"
+		for _, kv := range []int{100 * 16, 1 << 20} {
+			_, err := WithTraces(smallPool{kv: kv}, st).Quantitative(ctx, p.PointInputs)
+			refused := errors.Is(err, ErrNoQuantitative) && errors.Is(err, queueing.ErrSessionContextsEvicted)
+			if want := w4 && kv < 1<<20; refused != want || (!want && err != nil) {
+				t.Fatalf("%s row, pool %d tokens: %v; want refused = %v", p.Q.Fidelity, kv, err, want)
+			}
+		}
+	}
+	// best: the W4 row stays at screening tier (reported unresolved), counted with its reason
+	sla, err := SLAInput{TTFT: 1e6, TTFTPct: "p99"}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Best(ctx, st, WithTraces(smallPool{kv: 100 * 16}, st), BestOptions{Filter: store.PointFilter{Where: "workload_fidelity = 'W4'"}, SLA: sla, TopK: 1, Refine: true})
+	if err != nil || len(res.Rows) != 1 || res.Rows[0].Q.Tier != store.TierScreening || res.Unresolved != 1 || res.SessionsEvicted != 1 ||
+		!strings.Contains(res.FirstSessionsEvicted, queueing.ErrSessionContextsEvicted.Error()) {
+		t.Fatalf("best: %+v %v", res, err)
 	}
 }

@@ -303,6 +303,10 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 		}
 		fmt.Fprintln(c.App.ErrWriter, msg)
 	}
+	if res.SessionsEvicted > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: %d W4 rows kept at screening tier: the quantitative tier refuses them, their session contexts do not stay cached in the KV pool (first: %s); 'aicdb trace replay --sessions --tier oracle' models the eviction\n",
+			res.SessionsEvicted, res.FirstSessionsEvicted)
+	}
 	return nil
 }
 

@@ -1005,6 +1005,10 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 	rc.Sessions, rc.MaxSessions, rc.ClientRTTMs = c.Bool("sessions"), c.Int("max-sessions"), c.Float64("client-rtt-ms")
 	rc.Progress = bar.Update
 	sum, rows, err := quantitativeReplay(c.Context, tw, rc)
+	if ke := (*queueing.SessionKVError)(nil); errors.As(err, &ke) {
+		return sum, nil, userErrorf("trace replay %s --sessions --tier quantitative: the session contexts cannot all stay cached: at %.0f ms the running requests plus the cached contexts of the sessions between turns need %d KV blocks (%d tokens) but the pool holds %d (%d tokens), so the engine evicts contexts and later turns prefill again, which this tier does not model; use --tier oracle, which models eviction, or a larger KV pool (--kv-capacity-tokens, num_gpu_blocks) / --max-sessions",
+			info.Name, ke.AtMs, ke.PeakBlocks, ke.PeakBlocks*ke.BlockSize, ke.PoolBlocks, ke.PoolBlocks*ke.BlockSize)
+	}
 	if err != nil {
 		return sum, nil, userErrorf("trace replay %s: %v", info.Name, err)
 	}
@@ -1013,9 +1017,10 @@ func replayQuantitative(c *cli.Context, st *store.Store, info store.TraceInfo, s
 
 // quantitativeConfig is the W3 replay configuration of eng (its calendar spec) and
 // tim: the reuse oracle over the engine's pool (num_gpu_blocks − 1 blocks of
-// block_size) when it caches prefixes.
+// block_size) when it caches prefixes; when it does not, a W4 later turn finds no
+// previous context cached either (as in the DES).
 func quantitativeConfig(eng oracle.Engine, spec queueing.EngineSpec, tim timing.Timing) refine.TraceReplay {
-	rc := refine.TraceReplay{Engine: spec, Timing: tim, PrefixCaching: eng.EnablePrefixCaching}
+	rc := refine.TraceReplay{Engine: spec, Timing: tim, PrefixCaching: eng.EnablePrefixCaching, NoPrefixCache: !eng.EnablePrefixCaching}
 	if eng.EnablePrefixCaching {
 		rc.Reuse = &oracle.ReuseConfig{Backend: eng.Backend, KVBlocks: eng.NumGPUBlocks - 1, BlockSize: eng.BlockSize}
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -228,6 +229,77 @@ func TestTraceReplaySessionsCLI(t *testing.T) {
 	code, _, errs = runTraceCLI(t, append(base, "--sessions", "--client-rtt-ms", "-1")...)
 	if want := "aicdb: trace replay: --client-rtt-ms -1: must be a number in [0, 1e6] ms\n"; code != 1 || errs != want {
 		t.Fatalf("rtt -1: exit %d %q", code, errs)
+	}
+}
+
+// TestTraceReplaySessionsKVPressureCLI: a W4 replay whose KV pool cannot keep a
+// thinking session's context (turn 1's 1,279 computed tokens: 79 blocks) while
+// another session runs (900 + 40 − 1 tokens: 59 blocks) in a 120-block pool is
+// refused by the quantitative tier — one line naming the demand, the pool and the
+// fix, exit 1, no replay stored — and run by the DES; a 200-block pool is replayed.
+func TestTraceReplaySessionsKVPressureCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 20000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": true, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(tr, []byte(`{"arrival_ms": 0, "isl": 1200, "osl": 80, "session_id": "s1"}
+{"arrival_ms": 2000, "isl": 900, "osl": 40, "session_id": "s2"}
+{"arrival_ms": 2100, "isl": 1700, "osl": 60, "session_id": "s1", "think_ms": 3000}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", tr, "--name", "s"); code != 0 {
+		t.Fatal(errs)
+	}
+	base := []string{"--db", db, "trace", "replay", "s", "--engine", eng, "--sessions", "--kv-capacity-tokens"}
+	code, out, errs := runTraceCLI(t, append(base, "1920")...)
+	want := regexp.MustCompile(`^aicdb: trace replay s --sessions --tier quantitative: the session contexts cannot all stay cached: at 2[0-9]{3} ms the running requests plus the cached contexts of the sessions between turns need 138 KV blocks \(2208 tokens\) but the pool holds 120 \(1920 tokens\), so the engine evicts contexts and later turns prefill again, which this tier does not model; use --tier oracle, which models eviction, or a larger KV pool \(--kv-capacity-tokens, num_gpu_blocks\) / --max-sessions\n$`)
+	if code != 1 || out != "" || !want.MatchString(errs) {
+		t.Fatalf("120-block pool: exit %d\n%s%q", code, out, errs)
+	}
+	if code, out, _ := runTraceCLI(t, "--db", db, "query", "--format", "csv", "select count(*) as n from replays"); code != 0 || out != "n\n0\n" {
+		t.Fatalf("a refused replay stores nothing: exit %d %q", code, out)
+	}
+	if code, out, errs := runTraceCLI(t, append(base, "1920", "--tier", "oracle")...); code != 0 || !strings.Contains(out, `"workload_fidelity": "W4"`) {
+		t.Fatalf("120-block pool, --tier oracle: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := runTraceCLI(t, append(base, "3200")...); code != 0 || !strings.Contains(out, `"queueing_tier": "quantitative"`) {
+		t.Fatalf("200-block pool: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestTraceReplaySessionsNoPrefixCacheCLI: with enable_prefix_caching off a later
+// turn finds no cached context on either tier (the quantitative tier used to count
+// turn 1's 1,264 tokens as a hit, which the DES never gives).
+func TestTraceReplaySessionsNoPrefixCacheCLI(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 20000, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": false, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(tr, []byte(`{"arrival_ms": 0, "isl": 1200, "osl": 80, "session_id": "s1"}
+{"arrival_ms": 1500, "isl": 1700, "osl": 60, "session_id": "s1", "think_ms": 1200}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", tr, "--name", "s"); code != 0 {
+		t.Fatal(errs)
+	}
+	for _, tier := range []string{"quantitative", "oracle"} {
+		if code, out, errs := runTraceCLI(t, "--db", db, "trace", "replay", "s", "--engine", eng, "--sessions", "--tier", tier); code != 0 || !strings.Contains(out, `"cached_tokens": 0,`) {
+			t.Fatalf("--tier %s: exit %d\n%s%s", tier, code, out, errs)
+		}
 	}
 }
 

@@ -41,6 +41,10 @@ type ReplayFamily struct {
 	KVTokens int
 	// KnownFailing keeps the family in the table but out of the verdict, with the reason.
 	KnownFailing string
+	// Refused, when set, is the error (errors.Is) the quantitative calendar must
+	// refuse the family with — a regime it does not model — while the DES runs it:
+	// the family passes when both hold, with no residuals.
+	Refused error
 	// SessionTurns, when > 0, replays W4 sessions synthesised from the slice
 	// (synthSessions): consecutive requests form sessions of that many turns, a later
 	// turn's prompt is the previous turn's prompt and output plus its own prompt, and
@@ -114,6 +118,8 @@ type ReplayRow struct {
 	Resid    []float64
 	Failures []string
 	Err      error
+	// Refusal is the model's refusal of a Refused family (its error text).
+	Refusal string
 }
 
 // errEnough stops a trace parse once the slice is read.
@@ -176,7 +182,9 @@ func RunReplay(ctx context.Context, dir string, f ReplayFamily) ReplayRow {
 	if f.KVTokens > 0 {                             // the calendar's KV model gets the DES's pool, as trace replay does
 		f.Engine.KVCapacityTokens = blocks * bs
 	}
-	if row.Model, err = replayModel(ctx, f, reqs, blocks); err != nil {
+	if row.Model, err = replayModel(ctx, f, reqs, blocks); f.Refused != nil {
+		return refusedReplay(ctx, row, f, reqs, blocks, err)
+	} else if err != nil {
 		row.Err = fmt.Errorf("model: %w", err)
 		return row
 	}
@@ -191,6 +199,20 @@ func RunReplay(ctx context.Context, dir string, f ReplayFamily) ReplayRow {
 		if math.IsNaN(r) || math.IsInf(r, 0) || math.Abs(r) > replayTolerances[i] {
 			row.Failures = append(row.Failures, replayMetricNames[i])
 		}
+	}
+	return row
+}
+
+// refusedReplay completes the row of a Refused family whose model replay returned
+// err: the model must have refused with f.Refused, and the DES must run the family.
+func refusedReplay(ctx context.Context, row ReplayRow, f ReplayFamily, reqs []trace.Request, blocks int, err error) ReplayRow {
+	if !errors.Is(err, f.Refused) {
+		row.Err = fmt.Errorf("model: want a refusal (%v), got %v", f.Refused, err)
+		return row
+	}
+	row.Model, row.Refusal = ReplayMetrics{}, err.Error()
+	if row.Oracle, err = replayOracle(ctx, f, reqs, blocks); err != nil {
+		row.Err = fmt.Errorf("oracle: %w", err)
 	}
 	return row
 }
@@ -394,6 +416,10 @@ func WriteReplayTable(w io.Writer, rows []ReplayRow) error {
 	fmt.Fprintf(tw, "\t\t\n")
 	for _, r := range rows {
 		v := ReplayVerdictOf(r)
+		if r.Err == nil && r.Refusal != "" { // the DES's cached tokens; the model refused
+			fmt.Fprintf(tw, "%s\t%s-\t-/%d\tpass (model refuses)\t\n", r.Family.Name, strings.Repeat("-\t", len(replayMetricNames)-1), r.Oracle.CachedTokens)
+			continue
+		}
 		if r.Err != nil {
 			fmt.Fprintf(tw, "%s\t%s-\t-\t%s\t\n", r.Family.Name, strings.Repeat("-\t", len(replayMetricNames)-1), v)
 			continue
@@ -408,8 +434,18 @@ func WriteReplayTable(w io.Writer, rows []ReplayRow) error {
 		return err
 	}
 	writeSummary(w, "gated replays", outcomes(rows, ReplayRow.outcome))
+	for _, r := range rows {
+		if r.Err == nil && r.Refusal != "" {
+			fmt.Fprintf(w, "%s: model refuses (as required): %s\n", r.Family.Name, r.Refusal)
+		}
+	}
 	return nil
 }
 
 // ReplayVerdictOf is the verdict column of a replay row.
-func ReplayVerdictOf(r ReplayRow) string { return r.outcome().verdict() }
+func ReplayVerdictOf(r ReplayRow) string {
+	if r.Err == nil && r.Refusal != "" {
+		return "pass (model refuses)"
+	}
+	return r.outcome().verdict()
+}
