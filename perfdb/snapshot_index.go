@@ -9,7 +9,8 @@ package perfdb
 // the SOL floor, as raw bytes), the file format and the running executable
 // (whose buildSiteIndex may differ), so a file is only ever read for the exact
 // rows and code that wrote it; a file of another key, truncated or corrupt
-// (CRC-32C) is ignored and rewritten. Files of inputs no longer in the store
+// (CRC-32C) is ignored and rewritten. The file is named by the input alone, so
+// a new executable replaces its files; files of inputs no longer in the store
 // stay until the folder is deleted: the folder is a pure cache.
 
 import (
@@ -56,31 +57,34 @@ func NewQuerierWithIndexCache(d *Data, mode DatabaseMode, cacheDir string) (*Que
 }
 
 // siteIndexKey hashes the input of buildSiteIndex with the file format and
-// the executable.
-func siteIndexKey(rows []gemmPoint) [32]byte {
+// the executable (key); name hashes the input alone and names the file, so a
+// rebuilt executable rewrites its inputs' files instead of adding new ones.
+func siteIndexKey(rows []gemmPoint) (key, name [32]byte) {
 	h := sha256.New()
+	if len(rows) > 0 {
+		h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&rows[0])), len(rows)*int(unsafe.Sizeof(rows[0]))))
+	}
+	h.Sum(name[:0])
+	h = sha256.New()
 	w := keyWriter{h}
 	w.str(siteIndexMagic)
 	w.str(executableID())
 	w.str(fmt.Sprint(len(rows), unsafe.Sizeof(gemmPoint{})))
-	if len(rows) > 0 {
-		h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&rows[0])), len(rows)*int(unsafe.Sizeof(rows[0]))))
-	}
-	var key [32]byte
+	w.str(string(name[:]))
 	h.Sum(key[:0])
-	return key
+	return key, name
 }
 
-// siteIndexFile is the file of the index with key in dir.
-func siteIndexFile(dir string, key [32]byte) string {
-	return filepath.Join(dir, fmt.Sprintf("gemm-%x.idx", key[:12]))
+// siteIndexFile is the file of the index of the input named name in dir.
+func siteIndexFile(dir string, name [32]byte) string {
+	return filepath.Join(dir, fmt.Sprintf("gemm-%x.idx", name[:12]))
 }
 
 // cachedSiteIndex returns the site index of rows, read from dir when a sound
 // file of its key is there, else built and written (best effort) there.
 func cachedSiteIndex(dir string, rows []gemmPoint) *siteIndex {
-	key := siteIndexKey(rows)
-	file := siteIndexFile(dir, key)
+	key, name := siteIndexKey(rows)
+	file := siteIndexFile(dir, name)
 	if idx, ok := readSiteIndex(file, key); ok {
 		return idx
 	}

@@ -22,7 +22,7 @@ func TestSiteIndexFileRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rows := siteRows(t)
 		want := buildSiteIndex(rows)
-		key := siteIndexKey(rows)
+		key, _ := siteIndexKey(rows)
 		b := encodeSiteIndex(want, key)
 		got, err := decodeSiteIndex(b[snapshotHeaderFor(siteIndexMagic):])
 		if err != nil {
@@ -48,8 +48,9 @@ func TestCachedSiteIndex(t *testing.T) {
 	if got := cachedSiteIndex(dir, rows); !reflect.DeepEqual(got, want) {
 		t.Fatalf("first call (builds, writes): %+v, want %+v", got, want)
 	}
-	file := siteIndexFile(dir, siteIndexKey(rows))
-	if _, ok := readSiteIndex(file, siteIndexKey(rows)); !ok {
+	key, name := siteIndexKey(rows)
+	file := siteIndexFile(dir, name)
+	if _, ok := readSiteIndex(file, key); !ok {
 		t.Fatalf("%s was not written as a sound index file", file)
 	}
 	if got := cachedSiteIndex(dir, rows); !reflect.DeepEqual(got, want) {
@@ -58,7 +59,11 @@ func TestCachedSiteIndex(t *testing.T) {
 	// Another input has another key: the file is not read for it.
 	other := append([]gemmPoint(nil), rows...)
 	other[0].l.lat = 0.11
-	if _, ok := readSiteIndex(file, siteIndexKey(other)); ok {
+	otherKey, otherName := siteIndexKey(other)
+	if otherName == name {
+		t.Fatal("two inputs share a file name")
+	}
+	if _, ok := readSiteIndex(file, otherKey); ok {
 		t.Fatal("an index file was accepted for another input")
 	}
 	// A corrupt file is ignored and rewritten.
@@ -70,13 +75,13 @@ func TestCachedSiteIndex(t *testing.T) {
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := readSiteIndex(file, siteIndexKey(rows)); ok {
+	if _, ok := readSiteIndex(file, key); ok {
 		t.Fatal("a corrupt index file was accepted")
 	}
 	if got := cachedSiteIndex(dir, rows); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after corruption: %+v, want %+v", got, want)
 	}
-	if _, ok := readSiteIndex(file, siteIndexKey(rows)); !ok {
+	if _, ok := readSiteIndex(file, key); !ok {
 		t.Fatal("the corrupt index file was not rewritten")
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(m) != 0 {
@@ -105,7 +110,8 @@ func TestIndexCacheDir(t *testing.T) {
 // one byKey entry per site.
 func FuzzDecodeSiteIndex(f *testing.F) {
 	rows := []gemmPoint{{m: 1, n: 64, k: 64, l: newLeaf(0.1, 300)}, {m: 8, n: 128, k: 64, l: newLeaf(0.2, 310)}}
-	b := encodeSiteIndex(buildSiteIndex(rows), siteIndexKey(rows))
+	key, _ := siteIndexKey(rows)
+	b := encodeSiteIndex(buildSiteIndex(rows), key)
 	f.Add(b[snapshotHeaderFor(siteIndexMagic):])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, payload []byte) {
