@@ -22,17 +22,22 @@ type curve struct {
 	pts  []curvePoint
 }
 
-// newCurve sorts pts by x; the first point at an x wins.
+// newCurve sorts a copy of pts by x; the first point at an x wins.
 func newCurve(axis string, pts []curvePoint) *curve {
-	out := make([]curvePoint, 0, len(pts))
-	seen := make(map[float64]bool, len(pts))
-	for _, p := range pts {
-		if !seen[p.x] {
-			seen[p.x] = true
-			out = append(out, p)
-		}
+	out := slices.Clone(pts)
+	if out == nil {
+		out = []curvePoint{}
 	}
-	slices.SortStableFunc(out, func(a, b curvePoint) int {
+	return sortCurve(axis, out)
+}
+
+// sortCurve is newCurve over pts itself (the caller's to give away): it sorts
+// and compacts pts in place. A stable sort keeps the points at one x in input
+// order, so the first of each run of equal x is the first point at that x
+// (without NaN, which no axis holds: a NaN takes the general path, where no
+// NaN equals another).
+func sortCurve(axis string, pts []curvePoint) *curve {
+	byX := func(a, b curvePoint) int {
 		switch {
 		case a.x < b.x:
 			return -1
@@ -40,8 +45,28 @@ func newCurve(axis string, pts []curvePoint) *curve {
 			return 1
 		}
 		return 0
-	})
-	return &curve{axis: axis, pts: out}
+	}
+	if slices.ContainsFunc(pts, func(p curvePoint) bool { return p.x != p.x }) {
+		out := make([]curvePoint, 0, len(pts))
+		seen := make(map[float64]bool, len(pts))
+		for _, p := range pts {
+			if !seen[p.x] {
+				seen[p.x] = true
+				out = append(out, p)
+			}
+		}
+		slices.SortStableFunc(out, byX)
+		return &curve{axis: axis, pts: out}
+	}
+	slices.SortStableFunc(pts, byX)
+	w := 0
+	for i, p := range pts {
+		if i == 0 || p.x != pts[w-1].x {
+			pts[w] = p
+			w++
+		}
+	}
+	return &curve{axis: axis, pts: pts[:w:w]}
 }
 
 // search returns the first index with x >= c.

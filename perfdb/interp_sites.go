@@ -61,27 +61,42 @@ type siteIndex struct {
 func buildSiteIndex(rows []gemmPoint) *siteIndex {
 	idx := &siteIndex{byKey: map[[2]int]int{}, kTail: 3, nn: 4, gate: 2.0}
 	// The rows' coordinates sorted by (m, n, k, row): a coordinate's winning row
-	// leads its run.
+	// leads its run. When every coordinate fits in packBits bits, key packs
+	// (m, n, k) so the sort compares two fields instead of four.
 	type coord struct {
 		m, n, k int
+		key     uint64
 		row     int32
 	}
+	packed := len(rows) < 1<<packBits
 	ord := make([]coord, len(rows))
 	for i, r := range rows {
-		ord[i] = coord{r.m, r.n, r.k, int32(i)}
+		ord[i] = coord{m: r.m, n: r.n, k: r.k, row: int32(i)}
+		if packed {
+			if fitsPack(r.m) && fitsPack(r.n) && fitsPack(r.k) {
+				ord[i].key = uint64(r.m)<<(2*packBits) | uint64(r.n)<<packBits | uint64(r.k)
+			} else {
+				packed = false
+			}
+		}
 	}
-	slices.SortFunc(ord, func(a, b coord) int {
-		if a.m != b.m {
-			return cmp.Compare(a.m, b.m)
-		}
-		if a.n != b.n {
-			return cmp.Compare(a.n, b.n)
-		}
-		if a.k != b.k {
-			return cmp.Compare(a.k, b.k)
-		}
-		return cmp.Compare(a.row, b.row)
-	})
+	if packed {
+		// ord is in row order: a stable sort by key alone orders by (key, row).
+		radixSortStable(ord, func(c *coord) uint64 { return c.key })
+	} else {
+		slices.SortFunc(ord, func(a, b coord) int {
+			if a.m != b.m {
+				return cmp.Compare(a.m, b.m)
+			}
+			if a.n != b.n {
+				return cmp.Compare(a.n, b.n)
+			}
+			if a.k != b.k {
+				return cmp.Compare(a.k, b.k)
+			}
+			return cmp.Compare(a.row, b.row)
+		})
+	}
 	// walkRow is a winning row with its walk key.
 	type walkRow struct{ fm, fmn, row int32 }
 	win := make([]walkRow, 0, len(ord))
@@ -104,15 +119,28 @@ func buildSiteIndex(rows []gemmPoint) *siteIndex {
 		}
 		a = b
 	}
-	slices.SortFunc(win, func(x, y walkRow) int {
-		if x.fm != y.fm {
-			return cmp.Compare(x.fm, y.fm)
+	if packed {
+		// Rows are < 1<<packBits, so (fm, fmn, row) packs into one word whose
+		// order is the walk's: a plain integer sort, no comparator calls.
+		keys := make([]uint64, len(win))
+		for i, w := range win {
+			keys[i] = uint64(w.fm)<<(2*packBits) | uint64(w.fmn)<<packBits | uint64(w.row)
 		}
-		if x.fmn != y.fmn {
-			return cmp.Compare(x.fmn, y.fmn)
+		slices.Sort(keys)
+		for i, k := range keys {
+			win[i].row = int32(k & (1<<packBits - 1))
 		}
-		return cmp.Compare(x.row, y.row)
-	})
+	} else {
+		slices.SortFunc(win, func(x, y walkRow) int {
+			if x.fm != y.fm {
+				return cmp.Compare(x.fm, y.fm)
+			}
+			if x.fmn != y.fmn {
+				return cmp.Compare(x.fmn, y.fmn)
+			}
+			return cmp.Compare(x.row, y.row)
+		})
+	}
 	// Number the sites where the walk first meets them; each curve gathers its
 	// site's winning rows, then ascends in m (unique per site).
 	for _, w := range win {
@@ -131,6 +159,50 @@ func buildSiteIndex(rows []gemmPoint) *siteIndex {
 	}
 	return idx
 }
+
+// radixSortStable sorts s by key(e) ascending, keeping equal keys in their
+// order (LSD radix sort, a byte a pass; a byte equal in every key is skipped).
+func radixSortStable[E any](s []E, key func(*E) uint64) {
+	if len(s) < 2 {
+		return
+	}
+	and, or := ^uint64(0), uint64(0)
+	for i := range s {
+		k := key(&s[i])
+		and &= k
+		or |= k
+	}
+	varying := and ^ or
+	src, dst := s, make([]E, len(s))
+	for shift := uint(0); shift < 64; shift += 8 {
+		if (varying>>shift)&0xff == 0 {
+			continue
+		}
+		var start [257]int
+		for i := range src {
+			start[(key(&src[i])>>shift)&0xff+1]++
+		}
+		for b := 1; b < len(start); b++ {
+			start[b] += start[b-1]
+		}
+		for i := range src {
+			b := (key(&src[i]) >> shift) & 0xff
+			dst[start[b]] = src[i]
+			start[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &s[0] {
+		copy(s, src)
+	}
+}
+
+// packBits is the width of one field of buildSiteIndex's packed sort keys:
+// three fields fill 63 bits of a uint64.
+const packBits = 21
+
+// fitsPack reports whether v fits one packed key field.
+func fitsPack(v int) bool { return v >= 0 && v < 1<<packBits }
 
 // gemmPoint is one GEMM row as the site index consumes it.
 type gemmPoint struct {

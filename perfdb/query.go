@@ -82,8 +82,9 @@ type tables struct {
 	cscale     map[string]*grid      // compute_scale by quant_dtype, axes [m][k]
 	smatrix    map[string]*grid      // scale_matrix by quant_dtype, axes [m][k]
 
-	ctx map[ctxKey]*attnSlice
-	gen map[genKey]*attnSlice
+	attn lazyAttention         // the attention rows until ctx and gen are built
+	ctx  map[ctxKey]*attnSlice // read through ctxSlices
+	gen  map[genKey]*attnSlice // read through genSlices
 
 	allreduce map[int]*curve // custom all-reduce by num_gpus ("half")
 	nccl      map[ncclCurveKey]*curve
@@ -111,12 +112,13 @@ type tables struct {
 // gemmTable is one GEMM dtype: its site index (built on first use, see
 // gemmTable.index) and SOL.
 type gemmTable struct {
-	rows    []gemmPoint // the dtype's rows, until the index is built
-	once    sync.Once
-	idx     *siteIndex
-	ptsOnce sync.Once // idx.points, built on first use (empirical grids only)
-	sol     gemmSOL
-	ok      bool // false when the system lacks the dtype's flops (no SOL available)
+	rows     []gemmPoint // the dtype's rows, until the index is built
+	once     sync.Once
+	idx      *siteIndex
+	ptsOnce  sync.Once // idx.points, built on first use (empirical grids only)
+	sol      gemmSOL
+	ok       bool   // false when the system lacks the dtype's flops (no SOL available)
+	cacheDir string // where the built index is kept between processes ("" for none; snapshot_index.go)
 }
 
 // empCache memoises empirical util grids by slice identity.
@@ -170,7 +172,7 @@ func NewQuerier(d *Data, mode DatabaseMode) (*Querier, error) {
 	t := &tables{sys: d.System, backend: d.Backend, version: d.Version}
 	t.buildGemm(d)
 	t.buildQuantize(d)
-	t.buildAttention(d)
+	t.attn = lazyAttention{ctxRows: d.ContextAttention, genRows: d.GenerationAttention}
 	t.buildComm(d)
 	t.moe = lazyMoE{rows: d.MoE, sys: d.System}
 	t.moeLL = lazyMoE{rows: d.MoEMinLatency, sys: d.System}

@@ -60,15 +60,45 @@ func nkvLookup(n, nkv int) int {
 	return nkv
 }
 
+// lazyAttention holds the attention tables' rows until the first attention
+// query indexes them (buildAttention): an MLA model (DeepSeek) never reads
+// them. The index is a pure function of the rows, so when it is built never
+// changes an answer.
+type lazyAttention struct {
+	once    sync.Once
+	ctxRows []AttentionRow
+	genRows []AttentionRow
+}
+
+// ctxSlices is the context-attention index, built on first use.
+func (t *tables) ctxSlices() map[ctxKey]*attnSlice {
+	t.attnIndex()
+	return t.ctx
+}
+
+// genSlices is the generation-attention index, built on first use.
+func (t *tables) genSlices() map[genKey]*attnSlice {
+	t.attnIndex()
+	return t.gen
+}
+
+// attnIndex builds both attention indexes once and drops the rows.
+func (t *tables) attnIndex() {
+	t.attn.once.Do(func() {
+		t.buildAttention(t.attn.ctxRows, t.attn.genRows)
+		t.attn.ctxRows, t.attn.genRows = nil, nil
+	})
+}
+
 // buildAttention indexes both attention tables. Context grids are
 // [heads][full_s][batch]; generation grids are [heads][batch][isl+step] and
 // floored at their SOL (GenerationAttention._correct_sol).
-func (t *tables) buildAttention(d *Data) {
+func (t *tables) buildAttention(ctxRows, genRows []AttentionRow) {
 	// Rows of a slice mostly come in runs: the map is consulted when the key changes.
 	ctxPts := map[ctxKey]*[]gridPoint{}
 	var ck ctxKey
 	var cpts *[]gridPoint
-	for _, r := range d.ContextAttention {
+	for _, r := range ctxRows {
 		k := ctxKey{r.AttnDtype, r.KVDtype, nkvLookup(r.NumHeads, r.NumKVHeads), r.HeadDim, r.Window}
 		if cpts == nil || k != ck {
 			ck, cpts = k, ctxPts[k]
@@ -94,7 +124,7 @@ func (t *tables) buildAttention(d *Data) {
 	genPts := map[genKey]*[]gridPoint{}
 	var gk genKey
 	var gpts *[]gridPoint
-	for _, r := range d.GenerationAttention {
+	for _, r := range genRows {
 		k := genKey{r.KVDtype, nkvLookup(r.NumHeads, r.NumKVHeads), r.HeadDim, r.Window}
 		if gpts == nil || k != gk {
 			gk, gpts = k, genPts[k]
@@ -162,7 +192,7 @@ func (q *Querier) ContextAttention(b, s, prefix, nHeads, nKV, headDim, window in
 	}
 	full := s + prefix
 	k := ctxKey{string(fmhaQuant), string(kvQuant), nkvLookup(nHeads, nKV), headDim, window}
-	sl, ok := q.ctx[k]
+	sl, ok := q.ctxSlices()[k]
 	if !ok {
 		err = missf("context attention data missing for fmha=%s kv=%s n_kv=%d head_dim=%d window=%d (%s %s %s)",
 			fmhaQuant, kvQuant, k.nkv, headDim, window, q.sys.Name, q.backend, q.version)
@@ -212,7 +242,7 @@ func (q *Querier) GenerationAttention(b, s, nHeads, nKV, headDim, window int, kv
 		v, err := q.genEmpirical(k, c, qsol.sol(c))
 		return Perf{LatencyMs: v, Source: SourceEmpirical}, err
 	}
-	sl, ok := q.gen[k]
+	sl, ok := q.genSlices()[k]
 	if !ok {
 		err = missf("generation attention data missing for kv=%s n_kv=%d head_dim=%d window=%d (%s %s %s)",
 			kvQuant, k.nkv, headDim, window, q.sys.Name, q.backend, q.version)
@@ -314,7 +344,7 @@ func (q *Querier) ctxEmpirical(b, s, prefix, n, nkv, head, window int, kv KVQuan
 	for _, w := range windows {
 		key := ctxKey{string(fmha), string(kv), nl, head, w}
 		g := q.emp.grid(fmt.Sprintf("ctx_attn:%v", key), func() *utilGrid {
-			if sl, ok := q.ctx[key]; ok && sl.ctxSOL != nil {
+			if sl, ok := q.ctxSlices()[key]; ok && sl.ctxSOL != nil {
 				return buildUtilGrid(3, sl.grid().points(), sl.ctxSOL)
 			}
 			return nil
@@ -324,7 +354,7 @@ func (q *Querier) ctxEmpirical(b, s, prefix, n, nkv, head, window int, kv KVQuan
 		}
 		if q.policy.XShape {
 			var heads []int
-			for k := range q.ctx {
+			for k := range q.ctxSlices() {
 				if k.fmha == key.fmha && k.kv == key.kv && k.nkv == nl && !slices.Contains(heads, k.head) {
 					heads = append(heads, k.head)
 				}
@@ -333,7 +363,7 @@ func (q *Querier) ctxEmpirical(b, s, prefix, n, nkv, head, window int, kv KVQuan
 			if ref, ok := refHeadSize(heads, head); ok {
 				rk := ctxKey{string(fmha), string(kv), nl, ref, w}
 				rg := q.emp.grid(fmt.Sprintf("ctx_attn_xhs:%v", rk), func() *utilGrid {
-					if sl, ok := q.ctx[rk]; ok && sl.ctxSOL != nil {
+					if sl, ok := q.ctxSlices()[rk]; ok && sl.ctxSOL != nil {
 						return buildUtilGrid(3, sl.grid().points(), sl.ctxSOL)
 					}
 					return nil
@@ -360,7 +390,7 @@ func (q *Querier) genEmpirical(k genKey, query pt, solQ float64) (float64, error
 	for _, w := range windows {
 		key := genKey{k.kv, k.nkv, k.head, w}
 		g := q.emp.grid(fmt.Sprintf("gen_attn:%v", key), func() *utilGrid {
-			if sl, ok := q.gen[key]; ok && sl.genSOL != nil {
+			if sl, ok := q.genSlices()[key]; ok && sl.genSOL != nil {
 				return buildUtilGrid(3, sl.grid().points(), sl.genSOL)
 			}
 			return nil
@@ -370,7 +400,7 @@ func (q *Querier) genEmpirical(k genKey, query pt, solQ float64) (float64, error
 		}
 		if q.policy.XShape {
 			var heads []int
-			for gk := range q.gen {
+			for gk := range q.genSlices() {
 				if gk.kv == k.kv && gk.nkv == k.nkv && !slices.Contains(heads, gk.head) {
 					heads = append(heads, gk.head)
 				}
@@ -379,7 +409,7 @@ func (q *Querier) genEmpirical(k genKey, query pt, solQ float64) (float64, error
 			if ref, ok := refHeadSize(heads, k.head); ok {
 				rk := genKey{k.kv, k.nkv, ref, w}
 				rg := q.emp.grid(fmt.Sprintf("gen_attn_xhs:%v", rk), func() *utilGrid {
-					if sl, ok := q.gen[rk]; ok && sl.genSOL != nil {
+					if sl, ok := q.genSlices()[rk]; ok && sl.genSOL != nil {
 						return buildUtilGrid(3, sl.grid().points(), sl.genSOL)
 					}
 					return nil

@@ -67,7 +67,11 @@ func (gt *gemmTable) index() *siteIndex {
 				}
 			}
 		}
-		gt.idx = buildSiteIndex(rows)
+		if gt.cacheDir != "" {
+			gt.idx = cachedSiteIndex(gt.cacheDir, rows)
+		} else {
+			gt.idx = buildSiteIndex(rows)
+		}
 		gt.rows = nil
 	})
 	return gt.idx

@@ -10,6 +10,7 @@ package perfdb
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -65,36 +66,69 @@ func (l *lazyMoE) get() *moeIndex {
 	return l.idx
 }
 
-// buildMoEIndex indexes rows; the first row at a coordinate wins.
+// moeGroup is one token curve's key: quant (rewritten), distribution, shape.
+type moeGroup struct {
+	quant, dist string
+	sh          moeShape
+}
+
+// buildMoEIndex indexes rows; the first row at a coordinate wins. Rows are
+// grouped by curve with one map lookup per run of rows of the same curve
+// (files list a curve's token counts together), then each curve's points,
+// in row order, go to newCurve.
 func buildMoEIndex(rows []MoERow, sys *System) *moeIndex {
 	idx := &moeIndex{byQuant: map[string]map[string]map[moeShape]*moeSlice{}}
-	pts := map[string]map[string]map[moeShape][]curvePoint{}
-	for _, r := range rows {
-		qn := moeQuantRewrite(r.Dtype, r.Kernel)
-		if _, ok := pts[qn]; !ok {
-			pts[qn] = map[string]map[moeShape][]curvePoint{}
-			idx.quants = append(idx.quants, qn)
-		}
-		if _, ok := pts[qn][r.Distribution]; !ok {
-			pts[qn][r.Distribution] = map[moeShape][]curvePoint{}
-		}
-		sh := moeShape{r.TopK, r.NumExperts, r.Hidden, r.Inter, r.MoETP, r.MoEEP}
-		pts[qn][r.Distribution][sh] = append(pts[qn][r.Distribution][sh], curvePoint{x: float64(r.NumTokens), l: newLeaf(r.Latency, r.Power)})
-	}
-	for qn, byDist := range pts {
-		idx.byQuant[qn] = map[string]map[moeShape]*moeSlice{}
-		for dist, byShape := range byDist {
-			idx.byQuant[qn][dist] = map[moeShape]*moeSlice{}
-			for sh, p := range byShape {
-				sl := &moeSlice{cv: newCurve("num_tokens", p)}
-				for g := 0; g < 2; g++ {
-					if s, err := moeSOLOf(sys, MoEQuant(qn), g == 1, sh); err == nil {
-						sl.sol[g] = &s
-					}
+	ids := map[moeGroup]int32{}
+	var groups []moeGroup
+	var counts []int32
+	rowGroup := make([]int32, len(rows))
+	var prev moeGroup
+	cur := int32(-1)
+	for i := range rows {
+		r := &rows[i]
+		g := moeGroup{moeQuantRewrite(r.Dtype, r.Kernel), r.Distribution, moeShape{r.TopK, r.NumExperts, r.Hidden, r.Inter, r.MoETP, r.MoEEP}}
+		if cur < 0 || g != prev {
+			id, ok := ids[g]
+			if !ok {
+				id = int32(len(groups))
+				ids[g] = id
+				groups = append(groups, g)
+				counts = append(counts, 0)
+				if _, seen := idx.byQuant[g.quant]; !seen {
+					idx.byQuant[g.quant] = map[string]map[moeShape]*moeSlice{}
+					idx.quants = append(idx.quants, g.quant)
 				}
-				idx.byQuant[qn][dist][sh] = sl
+			}
+			prev, cur = g, id
+		}
+		rowGroup[i] = cur
+		counts[cur]++
+	}
+	// Each curve's points in row order, curves one after the other; each curve
+	// is then sorted in its own range of pts (sortCurve), which it keeps.
+	start := make([]int32, len(groups)+1)
+	for j, c := range counts {
+		start[j+1] = start[j] + c
+	}
+	fill := slices.Clone(start[:len(groups)])
+	pts := make([]curvePoint, len(rows))
+	for i := range rows {
+		g := rowGroup[i]
+		pts[fill[g]] = curvePoint{x: float64(rows[i].NumTokens), l: newLeaf(rows[i].Latency, rows[i].Power)}
+		fill[g]++
+	}
+	for j, g := range groups {
+		sl := &moeSlice{cv: sortCurve("num_tokens", pts[start[j]:start[j+1]:start[j+1]])}
+		for gated := 0; gated < 2; gated++ {
+			if s, err := moeSOLOf(sys, MoEQuant(g.quant), gated == 1, g.sh); err == nil {
+				sl.sol[gated] = &s
 			}
 		}
+		byDist := idx.byQuant[g.quant]
+		if byDist[g.dist] == nil {
+			byDist[g.dist] = map[moeShape]*moeSlice{}
+		}
+		byDist[g.dist][g.sh] = sl
 	}
 	return idx
 }

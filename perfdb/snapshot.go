@@ -182,8 +182,12 @@ func snapshotKey(tr *tree, src *storeSource, backend, version string, plan loadP
 // readSnapshot returns the Data in file when the file is a sound snapshot of
 // key; ok is false otherwise (missing, another key, truncated, corrupt).
 func readSnapshot(file string, key [32]byte) (d *Data, ok bool) {
-	b, err := os.ReadFile(file)
-	if err != nil || len(b) < snapshotHeader || string(b[:len(snapshotMagic)]) != snapshotMagic {
+	b, unmap, err := mapSnapshot(file)
+	if err != nil {
+		return nil, false
+	}
+	defer unmap()
+	if len(b) < snapshotHeader || string(b[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, false
 	}
 	h := b[len(snapshotMagic):]
@@ -226,6 +230,12 @@ func writeSnapshot(file string, key [32]byte, d *Data) error {
 	if err != nil {
 		return err
 	}
+	return writeAtomic(file, b)
+}
+
+// writeAtomic writes b to file through a temporary file renamed into place,
+// so concurrent readers see either the old or the new file.
+func writeAtomic(file string, b []byte) error {
 	dir := filepath.Dir(file)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("snapshot folder %s: %w", dir, err)

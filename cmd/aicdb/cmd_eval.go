@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -373,6 +375,35 @@ func applyEngineFlags(c *cli.Context, e *engine.Spec) error {
 	return nil
 }
 
+// loadPhaseMemoryLimit bounds the heap while loadPhaseGC has the collector
+// off: past it the collector runs as usual.
+const loadPhaseMemoryLimit = 1 << 30
+
+// loadPhaseGCOwner is held by the one load phase that has the collector off,
+// so concurrent load phases (parallel tests, disaggregated workers) never
+// interleave their save and restore of the process-wide GC settings.
+var loadPhaseGCOwner sync.Mutex
+
+// loadPhaseGC turns the garbage collector off for the load phase of a
+// single-point process (snapshot decode, querier and index building, pricing)
+// and returns the function that restores it. That phase only grows the heap
+// (~100 MB for DeepSeek-V3), so collections during it scan a growing live
+// heap for almost nothing to free; the memory limit keeps a larger load
+// bounded. A load phase that starts while another has the collector off
+// leaves the settings to that one.
+func loadPhaseGC() (restore func()) {
+	if !loadPhaseGCOwner.TryLock() {
+		return func() {}
+	}
+	limit := debug.SetMemoryLimit(loadPhaseMemoryLimit)
+	pct := debug.SetGCPercent(-1)
+	return func() {
+		debug.SetGCPercent(pct)
+		debug.SetMemoryLimit(limit)
+		loadPhaseGCOwner.Unlock()
+	}
+}
+
 // evalPassTiming builds the perf-database pass timing of one worker of dep at
 // parallelism par through the sweep evaluator's builder (refine.WorkerConfig,
 // refine.WorkerTiming), checked against the workload's longest request; it
@@ -392,6 +423,7 @@ func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantO
 // (its context window) given by the caller: fits names the request and the fix
 // in the caller's terms (flags for eval, a trace line for trace replay).
 func perfPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, fits func(*perfdb.Model) error) (*perfdb.PassTiming, string, error) {
+	defer loadPhaseGC()()
 	src, err := openEstimateSource(ctx, db)
 	if err != nil {
 		return nil, "", asUser(err)
@@ -426,7 +458,17 @@ func perfPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantO
 	if err != nil {
 		return nil, "", err
 	}
-	_, pt, err := refine.WorkerTiming(nil, d, m, cfg)
+	// The querier keeps its built GEMM site indexes beside the store's perf-data
+	// snapshot, so a warm process reads them instead of rebuilding them.
+	qmode := cfg.Mode
+	if qmode == "" {
+		qmode = perfdb.ModeSilicon
+	}
+	qr, err := perfdb.NewQuerierWithIndexCache(d, qmode, perfdb.IndexCacheDir(db))
+	if err != nil {
+		return nil, "", asUser(err)
+	}
+	_, pt, err := refine.WorkerTiming(qr, d, m, cfg)
 	if err != nil {
 		return nil, "", asUser(err)
 	}
