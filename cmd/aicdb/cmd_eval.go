@@ -379,30 +379,34 @@ func applyEngineFlags(c *cli.Context, e *engine.Spec) error {
 // off: past it the collector runs as usual.
 const loadPhaseMemoryLimit = 1 << 30
 
-// loadPhaseGCOwner is held by the one load phase that has the collector off,
-// so concurrent load phases (parallel tests, disaggregated workers) never
-// interleave their save and restore of the process-wide GC settings.
-var loadPhaseGCOwner sync.Mutex
+// gcPhaseOwner is held by the one phase (a load phase or a replay phase) that
+// has changed the process-wide GC settings, so concurrent phases (parallel
+// tests, disaggregated workers) never interleave their save and restore.
+var gcPhaseOwner sync.Mutex
+
+// gcPhase sets the GC percent to percent and, when limit ≥ 0, the memory limit
+// to limit, and returns the function that restores both. A phase that starts
+// while another holds the settings leaves them to that one.
+func gcPhase(percent int, limit int64) (restore func()) {
+	if !gcPhaseOwner.TryLock() {
+		return func() {}
+	}
+	oldLimit := debug.SetMemoryLimit(limit) // a negative limit reads without changing
+	oldPct := debug.SetGCPercent(percent)
+	return func() {
+		debug.SetGCPercent(oldPct)
+		debug.SetMemoryLimit(oldLimit)
+		gcPhaseOwner.Unlock()
+	}
+}
 
 // loadPhaseGC turns the garbage collector off for the load phase of a
 // single-point process (snapshot decode, querier and index building, pricing)
 // and returns the function that restores it. That phase only grows the heap
 // (~100 MB for DeepSeek-V3), so collections during it scan a growing live
 // heap for almost nothing to free; the memory limit keeps a larger load
-// bounded. A load phase that starts while another has the collector off
-// leaves the settings to that one.
-func loadPhaseGC() (restore func()) {
-	if !loadPhaseGCOwner.TryLock() {
-		return func() {}
-	}
-	limit := debug.SetMemoryLimit(loadPhaseMemoryLimit)
-	pct := debug.SetGCPercent(-1)
-	return func() {
-		debug.SetGCPercent(pct)
-		debug.SetMemoryLimit(limit)
-		loadPhaseGCOwner.Unlock()
-	}
-}
+// bounded.
+func loadPhaseGC() (restore func()) { return gcPhase(-1, loadPhaseMemoryLimit) }
 
 // evalPassTiming builds the perf-database pass timing of one worker of dep at
 // parallelism par through the sweep evaluator's builder (refine.WorkerConfig,

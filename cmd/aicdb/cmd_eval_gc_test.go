@@ -34,3 +34,18 @@ func TestLoadPhaseGCRestores(t *testing.T) {
 		t.Fatalf("memory limit after the load phase = %d, want %d", got, limit)
 	}
 }
+
+func TestReplayPhaseGCRestores(t *testing.T) {
+	pct, limit := gcPercent(), debug.SetMemoryLimit(-1)
+	restore := replayPhaseGC()
+	if got := gcPercent(); got != replayGCPercent {
+		t.Fatalf("GC percent in the replay phase = %d, want %d", got, replayGCPercent)
+	}
+	if got := debug.SetMemoryLimit(-1); got != limit {
+		t.Fatalf("memory limit in the replay phase = %d, want it unchanged (%d)", got, limit)
+	}
+	restore()
+	if got := gcPercent(); got != pct {
+		t.Fatalf("GC percent after the replay phase = %d, want %d", got, pct)
+	}
+}
