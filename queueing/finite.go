@@ -103,7 +103,7 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
 		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
 	}
-	s := &sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
+	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass

@@ -261,31 +261,27 @@ func (s *sim) kvReport(rep *Report) {
 // more blocks than are free now, or max_num_seqs is reached (V-R3, head-of-line);
 // SGLang: the sticky batch_is_full is set and no request is chunked (S-R4).
 func (s *sim) kvQueueBlocked(cur *simPass) bool {
-	if !s.kv.on {
+	return s.kv.on && s.rules.kvQueueBlocked(s, cur)
+}
+
+// kvQueueBlockedVLLM is kvQueueBlocked for vLLM (s.kv.on).
+func (s *sim) kvQueueBlockedVLLM(cur *simPass) bool {
+	if len(s.running) >= s.seqCap {
+		return true
+	}
+	r := &s.reqs[s.waiting[s.wHead]]
+	if r.finished {
 		return false
 	}
-	switch s.e.Backend {
-	case engine.VLLM:
-		if len(s.running) >= s.seqCap {
-			return true
-		}
-		r := &s.reqs[s.waiting[s.wHead]]
-		if r.finished {
-			return false
-		}
-		n := r.promptLen() - r.prefix
-		if t := s.e.LongPrefillTokenThreshold; t > 0 && n > t {
-			n = t
-		}
-		left := s.budget - len(cur.entries)
-		if left <= 0 || (!s.e.EnableChunkedPrefill && n > left) {
-			return true
-		}
-		return ceilDiv(r.prefix+min(n, left), s.e.BlockSize) > s.kvFree
-	case engine.SGLang:
-		return s.kv.batchFull && s.chunked < 0
+	n := r.promptLen() - r.prefix
+	if t := s.e.LongPrefillTokenThreshold; t > 0 && n > t {
+		n = t
 	}
-	return false
+	left := s.budget - len(cur.entries)
+	if left <= 0 || (!s.e.EnableChunkedPrefill && n > left) {
+		return true
+	}
+	return ceilDiv(r.prefix+min(n, left), s.e.BlockSize) > s.kvFree
 }
 
 // screeningKVFree is e without a KV capacity the screening tier does not model

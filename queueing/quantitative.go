@@ -102,7 +102,7 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e engine.Spec, t tim
 // quantitativeRun is one limit-cycle evaluation (closed-loop clients start at
 // stage + slot·SpreadMs/C; a burst when the spread is 0).
 func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
-	s := &sim{e: e, t: t, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
+	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
 	s.col = col

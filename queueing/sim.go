@@ -61,6 +61,7 @@ func (p *simPass) reset() {
 type sim struct {
 	e      engine.Spec
 	t      timing.Timing
+	rules  backendRules // e.Backend's scheduling hooks (rules.go)
 	budget int
 	seqCap int
 	// selfHits: a vLLM recompute hits the victim's own cached blocks
@@ -186,14 +187,7 @@ func (s *sim) addDecode(p *simPass, ri int32) {
 // schedule builds the next pass into p from the current state.
 func (s *sim) schedule(p *simPass) {
 	p.reset()
-	switch s.e.Backend {
-	case engine.VLLM:
-		s.scheduleVLLM(p)
-	case engine.TRTLLM:
-		s.scheduleTRT(p)
-	case engine.SGLang:
-		s.scheduleSGLang(p)
-	}
+	s.rules.schedule(s, p)
 }
 
 // complete applies the outputs of pass p, which ended at end: token emission,

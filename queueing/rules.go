@@ -1,0 +1,55 @@
+package queueing
+
+import "github.com/aicdb/aicdb/engine"
+
+// backendRules are the per-backend scheduling hooks the calendar (sim) calls:
+// the pass-forming rule of each engine (SCHEDULERS.md V-R*, T-R*, S-R*) and the
+// admission test fastForward relies on. One value per backend, chosen once when
+// a sim is built (rulesFor), so the hot loop dispatches without a switch.
+// Knobs that are traits of a backend (budget, seat cap, overlap, per-pass KV …)
+// stay in engine.Calendar; these are the behaviours that act on the sim state.
+type backendRules interface {
+	// schedule builds the next pass into p (reset) from s's current state.
+	schedule(s *sim, p *simPass)
+	// kvQueueBlocked reports that the waiting queue provably admits nobody during
+	// a decode stretch after cur (s.kv.on, a request waiting).
+	kvQueueBlocked(s *sim, cur *simPass) bool
+}
+
+// vllmRules: vLLM V1's unified token-budget scheduler (V-R1…V-R10).
+type vllmRules struct{}
+
+// trtRules: TRT-LLM's capacity + micro-batch scheduler (T-R1…).
+type trtRules struct{}
+
+// sglangRules: SGLang's prefill-first scheduler with the running batch (S-R1…).
+type sglangRules struct{}
+
+// noRules schedules nothing: a sim of an unregistered backend (callers validate
+// the engine first; the driver then reports errNoProgress).
+type noRules struct{}
+
+func (vllmRules) schedule(s *sim, p *simPass)   { s.scheduleVLLM(p) }
+func (trtRules) schedule(s *sim, p *simPass)    { s.scheduleTRT(p) }
+func (sglangRules) schedule(s *sim, p *simPass) { s.scheduleSGLang(p) }
+func (noRules) schedule(*sim, *simPass)         {}
+
+func (vllmRules) kvQueueBlocked(s *sim, cur *simPass) bool { return s.kvQueueBlockedVLLM(cur) }
+func (sglangRules) kvQueueBlocked(s *sim, _ *simPass) bool { return s.kv.batchFull && s.chunked < 0 }
+func (trtRules) kvQueueBlocked(*sim, *simPass) bool        { return false }
+func (noRules) kvQueueBlocked(*sim, *simPass) bool         { return false }
+
+// rulesFor returns b's scheduling rules: the registry of this package, an
+// immutable table built per call (no package state), in engine.Backends order.
+func rulesFor(b engine.Backend) backendRules {
+	table := [...]struct {
+		b engine.Backend
+		r backendRules
+	}{{engine.VLLM, vllmRules{}}, {engine.TRTLLM, trtRules{}}, {engine.SGLang, sglangRules{}}}
+	for _, t := range table {
+		if t.b == b {
+			return t.r
+		}
+	}
+	return noRules{}
+}
