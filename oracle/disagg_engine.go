@@ -92,33 +92,12 @@ func (s *Sim) releaseHeld(ri int32, t float64) {
 // (V-D2), TRT-LLM reserves blocks to completion (T-D3), SGLang preallocates the
 // prompt (its DecodePreallocQueue is not studied, SCHEDULERS.md §9: the prompt's
 // pages, as vLLM).
-func (s *Sim) remoteNeed(p, maxTokens int) int {
-	if s.eng.Backend == engine.TRTLLM {
-		return (p + maxTokens + s.bs - 1) / s.bs
-	}
-	return (p + s.bs - 1) / s.bs
-}
+func (s *Sim) remoteNeed(p, maxTokens int) int { return s.rules.remoteNeed(s, p, maxTokens) }
 
 // remoteAvail returns the blocks a new pull can take: the free blocks, less (for
 // TRT-LLM GUARANTEED_NO_EVICT) the blocks the running generation requests and the
 // transfers in flight have reserved to completion (T-R1, T-D3).
-func (s *Sim) remoteAvail() int {
-	if s.eng.Backend != engine.TRTLLM && s.waiting.len() > 0 && !s.dis.remote[s.waiting.at(0)] {
-		// V-D1/V-D2 run in the waiting phase (V-R3), head-of-line: a preempted
-		// request at the head that does not fit stops every allocation behind it.
-		return 0
-	}
-	avail := s.pool.nfree
-	if s.eng.Backend == engine.TRTLLM {
-		avail -= s.dis.xferBlocks
-		for _, ri := range s.running {
-			if r := &s.reqs[ri]; r.st != stFinished { // finished this pass: freed, not yet dropped
-				avail -= s.trtRemainingBlocks(r)
-			}
-		}
-	}
-	return avail
-}
+func (s *Sim) remoteAvail() int { return s.rules.remoteAvail(s) }
 
 // reserveRemote creates the decode-side request of a pull (prompt p, maxTokens
 // output tokens counting the first, which the prefill worker emitted) and
@@ -145,9 +124,7 @@ func (s *Sim) reserveRemote(at float64, p, maxTokens int) int32 {
 	for need := (p + s.bs - 1) / s.bs; len(r.table) < need; {
 		r.table = append(r.table, s.popBlock())
 	}
-	if s.eng.Backend == engine.TRTLLM {
-		s.dis.xferBlocks += s.trtRemainingBlocks(r)
-	}
+	s.rules.reserved(s, r)
 	return i
 }
 
@@ -167,23 +144,17 @@ func (s *Sim) absorbRemote(ri int32) bool {
 	if s.dis == nil || !s.dis.remote[ri] {
 		return false
 	}
+	s.rules.landRemote(s, ri)
+	return true
+}
+
+// landRunning marks a landed request ri running with its prompt computed and the
+// prefill worker's first token appended (T-D4); the caller adds it to running.
+func (s *Sim) landRunning(ri int32) {
 	r := &s.reqs[ri]
-	if s.eng.Backend == engine.VLLM {
-		r.st = stWaiting
-		s.enqueueArrival(ri)
-		return true
-	}
 	s.dis.remote[ri] = false
 	r.st, r.c, r.gStart = stRunning, r.p, 0
 	r.numCached = r.p
-	if s.eng.Backend == engine.TRTLLM {
-		s.dis.xferBlocks -= s.trtRemainingBlocks(r)
-	}
-	s.running = append(s.running, ri)
-	if s.eng.Backend == engine.TRTLLM {
-		s.insertRunningOrdered()
-	}
-	return true
 }
 
 // admitRemoteVLLM admits the waiting head wi into pb if its prompt KV was pulled

@@ -7,12 +7,7 @@ import (
 )
 
 // initBackend prepares backend-specific state.
-func (s *Sim) initBackend() {
-	if s.eng.Backend == engine.SGLang {
-		s.sgl.chunked = -1
-		s.sgl.ratio = sglInitRatio
-	}
-}
+func (s *Sim) initBackend() { s.rules.init(s) }
 
 // checkBackend reports a configuration whose scheduler the oracle does not simulate
 // (e has passed ValidateEngine, so its backend is registered): async scheduling on a
@@ -25,28 +20,10 @@ func checkBackend(e *engine.Spec) error {
 }
 
 // schedule forms the next pass for the configured backend.
-func (s *Sim) schedule(pb *passBuf) {
-	switch s.eng.Backend {
-	case engine.TRTLLM:
-		s.scheduleTRT(pb)
-	case engine.SGLang:
-		s.scheduleSGLang(pb)
-	default:
-		s.scheduleVLLM(pb)
-	}
-}
+func (s *Sim) schedule(pb *passBuf) { s.rules.schedule(s, pb) }
 
 // update applies the outputs of a finished pass.
-func (s *Sim) update(pb *passBuf) {
-	switch s.eng.Backend {
-	case engine.TRTLLM:
-		s.updateTRT(pb)
-	case engine.SGLang:
-		s.updateSGLang(pb)
-	default:
-		s.updateVLLM(pb)
-	}
-}
+func (s *Sim) update(pb *passBuf) { s.rules.update(s, pb) }
 
 func (s *Sim) waitingLen() int        { return s.waiting.len() }
 func (s *Sim) waitingHead() int32     { return s.waiting.at(0) }

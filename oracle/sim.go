@@ -137,8 +137,9 @@ type Sim struct {
 	gen       []int32 // closed loop: generation index of each request within its client
 	allHashed bool    // tests: every block in the hash table (no per-request suffix chains)
 
-	trt trtState
-	sgl sglState
+	rules engineRules // eng.Backend's engine steps (rules.go)
+	trt   trtState
+	sgl   sglState
 
 	fatal error // a condition found while scheduling that makes the workload unfinishable
 
@@ -165,7 +166,7 @@ func New(eng engine.Spec, t timing.Timing, opt Options) (*Sim, error) {
 	if t == nil {
 		return nil, errors.New("oracle: timing is nil; pass a timing.Timing")
 	}
-	s := &Sim{eng: eng, timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
+	s := &Sim{eng: eng, rules: rulesFor(eng.Backend), timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
 	if eng.Traits().Overlap && eng.AsyncScheduling {
 		s.depth = 2 // vLLM async scheduling (V-R10); TRT-LLM overlap executor (§4.2)
 	}
@@ -295,7 +296,7 @@ func (s *Sim) absorb() {
 }
 
 func (s *Sim) hasRequests() bool {
-	return len(s.running) > 0 || s.waitingLen() > 0 || (s.eng.Backend == engine.SGLang && s.sgl.chunked >= 0)
+	return len(s.running) > 0 || s.waitingLen() > 0 || s.rules.pending(s)
 }
 
 // Run simulates until every request finished. A workload that can never finish (a
