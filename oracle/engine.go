@@ -12,53 +12,23 @@ import (
 // the null block, so usable = GPUBlocks − 1) and, unlike the queueing model's, is
 // always bounded. Only the knobs of the selected backend are consulted.
 func ValidateEngine(e engine.Spec) error {
-	pos := func(name string, v int) error {
-		if v <= 0 {
-			return fmt.Errorf("engine %s = %d: must be > 0", name, v)
-		}
-		return nil
-	}
-	if err := pos("block_size", e.BlockSize); err != nil {
+	if err := positiveKnob("block_size", e.BlockSize); err != nil {
 		return err
 	}
 	if n := e.GPUBlocks(); n < 2 {
 		return fmt.Errorf("engine num_gpu_blocks = %d: must be ≥ 2 (block 0 is the null block)", n)
 	}
-	switch e.Backend {
-	case engine.VLLM:
-		if err := pos("max_num_batched_tokens", e.MaxNumBatchedTokens); err != nil {
-			return err
-		}
-		if err := pos("max_num_seqs", e.MaxNumSeqs); err != nil {
-			return err
-		}
-		if e.LongPrefillTokenThreshold < 0 {
-			return fmt.Errorf("engine long_prefill_token_threshold = %d: must be ≥ 0 (0 = off)", e.LongPrefillTokenThreshold)
-		}
-	case engine.SGLang:
-		if e.EnableChunkedPrefill {
-			if err := pos("chunked_prefill_size", e.ChunkedPrefillSize); err != nil {
-				return err
-			}
-		}
-		if err := pos("max_prefill_tokens", e.MaxPrefillTokens); err != nil {
-			return err
-		}
-		if err := pos("max_running_requests", e.MaxNumSeqs); err != nil {
-			return err
-		}
-	case engine.TRTLLM:
-		if err := pos("max_batch_size", e.MaxBatchSize); err != nil {
-			return err
-		}
-		if err := pos("max_num_tokens", e.MaxNumTokens); err != nil {
-			return err
-		}
-		if e.CapacityPolicy != engine.PolicyGuaranteedNoEvict && e.CapacityPolicy != engine.PolicyMaxUtilization {
-			return fmt.Errorf("engine capacity_policy = %q: must be %s or %s", e.CapacityPolicy, scenarioNoEvict, scenarioMaxUtilization)
-		}
-	default:
+	r, ok := rulesFor(e.Backend)
+	if !ok {
 		return fmt.Errorf("engine backend = %q: must be vllm, sglang or trtllm", string(e.Backend))
+	}
+	return r.validate(&e)
+}
+
+// positiveKnob reports engine knob name = v unless v > 0.
+func positiveKnob(name string, v int) error {
+	if v <= 0 {
+		return fmt.Errorf("engine %s = %d: must be > 0", name, v)
 	}
 	return nil
 }

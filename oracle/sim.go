@@ -166,7 +166,8 @@ func New(eng engine.Spec, t timing.Timing, opt Options) (*Sim, error) {
 	if t == nil {
 		return nil, errors.New("oracle: timing is nil; pass a timing.Timing")
 	}
-	s := &Sim{eng: eng, rules: rulesFor(eng.Backend), timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
+	rules, _ := rulesFor(eng.Backend) // registered: ValidateEngine passed
+	s := &Sim{eng: eng, rules: rules, timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
 	if eng.Traits().Overlap && eng.AsyncScheduling {
 		s.depth = 2 // vLLM async scheduling (V-R10); TRT-LLM overlap executor (§4.2)
 	}
