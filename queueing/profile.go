@@ -113,58 +113,64 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 // max_batch_size; max_num_tokens → vLLM max-num-batched-tokens, TRT-LLM
 // max_num_tokens (SGLang has no mapping for it).
 func aicApply(e *engine.Spec, in ProfileInput) {
-	mbs := aicBatch(in)
-	switch e.Backend {
-	case engine.VLLM:
-		// benchmark/vllm.rule:
-		//   prefill max_num_tokens = isl + 1500
-		//   decode  max_num_tokens = max_batch_size
-		//   agg     max_num_tokens = max_batch_size + isl + 1500
-		//   agg     max_seq_len    = isl + osl + 1500 (max-model-len: an admission
-		//           limit, not a scheduling knob; no engine.Spec field)
-		// The rules never emit --enable-chunked-prefill or --async-scheduling, so
-		// vLLM's defaults stay (chunked prefill on in V1, V-R1; async per V-R10).
-		e.MaxNumSeqs = mbs
-		switch in.Role {
-		case RolePrefill:
-			e.MaxNumBatchedTokens = in.ISL + aicHeadroom
-		case RoleDecode:
-			e.MaxNumBatchedTokens = mbs
-		default:
-			e.MaxNumBatchedTokens = mbs + in.ISL + aicHeadroom
-		}
-	case engine.TRTLLM:
-		// benchmark/trtllm.rule, with tokens_per_block 32 so that
-		// max_num_tokens % tokens_per_block == 0:
-		//   prefill max_num_tokens = ⌈(isl + 1500) / 32⌉·32
-		//   decode  max_num_tokens = ⌈max_batch_size / 32⌉·32
-		//   agg     max_num_tokens = ⌈(max_batch_size + isl + 1500) / 32⌉·32
-		//   prefill disable_overlap_scheduler = true; agg, decode = false (T-R3)
-		// extra_engine_args.yaml.j2 renders enable_chunked_prefill with
-		// default(false) and no rule sets it: chunked context stays off (T-R2).
-		e.BlockSize = aicTokensPerBlock
-		e.MaxBatchSize = mbs
-		e.EnableChunkedPrefill = false
-		switch in.Role {
-		case RolePrefill:
-			e.MaxNumTokens = roundUp(in.ISL+aicHeadroom, aicTokensPerBlock)
-			e.AsyncScheduling = false
-		case RoleDecode:
-			e.MaxNumTokens = roundUp(mbs, aicTokensPerBlock)
-			e.AsyncScheduling = true
-		default:
-			e.MaxNumTokens = roundUp(mbs+in.ISL+aicHeadroom, aicTokensPerBlock)
-			e.AsyncScheduling = true
-		}
-	case engine.SGLang:
-		// benchmark/sglang.rule:
-		//   agg_prefill_decode max_prefill_tokens = isl + 1500 (S-R1)
-		//   agg enable_mixed_chunk = true (S-R3); SGLang's own default (false)
-		//   stays on prefill and decode workers
-		// chunked-prefill-size is emitted only when a rule sets
-		// enable_chunked_prefill, which none does: SGLang's default stays.
-		e.MaxNumSeqs = mbs
-		e.MaxPrefillTokens = in.ISL + aicHeadroom
-		e.EnableMixedChunk = in.Role == RoleAgg
+	rulesFor(e.Backend).aicApply(e, in, aicBatch(in))
+}
+
+func (vllmRules) aicApply(e *engine.Spec, in ProfileInput, mbs int) {
+	// benchmark/vllm.rule:
+	//   prefill max_num_tokens = isl + 1500
+	//   decode  max_num_tokens = max_batch_size
+	//   agg     max_num_tokens = max_batch_size + isl + 1500
+	//   agg     max_seq_len    = isl + osl + 1500 (max-model-len: an admission
+	//           limit, not a scheduling knob; no engine.Spec field)
+	// The rules never emit --enable-chunked-prefill or --async-scheduling, so
+	// vLLM's defaults stay (chunked prefill on in V1, V-R1; async per V-R10).
+	e.MaxNumSeqs = mbs
+	switch in.Role {
+	case RolePrefill:
+		e.MaxNumBatchedTokens = in.ISL + aicHeadroom
+	case RoleDecode:
+		e.MaxNumBatchedTokens = mbs
+	default:
+		e.MaxNumBatchedTokens = mbs + in.ISL + aicHeadroom
 	}
 }
+
+func (trtRules) aicApply(e *engine.Spec, in ProfileInput, mbs int) {
+	// benchmark/trtllm.rule, with tokens_per_block 32 so that
+	// max_num_tokens % tokens_per_block == 0:
+	//   prefill max_num_tokens = ⌈(isl + 1500) / 32⌉·32
+	//   decode  max_num_tokens = ⌈max_batch_size / 32⌉·32
+	//   agg     max_num_tokens = ⌈(max_batch_size + isl + 1500) / 32⌉·32
+	//   prefill disable_overlap_scheduler = true; agg, decode = false (T-R3)
+	// extra_engine_args.yaml.j2 renders enable_chunked_prefill with
+	// default(false) and no rule sets it: chunked context stays off (T-R2).
+	e.BlockSize = aicTokensPerBlock
+	e.MaxBatchSize = mbs
+	e.EnableChunkedPrefill = false
+	switch in.Role {
+	case RolePrefill:
+		e.MaxNumTokens = roundUp(in.ISL+aicHeadroom, aicTokensPerBlock)
+		e.AsyncScheduling = false
+	case RoleDecode:
+		e.MaxNumTokens = roundUp(mbs, aicTokensPerBlock)
+		e.AsyncScheduling = true
+	default:
+		e.MaxNumTokens = roundUp(mbs+in.ISL+aicHeadroom, aicTokensPerBlock)
+		e.AsyncScheduling = true
+	}
+}
+
+func (sglangRules) aicApply(e *engine.Spec, in ProfileInput, mbs int) {
+	// benchmark/sglang.rule:
+	//   agg_prefill_decode max_prefill_tokens = isl + 1500 (S-R1)
+	//   agg enable_mixed_chunk = true (S-R3); SGLang's own default (false)
+	//   stays on prefill and decode workers
+	// chunked-prefill-size is emitted only when a rule sets
+	// enable_chunked_prefill, which none does: SGLang's default stays.
+	e.MaxNumSeqs = mbs
+	e.MaxPrefillTokens = in.ISL + aicHeadroom
+	e.EnableMixedChunk = in.Role == RoleAgg
+}
+
+func (noRules) aicApply(*engine.Spec, ProfileInput, int) {}

@@ -14,6 +14,15 @@ type backendRules interface {
 	// kvQueueBlocked reports that the waiting queue provably admits nobody during
 	// a decode stretch after cur (s.kv.on, a request waiting).
 	kvQueueBlocked(s *sim, cur *simPass) bool
+	// aicApply sets the fields aiconfigurator's benchmark rule of the backend sets
+	// for in.Role on e, mbs being the rule's max_batch_size (profile.go).
+	aicApply(e *engine.Spec, in ProfileInput, mbs int)
+	// kvSelfHits reports that a recompute finds the victim's own blocks in the
+	// prefix cache (vLLM keeps freed blocks cached; trace replay with caching).
+	kvSelfHits() bool
+	// kernelKV reports that a step Kernel can model a bounded KV pool for the
+	// backend (kv.go's preemption model is vLLM's, V-R5).
+	kernelKV() bool
 }
 
 // vllmRules: vLLM V1's unified token-budget scheduler (V-R1…V-R10).
@@ -53,3 +62,13 @@ func rulesFor(b engine.Backend) backendRules {
 	}
 	return noRules{}
 }
+
+func (vllmRules) kvSelfHits() bool   { return true }
+func (trtRules) kvSelfHits() bool    { return false }
+func (sglangRules) kvSelfHits() bool { return false }
+func (noRules) kvSelfHits() bool     { return false }
+
+func (vllmRules) kernelKV() bool   { return true }
+func (trtRules) kernelKV() bool    { return false }
+func (sglangRules) kernelKV() bool { return false }
+func (noRules) kernelKV() bool     { return false }

@@ -90,7 +90,7 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	if o.SeqCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d: must be ≥ 0", o.SeqCap))
 	}
-	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (e.Backend != engine.VLLM || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
+	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV() || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
 		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM without hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
 	}
 	e.KVCapacityTokens = 0

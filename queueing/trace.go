@@ -117,7 +117,7 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 		return nil, inputErr(err)
 	}
 	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
-		selfHits: o.PrefixCaching && e.Backend == engine.VLLM && e.KVCapacityTokens > 0}
+		selfHits: o.PrefixCaching && rulesFor(e.Backend).kvSelfHits() && e.KVCapacityTokens > 0}
 	if e.KVCapacityTokens > 0 {
 		s.initKV(e.KVCapacityTokens)
 		if so != nil {
