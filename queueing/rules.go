@@ -2,9 +2,10 @@ package queueing
 
 import "github.com/aicdb/aicdb/engine"
 
-// backendRules are the per-backend scheduling hooks the calendar (sim) calls:
-// the pass-forming rule of each engine (SCHEDULERS.md V-R*, T-R*, S-R*) and the
-// admission test fastForward relies on. One value per backend, chosen once when
+// backendRules are the per-backend hooks of this package: the pass-forming rule
+// of each engine the calendar (sim) calls (SCHEDULERS.md V-R*, T-R*, S-R*), the
+// admission test fastForward relies on, the screening tier's chunking and alone
+// prefill, and aiconfigurator's profile rule. One value per backend, chosen once when
 // a sim is built (rulesFor), so the hot loop dispatches without a switch.
 // Knobs that are traits of a backend (budget, seat cap, overlap, per-pass KV …)
 // stay in engine.Calendar; these are the behaviours that act on the sim state.
@@ -23,6 +24,12 @@ type backendRules interface {
 	// kernelKV reports that a step Kernel can model a bounded KV pool for the
 	// backend (kv.go's preemption model is vLLM's, V-R5).
 	kernelKV() bool
+	// chunkCap is the screening tier's largest prompt chunk one request gets in a
+	// pass with rows decode rows, and whether prompts are whole (screening_cycle.go).
+	chunkCap(e engine.Spec, rows int) (int, bool)
+	// alonePrefillMs prices a prompt alone in the engine, chunk by chunk as the
+	// calendar schedules it (screening_pricer.go).
+	alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float64
 }
 
 // vllmRules: vLLM V1's unified token-budget scheduler (V-R1…V-R10).

@@ -27,23 +27,29 @@ func prefillRoom(e engine.Spec, rows int) int {
 // chunkCap returns the largest prompt chunk one request can get in a pass with
 // rows decode rows (0 when none), and whether prompts are whole (chunking off).
 func chunkCap(e engine.Spec, rows int) (int, bool) {
-	switch e.Backend {
-	case engine.VLLM:
-		// V-R3 caps n at the threshold before the chunked-prefill check, so a
-		// threshold chunks prompts even with chunked prefill off.
-		if thr := e.LongPrefillTokenThreshold; thr > 0 {
-			return min(thr, e.MaxNumBatchedTokens-rows), false
-		}
-		if !e.EnableChunkedPrefill {
-			return e.MaxNumBatchedTokens, true
-		}
-		return e.MaxNumBatchedTokens - rows, false
-	case engine.TRTLLM:
-		if !e.EnableChunkedPrefill {
-			return e.MaxNumTokens, true
-		}
-		return (e.MaxNumTokens - rows) / e.BlockSize * e.BlockSize, false
+	return rulesFor(e.Backend).chunkCap(e, rows)
+}
+
+func (vllmRules) chunkCap(e engine.Spec, rows int) (int, bool) {
+	// V-R3 caps n at the threshold before the chunked-prefill check, so a
+	// threshold chunks prompts even with chunked prefill off.
+	if thr := e.LongPrefillTokenThreshold; thr > 0 {
+		return min(thr, e.MaxNumBatchedTokens-rows), false
 	}
+	if !e.EnableChunkedPrefill {
+		return e.MaxNumBatchedTokens, true
+	}
+	return e.MaxNumBatchedTokens - rows, false
+}
+
+func (trtRules) chunkCap(e engine.Spec, rows int) (int, bool) {
+	if !e.EnableChunkedPrefill {
+		return e.MaxNumTokens, true
+	}
+	return (e.MaxNumTokens - rows) / e.BlockSize * e.BlockSize, false
+}
+
+func (sglangRules) chunkCap(e engine.Spec, rows int) (int, bool) {
 	if !e.EnableChunkedPrefill {
 		return math.MaxInt32, true
 	}
@@ -53,6 +59,9 @@ func chunkCap(e engine.Spec, rows int) (int, bool) {
 	}
 	return c / e.BlockSize * e.BlockSize, false
 }
+
+// chunkCap of an unregistered backend: SGLang's, as the former default branch.
+func (noRules) chunkCap(e engine.Spec, rows int) (int, bool) { return sglangRules{}.chunkCap(e, rows) }
 
 // cycle derives the pass structure of one request cycle with c requests in
 // service (docs/queueing.md §2).

@@ -98,42 +98,51 @@ func (pr *pricer) priceTails(tok, m, isl, prefix, rows, ctx int) float64 {
 // alonePrefillMs prices the prompt of a request alone in the engine, chunk by
 // chunk as its calendar schedules it (calendar_*.go with no other request).
 func alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
+	return rulesFor(e.Backend).alonePrefillMs(pr, e, isl, prefix)
+}
+
+func (vllmRules) alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
+	step := isl
+	if e.EnableChunkedPrefill {
+		step = e.MaxNumBatchedTokens
+	}
+	if t := e.LongPrefillTokenThreshold; t > 0 {
+		step = min(step, t)
+	}
+	ms, _ := pr.prefillMs(isl, prefix, prefix, max(step, 1), 0, 0)
+	return ms
+}
+
+// alonePrefillMs (TRT-LLM): charged from position 0, reuse applied after
+// budgeting (T-R3, §4.4).
+func (trtRules) alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
 	ms := 0.0
-	switch e.Backend {
-	case engine.VLLM:
-		step := isl
-		if e.EnableChunkedPrefill {
-			step = e.MaxNumBatchedTokens
+	for pos := 0; pos < isl; {
+		n := isl - pos
+		if e.EnableChunkedPrefill && n > e.MaxNumTokens {
+			n = e.MaxNumTokens / e.BlockSize * e.BlockSize
 		}
-		if t := e.LongPrefillTokenThreshold; t > 0 {
-			step = min(step, t)
+		from, to := max(pos, prefix), max(pos+n, prefix)
+		if to > from {
+			ms += pr.price(to-from, from, prefix, 0, 0)
 		}
-		ms, _ = pr.prefillMs(isl, prefix, prefix, max(step, 1), 0, 0)
-	case engine.TRTLLM:
-		// Charged from position 0, reuse applied after budgeting (T-R3, §4.4).
-		for pos := 0; pos < isl; {
-			n := isl - pos
-			if e.EnableChunkedPrefill && n > e.MaxNumTokens {
-				n = e.MaxNumTokens / e.BlockSize * e.BlockSize
-			}
-			from, to := max(pos, prefix), max(pos+n, prefix)
-			if to > from {
-				ms += pr.price(to-from, from, prefix, 0, 0)
-			}
-			pos = to
-		}
-	case engine.SGLang:
-		extend, page := isl-prefix, e.BlockSize
-		if !e.EnableChunkedPrefill || ceilDiv(extend, page)*page <= e.ChunkedPrefillSize {
-			return pr.price(extend, prefix, prefix, 0, 0)
-		}
-		first := e.ChunkedPrefillSize / page * page // truncated new prompt (S-R4)
-		ms = pr.price(first, prefix, prefix, 0, 0)
-		rest, _ := pr.prefillMs(isl, prefix+first, prefix, e.ChunkedPrefillSize, 0, 0) // continuation, unrounded
-		ms += rest
+		pos = to
 	}
 	return ms
 }
+
+func (sglangRules) alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
+	extend, page := isl-prefix, e.BlockSize
+	if !e.EnableChunkedPrefill || ceilDiv(extend, page)*page <= e.ChunkedPrefillSize {
+		return pr.price(extend, prefix, prefix, 0, 0)
+	}
+	first := e.ChunkedPrefillSize / page * page // truncated new prompt (S-R4)
+	ms := pr.price(first, prefix, prefix, 0, 0)
+	rest, _ := pr.prefillMs(isl, prefix+first, prefix, e.ChunkedPrefillSize, 0, 0) // continuation, unrounded
+	return ms + rest
+}
+
+func (noRules) alonePrefillMs(*pricer, engine.Spec, int, int) float64 { return 0 }
 
 // remainderFirstMs prices the prompt in the fewest passes any chunking allows
 // with the chunk boundaries as early as possible (the remainder first, then full
