@@ -736,7 +736,7 @@ func traceReplay(c *cli.Context) error {
 	var rows []store.ReplayRow
 	var hand *replayHandoff
 	bar := newProgress(c, "trace replay "+name, "requests")
-	restoreGC := replayPhaseGC()
+	defer replayPhaseGC()() // through the replay and the storing of its rows
 	if mode == "disagg" {
 		sum, hand, rows, err = replayDisagg(c, st, info, sl, eng, tim, tier, bar)
 	} else if tier == "oracle" {
@@ -744,7 +744,6 @@ func traceReplay(c *cli.Context) error {
 	} else {
 		sum, rows, err = replayQuantitative(c, st, info, sl, eng, tim, bar)
 	}
-	restoreGC()
 	bar.Done()
 	if err != nil {
 		if pt != nil && perfdb.IsMiss(err) {
