@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,8 +57,24 @@ func TestWriteRowsProperties(t *testing.T) {
 		if err := json.Unmarshal([]byte(out[formatJSON]), &arr); err != nil || len(arr) != nrow {
 			t.Fatalf("json: %v, %d objects for %d rows:\n%s", err, len(arr), nrow, out[formatJSON])
 		}
-		if n := strings.Count(out[formatJSONL], "\n"); n != nrow {
-			t.Fatalf("jsonl: %d lines for %d rows", n, nrow)
+		dec := json.NewDecoder(strings.NewReader(out[formatJSON]))
+		if _, err := dec.Token(); err != nil { // [
+			t.Fatalf("json: %v", err)
+		}
+		for dec.More() {
+			if keys := objectKeys(t, dec); !slices.Equal(keys, cols) {
+				t.Fatalf("json object keys %v, want the columns in order %v", keys, cols)
+			}
+		}
+		lines := strings.SplitAfter(out[formatJSONL], "\n")
+		if last := lines[len(lines)-1]; last != "" || len(lines)-1 != nrow {
+			t.Fatalf("jsonl: %d lines (trailing %q) for %d rows", len(lines)-1, last, nrow)
+		}
+		for _, l := range lines[:nrow] {
+			dec := json.NewDecoder(strings.NewReader(l))
+			if keys := objectKeys(t, dec); !slices.Equal(keys, cols) || dec.More() {
+				t.Fatalf("jsonl line %q: keys %v, want one object with the columns in order %v", l, keys, cols)
+			}
 		}
 		recs, err := csv.NewReader(strings.NewReader(out[formatCSV])).ReadAll()
 		if err != nil || len(recs) != nrow+1 {
@@ -84,4 +101,27 @@ func TestWriteRowsProperties(t *testing.T) {
 			t.Fatalf("table: %d lines for %d rows", n, nrow)
 		}
 	})
+}
+
+// objectKeys reads one JSON object of scalar values from dec and returns its keys
+// in the order written.
+func objectKeys(t *rapid.T, dec *json.Decoder) []string {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("want an object, got %v (%v)", tok, err)
+	}
+	var keys []string
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatalf("object key: %v", err)
+		}
+		keys = append(keys, k.(string))
+		if _, err := dec.Token(); err != nil {
+			t.Fatalf("value of %v: %v", k, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // }
+		t.Fatalf("object end: %v", err)
+	}
+	return keys
 }
