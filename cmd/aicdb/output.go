@@ -455,20 +455,13 @@ func orderedFields(v any) ([]string, []any, error) {
 // (struct fields by their json tag, embedded structs flattened as encoding/json
 // does, map entries by their dynamic value) and returns fl.
 func floatKeys(v reflect.Value, fl map[string]bool) map[string]bool {
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return fl
-		}
-		v = v.Elem()
+	v, ok := indirect(v)
+	if !ok {
+		return fl
 	}
 	isFloat := func(x reflect.Value) bool {
-		for x.Kind() == reflect.Pointer || x.Kind() == reflect.Interface {
-			if x.IsNil() {
-				return false
-			}
-			x = x.Elem()
-		}
-		return x.Kind() == reflect.Float64 || x.Kind() == reflect.Float32
+		x, ok := indirect(x)
+		return ok && (x.Kind() == reflect.Float64 || x.Kind() == reflect.Float32)
 	}
 	switch v.Kind() {
 	case reflect.Map:
@@ -498,6 +491,17 @@ func floatKeys(v reflect.Value, fl map[string]bool) map[string]bool {
 		}
 	}
 	return fl
+}
+
+// indirect follows pointers and interfaces to the value they hold; false at a nil.
+func indirect(v reflect.Value) (reflect.Value, bool) {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return v, false
+		}
+		v = v.Elem()
+	}
+	return v, true
 }
 
 // rawValue turns one JSON value into a row value: numbers to int64 or float64,
