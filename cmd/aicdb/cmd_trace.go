@@ -159,13 +159,13 @@ func interspersed(c *cli.Context) ([]string, error) {
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		for _, cf := range c.Command.Flags {
-			if err == nil && slices.Contains(cf.Names(), f.Name) {
-				for _, n := range cf.Names() { // an alias sets its flag under every name
-					if err == nil {
-						err = c.Set(n, f.Value.String())
-					}
-				}
+		i := slices.IndexFunc(c.Command.Flags, func(cf cli.Flag) bool { return slices.Contains(cf.Names(), f.Name) })
+		if i < 0 {
+			return
+		}
+		for _, n := range c.Command.Flags[i].Names() { // an alias sets its flag under every name
+			if err == nil {
+				err = c.Set(n, f.Value.String())
 			}
 		}
 	})
