@@ -807,16 +807,15 @@ func writeReplay(w io.Writer, format string, sum any, series []trace.Window) err
 		return err
 	}
 	fmt.Fprintln(w)
+	// The series' columns are trace.Window's JSON keys, as in the json series.
+	var keys []string
 	data := make([][]any, len(series))
-	for i, s := range series {
-		var ttft any // null when no request arrived in the window
-		if s.TTFTP99Ms != nil {
-			ttft = *s.TTFTP99Ms
+	for i := range series {
+		if keys, data[i], err = orderedFields(series[i]); err != nil {
+			return err
 		}
-		data[i] = []any{s.StartS, int64(s.Arrivals), int64(s.Finished), s.ThroughputRPS, s.QueueLen, s.InSystem, ttft}
 	}
-	// The keys of trace.Window's JSON encoding, as in the json series.
-	return writeRows(w, format, []string{"start_s", "arrivals", "finished", "throughput_rps", "queue_len", "in_system", "ttft_p99_ms"}, data)
+	return writeRows(w, format, keys, data)
 }
 
 // replayPassTiming builds the perf-data pass timing of --model/--system/--backend/
