@@ -282,15 +282,23 @@ func writeAtomic(file string, b []byte) error {
 	return nil
 }
 
+// cacheableStore reports whether files derived from the store at storePath
+// may be cached beside it: a plain file (not in-memory, not a URI) and a
+// known executable.
+func cacheableStore(storePath string) bool {
+	if executableID() == "" || storePath == "" || strings.HasPrefix(storePath, "file:") || strings.Contains(storePath, ":memory:") {
+		return false
+	}
+	fi, err := os.Stat(storePath)
+	return err == nil && fi.Mode().IsRegular()
+}
+
 // snapshotTarget returns the snapshot file and key of one LoadStore call, or
 // ok false when snapshots are off for it: disabled by WithoutSnapshot, a store
 // that is not a plain file (in-memory or URI), an unknown executable, or a
 // (backend, version) the store does not have (assemble reports that error).
 func snapshotTarget(storePath string, tr *tree, src *storeSource, backend, version string, plan loadPlan) (file string, key [32]byte, ok bool) {
-	if !plan.snapshot || executableID() == "" || storePath == "" || strings.HasPrefix(storePath, "file:") || strings.Contains(storePath, ":memory:") {
-		return "", key, false
-	}
-	if fi, err := os.Stat(storePath); err != nil || !fi.Mode().IsRegular() {
+	if !plan.snapshot || !cacheableStore(storePath) {
 		return "", key, false
 	}
 	if backend == "" || version == "" || !tr.hasBackendVersion(backend, version) {

@@ -18,9 +18,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
-	"strings"
 	"unsafe"
 )
 
@@ -31,10 +29,7 @@ const siteIndexMagic = "aicdb gemm site index 1\n"
 // file at storePath keeps built indexes (NewQuerierWithIndexCache), or ""
 // (no cache) for a store that is not a plain file or an unknown executable.
 func IndexCacheDir(storePath string) string {
-	if executableID() == "" || storePath == "" || strings.HasPrefix(storePath, "file:") || strings.Contains(storePath, ":memory:") {
-		return ""
-	}
-	if fi, err := os.Stat(storePath); err != nil || !fi.Mode().IsRegular() {
+	if !cacheableStore(storePath) {
 		return ""
 	}
 	return snapshotDir(storePath)
