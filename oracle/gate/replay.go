@@ -418,7 +418,7 @@ func WriteReplayTable(w io.Writer, rows []ReplayRow) error {
 	for _, r := range rows {
 		v := ReplayVerdictOf(r)
 		if r.Err == nil && r.Refusal != "" { // the DES's cached tokens; the model refused
-			fmt.Fprintf(tw, "%s\t%s-\t-/%d\tpass (model refuses)\t\n", r.Family.Name, strings.Repeat("-\t", len(replayMetricNames)-1), r.Oracle.CachedTokens)
+			fmt.Fprintf(tw, "%s\t%s-\t-/%d\t%s\t\n", r.Family.Name, strings.Repeat("-\t", len(replayMetricNames)-1), r.Oracle.CachedTokens, v)
 			continue
 		}
 		if r.Err != nil {
