@@ -87,13 +87,10 @@ func calendars() [3]Calendar { return [3]Calendar{vllm{}, trtllm{}, sglang{}} }
 
 // Calendar returns b's registered calendar; false when b is not registered.
 func (b Backend) Calendar() (Calendar, bool) {
-	switch b {
-	case VLLM:
-		return vllm{}, true
-	case TRTLLM:
-		return trtllm{}, true
-	case SGLang:
-		return sglang{}, true
+	for _, c := range calendars() {
+		if c.Name() == b {
+			return c, true
+		}
 	}
 	return nil, false
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -127,15 +128,17 @@ func TestGPUBlocksRoundTrip(t *testing.T) {
 	})
 }
 
-// Lookup never panics, and accepts exactly the registered names (any case).
+// Lookup never panics, and accepts exactly the registered names (case-sensitive),
+// returning that backend's calendar.
 func FuzzLookup(f *testing.F) {
 	for _, s := range []string{"vllm", "SGLANG", "trt", "", "ṽllm"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		c, err := Lookup(name)
-		if (err == nil) != (c != nil) {
-			t.Fatalf("Lookup(%q) = %v, %v", name, c, err)
+		registered := slices.Contains(Backends(), Backend(name))
+		if (err == nil) != registered || (err == nil) != (c != nil) || (c != nil && c.Name() != Backend(name)) {
+			t.Fatalf("Lookup(%q) = %v, %v; registered %v", name, c, err, registered)
 		}
 	})
 }

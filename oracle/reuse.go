@@ -228,39 +228,11 @@ func (s *ReuseSim) AddAt(arrivalMs, finishMs float64, isl, osl int, ids []int64)
 }
 
 // pushHeld and popHeld keep s.held a binary min-heap by (finish, seq).
-func (s *ReuseSim) pushHeld(h heldReq) {
-	s.held = append(s.held, h)
-	for i := len(s.held) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !heldLess(s.held[i], s.held[p]) {
-			break
-		}
-		s.held[i], s.held[p] = s.held[p], s.held[i]
-		i = p
-	}
-}
+func (s *ReuseSim) pushHeld(h heldReq) { s.held = heapPush(s.held, h, heldLess) }
 
 func (s *ReuseSim) popHeld() heldReq {
-	h := s.held
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h) && heldLess(h[l], h[m]) {
-			m = l
-		}
-		if r < len(h) && heldLess(h[r], h[m]) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	s.held = h
+	var top heldReq
+	s.held, top = heapPop(s.held, heldLess)
 	return top
 }
 

@@ -243,34 +243,45 @@ func (s *Sim) add(id string, at float64, p int, tokens []int, sharedLen, maxToke
 }
 
 func (s *Sim) pushArrival(t float64, r int32) {
-	a := arrival{t: t, seq: s.seq, r: r}
+	s.arrivals = heapPush(s.arrivals, arrival{t: t, seq: s.seq, r: r}, arrLess)
 	s.seq++
-	s.arrivals = append(s.arrivals, a)
-	h := s.arrivals
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !arrLess(h[i], h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
 }
 
 func arrLess(a, b arrival) bool { return a.t < b.t || (a.t == b.t && a.seq < b.seq) }
 
 func (s *Sim) popArrival() arrival {
-	h := s.arrivals
+	var top arrival
+	s.arrivals, top = heapPop(s.arrivals, arrLess)
+	return top
+}
+
+// heapPush appends x to h, a binary min-heap under less, and sifts it up.
+func heapPush[T any](h []T, x T, less func(a, b T) bool) []T {
+	h = append(h, x)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !less(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	return h
+}
+
+// heapPop removes the least element of h, a non-empty binary min-heap under
+// less, and returns the shortened heap and that element.
+func heapPop[T any](h []T, less func(a, b T) bool) ([]T, T) {
 	top := h[0]
 	last := len(h) - 1
 	h[0] = h[last]
 	h = h[:last]
 	for i := 0; ; {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h) && arrLess(h[l], h[m]) {
+		if l < len(h) && less(h[l], h[m]) {
 			m = l
 		}
-		if r < len(h) && arrLess(h[r], h[m]) {
+		if r < len(h) && less(h[r], h[m]) {
 			m = r
 		}
 		if m == i {
@@ -279,8 +290,7 @@ func (s *Sim) popArrival() arrival {
 		h[i], h[m] = h[m], h[i]
 		i = m
 	}
-	s.arrivals = h
-	return top
+	return h, top
 }
 
 // absorb moves every request that has arrived by now to the waiting tail, in arrival

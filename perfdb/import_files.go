@@ -122,18 +122,13 @@ var importers = map[string]fileImporter{
 // are skipped, changed ones replaced, files no longer present removed.
 func importFiles(ctx context.Context, tx *store.PerfTx, fsys fs.FS, label string, tr *tree, o ImportOptions, rep *ImportReport) error {
 	system := tr.system.Name
-	type have struct {
-		id       int64
-		sha      string
-		mirrored bool
-	}
-	existing := map[string]have{}
 	srcs, err := tx.PerfSources(system)
 	if err != nil {
 		return err
 	}
+	existing := make(map[string]store.PerfSourceState, len(srcs))
 	for _, h := range srcs {
-		existing[h.Path] = have{h.ID, h.SHA256, h.Mirrored}
+		existing[h.Path] = h
 	}
 	paths := make([]string, 0, len(tr.files))
 	for p := range tr.files {
@@ -195,7 +190,7 @@ func importFiles(ctx context.Context, tx *store.PerfTx, fsys fs.FS, label string
 				sum := sha256.Sum256(f.data)
 				f.sha = hex.EncodeToString(sum[:])
 				h, ok := existing[p]
-				if !ok || h.sha != f.sha || (!h.mirrored && !o.NoMirror) {
+				if !ok || h.SHA256 != f.sha || (!h.Mirrored && !o.NoMirror) {
 					f.parsed = true
 					f.n, f.insert, f.err = f.imp.parse(f.name, f.data)
 				}
@@ -229,22 +224,22 @@ func importFiles(ctx context.Context, tx *store.PerfTx, fsys fs.FS, label string
 				rep.FilesSkipped++
 				continue
 			}
-			if h.sha == f.sha { // unchanged, but its mirror is wanted now
+			if h.SHA256 == f.sha { // unchanged, but its mirror is wanted now
 				stmt, err := stmtFor(stem, f.imp)
 				if err != nil {
 					return err
 				}
-				if err := f.insert(ctx, stmt, h.id, system, be, ver); err != nil {
+				if err := f.insert(ctx, stmt, h.ID, system, be, ver); err != nil {
 					return err
 				}
-				if err := tx.SetPerfMirrored(h.id); err != nil {
+				if err := tx.SetPerfMirrored(h.ID); err != nil {
 					return fmt.Errorf("store: perf source %s: %w", name, err)
 				}
 				rep.FilesSkipped++
 				rep.Rows += f.n
 				continue
 			}
-			if err := tx.DeletePerfSource(h.id); err != nil {
+			if err := tx.DeletePerfSource(h.ID); err != nil {
 				return fmt.Errorf("store: replace %s: %w", name, err)
 			}
 		}
@@ -280,7 +275,7 @@ func importFiles(ctx context.Context, tx *store.PerfTx, fsys fs.FS, label string
 	}
 	sort.Strings(stale)
 	for _, p := range stale {
-		if err := tx.DeletePerfSource(existing[p].id); err != nil {
+		if err := tx.DeletePerfSource(existing[p].ID); err != nil {
 			return fmt.Errorf("store: remove %s: %w", p, err)
 		}
 		rep.FilesRemoved++

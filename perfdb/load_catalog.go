@@ -84,13 +84,9 @@ func ListModels(ctx context.Context, st *store.Store) ([]ModelInfo, error) {
 func LoadModel(ctx context.Context, st *store.Store, id string) (*Model, error) {
 	cfg, q, err := st.ModelConfig(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		ms, lerr := ListModels(ctx, st)
+		ids, lerr := st.ModelIDs(ctx)
 		if lerr != nil {
-			return nil, lerr
-		}
-		ids := make([]string, len(ms))
-		for i, m := range ms {
-			ids[i] = m.ID
+			return nil, fmt.Errorf("store: list models: %w", lerr)
 		}
 		if s, ok := SuggestModel(id, ids); ok {
 			return nil, fmt.Errorf("model %q: unknown in the store; did you mean %s?", id, s)

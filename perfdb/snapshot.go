@@ -187,17 +187,8 @@ func readSnapshot(file string, key [32]byte) (d *Data, ok bool) {
 		return nil, false
 	}
 	defer unmap()
-	if len(b) < snapshotHeader || string(b[:len(snapshotMagic)]) != snapshotMagic {
-		return nil, false
-	}
-	h := b[len(snapshotMagic):]
-	if !bytes.Equal(h[:sha256.Size], key[:]) {
-		return nil, false
-	}
-	n := binary.LittleEndian.Uint64(h[sha256.Size:])
-	sum := binary.LittleEndian.Uint32(h[sha256.Size+8:])
-	payload := b[snapshotHeader:]
-	if n != uint64(len(payload)) || crc32.Checksum(payload, crc32c) != sum {
+	payload, ok := openFrame(b, snapshotMagic, key)
+	if !ok {
 		return nil, false
 	}
 	d, err = decodeData(payload)
@@ -216,11 +207,39 @@ func encodeSnapshot(d *Data, key [32]byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	payload := out[snapshotHeader:]
-	h := out[len(snapshotMagic)+sha256.Size:]
+	sealFrame(out, snapshotMagic)
+	return out, nil
+}
+
+// snapshotHeaderFor is the header length of a cache file with magic: magic,
+// key, payload length (uint64 LE), payload CRC-32C (uint32 LE).
+func snapshotHeaderFor(magic string) int { return len(magic) + sha256.Size + 8 + 4 }
+
+// sealFrame writes the payload length and CRC-32C into the header of out, a
+// cache file of magic whose magic, key and payload are in place.
+func sealFrame(out []byte, magic string) {
+	payload := out[snapshotHeaderFor(magic):]
+	h := out[len(magic)+sha256.Size:]
 	binary.LittleEndian.PutUint64(h, uint64(len(payload)))
 	binary.LittleEndian.PutUint32(h[8:], crc32.Checksum(payload, crc32c))
-	return out, nil
+}
+
+// openFrame returns the payload of b when b is a sound cache file of magic
+// and key (header intact, payload length and CRC-32C matching).
+func openFrame(b []byte, magic string, key [32]byte) ([]byte, bool) {
+	hl := snapshotHeaderFor(magic)
+	if len(b) < hl || string(b[:len(magic)]) != magic {
+		return nil, false
+	}
+	h := b[len(magic):]
+	if !bytes.Equal(h[:sha256.Size], key[:]) {
+		return nil, false
+	}
+	payload := b[hl:]
+	if binary.LittleEndian.Uint64(h[sha256.Size:]) != uint64(len(payload)) || crc32.Checksum(payload, crc32c) != binary.LittleEndian.Uint32(h[sha256.Size+8:]) {
+		return nil, false
+	}
+	return payload, true
 }
 
 // writeSnapshot stores a snapshot of d under key in file, atomically
@@ -263,15 +282,23 @@ func writeAtomic(file string, b []byte) error {
 	return nil
 }
 
+// cacheableStore reports whether files derived from the store at storePath
+// may be cached beside it: a plain file (not in-memory, not a URI) and a
+// known executable.
+func cacheableStore(storePath string) bool {
+	if executableID() == "" || storePath == "" || strings.HasPrefix(storePath, "file:") || strings.Contains(storePath, ":memory:") {
+		return false
+	}
+	fi, err := os.Stat(storePath)
+	return err == nil && fi.Mode().IsRegular()
+}
+
 // snapshotTarget returns the snapshot file and key of one LoadStore call, or
 // ok false when snapshots are off for it: disabled by WithoutSnapshot, a store
 // that is not a plain file (in-memory or URI), an unknown executable, or a
 // (backend, version) the store does not have (assemble reports that error).
 func snapshotTarget(storePath string, tr *tree, src *storeSource, backend, version string, plan loadPlan) (file string, key [32]byte, ok bool) {
-	if !plan.snapshot || executableID() == "" || storePath == "" || strings.HasPrefix(storePath, "file:") || strings.Contains(storePath, ":memory:") {
-		return "", key, false
-	}
-	if fi, err := os.Stat(storePath); err != nil || !fi.Mode().IsRegular() {
+	if !plan.snapshot || !cacheableStore(storePath) {
 		return "", key, false
 	}
 	if backend == "" || version == "" || !tr.hasBackendVersion(backend, version) {

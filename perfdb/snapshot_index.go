@@ -14,15 +14,11 @@ package perfdb
 // stay until the folder is deleted: the folder is a pure cache.
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
-	"os"
 	"path/filepath"
-	"strings"
 	"unsafe"
 )
 
@@ -33,10 +29,7 @@ const siteIndexMagic = "aicdb gemm site index 1\n"
 // file at storePath keeps built indexes (NewQuerierWithIndexCache), or ""
 // (no cache) for a store that is not a plain file or an unknown executable.
 func IndexCacheDir(storePath string) string {
-	if executableID() == "" || storePath == "" || strings.HasPrefix(storePath, "file:") || strings.Contains(storePath, ":memory:") {
-		return ""
-	}
-	if fi, err := os.Stat(storePath); err != nil || !fi.Mode().IsRegular() {
+	if !cacheableStore(storePath) {
 		return ""
 	}
 	return snapshotDir(storePath)
@@ -118,16 +111,9 @@ func encodeSiteIndex(idx *siteIndex, key [32]byte) []byte {
 			f(p.l.energy)
 		}
 	}
-	h := out[len(siteIndexMagic)+sha256.Size:]
-	payload := out[snapshotHeaderFor(siteIndexMagic):]
-	binary.LittleEndian.PutUint64(h, uint64(len(payload)))
-	binary.LittleEndian.PutUint32(h[8:], crc32.Checksum(payload, crc32c))
+	sealFrame(out, siteIndexMagic)
 	return out
 }
-
-// snapshotHeaderFor is the header length of a cache file with magic: magic,
-// key, payload length (uint64 LE), payload CRC-32C (uint32 LE).
-func snapshotHeaderFor(magic string) int { return len(magic) + sha256.Size + 8 + 4 }
 
 // readSiteIndex returns the index in file when it is a sound file of key.
 func readSiteIndex(file string, key [32]byte) (*siteIndex, bool) {
@@ -136,16 +122,8 @@ func readSiteIndex(file string, key [32]byte) (*siteIndex, bool) {
 		return nil, false
 	}
 	defer unmap()
-	hl := snapshotHeaderFor(siteIndexMagic)
-	if len(b) < hl || string(b[:len(siteIndexMagic)]) != siteIndexMagic {
-		return nil, false
-	}
-	h := b[len(siteIndexMagic):]
-	if !bytes.Equal(h[:sha256.Size], key[:]) {
-		return nil, false
-	}
-	payload := b[hl:]
-	if binary.LittleEndian.Uint64(h[sha256.Size:]) != uint64(len(payload)) || crc32.Checksum(payload, crc32c) != binary.LittleEndian.Uint32(h[sha256.Size+8:]) {
+	payload, ok := openFrame(b, siteIndexMagic, key)
+	if !ok {
 		return nil, false
 	}
 	idx, err := decodeSiteIndex(payload)

@@ -116,8 +116,9 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 	if err := checkTrace(reqs, e, t); err != nil {
 		return nil, inputErr(err)
 	}
-	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
-		selfHits: o.PrefixCaching && rulesFor(e.Backend).kvSelfHits() && e.KVCapacityTokens > 0}
+	rules := rulesFor(e.Backend)
+	s := &sim{e: e, t: t, rules: rules, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
+		selfHits: o.PrefixCaching && rules.kvSelfHits() && e.KVCapacityTokens > 0}
 	if e.KVCapacityTokens > 0 {
 		s.initKV(e.KVCapacityTokens)
 		if so != nil {

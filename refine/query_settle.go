@@ -8,8 +8,9 @@ import (
 )
 
 // answerSettled reports whether the user's SQL gives the same answer whatever the
-// true values of the unresolved straddlers are. It runs the SQL twice (store.AnswerUnder), inside a
-// transaction that is always rolled back (the store never changes):
+// true values of the unresolved straddlers are. It runs the SQL twice, each time
+// under a store.Hypothesis (store.AnswerUnder: a transaction that is always rolled
+// back, so the store never changes):
 //
 //   - optimistic: every straddler's thresholded columns set to the most passing value
 //     its stored numbers allow (bracketed TTFT columns: min(value, lo) for upper

@@ -124,12 +124,12 @@ func (s *Store) CalibrationParams(ctx context.Context, name string) ([]Calibrati
 type AccuracyRow struct {
 	Group       []string
 	Metric      string
-	N           int
-	MAPE        float64
+	N           int     // predicted rows
+	MAPE        float64 // %
 	LegacyN     int
-	LegacyMAPE  float64
-	MAPESame    float64
-	Unpredicted int
+	LegacyMAPE  float64 // % on the rows with a legacy estimate
+	MAPESame    float64 // % of the predictions on those same rows
+	Unpredicted int     // measured rows without a prediction (see the view's reason)
 }
 
 // AccuracyReport aggregates the accuracy view per group of the columns by (the

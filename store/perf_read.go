@@ -186,28 +186,18 @@ type PerfIndex struct {
 // PerfIndex reads a system's imported directory index.
 func (s *Store) PerfIndex(ctx context.Context, system string) (*PerfIndex, error) {
 	ix := &PerfIndex{}
-	rows, err := s.db.QueryContext(ctx, `SELECT family, backend, version, collection_meta, reuse, incomplete FROM perf_dirs WHERE system = ?`, system)
+	err := s.EachRow(ctx, `SELECT family, backend, version, collection_meta, reuse, incomplete FROM perf_dirs WHERE system = ?`,
+		[]any{system}, func(scan func(...any) error) error {
+			var d PerfDir
+			var inc int
+			if err := scan(&d.Family, &d.Backend, &d.Version, &d.CollectionMeta, &d.Reuse, &inc); err != nil {
+				return err
+			}
+			d.Incomplete = inc == 1
+			ix.Dirs = append(ix.Dirs, d)
+			return nil
+		})
 	if err != nil {
-		return nil, fmt.Errorf("store: read perf_dirs: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var d PerfDir
-		var meta, reuse sql.NullString
-		var inc int
-		if err := rows.Scan(&d.Family, &d.Backend, &d.Version, &meta, &reuse, &inc); err != nil {
-			return nil, fmt.Errorf("store: read perf_dirs: %w", err)
-		}
-		d.Incomplete = inc == 1
-		if meta.Valid {
-			d.CollectionMeta = &meta.String
-		}
-		if reuse.Valid {
-			d.Reuse = &reuse.String
-		}
-		ix.Dirs = append(ix.Dirs, d)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: read perf_dirs: %w", err)
 	}
 	if err := s.db.SelectContext(ctx, &ix.Reuse, `SELECT family, backend, version, table_name, from_version, reason, approved_by

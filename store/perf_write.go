@@ -124,28 +124,16 @@ func (t *PerfTx) InsertPerfManifest(system string, ord int, m PerfManifest) erro
 
 // PerfSourceState is what an import needs to know of a stored perf file.
 type PerfSourceState struct {
-	ID       int64
-	Path     string
-	SHA256   string
-	Mirrored bool
+	ID       int64  `db:"id"`
+	Path     string `db:"path"`
+	SHA256   string `db:"sha256"`
+	Mirrored bool   `db:"mirrored"`
 }
 
 // PerfSources lists a system's stored perf files, unordered.
 func (t *PerfTx) PerfSources(system string) ([]PerfSourceState, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT id, path, sha256, mirrored FROM perf_sources WHERE system = ?`, system)
-	if err != nil {
-		return nil, fmt.Errorf("store: read perf_sources: %w", err)
-	}
-	defer rows.Close()
 	var out []PerfSourceState
-	for rows.Next() {
-		var h PerfSourceState
-		if err := rows.Scan(&h.ID, &h.Path, &h.SHA256, &h.Mirrored); err != nil {
-			return nil, fmt.Errorf("store: read perf_sources: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
+	if err := t.tx.SelectContext(t.ctx, &out, `SELECT id, path, sha256, mirrored FROM perf_sources WHERE system = ?`, system); err != nil {
 		return nil, fmt.Errorf("store: read perf_sources: %w", err)
 	}
 	return out, nil

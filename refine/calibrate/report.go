@@ -15,16 +15,7 @@ var GroupColumns = []string{"backend", "model", "system", "mode", "version", "ve
 // MAPERow is one (group, metric) line of an accuracy report: the mean absolute
 // percentage error of the predictions and, on the same rows, of aiconfigurator's
 // legacy estimate (LegacyN = 0 when it has none for the metric).
-type MAPERow struct {
-	Group       []string
-	Metric      string
-	N           int     // predicted rows
-	MAPE        float64 // %
-	LegacyN     int
-	LegacyMAPE  float64 // % on the rows with a legacy estimate
-	MAPESame    float64 // % of the predictions on those same rows
-	Unpredicted int     // measured rows without a prediction (see the view's reason)
-}
+type MAPERow = store.AccuracyRow
 
 // Report reads MAPE per group and metric from the accuracy view, for one
 // calibration ("" = uncalibrated), over measurements matching where ("" = all).
@@ -38,9 +29,5 @@ func Report(ctx context.Context, st *store.Store, by []string, metrics []string,
 	if err != nil {
 		return nil, fmt.Errorf("accuracy report: %w", err)
 	}
-	out := make([]MAPERow, len(rows))
-	for i, r := range rows {
-		out[i] = MAPERow(r)
-	}
-	return out, nil
+	return rows, nil
 }
