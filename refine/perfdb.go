@@ -60,23 +60,10 @@ func (s StoreSource) Data(ctx context.Context, system, backend, version string, 
 	return perfdb.LoadStore(ctx, s.St, system, backend, version, opts...)
 }
 
-// Model implements PerfSource.
+// Model implements PerfSource: perfdb.LoadModel (an unknown id is an error
+// listing the stored ones).
 func (s StoreSource) Model(ctx context.Context, id string) (*perfdb.Model, error) {
-	cfg, q, err := s.St.ModelConfig(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		ids, err := s.St.ModelIDs(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list models: %w", err)
-		}
-		if s, ok := perfdb.SuggestModel(id, ids); ok {
-			return nil, fmt.Errorf("--model %q is not in the store: did you mean %s?", id, s)
-		}
-		return nil, fmt.Errorf("--model %q is not in the store: known models are %s (add others with 'aicdb perfdb import')", id, listOrNone(ids))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read model %s: %w", id, err)
-	}
-	return perfdb.ParseHFConfig(id, "store model "+id, []byte(cfg), q)
+	return perfdb.LoadModel(ctx, s.St, id)
 }
 
 // DirSource reads an aiconfigurator systems directory and a model_configs
