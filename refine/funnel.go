@@ -74,9 +74,9 @@ type BestResult struct {
 	SessionsEvicted      int
 	FirstSessionsEvicted string
 	// Points are every candidate row (Candidates of them, in the store's order)
-	// with the funnel's stored quantitative results put in as the points view
-	// presents them (upgrade): what a new read of the filter would give, for
-	// reports on rows the answer left out (best's closest miss).
+	// with the funnel's stored quantitative results put in by upgrade, as in Rows:
+	// their queueing values and tiers are what a new read of the filter gives,
+	// for reports on rows the answer left out (best's closest miss).
 	Points []store.Point
 }
 
