@@ -3,7 +3,6 @@ package refine
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/aicdb/aicdb/engine"
@@ -39,18 +38,28 @@ type kvPlan struct {
 }
 
 // planKV sizes e's KV pool from pt's memory model (unless the point's recorded
-// engine set one) and sets e.KVCapacityTokens. A worker whose weights + the KV of
+// engine set one; SGLang's by SGLang's own rule, perfdb SGLangKVPoolTokens) and
+// sets e.KVCapacityTokens. A worker whose weights + the KV of
 // one request do not fit gives an error wrapping perfdb.ErrOOM with the memory
 // arithmetic.
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
 	if e.KVCapacityTokens <= 0 {
-		n, err := pt.Estimator().KVCapacityTokens(in.ISL, in.OSL, bs)
+		var n int
+		var err error
+		if e.Backend == engine.SGLang {
+			// SGLang sizes its own pool (profile_max_num_token); under the
+			// aiconfigurator profile --cuda-graph-bs 1…batch sets cuda_graph_max_bs.
+			graphBS := 0
+			if strings.HasPrefix(in.EngineProfile, queueing.ProfileAIConfigurator) {
+				graphBS = in.Batch
+			}
+			n, err = pt.Estimator().SGLangKVPoolTokens(in.ISL, in.OSL, bs, graphBS)
+		} else {
+			n, err = pt.Estimator().KVCapacityTokens(in.ISL, in.OSL, bs)
+		}
 		if err != nil {
 			return kvPlan{}, err
-		}
-		if e.Backend == engine.SGLang {
-			n = sglangPoolTokens(pt.Estimator(), in, bs, n)
 		}
 		e.KVCapacityTokens = n
 	}
@@ -68,44 +77,6 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 }
 
 func ceilDivInt(a, b int) int { return (a + b - 1) / b }
-
-// sglangPoolTokens is the KV pool SGLang allocates itself (ModelRunner
-// profile_max_num_token): rest = available·mem_fraction_static − weights, where
-// available is the GPU memory free when the pool is sized, before the weights
-// load (capacity less the memory model's NCCL and other reserves), and the
-// fraction is SGLang's default for the GPU (perfdb.SGLangMemFractionStatic; the
-// aiconfigurator rules render --cuda-graph-bs 1…batch, so cuda_graph_max_bs is
-// the batch under that profile). Activations are not taken from the pool: they
-// live in the 1 − fraction SGLang reserves for them (ServerArgs
-// _handle_gpu_memory_settings), which is why this is larger than the memory
-// model's budget (capacity·fraction·0.98 − weights − activations − reserves,
-// memoryPool: aiconfigurator's OOM check). Models with per-request state
-// (Qwen3.5's GDN layers: SGLang splits the rest between a mamba pool and the KV
-// pool) keep memoryPool, as does a result below it.
-func sglangPoolTokens(est *perfdb.Estimator, in store.PointInputs, bs, memoryPool int) int {
-	perTok := est.KVBytesPerToken()
-	if est.KVStateBytesPerRequest() > 0 || !(perTok > 0) {
-		return memoryPool
-	}
-	u, err := est.Memory(1, in.ISL, in.OSL, 0, 0)
-	if err != nil {
-		return memoryPool
-	}
-	graphBS := 0
-	if strings.HasPrefix(in.EngineProfile, queueing.ProfileAIConfigurator) {
-		graphBS = in.Batch
-	}
-	cfg := est.Config()
-	capB := est.System().MemCapacity
-	f := perfdb.SGLangMemFractionStatic(capB, cfg.TP, cfg.PP, cfg.DP, graphBS)
-	const gib = 1 << 30
-	rest := (capB-(u.NCCLGiB+u.OthersGiB)*gib)*f - u.WeightsGiB*gib
-	tokens := math.Floor(rest / perTok)
-	if !(tokens > float64(memoryPool)) || tokens > 1<<40 {
-		return memoryPool
-	}
-	return int(tokens) / bs * bs
-}
 
 // screeningEngine is e as the screening tier takes it: the per-pass engines'
 // capacity dropped (the closed form has none; kvPlan decides whether that loses
