@@ -189,13 +189,16 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	for _, v := range w.OSLQuantiles {
 		osl = max(osl, v)
 	}
-	n, err := pt.Estimator().KVCapacityTokens(isl, osl, max(e.BlockSize, 1))
+	var n int
+	var err error
 	if e.Backend == engine.SGLang { // SGLang sizes its own pool (profile_max_num_token)
 		graphBS := 0
 		if c.String("engine-profile") == queueing.ProfileAIConfigurator {
 			graphBS = e.MaxNumSeqs // the rules' --cuda-graph-bs 1…batch
 		}
 		n, err = pt.Estimator().SGLangKVPoolTokens(isl, osl, max(e.BlockSize, 1), graphBS)
+	} else {
+		n, err = pt.Estimator().KVCapacityTokens(isl, osl, max(e.BlockSize, 1))
 	}
 	if errors.Is(err, perfdb.ErrOOM) {
 		return userErrorf("--kv-capacity-tokens auto: %v", err)
