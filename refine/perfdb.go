@@ -249,6 +249,16 @@ func (p *PerfdbEvaluator) loadData(ctx context.Context, system, backend, version
 	return d, nil
 }
 
+// GPUMemBytes returns one GPU's memory capacity on system (the perf data's
+// system spec, gpu.mem_capacity).
+func (p *PerfdbEvaluator) GPUMemBytes(ctx context.Context, system, backend, version string) (float64, error) {
+	d, err := p.loadData(ctx, system, backend, version, perfdb.ModeSilicon)
+	if err != nil {
+		return 0, err
+	}
+	return d.System.MemCapacity, nil
+}
+
 func (p *PerfdbEvaluator) loadModel(ctx context.Context, id string) (*perfdb.Model, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
