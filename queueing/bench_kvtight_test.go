@@ -1,0 +1,46 @@
+package queueing
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// kvTightPoint is the KV-tight regime of the default agg sweep's tp8 batch-1024
+// point (Qwen3-32B, h200_sxm, vLLM, isl 4000, osl 500; refine's
+// BenchmarkQuantitativePerfDataKVTight) with a linear timing: 1024 clients, the
+// aiconfigurator profile's budget (batch + isl + 1500) and running cap (batch), and
+// the memory model's pool of 3778464 tokens, which holds ~840 requests at full
+// length. Every pass admits a prompt while ~300 requests wait, so the fast path
+// never runs and each pass carries ~730 decode rows; the per-slot generation pattern
+// never repeats (the slots rotate through the positions of a scheduler-state cycle
+// of 4499 passes ≈ 6.4 generations).
+func kvTightPoint() (workload.Spec, engine.Spec) {
+	w := workload.Spec{ISL: 4000, OSL: 500, Concurrency: 1024}
+	e, _ := engine.Defaults(engine.VLLM, "")
+	e.MaxNumBatchedTokens = 1024 + 4000 + 1500
+	e.MaxNumSeqs = 1024
+	e.KVCapacityTokens = 3778464
+	return w, e
+}
+
+// BenchmarkQuantitativeKVTight is the quantitative tier of kvTightPoint under the
+// default options (burst transient + 4 stagger phases) and the burst alone.
+func BenchmarkQuantitativeKVTight(b *testing.B) {
+	w, e := kvTightPoint()
+	for _, o := range []struct {
+		name string
+		o    Options
+	}{{"defaults", DefaultOptions()}, {"burst", Options{}}} {
+		b.Run(o.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := QuantitativeWith(context.Background(), w, e, benchLin, o.o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
