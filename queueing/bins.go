@@ -86,6 +86,28 @@ func (bb *bucketBins) dist(lo, hi int) Distribution {
 			sel = append(sel, a)
 		}
 	}
+	return mergeBins(sel)
+}
+
+// distSince returns the binned distribution of the values added (in any bucket)
+// since prev, a copy of bb.acc taken earlier: each bin's weight and sum less prev's.
+func (bb *bucketBins) distSince(prev []bucketAcc) Distribution {
+	sel := make([]bucketAcc, 0, len(bb.acc))
+	for i, a := range bb.acc {
+		if i < len(prev) {
+			a.w -= prev[i].w
+			a.sum -= prev[i].sum
+		}
+		if a.w > 0 {
+			sel = append(sel, a)
+		}
+	}
+	return mergeBins(sel)
+}
+
+// mergeBins sorts sel by bin and merges each bin's buckets into one atom (their
+// weighted mean).
+func mergeBins(sel []bucketAcc) Distribution {
 	slices.SortFunc(sel, func(x, y bucketAcc) int { return cmp.Compare(x.key, y.key) })
 	atoms := make([]Atom, 0, len(sel))
 	for i := 0; i < len(sel); {
