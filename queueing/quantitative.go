@@ -188,8 +188,8 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	}
 	// The scheduler-state rule (statecycle.go) while no generation window is decided.
 	var sc *stateCycle
-	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 {
-		sc = &stateCycle{horizon: horizon, clients: C}
+	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle {
+		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1)}
 	}
 	stop := func() bool {
 		if det.ready() {
@@ -269,8 +269,8 @@ func (s *sim) slotThroughput(rep *Report, C int, delay float64) error {
 
 // stateCycleReport measures a closed loop on whole periods of its scheduler-state
 // cycle (statecycle.go), which ended at the clock: the steady requests are those
-// that finished in them (after the checkpoint's pass end, up to now; every slot
-// has one), the ITL every gap emitted in them, the throughput the slots' rates over
+// that finished in them (after the checkpoint's pass end, up to now; at least the
+// generation window's number per slot), the ITL every gap emitted in them, the throughput the slots' rates over
 // those requests (slotThroughput, as for a generation window). Window reports the
 // generations of those requests, Found with the period in passes and ms (the
 // generation Period stays 0) and the horizon the generation rule had.

@@ -54,6 +54,8 @@ const stateCheckpoints = 64
 type stateCycle struct {
 	horizon    int // the generation rule's horizon
 	clients    int
+	win        int // steady requests per slot the window holds at least (the generation window)
+	minPeriods int // whole periods the window holds at least (1; tests ask for more)
 	obs, every int // obs: the index of the next observation
 	lastPasses int // s.passes at the last observation (one observation per pass end)
 	cks        []stateCkpt
@@ -145,23 +147,26 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 }
 
 // windowDone reports, at observation o after the cycle was found, that the window
-// is complete: o ends a whole number of periods since the checkpoint and every slot
-// has finished a request since the checkpoint (so each slot has a rate; a period
-// shorter than a request needs several).
+// is complete: o ends a whole number (≥ minPeriods) of periods since the checkpoint
+// and every slot has finished at least `win` requests since the checkpoint — the
+// generation window's requests per slot, so the per-slot throughput
+// (slotThroughput) rests on as many cycles of each slot as a generation window's
+// (a period shorter than that needs several).
 func (sc *stateCycle) windowDone(s *sim, o int) bool {
-	if (o-sc.ck.obs)%sc.period != 0 {
+	if k := o - sc.ck.obs; k%sc.period != 0 || k/sc.period < sc.minPeriods {
 		return false
 	}
-	seen := make([]bool, sc.clients)
-	n := 0
-	for i := len(s.reqs) - 1; i >= 0 && n < sc.clients; i-- {
+	n := make([]int, sc.clients)
+	short := sc.clients
+	for i := len(s.reqs) - 1; i >= 0 && short > 0; i-- {
 		r := &s.reqs[i]
-		if r.finished && r.done > sc.ck.now && r.slot >= 0 && r.slot < sc.clients && !seen[r.slot] {
-			seen[r.slot] = true
-			n++
+		if r.finished && r.done > sc.ck.now && r.slot >= 0 && r.slot < sc.clients {
+			if n[r.slot]++; n[r.slot] == sc.win {
+				short--
+			}
 		}
 	}
-	if n < sc.clients {
+	if short > 0 {
 		return false
 	}
 	sc.periods = (o - sc.ck.obs) / sc.period
