@@ -89,14 +89,36 @@ func (bb *bucketBins) dist(lo, hi int) Distribution {
 	return mergeBins(sel)
 }
 
-// distSince returns the binned distribution of the values added (in any bucket)
-// since prev, a copy of bb.acc taken earlier: each bin's weight and sum less prev's.
-func (bb *bucketBins) distSince(prev []bucketAcc) Distribution {
-	sel := make([]bucketAcc, 0, len(bb.acc))
+// binSnap is one bin's weight and sum at a checkpoint (index into acc).
+type binSnap struct {
+	i      int32
+	w, sum float64
+}
+
+// snapFrom appends to dst the bins of buckets ≥ lo (in acc order), the only ones
+// values can still be added to when no bucket below lo receives any.
+func (bb *bucketBins) snapFrom(dst []binSnap, lo int32) []binSnap {
 	for i, a := range bb.acc {
-		if i < len(prev) {
-			a.w -= prev[i].w
-			a.sum -= prev[i].sum
+		if a.bucket >= lo {
+			dst = append(dst, binSnap{int32(i), a.w, a.sum})
+		}
+	}
+	return dst
+}
+
+// distSince returns the binned distribution of the values added (in any bucket
+// ≥ lo) since prev = snapFrom(lo): each bin's weight and sum less prev's.
+func (bb *bucketBins) distSince(prev []binSnap, lo int32) Distribution {
+	sel := make([]bucketAcc, 0, len(bb.acc))
+	j := 0
+	for i, a := range bb.acc {
+		if a.bucket < lo {
+			continue
+		}
+		if j < len(prev) && int(prev[j].i) == i {
+			a.w -= prev[j].w
+			a.sum -= prev[j].sum
+			j++
 		}
 		if a.w > 0 {
 			sel = append(sel, a)

@@ -203,7 +203,9 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	if err := s.run(ctx, stop); err != nil {
 		return nil, err
 	}
-	if sc != nil && sc.found && !o.transientOnly {
+	// A window of whole state periods, unless the generation rule's window was
+	// complete first (its horizon came before the periods did).
+	if sc != nil && sc.done && !o.transientOnly {
 		return stateCycleReport(s, col, w, sc, horizon, delay, o.spreadMs)
 	}
 	if o.transientOnly {
@@ -291,7 +293,7 @@ func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, h
 	if err != nil {
 		return nil, err
 	}
-	rep.ITL = col.itl.distSince(sc.ck.bins)
+	rep.ITL = col.itl.distSince(sc.ck.bins, sc.ck.minGen)
 	if rep.ITL.Len() == 0 {
 		rep.ITL = PointMass(0) // osl ≤ 1: no gaps
 	}

@@ -39,7 +39,7 @@ import "math"
 
 // stateCheckpoints bounds the checkpoints a run keeps (each is one copy of the
 // state and of the ITL bins: ~10 values per request in the system).
-const stateCheckpoints = 64
+const stateCheckpoints = 16
 
 // stateCycle applies the rule online, one observation per pass end at which a
 // request finished (the decode fast path never runs over those, so the
@@ -61,6 +61,7 @@ type stateCycle struct {
 	cks        []stateCkpt
 	spare      []stateCkpt // dropped checkpoints, their buffers reused
 	found      bool
+	done       bool      // the window of whole periods is complete (windowDone)
 	deferred   bool      // the repetition shifts whole generations within the horizon: the generation rule decides
 	ck         stateCkpt // the checkpoint the live state repeats (once found)
 	// Once found: the period in observations, passes and ms, and the whole periods
@@ -81,7 +82,10 @@ type stateCkpt struct {
 	fl     []float64
 	now    float64
 	passes int
-	bins   []bucketAcc
+	// bins: the ITL bins of the generations ≥ minGen (those in the system or later:
+	// the only ones gaps can still go to).
+	bins   []binSnap
+	minGen int32
 }
 
 // observe records the state of s at a pass end and reports that it repeats a
@@ -120,11 +124,13 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 		c.ints, c.fl = ints, fl
 		if ok {
 			c.obs, c.hdr, c.now, c.passes = o, hdr, s.now, s.passes
-			c.bins = append(c.bins[:0], col.itl.acc...)
 			c.slots, c.gens = c.slots[:0], c.gens[:0]
+			c.minGen = math.MaxInt32
 			for _, ri := range s.stateOrder() {
 				c.slots, c.gens = append(c.slots, int32(s.reqs[ri].slot)), append(c.gens, int32(s.reqs[ri].gen))
+				c.minGen = min(c.minGen, int32(s.reqs[ri].gen))
 			}
+			c.bins = col.itl.snapFrom(c.bins[:0], c.minGen)
 			sc.cks = append(sc.cks, c)
 		} else {
 			sc.spare = append(sc.spare, c)
@@ -170,6 +176,7 @@ func (sc *stateCycle) windowDone(s *sim, o int) bool {
 		return false
 	}
 	sc.periods = (o - sc.ck.obs) / sc.period
+	sc.done = true
 	return true
 }
 
