@@ -44,3 +44,22 @@ func BenchmarkQuantitativeKVTight(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQuantitativeKVPreempting is a KV-tight point whose state never repeats:
+// Qwen3-32B at tp 1 on h200_sxm's memory model (a pool of 250912 tokens), vLLM,
+// 256 clients, isl = osl = 4000 — ~2.6 recompute preemptions per request (V-R6),
+// long decode stretches on the fast path (~5M passes per evaluation under the
+// default options); every run goes to its horizon.
+func BenchmarkQuantitativeKVPreempting(b *testing.B) {
+	w := workload.Spec{ISL: 4000, OSL: 4000, Concurrency: 256}
+	e, _ := engine.Defaults(engine.VLLM, "")
+	e.MaxNumBatchedTokens = 256 + 4000 + 1500
+	e.MaxNumSeqs = 256
+	e.KVCapacityTokens = 250912
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := QuantitativeWith(context.Background(), w, e, benchLin, DefaultOptions()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -59,17 +59,13 @@ func (c *collector) onPass(s *sim, p *simPass, start, end float64) {
 			c.itl.add(r.bucket, end-r.last, 1)
 		}
 	}
-	for _, b := range pool {
-		c.itl.add(b.bucket, end-start, b.n)
-	}
+	c.itl.addRows(pool, end-start)
 	c.pool = pool
 }
 
 // onFast records the gaps of one fast-forwarded decode pass.
 func (c *collector) onFast(gap float64, rows []bucketRows) {
-	for _, b := range rows {
-		c.itl.add(b.bucket, gap, b.n)
-	}
+	c.itl.addRows(rows, gap)
 }
 
 // itlOf is the ITL distribution of the buckets [lo, hi).

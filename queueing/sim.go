@@ -252,8 +252,8 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		for _, g := range gaps {
 			col.itl.add(g.bucket, g.gap, 1)
 		}
+		col.itl.addRows(pool, end-start)
 		for _, b := range pool {
-			col.itl.add(b.bucket, end-start, b.n)
 			at[b.bucket] = 0
 		}
 		col.pool, col.gaps = pool, gaps
