@@ -5,10 +5,12 @@ import "math"
 // The scheduler-state limit cycle of a closed loop. The generation rule (cycle.go)
 // finds a cycle when whole generations repeat; a loop whose requests rotate through
 // the positions of its cycle never repeats a generation although it is exactly
-// periodic. The KV-tight tp8 batch-1024 point of the default sweep (vLLM, isl 4000,
-// osl 500, a pool of ~840 full-length requests, ~300 waiting) settles by generation
-// 3 and then repeats its whole scheduler state every 4499 passes (≈ 6.4
-// generations), each slot taking the place of another: generation g and g − p never
+// periodic. `aicdb eval` of the KV-tight tp8 batch-1024 point (Qwen3-32B on
+// h200_sxm, vLLM, isl 4000, osl 500, budget 6524, a pool of ~840 full-length
+// requests, ~300 waiting) settles by generation 3 and then repeats its whole
+// scheduler state every 4499 passes (≈ 6.4 generations; the default sweep's row at
+// ctx 8000: 1008 passes, reached at generations 10–34 depending on the stagger
+// phase), each slot taking the place of another: generation g and g − p never
 // agree (they differ by one pass of a rotating slot, ~1e-3 of the E2E), so the run
 // went to its horizon (50 generations, ~29k passes of ~730 rows per phase) and was
 // measured there with the "no limit cycle" diagnostic.
@@ -20,16 +22,19 @@ import "math"
 // and of the times the report measures (each request's arrival, first and latest
 // token as offsets from the clock). The recursion is deterministic given that
 // state, so once it repeats (offsets within cycleTol of the clock) the loop and
-// every measured time are periodic from there: one state period holds the steady
-// distributions exactly (each request of the cycle once),
-// and the requests that finish in it, their ITL gaps (every token emitted in the
-// period) and its length give the steady window and the throughput. Repetition is
-// found with Brent's checkpoints (the state at observations 1, 2, 4, … is kept; the
-// live state is compared with the latest one after every pass: the first match is
-// the minimal period, found within about twice the transient + one period), with an
-// exact comparison — no hashing. The generation rule keeps precedence: the state
-// rule is only consulted while no generation window has been decided, so a loop
-// whose generations repeat first is measured as before.
+// every measured time are periodic from there: whole state periods hold the steady
+// distributions exactly (each request of the cycle once per period). The window is
+// the requests that finish in whole periods from the matched checkpoint — at least
+// the generation window's number per slot, so the per-slot throughput rests on as
+// many cycles as before — with every ITL gap emitted in them. Repetition is found
+// by comparing the live state with a bounded set of earlier states (stateCycle),
+// exactly — no hashing.
+//
+// The generation rule keeps precedence: the state rule is consulted only while no
+// generation window is decided; a repetition that shifts every slot's generations
+// alike within the horizon leaves the decision to the generation rule
+// (generationsRepeat); and a state window that is not complete when the generation
+// rule's window is gives way to it. Those runs are measured as before, bit for bit.
 //
 // An asynchronous engine (V-R10) has a pass in flight at the observation: its
 // entries (by running position, tokens, kind) and its length are part of the state.
@@ -65,8 +70,7 @@ type stateCycle struct {
 	deferred   bool      // the repetition shifts whole generations within the horizon: the generation rule decides
 	ck         stateCkpt // the checkpoint the live state repeats (once found)
 	// Once found: the period in observations, passes and ms, and the whole periods
-	// measured (the window ends at a period boundary where every slot has finished
-	// a request since the checkpoint).
+	// measured (windowDone).
 	period, periodPasses, periods int
 	periodMs                      float64
 }
