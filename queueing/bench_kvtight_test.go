@@ -8,15 +8,15 @@ import (
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
-// kvTightPoint is the KV-tight regime of the default agg sweep's tp8 batch-1024
-// point (Qwen3-32B, h200_sxm, vLLM, isl 4000, osl 500; refine's
-// BenchmarkQuantitativePerfDataKVTight) with a linear timing: 1024 clients, the
-// aiconfigurator profile's budget (batch + isl + 1500) and running cap (batch), and
-// the memory model's pool of 3778464 tokens, which holds ~840 requests at full
-// length. Every pass admits a prompt while ~300 requests wait, so the fast path
-// never runs and each pass carries ~730 decode rows; the per-slot generation pattern
-// never repeats (the slots rotate through the positions of a scheduler-state cycle
-// of 4499 passes ≈ 6.4 generations).
+// kvTightPoint is the KV-tight regime of Qwen3-32B at tp 8, batch 1024 on h200_sxm
+// as `aicdb eval` runs it (vLLM, isl 4000, osl 500, the aiconfigurator profile's
+// budget batch + isl + 1500 and running cap batch, the memory model's pool of
+// 3778464 tokens, which holds ~840 requests at full length), with a linear timing:
+// every pass admits a prompt while ~300 requests wait, so the fast path never runs
+// and each pass carries ~730 decode rows; the per-slot generation pattern never
+// repeats (the slots rotate through the positions of a scheduler-state cycle of
+// 4499 passes ≈ 6.4 generations). refine's BenchmarkQuantitativePerfDataKVTight is
+// the sweep's row of that point at ctx 8000 with perf-data timing.
 func kvTightPoint() (workload.Spec, engine.Spec) {
 	w := workload.Spec{ISL: 4000, OSL: 500, Concurrency: 1024}
 	e, _ := engine.Defaults(engine.VLLM, "")
