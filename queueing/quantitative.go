@@ -268,10 +268,11 @@ func (s *sim) slotThroughput(rep *Report, C int, delay float64) error {
 // stateCycleReport measures a closed loop on whole periods of its scheduler-state
 // cycle (statecycle.go), which ended at the clock: the steady requests are those
 // that finished in them (after the checkpoint's pass end, up to now; at least the
-// generation window's number per slot), the ITL every gap emitted in them, the throughput the slots' rates over
-// those requests (slotThroughput, as for a generation window). Window reports the
-// generations of those requests, Found with the period in passes and ms (the
-// generation Period stays 0) and the horizon the generation rule had.
+// generation window's number per slot), the ITL every gap emitted in them, the
+// throughput the slots' rates over those requests (slotThroughput, as for a
+// generation window). Window reports the generations of those requests, Found with
+// the period in passes and ms (the generation Period stays 0) and the horizon the
+// generation rule had.
 func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, horizon int, delay, spreadMs float64) (*Report, error) {
 	t0, t1 := sc.ck.now, s.now
 	g0, g1 := math.MaxInt, -1
