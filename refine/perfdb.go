@@ -225,6 +225,22 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			h.Write(b)
 		}
 	}
+	// The scheduler-state cycle window (queueing/statecycle.go): a KV-tight vLLM loop
+	// (16 clients, pool 90 % of their full length) whose state repeats every 1501
+	// passes while no generation repeats.
+	sc := store.PointInputs{Backend: string(engine.VLLM), ISL: 512, OSL: 64, Batch: 16, CtxTokens: 4096}
+	if e, err := pointEngine(sc); err != nil {
+		fmt.Fprintf(h, "state cycle: %v;", err)
+	} else {
+		e.KVCapacityTokens = sc.Batch * (sc.ISL + sc.OSL) * 9 / 10
+		w := workload.Spec{ISL: sc.ISL, OSL: sc.OSL, Concurrency: sc.Batch}
+		if r, err := queueing.QuantitativeWith(context.Background(), w, e, t, queueing.Options{ClientRTTMs: 1}); err != nil {
+			fmt.Fprintf(h, "state cycle: %v;", err)
+		} else {
+			b, _ := json.Marshal(r.Columns(1))
+			h.Write(b)
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
 
