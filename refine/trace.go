@@ -233,9 +233,10 @@ func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*
 		}
 		for k, i := range idx {
 			reqs[k].Prefix = rs.Add(reqs[k].ISL, reqs[k].OSL, w.hashIDs(i))
+			reqs[k].HashIDs = w.hashIDs(i) // blocks running requests share (queueing kv_share.go)
 		}
 	}
-	o := queueing.Options{PrefixCaching: c.PrefixCaching, Progress: c.Progress}
+	o := queueing.Options{PrefixCaching: c.PrefixCaching, Progress: c.Progress, HashBlock: w.Info.HashBlock}
 	run := func() (*queueing.Report, error) {
 		if c.Sessions {
 			o.ClientRTTMs = c.ClientRTTMs

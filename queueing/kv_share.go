@@ -1,0 +1,286 @@
+package queueing
+
+import "fmt"
+
+// Prefix blocks shared among running vLLM requests (trace replay with hash ids, a KV
+// capacity and prefix caching). vLLM V1 holds a cached block once however many
+// running requests use it: a block carries a ref_cnt, a prefix hit on a block whose
+// ref_cnt > 0 takes no free block (allocate_slots counts only hit blocks with
+// ref_cnt == 0 — revived from the free queue — against the free blocks, V-R9), and
+// a finished or preempted request's block returns to the free queue only when its
+// ref_cnt drops to 0 (V-R6, V-R7). The DES (oracle/) models this with its block
+// pool; here the calendar, which counts blocks rather than naming them, keeps a
+// reference count per shareable block content so that such a block is counted once
+// in the pool while any running request holds it.
+//
+// A block's content is named as the DES names it (oracle.SharedPrefix): full block i
+// of a prompt whose last token falls in hash block k (HashBlock tokens each) is
+// (the chain of ids 0..k, i). Only chains that two or more requests of the trace
+// name are tracked: a block no other request can name is never shared (a request's
+// own recompute re-takes it after releasing it).
+//
+// Per content the calendar keeps the number of running requests that reference its
+// canonical block — the one a lookup returns: the first registered (V-R8) — and the
+// request that computed it, if any. A request references the canonical block of
+// each of its prefix hits (its cached prefix, whole blocks, is what the engine finds
+// at admission), and of a block it computes when no running request holds that
+// content (it registers the block; V-R9 cache_blocks at schedule time). A block it
+// computes while the content is already held is a duplicate of its own (vLLM
+// computes it again only when the hit was not found; it is not the lookup's block).
+
+// kvShare is the shared-block state of one replay (nil: nothing shared).
+type kvShare struct {
+	hb, bs int
+	// chains[start[r]+k] is the dense id of request r's chain k (hash ids 0..k);
+	// keyed[r] is the number of its leading full blocks whose content another
+	// request of the trace can name.
+	chains []int32
+	start  []int32
+	keyed  []int32
+	// slab holds the chains with a block held, width + 1 slots each: a header whose
+	// ref counts the chain's held blocks, then one slot per block of the chain's hash
+	// block (block i of chain k is slot i − ⌊k·hb/bs⌋). base[c] is chain c's offset,
+	// −1 = none held; spare holds released offsets (LIFO: deterministic), so the
+	// slab is bounded by the pool, not the trace.
+	base  []int32
+	width int
+	slab  []shareSlot
+	spare []int32
+}
+
+// shareSlot is the state of one shareable block content.
+type shareSlot struct {
+	ref   int32 // running requests referencing the canonical block (0: not held)
+	owner int32 // the request that computed it while it references it, or −1
+}
+
+// newKVShare builds the shared-block state of reqs (hash ids of hb-token blocks)
+// for an engine of block size bs; nil when no two requests name a common chain.
+func newKVShare(reqs []TraceRequest, hb, bs int) *kvShare {
+	n := 0
+	for _, r := range reqs {
+		n += len(r.HashIDs)
+	}
+	if n == 0 {
+		return nil
+	}
+	x := &kvShare{hb: hb, bs: bs, width: (hb+bs-1)/bs + 1, chains: make([]int32, 0, n),
+		start: make([]int32, len(reqs)+1), keyed: make([]int32, len(reqs))}
+	// Dense chain ids: a chain is (its parent chain, its last id). Trace ids name
+	// their whole prefix as a rule, so the id alone is looked up first (in a slice
+	// when the ids are small and dense, as Mooncake's running numbers are) and the
+	// parent checked; an id met under another parent is a chain of its own.
+	type link struct {
+		parent int32
+		id     int64
+	}
+	small, maxID := true, int64(0)
+scan:
+	for _, r := range reqs {
+		for _, h := range r.HashIDs {
+			if h < 0 || h >= 4*int64(n) {
+				small = false
+				break scan
+			}
+			maxID = max(maxID, h)
+		}
+	}
+	var dense []int32 // by id when small: c + 1, 0 = none
+	var byID map[int64]int32
+	if small {
+		dense = make([]int32, maxID+1)
+	} else {
+		byID = make(map[int64]int32, n/2)
+	}
+	var other map[link]int32
+	var parent, uses []int32 // per dense chain
+	for i, r := range reqs {
+		x.start[i] = int32(len(x.chains))
+		p := int32(-1)
+		for _, h := range r.HashIDs {
+			var c int32
+			ok := false
+			if dense != nil {
+				c, ok = dense[h]-1, dense[h] > 0
+			} else {
+				c, ok = byID[h]
+			}
+			if ok && parent[c] != p {
+				if other == nil {
+					other = map[link]int32{}
+				}
+				if c, ok = other[link{p, h}]; !ok {
+					c = int32(len(uses))
+					other[link{p, h}] = c
+					parent, uses = append(parent, p), append(uses, 0)
+				}
+			} else if !ok {
+				c = int32(len(uses))
+				if dense != nil {
+					dense[h] = c + 1
+				} else {
+					byID[h] = c
+				}
+				parent, uses = append(parent, p), append(uses, 0)
+			}
+			uses[c]++
+			x.chains = append(x.chains, c)
+			p = c
+		}
+	}
+	x.start[len(reqs)] = int32(len(x.chains))
+	shared := false
+	for i, r := range reqs {
+		cs := x.chains[x.start[i]:x.start[i+1]]
+		m := 0 // leading chains another request names (whoever names a chain names its prefix)
+		for m < len(cs) && uses[cs[m]] > 1 {
+			m++
+		}
+		x.keyed[i] = int32(min(m*hb, r.ISL) / bs)
+		shared = shared || x.keyed[i] > 0
+	}
+	if !shared {
+		return nil
+	}
+	x.base = make([]int32, len(uses))
+	for c := range x.base {
+		x.base[c] = -1
+	}
+	return x
+}
+
+// span returns the chain of request ri's block i and the block ending that chain's
+// blocks (the first block of the next hash block); blocks i..end−1 of ri are slots
+// i − first.. of the chain.
+func (x *kvShare) span(ri int32, i int) (c int32, first, end int) {
+	k := ((i+1)*x.bs - 1) / x.hb // the hash block of the block's last token
+	return x.chains[int(x.start[ri])+k], k * x.hb / x.bs, (k + 1) * x.hb / x.bs
+}
+
+// hold returns chain c's slots (header first), allocating them.
+func (x *kvShare) hold(c int32) []shareSlot {
+	if x.base[c] < 0 {
+		if l := len(x.spare); l > 0 {
+			x.base[c], x.spare = x.spare[l-1], x.spare[:l-1]
+		} else {
+			x.base[c] = int32(len(x.slab))
+			for range x.width + 1 {
+				x.slab = append(x.slab, shareSlot{owner: -1})
+			}
+		}
+	}
+	return x.slab[x.base[c] : int(x.base[c])+x.width+1]
+}
+
+// hitBlocks is the number of leading blocks r finds cached at admission.
+func (s *sim) hitBlocks(r *simReq) int { return r.prefix / s.e.BlockSize }
+
+// kvShareHeld returns how many of request ri's blocks from..to−1 are prefix hits on
+// a block some running request holds: they take no free block (V-R9).
+func (s *sim) kvShareHeld(ri int32, from, to int) int {
+	x := s.share
+	to = min(to, int(x.keyed[ri]), s.hitBlocks(&s.reqs[ri]))
+	n := 0
+	for i := from; i < to; {
+		c, first, end := x.span(ri, i)
+		end = min(end, to)
+		if b := int(x.base[c]); b >= 0 {
+			for _, sl := range x.slab[b+1+i-first : b+1+end-first] {
+				if sl.ref > 0 {
+					n++
+				}
+			}
+		}
+		i = end
+	}
+	return n
+}
+
+// kvShareTake records that request ri took its blocks from..to−1: a hit references
+// the canonical block (reviving it when nobody holds it), a computed block becomes
+// the canonical one when nobody holds the content and is a private duplicate
+// otherwise.
+func (s *sim) kvShareTake(ri int32, from, to int) {
+	x := s.share
+	hit := s.hitBlocks(&s.reqs[ri])
+	to = min(to, int(x.keyed[ri]))
+	for i := from; i < to; {
+		c, first, end := x.span(ri, i)
+		end = min(end, to)
+		sl := x.hold(c)
+		for j := i; j < end; j++ {
+			q := &sl[1+j-first]
+			switch {
+			case j < hit:
+				if q.ref == 0 {
+					sl[0].ref++
+				}
+				q.ref++
+			case q.ref == 0:
+				q.ref, q.owner = 1, ri
+				sl[0].ref++
+			}
+		}
+		if sl[0].ref == 0 { // only duplicates: nothing of the chain held
+			x.spare = append(x.spare, x.base[c])
+			x.base[c] = -1
+		}
+		i = end
+	}
+}
+
+// kvShareDrop releases request ri's references (its blocks are being freed) and
+// returns how many of its blocks stay held: canonical blocks another running
+// request still references (V-R6/V-R7 free a block at ref_cnt 0 only).
+func (s *sim) kvShareDrop(ri int32) int {
+	x := s.share
+	r := &s.reqs[ri]
+	hit, kept := s.hitBlocks(r), 0
+	to := min(r.blocks, int(x.keyed[ri]))
+	for i := 0; i < to; {
+		c, first, end := x.span(ri, i)
+		end = min(end, to)
+		b := int(x.base[c])
+		if b < 0 { // only private duplicates of ri in this chain
+			i = end
+			continue
+		}
+		sl := x.slab[b : b+x.width+1]
+		for j := i; j < end; j++ {
+			q := &sl[1+j-first]
+			if j >= hit && q.owner != ri {
+				continue // a private duplicate
+			}
+			if q.ref--; q.ref > 0 {
+				kept++
+			} else {
+				sl[0].ref--
+			}
+			if q.owner == ri {
+				q.owner = -1
+			}
+		}
+		if sl[0].ref == 0 {
+			x.spare = append(x.spare, x.base[c])
+			x.base[c] = -1
+		}
+		i = end
+	}
+	return kept
+}
+
+// checkHashIDs validates the hash ids of a trace replay.
+func checkHashIDs(reqs []TraceRequest, hb int) error {
+	for i, r := range reqs {
+		if len(r.HashIDs) == 0 {
+			continue
+		}
+		if hb < 1 {
+			return fmt.Errorf("trace request %d: %d hash ids but options hash_block = %d: set the tokens one hash id covers (≥ 1)", i, len(r.HashIDs), hb)
+		}
+		if mx := (r.ISL + hb - 1) / hb; len(r.HashIDs) > mx {
+			return fmt.Errorf("trace request %d: %d hash ids for isl %d: at most %d (one per %d tokens)", i, len(r.HashIDs), r.ISL, mx, hb)
+		}
+	}
+	return nil
+}
