@@ -322,8 +322,8 @@ func screeningKVFree(e engine.Spec) engine.Spec {
 // SGLang, TRT-LLM MAX_UTILIZATION): its longest request must fit. A trace request's
 // cached prefix is allowed (unlike a workload's prefix shared by every request):
 // it is the reuse oracle's per-request hit, and its blocks count as the request's
-// own (a revived cached block takes a free block, V-R9; blocks two running requests
-// share are counted twice — the approximation, docs/traces.md).
+// own (a revived cached block takes a free block, V-R9), except, for vLLM with
+// prefix caching and hash ids, a block another running request holds (kv_share.go).
 func checkTraceKV(reqs []TraceRequest, e engine.Spec) error {
 	if e.KVCapacityTokens <= 0 || e.Traits().AdmissionReservesKV {
 		return nil
