@@ -37,15 +37,26 @@ type kvShare struct {
 	chains []int32
 	start  []int32
 	keyed  []int32
-	// slab holds the chains with a block held, width + 1 slots each: a header whose
-	// ref counts the chain's held blocks, then one slot per block of the chain's hash
-	// block (block i of chain k is slot i − ⌊k·hb/bs⌋). base[c] is chain c's offset,
-	// −1 = none held; spare holds released offsets (LIFO: deterministic), so the
-	// slab is bounded by the pool, not the trace.
+	// The chains with a block held have a head (heads[base[c]]) and width slots
+	// (slab[base[c]·width:], block i of chain k is slot i − ⌊k·hb/bs⌋); base[c] = −1:
+	// nothing of chain c held. Released places are reused (spare, LIFO:
+	// deterministic), so heads and slab are bounded by the pool, not the trace.
 	base  []int32
 	width int
+	heads []chainHead
 	slab  []shareSlot
 	spare []int32
+}
+
+// chainHead is the state of a chain with a block held. While one request alone
+// holds it (solo ≥ 0: the common case, a chain other requests name at other times)
+// its slots lo..hi−1 are held by that request, canonical, and not written; a second
+// request taking a block of the chain writes them out (solo −1) and the slots count
+// per block from then on.
+type chainHead struct {
+	held   int32 // slots with ref > 0
+	solo   int32
+	lo, hi int32
 }
 
 // shareSlot is the state of one shareable block content.
@@ -93,7 +104,7 @@ scan:
 		byID = make(map[int64]int32, n/2)
 	}
 	var other map[link]int32
-	var parent, uses []int32 // per dense chain
+	parent, uses := make([]int32, 0, n), make([]int32, 0, n) // per dense chain (at most one per id)
 	for i, r := range reqs {
 		x.start[i] = int32(len(x.chains))
 		p := int32(-1)
@@ -157,19 +168,45 @@ func (x *kvShare) span(ri int32, i int) (c int32, first, end int) {
 	return x.chains[int(x.start[ri])+k], k * x.hb / x.bs, (k + 1) * x.hb / x.bs
 }
 
-// hold returns chain c's slots (header first), allocating them.
-func (x *kvShare) hold(c int32) []shareSlot {
-	if x.base[c] < 0 {
-		if l := len(x.spare); l > 0 {
-			x.base[c], x.spare = x.spare[l-1], x.spare[:l-1]
-		} else {
-			x.base[c] = int32(len(x.slab))
-			for range x.width + 1 {
-				x.slab = append(x.slab, shareSlot{owner: -1})
-			}
+// slots returns chain c's head and slots (c held).
+func (x *kvShare) slots(c int32) (*chainHead, []shareSlot) {
+	b := int(x.base[c])
+	return &x.heads[b], x.slab[b*x.width : (b+1)*x.width]
+}
+
+// hold gives chain c (nothing of it held) a head and slots, with request ri about
+// to take its slots from off on alone.
+func (x *kvShare) hold(c, ri int32, off int) {
+	if l := len(x.spare); l > 0 {
+		x.base[c], x.spare = x.spare[l-1], x.spare[:l-1]
+	} else {
+		x.base[c] = int32(len(x.heads))
+		x.heads = append(x.heads, chainHead{})
+		for range x.width {
+			x.slab = append(x.slab, shareSlot{owner: -1})
 		}
 	}
-	return x.slab[x.base[c] : int(x.base[c])+x.width+1]
+	x.heads[x.base[c]] = chainHead{solo: ri, lo: int32(off), hi: int32(off)}
+}
+
+// release gives back chain c's place once nothing of it is held (every slot is
+// ref 0, owner −1 again).
+func (x *kvShare) release(c int32) {
+	x.spare = append(x.spare, x.base[c])
+	x.base[c] = -1
+}
+
+// writeOut writes the solo holder's slots of a chain (head h, slots sl) out: ref 1,
+// owned by it when it computed the block (at or past its hit blocks hit, chain
+// offset).
+func writeOut(h *chainHead, sl []shareSlot, hitOff int) {
+	for j := h.lo; j < h.hi; j++ {
+		sl[j] = shareSlot{ref: 1, owner: -1}
+		if int(j) >= hitOff {
+			sl[j].owner = h.solo
+		}
+	}
+	h.solo = -1
 }
 
 // hitBlocks is the number of leading blocks r finds cached at admission.
@@ -184,10 +221,15 @@ func (s *sim) kvShareHeld(ri int32, from, to int) int {
 	for i := from; i < to; {
 		c, first, end := x.span(ri, i)
 		end = min(end, to)
-		if b := int(x.base[c]); b >= 0 {
-			for _, sl := range x.slab[b+1+i-first : b+1+end-first] {
-				if sl.ref > 0 {
-					n++
+		if x.base[c] >= 0 {
+			h, sl := x.slots(c)
+			if h.solo >= 0 { // lo..hi−1 held
+				n += max(min(end-first, int(h.hi))-max(i-first, int(h.lo)), 0)
+			} else {
+				for _, q := range sl[i-first : end-first] {
+					if q.ref > 0 {
+						n++
+					}
 				}
 			}
 		}
@@ -207,23 +249,34 @@ func (s *sim) kvShareTake(ri int32, from, to int) {
 	for i := from; i < to; {
 		c, first, end := x.span(ri, i)
 		end = min(end, to)
-		sl := x.hold(c)
+		if x.base[c] < 0 {
+			x.hold(c, ri, i-first)
+		}
+		h, sl := x.slots(c)
+		if h.solo == ri && int(h.hi) == i-first { // alone: every block canonical, its own
+			h.hi = int32(end - first)
+			h.held += int32(end - i)
+			i = end
+			continue
+		}
+		if h.solo >= 0 {
+			writeOut(h, sl, s.hitBlocks(&s.reqs[h.solo])-first)
+		}
 		for j := i; j < end; j++ {
-			q := &sl[1+j-first]
+			q := &sl[j-first]
 			switch {
 			case j < hit:
 				if q.ref == 0 {
-					sl[0].ref++
+					h.held++
 				}
 				q.ref++
 			case q.ref == 0:
 				q.ref, q.owner = 1, ri
-				sl[0].ref++
+				h.held++
 			}
 		}
-		if sl[0].ref == 0 { // only duplicates: nothing of the chain held
-			x.spare = append(x.spare, x.base[c])
-			x.base[c] = -1
+		if h.held == 0 { // only duplicates: nothing of the chain held
+			x.release(c)
 		}
 		i = end
 	}
@@ -240,31 +293,35 @@ func (s *sim) kvShareDrop(ri int32) int {
 	for i := 0; i < to; {
 		c, first, end := x.span(ri, i)
 		end = min(end, to)
-		b := int(x.base[c])
-		if b < 0 { // only private duplicates of ri in this chain
-			i = end
-			continue
+		from := i
+		i = end
+		if x.base[c] < 0 {
+			continue // only private duplicates of ri in this chain
 		}
-		sl := x.slab[b : b+x.width+1]
-		for j := i; j < end; j++ {
-			q := &sl[1+j-first]
+		h, sl := x.slots(c)
+		if h.solo >= 0 {
+			if h.solo == ri { // its blocks alone: all freed
+				x.release(c)
+			}
+			continue // another's alone: ri's are private duplicates
+		}
+		for j := from; j < end; j++ {
+			q := &sl[j-first]
 			if j >= hit && q.owner != ri {
-				continue // a private duplicate
+				continue // not held by ri, or a private duplicate
 			}
 			if q.ref--; q.ref > 0 {
 				kept++
 			} else {
-				sl[0].ref--
+				h.held--
 			}
 			if q.owner == ri {
 				q.owner = -1
 			}
 		}
-		if sl[0].ref == 0 {
-			x.spare = append(x.spare, x.base[c])
-			x.base[c] = -1
+		if h.held == 0 {
+			x.release(c)
 		}
-		i = end
 	}
 	return kept
 }

@@ -181,7 +181,7 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
 	}
-	if s.kv.on && s.kvFree != s.kv.capBlocks { // every request finished: every block is free again
+	if s.kv.on && (s.kvFree != s.kv.capBlocks || (s.share != nil && len(s.share.spare) != len(s.share.heads))) { // every request finished: every block is free again
 		return nil, fmt.Errorf("queueing: %d of %d KV blocks still held after the replay (internal)", s.kv.capBlocks-s.kvFree, s.kv.capBlocks)
 	}
 	if s.kv.ctx != nil && s.kv.peakDemand > s.kv.capBlocks {
