@@ -68,9 +68,12 @@ type shareSlot struct {
 // newKVShare builds the shared-block state of reqs (hash ids of hb-token blocks)
 // for an engine of block size bs; nil when no two requests name a common chain.
 func newKVShare(reqs []TraceRequest, hb, bs int) *kvShare {
+	ids := func(r *TraceRequest) []int64 { // ids past the prompt name nothing of it
+		return r.HashIDs[:min(len(r.HashIDs), (r.ISL+hb-1)/hb)]
+	}
 	n := 0
-	for _, r := range reqs {
-		n += len(r.HashIDs)
+	for i := range reqs {
+		n += len(ids(&reqs[i]))
 	}
 	if n == 0 {
 		return nil
@@ -87,8 +90,8 @@ func newKVShare(reqs []TraceRequest, hb, bs int) *kvShare {
 	}
 	small, maxID := true, int64(0)
 scan:
-	for _, r := range reqs {
-		for _, h := range r.HashIDs {
+	for i := range reqs {
+		for _, h := range ids(&reqs[i]) {
 			if h < 0 || h >= 4*int64(n) {
 				small = false
 				break scan
@@ -105,10 +108,10 @@ scan:
 	}
 	var other map[link]int32
 	parent, uses := make([]int32, 0, n), make([]int32, 0, n) // per dense chain (at most one per id)
-	for i, r := range reqs {
+	for i := range reqs {
 		x.start[i] = int32(len(x.chains))
 		p := int32(-1)
-		for _, h := range r.HashIDs {
+		for _, h := range ids(&reqs[i]) {
 			var c int32
 			ok := false
 			if dense != nil {
@@ -326,17 +329,16 @@ func (s *sim) kvShareDrop(ri int32) int {
 	return kept
 }
 
-// checkHashIDs validates the hash ids of a trace replay.
+// checkHashIDs validates the hash ids of a trace replay: they need the tokens one
+// id covers. Ids past the prompt (more than ⌈isl / hb⌉) name nothing of it and are
+// ignored, as by the reuse oracle.
 func checkHashIDs(reqs []TraceRequest, hb int) error {
+	if hb >= 1 {
+		return nil
+	}
 	for i, r := range reqs {
-		if len(r.HashIDs) == 0 {
-			continue
-		}
-		if hb < 1 {
+		if len(r.HashIDs) > 0 {
 			return fmt.Errorf("trace request %d: %d hash ids but options hash_block = %d: set the tokens one hash id covers (≥ 1)", i, len(r.HashIDs), hb)
-		}
-		if mx := (r.ISL + hb - 1) / hb; len(r.HashIDs) > mx {
-			return fmt.Errorf("trace request %d: %d hash ids for isl %d: at most %d (one per %d tokens)", i, len(r.HashIDs), r.ISL, mx, hb)
 		}
 	}
 	return nil

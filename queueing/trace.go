@@ -30,7 +30,8 @@ type TraceRequest struct {
 	// by content (a trace's hash ids, e.g. Mooncake's: the content of block k is fixed
 	// by ids 0..k). With a KV capacity and Options.PrefixCaching (vLLM), a prompt
 	// block of the cached prefix that another running request holds is counted once
-	// in the pool (ref-counted, V-R9; kv_share.go), as the engine holds it.
+	// in the pool (ref-counted, V-R9; kv_share.go), as the engine holds it. Ids past
+	// the prompt (more than ⌈ISL / HashBlock⌉) are ignored.
 	HashIDs []int64
 }
 
