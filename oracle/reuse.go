@@ -593,6 +593,9 @@ func (t *reuseTree) evict(v int32) {
 }
 
 // ReuseRequest is one request of ReusePinned: when it runs and what it holds.
+// ArrivalMs is when it looks its prefix up, stores its prompt and starts holding
+// KV — its admission rather than its arrival when it queued (trace replays pass the
+// first replay's first-token instant) —, FinishMs when it frees its KV.
 type ReuseRequest struct {
 	ArrivalMs, FinishMs float64
 	ISL, OSL            int

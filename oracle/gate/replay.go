@@ -267,8 +267,8 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 	}
 	if rs != nil && rep.KVUtilPeak > oracle.KVBoundUtil { // KV-bound: hits under the KV running requests pin
 		rr := make([]oracle.ReuseRequest, len(reqs))
-		for i, r := range rep.Requests {
-			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: reqs[i].HashIDs}
+		for i, r := range rep.Requests { // held from its prompt's KV (first token), as trace replay
+			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs + r.TTFTMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: reqs[i].HashIDs}
 		}
 		hits, err := oracle.ReusePinned(oracle.ReuseConfig{Backend: f.Engine.Backend, KVBlocks: blocks,
 			BlockSize: f.Engine.BlockSize, HashBlock: trace.DefaultHashBlock}, rr)
