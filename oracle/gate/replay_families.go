@@ -76,9 +76,10 @@ func ReplayFamilies() []ReplayFamily {
 	kv.KVTokens = 20000 * 16
 	// KV-bound with shared prefixes: the calendar gets the pool (its vLLM KV model:
 	// preemption, recompute from the victim's cached blocks), hits from the reuse oracle
-	// with running requests' KV pinned, and holds a prefix block that several running
-	// requests hit once (every Mooncake conversation request starts with one common
-	// 512-token block; V-R9 ref_cnt, queueing kv_share.go) — counted once per request,
-	// fewer requests fit and it was known-failing (TTFT p50 +4.9 %, TPOT −3.4 %)
+	// with running requests' KV pinned from their first token, and holds a prefix block
+	// that several running requests hit once (every Mooncake conversation request
+	// starts with one common 512-token block; V-R9 ref_cnt, queueing kv_share.go) —
+	// counted once per request, fewer requests fit and it was known-failing (TTFT p50
+	// +4.9 %, TPOT −3.4 %)
 	return append(fs, kv)
 }
