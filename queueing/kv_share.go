@@ -80,10 +80,11 @@ func newKVShare(reqs []TraceRequest, hb, bs int) *kvShare {
 	}
 	x := &kvShare{hb: hb, bs: bs, width: (hb+bs-1)/bs + 1, chains: make([]int32, 0, n),
 		start: make([]int32, len(reqs)+1), keyed: make([]int32, len(reqs))}
-	// Dense chain ids: a chain is (its parent chain, its last id). Trace ids name
-	// their whole prefix as a rule, so the id alone is looked up first (in a slice
-	// when the ids are small and dense, as Mooncake's running numbers are) and the
-	// parent checked; an id met under another parent is a chain of its own.
+	// Chain ids: a chain is (its parent chain, its last id). Trace ids name their
+	// whole prefix as a rule, so a chain's id is its last hash id itself when the ids
+	// are small (Mooncake's running numbers: no table) or a dense number given by
+	// id (a map), and the parent is checked; an id met under another parent is a
+	// chain of its own, numbered after the others.
 	type link struct {
 		parent int32
 		id     int64
@@ -99,45 +100,46 @@ scan:
 			maxID = max(maxID, h)
 		}
 	}
-	var dense []int32 // by id when small: c + 1, 0 = none
+	const none = -2    // parent of a chain id not met yet
+	var parent []int32 // per chain id
+	var uses []uint8   // per chain id: requests naming it, up to 2
 	var byID map[int64]int32
 	if small {
-		dense = make([]int32, maxID+1)
+		parent, uses = make([]int32, maxID+1), make([]uint8, maxID+1)
+		for c := range parent {
+			parent[c] = none
+		}
 	} else {
 		byID = make(map[int64]int32, n/2)
 	}
 	var other map[link]int32
-	parent, uses := make([]int32, 0, n), make([]int32, 0, n) // per dense chain (at most one per id)
 	for i := range reqs {
 		x.start[i] = int32(len(x.chains))
 		p := int32(-1)
 		for _, h := range ids(&reqs[i]) {
-			var c int32
-			ok := false
-			if dense != nil {
-				c, ok = dense[h]-1, dense[h] > 0
-			} else {
-				c, ok = byID[h]
+			c := int32(h)
+			if !small {
+				var ok bool
+				if c, ok = byID[h]; !ok {
+					c = int32(len(parent))
+					byID[h] = c
+					parent, uses = append(parent, none), append(uses, 0)
+				}
 			}
-			if ok && parent[c] != p {
+			if parent[c] == none {
+				parent[c] = p
+			} else if parent[c] != p {
 				if other == nil {
 					other = map[link]int32{}
 				}
+				var ok bool
 				if c, ok = other[link{p, h}]; !ok {
-					c = int32(len(uses))
+					c = int32(len(parent))
 					other[link{p, h}] = c
 					parent, uses = append(parent, p), append(uses, 0)
 				}
-			} else if !ok {
-				c = int32(len(uses))
-				if dense != nil {
-					dense[h] = c + 1
-				} else {
-					byID[h] = c
-				}
-				parent, uses = append(parent, p), append(uses, 0)
 			}
-			uses[c]++
+			uses[c] = min(uses[c]+1, 2)
 			x.chains = append(x.chains, c)
 			p = c
 		}
@@ -156,7 +158,7 @@ scan:
 	if !shared {
 		return nil
 	}
-	x.base = make([]int32, len(uses))
+	x.base = parent // no longer needed: its memory holds base
 	for c := range x.base {
 		x.base[c] = -1
 	}
