@@ -31,9 +31,10 @@ import "fmt"
 // kvShare is the shared-block state of one replay (nil: nothing shared).
 type kvShare struct {
 	hb, bs int
-	// chains[start[r]+k] is the dense id of request r's chain k (hash ids 0..k);
-	// keyed[r] is the number of its leading full blocks whose content another
-	// request of the trace can name.
+	// chains[start[r]+k] is the id of request r's chain k (hash ids 0..k), for its
+	// leading chains that another request of the trace names; keyed[r] is the
+	// number of its leading full blocks in them (whose content another request can
+	// name).
 	chains []int32
 	start  []int32
 	keyed  []int32
@@ -78,8 +79,7 @@ func newKVShare(reqs []TraceRequest, hb, bs int) *kvShare {
 	if n == 0 {
 		return nil
 	}
-	x := &kvShare{hb: hb, bs: bs, width: (hb+bs-1)/bs + 1, chains: make([]int32, 0, n),
-		start: make([]int32, len(reqs)+1), keyed: make([]int32, len(reqs))}
+	x := &kvShare{hb: hb, bs: bs, width: (hb+bs-1)/bs + 1, start: make([]int32, len(reqs)+1), keyed: make([]int32, len(reqs))}
 	// Chain ids: a chain is (its parent chain, its last id). Trace ids name their
 	// whole prefix as a rule, so a chain's id is its last hash id itself when the ids
 	// are small (Mooncake's running numbers: no table) or a dense number given by
@@ -113,48 +113,54 @@ scan:
 		byID = make(map[int64]int32, n/2)
 	}
 	var other map[link]int32
-	for i := range reqs {
-		x.start[i] = int32(len(x.chains))
+	// chain returns the id of chain (p, h), numbering it when new.
+	chain := func(p int32, h int64) int32 {
+		c := int32(h)
+		if !small {
+			var ok bool
+			if c, ok = byID[h]; !ok {
+				c = int32(len(parent))
+				byID[h] = c
+				parent, uses = append(parent, none), append(uses, 0)
+			}
+		}
+		if parent[c] == none {
+			parent[c] = p
+		} else if parent[c] != p {
+			if other == nil {
+				other = map[link]int32{}
+			}
+			var ok bool
+			if c, ok = other[link{p, h}]; !ok {
+				c = int32(len(parent))
+				other[link{p, h}] = c
+				parent, uses = append(parent, p), append(uses, 0)
+			}
+		}
+		return c
+	}
+	for i := range reqs { // count the requests naming each chain
 		p := int32(-1)
 		for _, h := range ids(&reqs[i]) {
-			c := int32(h)
-			if !small {
-				var ok bool
-				if c, ok = byID[h]; !ok {
-					c = int32(len(parent))
-					byID[h] = c
-					parent, uses = append(parent, none), append(uses, 0)
-				}
-			}
-			if parent[c] == none {
-				parent[c] = p
-			} else if parent[c] != p {
-				if other == nil {
-					other = map[link]int32{}
-				}
-				var ok bool
-				if c, ok = other[link{p, h}]; !ok {
-					c = int32(len(parent))
-					other[link{p, h}] = c
-					parent, uses = append(parent, p), append(uses, 0)
-				}
-			}
-			uses[c] = min(uses[c]+1, 2)
-			x.chains = append(x.chains, c)
-			p = c
+			p = chain(p, h)
+			uses[p] = min(uses[p]+1, 2)
 		}
 	}
-	x.start[len(reqs)] = int32(len(x.chains))
 	shared := false
-	for i, r := range reqs {
-		cs := x.chains[x.start[i]:x.start[i+1]]
-		m := 0 // leading chains another request names (whoever names a chain names its prefix)
-		for m < len(cs) && uses[cs[m]] > 1 {
+	for i, r := range reqs { // keep each request's leading chains another request names
+		x.start[i] = int32(len(x.chains))
+		p, m := int32(-1), 0 // whoever names a chain names its prefix: they lead
+		for _, h := range ids(&r) {
+			if p = chain(p, h); uses[p] < 2 {
+				break
+			}
+			x.chains = append(x.chains, p)
 			m++
 		}
 		x.keyed[i] = int32(min(m*hb, r.ISL) / bs)
 		shared = shared || x.keyed[i] > 0
 	}
+	x.start[len(reqs)] = int32(len(x.chains))
 	if !shared {
 		return nil
 	}
