@@ -603,10 +603,11 @@ type ReuseRequest struct {
 }
 
 // ReusePinned replays reqs through a new cache with each request pinning its KV from
-// arrival to finish (AddAt, in arrival order, ties in input order; every request is
-// announced first, as Expect) and returns each request's hit, in input order. The
-// run times come from a replay that took its hits unpinned (Add): the hits then
-// account for the KV that running requests hold, as the engines' caches do.
+// its ArrivalMs (its admission, ReuseRequest) to finish (AddAt, in that order, ties in
+// input order; every request is announced first, as Expect) and returns each
+// request's hit, in input order. The run times come from a replay that took its hits
+// unpinned (Add): the hits then account for the KV that running requests hold, as
+// the engines' caches do.
 func ReusePinned(cfg ReuseConfig, reqs []ReuseRequest) ([]int, error) {
 	s, err := NewReuse(cfg)
 	if err != nil {
