@@ -183,7 +183,11 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 		return nil, err
 	}
 	if s.kv.on && (s.kvFree != s.kv.capBlocks || (s.share != nil && len(s.share.spare) != len(s.share.heads))) { // every request finished: every block is free again
-		return nil, fmt.Errorf("queueing: %d of %d KV blocks still held after the replay (internal)", s.kv.capBlocks-s.kvFree, s.kv.capBlocks)
+		held := 0
+		if s.share != nil {
+			held = len(s.share.heads) - len(s.share.spare)
+		}
+		return nil, fmt.Errorf("queueing: KV still held after the replay: %d of %d blocks, %d shared chains (internal)", s.kv.capBlocks-s.kvFree, s.kv.capBlocks, held)
 	}
 	if s.kv.ctx != nil && s.kv.peakDemand > s.kv.capBlocks {
 		return nil, inputErr(&SessionKVError{PeakBlocks: s.kv.peakDemand, PoolBlocks: s.kv.capBlocks, BlockSize: e.BlockSize, AtMs: s.kv.peakAtMs - e.StageMs})
