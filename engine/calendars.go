@@ -125,7 +125,7 @@ func (sglang) Validate(s Spec) error {
 		}
 	}
 	if s.AsyncScheduling {
-		return fmt.Errorf("engine async_scheduling: the SGLang overlap scheduler is not modelled by the calendar; set async_scheduling=false")
+		return fmt.Errorf("engine async_scheduling: the SGLang overlap scheduler is not modelled (calendar or oracle); set async_scheduling=false")
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func TestValidateNamesKnob(t *testing.T) {
 		{func(s *Spec) {
 			s.Backend, s.AsyncScheduling, s.MaxPrefillTokens, s.EnableChunkedPrefill = SGLang, true, 1, false
 		},
-			"engine async_scheduling: the SGLang overlap scheduler is not modelled by the calendar; set async_scheduling=false"},
+			"engine async_scheduling: the SGLang overlap scheduler is not modelled (calendar or oracle); set async_scheduling=false"},
 		{func(s *Spec) { s.Backend, s.MaxBatchSize, s.MaxNumTokens = TRTLLM, 1, 64 },
 			`engine capacity_policy "": use guaranteed_no_evict or max_utilization`},
 	} {

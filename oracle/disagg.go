@@ -86,9 +86,6 @@ func (c *DisaggConfig) Validate() error {
 		if err := ValidateEngine(p.p.Engine); err != nil {
 			return fmt.Errorf("disagg %s %w", p.name, err)
 		}
-		if err := checkBackend(&p.p.Engine); err != nil {
-			return fmt.Errorf("disagg %s %w", p.name, err)
-		}
 		if p.p.Engine.EnablePrefixCaching {
 			return fmt.Errorf("disagg %s engine enable_prefix_caching: prefix caching is not simulated in disaggregated runs; set it to false", p.name)
 		}

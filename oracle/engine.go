@@ -6,29 +6,21 @@ import (
 	"github.com/aicdb/aicdb/engine"
 )
 
-// ValidateEngine reports the first knob of e the oracle cannot simulate with,
-// naming it as the scenario file does. Sizes are in tokens unless named blocks;
-// the KV pool is e.GPUBlocks() blocks of e.BlockSize tokens (for vLLM block 0 is
-// the null block, so usable = GPUBlocks − 1) and, unlike the queueing model's, is
-// always bounded. Only the knobs of the selected backend are consulted.
+// ValidateEngine reports the first knob of e the oracle cannot simulate with.
+// The knobs are the engine's own checks (engine.Spec.Validate: ranges, then the
+// backend calendar's, which reject SGLang's overlap scheduler — simulated no more
+// than calendared), so the oracle and the queueing model accept the same
+// engines; the oracle adds only its KV pool: e.GPUBlocks() blocks of e.BlockSize
+// tokens (for vLLM block 0 is the null block, so usable = GPUBlocks − 1), which,
+// unlike the queueing model's, is always bounded. Scenario files name some knobs
+// their own way (SGLang max_running_requests, capacity_policy in capitals): their
+// reader checks those spellings before this.
 func ValidateEngine(e engine.Spec) error {
-	if err := positiveKnob("block_size", e.BlockSize); err != nil {
+	if err := e.Validate(); err != nil {
 		return err
 	}
 	if n := e.GPUBlocks(); n < 2 {
 		return fmt.Errorf("engine num_gpu_blocks = %d: must be ≥ 2 (block 0 is the null block)", n)
-	}
-	r, ok := rulesFor(e.Backend)
-	if !ok {
-		return fmt.Errorf("engine backend = %q: must be vllm, sglang or trtllm", string(e.Backend))
-	}
-	return r.validate(&e)
-}
-
-// positiveKnob reports engine knob name = v unless v > 0.
-func positiveKnob(name string, v int) error {
-	if v <= 0 {
-		return fmt.Errorf("engine %s = %d: must be > 0", name, v)
 	}
 	return nil
 }

@@ -68,9 +68,18 @@ func randomCase(rng *rand.Rand) (engine.Spec, []workload.Request) {
 func TestPropertyInvariants(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	tm := timing.Linear{BaseMs: 1, PrefillMsPerToken: 0.1, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.001}
-	done, failed := 0, 0
+	done, failed, rejected := 0, 0, 0
 	for it := 0; it < 600; it++ {
 		e, reqs := randomCase(rng)
+		if verr := e.Validate(); verr != nil {
+			// An engine the calendar rejects (TRT-LLM chunking with max_num_tokens
+			// below one block) the oracle rejects too, with the same message.
+			if _, err := oracle.New(e, tm, oracle.Options{}); err == nil || err.Error() != verr.Error() {
+				t.Fatalf("case %d: engine says %v, oracle %v", it, verr, err)
+			}
+			rejected++
+			continue
+		}
 		run := func() (*oracle.Result, error) {
 			s, err := oracle.New(e, tm, oracle.Options{PassLog: true})
 			if err != nil {
@@ -128,7 +137,7 @@ func TestPropertyInvariants(t *testing.T) {
 		}
 	}
 	if done < 300 {
-		t.Fatalf("only %d of 600 random cases completed (%d reported as unfinishable): generator too tight", done, failed)
+		t.Fatalf("only %d of 600 random cases completed (%d reported as unfinishable, %d invalid engines): generator too tight", done, failed, rejected)
 	}
 }
 

@@ -1,8 +1,6 @@
 package oracle
 
 import (
-	"fmt"
-
 	"github.com/aicdb/aicdb/engine"
 )
 
@@ -13,9 +11,6 @@ import (
 // Knobs that are traits (overlap, per-pass KV, first-token recompute …) stay in
 // engine.Calendar. This is the oracle's own seam, independent of queueing's.
 type engineRules interface {
-	// validate reports the first of the backend's own knobs of e the oracle
-	// cannot simulate with, named as the scenario file does (ValidateEngine).
-	validate(e *engine.Spec) error
 	// init prepares the backend's state on a new Sim.
 	init(s *Sim)
 	// schedule forms the next pass into pb.
@@ -59,44 +54,6 @@ func rulesFor(b engine.Backend) (engineRules, bool) {
 		}
 	}
 	return nil, false
-}
-
-func (vllmRules) validate(e *engine.Spec) error {
-	if err := positiveKnob("max_num_batched_tokens", e.MaxNumBatchedTokens); err != nil {
-		return err
-	}
-	if err := positiveKnob("max_num_seqs", e.MaxNumSeqs); err != nil {
-		return err
-	}
-	if e.LongPrefillTokenThreshold < 0 {
-		return fmt.Errorf("engine long_prefill_token_threshold = %d: must be ≥ 0 (0 = off)", e.LongPrefillTokenThreshold)
-	}
-	return nil
-}
-
-func (sglangRules) validate(e *engine.Spec) error {
-	if e.EnableChunkedPrefill {
-		if err := positiveKnob("chunked_prefill_size", e.ChunkedPrefillSize); err != nil {
-			return err
-		}
-	}
-	if err := positiveKnob("max_prefill_tokens", e.MaxPrefillTokens); err != nil {
-		return err
-	}
-	return positiveKnob("max_running_requests", e.MaxNumSeqs)
-}
-
-func (trtRules) validate(e *engine.Spec) error {
-	if err := positiveKnob("max_batch_size", e.MaxBatchSize); err != nil {
-		return err
-	}
-	if err := positiveKnob("max_num_tokens", e.MaxNumTokens); err != nil {
-		return err
-	}
-	if e.CapacityPolicy != engine.PolicyGuaranteedNoEvict && e.CapacityPolicy != engine.PolicyMaxUtilization {
-		return fmt.Errorf("engine capacity_policy = %q: must be %s or %s", e.CapacityPolicy, scenarioNoEvict, scenarioMaxUtilization)
-	}
-	return nil
 }
 
 func (vllmRules) init(*Sim) {}

@@ -295,12 +295,16 @@ func (re *rawEngine) engine() (engine.Spec, error) {
 	e.MaxPrefillTokens = geti(re.MaxPrefillTokens)
 	e.EnableMixedChunk = getb(re.EnableMixedChunk)
 	if e.Backend == engine.SGLang { // SGLang names its seat cap max_running_requests (S-R4)
-		e.MaxNumSeqs = geti(re.MaxRunningRequests)
+		if e.MaxNumSeqs = geti(re.MaxRunningRequests); e.MaxNumSeqs <= 0 {
+			return e, fmt.Errorf("scenario: engine max_running_requests = %d: must be > 0", e.MaxNumSeqs)
+		}
 	}
 	e.MaxBatchSize = geti(re.MaxBatchSize)
 	e.MaxNumTokens = geti(re.MaxNumTokens)
 	if re.CapacityPolicy != nil {
-		e.CapacityPolicy = capacityPolicy(*re.CapacityPolicy)
+		if e.CapacityPolicy, err = capacityPolicy(*re.CapacityPolicy); err != nil {
+			return e, err
+		}
 	}
 	if err := ValidateEngine(e); err != nil {
 		return e, fmt.Errorf("scenario: %w", err)
@@ -309,16 +313,16 @@ func (re *rawEngine) engine() (engine.Spec, error) {
 }
 
 // capacityPolicy reads a scenario's capacity_policy (GUARANTEED_NO_EVICT or
-// MAX_UTILIZATION) as the engine's policy; any other value is kept for
-// ValidateEngine to reject.
-func capacityPolicy(s string) string {
+// MAX_UTILIZATION) as the engine's policy; any other value is an error in the
+// scenario's spelling (the engine's own check would name its lower-case one).
+func capacityPolicy(s string) (string, error) {
 	switch s {
 	case scenarioNoEvict:
-		return engine.PolicyGuaranteedNoEvict
+		return engine.PolicyGuaranteedNoEvict, nil
 	case scenarioMaxUtilization:
-		return engine.PolicyMaxUtilization
+		return engine.PolicyMaxUtilization, nil
 	}
-	return s
+	return "", fmt.Errorf("scenario: engine capacity_policy = %q: must be %s or %s", s, scenarioNoEvict, scenarioMaxUtilization)
 }
 
 func (rt *rawTiming) timing() (timing.Timing, error) {

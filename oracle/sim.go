@@ -160,9 +160,6 @@ func New(eng engine.Spec, t timing.Timing, opt Options) (*Sim, error) {
 	if err := ValidateEngine(eng); err != nil {
 		return nil, err
 	}
-	if err := checkBackend(&eng); err != nil {
-		return nil, err
-	}
 	if t == nil {
 		return nil, errors.New("oracle: timing is nil; pass a timing.Timing")
 	}

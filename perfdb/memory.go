@@ -215,6 +215,14 @@ func kvBudgetParams(backend, version string, static bool, capacity float64, tp, 
 // ServerArgs' capacity-tiered default): capacity minus the reserve for
 // chunked prefill, parallel slack, decode graphs and DP-attention padding.
 func sglangMemFractionStatic(capacityBytes float64, tp, pp, dp int) float64 {
+	return SGLangMemFractionStatic(capacityBytes, tp, pp, dp, 0)
+}
+
+// SGLangMemFractionStatic is SGLang's default mem_fraction_static for a GPU of
+// capacityBytes (sglangMemFractionStatic). graphMaxBS > 0 is the cuda_graph_max_bs
+// a launch's --cuda-graph-bs list gives (SGLang takes its maximum); 0 keeps the
+// capacity tier's default.
+func SGLangMemFractionStatic(capacityBytes float64, tp, pp, dp, graphMaxBS int) float64 {
 	mb := capacityBytes / (1 << 20)
 	var chunk, graphBS float64
 	switch {
@@ -237,6 +245,9 @@ func sglangMemFractionStatic(capacityBytes float64, tp, pp, dp int) float64 {
 		}
 	default:
 		chunk, graphBS = 16384, 512
+	}
+	if graphMaxBS > 0 {
+		graphBS = float64(graphMaxBS)
 	}
 	res := 512 + 1.5*chunk + float64(tp*pp)/8*1024 + graphBS*2
 	if dp > 1 {

@@ -41,21 +41,79 @@ const maxBuckets = 1 << 12
 
 // add records value v (> 0) with weight w in bucket b (0 ≤ b < maxBuckets).
 func (bb *bucketBins) add(b int32, v, w float64) {
-	for int(b) >= len(bb.cache) {
-		bb.cache = append(bb.cache, binCache{i: -1})
-	}
-	c := &bb.cache[b]
+	c := bb.cacheOf(b)
 	if c.i >= 0 && v >= c.lo && v < c.hi {
 		a := &bb.acc[c.i]
 		a.w += w
 		a.sum += w * v
 		return
 	}
-	var k int64 = -1 << 50 // v ≤ 0 (not a gap; kept apart)
-	if v > 0 {
-		k = int64(math.Floor(math.Log(v) * invLogBin))
+	bb.place(b, c, bb.binAfter(c, v), v, w)
+}
+
+// addRows is add(r.bucket, v, r.n) for each row group r of a pass (the same gap in
+// several buckets): the bin of v is computed once, on the first cache miss.
+func (bb *bucketBins) addRows(rows []bucketRows, v float64) {
+	var bin vbin
+	have := false
+	for _, r := range rows {
+		c := bb.cacheOf(r.bucket)
+		if c.i >= 0 && v >= c.lo && v < c.hi {
+			a := &bb.acc[c.i]
+			a.w += r.n
+			a.sum += r.n * v
+			continue
+		}
+		if !have {
+			bin, have = bb.binAfter(c, v), true
+		}
+		bb.place(r.bucket, c, bin, v, r.n)
 	}
-	ck := k*maxBuckets + int64(b)
+}
+
+// cacheOf returns bucket b's last-bin cache.
+func (bb *bucketBins) cacheOf(b int32) *binCache {
+	for int(b) >= len(bb.cache) {
+		bb.cache = append(bb.cache, binCache{i: -1})
+	}
+	return &bb.cache[b]
+}
+
+// vbin is the bin of a value: its key and, for v > 0, the value range that
+// certainly falls in it (the cache's interval).
+type vbin struct {
+	k      int64
+	lo, hi float64
+}
+
+// binOf returns v's bin.
+func binOf(v float64) vbin {
+	if !(v > 0) {
+		return vbin{k: -1 << 50} // v ≤ 0 (not a gap; kept apart)
+	}
+	k := int64(math.Floor(math.Log(v) * invLogBin))
+	return vbin{k: k, lo: math.Exp(float64(k)/invLogBin) * (1 + 1e-12), hi: math.Exp(float64(k+1)/invLogBin) * (1 - 1e-12)}
+}
+
+// binAfter is binOf(v), derived without logarithms when v lies in the bin right
+// above the cached one c (a decode stretch's pass lengths grow by less than a bin
+// per pass): bin k + 1 spans [B, B·(1 + binStep)) for B the cached bin's upper
+// edge, and the derived range keeps inside it by a margin (2e-12 relative) far above
+// the rounding of c.hi and of binOf's floor(log(v)·invLogBin), so a value it admits
+// is one binOf puts in bin k + 1.
+func (bb *bucketBins) binAfter(c *binCache, v float64) vbin {
+	if c.i >= 0 && v >= c.hi {
+		lo, hi := c.hi*(1+3e-12), c.hi*(1+binStep)*(1-2e-12)
+		if v >= lo && v < hi {
+			return vbin{k: bb.acc[c.i].key + 1, lo: lo, hi: hi}
+		}
+	}
+	return binOf(v)
+}
+
+// place adds (v, w) to bin `bin` of bucket b and points b's cache c at it.
+func (bb *bucketBins) place(b int32, c *binCache, bin vbin, v, w float64) {
+	ck := bin.k*maxBuckets + int64(b)
 	if bb.idx == nil {
 		bb.idx = make(map[int64]int32, 256)
 	}
@@ -63,15 +121,13 @@ func (bb *bucketBins) add(b int32, v, w float64) {
 	if !ok {
 		i = int32(len(bb.acc))
 		bb.idx[ck] = i
-		bb.acc = append(bb.acc, bucketAcc{key: k, bucket: b})
+		bb.acc = append(bb.acc, bucketAcc{key: bin.k, bucket: b})
 	}
 	a := &bb.acc[i]
 	a.w += w
 	a.sum += w * v
 	if v > 0 {
-		c.i = i
-		c.lo = math.Exp(float64(k)/invLogBin) * (1 + 1e-12)
-		c.hi = math.Exp(float64(k+1)/invLogBin) * (1 - 1e-12)
+		c.i, c.lo, c.hi = i, bin.lo, bin.hi
 	} else {
 		c.i = -1
 	}
@@ -86,6 +142,50 @@ func (bb *bucketBins) dist(lo, hi int) Distribution {
 			sel = append(sel, a)
 		}
 	}
+	return mergeBins(sel)
+}
+
+// binSnap is one bin's weight and sum at a checkpoint (index into acc).
+type binSnap struct {
+	i      int32
+	w, sum float64
+}
+
+// snapFrom appends to dst the bins of buckets ≥ lo (in acc order), the only ones
+// values can still be added to when no bucket below lo receives any.
+func (bb *bucketBins) snapFrom(dst []binSnap, lo int32) []binSnap {
+	for i, a := range bb.acc {
+		if a.bucket >= lo {
+			dst = append(dst, binSnap{int32(i), a.w, a.sum})
+		}
+	}
+	return dst
+}
+
+// distSince returns the binned distribution of the values added (in any bucket
+// ≥ lo) since prev = snapFrom(lo): each bin's weight and sum less prev's.
+func (bb *bucketBins) distSince(prev []binSnap, lo int32) Distribution {
+	sel := make([]bucketAcc, 0, len(bb.acc))
+	j := 0
+	for i, a := range bb.acc {
+		if a.bucket < lo {
+			continue
+		}
+		if j < len(prev) && int(prev[j].i) == i {
+			a.w -= prev[j].w
+			a.sum -= prev[j].sum
+			j++
+		}
+		if a.w > 0 {
+			sel = append(sel, a)
+		}
+	}
+	return mergeBins(sel)
+}
+
+// mergeBins sorts sel by bin and merges each bin's buckets into one atom (their
+// weighted mean).
+func mergeBins(sel []bucketAcc) Distribution {
 	slices.SortFunc(sel, func(x, y bucketAcc) int { return cmp.Compare(x.key, y.key) })
 	atoms := make([]Atom, 0, len(sel))
 	for i := 0; i < len(sel); {

@@ -56,6 +56,13 @@ type Window struct {
 	Found    bool    `json:"limit_cycle"`
 	Horizon  int     `json:"horizon"`
 	SpreadMs float64 `json:"spread_ms,omitempty"`
+	// StatePeriodPasses and StatePeriodMs are the period of the scheduler-state cycle
+	// the run was measured on (statecycle.go; 0 when the generation rule decided):
+	// the steady requests are those that finished in StatePeriods such periods and
+	// Start, Length span their generations (Period is 0: no generation repeats).
+	StatePeriodPasses int     `json:"state_period_passes,omitempty"`
+	StatePeriodMs     float64 `json:"state_period_ms,omitempty"`
+	StatePeriods      int     `json:"state_periods,omitempty"`
 }
 
 // cycleDetector applies the rule online: samples arrive in completion order and

@@ -62,6 +62,10 @@ type Options struct {
 
 	spreadMs      float64 // initial spread of the closed-loop clients (internal)
 	transientOnly bool    // closed loop: stop once generation 0 has finished (internal)
+	// closed loop, tests: no scheduler-state rule (noStateCycle), or at least
+	// statePeriods whole state periods in its window (statecycle.go)
+	noStateCycle bool
+	statePeriods int
 }
 
 // Product defaults of a closed loop (issue 9): clients desynchronise (a mixture

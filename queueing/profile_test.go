@@ -49,6 +49,22 @@ func TestProfileEngineAIConfigurator(t *testing.T) {
 			with("sglang", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = 1, 3548, false })},
 		{"sglang decode", ProfileInput{Backend: "sglang", Role: "decode", Batch: 256, ISL: 100},
 			with("sglang", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = 256, 1600, false })},
+		// SGLang's chunked_prefill_size follows the GPU's memory (ServerArgs
+		// _handle_gpu_memory_settings): B200 (180 GiB) 16384, H200 (141 GB) 8192.
+		{"sglang agg b200", ProfileInput{Backend: "sglang", Role: "agg", Batch: 64, ISL: 1024, GPUMemBytes: 193273528320},
+			with("sglang", func(e *engine.Spec) {
+				e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.ChunkedPrefillSize = 64, 2524, true, 16384
+			})},
+		{"sglang agg h200", ProfileInput{Backend: "sglang", Role: "agg", Batch: 64, ISL: 1024, GPUMemBytes: 150754820096},
+			with("sglang", func(e *engine.Spec) {
+				e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.ChunkedPrefillSize = 64, 2524, true, 8192
+			})},
+		{"sglang agg 40 GiB", ProfileInput{Backend: "sglang", Role: "agg", Batch: 8, ISL: 1024, GPUMemBytes: 40 << 30},
+			with("sglang", func(e *engine.Spec) {
+				e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.ChunkedPrefillSize = 8, 2524, true, 4096
+			})},
+		{"vllm ignores the GPU", ProfileInput{Backend: "vllm", Role: "agg", Batch: 64, ISL: 1024, GPUMemBytes: 193273528320},
+			with("vllm", func(e *engine.Spec) { e.MaxNumSeqs, e.MaxNumBatchedTokens = 64, 2588 })},
 	}
 	for _, c := range cases {
 		got, err := ProfileEngine(ProfileAIConfigurator, c.in)

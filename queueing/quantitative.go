@@ -59,17 +59,13 @@ func (c *collector) onPass(s *sim, p *simPass, start, end float64) {
 			c.itl.add(r.bucket, end-r.last, 1)
 		}
 	}
-	for _, b := range pool {
-		c.itl.add(b.bucket, end-start, b.n)
-	}
+	c.itl.addRows(pool, end-start)
 	c.pool = pool
 }
 
 // onFast records the gaps of one fast-forwarded decode pass.
 func (c *collector) onFast(gap float64, rows []bucketRows) {
-	for _, b := range rows {
-		c.itl.add(b.bucket, gap, b.n)
-	}
+	c.itl.addRows(rows, gap)
 }
 
 // itlOf is the ITL distribution of the buckets [lo, hi).
@@ -186,12 +182,27 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 			s.reqs[nri].bucket = int32(r.gen + 1)
 		}
 	}
-	stop := det.ready
+	// The scheduler-state rule (statecycle.go) while no generation window is decided.
+	var sc *stateCycle
+	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle {
+		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1)}
+	}
+	stop := func() bool {
+		if det.ready() {
+			return true
+		}
+		return sc != nil && !det.decided && gen0 == C && sc.observe(s, col)
+	}
 	if o.transientOnly {
 		stop = func() bool { return gen0 == C }
 	}
 	if err := s.run(ctx, stop); err != nil {
 		return nil, err
+	}
+	// A window of whole state periods, unless the generation rule's window was
+	// complete first (its horizon came before the periods did).
+	if sc != nil && sc.done && !o.transientOnly {
+		return stateCycleReport(s, col, w, sc, horizon, delay, o.spreadMs)
 	}
 	if o.transientOnly {
 		rep, err := s.report(col, w, -1, -1)
@@ -205,43 +216,89 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	if err != nil {
 		return nil, err
 	}
-	// Throughput: each slot's window spans its steady requests back to back (the
-	// next request is sent at completion + turnaround and reaches the scheduler a
-	// round trip later), so slot s serves Length requests between the completion
-	// before its window and its last window completion; the slot rates add up.
+	if err := s.slotThroughput(rep, C, delay); err != nil {
+		return nil, err
+	}
+	wd := det.w
+	wd.SpreadMs = o.spreadMs
+	rep.Diagnostics.Windows = []Window{wd}
+	rep.Diagnostics.LimitCycle = limitCycleNote(rep.Diagnostics.Windows)
+	return rep, finite(rep)
+}
+
+// slotThroughput sets rep's throughputs and window instants from the steady
+// requests of a closed loop of C slots. Each slot's steady requests run back to
+// back (the next request is sent at completion + turnaround and reaches the
+// scheduler a round trip later), so slot s serves its n_s steady requests between
+// the completion before its first one (that arrival − delay) and its last steady
+// completion; the slot rates add up.
+func (s *sim) slotThroughput(rep *Report, C int, delay float64) error {
 	first := make([]float64, C)
 	last := make([]float64, C)
 	toks := make([]float64, C)
+	n := make([]int, C)
 	for i := range s.reqs {
 		r := &s.reqs[i]
 		if !r.steady {
 			continue
 		}
-		if r.gen == win0 {
+		if n[r.slot] == 0 || r.arrival-delay < first[r.slot] {
 			first[r.slot] = r.arrival - delay
 		}
-		if r.gen == win1-1 {
-			last[r.slot] = r.done
-		}
+		last[r.slot] = math.Max(last[r.slot], r.done)
+		n[r.slot]++
 		toks[r.slot] += float64(r.osl)
 	}
 	x, tok := 0.0, 0.0
 	for sl := 0; sl < C; sl++ {
 		d := last[sl] - first[sl]
-		if !(d > 0) {
-			return nil, fmt.Errorf("queueing: empty measurement window for slot %d (internal)", sl)
+		if n[sl] == 0 || !(d > 0) {
+			return fmt.Errorf("queueing: empty measurement window for slot %d (internal)", sl)
 		}
-		x += float64(win1-win0) / d
+		x += float64(n[sl]) / d
 		tok += toks[sl] / d
 	}
 	rep.ThroughputRPS = x * 1000
 	rep.OutputTokensPerS = tok * 1000
 	rep.Diagnostics.WindowStartMs = minOf(first)
 	rep.Diagnostics.WindowEndMs = maxOf(last)
-	wd := det.w
-	wd.SpreadMs = o.spreadMs
-	rep.Diagnostics.Windows = []Window{wd}
-	rep.Diagnostics.LimitCycle = limitCycleNote(rep.Diagnostics.Windows)
+	return nil
+}
+
+// stateCycleReport measures a closed loop on whole periods of its scheduler-state
+// cycle (statecycle.go), which ended at the clock: the steady requests are those
+// that finished in them (after the checkpoint's pass end, up to now; at least the
+// generation window's number per slot), the ITL every gap emitted in them, the
+// throughput the slots' rates over those requests (slotThroughput, as for a
+// generation window). Window reports the generations of those requests, Found with
+// the period in passes and ms (the generation Period stays 0) and the horizon the
+// generation rule had.
+func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, horizon int, delay, spreadMs float64) (*Report, error) {
+	t0, t1 := sc.ck.now, s.now
+	g0, g1 := math.MaxInt, -1
+	for i := range s.reqs {
+		r := &s.reqs[i]
+		r.steady = r.finished && r.done > t0 && r.done <= t1
+		if r.steady {
+			g0, g1 = min(g0, r.gen), max(g1, r.gen)
+		}
+	}
+	if g1 < 0 {
+		return nil, fmt.Errorf("queueing: a scheduler-state period with no completion (internal)")
+	}
+	rep, err := s.report(col, w, -1, -1)
+	if err != nil {
+		return nil, err
+	}
+	rep.ITL = col.itl.distSince(sc.ck.bins, sc.ck.minGen)
+	if rep.ITL.Len() == 0 {
+		rep.ITL = PointMass(0) // osl ≤ 1: no gaps
+	}
+	if err := s.slotThroughput(rep, w.Concurrency, delay); err != nil {
+		return nil, err
+	}
+	rep.Diagnostics.Windows = []Window{{Start: g0, Length: g1 - g0 + 1, Found: true, Horizon: horizon, SpreadMs: spreadMs,
+		StatePeriodPasses: sc.periodPasses, StatePeriodMs: sc.periodMs, StatePeriods: sc.periods}}
 	return rep, finite(rep)
 }
 

@@ -98,6 +98,8 @@ type sim struct {
 	decBuf    []int32 // SGLang decoders of the pass being built
 	chunkList []int32 // TRT-LLM contexts to size after the scan
 	rowBuf    []bucketRows
+	posBuf    []int32 // stateWalk's scratch: running position per request, −1 elsewhere
+	orderBuf  []int32 // stateOrder's scratch
 	// tokens[r] are the emission times of request r, when recorded (kept out of
 	// simReq so that the request slice holds no pointers: no write barriers or GC
 	// scanning on the hot path).
@@ -250,8 +252,8 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		for _, g := range gaps {
 			col.itl.add(g.bucket, g.gap, 1)
 		}
+		col.itl.addRows(pool, end-start)
 		for _, b := range pool {
-			col.itl.add(b.bucket, end-start, b.n)
 			at[b.bucket] = 0
 		}
 		col.pool, col.gaps = pool, gaps

@@ -37,10 +37,13 @@ func (s *SweepSpec) checkEngineSpec() error {
 //   - A config file (--engine-config) is applied over the profile's engine on
 //     every point (and over both pools of a disagg point).
 //
+// gpuMem is one GPU's memory (0 = not known), from which the profile sizes
+// SGLang's chunked_prefill_size.
+//
 // Disagg points record a prefill and a decode engine (roles of the profile's
 // rules; under defaults the backend's defaults, the decode pool capped at its
 // batch).
-func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
+func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error {
 	profile := s.EngineProfile
 	if profile == "" {
 		profile = queueing.ProfileDefaults
@@ -68,7 +71,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs) error {
 		r := engineconf.Resolved{Profile: profile, Config: cfgKeys}
 		role := func(role string, batch int) (engine.Spec, error) {
 			e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: p.Backend, Version: profileVersion(p.Backend, p.Version),
-				Role: role, Batch: batch, ISL: p.ISL, OSL: p.OSL})
+				Role: role, Batch: batch, ISL: p.ISL, OSL: p.OSL, GPUMemBytes: gpuMem})
 			if err != nil {
 				return e, err
 			}
@@ -147,7 +150,7 @@ func PointResolved(in store.PointInputs) (r engineconf.Resolved, recorded bool, 
 		return r, ok, err
 	}
 	pts := []store.PointInputs{in}
-	if err := resolveEngines(SweepSpec{Backend: in.Backend}, pts); err != nil {
+	if err := resolveEngines(SweepSpec{Backend: in.Backend}, pts, 0); err != nil {
 		return r, false, err
 	}
 	r, _, err = engineconf.DecodeResolved(pts[0].Engine)

@@ -23,6 +23,10 @@ type Resolved struct {
 	MaxPos                                                  int  // context length (max_position_embeddings; 0 = unknown)
 	DatabaseMode                                            string
 	GemmQuant, KVCacheQuant, FMHAQuant, MoEQuant, CommQuant string
+	// GPUMemBytes is one GPU's memory (0 = not known). Sweep sets it for SGLang
+	// under the aiconfigurator profile: SGLang sizes its chunked_prefill_size
+	// from it (queueing.ProfileInput.GPUMemBytes).
+	GPUMemBytes float64
 }
 
 // Evaluator prices operating points. Implementations must be safe for concurrent

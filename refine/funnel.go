@@ -73,6 +73,11 @@ type BestResult struct {
 	// FirstSessionsEvicted is the first such refusal.
 	SessionsEvicted      int
 	FirstSessionsEvicted string
+	// Points are every candidate row (Candidates of them, in the store's order)
+	// with the funnel's stored quantitative results put in by upgrade, as in Rows:
+	// their queueing values and tiers are what a new read of the filter gives,
+	// for reports on rows the answer left out (best's closest miss).
+	Points []store.Point
 }
 
 // Best runs the two-stage funnel (QUEUEING.md §7) over the stored points that match
@@ -273,6 +278,16 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 			return res, err
 		}
 	}
+	stored := make(map[string]store.Quantitative, len(quant))
+	for _, q := range quant {
+		stored[q.Key] = q // a later result replaces an earlier one, as in the store
+	}
+	for i := range cands {
+		if q, ok := stored[cands[i].Key]; ok {
+			upgrade(&cands[i], q)
+		}
+	}
+	res.Points = cands
 	return res, nil
 }
 

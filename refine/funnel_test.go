@@ -3,6 +3,7 @@ package refine
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -276,6 +277,14 @@ func TestBestFunnel(t *testing.T) {
 			if p.Q.Tier != store.TierQuantitative {
 				rt.Fatalf("--sla-refine left row %s at %s", p.Key[:8], p.Q.Tier)
 			}
+		}
+		// Points are what a new read of the filter gives once the results are stored.
+		again, err := s.SelectPoints(ctx, store.PointFilter{ISL: spec.ISL})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if !reflect.DeepEqual(res.Points, again) {
+			rt.Fatalf("Points differ from a new read: %d vs %d rows", len(res.Points), len(again))
 		}
 	})
 }

@@ -3,6 +3,7 @@ package refine
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
@@ -37,13 +38,26 @@ type kvPlan struct {
 }
 
 // planKV sizes e's KV pool from pt's memory model (unless the point's recorded
-// engine set one) and sets e.KVCapacityTokens. A worker whose weights + the KV of
+// engine set one; SGLang's by SGLang's own rule, perfdb SGLangKVPoolTokens) and
+// sets e.KVCapacityTokens. A worker whose weights + the KV of
 // one request do not fit gives an error wrapping perfdb.ErrOOM with the memory
 // arithmetic.
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
 	if e.KVCapacityTokens <= 0 {
-		n, err := pt.Estimator().KVCapacityTokens(in.ISL, in.OSL, bs)
+		var n int
+		var err error
+		if e.Backend == engine.SGLang {
+			// SGLang sizes its own pool (profile_max_num_token); under the
+			// aiconfigurator profile --cuda-graph-bs 1…batch sets cuda_graph_max_bs.
+			graphBS := 0
+			if strings.HasPrefix(in.EngineProfile, queueing.ProfileAIConfigurator) {
+				graphBS = in.Batch
+			}
+			n, err = pt.Estimator().SGLangKVPoolTokens(in.ISL, in.OSL, bs, graphBS)
+		} else {
+			n, err = pt.Estimator().KVCapacityTokens(in.ISL, in.OSL, bs)
+		}
 		if err != nil {
 			return kvPlan{}, err
 		}

@@ -60,23 +60,10 @@ func (s StoreSource) Data(ctx context.Context, system, backend, version string, 
 	return perfdb.LoadStore(ctx, s.St, system, backend, version, opts...)
 }
 
-// Model implements PerfSource.
+// Model implements PerfSource: perfdb.LoadModel (an unknown id is an error
+// listing the stored ones).
 func (s StoreSource) Model(ctx context.Context, id string) (*perfdb.Model, error) {
-	cfg, q, err := s.St.ModelConfig(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		ids, err := s.St.ModelIDs(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list models: %w", err)
-		}
-		if s, ok := perfdb.SuggestModel(id, ids); ok {
-			return nil, fmt.Errorf("--model %q is not in the store: did you mean %s?", id, s)
-		}
-		return nil, fmt.Errorf("--model %q is not in the store: known models are %s (add others with 'aicdb perfdb import')", id, listOrNone(ids))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read model %s: %w", id, err)
-	}
-	return perfdb.ParseHFConfig(id, "store model "+id, []byte(cfg), q)
+	return perfdb.LoadModel(ctx, s.St, id)
 }
 
 // DirSource reads an aiconfigurator systems directory and a model_configs
@@ -238,6 +225,22 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			h.Write(b)
 		}
 	}
+	// The scheduler-state cycle window (queueing/statecycle.go): a KV-tight vLLM loop
+	// (16 clients, pool 90 % of their full length) whose state repeats every 1501
+	// passes while no generation repeats.
+	sc := store.PointInputs{Backend: string(engine.VLLM), ISL: 512, OSL: 64, Batch: 16, CtxTokens: 4096}
+	if e, err := pointEngine(sc); err != nil {
+		fmt.Fprintf(h, "state cycle: %v;", err)
+	} else {
+		e.KVCapacityTokens = sc.Batch * (sc.ISL + sc.OSL) * 9 / 10
+		w := workload.Spec{ISL: sc.ISL, OSL: sc.OSL, Concurrency: sc.Batch}
+		if r, err := queueing.QuantitativeWith(context.Background(), w, e, t, queueing.Options{ClientRTTMs: 1}); err != nil {
+			fmt.Fprintf(h, "state cycle: %v;", err)
+		} else {
+			b, _ := json.Marshal(r.Columns(1))
+			h.Write(b)
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
 
@@ -260,6 +263,16 @@ func (p *PerfdbEvaluator) loadData(ctx context.Context, system, backend, version
 	}
 	p.data[k] = d
 	return d, nil
+}
+
+// GPUMemBytes returns one GPU's memory capacity on system (the perf data's
+// system spec, gpu.mem_capacity).
+func (p *PerfdbEvaluator) GPUMemBytes(ctx context.Context, system, backend, version string) (float64, error) {
+	d, err := p.loadData(ctx, system, backend, version, perfdb.ModeSilicon)
+	if err != nil {
+		return 0, err
+	}
+	return d.System.MemCapacity, nil
 }
 
 func (p *PerfdbEvaluator) loadModel(ctx context.Context, id string) (*perfdb.Model, error) {

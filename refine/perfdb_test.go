@@ -151,3 +151,14 @@ func TestPerfdbEvaluatorNameFingerprint(t *testing.T) {
 	}
 	t.Logf("evaluator name %s", a)
 }
+
+// TestStoreSourceModelUnknown: the store source reads models through
+// perfdb.LoadModel, so an unknown id is LoadModel's one-line error naming the id
+// and the fix.
+func TestStoreSourceModelUnknown(t *testing.T) {
+	_, err := StoreSource{St: openStore(t)}.Model(context.Background(), "nope/Nope-1B")
+	want := `model "nope/Nope-1B": unknown in the store; available: none (import others with 'aicdb perfdb import')`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err %v, want %s", err, want)
+	}
+}

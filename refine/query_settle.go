@@ -2,7 +2,7 @@ package refine
 
 import (
 	"context"
-	"slices"
+	"errors"
 
 	"github.com/aicdb/aicdb/store"
 )
@@ -10,7 +10,8 @@ import (
 // answerSettled reports whether the user's SQL gives the same answer whatever the
 // true values of the unresolved straddlers are. It runs the SQL twice, each time
 // under a store.Hypothesis (store.AnswerUnder: a transaction that is always rolled
-// back, so the store never changes):
+// back, so the store never changes), and compares the two answers as multisets of
+// rows without holding the second:
 //
 //   - optimistic: every straddler's thresholded columns set to the most passing value
 //     its stored numbers allow (bracketed TTFT columns: min(value, lo) for upper
@@ -51,13 +52,27 @@ func answerSettled(ctx context.Context, st *store.Store, userSQL string, ths []T
 		}
 	}
 	opt.Huge = sortedKeys(lower)
-	a, err := st.AnswerUnder(ctx, opt, userSQL)
-	if err != nil {
+	// The optimistic answer is kept as a multiset of its rows; the pessimistic one
+	// is read against it, row by row, and stops at the first row it lacks.
+	rows, n := map[string]int{}, 0
+	if err := st.AnswerUnder(ctx, opt, userSQL, func(r string) error {
+		rows[r]++
+		n++
+		return nil
+	}); err != nil {
 		return false, nil // the user's SQL fails or writes: let the real run report it
 	}
-	b, err := st.AnswerUnder(ctx, store.Hypothesis{Keys: keys, Delete: true}, userSQL)
-	if err != nil {
-		return false, nil
-	}
-	return slices.Equal(a, b), nil
+	err := st.AnswerUnder(ctx, store.Hypothesis{Keys: keys, Delete: true}, userSQL, func(r string) error {
+		if rows[r] == 0 {
+			return errAnswersDiffer
+		}
+		rows[r]--
+		n--
+		return nil
+	})
+	return err == nil && n == 0, nil // an error (errAnswersDiffer or the SQL's): not settled
 }
+
+// errAnswersDiffer stops answerSettled's second read at a row the first answer
+// lacks.
+var errAnswersDiffer = errors.New("the answers differ")

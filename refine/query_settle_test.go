@@ -14,10 +14,7 @@ import (
 // changes nothing.
 func TestAnswerSettledReadOnly(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	if _, err := Sweep(ctx, s, Synthetic{}, defaultSpec(), SweepOptions{Now: fixedNow}); err != nil {
-		t.Fatal(err)
-	}
+	s, todo, ths := settleFixture(t)
 	count := func(q string) int {
 		var n int
 		if err := storetest.DB(t, s).GetContext(ctx, &n, q); err != nil {
@@ -26,13 +23,6 @@ func TestAnswerSettledReadOnly(t *testing.T) {
 		return n
 	}
 	sweeps := count(`SELECT count(*) FROM sweeps`)
-	var todo []store.Point
-	all, err := s.SelectPoints(ctx, store.PointFilter{})
-	if err != nil || len(all) < 10 {
-		t.Fatalf("points: %d, %v", len(all), err)
-	}
-	todo = all[len(all)-5:]
-	ths := []Threshold{{Column: "ttft_steady_p99", Op: LT, Value: 1e12}}
 	// Every row passes a huge threshold: the top 1 is decided by the rows already
 	// resolved, whatever the straddlers' values (they sit at the end).
 	topK := `SELECT key FROM points WHERE ttft_steady_p99 < 1e12 ORDER BY key LIMIT 1`
@@ -56,4 +46,21 @@ func TestAnswerSettledReadOnly(t *testing.T) {
 	if _, err := storetest.DB(t, s).ExecContext(ctx, `INSERT INTO store_meta VALUES ('after', 'x')`); err != nil {
 		t.Fatalf("write after the pre-pass: %v", err)
 	}
+}
+
+// settleFixture is a store swept with the synthetic evaluator and the pre-pass's
+// inputs over it: the last five rows (in the store's order) as the straddlers,
+// under a TTFT p99 threshold every row passes.
+func settleFixture(tb testing.TB) (*store.Store, []store.Point, []Threshold) {
+	tb.Helper()
+	ctx := context.Background()
+	s := openStore(tb)
+	if _, err := Sweep(ctx, s, Synthetic{}, defaultSpec(), SweepOptions{Now: fixedNow}); err != nil {
+		tb.Fatal(err)
+	}
+	all, err := s.SelectPoints(ctx, store.PointFilter{})
+	if err != nil || len(all) < 10 {
+		tb.Fatalf("points: %d, %v", len(all), err)
+	}
+	return s, all[len(all)-5:], []Threshold{{Column: "ttft_steady_p99", Op: LT, Value: 1e12}}
 }

@@ -205,7 +205,7 @@ func Enumerate(s SweepSpec, r Resolved, evaluator string) ([]store.PointInputs, 
 		}
 	}
 	s.Trace.setWorkloads(s.TotalGPUs, out)
-	if err := resolveEngines(s, out); err != nil {
+	if err := resolveEngines(s, out, r.GPUMemBytes); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -105,6 +107,9 @@ func Sweep(ctx context.Context, st *store.Store, ev Evaluator, spec SweepSpec, o
 		return res, err
 	}
 	res.Version = r.Version
+	if r.GPUMemBytes, err = sweepGPUMem(ctx, ev, spec, r.Version); err != nil {
+		return res, err
+	}
 	pts, err := Enumerate(spec, r, ev.Name())
 	if err != nil {
 		return res, err
@@ -443,4 +448,30 @@ func EvaluateRow(ctx context.Context, ev Evaluator, in store.PointInputs) (store
 		return store.Point{}, nil, fmt.Errorf("evaluator %s: %w", ev.Name(), err)
 	}
 	return p, quant, nil
+}
+
+// gpuMemSource is an evaluator that knows a system's GPU memory.
+type gpuMemSource interface {
+	GPUMemBytes(ctx context.Context, system, backend, version string) (float64, error)
+}
+
+// sweepGPUMem is the GPU memory the engine profile needs: SGLang under the
+// aiconfigurator profile sizes chunked_prefill_size from it (SGLang's own
+// default, which the rules leave alone); 0 otherwise, or when ev does not know it.
+func sweepGPUMem(ctx context.Context, ev Evaluator, spec SweepSpec, version string) (float64, error) {
+	if spec.Backend != string(engine.SGLang) || spec.EngineProfile != queueing.ProfileAIConfigurator {
+		return 0, nil
+	}
+	if t, ok := ev.(*TraceEvaluator); ok {
+		ev = t.Evaluator
+	}
+	g, ok := ev.(gpuMemSource)
+	if !ok {
+		return 0, nil
+	}
+	m, err := g.GPUMemBytes(ctx, spec.System, spec.Backend, version)
+	if err != nil {
+		return 0, fmt.Errorf("GPU memory of %s: %w", spec.System, err)
+	}
+	return m, nil
 }

@@ -122,12 +122,11 @@ func (t *PerfTx) InsertPerfManifest(system string, ord int, m PerfManifest) erro
 	return err
 }
 
-// PerfSourceState is what an import needs to know of a stored perf file.
+// PerfSourceState is what an import needs to know of a stored perf file: the
+// PerfFile and whether it is copied into its mirror table.
 type PerfSourceState struct {
-	ID       int64  `db:"id"`
-	Path     string `db:"path"`
-	SHA256   string `db:"sha256"`
-	Mirrored bool   `db:"mirrored"`
+	PerfFile
+	Mirrored bool `db:"mirrored"`
 }
 
 // PerfSources lists a system's stored perf files, unordered.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -152,51 +151,57 @@ func (h Hypothesis) statement() (string, string, error) {
 }
 
 // AnswerUnder runs the user's read-only SQL q (CheckReadOnlySQL is the caller's
-// job) as if hypothesis h held, and returns its rows formatted and sorted (a
-// multiset). h is written in a transaction on one pinned connection that is
-// always rolled back, and q is compiled only while ReadOnlyAuthorizer is
-// installed on it, so q reads the hypothetical rows but changes nothing.
-func (s *Store) AnswerUnder(ctx context.Context, h Hypothesis, q string) ([]string, error) {
+// job) as if hypothesis h held and passes fn each row of the answer as it is read,
+// in q's order, formatted as one string (%#v of the row's values: equal rows give
+// equal strings), so a caller compares answers without holding them whole; an
+// error from fn stops the read and is returned. h is written in a transaction on
+// one pinned connection that is always rolled back, and q is compiled only while
+// ReadOnlyAuthorizer is installed on it, so q reads the hypothetical rows but
+// changes nothing.
+func (s *Store) AnswerUnder(ctx context.Context, h Hypothesis, q string, fn func(row string) error) error {
 	prep, arg, err := h.statement()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("query pre-pass: %w", err)
+		return fmt.Errorf("query pre-pass: %w", err)
 	}
 	defer conn.Close()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("query pre-pass: %w", err)
+		return fmt.Errorf("query pre-pass: %w", err)
 	}
 	defer tx.Rollback()
 	if prep != "" {
 		if _, err := tx.ExecContext(ctx, prep, arg); err != nil {
-			return nil, fmt.Errorf("query pre-pass: %w", err)
+			return fmt.Errorf("query pre-pass: %w", err)
 		}
 	}
-	var out []string
-	err = withReadOnlyAuthorizer(conn, func() error {
+	return withReadOnlyAuthorizer(conn, func() error {
 		rows, err := tx.QueryContext(ctx, q)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		_, data, err := scanAll(rows)
+		cols, err := rows.Columns()
 		if err != nil {
 			return err
 		}
-		for _, vals := range data {
-			out = append(out, fmt.Sprintf("%#v", vals))
+		vals, ptrs := make([]any, len(cols)), make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
 		}
-		return nil
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				return err
+			}
+			if err := fn(fmt.Sprintf("%#v", vals)); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
 	})
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // scanAll reads rows' column names and every row's values as the driver gives

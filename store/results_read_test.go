@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,21 +17,30 @@ func TestAnswerUnder(t *testing.T) {
 	if _, err := s.InsertPoints(ctx, []Point{testPoint(a, 20, 500), testPoint(b, 15, 800)}); err != nil {
 		t.Fatal(err)
 	}
+	answer := func(h Hypothesis, q string) ([]string, error) {
+		var rows []string
+		err := s.AnswerUnder(ctx, h, q, func(r string) error {
+			rows = append(rows, r)
+			return nil
+		})
+		slices.Sort(rows)
+		return rows, err
+	}
 	count := `SELECT count(*) FROM operating_points`
-	got, err := s.AnswerUnder(ctx, Hypothesis{Keys: []string{a.Key()}, Delete: true}, count)
+	got, err := answer(Hypothesis{Keys: []string{a.Key()}, Delete: true}, count)
 	if err != nil || strings.Join(got, ";") != "[]interface {}{1}" {
 		t.Fatalf("delete one of two: %q %v", got, err)
 	}
-	got, err = s.AnswerUnder(ctx, Hypothesis{Keys: []string{a.Key()}}, count) // changes nothing
+	got, err = answer(Hypothesis{Keys: []string{a.Key()}}, count) // changes nothing
 	if err != nil || strings.Join(got, ";") != "[]interface {}{2}" {
 		t.Fatalf("no change: %q %v", got, err)
 	}
 	capped := `SELECT ttft_steady_p99, tokens_per_s_per_gpu FROM operating_points`
-	got, err = s.AnswerUnder(ctx, Hypothesis{Keys: []string{a.Key(), b.Key()}, Capped: []string{"ttft_steady_p99"}, Huge: []string{"tokens_per_s_per_gpu"}}, capped)
+	got, err = answer(Hypothesis{Keys: []string{a.Key(), b.Key()}, Capped: []string{"ttft_steady_p99"}, Huge: []string{"tokens_per_s_per_gpu"}}, capped)
 	if err != nil || strings.Join(got, ";") != "[]interface {}{50, 1e+300};[]interface {}{50, 1e+300}" {
 		t.Fatalf("capped (p99_lo 50) and huge: %q %v", got, err)
 	}
-	if _, err := s.AnswerUnder(ctx, Hypothesis{}, `DELETE FROM operating_points`); err == nil || !strings.Contains(err.Error(), "not authorized") {
+	if _, err := answer(Hypothesis{}, `DELETE FROM operating_points`); err == nil || !strings.Contains(err.Error(), "not authorized") {
 		t.Fatalf("a write under the authorizer: %v", err)
 	}
 	if n, err := s.PointCount(ctx); err != nil || n != 2 {

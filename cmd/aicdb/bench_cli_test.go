@@ -105,6 +105,11 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "calibration t@") || !strings.Contains(out, "h200_sxm     vllm   0.22.0  Qwen/Qwen3-32B") {
 		t.Fatalf("calibrate: %d %q %q", code, out, errs)
 	}
+	for _, w := range []string{"measurements", "groups"} {
+		if n := strings.Count(out+errs, w); n != 1 {
+			t.Errorf("calibrate states its %s count %d times, want once: %q %q", w, n, out, errs)
+		}
+	}
 	ev := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--tp", "2",
 		"--concurrency", "16", "--isl", "2000", "--osl", "64", "--calibration", "t"}
 	code, out, errs = cliRun(t, db, append(ev, "--version", "0.22.0")...)

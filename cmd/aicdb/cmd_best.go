@@ -279,9 +279,7 @@ func printBest(c *cli.Context, st *store.Store, ev refine.Evaluator, f store.Poi
 				res.NoQueueing, res.Candidates)
 		}
 		fmt.Fprintln(c.App.ErrWriter, msg)
-		if miss, err := closestMiss(c.Context, st, f, sla); err != nil {
-			return err
-		} else if miss != "" {
+		if miss := closestMiss(res.Points, sla); miss != "" {
 			fmt.Fprintln(c.App.ErrWriter, "aicdb: closest miss: "+miss)
 		}
 	}
@@ -449,17 +447,14 @@ func nullableKV(v float64, ok bool) any {
 	return v
 }
 
-// closestMiss describes the stored row of filter f that comes closest to the SLA
-// when none meets it: the row whose worst constraint exceeds its target by the
-// smallest factor (value ÷ target), with every constrained value, its target and
-// by how much it misses — so a user sees how far off the SLA is. Rows without a
-// value for some constraint (OOM, composed rows) are skipped; "" when no row has
-// them all. Ties go to the first row in the store's order.
-func closestMiss(ctx context.Context, st *store.Store, f store.PointFilter, sla refine.SLA) (string, error) {
-	pts, err := st.SelectPoints(ctx, f)
-	if err != nil {
-		return "", err
-	}
+// closestMiss describes the stored row of pts (the funnel's candidates,
+// refine.BestResult.Points) that comes closest to the SLA when none meets it: the
+// row whose worst constraint exceeds its target by the smallest factor (value ÷
+// target), with every constrained value, its target and by how much it misses —
+// so a user sees how far off the SLA is. Rows without a value for some constraint
+// (OOM, composed rows) are skipped; "" when no row has them all. Ties go to the
+// first row in the store's order.
+func closestMiss(pts []store.Point, sla refine.SLA) string {
 	best, bestRatio := -1, math.Inf(1)
 	for i := range pts {
 		worst := 0.0
@@ -476,7 +471,7 @@ func closestMiss(ctx context.Context, st *store.Store, f store.PointFilter, sla 
 		}
 	}
 	if best < 0 {
-		return "", nil
+		return ""
 	}
 	p := &pts[best]
 	parts := make([]string, 0, len(sla.Constraints))
@@ -492,5 +487,5 @@ func closestMiss(ctx context.Context, st *store.Store, f store.PointFilter, sla 
 	if tier == "" {
 		tier = "legacy estimate"
 	}
-	return fmt.Sprintf("%s %s batch %d: %s; %s tier", p.Mode, p.Parallel(), p.Batch, strings.Join(parts, ", "), tier), nil
+	return fmt.Sprintf("%s %s batch %d: %s; %s tier", p.Mode, p.Parallel(), p.Batch, strings.Join(parts, ", "), tier)
 }

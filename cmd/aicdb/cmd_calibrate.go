@@ -73,7 +73,7 @@ func runCalibrate(c *cli.Context) error {
 		bar.Done()
 		return err
 	}
-	bar.Summary("%s", predictionCounts(preds))
+	bar.Done() // the measurement counts are the summary line's below: printed once
 	targets := make([]calibrate.Target, len(preds))
 	for i := range preds {
 		targets[i] = preds[i].Target
@@ -92,7 +92,7 @@ func runCalibrate(c *cli.Context) error {
 	if k >= 2 {
 		cv = fmt.Sprintf("%d-fold cross-validation", k)
 	}
-	fitBar.Summary("%d groups fitted to %d samples, %s", len(fits), len(samples), cv)
+	fitBar.Summary("%s", cv) // the group and sample counts are the summary line's below
 	digest, err := calibrate.Save(c.Context, st, name, where, ev.Name(), res.Profile, k, fits, time.Now().UTC().Format(time.RFC3339))
 	if err != nil {
 		return err

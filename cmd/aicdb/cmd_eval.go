@@ -232,8 +232,11 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	}
 	s.dep = dep
 	s.dep.Version = version
-	e, err := resolveEngine(c, queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg,
-		Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL})
+	in := queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}
+	if s.pt != nil {
+		in.GPUMemBytes = s.pt.Estimator().System().MemCapacity // SGLang sizes chunked_prefill_size from it
+	}
+	e, err := resolveEngine(c, in)
 	if err != nil {
 		return nil, err
 	}

@@ -527,7 +527,7 @@ func traceStats(c *cli.Context) error {
 			return userErrorf("trace stats --reuse: trace %s (%s) has no prefix hash ids to reuse", info.Name, info.Format)
 		}
 		if c.String("backend") == "" || !c.IsSet("kv-blocks") {
-			return userErrorf("trace stats --reuse: give --backend vllm|sglang|trtllm and --kv-blocks N")
+			return userErrorf("trace stats --reuse: give --backend %s and --kv-blocks N", engine.List("|", "|"))
 		}
 		rs, err = oracle.NewReuse(oracle.ReuseConfig{Backend: engine.Backend(c.String("backend")),
 			KVBlocks: c.Int("kv-blocks"), BlockSize: c.Int("block-size"), HashBlock: info.HashBlock})

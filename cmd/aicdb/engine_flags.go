@@ -148,7 +148,7 @@ const kvCapacityAuto = "auto"
 
 // kvCapacityFlag declares --kv-capacity-tokens auto|N.
 func kvCapacityFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine: `auto|N` tokens (0 = unbounded; auto = GPU memory × the engine's memory fraction − weights, activations, NCCL and other reserves, in whole blocks, from the perf database's memory model; needs --model): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"}
+	return &cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine: `auto|N` tokens (0 = unbounded; auto = GPU memory × the engine's memory fraction − weights, activations, NCCL and other reserves, in whole blocks, from the perf database's memory model; SGLang: the memory free before the weights × its mem_fraction_static − weights, as SGLang sizes it; needs --model): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"}
 }
 
 // kvCapacityTokensFlag reads --kv-capacity-tokens (unset: 0, not auto).
@@ -189,7 +189,17 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	for _, v := range w.OSLQuantiles {
 		osl = max(osl, v)
 	}
-	n, err := pt.Estimator().KVCapacityTokens(isl, osl, max(e.BlockSize, 1))
+	var n int
+	var err error
+	if e.Backend == engine.SGLang { // SGLang sizes its own pool (profile_max_num_token)
+		graphBS := 0
+		if c.String("engine-profile") == queueing.ProfileAIConfigurator {
+			graphBS = e.MaxNumSeqs // the rules' --cuda-graph-bs 1…batch
+		}
+		n, err = pt.Estimator().SGLangKVPoolTokens(isl, osl, max(e.BlockSize, 1), graphBS)
+	} else {
+		n, err = pt.Estimator().KVCapacityTokens(isl, osl, max(e.BlockSize, 1))
+	}
 	if errors.Is(err, perfdb.ErrOOM) {
 		return userErrorf("--kv-capacity-tokens auto: %v", err)
 	}

@@ -107,9 +107,16 @@ func TestOracleValidateSuitesAndFormats(t *testing.T) {
 		if r["suite"] != "kv" || r["family"] != fam || r["verdict"] != "pass" {
 			t.Fatalf("kv json row %v", r)
 		}
+		// The printed residual is the gate's, bit for bit: 0 when the two sides agree,
+		// else (model − oracle)/oracle (a passing row has a finite one, so oracle ≠ 0
+		// unless model = oracle). JSON round-trips float64 exactly.
 		m, o, res := r["model"].(float64), r["oracle"].(float64), r["residual"].(float64)
-		if o != 0 && math.Abs((m-o)/o-res) > 1e-12 {
-			t.Fatalf("%s: residual %v is not (model − oracle)/oracle of %v, %v", r["metric"], res, m, o)
+		want := 0.0
+		if m != o {
+			want = (m - o) / o
+		}
+		if res != want || math.IsInf(want, 0) || math.IsNaN(want) {
+			t.Fatalf("%s: residual %v, want %v from model %v, oracle %v", r["metric"], res, want, m, o)
 		}
 	}
 	code, out, _ = runV("--suite", "kv", "--family", fam, "--format", "csv")

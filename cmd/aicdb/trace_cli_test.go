@@ -77,7 +77,7 @@ func TestTraceCLI(t *testing.T) {
 		{[]string{"trace", "stats", "nope"}, `aicdb: trace stats: no trace named "nope": 'aicdb trace ls' lists them: sql: no rows in result set` + "\n"},
 		{[]string{"trace", "stats", "conv", "--window", "5"}, `aicdb: --window "5": want START..END in seconds, e.g. 600..1200 or 600..` + "\n"},
 		{[]string{"trace", "stats", "conv", "--scale-rate", "0"}, "aicdb: --scale-rate 0: must be a number in (0, 1e6]\n"},
-		{[]string{"trace", "stats", "conv", "--reuse"}, "aicdb: trace stats --reuse: give --backend vllm|sglang|trtllm and --kv-blocks N\n"},
+		{[]string{"trace", "stats", "conv", "--reuse"}, "aicdb: trace stats --reuse: give --backend vllm|trtllm|sglang and --kv-blocks N\n"},
 		{[]string{"trace", "import", moon, "--format", "csv"}, "aicdb: trace import: --format \"csv\": must be one of mooncake, azure, servegen, jsonl\n"},
 	} {
 		code, _, errs := runTraceCLI(t, append([]string{"--db", db}, c.args...)...)

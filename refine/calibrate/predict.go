@@ -19,6 +19,7 @@ import (
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
 	"github.com/aicdb/aicdb/store/measure"
@@ -77,6 +78,7 @@ type Resolver struct {
 	Steady bool
 
 	models []string
+	gpuMem map[string]float64 // system → one GPU's memory (bytes), for SGLang's GPU-sized defaults
 }
 
 // NewResolver lists the store's models once.
@@ -91,6 +93,18 @@ func NewResolver(ctx context.Context, st *store.Store, ev refine.Evaluator, prof
 	var err error
 	if r.models, err = st.ModelIDs(ctx); err != nil {
 		return nil, fmt.Errorf("list models: %w", err)
+	}
+	systems, err := st.SystemNames(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list systems: %w", err)
+	}
+	r.gpuMem = make(map[string]float64, len(systems))
+	for _, name := range systems {
+		sys, err := st.System(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("system %s: %w", name, err)
+		}
+		r.gpuMem[name] = sys.MemCapacity
 	}
 	return r, nil
 }
@@ -262,7 +276,8 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		return t
 	}
 	batch := m.Concurrency / (m.PP * m.DP)
-	budget, seqs, chunked, err := EngineKnobs(r.Profile, m.Backend, v, m.ISL, m.OSL, batch)
+	e, budget, seqs, chunked, err := engineKnobs(r.Profile, queueing.ProfileInput{Backend: m.Backend, Version: v,
+		Role: queueing.RoleAgg, Batch: batch, ISL: m.ISL, OSL: m.OSL, GPUMemBytes: r.gpuMem[m.System]})
 	if err != nil {
 		t.Reason = "engine profile: " + oneLine(err.Error())
 		return t
@@ -273,6 +288,19 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		ChunkedPrefill: chunked, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
 		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name()}
 	measuredQuant(&in, m, res)
+	if e.Backend == engine.SGLang {
+		// SGLang has two prompt caps, chunked_prefill_size (the per-pass budget,
+		// S-R4) and max_prefill_tokens (the rules' isl + 1500): one budget column
+		// cannot carry both, so the point records its engine (and, through the
+		// profile, a key of its own). ctx_tokens stays the legacy estimate's knob.
+		js, err := engineconf.Resolved{Profile: r.Profile, Engine: &e}.Encode()
+		if err != nil {
+			t.Reason = "engine profile: " + oneLine(err.Error())
+			return t
+		}
+		in.Engine, in.EngineProfile = js, r.Profile
+		in.MaxNumBatchedTokens, in.ChunkedPrefill = e.TokenBudget(), e.EnableChunkedPrefill
+	}
 	if err := in.Validate(); err != nil {
 		t.Reason = err.Error()
 		return t
@@ -339,9 +367,20 @@ func fp8Scaling(label, checkpoint, sibling string) string {
 // profile's other agg settings (TRT-LLM's overlap scheduler on, 32-token blocks)
 // equal the defaults refine's evaluator starts from.
 func EngineKnobs(profile, backend, version string, isl, osl, batch int) (budget, seqs int, chunked bool, err error) {
-	e, err := queueing.ProfileEngine(profile, queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: batch, ISL: isl, OSL: osl})
+	_, budget, seqs, chunked, err = engineKnobs(profile, queueing.ProfileInput{Backend: backend, Version: version,
+		Role: queueing.RoleAgg, Batch: batch, ISL: isl, OSL: osl})
+	return budget, seqs, chunked, err
+}
+
+// engineKnobs is EngineKnobs for a full profile input (in.GPUMemBytes sizes
+// SGLang's chunked_prefill_size), also returning the resolved engine, its running
+// cap set to the knobs' seqs. SGLang's budget is max_prefill_tokens: ctx_tokens,
+// the legacy estimate's prefill budget, is derived from it.
+func engineKnobs(profile string, in queueing.ProfileInput) (e engine.Spec, budget, seqs int, chunked bool, err error) {
+	batch := in.Batch
+	e, err = queueing.ProfileEngine(profile, in)
 	if err != nil {
-		return 0, 0, false, err
+		return e, 0, 0, false, err
 	}
 	switch e.Backend {
 	case engine.VLLM:
@@ -353,8 +392,9 @@ func EngineKnobs(profile, backend, version string, isl, osl, batch int) (budget,
 	}
 	if profile == ProfileDefaults {
 		seqs = batch // the client concurrency bounds the running requests
+		e.SetSeatCap(seqs)
 	}
-	return budget, seqs, e.EnableChunkedPrefill, nil
+	return e, budget, seqs, e.EnableChunkedPrefill, nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

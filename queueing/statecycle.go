@@ -1,0 +1,372 @@
+package queueing
+
+import "math"
+
+// The scheduler-state limit cycle of a closed loop. The generation rule (cycle.go)
+// finds a cycle when whole generations repeat; a loop whose requests rotate through
+// the positions of its cycle never repeats a generation although it is exactly
+// periodic. `aicdb eval` of the KV-tight tp8 batch-1024 point (Qwen3-32B on
+// h200_sxm, vLLM, isl 4000, osl 500, budget 6524, a pool of ~840 full-length
+// requests, ~300 waiting) settles by generation 3 and then repeats its whole
+// scheduler state every 4499 passes (≈ 6.4 generations; the default sweep's row at
+// ctx 8000: 1008 passes, reached at generations 10–34 depending on the stagger
+// phase), each slot taking the place of another: generation g and g − p never
+// agree (they differ by one pass of a rotating slot, ~1e-3 of the E2E), so the run
+// went to its horizon (50 generations, ~29k passes of ~730 rows per phase) and was
+// measured there with the "no limit cycle" diagnostic.
+//
+// The rule below detects the exact repetition of the state the calendars act on —
+// running (admission order), waiting (FCFS order) and in-flight requests with their
+// prompt position, outputs, blocks, recompute and shape, the arrival offsets of the
+// requests not yet visible, the free KV blocks and the SGLang admission state —
+// and of the times the report measures (each request's arrival, first and latest
+// token as offsets from the clock). The recursion is deterministic given that
+// state, so once it repeats (offsets within cycleTol of the clock) the loop and
+// every measured time are periodic from there: whole state periods hold the steady
+// distributions exactly (each request of the cycle once per period). The window is
+// the requests that finish in whole periods from the matched checkpoint — at least
+// the generation window's number per slot, so the per-slot throughput rests on as
+// many cycles as before — with every ITL gap emitted in them. Repetition is found
+// by comparing the live state with a bounded set of earlier states (stateCycle),
+// exactly — no hashing.
+//
+// The generation rule keeps precedence: the state rule is consulted only while no
+// generation window is decided; a repetition that shifts every slot's generations
+// alike within the horizon leaves the decision to the generation rule
+// (generationsRepeat); and a state window that is not complete when the generation
+// rule's window is gives way to it. Those runs are measured as before, bit for bit.
+//
+// An asynchronous engine (V-R10) has a pass in flight at the observation: its
+// entries (by running position, tokens, kind) and its length are part of the state.
+// Observed only with fixed request shapes (a W2 shape sequence depends on the
+// request count, not on the state) and once generation 0 has finished (its gaps are
+// not measured).
+
+// stateCheckpoints bounds the checkpoints a run keeps (each is one copy of the
+// state and of the ITL bins: ~10 values per request in the system).
+const stateCheckpoints = 16
+
+// stateCycle applies the rule online, one observation per pass end at which a
+// request finished (the decode fast path never runs over those, so the
+// observations, and everything decided from them, are the same with and without
+// it: TestFastForwardIsExact). The state is
+// kept at every `every`-th observation (a checkpoint) and the live state is compared
+// with each checkpoint (header first); when more than stateCheckpoints are held,
+// `every` doubles and every other one is dropped. The first match is with the first
+// checkpoint on the cycle, one minimal period later (a later checkpoint c' can only
+// match from c' + period on), so the cycle is found within transient + every +
+// period observations, with bounded memory.
+type stateCycle struct {
+	horizon    int // the generation rule's horizon
+	clients    int
+	win        int // steady requests per slot the window holds at least (the generation window)
+	minPeriods int // whole periods the window holds at least (1; tests ask for more)
+	obs, every int // obs: the index of the next observation
+	lastPasses int // s.passes at the last observation (one observation per pass end)
+	cks        []stateCkpt
+	spare      []stateCkpt // dropped checkpoints, their buffers reused
+	found      bool
+	done       bool      // the window of whole periods is complete (windowDone)
+	deferred   bool      // the repetition shifts whole generations within the horizon: the generation rule decides
+	ck         stateCkpt // the checkpoint the live state repeats (once found)
+	// Once found: the period in observations, passes and ms, and the whole periods
+	// measured (windowDone).
+	period, periodPasses, periods int
+	periodMs                      float64
+}
+
+// stateCkpt is the state at one observation: the header, the rest of the encoding
+// (stateWalk's integers and offsets), the clock, the pass count and the ITL bins.
+type stateCkpt struct {
+	obs    int
+	hdr    [stateHeaderLen]int64
+	slots  []int32 // slot and generation of the request at each position (stateOrder)
+	gens   []int32
+	ints   []int64
+	fl     []float64
+	now    float64
+	passes int
+	// bins: the ITL bins of the generations ≥ minGen (those in the system or later:
+	// the only ones gaps can still go to).
+	bins   []binSnap
+	minGen int32
+}
+
+// observe records the state of s at a pass end and reports that it repeats a
+// checkpoint's (the state limit cycle is found: sc.ck, one period before now).
+func (sc *stateCycle) observe(s *sim, col *collector) bool {
+	if sc.deferred || s.passes == sc.lastPasses || len(s.finBuf) == 0 || s.kv.err != nil || s.kv.ctx != nil || s.prefilled != nil {
+		return false
+	}
+	sc.lastPasses = s.passes
+	o := sc.obs
+	sc.obs++
+	if sc.found {
+		return sc.windowDone(s, o)
+	}
+	hdr := s.stateHeader()
+	for i := range sc.cks {
+		if c := &sc.cks[i]; c.hdr == hdr && c.matches(s) {
+			if sc.generationsRepeat(s, c) {
+				sc.deferred, sc.cks, sc.spare = true, nil, nil
+				return false
+			}
+			sc.found, sc.ck, sc.cks, sc.spare = true, *c, nil, nil
+			sc.period, sc.periodPasses, sc.periodMs = o-c.obs, s.passes-c.passes, s.now-c.now
+			return sc.windowDone(s, o)
+		}
+	}
+	if sc.every == 0 {
+		sc.every = 1
+	}
+	if o%sc.every == 0 {
+		var c stateCkpt
+		if n := len(sc.spare); n > 0 {
+			c, sc.spare = sc.spare[n-1], sc.spare[:n-1]
+		}
+		ints, fl, ok := s.stateEncode(c.ints[:0], c.fl[:0])
+		c.ints, c.fl = ints, fl
+		if ok {
+			c.obs, c.hdr, c.now, c.passes = o, hdr, s.now, s.passes
+			c.slots, c.gens = c.slots[:0], c.gens[:0]
+			c.minGen = math.MaxInt32
+			for _, ri := range s.stateOrder() {
+				c.slots, c.gens = append(c.slots, int32(s.reqs[ri].slot)), append(c.gens, int32(s.reqs[ri].gen))
+				c.minGen = min(c.minGen, int32(s.reqs[ri].gen))
+			}
+			c.bins = col.itl.snapFrom(c.bins[:0], c.minGen)
+			sc.cks = append(sc.cks, c)
+		} else {
+			sc.spare = append(sc.spare, c)
+		}
+	}
+	if len(sc.cks) > stateCheckpoints {
+		sc.every *= 2
+		k := 0
+		for _, c := range sc.cks {
+			if c.obs%sc.every == 0 {
+				sc.cks[k] = c
+				k++
+			} else {
+				sc.spare = append(sc.spare, c)
+			}
+		}
+		sc.cks = sc.cks[:k]
+	}
+	return false
+}
+
+// windowDone reports, at observation o after the cycle was found, that the window
+// is complete: o ends a whole number (≥ minPeriods) of periods since the checkpoint
+// and every slot has finished at least `win` requests since the checkpoint — the
+// generation window's requests per slot, so the per-slot throughput
+// (slotThroughput) rests on as many cycles of each slot as a generation window's
+// (a period shorter than that needs several).
+func (sc *stateCycle) windowDone(s *sim, o int) bool {
+	if k := o - sc.ck.obs; k%sc.period != 0 || k/sc.period < sc.minPeriods {
+		return false
+	}
+	n := make([]int, sc.clients)
+	short := sc.clients
+	for i := len(s.reqs) - 1; i >= 0 && short > 0; i-- {
+		r := &s.reqs[i]
+		if r.finished && r.done > sc.ck.now && r.slot >= 0 && r.slot < sc.clients {
+			if n[r.slot]++; n[r.slot] == sc.win {
+				short--
+			}
+		}
+	}
+	if short > 0 {
+		return false
+	}
+	sc.periods = (o - sc.ck.obs) / sc.period
+	sc.done = true
+	return true
+}
+
+// generationsRepeat reports that the repetition of checkpoint c's state shifts
+// whole generations soon enough for the generation rule to see it before its
+// horizon; the rule then decides as before, so a loop whose generations repeat is
+// measured exactly as without this rule. Each slot holds one request in the system
+// (running, waiting or not yet visible); one period maps the slot at a position now
+// to the slot at that position at c, advanced by the difference of their
+// generations. After k periods every slot has advanced A_k(slot); when all A_k are
+// equal (to D) the state equals c's with every generation + D, so generation g + D
+// repeats generation g from the generations created after c on: the generation rule
+// finds that (or a shorter) cycle by generation max gen at c + 1 + D. Otherwise the
+// slots rotate through the cycle's positions and no generation repeats before
+// A_k exceeds the horizon (the KV-tight point: one orbit of all 1024 slots, 6523
+// generations). An undecided case (the iteration budget runs out) also defers.
+func (sc *stateCycle) generationsRepeat(s *sim, c *stateCkpt) bool {
+	order := s.stateOrder()
+	C := len(order)
+	if C != len(c.slots) {
+		return true
+	}
+	// prev[u]: the slot whose place slot u takes after one period (u's position now
+	// held c.slots[i]); adv[u]: u's generation gain over it.
+	prev, adv := make([]int, C), make([]int, C)
+	gmin, gmax := math.MaxInt, 0
+	for i, ri := range order {
+		u := s.reqs[ri].slot
+		if u < 0 || u >= C {
+			return true
+		}
+		prev[u] = int(c.slots[i])
+		adv[u] = s.reqs[ri].gen - int(c.gens[i])
+		gmin, gmax = min(gmin, int(c.gens[i])), max(gmax, int(c.gens[i]))
+	}
+	limit := sc.horizon - gmax - 1 // a shift D ≥ limit is not seen before the horizon
+	if limit <= 0 {
+		return false
+	}
+	// A_k(u) = Σ_{j<k} adv(prev^j(u)): u's generation at c + k periods less the
+	// generation at c of the slot whose place it took, so A_k(u) ≥ u's own gain −
+	// (gmax − gmin), and u's own gain never decreases.
+	cur, tot := make([]int, C), make([]int, C)
+	for u := range cur {
+		cur[u] = u
+	}
+	const budget = 1 << 22 // slot steps
+	for k := 1; k*C <= budget; k++ {
+		lo, hi := math.MaxInt, math.MinInt
+		for u := range cur {
+			tot[u] += adv[cur[u]]
+			cur[u] = prev[cur[u]]
+			lo, hi = min(lo, tot[u]), max(hi, tot[u])
+		}
+		if lo == hi && lo > 0 {
+			return lo < limit
+		}
+		if lo-(gmax-gmin) >= limit { // every later A_k exceeds the limit too
+			return false
+		}
+	}
+	return true
+}
+
+// stateOrder lists the requests in the system in the state's order: running,
+// waiting, not yet visible (s.stateOrder's slice is scratch).
+func (s *sim) stateOrder() []int32 {
+	o := append(s.orderBuf[:0], s.running...)
+	o = append(o, s.waiting[s.wHead:]...)
+	o = append(o, s.incoming[s.inHead:]...)
+	s.orderBuf = o
+	return o
+}
+
+// matches compares the live state of s after the header with the checkpoint
+// (early exit on the first difference).
+func (c *stateCkpt) matches(s *sim) bool {
+	ints, fl := c.ints, c.fl
+	tol := cycleTol * math.Max(1, s.now)
+	i, f := 0, 0
+	ok := s.stateWalk(func(v int64) bool {
+		if i >= len(ints) || ints[i] != v {
+			return false
+		}
+		i++
+		return true
+	}, func(v float64) bool {
+		if f >= len(fl) || math.Abs(fl[f]-v) > tol {
+			return false
+		}
+		f++
+		return true
+	})
+	return ok && i == len(ints) && f == len(fl)
+}
+
+const stateHeaderLen = 9
+
+// stateHeader is the cheap part of the state: counts, free blocks, the SGLang
+// admission state.
+func (s *sim) stateHeader() [stateHeaderLen]int64 {
+	inFlight := int64(-1)
+	if s.busy {
+		inFlight = int64(len(s.cur.entries))
+	}
+	return [stateHeaderLen]int64{int64(len(s.running)), int64(s.waitingLen()), int64(len(s.incoming) - s.inHead), inFlight,
+		int64(s.kvFree), b2i(s.kv.batchFull), int64(s.kv.runLen), b2i(s.kv.chunkRan), int64(math.Float64bits(s.kv.ratio))}
+}
+
+// stateEncode appends the state of s after the header (stateWalk's values); ok
+// is false when the state is not observable (an SGLang chunked request outside
+// running, an in-flight entry outside running).
+func (s *sim) stateEncode(ints []int64, fl []float64) ([]int64, []float64, bool) {
+	ok := s.stateWalk(func(v int64) bool { ints = append(ints, v); return true },
+		func(v float64) bool { fl = append(fl, v); return true })
+	return ints, fl, ok
+}
+
+// stateWalk feeds the requests' part of the state to put (integers) and putF (time
+// offsets from the clock: arrivals, first and latest token, the pass in flight),
+// stopping when either reports false.
+func (s *sim) stateWalk(put func(int64) bool, putF func(float64) bool) bool {
+	req := func(ri int32) bool {
+		r := &s.reqs[ri]
+		if !(put(int64(r.c)) && put(int64(r.gSched)) && put(int64(r.gOut)) && put(int64(r.blocks)) &&
+			put(int64(r.rec)) && put(int64(r.prefix)) && put(int64(r.isl)) && put(int64(r.osl)) && put(b2i(r.finished)) &&
+			putF(r.arrival-s.now)) {
+			return false
+		}
+		// The measured times: a request in the system since before the checkpoint
+		// finishes in the period with these offsets (TTFT, ITL gaps, E2E).
+		return r.gOut == 0 || (putF(r.first-s.now) && putF(r.last-s.now))
+	}
+	chunk := int64(-1)
+	for i, ri := range s.running {
+		if ri == s.chunked {
+			chunk = int64(i)
+		}
+		if !req(ri) {
+			return false
+		}
+	}
+	if s.chunked >= 0 && chunk < 0 {
+		return false
+	}
+	if !put(chunk) {
+		return false
+	}
+	for _, ri := range s.waiting[s.wHead:] {
+		if !req(ri) {
+			return false
+		}
+	}
+	for _, ri := range s.incoming[s.inHead:] {
+		r := &s.reqs[ri]
+		if !put(int64(r.isl)) || !put(int64(r.osl)) || !putF(r.arrival-s.now) {
+			return false
+		}
+	}
+	if !s.busy {
+		return true
+	}
+	// The pass in flight: each entry's request by its running position.
+	pos := s.posBuf[:0]
+	for len(pos) < len(s.reqs) {
+		pos = append(pos, -1)
+	}
+	s.posBuf = pos
+	for i, ri := range s.running {
+		pos[ri] = int32(i)
+	}
+	ok := true
+	for _, en := range s.cur.entries {
+		if ok = pos[en.r] >= 0 && put(int64(pos[en.r])) && put(int64(en.n)) && put(b2i(en.decode)) && put(b2i(en.emits)); !ok {
+			break
+		}
+	}
+	for _, ri := range s.running {
+		pos[ri] = -1
+	}
+	return ok && putF(s.curStart-s.now) && putF(s.curEnd-s.now)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

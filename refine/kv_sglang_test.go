@@ -1,0 +1,91 @@
+package refine
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/store"
+)
+
+// sglangTestTiming is Llama-3.1-70B fp8 on the embedded h200_sxm SGLang data at tp.
+func sglangTestTiming(t *testing.T, tp int) *perfdb.PassTiming {
+	t.Helper()
+	ctx := context.Background()
+	vs, err := perfdb.EmbeddedVersions("h200_sxm", "sglang")
+	if err != nil || len(vs) == 0 {
+		t.Fatalf("sglang versions: %v %v", vs, err)
+	}
+	slices.SortFunc(vs, perfdb.CompareVersions)
+	d, err := perfdb.LoadEmbedded(ctx, "h200_sxm", "sglang", vs[len(vs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := perfdb.EmbeddedModel("meta-llama/Meta-Llama-3.1-70B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := perfdb.NewEstimator(d, m, perfdb.Config{Backend: "sglang", Version: vs[len(vs)-1], TP: tp, PP: 1, DP: 1,
+		MoETP: 1, MoEEP: 1, GemmQuant: perfdb.GemmQuant("fp8"), KVQuant: perfdb.KVFP8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := perfdb.NewPassTiming(est)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pt
+}
+
+// TestSGLangPool: an SGLang worker's KV pool is SGLang's own
+// (profile_max_num_token): (capacity − NCCL − other reserves)·mem_fraction_static
+// − weights, in whole pages — the same for every prompt length (activations live
+// outside the fraction), larger than the memory model's budget (which takes the
+// prefill's activations and a 2 % tolerance off), and with the aiconfigurator
+// profile's --cuda-graph-bs 1…batch the fraction reserves 2 MiB per graph batch
+// for the batch instead of the tier's 512.
+func TestSGLangPool(t *testing.T) {
+	pt := sglangTestTiming(t, 2)
+	est := pt.Estimator()
+	plan := func(in store.PointInputs) int {
+		t.Helper()
+		e := engine.Spec{Backend: engine.SGLang, BlockSize: 1}
+		if _, err := planKV(pt, in, &e); err != nil {
+			t.Fatal(err)
+		}
+		return e.KVCapacityTokens
+	}
+	in := store.PointInputs{ISL: 1024, OSL: 1024, Batch: 64}
+	got := plan(in)
+	u, err := est.Memory(1, in.ISL, in.OSL, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capB := est.System().MemCapacity
+	f := perfdb.SGLangMemFractionStatic(capB, 2, 1, 1, 0)
+	want := int(math.Floor(((capB-(u.NCCLGiB+u.OthersGiB)*(1<<30))*f - u.WeightsGiB*(1<<30)) / est.KVBytesPerToken()))
+	if got != want {
+		t.Fatalf("pool %d tokens, want %d", got, want)
+	}
+	memModel, err := est.KVCapacityTokens(in.ISL, in.OSL, 1)
+	if err != nil || memModel >= got {
+		t.Fatalf("memory-model budget %d (%v) should be below SGLang's pool %d", memModel, err, got)
+	}
+	if long := plan(store.PointInputs{ISL: 8192, OSL: 1024, Batch: 64}); long != got {
+		t.Fatalf("isl 8192: pool %d, isl 1024: %d; want the same", long, got)
+	}
+	in.EngineProfile = queueing.ProfileAIConfigurator
+	aic := plan(in)
+	fa := perfdb.SGLangMemFractionStatic(capB, 2, 1, 1, 64)
+	if fa <= f || aic <= got {
+		t.Fatalf("cuda_graph_max_bs 64: fraction %v pool %d, tier default: %v %d; want both larger", fa, aic, f, got)
+	}
+	e := engine.Spec{Backend: engine.SGLang, BlockSize: 64}
+	if _, err := planKV(pt, store.PointInputs{ISL: 1024, OSL: 1024, Batch: 64}, &e); err != nil || e.KVCapacityTokens != got/64*64 {
+		t.Fatalf("page 64: pool %d (%v), want %d", e.KVCapacityTokens, err, got/64*64)
+	}
+}
