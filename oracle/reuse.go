@@ -593,6 +593,9 @@ func (t *reuseTree) evict(v int32) {
 }
 
 // ReuseRequest is one request of ReusePinned: when it runs and what it holds.
+// ArrivalMs is when it looks its prefix up, stores its prompt and starts holding
+// KV — its admission rather than its arrival when it queued (trace replays pass the
+// first replay's first-token instant) —, FinishMs when it frees its KV.
 type ReuseRequest struct {
 	ArrivalMs, FinishMs float64
 	ISL, OSL            int
@@ -600,10 +603,11 @@ type ReuseRequest struct {
 }
 
 // ReusePinned replays reqs through a new cache with each request pinning its KV from
-// arrival to finish (AddAt, in arrival order, ties in input order; every request is
-// announced first, as Expect) and returns each request's hit, in input order. The
-// run times come from a replay that took its hits unpinned (Add): the hits then
-// account for the KV that running requests hold, as the engines' caches do.
+// its ArrivalMs (its admission, ReuseRequest) to finish (AddAt, in that order, ties in
+// input order; every request is announced first, as Expect) and returns each
+// request's hit, in input order. The run times come from a replay that took its hits
+// unpinned (Add): the hits then account for the KV that running requests hold, as
+// the engines' caches do.
 func ReusePinned(cfg ReuseConfig, reqs []ReuseRequest) ([]int, error) {
 	s, err := NewReuse(cfg)
 	if err != nil {

@@ -51,6 +51,9 @@ type Options struct {
 	// last computed full block, not from its prefix (kv.go kvEvict). Off, or in the
 	// synthetic-workload calendars, a recompute starts from the prefix.
 	PrefixCaching bool
+	// HashBlock (trace replay) is the prompt tokens one TraceRequest.HashIDs id
+	// covers (Mooncake: 512); required when a request names hash ids.
+	HashBlock int
 	// Progress, if set, is called by a trace replay (QuantitativeTrace,
 	// QuantitativeSessions) after each finished request with the requests
 	// finished and the trace's requests: for a progress report of a long replay.

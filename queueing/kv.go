@@ -68,10 +68,18 @@ func (s *sim) kvGrow(ri int32, tokens int) bool {
 		return true
 	}
 	need := ceilDiv(tokens, bs) - r.blocks
-	if need > s.kvFree {
+	take := need // free blocks taken: a hit on a block another running request holds takes none (V-R9)
+	shared := s.share != nil && r.blocks < int(s.share.keyed[ri])
+	if shared {
+		take -= s.kvShareHeld(ri, r.blocks, r.blocks+need)
+	}
+	if take > s.kvFree {
 		return false
 	}
-	s.kvFree -= need
+	if shared {
+		s.kvShareTake(ri, r.blocks, r.blocks+need)
+	}
+	s.kvFree -= take
 	r.blocks += need
 	if s.kv.ctx != nil {
 		s.kvCtxTake(ri)
@@ -110,8 +118,7 @@ func (s *sim) kvEvict(ri int32) {
 	if r.c >= r.promptLen() {
 		computed = r.isl + r.gSched - 1
 	}
-	s.kvFree += r.blocks
-	r.blocks = 0
+	s.kvRelease(ri)
 	r.c = 0
 	r.prefix = 0
 	r.rec = r.gSched
@@ -119,6 +126,18 @@ func (s *sim) kvEvict(ri int32) {
 	if s.selfHits { // its full blocks stay cached (V-R6, V-R8): the recompute hits them
 		r.prefix = max(r.prefix, min(computed, r.promptLen()-1)/s.e.BlockSize*s.e.BlockSize)
 	}
+}
+
+// kvRelease frees request ri's blocks (finish, preemption): all of them but those
+// another running request still references (shared prefix blocks, kv_share.go).
+func (s *sim) kvRelease(ri int32) {
+	r := &s.reqs[ri]
+	freed := r.blocks
+	if s.share != nil {
+		freed -= s.kvShareDrop(ri)
+	}
+	s.kvFree += freed
+	r.blocks = 0
 }
 
 // kvNote records the blocks in use after a schedule.
@@ -281,7 +300,11 @@ func (s *sim) kvQueueBlockedVLLM(cur *simPass) bool {
 	if left <= 0 || (!s.e.EnableChunkedPrefill && n > left) {
 		return true
 	}
-	return ceilDiv(r.prefix+min(n, left), s.e.BlockSize) > s.kvFree
+	need := ceilDiv(r.prefix+min(n, left), s.e.BlockSize)
+	if s.share != nil && s.share.keyed[s.waiting[s.wHead]] > 0 {
+		need -= s.kvShareHeld(s.waiting[s.wHead], 0, need)
+	}
+	return need > s.kvFree
 }
 
 // screeningKVFree is e without a KV capacity the screening tier does not model
@@ -299,8 +322,8 @@ func screeningKVFree(e engine.Spec) engine.Spec {
 // SGLang, TRT-LLM MAX_UTILIZATION): its longest request must fit. A trace request's
 // cached prefix is allowed (unlike a workload's prefix shared by every request):
 // it is the reuse oracle's per-request hit, and its blocks count as the request's
-// own (a revived cached block takes a free block, V-R9; blocks two running requests
-// share are counted twice — the approximation, docs/traces.md).
+// own (a revived cached block takes a free block, V-R9), except, for vLLM with
+// prefix caching and hash ids, a block another running request holds (kv_share.go).
 func checkTraceKV(reqs []TraceRequest, e engine.Spec) error {
 	if e.KVCapacityTokens <= 0 || e.Traits().AdmissionReservesKV {
 		return nil

@@ -78,6 +78,7 @@ type sim struct {
 	chunked int32 // SGLang: the request whose prefill is in progress, or -1
 	kvFree  int   // free KV blocks, when a capacity is set (kv.go)
 	kv      kvState
+	share   *kvShare // prefix blocks shared among running requests (kv_share.go), or nil
 
 	now float64 // the clock: end of the last completed pass
 	// The pass in flight over [curStart, curEnd] when busy, and the scratch pass an
@@ -242,8 +243,7 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			r.finished = true
 			r.done = end
 			if r.blocks > 0 {
-				s.kvFree += r.blocks
-				r.blocks = 0
+				s.kvRelease(en.r)
 			}
 			fin = append(fin, en.r)
 		}

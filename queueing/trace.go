@@ -26,6 +26,13 @@ type TraceRequest struct {
 	// ThinkMs is the client's think time before this turn (W4): a session's later turn
 	// arrives at its previous turn's completion + ThinkMs.
 	ThinkMs float64
+	// HashIDs optionally names the prompt's leading blocks of Options.HashBlock tokens
+	// by content (a trace's hash ids, e.g. Mooncake's: the content of block k is fixed
+	// by ids 0..k). With a KV capacity and Options.PrefixCaching (vLLM), a prompt
+	// block of the cached prefix that another running request holds is counted once
+	// in the pool (ref-counted, V-R9; kv_share.go), as the engine holds it. Ids past
+	// the prompt (more than ⌈ISL / HashBlock⌉) are ignored.
+	HashIDs []int64
 }
 
 // SessionOptions are the W4 knobs of QuantitativeSessions.
@@ -116,6 +123,9 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 	if err := checkTrace(reqs, e, t); err != nil {
 		return nil, inputErr(err)
 	}
+	if err := checkHashIDs(reqs, o.HashBlock); err != nil {
+		return nil, inputErr(err)
+	}
 	rules := rulesFor(e.Backend)
 	s := &sim{e: e, t: t, rules: rules, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
 		selfHits: o.PrefixCaching && rules.kvSelfHits() && e.KVCapacityTokens > 0}
@@ -123,6 +133,9 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 		s.initKV(e.KVCapacityTokens)
 		if so != nil {
 			s.kv.ctx = make([]int32, len(reqs))
+		}
+		if s.selfHits && o.HashBlock > 0 { // vLLM prefix caching: shared prompt blocks held once
+			s.share = newKVShare(reqs, o.HashBlock, e.BlockSize)
 		}
 	}
 	col := &collector{stage: e.StageMs}
@@ -168,6 +181,13 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 	}
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
+	}
+	if s.kv.on && (s.kvFree != s.kv.capBlocks || (s.share != nil && len(s.share.spare) != len(s.share.heads))) { // every request finished: every block is free again
+		held := 0
+		if s.share != nil {
+			held = len(s.share.heads) - len(s.share.spare)
+		}
+		return nil, fmt.Errorf("queueing: KV still held after the replay: %d of %d blocks, %d shared chains (internal)", s.kv.capBlocks-s.kvFree, s.kv.capBlocks, held)
 	}
 	if s.kv.ctx != nil && s.kv.peakDemand > s.kv.capBlocks {
 		return nil, inputErr(&SessionKVError{PeakBlocks: s.kv.peakDemand, PoolBlocks: s.kv.capBlocks, BlockSize: e.BlockSize, AtMs: s.kv.peakAtMs - e.StageMs})

@@ -233,9 +233,10 @@ func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*
 		}
 		for k, i := range idx {
 			reqs[k].Prefix = rs.Add(reqs[k].ISL, reqs[k].OSL, w.hashIDs(i))
+			reqs[k].HashIDs = w.hashIDs(i) // blocks running requests share (queueing kv_share.go)
 		}
 	}
-	o := queueing.Options{PrefixCaching: c.PrefixCaching, Progress: c.Progress}
+	o := queueing.Options{PrefixCaching: c.PrefixCaching, Progress: c.Progress, HashBlock: w.Info.HashBlock}
 	run := func() (*queueing.Report, error) {
 		if c.Sessions {
 			o.ClientRTTMs = c.ClientRTTMs
@@ -250,10 +251,15 @@ func (w *TraceWorkload) Replay(ctx context.Context, idx []int, c TraceReplay) (*
 	// KV-bound (running requests held over oracle.KVBoundUtil of the pool): the hits
 	// again with every request pinning its KV over the run time just computed
 	// (oracle.ReusePinned, here in the first cache's memory), then the replay with those hits.
+	// A request looks its prefix up and holds KV from its admission (V-R3, V-R8), not
+	// from its arrival: a queued request holds nothing and its prompt is in no cache
+	// yet. The replay reports no admission instant; its first token, when the prompt's
+	// KV is complete, is at most the prefill's passes later (a KV-bound queue is far
+	// longer), so the pin starts there.
 	rr := make([]oracle.ReuseRequest, len(idx))
 	for k, i := range idx {
 		r := rep.Requests[k]
-		rr[k] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: w.hashIDs(i)}
+		rr[k] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs + r.TTFTMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: w.hashIDs(i)}
 	}
 	hits, err := rs.Pinned(rr) // ReusePinned in the first pass's memory
 	if err != nil {

@@ -249,10 +249,11 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 		in[i] = queueing.TraceRequest{ArrivalMs: r.ArrivalMs, ISL: r.ISL, OSL: r.OSL, Session: sess[i], ThinkMs: r.ThinkMs}
 		if rs != nil {
 			in[i].Prefix = rs.Add(r.ISL, r.OSL, r.HashIDs)
+			in[i].HashIDs = r.HashIDs // blocks running requests share (the DES's block identities)
 		}
 	}
 	// the DES caches blocks when the slice names them or has sessions (replayOracle)
-	o := queueing.Options{RecordTokenTimes: true, PrefixCaching: hasIDs(reqs) || f.SessionTurns > 0}
+	o := queueing.Options{RecordTokenTimes: true, PrefixCaching: hasIDs(reqs) || f.SessionTurns > 0, HashBlock: trace.DefaultHashBlock}
 	run := func() (*queueing.Report, error) {
 		if f.SessionTurns > 0 {
 			o.ClientRTTMs = f.ClientRTTMs
@@ -266,8 +267,8 @@ func replayModel(ctx context.Context, f ReplayFamily, reqs []trace.Request, bloc
 	}
 	if rs != nil && rep.KVUtilPeak > oracle.KVBoundUtil { // KV-bound: hits under the KV running requests pin
 		rr := make([]oracle.ReuseRequest, len(reqs))
-		for i, r := range rep.Requests {
-			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: reqs[i].HashIDs}
+		for i, r := range rep.Requests { // held from its prompt's KV (first token), as trace replay
+			rr[i] = oracle.ReuseRequest{ArrivalMs: r.ArrivalMs + r.TTFTMs, FinishMs: r.ArrivalMs + r.E2EMs, ISL: r.ISL, OSL: r.OSL, HashIDs: reqs[i].HashIDs}
 		}
 		hits, err := oracle.ReusePinned(oracle.ReuseConfig{Backend: f.Engine.Backend, KVBlocks: blocks,
 			BlockSize: f.Engine.BlockSize, HashBlock: trace.DefaultHashBlock}, rr)
