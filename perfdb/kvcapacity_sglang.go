@@ -24,8 +24,7 @@ func (e *Estimator) SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS int) (int
 	if err != nil {
 		return 0, err
 	}
-	perTok := e.KVBytesPerToken()
-	if e.KVStateBytesPerRequest() > 0 || !(perTok > 0) {
+	if e.KVStateBytesPerRequest() > 0 {
 		return budget, nil
 	}
 	u, err := e.memory(1, isl, osl, 0, memOpts{})
@@ -36,7 +35,7 @@ func (e *Estimator) SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS int) (int
 	capB := e.sys.MemCapacity
 	f := SGLangMemFractionStatic(capB, e.cfg.TP, e.cfg.PP, e.cfg.DP, graphMaxBS)
 	rest := (capB-(u.NCCLGiB+u.OthersGiB)*gib)*f - u.WeightsGiB*gib
-	tokens := math.Floor(rest / perTok)
+	tokens := math.Floor(rest / e.KVBytesPerToken()) // > 0: KVCapacityTokens checked it
 	if !(tokens > float64(budget)) || tokens > 1<<40 {
 		return budget, nil
 	}
