@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -184,44 +185,44 @@ func (s *Store) AnswerUnder(ctx context.Context, h Hypothesis, q string, fn func
 			return err
 		}
 		defer rows.Close()
-		cols, err := rows.Columns()
-		if err != nil {
-			return err
-		}
-		vals, ptrs := make([]any, len(cols)), make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		for rows.Next() {
-			if err := rows.Scan(ptrs...); err != nil {
-				return err
-			}
-			if err := fn(fmt.Sprintf("%#v", vals)); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
+		_, err = eachRow(rows, func(vals []any) error { return fn(fmt.Sprintf("%#v", vals)) })
+		return err
 	})
 }
 
 // scanAll reads rows' column names and every row's values as the driver gives
 // them.
 func scanAll(rows *sql.Rows) ([]string, [][]any, error) {
-	cols, err := rows.Columns()
+	var data [][]any
+	cols, err := eachRow(rows, func(vals []any) error {
+		data = append(data, slices.Clone(vals))
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	var data [][]any
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, nil, err
-		}
-		data = append(data, vals)
+	return cols, data, nil
+}
+
+// eachRow passes fn each row's values of rows as the driver gives them, in one
+// buffer reused from row to row, and returns the column names; an error from fn
+// stops the read and is returned.
+func eachRow(rows *sql.Rows, fn func(vals []any) error) ([]string, error) {
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
 	}
-	return cols, data, rows.Err()
+	vals, ptrs := make([]any, len(cols)), make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		if err := fn(vals); err != nil {
+			return nil, err
+		}
+	}
+	return cols, rows.Err()
 }
