@@ -45,19 +45,11 @@ type kvPlan struct {
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
 	if e.KVCapacityTokens <= 0 {
-		var n int
-		var err error
-		if e.Backend == engine.SGLang {
-			// SGLang sizes its own pool (profile_max_num_token); under the
-			// aiconfigurator profile --cuda-graph-bs 1…batch sets cuda_graph_max_bs.
-			graphBS := 0
-			if strings.HasPrefix(in.EngineProfile, queueing.ProfileAIConfigurator) {
-				graphBS = in.Batch
-			}
-			n, err = pt.Estimator().SGLangKVPoolTokens(in.ISL, in.OSL, bs, graphBS)
-		} else {
-			n, err = pt.Estimator().KVCapacityTokens(in.ISL, in.OSL, bs)
+		graphBS := 0 // the aiconfigurator profile's --cuda-graph-bs 1…batch
+		if strings.HasPrefix(in.EngineProfile, queueing.ProfileAIConfigurator) {
+			graphBS = in.Batch
 		}
+		n, err := KVPoolTokens(pt.Estimator(), e.Backend, in.ISL, in.OSL, bs, graphBS)
 		if err != nil {
 			return kvPlan{}, err
 		}
@@ -74,6 +66,18 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 	k.demandBlocks = in.Batch * k.perReq
 	k.tight = k.demandBlocks > k.capBlocks
 	return k, nil
+}
+
+// KVPoolTokens is the KV pool (tokens, whole blocks of blockSize) est's worker
+// allocates under engine backend b: SGLang sizes its own (profile_max_num_token,
+// perfdb SGLangKVPoolTokens; graphMaxBS > 0 is its cuda_graph_max_bs, 0 the
+// capacity tier's), the other engines get the memory model's budget (perfdb
+// KVCapacityTokens).
+func KVPoolTokens(est *perfdb.Estimator, b engine.Backend, isl, osl, blockSize, graphMaxBS int) (int, error) {
+	if b == engine.SGLang {
+		return est.SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS)
+	}
+	return est.KVCapacityTokens(isl, osl, blockSize)
 }
 
 func ceilDivInt(a, b int) int { return (a + b - 1) / b }

@@ -172,7 +172,7 @@ func parseKVCapacity(v string) (n int, auto bool, err error) {
 }
 
 // resolveKVCapacity sets e.KVCapacityTokens for --kv-capacity-tokens auto from
-// pt's memory model (perfdb KVCapacityTokens) at the workload's longest request
+// pt's memory model (refine.KVPoolTokens) at the workload's longest request
 // and e's block size; pt is nil with a synthetic timing, which has no memory
 // model. Other values were applied by applyEngineFlags.
 func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *engine.Spec) error {
@@ -189,17 +189,11 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	for _, v := range w.OSLQuantiles {
 		osl = max(osl, v)
 	}
-	var n int
-	var err error
-	if e.Backend == engine.SGLang { // SGLang sizes its own pool (profile_max_num_token)
-		graphBS := 0
-		if c.String("engine-profile") == queueing.ProfileAIConfigurator {
-			graphBS = e.MaxNumSeqs // the rules' --cuda-graph-bs 1…batch
-		}
-		n, err = pt.Estimator().SGLangKVPoolTokens(isl, osl, max(e.BlockSize, 1), graphBS)
-	} else {
-		n, err = pt.Estimator().KVCapacityTokens(isl, osl, max(e.BlockSize, 1))
+	graphBS := 0
+	if c.String("engine-profile") == queueing.ProfileAIConfigurator {
+		graphBS = e.MaxNumSeqs // the rules' --cuda-graph-bs 1…batch
 	}
+	n, err := refine.KVPoolTokens(pt.Estimator(), e.Backend, isl, osl, max(e.BlockSize, 1), graphBS)
 	if errors.Is(err, perfdb.ErrOOM) {
 		return userErrorf("--kv-capacity-tokens auto: %v", err)
 	}
