@@ -184,7 +184,7 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	}
 	// The scheduler-state rule (statecycle.go) while no generation window is decided.
 	var sc *stateCycle
-	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle {
+	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle && !o.transientOnly {
 		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1)}
 	}
 	stop := func() bool {
@@ -201,7 +201,7 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	}
 	// A window of whole state periods, unless the generation rule's window was
 	// complete first (its horizon came before the periods did).
-	if sc != nil && sc.done && !o.transientOnly {
+	if sc != nil && sc.done {
 		return stateCycleReport(s, col, w, sc, horizon, delay, o.spreadMs)
 	}
 	if o.transientOnly {
