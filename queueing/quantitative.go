@@ -69,10 +69,13 @@ func (c *collector) onFast(gap float64, rows []bucketRows) {
 }
 
 // itlOf is the ITL distribution of the buckets [lo, hi).
-func (c *collector) itlOf(lo, hi int) Distribution {
-	d := c.itl.dist(lo, hi)
+func (c *collector) itlOf(lo, hi int) Distribution { return orNoGaps(c.itl.dist(lo, hi)) }
+
+// orNoGaps is the ITL distribution d, or a point mass at 0 when d is empty (osl ≤ 1:
+// no gaps).
+func orNoGaps(d Distribution) Distribution {
 	if d.Len() == 0 {
-		return PointMass(0) // osl ≤ 1: no gaps
+		return PointMass(0)
 	}
 	return d
 }
@@ -290,10 +293,7 @@ func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, h
 	if err != nil {
 		return nil, err
 	}
-	rep.ITL = col.itl.distSince(sc.ck.bins, sc.ck.minGen)
-	if rep.ITL.Len() == 0 {
-		rep.ITL = PointMass(0) // osl ≤ 1: no gaps
-	}
+	rep.ITL = orNoGaps(col.itl.distSince(sc.ck.bins, sc.ck.minGen))
 	if err := s.slotThroughput(rep, w.Concurrency, delay); err != nil {
 		return nil, err
 	}
