@@ -205,7 +205,7 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	// A window of whole state periods, unless the generation rule's window was
 	// complete first (its horizon came before the periods did).
 	if sc != nil && sc.done {
-		return stateCycleReport(s, col, w, sc, horizon, delay, o.spreadMs)
+		return stateCycleReport(s, col, w, sc, delay, o.spreadMs)
 	}
 	if o.transientOnly {
 		rep, err := s.report(col, w, -1, -1)
@@ -276,7 +276,7 @@ func (s *sim) slotThroughput(rep *Report, C int, delay float64) error {
 // generation window). Window reports the generations of those requests, Found with
 // the period in passes and ms (the generation Period stays 0) and the horizon the
 // generation rule had.
-func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, horizon int, delay, spreadMs float64) (*Report, error) {
+func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, delay, spreadMs float64) (*Report, error) {
 	t0, t1 := sc.ck.now, s.now
 	g0, g1 := math.MaxInt, -1
 	for i := range s.reqs {
@@ -294,10 +294,10 @@ func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, h
 		return nil, err
 	}
 	rep.ITL = orNoGaps(col.itl.distSince(sc.ck.bins, sc.ck.minGen))
-	if err := s.slotThroughput(rep, w.Concurrency, delay); err != nil {
+	if err := s.slotThroughput(rep, sc.clients, delay); err != nil {
 		return nil, err
 	}
-	rep.Diagnostics.Windows = []Window{{Start: g0, Length: g1 - g0 + 1, Found: true, Horizon: horizon, SpreadMs: spreadMs,
+	rep.Diagnostics.Windows = []Window{{Start: g0, Length: g1 - g0 + 1, Found: true, Horizon: sc.horizon, SpreadMs: spreadMs,
 		StatePeriodPasses: sc.periodPasses, StatePeriodMs: sc.periodMs, StatePeriods: sc.periods}}
 	return rep, finite(rep)
 }
