@@ -41,14 +41,9 @@ const maxBuckets = 1 << 12
 
 // add records value v (> 0) with weight w in bucket b (0 ≤ b < maxBuckets).
 func (bb *bucketBins) add(b int32, v, w float64) {
-	c := bb.cacheOf(b)
-	if c.i >= 0 && v >= c.lo && v < c.hi {
-		a := &bb.acc[c.i]
-		a.w += w
-		a.sum += w * v
-		return
+	if c := bb.cacheOf(b); !bb.addCached(c, v, w) {
+		bb.place(b, c, bb.binAfter(c, v), v, w)
 	}
-	bb.place(b, c, bb.binAfter(c, v), v, w)
 }
 
 // addRows is add(r.bucket, v, r.n) for each row group r of a pass (the same gap in
@@ -58,10 +53,7 @@ func (bb *bucketBins) addRows(rows []bucketRows, v float64) {
 	have := false
 	for _, r := range rows {
 		c := bb.cacheOf(r.bucket)
-		if c.i >= 0 && v >= c.lo && v < c.hi {
-			a := &bb.acc[c.i]
-			a.w += r.n
-			a.sum += r.n * v
+		if bb.addCached(c, v, r.n) {
 			continue
 		}
 		if !have {
@@ -69,6 +61,18 @@ func (bb *bucketBins) addRows(rows []bucketRows, v float64) {
 		}
 		bb.place(r.bucket, c, bin, v, r.n)
 	}
+}
+
+// addCached adds v with weight w to the bin of cache c and reports true when v
+// falls in it.
+func (bb *bucketBins) addCached(c *binCache, v, w float64) bool {
+	if !(c.i >= 0 && v >= c.lo && v < c.hi) {
+		return false
+	}
+	a := &bb.acc[c.i]
+	a.w += w
+	a.sum += w * v
+	return true
 }
 
 // cacheOf returns bucket b's last-bin cache.

@@ -288,7 +288,8 @@ func (s *sim) kvQueueBlockedVLLM(cur *simPass) bool {
 	if len(s.running) >= s.seqCap {
 		return true
 	}
-	r := &s.reqs[s.waiting[s.wHead]]
+	ri := s.waiting[s.wHead]
+	r := &s.reqs[ri]
 	if r.finished {
 		return false
 	}
@@ -301,8 +302,8 @@ func (s *sim) kvQueueBlockedVLLM(cur *simPass) bool {
 		return true
 	}
 	need := ceilDiv(r.prefix+min(n, left), s.e.BlockSize)
-	if s.share != nil && s.share.keyed[s.waiting[s.wHead]] > 0 {
-		need -= s.kvShareHeld(s.waiting[s.wHead], 0, need)
+	if s.share != nil && s.share.keyed[ri] > 0 {
+		need -= s.kvShareHeld(ri, 0, need)
 	}
 	return need > s.kvFree
 }

@@ -69,10 +69,13 @@ func (c *collector) onFast(gap float64, rows []bucketRows) {
 }
 
 // itlOf is the ITL distribution of the buckets [lo, hi).
-func (c *collector) itlOf(lo, hi int) Distribution {
-	d := c.itl.dist(lo, hi)
+func (c *collector) itlOf(lo, hi int) Distribution { return orNoGaps(c.itl.dist(lo, hi)) }
+
+// orNoGaps is the ITL distribution d, or a point mass at 0 when d is empty (osl ≤ 1:
+// no gaps).
+func orNoGaps(d Distribution) Distribution {
 	if d.Len() == 0 {
-		return PointMass(0) // osl ≤ 1: no gaps
+		return PointMass(0)
 	}
 	return d
 }
@@ -184,8 +187,8 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	}
 	// The scheduler-state rule (statecycle.go) while no generation window is decided.
 	var sc *stateCycle
-	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle {
-		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1)}
+	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle && !o.transientOnly {
+		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1), every: 1}
 	}
 	stop := func() bool {
 		if det.ready() {
@@ -201,8 +204,8 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	}
 	// A window of whole state periods, unless the generation rule's window was
 	// complete first (its horizon came before the periods did).
-	if sc != nil && sc.done && !o.transientOnly {
-		return stateCycleReport(s, col, w, sc, horizon, delay, o.spreadMs)
+	if sc != nil && sc.done {
+		return stateCycleReport(s, col, w, sc, delay, o.spreadMs)
 	}
 	if o.transientOnly {
 		rep, err := s.report(col, w, -1, -1)
@@ -273,7 +276,7 @@ func (s *sim) slotThroughput(rep *Report, C int, delay float64) error {
 // generation window). Window reports the generations of those requests, Found with
 // the period in passes and ms (the generation Period stays 0) and the horizon the
 // generation rule had.
-func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, horizon int, delay, spreadMs float64) (*Report, error) {
+func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, delay, spreadMs float64) (*Report, error) {
 	t0, t1 := sc.ck.now, s.now
 	g0, g1 := math.MaxInt, -1
 	for i := range s.reqs {
@@ -290,14 +293,11 @@ func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, h
 	if err != nil {
 		return nil, err
 	}
-	rep.ITL = col.itl.distSince(sc.ck.bins, sc.ck.minGen)
-	if rep.ITL.Len() == 0 {
-		rep.ITL = PointMass(0) // osl ≤ 1: no gaps
-	}
-	if err := s.slotThroughput(rep, w.Concurrency, delay); err != nil {
+	rep.ITL = orNoGaps(col.itl.distSince(sc.ck.bins, sc.ck.minGen))
+	if err := s.slotThroughput(rep, sc.clients, delay); err != nil {
 		return nil, err
 	}
-	rep.Diagnostics.Windows = []Window{{Start: g0, Length: g1 - g0 + 1, Found: true, Horizon: horizon, SpreadMs: spreadMs,
+	rep.Diagnostics.Windows = []Window{{Start: g0, Length: g1 - g0 + 1, Found: true, Horizon: sc.horizon, SpreadMs: spreadMs,
 		StatePeriodPasses: sc.periodPasses, StatePeriodMs: sc.periodMs, StatePeriods: sc.periods}}
 	return rep, finite(rep)
 }

@@ -61,7 +61,7 @@ type stateCycle struct {
 	clients    int
 	win        int // steady requests per slot the window holds at least (the generation window)
 	minPeriods int // whole periods the window holds at least (1; tests ask for more)
-	obs, every int // obs: the index of the next observation
+	obs, every int // obs: the index of the next observation; every: the checkpoint spacing (≥ 1)
 	lastPasses int // s.passes at the last observation (one observation per pass end)
 	cks        []stateCkpt
 	spare      []stateCkpt // dropped checkpoints, their buffers reused
@@ -115,9 +115,6 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 			sc.period, sc.periodPasses, sc.periodMs = o-c.obs, s.passes-c.passes, s.now-c.now
 			return sc.windowDone(s, o)
 		}
-	}
-	if sc.every == 0 {
-		sc.every = 1
 	}
 	if o%sc.every == 0 {
 		var c stateCkpt

@@ -182,12 +182,14 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 	if err := s.run(ctx, func() bool { return done == len(reqs) }); err != nil {
 		return nil, err
 	}
-	if s.kv.on && (s.kvFree != s.kv.capBlocks || (s.share != nil && len(s.share.spare) != len(s.share.heads))) { // every request finished: every block is free again
+	if s.kv.on { // every request finished: every block is free again
 		held := 0
 		if s.share != nil {
 			held = len(s.share.heads) - len(s.share.spare)
 		}
-		return nil, fmt.Errorf("queueing: KV still held after the replay: %d of %d blocks, %d shared chains (internal)", s.kv.capBlocks-s.kvFree, s.kv.capBlocks, held)
+		if s.kvFree != s.kv.capBlocks || held != 0 {
+			return nil, fmt.Errorf("queueing: KV still held after the replay: %d of %d blocks, %d shared chains (internal)", s.kv.capBlocks-s.kvFree, s.kv.capBlocks, held)
+		}
 	}
 	if s.kv.ctx != nil && s.kv.peakDemand > s.kv.capBlocks {
 		return nil, inputErr(&SessionKVError{PeakBlocks: s.kv.peakDemand, PoolBlocks: s.kv.capBlocks, BlockSize: e.BlockSize, AtMs: s.kv.peakAtMs - e.StageMs})
