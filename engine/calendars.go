@@ -110,6 +110,27 @@ func (sglang) Defaults(version string) (Spec, error) {
 		EnableMixedChunk: true, MaxNumSeqs: 2048, BlockSize: 1}, nil
 }
 
+// SGLangChunkedPrefillSize is SGLang's default chunked_prefill_size for a GPU
+// of memBytes (ServerArgs._handle_gpu_memory_settings, capacity in MiB): 2048
+// below 35 GiB, 4096 below 60 GiB, 8192 below 160 GiB (H100, H200), 16384 above
+// (B200, MI300); 0 when the capacity is not known (the engine default stays).
+// It is the one copy of that table: the calendar's profile rules and the
+// mem_fraction_static reserve both read it.
+func SGLangChunkedPrefillSize(memBytes float64) int {
+	mib := memBytes / (1 << 20)
+	switch {
+	case !(mib > 0):
+		return 0
+	case mib < 35*1024:
+		return 2048
+	case mib < 60*1024:
+		return 4096
+	case mib < 160*1024:
+		return 8192
+	}
+	return 16384
+}
+
 // Validate implements Calendar.
 func (sglang) Validate(s Spec) error {
 	if err := positive(SGLang, knob{"max_num_seqs", s.MaxNumSeqs}, knob{"block_size", s.BlockSize},

@@ -170,3 +170,18 @@ func TestTraits(t *testing.T) {
 		}
 	}
 }
+
+// TestSGLangChunkedPrefillSize pins SGLang's capacity tiers at their edges
+// (ServerArgs._handle_gpu_memory_settings): the bound belongs to the next tier.
+func TestSGLangChunkedPrefillSize(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		mem  float64
+		want int
+	}{{0, 0}, {-1, 0}, {16 * gib, 2048}, {35*gib - 1, 2048}, {35 * gib, 4096}, {60*gib - 1, 4096},
+		{60 * gib, 8192}, {80 * gib, 8192}, {160 * gib, 16384}, {192 * gib, 16384}} {
+		if got := SGLangChunkedPrefillSize(tc.mem); got != tc.want {
+			t.Errorf("SGLangChunkedPrefillSize(%g GiB) = %d, want %d", tc.mem/gib, got, tc.want)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
 // MemoryUsage is one GPU's memory footprint in GiB (BaseBackend._get_memory_usage).
@@ -224,27 +226,28 @@ func sglangMemFractionStatic(capacityBytes float64, tp, pp, dp int) float64 {
 // capacity tier's default.
 func SGLangMemFractionStatic(capacityBytes float64, tp, pp, dp, graphMaxBS int) float64 {
 	mb := capacityBytes / (1 << 20)
-	var chunk, graphBS float64
+	chunk := float64(engine.SGLangChunkedPrefillSize(capacityBytes))
+	var graphBS float64
 	switch {
 	case mb < 20*1024:
-		chunk, graphBS = 2048, 8
+		graphBS = 8
 	case mb < 35*1024:
-		chunk, graphBS = 2048, 24
+		graphBS = 24
 		if tp >= 4 {
 			graphBS = 80
 		}
 	case mb < 60*1024:
-		chunk, graphBS = 4096, 32
+		graphBS = 32
 		if tp >= 4 {
 			graphBS = 160
 		}
 	case mb < 160*1024:
-		chunk, graphBS = 8192, 256
+		graphBS = 256
 		if tp >= 4 {
 			graphBS = 512
 		}
 	default:
-		chunk, graphBS = 16384, 512
+		graphBS = 512
 	}
 	if graphMaxBS > 0 {
 		graphBS = float64(graphMaxBS)

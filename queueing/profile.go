@@ -27,7 +27,7 @@ type ProfileInput struct {
 	Batch            int    // max batch size per worker (client concurrency for agg benchmarks)
 	ISL, OSL         int
 	// GPUMemBytes is one GPU's memory capacity (0 = not known). SGLang sizes its
-	// default chunked_prefill_size from it (sglangChunkedPrefillSize); the
+	// default chunked_prefill_size from it (engine.SGLangChunkedPrefillSize); the
 	// other backends do not read it.
 	GPUMemBytes float64
 }
@@ -177,28 +177,9 @@ func (sglangRules) aicApply(e *engine.Spec, in ProfileInput, mbs int) {
 	e.MaxNumSeqs = mbs
 	e.MaxPrefillTokens = in.ISL + aicHeadroom
 	e.EnableMixedChunk = in.Role == RoleAgg
-	if n := sglangChunkedPrefillSize(in.GPUMemBytes); n > 0 && e.EnableChunkedPrefill {
+	if n := engine.SGLangChunkedPrefillSize(in.GPUMemBytes); n > 0 && e.EnableChunkedPrefill {
 		e.ChunkedPrefillSize = n
 	}
-}
-
-// sglangChunkedPrefillSize is SGLang's default chunked_prefill_size for a GPU of
-// memBytes (ServerArgs._handle_gpu_memory_settings, capacity in MiB): 2048 below
-// 35 GiB, 4096 below 60 GiB, 8192 below 160 GiB (H100, H200), 16384 above (B200,
-// MI300); 0 when the capacity is not known (the engine default stays).
-func sglangChunkedPrefillSize(memBytes float64) int {
-	mib := memBytes / (1 << 20)
-	switch {
-	case !(mib > 0):
-		return 0
-	case mib < 35*1024:
-		return 2048
-	case mib < 60*1024:
-		return 4096
-	case mib < 160*1024:
-		return 8192
-	}
-	return 16384
 }
 
 func (noRules) aicApply(*engine.Spec, ProfileInput, int) {}
