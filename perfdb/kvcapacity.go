@@ -22,20 +22,27 @@ import (
 // tokens (plus its constant state) do not fit gives an ErrOOM error showing
 // the arithmetic in GiB per GPU.
 func (e *Estimator) KVCapacityTokens(isl, osl, blockSize int) (int, error) {
+	n, _, err := e.kvCapacity(isl, osl, blockSize)
+	return n, err
+}
+
+// kvCapacity is KVCapacityTokens with the one-request footprint it computed,
+// for callers (SGLangKVPoolTokens) that size a pool from the same footprint.
+func (e *Estimator) kvCapacity(isl, osl, blockSize int) (int, MemoryUsage, error) {
 	if isl <= 0 || osl <= 0 || blockSize <= 0 {
-		return 0, fmt.Errorf("kv capacity: isl %d, osl %d, block size %d: all must be ≥ 1", isl, osl, blockSize)
+		return 0, MemoryUsage{}, fmt.Errorf("kv capacity: isl %d, osl %d, block size %d: all must be ≥ 1", isl, osl, blockSize)
 	}
 	capGiB := e.sys.MemCapacity / (1 << 30)
 	if !(capGiB > 0) {
-		return 0, fmt.Errorf("kv capacity: system %s has no gpu.mem_capacity", e.sys.Name)
+		return 0, MemoryUsage{}, fmt.Errorf("kv capacity: system %s has no gpu.mem_capacity", e.sys.Name)
 	}
 	perTok := e.KVBytesPerToken()
 	if !(perTok > 0) {
-		return 0, fmt.Errorf("kv capacity: model %s gives %v KV bytes per token", e.model.ID, perTok)
+		return 0, MemoryUsage{}, fmt.Errorf("kv capacity: model %s gives %v KV bytes per token", e.model.ID, perTok)
 	}
 	u, err := e.memory(1, isl, osl, 0, memOpts{})
 	if err != nil {
-		return 0, fmt.Errorf("kv capacity: %w", err)
+		return 0, MemoryUsage{}, fmt.Errorf("kv capacity: %w", err)
 	}
 	static := e.cfg.Backend == "sglang" // SGLang derives mem_fraction_static from the capacity
 	f, ofFree, reserved, tol := kvBudgetParams(e.cfg.Backend, e.cfg.Version, static, e.sys.MemCapacity, e.cfg.TP, e.cfg.PP, e.cfg.DP)
@@ -52,10 +59,10 @@ func (e *Estimator) KVCapacityTokens(isl, osl, blockSize int) (int, error) {
 			arith = fmt.Sprintf("(%.2f GiB − (weights %.2f + activations %.2f + nccl %.2f + others %.2f GiB)) × %.3g × %.4g",
 				capGiB, u.WeightsGiB, u.ActivationsGiB, u.NCCLGiB, u.OthersGiB, f, scale)
 		}
-		return 0, fmt.Errorf("%w: %s KV budget %s = %.2f GiB per GPU < the KV of one request of isl %d + osl %d (%.2f GiB) on %s tp %d; raise --tp/--pp or shorten the request",
+		return 0, MemoryUsage{}, fmt.Errorf("%w: %s KV budget %s = %.2f GiB per GPU < the KV of one request of isl %d + osl %d (%.2f GiB) on %s tp %d; raise --tp/--pp or shorten the request",
 			ErrOOM, e.cfg.Backend, arith, budget, isl, osl, u.KVCacheGiB, e.sys.Name, e.cfg.TP)
 	}
 	tokens := math.Floor(budget * (1 << 30) / perTok)
 	blocks := int(tokens) / blockSize
-	return blocks * blockSize, nil
+	return blocks * blockSize, u, nil
 }

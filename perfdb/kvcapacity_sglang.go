@@ -20,16 +20,12 @@ import "math"
 // mamba pool and the KV pool) get KVCapacityTokens' pool, as does a result below
 // it.
 func (e *Estimator) SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS int) (int, error) {
-	budget, err := e.KVCapacityTokens(isl, osl, blockSize)
+	budget, u, err := e.kvCapacity(isl, osl, blockSize)
 	if err != nil {
 		return 0, err
 	}
 	if e.KVStateBytesPerRequest() > 0 {
 		return budget, nil
-	}
-	u, err := e.memory(1, isl, osl, 0, memOpts{})
-	if err != nil {
-		return 0, err
 	}
 	const gib = 1 << 30
 	capB := e.sys.MemCapacity
