@@ -13,17 +13,19 @@ import (
 // running cap is the client concurrency.
 func TestEngineKnobsSGLang(t *testing.T) {
 	in := queueing.ProfileInput{Backend: "sglang", Role: queueing.RoleAgg, Batch: 64, ISL: 1024, OSL: 8192, GPUMemBytes: 193273528320}
-	e, budget, seqs, chunked, err := engineKnobs(ProfileAIConfigurator, in)
-	if err != nil || budget != 2524 || seqs != 64 || !chunked || e.ChunkedPrefillSize != 16384 || e.MaxPrefillTokens != 2524 ||
-		e.MaxNumSeqs != 64 || !e.EnableMixedChunk || e.TokenBudget() != 16384 {
-		t.Fatalf("aiconfigurator: %+v budget %d seqs %d chunked %v err %v", e, budget, seqs, chunked, err)
+	e, budget, err := engineKnobs(ProfileAIConfigurator, in)
+	if err != nil || budget != 2524 || e.SeatCap() != 64 || !e.EnableChunkedPrefill || e.ChunkedPrefillSize != 16384 ||
+		e.MaxPrefillTokens != 2524 || e.MaxNumSeqs != 64 || !e.EnableMixedChunk || e.TokenBudget() != 16384 {
+		t.Fatalf("aiconfigurator: %+v budget %d err %v", e, budget, err)
 	}
-	e, budget, seqs, _, err = engineKnobs(ProfileDefaults, in)
-	if err != nil || budget != 16384 || seqs != 64 || e.MaxNumSeqs != 64 || e.ChunkedPrefillSize != 8192 {
-		t.Fatalf("defaults: %+v budget %d seqs %d err %v", e, budget, seqs, err)
+	e, budget, err = engineKnobs(ProfileDefaults, in)
+	if err != nil || budget != 16384 || e.SeatCap() != 64 || e.MaxNumSeqs != 64 || e.ChunkedPrefillSize != 8192 {
+		t.Fatalf("defaults: %+v budget %d err %v", e, budget, err)
 	}
-	b, s, c, err := EngineKnobs(ProfileAIConfigurator, "sglang", "", 1024, 8192, 64)
-	if err != nil || b != 2524 || s != 64 || !c {
-		t.Fatalf("EngineKnobs: %d %d %v %v", b, s, c, err)
+	// Without the GPU's capacity SGLang's chunked_prefill_size stays the engine default.
+	in.GPUMemBytes = 0
+	e, budget, err = engineKnobs(ProfileAIConfigurator, in)
+	if err != nil || budget != 2524 || e.SeatCap() != 64 || !e.EnableChunkedPrefill || e.ChunkedPrefillSize != 8192 {
+		t.Fatalf("aiconfigurator, capacity unknown: %+v budget %d err %v", e, budget, err)
 	}
 }

@@ -276,7 +276,7 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		return t
 	}
 	batch := m.Concurrency / (m.PP * m.DP)
-	e, budget, seqs, chunked, err := engineKnobs(r.Profile, queueing.ProfileInput{Backend: m.Backend, Version: v,
+	e, budget, err := engineKnobs(r.Profile, queueing.ProfileInput{Backend: m.Backend, Version: v,
 		Role: queueing.RoleAgg, Batch: batch, ISL: m.ISL, OSL: m.OSL, GPUMemBytes: r.gpuMem[m.System]})
 	if err != nil {
 		t.Reason = "engine profile: " + oneLine(err.Error())
@@ -284,8 +284,8 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 	}
 	in := store.PointInputs{Model: model, System: m.System, Backend: m.Backend, Version: v, Mode: store.ModeAgg,
 		ISL: m.ISL, OSL: m.OSL, Prefix: m.Prefix, TP: m.TP, PP: m.PP, DP: m.DP, MoETP: m.MoETP, MoEEP: m.MoEEP,
-		Batch: batch, CtxTokens: max(budget-batch, m.ISL-m.Prefix), MaxNumBatchedTokens: budget, MaxNumSeqs: seqs,
-		ChunkedPrefill: chunked, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
+		Batch: batch, CtxTokens: max(budget-batch, m.ISL-m.Prefix), MaxNumBatchedTokens: budget, MaxNumSeqs: e.SeatCap(),
+		ChunkedPrefill: e.EnableChunkedPrefill, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
 		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name()}
 	measuredQuant(&in, m, res)
 	if e.Backend == engine.SGLang {
@@ -360,41 +360,35 @@ func fp8Scaling(label, checkpoint, sibling string) string {
 	return label
 }
 
-// EngineKnobs resolves the engine knobs of a measured deployment under an engine
-// profile through queueing.ProfileEngine (aiconfigurator's generator rules for an
-// agg worker, or the backend defaults): the per-pass token budget, the running cap
-// and chunked prefill — the knobs a stored point carries (PointInputs). The
-// profile's other agg settings (TRT-LLM's overlap scheduler on, 32-token blocks)
-// equal the defaults refine's evaluator starts from.
-func EngineKnobs(profile, backend, version string, isl, osl, batch int) (budget, seqs int, chunked bool, err error) {
-	_, budget, seqs, chunked, err = engineKnobs(profile, queueing.ProfileInput{Backend: backend, Version: version,
-		Role: queueing.RoleAgg, Batch: batch, ISL: isl, OSL: osl})
-	return budget, seqs, chunked, err
-}
-
-// engineKnobs is EngineKnobs for a full profile input (in.GPUMemBytes sizes
-// SGLang's chunked_prefill_size), also returning the resolved engine, its running
-// cap set to the knobs' seqs. SGLang's budget is max_prefill_tokens: ctx_tokens,
-// the legacy estimate's prefill budget, is derived from it.
-func engineKnobs(profile string, in queueing.ProfileInput) (e engine.Spec, budget, seqs int, chunked bool, err error) {
-	batch := in.Batch
-	e, err = queueing.ProfileEngine(profile, in)
+// engineKnobs resolves the engine of a measured deployment under an engine
+// profile through queueing.ProfileEngine (aiconfigurator's generator rules, or
+// the backend defaults; in.GPUMemBytes sizes SGLang's chunked_prefill_size) and
+// the prompt budget a stored point carries (PointInputs.MaxNumBatchedTokens).
+// Under the defaults profile the running cap is the client concurrency
+// (in.Batch). The point's running cap is e.SeatCap() and its chunked prefill
+// e.EnableChunkedPrefill. SGLang's budget is max_prefill_tokens: ctx_tokens, the
+// legacy estimate's prefill budget, is derived from it; the other backends' is
+// their per-pass budget. The profile's other agg settings (TRT-LLM's overlap
+// scheduler on, 32-token blocks) equal the defaults refine's evaluator starts
+// from.
+func engineKnobs(profile string, in queueing.ProfileInput) (engine.Spec, int, error) {
+	e, err := queueing.ProfileEngine(profile, in)
 	if err != nil {
-		return e, 0, 0, false, err
+		return e, 0, err
 	}
+	var budget int
 	switch e.Backend {
 	case engine.VLLM:
-		budget, seqs = e.MaxNumBatchedTokens, e.MaxNumSeqs
+		budget = e.MaxNumBatchedTokens
 	case engine.TRTLLM:
-		budget, seqs = e.MaxNumTokens, e.MaxBatchSize
+		budget = e.MaxNumTokens
 	case engine.SGLang:
-		budget, seqs = e.MaxPrefillTokens, e.MaxNumSeqs
+		budget = e.MaxPrefillTokens
 	}
 	if profile == ProfileDefaults {
-		seqs = batch // the client concurrency bounds the running requests
-		e.SetSeatCap(seqs)
+		e.SetSeatCap(in.Batch) // the client concurrency bounds the running requests
 	}
-	return e, budget, seqs, e.EnableChunkedPrefill, nil
+	return e, budget, nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
