@@ -45,11 +45,7 @@ type kvPlan struct {
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
 	if e.KVCapacityTokens <= 0 {
-		graphBS := 0 // the aiconfigurator profile's --cuda-graph-bs 1…batch
-		if strings.HasPrefix(in.EngineProfile, queueing.ProfileAIConfigurator) {
-			graphBS = in.Batch
-		}
-		n, err := KVPoolTokens(pt.Estimator(), e.Backend, in.ISL, in.OSL, bs, graphBS)
+		n, err := KVPoolTokens(pt.Estimator(), e.Backend, in.ISL, in.OSL, bs, CUDAGraphMaxBS(in.EngineProfile, *e))
 		if err != nil {
 			return kvPlan{}, err
 		}
@@ -78,6 +74,24 @@ func KVPoolTokens(est *perfdb.Estimator, b engine.Backend, isl, osl, blockSize, 
 		return est.SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS)
 	}
 	return est.KVCapacityTokens(isl, osl, blockSize)
+}
+
+// CUDAGraphMaxBS is the cuda_graph_max_bs SGLang sizes mem_fraction_static with
+// (KVPoolTokens) for engine e deployed under engine profile profile (a point's
+// EngineProfile, "+config" suffix included, or eval's --engine-profile).
+// aiconfigurator's rules launch SGLang with --cuda-graph-bs 1…max_running_requests
+// and SGLang captures no graph above max_running_requests, so it follows
+// max_running_requests as the engine resolves it (e.SeatCap(), after any engine
+// config or flag). 0 — the capacity tier's default — under any other profile or
+// for another backend.
+func CUDAGraphMaxBS(profile string, e engine.Spec) int {
+	if e.Backend != engine.SGLang {
+		return 0
+	}
+	if profile != queueing.ProfileAIConfigurator && !strings.HasPrefix(profile, queueing.ProfileAIConfigurator+"+") {
+		return 0
+	}
+	return max(e.SeatCap(), 0)
 }
 
 func ceilDivInt(a, b int) int { return (a + b - 1) / b }

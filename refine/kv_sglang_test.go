@@ -53,7 +53,7 @@ func TestSGLangPool(t *testing.T) {
 	est := pt.Estimator()
 	plan := func(in store.PointInputs) int {
 		t.Helper()
-		e := engine.Spec{Backend: engine.SGLang, BlockSize: 1}
+		e := engine.Spec{Backend: engine.SGLang, BlockSize: 1, MaxNumSeqs: in.Batch} // the profile's max_running_requests
 		if _, err := planKV(pt, in, &e); err != nil {
 			t.Fatal(err)
 		}
@@ -87,5 +87,48 @@ func TestSGLangPool(t *testing.T) {
 	e := engine.Spec{Backend: engine.SGLang, BlockSize: 64}
 	if _, err := planKV(pt, store.PointInputs{ISL: 1024, OSL: 1024, Batch: 64}, &e); err != nil || e.KVCapacityTokens != got/64*64 {
 		t.Fatalf("page 64: pool %d (%v), want %d", e.KVCapacityTokens, err, got/64*64)
+	}
+}
+
+// TestCUDAGraphMaxBS: the sweep (planKV) and eval size SGLang's pool with one
+// cuda_graph_max_bs — max_running_requests as the engine resolves it under the
+// aiconfigurator profile, with or without an engine config over it. A config that
+// lowers max_running_requests to 64 below the point's batch of 512 lowers the
+// graph reserve with it: planKV used to take the batch (512) where eval took the
+// engine's cap (64).
+func TestCUDAGraphMaxBS(t *testing.T) {
+	e := engine.Spec{Backend: engine.SGLang, BlockSize: 1, MaxNumSeqs: 64}
+	for _, tc := range []struct {
+		profile string
+		e       engine.Spec
+		want    int
+	}{
+		{queueing.ProfileAIConfigurator, e, 64},
+		{queueing.ProfileAIConfigurator + "+config", e, 64},
+		{queueing.ProfileDefaults, e, 0},
+		{queueing.ProfileDefaults + "+config", e, 0},
+		{"", e, 0},
+		{queueing.ProfileAIConfigurator, engine.Spec{Backend: engine.VLLM, MaxNumSeqs: 64}, 0},
+	} {
+		if got := CUDAGraphMaxBS(tc.profile, tc.e); got != tc.want {
+			t.Errorf("CUDAGraphMaxBS(%q, %s) = %d, want %d", tc.profile, tc.e.Backend, got, tc.want)
+		}
+	}
+	pt := sglangTestTiming(t, 2)
+	in := store.PointInputs{ISL: 1024, OSL: 1024, Batch: 512, EngineProfile: queueing.ProfileAIConfigurator + "+config"}
+	if _, err := planKV(pt, in, &e); err != nil {
+		t.Fatal(err)
+	}
+	want, err := KVPoolTokens(pt.Estimator(), engine.SGLang, 1024, 1024, 1, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byBatch, err := KVPoolTokens(pt.Estimator(), engine.SGLang, 1024, 1024, 1, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.KVCapacityTokens != want || want <= byBatch {
+		t.Fatalf("planKV pool %d tokens, want %d (cuda_graph_max_bs 64; the batch's 512 gives %d, which must be smaller)",
+			e.KVCapacityTokens, want, byBatch)
 	}
 }

@@ -189,10 +189,7 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	for _, v := range w.OSLQuantiles {
 		osl = max(osl, v)
 	}
-	graphBS := 0
-	if c.String("engine-profile") == queueing.ProfileAIConfigurator {
-		graphBS = e.MaxNumSeqs // the rules' --cuda-graph-bs 1…batch
-	}
+	graphBS := refine.CUDAGraphMaxBS(c.String("engine-profile"), *e)
 	n, err := refine.KVPoolTokens(pt.Estimator(), e.Backend, isl, osl, max(e.BlockSize, 1), graphBS)
 	if errors.Is(err, perfdb.ErrOOM) {
 		return userErrorf("--kv-capacity-tokens auto: %v", err)
