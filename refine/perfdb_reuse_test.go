@@ -10,6 +10,14 @@ import (
 	"github.com/aicdb/aicdb/store"
 )
 
+// forgetQuantitative drops ev's reused quantitative results, so a benchmark that
+// evaluates the same point again measures the simulation, not the reuse.
+func forgetQuantitative(ev *PerfdbEvaluator) {
+	ev.mu.Lock()
+	clear(ev.quants)
+	ev.mu.Unlock()
+}
+
 // ctxTwins sweeps one small agg configuration (Qwen3-32B, h200_sxm, vLLM, tp 2,
 // batch 8) under profile and returns two stored rows that differ only in
 // ctx_tokens (the default list for isl 4000 is 4000 and 8000) and what the
