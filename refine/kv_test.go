@@ -198,6 +198,7 @@ func BenchmarkEvaluateRowKVTight(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
+		forgetQuantitative(ev) // the simulation, not its reuse
 		if _, _, err := EvaluateRow(ctx, ev, pts[0]); err != nil {
 			b.Fatal(err)
 		}

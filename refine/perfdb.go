@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
@@ -117,6 +118,11 @@ type PerfdbEvaluator struct {
 	queriers map[querierKey]*perfdb.Querier
 	models   map[string]*perfdb.Model
 	ests     map[estKey]*estEntry
+	quants   map[quantKey]*quantEntry
+
+	// simulations counts agg quantitative-tier calendar runs (queueing.Quantitative);
+	// tests read it to check that an identical input is reused (quantKey).
+	simulations atomic.Int64
 }
 
 // estKey is every input of one worker's estimator and pass timing: the model and
@@ -147,7 +153,7 @@ type estEntry struct {
 // NewPerfdbEvaluator returns an evaluator over the perf data and models of src.
 func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 	return &PerfdbEvaluator{src: src, data: map[[4]string]*perfdb.Data{}, queriers: map[querierKey]*perfdb.Querier{},
-		models: map[string]*perfdb.Model{}, ests: map[estKey]*estEntry{}}
+		models: map[string]*perfdb.Model{}, ests: map[estKey]*estEntry{}, quants: map[quantKey]*quantEntry{}}
 }
 
 // Name implements Evaluator: "perfdb-1+kv+q<fingerprint>". Bump the number when
@@ -625,14 +631,46 @@ func fillColumns(v *[store.NumQ]float64, r *queueing.Report) error {
 	return nil
 }
 
-// Quantitative implements Evaluator.
+// Quantitative implements Evaluator. An agg point whose queueing inputs (quantKey)
+// equal those of a point already evaluated by this evaluator gets that result
+// without a new calendar run: rows that differ only in what the queueing tier does
+// not read (ctx_tokens under a recorded engine that does not derive its budget
+// from it: the aiconfigurator profile's batch + isl + 1500) share one simulation.
 func (p *PerfdbEvaluator) Quantitative(ctx context.Context, in store.PointInputs) (store.Quantitative, error) {
-	return p.QuantitativeAdjusted(ctx, in, p.adjustment(in))
+	return p.quantitative(ctx, in, p.adjustment(in), true)
 }
 
 // QuantitativeAdjusted is Quantitative under an explicit calibration (the fit in
-// refine/calibrate tries candidate adjustments through it).
+// refine/calibrate tries candidate adjustments through it). It does not reuse
+// results: a fit's candidate adjustments rarely repeat, and keeping every
+// candidate's result would grow without bound.
 func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust) (store.Quantitative, error) {
+	return p.quantitative(ctx, in, adj, false)
+}
+
+// quantKey is everything an agg quantitative evaluation reads once the point is
+// set up: the worker's estimator and pass timing (estKey), the calibration, the
+// workload's scalars (setupBase sets no quantiles), the engine exactly as the
+// calendar runs it (token budget, seat cap, chunking, KV pool, StageMs; so a
+// ctx_tokens that feeds the budget, pointEngine's ctx_tokens + batch, is in the
+// key through it) and the KV plan that shapes the stored KV columns. Everything
+// is derived from the point's inputs, never guessed from their names.
+type quantKey struct {
+	est                       estKey
+	adj                       PassAdjust
+	isl, osl, prefix, clients int
+	eng                       engine.Spec
+	kv                        kvPlan
+}
+
+// quantEntry is one quantKey's result; done is closed once q and err are set.
+type quantEntry struct {
+	done chan struct{}
+	q    store.Quantitative
+	err  error
+}
+
+func (p *PerfdbEvaluator) quantitative(ctx context.Context, in store.PointInputs, adj PassAdjust, reuse bool) (store.Quantitative, error) {
 	if in.Mode == store.ModeDisagg {
 		return p.quantitativeDisagg(ctx, in)
 	}
@@ -646,13 +684,58 @@ func (p *PerfdbEvaluator) QuantitativeAdjusted(ctx context.Context, in store.Poi
 	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil {
 		return store.Quantitative{}, err
 	}
-	r, err := queueing.Quantitative(ctx, w, e, tm)
+	run := func() (store.Quantitative, error) {
+		p.simulations.Add(1)
+		r, err := queueing.Quantitative(ctx, w, e, tm)
+		if err != nil {
+			return store.Quantitative{}, err
+		}
+		out, err := quantitativeOf(r)
+		out.KV = k.quantitative(r, e.KVCapacityTokens > 0)
+		return out, err
+	}
+	if !reuse {
+		return run()
+	}
+	cfg, err := WorkerConfig(in, Worker{TP: in.TP, PP: in.PP, DP: in.DP, MoETP: in.MoETP, MoEEP: in.MoEEP})
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	out, err := quantitativeOf(r)
-	out.KV = k.quantitative(r, e.KVCapacityTokens > 0)
-	return out, err
+	key := quantKey{est: estKey{Model: in.Model, System: in.System, Cfg: cfg}, adj: adj,
+		isl: w.ISL, osl: w.OSL, prefix: w.Prefix, clients: w.Concurrency, eng: e, kv: k}
+	return p.reuseQuantitative(ctx, key, run)
+}
+
+// reuseQuantitative returns key's result, running run only for the first caller
+// of key; concurrent callers of the same key wait for it. A failed run is not
+// kept (a cancelled context must not poison the key): its waiters run their own.
+func (p *PerfdbEvaluator) reuseQuantitative(ctx context.Context, key quantKey, run func() (store.Quantitative, error)) (store.Quantitative, error) {
+	p.mu.Lock()
+	ent, ok := p.quants[key]
+	if !ok {
+		ent = &quantEntry{done: make(chan struct{})}
+		p.quants[key] = ent
+	}
+	p.mu.Unlock()
+	if !ok {
+		ent.q, ent.err = run()
+		if ent.err != nil {
+			p.mu.Lock()
+			delete(p.quants, key)
+			p.mu.Unlock()
+		}
+		close(ent.done)
+		return ent.q, ent.err
+	}
+	select {
+	case <-ent.done:
+	case <-ctx.Done():
+		return store.Quantitative{}, ctx.Err()
+	}
+	if ent.err != nil {
+		return run()
+	}
+	return ent.q, nil
 }
 
 // quantitativeOf copies a quantitative report into the stored columns and

@@ -141,7 +141,10 @@ func BenchmarkSweepDefaultAggPerfdbWarm(b *testing.B) {
 	if _, err := ev.loadData(context.Background(), "h200_sxm", "vllm", "0.24.0", perfdb.ModeSilicon); err != nil {
 		b.Fatal(err)
 	}
-	benchSweepFresh(b, func() Evaluator { return ev })
+	benchSweepFresh(b, func() Evaluator {
+		forgetQuantitative(ev) // evaluation is measured, not reuse across iterations
+		return ev
+	})
 }
 
 func TestPerfdbEvaluatorNameFingerprint(t *testing.T) {

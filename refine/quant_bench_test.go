@@ -43,6 +43,7 @@ func BenchmarkQuantitativePerfdb(b *testing.B) {
 	b.Run("warm", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := range b.N {
+			forgetQuantitative(base) // the simulation, not its reuse
 			if _, err := base.Quantitative(ctx, pts[i%len(pts)]); err != nil {
 				b.Fatal(err)
 			}
@@ -79,6 +80,7 @@ func BenchmarkQuantitativePerfDataKVTight(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
+		forgetQuantitative(ev) // the simulation, not its reuse
 		if _, err := ev.Quantitative(ctx, in); err != nil {
 			b.Fatal(err)
 		}
