@@ -61,6 +61,16 @@ func (s StoreSource) Data(ctx context.Context, system, backend, version string, 
 	return perfdb.LoadStore(ctx, s.St, system, backend, version, opts...)
 }
 
+// GPUMemBytes returns one GPU's memory capacity on system from the store's
+// system spec (gpu.mem_capacity), without loading its perf data.
+func (s StoreSource) GPUMemBytes(ctx context.Context, system string) (float64, error) {
+	r, err := s.St.System(ctx, system)
+	if err != nil {
+		return 0, fmt.Errorf("store: read system %s: %w", system, err)
+	}
+	return r.MemCapacity, nil
+}
+
 // Model implements PerfSource: perfdb.LoadModel (an unknown id is an error
 // listing the stored ones).
 func (s StoreSource) Model(ctx context.Context, id string) (*perfdb.Model, error) {
@@ -271,9 +281,20 @@ func (p *PerfdbEvaluator) loadData(ctx context.Context, system, backend, version
 	return d, nil
 }
 
-// GPUMemBytes returns one GPU's memory capacity on system (the perf data's
-// system spec, gpu.mem_capacity).
+// gpuMemReader is a perf source that reads a system's GPU memory from its system
+// spec alone, without loading the perf data.
+type gpuMemReader interface {
+	GPUMemBytes(ctx context.Context, system string) (float64, error)
+}
+
+// GPUMemBytes returns one GPU's memory capacity on system (the system spec's
+// gpu.mem_capacity): from the source's system spec when it reads one alone (the
+// store), so a sweep with nothing to evaluate loads no perf data; otherwise from
+// the perf data.
 func (p *PerfdbEvaluator) GPUMemBytes(ctx context.Context, system, backend, version string) (float64, error) {
+	if g, ok := p.src.(gpuMemReader); ok {
+		return g.GPUMemBytes(ctx, system)
+	}
 	d, err := p.loadData(ctx, system, backend, version, perfdb.ModeSilicon)
 	if err != nil {
 		return 0, err
