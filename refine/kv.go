@@ -45,7 +45,12 @@ type kvPlan struct {
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
 	if e.KVCapacityTokens <= 0 {
-		n, err := KVPoolTokens(pt.Estimator(), e.Backend, in.ISL, in.OSL, bs, CUDAGraphMaxBS(in.EngineProfile, *e))
+		graphBS, err := CUDAGraphMaxBS(in.EngineProfile, queueing.ProfileInput{Backend: string(e.Backend), Role: queueing.RoleAgg,
+			Batch: in.Batch, ISL: in.ISL, OSL: in.OSL})
+		if err != nil {
+			return kvPlan{}, err
+		}
+		n, err := KVPoolTokens(pt.Estimator(), e.Backend, in.ISL, in.OSL, bs, graphBS)
 		if err != nil {
 			return kvPlan{}, err
 		}
@@ -77,21 +82,31 @@ func KVPoolTokens(est *perfdb.Estimator, b engine.Backend, isl, osl, blockSize, 
 }
 
 // CUDAGraphMaxBS is the cuda_graph_max_bs SGLang sizes mem_fraction_static with
-// (KVPoolTokens) for engine e deployed under engine profile profile (a point's
-// EngineProfile, "+config" suffix included, or eval's --engine-profile).
-// aiconfigurator's rules launch SGLang with --cuda-graph-bs 1…max_running_requests
-// and SGLang captures no graph above max_running_requests, so it follows
-// max_running_requests as the engine resolves it (e.SeatCap(), after any engine
-// config or flag). 0 — the capacity tier's default — under any other profile or
-// for another backend.
-func CUDAGraphMaxBS(profile string, e engine.Spec) int {
-	if e.Backend != engine.SGLang {
-		return 0
+// (KVPoolTokens) for a worker deployed under engine profile profile (a point's
+// EngineProfile, "+config" suffix included, or eval's --engine-profile) whose
+// rules read in (backend, role and batch). aiconfigurator's rules launch SGLang
+// with --cuda-graph-bs 1…max_batch_size (benchmark/sglang.rule,
+// cuda_graph_batch_sizes), and SGLang sets cuda_graph_max_bs = max(cuda_graph_bs)
+// when the list is given (ServerArgs._handle_gpu_memory_settings, before it
+// derives mem_fraction_static; max_running_requests does not enter it): the
+// rules' max_batch_size, whatever an engine config or flag later makes of
+// max_running_requests (SGLang captures no graph above that, but the memory
+// reserve is already fixed). 0 — the capacity tier's default — under any other
+// profile or for another backend.
+func CUDAGraphMaxBS(profile string, in queueing.ProfileInput) (int, error) {
+	if engine.Backend(in.Backend) != engine.SGLang {
+		return 0, nil
 	}
 	if profile != queueing.ProfileAIConfigurator && !strings.HasPrefix(profile, queueing.ProfileAIConfigurator+"+") {
-		return 0
+		return 0, nil
 	}
-	return max(e.SeatCap(), 0)
+	// The rules' engine: its max_running_requests is their max_batch_size, the
+	// same value the --cuda-graph-bs list runs to.
+	e, err := queueing.ProfileEngine(queueing.ProfileAIConfigurator, in)
+	if err != nil {
+		return 0, fmt.Errorf("cuda_graph_max_bs: %w", err)
+	}
+	return max(e.SeatCap(), 0), nil
 }
 
 func ceilDivInt(a, b int) int { return (a + b - 1) / b }

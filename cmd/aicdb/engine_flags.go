@@ -189,7 +189,11 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	for _, v := range w.OSLQuantiles {
 		osl = max(osl, v)
 	}
-	graphBS := refine.CUDAGraphMaxBS(c.String("engine-profile"), *e)
+	graphBS, err := refine.CUDAGraphMaxBS(c.String("engine-profile"), queueing.ProfileInput{Backend: string(e.Backend),
+		Role: queueing.RoleAgg, Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}) // the rules' inputs, as eval gave them
+	if err != nil {
+		return asUser(err)
+	}
 	n, err := refine.KVPoolTokens(pt.Estimator(), e.Backend, isl, osl, max(e.BlockSize, 1), graphBS)
 	if errors.Is(err, perfdb.ErrOOM) {
 		return userErrorf("--kv-capacity-tokens auto: %v", err)
