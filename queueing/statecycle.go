@@ -1,6 +1,9 @@
 package queueing
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // The scheduler-state limit cycle of a closed loop. The generation rule (cycle.go)
 // finds a cycle when whole generations repeat; a loop whose requests rotate through
@@ -255,23 +258,8 @@ func (s *sim) stateOrder() []int32 {
 // matches compares the live state of s after the header with the checkpoint
 // (early exit on the first difference).
 func (c *stateCkpt) matches(s *sim) bool {
-	ints, fl := c.ints, c.fl
-	tol := cycleTol * math.Max(1, s.now)
-	i, f := 0, 0
-	ok := s.stateWalk(func(v int64) bool {
-		if i >= len(ints) || ints[i] != v {
-			return false
-		}
-		i++
-		return true
-	}, func(v float64) bool {
-		if f >= len(fl) || math.Abs(fl[f]-v) > tol {
-			return false
-		}
-		f++
-		return true
-	})
-	return ok && i == len(ints) && f == len(fl)
+	k := stateSink{match: true, ints: c.ints, fl: c.fl, tol: cycleTol * math.Max(1, s.now)}
+	return s.stateWalk(&k) && k.i == len(k.ints) && k.f == len(k.fl)
 }
 
 const stateHeaderLen = 9
@@ -291,49 +279,93 @@ func (s *sim) stateHeader() [stateHeaderLen]int64 {
 // is false when the state is not observable (an SGLang chunked request outside
 // running, an in-flight entry outside running).
 func (s *sim) stateEncode(ints []int64, fl []float64) ([]int64, []float64, bool) {
-	ok := s.stateWalk(func(v int64) bool { ints = append(ints, v); return true },
-		func(v float64) bool { fl = append(fl, v); return true })
-	return ints, fl, ok
+	// Room for the whole state (≤ 9 integers and 3 offsets per request, 4 integers
+	// per in-flight entry) up front, so the walk appends without growing.
+	n := len(s.running) + s.waitingLen() + len(s.incoming) - s.inHead
+	ints = slices.Grow(ints, 9*n+4*len(s.cur.entries)+1)
+	fl = slices.Grow(fl, 3*n+2)
+	k := stateSink{ints: ints, fl: fl}
+	ok := s.stateWalk(&k)
+	return k.ints, k.fl, ok
 }
 
-// stateWalk feeds the requests' part of the state to put (integers) and putF (time
-// offsets from the clock: arrivals, first and latest token, the pass in flight),
-// stopping when either reports false.
-func (s *sim) stateWalk(put func(int64) bool, putF func(float64) bool) bool {
-	req := func(ri int32) bool {
-		r := &s.reqs[ri]
-		if !(put(int64(r.c)) && put(int64(r.gSched)) && put(int64(r.gOut)) && put(int64(r.blocks)) &&
-			put(int64(r.rec)) && put(int64(r.prefix)) && put(int64(r.isl)) && put(int64(r.osl)) && put(b2i(r.finished)) &&
-			putF(r.arrival-s.now)) {
-			return false
-		}
-		// The measured times: a request in the system since before the checkpoint
-		// finishes in the period with these offsets (TTFT, ITL gaps, E2E).
-		return r.gOut == 0 || (putF(r.first-s.now) && putF(r.last-s.now))
+// stateSink receives stateWalk's values: it appends them (encoding a checkpoint)
+// or, with match set, compares them in turn with a checkpoint's (integers
+// exactly, offsets within tol), reporting false at the first difference.
+type stateSink struct {
+	match bool
+	ints  []int64
+	fl    []float64
+	i, f  int // match: the values compared so far
+	tol   float64
+}
+
+// put takes one integer of the state.
+func (k *stateSink) put(v int64) bool {
+	if !k.match {
+		k.ints = append(k.ints, v)
+		return true
 	}
+	if k.i >= len(k.ints) || k.ints[k.i] != v {
+		return false
+	}
+	k.i++
+	return true
+}
+
+// putF takes one time offset of the state.
+func (k *stateSink) putF(v float64) bool {
+	if !k.match {
+		k.fl = append(k.fl, v)
+		return true
+	}
+	if k.f >= len(k.fl) || math.Abs(k.fl[k.f]-v) > k.tol {
+		return false
+	}
+	k.f++
+	return true
+}
+
+// stateReq feeds request ri's part of the state to k.
+func (s *sim) stateReq(k *stateSink, ri int32) bool {
+	r := &s.reqs[ri]
+	if !(k.put(int64(r.c)) && k.put(int64(r.gSched)) && k.put(int64(r.gOut)) && k.put(int64(r.blocks)) &&
+		k.put(int64(r.rec)) && k.put(int64(r.prefix)) && k.put(int64(r.isl)) && k.put(int64(r.osl)) && k.put(b2i(r.finished)) &&
+		k.putF(r.arrival-s.now)) {
+		return false
+	}
+	// The measured times: a request in the system since before the checkpoint
+	// finishes in the period with these offsets (TTFT, ITL gaps, E2E).
+	return r.gOut == 0 || (k.putF(r.first-s.now) && k.putF(r.last-s.now))
+}
+
+// stateWalk feeds the requests' part of the state to k (integers, and time
+// offsets from the clock: arrivals, first and latest token, the pass in flight),
+// stopping when k reports false.
+func (s *sim) stateWalk(k *stateSink) bool {
 	chunk := int64(-1)
 	for i, ri := range s.running {
 		if ri == s.chunked {
 			chunk = int64(i)
 		}
-		if !req(ri) {
+		if !s.stateReq(k, ri) {
 			return false
 		}
 	}
 	if s.chunked >= 0 && chunk < 0 {
 		return false
 	}
-	if !put(chunk) {
+	if !k.put(chunk) {
 		return false
 	}
 	for _, ri := range s.waiting[s.wHead:] {
-		if !req(ri) {
+		if !s.stateReq(k, ri) {
 			return false
 		}
 	}
 	for _, ri := range s.incoming[s.inHead:] {
 		r := &s.reqs[ri]
-		if !put(int64(r.isl)) || !put(int64(r.osl)) || !putF(r.arrival-s.now) {
+		if !k.put(int64(r.isl)) || !k.put(int64(r.osl)) || !k.putF(r.arrival-s.now) {
 			return false
 		}
 	}
@@ -351,14 +383,14 @@ func (s *sim) stateWalk(put func(int64) bool, putF func(float64) bool) bool {
 	}
 	ok := true
 	for _, en := range s.cur.entries {
-		if ok = pos[en.r] >= 0 && put(int64(pos[en.r])) && put(int64(en.n)) && put(b2i(en.decode)) && put(b2i(en.emits)); !ok {
+		if ok = pos[en.r] >= 0 && k.put(int64(pos[en.r])) && k.put(int64(en.n)) && k.put(b2i(en.decode)) && k.put(b2i(en.emits)); !ok {
 			break
 		}
 	}
 	for _, ri := range s.running {
 		pos[ri] = -1
 	}
-	return ok && putF(s.curStart-s.now) && putF(s.curEnd-s.now)
+	return ok && k.putF(s.curStart-s.now) && k.putF(s.curEnd-s.now)
 }
 
 func b2i(b bool) int64 {
