@@ -95,15 +95,32 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e engine.Spec, t tim
 	if o.StaggerPhases > 0 && w.Concurrency > 0 {
 		return staggered(ctx, w, e, t, o, b)
 	}
-	return quantitativeRun(ctx, w, e, t, o, b)
+	return quantitativeRun(ctx, w, e, t, o, b, nil)
+}
+
+// runScratch holds the large buffers of a closed-loop run — the request slice, the
+// ITL bins and the state-cycle checkpoints — for the next run of the same
+// evaluation (the burst transient and the stagger phases run one after another),
+// so each run does not allocate and grow them anew. A run leaves nothing in them
+// that the next one reads: each is emptied (or overwritten) before use.
+type runScratch struct {
+	reqs   []simReq
+	bins   bucketBins
+	poolAt []int32 // collector.poolAt (all zero between passes)
+	ckpts  []stateCkpt
 }
 
 // quantitativeRun is one limit-cycle evaluation (closed-loop clients start at
-// stage + slot·SpreadMs/C; a burst when the spread is 0).
-func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
+// stage + slot·SpreadMs/C; a burst when the spread is 0). scr, when not nil, lends
+// its buffers to the run and gets them back at the end.
+func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds, scr *runScratch) (*Report, error) {
 	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
+	if scr != nil {
+		col.itl, col.poolAt = scr.bins.emptied(), scr.poolAt
+		defer func() { scr.bins, scr.poolAt = col.itl, col.poolAt }()
+	}
 	s.col = col
 	if !o.RecordTokenTimes && !o.NoFastForward {
 		s.fast = col.onFast
@@ -113,7 +130,7 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timi
 	// (chunk depth at worst one token per pass) + its outputs + 1 passes.
 	perReq := b.maxISL - w.Prefix + b.maxOSL + 2
 	if w.Concurrency > 0 {
-		return evalClosed(ctx, s, col, w, o, perReq)
+		return evalClosed(ctx, s, col, w, o, perReq, scr)
 	}
 	return evalOpen(ctx, s, col, w, o, perReq)
 }
@@ -143,7 +160,7 @@ func (s *sim) newReq(w *workload.Spec, slot, gen int, arrival float64) int32 {
 // client round trip and the additive stages. The steady window is chosen by the
 // limit-cycle rule (cycle.go) as generations complete; the recursion keeps
 // spawning (the load stays on) until every window request has finished.
-func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o Options, perReq int) (*Report, error) {
+func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o Options, perReq int, scr *runScratch) (*Report, error) {
 	C := w.Concurrency
 	win := windowGenerations(C, o)
 	horizon := settleGenerations + win
@@ -165,7 +182,14 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	if o.spreadMs > 0 {
 		gens = min(gens, 8)
 	}
-	s.reqs = make([]simReq, 0, C*gens)
+	if scr != nil && cap(scr.reqs) >= C*gens {
+		s.reqs = scr.reqs[:0] // newReq writes every request whole
+	} else {
+		s.reqs = make([]simReq, 0, C*gens)
+	}
+	if scr != nil {
+		defer func() { scr.reqs = s.reqs }()
+	}
 	s.maxPasses = C*(horizon+4)*perReq + 64
 	for slot := 0; slot < C; slot++ {
 		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
@@ -189,6 +213,10 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	var sc *stateCycle
 	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle && !o.transientOnly {
 		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1), every: 1}
+		if scr != nil {
+			sc.spare, scr.ckpts = scr.ckpts, nil
+			defer func() { scr.ckpts = sc.buffers() }()
+		}
 	}
 	stop := func() bool {
 		if det.ready() {

@@ -33,7 +33,8 @@ const maxStaggerPhases = 16
 func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
 	ob := o
 	ob.transientOnly = true
-	burst, err := quantitativeRun(ctx, w, e, t, ob, b)
+	scr := &runScratch{}
+	burst, err := quantitativeRun(ctx, w, e, t, ob, b, scr)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Tim
 		oi := o
 		oi.spreadMs = cycle * float64(K+i) / float64(2*K)
 		oi.WindowGenerations = win
-		r, err := quantitativeRun(ctx, w, e, t, oi, b)
+		r, err := quantitativeRun(ctx, w, e, t, oi, b, scr)
 		if err != nil {
 			return nil, err
 		}

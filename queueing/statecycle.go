@@ -111,10 +111,10 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 	for i := range sc.cks {
 		if c := &sc.cks[i]; c.hdr == hdr && c.matches(s) {
 			if sc.generationsRepeat(s, c) {
-				sc.deferred, sc.cks, sc.spare = true, nil, nil
+				sc.deferred = true
 				return false
 			}
-			sc.found, sc.ck, sc.cks, sc.spare = true, *c, nil, nil
+			sc.found, sc.ck = true, *c
 			sc.period, sc.periodPasses, sc.periodMs = o-c.obs, s.passes-c.passes, s.now-c.now
 			return sc.windowDone(s, o)
 		}
@@ -128,9 +128,10 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 		c.ints, c.fl = ints, fl
 		if ok {
 			c.obs, c.hdr, c.now, c.passes = o, hdr, s.now, s.passes
-			c.slots, c.gens = c.slots[:0], c.gens[:0]
+			order := s.stateOrder()
+			c.slots, c.gens = slices.Grow(c.slots[:0], len(order)), slices.Grow(c.gens[:0], len(order))
 			c.minGen = math.MaxInt32
-			for _, ri := range s.stateOrder() {
+			for _, ri := range order {
 				c.slots, c.gens = append(c.slots, int32(s.reqs[ri].slot)), append(c.gens, int32(s.reqs[ri].gen))
 				c.minGen = min(c.minGen, int32(s.reqs[ri].gen))
 			}
@@ -154,6 +155,15 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 		sc.cks = sc.cks[:k]
 	}
 	return false
+}
+
+// buffers returns every checkpoint the rule holds, for another run to reuse as
+// spares (their contents are overwritten before use); sc takes no checkpoint
+// afterwards.
+func (sc *stateCycle) buffers() []stateCkpt {
+	b := append(sc.spare, sc.cks...)
+	sc.cks, sc.spare = nil, nil
+	return b
 }
 
 // windowDone reports, at observation o after the cycle was found, that the window
