@@ -40,6 +40,28 @@ type bucketGap struct {
 	gap    float64
 }
 
+// gap records, in complete, the gap of a row of bucket b that was not in the
+// previous pass (added to the bins after the pass's loop, in entry order).
+func (c *collector) gap(b int32, v float64) {
+	c.gaps = append(c.gaps, bucketGap{b, v})
+}
+
+// poolRows adds, in complete, n rows of bucket b whose gap is the pass length to
+// the pass's pool (a bucket's first rows append it: first-seen order). The counts
+// are integers, so adding them a run at a time gives the pool the same float64
+// weights as adding one row at a time.
+func (c *collector) poolRows(b int32, n int) {
+	if n == 0 {
+		return
+	}
+	if i := c.poolAt[b]; i > 0 {
+		c.pool[i-1].n += float64(n)
+		return
+	}
+	c.pool = append(c.pool, bucketRows{bucket: b, n: float64(n)})
+	c.poolAt[b] = int32(len(c.pool))
+}
+
 // onPass records the ITL gaps produced by pass p: every emitting decode entry of a
 // measured request that already had a token. A gap equal to the pass length (the
 // request was in the previous pass) is pooled into one atom per pass and bucket.

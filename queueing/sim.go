@@ -200,18 +200,20 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		s.onPass(s, p, start, end)
 	}
 	col := s.col
-	var pool []bucketRows
-	var gaps []bucketGap
-	var at []int32
 	if col != nil {
-		pool, gaps = col.pool[:0], col.gaps[:0]
+		col.pool, col.gaps = col.pool[:0], col.gaps[:0]
 		if col.poolAt == nil {
 			col.poolAt = make([]int32, maxBuckets)
 		}
-		at = col.poolAt
 	}
-	fin := s.finBuf[:0]
+	s.finBuf = s.finBuf[:0]
 	reqs, record, measure := s.reqs, s.record, col != nil // no request is created inside the loop
+	// The rows whose gap is the pass length are pooled per bucket (buckets in
+	// first-seen order, addBucketRow's order), counted a run of equal buckets at a
+	// time: curN rows of bucket curB not yet in col.pool. The rarer work (an
+	// unpooled gap, a finish, a recorded token) is in calls, keeping this loop's
+	// state in registers.
+	curB, curN := int32(-1), 0
 	for _, en := range p.entries {
 		if !en.emits {
 			continue
@@ -220,15 +222,13 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		// The ITL gap of a measured request that already had a token (collector.onPass,
 		// fused into this loop: a request has one entry per pass).
 		if measure && r.bucket >= 0 && r.gOut >= 1 {
-			if r.last == start { // pooled per bucket, buckets in first-seen order (addBucketRow's order)
-				if i := at[r.bucket]; i > 0 {
-					pool[i-1].n++
-				} else {
-					pool = append(pool, bucketRows{bucket: r.bucket, n: 1})
-					at[r.bucket] = int32(len(pool))
-				}
+			if r.last != start {
+				col.gap(r.bucket, end-r.last)
+			} else if r.bucket == curB {
+				curN++
 			} else {
-				gaps = append(gaps, bucketGap{r.bucket, end - r.last})
+				col.poolRows(curB, curN)
+				curB, curN = r.bucket, 1
 			}
 		}
 		r.gOut++
@@ -240,25 +240,20 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			s.recordToken(en.r, end)
 		}
 		if r.gOut == r.osl {
-			r.finished = true
-			r.done = end
-			if r.blocks > 0 {
-				s.kvRelease(en.r)
-			}
-			fin = append(fin, en.r)
+			s.finish(en.r, end)
 		}
 	}
 	if col != nil { // the gaps in entry order, then the pooled ones (collector.onPass)
-		for _, g := range gaps {
+		col.poolRows(curB, curN)
+		for _, g := range col.gaps {
 			col.itl.add(g.bucket, g.gap, 1)
 		}
-		col.itl.addRows(pool, end-start)
-		for _, b := range pool {
-			at[b.bucket] = 0
+		col.itl.addRows(col.pool, end-start)
+		for _, b := range col.pool {
+			col.poolAt[b.bucket] = 0
 		}
-		col.pool, col.gaps = pool, gaps
 	}
-	s.finBuf = fin
+	fin := s.finBuf
 	if len(fin) == 0 {
 		return
 	}
@@ -275,6 +270,18 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			s.onFinish(s, ri, end)
 		}
 	}
+}
+
+// finish marks request ri finished at end (its last token), releases its KV
+// blocks and lists it in s.finBuf (complete then frees its running slot).
+func (s *sim) finish(ri int32, end float64) {
+	r := &s.reqs[ri]
+	r.finished = true
+	r.done = end
+	if r.blocks > 0 {
+		s.kvRelease(ri)
+	}
+	s.finBuf = append(s.finBuf, ri)
 }
 
 // The pass lifecycle below is the one event loop of every engine model: run (the
