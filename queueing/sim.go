@@ -81,9 +81,12 @@ type sim struct {
 	share   *kvShare // prefix blocks shared among running requests (kv_share.go), or nil
 
 	now float64 // the clock: end of the last completed pass
-	// The pass in flight over [curStart, curEnd] when busy, and the scratch pass an
-	// asynchronous engine schedules while cur runs.
-	cur, next        simPass
+	// The pass in flight over [curStart, curEnd] when busy (pass[curIdx]: s.cur()),
+	// and the scratch pass an asynchronous engine schedules while it runs
+	// (s.next()). They trade places by index, not by copying (a copy of their
+	// slice headers costs write barriers while the GC marks).
+	pass             [2]simPass
+	curIdx           uint8
 	busy             bool
 	curStart, curEnd float64
 	// prefilled[r] marks requests whose prompt KV arrived from elsewhere
@@ -284,6 +287,12 @@ func (s *sim) finish(ri int32, end float64) {
 	s.finBuf = append(s.finBuf, ri)
 }
 
+// cur is the pass in flight (when busy).
+func (s *sim) cur() *simPass { return &s.pass[s.curIdx] }
+
+// next is the scratch pass an asynchronous engine schedules while cur runs.
+func (s *sim) next() *simPass { return &s.pass[s.curIdx^1] }
+
 // The pass lifecycle below is the one event loop of every engine model: run (the
 // evaluator's recursion, which owns its clock) and Kernel.Step (an outside clock,
 // step.go) are thin drivers over schedulePass, startPass and finishPass.
@@ -301,8 +310,8 @@ func (s *sim) finish(ri int32, end float64) {
 func (s *sim) schedulePass() (bool, error) {
 	s.absorb(s.now)
 	s.admitPrefilled()
-	s.schedule(&s.cur)
-	if len(s.cur.entries) == 0 {
+	s.schedule(s.cur())
+	if len(s.cur().entries) == 0 {
 		return false, nil
 	}
 	return true, s.startPass()
@@ -310,7 +319,7 @@ func (s *sim) schedulePass() (bool, error) {
 
 // startPass prices s.cur and puts it in flight from the clock.
 func (s *sim) startPass() error {
-	dt, err := s.price(&s.cur)
+	dt, err := s.price(s.cur())
 	if err != nil {
 		return err
 	}
@@ -330,13 +339,13 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 	if async {
 		s.absorb(s.curStart)
 		s.admitPrefilled()
-		s.schedule(&s.next)
+		s.schedule(s.next())
 	}
-	s.complete(&s.cur, s.curStart, s.curEnd)
+	s.complete(s.cur(), s.curStart, s.curEnd)
 	s.now = s.curEnd
 	s.busy = false
-	if async && len(s.next.entries) > 0 {
-		s.cur, s.next = s.next, s.cur
+	if async && len(s.next().entries) > 0 {
+		s.curIdx ^= 1
 		return true, s.startPass()
 	}
 	return false, nil
@@ -391,7 +400,7 @@ func (s *sim) run(ctx context.Context, stop func() bool) error {
 			}
 		}
 		if s.fast != nil {
-			if err := s.fastForward(ctx, &s.cur, &s.curStart, &s.curEnd); err != nil {
+			if err := s.fastForward(ctx, s.cur(), &s.curStart, &s.curEnd); err != nil {
 				return err
 			}
 		}

@@ -307,7 +307,7 @@ const stateHeaderLen = 9
 func (s *sim) stateHeader() [stateHeaderLen]int64 {
 	inFlight := int64(-1)
 	if s.busy {
-		inFlight = int64(len(s.cur.entries))
+		inFlight = int64(len(s.cur().entries))
 	}
 	return [stateHeaderLen]int64{int64(len(s.running)), int64(s.waitingLen()), int64(len(s.incoming) - s.inHead), inFlight,
 		int64(s.kvFree), b2i(s.kv.batchFull), int64(s.kv.runLen), b2i(s.kv.chunkRan), int64(math.Float64bits(s.kv.ratio))}
@@ -322,7 +322,7 @@ func (s *sim) stateEncode(ints []int64, fl []float64) (_ []int64, _ []float64, o
 	// Room for the whole state (9 integers and ≤ 3 offsets per request, 4 integers
 	// per in-flight entry) up front, so the appends below do not grow.
 	n := len(s.running) + s.waitingLen() + len(s.incoming) - s.inHead
-	ints = slices.Grow(ints, 9*n+4*len(s.cur.entries)+1)
+	ints = slices.Grow(ints, 9*n+4*len(s.cur().entries)+1)
 	fl = slices.Grow(fl, 3*n+2)
 	chunk := int64(-1)
 	for i, ri := range s.running {
@@ -356,7 +356,7 @@ func (s *sim) stateEncode(ints []int64, fl []float64) (_ []int64, _ []float64, o
 		pos[ri] = int32(i)
 	}
 	ok = true
-	for _, en := range s.cur.entries {
+	for _, en := range s.cur().entries {
 		if pos[en.r] < 0 {
 			ok = false
 			break
