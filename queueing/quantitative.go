@@ -234,7 +234,8 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	// The scheduler-state rule (statecycle.go) while no generation window is decided.
 	var sc *stateCycle
 	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle && !o.transientOnly {
-		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1), every: 1}
+		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1), every: 1,
+			cks: make([]stateCkpt, 0, stateCheckpoints+1)}
 		if scr != nil {
 			sc.spare, scr.ckpts = scr.ckpts, nil
 			defer func() { scr.ckpts = sc.buffers() }()
