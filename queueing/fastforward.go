@@ -24,15 +24,6 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
 		return nil
 	}
-	k := math.MaxInt
-	for _, en := range cur.entries {
-		r := &s.reqs[en.r]
-		if !en.decode {
-			return nil
-		}
-		k = min(k, r.osl-r.gSched)
-	}
-	k = s.kvStretch(cur, k)
 	tA, ok := s.nextArrival()
 	if !ok {
 		tA = math.Inf(1)
@@ -45,17 +36,27 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	}
 	// A pass may not end at or beyond the driver's barrier (an open-loop stability
 	// check instant): the driver observes the state at the first pass end there.
-	if k < 2 || schedAt(*start, *end) >= tA || *end >= s.barrier {
+	// (Tested before the rows: an arrival ends most attempts here.)
+	if schedAt(*start, *end) >= tA || *end >= s.barrier {
+		return nil
+	}
+	k := math.MaxInt
+	rows := s.rowBuf[:0] // the stretch's rows per ITL bucket (the rows never change)
+	for _, en := range cur.entries {
+		r := &s.reqs[en.r]
+		if !en.decode {
+			return nil
+		}
+		k = min(k, r.osl-r.gSched)
+		rows = addBucketRow(rows, r.bucket, 1)
+	}
+	s.rowBuf = rows
+	if k = s.kvStretch(cur, k); k < 2 {
 		return nil
 	}
 	if err := s.countPass(ctx); err != nil {
 		return err
 	}
-	rows := s.rowBuf[:0] // the stretch's rows per ITL bucket (the rows never change)
-	for _, en := range cur.entries {
-		rows = addBucketRow(rows, s.reqs[en.r].bucket, 1)
-	}
-	s.rowBuf = rows
 	s.complete(cur, *start, *end) // no row finishes: each has ≥ 2 outputs left
 	s.now = *end
 	// A timing that prices a decode-only pass from its row count and summed context
