@@ -184,10 +184,16 @@ func (s *sim) addPrompt(p *simPass, ri int32, charge int) {
 // addDecode schedules one decode row of r (context = computed tokens before the
 // pass + 1 = isl + outputs scheduled so far).
 func (s *sim) addDecode(p *simPass, ri int32) {
-	r := &s.reqs[ri]
-	p.tp.Decode = append(p.tp.Decode, r.isl+r.gSched)
+	p.entries, p.tp.Decode = appendDecodeRow(p.entries, p.tp.Decode, ri, &s.reqs[ri])
+}
+
+// appendDecodeRow appends the decode row of request ri (r) to a pass's entries
+// and decode contexts and counts its output as scheduled (addDecode on slices a
+// caller holds in locals).
+func appendDecodeRow(entries []entry, dec []int, ri int32, r *simReq) ([]entry, []int) {
+	dec = append(dec, r.isl+r.gSched)
 	r.gSched++
-	p.entries = append(p.entries, entry{r: ri, n: 1, decode: true, emits: true})
+	return append(entries, entry{r: ri, n: 1, decode: true, emits: true}), dec
 }
 
 // schedule builds the next pass into p from the current state.
