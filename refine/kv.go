@@ -50,7 +50,7 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 		if err != nil {
 			return kvPlan{}, err
 		}
-		n, err := KVPoolTokens(pt.Estimator(), e.Backend, in.ISL, in.OSL, bs, graphBS)
+		n, err := KVPoolTokens(pt.Estimator(), *e, in.ISL, in.OSL, graphBS)
 		if err != nil {
 			return kvPlan{}, err
 		}
@@ -69,16 +69,25 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 	return k, nil
 }
 
-// KVPoolTokens is the KV pool (tokens, whole blocks of blockSize) est's worker
-// allocates under engine backend b: SGLang sizes its own (profile_max_num_token,
+// KVPoolTokens is the KV pool (tokens, whole blocks of e's block size) est's
+// worker allocates under engine e: SGLang sizes its own (profile_max_num_token,
 // perfdb SGLangKVPoolTokens; graphMaxBS > 0 is its cuda_graph_max_bs, 0 the
 // capacity tier's), the other engines get the memory model's budget (perfdb
-// KVCapacityTokens).
-func KVPoolTokens(est *perfdb.Estimator, b engine.Backend, isl, osl, blockSize, graphMaxBS int) (int, error) {
-	if b == engine.SGLang {
-		return est.SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS)
+// KVCapacityTokensWith). The memory keys of e's config apply (perfdb
+// KVPoolKnobs): its memory fraction, vLLM's kv_cache_memory_bytes, and SGLang's
+// cuda_graph_max_bs, which replaces graphMaxBS (the config's keys apply over
+// the profile's launch).
+func KVPoolTokens(est *perfdb.Estimator, e engine.Spec, isl, osl, graphMaxBS int) (int, error) {
+	bs := max(e.BlockSize, 1)
+	k := perfdb.KVPoolKnobs{MemFraction: e.MemFraction, GraphMaxBS: graphMaxBS}
+	if e.CUDAGraphMaxBS > 0 {
+		k.GraphMaxBS = e.CUDAGraphMaxBS
 	}
-	return est.KVCapacityTokens(isl, osl, blockSize)
+	if e.Backend == engine.SGLang {
+		return est.SGLangKVPoolTokens(isl, osl, bs, k)
+	}
+	k.KVCacheBytes = float64(e.KVCacheMemoryBytes)
+	return est.KVCapacityTokensWith(isl, osl, bs, k)
 }
 
 // CUDAGraphMaxBS is the cuda_graph_max_bs SGLang sizes mem_fraction_static with

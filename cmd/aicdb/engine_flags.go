@@ -194,7 +194,7 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	if err != nil {
 		return asUser(err)
 	}
-	n, err := refine.KVPoolTokens(pt.Estimator(), e.Backend, isl, osl, max(e.BlockSize, 1), graphBS)
+	n, err := refine.KVPoolTokens(pt.Estimator(), *e, isl, osl, graphBS)
 	if errors.Is(err, perfdb.ErrOOM) {
 		return userErrorf("--kv-capacity-tokens auto: %v", err)
 	}
