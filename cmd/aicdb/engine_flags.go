@@ -81,6 +81,19 @@ func resolveEngine(c *cli.Context, in queueing.ProfileInput) (engine.Spec, error
 	return e, nil
 }
 
+// checkKVDtype rejects an engine whose config's KV-cache dtype contradicts the
+// KV quant pt times and sizes the pool with (engineconf.CheckKVQuant); a
+// synthetic timing (pt nil) has no KV quant.
+func checkKVDtype(pt *perfdb.PassTiming, e engine.Spec) error {
+	if pt == nil {
+		return nil
+	}
+	if err := engineconf.CheckKVQuant(e, string(pt.Estimator().Config().KVQuant)); err != nil {
+		return userErrorf("--engine-config: %v", err)
+	}
+	return nil
+}
+
 // sweepEngineFlags puts --engine-profile and --engine-config into the sweep spec.
 func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 	if err := checkProfile(c.String("engine-profile")); err != nil {
