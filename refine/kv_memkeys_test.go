@@ -153,3 +153,28 @@ func TestVLLMPoolKeys(t *testing.T) {
 		t.Errorf("cuda_graph_max_bs 64 from the config: pool %d, want %d (%v)", byList, byArg, err)
 	}
 }
+
+// TestSweepKVDtypeMismatch: a sweep's engine config whose kv_cache_dtype
+// contradicts a point's KV quant is refused before anything is evaluated; one
+// that agrees (or says auto) records the dtype on the point's engine.
+func TestSweepKVDtypeMismatch(t *testing.T) {
+	cfg, err := engineconf.Parse("trtllm", []byte("kv_cache_config:\n  dtype: fp8\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SweepSpec{Backend: "trtllm", EngineProfile: "aiconfigurator", EngineConfig: cfg}
+	pt := func(q string) []store.PointInputs {
+		return []store.PointInputs{{Backend: "trtllm", Mode: store.ModeAgg, Batch: 8, ISL: 1024, OSL: 128, TP: 1, PP: 1, DP: 1, KVCacheQuant: q}}
+	}
+	want := "--engine-config: engine config kv_cache_dtype fp8 contradicts the KV-cache quant bfloat16 the point is timed with; give --kv-quant fp8, or drop the key"
+	if err := resolveEngines(s, pt("bfloat16"), 0); err == nil || err.Error() != want {
+		t.Errorf("mismatch:\n got  %v\n want %s", err, want)
+	}
+	ok := pt("fp8")
+	if err := resolveEngines(s, ok, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := engineconf.DecodeResolved(ok[0].Engine); err != nil || r.Engine == nil || r.Engine.KVCacheDtype != "fp8" {
+		t.Errorf("recorded engine %+v (%v): want kv_cache_dtype fp8", r.Engine, err)
+	}
+}
