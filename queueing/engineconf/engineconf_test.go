@@ -249,7 +249,8 @@ func fuzzCheck(t *testing.T, backend string, data []byte) {
 
 func FuzzParseVLLM(f *testing.F) {
 	for _, s := range []string{"--max-num-seqs 4", "vllm serve m --no-async-scheduling", "max-num-seqs: 3\nblock-size: 16\n",
-		"--enable-chunked-prefill=false --max-num-batched-tokens 9000", "'a b' \"c\\\n d\""} {
+		"--enable-chunked-prefill=false --max-num-batched-tokens 9000", "'a b' \"c\\\n d\"",
+		"--num-gpu-blocks-override 3 --block-size 16 --kv-cache-memory-bytes 4G --gpu-memory-utilization 0.5 --kv-cache-dtype fp8"} {
 		f.Add([]byte(s))
 	}
 	if b, err := os.ReadFile("testdata/vllm_serve.args"); err == nil {
@@ -269,7 +270,8 @@ func FuzzParseTRTLLM(f *testing.F) {
 }
 
 func FuzzParseSGLang(f *testing.F) {
-	for _, s := range []string{"--chunked-prefill-size -1", "chunked-prefill-size: 512\npage-size: 16\n", "--enable-mixed-chunk"} {
+	for _, s := range []string{"--chunked-prefill-size -1", "chunked-prefill-size: 512\npage-size: 16\n", "--enable-mixed-chunk",
+		"--cuda-graph-bs 1 2 4 --cuda-graph-max-bs 8 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3"} {
 		f.Add([]byte(s))
 	}
 	if b, err := os.ReadFile("testdata/sglang_server.args"); err == nil {
