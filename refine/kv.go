@@ -39,12 +39,16 @@ type kvPlan struct {
 
 // planKV sizes e's KV pool from pt's memory model (unless the point's recorded
 // engine set one; SGLang's by SGLang's own rule, perfdb SGLangKVPoolTokens) and
-// sets e.KVCapacityTokens. A worker whose weights + the KV of
-// one request do not fit gives an error wrapping perfdb.ErrOOM with the memory
-// arithmetic.
+// sets e.KVCapacityTokens. A pool the engine config set is a cap, not the pool,
+// on TensorRT-LLM (kv_cache_config.max_tokens: the engine takes the smaller of
+// it and its memory fraction's pool) and SGLang (max_total_tokens: min with
+// the profiled pool), so with pt those take the smaller of the two; vLLM's
+// num_gpu_blocks_override replaces the profiled pool. A worker whose weights +
+// the KV of one request do not fit gives an error wrapping perfdb.ErrOOM with
+// the memory arithmetic.
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
-	if e.KVCapacityTokens <= 0 {
+	if e.KVCapacityTokens <= 0 || (pt != nil && e.Backend != engine.VLLM) {
 		graphBS, err := CUDAGraphMaxBS(in.EngineProfile, queueing.ProfileInput{Backend: string(e.Backend), Role: queueing.RoleAgg,
 			Batch: in.Batch, ISL: in.ISL, OSL: in.OSL})
 		if err != nil {
@@ -54,7 +58,9 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 		if err != nil {
 			return kvPlan{}, err
 		}
-		e.KVCapacityTokens = n
+		if e.KVCapacityTokens <= 0 || n < e.KVCapacityTokens {
+			e.KVCapacityTokens = n
+		}
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
 		perPass: e.Traits().PerPassKV}

@@ -178,3 +178,26 @@ func TestSweepKVDtypeMismatch(t *testing.T) {
 		t.Errorf("recorded engine %+v (%v): want kv_cache_dtype fp8", r.Engine, err)
 	}
 }
+
+// TestPoolCapKeys: TensorRT-LLM's kv_cache_config.max_tokens and SGLang's
+// max_total_tokens cap the pool the memory fraction gives (the engines take the
+// smaller), so a cap above it leaves the fraction's pool and one below it is the
+// pool; vLLM's num_gpu_blocks_override replaces the pool (TestVLLMPoolKeys).
+func TestPoolCapKeys(t *testing.T) {
+	for _, c := range []struct{ backend, frac, capKey string }{
+		{"trtllm", "--free_gpu_memory_fraction 0.5", "--kv_cache_config.max_tokens"},
+		{"sglang", "--mem-fraction-static 0.5", "--max-total-tokens"},
+	} {
+		pt := memKeysTiming(t, c.backend)
+		byFrac, err := configPool(t, pt, c.backend, c.frac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := configPool(t, pt, c.backend, c.frac+" "+c.capKey+" 1000000000"); err != nil || got != byFrac {
+			t.Errorf("%s: cap 1e9 over %s: pool %d (%v), want the fraction's %d", c.backend, c.frac, got, err, byFrac)
+		}
+		if got, err := configPool(t, pt, c.backend, c.frac+" "+c.capKey+" 65536"); err != nil || got != 65536 {
+			t.Errorf("%s: cap 65536: pool %d (%v), want 65536", c.backend, got, err)
+		}
+	}
+}
