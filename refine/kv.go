@@ -58,9 +58,7 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 		if err != nil {
 			return kvPlan{}, err
 		}
-		if e.KVCapacityTokens <= 0 || n < e.KVCapacityTokens {
-			e.KVCapacityTokens = n
-		}
+		e.KVCapacityTokens = EnginePool(*e, n)
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
 		perPass: e.Traits().PerPassKV}
@@ -73,6 +71,21 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 	k.demandBlocks = in.Batch * k.perReq
 	k.tight = k.demandBlocks > k.capBlocks
 	return k, nil
+}
+
+// EnginePool is the KV pool engine e runs with when its memory holds memTokens
+// (KVPoolTokens): a pool e's config set (e.KVCapacityTokens > 0) replaces it on
+// vLLM (num_gpu_blocks_override) and caps it on TensorRT-LLM
+// (kv_cache_config.max_tokens: the engine takes the smaller) and SGLang
+// (max_total_tokens: min with the profiled pool).
+func EnginePool(e engine.Spec, memTokens int) int {
+	switch {
+	case e.KVCapacityTokens <= 0:
+		return memTokens
+	case e.Backend == engine.VLLM:
+		return e.KVCapacityTokens
+	}
+	return min(e.KVCapacityTokens, memTokens)
 }
 
 // KVPoolTokens is the KV pool (tokens, whole blocks of e's block size) est's

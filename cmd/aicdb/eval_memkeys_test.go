@@ -46,3 +46,25 @@ func TestEvalEngineConfigMemoryKeys(t *testing.T) {
 		t.Errorf("kv dtype mismatch: exit %d\n got  %q\n want %q", code, errs, want)
 	}
 }
+
+// TestEvalKVAutoUnderConfigCap: with --kv-capacity-tokens auto a TensorRT-LLM
+// config's kv_cache_config.max_tokens below the memory pool caps it (the engine
+// takes the smaller), instead of being overwritten by the memory model's pool.
+func TestEvalKVAutoUnderConfigCap(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cap.yaml")
+	if err := os.WriteFile(p, []byte("kv_cache_config:\n  max_tokens: 65536\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--tp", "2",
+		"--concurrency", "8", "--isl", "1000", "--osl", "200", "--kv-capacity-tokens", "auto", "--engine-config", p, "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if n, _ := m["kv_capacity_tokens"].(float64); n != 65536 {
+		t.Errorf("kv_capacity_tokens = %v, want the config's cap 65536", m["kv_capacity_tokens"])
+	}
+}
