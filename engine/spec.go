@@ -64,8 +64,9 @@ type Spec struct {
 
 	// Memory keys of the engine's own config (queueing/engineconf) that size the
 	// KV pool when it is derived from GPU memory (refine.KVPoolTokens, perfdb
-	// KVPoolKnobs); the zero value keeps the engine's default. They do not apply
-	// when KVCapacityTokens is set.
+	// KVPoolKnobs); the zero value keeps the engine's default. A KVCapacityTokens
+	// the config set replaces (vLLM) or caps (TensorRT-LLM, SGLang) the pool
+	// they size (refine.EnginePool).
 	//
 	// MemFraction is vLLM gpu_memory_utilization, TensorRT-LLM
 	// free_gpu_memory_fraction or SGLang mem_fraction_static, in (0, 1].

@@ -186,7 +186,8 @@ func parseKVCapacity(v string) (n int, auto bool, err error) {
 
 // resolveKVCapacity sets e.KVCapacityTokens for --kv-capacity-tokens auto from
 // pt's memory model (refine.KVPoolTokens) at the workload's longest request
-// and e's block size, under a pool e's engine config set (refine.EnginePool); pt is nil with a synthetic timing, which has no memory
+// and e's block size and memory keys, under a pool e's engine config set
+// (refine.EnginePool); pt is nil with a synthetic timing, which has no memory
 // model. Other values were applied by applyEngineFlags.
 func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *engine.Spec) error {
 	if _, auto, err := kvCapacityTokensFlag(c); err != nil || !auto {
