@@ -39,22 +39,26 @@ type kvPlan struct {
 
 // planKV sizes e's KV pool from pt's memory model (unless the point's recorded
 // engine set one; SGLang's by SGLang's own rule, perfdb SGLangKVPoolTokens) and
-// sets e.KVCapacityTokens. A worker whose weights + the KV of
-// one request do not fit gives an error wrapping perfdb.ErrOOM with the memory
-// arithmetic.
+// sets e.KVCapacityTokens. A pool the engine config set is a cap, not the pool,
+// on TensorRT-LLM (kv_cache_config.max_tokens: the engine takes the smaller of
+// it and its memory fraction's pool) and SGLang (max_total_tokens: min with
+// the profiled pool), so with pt those take the smaller of the two; vLLM's
+// num_gpu_blocks_override replaces the profiled pool. A worker whose weights +
+// the KV of one request do not fit gives an error wrapping perfdb.ErrOOM with
+// the memory arithmetic.
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
-	if e.KVCapacityTokens <= 0 {
+	if e.KVCapacityTokens <= 0 || (pt != nil && e.Backend != engine.VLLM) {
 		graphBS, err := CUDAGraphMaxBS(in.EngineProfile, queueing.ProfileInput{Backend: string(e.Backend), Role: queueing.RoleAgg,
 			Batch: in.Batch, ISL: in.ISL, OSL: in.OSL})
 		if err != nil {
 			return kvPlan{}, err
 		}
-		n, err := KVPoolTokens(pt.Estimator(), e.Backend, in.ISL, in.OSL, bs, graphBS)
+		n, err := KVPoolTokens(pt.Estimator(), *e, in.ISL, in.OSL, graphBS)
 		if err != nil {
 			return kvPlan{}, err
 		}
-		e.KVCapacityTokens = n
+		e.KVCapacityTokens = EnginePool(*e, n)
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
 		perPass: e.Traits().PerPassKV}
@@ -69,16 +73,40 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 	return k, nil
 }
 
-// KVPoolTokens is the KV pool (tokens, whole blocks of blockSize) est's worker
-// allocates under engine backend b: SGLang sizes its own (profile_max_num_token,
+// EnginePool is the KV pool engine e runs with when its memory holds memTokens
+// (KVPoolTokens): a pool e's config set (e.KVCapacityTokens > 0) replaces it on
+// vLLM (num_gpu_blocks_override) and caps it on TensorRT-LLM
+// (kv_cache_config.max_tokens: the engine takes the smaller) and SGLang
+// (max_total_tokens: min with the profiled pool).
+func EnginePool(e engine.Spec, memTokens int) int {
+	switch {
+	case e.KVCapacityTokens <= 0:
+		return memTokens
+	case e.Backend == engine.VLLM:
+		return e.KVCapacityTokens
+	}
+	return min(e.KVCapacityTokens, memTokens)
+}
+
+// KVPoolTokens is the KV pool (tokens, whole blocks of e's block size) est's
+// worker allocates under engine e: SGLang sizes its own (profile_max_num_token,
 // perfdb SGLangKVPoolTokens; graphMaxBS > 0 is its cuda_graph_max_bs, 0 the
 // capacity tier's), the other engines get the memory model's budget (perfdb
-// KVCapacityTokens).
-func KVPoolTokens(est *perfdb.Estimator, b engine.Backend, isl, osl, blockSize, graphMaxBS int) (int, error) {
-	if b == engine.SGLang {
-		return est.SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS)
+// KVCapacityTokensWith). The memory keys of e's config apply (perfdb
+// KVPoolKnobs): its memory fraction, vLLM's kv_cache_memory_bytes, and SGLang's
+// cuda_graph_max_bs, which replaces graphMaxBS (the config's keys apply over
+// the profile's launch).
+func KVPoolTokens(est *perfdb.Estimator, e engine.Spec, isl, osl, graphMaxBS int) (int, error) {
+	bs := max(e.BlockSize, 1)
+	k := perfdb.KVPoolKnobs{MemFraction: e.MemFraction, GraphMaxBS: graphMaxBS}
+	if e.CUDAGraphMaxBS > 0 {
+		k.GraphMaxBS = e.CUDAGraphMaxBS
 	}
-	return est.KVCapacityTokens(isl, osl, blockSize)
+	if e.Backend == engine.SGLang {
+		return est.SGLangKVPoolTokens(isl, osl, bs, k)
+	}
+	k.KVCacheBytes = float64(e.KVCacheMemoryBytes)
+	return est.KVCapacityTokensWith(isl, osl, bs, k)
 }
 
 // CUDAGraphMaxBS is the cuda_graph_max_bs SGLang sizes mem_fraction_static with

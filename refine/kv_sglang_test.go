@@ -120,7 +120,7 @@ func TestCUDAGraphMaxBS(t *testing.T) {
 		}
 	}
 	pt := sglangTestTiming(t, 2)
-	want, err := KVPoolTokens(pt.Estimator(), engine.SGLang, 1024, 1024, 1, 512)
+	want, err := KVPoolTokens(pt.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1}, 1024, 1024, 512)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestCUDAGraphMaxBS(t *testing.T) {
 			t.Errorf("max_running_requests %d: planKV pool %d tokens, want %d (cuda_graph_max_bs 512, the rules' batch)", seats, e.KVCapacityTokens, want)
 		}
 	}
-	byCap, err := KVPoolTokens(pt.Estimator(), engine.SGLang, 1024, 1024, 1, 64)
+	byCap, err := KVPoolTokens(pt.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1}, 1024, 1024, 64)
 	if err != nil || byCap <= want {
 		t.Fatalf("cuda_graph_max_bs 64: pool %d (%v); want more than 512's %d (the reserve must matter here)", byCap, err, want)
 	}

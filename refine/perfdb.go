@@ -778,8 +778,9 @@ func quantitativeOf(r *queueing.Report) (store.Quantitative, error) {
 
 // PointSetup implements PointTimer: the agg point's engine and (calibrated) pass
 // timing, as Quantitative uses them (PointModel), and its KV pool: the engine's capacity when
-// it records one, else the perf database's memory model (perfdb KVCapacityTokens)
-// at the trace's longest request; a worker the memory model cannot fit that
+// it records one (a cap on TensorRT-LLM and SGLang: EnginePool), else the
+// engine's pool from the perf database's memory model (KVPoolTokens, with the
+// engine config's memory keys) at the trace's longest request; a worker the memory model cannot fit that
 // request in gets no prefix cache (KVTokens 0).
 func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (PointSetup, error) {
 	// A trace's requests are not the point's isl/osl: the replay keeps its own KV
@@ -789,9 +790,14 @@ func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, 
 		return PointSetup{}, err
 	}
 	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens}
-	if ps.KVTokens <= 0 {
-		if n, err := m.pt.Estimator().KVCapacityTokens(max(maxISL, 1), max(maxOSL, 1), max(m.Engine.BlockSize, 1)); err == nil {
-			ps.KVTokens = n
+	if ps.KVTokens <= 0 || m.Engine.Backend != engine.VLLM { // the engine's own pool rule and memory keys (planKV)
+		graphBS, err := CUDAGraphMaxBS(in.EngineProfile, queueing.ProfileInput{Backend: string(m.Engine.Backend), Role: queueing.RoleAgg,
+			Batch: in.Batch, ISL: in.ISL, OSL: in.OSL})
+		if err != nil {
+			return PointSetup{}, err
+		}
+		if n, err := KVPoolTokens(m.pt.Estimator(), m.Engine, max(maxISL, 1), max(maxOSL, 1), graphBS); err == nil {
+			ps.KVTokens = EnginePool(m.Engine, n)
 		}
 	}
 	return ps, nil
