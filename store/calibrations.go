@@ -16,7 +16,7 @@ import (
 // "gemm=G,moe=M,kv=K,fmha=F,comm=C" from its GemmQuant, MoEQuant, KVCacheQuant,
 // FMHAQuant and CommQuant in that order, an empty part omitted (so all empty
 // gives ""). The point_calibrations view derives the same label from
-// operating_points' columns; calibration_params.quant ” (a calibration fitted
+// operating_points' columns; calibration_params.quant "" (a calibration fitted
 // before 00014, or points without quantisation labels) applies to any
 // quantisation.
 func QuantLabel(in PointInputs) string {

@@ -52,7 +52,7 @@ func saveTestCalibration(t *testing.T, s *Store, name, digest string, keys ...[2
 
 // TestPointCalibrationsQuant: point_calibrations derives the point's quant by
 // QuantLabel's rule, and a point is calibrated by the fit of its own quant, else
-// by one stored with quant ” (any), else says uncalibrated.
+// by one stored with quant "" (any), else says uncalibrated.
 func TestPointCalibrationsQuant(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
@@ -117,7 +117,7 @@ func TestPointCalibrationsQuant(t *testing.T) {
 	})
 }
 
-// TestMigration00014: a calibration stored before 00014 migrates with quant ”
+// TestMigration00014: a calibration stored before 00014 migrates with quant ""
 // (and still calibrates every quantisation); down again, a calibration with two
 // quantisations of one key keeps the group with the most rows, and up again the
 // old rows read as before.
