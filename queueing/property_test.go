@@ -2,6 +2,7 @@ package queueing
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -227,6 +228,43 @@ func TestBlockStretchIsExact(t *testing.T) {
 			if fmt.Sprint(errA) != fmt.Sprint(errB) || !reflect.DeepEqual(a, b) {
 				rt.Fatalf("options %+v: block and per-row reports differ (errors %v / %v)", o, errA, errB)
 			}
+		}
+	})
+}
+
+// patchyDecode is a decode-only pricer (Linear, Roofline) whose DecodeOnlyMs
+// fails now and then (an error, or a price that is not one), as a perf-data
+// timing misses: fastForward must then price that pass row by row, its contexts
+// advanced to the pass's.
+type patchyDecode struct {
+	timing.Timing
+	d decodeOnlyPricer
+}
+
+func (p patchyDecode) DecodeOnlyMs(rows, ctx int) (float64, error) {
+	switch ctx % 5 {
+	case 0:
+		return 0, errors.New("miss")
+	case 1:
+		return 0, nil
+	}
+	return p.d.DecodeOnlyMs(rows, ctx)
+}
+
+// TestBlockStretchFallbackIsExact: a block stretch whose decode-only price fails
+// on some passes falls back to the per-row price of those passes, giving the
+// per-row report bit for bit.
+func TestBlockStretchFallbackIsExact(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		w, e, tm := propConfig(rt)
+		d, ok := tm.(decodeOnlyPricer)
+		if !ok {
+			rt.Fatalf("propConfig's timing %T has no DecodeOnlyMs", tm)
+		}
+		a, errA := QuantitativeWith(context.Background(), w, e, patchyDecode{tm, d}, Options{})
+		b, errB := QuantitativeWith(context.Background(), w, e, timing.Func(tm.PassMs), Options{})
+		if fmt.Sprint(errA) != fmt.Sprint(errB) || !reflect.DeepEqual(a, b) {
+			rt.Fatalf("patchy block and per-row reports differ (errors %v / %v)", errA, errB)
 		}
 	})
 }
