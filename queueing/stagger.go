@@ -33,8 +33,8 @@ const maxStaggerPhases = 16
 func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
 	ob := o
 	ob.transientOnly = true
-	scr := &runScratch{}
-	burst, err := quantitativeRun(ctx, w, e, t, ob, b, scr)
+	buf := &runScratch{} // lent to each run in turn (the runs are sequential)
+	burst, err := quantitativeRun(ctx, w, e, t, ob, b, buf)
 	if err != nil {
 		return nil, err
 	}
@@ -47,39 +47,37 @@ func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Tim
 	cycle += w.TurnaroundMs + o.ClientRTTMs
 	K := o.StaggerPhases
 	win := ceilDiv(windowGenerations(w.Concurrency, o), K)
-	var ttft, itl, tpot, e2e []Atom
-	var recs []RequestRecord
 	x, tok := 0.0, 0.0
 	passes, steady := burst.Diagnostics.Passes, 0
 	kvPeak, preempts := burst.KVUtilPeak, 0.0 // KV: the peak of every run, the mean preemptions
-	for _, r := range burst.Requests {
-		if r.Transient {
-			recs = append(recs, r)
-		}
-	}
 	windows := make([]Window, 0, K)
 	var first, last float64
-	runs := make([]*Report, K+1) // runs[i]: phase i
-	nTTFT, nITL, nRecs := 0, 0, len(recs)
+	runs := make([]*Report, K) // runs[i−1]: phase i
+	nTTFT, nITL, nRecs := 0, 0, len(burst.Requests)
 	for i := 1; i <= K; i++ {
 		oi := o
 		oi.spreadMs = cycle * float64(K+i) / float64(2*K)
 		oi.WindowGenerations = win
-		r, err := quantitativeRun(ctx, w, e, t, oi, b, scr)
+		r, err := quantitativeRun(ctx, w, e, t, oi, b, buf)
 		if err != nil {
 			return nil, err
 		}
-		runs[i] = r
+		runs[i-1] = r
 		nTTFT += max(r.TTFTSteady.Len(), r.TPOT.Len(), r.E2E.Len())
 		nITL += r.ITL.Len()
 		nRecs += len(r.Requests)
 	}
 	// The mixture's atoms and records, sized once.
-	ttft, tpot, e2e = make([]Atom, 0, nTTFT), make([]Atom, 0, nTTFT), make([]Atom, 0, nTTFT)
-	itl = make([]Atom, 0, nITL)
-	recs = append(make([]RequestRecord, 0, nRecs), recs...)
+	ttft, tpot, e2e := make([]Atom, 0, nTTFT), make([]Atom, 0, nTTFT), make([]Atom, 0, nTTFT)
+	itl := make([]Atom, 0, nITL)
+	recs := make([]RequestRecord, 0, nRecs)
+	for _, r := range burst.Requests {
+		if r.Transient {
+			recs = append(recs, r)
+		}
+	}
 	for i := 1; i <= K; i++ {
-		r := runs[i]
+		r := runs[i-1]
 		// Each phase weighs 1 in total: its requests 1/n each, its gaps by count
 		// normalised to 1.
 		wr := 1 / float64(max(r.Diagnostics.SteadyRequests, 1))
