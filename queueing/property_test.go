@@ -268,3 +268,36 @@ func TestBlockStretchFallbackIsExact(t *testing.T) {
 		}
 	})
 }
+
+// TestRunScratchLeavesNoState: runs that share one runScratch in turn (a stagger
+// evaluation's burst and phases) give each the report a run with fresh buffers
+// gives, bit for bit: no request, bin, pool index or checkpoint of one run is read
+// by the next.
+func TestRunScratchLeavesNoState(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		w, e, tm := propConfig(rt)
+		if w.Concurrency == 0 {
+			w.NumRequests, w.Concurrency = 0, rapid.IntRange(1, 40).Draw(rt, "c")
+		}
+		b, err := checkInputs(w, e, tm)
+		if err != nil {
+			rt.Skip(err)
+		}
+		burst := Options{transientOnly: true}
+		runs := []Options{burst}
+		for i := range 3 {
+			o := DefaultOptions()
+			o.spreadMs = rapid.Float64Range(1, 2000).Draw(rt, fmt.Sprintf("spread%d", i))
+			o.WindowGenerations = rapid.IntRange(1, 4).Draw(rt, fmt.Sprintf("win%d", i))
+			runs = append(runs, o)
+		}
+		buf := &runScratch{}
+		for i, o := range runs {
+			a, errA := quantitativeRun(context.Background(), w, e, tm, o, b, buf)
+			f, errF := quantitativeRun(context.Background(), w, e, tm, o, b, nil)
+			if fmt.Sprint(errA) != fmt.Sprint(errF) || !reflect.DeepEqual(a, f) {
+				rt.Fatalf("run %d (%+v): shared-scratch and fresh reports differ (errors %v / %v)", i, o, errA, errF)
+			}
+		}
+	})
+}
