@@ -107,7 +107,7 @@ func (pt *PassTiming) DecodeOnlyMs(rows, ctx int) (float64, error) {
 	if rows <= 0 || ctx < rows {
 		return 0, fmt.Errorf("decode-only pass of %d rows with context sum %d: want ≥ 1 row, each context > 0", rows, ctx)
 	}
-	mean := bucket((ctx + rows/2) / rows)
+	mean := meanContext(ctx, rows)
 	k := decodeKey(0, 0, 0, rows, mean)
 	if v, ok := pt.lookup(k); ok {
 		return v, nil
@@ -149,7 +149,7 @@ func (pt *PassTiming) price(p *timing.Pass) (float64, error) {
 		for _, c := range p.Decode {
 			sum += c
 		}
-		meanCtx = bucket((sum + d/2) / d)
+		meanCtx = meanContext(sum, d)
 	}
 	if len(p.Prefill) == 0 {
 		return pt.priceDecodeOnly(d, meanCtx)
@@ -204,6 +204,13 @@ func (pt *PassTiming) priceDecodeOnly(d, meanCtx int) (float64, error) {
 	return r.LatencyMs, finite("pass", r.LatencyMs)
 }
 
+// meanContext is the bucketed mean decode context of d > 0 rows whose contexts
+// sum to sum (the rounded mean, bucketed): what a pass's key and price read of
+// its decode rows.
+func meanContext(sum, d int) int {
+	return bucket((sum + d/2) / d)
+}
+
 // bucket quantizes a context length: exact up to 64, then 16 buckets per
 // octave (nearest multiple of 2^(⌊log2 x⌋−4)).
 func bucket(x int) int {
@@ -240,7 +247,7 @@ func makePassKey(p *timing.Pass) (passKey, error) {
 			}
 			sum += c
 		}
-		mean = bucket((sum + d/2) / d)
+		mean = meanContext(sum, d)
 	}
 	return decodeKey(sa, sb, len(p.Prefill), d, mean), nil
 }
