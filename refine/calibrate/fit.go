@@ -400,14 +400,19 @@ func reweight(jac [][4]float64, r []float64, n int, loss string) ([][4]float64, 
 // tier) over x from start: Levenberg–Marquardt descent (lmDescend), then a
 // polish with at most nmEvals Nelder–Mead evaluations of the same cost. Under
 // LossL1 the reweighted descent (2·maxIter iterations: reweighting converges
-// only linearly) runs from two starts and keeps the lower L1 cost (the first on
-// ties): start itself, and the least-squares iterate from start. From start
-// alone it can stop short of the least-squares point's L1 cost (real rows with a
-// broad misfit); from the least-squares point alone it stays where a gross
-// outlier pulled it (the cost is piecewise in the timing). It returns the fitted
+// only linearly) runs from two starts, each is polished, and the lower L1 cost
+// is kept (the first on ties): start itself, and the least-squares iterate from
+// start. From start alone it can stop short of the least-squares point's L1 cost
+// (real rows with a broad misfit); from the least-squares point alone it stays
+// where a gross outlier pulled it (the cost is piecewise in the timing, and the
+// simplex finds different pieces from the two). It returns the fitted
 // adjustment and the Jacobian of the data residuals at the optimum (for
 // identifiability).
 func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4]float64, loss string, maxIter, nmEvals int) (refine.PassAdjust, [][4]float64, error) {
+	type candidate struct {
+		x [4]float64
+		c float64
+	}
 	iter := maxIter
 	if loss == LossL1 {
 		iter = 2 * maxIter
@@ -416,6 +421,7 @@ func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4
 	if err != nil {
 		return refine.PassAdjust{}, nil, err
 	}
+	cands := []candidate{{x, c}}
 	if loss == LossL1 {
 		xl2, _, err := lmDescend(ctx, f, fj, ss, start, LossL2, maxIter)
 		if err != nil {
@@ -425,19 +431,24 @@ func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4
 		if err != nil {
 			return refine.PassAdjust{}, nil, err
 		}
-		if cb < c {
-			x = xb
+		cands = append(cands, candidate{xb, cb})
+	}
+	best := -1
+	for i := range cands {
+		// Polish on the quantitative cost itself (the screening Jacobian only
+		// points the way; the schedule's pieces are found by the simplex).
+		if nmEvals > 0 {
+			xn, cn, err := nelderMead(ctx, f, ss, cands[i].x, loss, nmEvals)
+			if err != nil {
+				return refine.PassAdjust{}, nil, err
+			}
+			cands[i] = candidate{clampX(xn), cn}
+		}
+		if best < 0 || cands[i].c < cands[best].c {
+			best = i
 		}
 	}
-	// Polish on the quantitative cost itself (the screening Jacobian only points
-	// the way; the schedule's pieces are found by the simplex).
-	if nmEvals > 0 {
-		xn, err := nelderMead(ctx, f, ss, x, loss, nmEvals)
-		if err != nil {
-			return refine.PassAdjust{}, nil, err
-		}
-		x = clampX(xn)
-	}
+	x = cands[best].x
 	jac, err := jacobian(ctx, fj, ss, x)
 	if err != nil {
 		return refine.PassAdjust{}, nil, err
@@ -525,7 +536,7 @@ func jacobian(ctx context.Context, f evalFn, ss []Sample, x [4]float64) ([][4]fl
 // nelderMead minimises the quantitative cost (under loss) over x from start (deterministic
 // simplex; the schedule is piecewise in the timing, so no derivatives), at most
 // maxEval cost evaluations.
-func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, loss string, maxEval int) ([4]float64, error) {
+func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, loss string, maxEval int) ([4]float64, float64, error) {
 	costAt := func(x [4]float64) (float64, error) {
 		r, err := residuals(ctx, f, ss, clampX(x))
 		if err != nil {
@@ -547,7 +558,7 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, lo
 		x = clampX(x)
 		c, err := costAt(x)
 		if err != nil {
-			return start, err
+			return start, 0, err
 		}
 		simplex[i] = vertex{x, c}
 	}
@@ -576,7 +587,7 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, lo
 		xr := at(-1)
 		cr, err := costAt(xr)
 		if err != nil {
-			return start, err
+			return start, 0, err
 		}
 		evals++
 		switch {
@@ -584,7 +595,7 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, lo
 			xe := at(-2)
 			ce, err := costAt(xe)
 			if err != nil {
-				return start, err
+				return start, 0, err
 			}
 			evals++
 			if ce < cr {
@@ -602,7 +613,7 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, lo
 			xc := at(t)
 			cc, err := costAt(xc)
 			if err != nil {
-				return start, err
+				return start, 0, err
 			}
 			evals++
 			if cc < math.Min(cr, simplex[4].c) {
@@ -614,14 +625,14 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, lo
 					simplex[i].x[j] = simplex[0].x[j] + 0.5*(simplex[i].x[j]-simplex[0].x[j])
 				}
 				if simplex[i].c, err = costAt(simplex[i].x); err != nil {
-					return start, err
+					return start, 0, err
 				}
 				evals++
 			}
 		}
 	}
 	sortS()
-	return simplex[0].x, nil
+	return simplex[0].x, simplex[0].c, nil
 }
 
 // lmStep solves (JᵀJ + λ·diag(JᵀJ) + λ·I)·δ = −Jᵀr (4×4, Gaussian elimination
