@@ -62,6 +62,26 @@ type Spec struct {
 	MaxNumTokens   int    `json:"max_num_tokens,omitempty"`  // T-R3 token budget
 	CapacityPolicy string `json:"capacity_policy,omitempty"` // "guaranteed_no_evict" | "max_utilization"
 
+	// Memory keys of the engine's own config (queueing/engineconf) that size the
+	// KV pool when it is derived from GPU memory (refine.KVPoolTokens, perfdb
+	// KVPoolKnobs); the zero value keeps the engine's default. A KVCapacityTokens
+	// the config set replaces (vLLM) or caps (TensorRT-LLM, SGLang) the pool
+	// they size (refine.EnginePool).
+	//
+	// MemFraction is vLLM gpu_memory_utilization, TensorRT-LLM
+	// free_gpu_memory_fraction or SGLang mem_fraction_static, in (0, 1].
+	MemFraction float64 `json:"mem_fraction,omitempty"`
+	// KVCacheMemoryBytes is vLLM kv_cache_memory_bytes: the KV pool per GPU in
+	// bytes, in place of the fraction rule.
+	KVCacheMemoryBytes int64 `json:"kv_cache_memory_bytes,omitempty"`
+	// CUDAGraphMaxBS is SGLang's cuda_graph_max_bs (max of cuda_graph_bs), from
+	// which SGLang derives its default mem_fraction_static.
+	CUDAGraphMaxBS int `json:"cuda_graph_max_bs,omitempty"`
+	// KVCacheDtype is the config's KV-cache dtype as a perf-data KV quant
+	// (bfloat16, fp8, int8); "" = auto (the model's). It must agree with the
+	// KV quant the point is timed with (engineconf.CheckKVQuant).
+	KVCacheDtype string `json:"kv_cache_dtype,omitempty"`
+
 	// StageMs is the additive per-request stage time (encoder latency + request
 	// dispatch overhead) added to TTFT and E2E (QUEUEING.md §4). 0 by default.
 	StageMs float64 `json:"stage_ms,omitempty"`
@@ -80,12 +100,18 @@ func (s Spec) Validate() error {
 		{"long_prefill_token_threshold", s.LongPrefillTokenThreshold}, {"block_size", s.BlockSize},
 		{"kv_capacity_tokens", s.KVCapacityTokens}, {"chunked_prefill_size", s.ChunkedPrefillSize},
 		{"max_prefill_tokens", s.MaxPrefillTokens}, {"max_batch_size", s.MaxBatchSize},
-		{"max_num_tokens", s.MaxNumTokens},
+		{"max_num_tokens", s.MaxNumTokens}, {"cuda_graph_max_bs", s.CUDAGraphMaxBS},
 	}
 	for _, f := range neg {
 		if f.v < 0 {
 			return fmt.Errorf("engine %s = %d: must be ≥ 0", f.name, f.v)
 		}
+	}
+	if !(s.MemFraction >= 0 && s.MemFraction <= 1) {
+		return fmt.Errorf("engine mem_fraction = %v: must be in (0, 1] (0 = the engine's default)", s.MemFraction)
+	}
+	if s.KVCacheMemoryBytes < 0 {
+		return fmt.Errorf("engine kv_cache_memory_bytes = %d: must be ≥ 0", s.KVCacheMemoryBytes)
 	}
 	if !(s.StageMs >= 0) || s.StageMs > 1e12 {
 		return fmt.Errorf("engine stage_ms = %v: must be a finite number ≥ 0", s.StageMs)

@@ -137,7 +137,7 @@ func newReuse(cfg ReuseConfig, maxWidth int) (*ReuseSim, error) {
 	}
 	switch {
 	case !registered(cfg.Backend):
-		return nil, fmt.Errorf("backend %q: must be vllm, sglang or trtllm", cfg.Backend)
+		return nil, fmt.Errorf("backend %q: must be %s", cfg.Backend, engine.List(", ", " or "))
 	case cfg.KVBlocks < 1 || cfg.KVBlocks > 1<<28:
 		return nil, fmt.Errorf("kv blocks %d: must be in 1..%d", cfg.KVBlocks, 1<<28)
 	case cfg.Backend == engine.VLLM && cfg.KVBlocks > MaxReuseVLLMBlocks:

@@ -236,7 +236,7 @@ func readRequests(dec *json.Decoder, sc *Scenario, seen map[string]bool, anyShar
 func (re *rawEngine) engine() (engine.Spec, error) {
 	var e engine.Spec
 	if re.Backend == nil {
-		return e, errors.New("scenario: missing engine knob engine.backend (vllm, sglang or trtllm)")
+		return e, fmt.Errorf("scenario: missing engine knob engine.backend (%s)", engine.List(", ", " or "))
 	}
 	e.Backend = engine.Backend(*re.Backend)
 	type knob struct {
@@ -271,7 +271,7 @@ func (re *rawEngine) engine() (engine.Spec, error) {
 			{"max_num_tokens", re.MaxNumTokens != nil}, {"enable_chunked_prefill", re.EnableChunkedPrefill != nil},
 			{"capacity_policy", re.CapacityPolicy != nil}}, common...)...)
 	default:
-		return e, fmt.Errorf("scenario: engine.backend = %q: must be vllm, sglang or trtllm", e.Backend)
+		return e, fmt.Errorf("scenario: engine.backend = %q: must be %s", e.Backend, engine.List(", ", " or "))
 	}
 	if err != nil {
 		return e, err

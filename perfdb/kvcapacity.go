@@ -11,6 +11,7 @@ import (
 //	non-KV  = weights + activations + nccl + others          (one GPU, GiB)
 //	budget  = capacity·fraction·scale − non-KV               (vLLM gpu_memory_utilization, SGLang mem_fraction_static)
 //	budget  = (capacity − non-KV)·fraction·scale             (TRT-LLM free_gpu_memory_fraction of the free pool)
+//	budget  = kv_cache_memory_bytes                          (vLLM, when set: KVPoolKnobs)
 //	tokens  = ⌊budget / KVBytesPerToken / blockSize⌋·blockSize
 //
 // scale = (1 − reserved)·(1 − tolerance) as in checkOOM. SGLang's fraction is
@@ -22,13 +23,38 @@ import (
 // tokens (plus its constant state) do not fit gives an ErrOOM error showing
 // the arithmetic in GiB per GPU.
 func (e *Estimator) KVCapacityTokens(isl, osl, blockSize int) (int, error) {
-	n, _, err := e.kvCapacity(isl, osl, blockSize)
+	return e.KVCapacityTokensWith(isl, osl, blockSize, KVPoolKnobs{})
+}
+
+// KVPoolKnobs are the memory keys of an engine's own config that size its KV
+// pool (engine.Spec MemFraction, KVCacheMemoryBytes, CUDAGraphMaxBS); the zero
+// value keeps the engine's defaults.
+type KVPoolKnobs struct {
+	// MemFraction > 0 replaces the engine's memory fraction in the budget rule
+	// (kvBudgetParams' fraction: vLLM gpu_memory_utilization, TensorRT-LLM
+	// free_gpu_memory_fraction of the free memory, SGLang mem_fraction_static).
+	MemFraction float64
+	// KVCacheBytes > 0 is the KV budget per GPU in bytes (vLLM
+	// kv_cache_memory_bytes), in place of the fraction rule.
+	KVCacheBytes float64
+	// GraphMaxBS > 0 is SGLang's cuda_graph_max_bs, from which it derives its
+	// default mem_fraction_static (SGLangMemFractionStatic); unused when
+	// MemFraction is set. 0 = the capacity tier's default.
+	GraphMaxBS int
+}
+
+// KVCapacityTokensWith is KVCapacityTokens under an engine config's memory
+// keys k: the fraction replaced by k.MemFraction, or the budget by
+// k.KVCacheBytes.
+func (e *Estimator) KVCapacityTokensWith(isl, osl, blockSize int, k KVPoolKnobs) (int, error) {
+	n, _, err := e.kvCapacity(isl, osl, blockSize, k)
 	return n, err
 }
 
-// kvCapacity is KVCapacityTokens with the one-request footprint it computed,
-// for callers (SGLangKVPoolTokens) that size a pool from the same footprint.
-func (e *Estimator) kvCapacity(isl, osl, blockSize int) (int, MemoryUsage, error) {
+// kvCapacity is KVCapacityTokensWith with the one-request footprint it
+// computed, for callers (SGLangKVPoolTokens) that size a pool from the same
+// footprint.
+func (e *Estimator) kvCapacity(isl, osl, blockSize int, k KVPoolKnobs) (int, MemoryUsage, error) {
 	if isl <= 0 || osl <= 0 || blockSize <= 0 {
 		return 0, MemoryUsage{}, fmt.Errorf("kv capacity: isl %d, osl %d, block size %d: all must be ≥ 1", isl, osl, blockSize)
 	}
@@ -46,16 +72,29 @@ func (e *Estimator) kvCapacity(isl, osl, blockSize int) (int, MemoryUsage, error
 	}
 	static := e.cfg.Backend == "sglang" // SGLang derives mem_fraction_static from the capacity
 	f, ofFree, reserved, tol := kvBudgetParams(e.cfg.Backend, e.cfg.Version, static, e.sys.MemCapacity, e.cfg.TP, e.cfg.PP, e.cfg.DP)
+	if k.MemFraction > 0 {
+		f = k.MemFraction
+	}
 	scale := (1 - reserved) * (1 - tol)
 	nonKV := u.TotalGiB - u.KVCacheGiB
 	budget := capGiB*f*scale - nonKV
 	if ofFree {
 		budget = (capGiB - nonKV) * f * scale
 	}
+	if k.KVCacheBytes > 0 {
+		budget = k.KVCacheBytes / (1 << 30)
+		if free := capGiB - nonKV; budget > free {
+			return 0, MemoryUsage{}, fmt.Errorf("%w: %s kv_cache_memory_bytes %.0f (%.2f GiB) > the %.2f GiB per GPU left after weights %.2f + activations %.2f + nccl %.2f + others %.2f GiB on %s tp %d; lower it",
+				ErrOOM, e.cfg.Backend, k.KVCacheBytes, budget, free, u.WeightsGiB, u.ActivationsGiB, u.NCCLGiB, u.OthersGiB, e.sys.Name, e.cfg.TP)
+		}
+	}
 	if u.KVCacheGiB > budget || u.TotalGiB >= capGiB {
 		arith := fmt.Sprintf("%.2f GiB × %.3g × %.4g − (weights %.2f + activations %.2f + nccl %.2f + others %.2f GiB)",
 			capGiB, f, scale, u.WeightsGiB, u.ActivationsGiB, u.NCCLGiB, u.OthersGiB)
-		if ofFree {
+		switch {
+		case k.KVCacheBytes > 0:
+			arith = fmt.Sprintf("kv_cache_memory_bytes %.0f", k.KVCacheBytes)
+		case ofFree:
 			arith = fmt.Sprintf("(%.2f GiB − (weights %.2f + activations %.2f + nccl %.2f + others %.2f GiB)) × %.3g × %.4g",
 				capGiB, u.WeightsGiB, u.ActivationsGiB, u.NCCLGiB, u.OthersGiB, f, scale)
 		}

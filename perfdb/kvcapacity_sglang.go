@@ -10,7 +10,8 @@ import "math"
 //	tokens = ⌊rest / KVBytesPerToken / blockSize⌋·blockSize
 //
 // with SGLang's default fraction for the GPU (SGLangMemFractionStatic;
-// graphMaxBS > 0 is the launch's cuda_graph_max_bs, 0 the capacity tier's).
+// k.GraphMaxBS > 0 is the launch's cuda_graph_max_bs, 0 the capacity tier's),
+// or the launch's mem_fraction_static (k.MemFraction > 0).
 // Activations and CUDA graphs are not taken from the pool: they live in the
 // 1 − fraction SGLang reserves for them, so the pool is larger than
 // KVCapacityTokens' budget (aiconfigurator's OOM rule, which subtracts the
@@ -19,8 +20,9 @@ import "math"
 // with per-request state (Qwen3.5's GDN layers: SGLang splits the rest between a
 // mamba pool and the KV pool) get KVCapacityTokens' pool, as does a result below
 // it.
-func (e *Estimator) SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS int) (int, error) {
-	budget, u, err := e.kvCapacity(isl, osl, blockSize)
+func (e *Estimator) SGLangKVPoolTokens(isl, osl, blockSize int, k KVPoolKnobs) (int, error) {
+	k.KVCacheBytes = 0 // a vLLM key
+	budget, u, err := e.kvCapacity(isl, osl, blockSize, k)
 	if err != nil {
 		return 0, err
 	}
@@ -29,7 +31,10 @@ func (e *Estimator) SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS int) (int
 	}
 	const gib = 1 << 30
 	capB := e.sys.MemCapacity
-	f := SGLangMemFractionStatic(capB, e.cfg.TP, e.cfg.PP, e.cfg.DP, graphMaxBS)
+	f := k.MemFraction
+	if !(f > 0) {
+		f = SGLangMemFractionStatic(capB, e.cfg.TP, e.cfg.PP, e.cfg.DP, k.GraphMaxBS)
+	}
 	rest := (capB-(u.NCCLGiB+u.OthersGiB)*gib)*f - u.WeightsGiB*gib
 	tokens := math.Floor(rest / e.KVBytesPerToken()) // > 0: KVCapacityTokens checked it
 	if !(tokens > float64(budget)) || tokens > 1<<40 {

@@ -139,25 +139,32 @@ scan:
 		}
 		return c
 	}
-	for i := range reqs { // count the requests naming each chain
+	all := make([]int32, 0, n) // every request's chains in turn
+	for i := range reqs {      // number them, counting the requests naming each
 		p := int32(-1)
 		for _, h := range ids(&reqs[i]) {
 			p = chain(p, h)
 			uses[p] = min(uses[p]+1, 2)
+			all = append(all, p)
 		}
 	}
-	shared := false
-	for i, r := range reqs { // keep each request's leading chains another request names
+	// Keep each request's leading chains another request names, in place: a kept
+	// chain is written at or before the place it is read from.
+	x.chains = all[:0]
+	shared, next := false, 0
+	for i := range reqs {
 		x.start[i] = int32(len(x.chains))
-		p, m := int32(-1), 0 // whoever names a chain names its prefix: they lead
-		for _, h := range ids(&r) {
-			if p = chain(p, h); uses[p] < 2 {
+		own := all[next : next+len(ids(&reqs[i]))]
+		next += len(own)
+		m := 0 // whoever names a chain names its prefix: they lead
+		for _, c := range own {
+			if uses[c] < 2 {
 				break
 			}
-			x.chains = append(x.chains, p)
+			x.chains = append(x.chains, c)
 			m++
 		}
-		x.keyed[i] = int32(min(m*hb, r.ISL) / bs)
+		x.keyed[i] = int32(min(m*hb, reqs[i].ISL) / bs)
 		shared = shared || x.keyed[i] > 0
 	}
 	x.start[len(reqs)] = int32(len(x.chains))

@@ -112,6 +112,14 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			}
 			r.Prefill, r.Decode = &pe, &de
 		}
+		for _, e := range []*engine.Spec{r.Engine, r.Prefill, r.Decode} {
+			if e == nil {
+				continue
+			}
+			if err := engineconf.CheckKVQuant(*e, p.KVCacheQuant); err != nil {
+				return fmt.Errorf("--engine-config: %w", err)
+			}
+		}
 		js, err := r.Encode()
 		if err != nil {
 			return err

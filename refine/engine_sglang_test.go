@@ -2,8 +2,11 @@ package refine
 
 import (
 	"context"
+	"io/fs"
 	"testing"
+	"testing/fstest"
 
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
@@ -51,5 +54,33 @@ func TestEnumerateSGLangGPUChunk(t *testing.T) {
 	spec.EngineProfile = queueing.ProfileDefaults
 	if m, err := sweepGPUMem(ctx, ev, spec, res.Version); err != nil || m != 0 {
 		t.Errorf("defaults: GPU %v, %v; want 0 (not asked)", m, err)
+	}
+}
+
+// TestStoreGPUMemFromSystemSpec: on the store the GPU memory comes from the
+// system spec alone (gpu.mem_capacity), so a store holding the h200 spec and no
+// perf data answers it and the evaluator loads no perf data; an unknown system is
+// the store's not-found error naming it.
+func TestStoreGPUMemFromSystemSpec(t *testing.T) {
+	ctx := context.Background()
+	yml, err := fs.ReadFile(perfdb.EmbeddedFS(), "systems/h200_sxm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	if _, err := perfdb.ImportFS(ctx, st, fstest.MapFS{"h200_sxm.yaml": {Data: yml}}, "spec", perfdb.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := NewPerfdbEvaluator(StoreSource{St: st})
+	spec := SweepSpec{System: "h200_sxm", Backend: "sglang", EngineProfile: queueing.ProfileAIConfigurator}
+	if m, err := sweepGPUMem(ctx, ev, spec, "0.5.6"); err != nil || m != 151397597184 {
+		t.Errorf("GPU %v, %v; want 151397597184 (141 GiB)", m, err)
+	}
+	if len(ev.data) != 0 {
+		t.Errorf("%d perf data sets loaded; want none", len(ev.data))
+	}
+	spec.System = "b300"
+	if _, err := sweepGPUMem(ctx, ev, spec, "0.5.6"); err == nil || err.Error() != "GPU memory of b300: store: read system b300: "+store.ErrNotFound.Error() {
+		t.Errorf("unknown system: %v", err)
 	}
 }

@@ -39,17 +39,26 @@ type kvPlan struct {
 
 // planKV sizes e's KV pool from pt's memory model (unless the point's recorded
 // engine set one; SGLang's by SGLang's own rule, perfdb SGLangKVPoolTokens) and
-// sets e.KVCapacityTokens. A worker whose weights + the KV of
-// one request do not fit gives an error wrapping perfdb.ErrOOM with the memory
-// arithmetic.
+// sets e.KVCapacityTokens. A pool the engine config set is a cap, not the pool,
+// on TensorRT-LLM (kv_cache_config.max_tokens: the engine takes the smaller of
+// it and its memory fraction's pool) and SGLang (max_total_tokens: min with
+// the profiled pool), so with pt those take the smaller of the two; vLLM's
+// num_gpu_blocks_override replaces the profiled pool. A worker whose weights +
+// the KV of one request do not fit gives an error wrapping perfdb.ErrOOM with
+// the memory arithmetic.
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
-	if e.KVCapacityTokens <= 0 {
-		n, err := KVPoolTokens(pt.Estimator(), e.Backend, in.ISL, in.OSL, bs, CUDAGraphMaxBS(in.EngineProfile, *e))
+	if e.KVCapacityTokens <= 0 || (pt != nil && e.Backend != engine.VLLM) {
+		graphBS, err := CUDAGraphMaxBS(in.EngineProfile, queueing.ProfileInput{Backend: string(e.Backend), Role: queueing.RoleAgg,
+			Batch: in.Batch, ISL: in.ISL, OSL: in.OSL})
 		if err != nil {
 			return kvPlan{}, err
 		}
-		e.KVCapacityTokens = n
+		n, err := KVPoolTokens(pt.Estimator(), *e, in.ISL, in.OSL, graphBS)
+		if err != nil {
+			return kvPlan{}, err
+		}
+		e.KVCapacityTokens = EnginePool(*e, n)
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
 		perPass: e.Traits().PerPassKV}
@@ -64,34 +73,68 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 	return k, nil
 }
 
-// KVPoolTokens is the KV pool (tokens, whole blocks of blockSize) est's worker
-// allocates under engine backend b: SGLang sizes its own (profile_max_num_token,
+// EnginePool is the KV pool engine e runs with when its memory holds memTokens
+// (KVPoolTokens): a pool e's config set (e.KVCapacityTokens > 0) replaces it on
+// vLLM (num_gpu_blocks_override) and caps it on TensorRT-LLM
+// (kv_cache_config.max_tokens: the engine takes the smaller) and SGLang
+// (max_total_tokens: min with the profiled pool).
+func EnginePool(e engine.Spec, memTokens int) int {
+	switch {
+	case e.KVCapacityTokens <= 0:
+		return memTokens
+	case e.Backend == engine.VLLM:
+		return e.KVCapacityTokens
+	}
+	return min(e.KVCapacityTokens, memTokens)
+}
+
+// KVPoolTokens is the KV pool (tokens, whole blocks of e's block size) est's
+// worker allocates under engine e: SGLang sizes its own (profile_max_num_token,
 // perfdb SGLangKVPoolTokens; graphMaxBS > 0 is its cuda_graph_max_bs, 0 the
 // capacity tier's), the other engines get the memory model's budget (perfdb
-// KVCapacityTokens).
-func KVPoolTokens(est *perfdb.Estimator, b engine.Backend, isl, osl, blockSize, graphMaxBS int) (int, error) {
-	if b == engine.SGLang {
-		return est.SGLangKVPoolTokens(isl, osl, blockSize, graphMaxBS)
+// KVCapacityTokensWith). The memory keys of e's config apply (perfdb
+// KVPoolKnobs): its memory fraction, vLLM's kv_cache_memory_bytes, and SGLang's
+// cuda_graph_max_bs, which replaces graphMaxBS (the config's keys apply over
+// the profile's launch).
+func KVPoolTokens(est *perfdb.Estimator, e engine.Spec, isl, osl, graphMaxBS int) (int, error) {
+	bs := max(e.BlockSize, 1)
+	k := perfdb.KVPoolKnobs{MemFraction: e.MemFraction, GraphMaxBS: graphMaxBS}
+	if e.CUDAGraphMaxBS > 0 {
+		k.GraphMaxBS = e.CUDAGraphMaxBS
 	}
-	return est.KVCapacityTokens(isl, osl, blockSize)
+	if e.Backend == engine.SGLang {
+		return est.SGLangKVPoolTokens(isl, osl, bs, k)
+	}
+	k.KVCacheBytes = float64(e.KVCacheMemoryBytes)
+	return est.KVCapacityTokensWith(isl, osl, bs, k)
 }
 
 // CUDAGraphMaxBS is the cuda_graph_max_bs SGLang sizes mem_fraction_static with
-// (KVPoolTokens) for engine e deployed under engine profile profile (a point's
-// EngineProfile, "+config" suffix included, or eval's --engine-profile).
-// aiconfigurator's rules launch SGLang with --cuda-graph-bs 1…max_running_requests
-// and SGLang captures no graph above max_running_requests, so it follows
-// max_running_requests as the engine resolves it (e.SeatCap(), after any engine
-// config or flag). 0 — the capacity tier's default — under any other profile or
-// for another backend.
-func CUDAGraphMaxBS(profile string, e engine.Spec) int {
-	if e.Backend != engine.SGLang {
-		return 0
+// (KVPoolTokens) for a worker deployed under engine profile profile (a point's
+// EngineProfile, "+config" suffix included, or eval's --engine-profile) whose
+// rules read in (backend, role and batch). aiconfigurator's rules launch SGLang
+// with --cuda-graph-bs 1…max_batch_size (benchmark/sglang.rule,
+// cuda_graph_batch_sizes), and SGLang sets cuda_graph_max_bs = max(cuda_graph_bs)
+// when the list is given (ServerArgs._handle_gpu_memory_settings, before it
+// derives mem_fraction_static; max_running_requests does not enter it): the
+// rules' max_batch_size, whatever an engine config or flag later makes of
+// max_running_requests (SGLang captures no graph above that, but the memory
+// reserve is already fixed). 0 — the capacity tier's default — under any other
+// profile or for another backend.
+func CUDAGraphMaxBS(profile string, in queueing.ProfileInput) (int, error) {
+	if engine.Backend(in.Backend) != engine.SGLang {
+		return 0, nil
 	}
 	if profile != queueing.ProfileAIConfigurator && !strings.HasPrefix(profile, queueing.ProfileAIConfigurator+"+") {
-		return 0
+		return 0, nil
 	}
-	return max(e.SeatCap(), 0)
+	// The rules' engine: its max_running_requests is their max_batch_size, the
+	// same value the --cuda-graph-bs list runs to.
+	e, err := queueing.ProfileEngine(queueing.ProfileAIConfigurator, in)
+	if err != nil {
+		return 0, fmt.Errorf("cuda_graph_max_bs: %w", err)
+	}
+	return max(e.SeatCap(), 0), nil
 }
 
 func ceilDivInt(a, b int) int { return (a + b - 1) / b }

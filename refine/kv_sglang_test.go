@@ -90,45 +90,52 @@ func TestSGLangPool(t *testing.T) {
 	}
 }
 
-// TestCUDAGraphMaxBS: the sweep (planKV) and eval size SGLang's pool with one
-// cuda_graph_max_bs — max_running_requests as the engine resolves it under the
-// aiconfigurator profile, with or without an engine config over it. A config that
-// lowers max_running_requests to 64 below the point's batch of 512 lowers the
-// graph reserve with it: planKV used to take the batch (512) where eval took the
-// engine's cap (64).
+// TestCUDAGraphMaxBS pins SGLang's rule: with --cuda-graph-bs given, ServerArgs
+// sets cuda_graph_max_bs = max(cuda_graph_bs) before it derives
+// mem_fraction_static, and aiconfigurator's rules give 1…max_batch_size. So under
+// the aiconfigurator profile the graph reserve follows the rules' batch (128, the
+// rules' default, when eval's open loop gives none), not max_running_requests
+// after an engine config: a config that lowers it to 64 or raises it to 1024
+// over a point of batch 512 leaves the reserve at 512. planKV (the sweep) and
+// eval take it from the same function.
 func TestCUDAGraphMaxBS(t *testing.T) {
-	e := engine.Spec{Backend: engine.SGLang, BlockSize: 1, MaxNumSeqs: 64}
+	agg := func(b engine.Backend, batch int) queueing.ProfileInput {
+		return queueing.ProfileInput{Backend: string(b), Role: queueing.RoleAgg, Batch: batch, ISL: 1024, OSL: 1024}
+	}
 	for _, tc := range []struct {
 		profile string
-		e       engine.Spec
+		in      queueing.ProfileInput
 		want    int
 	}{
-		{queueing.ProfileAIConfigurator, e, 64},
-		{queueing.ProfileAIConfigurator + "+config", e, 64},
-		{queueing.ProfileDefaults, e, 0},
-		{queueing.ProfileDefaults + "+config", e, 0},
-		{"", e, 0},
-		{queueing.ProfileAIConfigurator, engine.Spec{Backend: engine.VLLM, MaxNumSeqs: 64}, 0},
+		{queueing.ProfileAIConfigurator, agg(engine.SGLang, 512), 512},
+		{queueing.ProfileAIConfigurator + "+config", agg(engine.SGLang, 512), 512},
+		{queueing.ProfileAIConfigurator, agg(engine.SGLang, 0), 128},
+		{queueing.ProfileDefaults, agg(engine.SGLang, 512), 0},
+		{queueing.ProfileDefaults + "+config", agg(engine.SGLang, 512), 0},
+		{"", agg(engine.SGLang, 512), 0},
+		{queueing.ProfileAIConfigurator, agg(engine.VLLM, 512), 0},
 	} {
-		if got := CUDAGraphMaxBS(tc.profile, tc.e); got != tc.want {
-			t.Errorf("CUDAGraphMaxBS(%q, %s) = %d, want %d", tc.profile, tc.e.Backend, got, tc.want)
+		if got, err := CUDAGraphMaxBS(tc.profile, tc.in); err != nil || got != tc.want {
+			t.Errorf("CUDAGraphMaxBS(%q, %s batch %d) = %d, %v; want %d", tc.profile, tc.in.Backend, tc.in.Batch, got, err, tc.want)
 		}
 	}
 	pt := sglangTestTiming(t, 2)
-	in := store.PointInputs{ISL: 1024, OSL: 1024, Batch: 512, EngineProfile: queueing.ProfileAIConfigurator + "+config"}
-	if _, err := planKV(pt, in, &e); err != nil {
-		t.Fatal(err)
-	}
-	want, err := KVPoolTokens(pt.Estimator(), engine.SGLang, 1024, 1024, 1, 64)
+	want, err := KVPoolTokens(pt.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1}, 1024, 1024, 512)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byBatch, err := KVPoolTokens(pt.Estimator(), engine.SGLang, 1024, 1024, 1, 512)
-	if err != nil {
-		t.Fatal(err)
+	for _, seats := range []int{64, 512, 1024} { // the config's max_running_requests
+		e := engine.Spec{Backend: engine.SGLang, BlockSize: 1, MaxNumSeqs: seats}
+		in := store.PointInputs{ISL: 1024, OSL: 1024, Batch: 512, EngineProfile: queueing.ProfileAIConfigurator + "+config"}
+		if _, err := planKV(pt, in, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.KVCapacityTokens != want {
+			t.Errorf("max_running_requests %d: planKV pool %d tokens, want %d (cuda_graph_max_bs 512, the rules' batch)", seats, e.KVCapacityTokens, want)
+		}
 	}
-	if e.KVCapacityTokens != want || want <= byBatch {
-		t.Fatalf("planKV pool %d tokens, want %d (cuda_graph_max_bs 64; the batch's 512 gives %d, which must be smaller)",
-			e.KVCapacityTokens, want, byBatch)
+	byCap, err := KVPoolTokens(pt.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1}, 1024, 1024, 64)
+	if err != nil || byCap <= want {
+		t.Fatalf("cuda_graph_max_bs 64: pool %d (%v); want more than 512's %d (the reserve must matter here)", byCap, err, want)
 	}
 }

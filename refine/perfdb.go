@@ -61,6 +61,16 @@ func (s StoreSource) Data(ctx context.Context, system, backend, version string, 
 	return perfdb.LoadStore(ctx, s.St, system, backend, version, opts...)
 }
 
+// GPUMemBytes returns one GPU's memory capacity on system from the store's
+// system spec (gpu.mem_capacity), without loading its perf data.
+func (s StoreSource) GPUMemBytes(ctx context.Context, system string) (float64, error) {
+	r, err := s.St.System(ctx, system)
+	if err != nil {
+		return 0, fmt.Errorf("store: read system %s: %w", system, err)
+	}
+	return r.MemCapacity, nil
+}
+
 // Model implements PerfSource: perfdb.LoadModel (an unknown id is an error
 // listing the stored ones).
 func (s StoreSource) Model(ctx context.Context, id string) (*perfdb.Model, error) {
@@ -271,9 +281,20 @@ func (p *PerfdbEvaluator) loadData(ctx context.Context, system, backend, version
 	return d, nil
 }
 
-// GPUMemBytes returns one GPU's memory capacity on system (the perf data's
-// system spec, gpu.mem_capacity).
+// gpuMemReader is a perf source that reads a system's GPU memory from its system
+// spec alone, without loading the perf data.
+type gpuMemReader interface {
+	GPUMemBytes(ctx context.Context, system string) (float64, error)
+}
+
+// GPUMemBytes returns one GPU's memory capacity on system (the system spec's
+// gpu.mem_capacity): from the source's system spec when it reads one alone (the
+// store), so a sweep with nothing to evaluate loads no perf data; otherwise from
+// the perf data.
 func (p *PerfdbEvaluator) GPUMemBytes(ctx context.Context, system, backend, version string) (float64, error) {
+	if g, ok := p.src.(gpuMemReader); ok {
+		return g.GPUMemBytes(ctx, system)
+	}
 	d, err := p.loadData(ctx, system, backend, version, perfdb.ModeSilicon)
 	if err != nil {
 		return 0, err
@@ -757,8 +778,9 @@ func quantitativeOf(r *queueing.Report) (store.Quantitative, error) {
 
 // PointSetup implements PointTimer: the agg point's engine and (calibrated) pass
 // timing, as Quantitative uses them (PointModel), and its KV pool: the engine's capacity when
-// it records one, else the perf database's memory model (perfdb KVCapacityTokens)
-// at the trace's longest request; a worker the memory model cannot fit that
+// it records one (a cap on TensorRT-LLM and SGLang: EnginePool), else the
+// engine's pool from the perf database's memory model (KVPoolTokens, with the
+// engine config's memory keys) at the trace's longest request; a worker the memory model cannot fit that
 // request in gets no prefix cache (KVTokens 0).
 func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (PointSetup, error) {
 	// A trace's requests are not the point's isl/osl: the replay keeps its own KV
@@ -768,9 +790,14 @@ func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, 
 		return PointSetup{}, err
 	}
 	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens}
-	if ps.KVTokens <= 0 {
-		if n, err := m.pt.Estimator().KVCapacityTokens(max(maxISL, 1), max(maxOSL, 1), max(m.Engine.BlockSize, 1)); err == nil {
-			ps.KVTokens = n
+	if ps.KVTokens <= 0 || m.Engine.Backend != engine.VLLM { // the engine's own pool rule and memory keys (planKV)
+		graphBS, err := CUDAGraphMaxBS(in.EngineProfile, queueing.ProfileInput{Backend: string(m.Engine.Backend), Role: queueing.RoleAgg,
+			Batch: in.Batch, ISL: in.ISL, OSL: in.OSL})
+		if err != nil {
+			return PointSetup{}, err
+		}
+		if n, err := KVPoolTokens(m.pt.Estimator(), m.Engine, max(maxISL, 1), max(maxOSL, 1), graphBS); err == nil {
+			ps.KVTokens = EnginePool(m.Engine, n)
 		}
 	}
 	return ps, nil

@@ -240,6 +240,9 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkKVDtype(s.pt, e); err != nil {
+		return nil, err
+	}
 	if err := applyEngineFlags(c, &e); err != nil {
 		return nil, err
 	}

@@ -877,7 +877,8 @@ func replayKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, en
 		if pt == nil {
 			return userErrorf("trace replay: --kv-capacity-tokens auto: the engine file's timing has no GPU memory model to size the KV pool from; give the capacity in tokens, or time passes from perf data with --model, --system, --backend and --tp")
 		}
-		e := engine.Spec{BlockSize: eng.BlockSize}
+		e := *eng              // its backend picks the pool rule (SGLang sizes its own pool)
+		e.KVCapacityTokens = 0 // auto replaces the file's num_gpu_blocks
 		if err := resolveKVCapacity(c, pt, w, &e); err != nil {
 			return err
 		}

@@ -81,6 +81,19 @@ func resolveEngine(c *cli.Context, in queueing.ProfileInput) (engine.Spec, error
 	return e, nil
 }
 
+// checkKVDtype rejects an engine whose config's KV-cache dtype contradicts the
+// KV quant pt times and sizes the pool with (engineconf.CheckKVQuant); a
+// synthetic timing (pt nil) has no KV quant.
+func checkKVDtype(pt *perfdb.PassTiming, e engine.Spec) error {
+	if pt == nil {
+		return nil
+	}
+	if err := engineconf.CheckKVQuant(e, string(pt.Estimator().Config().KVQuant)); err != nil {
+		return userErrorf("--engine-config: %v", err)
+	}
+	return nil
+}
+
 // sweepEngineFlags puts --engine-profile and --engine-config into the sweep spec.
 func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 	if err := checkProfile(c.String("engine-profile")); err != nil {
@@ -173,7 +186,8 @@ func parseKVCapacity(v string) (n int, auto bool, err error) {
 
 // resolveKVCapacity sets e.KVCapacityTokens for --kv-capacity-tokens auto from
 // pt's memory model (refine.KVPoolTokens) at the workload's longest request
-// and e's block size; pt is nil with a synthetic timing, which has no memory
+// and e's block size and memory keys, under a pool e's engine config set
+// (refine.EnginePool); pt is nil with a synthetic timing, which has no memory
 // model. Other values were applied by applyEngineFlags.
 func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *engine.Spec) error {
 	if _, auto, err := kvCapacityTokensFlag(c); err != nil || !auto {
@@ -189,15 +203,19 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	for _, v := range w.OSLQuantiles {
 		osl = max(osl, v)
 	}
-	graphBS := refine.CUDAGraphMaxBS(c.String("engine-profile"), *e)
-	n, err := refine.KVPoolTokens(pt.Estimator(), e.Backend, isl, osl, max(e.BlockSize, 1), graphBS)
+	graphBS, err := refine.CUDAGraphMaxBS(c.String("engine-profile"), queueing.ProfileInput{Backend: string(e.Backend),
+		Role: queueing.RoleAgg, Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}) // the rules' inputs, as eval gave them
+	if err != nil {
+		return asUser(err)
+	}
+	n, err := refine.KVPoolTokens(pt.Estimator(), *e, isl, osl, graphBS)
 	if errors.Is(err, perfdb.ErrOOM) {
 		return userErrorf("--kv-capacity-tokens auto: %v", err)
 	}
 	if err != nil {
 		return asUser(err)
 	}
-	e.KVCapacityTokens = n
+	e.KVCapacityTokens = refine.EnginePool(*e, n) // a config's max_tokens caps it
 	return nil
 }
 

@@ -6,8 +6,11 @@
 // Every key falls in one of three classes, per backend (rules.go):
 //   - scheduling keys the model represents: mapped onto engine.Spec (with the
 //     scheduler rule they feed, SCHEDULERS.md V-R*, S-R*, T-R*), or accepted only
-//     at the value the model assumes (e.g. scheduling_policy fcfs);
-//   - harmless keys (ports, logging, model path, parallelism, memory, CUDA graphs):
+//     at the value the model assumes (e.g. scheduling_policy fcfs); the memory
+//     keys that size the KV pool (memory fractions, vLLM num_gpu_blocks_override
+//     and kv_cache_memory_bytes, SGLang's CUDA graph batch sizes) and the
+//     KV-cache dtype (CheckKVQuant) are among them;
+//   - harmless keys (ports, logging, model path, parallelism, swap space):
 //     ignored and listed, so the caller can tell the user;
 //   - keys that change scheduling in a way the model does not represent
 //     (speculative decoding, priority scheduling …) and keys this package does not
@@ -158,17 +161,34 @@ func (c *Config) Apply(e *engine.Spec) error {
 	if c.Backend != e.Backend {
 		return fmt.Errorf("engine config is for %s but the engine is %s; give the %s engine's config", c.Backend, e.Backend, e.Backend)
 	}
-	for _, s := range c.Settings {
-		r, ok := lookup(c.Backend, s.Key)
-		if !ok || r.apply == nil {
-			return fmt.Errorf("engine config key %s: no rule (internal)", s.Key)
+	for _, late := range []bool{false, true} {
+		for _, s := range c.Settings {
+			r, ok := lookup(c.Backend, s.Key)
+			if !ok || r.apply == nil {
+				return fmt.Errorf("engine config key %s: no rule (internal)", s.Key)
+			}
+			if r.late == late {
+				r.apply(e, s.Value)
+			}
 		}
-		r.apply(e, s.Value)
 	}
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("engine config: %w", err)
 	}
 	return nil
+}
+
+// CheckKVQuant reports an engine whose config's KV-cache dtype
+// (engine.Spec.KVCacheDtype: kv_cache_dtype, kv_cache_config.dtype) contradicts
+// quant, the KV-cache quant the point is timed and sized with (perf data's
+// bfloat16, fp8, int8; "" = not known, not checked): the prediction would time
+// and size one cache while the launch allocates another. The error names the
+// --kv-quant value that agrees with the config.
+func CheckKVQuant(e engine.Spec, quant string) error {
+	if e.KVCacheDtype == "" || quant == "" || e.KVCacheDtype == quant {
+		return nil
+	}
+	return fmt.Errorf("engine config kv_cache_dtype %s contradicts the KV-cache quant %s the point is timed with; give --kv-quant %s, or drop the key", e.KVCacheDtype, quant, e.KVCacheDtype)
 }
 
 // IgnoredLine is the one-line notice of the ignored keys ("" when none).

@@ -88,6 +88,21 @@ func TestValuesMapped(t *testing.T) {
 		{"sglang", "--chunked-prefill-size 2048", func(e engine.Spec) bool { return e.EnableChunkedPrefill && e.ChunkedPrefillSize == 2048 }},
 		{"sglang", "--max-running-requests 12 --disable-overlap-schedule", func(e engine.Spec) bool { return e.MaxNumSeqs == 12 && !e.AsyncScheduling }},
 		{"sglang", "schedule-conservativeness: 1", func(engine.Spec) bool { return true }},
+		// Memory keys: they size the KV pool (refine.KVPoolTokens).
+		{"vllm", "--gpu-memory-utilization 0.5", func(e engine.Spec) bool { return e.MemFraction == 0.5 }},
+		{"vllm", "--num-gpu-blocks-override 101 --block-size 32", func(e engine.Spec) bool { return e.KVCapacityTokens == 100*32 && e.GPUBlocks() == 101 }},
+		{"vllm", "--kv-cache-memory-bytes 8G", func(e engine.Spec) bool { return e.KVCacheMemoryBytes == 8<<30 }},
+		{"vllm", "kv_cache_memory: 2k", func(e engine.Spec) bool { return e.KVCacheMemoryBytes == 2000 }},
+		{"vllm", "--kv-cache-dtype fp8_e5m2", func(e engine.Spec) bool { return e.KVCacheDtype == "fp8" }},
+		{"vllm", "--kv-cache-dtype auto", func(e engine.Spec) bool { return e.KVCacheDtype == "" }},
+		{"trtllm", "kv_cache_config:\n  free_gpu_memory_fraction: 0.7\n  dtype: FP8\n", func(e engine.Spec) bool { return e.MemFraction == 0.7 && e.KVCacheDtype == "fp8" }},
+		{"trtllm", "--kv_cache_free_gpu_memory_fraction 0.6", func(e engine.Spec) bool { return e.MemFraction == 0.6 }},
+		{"trtllm", "free_gpu_memory_fraction: 1", func(e engine.Spec) bool { return e.MemFraction == 1 }},
+		{"sglang", "--mem-fraction-static 0.8 --kv-cache-dtype bf16", func(e engine.Spec) bool { return e.MemFraction == 0.8 && e.KVCacheDtype == "bfloat16" }},
+		{"sglang", "--cuda-graph-max-bs 48", func(e engine.Spec) bool { return e.CUDAGraphMaxBS == 48 }},
+		// cuda_graph_bs sets cuda_graph_max_bs to its maximum, whatever the order.
+		{"sglang", "--cuda-graph-bs 1 2 64 8\n--cuda-graph-max-bs 16", func(e engine.Spec) bool { return e.CUDAGraphMaxBS == 64 }},
+		{"sglang", "cuda_graph_bs: [4, 32]\n", func(e engine.Spec) bool { return e.CUDAGraphMaxBS == 32 }},
 	}
 	for _, c := range cases {
 		cfg, err := Parse(c.backend, []byte(c.text))
@@ -126,6 +141,19 @@ func TestErrors(t *testing.T) {
 		{"sglang", "--enable-priority-scheduling", `line 1: flag --enable-priority-scheduling "true": priority scheduling reorders the waiting queue; the model represents only false`},
 		{"tgi", "--x 1", `backend "tgi": unknown; use vllm, trtllm or sglang`},
 		{"vllm", "\x00", `not a text file (NUL byte or invalid UTF-8)`},
+		{"vllm", "--gpu-memory-utilization 1.5", `line 1: flag --gpu-memory-utilization "1.5": want a fraction in (0, 1]`},
+		{"vllm", "--gpu-memory-utilization 0", `line 1: flag --gpu-memory-utilization "0": want a fraction in (0, 1]`},
+		{"vllm", "--gpu-memory-utilization NaN", `line 1: flag --gpu-memory-utilization "NaN": want a fraction in (0, 1]`},
+		{"vllm", "--num-gpu-blocks-override 1", `line 1: flag --num-gpu-blocks-override "1": want an integer in 2..2147483647`},
+		{"vllm", "--kv-cache-memory-bytes 0", `line 1: flag --kv-cache-memory-bytes "0": want a byte count in 1..1125899906842624 (suffixes k, m, g, t or K, M, G, T)`},
+		{"vllm", "--kv-cache-memory-bytes 2048T", `line 1: flag --kv-cache-memory-bytes "2048T": want a byte count in 1..1125899906842624 (suffixes k, m, g, t or K, M, G, T)`},
+		{"vllm", "--kv-cache-dtype fp4", `line 1: flag --kv-cache-dtype "fp4": want auto or one of bfloat16, float16, fp8, fp8_ds_mla, fp8_e4m3, fp8_e5m2, fp8_inc, half (the KV caches the perf data times)`},
+		{"trtllm", "kv_cache_config:\n  free_gpu_memory_fraction: -0.1\n", `line 2: key kv_cache_config.free_gpu_memory_fraction "-0.1": want a fraction in (0, 1]`},
+		{"trtllm", "kv_cache_config:\n  dtype: nvfp4\n", `line 2: key kv_cache_config.dtype "nvfp4": want auto or one of bfloat16, float16, fp8, int8 (the KV caches the perf data times)`},
+		{"sglang", "--mem-fraction-static 2", `line 1: flag --mem-fraction-static "2": want a fraction in (0, 1]`},
+		{"sglang", "--cuda-graph-max-bs 0", `line 1: flag --cuda-graph-max-bs "0": want an integer in 1..2147483647`},
+		{"sglang", "--cuda-graph-bs 1 0", `line 1: flag --cuda-graph-bs "1 0": want a list of integers ≥ 1`},
+		{"sglang", "--kv-cache-dtype fp8", `line 1: flag --kv-cache-dtype "fp8": want auto or one of bf16, bfloat16, fp8_e4m3, fp8_e5m2 (the KV caches the perf data times)`},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.backend, []byte(c.text))
@@ -149,6 +177,33 @@ func TestErrors(t *testing.T) {
 	e, _ = engine.Defaults("trtllm", "")
 	if err := cfg.Apply(&e); err == nil || !strings.HasPrefix(err.Error(), "engine config: engine max_num_tokens = 16") {
 		t.Errorf("validate: %v", err)
+	}
+}
+
+// TestCheckKVQuant: a config's KV-cache dtype must agree with the point's KV
+// quant; auto (no dtype) and an unknown quant pass.
+func TestCheckKVQuant(t *testing.T) {
+	cfg, err := Parse("vllm", []byte("--kv-cache-dtype fp8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := engine.Defaults("vllm", "")
+	if err := cfg.Apply(&e); err != nil {
+		t.Fatal(err)
+	}
+	want := "engine config kv_cache_dtype fp8 contradicts the KV-cache quant bfloat16 the point is timed with; give --kv-quant fp8, or drop the key"
+	if err := CheckKVQuant(e, "bfloat16"); err == nil || err.Error() != want {
+		t.Errorf("mismatch:\n got  %v\n want %s", err, want)
+	}
+	for _, q := range []string{"fp8", ""} {
+		if err := CheckKVQuant(e, q); err != nil {
+			t.Errorf("quant %q: %v", q, err)
+		}
+	}
+	auto, _ := engine.Defaults("sglang", "")
+	cfg, _ = Parse("sglang", []byte("--kv-cache-dtype auto"))
+	if err := cfg.Apply(&auto); err != nil || CheckKVQuant(auto, "fp8") != nil {
+		t.Errorf("auto: %v", err)
 	}
 }
 
@@ -194,7 +249,8 @@ func fuzzCheck(t *testing.T, backend string, data []byte) {
 
 func FuzzParseVLLM(f *testing.F) {
 	for _, s := range []string{"--max-num-seqs 4", "vllm serve m --no-async-scheduling", "max-num-seqs: 3\nblock-size: 16\n",
-		"--enable-chunked-prefill=false --max-num-batched-tokens 9000", "'a b' \"c\\\n d\""} {
+		"--enable-chunked-prefill=false --max-num-batched-tokens 9000", "'a b' \"c\\\n d\"",
+		"--num-gpu-blocks-override 3 --block-size 16 --kv-cache-memory-bytes 4G --gpu-memory-utilization 0.5 --kv-cache-dtype fp8"} {
 		f.Add([]byte(s))
 	}
 	if b, err := os.ReadFile("testdata/vllm_serve.args"); err == nil {
@@ -214,7 +270,8 @@ func FuzzParseTRTLLM(f *testing.F) {
 }
 
 func FuzzParseSGLang(f *testing.F) {
-	for _, s := range []string{"--chunked-prefill-size -1", "chunked-prefill-size: 512\npage-size: 16\n", "--enable-mixed-chunk"} {
+	for _, s := range []string{"--chunked-prefill-size -1", "chunked-prefill-size: 512\npage-size: 16\n", "--enable-mixed-chunk",
+		"--cuda-graph-bs 1 2 4 --cuda-graph-max-bs 8 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3"} {
 		f.Add([]byte(s))
 	}
 	if b, err := os.ReadFile("testdata/sglang_server.args"); err == nil {

@@ -2,6 +2,7 @@ package engineconf
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aicdb/aicdb/engine"
@@ -108,8 +109,23 @@ func vllmKVs(e engine.Spec, d Deployment) []renderKV {
 	if d.MoEEP > 1 {
 		kv = append(kv, renderKV{key: "enable-expert-parallel", flagOnly: true})
 	}
+	if e.MemFraction > 0 {
+		kv = append(kv, renderKV{key: "gpu-memory-utilization", value: ftoa(e.MemFraction)})
+	}
+	if e.KVCacheMemoryBytes > 0 {
+		kv = append(kv, renderKV{key: "kv-cache-memory-bytes", value: fmt.Sprint(e.KVCacheMemoryBytes)})
+	}
+	if e.KVCapacityTokens > 0 {
+		kv = append(kv, renderKV{key: "num-gpu-blocks-override", value: itoa(e.GPUBlocks())})
+	}
+	if e.KVCacheDtype != "" {
+		kv = append(kv, renderKV{key: "kv-cache-dtype", value: e.KVCacheDtype})
+	}
 	return kv
 }
+
+// ftoa writes a fraction in its shortest exact form.
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // boolKV is a vLLM BooleanOptionalAction flag.
 func boolKV(key string, v bool) renderKV {
@@ -142,6 +158,19 @@ func sglangKVs(e engine.Spec, d Deployment) []renderKV {
 	if e.KVCapacityTokens > 0 {
 		kv = append(kv, renderKV{key: "max-total-tokens", value: itoa(e.KVCapacityTokens)})
 	}
+	if e.MemFraction > 0 {
+		kv = append(kv, renderKV{key: "mem-fraction-static", value: ftoa(e.MemFraction)})
+	}
+	if e.CUDAGraphMaxBS > 0 {
+		kv = append(kv, renderKV{key: "cuda-graph-max-bs", value: itoa(e.CUDAGraphMaxBS)})
+	}
+	switch e.KVCacheDtype {
+	case "fp8":
+		kv = append(kv, renderKV{key: "kv-cache-dtype", value: "fp8_e4m3"}) // SGLang has no plain fp8
+	case "":
+	default:
+		kv = append(kv, renderKV{key: "kv-cache-dtype", value: e.KVCacheDtype})
+	}
 	return kv
 }
 
@@ -169,6 +198,12 @@ func trtllmYAML(e engine.Spec, d Deployment) string {
 	fmt.Fprintf(&b, "kv_cache_config:\n  tokens_per_block: %d\n", e.BlockSize)
 	if e.KVCapacityTokens > 0 {
 		fmt.Fprintf(&b, "  max_tokens: %d\n", e.KVCapacityTokens)
+	}
+	if e.MemFraction > 0 {
+		fmt.Fprintf(&b, "  free_gpu_memory_fraction: %s\n", ftoa(e.MemFraction))
+	}
+	if e.KVCacheDtype != "" {
+		fmt.Fprintf(&b, "  dtype: %s\n", e.KVCacheDtype)
 	}
 	fmt.Fprintf(&b, "scheduler_config:\n  capacity_scheduler_policy: %s\n  context_chunking_policy: FIRST_COME_FIRST_SERVED\n",
 		strings.ToUpper(e.CapacityPolicy))

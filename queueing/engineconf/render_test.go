@@ -16,15 +16,17 @@ import (
 // are not launch keys of that engine.
 func sched(e engine.Spec) engine.Spec {
 	o := engine.Spec{Backend: e.Backend, BlockSize: e.BlockSize, KVCapacityTokens: e.KVCapacityTokens,
-		EnableChunkedPrefill: e.EnableChunkedPrefill}
+		EnableChunkedPrefill: e.EnableChunkedPrefill, MemFraction: e.MemFraction, KVCacheDtype: e.KVCacheDtype}
 	switch e.Backend {
 	case engine.VLLM:
 		o.MaxNumBatchedTokens, o.MaxNumSeqs, o.LongPrefillTokenThreshold, o.AsyncScheduling =
 			e.MaxNumBatchedTokens, e.MaxNumSeqs, e.LongPrefillTokenThreshold, e.AsyncScheduling
+		o.KVCacheMemoryBytes = e.KVCacheMemoryBytes
 	case engine.TRTLLM:
 		o.MaxBatchSize, o.MaxNumTokens, o.AsyncScheduling, o.CapacityPolicy = e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling, e.CapacityPolicy
 	case engine.SGLang:
 		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk
+		o.CUDAGraphMaxBS = e.CUDAGraphMaxBS
 		if e.EnableChunkedPrefill {
 			o.ChunkedPrefillSize = e.ChunkedPrefillSize
 		}
@@ -55,8 +57,16 @@ func TestRenderRoundTrip(t *testing.T) {
 		e.EnableMixedChunk = rapid.Bool().Draw(t, "mixed")
 		if backend == "vllm" {
 			e.LongPrefillTokenThreshold = rapid.SampledFrom([]int{0, 256, 2048}).Draw(t, "thr")
-		} else {
-			e.KVCapacityTokens = rapid.SampledFrom([]int{0, 1 << 20}).Draw(t, "kv")
+			e.KVCacheMemoryBytes = rapid.SampledFrom([]int64{0, 1, 40 << 30}).Draw(t, "kvbytes")
+		}
+		e.KVCapacityTokens = rapid.SampledFrom([]int{0, 1 << 20}).Draw(t, "kv")
+		// The memory keys (a fraction in (0, 1], written back exactly) and the KV
+		// dtype as each engine spells it.
+		e.MemFraction = rapid.SampledFrom([]float64{0, 0.05, 0.5, 0.9, 0.123456789, 1}).Draw(t, "frac")
+		dtypes := map[string][]string{"vllm": {"", "bfloat16", "fp8"}, "trtllm": {"", "bfloat16", "fp8", "int8"}, "sglang": {"", "bfloat16", "fp8"}}
+		e.KVCacheDtype = rapid.SampledFrom(dtypes[backend]).Draw(t, "dtype")
+		if backend == "sglang" {
+			e.CUDAGraphMaxBS = rapid.IntRange(0, 1024).Draw(t, "graphbs")
 		}
 		if backend == "trtllm" {
 			e.CapacityPolicy = rapid.SampledFrom([]string{engine.PolicyGuaranteedNoEvict, engine.PolicyMaxUtilization}).Draw(t, "policy")

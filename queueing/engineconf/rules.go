@@ -2,6 +2,7 @@ package engineconf
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,10 @@ type rule struct {
 	why    string                         // classRejected: what it changes
 	check  func(v string) (string, error) // canonical value or why v is refused
 	apply  func(e *engine.Spec, v string) // v is check's canonical value
+	// late keys are applied after the others, whatever their place in the file:
+	// they read another key (num_gpu_blocks_override the block size) or win over
+	// one (SGLang's cuda_graph_bs sets cuda_graph_max_bs).
+	late bool
 }
 
 // harmless is the rule of a key with no effect on scheduling.
@@ -39,6 +44,128 @@ func intKey(lo int, set func(e *engine.Spec, v int)) rule {
 			return strconv.Itoa(n), err
 		},
 		apply: func(e *engine.Spec, v string) { n, _ := strconv.Atoi(v); set(e, n) },
+	}
+}
+
+// fractionKey maps a memory fraction in (0, 1] onto engine.Spec.MemFraction
+// (the KV pool's size: refine.KVPoolTokens).
+func fractionKey() rule {
+	return rule{
+		check: func(v string) (string, error) {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(f > 0 && f <= 1) {
+				return "", fmt.Errorf("want a fraction in (0, 1]")
+			}
+			return strconv.FormatFloat(f, 'g', -1, 64), nil
+		},
+		apply: func(e *engine.Spec, v string) { e.MemFraction, _ = strconv.ParseFloat(v, 64) },
+	}
+}
+
+// maxKVBytes bounds kv_cache_memory_bytes (1 PiB: no GPU comes near).
+const maxKVBytes = 1 << 50
+
+// kvBytesKey maps vLLM's kv_cache_memory_bytes (the KV pool per GPU) onto
+// engine.Spec.KVCacheMemoryBytes. Like vLLM's human-readable integers it takes
+// a suffix: k, m, g, t for powers of 1000, K, M, G, T for powers of 1024.
+func kvBytesKey() rule {
+	return rule{
+		check: func(v string) (string, error) {
+			v = strings.TrimSpace(v)
+			mult := int64(1)
+			if n := len(v); n > 1 {
+				if i := strings.IndexByte("kmgt", v[n-1]); i >= 0 {
+					mult, v = pow(1000, i+1), v[:n-1]
+				} else if i := strings.IndexByte("KMGT", v[n-1]); i >= 0 {
+					mult, v = pow(1024, i+1), v[:n-1]
+				}
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > maxKVBytes/mult {
+				return "", fmt.Errorf("want a byte count in 1..%d (suffixes k, m, g, t or K, M, G, T)", int64(maxKVBytes))
+			}
+			return strconv.FormatInt(n*mult, 10), nil
+		},
+		apply: func(e *engine.Spec, v string) { e.KVCacheMemoryBytes, _ = strconv.ParseInt(v, 10, 64) },
+	}
+}
+
+func pow(b int64, n int) int64 {
+	p := int64(1)
+	for range n {
+		p *= b
+	}
+	return p
+}
+
+// kvDtypeKey maps a KV-cache dtype onto engine.Spec.KVCacheDtype as the perf
+// data's KV quant it stores at (names: the engine's spellings → bfloat16, fp8,
+// int8; 16-bit dtypes are the perf data's bfloat16); auto (the model's) is "".
+// engineconf.CheckKVQuant compares it with the point's KV quant.
+func kvDtypeKey(names map[string]string) rule {
+	return rule{
+		check: func(v string) (string, error) {
+			lv := strings.ToLower(strings.TrimSpace(v))
+			if lv == "auto" {
+				return lv, nil
+			}
+			if q, ok := names[lv]; ok {
+				return q, nil
+			}
+			ks := make([]string, 0, len(names))
+			for k := range names {
+				ks = append(ks, k)
+			}
+			slices.Sort(ks)
+			return "", fmt.Errorf("want auto or one of %s (the KV caches the perf data times)", strings.Join(ks, ", "))
+		},
+		apply: func(e *engine.Spec, v string) {
+			if v == "auto" {
+				v = ""
+			}
+			e.KVCacheDtype = v
+		},
+	}
+}
+
+// KV-cache dtype spellings per backend (vLLM CacheDType, TensorRT-LLM
+// KvCacheConfig.dtype, SGLang --kv-cache-dtype) as the perf data's KV quants.
+var (
+	vllmKVDtypes = map[string]string{"bfloat16": "bfloat16", "float16": "bfloat16", "half": "bfloat16",
+		"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8", "fp8_ds_mla": "fp8"}
+	trtllmKVDtypes = map[string]string{"bfloat16": "bfloat16", "float16": "bfloat16", "fp8": "fp8", "int8": "int8"}
+	sglangKVDtypes = map[string]string{"bf16": "bfloat16", "bfloat16": "bfloat16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+)
+
+// graphBSKey maps SGLang's cuda_graph_bs list onto engine.Spec.CUDAGraphMaxBS:
+// SGLang sets cuda_graph_max_bs = max(cuda_graph_bs) when the list is given
+// (refine.CUDAGraphMaxBS), so it is applied late and wins over
+// cuda_graph_max_bs.
+func graphBSKey() rule {
+	return rule{late: true,
+		check: func(v string) (string, error) {
+			f := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+			if len(f) == 0 {
+				return "", fmt.Errorf("want a list of integers ≥ 1")
+			}
+			out := make([]string, len(f))
+			for i, w := range f {
+				n, err := parseInt(w, 1)
+				if err != nil {
+					return "", fmt.Errorf("want a list of integers ≥ 1")
+				}
+				out[i] = strconv.Itoa(n)
+			}
+			return strings.Join(out, ","), nil
+		},
+		apply: func(e *engine.Spec, v string) {
+			m := 0
+			for w := range strings.SplitSeq(v, ",") {
+				n, _ := strconv.Atoi(w)
+				m = max(m, n)
+			}
+			e.CUDAGraphMaxBS = m
+		},
 	}
 }
 
@@ -120,6 +247,16 @@ func vllmRule(k string) (rule, bool) {
 		return boolKey(func(e *engine.Spec, v bool) { e.AsyncScheduling = v }), true
 	case "block_size": // KV block
 		return intKey(1, func(e *engine.Spec, v int) { e.BlockSize = v }), true
+	case "gpu_memory_utilization": // KV pool size (V-R6 preemption)
+		return fractionKey(), true
+	case "kv_cache_memory", "kv_cache_memory_bytes": // KV pool per GPU (V-R6)
+		return kvBytesKey(), true
+	case "num_gpu_blocks_override": // KV pool in blocks, block 0 the null block (V-R6)
+		r := intKey(2, func(e *engine.Spec, v int) { e.SetGPUBlocks(v) })
+		r.late = true // after block_size
+		return r, true
+	case "kv_cache_dtype": // must match the point's KV quant (CheckKVQuant)
+		return kvDtypeKey(vllmKVDtypes), true
 	case "scheduling_policy": // V-R4 FCFS waiting queue
 		return onlyKey("scheduling_policy", "fcfs"), true
 	case "max_num_partial_prefills", "max_long_partial_prefills": // one partial prefill at a time (V-R3)
@@ -136,10 +273,9 @@ func vllmRule(k string) (rule, bool) {
 		return rejected("lookahead slots reserve KV for speculative tokens"), true
 	case "model", "served_model_name", "tokenizer", "tokenizer_mode", "revision", "code_revision",
 		"tokenizer_revision", "trust_remote_code", "download_dir", "load_format", "config_format",
-		"dtype", "quantization", "kv_cache_dtype", "seed", "max_model_len", "host", "port", "api_key",
+		"dtype", "quantization", "seed", "max_model_len", "host", "port", "api_key",
 		"uds", "allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials", "root_path",
-		"gpu_memory_utilization", "num_gpu_blocks_override", "swap_space", "cpu_offload_gb",
-		"kv_cache_memory", "kv_cache_memory_bytes", "preemption_mode",
+		"swap_space", "cpu_offload_gb", "preemption_mode",
 		"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local",
 		"data_parallel_address", "data_parallel_rpc_port", "data_parallel_backend", "tp", "pp", "dp",
 		"enable_expert_parallel", "enable_eplb", "all2all_backend", "distributed_executor_backend",
@@ -183,6 +319,10 @@ func trtllmRule(k string) (rule, bool) {
 		return intKey(1, func(e *engine.Spec, v int) { e.BlockSize = v }), true
 	case "kv_cache_config.max_tokens": // T-R1 GUARANTEED_NO_EVICT admission
 		return intKey(0, func(e *engine.Spec, v int) { e.KVCapacityTokens = v }), true
+	case "kv_cache_config.free_gpu_memory_fraction", "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction": // KV pool (T-R1/T-R2)
+		return fractionKey(), true
+	case "kv_cache_config.dtype": // must match the point's KV quant (CheckKVQuant)
+		return kvDtypeKey(trtllmKVDtypes), true
 	case "scheduler_config.capacity_scheduler_policy": // T-R1 / T-R2
 		r := onlyKey("capacity_scheduler_policy", "guaranteed_no_evict", "max_utilization")
 		r.apply = func(e *engine.Spec, v string) { e.CapacityPolicy = v }
@@ -208,10 +348,9 @@ func trtllmRule(k string) (rule, bool) {
 		"max_input_len", "print_iter_log", "enable_iter_perf_stats", "enable_iter_req_stats",
 		"attn_backend", "sampler_type", "stream_interval", "num_postprocess_workers",
 		"postprocess_tokenizer_dir", "return_perf_metrics", "enable_autotuner", "garbage_collection_gen0_threshold",
-		"kv_cache_config.free_gpu_memory_fraction", "kv_cache_config.dtype", "kv_cache_config.enable_block_reuse",
+		"kv_cache_config.enable_block_reuse",
 		"kv_cache_config.host_cache_size", "kv_cache_config.event_buffer_max_size", "kv_cache_config.enable_partial_reuse",
-		"kv_cache_config.copy_on_partial_reuse", "kv_cache_config.onboard_blocks", "kv_cache_free_gpu_memory_fraction",
-		"free_gpu_memory_fraction", "disable_prefix_cache", "enable_layerwise_nvtx_marker", "allreduce_strategy",
+		"kv_cache_config.copy_on_partial_reuse", "kv_cache_config.onboard_blocks", "disable_prefix_cache", "enable_layerwise_nvtx_marker", "allreduce_strategy",
 		"mm_encoder_only", "served_model_name", "reasoning_parser", "tool_parser",
 		"scheduler_config", "kv_cache_config", "cuda_graph_config", "moe_config", "cache_transceiver_config",
 		"enable_min_latency", "use_cuda_graph", "cuda_graph_padding_enabled", "cuda_graph_batch_sizes",
@@ -259,6 +398,14 @@ func sglangRule(k string) (rule, bool) {
 		return intKey(1, func(e *engine.Spec, v int) { e.BlockSize = v }), true
 	case "max_total_tokens": // KV pool (only the oracle models SGLang KV pressure)
 		return intKey(1, func(e *engine.Spec, v int) { e.KVCapacityTokens = v }), true
+	case "mem_fraction_static": // KV pool (S-R4 reservation, S-R5 retraction)
+		return fractionKey(), true
+	case "cuda_graph_max_bs": // the graph reserve SGLang's default mem_fraction_static leaves
+		return intKey(1, func(e *engine.Spec, v int) { e.CUDAGraphMaxBS = v }), true
+	case "cuda_graph_bs": // cuda_graph_max_bs = max of the list
+		return graphBSKey(), true
+	case "kv_cache_dtype": // must match the point's KV quant (CheckKVQuant)
+		return kvDtypeKey(sglangKVDtypes), true
 	case "disable_overlap_schedule": // the overlap scheduler is not modelled either way (engine.Spec doc)
 		return boolKey(func(*engine.Spec, bool) {}), true
 	case "schedule_policy": // S-R2 FCFS waiting queue
@@ -273,14 +420,13 @@ func sglangRule(k string) (rule, bool) {
 	case "disaggregation_mode":
 		return onlyKey(k, "null"), true
 	case "model_path", "model", "tokenizer_path", "tokenizer_mode", "skip_tokenizer_init", "load_format",
-		"trust_remote_code", "dtype", "kv_cache_dtype", "quantization", "context_length", "revision",
+		"trust_remote_code", "dtype", "quantization", "context_length", "revision",
 		"host", "port", "served_model_name", "chat_template", "random_seed", "api_key", "log_level",
 		"log_level_http", "log_requests", "log_requests_level", "show_time_cost", "enable_metrics",
 		"tp_size", "tensor_parallel_size", "tp", "dp_size", "data_parallel_size", "dp", "pp_size",
 		"pipeline_parallel_size", "ep_size", "expert_parallel_size", "ep", "moe_dense_tp_size",
 		"enable_dp_attention", "enable_dp_lm_head", "load_balance_method", "nnodes", "node_rank",
-		"dist_init_addr", "mem_fraction_static", "disable_radix_cache", "cuda_graph_max_bs", "cuda_graph_bs",
-		"disable_cuda_graph", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
+		"dist_init_addr", "disable_radix_cache", "disable_cuda_graph", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
 		"moe_runner_backend", "moe_a2a_backend", "disaggregation_transfer_backend",
 		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout", "stream_interval",
 		"stream_output", "enable_torch_compile", "torch_compile_max_bs", "reasoning_parser",
