@@ -29,9 +29,9 @@ func TestCalibrateLoss(t *testing.T) {
 		return strings.TrimSpace(out)
 	}
 	for _, c := range []struct{ args, want string }{
-		{"", "d,l2"},
-		{"--loss l1", "d,l2\nl1,l1"},
-		{"--loss l2", "d,l2\nl1,l1\nl2,l2"},
+		{"", "d,l1"},
+		{"--loss l1", "d,l1\nl1,l1"},
+		{"--loss l2", "d,l1\nl1,l1\nl2,l2"},
 	} {
 		name := strings.TrimPrefix(c.args, "--loss ")
 		if name == "" {
@@ -50,7 +50,7 @@ func TestCalibrateLoss(t *testing.T) {
 	if code != 1 || strings.TrimSpace(errs) != "aicdb: "+want {
 		t.Errorf("--loss huber: %d %q, want exit 1 and %q", code, errs, want)
 	}
-	if got := report(); got != "name,loss\nd,l2\nl1,l1\nl2,l2" {
+	if got := report(); got != "name,loss\nd,l1\nl1,l1\nl2,l2" {
 		t.Errorf("a refused --loss changed the store: %q", got)
 	}
 }

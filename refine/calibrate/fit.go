@@ -113,7 +113,7 @@ const (
 	LossL1 = "l1"
 	LossL2 = "l2"
 	// DefaultLoss is the loss of FitOptions.Loss "".
-	DefaultLoss = LossL2
+	DefaultLoss = LossL1
 )
 
 // CheckLoss validates a FitOptions.Loss ("" is DefaultLoss).
