@@ -137,6 +137,12 @@ func (bb *bucketBins) place(b int32, c *binCache, bin vbin, v, w float64) {
 	}
 }
 
+// emptied returns bb with nothing added, keeping its buffers for reuse.
+func (bb bucketBins) emptied() bucketBins {
+	clear(bb.idx)
+	return bucketBins{idx: bb.idx, acc: bb.acc[:0], cache: bb.cache[:0]}
+}
+
 // dist returns the binned distribution of the buckets [lo, hi) (empty when
 // nothing was added there).
 func (bb *bucketBins) dist(lo, hi int) Distribution {
@@ -158,6 +164,13 @@ type binSnap struct {
 // snapFrom appends to dst the bins of buckets ≥ lo (in acc order), the only ones
 // values can still be added to when no bucket below lo receives any.
 func (bb *bucketBins) snapFrom(dst []binSnap, lo int32) []binSnap {
+	n := 0
+	for _, a := range bb.acc {
+		if a.bucket >= lo {
+			n++
+		}
+	}
+	dst = slices.Grow(dst, n)
 	for i, a := range bb.acc {
 		if a.bucket >= lo {
 			dst = append(dst, binSnap{int32(i), a.w, a.sum})

@@ -20,7 +20,13 @@ func (s *sim) scheduleVLLM(p *simPass) {
 	thr := s.e.LongPrefillTokenThreshold
 	kv := s.kv.on
 	preempted := false
-	for i := 0; i < len(s.running) && budget > 0; i++ { // V-R2
+	i := 0
+	if !kv {
+		// The leading decode rows without a KV pool (each one token of budget) in a
+		// loop that makes no call; the loop below takes over from the first other row.
+		i, budget = s.addDecodeRun(p, budget)
+	}
+	for ; i < len(s.running) && budget > 0; i++ { // V-R2
 		ri := s.running[i]
 		r := &s.reqs[ri]
 		if r.gSched >= r.osl {
@@ -91,4 +97,28 @@ func (s *sim) scheduleVLLM(p *simPass) {
 		budget -= n
 	}
 	s.kvNote()
+}
+
+// addDecodeRun schedules, from the head of running, the rows that are decode rows
+// (or skipped: their final token in flight, V-R12) while budget remains — what
+// scheduleVLLM's running phase does with them when no KV pool is modelled — and
+// returns the position of the first other row and the budget left.
+func (s *sim) addDecodeRun(p *simPass, budget int) (int, int) {
+	running, reqs := s.running, s.reqs
+	entries, dec := p.entries, p.tp.Decode
+	i := 0
+	for ; i < len(running) && budget > 0; i++ {
+		ri := running[i]
+		r := &reqs[ri]
+		if r.gSched >= r.osl {
+			continue
+		}
+		if r.c < r.promptLen() {
+			break
+		}
+		entries, dec = appendDecodeRow(entries, dec, ri, r)
+		budget--
+	}
+	p.entries, p.tp.Decode = entries, dec
+	return i, budget
 }

@@ -1,7 +1,6 @@
 package queueing
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -50,7 +49,17 @@ func fromAtomsOwned(a []Atom) Distribution {
 		}
 	}
 	if !sorted {
-		slices.SortFunc(a, func(x, y Atom) int { return cmp.Compare(x.Value, y.Value) })
+		// Values are finite, so < and > order them as cmp.Compare does (it only adds
+		// the NaN cases): the same comparisons, the same order.
+		slices.SortFunc(a, func(x, y Atom) int {
+			if x.Value < y.Value {
+				return -1
+			}
+			if x.Value > y.Value {
+				return 1
+			}
+			return 0
+		})
 	}
 	n := 0
 	for i := range a {

@@ -24,15 +24,6 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
 		return nil
 	}
-	k := math.MaxInt
-	for _, en := range cur.entries {
-		r := &s.reqs[en.r]
-		if !en.decode {
-			return nil
-		}
-		k = min(k, r.osl-r.gSched)
-	}
-	k = s.kvStretch(cur, k)
 	tA, ok := s.nextArrival()
 	if !ok {
 		tA = math.Inf(1)
@@ -45,19 +36,36 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	}
 	// A pass may not end at or beyond the driver's barrier (an open-loop stability
 	// check instant): the driver observes the state at the first pass end there.
-	if k < 2 || schedAt(*start, *end) >= tA || *end >= s.barrier {
+	// (Tested before the rows: an arrival ends most attempts here.)
+	if schedAt(*start, *end) >= tA || *end >= s.barrier {
+		return nil
+	}
+	k := math.MaxInt
+	rows := s.rowBuf[:0] // the stretch's rows per ITL bucket (the rows never change)
+	for _, en := range cur.entries {
+		r := &s.reqs[en.r]
+		if !en.decode {
+			return nil
+		}
+		k = min(k, r.osl-r.gSched)
+		rows = addBucketRow(rows, r.bucket, 1)
+	}
+	s.rowBuf = rows
+	if k = s.kvStretch(cur, k); k < 2 {
 		return nil
 	}
 	if err := s.countPass(ctx); err != nil {
 		return err
 	}
-	rows := s.rowBuf[:0] // the stretch's rows per ITL bucket (the rows never change)
-	for _, en := range cur.entries {
-		rows = addBucketRow(rows, s.reqs[en.r].bucket, 1)
-	}
-	s.rowBuf = rows
 	s.complete(cur, *start, *end) // no row finishes: each has ≥ 2 outputs left
 	s.now = *end
+	// A timing that prices a decode-only pass from its row count and summed context
+	// prices the stretch without visiting the rows: pass j has every context j
+	// longer, so X grows by D per pass (integers: the sums the rows would give).
+	dp, block := s.t.(decodeOnlyPricer)
+	block = block && s.kv.err == nil
+	D, X := len(cur.tp.Decode), cur.tp.DecodeContext()
+	shift := 0 // block: contexts not yet advanced in cur.tp.Decode
 	j := 0
 	ps, pe := *start, *end
 	for j < k && schedAt(ps, pe) < tA && pe < s.barrier {
@@ -67,16 +75,28 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 			}
 			s.fast(pe-ps, rows)
 		}
-		for i := range cur.tp.Decode {
-			cur.tp.Decode[i]++
+		var dt float64
+		var err error
+		if block {
+			shift++
+			X += D
+			dt, err = dp.DecodeOnlyMs(D, X)
+			if err != nil || !(dt > 0) || math.IsInf(dt, 0) { // s.price's error, on the pass itself
+				advanceContexts(cur, shift)
+				shift = 0
+				dt, err = s.price(cur)
+			}
+		} else {
+			advanceContexts(cur, 1)
+			dt, err = s.price(cur)
 		}
-		dt, err := s.price(cur)
 		if err != nil {
 			return err
 		}
 		ps, pe = pe, pe+dt
 		j++
 	}
+	advanceContexts(cur, shift)
 	// j passes were scheduled (the last is in flight over [ps, pe]); j−1 completed.
 	s.kvAdvance(cur, j)
 	for _, en := range cur.entries {
@@ -90,6 +110,23 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	s.now = ps
 	*start, *end = ps, pe
 	return nil
+}
+
+// decodeOnlyPricer is a timing that prices a decode-only pass from its number of
+// rows and the sum of their context lengths alone (timing.Linear), exactly as its
+// PassMs prices any such pass.
+type decodeOnlyPricer interface {
+	DecodeOnlyMs(rows, ctx int) (float64, error)
+}
+
+// advanceContexts makes every decode row of p n tokens longer.
+func advanceContexts(p *simPass, n int) {
+	if n == 0 {
+		return
+	}
+	for i := range p.tp.Decode {
+		p.tp.Decode[i] += n
+	}
 }
 
 // bucketRows counts the rows of a pass that belong to one ITL bucket.

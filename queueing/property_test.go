@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -204,6 +205,27 @@ func TestFastForwardIsExact(t *testing.T) {
 			fb := cb[k].(float64)
 			if math.Abs(fa-fb) > 1e-9*math.Max(1, math.Abs(fb)) {
 				rt.Fatalf("%s: fast %v, pass-by-pass %v\nworkload %+v\nengine %+v", k, fa, fb, w, e)
+			}
+		}
+	})
+}
+
+// TestBlockStretchIsExact: a decode stretch priced from its row count and summed
+// context (Linear's DecodeOnlyMs, fastForward's block path) gives the report the
+// per-row path gives (the same Linear behind timing.Func, which hides
+// DecodeOnlyMs) bit for bit, under the default options and the burst.
+func TestBlockStretchIsExact(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		w, e, tm := propConfig(rt)
+		if _, ok := tm.(decodeOnlyPricer); !ok {
+			rt.Fatalf("propConfig's timing %T has no DecodeOnlyMs", tm)
+		}
+		rows := timing.Func(tm.PassMs)
+		for _, o := range []Options{DefaultOptions(), {}} {
+			a, errA := QuantitativeWith(context.Background(), w, e, tm, o)
+			b, errB := QuantitativeWith(context.Background(), w, e, rows, o)
+			if fmt.Sprint(errA) != fmt.Sprint(errB) || !reflect.DeepEqual(a, b) {
+				rt.Fatalf("options %+v: block and per-row reports differ (errors %v / %v)", o, errA, errB)
 			}
 		}
 	})

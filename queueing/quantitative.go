@@ -40,6 +40,28 @@ type bucketGap struct {
 	gap    float64
 }
 
+// gap records, in complete, the gap of a row of bucket b that was not in the
+// previous pass (added to the bins after the pass's loop, in entry order).
+func (c *collector) gap(b int32, v float64) {
+	c.gaps = append(c.gaps, bucketGap{b, v})
+}
+
+// poolRows adds, in complete, n rows of bucket b whose gap is the pass length to
+// the pass's pool (a bucket's first rows append it: first-seen order). The counts
+// are integers, so adding them a run at a time gives the pool the same float64
+// weights as adding one row at a time.
+func (c *collector) poolRows(b int32, n int) {
+	if n == 0 {
+		return
+	}
+	if i := c.poolAt[b]; i > 0 {
+		c.pool[i-1].n += float64(n)
+		return
+	}
+	c.pool = append(c.pool, bucketRows{bucket: b, n: float64(n)})
+	c.poolAt[b] = int32(len(c.pool))
+}
+
 // onPass records the ITL gaps produced by pass p: every emitting decode entry of a
 // measured request that already had a token. A gap equal to the pass length (the
 // request was in the previous pass) is pooled into one atom per pass and bucket.
@@ -95,15 +117,32 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e engine.Spec, t tim
 	if o.StaggerPhases > 0 && w.Concurrency > 0 {
 		return staggered(ctx, w, e, t, o, b)
 	}
-	return quantitativeRun(ctx, w, e, t, o, b)
+	return quantitativeRun(ctx, w, e, t, o, b, nil)
+}
+
+// runScratch holds the large buffers of a closed-loop run — the request slice, the
+// ITL bins and the state-cycle checkpoints — for the next run of the same
+// evaluation (the burst transient and the stagger phases run one after another),
+// so each run does not allocate and grow them anew. A run leaves nothing in them
+// that the next one reads: each is emptied (or overwritten) before use.
+type runScratch struct {
+	reqs   []simReq
+	bins   bucketBins
+	poolAt []int32 // collector.poolAt (all zero between passes)
+	ckpts  []stateCkpt
 }
 
 // quantitativeRun is one limit-cycle evaluation (closed-loop clients start at
-// stage + slot·SpreadMs/C; a burst when the spread is 0).
-func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
+// stage + slot·SpreadMs/C; a burst when the spread is 0). scr, when not nil, lends
+// its buffers to the run and gets them back at the end.
+func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds, scr *runScratch) (*Report, error) {
 	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
+	if scr != nil {
+		col.itl, col.poolAt = scr.bins.emptied(), scr.poolAt
+		defer func() { scr.bins, scr.poolAt = col.itl, col.poolAt }()
+	}
 	s.col = col
 	if !o.RecordTokenTimes && !o.NoFastForward {
 		s.fast = col.onFast
@@ -113,7 +152,7 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timi
 	// (chunk depth at worst one token per pass) + its outputs + 1 passes.
 	perReq := b.maxISL - w.Prefix + b.maxOSL + 2
 	if w.Concurrency > 0 {
-		return evalClosed(ctx, s, col, w, o, perReq)
+		return evalClosed(ctx, s, col, w, o, perReq, scr)
 	}
 	return evalOpen(ctx, s, col, w, o, perReq)
 }
@@ -143,7 +182,7 @@ func (s *sim) newReq(w *workload.Spec, slot, gen int, arrival float64) int32 {
 // client round trip and the additive stages. The steady window is chosen by the
 // limit-cycle rule (cycle.go) as generations complete; the recursion keeps
 // spawning (the load stays on) until every window request has finished.
-func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o Options, perReq int) (*Report, error) {
+func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o Options, perReq int, scr *runScratch) (*Report, error) {
 	C := w.Concurrency
 	win := windowGenerations(C, o)
 	horizon := settleGenerations + win
@@ -165,7 +204,14 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	if o.spreadMs > 0 {
 		gens = min(gens, 8)
 	}
-	s.reqs = make([]simReq, 0, C*gens)
+	if scr != nil && cap(scr.reqs) >= C*gens {
+		s.reqs = scr.reqs[:0] // newReq writes every request whole
+	} else {
+		s.reqs = make([]simReq, 0, C*gens)
+	}
+	if scr != nil {
+		defer func() { scr.reqs = s.reqs }()
+	}
 	s.maxPasses = C*(horizon+4)*perReq + 64
 	for slot := 0; slot < C; slot++ {
 		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
@@ -188,7 +234,12 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	// The scheduler-state rule (statecycle.go) while no generation window is decided.
 	var sc *stateCycle
 	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle && !o.transientOnly {
-		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1), every: 1}
+		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1), every: 1,
+			cks: make([]stateCkpt, 0, stateCheckpoints+1)}
+		if scr != nil {
+			sc.spare, scr.ckpts = scr.ckpts, nil
+			defer func() { scr.ckpts = sc.buffers() }()
+		}
 	}
 	stop := func() bool {
 		if det.ready() {

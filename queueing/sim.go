@@ -81,9 +81,12 @@ type sim struct {
 	share   *kvShare // prefix blocks shared among running requests (kv_share.go), or nil
 
 	now float64 // the clock: end of the last completed pass
-	// The pass in flight over [curStart, curEnd] when busy, and the scratch pass an
-	// asynchronous engine schedules while cur runs.
-	cur, next        simPass
+	// The pass in flight over [curStart, curEnd] when busy (pass[curIdx]: s.cur()),
+	// and the scratch pass an asynchronous engine schedules while it runs
+	// (s.next()). They trade places by index, not by copying (a copy of their
+	// slice headers costs write barriers while the GC marks).
+	pass             [2]simPass
+	curIdx           uint8
 	busy             bool
 	curStart, curEnd float64
 	// prefilled[r] marks requests whose prompt KV arrived from elsewhere
@@ -98,7 +101,7 @@ type sim struct {
 	decBuf    []int32 // SGLang decoders of the pass being built
 	chunkList []int32 // TRT-LLM contexts to size after the scan
 	rowBuf    []bucketRows
-	posBuf    []int32 // stateWalk's scratch: running position per request, −1 elsewhere
+	posBuf    []int32 // stateEncode's scratch: running position per request, −1 elsewhere
 	orderBuf  []int32 // stateOrder's scratch
 	// tokens[r] are the emission times of request r, when recorded (kept out of
 	// simReq so that the request slice holds no pointers: no write barriers or GC
@@ -181,10 +184,16 @@ func (s *sim) addPrompt(p *simPass, ri int32, charge int) {
 // addDecode schedules one decode row of r (context = computed tokens before the
 // pass + 1 = isl + outputs scheduled so far).
 func (s *sim) addDecode(p *simPass, ri int32) {
-	r := &s.reqs[ri]
-	p.tp.Decode = append(p.tp.Decode, r.isl+r.gSched)
+	p.entries, p.tp.Decode = appendDecodeRow(p.entries, p.tp.Decode, ri, &s.reqs[ri])
+}
+
+// appendDecodeRow appends the decode row of request ri (r) to a pass's entries
+// and decode contexts and counts its output as scheduled (addDecode on slices a
+// caller holds in locals).
+func appendDecodeRow(entries []entry, dec []int, ri int32, r *simReq) ([]entry, []int) {
+	dec = append(dec, r.isl+r.gSched)
 	r.gSched++
-	p.entries = append(p.entries, entry{r: ri, n: 1, decode: true, emits: true})
+	return append(entries, entry{r: ri, n: 1, decode: true, emits: true}), dec
 }
 
 // schedule builds the next pass into p from the current state.
@@ -200,18 +209,20 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		s.onPass(s, p, start, end)
 	}
 	col := s.col
-	var pool []bucketRows
-	var gaps []bucketGap
-	var at []int32
 	if col != nil {
-		pool, gaps = col.pool[:0], col.gaps[:0]
+		col.pool, col.gaps = col.pool[:0], col.gaps[:0]
 		if col.poolAt == nil {
 			col.poolAt = make([]int32, maxBuckets)
 		}
-		at = col.poolAt
 	}
-	fin := s.finBuf[:0]
+	s.finBuf = s.finBuf[:0]
 	reqs, record, measure := s.reqs, s.record, col != nil // no request is created inside the loop
+	// The rows whose gap is the pass length are pooled per bucket (buckets in
+	// first-seen order, addBucketRow's order), counted a run of equal buckets at a
+	// time: curN rows of bucket curB not yet in col.pool. The rarer work (an
+	// unpooled gap, a finish, a recorded token) is in calls, keeping this loop's
+	// state in registers.
+	curB, curN := int32(-1), 0
 	for _, en := range p.entries {
 		if !en.emits {
 			continue
@@ -220,15 +231,13 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		// The ITL gap of a measured request that already had a token (collector.onPass,
 		// fused into this loop: a request has one entry per pass).
 		if measure && r.bucket >= 0 && r.gOut >= 1 {
-			if r.last == start { // pooled per bucket, buckets in first-seen order (addBucketRow's order)
-				if i := at[r.bucket]; i > 0 {
-					pool[i-1].n++
-				} else {
-					pool = append(pool, bucketRows{bucket: r.bucket, n: 1})
-					at[r.bucket] = int32(len(pool))
-				}
+			if r.last != start {
+				col.gap(r.bucket, end-r.last)
+			} else if r.bucket == curB {
+				curN++
 			} else {
-				gaps = append(gaps, bucketGap{r.bucket, end - r.last})
+				col.poolRows(curB, curN)
+				curB, curN = r.bucket, 1
 			}
 		}
 		r.gOut++
@@ -240,25 +249,20 @@ func (s *sim) complete(p *simPass, start, end float64) {
 			s.recordToken(en.r, end)
 		}
 		if r.gOut == r.osl {
-			r.finished = true
-			r.done = end
-			if r.blocks > 0 {
-				s.kvRelease(en.r)
-			}
-			fin = append(fin, en.r)
+			s.finish(en.r, end)
 		}
 	}
 	if col != nil { // the gaps in entry order, then the pooled ones (collector.onPass)
-		for _, g := range gaps {
+		col.poolRows(curB, curN)
+		for _, g := range col.gaps {
 			col.itl.add(g.bucket, g.gap, 1)
 		}
-		col.itl.addRows(pool, end-start)
-		for _, b := range pool {
-			at[b.bucket] = 0
+		col.itl.addRows(col.pool, end-start)
+		for _, b := range col.pool {
+			col.poolAt[b.bucket] = 0
 		}
-		col.pool, col.gaps = pool, gaps
 	}
-	s.finBuf = fin
+	fin := s.finBuf
 	if len(fin) == 0 {
 		return
 	}
@@ -277,6 +281,24 @@ func (s *sim) complete(p *simPass, start, end float64) {
 	}
 }
 
+// finish marks request ri finished at end (its last token), releases its KV
+// blocks and lists it in s.finBuf (complete then frees its running slot).
+func (s *sim) finish(ri int32, end float64) {
+	r := &s.reqs[ri]
+	r.finished = true
+	r.done = end
+	if r.blocks > 0 {
+		s.kvRelease(ri)
+	}
+	s.finBuf = append(s.finBuf, ri)
+}
+
+// cur is the pass in flight (when busy).
+func (s *sim) cur() *simPass { return &s.pass[s.curIdx] }
+
+// next is the scratch pass an asynchronous engine schedules while cur runs.
+func (s *sim) next() *simPass { return &s.pass[s.curIdx^1] }
+
 // The pass lifecycle below is the one event loop of every engine model: run (the
 // evaluator's recursion, which owns its clock) and Kernel.Step (an outside clock,
 // step.go) are thin drivers over schedulePass, startPass and finishPass.
@@ -294,8 +316,8 @@ func (s *sim) complete(p *simPass, start, end float64) {
 func (s *sim) schedulePass() (bool, error) {
 	s.absorb(s.now)
 	s.admitPrefilled()
-	s.schedule(&s.cur)
-	if len(s.cur.entries) == 0 {
+	s.schedule(s.cur())
+	if len(s.cur().entries) == 0 {
 		return false, nil
 	}
 	return true, s.startPass()
@@ -303,7 +325,7 @@ func (s *sim) schedulePass() (bool, error) {
 
 // startPass prices s.cur and puts it in flight from the clock.
 func (s *sim) startPass() error {
-	dt, err := s.price(&s.cur)
+	dt, err := s.price(s.cur())
 	if err != nil {
 		return err
 	}
@@ -323,13 +345,13 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 	if async {
 		s.absorb(s.curStart)
 		s.admitPrefilled()
-		s.schedule(&s.next)
+		s.schedule(s.next())
 	}
-	s.complete(&s.cur, s.curStart, s.curEnd)
+	s.complete(s.cur(), s.curStart, s.curEnd)
 	s.now = s.curEnd
 	s.busy = false
-	if async && len(s.next.entries) > 0 {
-		s.cur, s.next = s.next, s.cur
+	if async && len(s.next().entries) > 0 {
+		s.curIdx ^= 1
 		return true, s.startPass()
 	}
 	return false, nil
@@ -384,7 +406,7 @@ func (s *sim) run(ctx context.Context, stop func() bool) error {
 			}
 		}
 		if s.fast != nil {
-			if err := s.fastForward(ctx, &s.cur, &s.curStart, &s.curEnd); err != nil {
+			if err := s.fastForward(ctx, s.cur(), &s.curStart, &s.curEnd); err != nil {
 				return err
 			}
 		}

@@ -33,7 +33,8 @@ const maxStaggerPhases = 16
 func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
 	ob := o
 	ob.transientOnly = true
-	burst, err := quantitativeRun(ctx, w, e, t, ob, b)
+	scr := &runScratch{}
+	burst, err := quantitativeRun(ctx, w, e, t, ob, b, scr)
 	if err != nil {
 		return nil, err
 	}
@@ -58,14 +59,27 @@ func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Tim
 	}
 	windows := make([]Window, 0, K)
 	var first, last float64
+	runs := make([]*Report, K+1) // runs[i]: phase i
+	nTTFT, nITL, nRecs := 0, 0, len(recs)
 	for i := 1; i <= K; i++ {
 		oi := o
 		oi.spreadMs = cycle * float64(K+i) / float64(2*K)
 		oi.WindowGenerations = win
-		r, err := quantitativeRun(ctx, w, e, t, oi, b)
+		r, err := quantitativeRun(ctx, w, e, t, oi, b, scr)
 		if err != nil {
 			return nil, err
 		}
+		runs[i] = r
+		nTTFT += max(r.TTFTSteady.Len(), r.TPOT.Len(), r.E2E.Len())
+		nITL += r.ITL.Len()
+		nRecs += len(r.Requests)
+	}
+	// The mixture's atoms and records, sized once.
+	ttft, tpot, e2e = make([]Atom, 0, nTTFT), make([]Atom, 0, nTTFT), make([]Atom, 0, nTTFT)
+	itl = make([]Atom, 0, nITL)
+	recs = append(make([]RequestRecord, 0, nRecs), recs...)
+	for i := 1; i <= K; i++ {
+		r := runs[i]
 		// Each phase weighs 1 in total: its requests 1/n each, its gaps by count
 		// normalised to 1.
 		wr := 1 / float64(max(r.Diagnostics.SteadyRequests, 1))

@@ -1,6 +1,9 @@
 package queueing
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // The scheduler-state limit cycle of a closed loop. The generation rule (cycle.go)
 // finds a cycle when whole generations repeat; a loop whose requests rotate through
@@ -65,10 +68,15 @@ type stateCycle struct {
 	lastPasses int // s.passes at the last observation (one observation per pass end)
 	cks        []stateCkpt
 	spare      []stateCkpt // dropped checkpoints, their buffers reused
-	found      bool
-	done       bool      // the window of whole periods is complete (windowDone)
-	deferred   bool      // the repetition shifts whole generations within the horizon: the generation rule decides
-	ck         stateCkpt // the checkpoint the live state repeats (once found)
+	// The live state's encoding at the current observation (stateEncode; liveOK:
+	// the state is observable), scratch between observations.
+	ints     []int64
+	fl       []float64
+	liveOK   bool
+	found    bool
+	done     bool      // the window of whole periods is complete (windowDone)
+	deferred bool      // the repetition shifts whole generations within the horizon: the generation rule decides
+	ck       stateCkpt // the checkpoint the live state repeats (once found)
 	// Once found: the period in observations, passes and ms, and the whole periods
 	// measured (windowDone).
 	period, periodPasses, periods int
@@ -76,7 +84,7 @@ type stateCycle struct {
 }
 
 // stateCkpt is the state at one observation: the header, the rest of the encoding
-// (stateWalk's integers and offsets), the clock, the pass count and the ITL bins.
+// (stateEncode's integers and offsets), the clock, the pass count and the ITL bins.
 type stateCkpt struct {
 	obs    int
 	hdr    [stateHeaderLen]int64
@@ -104,14 +112,25 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 	if sc.found {
 		return sc.windowDone(s, o)
 	}
+	// The live state is encoded (into sc.ints, sc.fl) at most once per observation:
+	// when some checkpoint's header matches, or to take a checkpoint.
 	hdr := s.stateHeader()
+	live := false
 	for i := range sc.cks {
-		if c := &sc.cks[i]; c.hdr == hdr && c.matches(s) {
+		c := &sc.cks[i]
+		if c.hdr != hdr {
+			continue
+		}
+		if !live {
+			sc.ints, sc.fl, sc.liveOK = s.stateEncode(sc.ints[:0], sc.fl[:0])
+			live = true
+		}
+		if sc.liveOK && c.equals(sc.ints, sc.fl, cycleTol*math.Max(1, s.now)) {
 			if sc.generationsRepeat(s, c) {
-				sc.deferred, sc.cks, sc.spare = true, nil, nil
+				sc.deferred = true
 				return false
 			}
-			sc.found, sc.ck, sc.cks, sc.spare = true, *c, nil, nil
+			sc.found, sc.ck = true, *c
 			sc.period, sc.periodPasses, sc.periodMs = o-c.obs, s.passes-c.passes, s.now-c.now
 			return sc.windowDone(s, o)
 		}
@@ -121,13 +140,19 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 		if n := len(sc.spare); n > 0 {
 			c, sc.spare = sc.spare[n-1], sc.spare[:n-1]
 		}
-		ints, fl, ok := s.stateEncode(c.ints[:0], c.fl[:0])
-		c.ints, c.fl = ints, fl
-		if ok {
+		if !live {
+			sc.ints, sc.fl, sc.liveOK = s.stateEncode(sc.ints[:0], sc.fl[:0])
+		}
+		// The checkpoint takes the live encoding; its former buffers become the
+		// scratch of the next one.
+		c.ints, sc.ints = sc.ints, c.ints[:0]
+		c.fl, sc.fl = sc.fl, c.fl[:0]
+		if sc.liveOK {
 			c.obs, c.hdr, c.now, c.passes = o, hdr, s.now, s.passes
-			c.slots, c.gens = c.slots[:0], c.gens[:0]
+			order := s.stateOrder()
+			c.slots, c.gens = slices.Grow(c.slots[:0], len(order)), slices.Grow(c.gens[:0], len(order))
 			c.minGen = math.MaxInt32
-			for _, ri := range s.stateOrder() {
+			for _, ri := range order {
 				c.slots, c.gens = append(c.slots, int32(s.reqs[ri].slot)), append(c.gens, int32(s.reqs[ri].gen))
 				c.minGen = min(c.minGen, int32(s.reqs[ri].gen))
 			}
@@ -151,6 +176,15 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 		sc.cks = sc.cks[:k]
 	}
 	return false
+}
+
+// buffers returns every checkpoint the rule holds, for another run to reuse as
+// spares (their contents are overwritten before use); sc takes no checkpoint
+// afterwards.
+func (sc *stateCycle) buffers() []stateCkpt {
+	b := append(sc.spare, sc.cks...)
+	sc.cks, sc.spare = nil, nil
+	return b
 }
 
 // windowDone reports, at observation o after the cycle was found, that the window
@@ -252,26 +286,18 @@ func (s *sim) stateOrder() []int32 {
 	return o
 }
 
-// matches compares the live state of s after the header with the checkpoint
-// (early exit on the first difference).
-func (c *stateCkpt) matches(s *sim) bool {
-	ints, fl := c.ints, c.fl
-	tol := cycleTol * math.Max(1, s.now)
-	i, f := 0, 0
-	ok := s.stateWalk(func(v int64) bool {
-		if i >= len(ints) || ints[i] != v {
+// equals reports that the live state's encoding (ints, fl: stateEncode) is the
+// checkpoint's: every integer equal, every time offset within tol.
+func (c *stateCkpt) equals(ints []int64, fl []float64, tol float64) bool {
+	if len(fl) != len(c.fl) || !slices.Equal(ints, c.ints) {
+		return false
+	}
+	for i, v := range fl {
+		if math.Abs(c.fl[i]-v) > tol {
 			return false
 		}
-		i++
-		return true
-	}, func(v float64) bool {
-		if f >= len(fl) || math.Abs(fl[f]-v) > tol {
-			return false
-		}
-		f++
-		return true
-	})
-	return ok && i == len(ints) && f == len(fl)
+	}
+	return true
 }
 
 const stateHeaderLen = 9
@@ -281,64 +307,44 @@ const stateHeaderLen = 9
 func (s *sim) stateHeader() [stateHeaderLen]int64 {
 	inFlight := int64(-1)
 	if s.busy {
-		inFlight = int64(len(s.cur.entries))
+		inFlight = int64(len(s.cur().entries))
 	}
 	return [stateHeaderLen]int64{int64(len(s.running)), int64(s.waitingLen()), int64(len(s.incoming) - s.inHead), inFlight,
 		int64(s.kvFree), b2i(s.kv.batchFull), int64(s.kv.runLen), b2i(s.kv.chunkRan), int64(math.Float64bits(s.kv.ratio))}
 }
 
-// stateEncode appends the state of s after the header (stateWalk's values); ok
-// is false when the state is not observable (an SGLang chunked request outside
-// running, an in-flight entry outside running).
-func (s *sim) stateEncode(ints []int64, fl []float64) ([]int64, []float64, bool) {
-	ok := s.stateWalk(func(v int64) bool { ints = append(ints, v); return true },
-		func(v float64) bool { fl = append(fl, v); return true })
-	return ints, fl, ok
-}
-
-// stateWalk feeds the requests' part of the state to put (integers) and putF (time
-// offsets from the clock: arrivals, first and latest token, the pass in flight),
-// stopping when either reports false.
-func (s *sim) stateWalk(put func(int64) bool, putF func(float64) bool) bool {
-	req := func(ri int32) bool {
-		r := &s.reqs[ri]
-		if !(put(int64(r.c)) && put(int64(r.gSched)) && put(int64(r.gOut)) && put(int64(r.blocks)) &&
-			put(int64(r.rec)) && put(int64(r.prefix)) && put(int64(r.isl)) && put(int64(r.osl)) && put(b2i(r.finished)) &&
-			putF(r.arrival-s.now)) {
-			return false
-		}
-		// The measured times: a request in the system since before the checkpoint
-		// finishes in the period with these offsets (TTFT, ITL gaps, E2E).
-		return r.gOut == 0 || (putF(r.first-s.now) && putF(r.last-s.now))
-	}
+// stateEncode appends the requests' part of the state of s after the header:
+// integers to ints and time offsets from the clock (arrivals, first and latest
+// token, the pass in flight) to fl. ok is false when the state is not observable
+// (an SGLang chunked request outside running, an in-flight entry outside
+// running).
+func (s *sim) stateEncode(ints []int64, fl []float64) (_ []int64, _ []float64, ok bool) {
+	// Room for the whole state (9 integers and ≤ 3 offsets per request, 4 integers
+	// per in-flight entry) up front, so the appends below do not grow.
+	n := len(s.running) + s.waitingLen() + len(s.incoming) - s.inHead
+	ints = slices.Grow(ints, 9*n+4*len(s.cur().entries)+1)
+	fl = slices.Grow(fl, 3*n+2)
 	chunk := int64(-1)
 	for i, ri := range s.running {
 		if ri == s.chunked {
 			chunk = int64(i)
 		}
-		if !req(ri) {
-			return false
-		}
+		ints, fl = s.appendReqState(ints, fl, ri)
 	}
 	if s.chunked >= 0 && chunk < 0 {
-		return false
+		return ints, fl, false
 	}
-	if !put(chunk) {
-		return false
-	}
+	ints = append(ints, chunk)
 	for _, ri := range s.waiting[s.wHead:] {
-		if !req(ri) {
-			return false
-		}
+		ints, fl = s.appendReqState(ints, fl, ri)
 	}
 	for _, ri := range s.incoming[s.inHead:] {
 		r := &s.reqs[ri]
-		if !put(int64(r.isl)) || !put(int64(r.osl)) || !putF(r.arrival-s.now) {
-			return false
-		}
+		ints = append(ints, int64(r.isl), int64(r.osl))
+		fl = append(fl, r.arrival-s.now)
 	}
 	if !s.busy {
-		return true
+		return ints, fl, true
 	}
 	// The pass in flight: each entry's request by its running position.
 	pos := s.posBuf[:0]
@@ -349,16 +355,36 @@ func (s *sim) stateWalk(put func(int64) bool, putF func(float64) bool) bool {
 	for i, ri := range s.running {
 		pos[ri] = int32(i)
 	}
-	ok := true
-	for _, en := range s.cur.entries {
-		if ok = pos[en.r] >= 0 && put(int64(pos[en.r])) && put(int64(en.n)) && put(b2i(en.decode)) && put(b2i(en.emits)); !ok {
+	ok = true
+	for _, en := range s.cur().entries {
+		if pos[en.r] < 0 {
+			ok = false
 			break
 		}
+		ints = append(ints, int64(pos[en.r]), int64(en.n), b2i(en.decode), b2i(en.emits))
 	}
 	for _, ri := range s.running {
 		pos[ri] = -1
 	}
-	return ok && putF(s.curStart-s.now) && putF(s.curEnd-s.now)
+	if !ok {
+		return ints, fl, false
+	}
+	return ints, append(fl, s.curStart-s.now, s.curEnd-s.now), true
+}
+
+// appendReqState appends request ri's part of the state: its scheduling
+// integers and arrival offset, and — once it has a token — the offsets of its
+// first and latest token (the measured times: a request in the system since
+// before the checkpoint finishes in the period with these offsets: TTFT, ITL
+// gaps, E2E).
+func (s *sim) appendReqState(ints []int64, fl []float64, ri int32) ([]int64, []float64) {
+	r := &s.reqs[ri]
+	ints = append(ints, int64(r.c), int64(r.gSched), int64(r.gOut), int64(r.blocks), int64(r.rec),
+		int64(r.prefix), int64(r.isl), int64(r.osl), b2i(r.finished))
+	if r.gOut == 0 {
+		return ints, append(fl, r.arrival-s.now)
+	}
+	return ints, append(fl, r.arrival-s.now, r.first-s.now, r.last-s.now)
 }
 
 func b2i(b bool) int64 {

@@ -34,12 +34,24 @@ func (r Roofline) PassMs(p *Pass) (float64, error) {
 		pairs += n * (done + (n+1)/2)
 		kv += done + n
 	}
-	x := float64(p.DecodeContext())
+	return r.ms(pairs, kv, p.PrefillTokens(), len(p.Decode), p.DecodeContext()), nil
+}
+
+// DecodeOnlyMs prices a decode-only pass of rows decode rows whose context lengths
+// sum to ctx: exactly PassMs of any such pass, without visiting its rows.
+func (r Roofline) DecodeOnlyMs(rows, ctx int) (float64, error) {
+	return r.ms(0, 0, 0, rows, ctx), nil
+}
+
+// ms completes a pass's price from its prefill chunks' attention pairs and KV reads,
+// P prefill tokens, D decode rows and X summed decode context.
+func (r Roofline) ms(pairs, kv float64, P, D, X int) float64 {
+	x := float64(X)
 	pairs += x
 	kv += x
-	compute := r.TokenMs*float64(p.PrefillTokens()+len(p.Decode)) + r.AttnMsPerPair*pairs
+	compute := r.TokenMs*float64(P+D) + r.AttnMsPerPair*pairs
 	memory := r.WeightsMs + r.KVMsPerToken*kv
-	return r.BaseMs + math.Max(compute, memory), nil
+	return r.BaseMs + math.Max(compute, memory)
 }
 
 // Validate reports a coefficient that is negative or non-finite, or a model that

@@ -74,3 +74,36 @@ func mustMs(tb interface{ Fatalf(string, ...any) }, tm Timing, p *Pass) float64 
 	}
 	return v
 }
+
+// TestDecodeOnlyMs: for Linear and Roofline, DecodeOnlyMs(D, X) is PassMs of any
+// decode-only pass of D rows whose contexts sum to X, bit for bit.
+func TestDecodeOnlyMs(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var tm interface {
+			Timing
+			DecodeOnlyMs(rows, ctx int) (float64, error)
+		}
+		if rapid.Bool().Draw(rt, "roofline") {
+			tm = Roofline{
+				BaseMs:        rapid.Float64Range(0, 50).Draw(rt, "base"),
+				WeightsMs:     rapid.Float64Range(0, 20).Draw(rt, "weights"),
+				TokenMs:       rapid.Float64Range(0, 0.1).Draw(rt, "token"),
+				AttnMsPerPair: rapid.Float64Range(0, 1e-5).Draw(rt, "attn"),
+				KVMsPerToken:  rapid.Float64Range(0, 1e-3).Draw(rt, "kv"),
+			}
+		} else {
+			tm = Linear{
+				BaseMs:            rapid.Float64Range(0, 50).Draw(rt, "base"),
+				PrefillMsPerToken: rapid.Float64Range(0, 1).Draw(rt, "prefill"),
+				DecodeMsPerRow:    rapid.Float64Range(0, 1).Draw(rt, "row"),
+				CtxMsPerToken:     rapid.Float64Range(0, 1e-3).Draw(rt, "ctx"),
+			}
+		}
+		p := Pass{Decode: rapid.SliceOfN(rapid.IntRange(1, 1<<20), 1, 300).Draw(rt, "rows")}
+		want, _ := tm.PassMs(&p)
+		got, err := tm.DecodeOnlyMs(len(p.Decode), p.DecodeContext())
+		if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			rt.Fatalf("%T: DecodeOnlyMs %v (%v), PassMs %v", tm, got, err, want)
+		}
+	})
+}

@@ -85,8 +85,19 @@ type Linear struct {
 
 // PassMs implements Timing.
 func (l Linear) PassMs(p *Pass) (float64, error) {
-	return l.BaseMs + l.PrefillMsPerToken*float64(p.PrefillTokens()) +
-		l.DecodeMsPerRow*float64(len(p.Decode)) + l.CtxMsPerToken*float64(p.DecodeContext()), nil
+	return l.ms(p.PrefillTokens(), len(p.Decode), p.DecodeContext()), nil
+}
+
+// DecodeOnlyMs prices a decode-only pass of rows decode rows whose context lengths
+// sum to ctx: exactly PassMs of any such pass (the linear model reads nothing
+// else), without visiting its rows.
+func (l Linear) DecodeOnlyMs(rows, ctx int) (float64, error) {
+	return l.ms(0, rows, ctx), nil
+}
+
+// ms is the linear model at P prefill tokens, D decode rows and X summed context.
+func (l Linear) ms(P, D, X int) float64 {
+	return l.BaseMs + l.PrefillMsPerToken*float64(P) + l.DecodeMsPerRow*float64(D) + l.CtxMsPerToken*float64(X)
 }
 
 // Validate reports a coefficient that is negative or non-finite, or a model that
