@@ -88,23 +88,54 @@ func (pt *PassTiming) PassMs(p *timing.Pass) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	pt.mu.RLock()
-	v, ok := pt.cache[k]
-	pt.mu.RUnlock()
-	if ok {
+	if v, ok := pt.lookup(k); ok {
 		return v, nil
 	}
-	v, err = pt.price(p)
+	v, err := pt.price(p)
 	if err != nil {
 		return 0, err
 	}
+	pt.store(k, v)
+	return v, nil
+}
+
+// DecodeOnlyMs prices a decode-only pass of rows decode rows whose context
+// lengths sum to ctx: the same key, the same bucketed price and so the same
+// float64 as PassMs of any such pass (it reads only the row count and the
+// mean context), without visiting the rows (queueing's decode stretches).
+func (pt *PassTiming) DecodeOnlyMs(rows, ctx int) (float64, error) {
+	if rows <= 0 || ctx < rows {
+		return 0, fmt.Errorf("decode-only pass of %d rows with context sum %d: want ≥ 1 row, each context > 0", rows, ctx)
+	}
+	mean := bucket((ctx + rows/2) / rows)
+	k := decodeKey(0, 0, 0, rows, mean)
+	if v, ok := pt.lookup(k); ok {
+		return v, nil
+	}
+	v, err := pt.priceDecodeOnly(rows, mean)
+	if err != nil {
+		return 0, err
+	}
+	pt.store(k, v)
+	return v, nil
+}
+
+// lookup returns the cached price of key k.
+func (pt *PassTiming) lookup(k passKey) (float64, bool) {
+	pt.mu.RLock()
+	v, ok := pt.cache[k]
+	pt.mu.RUnlock()
+	return v, ok
+}
+
+// store caches price v under key k (clearing a full cache first).
+func (pt *PassTiming) store(k passKey, v float64) {
 	pt.mu.Lock()
 	if len(pt.cache) >= maxCachedPasses {
 		clear(pt.cache)
 	}
 	pt.cache[k] = v
 	pt.mu.Unlock()
-	return v, nil
 }
 
 // price computes a pass at its bucketed shape (uncached).
@@ -121,11 +152,7 @@ func (pt *PassTiming) price(p *timing.Pass) (float64, error) {
 		meanCtx = bucket((sum + d/2) / d)
 	}
 	if len(p.Prefill) == 0 {
-		r, err := runGenStep(e.ks, e.ops.gen, d*nextn, max(meanCtx, 1), false)
-		if err != nil {
-			return 0, err
-		}
-		return r.LatencyMs, finite("pass", r.LatencyMs)
+		return pt.priceDecodeOnly(d, meanCtx)
 	}
 	type shape struct{ tokens, ctx int }
 	counts := map[shape]int{}
@@ -167,6 +194,16 @@ func (pt *PassTiming) price(p *timing.Pass) (float64, error) {
 	return ms, finite("pass", ms)
 }
 
+// priceDecodeOnly is a decode-only pass of d rows at bucketed mean context
+// meanCtx: the full generation op list at batch d (the gen-only step).
+func (pt *PassTiming) priceDecodeOnly(d, meanCtx int) (float64, error) {
+	r, err := runGenStep(pt.e.ks, pt.e.ops.gen, d*(pt.e.cfg.Nextn+1), max(meanCtx, 1), false)
+	if err != nil {
+		return 0, err
+	}
+	return r.LatencyMs, finite("pass", r.LatencyMs)
+}
+
 // bucket quantizes a context length: exact up to 64, then 16 buckets per
 // octave (nearest multiple of 2^(⌊log2 x⌋−4)).
 func bucket(x int) int {
@@ -205,8 +242,14 @@ func makePassKey(p *timing.Pass) (passKey, error) {
 		}
 		mean = bucket((sum + d/2) / d)
 	}
+	return decodeKey(sa, sb, len(p.Prefill), d, mean), nil
+}
+
+// decodeKey completes a pass key from the chunk hashes (sa, sb) and count, the
+// decode row count d and the bucketed mean decode context.
+func decodeKey(sa, sb uint64, chunks, d, mean int) passKey {
 	dv := uint64(d)<<32 | uint64(mean)
-	return passKey{mix64(sa^mix64(dv)) + uint64(len(p.Prefill)), mix64(sb+0x632be59bd9b4e019) ^ mix64(dv^0xbf58476d1ce4e5b9)}, nil
+	return passKey{mix64(sa^mix64(dv)) + uint64(chunks), mix64(sb+0x632be59bd9b4e019) ^ mix64(dv^0xbf58476d1ce4e5b9)}
 }
 
 // mix64 is the splitmix64 finalizer.

@@ -80,6 +80,43 @@ func TestPassTimingProperties(t *testing.T) {
 	})
 }
 
+// TestDecodeOnlyMsEqualsPassMs: DecodeOnlyMs(rows, Σctx) is bit-identical to
+// PassMs of every decode-only pass with that many rows and that context sum
+// (queueing prices decode stretches through it without visiting rows), on a
+// fresh timing (uncached) and on a warm one, and rejects empty or zero rows.
+func TestDecodeOnlyMsEqualsPassMs(t *testing.T) {
+	warm := testPassTiming(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		var p timing.Pass
+		sum := 0
+		for i, n := 0, rapid.IntRange(1, 300).Draw(rt, "rows"); i < n; i++ {
+			c := rapid.IntRange(1, 40000).Draw(rt, "ctx")
+			p.Decode = append(p.Decode, c)
+			sum += c
+		}
+		want, err := warm.PassMs(&p)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if got, err := warm.DecodeOnlyMs(len(p.Decode), sum); err != nil || got != want {
+			rt.Fatalf("warm: DecodeOnlyMs(%d, %d) = %v (err %v), PassMs %v", len(p.Decode), sum, got, err, want)
+		}
+	})
+	cold := testPassTiming(t)
+	got, err := cold.DecodeOnlyMs(3, 3*1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := cold.PassMs(&timing.Pass{Decode: []int{1400, 1500, 1600}}); err != nil || got != want {
+		t.Errorf("cold: DecodeOnlyMs %v, PassMs %v (err %v)", got, want, err)
+	}
+	for _, c := range [][2]int{{0, 0}, {-1, 10}, {4, 3}} {
+		if v, err := cold.DecodeOnlyMs(c[0], c[1]); err == nil || v != 0 {
+			t.Errorf("DecodeOnlyMs(%d, %d) = %v, want an error", c[0], c[1], v)
+		}
+	}
+}
+
 // TestPassTimingConcurrent prices from many goroutines (run with -race).
 func TestPassTimingConcurrent(t *testing.T) {
 	pt := testPassTiming(t)

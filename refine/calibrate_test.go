@@ -58,6 +58,41 @@ func TestPassAdjustDecomposition(t *testing.T) {
 	})
 }
 
+// TestPassAdjustKeepsDecodeOnlyPricer: a calibrated timing over one that prices
+// decode-only passes from (rows, Σctx) keeps that fast path (queueing's decode
+// stretches) and gives the same float64 as its own PassMs of such a pass; over
+// a timing without it, it does not pretend to have one.
+func TestPassAdjustKeepsDecodeOnlyPricer(t *testing.T) {
+	lin := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}
+	a := PassAdjust{PrefillScale: 0.7, DecodeScale: 1.3, PassOverheadMs: 0.4, RequestOverheadMs: 9}
+	var e engine.Spec
+	adj := a.Apply(&e, lin)
+	d, ok := adj.(decodeOnlyPricer)
+	if !ok {
+		t.Fatalf("calibrated linear timing %T lost DecodeOnlyMs", adj)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		var p timing.Pass
+		sum := 0
+		for range rapid.IntRange(1, 200).Draw(rt, "rows") {
+			c := rapid.IntRange(1, 8192).Draw(rt, "ctx")
+			p.Decode = append(p.Decode, c)
+			sum += c
+		}
+		want, err := adj.PassMs(&p)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if got, err := d.DecodeOnlyMs(len(p.Decode), sum); err != nil || got != want {
+			rt.Fatalf("DecodeOnlyMs %v (err %v), PassMs %v", got, err, want)
+		}
+	})
+	plain := timing.Func(func(p *timing.Pass) (float64, error) { return 1, nil })
+	if _, ok := a.Apply(&e, plain).(decodeOnlyPricer); ok {
+		t.Error("calibrated timing claims DecodeOnlyMs over a timing without it")
+	}
+}
+
 // TestPassAdjustValidate: non-finite, zero scales and negative overheads are refused.
 func TestPassAdjustValidate(t *testing.T) {
 	for _, a := range []PassAdjust{{0, 1, 0, 0}, {1, math.NaN(), 0, 0}, {1, 1, -1, 0}, {1, 1, 0, math.Inf(1)}} {

@@ -54,7 +54,35 @@ func (a PassAdjust) Apply(e *engine.Spec, t timing.Timing) timing.Timing {
 		return t
 	}
 	e.StageMs += a.RequestOverheadMs
-	return &adjustedTiming{a: a, t: t}
+	x := &adjustedTiming{a: a, t: t}
+	if d, ok := t.(decodeOnlyPricer); ok {
+		return adjustedDecodeTiming{x, d}
+	}
+	return x
+}
+
+// decodeOnlyPricer is a timing that prices a decode-only pass from its row count
+// and summed context alone (perfdb.PassTiming, timing.Linear): queueing prices
+// decode stretches through it without visiting the rows.
+type decodeOnlyPricer interface {
+	DecodeOnlyMs(rows, ctx int) (float64, error)
+}
+
+// adjustedDecodeTiming is adjustedTiming over a decodeOnlyPricer: it keeps the
+// fast path, with the decode-only price adjusted exactly as PassMs adjusts it.
+type adjustedDecodeTiming struct {
+	*adjustedTiming
+	d decodeOnlyPricer
+}
+
+// DecodeOnlyMs implements queueing's decode-only pricer (the same float64 as
+// PassMs of a decode-only pass of rows rows whose contexts sum to ctx).
+func (x adjustedDecodeTiming) DecodeOnlyMs(rows, ctx int) (float64, error) {
+	total, err := x.d.DecodeOnlyMs(rows, ctx)
+	if err != nil {
+		return 0, err
+	}
+	return x.a.PassOverheadMs + x.a.DecodeScale*total, nil
 }
 
 // adjustedTiming is one evaluation's calibrated timing (an evaluation prices its

@@ -12,6 +12,24 @@ import (
 // measurement_predictions) and the accuracy view: refine/calibrate fits and
 // reads them; the SQL is here.
 
+// QuantLabel is a point's quantisation as a calibration key (migration 00014):
+// "gemm=G,moe=M,kv=K,fmha=F,comm=C" from its GemmQuant, MoEQuant, KVCacheQuant,
+// FMHAQuant and CommQuant in that order, an empty part omitted (so all empty
+// gives ""). The point_calibrations view derives the same label from
+// operating_points' columns; calibration_params.quant "" (a calibration fitted
+// before 00014, or points without quantisation labels) applies to any
+// quantisation.
+func QuantLabel(in PointInputs) string {
+	parts := make([]string, 0, 5)
+	for _, p := range [...]struct{ k, v string }{{"gemm", in.GemmQuant}, {"moe", in.MoEQuant},
+		{"kv", in.KVCacheQuant}, {"fmha", in.FMHAQuant}, {"comm", in.CommQuant}} {
+		if p.v != "" {
+			parts = append(parts, p.k+"="+p.v)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 // Calibration is a calibrations row.
 type Calibration struct {
 	Name, Digest, Predicate, Evaluator, Profile string
@@ -20,9 +38,10 @@ type Calibration struct {
 }
 
 // CalibrationParam is a calibration_params row: one deployment key's fitted
-// adjustment and quality. The CV columns are NULL when HasCV is false.
+// adjustment and quality. Quant is the points' QuantLabel ("" = any). The CV
+// columns are NULL when HasCV is false.
 type CalibrationParam struct {
-	System, Backend, Version, Model                              string
+	System, Backend, Version, Model, Quant                       string
 	PrefillScale, DecodeScale, PassOverheadMs, RequestOverheadMs float64
 	Rows                                                         int
 	TTFTMAPEBefore, TPOTMAPEBefore, TTFTMAPEFit, TPOTMAPEFit     float64
@@ -34,12 +53,12 @@ type CalibrationParam struct {
 // CalibrationSample is a calibration_rows row: one training measurement's
 // metric. HeldOut is NULL when HasHeldOut is false.
 type CalibrationSample struct {
-	MeasurementID                            int64
-	System, Backend, Version, Model, Metric  string
-	Measured, Uncalibrated, Fitted, Residual float64
-	HasHeldOut                               bool
-	HeldOut                                  float64
-	Fold                                     int
+	MeasurementID                                  int64
+	System, Backend, Version, Model, Quant, Metric string
+	Measured, Uncalibrated, Fitted, Residual       float64
+	HasHeldOut                                     bool
+	HeldOut                                        float64
+	Fold                                           int
 }
 
 // SaveCalibration replaces the calibration c.Name by c with its params and
@@ -59,13 +78,13 @@ func (s *Store) SaveCalibration(ctx context.Context, c Calibration, params []Cal
 			if g.HasCV {
 				cvT, cvP = g.TTFTMAPECV, g.TPOTMAPECV
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_params (name, system, backend, version, model,
+			if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_params (name, system, backend, version, model, quant,
 				prefill_scale, decode_scale, pass_overhead_ms, request_overhead_ms, rows, ttft_mape_before, tpot_mape_before,
 				ttft_mape_fit, tpot_mape_fit, ttft_mape_cv, tpot_mape_cv, unidentified)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Name, g.System, g.Backend, g.Version, g.Model,
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Name, g.System, g.Backend, g.Version, g.Model, g.Quant,
 				g.PrefillScale, g.DecodeScale, g.PassOverheadMs, g.RequestOverheadMs, g.Rows, g.TTFTMAPEBefore, g.TPOTMAPEBefore,
 				g.TTFTMAPEFit, g.TPOTMAPEFit, cvT, cvP, g.Unidentified); err != nil {
-				return fmt.Errorf("store calibration %s of %s/%s/%s/%s: %w", c.Name, g.System, g.Backend, g.Version, g.Model, err)
+				return fmt.Errorf("store calibration %s of %s/%s/%s/%s [%s]: %w", c.Name, g.System, g.Backend, g.Version, g.Model, g.Quant, err)
 			}
 			if i >= len(samples) {
 				continue
@@ -75,9 +94,9 @@ func (s *Store) SaveCalibration(ctx context.Context, c Calibration, params []Cal
 				if r.HasHeldOut {
 					held = r.HeldOut
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_rows (name, measurement_id, system, backend, version, model,
-						metric, measured, uncalibrated, fitted, residual, held_out, fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-					c.Name, r.MeasurementID, r.System, r.Backend, r.Version, r.Model, r.Metric, r.Measured, r.Uncalibrated, r.Fitted,
+				if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_rows (name, measurement_id, system, backend, version, model, quant,
+						metric, measured, uncalibrated, fitted, residual, held_out, fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+					c.Name, r.MeasurementID, r.System, r.Backend, r.Version, r.Model, r.Quant, r.Metric, r.Measured, r.Uncalibrated, r.Fitted,
 					r.Residual, held, r.Fold); err != nil {
 					return fmt.Errorf("store calibration row %d: %w", r.MeasurementID, err)
 				}
@@ -106,11 +125,11 @@ func (s *Store) CalibrationNames(ctx context.Context) ([]string, error) {
 // deployment key (only the key and the four adjustment fields are set).
 func (s *Store) CalibrationParams(ctx context.Context, name string) ([]CalibrationParam, error) {
 	var out []CalibrationParam
-	err := s.EachRow(ctx, `SELECT system, backend, version, model, prefill_scale, decode_scale,
-		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, model`,
+	err := s.EachRow(ctx, `SELECT system, backend, version, model, quant, prefill_scale, decode_scale,
+		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, model, quant`,
 		[]any{name}, func(scan func(...any) error) error {
 			var p CalibrationParam
-			if err := scan(&p.System, &p.Backend, &p.Version, &p.Model, &p.PrefillScale, &p.DecodeScale, &p.PassOverheadMs, &p.RequestOverheadMs); err != nil {
+			if err := scan(&p.System, &p.Backend, &p.Version, &p.Model, &p.Quant, &p.PrefillScale, &p.DecodeScale, &p.PassOverheadMs, &p.RequestOverheadMs); err != nil {
 				return err
 			}
 			out = append(out, p)

@@ -1,27 +1,45 @@
 -- point_calibrations: the calibration every operating point was computed with
 -- (issue 9 part 4). A calibrated evaluator's name ends in "+cal:NAME@digest"
 -- (refine.PerfdbEvaluator.SetCalibrator); the points it covers are calibrated,
--- the others of the same sweep say uncalibrated.
+-- the others of the same sweep say uncalibrated. A calibration is keyed by
+-- (system, backend, version, model, quant) (migration 00014); quant is the
+-- point's quantisation label, built by the same rule as store.QuantLabel:
+-- "gemm=G,moe=M,kv=K,fmha=F,comm=C", an empty part omitted. A fit for the point's
+-- own quant wins over one stored with quant '' (any quantisation: fitted before
+-- 00014), as in refine/calibrate's Calibration.For.
 CREATE VIEW point_calibrations AS
 WITH c AS (
     SELECT key, system, backend, version, model,
+           substr(CASE WHEN gemm_quant <> '' THEN ',gemm=' || gemm_quant ELSE '' END
+               || CASE WHEN moe_quant <> '' THEN ',moe=' || moe_quant ELSE '' END
+               || CASE WHEN kvcache_quant <> '' THEN ',kv=' || kvcache_quant ELSE '' END
+               || CASE WHEN fmha_quant <> '' THEN ',fmha=' || fmha_quant ELSE '' END
+               || CASE WHEN comm_quant <> '' THEN ',comm=' || comm_quant ELSE '' END, 2) AS quant,
            CASE WHEN instr(evaluator, '+cal:') > 0 THEN substr(evaluator, instr(evaluator, '+cal:') + 5) END AS cal
     FROM operating_points
 ), n AS (
-    SELECT key, system, backend, version, model, cal,
+    SELECT key, system, backend, version, model, quant, cal,
            substr(cal, 1, instr(cal, '@') - 1) AS cal_name,
            substr(cal, instr(cal, '@') + 1) AS cal_digest
     FROM c
+), m AS (
+    SELECT n.*, k.name AS stored_name,
+           coalesce(
+               (SELECT p.rowid FROM calibration_params p WHERE p.name = k.name AND p.system = n.system
+                    AND p.backend = n.backend AND p.version = n.version AND p.model = n.model AND p.quant = n.quant),
+               (SELECT p.rowid FROM calibration_params p WHERE p.name = k.name AND p.system = n.system
+                    AND p.backend = n.backend AND p.version = n.version AND p.model = n.model AND p.quant = '')) AS param
+    FROM n
+    LEFT JOIN calibrations k ON k.name = n.cal_name AND k.digest = n.cal_digest
 )
-SELECT n.key, n.cal AS calibration,
+SELECT m.key, m.cal AS calibration,
     CASE
-        WHEN n.cal IS NULL THEN 'none'
-        WHEN k.name IS NULL THEN 'calibration ' || n.cal || ' is no longer stored (refitted or dropped)'
-        WHEN p.name IS NULL THEN 'uncalibrated: ' || n.cal_name || ' has no fit for this system, backend, version and model'
+        WHEN m.cal IS NULL THEN 'none'
+        WHEN m.stored_name IS NULL THEN 'calibration ' || m.cal || ' is no longer stored (refitted or dropped)'
+        WHEN p.name IS NULL THEN 'uncalibrated: ' || m.cal_name || ' has no fit for this system, backend, version, model and quantisation'
         ELSE 'calibrated'
     END AS calibration_status,
+    m.quant, p.quant AS calibration_quant,
     p.prefill_scale, p.decode_scale, p.pass_overhead_ms, p.request_overhead_ms
-FROM n
-LEFT JOIN calibrations k ON k.name = n.cal_name AND k.digest = n.cal_digest
-LEFT JOIN calibration_params p ON p.name = k.name AND p.system = n.system AND p.backend = n.backend
-    AND p.version = n.version AND p.model = n.model;
+FROM m
+LEFT JOIN calibration_params p ON p.rowid = m.param;

@@ -112,10 +112,11 @@ func runCalibrate(c *cli.Context) error {
 	return writeCalibration(c.App.Writer, format, name+"@"+digest, fits)
 }
 
-// calibrationColumns are the keys of calibrate's rows: the deployment key, the
+// calibrationColumns are the keys of calibrate's rows: the deployment key (quant:
+// store.QuantLabel of the group's points), the
 // fitted parameters, and the TTFT and TPOT MAPE (%) before the fit, after it and
 // cross-validated (null without --holdout).
-var calibrationColumns = []string{"calibration", "system", "backend", "version", "model", "rows",
+var calibrationColumns = []string{"calibration", "system", "backend", "version", "model", "quant", "rows",
 	"prefill_scale", "decode_scale", "pass_overhead_ms", "request_overhead_ms",
 	"ttft_mape_pct_before", "ttft_mape_pct_fit", "ttft_mape_pct_cv",
 	"tpot_mape_pct_before", "tpot_mape_pct_fit", "tpot_mape_pct_cv", "unidentified"}
@@ -132,7 +133,7 @@ func writeCalibration(w io.Writer, format, name string, fits []calibrate.GroupFi
 		if len(g.Unidentified) > 0 {
 			un = strings.Join(g.Unidentified, "; ")
 		}
-		data = append(data, []any{name, g.System, g.Backend, g.Version, g.Model, int64(len(g.Samples)),
+		data = append(data, []any{name, g.System, g.Backend, g.Version, g.Model, g.Quant, int64(len(g.Samples)),
 			a.PrefillScale, a.DecodeScale, a.PassOverheadMs, a.RequestOverheadMs,
 			g.TTFTBefore, g.TTFTFit, ttftCV, g.TPOTBefore, g.TPOTFit, tpotCV, un})
 	}
@@ -209,9 +210,15 @@ func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
 		return "", asUser(err)
 	}
 	in := store.PointInputs{Model: s.dep.Model, System: s.dep.System, Backend: s.dep.Backend, Version: s.dep.Version}
+	if s.pt != nil { // the quantisation the pass timing was built with (a calibration is keyed by it)
+		q := s.pt.Estimator().Config()
+		in.GemmQuant, in.MoEQuant, in.KVCacheQuant = string(q.GemmQuant), string(q.MoEQuant), string(q.KVQuant)
+		in.FMHAQuant, in.CommQuant = string(q.FMHAQuant), string(q.CommQuant)
+	}
 	adj, ok := cal.For(in)
 	if !ok {
-		return fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s", cal.Name(), in.System, in.Backend, in.Version, in.Model), nil
+		return fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s [%s]", cal.Name(), in.System, in.Backend, in.Version, in.Model,
+			store.QuantLabel(in)), nil
 	}
 	s.t = adj.Apply(&s.e, s.t)
 	return cal.Name(), nil

@@ -66,6 +66,7 @@ func Samples(ts []Target) []Sample {
 // GroupFit is the calibration of one deployment key with its quality.
 type GroupFit struct {
 	System, Backend, Version, Model string
+	Quant                           string // store.QuantLabel of the group's points
 	Adjust                          refine.PassAdjust
 	Samples                         []Sample
 	// Per sample (same order): predictions uncalibrated, fitted, and held out
@@ -170,7 +171,7 @@ func screenEval(ev Evaluator) evalFn {
 	}
 }
 
-// Fit fits one PassAdjust per (system, backend, version, model) of the samples,
+// Fit fits one PassAdjust per (system, backend, version, model, quant) of the samples,
 // through ev's quantitative tier (the same path as eval and sweep points), and
 // with opt.Holdout ≥ 2 reports k-fold cross-validated MAPE. Deterministic: groups
 // in key order, folds by measurement id.
@@ -205,17 +206,14 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	}
 	groups := map[deployKey][]Sample{}
 	for _, s := range ss {
-		k := deployKey{s.In.System, s.In.Backend, s.In.Version, s.In.Model}
+		k := keyOf(s.In)
 		groups[k] = append(groups[k], s)
 	}
 	keys := make([]deployKey, 0, len(groups))
 	for k := range groups {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		return a.System+"\x00"+a.Backend+"\x00"+a.Version+"\x00"+a.Model < b.System+"\x00"+b.Backend+"\x00"+b.Version+"\x00"+b.Model
-	})
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	total, done := 0, 0
 	for _, k := range keys {
 		total++
@@ -233,7 +231,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	for _, k := range keys {
 		g := groups[k]
 		slices.SortFunc(g, func(a, b Sample) int { return int(a.MeasurementID - b.MeasurementID) })
-		gf := GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Model: k.Model, Samples: g}
+		gf := GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Model: k.Model, Quant: k.Quant, Samples: g}
 		var err error
 		if gf.Before, err = f(ctx, g, refine.Identity()); err != nil {
 			return nil, err

@@ -9,9 +9,22 @@ import (
 	"github.com/aicdb/aicdb/store"
 )
 
-// deployKey is what a calibration is fitted per: (system, backend, version, model)
-// of the predicted point (the perf-data version the measurements were mapped to).
-type deployKey struct{ System, Backend, Version, Model string }
+// deployKey is what a calibration is fitted per: (system, backend, version,
+// model, quant) of the predicted point (the perf-data version the measurements
+// were mapped to; quant its store.QuantLabel: points of one model in different
+// quantisations run different kernels, whose perf-data errors differ).
+type deployKey struct{ System, Backend, Version, Model, Quant string }
+
+// keyOf is the deployment key of a point: the one rule every user of the key
+// calls (the fit's groups, Calibration.For).
+func keyOf(in store.PointInputs) deployKey {
+	return deployKey{in.System, in.Backend, in.Version, in.Model, store.QuantLabel(in)}
+}
+
+// String is the key's sort and hash form (fields joined by NUL).
+func (k deployKey) String() string {
+	return k.System + "\x00" + k.Backend + "\x00" + k.Version + "\x00" + k.Model + "\x00" + k.Quant
+}
 
 // Calibration is a stored calibration: one PassAdjust per deployment key. It
 // implements refine.Calibrator.
@@ -25,9 +38,15 @@ type Calibration struct {
 // refit under the same name gives new row keys.
 func (c *Calibration) Name() string { return c.name + "@" + c.digest }
 
-// For implements refine.Calibrator.
+// For implements refine.Calibrator: the fit of the point's deployment key, else
+// the one stored with quant "" (any quantisation: fitted before migration 00014).
 func (c *Calibration) For(in store.PointInputs) (refine.PassAdjust, bool) {
-	a, ok := c.params[deployKey{in.System, in.Backend, in.Version, in.Model}]
+	k := keyOf(in)
+	if a, ok := c.params[k]; ok {
+		return a, true
+	}
+	k.Quant = ""
+	a, ok := c.params[k]
 	return a, ok
 }
 
@@ -47,7 +66,7 @@ func Load(ctx context.Context, st *store.Store, name string) (*Calibration, erro
 	}
 	c := &Calibration{name: name, digest: digest, params: map[deployKey]refine.PassAdjust{}}
 	for _, p := range ps {
-		c.params[deployKey{p.System, p.Backend, p.Version, p.Model}] = refine.PassAdjust{PrefillScale: p.PrefillScale,
+		c.params[deployKey{p.System, p.Backend, p.Version, p.Model, p.Quant}] = refine.PassAdjust{PrefillScale: p.PrefillScale,
 			DecodeScale: p.DecodeScale, PassOverheadMs: p.PassOverheadMs, RequestOverheadMs: p.RequestOverheadMs}
 	}
 	return c, nil
