@@ -27,6 +27,7 @@ func calibrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
 			&cli.IntFlag{Name: "holdout", Usage: "report k-fold cross-validated MAPE (k ≥ 2; 0 = none)"},
 			&cli.StringFlag{Name: "objective", Value: "quantitative", Usage: "tier the fit minimises: quantitative | screening (fast, less accurate); reported errors are quantitative"},
+			&cli.StringFlag{Name: "loss", Value: calibrate.DefaultLoss, Usage: "what the fit minimises over the relative TTFT and TPOT errors: l1 (their mean absolute value, the reported MAPE) | l2 (their squares, least squares)"},
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
 			formatFlag(formatTable),
 			quietFlag(),
@@ -47,6 +48,10 @@ func runCalibrate(c *cli.Context) error {
 	k := c.Int("holdout")
 	if k == 1 || k < 0 {
 		return userErrorf("calibrate: --holdout %d: want 0 (none) or k ≥ 2 folds", k)
+	}
+	loss := c.String("loss")
+	if err := calibrate.CheckLoss(loss); err != nil {
+		return userErrorf("calibrate: %v", err)
 	}
 	st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
 	if err != nil {
@@ -83,7 +88,7 @@ func runCalibrate(c *cli.Context) error {
 		return userErrorf("calibrate: none of the %d measurements matching %q can be predicted (see 'aicdb query \"select reason, count(*) from accuracy group by 1\"')", len(rows), where)
 	}
 	fitBar := newProgress(c, "calibrate: fit", "fits")
-	fits, err := calibrate.Fit(c.Context, ev, samples, calibrate.FitOptions{Holdout: k, Objective: c.String("objective"), Progress: fitBar.Update})
+	fits, err := calibrate.Fit(c.Context, ev, samples, calibrate.FitOptions{Holdout: k, Objective: c.String("objective"), Loss: loss, Progress: fitBar.Update})
 	if err != nil {
 		fitBar.Done()
 		return err
@@ -93,7 +98,7 @@ func runCalibrate(c *cli.Context) error {
 		cv = fmt.Sprintf("%d-fold cross-validation", k)
 	}
 	fitBar.Summary("%s", cv) // the group and sample counts are the summary line's below
-	digest, err := calibrate.Save(c.Context, st, name, where, ev.Name(), res.Profile, k, fits, time.Now().UTC().Format(time.RFC3339))
+	digest, err := calibrate.Save(c.Context, st, name, where, ev.Name(), res.Profile, k, loss, fits, time.Now().UTC().Format(time.RFC3339))
 	if err != nil {
 		return err
 	}

@@ -180,8 +180,8 @@ func TestFitRecoversScales(t *testing.T) {
 	}
 }
 
-// BenchmarkFit200: the fit of 200 synthetic rows (the acceptance bound is 30 s
-// for 200 measured rows through the perf data).
+// BenchmarkFit200: the fit of 200 synthetic rows under each loss (the acceptance
+// bound is 30 s for 200 measured rows through the perf data).
 func BenchmarkFit200(b *testing.B) {
 	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
 	var ss []Sample
@@ -191,10 +191,14 @@ func BenchmarkFit200(b *testing.B) {
 		ss = append(ss, Sample{MeasurementID: int64(i + 1), In: in, TTFT: 50 + float64(i%7), TPOT: 5 + float64(i%3),
 			ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean})
 	}
-	for b.Loop() {
-		if _, err := Fit(context.Background(), ev, ss, FitOptions{}); err != nil {
-			b.Fatal(err)
-		}
+	for _, loss := range []string{LossL1, LossL2} {
+		b.Run(loss, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Fit(context.Background(), ev, ss, FitOptions{Loss: loss}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

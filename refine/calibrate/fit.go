@@ -85,7 +85,9 @@ type GroupFit struct {
 type FitOptions struct {
 	Holdout int // k-fold cross-validation (0 = none; ≥ 2)
 	Workers int
-	MaxIter int // Levenberg–Marquardt iterations (default 6)
+	// MaxIter caps the Levenberg–Marquardt iterations (default 6; under LossL1
+	// twice that per reweighted descent, which converges only linearly).
+	MaxIter int
 	// Objective is the tier whose relative errors the fit minimises:
 	// "quantitative" (default: the limit-cycle tier, ms per point) or "screening"
 	// (the closed form, µs per point: fast, but its optimum is the screening
@@ -97,9 +99,31 @@ type FitOptions struct {
 	// < 0: none). Every fit, a fold's refit too, starts from the identity (a
 	// warm start from the full fit would leak the held-out rows).
 	SimplexEvals int
+	// Loss is what the fit minimises over the relative TTFT and TPOT errors
+	// r = p/m − 1 (plus the weak prior): LossL1 (Σ|r|, the MAPE every report
+	// states; rows the four corrections cannot fit pull it less) or LossL2 (Σr²,
+	// least squares). "" is DefaultLoss.
+	Loss string
 	// Progress, if set, is called after each fit with (done, total): one fit per
 	// group, plus one per fold of a cross-validated group.
 	Progress func(done, total int)
+}
+
+// Losses of FitOptions.Loss.
+const (
+	LossL1 = "l1"
+	LossL2 = "l2"
+	// DefaultLoss is the loss of FitOptions.Loss "".
+	DefaultLoss = LossL1
+)
+
+// CheckLoss validates a FitOptions.Loss ("" is DefaultLoss).
+func CheckLoss(loss string) error {
+	switch loss {
+	case "", LossL1, LossL2:
+		return nil
+	}
+	return fmt.Errorf("--loss %q: want l1 (mean absolute relative error, the reported MAPE) or l2 (squared relative error)", loss)
 }
 
 // evalFn predicts (TTFT, TPOT) of every sample under adj.
@@ -158,11 +182,17 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	if opt.Workers <= 0 {
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
-	if opt.MaxIter <= 0 {
-		opt.MaxIter = 6
-	}
 	if opt.SimplexEvals == 0 {
 		opt.SimplexEvals = 24
+	}
+	if err := CheckLoss(opt.Loss); err != nil {
+		return nil, err
+	}
+	if opt.Loss == "" {
+		opt.Loss = DefaultLoss
+	}
+	if opt.MaxIter <= 0 {
+		opt.MaxIter = 6
 	}
 	f := quantEval(ev, opt.Workers)
 	fj := screenEval(ev)
@@ -206,7 +236,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		if gf.Before, err = f(ctx, g, refine.Identity()); err != nil {
 			return nil, err
 		}
-		adj, jac, err := levenbergMarquardt(ctx, fo, fj, g, [4]float64{}, opt.MaxIter, opt.SimplexEvals)
+		adj, jac, err := levenbergMarquardt(ctx, fo, fj, g, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +262,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 						train = append(train, g[i])
 					}
 				}
-				a, _, err := levenbergMarquardt(ctx, fo, fj, train, [4]float64{}, opt.MaxIter, opt.SimplexEvals)
+				a, _, err := levenbergMarquardt(ctx, fo, fj, train, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
 				if err != nil {
 					return nil, err
 				}
@@ -320,30 +350,134 @@ func sumSq(r []float64) float64 {
 	return s
 }
 
-// levenbergMarquardt minimises the squared relative errors of f (the quantitative
-// tier) over x (bounded, projected steps), then polishes with at most nmEvals
-// Nelder–Mead evaluations of f. The forward-difference Jacobian comes
-// from fj (the screening tier's closed form of the same model: cheap and smooth,
-// where the quantitative schedule is piecewise in the timing); a step is accepted
-// only when it lowers f's cost. It returns the fitted adjustment and the Jacobian
-// of the data residuals at the optimum (for identifiability).
-func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4]float64, maxIter, nmEvals int) (refine.PassAdjust, [][4]float64, error) {
-	x := start
-	r, err := residuals(ctx, f, ss, x)
+// l1Floor is δ of the L1 fit's reweighting: a data residual's weight is
+// 1/sqrt(2·max(|r|, δ)), so a row already matched within 1 % does not dominate
+// the step.
+const l1Floor = 0.01
+
+// cost is the fit's objective over residuals r (n samples: 2n data residuals,
+// then the prior terms): Σ|r| over the data under LossL1, Σr² under LossL2, plus
+// the prior's squares either way (a smooth pull toward the identity).
+func cost(r []float64, n int, loss string) float64 {
+	if loss == LossL2 {
+		return sumSq(r)
+	}
+	s := 0.0
+	for _, v := range r[:2*n] {
+		s += math.Abs(v)
+	}
+	return s + sumSq(r[2*n:])
+}
+
+// reweight returns the Jacobian and residuals of the least-squares problem whose
+// step the LM takes at residuals r (n samples). Under LossL2 that is the problem
+// itself. Under LossL1 it is iteratively reweighted least squares: data row i is
+// scaled by 1/sqrt(2·max(|rᵢ|, δ)), so the weighted squares r²/(2|rᵢ|) + |rᵢ|/2
+// majorise Σ|r| at the current iterate and a step that lowers them lowers the L1
+// cost; the weights are recomputed at every iterate.
+func reweight(jac [][4]float64, r []float64, n int, loss string) ([][4]float64, []float64) {
+	if loss == LossL2 {
+		return jac, r
+	}
+	jw := make([][4]float64, len(jac))
+	rw := make([]float64, len(r))
+	for i := range r {
+		w := 1.0
+		if i < 2*n {
+			w = 1 / math.Sqrt(2*math.Max(math.Abs(r[i]), l1Floor))
+		}
+		for j := range 4 {
+			jw[i][j] = w * jac[i][j]
+		}
+		rw[i] = w * r[i]
+	}
+	return jw, rw
+}
+
+// levenbergMarquardt minimises the loss of f's relative errors (the quantitative
+// tier) over x from start: Levenberg–Marquardt descent (lmDescend), then a
+// polish with at most nmEvals Nelder–Mead evaluations of the same cost. Under
+// LossL1 the reweighted descent (2·maxIter iterations: reweighting converges
+// only linearly) runs from two starts, each is polished, and the lower L1 cost
+// is kept (the first on ties): start itself, and the least-squares iterate from
+// start. From start alone it can stop short of the least-squares point's L1 cost
+// (real rows with a broad misfit); from the least-squares point alone it stays
+// where a gross outlier pulled it (the cost is piecewise in the timing, and the
+// simplex finds different pieces from the two). It returns the fitted
+// adjustment and the Jacobian of the data residuals at the optimum (for
+// identifiability).
+func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4]float64, loss string, maxIter, nmEvals int) (refine.PassAdjust, [][4]float64, error) {
+	type candidate struct {
+		x [4]float64
+		c float64
+	}
+	iter := maxIter
+	if loss == LossL1 {
+		iter = 2 * maxIter
+	}
+	x, c, err := lmDescend(ctx, f, fj, ss, start, loss, iter)
 	if err != nil {
 		return refine.PassAdjust{}, nil, err
 	}
-	cost := sumSq(r)
-	lambda := 1e-2
-	var jac [][4]float64
-	for range maxIter {
-		var err error
-		if jac, err = jacobian(ctx, fj, ss, x); err != nil {
+	cands := []candidate{{x, c}}
+	if loss == LossL1 {
+		xl2, _, err := lmDescend(ctx, f, fj, ss, start, LossL2, maxIter)
+		if err != nil {
 			return refine.PassAdjust{}, nil, err
 		}
+		xb, cb, err := lmDescend(ctx, f, fj, ss, xl2, LossL1, iter)
+		if err != nil {
+			return refine.PassAdjust{}, nil, err
+		}
+		cands = append(cands, candidate{xb, cb})
+	}
+	best := -1
+	for i := range cands {
+		// Polish on the quantitative cost itself (the screening Jacobian only
+		// points the way; the schedule's pieces are found by the simplex).
+		if nmEvals > 0 {
+			xn, cn, err := nelderMead(ctx, f, ss, cands[i].x, loss, nmEvals)
+			if err != nil {
+				return refine.PassAdjust{}, nil, err
+			}
+			cands[i] = candidate{clampX(xn), cn}
+		}
+		if best < 0 || cands[i].c < cands[best].c {
+			best = i
+		}
+	}
+	x = cands[best].x
+	jac, err := jacobian(ctx, fj, ss, x)
+	if err != nil {
+		return refine.PassAdjust{}, nil, err
+	}
+	return toAdjust(x), jac[:len(jac)-4], nil
+}
+
+// lmDescend takes at most maxIter Levenberg–Marquardt steps on the loss of f's
+// relative errors from x (bounded, projected steps). The forward-difference
+// Jacobian comes from fj (the screening tier's closed form of the same model:
+// cheap and smooth, where the quantitative schedule is piecewise in the timing);
+// under LossL1 each iteration reweights it at the current residuals (reweight);
+// a step is accepted only when it lowers f's cost. It returns the last iterate
+// and its cost.
+func lmDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float64, loss string, maxIter int) ([4]float64, float64, error) {
+	n := len(ss)
+	r, err := residuals(ctx, f, ss, x)
+	if err != nil {
+		return x, 0, err
+	}
+	c0 := cost(r, n, loss)
+	lambda := 1e-2
+	for range maxIter {
+		jac, err := jacobian(ctx, fj, ss, x)
+		if err != nil {
+			return x, 0, err
+		}
+		jw, rw := reweight(jac, r, n, loss)
 		improved := false
 		for range 6 {
-			step, ok := lmStep(jac, r, lambda)
+			step, ok := lmStep(jw, rw, lambda)
 			if !ok {
 				lambda *= 10
 				continue
@@ -355,11 +489,11 @@ func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4
 			xn = clampX(xn)
 			rn, err := residuals(ctx, f, ss, xn)
 			if err != nil {
-				return refine.PassAdjust{}, nil, err
+				return x, 0, err
 			}
-			if c := sumSq(rn); c < cost {
-				improved = cost-c > 1e-6*cost
-				x, r, cost = xn, rn, c
+			if c := cost(rn, n, loss); c < c0 {
+				improved = c0-c > 1e-6*c0
+				x, r, c0 = xn, rn, c
 				lambda = math.Max(lambda/3, 1e-6)
 				break
 			}
@@ -369,20 +503,7 @@ func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4
 			break
 		}
 	}
-	// Polish on the quantitative cost itself (the screening Jacobian only points
-	// the way; the schedule's pieces are found by the simplex).
-	if nmEvals > 0 {
-		xn, err := nelderMead(ctx, f, ss, x, nmEvals)
-		if err != nil {
-			return refine.PassAdjust{}, nil, err
-		}
-		x = clampX(xn)
-	}
-	jac, err = jacobian(ctx, fj, ss, x)
-	if err != nil {
-		return refine.PassAdjust{}, nil, err
-	}
-	return toAdjust(x), jac[:len(jac)-4], nil
+	return x, c0, nil
 }
 
 // jacobian is the forward-difference Jacobian of f's residuals at x.
@@ -410,16 +531,16 @@ func jacobian(ctx context.Context, f evalFn, ss []Sample, x [4]float64) ([][4]fl
 	return jac, nil
 }
 
-// nelderMead minimises the quantitative cost over x from start (deterministic
+// nelderMead minimises the quantitative cost (under loss) over x from start (deterministic
 // simplex; the schedule is piecewise in the timing, so no derivatives), at most
 // maxEval cost evaluations.
-func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, maxEval int) ([4]float64, error) {
-	cost := func(x [4]float64) (float64, error) {
+func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, loss string, maxEval int) ([4]float64, float64, error) {
+	costAt := func(x [4]float64) (float64, error) {
 		r, err := residuals(ctx, f, ss, clampX(x))
 		if err != nil {
 			return 0, err
 		}
-		return sumSq(r), nil
+		return cost(r, len(ss), loss), nil
 	}
 	type vertex struct {
 		x [4]float64
@@ -433,9 +554,9 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, ma
 			x[i-1] += init[i-1]
 		}
 		x = clampX(x)
-		c, err := cost(x)
+		c, err := costAt(x)
 		if err != nil {
-			return start, err
+			return start, 0, err
 		}
 		simplex[i] = vertex{x, c}
 	}
@@ -462,17 +583,17 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, ma
 			return clampX(x)
 		}
 		xr := at(-1)
-		cr, err := cost(xr)
+		cr, err := costAt(xr)
 		if err != nil {
-			return start, err
+			return start, 0, err
 		}
 		evals++
 		switch {
 		case cr < simplex[0].c:
 			xe := at(-2)
-			ce, err := cost(xe)
+			ce, err := costAt(xe)
 			if err != nil {
-				return start, err
+				return start, 0, err
 			}
 			evals++
 			if ce < cr {
@@ -488,9 +609,9 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, ma
 				t = -0.5
 			}
 			xc := at(t)
-			cc, err := cost(xc)
+			cc, err := costAt(xc)
 			if err != nil {
-				return start, err
+				return start, 0, err
 			}
 			evals++
 			if cc < math.Min(cr, simplex[4].c) {
@@ -501,15 +622,15 @@ func nelderMead(ctx context.Context, f evalFn, ss []Sample, start [4]float64, ma
 				for j := range 4 {
 					simplex[i].x[j] = simplex[0].x[j] + 0.5*(simplex[i].x[j]-simplex[0].x[j])
 				}
-				if simplex[i].c, err = cost(simplex[i].x); err != nil {
-					return start, err
+				if simplex[i].c, err = costAt(simplex[i].x); err != nil {
+					return start, 0, err
 				}
 				evals++
 			}
 		}
 	}
 	sortS()
-	return simplex[0].x, nil
+	return simplex[0].x, simplex[0].c, nil
 }
 
 // lmStep solves (JᵀJ + λ·diag(JᵀJ) + λ·I)·δ = −Jᵀr (4×4, Gaussian elimination

@@ -13,8 +13,9 @@ import (
 
 // Save stores a fitted calibration under name (replacing one of the same name) in
 // one transaction: its parameters per deployment key, quality and the training
-// rows with their residuals.
-func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, profile string, holdout int, fits []GroupFit, createdAt string) (string, error) {
+// rows with their residuals. The report records the folds and the fit's loss
+// (FitOptions.Loss).
+func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, profile string, holdout int, loss string, fits []GroupFit, createdAt string) (string, error) {
 	h := sha256.New()
 	for _, g := range fits {
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%x\x00%x\x00%x\x00%x\n", g.System, g.Backend, g.Version, g.Model, g.Quant,
@@ -22,7 +23,10 @@ func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, prof
 			math.Float64bits(g.Adjust.PassOverheadMs), math.Float64bits(g.Adjust.RequestOverheadMs))
 	}
 	digest := hex.EncodeToString(h.Sum(nil))[:8]
-	report, err := json.Marshal(map[string]any{"groups": len(fits), "holdout": holdout})
+	if loss == "" {
+		loss = DefaultLoss
+	}
+	report, err := json.Marshal(map[string]any{"groups": len(fits), "holdout": holdout, "loss": loss})
 	if err != nil {
 		return "", err
 	}
