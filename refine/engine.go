@@ -117,7 +117,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 				continue
 			}
 			if err := engineconf.CheckKVQuant(*e, p.KVCacheQuant); err != nil {
-				return fmt.Errorf("--engine-config: %w", err)
+				return fmt.Errorf("--engine-config: %w; a sweep times %s at its own KV quant: drop the key or set it to auto", err, p.Model)
 			}
 		}
 		js, err := r.Encode()

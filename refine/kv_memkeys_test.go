@@ -164,9 +164,10 @@ func TestSweepKVDtypeMismatch(t *testing.T) {
 	}
 	s := SweepSpec{Backend: "trtllm", EngineProfile: "aiconfigurator", EngineConfig: cfg}
 	pt := func(q string) []store.PointInputs {
-		return []store.PointInputs{{Backend: "trtllm", Mode: store.ModeAgg, Batch: 8, ISL: 1024, OSL: 128, TP: 1, PP: 1, DP: 1, KVCacheQuant: q}}
+		return []store.PointInputs{{Model: "Qwen/Qwen3-32B", Backend: "trtllm", Mode: store.ModeAgg, Batch: 8, ISL: 1024, OSL: 128, TP: 1, PP: 1, DP: 1, KVCacheQuant: q}}
 	}
-	want := "--engine-config: engine config kv_cache_dtype fp8 contradicts the KV-cache quant bfloat16 the point is timed with; give --kv-quant fp8, or drop the key"
+	// The sweep has no --kv-quant: the fix it names is the key's.
+	want := "--engine-config: engine config kv_cache_dtype fp8 contradicts the KV-cache quant bfloat16 the point is timed with; a sweep times Qwen/Qwen3-32B at its own KV quant: drop the key or set it to auto"
 	if err := resolveEngines(s, pt("bfloat16"), 0); err == nil || err.Error() != want {
 		t.Errorf("mismatch:\n got  %v\n want %s", err, want)
 	}

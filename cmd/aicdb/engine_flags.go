@@ -89,7 +89,7 @@ func checkKVDtype(pt *perfdb.PassTiming, e engine.Spec) error {
 		return nil
 	}
 	if err := engineconf.CheckKVQuant(e, string(pt.Estimator().Config().KVQuant)); err != nil {
-		return userErrorf("--engine-config: %v", err)
+		return userErrorf("--engine-config: %v; give --kv-quant %s, or drop the key", err, e.KVCacheDtype)
 	}
 	return nil
 }

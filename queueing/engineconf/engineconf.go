@@ -182,13 +182,13 @@ func (c *Config) Apply(e *engine.Spec) error {
 // (engine.Spec.KVCacheDtype: kv_cache_dtype, kv_cache_config.dtype) contradicts
 // quant, the KV-cache quant the point is timed and sized with (perf data's
 // bfloat16, fp8, int8; "" = not known, not checked): the prediction would time
-// and size one cache while the launch allocates another. The error names the
-// --kv-quant value that agrees with the config.
+// and size one cache while the launch allocates another. The caller appends the
+// fix its command offers (eval's --kv-quant; a sweep has no such flag).
 func CheckKVQuant(e engine.Spec, quant string) error {
 	if e.KVCacheDtype == "" || quant == "" || e.KVCacheDtype == quant {
 		return nil
 	}
-	return fmt.Errorf("engine config kv_cache_dtype %s contradicts the KV-cache quant %s the point is timed with; give --kv-quant %s, or drop the key", e.KVCacheDtype, quant, e.KVCacheDtype)
+	return fmt.Errorf("engine config kv_cache_dtype %s contradicts the KV-cache quant %s the point is timed with", e.KVCacheDtype, quant)
 }
 
 // IgnoredLine is the one-line notice of the ignored keys ("" when none).
