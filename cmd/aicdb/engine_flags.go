@@ -190,8 +190,15 @@ func parseKVCapacity(v string) (n int, auto bool, err error) {
 // (refine.EnginePool); pt is nil with a synthetic timing, which has no memory
 // model. Other values were applied by applyEngineFlags.
 func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *engine.Spec) error {
-	if _, auto, err := kvCapacityTokensFlag(c); err != nil || !auto {
+	_, auto, err := kvCapacityTokensFlag(c)
+	if err != nil {
 		return err
+	}
+	if !auto {
+		if e.KVCapacityTokens <= 0 && (e.MemFraction > 0 || e.KVCacheMemoryBytes > 0 || e.CUDAGraphMaxBS > 0) {
+			fmt.Fprintln(c.App.ErrWriter, "aicdb: engine config: its memory keys size the KV pool only under --kv-capacity-tokens auto; this run's pool is unbounded")
+		}
+		return nil
 	}
 	if pt == nil {
 		return userErrorf("--kv-capacity-tokens auto: --timing %s has no GPU memory model to size the KV pool from; give the capacity in tokens, or use --model with --system, --backend and --tp", c.String("timing"))

@@ -68,3 +68,34 @@ func TestEvalKVAutoUnderConfigCap(t *testing.T) {
 		t.Errorf("kv_capacity_tokens = %v, want the config's cap 65536", m["kv_capacity_tokens"])
 	}
 }
+
+// TestEvalMemoryKeysNeedAuto: without --kv-capacity-tokens auto eval runs an
+// unbounded KV pool, so a config's memory keys would change nothing: eval says
+// so on stderr (one line) instead of accepting them silently, and says nothing
+// when the pool is sized (auto) or the config has no memory key.
+func TestEvalMemoryKeysNeedAuto(t *testing.T) {
+	dir := t.TempDir()
+	half := filepath.Join(dir, "half.args")
+	plain := filepath.Join(dir, "plain.args")
+	for p, text := range map[string]string{half: "--gpu-memory-utilization 0.5\n", plain: "--max-num-seqs 64\n"} {
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--tp", "2",
+		"--concurrency", "8", "--isl", "1000", "--osl", "200", "--format", "json"}
+	const note = "aicdb: engine config: its memory keys size the KV pool only under --kv-capacity-tokens auto; this run's pool is unbounded\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--engine-config", half}, note},
+		{[]string{"--engine-config", half, "--kv-capacity-tokens", "auto"}, ""},
+		{[]string{"--engine-config", plain}, ""},
+	} {
+		code, _, errs := runCLI(t, append(append([]string{}, base...), c.args...)...)
+		if code != 0 || errs != c.want {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+}
