@@ -376,13 +376,8 @@ func engineKnobs(profile string, in queueing.ProfileInput) (engine.Spec, int, er
 	if err != nil {
 		return e, 0, err
 	}
-	var budget int
-	switch e.Backend {
-	case engine.VLLM:
-		budget = e.MaxNumBatchedTokens
-	case engine.TRTLLM:
-		budget = e.MaxNumTokens
-	case engine.SGLang:
+	budget := e.TokenBudget()
+	if e.Backend == engine.SGLang {
 		budget = e.MaxPrefillTokens
 	}
 	if profile == ProfileDefaults {
