@@ -299,7 +299,7 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 			return t
 		}
 		in.Engine, in.EngineProfile = js, r.Profile
-		in.MaxNumBatchedTokens, in.ChunkedPrefill = e.TokenBudget(), e.EnableChunkedPrefill
+		in.MaxNumBatchedTokens = e.TokenBudget()
 	}
 	if err := in.Validate(); err != nil {
 		t.Reason = err.Error()
