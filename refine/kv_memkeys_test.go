@@ -94,8 +94,8 @@ func TestMemFractionShrinksPool(t *testing.T) {
 }
 
 // TestVLLMPoolKeys: vLLM's num_gpu_blocks_override sets the pool in blocks (block
-// 0 its null block) and kv_cache_memory_bytes in bytes per GPU; SGLang's
-// cuda_graph_bs (its maximum) replaces the profile's graph batch.
+// 0 its null block) and kv_cache_memory_bytes in bytes per GPU; a byte budget
+// above the GPU is an OOM naming the key.
 func TestVLLMPoolKeys(t *testing.T) {
 	pt := llama70BTiming(t, "vllm", 2)
 	if got, err := configPool(t, pt, "vllm", "--num-gpu-blocks-override 2001 --block-size 32"); err != nil || got != 2000*32 {
@@ -110,7 +110,11 @@ func TestVLLMPoolKeys(t *testing.T) {
 		!strings.Contains(err.Error(), "kv_cache_memory_bytes 1099511627776 (1024.00 GiB) > the ") {
 		t.Errorf("kv_cache_memory_bytes 1T: %v, want ErrOOM naming the key", err)
 	}
+}
 
+// TestSGLangConfigGraphBS: a config's cuda_graph_max_bs replaces the graph batch
+// the profile's rules give (SGLang sizes mem_fraction_static's reserve with it).
+func TestSGLangConfigGraphBS(t *testing.T) {
 	sg := llama70BTiming(t, "sglang", 2)
 	byList, err := KVPoolTokens(sg.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1, CUDAGraphMaxBS: 64}, 1024, 1024, 512)
 	if err != nil {
@@ -119,6 +123,9 @@ func TestVLLMPoolKeys(t *testing.T) {
 	byArg, err := KVPoolTokens(sg.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1}, 1024, 1024, 64)
 	if err != nil || byList != byArg {
 		t.Errorf("cuda_graph_max_bs 64 from the config: pool %d, want %d (%v)", byList, byArg, err)
+	}
+	if byProfile, err := KVPoolTokens(sg.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1}, 1024, 1024, 512); err != nil || byProfile == byList {
+		t.Errorf("the profile's graph batch 512 gives pool %d (%v), the same as 64: the test cannot tell them apart", byProfile, err)
 	}
 }
 
