@@ -21,7 +21,7 @@ func keyOf(in store.PointInputs) deployKey {
 	return deployKey{in.System, in.Backend, in.Version, in.Model, store.QuantLabel(in)}
 }
 
-// String is the key's sort and hash form (fields joined by NUL).
+// String is the key's sort form (fields joined by NUL): Fit orders its groups by it.
 func (k deployKey) String() string {
 	return k.System + "\x00" + k.Backend + "\x00" + k.Version + "\x00" + k.Model + "\x00" + k.Quant
 }

@@ -81,7 +81,7 @@ type Resolver struct {
 	gpuMem map[string]float64 // system → one GPU's memory (bytes), for SGLang's GPU-sized defaults
 }
 
-// NewResolver lists the store's models once.
+// NewResolver lists the store's models and its systems' GPU memory once.
 func NewResolver(ctx context.Context, st *store.Store, ev refine.Evaluator, profile string) (*Resolver, error) {
 	if profile == "" {
 		profile = ProfileAIConfigurator
@@ -94,17 +94,13 @@ func NewResolver(ctx context.Context, st *store.Store, ev refine.Evaluator, prof
 	if r.models, err = st.ModelIDs(ctx); err != nil {
 		return nil, fmt.Errorf("list models: %w", err)
 	}
-	systems, err := st.SystemNames(ctx)
+	systems, err := st.SystemSummaries(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list systems: %w", err)
 	}
 	r.gpuMem = make(map[string]float64, len(systems))
-	for _, name := range systems {
-		sys, err := st.System(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("system %s: %w", name, err)
-		}
-		r.gpuMem[name] = sys.MemCapacity
+	for _, sys := range systems {
+		r.gpuMem[sys.Name] = sys.Mem
 	}
 	return r, nil
 }
@@ -299,7 +295,7 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 			return t
 		}
 		in.Engine, in.EngineProfile = js, r.Profile
-		in.MaxNumBatchedTokens, in.ChunkedPrefill = e.TokenBudget(), e.EnableChunkedPrefill
+		in.MaxNumBatchedTokens = e.TokenBudget()
 	}
 	if err := in.Validate(); err != nil {
 		t.Reason = err.Error()
@@ -376,13 +372,8 @@ func engineKnobs(profile string, in queueing.ProfileInput) (engine.Spec, int, er
 	if err != nil {
 		return e, 0, err
 	}
-	var budget int
-	switch e.Backend {
-	case engine.VLLM:
-		budget = e.MaxNumBatchedTokens
-	case engine.TRTLLM:
-		budget = e.MaxNumTokens
-	case engine.SGLang:
+	budget := e.TokenBudget()
+	if e.Backend == engine.SGLang {
 		budget = e.MaxPrefillTokens
 	}
 	if profile == ProfileDefaults {
