@@ -462,9 +462,6 @@ func sweepGPUMem(ctx context.Context, ev Evaluator, spec SweepSpec, version stri
 	if spec.Backend != string(engine.SGLang) || spec.EngineProfile != queueing.ProfileAIConfigurator {
 		return 0, nil
 	}
-	if t, ok := ev.(*TraceEvaluator); ok {
-		ev = t.Evaluator
-	}
 	g, ok := ev.(gpuMemSource)
 	if !ok {
 		return 0, nil

@@ -72,6 +72,15 @@ func WithTraces(ev Evaluator, st *store.Store) *TraceEvaluator {
 // ExpectEvaluations forwards the funnel's progress to the wrapped evaluator.
 func (t *TraceEvaluator) ExpectEvaluations(n int) { expectEvaluations(t.Evaluator, n) }
 
+// GPUMemBytes is the wrapped evaluator's GPU memory of a system (gpuMemSource),
+// 0 when it does not know it: a trace sweep sizes the engine profile as any sweep.
+func (t *TraceEvaluator) GPUMemBytes(ctx context.Context, system, backend, version string) (float64, error) {
+	if g, ok := t.Evaluator.(gpuMemSource); ok {
+		return g.GPUMemBytes(ctx, system, backend, version)
+	}
+	return 0, nil
+}
+
 // ErrTraceChanged is returned (wrapped) when a row's trace was re-imported with
 // other content (or removed) after the row was swept.
 var ErrTraceChanged = errors.New("trace changed since the sweep")
