@@ -49,16 +49,11 @@ type kvPlan struct {
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
 	if e.KVCapacityTokens <= 0 || (pt != nil && e.Backend != engine.VLLM) {
-		graphBS, err := CUDAGraphMaxBS(in.EngineProfile, queueing.ProfileInput{Backend: string(e.Backend), Role: queueing.RoleAgg,
-			Batch: in.Batch, ISL: in.ISL, OSL: in.OSL})
+		n, err := DeployedPool(pt.Estimator(), *e, in.EngineProfile, queueing.ProfileInput{Batch: in.Batch, ISL: in.ISL, OSL: in.OSL}, in.ISL, in.OSL)
 		if err != nil {
 			return kvPlan{}, err
 		}
-		n, err := KVPoolTokens(pt.Estimator(), *e, in.ISL, in.OSL, graphBS)
-		if err != nil {
-			return kvPlan{}, err
-		}
-		e.KVCapacityTokens = EnginePool(*e, n)
+		e.KVCapacityTokens = n
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
 		perPass: e.Traits().PerPassKV}
@@ -71,6 +66,26 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 	k.demandBlocks = in.Batch * k.perReq
 	k.tight = k.demandBlocks > k.capBlocks
 	return k, nil
+}
+
+// DeployedPool is the KV pool (tokens) an agg worker of engine e runs with when
+// deployed under engine profile profile by rules that read rules' batch, isl
+// and osl, for requests of up to isl + osl tokens: SGLang's graph reserve
+// (CUDAGraphMaxBS), the pool its memory holds (KVPoolTokens, with e's memory
+// keys), then a pool e's config set (EnginePool). The sweep (planKV), trace
+// replay against a sweep point (PointSetup) and eval's --kv-capacity-tokens
+// auto size pools with it.
+func DeployedPool(est *perfdb.Estimator, e engine.Spec, profile string, rules queueing.ProfileInput, isl, osl int) (int, error) {
+	rules.Backend, rules.Role = string(e.Backend), queueing.RoleAgg
+	graphBS, err := CUDAGraphMaxBS(profile, rules)
+	if err != nil {
+		return 0, err
+	}
+	n, err := KVPoolTokens(est, e, isl, osl, graphBS)
+	if err != nil {
+		return 0, err
+	}
+	return EnginePool(e, n), nil
 }
 
 // EnginePool is the KV pool engine e runs with when its memory holds memTokens

@@ -1,10 +1,8 @@
 package refine
 
 import (
-	"context"
 	"errors"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,36 +12,6 @@ import (
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
 )
-
-// memKeysTiming is Llama-3.1-70B fp8 on the newest embedded h200_sxm data of
-// backend at tp 2.
-func memKeysTiming(t *testing.T, backend string) *perfdb.PassTiming {
-	t.Helper()
-	vs, err := perfdb.EmbeddedVersions("h200_sxm", backend)
-	if err != nil || len(vs) == 0 {
-		t.Fatalf("%s versions: %v %v", backend, vs, err)
-	}
-	slices.SortFunc(vs, perfdb.CompareVersions)
-	v := vs[len(vs)-1]
-	d, err := perfdb.LoadEmbedded(context.Background(), "h200_sxm", backend, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := perfdb.EmbeddedModel("meta-llama/Meta-Llama-3.1-70B")
-	if err != nil {
-		t.Fatal(err)
-	}
-	est, err := perfdb.NewEstimator(d, m, perfdb.Config{Backend: backend, Version: v, TP: 2, PP: 1, DP: 1,
-		MoETP: 1, MoEEP: 1, GemmQuant: perfdb.GemmQuant("fp8"), KVQuant: perfdb.KVFP8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pt, err := perfdb.NewPassTiming(est)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pt
-}
 
 // configPool is the pool planKV gives a point of isl = osl = 1024 under the
 // backend's defaults with the engine config text applied over them.
@@ -88,7 +56,7 @@ func TestMemFractionShrinksPool(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		pt := memKeysTiming(t, c.backend)
+		pt := llama70BTiming(t, c.backend, 2)
 		est := pt.Estimator()
 		u, err := est.Memory(1, 1024, 1024, 0, 0)
 		if err != nil {
@@ -126,10 +94,10 @@ func TestMemFractionShrinksPool(t *testing.T) {
 }
 
 // TestVLLMPoolKeys: vLLM's num_gpu_blocks_override sets the pool in blocks (block
-// 0 its null block) and kv_cache_memory_bytes in bytes per GPU; SGLang's
-// cuda_graph_bs (its maximum) replaces the profile's graph batch.
+// 0 its null block) and kv_cache_memory_bytes in bytes per GPU; a byte budget
+// above the GPU is an OOM naming the key.
 func TestVLLMPoolKeys(t *testing.T) {
-	pt := memKeysTiming(t, "vllm")
+	pt := llama70BTiming(t, "vllm", 2)
 	if got, err := configPool(t, pt, "vllm", "--num-gpu-blocks-override 2001 --block-size 32"); err != nil || got != 2000*32 {
 		t.Errorf("num_gpu_blocks_override 2001: pool %d (%v), want %d", got, err, 2000*32)
 	}
@@ -142,8 +110,12 @@ func TestVLLMPoolKeys(t *testing.T) {
 		!strings.Contains(err.Error(), "kv_cache_memory_bytes 1099511627776 (1024.00 GiB) > the ") {
 		t.Errorf("kv_cache_memory_bytes 1T: %v, want ErrOOM naming the key", err)
 	}
+}
 
-	sg := memKeysTiming(t, "sglang")
+// TestSGLangConfigGraphBS: a config's cuda_graph_max_bs replaces the graph batch
+// the profile's rules give (SGLang sizes mem_fraction_static's reserve with it).
+func TestSGLangConfigGraphBS(t *testing.T) {
+	sg := llama70BTiming(t, "sglang", 2)
 	byList, err := KVPoolTokens(sg.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1, CUDAGraphMaxBS: 64}, 1024, 1024, 512)
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +123,9 @@ func TestVLLMPoolKeys(t *testing.T) {
 	byArg, err := KVPoolTokens(sg.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1}, 1024, 1024, 64)
 	if err != nil || byList != byArg {
 		t.Errorf("cuda_graph_max_bs 64 from the config: pool %d, want %d (%v)", byList, byArg, err)
+	}
+	if byProfile, err := KVPoolTokens(sg.Estimator(), engine.Spec{Backend: engine.SGLang, BlockSize: 1}, 1024, 1024, 512); err != nil || byProfile == byList {
+		t.Errorf("the profile's graph batch 512 gives pool %d (%v), the same as 64: the test cannot tell them apart", byProfile, err)
 	}
 }
 
@@ -189,7 +164,7 @@ func TestPoolCapKeys(t *testing.T) {
 		{"trtllm", "--free_gpu_memory_fraction 0.5", "--kv_cache_config.max_tokens"},
 		{"sglang", "--mem-fraction-static 0.5", "--max-total-tokens"},
 	} {
-		pt := memKeysTiming(t, c.backend)
+		pt := llama70BTiming(t, c.backend, 2)
 		byFrac, err := configPool(t, pt, c.backend, c.frac)
 		if err != nil {
 			t.Fatal(err)

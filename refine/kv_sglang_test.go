@@ -12,16 +12,17 @@ import (
 	"github.com/aicdb/aicdb/store"
 )
 
-// sglangTestTiming is Llama-3.1-70B fp8 on the embedded h200_sxm SGLang data at tp.
-func sglangTestTiming(t *testing.T, tp int) *perfdb.PassTiming {
+// llama70BTiming is Llama-3.1-70B fp8 (fp8 KV) on the newest embedded h200_sxm
+// perf data of backend at tp.
+func llama70BTiming(t *testing.T, backend string, tp int) *perfdb.PassTiming {
 	t.Helper()
-	ctx := context.Background()
-	vs, err := perfdb.EmbeddedVersions("h200_sxm", "sglang")
+	vs, err := perfdb.EmbeddedVersions("h200_sxm", backend)
 	if err != nil || len(vs) == 0 {
-		t.Fatalf("sglang versions: %v %v", vs, err)
+		t.Fatalf("%s versions: %v %v", backend, vs, err)
 	}
 	slices.SortFunc(vs, perfdb.CompareVersions)
-	d, err := perfdb.LoadEmbedded(ctx, "h200_sxm", "sglang", vs[len(vs)-1])
+	v := vs[len(vs)-1]
+	d, err := perfdb.LoadEmbedded(context.Background(), "h200_sxm", backend, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func sglangTestTiming(t *testing.T, tp int) *perfdb.PassTiming {
 	if err != nil {
 		t.Fatal(err)
 	}
-	est, err := perfdb.NewEstimator(d, m, perfdb.Config{Backend: "sglang", Version: vs[len(vs)-1], TP: tp, PP: 1, DP: 1,
+	est, err := perfdb.NewEstimator(d, m, perfdb.Config{Backend: backend, Version: v, TP: tp, PP: 1, DP: 1,
 		MoETP: 1, MoEEP: 1, GemmQuant: perfdb.GemmQuant("fp8"), KVQuant: perfdb.KVFP8})
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +40,12 @@ func sglangTestTiming(t *testing.T, tp int) *perfdb.PassTiming {
 		t.Fatal(err)
 	}
 	return pt
+}
+
+// sglangTestTiming is llama70BTiming on SGLang's data.
+func sglangTestTiming(t *testing.T, tp int) *perfdb.PassTiming {
+	t.Helper()
+	return llama70BTiming(t, "sglang", tp)
 }
 
 // TestSGLangPool: an SGLang worker's KV pool is SGLang's own

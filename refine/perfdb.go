@@ -791,13 +791,9 @@ func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, 
 	}
 	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens}
 	if ps.KVTokens <= 0 || m.Engine.Backend != engine.VLLM { // the engine's own pool rule and memory keys (planKV)
-		graphBS, err := CUDAGraphMaxBS(in.EngineProfile, queueing.ProfileInput{Backend: string(m.Engine.Backend), Role: queueing.RoleAgg,
-			Batch: in.Batch, ISL: in.ISL, OSL: in.OSL})
-		if err != nil {
-			return PointSetup{}, err
-		}
-		if n, err := KVPoolTokens(m.pt.Estimator(), m.Engine, max(maxISL, 1), max(maxOSL, 1), graphBS); err == nil {
-			ps.KVTokens = EnginePool(m.Engine, n)
+		if n, err := DeployedPool(m.pt.Estimator(), m.Engine, in.EngineProfile, queueing.ProfileInput{Batch: in.Batch, ISL: in.ISL, OSL: in.OSL},
+			max(maxISL, 1), max(maxOSL, 1)); err == nil {
+			ps.KVTokens = n
 		}
 	}
 	return ps, nil

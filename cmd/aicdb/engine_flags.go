@@ -210,19 +210,16 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	for _, v := range w.OSLQuantiles {
 		osl = max(osl, v)
 	}
-	graphBS, err := refine.CUDAGraphMaxBS(c.String("engine-profile"), queueing.ProfileInput{Backend: string(e.Backend),
-		Role: queueing.RoleAgg, Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}) // the rules' inputs, as eval gave them
-	if err != nil {
-		return asUser(err)
-	}
-	n, err := refine.KVPoolTokens(pt.Estimator(), *e, isl, osl, graphBS)
+	// The rules read eval's workload as given; the pool holds its longest request.
+	n, err := refine.DeployedPool(pt.Estimator(), *e, c.String("engine-profile"),
+		queueing.ProfileInput{Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}, isl, osl)
 	if errors.Is(err, perfdb.ErrOOM) {
 		return userErrorf("--kv-capacity-tokens auto: %v", err)
 	}
 	if err != nil {
 		return asUser(err)
 	}
-	e.KVCapacityTokens = refine.EnginePool(*e, n) // a config's max_tokens caps it
+	e.KVCapacityTokens = n
 	return nil
 }
 

@@ -56,7 +56,7 @@ func fractionKey() rule {
 			if err != nil || !(f > 0 && f <= 1) {
 				return "", fmt.Errorf("want a fraction in (0, 1]")
 			}
-			return strconv.FormatFloat(f, 'g', -1, 64), nil
+			return ftoa(f), nil
 		},
 		apply: func(e *engine.Spec, v string) { e.MemFraction, _ = strconv.ParseFloat(v, 64) },
 	}
