@@ -320,10 +320,10 @@ func TestSGLangMemFraction(t *testing.T) {
 	h200 := 151397597184.0
 	mb := h200 / (1 << 20)
 	want := math.RoundToEven((mb-math.Max(512+1.5*8192+1024+512*2, 10*1024))/mb*1000) / 1000
-	if got := sglangMemFractionStatic(h200, 8, 1, 1); got != want || got != 0.897 {
+	if got := SGLangMemFractionStatic(h200, 8, 1, 1, 0); got != want || got != 0.897 {
 		t.Errorf("h200 tp8: %v, want %v (0.897)", got, want)
 	}
-	if got := sglangMemFractionStatic(16<<30, 1, 1, 1); got != math.RoundToEven((16384-(512+1.5*2048+128+16))/16384*1000)/1000 {
+	if got := SGLangMemFractionStatic(16<<30, 1, 1, 1, 0); got != math.RoundToEven((16384-(512+1.5*2048+128+16))/16384*1000)/1000 {
 		t.Errorf("16 GiB tp1: %v", got)
 	}
 }

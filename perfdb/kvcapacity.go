@@ -16,7 +16,7 @@ import (
 //
 // scale = (1 − reserved)·(1 − tolerance) as in checkOOM. SGLang's fraction is
 // mem_fraction_static as SGLang derives it from the GPU's capacity and the
-// parallelism (sglangMemFractionStatic). Activations are sized for one
+// parallelism (SGLangMemFractionStatic). Activations are sized for one
 // request's prefill of isl tokens (memory's default step). Every GPU of the
 // worker holds its shard of the same tokens, so the per-GPU budget is the
 // worker's pool. A worker whose weights + the KV of one request of isl + osl

@@ -75,3 +75,32 @@ func TestKVCapacityOOM(t *testing.T) {
 		t.Error("block size 0: no error")
 	}
 }
+
+// TestKVCapacityTokensWithKnobs: an engine config's memory keys replace the
+// fraction (gpu_memory_utilization 0.8 in the hand budget of
+// TestKVCapacityQwen32BHand) or the whole budget (kv_cache_memory_bytes 40 GiB:
+// 40·2^30 / 131 072 = 327 680 tokens), and a kv_cache_memory_bytes above the
+// memory left after the non-KV footprint is ErrOOM; the zero knobs are
+// KVCapacityTokens.
+func TestKVCapacityTokensWithKnobs(t *testing.T) {
+	e := qwen32bEstimator(t, 2)
+	weights := (64*(5120*(8192+2*1024)+8192*5120+3*5120*25600) + 2*151936*5120) * 2 / 2
+	nonKV := float64(weights) + 2*4000*(64*128)*6.5 + 358612992 + 3758096384
+	const perTok = 4 * 128 * 64 * 2 * 2
+	for _, c := range []struct {
+		k    KVPoolKnobs
+		want int
+	}{
+		{KVPoolKnobs{}, 756800},
+		{KVPoolKnobs{MemFraction: 0.8}, int(math.Floor((151397597184*0.8*0.98-nonKV)/perTok)) / 16 * 16},
+		{KVPoolKnobs{KVCacheBytes: 40 << 30}, 327680},
+	} {
+		got, err := e.KVCapacityTokensWith(4000, 500, 16, c.k)
+		if err != nil || got != c.want {
+			t.Errorf("%+v: %d (err %v), want %d", c.k, got, err, c.want)
+		}
+	}
+	if _, err := e.KVCapacityTokensWith(4000, 500, 16, KVPoolKnobs{KVCacheBytes: 140 << 30}); !errors.Is(err, ErrOOM) {
+		t.Errorf("kv_cache_memory_bytes 140 GiB on a 141 GiB GPU: err %v, want ErrOOM", err)
+	}
+}

@@ -198,7 +198,7 @@ func kvBudgetParams(backend, version string, static bool, capacity float64, tp, 
 		return 0.9, true, 0.015, 0.02
 	case "sglang":
 		if static && capacity > 0 {
-			return sglangMemFractionStatic(capacity, tp, pp, dp), false, 0, 0.02
+			return SGLangMemFractionStatic(capacity, tp, pp, dp, 0), false, 0, 0.02
 		}
 		return 0.88, false, 0, 0.02
 	}
@@ -213,17 +213,12 @@ func kvBudgetParams(backend, version string, static bool, capacity float64, tp, 
 	return 0.92, false, 0, 0.02
 }
 
-// sglangMemFractionStatic is derive_sglang_mem_fraction_static (SGLang
-// ServerArgs' capacity-tiered default): capacity minus the reserve for
-// chunked prefill, parallel slack, decode graphs and DP-attention padding.
-func sglangMemFractionStatic(capacityBytes float64, tp, pp, dp int) float64 {
-	return SGLangMemFractionStatic(capacityBytes, tp, pp, dp, 0)
-}
-
-// SGLangMemFractionStatic is SGLang's default mem_fraction_static for a GPU of
-// capacityBytes (sglangMemFractionStatic). graphMaxBS > 0 is the cuda_graph_max_bs
-// a launch's --cuda-graph-bs list gives (SGLang takes its maximum); 0 keeps the
-// capacity tier's default.
+// SGLangMemFractionStatic is derive_sglang_mem_fraction_static (SGLang
+// ServerArgs' capacity-tiered default mem_fraction_static for a GPU of
+// capacityBytes): capacity minus the reserve for chunked prefill, parallel
+// slack, decode graphs and DP-attention padding. graphMaxBS > 0 is the
+// cuda_graph_max_bs a launch's --cuda-graph-bs list gives (SGLang takes its
+// maximum); 0 keeps the capacity tier's default.
 func SGLangMemFractionStatic(capacityBytes float64, tp, pp, dp, graphMaxBS int) float64 {
 	mb := capacityBytes / (1 << 20)
 	chunk := float64(engine.SGLangChunkedPrefillSize(capacityBytes))
