@@ -44,7 +44,8 @@ type Calendar interface {
 // queueing model, the oracle and the screening bounds instead of the backend name.
 type Traits struct {
 	// Overlap: AsyncScheduling is honoured — pass k+1 is scheduled before pass k's
-	// outputs are processed (vLLM V-R10, the TRT-LLM overlap executor §4.2).
+	// outputs are processed (vLLM V-R10, the TRT-LLM overlap executor §4.2, the
+	// SGLang overlap scheduler §3.2).
 	Overlap bool
 	// Alternating: prefill passes carry no decode rows (SGLang without
 	// enable_mixed_chunk, S-R4).
@@ -79,6 +80,11 @@ type Traits struct {
 	// by new_token_ratio, which decays per decode step and resets on retraction
 	// (SGLang S-R4/S-R5).
 	RatioAdmission bool
+	// FinishedRunsAgain: with Overlap, a request whose final token pass k samples
+	// is still in pass k+1, which computes one more token for it and discards it
+	// (the SGLang overlap scheduler, §3.2); vLLM and TRT-LLM anticipate the length
+	// stop and schedule it no more (V-R12).
+	FinishedRunsAgain bool
 }
 
 // calendars is the registry in its fixed order (the order of Backends and of

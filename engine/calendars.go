@@ -101,13 +101,14 @@ func (sglang) Name() Backend { return SGLang }
 
 // Defaults implements Calendar. enable_mixed_chunk is true: the product's default
 // deployment rule (QUEUEING.md §3), not the engine's own default (false). The
-// overlap scheduler is not modelled, so AsyncScheduling is false.
+// overlap scheduler (event_loop_overlap, §3.2) is on, as in SGLang
+// (--disable-overlap-schedule turns it off): AsyncScheduling is true.
 func (sglang) Defaults(version string) (Spec, error) {
 	if err := checkVersion(version); err != nil {
 		return Spec{}, err
 	}
 	return Spec{Backend: SGLang, ChunkedPrefillSize: 8192, MaxPrefillTokens: 16384, EnableChunkedPrefill: true,
-		EnableMixedChunk: true, MaxNumSeqs: 2048, BlockSize: 1}, nil
+		EnableMixedChunk: true, MaxNumSeqs: 2048, AsyncScheduling: true, BlockSize: 1}, nil
 }
 
 // SGLangChunkedPrefillSize is SGLang's default chunked_prefill_size for a GPU
@@ -145,9 +146,6 @@ func (sglang) Validate(s Spec) error {
 			return fmt.Errorf("engine chunked_prefill_size = %d: must be ≥ block_size (page size) %d", s.ChunkedPrefillSize, s.BlockSize)
 		}
 	}
-	if s.AsyncScheduling {
-		return fmt.Errorf("engine async_scheduling: the SGLang overlap scheduler is not modelled (calendar or oracle); set async_scheduling=false")
-	}
 	return nil
 }
 
@@ -174,7 +172,11 @@ func (sglang) SetTokenBudget(s *Spec, n int) {
 // SetSeatCap implements Calendar.
 func (sglang) SetSeatCap(s *Spec, n int) { s.MaxNumSeqs = n }
 
-// Traits implements Calendar.
+// Traits implements Calendar. Overlap: AsyncScheduling is the overlap scheduler
+// (§3.2): batch k+1 is formed and launched before batch k's results are
+// processed, and a request that finishes in batch k still runs in batch k+1 (its
+// extra token is discarded).
 func (sglang) Traits(s Spec) Traits {
-	return Traits{Alternating: !s.EnableMixedChunk, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}
+	return Traits{Overlap: true, FinishedRunsAgain: true, Alternating: !s.EnableMixedChunk, PerPassKV: true,
+		RatioAdmission: true, BlockAlignedChunks: true}
 }

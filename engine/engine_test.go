@@ -85,9 +85,9 @@ func TestValidateNamesKnob(t *testing.T) {
 		{func(s *Spec) { s.MaxNumSeqs = 0 }, "engine max_num_seqs = 0: must be > 0 for backend vllm"},
 		{func(s *Spec) { s.BlockSize = -1 }, "engine block_size = -1: must be ≥ 0"},
 		{func(s *Spec) {
-			s.Backend, s.AsyncScheduling, s.MaxPrefillTokens, s.EnableChunkedPrefill = SGLang, true, 1, false
+			s.Backend, s.AsyncScheduling, s.MaxPrefillTokens, s.EnableChunkedPrefill = SGLang, true, 0, false
 		},
-			"engine async_scheduling: the SGLang overlap scheduler is not modelled (calendar or oracle); set async_scheduling=false"},
+			"engine max_prefill_tokens = 0: must be > 0 for backend sglang"},
 		{func(s *Spec) { s.Backend, s.MaxBatchSize, s.MaxNumTokens = TRTLLM, 1, 64 },
 			`engine capacity_policy "": use guaranteed_no_evict or max_utilization`},
 	} {
@@ -161,8 +161,8 @@ func TestTraits(t *testing.T) {
 		{"vllm", v, Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true, DecodeRecomputesFirstToken: true}},
 		{"trtllm no-evict", tr, Traits{Overlap: true, AdmissionReservesKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true}},
 		{"trtllm max-util", trMax, Traits{Overlap: true, PerPassKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true}},
-		{"sglang mixed", sg, Traits{PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
-		{"sglang alternating", sgAlt, Traits{Alternating: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
+		{"sglang mixed", sg, Traits{Overlap: true, FinishedRunsAgain: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
+		{"sglang alternating", sgAlt, Traits{Overlap: true, FinishedRunsAgain: true, Alternating: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
 		{"unknown", Spec{Backend: "tgi"}, Traits{}},
 	} {
 		if got := c.s.Traits(); got != c.want {

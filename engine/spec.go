@@ -23,7 +23,8 @@ const (
 // (the overlap executor), BlockSize (tokens_per_block), KVCapacityTokens,
 // CapacityPolicy. SGLang reads ChunkedPrefillSize, MaxPrefillTokens,
 // EnableChunkedPrefill, EnableMixedChunk, MaxNumSeqs (max_running_requests),
-// BlockSize (page_size), KVCapacityTokens. The oracle also reads
+// AsyncScheduling (the overlap scheduler), BlockSize (page_size),
+// KVCapacityTokens. The oracle also reads
 // EnablePrefixCaching.
 type Spec struct {
 	Backend Backend `json:"backend"` // "vllm" | "trtllm" | "sglang"
@@ -33,9 +34,10 @@ type Spec struct {
 	MaxNumSeqs                int  `json:"max_num_seqs,omitempty"`           // V-R3 vLLM max_num_seqs; S-R4 SGLang max_running_requests
 	EnableChunkedPrefill      bool `json:"enable_chunked_prefill"`
 	LongPrefillTokenThreshold int  `json:"long_prefill_token_threshold,omitempty"` // V-R2/V-R3 per-request chunk cap (0 = off)
-	// AsyncScheduling: vLLM async scheduling (V-R10..V-R12) or the TRT-LLM overlap
-	// executor (same effect, §4.2): pass k+1 is scheduled before pass k's outputs
-	// are processed. Not modelled for SGLang (rejected there).
+	// AsyncScheduling: vLLM async scheduling (V-R10..V-R12), the TRT-LLM overlap
+	// executor (same effect, §4.2) or the SGLang overlap scheduler (§3.2, off with
+	// --disable-overlap-schedule): pass k+1 is scheduled before pass k's outputs
+	// are processed.
 	AsyncScheduling bool `json:"async_scheduling"`
 	// BlockSize is the KV block (vLLM block_size, TRT-LLM tokens_per_block, SGLang
 	// page_size) in tokens.

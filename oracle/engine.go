@@ -8,8 +8,7 @@ import (
 
 // ValidateEngine reports the first knob of e the oracle cannot simulate with.
 // The knobs are the engine's own checks (engine.Spec.Validate: ranges, then the
-// backend calendar's, which reject SGLang's overlap scheduler — simulated no more
-// than calendared), so the oracle and the queueing model accept the same
+// backend calendar's), so the oracle and the queueing model accept the same
 // engines; the oracle adds only its KV pool: e.GPUBlocks() blocks of e.BlockSize
 // tokens (for vLLM block 0 is the null block, so usable = GPUBlocks − 1), which,
 // unlike the queueing model's, is always bounded. Scenario files name some knobs

@@ -18,7 +18,7 @@ type engineRules interface {
 	// update applies the outputs of a finished pass.
 	update(s *Sim, pb *passBuf)
 	// pending reports backend-held work outside running and waiting (SGLang: the
-	// chunked request, S-R2).
+	// chunked request and last_batch's completed prompts, S-R2).
 	pending(s *Sim) bool
 	// remoteNeed returns the blocks a decode-side pull of prompt p and maxTokens
 	// outputs must find before it starts (V-D2, T-D3).
@@ -73,7 +73,7 @@ func (sglangRules) update(s *Sim, pb *passBuf) { s.updateSGLang(pb) }
 
 func (vllmRules) pending(*Sim) bool     { return false }
 func (trtRules) pending(*Sim) bool      { return false }
-func (sglangRules) pending(s *Sim) bool { return s.sgl.chunked >= 0 }
+func (sglangRules) pending(s *Sim) bool { return s.sgl.chunked >= 0 || len(s.sgl.last) > 0 }
 
 // remoteNeed: vLLM allocates the whole prompt's blocks (V-D2); SGLang
 // preallocates the prompt (its DecodePreallocQueue is not studied, SCHEDULERS.md

@@ -30,7 +30,7 @@ func TestValidateEngineRules(t *testing.T) {
 		{spec(engine.VLLM, func(e *engine.Spec) { e.LongPrefillTokenThreshold = -1 }), "engine long_prefill_token_threshold = -1: must be ≥ 0"},
 		{spec(engine.SGLang, func(e *engine.Spec) { e.EnableChunkedPrefill, e.ChunkedPrefillSize = true, 0 }), "engine chunked_prefill_size = 0: must be > 0 for backend sglang"},
 		{spec(engine.SGLang, func(e *engine.Spec) { e.MaxNumSeqs = -2 }), "engine max_num_seqs = -2: must be ≥ 0"},
-		{spec(engine.SGLang, func(e *engine.Spec) { e.AsyncScheduling = true }), "engine async_scheduling: the SGLang overlap scheduler is not modelled (calendar or oracle); set async_scheduling=false"},
+		{spec(engine.SGLang, func(e *engine.Spec) { e.AsyncScheduling = false }), ""}, // --disable-overlap-schedule
 		{spec(engine.TRTLLM, func(e *engine.Spec) { e.MaxNumTokens = 0 }), "engine max_num_tokens = 0: must be > 0 for backend trtllm"},
 		{spec(engine.TRTLLM, func(e *engine.Spec) { e.CapacityPolicy = "x" }), `engine capacity_policy "x": use guaranteed_no_evict or max_utilization`},
 		{spec(engine.VLLM, func(e *engine.Spec) { e.Backend = "tgi" }), `engine backend "tgi": unknown; use vllm, trtllm or sglang`},
@@ -63,15 +63,40 @@ func TestScenarioEngineSpellings(t *testing.T) {
 		{`{"engine": {"backend": "trtllm", "max_batch_size": 8, "max_num_tokens": 64, "enable_chunked_prefill": false,
 			"capacity_policy": "guaranteed_no_evict", "block_size": 16, "num_gpu_blocks": 100, "enable_prefix_caching": false},`,
 			`scenario: engine capacity_policy = "guaranteed_no_evict": must be GUARANTEED_NO_EVICT or MAX_UTILIZATION`},
-		{`{"engine": {"backend": "sglang", "chunked_prefill_size": 8, "max_prefill_tokens": 16, "enable_mixed_chunk": true,
-			"max_running_requests": 4, "enable_chunked_prefill": true, "block_size": 1, "num_gpu_blocks": 100, "enable_prefix_caching": false,
-			"async_scheduling": true},`,
-			"scenario: engine async_scheduling: the SGLang overlap scheduler is not modelled (calendar or oracle); set async_scheduling=false"},
 	}
 	for i, c := range cases {
 		_, err := ParseScenario([]byte(c.engine + tim))
 		if err == nil || err.Error() != c.want {
 			t.Errorf("case %d: got %v, want %s", i, err, c.want)
+		}
+	}
+}
+
+// TestScenarioSGLangOverlap: an SGLang scenario turns the overlap scheduler on
+// with async_scheduling (absent: off, the normal event loop), and the simulator
+// then keeps two batches in flight (§3.2).
+func TestScenarioSGLangOverlap(t *testing.T) {
+	const head = `{"engine": {"backend": "sglang", "chunked_prefill_size": 8, "max_prefill_tokens": 16, "enable_mixed_chunk": true,
+		"max_running_requests": 4, "enable_chunked_prefill": true, "block_size": 1, "num_gpu_blocks": 100, "enable_prefix_caching": false`
+	const tail = `}, "timing": {"kind": "constant", "pass_ms": 1.0}, "requests": [{"id": "A", "arrival_ms": 0, "prompt_len": 4, "max_tokens": 2}]}`
+	for _, c := range []struct {
+		knob  string
+		async bool
+		depth int
+	}{{"", false, 1}, {`, "async_scheduling": false`, false, 1}, {`, "async_scheduling": true`, true, 2}} {
+		sc, err := ParseScenario([]byte(head + c.knob + tail))
+		if err != nil {
+			t.Fatalf("%q: %v", c.knob, err)
+		}
+		if sc.Engine.AsyncScheduling != c.async {
+			t.Errorf("%q: async_scheduling = %v, want %v", c.knob, sc.Engine.AsyncScheduling, c.async)
+		}
+		s, err := New(sc.Engine, sc.Timing, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.depth != c.depth {
+			t.Errorf("%q: batch queue depth %d, want %d", c.knob, s.depth, c.depth)
 		}
 	}
 }

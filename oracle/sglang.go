@@ -2,16 +2,26 @@ package oracle
 
 import "fmt"
 
-// The SGLang scheduler (SCHEDULERS.md §3), normal (non-overlap) event loop, FCFS:
-// prefill priority (S-R3), the PrefillAdder admission with token reservations
-// (S-R4), at most one chunked request, optional mixed chunk, decode memory check
-// with retraction and the new_token_ratio tracker (S-R5), the radix cache modelled by
-// the block pool with block = page (S-R4 prefix match of (input + output)[: len − 1],
-// locked = referenced, evictable = cached and unreferenced).
+// The SGLang scheduler (SCHEDULERS.md §3), FCFS: prefill priority (S-R3), the
+// PrefillAdder admission with token reservations (S-R4), at most one chunked
+// request, optional mixed chunk, decode memory check with retraction and the
+// new_token_ratio tracker (S-R5), the radix cache modelled by the block pool with
+// block = page (S-R4 prefix match of (input + output)[: len − 1], locked =
+// referenced, evictable = cached and unreferenced).
+//
+// Event loops (§3.2): the normal loop (AsyncScheduling false,
+// --disable-overlap-schedule) processes batch k's results before it forms batch
+// k+1; the overlap loop (AsyncScheduling true, SGLang's default) forms and
+// launches batch k+1 first — the batch queue two deep (sim.go) — so batch k+1 is
+// formed without k's results: a request that finishes in batch k is still in
+// batch k+1 (its extra token is discarded, its pages are freed with the rest when
+// k's results are processed), and a request retracted while batch k samples for
+// it loses that token (process_batch_result skips retracted requests).
 //
 // State mapping: s.waiting is waiting_queue; s.running is running_batch (decoders);
-// s.sgl.chunked is chunked_req. Requests admitted in a prefill batch join
-// s.running when that batch's outputs are processed (S-R2 merge).
+// s.sgl.chunked is chunked_req. Requests whose prompt completes in a prefill batch
+// join s.running when the next batch is formed (S-R2 merge of last_batch), unless
+// that batch's results already showed them finished (normal loop only).
 
 // SGLang defaults (§3.5).
 const (
@@ -28,6 +38,13 @@ type sglState struct {
 	chunked   int32   // chunked_req, or -1
 	ratio     float64 // new_token_ratio
 	batchFull bool    // running_batch.batch_is_full (sticky, S-R4/S-R5)
+	// last holds the requests whose prompt completed in the last formed batch
+	// (last_batch's sampling extends): S-R2 merges them into running_batch when
+	// the next batch is formed.
+	last []int32
+	// lastChunked: the last formed batch carried the chunked request, which S-R2
+	// filters out of it when the next batch is formed (batch_is_full := false).
+	lastChunked bool
 }
 
 // sglReserve is min(max_new − out, 4096): the output tokens a request may still need.
@@ -36,9 +53,12 @@ func sglReserve(r *req) int { return min(r.maxTokens-r.g, sglClipMaxNew) }
 // scheduleSGLang forms one pass: a prefill (extend) batch if one can be formed, else a
 // decode step over the running batch (S-R3).
 func (s *Sim) scheduleSGLang(pb *passBuf) {
+	s.sglMergeLast()
 	if s.sglPrefill(pb) {
+		s.sglNoteLast(pb)
 		return
 	}
+	s.sgl.last = s.sgl.last[:0]
 	if len(s.running) == 0 {
 		s.sgl.ratio = sglInitRatio // on_idle
 		return
@@ -49,6 +69,36 @@ func (s *Sim) scheduleSGLang(pb *passBuf) {
 	}
 	if len(pb.preempted) == 0 {
 		s.sgl.ratio = max(s.sgl.ratio-sglDecay, sglMinRatio)
+	}
+}
+
+// sglMergeLast is S-R2: last_batch, less its finished requests, merges into
+// running_batch. Under the overlap loop last_batch's results are not processed
+// yet, so a request that finished there still merges (and decodes once more).
+func (s *Sim) sglMergeLast() {
+	if s.sgl.lastChunked {
+		s.sgl.batchFull = false
+		s.sgl.lastChunked = false
+	}
+	for _, ri := range s.sgl.last {
+		if s.reqs[ri].st == stRunning {
+			s.running = append(s.running, ri)
+		}
+	}
+	s.sgl.last = s.sgl.last[:0]
+}
+
+// sglNoteLast records the requests whose prompt completes in prefill batch pb
+// (none on a disaggregated prefill worker).
+func (s *Sim) sglNoteLast(pb *passBuf) {
+	hold := s.dis != nil && s.dis.holdKV
+	for _, en := range pb.entries {
+		switch {
+		case !en.samples:
+			s.sgl.lastChunked = true
+		case !en.dec && !hold:
+			s.sgl.last = append(s.sgl.last, en.r)
+		}
 	}
 }
 
@@ -267,14 +317,16 @@ func (s *Sim) updateSGLang(pb *passBuf) {
 	shrank := false
 	for _, en := range pb.entries {
 		r := &s.reqs[en.r]
-		if r.st == stFinished {
+		if r.st != stRunning {
+			// finished in the previous batch (overlap: the extra token is
+			// discarded), or retracted after this batch was launched (overlap:
+			// its token is dropped, S-R5)
 			continue
 		}
 		if !en.samples {
-			s.storeBlocks(en.r, r.c) // cache_unfinished_req of the chunked request
-			// S-R2: the chunked request is filtered out of the last (extend) batch,
-			// which therefore shrank: batch_is_full := false
-			s.sgl.batchFull = false
+			// cache_unfinished_req of the chunked request (its S-R2 filter, which
+			// clears batch_is_full, runs when the next batch is formed: sglMergeLast)
+			s.storeBlocks(en.r, r.c)
 			continue
 		}
 		decoder := en.dec // was in the running batch before this pass
@@ -284,12 +336,8 @@ func (s *Sim) updateSGLang(pb *passBuf) {
 		if s.appendToken(en.r, pb.end) {
 			s.storeBlocks(en.r, r.p+r.g-1)
 			s.finishReq(en.r, pb.end)
-			shrank = shrank || decoder
+			shrank = true           // overlap: a prompt finished here may already have merged
 			s.sgl.batchFull = false // S-R2/S-R5: the batch it was in shrank
-			continue
-		}
-		if !decoder {
-			s.running = append(s.running, en.r) // S-R2 merge
 		}
 	}
 	if shrank {

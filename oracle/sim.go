@@ -166,7 +166,7 @@ func New(eng engine.Spec, t timing.Timing, opt Options) (*Sim, error) {
 	rules, _ := rulesFor(eng.Backend) // registered: ValidateEngine passed
 	s := &Sim{eng: eng, rules: rules, timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
 	if eng.Traits().Overlap && eng.AsyncScheduling {
-		s.depth = 2 // vLLM async scheduling (V-R10); TRT-LLM overlap executor (§4.2)
+		s.depth = 2 // vLLM async scheduling (V-R10); TRT-LLM overlap executor (§4.2); SGLang overlap scheduler (§3.2)
 	}
 	s.pool = newBlockPool(eng.GPUBlocks(), eng.EnablePrefixCaching)
 	s.initBackend()

@@ -26,6 +26,15 @@ import "math"
 // tail until retract_decode_steps tokens per remaining request are free, never
 // the last, and reset new_token_ratio — else decays new_token_ratio (S-R5); it is
 // reset when idle (§3.2).
+//
+// Overlap scheduler (AsyncScheduling, §3.2, SGLang's default): batch k+1 is
+// formed at the start of batch k (sim.finishPass), before k's results are
+// processed. Requests whose prompt completes in k are decoders of k+1 (S-R2
+// merges last_batch before its results); a request whose final token k samples
+// is still in running, so k+1 carries a decode row for it whose token is
+// discarded (sglAddDecode); a decoder retracted while k samples for it loses
+// that token (sglRetract). A disaggregated prefill kernel (Hold) has no running
+// batch to merge into: its finished prompts are not decoders.
 func (s *sim) scheduleSGLang(p *simPass) {
 	const inf = int(^uint(0) >> 2)
 	kv := s.kv.on
@@ -37,7 +46,7 @@ func (s *sim) scheduleSGLang(p *simPass) {
 	}
 	dec := s.decBuf[:0] // decoders: prompt complete before this pass (S-R2)
 	for _, ri := range s.running {
-		if s.reqs[ri].c >= s.reqs[ri].promptLen() {
+		if r := &s.reqs[ri]; r.c >= r.promptLen() && !(s.prefillSide && r.gSched >= r.osl) {
 			dec = append(dec, ri)
 		}
 	}
@@ -156,7 +165,39 @@ func (s *sim) scheduleSGLang(p *simPass) {
 			// SGLang does not memory-check the decoders of a mixed batch.
 			s.kv.err = inputErr(errSGLMixedKV)
 		}
+		s.sglAddDecode(p, ri)
+	}
+}
+
+// sglAddDecode schedules the decode row of decoder ri. Under the overlap
+// scheduler a decoder whose final token is in flight (it finishes in the batch
+// being processed) still runs in this batch: the row is computed — context isl
+// + osl, its KV taken — but samples nothing (§3.2: the extra token is discarded).
+func (s *sim) sglAddDecode(p *simPass, ri int32) {
+	r := &s.reqs[ri]
+	if r.gSched < r.osl {
 		s.addDecode(p, ri)
+		return
+	}
+	p.tp.Decode = append(p.tp.Decode, r.isl+r.gSched)
+	p.entries = append(p.entries, entry{r: ri, n: 1, decode: true})
+}
+
+// sglDropInFlight discards the token the pass in flight samples for ri, which is
+// being retracted (overlap scheduler: process_batch_result skips a retracted
+// request, so that token is recomputed later). The retraction then folds only the
+// outputs ri emitted. Synchronous engines have no pass in flight while scheduling.
+func (s *sim) sglDropInFlight(ri int32) {
+	if !s.busy || !s.e.AsyncScheduling {
+		return
+	}
+	cur := s.cur()
+	for i := range cur.entries {
+		if en := &cur.entries[i]; en.r == ri && en.emits {
+			en.emits = false
+			s.reqs[ri].gSched--
+			return
+		}
 	}
 }
 
@@ -201,6 +242,7 @@ func (s *sim) sglRetract() bool {
 		}
 		vi := dec[v]
 		dec = append(dec[:v], dec[v+1:]...)
+		s.sglDropInFlight(vi)
 		for i, ri := range s.running {
 			if ri == vi {
 				s.removeRunning(i)

@@ -35,13 +35,90 @@ func quant(t testing.TB, w workload.Spec, e engine.Spec, tm timing.Timing) *Repo
 	return r
 }
 
+// TestC1SGLangOverlapWaitsForTheDiscardedPass: under the SGLang overlap
+// scheduler (§3.2) a request that finishes in pass k still runs in pass k+1 (its
+// token discarded), so with one client the successor — reaching the scheduler
+// the client round trip and the stages after its predecessor's last token —
+// first waits for what is left of that one-row decode pass (context isl + osl):
+// steady TTFT = stages + pure prefill + max(0, decode pass − RTT − stages),
+// exactly.
+func TestC1SGLangOverlapWaitsForTheDiscardedPass(t *testing.T) {
+	for _, c := range []struct {
+		isl, prefix, budget, passes int
+		stage, rtt                  float64
+	}{
+		{4096, 256, 8192, 1, 0, DefaultClientRTTMs},
+		{9000, 0, 2048, 5, 1, DefaultClientRTTMs},
+		{4096, 0, 8192, 1, 0, 10}, // the round trip outlasts the discarded pass
+	} {
+		e := testEngine(t, engine.SGLang, func(e *engine.Spec) {
+			e.AsyncScheduling, e.StageMs, e.ChunkedPrefillSize = true, c.stage, c.budget
+		})
+		for _, osl := range []int{1, 2, 64} {
+			w := workload.Spec{ISL: c.isl, OSL: osl, Prefix: c.prefix, Concurrency: 1}
+			o := DefaultOptions()
+			o.ClientRTTMs = c.rtt
+			r, err := QuantitativeWith(context.Background(), w, e, lin, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dp timing.Pass
+			dp.Decode = []int{c.isl + osl}
+			dec, err := lin.PassMs(&dp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.stage + float64(c.passes)*lin.BaseMs + lin.PrefillMsPerToken*float64(c.isl-c.prefix) + max(0, dec-c.rtt-c.stage)
+			if !near(r.TTFTSteady.Min(), want, 1e-12) || !near(r.TTFTSteady.Max(), want, 1e-12) {
+				t.Errorf("%+v osl %d: steady TTFT [%v, %v], want %v", c, osl, r.TTFTSteady.Min(), r.TTFTSteady.Max(), want)
+			}
+			// The screening tier has the same closed form.
+			sr, err := ScreeningWith(w, e, lin, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(sr.TTFTSteady.Min(), want, 1e-12) || !near(sr.TTFTSteady.Max(), want, 1e-12) {
+				t.Errorf("%+v osl %d: screening steady TTFT [%v, %v], want %v", c, osl, sr.TTFTSteady.Min(), sr.TTFTSteady.Max(), want)
+			}
+		}
+	}
+	// A locked cohort (C prompts whole in one pass) waits out the C-row discarded
+	// pass the same way, in both tiers.
+	e := testEngine(t, engine.SGLang, func(e *engine.Spec) { e.AsyncScheduling, e.ChunkedPrefillSize = true, 8192 })
+	w := workload.Spec{ISL: 1024, OSL: 32, Concurrency: 4}
+	var pp timing.Pass
+	for range 4 {
+		pp.Prefill = append(pp.Prefill, timing.Chunk{Tokens: 1024})
+	}
+	pre, _ := lin.PassMs(&pp)
+	pp = timing.Pass{Decode: []int{1056, 1056, 1056, 1056}}
+	dec, _ := lin.PassMs(&pp)
+	want := pre + dec - DefaultClientRTTMs
+	o := DefaultOptions()
+	o.StaggerPhases = 0 // the burst: the cohort stays locked
+	r, err := QuantitativeWith(context.Background(), w, e, lin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := ScreeningWith(w, e, lin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range []Distribution{r.TTFTSteady, sr.TTFTSteady} {
+		if !near(got.Min(), want, 1e-12) || !near(got.Max(), want, 1e-12) {
+			t.Errorf("locked cohort C 4: steady TTFT [%v, %v], want %v", got.Min(), got.Max(), want)
+		}
+	}
+}
+
 func near(a, b, rel float64) bool {
 	return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b))+1e-9
 }
 
 // TestC1SteadyTTFTIsPurePrefill: with one client the steady TTFT is exactly the
 // pure prefill of the uncached prompt (chunked at the engine's budget) plus the
-// additive stages, on every calendar, synchronous or not (QUEUEING.md §8).
+// additive stages, on every calendar, synchronous or not (QUEUEING.md §8) — the
+// SGLang overlap scheduler aside (TestC1SGLangOverlapWaitsForTheDiscardedPass).
 func TestC1SteadyTTFTIsPurePrefill(t *testing.T) {
 	type tc struct {
 		backend         engine.Backend
@@ -64,9 +141,7 @@ func TestC1SteadyTTFTIsPurePrefill(t *testing.T) {
 		e := testEngine(t, c.backend, func(e *engine.Spec) {
 			e.EnableChunkedPrefill = c.chunked
 			e.StageMs = c.stage
-			if c.backend != engine.SGLang {
-				e.AsyncScheduling = c.async
-			}
+			e.AsyncScheduling = c.async
 			switch c.backend {
 			case engine.VLLM:
 				e.MaxNumBatchedTokens = c.budget

@@ -174,6 +174,10 @@ func (sglangRules) aicApply(e *engine.Spec, in ProfileInput, mbs int) {
 	// enable_chunked_prefill, which none does: SGLang's default stays, and
 	// SGLang derives that default from the GPU's memory (ServerArgs
 	// _handle_gpu_memory_settings), so it is applied when the GPU is known.
+	// No SGLang rule sets disable_overlap_scheduler (only trtllm.rule does, for
+	// prefill workers; the sglang templates emit --disable-overlap-schedule only
+	// when it is set): the overlap scheduler stays on for every role, as the
+	// defaults have it (§3.2).
 	e.MaxNumSeqs = mbs
 	e.MaxPrefillTokens = in.ISL + aicHeadroom
 	e.EnableMixedChunk = in.Role == RoleAgg

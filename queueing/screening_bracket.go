@@ -31,7 +31,9 @@ import (
 //     it may consume less than those counts assume (TestBracketHiGrid: vLLM async,
 //     C 5, isl 3000, B 8192, osl 1 takes three passes where the fluid count gives
 //     two). At C = 1 nothing else exists: the engine is idle when R arrives
-//     (async: the pre-scheduled pass is empty, V-R12, and not run): no pass.
+//     (async: the pre-scheduled pass is empty, V-R12, and not run): no pass —
+//     except under the SGLang overlap scheduler, whose pre-scheduled pass still
+//     carries R's predecessor and runs (its token discarded, §3.2): one pass.
 //   - Passes from there until R's first token: each advances the earliest
 //     unfinished prompt (of those ahead of R and R) by ≥ min(rest, b_req), b_req =
 //     chunk(C − 1): ≤ C·⌈pos/b_req⌉. Where the budget left after the decode rows is
@@ -133,6 +135,9 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 	}
 	if w.Concurrency == 1 {
 		extra = 0
+		if async && tr.FinishedRunsAgain {
+			extra = 1 // the predecessor's discarded pass (§3.2)
+		}
 	}
 	tok := min(pmax, iMax*C)
 	from := max(w.Prefix, b.maxISL-tok)

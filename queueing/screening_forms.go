@@ -196,8 +196,15 @@ func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl
 		tGen = pr.price(0, 0, 0, C, isl+osl/2)
 		itl = PointMass(tGen)
 	}
-	ttft := PointMass(e.StageMs + tPre)
-	cyc := tPre + float64(osl-1)*tGen + w.TurnaroundMs
+	// The SGLang overlap scheduler (§3.2) runs the finished cohort once more (C
+	// decode rows at context isl + osl, their tokens discarded); the cohort's
+	// next prompts, back after the client delay and stages, wait out its rest.
+	wait := 0.0
+	if e.AsyncScheduling && e.Traits().FinishedRunsAgain {
+		wait = math.Max(0, pr.price(0, 0, 0, C, isl+osl)-w.TurnaroundMs-e.StageMs)
+	}
+	ttft := PointMass(e.StageMs + wait + tPre)
+	cyc := wait + tPre + float64(osl-1)*tGen + w.TurnaroundMs
 	x := float64(C) / cyc
 	hi, certain := bracketHi(pr, e, w, b, e.AsyncScheduling, e.Traits().Alternating)
 	hi = math.Max(hi, ttft.Max())

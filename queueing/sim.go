@@ -67,6 +67,10 @@ type sim struct {
 	// selfHits: a vLLM recompute hits the victim's own cached blocks
 	// (Options.PrefixCaching, trace replay).
 	selfHits bool
+	// prefillSide: a disaggregated prefill kernel (Kernel Hold), whose finished
+	// prompts wait for their pull instead of joining a running batch (SGLang S-R2
+	// under the overlap scheduler).
+	prefillSide bool
 
 	reqs     []simReq
 	incoming []int32 // created requests not yet visible to the scheduler, by arrival

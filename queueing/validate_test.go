@@ -50,7 +50,6 @@ func TestBadInputNamesTheInput(t *testing.T) {
 		{"trt max_util kv with prefix", wmod(func(w *workload.Spec) { w.Prefix = 100 }), engine.TRTLLM, func(e *engine.Spec) { e.CapacityPolicy = engine.PolicyMaxUtilization; e.KVCapacityTokens = 1 << 20 }, lin, "cached prefix is not modelled for trtllm"},
 		{"trt kv below one request", ok, engine.TRTLLM, func(e *engine.Spec) { e.KVCapacityTokens = 512 }, lin, "kv_capacity_tokens = 512"},
 		{"trt bad policy", ok, engine.TRTLLM, func(e *engine.Spec) { e.CapacityPolicy = "evict" }, lin, "capacity_policy"},
-		{"sglang async", ok, engine.SGLang, func(e *engine.Spec) { e.AsyncScheduling = true }, lin, "async_scheduling"},
 		{"unknown backend", ok, engine.VLLM, func(e *engine.Spec) { e.Backend = "tgi" }, lin, "backend \"tgi\""},
 		{"nan stage", ok, engine.VLLM, func(e *engine.Spec) { e.StageMs = nanF() }, lin, "stage_ms"},
 		{"bad timing", ok, engine.VLLM, nil, timing.Linear{BaseMs: -1}, "base_ms"},

@@ -87,6 +87,8 @@ func TestValuesMapped(t *testing.T) {
 		{"sglang", "--chunked-prefill-size -1", func(e engine.Spec) bool { return !e.EnableChunkedPrefill }},
 		{"sglang", "--chunked-prefill-size 2048", func(e engine.Spec) bool { return e.EnableChunkedPrefill && e.ChunkedPrefillSize == 2048 }},
 		{"sglang", "--max-running-requests 12 --disable-overlap-schedule", func(e engine.Spec) bool { return e.MaxNumSeqs == 12 && !e.AsyncScheduling }},
+		{"sglang", "--max-running-requests 12", func(e engine.Spec) bool { return e.AsyncScheduling }}, // overlap on by default (§3.2)
+		{"sglang", "disable_overlap_schedule: false\n", func(e engine.Spec) bool { return e.AsyncScheduling }},
 		{"sglang", "schedule-conservativeness: 1", func(engine.Spec) bool { return true }},
 		// Memory keys: they size the KV pool (refine.KVPoolTokens).
 		{"vllm", "--gpu-memory-utilization 0.5", func(e engine.Spec) bool { return e.MemFraction == 0.5 }},
@@ -153,6 +155,8 @@ func TestErrors(t *testing.T) {
 		{"sglang", "--mem-fraction-static 2", `line 1: flag --mem-fraction-static "2": want a fraction in (0, 1]`},
 		{"sglang", "--cuda-graph-max-bs 0", `line 1: flag --cuda-graph-max-bs "0": want an integer in 1..2147483647`},
 		{"sglang", "--cuda-graph-bs 1 0", `line 1: flag --cuda-graph-bs "1 0": want a list of integers ≥ 1`},
+		{"sglang", "--disable-overlap-schedule maybe", `line 1: flag --disable-overlap-schedule "maybe": want true or false`},
+		{"sglang", "disable_overlap_schedule: 2\n", `line 1: key disable_overlap_schedule "2": want true or false`},
 		{"sglang", "--kv-cache-dtype fp8", `line 1: flag --kv-cache-dtype "fp8": want auto or one of bf16, bfloat16, fp8_e4m3, fp8_e5m2 (the KV caches the perf data times)`},
 	}
 	for _, c := range cases {

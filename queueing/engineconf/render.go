@@ -155,6 +155,9 @@ func sglangKVs(e engine.Spec, d Deployment) []renderKV {
 	if e.EnableMixedChunk {
 		kv = append(kv, renderKV{key: "enable-mixed-chunk", flagOnly: true})
 	}
+	if !e.AsyncScheduling { // the overlap scheduler is SGLang's default (§3.2)
+		kv = append(kv, renderKV{key: "disable-overlap-schedule", flagOnly: true})
+	}
 	if e.KVCapacityTokens > 0 {
 		kv = append(kv, renderKV{key: "max-total-tokens", value: itoa(e.KVCapacityTokens)})
 	}

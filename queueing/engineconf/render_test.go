@@ -25,7 +25,7 @@ func sched(e engine.Spec) engine.Spec {
 	case engine.TRTLLM:
 		o.MaxBatchSize, o.MaxNumTokens, o.AsyncScheduling, o.CapacityPolicy = e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling, e.CapacityPolicy
 	case engine.SGLang:
-		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk
+		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk, o.AsyncScheduling = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.AsyncScheduling
 		o.CUDAGraphMaxBS = e.CUDAGraphMaxBS
 		if e.EnableChunkedPrefill {
 			o.ChunkedPrefillSize = e.ChunkedPrefillSize
@@ -53,7 +53,7 @@ func TestRenderRoundTrip(t *testing.T) {
 			}
 		}
 		e.EnableChunkedPrefill = rapid.Bool().Draw(t, "chunked")
-		e.AsyncScheduling = backend != "sglang" && rapid.Bool().Draw(t, "async")
+		e.AsyncScheduling = rapid.Bool().Draw(t, "async")
 		e.EnableMixedChunk = rapid.Bool().Draw(t, "mixed")
 		if backend == "vllm" {
 			e.LongPrefillTokenThreshold = rapid.SampledFrom([]int{0, 256, 2048}).Draw(t, "thr")

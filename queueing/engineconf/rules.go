@@ -406,8 +406,8 @@ func sglangRule(k string) (rule, bool) {
 		return graphBSKey(), true
 	case "kv_cache_dtype": // must match the point's KV quant (CheckKVQuant)
 		return kvDtypeKey(sglangKVDtypes), true
-	case "disable_overlap_schedule": // the overlap scheduler is not modelled either way (engine.Spec doc)
-		return boolKey(func(*engine.Spec, bool) {}), true
+	case "disable_overlap_schedule": // §3.2 overlap scheduler (default on)
+		return boolKey(func(e *engine.Spec, v bool) { e.AsyncScheduling = !v }), true
 	case "schedule_policy": // S-R2 FCFS waiting queue
 		return onlyKey("schedule_policy", "fcfs"), true
 	case "schedule_conservativeness":
