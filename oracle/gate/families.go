@@ -179,6 +179,26 @@ func baseFamilies() []Family {
 	e.EnableChunkedPrefill = false
 	add("sglang/c16 isl4096 osl256 chunking off", closed(4096, 256, 0, 16), e)
 	add("sglang/c32 W2 isl256–8192 osl16–1024", w2, sgl())
+	// The families above run SGLang's overlap scheduler (its default, §3.2); these
+	// run the normal event loop (--disable-overlap-schedule), mixed chunk on and off
+	// and chunked, and short outputs, where the discarded extra pass of a finished
+	// request (overlap) is a large share of each request's passes.
+	e = sgl()
+	e.AsyncScheduling = false
+	add("sglang/c16 isl2048 osl256 overlap off", closed(2048, 256, 0, 16), e)
+	e = sgl()
+	e.AsyncScheduling, e.EnableMixedChunk, e.ChunkedPrefillSize = false, false, 2048
+	add("sglang/c16 isl8192 osl128 chunk2048 mixed off overlap off", closed(8192, 128, 0, 16), e)
+	e = sgl()
+	e.AsyncScheduling, e.ChunkedPrefillSize = false, 2048
+	add("sglang/c32 isl4096 osl256 chunk2048 mixed overlap off", closed(4096, 256, 0, 32), e)
+	add("sglang/c16 isl1024 osl4 short outputs", closed(1024, 4, 0, 16), sgl())
+	e = sgl()
+	e.AsyncScheduling = false
+	add("sglang/c16 isl1024 osl4 short outputs overlap off", closed(1024, 4, 0, 16), e)
+	e = sgl()
+	e.EnableMixedChunk = false
+	add("sglang/c16 isl1024 osl4 short outputs mixed off", closed(1024, 4, 0, 16), e)
 	add("trtllm/c32 W2 isl256–8192 osl16–1024", w2, trt())
 
 	// Long-prompt tail families (issue 9): prompts ≥ 8k at budget 8192 beside running

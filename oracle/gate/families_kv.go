@@ -29,6 +29,9 @@ func KVFamilies() []Family {
 	}
 	add("vllm/c32 isl2048 osl256 kv10x2048 preemption", 32, 2048, 256, vllm(8192, 256), 10*2048)
 	add("sglang/c32 isl2048 osl256 kv10x2048 retraction", 32, 2048, 256, sgl(), 10*2048)
+	so := sgl()
+	so.AsyncScheduling = false // the normal event loop (--disable-overlap-schedule, §3.2)
+	add("sglang/c32 isl2048 osl256 kv10x2048 retraction overlap off", 32, 2048, 256, so, 10*2048)
 	va := vllm(8192, 256)
 	va.AsyncScheduling = true
 	add("vllm/c32 isl2048 osl256 kv10x2048 preemption async", 32, 2048, 256, va, 10*2048)
@@ -50,6 +53,9 @@ func KVFamilies() []Family {
 		kv := running * 100 / (100 + over)
 		add(fmt.Sprintf("vllm/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, vllm(8192, 256), kv)
 		add(fmt.Sprintf("sglang/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, sgl(), kv)
+		if over == 50 {
+			add(fmt.Sprintf("sglang/c%d isl%d osl%d kv over %d%% overlap off", c, isl, osl, over), c, isl, osl, so, kv)
+		}
 		tl := trt()
 		tl.EnableChunkedPrefill = true // with chunking off an 8192 prompt never shares the 8192 budget with decoders
 		add(fmt.Sprintf("trtllm/c%d isl%d osl%d kv over %d%% max_utilization chunked", c, isl, osl, over), c, isl, osl, tl, kv)
