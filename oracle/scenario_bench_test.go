@@ -63,3 +63,39 @@ func BenchmarkReadScenario10k(b *testing.B) {
 		}
 	}
 }
+
+// sglangPoissonScenario is poissonScenario's workload on an SGLang engine (chunk
+// 8192, mixed chunk, page 16) with the overlap scheduler on or off (§3.2).
+func sglangPoissonScenario(n int, overlap bool) []byte {
+	vllm := poissonScenario(n)
+	_, rest, _ := bytes.Cut(vllm, []byte(`"timing"`))
+	e := fmt.Sprintf(`{"engine": {"backend": "sglang", "chunked_prefill_size": 8192, "max_prefill_tokens": 16384,
+		"enable_mixed_chunk": true, "max_running_requests": 256, "enable_chunked_prefill": true, "block_size": 16,
+		"num_gpu_blocks": 40000, "enable_prefix_caching": true, "async_scheduling": %t},
+		"timing"`, overlap)
+	return append([]byte(e), rest...)
+}
+
+// BenchmarkOracleSGLang10k is BenchmarkOracleRun10k on SGLang, overlap scheduler
+// on (the default) and off: the per-request cost of the SGLang scheduler.
+func BenchmarkOracleSGLang10k(b *testing.B) {
+	for _, overlap := range []bool{true, false} {
+		b.Run(fmt.Sprintf("overlap=%t", overlap), func(b *testing.B) {
+			doc := sglangPoissonScenario(10000, overlap)
+			b.ReportAllocs()
+			for b.Loop() {
+				sc, err := oracle.ReadScenario(bytes.NewReader(doc))
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := sc.Simulate(context.Background(), oracle.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := res.Summary(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
