@@ -239,7 +239,7 @@ var engineKnobs = []engineKnob{
 	{name: "max-num-seqs", usage: "vLLM max_num_seqs / SGLang max_running_requests", min: 1, field: func(e *engine.Spec) any { return &e.MaxNumSeqs }},
 	{name: "chunked-prefill", usage: "chunked prefill on/off (--chunked-prefill=false)", field: func(e *engine.Spec) any { return &e.EnableChunkedPrefill }},
 	{name: "long-prefill-token-threshold", usage: "vLLM per-request chunk cap (0 = off)", field: func(e *engine.Spec) any { return &e.LongPrefillTokenThreshold }},
-	{name: "async-scheduling", usage: "vLLM async scheduling / TRT-LLM overlap executor", field: func(e *engine.Spec) any { return &e.AsyncScheduling }},
+	{name: "async-scheduling", usage: "vLLM async scheduling / TRT-LLM overlap executor / SGLang overlap scheduler", field: func(e *engine.Spec) any { return &e.AsyncScheduling }},
 	{name: "block-size", usage: "KV block / page size (tokens)", min: 1, field: func(e *engine.Spec) any { return &e.BlockSize }},
 	{name: "chunked-prefill-size", usage: "SGLang chunk budget", min: 1, field: func(e *engine.Spec) any { return &e.ChunkedPrefillSize }},
 	{name: "max-prefill-tokens", usage: "SGLang max_prefill_tokens", min: 1, field: func(e *engine.Spec) any { return &e.MaxPrefillTokens }},
