@@ -275,7 +275,8 @@ func FuzzParseTRTLLM(f *testing.F) {
 
 func FuzzParseSGLang(f *testing.F) {
 	for _, s := range []string{"--chunked-prefill-size -1", "chunked-prefill-size: 512\npage-size: 16\n", "--enable-mixed-chunk",
-		"--cuda-graph-bs 1 2 4 --cuda-graph-max-bs 8 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3"} {
+		"--cuda-graph-bs 1 2 4 --cuda-graph-max-bs 8 --mem-fraction-static 0.8 --kv-cache-dtype fp8_e4m3",
+		"--disable-overlap-schedule", "disable_overlap_schedule: no\n"} {
 		f.Add([]byte(s))
 	}
 	if b, err := os.ReadFile("testdata/sglang_server.args"); err == nil {
