@@ -39,6 +39,7 @@ func randomCase(rng *rand.Rand) (engine.Spec, []workload.Request) {
 		e.MaxPrefillTokens = 8 + rng.IntN(64)
 		e.MaxNumSeqs = 1 + rng.IntN(8)
 		e.EnableMixedChunk = rng.IntN(2) == 0
+		e.AsyncScheduling = rng.IntN(2) == 0 // the overlap scheduler (§3.2)
 	}
 	n := 1 + rng.IntN(8)
 	var reqs []workload.Request

@@ -74,6 +74,7 @@ func propConfig(rt *rapid.T) (workload.Spec, engine.Spec, timing.Timing) {
 		e.MaxPrefillTokens = rapid.IntRange(64, 16384).Draw(rt, "maxprefill")
 		e.BlockSize = rapid.SampledFrom([]int{1, 16}).Draw(rt, "page")
 		e.ChunkedPrefillSize = max(e.ChunkedPrefillSize, e.BlockSize)
+		e.AsyncScheduling = rapid.Bool().Draw(rt, "async") // the overlap scheduler (§3.2)
 	}
 	if rapid.Bool().Draw(rt, "stage") {
 		e.StageMs = rapid.Float64Range(0, 50).Draw(rt, "stageMs")
