@@ -1,0 +1,61 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/aicdb/aicdb/engine"
+)
+
+// TestSGLangOverlapRandomAgainstDES: on random small SGLang closed loops — the
+// overlap scheduler on and off (§3.2), mixed chunk on and off, chunked or not,
+// pages of 1 or 16 tokens, some with a KV pool small enough to retract (S-R5) —
+// the model and the DES agree within every gated tolerance, under both the
+// product defaults and the burst semantics. Seeded: the same cases every run.
+func TestSGLangOverlapRandomAgainstDES(t *testing.T) {
+	n := 32
+	if testing.Short() {
+		n = 8
+	}
+	rng := rand.New(rand.NewPCG(20261204, 6))
+	var fs []Family
+	for i := range n {
+		e, err := engine.Defaults(engine.SGLang, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.AsyncScheduling = i%2 == 0
+		e.EnableMixedChunk = rng.IntN(2) == 0
+		e.EnableChunkedPrefill = rng.IntN(4) != 0
+		e.ChunkedPrefillSize = []int{256, 1024, 4096}[rng.IntN(3)]
+		e.BlockSize = []int{1, 16}[rng.IntN(2)]
+		e.MaxNumSeqs = []int{4, 64}[rng.IntN(2)]
+		isl, osl, c := 64+rng.IntN(2048), 1+rng.IntN(48), 1+rng.IntN(12)
+		if !e.EnableChunkedPrefill {
+			e.MaxPrefillTokens = max(e.MaxPrefillTokens, isl)
+		}
+		if rng.IntN(3) == 0 { // a pool of about two thirds of the running KV: retraction
+			e.KVCapacityTokens = max(c*(isl+osl)*2/3, 2*(isl+osl)) / e.BlockSize * e.BlockSize
+		}
+		name := fmt.Sprintf("sglang random %d: overlap %t mixed %t chunk %t/%d page %d cap %d kv %d isl %d osl %d c %d",
+			i, e.AsyncScheduling, e.EnableMixedChunk, e.EnableChunkedPrefill, e.ChunkedPrefillSize, e.BlockSize,
+			e.MaxNumSeqs, e.KVCapacityTokens, isl, osl, c)
+		fs = append(fs, Family{Name: name, Spec: closed(isl, osl, 0, c), Engine: e, Timing: roofline})
+	}
+	for _, row := range Run(context.Background(), bothSemantics(fs)) {
+		if row.Err != nil {
+			t.Errorf("%s: %v", row.Family.Name, row.Err)
+			continue
+		}
+		mx := 0.0
+		for _, r := range row.Resid {
+			mx = max(mx, r, -r)
+		}
+		t.Logf("%s: max residual %.2e, model ttft %.4g, DES ttft %.4g", row.Family.Name, mx, row.Model.values()[0], row.Oracle.values()[0])
+		if v := verdictOf(row); v != "pass" {
+			t.Errorf("%s: %s, residuals %v", row.Family.Name, v, row.Resid)
+		}
+	}
+}
