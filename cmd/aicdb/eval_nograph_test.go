@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,16 +23,7 @@ func TestEvalSGLangDisableCUDAGraph(t *testing.T) {
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, out, errs := runCLI(t, append(append([]string{}, base...), "--engine-config", p)...)
-		if code != 0 {
-			t.Fatalf("%q: exit %d: %s", text, code, errs)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("not JSON: %v\n%s", err, out)
-		}
-		n, _ := m["kv_capacity_tokens"].(float64)
-		return n, errs
+		return evalKVPool(t, append(append([]string{}, base...), "--engine-config", p)...)
 	}
 	with, errs := run("--disable-cuda-graph --max-running-requests 64\n")
 	without, quiet := run("--max-running-requests 64\n")
