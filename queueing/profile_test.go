@@ -75,6 +75,11 @@ func TestProfileEngineAIConfigurator(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s:\n got  %+v\n want %+v", c.name, got, c.want)
 		}
+		// No aiconfigurator rule disables SGLang's overlap scheduler, on any role
+		// (trtllm.rule alone sets disable_overlap_scheduler, for prefill workers).
+		if c.in.Backend == "sglang" && !got.AsyncScheduling {
+			t.Errorf("%s: the SGLang overlap scheduler is off", c.name)
+		}
 	}
 }
 
