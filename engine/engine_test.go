@@ -69,6 +69,13 @@ func TestDefaults(t *testing.T) {
 	if _, err := Defaults("vllm", "x"); err == nil || err.Error() != `version "x": want a dotted version such as 0.11.0 (or empty for the latest defaults)` {
 		t.Errorf("bad version: %v", err)
 	}
+	// Every engine's overlap / async loop is on by default (vLLM V-R10, TRT-LLM
+	// §4.2, SGLang §3.2: --disable-overlap-schedule is the opt-out).
+	for _, b := range Backends() {
+		if s, _ := Defaults(b, ""); !s.AsyncScheduling || !s.Traits().Overlap {
+			t.Errorf("%s defaults: async_scheduling %v, overlap trait %v; want both on", b, s.AsyncScheduling, s.Traits().Overlap)
+		}
+	}
 	s, _ := Defaults(SGLang, "")
 	s.EnableChunkedPrefill = false
 	if s.TokenBudget() != s.MaxPrefillTokens {
