@@ -199,6 +199,12 @@ func baseFamilies() []Family {
 	e = sgl()
 	e.EnableMixedChunk = false
 	add("sglang/c16 isl1024 osl4 short outputs mixed off", closed(1024, 4, 0, 16), e)
+	// Open loop, one output token: every request's prefill pass is followed by its
+	// discarded extra pass (overlap), which an arrival may have to wait out.
+	add("sglang/open 8rps isl2048 osl1", open(2048, 1, 0, 8, 2048), sgl())
+	e = sgl()
+	e.AsyncScheduling = false
+	add("sglang/open 8rps isl2048 osl1 overlap off", open(2048, 1, 0, 8, 2048), e)
 	add("trtllm/c32 W2 isl256–8192 osl16–1024", w2, trt())
 
 	// Long-prompt tail families (issue 9): prompts ≥ 8k at budget 8192 beside running
