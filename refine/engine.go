@@ -40,9 +40,13 @@ func (s *SweepSpec) checkEngineSpec() error {
 // gpuMem is one GPU's memory (0 = not known), from which the profile sizes
 // SGLang's chunked_prefill_size.
 //
-// Disagg points record a prefill and a decode engine (roles of the profile's
-// rules; under defaults the backend's defaults, the decode pool capped at its
-// batch).
+// Disagg points record a prefill and a decode engine — the engines the tandem
+// runs (disaggSetup) — by the roles of the profile's rules with each pool's
+// per-worker batch (p_batch, d_batch, × pp) as the rules' max_batch_size;
+// under defaults the backend's defaults with the running cap at that batch
+// and, on the prefill pool, chunked prefill on when a prompt would not fit
+// the budget (the agg rule of pointEngine; T-R3). A config file applies over
+// both.
 func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error {
 	profile := s.EngineProfile
 	if profile == "" {
@@ -75,8 +79,11 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			if err != nil {
 				return e, err
 			}
-			if profile == queueing.ProfileDefaults && role == queueing.RoleDecode {
+			if profile == queueing.ProfileDefaults {
 				e.SetSeatCap(batch)
+				if role == queueing.RolePrefill && e.TokenBudget() < p.ISL-p.Prefix {
+					e.EnableChunkedPrefill = true // a prompt beyond the budget must be chunked (T-R3)
+				}
 			}
 			return e, apply(&e)
 		}
@@ -102,11 +109,12 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 				p.MaxNumBatchedTokens, p.MaxNumSeqs, p.ChunkedPrefill = e.TokenBudget(), e.SeatCap(), e.EnableChunkedPrefill
 			}
 		case store.ModeDisagg:
-			pe, err := role(queueing.RolePrefill, p.PBatch)
+			// A worker runs batch × pp requests (each pipeline stage holds a batch).
+			pe, err := role(queueing.RolePrefill, p.PBatch*max(p.PPP, 1))
 			if err != nil {
 				return fmt.Errorf("prefill engine of %s: %w", p.Parallel(), err)
 			}
-			de, err := role(queueing.RoleDecode, p.DBatch)
+			de, err := role(queueing.RoleDecode, p.DBatch*max(p.DPP, 1))
 			if err != nil {
 				return fmt.Errorf("decode engine of %s: %w", p.Parallel(), err)
 			}
