@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSweepDisaggEngineConfigCLI: on the embedded perf data a disaggregated
+// sweep applies --engine-config to both pools of its rows: the rows record the
+// config's budget on the prefill and the decode engine, their numbers differ
+// from the same rows without the file (before, disagg rows ran the backend's
+// defaults whatever the file said), and aicdb deploy prints both engines with
+// the file's keys.
+func TestSweepDisaggEngineConfigCLI(t *testing.T) {
+	t.Setenv("AICDB_EVALUATOR", "perfdb")
+	dir := t.TempDir()
+	db := filepath.Join(dir, "d.sqlite")
+	if code, _, errs := cliRun(t, db, "init"); code != 0 {
+		t.Fatalf("init: %d %s", code, errs)
+	}
+	cfg := filepath.Join(dir, "budget.args")
+	if err := os.WriteFile(cfg, []byte("--max-num-batched-tokens 1024\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sweep := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--total-gpus", "2",
+		"--tp", "1", "--isl", "4000", "--osl", "500", "--mode", "disagg", "--decode-batch", "16", "--quiet"}
+	for _, extra := range [][]string{nil, {"--engine-config", cfg}} {
+		if code, out, errs := cliRun(t, db, append(append([]string{}, sweep...), extra...)...); code != 0 {
+			t.Fatalf("sweep %v: exit %d\n%s%s", extra, code, out, errs)
+		}
+	}
+	code, out, errs := cliRun(t, db, "query", "--format", "csv",
+		"select engine_profile, json_extract(engine_config, '$.prefill.max_num_batched_tokens'), json_extract(engine_config, '$.decode.max_num_batched_tokens'), ttft_steady_p99_lo from points order by engine_profile")
+	if code != 0 {
+		t.Fatalf("query: exit %d %s", code, errs)
+	}
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if len(rows) != 3 || !strings.HasPrefix(rows[1], "aiconfigurator,5500,16,") || !strings.HasPrefix(rows[2], "aiconfigurator+config,1024,1024,") {
+		t.Fatalf("rows:\n%s\nwant the profile's budgets (isl + 1500 prefill, batch decode) and the config's 1024 on both pools", out)
+	}
+	if a, b := rows[1][strings.LastIndex(rows[1], ",")+1:], rows[2][strings.LastIndex(rows[2], ",")+1:]; a == b {
+		t.Errorf("ttft_steady_p99_lo %s with the config's 1024-token prefill budget and without: the config was not applied", a)
+	}
+	code, out, errs = cliRun(t, db, "query", "--format", "csv", "select rowid from operating_points where engine_profile = 'aiconfigurator+config'")
+	if code != 0 {
+		t.Fatalf("query: exit %d %s", code, errs)
+	}
+	id := strings.TrimSpace(out[strings.Index(out, "\n")+1:])
+	code, out, errs = cliRun(t, db, "deploy", id)
+	if code != 0 || strings.Count(out, "--max-num-batched-tokens 1024") != 2 || !strings.Contains(out, "# engine config keys applied: max_num_batched_tokens=1024\n") ||
+		!strings.Contains(out, "# prefill workers: 1 × (tp 1, pp 1, dp 1)\n") || !strings.Contains(out, "# decode workers: 1 × (tp 1, pp 1, dp 1)\n") {
+		t.Errorf("deploy %s: exit %d\n%s%s\nwant both workers with --max-num-batched-tokens 1024", id, code, out, errs)
+	}
+}
