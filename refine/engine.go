@@ -120,6 +120,9 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			}
 			r.Prefill, r.Decode = &pe, &de
 		}
+		if err := wholePromptFits(r, *p); err != nil {
+			return err
+		}
 		for _, e := range []*engine.Spec{r.Engine, r.Prefill, r.Decode} {
 			if e == nil {
 				continue
@@ -133,6 +136,39 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			return err
 		}
 		p.Engine, p.EngineProfile = js, rowProfile
+	}
+	return nil
+}
+
+// wholePromptFits refuses, before anything is evaluated, a point whose
+// prefilling engine (agg: the engine; disagg: the prefill pool's) runs chunked
+// prefill off with a budget below the point's prompt: the engine cannot
+// schedule it (vLLM V-R1/V-R3, the threshold-capped prompt; TensorRT-LLM T-R3).
+// Only a config file can do that: both profiles' rules fit the prompt. Trace
+// rows keep the trace's own chunking rule (TraceEvaluator).
+func wholePromptFits(r engineconf.Resolved, p store.PointInputs) error {
+	e, role := r.Engine, ""
+	if p.Mode == store.ModeDisagg {
+		e, role = r.Prefill, "prefill "
+	}
+	if e == nil || e.EnableChunkedPrefill || p.Workload != "" {
+		return nil
+	}
+	first, key := p.ISL-p.Prefix, ""
+	switch e.Backend {
+	case engine.VLLM:
+		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
+			first = t
+		}
+		key = "max_num_batched_tokens"
+	case engine.TRTLLM:
+		first, key = p.ISL, "max_num_tokens"
+	default:
+		return nil
+	}
+	if b := e.TokenBudget(); first > b {
+		return fmt.Errorf("--engine-config: the %sengine's %s %d cannot hold a whole prompt of %d tokens (isl %d) with chunked prefill off, so the engine could not schedule it; enable chunked prefill or raise %s",
+			role, key, b, first, p.ISL, key)
 	}
 	return nil
 }

@@ -54,3 +54,42 @@ func TestSweepDisaggEngineConfigCLI(t *testing.T) {
 		t.Errorf("deploy %s: exit %d\n%s%s\nwant both workers with --max-num-batched-tokens 1024", id, code, out, errs)
 	}
 }
+
+// TestSweepConfigPromptBudget: a config whose budget cannot hold the sweep's
+// prompt with chunked prefill off is refused before anything is stored — on the
+// prefill engine of disaggregated rows (before, the tandem priced the whole
+// prompt in one pass as if the budget were not there) and on agg rows (before,
+// an internal error mid-sweep, exit 2).
+func TestSweepConfigPromptBudget(t *testing.T) {
+	db := syntheticDB(t)
+	dir := t.TempDir()
+	trt := filepath.Join(dir, "small.yaml")
+	vllm := filepath.Join(dir, "small.args")
+	for p, text := range map[string]string{trt: "max_num_tokens: 1024\nenable_chunked_prefill: false\n",
+		vllm: "--max-num-batched-tokens 1024\n--no-enable-chunked-prefill\n"} {
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--total-gpus", "2", "--tp", "1", "--isl", "4000", "--osl", "500", "--quiet"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--backend", "trtllm", "--mode", "disagg", "--decode-batch", "8", "--engine-config", trt},
+			"aicdb: --engine-config: the prefill engine's max_num_tokens 1024 cannot hold a whole prompt of 4000 tokens (isl 4000) with chunked prefill off, so the engine could not schedule it; enable chunked prefill or raise max_num_tokens\n"},
+		{[]string{"--backend", "vllm", "--mode", "disagg", "--decode-batch", "8", "--engine-config", vllm},
+			"aicdb: --engine-config: the prefill engine's max_num_batched_tokens 1024 cannot hold a whole prompt of 4000 tokens (isl 4000) with chunked prefill off, so the engine could not schedule it; enable chunked prefill or raise max_num_batched_tokens\n"},
+		{[]string{"--backend", "trtllm", "--mode", "agg", "--batch", "8", "--ctx-tokens", "4000", "--engine-config", trt},
+			"aicdb: --engine-config: the engine's max_num_tokens 1024 cannot hold a whole prompt of 4000 tokens (isl 4000) with chunked prefill off, so the engine could not schedule it; enable chunked prefill or raise max_num_tokens\n"},
+	} {
+		before, files := storeDigest(t, db)
+		code, out, errs := cliRun(t, db, append(append([]string{}, base...), c.args...)...)
+		if code != 1 || out != "" || errs != c.want {
+			t.Errorf("%v: exit %d, stdout %q\n got  %q\n want %q", c.args, code, out, errs, c.want)
+		}
+		if after, files2 := storeDigest(t, db); after != before || strings.Join(files, ",") != strings.Join(files2, ",") {
+			t.Errorf("%v: the store changed", c.args)
+		}
+	}
+}
