@@ -70,10 +70,10 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs)
 	}
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Concurrency: in.DBatch * in.DWorkers * in.DPP * in.DDP}
 	// The prefill worker holds a prompt and its first token until the pull.
-	if _, err := poolKV(ppt, in, pe, min(pe.SeatCap(), w.Concurrency), in.ISL, 1); err != nil {
+	if _, err := poolKV(ppt, in, pe, in.PBatch*max(in.PPP, 1), min(pe.SeatCap(), w.Concurrency), in.ISL, 1); err != nil {
 		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s prefill pool: %w", in.Parallel(), err)
 	}
-	if dk, err = poolKV(dpt, in, de, min(de.SeatCap(), w.Concurrency), in.ISL, in.OSL); err != nil {
+	if dk, err = poolKV(dpt, in, de, in.DBatch*max(in.DPP, 1), min(de.SeatCap(), w.Concurrency), in.ISL, in.OSL); err != nil {
 		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s decode pool: %w", in.Parallel(), err)
 	}
 	c = disagg.Config{
@@ -109,12 +109,20 @@ func disaggEngines(in store.PointInputs) (engine.Spec, engine.Spec, error) {
 }
 
 // poolKV is planKV for one pool of a disaggregated row: the pool engine e
-// deploys on a worker priced by pt, for requests of isl + osl tokens, batch of
-// them running (e itself is left as recorded).
-func poolKV(pt *perfdb.PassTiming, in store.PointInputs, e engine.Spec, batch, isl, osl int) (kvPlan, error) {
+// deploys on a worker priced by pt for requests of isl + osl tokens, under the
+// profile's rules read at the pool's per-worker batch (resolveEngines' rules
+// batch: SGLang's graph reserve, CUDAGraphMaxBS), tight when running requests
+// at full length need more blocks than it has (e itself is left as recorded).
+func poolKV(pt *perfdb.PassTiming, in store.PointInputs, e engine.Spec, rulesBatch, running, isl, osl int) (kvPlan, error) {
 	q := in
-	q.Batch, q.ISL, q.OSL = max(batch, 1), isl, osl
-	return planKV(pt, q, &e)
+	q.Batch, q.ISL, q.OSL = max(rulesBatch, 1), isl, osl
+	k, err := planKV(pt, q, &e)
+	if err != nil {
+		return k, err
+	}
+	k.demandBlocks = max(running, 1) * k.perReq
+	k.tight = k.demandBlocks > k.capBlocks
+	return k, nil
 }
 
 // decodeKVNote is the kv_note of a disaggregated row's screening tier: how its
