@@ -39,7 +39,7 @@ import (
 // perfdb.ErrOOM (an OOM row). The decode pool bounds the tandem's decode
 // workers (pull reservations, vLLM's block growth and preemption) when it can
 // bind — its running cap of requests at full length need more blocks than it
-// has (decodeKV.tight); otherwise it cannot change a pass and the tandem runs
+// has (poolKV's tight); otherwise it cannot change a pass and the tandem runs
 // without it. The prefill pool's KV is not modelled beyond that check.
 func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, kvPlan, error) {
 	var c disagg.Config
