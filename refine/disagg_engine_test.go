@@ -116,3 +116,31 @@ func TestDisaggMemoryKeysSizePools(t *testing.T) {
 		t.Errorf("trtllm max_utilization, tight decode pool: %v", err)
 	}
 }
+
+// BenchmarkScreenDisaggRow is the screening of one disaggregated sweep row on
+// the embedded perf data (engines as recorded, both pools' KV sized):
+// go test -run '^$' -bench ScreenDisaggRow -benchtime 200x ./refine
+func BenchmarkScreenDisaggRow(b *testing.B) {
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(embeddedSource{})
+	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 2, ISL: 4000, OSL: 500,
+		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{16}, MaxWorkers: 1}
+	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pts, err := Enumerate(spec, r, ev.Name())
+	if err != nil || len(pts) != 1 {
+		b.Fatalf("enumerate: %d points, %v", len(pts), err)
+	}
+	if _, err := ev.Screen(ctx, pts[0]); err != nil { // loads the perf data
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := ev.Screen(ctx, pts[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
