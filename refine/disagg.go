@@ -87,13 +87,20 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs)
 			// The tandem reserves a TensorRT-LLM decode request's final KV at the
 			// pull (T-D3), which is guaranteed_no_evict's rule (T-R1), not
 			// max_utilization's pausing (T-R2).
-			return workload.Spec{}, c, dk, fmt.Errorf("disagg %s decode pool: --engine-config capacity_scheduler_policy %s cannot apply to the decode role of a KV-tight pool (%d requests at full length need %d > %d blocks): the tandem reserves each request's final KV at the pull (T-D3); use guaranteed_no_evict or give the decode pool more KV",
-				in.Parallel(), de.CapacityPolicy, dk.demandBlocks/max(dk.perReq, 1), dk.demandBlocks, dk.capBlocks)
+			return workload.Spec{}, c, dk, &roleKeyError{fmt.Sprintf("disagg %s decode pool: --engine-config capacity_scheduler_policy %s cannot apply to the decode role of a KV-tight pool (%d requests at full length need %d > %d blocks): the tandem reserves each request's final KV at the pull (T-D3); use guaranteed_no_evict or give the decode pool more KV",
+				in.Parallel(), de.CapacityPolicy, dk.demandBlocks/max(dk.perReq, 1), dk.demandBlocks, dk.capBlocks)}
 		}
 		c.Decode.KVCapacityTokens = dk.capTokens
 	}
 	return w, c, dk, nil
 }
+
+// roleKeyError is an engine config key that cannot apply to one pool of a
+// disaggregated row (bad input: CheckDisagg refuses the sweep before it stores
+// anything).
+type roleKeyError struct{ msg string }
+
+func (e *roleKeyError) Error() string { return e.msg }
 
 // disaggEngines are the prefill and decode engines of a disaggregated row: the
 // ones it recorded, else the original rule's (PointResolved).
@@ -251,11 +258,25 @@ func disaggFits(s SweepSpec, tps []int) error {
 
 // CheckDisagg refuses a disaggregated sweep that cannot produce one priced row
 // (bad input, said before anything is stored): a system whose spec gives the KV
-// fabric no bandwidth (inter_node_bw ≤ 0), or a request that no decode worker's
+// fabric no bandwidth (inter_node_bw ≤ 0), a request that no decode worker's
 // KV can hold at any decode tp of the sweep (aiconfigurator's disagg memory rule,
-// disagg.DecodeKVCapacityTokens). A decode tp that cannot hold one request while
-// another can just gives OOM rows. Perf-data gaps are left to the points.
+// disagg.DecodeKVCapacityTokens), or an engine config key that cannot apply to
+// a pool of one of its rows (roleKeyError, found by setting the row up once per
+// pool shape). A decode tp that cannot hold one request while another can just
+// gives OOM rows. Perf-data gaps are left to the points.
 func (p *PerfdbEvaluator) CheckDisagg(ctx context.Context, pts []store.PointInputs) error {
+	shapes := map[[5]int]bool{}
+	for _, in := range pts {
+		k := [5]int{in.PTP, in.DTP, in.DPP, in.DDP, in.DBatch}
+		if in.Mode != store.ModeDisagg || in.Prefix > 0 || shapes[k] {
+			continue
+		}
+		shapes[k] = true
+		var re *roleKeyError
+		if _, _, _, err := p.disaggSetup(ctx, in); errors.As(err, &re) {
+			return err
+		}
+	}
 	seen := map[int]bool{}
 	var tps []int
 	held := false

@@ -115,6 +115,10 @@ func TestDisaggMemoryKeysSizePools(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "capacity_scheduler_policy max_utilization cannot apply to the decode role of a KV-tight pool") {
 		t.Errorf("trtllm max_utilization, tight decode pool: %v", err)
 	}
+	// The sweep refuses it before storing anything.
+	if cerr := ev.CheckDisagg(ctx, []store.PointInputs{in}); cerr == nil || err == nil || cerr.Error() != err.Error() {
+		t.Errorf("CheckDisagg: %v, want the set-up's refusal", cerr)
+	}
 }
 
 // BenchmarkScreenDisaggRow is the screening of one disaggregated sweep row on

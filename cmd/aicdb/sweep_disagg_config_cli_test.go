@@ -48,6 +48,22 @@ func TestSweepDisaggEngineConfigCLI(t *testing.T) {
 		t.Fatalf("query: exit %d %s", code, errs)
 	}
 	id := strings.TrimSpace(out[strings.Index(out, "\n")+1:])
+	// A key that cannot apply to the decode role of a KV-tight pool: one line,
+	// exit 1, nothing stored.
+	mu := filepath.Join(dir, "maxutil.yaml")
+	if err := os.WriteFile(mu, []byte("kv_cache_config:\n  free_gpu_memory_fraction: 0.1\nscheduler_config:\n  capacity_scheduler_policy: MAX_UTILIZATION\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, files := storeDigest(t, db)
+	trt := append(append([]string{}, sweep...), "--engine-config", mu)
+	trt[6] = "trtllm" // --backend
+	code, out, errs = cliRun(t, db, trt...)
+	if want := "aicdb: disagg p1xtp1pp1dp1-d1xtp1pp1dp1 decode pool: --engine-config capacity_scheduler_policy max_utilization cannot apply to the decode role of a KV-tight pool (16 requests at full length need 2256 > 936 blocks): the tandem reserves each request's final KV at the pull (T-D3); use guaranteed_no_evict or give the decode pool more KV\n"; code != 1 || out != "" || errs != want {
+		t.Errorf("max_utilization decode pool: exit %d, stdout %q\n got  %q\n want %q", code, out, errs, want)
+	}
+	if after, files2 := storeDigest(t, db); after != before || strings.Join(files, ",") != strings.Join(files2, ",") {
+		t.Errorf("max_utilization decode pool: the store changed")
+	}
 	code, out, errs = cliRun(t, db, "deploy", id)
 	if code != 0 || strings.Count(out, "--max-num-batched-tokens 1024") != 2 || !strings.Contains(out, "# engine config keys applied: max_num_batched_tokens=1024\n") ||
 		!strings.Contains(out, "# prefill workers: 1 × (tp 1, pp 1, dp 1)\n") || !strings.Contains(out, "# decode workers: 1 × (tp 1, pp 1, dp 1)\n") {
