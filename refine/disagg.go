@@ -82,6 +82,11 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs)
 		Fabric:          disagg.FabricOf(pre.System()),
 		KVBytesPerToken: kvb,
 	}
+	if in.EngineProfile == "" {
+		// The original rule caps both pools at the row's batch; rows recorded
+		// before it set the prefill engine's running cap carry the defaults'.
+		c.Prefill.BatchCap, c.Decode.BatchCap = in.PBatch*max(in.PPP, 1), in.DBatch*max(in.DPP, 1)
+	}
 	if dk.tight {
 		if de.Backend == engine.TRTLLM && de.CapacityPolicy == engine.PolicyMaxUtilization {
 			// The tandem reserves a TensorRT-LLM decode request's final KV at the

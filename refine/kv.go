@@ -78,9 +78,10 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 // deployed under engine profile profile by rules that read rules' batch, isl
 // and osl, for requests of up to isl + osl tokens: SGLang's graph reserve
 // (CUDAGraphMaxBS), the pool its memory holds (KVPoolTokens, with e's memory
-// keys), then a pool e's config set (EnginePool). The sweep (planKV), trace
-// replay against a sweep point (PointSetup) and eval's --kv-capacity-tokens
-// auto size pools with it.
+// keys), then a pool e's config set (EnginePool). The sweep (planKV, both
+// pools of a disaggregated row too), trace replay against a sweep point
+// (PointSetup), eval's --kv-capacity-tokens auto and eval --mode disagg's
+// config memory keys size pools with it.
 func DeployedPool(est *perfdb.Estimator, e engine.Spec, profile string, rules queueing.ProfileInput, isl, osl int) (int, error) {
 	rules.Backend, rules.Role = string(e.Backend), queueing.RoleAgg
 	graphBS, err := CUDAGraphMaxBS(profile, rules)
