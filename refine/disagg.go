@@ -13,61 +13,141 @@ import (
 
 	"github.com/aicdb/aicdb/disagg"
 	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
 )
 
 // disaggSetup builds the tandem of a disaggregated row (QUEUEING.md §6): each pool
-// priced by its own perf data at its own parallelism, the backend's default engine
-// on both pools, the fabric of the system spec and the KV handoff of the model.
-// With attention DP a pass priced by the perf data is one rank's (perfdb's
-// PassTiming), so each attention-DP rank of a worker is a tandem worker of its
-// own: w × dp workers of tp × pp GPUs, each capped at the row's per-rank batch
-// (p_batch, d_batch, × pp) — aiconfigurator's batch is per rank (its decode
-// concurrency is d_batch × d_workers × d_pp × d_dp). Sweep rows have p_dp = d_dp
-// = 1. The closed loop runs at the row's concurrency d_batch × d_workers × d_pp ×
-// d_dp, as the legacy row. The decode KV is not bounded beyond d_batch (the row's
-// decode batch already passed aiconfigurator's memory rule in Legacy).
-func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, error) {
+// priced by its own perf data at its own parallelism, the engines the row
+// recorded (resolveEngines: the profile's prefill and decode roles with the
+// sweep's --engine-config applied over both; rows that recorded none get the
+// original rule's, PointResolved), the fabric of the system spec and the KV
+// handoff of the model. With attention DP a pass priced by the perf data is one
+// rank's (perfdb's PassTiming), so each attention-DP rank of a worker is a
+// tandem worker of its own: w × dp workers of tp × pp GPUs, each running as
+// many requests as its engine's running cap (the row's per-rank batch p_batch,
+// d_batch × pp unless the config set another) — aiconfigurator's batch is per
+// rank (its decode concurrency is d_batch × d_workers × d_pp × d_dp). Sweep
+// rows have p_dp = d_dp = 1. The closed loop runs at the row's concurrency
+// d_batch × d_workers × d_pp × d_dp, as the legacy row.
+//
+// Each pool's KV pool is the one its engine deploys, sized by the one agg rule
+// (planKV: DeployedPool with the engine's memory keys, then a pool its config
+// set): a worker that cannot hold one request is an error wrapping
+// perfdb.ErrOOM (an OOM row). The decode pool bounds the tandem's decode
+// workers (pull reservations, vLLM's block growth and preemption) when it can
+// bind — its running cap of requests at full length need more blocks than it
+// has (poolKV's tight); otherwise it cannot change a pass and the tandem runs
+// without it. The prefill pool's KV is not modelled beyond that check.
+func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, kvPlan, error) {
 	var c disagg.Config
+	var dk kvPlan
 	pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
 	if err != nil {
-		return workload.Spec{}, c, err
+		return workload.Spec{}, c, dk, err
 	}
 	dmTP, dmEP, err := p.poolMoE(ctx, in, in.DTP, in.DDP)
 	if err != nil {
-		return workload.Spec{}, c, err
+		return workload.Spec{}, c, dk, err
 	}
 	pre, ppt, err := p.estimator(ctx, in, in.PTP, in.PPP, in.PDP, pmTP, pmEP)
 	if err != nil {
-		return workload.Spec{}, c, err
+		return workload.Spec{}, c, dk, err
 	}
 	_, dpt, err := p.estimator(ctx, in, in.DTP, in.DPP, in.DDP, dmTP, dmEP)
 	if err != nil {
-		return workload.Spec{}, c, err
+		return workload.Spec{}, c, dk, err
 	}
-	e, err := engine.Defaults(in.Backend, in.Version)
+	pe, de, err := disaggEngines(in)
 	if err != nil {
-		return workload.Spec{}, c, err
-	}
-	if e.Backend == engine.TRTLLM && in.ISL > e.MaxNumTokens {
-		e.EnableChunkedPrefill = true // a prompt beyond the budget must be chunked (T-R3)
+		return workload.Spec{}, c, dk, err
 	}
 	kvb, err := disagg.KVBytesPerLink(pre, in.PTP, in.DTP)
 	if err != nil {
-		return workload.Spec{}, c, err
+		return workload.Spec{}, c, dk, err
+	}
+	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Concurrency: in.DBatch * in.DWorkers * in.DPP * in.DDP}
+	// The prefill worker holds a prompt and its first token until the pull.
+	if _, err := poolKV(ppt, in, pe, in.PBatch*max(in.PPP, 1), min(pe.SeatCap(), w.Concurrency), in.ISL, 1); err != nil {
+		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s prefill pool: %w", in.Parallel(), err)
+	}
+	if dk, err = poolKV(dpt, in, de, in.DBatch*max(in.DPP, 1), min(de.SeatCap(), w.Concurrency), in.ISL, in.OSL); err != nil {
+		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s decode pool: %w", in.Parallel(), err)
 	}
 	c = disagg.Config{
-		Prefill: disagg.Pool{Engine: e, Timing: ppt, Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP,
-			BatchCap: in.PBatch * in.PPP},
-		Decode: disagg.Pool{Engine: e, Timing: dpt, Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP,
-			BatchCap: in.DBatch * in.DPP},
+		Prefill:         disagg.Pool{Engine: pe, Timing: ppt, Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP},
+		Decode:          disagg.Pool{Engine: de, Timing: dpt, Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP},
 		Fabric:          disagg.FabricOf(pre.System()),
 		KVBytesPerToken: kvb,
 	}
-	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Concurrency: in.DBatch * in.DWorkers * in.DPP * in.DDP}
-	return w, c, nil
+	if in.EngineProfile == "" {
+		// The original rule caps both pools at the row's batch; rows recorded
+		// before it set the prefill engine's running cap carry the defaults'.
+		c.Prefill.BatchCap, c.Decode.BatchCap = in.PBatch*max(in.PPP, 1), in.DBatch*max(in.DPP, 1)
+	}
+	if dk.tight {
+		if de.Backend == engine.TRTLLM && de.CapacityPolicy == engine.PolicyMaxUtilization {
+			// The tandem reserves a TensorRT-LLM decode request's final KV at the
+			// pull (T-D3), which is guaranteed_no_evict's rule (T-R1), not
+			// max_utilization's pausing (T-R2).
+			return workload.Spec{}, c, dk, &roleKeyError{fmt.Sprintf("disagg %s decode pool: --engine-config capacity_scheduler_policy %s cannot apply to the decode role of a KV-tight pool (%d requests at full length need %d > %d blocks): the tandem reserves each request's final KV at the pull (T-D3); use guaranteed_no_evict or give the decode pool more KV",
+				in.Parallel(), de.CapacityPolicy, dk.demandBlocks/max(dk.perReq, 1), dk.demandBlocks, dk.capBlocks)}
+		}
+		c.Decode.KVCapacityTokens = dk.capTokens
+	}
+	return w, c, dk, nil
+}
+
+// roleKeyError is an engine config key that cannot apply to one pool of a
+// disaggregated row (bad input: CheckDisagg refuses the sweep before it stores
+// anything).
+type roleKeyError struct{ msg string }
+
+func (e *roleKeyError) Error() string { return e.msg }
+
+// disaggEngines are the prefill and decode engines of a disaggregated row: the
+// ones it recorded, else the original rule's (PointResolved).
+func disaggEngines(in store.PointInputs) (engine.Spec, engine.Spec, error) {
+	r, _, err := PointResolved(in)
+	if err != nil {
+		return engine.Spec{}, engine.Spec{}, fmt.Errorf("disagg %s: %w", in.Parallel(), err)
+	}
+	if r.Prefill == nil || r.Decode == nil {
+		return engine.Spec{}, engine.Spec{}, fmt.Errorf("disagg %s: its engine config records no prefill and decode engine (internal)", in.Parallel())
+	}
+	return *r.Prefill, *r.Decode, nil
+}
+
+// poolKV is planKV for one pool of a disaggregated row: the pool engine e
+// deploys on a worker priced by pt for requests of isl + osl tokens, under the
+// profile's rules read at the pool's per-worker batch (resolveEngines' rules
+// batch: SGLang's graph reserve, CUDAGraphMaxBS), tight when running requests
+// at full length need more blocks than it has (e itself is left as recorded).
+func poolKV(pt *perfdb.PassTiming, in store.PointInputs, e engine.Spec, rulesBatch, running, isl, osl int) (kvPlan, error) {
+	q := in
+	q.Batch, q.ISL, q.OSL = max(rulesBatch, 1), isl, osl
+	k, err := planKV(pt, q, &e)
+	if err != nil {
+		return k, err
+	}
+	k.demandBlocks = max(running, 1) * k.perReq
+	k.tight = k.demandBlocks > k.capBlocks
+	return k, nil
+}
+
+// decodeKVNote is the kv_note of a disaggregated row's screening tier: how its
+// decode pool meets the running requests.
+func decodeKVNote(k kvPlan) string {
+	if k.capBlocks <= 0 {
+		return ""
+	}
+	n := k.demandBlocks / max(k.perReq, 1)
+	if k.tight {
+		return fmt.Sprintf("screening: decode KV-tight (%d requests per decode worker at full length need %d > %d blocks): the tandem bounds each decode worker's pool", n, k.demandBlocks, k.capBlocks)
+	}
+	return fmt.Sprintf("screening: a decode worker's pool holds its %d requests at full length (%d of %d blocks): the tandem runs without a bound", n, k.demandBlocks, k.capBlocks)
 }
 
 // screenDisagg is Screen for a disaggregated row: the tandem's closed form. Rows
@@ -76,7 +156,7 @@ func (p *PerfdbEvaluator) screenDisagg(ctx context.Context, in store.PointInputs
 	if in.Prefix > 0 {
 		return store.Queueing{Tier: store.TierComposed}, nil
 	}
-	w, c, err := p.disaggSetup(ctx, in)
+	w, c, dk, err := p.disaggSetup(ctx, in)
 	if err != nil {
 		return store.Queueing{}, err
 	}
@@ -90,6 +170,7 @@ func (p *PerfdbEvaluator) screenDisagg(ctx context.Context, in store.PointInputs
 		return store.Queueing{}, err
 	}
 	q.H = handoffOf(r)
+	q.KV.Note = decodeKVNote(dk)
 	return q, nil
 }
 
@@ -108,7 +189,7 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 	if in.Prefix > 0 {
 		return store.Quantitative{}, fmt.Errorf("disagg %s with prefix %d: %w (the tandem does not model prefix caching yet)", in.Parallel(), in.Prefix, ErrNoQuantitative)
 	}
-	w, c, err := p.disaggSetup(ctx, in)
+	w, c, _, err := p.disaggSetup(ctx, in)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
@@ -139,7 +220,7 @@ var modelFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	h.Write([]byte(queueingFingerprint()))
 	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
-	h.Write([]byte("disaggSetup v2: attention-DP ranks are tandem workers;"))
+	h.Write([]byte("disaggSetup v3: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind;"))
 	e, err := engine.Defaults(engine.VLLM, "")
 	if err != nil {
 		fmt.Fprintf(h, "%v;", err)
@@ -182,11 +263,25 @@ func disaggFits(s SweepSpec, tps []int) error {
 
 // CheckDisagg refuses a disaggregated sweep that cannot produce one priced row
 // (bad input, said before anything is stored): a system whose spec gives the KV
-// fabric no bandwidth (inter_node_bw ≤ 0), or a request that no decode worker's
+// fabric no bandwidth (inter_node_bw ≤ 0), a request that no decode worker's
 // KV can hold at any decode tp of the sweep (aiconfigurator's disagg memory rule,
-// disagg.DecodeKVCapacityTokens). A decode tp that cannot hold one request while
-// another can just gives OOM rows. Perf-data gaps are left to the points.
+// disagg.DecodeKVCapacityTokens), or an engine config key that cannot apply to
+// a pool of one of its rows (roleKeyError, found by setting the row up once per
+// pool shape). A decode tp that cannot hold one request while another can just
+// gives OOM rows. Perf-data gaps are left to the points.
 func (p *PerfdbEvaluator) CheckDisagg(ctx context.Context, pts []store.PointInputs) error {
+	shapes := map[[5]int]bool{}
+	for _, in := range pts {
+		k := [5]int{in.PTP, in.DTP, in.DPP, in.DDP, in.DBatch}
+		if in.Mode != store.ModeDisagg || in.Prefix > 0 || shapes[k] {
+			continue
+		}
+		shapes[k] = true
+		var re *roleKeyError
+		if _, _, _, err := p.disaggSetup(ctx, in); errors.As(err, &re) {
+			return err
+		}
+	}
 	seen := map[int]bool{}
 	var tps []int
 	held := false

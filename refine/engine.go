@@ -40,9 +40,13 @@ func (s *SweepSpec) checkEngineSpec() error {
 // gpuMem is one GPU's memory (0 = not known), from which the profile sizes
 // SGLang's chunked_prefill_size.
 //
-// Disagg points record a prefill and a decode engine (roles of the profile's
-// rules; under defaults the backend's defaults, the decode pool capped at its
-// batch).
+// Disagg points record a prefill and a decode engine — the engines the tandem
+// runs (disaggSetup) — by the roles of the profile's rules with each pool's
+// per-worker batch (p_batch, d_batch, × pp) as the rules' max_batch_size;
+// under defaults the backend's defaults with the running cap at that batch
+// and, on the prefill pool, chunked prefill on when a prompt would not fit
+// the budget (the agg rule of pointEngine; T-R3). A config file applies over
+// both.
 func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error {
 	profile := s.EngineProfile
 	if profile == "" {
@@ -75,8 +79,11 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			if err != nil {
 				return e, err
 			}
-			if profile == queueing.ProfileDefaults && role == queueing.RoleDecode {
+			if profile == queueing.ProfileDefaults {
 				e.SetSeatCap(batch)
+				if role == queueing.RolePrefill && e.TokenBudget() < p.ISL-p.Prefix {
+					e.EnableChunkedPrefill = true // a prompt beyond the budget must be chunked (T-R3)
+				}
 			}
 			return e, apply(&e)
 		}
@@ -102,15 +109,19 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 				p.MaxNumBatchedTokens, p.MaxNumSeqs, p.ChunkedPrefill = e.TokenBudget(), e.SeatCap(), e.EnableChunkedPrefill
 			}
 		case store.ModeDisagg:
-			pe, err := role(queueing.RolePrefill, p.PBatch)
+			// A worker runs batch × pp requests (each pipeline stage holds a batch).
+			pe, err := role(queueing.RolePrefill, p.PBatch*max(p.PPP, 1))
 			if err != nil {
 				return fmt.Errorf("prefill engine of %s: %w", p.Parallel(), err)
 			}
-			de, err := role(queueing.RoleDecode, p.DBatch)
+			de, err := role(queueing.RoleDecode, p.DBatch*max(p.DPP, 1))
 			if err != nil {
 				return fmt.Errorf("decode engine of %s: %w", p.Parallel(), err)
 			}
 			r.Prefill, r.Decode = &pe, &de
+		}
+		if err := wholePromptFits(r, *p); err != nil {
+			return err
 		}
 		for _, e := range []*engine.Spec{r.Engine, r.Prefill, r.Decode} {
 			if e == nil {
@@ -125,6 +136,39 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			return err
 		}
 		p.Engine, p.EngineProfile = js, rowProfile
+	}
+	return nil
+}
+
+// wholePromptFits refuses, before anything is evaluated, a point whose
+// prefilling engine (agg: the engine; disagg: the prefill pool's) runs chunked
+// prefill off with a budget below the point's prompt: the engine cannot
+// schedule it (vLLM V-R1/V-R3, the threshold-capped prompt; TensorRT-LLM T-R3).
+// Only a config file can do that: both profiles' rules fit the prompt. Trace
+// rows keep the trace's own chunking rule (TraceEvaluator).
+func wholePromptFits(r engineconf.Resolved, p store.PointInputs) error {
+	e, role := r.Engine, ""
+	if p.Mode == store.ModeDisagg {
+		e, role = r.Prefill, "prefill "
+	}
+	if e == nil || e.EnableChunkedPrefill || p.Workload != "" {
+		return nil
+	}
+	first, key := p.ISL-p.Prefix, ""
+	switch e.Backend {
+	case engine.VLLM:
+		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
+			first = t
+		}
+		key = "max_num_batched_tokens"
+	case engine.TRTLLM:
+		first, key = p.ISL, "max_num_tokens"
+	default:
+		return nil
+	}
+	if b := e.TokenBudget(); first > b {
+		return fmt.Errorf("--engine-config: the %sengine's %s %d cannot hold a whole prompt of %d tokens (isl %d) with chunked prefill off, so the engine could not schedule it; enable chunked prefill or raise %s",
+			role, key, b, first, p.ISL, key)
 	}
 	return nil
 }

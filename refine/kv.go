@@ -37,23 +37,29 @@ type kvPlan struct {
 	perPass      bool // the engine allocates blocks pass by pass (and can preempt)
 }
 
-// planKV sizes e's KV pool from pt's memory model (unless the point's recorded
-// engine set one; SGLang's by SGLang's own rule, perfdb SGLangKVPoolTokens) and
+// planKV sizes e's KV pool as the engine deploys it (DeployedPool over pt's
+// memory model; SGLang's by SGLang's own rule, perfdb SGLangKVPoolTokens) and
 // sets e.KVCapacityTokens. A pool the engine config set is a cap, not the pool,
 // on TensorRT-LLM (kv_cache_config.max_tokens: the engine takes the smaller of
 // it and its memory fraction's pool) and SGLang (max_total_tokens: min with
-// the profiled pool), so with pt those take the smaller of the two; vLLM's
-// num_gpu_blocks_override replaces the profiled pool. A worker whose weights +
-// the KV of one request do not fit gives an error wrapping perfdb.ErrOOM with
-// the memory arithmetic.
+// the profiled pool); vLLM's num_gpu_blocks_override replaces the profiled
+// pool, but vLLM still profiles its memory first, so a worker whose weights do
+// not fit is OOM under the override too (as eval --kv-capacity-tokens auto
+// and trace replay size it: one rule, EnginePool after KVPoolTokens). A worker
+// whose weights + the KV of one request do not fit gives an error wrapping
+// perfdb.ErrOOM with the memory arithmetic. Without pt (no memory model) the
+// pool is the one e records.
 func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan, error) {
 	bs := max(e.BlockSize, 1)
-	if e.KVCapacityTokens <= 0 || (pt != nil && e.Backend != engine.VLLM) {
+	switch {
+	case pt != nil:
 		n, err := DeployedPool(pt.Estimator(), *e, in.EngineProfile, queueing.ProfileInput{Batch: in.Batch, ISL: in.ISL, OSL: in.OSL}, in.ISL, in.OSL)
 		if err != nil {
 			return kvPlan{}, err
 		}
 		e.KVCapacityTokens = n
+	case e.KVCapacityTokens <= 0:
+		return kvPlan{}, fmt.Errorf("KV pool of %s %s: no memory model to size it from and none recorded (internal)", in.Mode, in.Parallel())
 	}
 	k := kvPlan{capTokens: e.KVCapacityTokens, capBlocks: e.KVCapacityTokens / bs, perReq: ceilDivInt(in.ISL+in.OSL, bs),
 		perPass: e.Traits().PerPassKV}
@@ -72,9 +78,10 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 // deployed under engine profile profile by rules that read rules' batch, isl
 // and osl, for requests of up to isl + osl tokens: SGLang's graph reserve
 // (CUDAGraphMaxBS), the pool its memory holds (KVPoolTokens, with e's memory
-// keys), then a pool e's config set (EnginePool). The sweep (planKV), trace
-// replay against a sweep point (PointSetup) and eval's --kv-capacity-tokens
-// auto size pools with it.
+// keys), then a pool e's config set (EnginePool). The sweep (planKV, both
+// pools of a disaggregated row too), trace replay against a sweep point
+// (PointSetup), eval's --kv-capacity-tokens auto and eval --mode disagg's
+// config memory keys size pools with it.
 func DeployedPool(est *perfdb.Estimator, e engine.Spec, profile string, rules queueing.ProfileInput, isl, osl int) (int, error) {
 	rules.Backend, rules.Role = string(e.Backend), queueing.RoleAgg
 	graphBS, err := CUDAGraphMaxBS(profile, rules)

@@ -177,3 +177,18 @@ func TestPoolCapKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestVLLMOverrideProfilesMemory: num_gpu_blocks_override replaces the pool vLLM
+// profiles, not the profiling: a memory budget below the weights is an OOM under
+// the override too (eval --kv-capacity-tokens auto sizes it so; the sweep used
+// to take the override's pool without the check).
+func TestVLLMOverrideProfilesMemory(t *testing.T) {
+	pt := llama70BTiming(t, "vllm", 2)
+	_, err := configPool(t, pt, "vllm", "--gpu-memory-utilization 0.05 --num-gpu-blocks-override 2001 --block-size 32")
+	if !errors.Is(err, perfdb.ErrOOM) || !strings.Contains(err.Error(), "vllm KV budget 141.00 GiB × 0.05 × 0.98 − (weights ") {
+		t.Errorf("override under a budget below the weights: %v, want the memory model's ErrOOM", err)
+	}
+	if got, err := configPool(t, pt, "vllm", "--gpu-memory-utilization 0.5 --num-gpu-blocks-override 2001 --block-size 32"); err != nil || got != 2000*32 {
+		t.Errorf("override under a budget that fits: pool %d (%v), want %d", got, err, 2000*32)
+	}
+}

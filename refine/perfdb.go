@@ -794,11 +794,13 @@ func quantitativeOf(r *queueing.Report) (store.Quantitative, error) {
 }
 
 // PointSetup implements PointTimer: the agg point's engine and (calibrated) pass
-// timing, as Quantitative uses them (PointModel), and its KV pool: the engine's capacity when
-// it records one (a cap on TensorRT-LLM and SGLang: EnginePool), else the
-// engine's pool from the perf database's memory model (KVPoolTokens, with the
-// engine config's memory keys) at the trace's longest request; a worker the memory model cannot fit that
-// request in gets no prefix cache (KVTokens 0).
+// timing, as Quantitative uses them (PointModel), and its KV pool as the engine
+// deploys it (DeployedPool: the perf database's memory model with the engine
+// config's memory keys, then a pool the config set — EnginePool) at the trace's
+// longest request. A worker that cannot hold that request (perfdb.ErrOOM), or a
+// pool the memory model cannot size, is an error naming the point and the
+// request, never a replay with an unbounded pool: a sweep stores an OOM row, an
+// on-demand evaluation fails.
 func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, maxISL, maxOSL int) (PointSetup, error) {
 	// A trace's requests are not the point's isl/osl: the replay keeps its own KV
 	// rule (no planKV pool).
@@ -806,12 +808,11 @@ func (p *PerfdbEvaluator) PointSetup(ctx context.Context, in store.PointInputs, 
 	if err != nil {
 		return PointSetup{}, err
 	}
-	ps := PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: m.Engine.KVCapacityTokens}
-	if ps.KVTokens <= 0 || m.Engine.Backend != engine.VLLM { // the engine's own pool rule and memory keys (planKV)
-		if n, err := DeployedPool(m.pt.Estimator(), m.Engine, in.EngineProfile, queueing.ProfileInput{Batch: in.Batch, ISL: in.ISL, OSL: in.OSL},
-			max(maxISL, 1), max(maxOSL, 1)); err == nil {
-			ps.KVTokens = n
-		}
+	isl, osl := max(maxISL, 1), max(maxOSL, 1)
+	n, err := DeployedPool(m.pt.Estimator(), m.Engine, in.EngineProfile, queueing.ProfileInput{Batch: in.Batch, ISL: in.ISL, OSL: in.OSL}, isl, osl)
+	if err != nil {
+		return PointSetup{}, fmt.Errorf("trace replay on %s %s b%d: the KV pool for the trace's longest request (isl %d + osl %d): %w",
+			in.Mode, in.Parallel(), in.Batch, isl, osl, err)
 	}
-	return ps, nil
+	return PointSetup{Engine: m.Engine, Timing: m.Timing, KVTokens: n}, nil
 }

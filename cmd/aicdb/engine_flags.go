@@ -65,24 +65,42 @@ func checkProfile(p string) error {
 // resolveEngine is the engine of eval: --engine-profile, then --engine-config over
 // it (the explicit engine flags are applied over both by the caller).
 func resolveEngine(c *cli.Context, in queueing.ProfileInput) (engine.Spec, error) {
-	if _, err := engine.Defaults(in.Backend, in.Version); err != nil {
-		return engine.Spec{}, userErrorf("--backend: %v", err)
-	}
-	if err := checkProfile(c.String("engine-profile")); err != nil {
+	es, err := resolveEngines(c, in)
+	if err != nil {
 		return engine.Spec{}, err
 	}
-	e, err := queueing.ProfileEngine(c.String("engine-profile"), in)
-	if err != nil {
-		return e, userErrorf("--engine-profile %s: %v", c.String("engine-profile"), err)
+	return es[0], nil
+}
+
+// resolveEngines is resolveEngine for each worker role of one deployment (eval
+// --mode disagg: the prefill and the decode pool), the config file read once.
+func resolveEngines(c *cli.Context, ins ...queueing.ProfileInput) ([]engine.Spec, error) {
+	if _, err := engine.Defaults(ins[0].Backend, ins[0].Version); err != nil {
+		return nil, userErrorf("--backend: %v", err)
 	}
-	cfg, err := readEngineConfig(c, string(e.Backend))
-	if err != nil || cfg == nil {
-		return e, err
+	if err := checkProfile(c.String("engine-profile")); err != nil {
+		return nil, err
 	}
-	if err := cfg.Apply(&e); err != nil {
-		return e, userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
+	var cfg *engineconf.Config
+	out := make([]engine.Spec, len(ins))
+	for i, in := range ins {
+		e, err := queueing.ProfileEngine(c.String("engine-profile"), in)
+		if err != nil {
+			return nil, userErrorf("--engine-profile %s: %v", c.String("engine-profile"), err)
+		}
+		if i == 0 {
+			if cfg, err = readEngineConfig(c, string(e.Backend)); err != nil {
+				return nil, err
+			}
+		}
+		if cfg != nil {
+			if err := cfg.Apply(&e); err != nil {
+				return nil, userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
+			}
+		}
+		out[i] = e
 	}
-	return e, nil
+	return out, nil
 }
 
 // checkKVDtype rejects an engine whose config's KV-cache dtype contradicts the
@@ -207,13 +225,7 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	if pt == nil {
 		return userErrorf("--kv-capacity-tokens auto: --timing %s has no GPU memory model to size the KV pool from; give the capacity in tokens, or use --model with --system, --backend and --tp", c.String("timing"))
 	}
-	isl, osl := w.ISL, w.OSL
-	for _, v := range w.ISLQuantiles {
-		isl = max(isl, v)
-	}
-	for _, v := range w.OSLQuantiles {
-		osl = max(osl, v)
-	}
+	isl, osl := maxRequest(w)
 	// The rules read eval's workload as given; the pool holds its longest request.
 	n, err := refine.DeployedPool(pt.Estimator(), *e, c.String("engine-profile"),
 		queueing.ProfileInput{Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}, isl, osl)

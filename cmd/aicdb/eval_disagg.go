@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/urfave/cli/v2"
@@ -11,6 +12,7 @@ import (
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/workload"
+	"github.com/aicdb/aicdb/refine"
 )
 
 // evalDisaggFlags are the flags of `aicdb eval --mode disagg` (the prefill/decode
@@ -153,21 +155,95 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 		}
 		gpus = c.Int("gpus")
 	}
-	e, err := engine.Defaults(backend, version)
-	if err != nil {
-		return cfg, nil, 0, userErrorf("--backend: %v", err)
-	}
-	if err := applyEngineFlags(c, &e); err != nil {
-		return cfg, nil, 0, err
-	}
 	if c.IsSet("kv-capacity-tokens") {
 		return cfg, nil, 0, userErrorf("--kv-capacity-tokens: with --mode disagg use --decode-kv-capacity-tokens")
 	}
-	cfg.Prefill.Engine, cfg.Decode.Engine = e, e
+	if err := disaggEngines(c, backend, version, w, pts, &cfg); err != nil {
+		return cfg, nil, 0, err
+	}
 	if err := cfg.Validate(w); err != nil {
 		return cfg, nil, 0, userErrorf("%v", err)
 	}
 	return cfg, pts, gpus, nil
+}
+
+// disaggEngines sets each pool's engine as eval resolves an agg one
+// (--engine-profile's prefill and decode roles, whose max_batch_size is the
+// pool's --prefill-batch-cap / --decode-batch-cap or the rules' default, then
+// --engine-config over both, then the explicit engine flags over both). With
+// the perf database (pts: prefill, decode), a config's memory keys (memory
+// fraction, vLLM kv_cache_memory_bytes or num_gpu_blocks_override, TensorRT-LLM
+// max_tokens, SGLang max_total_tokens or cuda_graph_max_bs) size each pool as
+// a sweep's row (refine.DeployedPool): a worker that cannot hold one request
+// is refused, and the decode pool replaces the disagg rule's unless
+// --decode-kv-capacity-tokens is given.
+func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts []*perfdb.PassTiming, cfg *disagg.Config) error {
+	in := queueing.ProfileInput{Backend: backend, Version: version, ISL: w.ISL, OSL: w.OSL}
+	if len(pts) > 0 {
+		in.GPUMemBytes = pts[0].Estimator().System().MemCapacity // SGLang sizes chunked_prefill_size from it
+	}
+	pin, din := in, in
+	pin.Role, pin.Batch = queueing.RolePrefill, c.Int("prefill-batch-cap")
+	din.Role, din.Batch = queueing.RoleDecode, c.Int("decode-batch-cap")
+	es, err := resolveEngines(c, pin, din)
+	if err != nil {
+		return err
+	}
+	isl, osl := maxRequest(w)
+	pools := []struct {
+		name  string
+		e     *engine.Spec
+		rules queueing.ProfileInput
+		osl   int
+	}{{"prefill", &es[0], pin, 1}, {"decode", &es[1], din, osl}}
+	for i, p := range pools {
+		if len(pts) > 0 {
+			if err := checkKVDtype(pts[i], *p.e); err != nil {
+				return err
+			}
+		}
+		if err := applyEngineFlags(c, p.e); err != nil {
+			return err
+		}
+		if !hasMemoryKeys(*p.e) {
+			continue
+		}
+		if len(pts) == 0 {
+			fmt.Fprintf(c.App.ErrWriter, "aicdb: engine config: its memory keys size the %s pool only with the perf database's memory model (--model); --timing leaves it to --decode-kv-capacity-tokens\n", p.name)
+			continue
+		}
+		// The prefill worker holds a prompt and its first token until the pull.
+		n, err := refine.DeployedPool(pts[i].Estimator(), *p.e, c.String("engine-profile"), p.rules, isl, p.osl)
+		if err != nil {
+			if errors.Is(err, perfdb.ErrOOM) {
+				return userErrorf("--engine-config: the %s pool: %v", p.name, err)
+			}
+			return asUser(err)
+		}
+		if p.name == "decode" && !c.IsSet("decode-kv-capacity-tokens") {
+			cfg.Decode.KVCapacityTokens = n
+		}
+	}
+	cfg.Prefill.Engine, cfg.Decode.Engine = es[0], es[1]
+	return nil
+}
+
+// hasMemoryKeys reports an engine whose config set a key that sizes its KV
+// pool (engine.Spec's memory keys or a pool in tokens).
+func hasMemoryKeys(e engine.Spec) bool {
+	return e.MemFraction > 0 || e.KVCacheMemoryBytes > 0 || e.CUDAGraphMaxBS > 0 || e.KVCapacityTokens > 0
+}
+
+// maxRequest is the workload's longest prompt and output.
+func maxRequest(w workload.Spec) (int, int) {
+	isl, osl := w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	return isl, osl
 }
 
 // disaggPoolFlags reads the pools' workers and caps, the connector, the handoff
@@ -265,13 +341,7 @@ func disaggPerfTiming(c *cli.Context, dep deploymentOpts, w workload.Spec, cfg *
 	if !(cfg.Fabric.InterNodeGBps > 0) {
 		return nil, "", userErrorf("--system %s: inter_node_bw is %v; give --inter-node-gbps > 0", sys.Name, sys.InterNodeBW)
 	}
-	isl, osl := w.ISL, w.OSL
-	for _, v := range w.ISLQuantiles {
-		isl = max(isl, v)
-	}
-	for _, v := range w.OSLQuantiles {
-		osl = max(osl, v)
-	}
+	isl, osl := maxRequest(w)
 	if !c.IsSet("kv-bytes-per-token") {
 		b, err := disagg.KVBytesPerLink(pre, tps[0], tps[1])
 		if err != nil {

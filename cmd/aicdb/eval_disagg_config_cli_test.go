@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEvalDisaggEngineConfig: eval --mode disagg resolves each pool's engine as
+// eval resolves an agg one — --engine-profile's prefill and decode roles, then
+// --engine-config over both — instead of the backend's defaults whatever the
+// flags said: the default aiconfigurator profile, --engine-profile defaults and
+// a budget in a config file give three different rows (before, the same row);
+// a config memory fraction sizes the decode pool (less headroom than the disagg
+// rule's), and one below the weights is refused in one line naming the pool.
+func TestEvalDisaggEngineConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: five perf-data evaluations")
+	}
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := []string{"eval", "--mode", "disagg", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--tp", "1",
+		"--isl", "4000", "--osl", "500", "--concurrency", "16", "--tier", "screening", "--format", "json"}
+	row := func(args ...string) map[string]any {
+		t.Helper()
+		code, out, errs := runCLI(t, append(append([]string{}, base...), args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
+		}
+		return m
+	}
+	aic, def := row(), row("--engine-profile", "defaults")
+	budget := row("--engine-config", write("budget.args", "--max-num-batched-tokens 1024\n"))
+	p99 := func(m map[string]any) float64 { return m["ttft_steady_p99"].(float64) }
+	if p99(aic) == p99(def) || p99(budget) == p99(aic) || p99(budget) == p99(def) {
+		t.Errorf("ttft_steady_p99: aiconfigurator %v, defaults %v, a 1024-token budget %v: want three different rows", p99(aic), p99(def), p99(budget))
+	}
+	half := row("--engine-config", write("half.args", "--gpu-memory-utilization 0.5\n"))
+	if h, d := half["d_headroom_min"].(float64), aic["d_headroom_min"].(float64); !(h < d) {
+		t.Errorf("d_headroom_min %v under gpu_memory_utilization 0.5, %v under the disagg rule: want less", h, d)
+	}
+	code, out, errs := runCLI(t, append(append([]string{}, base...), "--engine-config", write("oom.args", "--gpu-memory-utilization 0.05\n"))...)
+	const want = "aicdb: --engine-config: the prefill pool: out of memory: vllm KV budget 141.00 GiB × 0.05 × 0.98 − (weights "
+	if code != 1 || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+		t.Errorf("fraction 0.05: exit %d, stdout %q, stderr %q; want one line starting %q", code, out, errs, want)
+	}
+}

@@ -1,0 +1,150 @@
+package refine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/engineconf"
+	"github.com/aicdb/aicdb/store"
+)
+
+// disaggPoint enumerates the one disaggregated row p1×tp1 → d1×tp1 (decode
+// batch 16, isl 4000, osl 500) of Qwen3-32B on h200_sxm under profile and the
+// engine config text (none when ""), with the embedded perf data.
+func disaggPoint(t *testing.T, ev *PerfdbEvaluator, backend, profile, text string) store.PointInputs {
+	t.Helper()
+	ctx := context.Background()
+	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: backend, TotalGPUs: 2, ISL: 4000, OSL: 500,
+		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{16}, MaxWorkers: 1, EngineProfile: profile}
+	if text != "" {
+		cfg, err := engineconf.Parse(backend, []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.EngineConfig = cfg
+	}
+	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := Enumerate(spec, r, ev.Name())
+	if err != nil || len(pts) != 1 {
+		t.Fatalf("enumerate: %d points, %v", len(pts), err)
+	}
+	return pts[0]
+}
+
+// TestDisaggRowsRunRecordedEngines: a disaggregated row is evaluated with the
+// prefill and decode engines it records (the profile's roles, the config file
+// applied over both), not the backend's defaults: the tandem's engines are the
+// recorded ones, and a config key that changes the prefill budget changes the
+// row's TTFT (before, the row was priced the same with or without the file).
+func TestDisaggRowsRunRecordedEngines(t *testing.T) {
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(embeddedSource{})
+	for _, c := range []struct{ backend, text string }{
+		{"vllm", "--max-num-batched-tokens 1024 --max-num-seqs 4\n"},
+		{"trtllm", "max_num_tokens: 1024\nenable_chunked_prefill: true\n"},
+	} {
+		plain := disaggPoint(t, ev, c.backend, queueing.ProfileAIConfigurator, "")
+		withCfg := disaggPoint(t, ev, c.backend, queueing.ProfileAIConfigurator, c.text)
+		r, _, err := engineconf.DecodeResolved(withCfg.Engine)
+		if err != nil || r.Prefill == nil || r.Decode == nil || r.Prefill.TokenBudget() != 1024 || r.Decode.TokenBudget() != 1024 {
+			t.Fatalf("%s: recorded %+v / %+v (%v): want the config's budget 1024 on both pools", c.backend, r.Prefill, r.Decode, err)
+		}
+		_, cfg, _, err := ev.disaggSetup(ctx, withCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Prefill.Engine != *r.Prefill || cfg.Decode.Engine != *r.Decode {
+			t.Errorf("%s: the tandem runs %+v / %+v, the row records %+v / %+v", c.backend, cfg.Prefill.Engine, cfg.Decode.Engine, *r.Prefill, *r.Decode)
+		}
+		if c.backend == "vllm" && (cfg.Decode.Engine.SeatCap() != 4 || cfg.Prefill.Engine.SeatCap() != 4) {
+			t.Errorf("vllm: max_num_seqs 4 from the config: seat caps %d / %d", cfg.Prefill.Engine.SeatCap(), cfg.Decode.Engine.SeatCap())
+		}
+		a, err := ev.Screen(ctx, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ev.Screen(ctx, withCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.P99Lo == b.P99Lo || a.V == b.V {
+			t.Errorf("%s: the same TTFT p99 lower bound %v and columns with a 1024-token prefill budget (4 chunks of a 4000-token prompt) as without", c.backend, a.P99Lo)
+		}
+	}
+}
+
+// TestDisaggMemoryKeysSizePools: the config's memory keys size both pools of a
+// disaggregated row through the agg rule (planKV): a fraction that leaves the
+// decode worker room for fewer requests than its running cap bounds the
+// tandem's decode pool (the row says so), one below the weights is an OOM, and
+// a KV-tight TensorRT-LLM max_utilization decode pool is refused naming the
+// key and the role.
+func TestDisaggMemoryKeysSizePools(t *testing.T) {
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(embeddedSource{})
+	in := disaggPoint(t, ev, "vllm", queueing.ProfileAIConfigurator, "")
+	_, cfg, k, err := ev.disaggSetup(ctx, in)
+	if err != nil || cfg.Decode.KVCapacityTokens != 0 || k.tight {
+		t.Fatalf("default fraction: decode pool %d (tight %v), %v: want no bound", cfg.Decode.KVCapacityTokens, k.tight, err)
+	}
+	// 0.5 of 141 GiB (× 0.98) leaves a few GiB after Qwen3-32B's weights at
+	// tp 1: room for fewer than 16 requests of 4500 tokens.
+	in = disaggPoint(t, ev, "vllm", queueing.ProfileAIConfigurator, "--gpu-memory-utilization 0.5\n")
+	_, cfg, k, err = ev.disaggSetup(ctx, in)
+	if err != nil || !k.tight || cfg.Decode.KVCapacityTokens != k.capTokens || k.capTokens <= 0 {
+		t.Fatalf("fraction 0.5: decode pool %d (plan %+v), %v: want the tight pool as the bound", cfg.Decode.KVCapacityTokens, k, err)
+	}
+	q, err := ev.Screen(ctx, in)
+	if err != nil || !strings.HasPrefix(q.KV.Note, "screening: decode KV-tight (16 requests per decode worker at full length need ") {
+		t.Errorf("fraction 0.5: screening %v, note %q", err, q.KV.Note)
+	}
+	in = disaggPoint(t, ev, "vllm", queueing.ProfileAIConfigurator, "--gpu-memory-utilization 0.05\n")
+	if _, err := ev.Screen(ctx, in); !errors.Is(err, perfdb.ErrOOM) || !strings.HasPrefix(err.Error(), "disagg p1xtp1pp1dp1-d1xtp1pp1dp1 prefill pool: out of memory: ") {
+		t.Errorf("fraction 0.05: %v, want the prefill pool's ErrOOM", err)
+	}
+	in = disaggPoint(t, ev, "trtllm", queueing.ProfileAIConfigurator,
+		"kv_cache_config:\n  free_gpu_memory_fraction: 0.1\nscheduler_config:\n  capacity_scheduler_policy: MAX_UTILIZATION\n")
+	_, _, _, err = ev.disaggSetup(ctx, in)
+	if err == nil || !strings.Contains(err.Error(), "capacity_scheduler_policy max_utilization cannot apply to the decode role of a KV-tight pool") {
+		t.Errorf("trtllm max_utilization, tight decode pool: %v", err)
+	}
+	// The sweep refuses it before storing anything.
+	if cerr := ev.CheckDisagg(ctx, []store.PointInputs{in}); cerr == nil || err == nil || cerr.Error() != err.Error() {
+		t.Errorf("CheckDisagg: %v, want the set-up's refusal", cerr)
+	}
+}
+
+// BenchmarkScreenDisaggRow is the screening of one disaggregated sweep row on
+// the embedded perf data (engines as recorded, both pools' KV sized):
+// go test -run '^$' -bench ScreenDisaggRow -benchtime 200x ./refine
+func BenchmarkScreenDisaggRow(b *testing.B) {
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(embeddedSource{})
+	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 2, ISL: 4000, OSL: 500,
+		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{16}, MaxWorkers: 1}
+	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pts, err := Enumerate(spec, r, ev.Name())
+	if err != nil || len(pts) != 1 {
+		b.Fatalf("enumerate: %d points, %v", len(pts), err)
+	}
+	if _, err := ev.Screen(ctx, pts[0]); err != nil { // loads the perf data
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := ev.Screen(ctx, pts[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
