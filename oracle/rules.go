@@ -42,18 +42,18 @@ type trtRules struct{}
 type sglangRules struct{}
 
 // rulesFor returns b's engine rules from an immutable table built per call (no
-// package state); false when the oracle has no rules for b.
-func rulesFor(b engine.Backend) (engineRules, bool) {
+// package state); nil when the oracle has no rules for b.
+func rulesFor(b engine.Backend) engineRules {
 	table := [...]struct {
 		b engine.Backend
 		r engineRules
 	}{{engine.VLLM, vllmRules{}}, {engine.TRTLLM, trtRules{}}, {engine.SGLang, sglangRules{}}}
 	for _, t := range table {
 		if t.b == b {
-			return t.r, true
+			return t.r
 		}
 	}
-	return nil, false
+	return nil
 }
 
 func (vllmRules) init(*Sim) {}

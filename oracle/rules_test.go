@@ -76,11 +76,15 @@ func TestScenarioEngineSpellings(t *testing.T) {
 	}
 }
 
-// TestRulesForRegistered checks that every registered backend has oracle rules.
+// TestRulesForRegistered checks that every registered backend has oracle rules
+// (New relies on it) and that an unknown one has none.
 func TestRulesForRegistered(t *testing.T) {
 	for _, b := range engine.Backends() {
-		if _, ok := rulesFor(b); !ok {
+		if rulesFor(b) == nil {
 			t.Errorf("backend %s: no oracle engine rules", b)
 		}
+	}
+	if r := rulesFor("tgi"); r != nil {
+		t.Errorf("unknown backend tgi: rules %T, want nil", r)
 	}
 }

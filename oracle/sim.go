@@ -163,7 +163,7 @@ func New(eng engine.Spec, t timing.Timing, opt Options) (*Sim, error) {
 	if t == nil {
 		return nil, errors.New("oracle: timing is nil; pass a timing.Timing")
 	}
-	rules, _ := rulesFor(eng.Backend) // registered: ValidateEngine passed
+	rules := rulesFor(eng.Backend) // non-nil: ValidateEngine passed (TestRulesForRegistered)
 	s := &Sim{eng: eng, rules: rules, timing: t, opt: opt, bs: eng.BlockSize, depth: 1}
 	if eng.Traits().Overlap && eng.AsyncScheduling {
 		s.depth = 2 // vLLM async scheduling (V-R10); TRT-LLM overlap executor (§4.2)

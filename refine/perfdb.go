@@ -372,9 +372,16 @@ func (p *PerfdbEvaluator) Resolve(ctx context.Context, model, system, backend, v
 		}
 	}
 	cfg := perfdb.ResolveQuant(d, m, perfdb.Config{Backend: backend, Version: version, TP: 1, PP: 1, DP: 1, MoETP: 1, MoEEP: 1}, true)
+	return resolved(version, m, cfg), nil
+}
+
+// resolved is Resolve's answer for model m at version under the resolved
+// quantisation cfg (silicon data); its quant columns come from QuantInputs.
+func resolved(version string, m *perfdb.Model, cfg perfdb.Config) Resolved {
+	q := QuantInputs(cfg)
 	return Resolved{Version: version, Heads: m.Heads, KVHeads: m.KVHeads, MoE: m.NumExperts > 0, MaxPos: m.MaxPos,
-		DatabaseMode: string(perfdb.ModeSilicon), GemmQuant: string(cfg.GemmQuant), KVCacheQuant: string(cfg.KVQuant),
-		FMHAQuant: string(cfg.FMHAQuant), MoEQuant: string(cfg.MoEQuant), CommQuant: string(cfg.CommQuant)}, nil
+		DatabaseMode: string(perfdb.ModeSilicon), GemmQuant: q.GemmQuant, KVCacheQuant: q.KVCacheQuant,
+		FMHAQuant: q.FMHAQuant, MoEQuant: q.MoEQuant, CommQuant: q.CommQuant}
 }
 
 // estimator returns the (cached) estimator and pass timing of one worker of in.
@@ -432,6 +439,16 @@ func WorkerConfig(in store.PointInputs, w Worker) (perfdb.Config, error) {
 		GemmQuant: perfdb.GemmQuant(in.GemmQuant), KVQuant: perfdb.KVQuant(in.KVCacheQuant),
 		FMHAQuant: perfdb.FMHAQuant(in.FMHAQuant), MoEQuant: perfdb.MoEQuant(in.MoEQuant),
 		CommQuant: perfdb.CommQuant(in.CommQuant), Mode: mode}, nil
+}
+
+// QuantInputs is cfg's quantisation as a point's quant columns (every other
+// field zero): the one conversion from perfdb.Config's quant modes to the
+// strings a point, a calibration key (store.QuantLabel) and Resolved carry, and
+// the inverse of WorkerConfig's, which reads them back (TestQuantInputsRoundTrip
+// fails when a quant mode is added to one side only).
+func QuantInputs(cfg perfdb.Config) store.PointInputs {
+	return store.PointInputs{GemmQuant: string(cfg.GemmQuant), KVCacheQuant: string(cfg.KVQuant),
+		FMHAQuant: string(cfg.FMHAQuant), MoEQuant: string(cfg.MoEQuant), CommQuant: string(cfg.CommQuant)}
 }
 
 // WorkerTiming builds the estimator and pass timing of cfg (from WorkerConfig)

@@ -209,12 +209,11 @@ func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
 	if err != nil {
 		return "", asUser(err)
 	}
-	in := store.PointInputs{Model: s.dep.Model, System: s.dep.System, Backend: s.dep.Backend, Version: s.dep.Version}
+	var in store.PointInputs
 	if s.pt != nil { // the quantisation the pass timing was built with (a calibration is keyed by it)
-		q := s.pt.Estimator().Config()
-		in.GemmQuant, in.MoEQuant, in.KVCacheQuant = string(q.GemmQuant), string(q.MoEQuant), string(q.KVQuant)
-		in.FMHAQuant, in.CommQuant = string(q.FMHAQuant), string(q.CommQuant)
+		in = refine.QuantInputs(s.pt.Estimator().Config())
 	}
+	in.Model, in.System, in.Backend, in.Version = s.dep.Model, s.dep.System, s.dep.Backend, s.dep.Version
 	adj, ok := cal.For(in)
 	if !ok {
 		return fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s [%s]", cal.Name(), in.System, in.Backend, in.Version, in.Model,

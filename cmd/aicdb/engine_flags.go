@@ -33,8 +33,9 @@ func engineConfigFlag() cli.Flag {
 	return &cli.StringFlag{Name: "engine-config", Usage: "the engine's own config `FILE` (vLLM CLI args or YAML, TensorRT-LLM extra_llm_api_options YAML, SGLang server args), applied over --engine-profile"}
 }
 
-// readEngineConfig parses --engine-config for backend (nil when not given) and
-// lists the keys it ignores on stderr, in one line.
+// readEngineConfig parses --engine-config for backend (nil when not given),
+// lists the keys it ignores on stderr in one line, and warns in another of the
+// keys applied whose timing the perf data cannot price (TimingLine).
 func readEngineConfig(c *cli.Context, backend string) (*engineconf.Config, error) {
 	path := c.String("engine-config")
 	if path == "" {
@@ -46,6 +47,9 @@ func readEngineConfig(c *cli.Context, backend string) (*engineconf.Config, error
 	}
 	if line := cfg.IgnoredLine(); line != "" {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: %s\n", line)
+	}
+	if line := cfg.TimingLine(); line != "" {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: warning: %s\n", line)
 	}
 	return cfg, nil
 }

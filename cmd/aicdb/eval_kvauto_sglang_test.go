@@ -1,9 +1,6 @@
 package main
 
-import (
-	"encoding/json"
-	"testing"
-)
+import "testing"
 
 // TestEvalKVCapacityAutoSGLang: for SGLang, --kv-capacity-tokens auto is the pool
 // SGLang sizes itself (perfdb SGLangKVPoolTokens): the same at every prompt
@@ -13,19 +10,11 @@ import (
 func TestEvalKVCapacityAutoSGLang(t *testing.T) {
 	pool := func(profile, isl string) float64 {
 		t.Helper()
-		code, out, errs := runCLI(t, "eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "sglang",
+		n, _ := evalKVPool(t, "eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "sglang",
 			"--tp", "2", "--concurrency", "32", "--isl", isl, "--osl", "500", "--kv-capacity-tokens", "auto",
 			"--engine-profile", profile, "--format", "json")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errs)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("not JSON: %v\n%s", err, out)
-		}
-		n, ok := m["kv_capacity_tokens"].(float64)
-		if !ok || !(n > 0) {
-			t.Fatalf("kv_capacity_tokens = %v", m["kv_capacity_tokens"])
+		if !(n > 0) {
+			t.Fatalf("kv_capacity_tokens = %v", n)
 		}
 		return n
 	}

@@ -24,15 +24,7 @@ func TestEvalEngineConfigMemoryKeys(t *testing.T) {
 		"--concurrency", "8", "--isl", "1000", "--osl", "200", "--kv-capacity-tokens", "auto", "--format", "json"}
 	pool := func(args ...string) float64 {
 		t.Helper()
-		code, out, errs := runCLI(t, append(append([]string{}, base...), args...)...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errs)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("not JSON: %v\n%s", err, out)
-		}
-		n, _ := m["kv_capacity_tokens"].(float64)
+		n, _ := evalKVPool(t, append(append([]string{}, base...), args...)...)
 		return n
 	}
 	def, half := pool(), pool("--engine-config", write("half.args", "--gpu-memory-utilization 0.5\n"))
@@ -45,6 +37,22 @@ func TestEvalEngineConfigMemoryKeys(t *testing.T) {
 	if code != 1 || errs != want {
 		t.Errorf("kv dtype mismatch: exit %d\n got  %q\n want %q", code, errs, want)
 	}
+}
+
+// evalKVPool runs eval args (--format json, exit 0 expected) and returns its
+// kv_capacity_tokens and stderr.
+func evalKVPool(t *testing.T, args ...string) (float64, string) {
+	t.Helper()
+	code, out, errs := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errs)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	n, _ := m["kv_capacity_tokens"].(float64)
+	return n, errs
 }
 
 // TestEvalKVAutoUnderConfigCap: with --kv-capacity-tokens auto a TensorRT-LLM

@@ -9,7 +9,9 @@
 //     at the value the model assumes (e.g. scheduling_policy fcfs); the memory
 //     keys that size the KV pool (memory fractions, vLLM num_gpu_blocks_override
 //     and kv_cache_memory_bytes, SGLang's CUDA graph batch sizes) and the
-//     KV-cache dtype (CheckKVQuant) are among them;
+//     KV-cache dtype (CheckKVQuant) are among them, as is SGLang's
+//     disable_cuda_graph, recorded and warned about (TimingLine): decode
+//     without graphs is slower than the perf data;
 //   - harmless keys (ports, logging, model path, parallelism, swap space):
 //     ignored and listed, so the caller can tell the user;
 //   - keys that change scheduling in a way the model does not represent
@@ -197,6 +199,22 @@ func (c *Config) IgnoredLine() string {
 		return ""
 	}
 	return fmt.Sprintf("engine config: ignored (no effect on scheduling): %s", strings.Join(c.Ignored, ", "))
+}
+
+// TimingLine is the one-line warning for the keys applied whose timing the perf
+// data cannot price (SGLang disable_cuda_graph: decode without CUDA graphs), ""
+// when none is set.
+func (c *Config) TimingLine() string {
+	var notes []string
+	for _, s := range c.Settings {
+		if r, ok := lookup(c.Backend, s.Key); ok && r.timing != "" && s.Value == "true" {
+			notes = append(notes, s.Key+": "+r.timing)
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "engine config: " + strings.Join(notes, "; ")
 }
 
 // keyValue is one key of a file as written.

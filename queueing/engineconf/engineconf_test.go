@@ -221,6 +221,49 @@ func TestIgnoredLine(t *testing.T) {
 	}
 }
 
+// TestDisableCUDAGraph: SGLang's disable_cuda_graph is not harmless: it is
+// applied and recorded (a Setting, engine.Spec.DisableCUDAGraph, which Render
+// writes back), leaves the memory knobs alone (SGLang 0.5.x keeps the graph
+// reserve in mem_fraction_static), and is warned about in one line, because the
+// perf data times decode with CUDA graphs. false sets and warns nothing.
+func TestDisableCUDAGraph(t *testing.T) {
+	cfg, err := Parse("sglang", []byte("--port 1 --disable-cuda-graph --max-running-requests 8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Setting{{"disable_cuda_graph", "true"}, {"max_running_requests", "8"}}; !reflect.DeepEqual(cfg.Settings, want) {
+		t.Errorf("settings %+v, want %+v", cfg.Settings, want)
+	}
+	if got, want := cfg.IgnoredLine(), "engine config: ignored (no effect on scheduling): port"; got != want {
+		t.Errorf("ignored line %q, want %q", got, want)
+	}
+	want := "engine config: disable_cuda_graph: decode passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
+	if got := cfg.TimingLine(); got != want {
+		t.Errorf("timing line\n got  %q\n want %q", got, want)
+	}
+	e, _ := engine.Defaults("sglang", "")
+	base := e
+	if err := cfg.Apply(&e); err != nil {
+		t.Fatal(err)
+	}
+	base.DisableCUDAGraph, base.MaxNumSeqs = true, 8
+	if e != base {
+		t.Errorf("applied engine %+v, want the defaults with disable_cuda_graph and max_running_requests 8 only", e)
+	}
+	out, err := Render(e, Deployment{Model: "m", TP: 1, PP: 1}, FormatCLI)
+	if err != nil || !strings.Contains(out, "--disable-cuda-graph") {
+		t.Errorf("render: %v\n%s", err, out)
+	}
+	off, err := Parse("sglang", []byte("disable_cuda_graph: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ = engine.Defaults("sglang", "")
+	if err := off.Apply(&e); err != nil || e.DisableCUDAGraph || off.TimingLine() != "" {
+		t.Errorf("false: %v, engine %+v, timing line %q", err, e, off.TimingLine())
+	}
+}
+
 // fuzzCheck: Parse never panics, is deterministic, and a parsed file either
 // applies to a valid engine or fails with a one-line error.
 func fuzzCheck(t *testing.T, backend string, data []byte) {

@@ -164,6 +164,9 @@ func sglangKVs(e engine.Spec, d Deployment) []renderKV {
 	if e.CUDAGraphMaxBS > 0 {
 		kv = append(kv, renderKV{key: "cuda-graph-max-bs", value: itoa(e.CUDAGraphMaxBS)})
 	}
+	if e.DisableCUDAGraph {
+		kv = append(kv, renderKV{key: "disable-cuda-graph", flagOnly: true})
+	}
 	switch e.KVCacheDtype {
 	case "fp8":
 		kv = append(kv, renderKV{key: "kv-cache-dtype", value: "fp8_e4m3"}) // SGLang has no plain fp8

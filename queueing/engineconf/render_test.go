@@ -26,7 +26,7 @@ func sched(e engine.Spec) engine.Spec {
 		o.MaxBatchSize, o.MaxNumTokens, o.AsyncScheduling, o.CapacityPolicy = e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling, e.CapacityPolicy
 	case engine.SGLang:
 		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk
-		o.CUDAGraphMaxBS = e.CUDAGraphMaxBS
+		o.CUDAGraphMaxBS, o.DisableCUDAGraph = e.CUDAGraphMaxBS, e.DisableCUDAGraph
 		if e.EnableChunkedPrefill {
 			o.ChunkedPrefillSize = e.ChunkedPrefillSize
 		}
@@ -67,6 +67,7 @@ func TestRenderRoundTrip(t *testing.T) {
 		e.KVCacheDtype = rapid.SampledFrom(dtypes[backend]).Draw(t, "dtype")
 		if backend == "sglang" {
 			e.CUDAGraphMaxBS = rapid.IntRange(0, 1024).Draw(t, "graphbs")
+			e.DisableCUDAGraph = rapid.Bool().Draw(t, "nograph")
 		}
 		if backend == "trtllm" {
 			e.CapacityPolicy = rapid.SampledFrom([]string{engine.PolicyGuaranteedNoEvict, engine.PolicyMaxUtilization}).Draw(t, "policy")

@@ -25,6 +25,9 @@ type rule struct {
 	why    string                         // classRejected: what it changes
 	check  func(v string) (string, error) // canonical value or why v is refused
 	apply  func(e *engine.Spec, v string) // v is check's canonical value
+	// timing, on a boolean key, says what the perf data cannot price when the key
+	// is true: the key is applied, and Config.TimingLine warns with it.
+	timing string
 	// late keys are applied after the others, whatever their place in the file:
 	// they read another key (num_gpu_blocks_override the block size) or win over
 	// one (SGLang's cuda_graph_bs sets cuda_graph_max_bs).
@@ -406,6 +409,12 @@ func sglangRule(k string) (rule, bool) {
 		return graphBSKey(), true
 	case "kv_cache_dtype": // must match the point's KV quant (CheckKVQuant)
 		return kvDtypeKey(sglangKVDtypes), true
+	case "disable_cuda_graph":
+		// No scheduling rule and no pool change (engine.Spec.DisableCUDAGraph: SGLang
+		// 0.5.x keeps the graph reserve in mem_fraction_static); the timing is flagged.
+		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = v })
+		r.timing = "decode passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
+		return r, true
 	case "disable_overlap_schedule": // the overlap scheduler is not modelled either way (engine.Spec doc)
 		return boolKey(func(*engine.Spec, bool) {}), true
 	case "schedule_policy": // S-R2 FCFS waiting queue
@@ -426,7 +435,7 @@ func sglangRule(k string) (rule, bool) {
 		"tp_size", "tensor_parallel_size", "tp", "dp_size", "data_parallel_size", "dp", "pp_size",
 		"pipeline_parallel_size", "ep_size", "expert_parallel_size", "ep", "moe_dense_tp_size",
 		"enable_dp_attention", "enable_dp_lm_head", "load_balance_method", "nnodes", "node_rank",
-		"dist_init_addr", "disable_radix_cache", "disable_cuda_graph", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
+		"dist_init_addr", "disable_radix_cache", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
 		"moe_runner_backend", "moe_a2a_backend", "disaggregation_transfer_backend",
 		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout", "stream_interval",
 		"stream_output", "enable_torch_compile", "torch_compile_max_bs", "reasoning_parser",
