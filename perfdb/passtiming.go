@@ -36,6 +36,7 @@ package perfdb
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -224,7 +225,13 @@ func (pt *PassTiming) priceDecodeOnly(d, meanCtx int) (float64, error) {
 // sum to sum (the rounded mean, bucketed): what a pass's key and price read of
 // its decode rows.
 func meanContext(sum, d int) int {
-	return bucket((sum + d/2) / d)
+	n := sum + d/2
+	if n >= 0 && n <= math.MaxUint32 && d <= math.MaxUint32 {
+		// The same quotient by a 32-bit division (several times cheaper than a
+		// 64-bit one on x86): every pass key takes one.
+		return bucket(int(uint32(n) / uint32(d)))
+	}
+	return bucket(n / d)
 }
 
 // bucket quantizes a context length: exact up to 64, then 16 buckets per

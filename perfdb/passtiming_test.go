@@ -148,6 +148,23 @@ func TestDecodeOnlySpanMs(t *testing.T) {
 	}
 }
 
+// TestMeanContext: the 32-bit division gives the 64-bit quotient, at the
+// boundary and beyond it.
+func TestMeanContext(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		d := rapid.IntRange(1, 1<<33).Draw(rt, "rows")
+		sum := d + rapid.IntRange(0, 1<<34).Draw(rt, "extra")
+		if got, want := meanContext(sum, d), bucket((sum+d/2)/d); got != want {
+			rt.Fatalf("meanContext(%d, %d) = %d, want %d", sum, d, got, want)
+		}
+	})
+	for _, c := range [][2]int{{math.MaxUint32, 1}, {math.MaxUint32 - 1, 2}, {math.MaxUint32, 3}, {1 << 40, 1 << 33}, {7, 7}} {
+		if got, want := meanContext(c[0], c[1]), bucket((c[0]+c[1]/2)/c[1]); got != want {
+			t.Errorf("meanContext(%d, %d) = %d, want %d", c[0], c[1], got, want)
+		}
+	}
+}
+
 // TestBucketEnd: bucket is non-decreasing and bucketEnd(b) is the last x of
 // bucket b.
 func TestBucketEnd(t *testing.T) {
