@@ -120,6 +120,67 @@ func TestDecodeOnlyMsEqualsPassMs(t *testing.T) {
 	}
 }
 
+// TestDecodeOnlySpanMs: the span's price is DecodeOnlyMs's at every summed
+// context in [ctx, maxCtx] (each priced on a fresh timing, so no cache entry
+// is shared), and the span is maximal: maxCtx + 1 has another key.
+func TestDecodeOnlySpanMs(t *testing.T) {
+	span := testPassTiming(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		rows := rapid.IntRange(1, 2048).Draw(rt, "rows")
+		ctx := rows * rapid.IntRange(1, 100000).Draw(rt, "mean")
+		ctx += rapid.IntRange(0, rows-1).Draw(rt, "rest")
+		v, maxCtx, err := span.DecodeOnlySpanMs(rows, ctx)
+		if err != nil || maxCtx < ctx {
+			rt.Fatalf("DecodeOnlySpanMs(%d, %d) = %v, %d, %v", rows, ctx, v, maxCtx, err)
+		}
+		fresh := testPassTiming(t)
+		for _, x := range []int{ctx, maxCtx, rapid.IntRange(ctx, maxCtx).Draw(rt, "x")} {
+			if got, err := fresh.DecodeOnlyMs(rows, x); err != nil || got != v {
+				rt.Fatalf("rows %d: DecodeOnlyMs at %d = %v (err %v), the span from %d to %d says %v", rows, x, got, err, ctx, maxCtx, v)
+			}
+		}
+		if meanContext(maxCtx+1, rows) == meanContext(ctx, rows) {
+			rt.Fatalf("rows %d: the span from %d ends at %d, but %d has the same mean context", rows, ctx, maxCtx, maxCtx+1)
+		}
+	})
+	if _, _, err := span.DecodeOnlySpanMs(4, 3); err == nil {
+		t.Error("DecodeOnlySpanMs(4, 3): want an error")
+	}
+}
+
+// TestMeanContext: the 32-bit division gives the 64-bit quotient, at the
+// boundary and beyond it.
+func TestMeanContext(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		d := rapid.IntRange(1, 1<<33).Draw(rt, "rows")
+		sum := d + rapid.IntRange(0, 1<<34).Draw(rt, "extra")
+		if got, want := meanContext(sum, d), bucket((sum+d/2)/d); got != want {
+			rt.Fatalf("meanContext(%d, %d) = %d, want %d", sum, d, got, want)
+		}
+	})
+	for _, c := range [][2]int{{math.MaxUint32, 1}, {math.MaxUint32 - 1, 2}, {math.MaxUint32, 3}, {1 << 40, 1 << 33}, {7, 7}} {
+		if got, want := meanContext(c[0], c[1]), bucket((c[0]+c[1]/2)/c[1]); got != want {
+			t.Errorf("meanContext(%d, %d) = %d, want %d", c[0], c[1], got, want)
+		}
+	}
+}
+
+// TestBucketEnd: bucket is non-decreasing and bucketEnd(b) is the last x of
+// bucket b.
+func TestBucketEnd(t *testing.T) {
+	prev := 0
+	for x := 1; x < 1<<18; x++ {
+		b := bucket(x)
+		if b < prev {
+			t.Fatalf("bucket(%d) = %d < bucket(%d) = %d", x, b, x-1, prev)
+		}
+		if b != prev && prev > 0 && bucketEnd(prev) != x-1 {
+			t.Fatalf("bucketEnd(%d) = %d, want %d", prev, bucketEnd(prev), x-1)
+		}
+		prev = b
+	}
+}
+
 // TestPassTimingConcurrent prices from many goroutines (run with -race).
 func TestPassTimingConcurrent(t *testing.T) {
 	pt := testPassTiming(t)

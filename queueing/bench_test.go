@@ -2,6 +2,7 @@ package queueing
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -14,11 +15,34 @@ var benchLin = timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow:
 
 // memo is a cached timing for the benchmarks: it keys a pass by its exact shape
 // (chunks, decode rows, Σ context) and prices a miss with the underlying timing —
-// the access pattern of perfdb.PassTiming, whose cache makes repeated shapes cheap.
+// the access pattern of perfdb.PassTiming, whose cache makes repeated shapes cheap,
+// and like it a decode-only pricer (DecodeOnlyMs), so decode stretches take the
+// fast path as they do on perf data.
 type memo struct {
-	t  timing.Timing
+	t  timing.Linear
 	mu sync.Mutex
 	m  map[memoKey]float64
+}
+
+// DecodeOnlyMs implements the decode-only pricer: the same key and float64 as
+// PassMs of a decode-only pass of rows rows whose contexts sum to ctx
+// (Linear.DecodeOnlyMs is bit for bit its PassMs of any such pass).
+func (c *memo) DecodeOnlyMs(rows, ctx int) (float64, error) {
+	k := memoKey{rows: rows, ctx: ctx}
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := c.t.DecodeOnlyMs(rows, ctx)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.m[k] = v
+	c.mu.Unlock()
+	return v, nil
 }
 
 type memoKey struct {
@@ -73,18 +97,28 @@ func BenchmarkScreener(b *testing.B) {
 }
 
 // BenchmarkQuantitativeVLLM: the quantitative point (vLLM, C = 32, isl
-// 4096, osl 256, budget 8192), with Linear and with a warm cached timing.
+// 4096, osl 256, budget 8192), with Linear and with a warm cached timing (whose
+// report is Linear's, bit for bit: checked once before timing). perfdb's
+// BenchmarkQuantitativeVLLMPerfData prices the point from real perf data.
 func BenchmarkQuantitativeVLLM(b *testing.B) {
 	e, _ := engine.Defaults(engine.VLLM, "")
 	e.MaxNumBatchedTokens = 8192
 	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
+	ref, err := Quantitative(context.Background(), w, e, benchLin)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		t    timing.Timing
 	}{{"linear", benchLin}, {"cached", &memo{t: benchLin, m: map[memoKey]float64{}}}} {
 		b.Run(c.name, func(b *testing.B) {
-			if _, err := Quantitative(context.Background(), w, e, c.t); err != nil { // warm the cache
+			r, err := Quantitative(context.Background(), w, e, c.t) // warms the cache
+			if err != nil {
 				b.Fatal(err)
+			}
+			if !reflect.DeepEqual(r, ref) {
+				b.Fatalf("%s: the report differs from Linear's", c.name)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -64,6 +64,9 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	// longer, so X grows by D per pass (integers: the sums the rows would give).
 	dp, block := s.t.(decodeOnlyPricer)
 	block = block && s.kv.err == nil
+	// A span pricer's price holds while X ≤ spanEnd: asked once per span.
+	sp, _ := s.t.(decodeSpanPricer)
+	spanEnd, spanMs := -1, 0.0
 	D, X := len(cur.tp.Decode), cur.tp.DecodeContext()
 	shift := 0 // block: contexts not yet advanced in cur.tp.Decode
 	j := 0
@@ -80,8 +83,17 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		if block {
 			shift++
 			X += D
-			dt, err = dp.DecodeOnlyMs(D, X)
+			switch {
+			case X <= spanEnd:
+				dt = spanMs
+			case sp != nil:
+				dt, spanEnd, err = sp.DecodeOnlySpanMs(D, X)
+				spanMs = dt
+			default:
+				dt, err = dp.DecodeOnlyMs(D, X)
+			}
 			if err != nil || !(dt > 0) || math.IsInf(dt, 0) { // s.price's error, on the pass itself
+				spanEnd = -1
 				advanceContexts(cur, shift)
 				shift = 0
 				dt, err = s.price(cur)
@@ -117,6 +129,16 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 // PassMs prices any such pass.
 type decodeOnlyPricer interface {
 	DecodeOnlyMs(rows, ctx int) (float64, error)
+}
+
+// decodeSpanPricer is a decodeOnlyPricer that also reports how far the summed
+// context may grow with the same price (perfdb.PassTiming prices a bucket of
+// mean contexts at one value): DecodeOnlySpanMs(rows, ctx) returns
+// DecodeOnlyMs(rows, ctx) and the largest maxCtx ≥ ctx such that DecodeOnlyMs
+// gives that same float64 for every summed context in [ctx, maxCtx]. A stretch
+// then prices its passes once per span, not once per pass.
+type decodeSpanPricer interface {
+	DecodeOnlySpanMs(rows, ctx int) (ms float64, maxCtx int, err error)
 }
 
 // advanceContexts makes every decode row of p n tokens longer.

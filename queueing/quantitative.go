@@ -125,6 +125,11 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e engine.Spec, t tim
 // evaluation (the burst transient and the stagger phases run one after another),
 // so each run does not allocate and grow them anew. A run leaves nothing in them
 // that the next one reads: each is emptied (or overwritten) before use.
+//
+// Ownership is explicit: lend moves the buffers into a run (the scratch holds
+// none of them while the run has them), reclaim moves them back once the run's
+// report is built, on every return path (evalClosed), and a report never
+// aliases them (TestRunScratchReportsSurviveReuse).
 type runScratch struct {
 	reqs   []simReq
 	bins   bucketBins
@@ -132,17 +137,47 @@ type runScratch struct {
 	ckpts  []stateCkpt
 }
 
+// lend gives a closed-loop run its buffers: col's ITL bins (emptied) and pool
+// index, the request slice (empty) when it holds reqCap requests, and the
+// checkpoints as sc's spares (sc nil: the state rule is off, they stay). A nil
+// scratch lends nothing.
+func (scr *runScratch) lend(s *sim, col *collector, sc *stateCycle, reqCap int) {
+	if scr == nil {
+		return
+	}
+	col.itl, col.poolAt = scr.bins.emptied(), scr.poolAt
+	scr.bins, scr.poolAt = bucketBins{}, nil
+	if cap(scr.reqs) >= reqCap {
+		s.reqs = scr.reqs[:0] // newReq writes every request whole
+	}
+	scr.reqs = nil
+	if sc != nil {
+		sc.spare, scr.ckpts = scr.ckpts, nil
+	}
+}
+
+// reclaim takes back what lend gave the run, grown: the request slice, the ITL
+// bins and pool index, and every checkpoint of sc (nil: none). Called once the
+// run is over and its report built, whatever the outcome.
+func (scr *runScratch) reclaim(s *sim, col *collector, sc *stateCycle) {
+	if scr == nil {
+		return
+	}
+	scr.reqs, s.reqs = s.reqs, nil
+	scr.bins, scr.poolAt = col.itl, col.poolAt
+	col.itl, col.poolAt = bucketBins{}, nil
+	if sc != nil {
+		scr.ckpts = sc.buffers()
+	}
+}
+
 // quantitativeRun is one limit-cycle evaluation (closed-loop clients start at
 // stage + slot·SpreadMs/C; a burst when the spread is 0). scr, when not nil, lends
-// its buffers to the run and gets them back at the end.
+// its buffers to a closed-loop run and gets them back at its end (evalClosed).
 func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds, scr *runScratch) (*Report, error) {
 	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
-	if scr != nil {
-		col.itl, col.poolAt = scr.bins.emptied(), scr.poolAt
-		defer func() { scr.bins, scr.poolAt = col.itl, col.poolAt }()
-	}
 	s.col = col
 	if !o.RecordTokenTimes && !o.NoFastForward {
 		s.fast = col.onFast
@@ -204,15 +239,37 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 	if o.spreadMs > 0 {
 		gens = min(gens, 8)
 	}
-	if scr != nil && cap(scr.reqs) >= C*gens {
-		s.reqs = scr.reqs[:0] // newReq writes every request whole
-	} else {
+	// The scheduler-state rule (statecycle.go) while no generation window is decided.
+	var sc *stateCycle
+	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle && !o.transientOnly {
+		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1), every: 1,
+			cks: make([]stateCkpt, 0, stateCheckpoints+1)}
+	}
+	scr.lend(s, col, sc, C*gens)
+	if s.reqs == nil {
 		s.reqs = make([]simReq, 0, C*gens)
 	}
-	if scr != nil {
-		defer func() { scr.reqs = s.reqs }()
-	}
-	s.maxPasses = C*(horizon+4)*perReq + 64
+	rep, err := runClosed(ctx, s, col, w, o, sc, closedPlan{win: win, horizon: horizon, perReq: perReq, delay: delay})
+	// Every buffer goes back only now, on every path: the report is built and
+	// holds none of them.
+	scr.reclaim(s, col, sc)
+	return rep, err
+}
+
+// closedPlan is what evalClosed decided for a closed-loop run: the generation
+// window and horizon, the pass bound per request and the delay from a
+// completion to the slot's next arrival.
+type closedPlan struct {
+	win, horizon, perReq int
+	delay                float64
+}
+
+// runClosed simulates the closed loop set up by evalClosed (s.reqs empty, sc the
+// scheduler-state rule or nil) and builds its report.
+func runClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o Options, sc *stateCycle, p closedPlan) (*Report, error) {
+	C, win, horizon, delay := w.Concurrency, p.win, p.horizon, p.delay
+	stage := s.e.StageMs
+	s.maxPasses = C*(horizon+4)*p.perReq + 64
 	for slot := 0; slot < C; slot++ {
 		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
 		s.reqs[ri].transient = true
@@ -229,16 +286,6 @@ func evalClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o 
 		nri := s.newReq(&w, r.slot, r.gen+1, now+delay)
 		if r.gen+1 < maxBuckets {
 			s.reqs[nri].bucket = int32(r.gen + 1)
-		}
-	}
-	// The scheduler-state rule (statecycle.go) while no generation window is decided.
-	var sc *stateCycle
-	if len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0 && !o.noStateCycle && !o.transientOnly {
-		sc = &stateCycle{horizon: horizon, clients: C, win: win, minPeriods: max(o.statePeriods, 1), every: 1,
-			cks: make([]stateCkpt, 0, stateCheckpoints+1)}
-		if scr != nil {
-			sc.spare, scr.ckpts = scr.ckpts, nil
-			defer func() { scr.ckpts = sc.buffers() }()
 		}
 	}
 	stop := func() bool {

@@ -93,6 +93,58 @@ func TestPassAdjustKeepsDecodeOnlyPricer(t *testing.T) {
 	}
 }
 
+// spanLinear is Linear priced at the summed context rounded down to a
+// multiple of 1000 per row (a bucketed timing with spans, as perfdb.PassTiming).
+type spanLinear struct{ l timing.Linear }
+
+func (s spanLinear) PassMs(p *timing.Pass) (float64, error) {
+	if len(p.Prefill) > 0 {
+		return s.l.PassMs(p)
+	}
+	return s.DecodeOnlyMs(len(p.Decode), p.DecodeContext())
+}
+
+func (s spanLinear) DecodeOnlyMs(rows, ctx int) (float64, error) {
+	return s.l.DecodeOnlyMs(rows, ctx/(1000*rows)*1000*rows)
+}
+
+func (s spanLinear) DecodeOnlySpanMs(rows, ctx int) (float64, int, error) {
+	v, err := s.DecodeOnlyMs(rows, ctx)
+	return v, (ctx/(1000*rows)+1)*1000*rows - 1, err
+}
+
+// TestPassAdjustKeepsSpan: a calibrated timing over a span pricer is one,
+// with the wrapped span and the float64 of its own DecodeOnlyMs anywhere in
+// it; over a decode-only pricer without spans it claims none.
+func TestPassAdjustKeepsSpan(t *testing.T) {
+	in := spanLinear{timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}}
+	a := PassAdjust{PrefillScale: 0.7, DecodeScale: 1.3, PassOverheadMs: 0.4, RequestOverheadMs: 9}
+	var e engine.Spec
+	adj := a.Apply(&e, in)
+	sp, ok := adj.(decodeSpanPricer)
+	if !ok {
+		t.Fatalf("calibrated span timing %T lost DecodeOnlySpanMs", adj)
+	}
+	d := adj.(decodeOnlyPricer)
+	rapid.Check(t, func(rt *rapid.T) {
+		rows := rapid.IntRange(1, 300).Draw(rt, "rows")
+		ctx := rows * rapid.IntRange(1, 20000).Draw(rt, "mean")
+		v, maxCtx, err := sp.DecodeOnlySpanMs(rows, ctx)
+		_, wantMax, _ := in.DecodeOnlySpanMs(rows, ctx)
+		if err != nil || maxCtx != wantMax {
+			rt.Fatalf("span to %d (err %v), the wrapped timing's to %d", maxCtx, err, wantMax)
+		}
+		for _, x := range []int{ctx, maxCtx, rapid.IntRange(ctx, maxCtx).Draw(rt, "x")} {
+			if got, err := d.DecodeOnlyMs(rows, x); err != nil || got != v {
+				rt.Fatalf("DecodeOnlyMs(%d, %d) = %v (err %v), the span's price %v", rows, x, got, err, v)
+			}
+		}
+	})
+	if _, ok := a.Apply(&e, in.l).(decodeSpanPricer); ok {
+		t.Error("calibrated timing claims DecodeOnlySpanMs over a timing without it")
+	}
+}
+
 // TestPassAdjustValidate: non-finite, zero scales and negative overheads are refused.
 func TestPassAdjustValidate(t *testing.T) {
 	for _, a := range []PassAdjust{{0, 1, 0, 0}, {1, math.NaN(), 0, 0}, {1, 1, -1, 0}, {1, 1, 0, math.Inf(1)}} {

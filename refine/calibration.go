@@ -56,6 +56,9 @@ func (a PassAdjust) Apply(e *engine.Spec, t timing.Timing) timing.Timing {
 	e.StageMs += a.RequestOverheadMs
 	x := &adjustedTiming{a: a, t: t}
 	if d, ok := t.(decodeOnlyPricer); ok {
+		if sp, ok := t.(decodeSpanPricer); ok {
+			return adjustedSpanTiming{adjustedDecodeTiming{x, d}, sp}
+		}
 		return adjustedDecodeTiming{x, d}
 	}
 	return x
@@ -83,6 +86,31 @@ func (x adjustedDecodeTiming) DecodeOnlyMs(rows, ctx int) (float64, error) {
 		return 0, err
 	}
 	return x.a.PassOverheadMs + x.a.DecodeScale*total, nil
+}
+
+// decodeSpanPricer is a decodeOnlyPricer that also reports the last summed
+// context priced the same (perfdb.PassTiming): queueing's decode stretches ask
+// it once per span instead of once per pass.
+type decodeSpanPricer interface {
+	DecodeOnlySpanMs(rows, ctx int) (float64, int, error)
+}
+
+// adjustedSpanTiming is adjustedDecodeTiming over a decodeSpanPricer: the
+// adjusted decode-only price is a function of the uncalibrated one, so it
+// keeps the same span.
+type adjustedSpanTiming struct {
+	adjustedDecodeTiming
+	sp decodeSpanPricer
+}
+
+// DecodeOnlySpanMs implements queueing's span pricer: DecodeOnlyMs's float64
+// and the wrapped timing's span.
+func (x adjustedSpanTiming) DecodeOnlySpanMs(rows, ctx int) (float64, int, error) {
+	total, maxCtx, err := x.sp.DecodeOnlySpanMs(rows, ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return x.a.PassOverheadMs + x.a.DecodeScale*total, maxCtx, nil
 }
 
 // adjustedTiming is one evaluation's calibrated timing (an evaluation prices its

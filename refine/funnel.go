@@ -73,10 +73,12 @@ type BestResult struct {
 	// FirstSessionsEvicted is the first such refusal.
 	SessionsEvicted      int
 	FirstSessionsEvicted string
-	// Points are every candidate row (Candidates of them, in the store's order)
-	// with the funnel's stored quantitative results put in by upgrade, as in Rows:
-	// their queueing values and tiers are what a new read of the filter gives,
-	// for reports on rows the answer left out (best's closest miss).
+	// Points, only when no row is reported (Rows empty), are every candidate row
+	// (Candidates of them, in the store's order) with the funnel's stored
+	// quantitative results put in by upgrade, as in Rows: their queueing values
+	// and tiers are what a new read of the filter gives, for best's closest miss.
+	// When some row is reported nothing reads them: nil, and no work is spent on
+	// them (no evaluation happens for them in either case).
 	Points []store.Point
 }
 
@@ -278,17 +280,29 @@ func Best(ctx context.Context, st *store.Store, ev Evaluator, opt BestOptions) (
 			return res, err
 		}
 	}
+	if len(res.Rows) == 0 {
+		res.Points = withResults(cands, quant)
+	}
+	return res, nil
+}
+
+// withResults puts the quantitative results quant into the rows they belong to
+// (a later result for a key replaces an earlier one, as in the store) and
+// returns rows.
+func withResults(rows []store.Point, quant []store.Quantitative) []store.Point {
+	if len(quant) == 0 {
+		return rows
+	}
 	stored := make(map[string]store.Quantitative, len(quant))
 	for _, q := range quant {
-		stored[q.Key] = q // a later result replaces an earlier one, as in the store
+		stored[q.Key] = q
 	}
-	for i := range cands {
-		if q, ok := stored[cands[i].Key]; ok {
-			upgrade(&cands[i], q)
+	for i := range rows {
+		if q, ok := stored[rows[i].Key]; ok {
+			upgrade(&rows[i], q)
 		}
 	}
-	res.Points = cands
-	return res, nil
+	return rows
 }
 
 // dropPreempting removes reported rows the final upgrade found to preempt (a row

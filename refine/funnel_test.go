@@ -254,9 +254,13 @@ func TestBestFunnel(t *testing.T) {
 			rt.Fatal(err)
 		}
 		top := rapid.IntRange(1, 4).Draw(rt, "top")
+		before := ev.quant.Load()
 		res, err := Best(ctx, s, ev, BestOptions{Filter: store.PointFilter{ISL: spec.ISL}, SLA: sla, TopK: top, Refine: true})
 		if err != nil {
 			rt.Fatal(err)
+		}
+		if n := ev.quant.Load() - before; n != int64(res.Evaluated) {
+			rt.Fatalf("%d quantitative evaluations, %d counted and persisted", n, res.Evaluated)
 		}
 		if len(res.Rows) > top {
 			rt.Fatalf("%d rows > top %d", len(res.Rows), top)
@@ -278,15 +282,73 @@ func TestBestFunnel(t *testing.T) {
 				rt.Fatalf("--sla-refine left row %s at %s", p.Key[:8], p.Q.Tier)
 			}
 		}
-		// Points are what a new read of the filter gives once the results are stored.
+		// Points, when no row is reported, are what a new read of the filter gives
+		// once the results are stored; nil otherwise.
 		again, err := s.SelectPoints(ctx, store.PointFilter{ISL: spec.ISL})
 		if err != nil {
 			rt.Fatal(err)
 		}
-		if !reflect.DeepEqual(res.Points, again) {
+		if len(res.Rows) > 0 && res.Points != nil {
+			rt.Fatalf("%d rows reported, and Points holds %d rows", len(res.Rows), len(res.Points))
+		}
+		if len(res.Rows) == 0 && !reflect.DeepEqual(res.Points, again) {
 			rt.Fatalf("Points differ from a new read: %d vs %d rows", len(res.Points), len(again))
 		}
 	})
+}
+
+// TestBestEvaluatesOnlyTheAnswer counts quantitative evaluations with a spy
+// (counting): when rows pass, best evaluates the rows it reports (--sla-refine
+// upgrades them) and nothing for the closest miss, which is not printed (Points
+// nil); when no row can pass, it evaluates nothing and Points carry every
+// candidate for the closest miss.
+func TestBestEvaluatesOnlyTheAnswer(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	spec := defaultSpec()
+	if _, err := Sweep(ctx, s, Synthetic{}, spec, SweepOptions{Now: fixedNow}); err != nil {
+		t.Fatal(err)
+	}
+	filter := store.PointFilter{ISL: spec.ISL}
+	all, err := s.SelectPoints(ctx, filter)
+	if err != nil || len(all) < 20 {
+		t.Fatalf("%d candidates, %v", len(all), err)
+	}
+	for _, c := range []struct {
+		name     string
+		ttft     float64
+		top      int
+		wantRows int
+	}{
+		{"every row passes", 1e6, 2, 2},
+		{"no row passes", 1e-3, 2, 0},
+	} {
+		sla, err := SLAInput{TTFT: c.ttft, TTFTPct: "p99"}.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for run := range 2 { // the second finds the reported rows stored at quantitative tier
+			ev := &counting{Evaluator: Synthetic{}}
+			res, err := Best(ctx, s, ev, BestOptions{Filter: filter, SLA: sla, TopK: c.top, Refine: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			if run == 0 {
+				want = c.wantRows // each reported row upgraded once, nothing else
+			}
+			if n := ev.quant.Load(); n != int64(want) || res.Evaluated != want || len(res.Rows) != c.wantRows {
+				t.Errorf("%s, run %d: %d evaluations (%d counted), %d rows of %d candidates; want %d evaluations, %d rows",
+					c.name, run, n, res.Evaluated, len(res.Rows), res.Candidates, want, c.wantRows)
+			}
+			switch {
+			case c.wantRows > 0 && res.Points != nil:
+				t.Errorf("%s: Points holds %d rows though %d are reported", c.name, len(res.Points), len(res.Rows))
+			case c.wantRows == 0 && len(res.Points) != len(all):
+				t.Errorf("%s: Points holds %d rows, want every candidate (%d)", c.name, len(res.Points), len(all))
+			}
+		}
+	}
 }
 
 // BenchmarkPrepareQuery100k measures the query pre-pass over 100,000 stored rows
@@ -382,4 +444,38 @@ func TestBestNoRefineNeverShowsViolations(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkBestPasses runs best over one workload's stored rows (the default agg
+// sweep on the synthetic evaluator, Batches 1…512: ~2,000 candidates) under an
+// SLA the top rows meet, with --sla-refine: after the first call the reported
+// rows are stored at quantitative tier, so ns/op is the funnel's own work (the
+// read, stage 1, the walk and the result) with nothing to evaluate.
+func BenchmarkBestPasses(b *testing.B) {
+	ctx := context.Background()
+	s := openStore(b)
+	spec := defaultSpec()
+	for i := 1; i <= 512; i++ {
+		spec.Batches = append(spec.Batches, i)
+	}
+	res, err := Sweep(ctx, s, Synthetic{}, spec, SweepOptions{Now: fixedNow, BatchSize: 4096})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sla, err := SLAInput{TTFT: 1e6, TTFTPct: "p99"}.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt := BestOptions{Filter: store.PointFilter{ISL: spec.ISL}, SLA: sla, Refine: true}
+	if r, err := Best(ctx, s, Synthetic{}, opt); err != nil || len(r.Rows) == 0 {
+		b.Fatalf("%d rows, %v", len(r.Rows), err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := Best(ctx, s, Synthetic{}, opt)
+		if err != nil || r.Evaluated != 0 || len(r.Rows) == 0 {
+			b.Fatalf("%+v %v", r, err)
+		}
+	}
+	b.ReportMetric(float64(res.Evaluated), "rows")
 }
