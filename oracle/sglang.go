@@ -58,7 +58,6 @@ func (s *Sim) scheduleSGLang(pb *passBuf) {
 		s.sglNoteLast(pb)
 		return
 	}
-	s.sgl.last = s.sgl.last[:0]
 	if len(s.running) == 0 {
 		s.sgl.ratio = sglInitRatio // on_idle
 		return
@@ -309,10 +308,11 @@ func (s *Sim) sglDecodeMemCheck(pb *passBuf) {
 	}
 }
 
-// updateSGLang processes a batch's outputs (S-R6 = SCHEDULERS.md §3.7, S-R2): completed prefills
-// sample their first token, are inserted into the radix cache and join the running
-// batch; the chunked request's computed prefix is inserted; decoders sample; finished
-// requests insert their KV and release it.
+// updateSGLang processes a batch's outputs (S-R6 = SCHEDULERS.md §3.7): completed prefills
+// sample their first token and are inserted into the radix cache (they join the
+// running batch when the next batch is formed, S-R2: sglMergeLast); the chunked
+// request's computed prefix is inserted; decoders sample; finished requests insert
+// their KV and release it.
 func (s *Sim) updateSGLang(pb *passBuf) {
 	shrank := false
 	for _, en := range pb.entries {
@@ -336,12 +336,11 @@ func (s *Sim) updateSGLang(pb *passBuf) {
 		if s.appendToken(en.r, pb.end) {
 			s.storeBlocks(en.r, r.p+r.g-1)
 			s.finishReq(en.r, pb.end)
-			shrank = true           // overlap: a prompt finished here may already have merged
-			s.sgl.batchFull = false // S-R2/S-R5: the batch it was in shrank
+			shrank = true // overlap: a prompt finished here may already have merged
 		}
 	}
 	if shrank {
 		s.dropFinished()
-		s.sgl.batchFull = false
+		s.sgl.batchFull = false // S-R2/S-R5: the batch a finished request was in shrank
 	}
 }
