@@ -193,13 +193,9 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	case open && S == 1:
 		res = PointMass(0) // inside the M/D/1 wait
 	case !open && w.Concurrency == 1 && async && e.Traits().FinishedRunsAgain:
-		// One client under the SGLang overlap scheduler (§3.2): the predecessor's
-		// final token is followed by one more pass for it (one decode row at
-		// context isl + osl, its token discarded), which the request waits out
-		// when it reaches the scheduler (client delay and stages after that token)
-		// before it ends.
-		tx := pr.price(0, 0, 0, 1, isl+osl)
-		res = PointMass(math.Max(0, tx-w.TurnaroundMs-stage))
+		// One client under the SGLang overlap scheduler: the request waits out its
+		// predecessor's discarded pass.
+		res = PointMass(discardedPassWait(pr, e, w, 1, isl+osl))
 		thr = 1 / (s.tcyc + w.TurnaroundMs + res.Mean())
 	case !open && w.Concurrency == 1:
 		res = PointMass(0) // one client: its request finds the engine idle, whatever its delay

@@ -196,13 +196,8 @@ func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl
 		tGen = pr.price(0, 0, 0, C, isl+osl/2)
 		itl = PointMass(tGen)
 	}
-	// The SGLang overlap scheduler (§3.2) runs the finished cohort once more (C
-	// decode rows at context isl + osl, their tokens discarded); the cohort's
-	// next prompts, back after the client delay and stages, wait out its rest.
-	wait := 0.0
-	if e.AsyncScheduling && e.Traits().FinishedRunsAgain {
-		wait = math.Max(0, pr.price(0, 0, 0, C, isl+osl)-w.TurnaroundMs-e.StageMs)
-	}
+	// The cohort's next prompts wait out its discarded pass (SGLang overlap).
+	wait := discardedPassWait(pr, e, w, C, isl+osl)
 	ttft := PointMass(e.StageMs + wait + tPre)
 	cyc := wait + tPre + float64(osl-1)*tGen + w.TurnaroundMs
 	x := float64(C) / cyc
@@ -216,4 +211,16 @@ func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl
 		Diagnostics: Diagnostics{BracketCertain: certain, TMixMs: tPre, TGenMs: tGen, NMix: 1, NGen: float64(osl - 1),
 			OwnPrefillMs: tPre},
 	}, true
+}
+
+// discardedPassWait is what a closed loop's returning requests wait at the
+// scheduler under the SGLang overlap scheduler (§3.2): the c requests that
+// finished together run once more (c decode rows at context ctx = isl + osl,
+// their tokens discarded), and their successors, back after the client delay
+// and the stages, wait out the rest of that pass. 0 on other engines.
+func discardedPassWait(pr *pricer, e engine.Spec, w workload.Spec, c, ctx int) float64 {
+	if !e.AsyncScheduling || !e.Traits().FinishedRunsAgain {
+		return 0
+	}
+	return math.Max(0, pr.price(0, 0, 0, c, ctx)-w.TurnaroundMs-e.StageMs)
 }
