@@ -109,6 +109,12 @@ func TestC1SGLangOverlapWaitsForTheDiscardedPass(t *testing.T) {
 			t.Errorf("locked cohort C 4: steady TTFT [%v, %v], want %v", got.Min(), got.Max(), want)
 		}
 	}
+	// The burst's cohort has no predecessor, hence no discarded pass to wait out.
+	for _, got := range []Distribution{r.TTFTTransient, sr.TTFTTransient} {
+		if !near(got.Min(), pre, 1e-12) || !near(got.Max(), pre, 1e-12) {
+			t.Errorf("locked cohort C 4: transient TTFT [%v, %v], want the prefill pass %v", got.Min(), got.Max(), pre)
+		}
+	}
 }
 
 func near(a, b, rel float64) bool {

@@ -199,12 +199,14 @@ func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl
 	// The cohort's next prompts wait out its discarded pass (SGLang overlap).
 	wait := discardedPassWait(pr, e, w, C, isl+osl)
 	ttft := PointMass(e.StageMs + wait + tPre)
+	// The burst's cohort has no predecessor: no discarded pass to wait out.
+	trans := PointMass(e.StageMs + tPre)
 	cyc := wait + tPre + float64(osl-1)*tGen + w.TurnaroundMs
 	x := float64(C) / cyc
 	hi, certain := bracketHi(pr, e, w, b, e.AsyncScheduling, e.Traits().Alternating)
 	hi = math.Max(hi, ttft.Max())
 	return &Report{
-		TTFTSteady: ttft, TTFTTransient: ttft, ITL: itl, TPOT: itl, E2E: ttft.Shift(float64(osl-1) * tGen),
+		TTFTSteady: ttft, TTFTTransient: trans, ITL: itl, TPOT: itl, E2E: ttft.Shift(float64(osl-1) * tGen),
 		TTFTSteadyP99Lo: math.Min(lo, ttft.Min()), TTFTSteadyP99Hi: hi,
 		ThroughputRPS: x * 1000, OutputTokensPerS: x * 1000 * float64(osl),
 		Tier: TierScreening, Fidelity: w.Fidelity(),
