@@ -12,15 +12,12 @@ import (
 
 // TestKernelMatchesRecursion: a Kernel stepped by an outside clock and fed the
 // open-loop evaluator's arrivals reproduces every recorded request's TTFT and
-// E2E, for each backend, synchronous and asynchronous — the stepping API adds no
-// semantics of its own.
+// E2E, for each backend, synchronous and asynchronous (SGLang: the overlap
+// scheduler on and off) — the stepping API adds no semantics of its own.
 func TestKernelMatchesRecursion(t *testing.T) {
 	tm := timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05, CtxMsPerToken: 1e-5}
 	for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
 		for _, async := range []bool{false, true} {
-			if async && be == engine.SGLang {
-				continue
-			}
 			e, err := engine.Defaults(be, "")
 			if err != nil {
 				t.Fatal(err)
