@@ -217,7 +217,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 		seqP = k
 	}
 	for i := 0; i < nP; i++ {
-		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, queueing.KernelOptions{SeqCap: seqP, Hold: !c.Push})
+		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, queueing.KernelOptions{SeqCap: seqP, Hold: !c.Push, Prefill: true})
 		if err != nil {
 			return nil, fmt.Errorf("prefill engine: %w", err)
 		}

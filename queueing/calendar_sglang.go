@@ -33,7 +33,7 @@ import "math"
 // merges last_batch before its results); a request whose final token k samples
 // is still in running, so k+1 carries a decode row for it whose token is
 // discarded (sglAddDecode); a decoder retracted while k samples for it loses
-// that token (sglRetract). A disaggregated prefill kernel (Hold) has no running
+// that token (sglRetract). A disaggregated prefill kernel (Prefill) has no running
 // batch to merge into: its finished prompts are not decoders.
 func (s *sim) scheduleSGLang(p *simPass) {
 	const inf = int(^uint(0) >> 2)

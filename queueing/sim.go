@@ -67,9 +67,9 @@ type sim struct {
 	// selfHits: a vLLM recompute hits the victim's own cached blocks
 	// (Options.PrefixCaching, trace replay).
 	selfHits bool
-	// prefillSide: a disaggregated prefill kernel (Kernel Hold), whose finished
-	// prompts wait for their pull instead of joining a running batch (SGLang S-R2
-	// under the overlap scheduler).
+	// prefillSide: a disaggregated prefill kernel (KernelOptions.Prefill), whose
+	// finished prompts are handed off instead of joining a running batch (SGLang
+	// S-R2 under the overlap scheduler).
 	prefillSide bool
 
 	reqs     []simReq

@@ -67,8 +67,13 @@ type KernelOptions struct {
 	// batch cap or an in-flight cap κ).
 	SeqCap int
 	// Hold keeps a finished request's admission slot until Release (prefill-side
-	// hold of pull connectors, QUEUEING.md §6).
+	// hold of pull connectors, QUEUEING.md §6). It implies Prefill.
 	Hold bool
+	// Prefill marks a disaggregated prefill worker (push or pull connector): a
+	// request whose prompt completes never joins a running batch, so the SGLang
+	// overlap scheduler runs no discarded decode pass for it (S-R2, §3.2), as in
+	// the oracle's prefill instances.
+	Prefill bool
 	// KVCapacityTokens, when > 0, gives a vLLM kernel the engine's KV pool: every
 	// scheduled item allocates its blocks pass by pass and a running item that
 	// cannot preempts by recompute (V-R6, V-R9) — the aggregated calendar's KV
@@ -96,7 +101,7 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	e.KVCapacityTokens = 0
 	k := &Kernel{hold: o.Hold, wake: math.Inf(1)}
 	k.s = sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, barrier: math.Inf(1), maxPasses: math.MaxInt,
-		prefillSide: o.Hold}
+		prefillSide: o.Prefill || o.Hold}
 	if o.SeqCap > 0 && o.SeqCap < k.s.seqCap {
 		k.s.seqCap = o.SeqCap
 	}

@@ -74,3 +74,41 @@ func TestKernelMatchesRecursion(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelPrefillNoDiscardedPass: under the SGLang overlap scheduler (§3.2) a
+// request that finishes in pass k still runs in pass k+1 — on an aggregated
+// kernel. A disaggregated prefill worker's finished prompts never join a running
+// batch (S-R2), with a pull (Hold) or a push connector alike: one lone prompt of
+// one output token is one pass there, two passes elsewhere.
+func TestKernelPrefillNoDiscardedPass(t *testing.T) {
+	tm := timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.01, DecodeMsPerRow: 0.05}
+	e, err := engine.Defaults(engine.SGLang, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		o      KernelOptions
+		passes int
+	}{
+		{"aggregated", KernelOptions{}, 2},
+		{"prefill, push", KernelOptions{Prefill: true}, 1},
+		{"prefill, pull", KernelOptions{Prefill: true, Hold: true}, 1},
+	} {
+		k, err := NewKernel(e, tm, c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Inject(KernelRequest{ISL: 100, OSL: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for at := k.NextEventMs(); !math.IsInf(at, 1); at = k.NextEventMs() {
+			if err := k.Step(at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if k.Passes() != c.passes {
+			t.Errorf("%s: %d passes, want %d", c.name, k.Passes(), c.passes)
+		}
+	}
+}
