@@ -10,7 +10,7 @@ import (
 )
 
 // TestBracketHiGridSGLangPrefix: the near-tight grid for SGLang (mixed on/off,
-// chunking on/off, pages 1/16, max_prefill small and large) and for vLLM/TRT-LLM
+// chunking on/off, overlap scheduler on/off, pages 1/16, max_prefill small and large) and for vLLM/TRT-LLM
 // with a cached prefix: a certain hi is ≥ the evaluator's steady p99.
 func TestBracketHiGridSGLangPrefix(t *testing.T) {
 	tm := timing.Roofline{BaseMs: 1, WeightsMs: 2, TokenMs: 0.05, AttnMsPerPair: 1e-6, KVMsPerToken: 1e-4}
@@ -37,12 +37,13 @@ func TestBracketHiGridSGLangPrefix(t *testing.T) {
 			for _, osl := range []int{1, 2, 9} {
 				for _, turn := range []float64{0, 3} {
 					for _, budget := range []int{256, 2048} {
-						for _, flags := range []int{0, 1, 2, 3} {
+						for flags := range 8 {
 							for _, page := range []int{1, 16} {
 								for _, mp := range []int{512, 16384} {
 									e, _ := engine.Defaults(engine.SGLang, "")
 									e.ChunkedPrefillSize, e.BlockSize, e.MaxPrefillTokens = budget, page, mp
 									e.EnableChunkedPrefill, e.EnableMixedChunk = flags&1 == 1, flags&2 == 2
+									e.AsyncScheduling = flags&4 == 4 // the overlap scheduler (§3.2)
 									check(workload.Spec{ISL: isl, OSL: osl, Concurrency: C, TurnaroundMs: turn}, e)
 								}
 							}
