@@ -308,9 +308,10 @@ func (s *sim) next() *simPass { return &s.pass[s.curIdx^1] }
 // step.go) are thin drivers over schedulePass, startPass and finishPass.
 //
 // Synchronous engines schedule each pass at the end of the previous one;
-// asynchronous ones (V-R10, TRT-LLM overlap) schedule pass k+1 at the start of pass
-// k, seeing arrivals up to that instant and not yet the finishes of pass k (a
-// length-capped request is not scheduled again, V-R12, but keeps its slot until
+// asynchronous ones (V-R10, TRT-LLM overlap, the SGLang overlap scheduler §3.2)
+// schedule pass k+1 at the start of pass k, seeing arrivals up to that instant and
+// not yet the finishes of pass k (a length-capped request is not scheduled again,
+// V-R12 — SGLang runs it once more, its token discarded — but keeps its slot until
 // pass k's outputs are processed). If that early schedule is empty, the engine
 // waits for pass k and schedules at its end.
 

@@ -228,9 +228,9 @@ func (k *Kernel) NextEventMs() float64 {
 // ≥ its clock while it is idle): the pass ending at t completes (tokens and
 // finishes are reported through the callbacks), then, when idle, the next pass is
 // scheduled at t. Synchronous engines schedule at a pass end; asynchronous ones
-// (V-R10, the TRT-LLM overlap executor) schedule pass k+1 at the start of pass k,
-// seeing arrivals up to that instant — the one pass lifecycle of sim.run
-// (schedulePass, finishPass).
+// (V-R10, the TRT-LLM overlap executor, the SGLang overlap scheduler) schedule
+// pass k+1 at the start of pass k, seeing arrivals up to that instant — the one
+// pass lifecycle of sim.run (schedulePass, finishPass).
 func (k *Kernel) Step(t float64) error {
 	s := &k.s
 	if s.busy {
