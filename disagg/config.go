@@ -121,7 +121,7 @@ func (c *Config) Validate(w workload.Spec) error {
 	if w.Prefix != 0 {
 		return fmt.Errorf("workload prefix = %d: prefix caching is not modelled by the disaggregated tandem yet; use prefix 0", w.Prefix)
 	}
-	isl, osl := maxShape(w)
+	isl, osl := w.MaxShape()
 	if kv := c.Decode.KVCapacityTokens; kv > 0 && isl+osl > kv {
 		return fmt.Errorf("decode kv_capacity_tokens = %d: cannot hold one request of isl %d + osl %d tokens; give the decode pool more KV (more GPUs per worker, a smaller model or KV quant)", kv, isl, osl)
 	}
@@ -135,18 +135,6 @@ func (c *Config) Validate(w workload.Spec) error {
 		}
 	}
 	return nil
-}
-
-// maxShape returns the largest isl and osl of w.
-func maxShape(w workload.Spec) (int, int) {
-	isl, osl := w.ISL, w.OSL
-	for _, v := range w.ISLQuantiles {
-		isl = max(isl, v)
-	}
-	for _, v := range w.OSLQuantiles {
-		osl = max(osl, v)
-	}
-	return isl, osl
 }
 
 // links returns the fabric links of a flow from prefill worker p to decode worker

@@ -550,13 +550,7 @@ const (
 // service: its own prefill and decode passes, or the prefill work of all c prompts
 // when that is longer.
 func cyclePasses(s *sim, w workload.Spec, c int) float64 {
-	isl, osl := w.ISL, w.OSL
-	for _, v := range w.ISLQuantiles {
-		isl = max(isl, v)
-	}
-	for _, v := range w.OSLQuantiles {
-		osl = max(osl, v)
-	}
+	isl, osl := w.MaxShape()
 	b := float64(max(s.budget, 1))
 	i := float64(isl - w.Prefix)
 	return math.Max(math.Ceil(i/b)+float64(osl), float64(c)*i/b)

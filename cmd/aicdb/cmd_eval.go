@@ -419,13 +419,7 @@ func loadPhaseGC() (restore func()) { return gcPhase(-1, loadPhaseMemoryLimit) }
 // refine.WorkerTiming), checked against the workload's longest request; it
 // returns the resolved version.
 func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, w workload.Spec) (*perfdb.PassTiming, string, error) {
-	isl, osl := w.ISL, w.OSL
-	for _, v := range w.ISLQuantiles {
-		isl = max(isl, v)
-	}
-	for _, v := range w.OSLQuantiles {
-		osl = max(osl, v)
-	}
+	isl, osl := w.MaxShape()
 	return perfPassTiming(ctx, db, dep, q, par, func(m *perfdb.Model) error { return checkContextLength(m, isl, osl) })
 }
 

@@ -225,7 +225,7 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	if pt == nil {
 		return userErrorf("--kv-capacity-tokens auto: --timing %s has no GPU memory model to size the KV pool from; give the capacity in tokens, or use --model with --system, --backend and --tp", c.String("timing"))
 	}
-	isl, osl := maxRequest(w)
+	isl, osl := w.MaxShape()
 	// The rules read eval's workload as given; the pool holds its longest request.
 	n, err := refine.DeployedPool(pt.Estimator(), *e, c.String("engine-profile"),
 		queueing.ProfileInput{Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}, isl, osl)

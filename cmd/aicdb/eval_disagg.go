@@ -189,7 +189,7 @@ func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts
 	if err != nil {
 		return err
 	}
-	isl, osl := maxRequest(w)
+	isl, osl := w.MaxShape()
 	pools := []struct {
 		name  string
 		e     *engine.Spec
@@ -232,18 +232,6 @@ func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts
 // pool (engine.Spec's memory keys or a pool in tokens).
 func hasMemoryKeys(e engine.Spec) bool {
 	return e.MemFraction > 0 || e.KVCacheMemoryBytes > 0 || e.CUDAGraphMaxBS > 0 || e.KVCapacityTokens > 0
-}
-
-// maxRequest is the workload's longest prompt and output.
-func maxRequest(w workload.Spec) (int, int) {
-	isl, osl := w.ISL, w.OSL
-	for _, v := range w.ISLQuantiles {
-		isl = max(isl, v)
-	}
-	for _, v := range w.OSLQuantiles {
-		osl = max(osl, v)
-	}
-	return isl, osl
 }
 
 // disaggPoolFlags reads the pools' workers and caps, the connector, the handoff
@@ -341,7 +329,7 @@ func disaggPerfTiming(c *cli.Context, dep deploymentOpts, w workload.Spec, cfg *
 	if !(cfg.Fabric.InterNodeGBps > 0) {
 		return nil, "", userErrorf("--system %s: inter_node_bw is %v; give --inter-node-gbps > 0", sys.Name, sys.InterNodeBW)
 	}
-	isl, osl := maxRequest(w)
+	isl, osl := w.MaxShape()
 	if !c.IsSet("kv-bytes-per-token") {
 		b, err := disagg.KVBytesPerLink(pre, tps[0], tps[1])
 		if err != nil {

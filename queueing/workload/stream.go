@@ -127,6 +127,21 @@ func (w *Spec) Shape(k int) (isl, osl int) {
 	return isl, osl
 }
 
+// MaxShape returns the longest prompt and output of w's requests: the larger of
+// ISL/OSL and every quantile point (a bound for context-length checks and work
+// guards; ISL is the mean when quantiles are given, never above their maximum in
+// a well-formed W2 workload, but a bound must not assume that).
+func (w *Spec) MaxShape() (isl, osl int) {
+	isl, osl = w.ISL, w.OSL
+	for _, v := range w.ISLQuantiles {
+		isl = max(isl, v)
+	}
+	for _, v := range w.OSLQuantiles {
+		osl = max(osl, v)
+	}
+	return isl, osl
+}
+
 func rotate(k int, alpha float64, n int) int {
 	x := 0.5 + float64(k)*alpha
 	x -= math.Floor(x)

@@ -84,3 +84,22 @@ func TestShapeRotation(t *testing.T) {
 		t.Error("fidelity tiers")
 	}
 }
+
+// TestMaxShapeBoundsEveryRequest: MaxShape is the fixed shape without quantiles,
+// and with them no request Shape creates is longer (prompt or output).
+func TestMaxShapeBoundsEveryRequest(t *testing.T) {
+	fixed := Spec{ISL: 1024, OSL: 128}
+	if i, o := fixed.MaxShape(); i != 1024 || o != 128 {
+		t.Fatalf("fixed shape: MaxShape = (%d, %d), want (1024, 128)", i, o)
+	}
+	w := Spec{ISL: 900, OSL: 200, ISLQuantiles: []int{100, 800, 3000}, OSLQuantiles: []int{50, 400}}
+	mi, mo := w.MaxShape()
+	if mi != 3000 || mo != 400 {
+		t.Fatalf("W2 shape: MaxShape = (%d, %d), want (3000, 400)", mi, mo)
+	}
+	for k := 0; k < 1000; k++ {
+		if i, o := w.Shape(k); i > mi || o > mo {
+			t.Fatalf("request %d: Shape = (%d, %d) exceeds MaxShape (%d, %d)", k, i, o, mi, mo)
+		}
+	}
+}
