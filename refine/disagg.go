@@ -266,19 +266,30 @@ func disaggFits(s SweepSpec, tps []int) error {
 // fabric no bandwidth (inter_node_bw ≤ 0), a request that no decode worker's
 // KV can hold at any decode tp of the sweep (aiconfigurator's disagg memory rule,
 // disagg.DecodeKVCapacityTokens), or an engine config key that cannot apply to
-// a pool of one of its rows (roleKeyError, found by setting the row up once per
-// pool shape). A decode tp that cannot hold one request while another can just
-// gives OOM rows. Perf-data gaps are left to the points.
+// a pool of one of its rows (roleKeyError, found by setting up, per pool shape,
+// the row of the most decode workers: its decode pool runs the most requests,
+// so it is KV-tight whenever another row of the shape is). A decode tp that
+// cannot hold one request while another can just gives OOM rows. Perf-data
+// gaps are left to the points.
 func (p *PerfdbEvaluator) CheckDisagg(ctx context.Context, pts []store.PointInputs) error {
-	shapes := map[[5]int]bool{}
-	for _, in := range pts {
-		k := [5]int{in.PTP, in.DTP, in.DPP, in.DDP, in.DBatch}
-		if in.Mode != store.ModeDisagg || in.Prefix > 0 || shapes[k] {
+	most := map[[5]int]int{} // pool shape → the index of its row of the most decode workers
+	var order [][5]int
+	for i, in := range pts {
+		if in.Mode != store.ModeDisagg || in.Prefix > 0 {
 			continue
 		}
-		shapes[k] = true
+		k := [5]int{in.PTP, in.DTP, in.DPP, in.DDP, in.DBatch}
+		j, ok := most[k]
+		if !ok {
+			order = append(order, k)
+		}
+		if !ok || in.DWorkers > pts[j].DWorkers {
+			most[k] = i
+		}
+	}
+	for _, k := range order {
 		var re *roleKeyError
-		if _, _, _, err := p.disaggSetup(ctx, in); errors.As(err, &re) {
+		if _, _, _, err := p.disaggSetup(ctx, pts[most[k]]); errors.As(err, &re) {
 			return err
 		}
 	}

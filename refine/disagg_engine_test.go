@@ -148,3 +148,48 @@ func BenchmarkScreenDisaggRow(b *testing.B) {
 		}
 	}
 }
+
+// TestCheckDisaggSeesEveryDecodeLoad: CheckDisagg refuses a config key that
+// cannot apply to the decode pool of any row, not only of the first row of a
+// pool shape. With max_batch_size 64 over a decode batch of 16, a decode
+// worker of the two-worker row runs 32 requests, so its pool (fraction 0.25)
+// is KV-tight while the one-worker row's is not; before, the check set up the
+// one-worker row only and the sweep failed on the other mid-way.
+func TestCheckDisaggSeesEveryDecodeLoad(t *testing.T) {
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(embeddedSource{})
+	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "trtllm", TotalGPUs: 3, ISL: 4000, OSL: 500,
+		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{16}, MaxWorkers: 2, EngineProfile: queueing.ProfileAIConfigurator}
+	cfg, err := engineconf.Parse("trtllm", []byte("max_batch_size: 64\nkv_cache_config:\n  free_gpu_memory_fraction: 0.25\nscheduler_config:\n  capacity_scheduler_policy: MAX_UTILIZATION\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.EngineConfig = cfg
+	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := Enumerate(spec, r, ev.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused error
+	for _, in := range pts {
+		_, _, k, err := ev.disaggSetup(ctx, in)
+		var re *roleKeyError
+		switch {
+		case in.DWorkers == 1 && (err != nil || k.tight):
+			t.Fatalf("%s: tight %v, %v: want a one-worker row the pool holds", in.Parallel(), k.tight, err)
+		case in.DWorkers == 2 && !errors.As(err, &re):
+			t.Fatalf("%s: %v: want the max_utilization refusal", in.Parallel(), err)
+		case in.DWorkers == 2 && refused == nil:
+			refused = err
+		}
+	}
+	if refused == nil {
+		t.Fatal("no two-worker row")
+	}
+	if err := ev.CheckDisagg(ctx, pts); err == nil || err.Error() != refused.Error() {
+		t.Errorf("CheckDisagg: %v\nwant the two-worker row's refusal %v", err, refused)
+	}
+}

@@ -81,7 +81,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			}
 			if profile == queueing.ProfileDefaults {
 				e.SetSeatCap(batch)
-				if role == queueing.RolePrefill && e.TokenBudget() < p.ISL-p.Prefix {
+				if role == queueing.RolePrefill && e.TokenBudget() < wholePromptTokens(e.Backend, p.ISL, p.Prefix) {
 					e.EnableChunkedPrefill = true // a prompt beyond the budget must be chunked (T-R3)
 				}
 			}
@@ -154,7 +154,7 @@ func wholePromptFits(r engineconf.Resolved, p store.PointInputs) error {
 	if e == nil || e.EnableChunkedPrefill || p.Workload != "" {
 		return nil
 	}
-	first, key := p.ISL-p.Prefix, ""
+	first, key := wholePromptTokens(e.Backend, p.ISL, p.Prefix), ""
 	switch e.Backend {
 	case engine.VLLM:
 		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
@@ -162,7 +162,7 @@ func wholePromptFits(r engineconf.Resolved, p store.PointInputs) error {
 		}
 		key = "max_num_batched_tokens"
 	case engine.TRTLLM:
-		first, key = p.ISL, "max_num_tokens"
+		key = "max_num_tokens"
 	default:
 		return nil
 	}
@@ -171,6 +171,17 @@ func wholePromptFits(r engineconf.Resolved, p store.PointInputs) error {
 			role, key, b, first, p.ISL, key)
 	}
 	return nil
+}
+
+// wholePromptTokens is the budget a prompt of isl tokens, prefix of them
+// cached, takes in one pass with chunked prefill off on backend b: TensorRT-LLM
+// budgets the whole prompt and applies reuse after (T-R3), the others budget
+// its uncached tokens (vLLM V-R1; queueing's validation reads the same rule).
+func wholePromptTokens(b engine.Backend, isl, prefix int) int {
+	if b == engine.TRTLLM {
+		return isl
+	}
+	return isl - prefix
 }
 
 // profileVersion maps the evaluator's version label onto one DefaultEngine

@@ -217,7 +217,7 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 		return err
 	}
 	if !auto {
-		if e.KVCapacityTokens <= 0 && (e.MemFraction > 0 || e.KVCacheMemoryBytes > 0 || e.CUDAGraphMaxBS > 0) {
+		if e.KVCapacityTokens <= 0 && hasMemoryKeys(*e) {
 			fmt.Fprintln(c.App.ErrWriter, "aicdb: engine config: its memory keys size the KV pool only under --kv-capacity-tokens auto; this run's pool is unbounded")
 		}
 		return nil

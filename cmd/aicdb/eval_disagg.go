@@ -104,8 +104,8 @@ func runEvalDisagg(c *cli.Context) error {
 	return writeEval(c.App.Writer, c.String("format"), tiers, out)
 }
 
-// parseDisagg builds the tandem from the flags: engines from the backend defaults
-// and the engine flags (both pools), timing per pool (synthetic: shared; perf
+// parseDisagg builds the tandem from the flags: each pool's engine
+// (disaggEngines), timing per pool (synthetic: shared; perf
 // database: each pool at its own tp through evalPassTiming), the fabric and the
 // KV sizing. It returns the pass timings to check after evaluation and the GPUs.
 func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.PassTiming, int, error) {
