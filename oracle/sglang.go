@@ -143,9 +143,10 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 			s.sglAllocExtend(ri, n)
 			pb.entries = append(pb.entries, entry{r: ri, n: n, from: r.c})
 			r.c += n
-			added += n
-			remChunk -= n
-			remInput -= n
+			pn := ceilPage(n, page) // _update_prefill_budget charges whole pages (S-R4)
+			added += pn
+			remChunk -= pn
+			remInput -= pn
 			canRun++
 		}
 		if r.c < r.numTokens() {
@@ -169,7 +170,7 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 			sg.batchFull = true // NO_TOKEN
 			break
 		}
-		pe := (extend + page - 1) / page * page
+		pe := ceilPage(extend, page)
 		if pe >= remInput && canRun > 0 {
 			break // OTHER
 		}
@@ -199,14 +200,15 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 		pb.entries = append(pb.entries, entry{r: wi, n: n, from: w.c})
 		w.c += n
 		canRun++
-		remChunk -= n
-		remInput -= n
-		if n < extend {
+		if n < extend { // n is a page multiple
 			sg.chunked = wi
 			remChunk = 0
+			remInput -= n
 			added += n
-		} else {
-			added += extend + sglReserve(w)
+		} else { // the whole extend, charged in whole pages (S-R4)
+			remChunk -= pe
+			remInput -= pe
+			added += pe + sglReserve(w)
 		}
 		if remTotal() <= 0 {
 			sg.batchFull = true // the reservations used up the pool
@@ -227,6 +229,12 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 	}
 	return true
 }
+
+// ceilPage is n tokens rounded up to whole pages of page tokens: SGLang's
+// PrefillAdder charges every admitted extend this way (ceil_paged_tokens in
+// _update_prefill_budget), so its reservations cover the pages the allocator
+// hands out (page_size 1, the default, charges n).
+func ceilPage(n, page int) int { return (n + page - 1) / page * page }
 
 // sglAddDecode schedules one decode token of a running request.
 func (s *Sim) sglAddDecode(pb *passBuf, ri int32) {

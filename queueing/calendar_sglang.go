@@ -18,8 +18,10 @@ import "math"
 // and decoders stall (S-R3); otherwise a decode-only pass runs every decoder.
 //
 // With a KV capacity (pages of page_size tokens): admission is also bounded by
-// rem_total = free tokens − Σ_decoders min(osl − out, 4096)·new_token_ratio, a
-// request needing extend + min(osl − out, 4096) ≥ rem_total setting the sticky
+// rem_total = free tokens − Σ_decoders min(osl − out, 4096)·new_token_ratio, every
+// admitted extend charging its page-rounded length to rem_total, rem_input and
+// rem_chunk (SGLang's ceil_paged_tokens, so the reservations cover the pages the
+// allocator hands out), a request needing extend + min(osl − out, 4096) ≥ rem_total setting the sticky
 // batch_is_full (S-R4), which finishes, retraction and a chunked request's filter
 // clear (S-R2/S-R5); a decode-only step first runs the decode memory check —
 // retract decoders (fewest outputs first, ties the longest prompt) to the waiting
@@ -85,9 +87,10 @@ func (s *sim) scheduleSGLang(p *simPass) {
 			s.kvGrow(ri, r.c+n) // reserved at admission (S-R4)
 			s.addPrompt(p, ri, n)
 			took++
-			added += n
-			remChunk -= n
-			remInput -= n
+			pn := ceilDiv(n, page) * page // _update_prefill_budget charges whole pages (S-R4)
+			added += pn
+			remChunk -= pn
+			remInput -= pn
 		}
 		if r.c < r.promptLen() {
 			remChunk = 0 // still chunked: nothing else this pass
@@ -118,9 +121,9 @@ func (s *sim) scheduleSGLang(p *simPass) {
 			s.running = append(s.running, ri)
 			s.kvGrow(ri, r.c+extend)
 			s.addPrompt(p, ri, extend)
-			remChunk -= extend
-			remInput -= extend
-			added += extend + sglReserve(r)
+			remChunk -= pe // the whole extend, charged in whole pages (S-R4)
+			remInput -= pe
+			added += pe + sglReserve(r)
 		} else {
 			trunc := remChunk / page * page
 			if trunc <= 0 {

@@ -32,6 +32,9 @@ func KVFamilies() []Family {
 	so := sgl()
 	so.AsyncScheduling = false // the normal event loop (--disable-overlap-schedule, §3.2)
 	add("sglang/c32 isl2048 osl256 kv10x2048 retraction overlap off", 32, 2048, 256, so, 10*2048)
+	sp := sgl()
+	sp.BlockSize = 64 // page_size 64 (the Blackwell MLA backends'): extends charged in whole pages (S-R4)
+	add("sglang/c32 isl2000 osl256 kv10x2048 page64 retraction", 32, 2000, 256, sp, 10*2048)
 	va := vllm(8192, 256)
 	va.AsyncScheduling = true
 	add("vllm/c32 isl2048 osl256 kv10x2048 preemption async", 32, 2048, 256, va, 10*2048)
