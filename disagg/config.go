@@ -125,6 +125,25 @@ func (c *Config) Validate(w workload.Spec) error {
 	if kv := c.Decode.KVCapacityTokens; kv > 0 && isl+osl > kv {
 		return fmt.Errorf("decode kv_capacity_tokens = %d: cannot hold one request of isl %d + osl %d tokens; give the decode pool more KV (more GPUs per worker, a smaller model or KV quant)", kv, isl, osl)
 	}
+	if e := c.Decode.Engine; e.Backend == engine.TRTLLM && e.CapacityPolicy == engine.PolicyMaxUtilization && c.Decode.KVCapacityTokens > 0 {
+		// The tandem reserves a TensorRT-LLM decode request's final KV at the pull
+		// (T-D3), guaranteed_no_evict's rule (T-R1); max_utilization's pausing (T-R2)
+		// is not modelled on the decode role, so a pool that cannot hold its running
+		// requests at full length is refused rather than answered under the other
+		// policy (the sweep refuses the same rows before it stores anything).
+		running := e.SeatCap()
+		if c.Decode.BatchCap > 0 {
+			running = min(running, c.Decode.BatchCap)
+		}
+		if w.Concurrency > 0 {
+			running = min(running, (w.Concurrency+c.Decode.Workers-1)/c.Decode.Workers)
+		}
+		bs := max(e.BlockSize, 1)
+		need, have := running*((isl+osl+bs-1)/bs), c.Decode.KVCapacityTokens/bs
+		if need > have {
+			return fmt.Errorf("decode capacity_scheduler_policy %s: %d running requests per decode worker at full length need %d KV blocks > %d: the tandem reserves each request's final KV at the pull (T-D3); use guaranteed_no_evict or give the decode pool more KV", e.CapacityPolicy, running, need, have)
+		}
+	}
 	if e := c.Decode.Engine; e.Backend == engine.VLLM && c.Decode.KVCapacityTokens > 0 && e.BlockSize > 0 {
 		// vLLM's decode KV is allocated in whole blocks (V-R9); a request whose last
 		// step (isl + osl − 2 tokens: the decode side emits osl − 1, V-D4) needs more

@@ -57,3 +57,20 @@ func TestEvalDisaggEngineConfig(t *testing.T) {
 		t.Errorf("fraction 0.05: exit %d, stdout %q, stderr %q; want one line starting %q", code, out, errs, want)
 	}
 }
+
+// TestEvalDisaggMaxUtilizationTightRefused: eval --mode disagg refuses a
+// TensorRT-LLM max_utilization decode pool too small for its running requests
+// in one line (exit 1), as the sweep refuses the same row, instead of answering
+// under guaranteed_no_evict's reserve-at-pull (T-D3).
+func TestEvalDisaggMaxUtilizationTightRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a perf-data evaluation")
+	}
+	code, out, errs := runCLI(t, "eval", "--mode", "disagg", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm",
+		"--prefill-tp", "2", "--decode-tp", "2", "--concurrency", "64", "--isl", "4000", "--osl", "500",
+		"--capacity-policy", "max_utilization", "--decode-kv-capacity-tokens", "100000", "--tier", "screening", "--format", "json")
+	const want = "aicdb: decode capacity_scheduler_policy max_utilization: 64 running requests per decode worker at full length need 9024 KV blocks > 3125: the tandem reserves each request's final KV at the pull (T-D3); use guaranteed_no_evict or give the decode pool more KV\n"
+	if code != 1 || out != "" || errs != want {
+		t.Errorf("exit %d, stdout %q\n got  %q\n want %q", code, out, errs, want)
+	}
+}
