@@ -112,11 +112,18 @@ func (f *kvFabric) complete(t float64, out []int32) []int32 {
 		}
 	}
 	f.drain(t)
+	// done: the bytes left would take under 1e-12 of the clock (≥ 1 fs; ~4,500
+	// ulps of t). The drain's rounding grows with t — a few ulps: 1.0e-12 ms left at
+	// t = 2.8 s, 2.9e-12 ms at 33 s, above a fixed femtosecond — and flows that
+	// finish together in exact arithmetic must land in this one event: a second
+	// event at the same t would let a prefill worker schedule (ties go to the
+	// workers) on the first landing's release alone, where its next schedule (V-R3)
+	// sees both finished_sending releases (V-P3) — as the tandem's fabric lands them.
+	tol := 1e-12 * math.Max(t, 1)
 	k := 0
 	for i := range f.fl {
 		x := f.fl[i]
-		// done: the bytes left would take under a femtosecond (rounding of the drain)
-		if i == first || x.bytesLeft <= x.bps*1e-12 {
+		if i == first || x.bytesLeft <= x.bps*tol {
 			out = append(out, x.req)
 			continue
 		}

@@ -70,6 +70,30 @@ func TestDisaggFabricMaxMin(t *testing.T) {
 	}
 }
 
+// TestDisaggFabricSimultaneousLate: two equal flows started together on a shared
+// port finish at one instant in exact arithmetic and must land in one fabric event
+// however late the clock — the instants of the staggered run of
+// TestPropertyDisaggVLLMKVAgainstDES seed 17758923222677377331, where ulp(t) ≈
+// 7.3e-12 ms and the drain left the second flow 2.3e-6 bytes (2.9e-12 ms):
+// above a fixed femtosecond, so it landed in a second event at the same t, after
+// the prefill worker had scheduled on the first release alone.
+func TestDisaggFabricSimultaneousLate(t *testing.T) {
+	f := kvFabric{ports: []float64{1.6e6, 1.6e6}} // 2 GB/s × 0.8, bytes per ms
+	t0 := 33071.460929999921
+	f.start(t0, 0, 0, 1, 16*1.6e5)
+	f.start(t0, 1, 0, 1, 16*1.6e5)
+	n := f.next()
+	if !nearMs(n, t0+3.2) {
+		t.Fatalf("next completion %v, want %v", n, t0+3.2)
+	}
+	if done := f.complete(n, nil); !reflect.DeepEqual(done, []int32{0, 1}) {
+		t.Fatalf("done at %v: %v, want [0 1] (one event)", n, done)
+	}
+	if n := f.next(); !math.IsInf(n, 1) {
+		t.Fatalf("a flow is left: next %v", n)
+	}
+}
+
 // TestDisaggIdentity1P1D: at C = 1 (TRT-LLM, no recompute on the decode side,
 // T-D4) TTFT is the prefill pass, the transfer bytes/(bandwidth × efficiency),
 // every decode gap the single-row pass and the first gap handoff + pass; with
