@@ -174,6 +174,20 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 		if pe >= remInput && canRun > 0 {
 			break // OTHER
 		}
+		// _lock_node takes the matched prefix out of the evictable pool before the
+		// NO_TOKEN check is repeated ("rem_total may decrease after the lock
+		// acquisition", S-R4): a request whose evictable hits would leave too few
+		// pages for its extend waits; the lock is released with it.
+		lock := 0
+		for _, b := range hits {
+			if s.pool.ref[b] == 0 {
+				lock += s.bs
+			}
+		}
+		if float64(extend+sglReserve(w)) >= remTotal()-float64(lock) {
+			sg.batchFull = true // NO_TOKEN
+			break
+		}
 		n := extend
 		if pe > remChunk {
 			n = remChunk / page * page
@@ -183,10 +197,8 @@ func (s *Sim) sglPrefill(pb *passBuf) bool {
 		}
 		s.waiting.popFront()
 		s.ensureTable(wi)
+		added += lock
 		for _, b := range hits { // lock the matched prefix
-			if s.pool.ref[b] == 0 {
-				added += s.bs
-			}
 			s.pool.touch(b)
 			w.table = append(w.table, b)
 		}

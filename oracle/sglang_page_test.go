@@ -40,3 +40,22 @@ func TestSGLangAdmissionChargesWholePages(t *testing.T) {
 		t.Errorf("request %s (isl %d): first token at %v ms, want after %v (refused by its page-rounded charge)", last.ID, last.PromptLen, last.FirstTokenMs, first)
 	}
 }
+
+// TestSGLangAdmissionLocksHitsBeforeNoToken: the second turn of a session (900
+// tokens, one 16-token page hit in the evictable cache) arrives while three
+// requests decode and 56 pages are free or evictable. Its 884-token extend needs
+// 56 pages once the hit page is locked out of the evictable pool; SGLang repeats
+// the NO_TOKEN check after _lock_node (S-R4), so the turn waits. Before, the DES
+// checked before locking, admitted it and ran out of pages mid-allocation
+// (TestRunSessionsProperty seed 12796690357342256994).
+func TestSGLangAdmissionLocksHitsBeforeNoToken(t *testing.T) {
+	e := sessEngine(engine.SGLang, 120)
+	ss := oracle.Sessions{Turns: []oracle.SessionTurn{
+		turn(0, 20, 1, 2, 0), turn(0, 20, 15, 0, 0), turn(50, 285, 6, 0, 0),
+		turn(50, 900, 1, 2, 76), turn(50, 637, 6, 0, 0),
+	}}
+	res := runSessions(t, e, ss)
+	if r := res.Requests[3]; r.NumCachedTokens != 16 || r.NumTokens != 1 {
+		t.Errorf("second turn: %d cached tokens, %d output tokens; want 16 and 1", r.NumCachedTokens, r.NumTokens)
+	}
+}
