@@ -209,7 +209,11 @@ func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts
 			continue
 		}
 		if len(pts) == 0 {
-			fmt.Fprintf(c.App.ErrWriter, "aicdb: engine config: its memory keys size the %s pool only with the perf database's memory model (--model); --timing leaves it to --decode-kv-capacity-tokens\n", p.name)
+			fix := "--timing leaves its KV to --decode-kv-capacity-tokens"
+			if p.name == "prefill" {
+				fix = "--timing ignores them (the prefill pool's KV is not modelled)"
+			}
+			fmt.Fprintf(c.App.ErrWriter, "aicdb: engine config: its memory keys size the %s pool only with the perf database's memory model (--model); %s\n", p.name, fix)
 			continue
 		}
 		// The prefill worker holds a prompt and its first token until the pull.

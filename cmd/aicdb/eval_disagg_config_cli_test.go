@@ -74,3 +74,22 @@ func TestEvalDisaggMaxUtilizationTightRefused(t *testing.T) {
 		t.Errorf("exit %d, stdout %q\n got  %q\n want %q", code, out, errs, want)
 	}
 }
+
+// TestEvalDisaggTimingMemoryKeysWarning: with --timing (no perf database) a
+// config's memory keys size neither pool; the warning names each pool's way
+// out — the prefill pool's KV is not modelled, the decode pool's is
+// --decode-kv-capacity-tokens — and the evaluation runs.
+func TestEvalDisaggTimingMemoryKeysWarning(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "mem.args")
+	if err := os.WriteFile(cfg, []byte("--gpu-memory-utilization 0.5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "eval", "--mode", "disagg", "--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.01",
+		"--decode-ms-per-row", "0.05", "--concurrency", "8", "--isl", "1024", "--osl", "64", "--backend-engine", "vllm",
+		"--kv-bytes-per-token", "160000", "--inter-node-gbps", "50", "--engine-config", cfg, "--tier", "screening", "--format", "json")
+	const want = "aicdb: engine config: its memory keys size the prefill pool only with the perf database's memory model (--model); --timing ignores them (the prefill pool's KV is not modelled)\n" +
+		"aicdb: engine config: its memory keys size the decode pool only with the perf database's memory model (--model); --timing leaves its KV to --decode-kv-capacity-tokens\n"
+	if code != 0 || out == "" || errs != want {
+		t.Errorf("exit %d, stdout %d bytes\n got  %q\n want %q", code, len(out), errs, want)
+	}
+}
