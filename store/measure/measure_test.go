@@ -230,3 +230,19 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseSiliconBareQuoteFirstRow: a data row that the CSV reader rejects
+// before it yields a field (a bare quote in an unquoted field) is a one-line
+// error naming the file and line, not a panic (found by FuzzParse).
+func TestParseSiliconBareQuoteFirstRow(t *testing.T) {
+	b, err := os.ReadFile("testdata/silicon.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := strings.Cut(string(b), "\n")
+	_, err = Parse("bad.csv", []byte(header+"\n0\"0\n"), "aic-silicon", Deployment{})
+	const want = `bad.csv line 2: bare " in non-quoted-field: is the file truncated?`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}

@@ -522,7 +522,6 @@ func parseSilicon(file string, data []byte) ([]Measurement, error) {
 		if err == io.EOF {
 			break
 		}
-		line, _ := r.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -530,6 +529,7 @@ func parseSilicon(file string, data []byte) ([]Measurement, error) {
 			}
 			return nil, &FieldError{File: file, Msg: err.Error()}
 		}
+		line, _ := r.FieldPos(0) // a record read without error has at least one field
 		if len(rec) != len(header) {
 			if len(rec) > len(header) {
 				return nil, &FieldError{File: file, Line: line, Msg: fmt.Sprintf("%d fields, the header has %d", len(rec), len(header))}
