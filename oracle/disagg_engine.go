@@ -138,8 +138,9 @@ func (s *Sim) land(ri int32, t float64) {
 
 // absorbRemote admits a landed request at a pass boundary and reports whether ri
 // was one: vLLM re-queues it as WAITING (V-D4, admitted by admitRemoteVLLM); TRT-LLM
-// and SGLang join the running batch as generation requests with the first token
-// appended (T-D4; SGLang's transfer queue merges into the running batch, S-R2).
+// joins the running batch as a generation request with the first token appended
+// (T-D4); SGLang queues it FIFO for a seat in the running batch, which it joins
+// the same way when a batch is formed (S-R2, sglAdmitLanded).
 func (s *Sim) absorbRemote(ri int32) bool {
 	if s.dis == nil || !s.dis.remote[ri] {
 		return false

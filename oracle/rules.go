@@ -18,7 +18,8 @@ type engineRules interface {
 	// update applies the outputs of a finished pass.
 	update(s *Sim, pb *passBuf)
 	// pending reports backend-held work outside running and waiting (SGLang: the
-	// chunked request and last_batch's completed prompts, S-R2).
+	// chunked request, last_batch's completed prompts and, on a decode server,
+	// the transferred requests waiting for a seat, S-R2).
 	pending(s *Sim) bool
 	// remoteNeed returns the blocks a decode-side pull of prompt p and maxTokens
 	// outputs must find before it starts (V-D2, T-D3).
@@ -71,9 +72,11 @@ func (vllmRules) update(s *Sim, pb *passBuf)   { s.updateVLLM(pb) }
 func (trtRules) update(s *Sim, pb *passBuf)    { s.updateTRT(pb) }
 func (sglangRules) update(s *Sim, pb *passBuf) { s.updateSGLang(pb) }
 
-func (vllmRules) pending(*Sim) bool     { return false }
-func (trtRules) pending(*Sim) bool      { return false }
-func (sglangRules) pending(s *Sim) bool { return s.sgl.chunked >= 0 || len(s.sgl.last) > 0 }
+func (vllmRules) pending(*Sim) bool { return false }
+func (trtRules) pending(*Sim) bool  { return false }
+func (sglangRules) pending(s *Sim) bool {
+	return s.sgl.chunked >= 0 || len(s.sgl.last) > 0 || len(s.sgl.landed) > 0
+}
 
 // remoteNeed: vLLM allocates the whole prompt's blocks (V-D2); SGLang
 // preallocates the prompt (its DecodePreallocQueue is not studied, SCHEDULERS.md
@@ -120,10 +123,11 @@ func (vllmRules) landRemote(s *Sim, ri int32) {
 	s.enqueueArrival(ri)
 }
 
-// landRemote (SGLang): the transfer queue merges into the running batch (S-R2).
+// landRemote (SGLang): the transferred request joins the decode server's
+// waiting queue, FIFO; sglAdmitLanded moves it into the running batch when the
+// next batch is formed and a seat is free (S-R2: get_new_prebuilt_batch).
 func (sglangRules) landRemote(s *Sim, ri int32) {
-	s.landRunning(ri)
-	s.running = append(s.running, ri)
+	s.sgl.landed = append(s.sgl.landed, ri)
 }
 
 // landRemote (TRT-LLM): joins the running batch as a generation request with the

@@ -45,6 +45,10 @@ type sglState struct {
 	// lastChunked: the last formed batch carried the chunked request, which S-R2
 	// filters out of it when the next batch is formed (batch_is_full := false).
 	lastChunked bool
+	// landed (disaggregated decode side) holds the requests whose prompt KV has
+	// arrived and that wait, FIFO, for a seat in the running batch (S-R2 on a
+	// decode server: get_new_prebuilt_batch).
+	landed []int32
 }
 
 // sglReserve is min(max_new − out, 4096): the output tokens a request may still need.
@@ -54,6 +58,7 @@ func sglReserve(r *req) int { return min(r.maxTokens-r.g, sglClipMaxNew) }
 // decode step over the running batch (S-R3).
 func (s *Sim) scheduleSGLang(pb *passBuf) {
 	s.sglMergeLast()
+	s.sglAdmitLanded()
 	if s.sglPrefill(pb) {
 		s.sglNoteLast(pb)
 		return
@@ -85,6 +90,23 @@ func (s *Sim) sglMergeLast() {
 		}
 	}
 	s.sgl.last = s.sgl.last[:0]
+}
+
+// sglAdmitLanded is get_new_prebuilt_batch on a disaggregated decode server
+// (S-R2): transferred requests wait in the waiting queue and, when a batch is
+// formed, at most max_running_requests − len(running_batch) of them join the
+// running batch, FIFO, their prompt computed and the prefill worker's first
+// token appended. Under the overlap loop running_batch still holds the requests
+// that finish in the batch in flight (their results are not processed yet), so
+// their seats are not free. The rest keep waiting for a later batch.
+func (s *Sim) sglAdmitLanded() {
+	k := 0
+	for ; k < len(s.sgl.landed) && len(s.running) < s.eng.MaxNumSeqs; k++ {
+		ri := s.sgl.landed[k]
+		s.landRunning(ri)
+		s.running = append(s.running, ri)
+	}
+	s.sgl.landed = s.sgl.landed[:copy(s.sgl.landed, s.sgl.landed[k:])]
 }
 
 // sglNoteLast records the requests whose prompt completes in prefill batch pb
