@@ -94,6 +94,28 @@ func TestDisaggFabricSimultaneousLate(t *testing.T) {
 	}
 }
 
+// TestDisaggFabricSimultaneousDrifted: flows that finish together in exact
+// arithmetic land in one fabric event even when the event times carry float drift
+// far above the drain's rounding — the instants of TestPropertyDisaggVLLMKVAgainstDES
+// seed 13932306038080048875 (flows 126–128): A on ports 0→2 starts at 1445.82119,
+// B on 1→3 at 1445.82120, C on 0→2 at 1458.42118 (each 12.6 ms alone), so A and B
+// both finish at 1458.4212; the drifted starts leave A 0.0045 bytes (5.6e-9 ms)
+// when B lands. The tandem (disagg/fabric.go, pop: under a nanosecond) lands both;
+// the former 1e-12·t window (1.5e-9 ms) landed A in a second event 5.6e-9 ms later.
+func TestDisaggFabricSimultaneousDrifted(t *testing.T) {
+	f := kvFabric{ports: []float64{1.6e6, 1.6e6, 1.6e6, 1.6e6}}
+	f.start(1445.8211900016031, 0, 0, 2, 20160000)
+	f.start(1445.8211999979794, 1, 1, 3, 20160000)
+	f.start(1458.4211799995828, 2, 0, 2, 20160000)
+	n := f.next()
+	if n != 1458.4211999979793 {
+		t.Fatalf("next completion %v, want 1458.4211999979793 (B)", n)
+	}
+	if done := f.complete(n, nil); !reflect.DeepEqual(done, []int32{0, 1}) {
+		t.Fatalf("done at %v: %v, want [0 1] (one event)", n, done)
+	}
+}
+
 // TestDisaggIdentity1P1D: at C = 1 (TRT-LLM, no recompute on the decode side,
 // T-D4) TTFT is the prefill pass, the transfer bytes/(bandwidth × efficiency),
 // every decode gap the single-row pass and the first gap handoff + pass; with

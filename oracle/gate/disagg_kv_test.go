@@ -78,10 +78,14 @@ func checkKVCase(t *testing.T, tc kvCase) {
 // transfers that finish at one instant (equal flows started together) into two
 // fabric events late in a run, so a prefill worker scheduled between the landings
 // on one release alone (oracle/disagg_fabric.go, complete); the tandem landed them
-// together.
+// together. The third draw's two flows finish together in exact arithmetic but the
+// run's float drift (shared bit-for-bit by both sides) put them 5.6e-9 ms apart at
+// t = 1458 ms: inside the tandem's nanosecond window, outside the DES's former
+// 1e-12·t one.
 func TestDisaggVLLMKVSimultaneousLandings(t *testing.T) {
 	checkKVCase(t, kvCase{"17758923222677377331", 16, 86, 7, 1, 1, 13, 2}) // was tpot_mean −1.5e-6
 	checkKVCase(t, kvCase{"4615043032571704620", 343, 2, 3, 2, 2, 66, 0})  // was tpot_mean 6.3e-4
+	checkKVCase(t, kvCase{"13932306038080048875", 126, 3, 3, 2, 2, 24, 0}) // was tpot_mean 4.7e-9
 }
 
 // TestDisaggVLLMKVStaggeredStart pins a draw (rapid seed 2, 1,265th case) whose
