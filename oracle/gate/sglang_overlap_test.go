@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/aicdb/aicdb/disagg"
 	"github.com/aicdb/aicdb/engine"
 )
 
@@ -70,25 +71,9 @@ func TestSGLangOverlapRandomAgainstDES(t *testing.T) {
 func TestSGLangOverlapDisaggAgainstDES(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	for i := range 16 {
-		e, err := engine.Defaults(engine.SGLang, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.AsyncScheduling = i%2 == 0
-		isl, osl, c := 16+rng.IntN(1000), 1+rng.IntN(40), 1+rng.IntN(8)
-		cfg := tandemConfig(1+rng.IntN(2), 1+rng.IntN(2), e, 2+rng.Float64()*40)
-		cfg.Push = i%4 < 2
-		name := fmt.Sprintf("sglang disagg %d: overlap %t push %t isl %d osl %d c %d", i, e.AsyncScheduling, cfg.Push, isl, osl, c)
-		row := RunDisaggFamily(context.Background(), DisaggFamily{Name: name, Spec: closed(isl, osl, 0, c), Config: cfg})
-		if row.Err != nil {
-			t.Errorf("%s: %v", name, row.Err)
-			continue
-		}
-		for k, res := range row.Resid {
-			if !(math.Abs(res) <= 1e-9) {
-				t.Errorf("%s: %s model %v, DES %v (residual %v)", name, metricNames[k], row.Model.values()[k], row.Oracle.values()[k], res)
-			}
-		}
+		isl, osl, c, cfg := sglangDisaggCase(t, rng, i, 1, 8)
+		name := fmt.Sprintf("sglang disagg %d: overlap %t push %t isl %d osl %d c %d", i, cfg.Decode.Engine.AsyncScheduling, cfg.Push, isl, osl, c)
+		requireExactDisagg(t, DisaggFamily{Name: name, Spec: closed(isl, osl, 0, c), Config: cfg})
 	}
 }
 
@@ -102,26 +87,43 @@ func TestSGLangOverlapDisaggAgainstDES(t *testing.T) {
 func TestSGLangDisaggDecodeCapAgainstDES(t *testing.T) {
 	rng := rand.New(rand.NewPCG(20261204, 17))
 	for i := range 16 {
-		e, err := engine.Defaults(engine.SGLang, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.AsyncScheduling = i%2 == 0
-		isl, osl, c := 16+rng.IntN(1000), 2+rng.IntN(40), 1+rng.IntN(10)
-		cfg := tandemConfig(1+rng.IntN(2), 1+rng.IntN(2), e, 2+rng.Float64()*40)
-		cfg.Push = i%4 < 2
+		isl, osl, c, cfg := sglangDisaggCase(t, rng, i, 2, 10)
 		cfg.Decode.BatchCap = rng.IntN(7)
 		name := fmt.Sprintf("sglang disagg dcap %d: overlap %t push %t dcap %d nP %d nD %d isl %d osl %d c %d",
-			i, e.AsyncScheduling, cfg.Push, cfg.Decode.BatchCap, cfg.Prefill.Workers, cfg.Decode.Workers, isl, osl, c)
-		row := RunDisaggFamily(context.Background(), DisaggFamily{Name: name, Spec: closed(isl, osl, 0, c), Config: cfg})
-		if row.Err != nil {
-			t.Errorf("%s: %v", name, row.Err)
-			continue
-		}
-		for k, res := range row.Resid {
-			if !(math.Abs(res) <= 1e-9) {
-				t.Errorf("%s: %s model %v, DES %v (residual %v)", name, metricNames[k], row.Model.values()[k], row.Oracle.values()[k], res)
-			}
+			i, cfg.Decode.Engine.AsyncScheduling, cfg.Push, cfg.Decode.BatchCap, cfg.Prefill.Workers, cfg.Decode.Workers, isl, osl, c)
+		requireExactDisagg(t, DisaggFamily{Name: name, Spec: closed(isl, osl, 0, c), Config: cfg})
+	}
+}
+
+// sglangDisaggCase draws case i of a seeded random SGLang tandem on the default
+// engine: the overlap scheduler on for even i, a push connector for i mod 4 < 2,
+// isl 16..1015, osl oslMin..oslMin+39, 1..cMax clients, 1–2 workers per pool and a
+// 2–42 GB/s fabric.
+func sglangDisaggCase(t *testing.T, rng *rand.Rand, i, oslMin, cMax int) (isl, osl, c int, cfg disagg.Config) {
+	t.Helper()
+	e, err := engine.Defaults(engine.SGLang, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.AsyncScheduling = i%2 == 0
+	isl, osl, c = 16+rng.IntN(1000), oslMin+rng.IntN(40), 1+rng.IntN(cMax)
+	cfg = tandemConfig(1+rng.IntN(2), 1+rng.IntN(2), e, 2+rng.Float64()*40)
+	cfg.Push = i%4 < 2
+	return isl, osl, c, cfg
+}
+
+// requireExactDisagg runs f on both sides and reports every gated metric whose
+// residual exceeds 1e-9 (relative).
+func requireExactDisagg(t *testing.T, f DisaggFamily) {
+	t.Helper()
+	row := RunDisaggFamily(context.Background(), f)
+	if row.Err != nil {
+		t.Errorf("%s: %v", f.Name, row.Err)
+		return
+	}
+	for k, res := range row.Resid {
+		if !(math.Abs(res) <= 1e-9) {
+			t.Errorf("%s: %s model %v, DES %v (residual %v)", f.Name, metricNames[k], row.Model.values()[k], row.Oracle.values()[k], res)
 		}
 	}
 }
