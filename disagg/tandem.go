@@ -212,12 +212,8 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	t := &tandem{c: c, w: w, stage: c.Prefill.Engine.StageMs, itl: map[float64]float64{}, headMin: 1}
 	nP, nD := c.Prefill.Workers, c.Decode.Workers
 	t.fab.caps = c.linkCaps()
-	seqP := c.Prefill.BatchCap
-	if k := c.Prefill.InFlightCap; k > 0 && (seqP == 0 || k < seqP) {
-		seqP = k
-	}
 	for i := 0; i < nP; i++ {
-		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, queueing.KernelOptions{SeqCap: seqP, Hold: !c.Push, Prefill: true})
+		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, queueing.KernelOptions{SeqCap: c.Prefill.BatchCap, InFlightCap: c.Prefill.InFlightCap, Hold: !c.Push, Prefill: true})
 		if err != nil {
 			return nil, fmt.Errorf("prefill engine: %w", err)
 		}

@@ -20,7 +20,7 @@ import (
 //
 // Several kernels (and other event sources) share one clock by always stepping the
 // one with the earliest NextEventMs. Work enters with Inject; a request finishing
-// on a kernel built with Hold keeps its admission slot until Release.
+// on a kernel built with Hold keeps its KV (and its κ slot) until Release.
 type Kernel struct {
 	s sim
 	// wake is when an idle kernel next tries to schedule: work entered or a slot
@@ -28,6 +28,9 @@ type Kernel struct {
 	wake float64
 	hold bool
 	held int
+	// seats is the running cap (the engine's, lowered by SeqCap); kappa, when > 0,
+	// caps running + held requests (InFlightCap).
+	seats, kappa int
 	// staged counts KV blocks taken by ReserveKV for requests not yet injected.
 	staged int
 
@@ -64,10 +67,15 @@ type KernelRequest struct {
 // KernelOptions tunes a Kernel.
 type KernelOptions struct {
 	// SeqCap, when > 0, lowers the engine's cap on running requests (a per-worker
-	// batch cap or an in-flight cap κ).
+	// batch cap).
 	SeqCap int
-	// Hold keeps a finished request's admission slot until Release (prefill-side
-	// hold of pull connectors, QUEUEING.md §6). It implies Prefill.
+	// InFlightCap, when > 0, is κ: running requests plus those held for their pull
+	// (Hold) never exceed it.
+	InFlightCap int
+	// Hold keeps a finished request's KV until Release (prefill-side hold of pull
+	// connectors, QUEUEING.md §6): it counts against InFlightCap but takes no seat
+	// of the engine — the request leaves the running set when its prompt is done
+	// (V-P3, T-D1). It implies Prefill.
 	Hold bool
 	// Prefill marks a disaggregated prefill worker (push or pull connector): a
 	// request whose prompt completes never joins a running batch, so the SGLang
@@ -92,8 +100,8 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	if err := e.Validate(); err != nil {
 		return nil, inputErr(err)
 	}
-	if o.SeqCap < 0 {
-		return nil, inputErr(fmt.Errorf("kernel seq cap = %d: must be ≥ 0", o.SeqCap))
+	if o.SeqCap < 0 || o.InFlightCap < 0 {
+		return nil, inputErr(fmt.Errorf("kernel seq cap = %d, in-flight cap = %d: must be ≥ 0", o.SeqCap, o.InFlightCap))
 	}
 	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV() || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
 		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM without hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
@@ -105,10 +113,21 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	if o.SeqCap > 0 && o.SeqCap < k.s.seqCap {
 		k.s.seqCap = o.SeqCap
 	}
+	k.seats, k.kappa = k.s.seqCap, o.InFlightCap
+	k.capSeats()
 	k.s.initKV(o.KVCapacityTokens)
 	k.s.onPass = k.onPass
 	k.s.onFinish = k.onFinish
 	return k, nil
+}
+
+// capSeats sets the running cap: the seats, and with κ no more than κ less the
+// requests held for their pull (a held request takes no seat, V-P3/T-D1).
+func (k *Kernel) capSeats() {
+	k.s.seqCap = k.seats
+	if k.kappa > 0 {
+		k.s.seqCap = min(k.seats, max(k.kappa-k.held, 0))
+	}
 }
 
 // Now returns the kernel's clock: the last time it was stepped to.
@@ -200,8 +219,8 @@ func (k *Kernel) ReserveKV(isl int) bool {
 	return true
 }
 
-// Release frees, at time at (≥ the kernel's clock), the admission slot a finished
-// request holds (Hold kernels).
+// Release frees, at time at (≥ the kernel's clock), what a finished request holds
+// for its pull (Hold kernels): its KV and its κ slot.
 func (k *Kernel) Release(id int, at float64) error {
 	// blocks = −1 marks a released hold (the kernel keeps no KV reservations).
 	if !k.hold || id < 0 || id >= len(k.s.reqs) || !k.s.reqs[id].finished || k.s.reqs[id].blocks != 0 || at < k.s.now {
@@ -209,7 +228,7 @@ func (k *Kernel) Release(id int, at float64) error {
 	}
 	k.s.reqs[id].blocks = -1
 	k.held--
-	k.s.seqCap++
+	k.capSeats()
 	k.wake = math.Min(k.wake, at)
 	return nil
 }
@@ -282,7 +301,7 @@ func (k *Kernel) onPass(s *sim, p *simPass, start, end float64) {
 func (k *Kernel) onFinish(s *sim, ri int32, now float64) {
 	if k.hold {
 		k.held++
-		s.seqCap--
+		k.capSeats()
 	}
 	if k.OnFinish != nil {
 		k.OnFinish(int(ri), now)
