@@ -129,3 +129,38 @@ func TestScreeningOpenLoopNotCertain(t *testing.T) {
 		}
 	}
 }
+
+// TestScreeningBracketVLLMDecodeBlocks: the rapid case (seed 13283697488503617034)
+// where vLLM's decode KV of 216 tokens holds six requests' isl + osl = 36 tokens
+// but only four in whole 16-token blocks (13 blocks, a request grows to 3): the
+// tandem's pulls wait a decode residence (V-D2) and its worst steady TTFT is
+// 17.26 ms, above the 16.43 ms hi that counted the KV in tokens. hi must bound it.
+func TestScreeningBracketVLLMDecodeBlocks(t *testing.T) {
+	e, err := engine.Defaults(engine.VLLM, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.AsyncScheduling, e.StageMs, e.EnableChunkedPrefill, e.MaxNumBatchedTokens = false, 0, false, 512
+	c := Config{
+		Prefill: Pool{Engine: e, Timing: timing.Roofline{BaseMs: 1, WeightsMs: 1, TokenMs: 0.004, AttnMsPerPair: 1e-6, KVMsPerToken: 2e-5},
+			Workers: 1, GPUsPerWorker: 1},
+		Decode: Pool{Engine: e, Timing: timing.Linear{BaseMs: 7.5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.3, CtxMsPerToken: 1e-4},
+			Workers: 1, GPUsPerWorker: 1, KVCapacityTokens: 6 * 36},
+		Fabric: Fabric{InterNodeGBps: 1}, KVBytesPerToken: 1e4, HandoffInTTFT: true,
+	}
+	w := workload.Spec{ISL: 32, OSL: 4, Concurrency: 6}
+	q, err := Quantitative(context.Background(), w, c, Options{WindowGenerations: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Screening(w, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Diagnostics.BracketCertain {
+		t.Fatal("bracket not certain, want certain (closed loop, the prompt fits the budget)")
+	}
+	if hi, m := s.TTFTSteadyP99Hi, q.TTFTSteady.Max(); m > hi*(1+1e-9) {
+		t.Fatalf("certain hi %v < tandem max steady TTFT %v", hi, m)
+	}
+}

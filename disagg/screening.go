@@ -438,10 +438,14 @@ func (s *Screener) worstPrefillPass(t timing.Timing, isl, k, tokMax int) (float6
 //     ahead; blocking needs K held + R waiting, so there are ≤ C − K of them.
 //   - H = pull wait + transfer. Transfer: under max-min fairness a flow's rate is
 //     ≥ min over its links of cap/(flows on it); a prefill egress carries ≤ min(C,
-//     K) flows under pull (each holds a slot), a decode ingress ≤ min(C, M) when
-//     the decode KV holds M requests (pull reserves before the first byte), else
-//     C: T ≤ isl·kv_bytes·F/cap_min. Pull wait on decode worker d (FCFS pending
-//     queue, M reservations): the j-th request ahead starts within ⌊j/M⌋·(T + D),
+//     K) flows under pull (each holds a slot), a decode ingress ≤ min(C, N) when
+//     the decode KV holds N reservations (pull reserves before the first byte),
+//     else C: T ≤ isl·kv_bytes·F/cap_min. The decode KV holds M requests' final KV
+//     at once: ⌊kv/(isl+osl)⌋, N = M (TRT-LLM, SGLang: the whole KV reserved);
+//     vLLM's kernel counts whole blocks, a pull reserving the prompt's P blocks
+//     and a request growing to Q = ⌈(isl+osl−2)/bs⌉ (V-D2, V-D4), so M =
+//     ⌊blocks/Q⌋ and N = ⌊blocks/P⌋. Pull wait on decode worker d (FCFS pending
+//     queue): the j-th request ahead starts within ⌊j/M⌋·(T + D),
 //     D the decode residence: FCFS on bD running slots, each running request
 //     gains a token per pass, so ≤ (⌊(n_d − 1)/bD⌋ + 1)·(osl − 1) + 1 + async
 //     passes of ≤ bD rows at context isl + osl (vLLM: plus ≤ bD one-token
@@ -485,10 +489,24 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 		need := isl + osl
 		kv := c.Decode.KVCapacityTokens
 		egress, ingress, onD := C, C, C
+		fitD := 0 // pull: requests whose final KV a decode worker holds at once
 		if !c.Push {
 			egress = min(C, K)
 			if kv > 0 {
-				ingress = min(C, kv/need)
+				fitD, ingress = kv/need, kv/need
+				if c.Decode.Engine.Backend == engine.VLLM {
+					// The tandem's vLLM decode kernel counts whole blocks (V-D2): a
+					// pull reserves its prompt's P blocks, and a request grows to Q
+					// blocks by its last pass (isl + osl − 2 tokens, V-D4).
+					bs := max(c.Decode.Engine.BlockSize, 1)
+					p := (isl + bs - 1) / bs
+					capB := kv / bs
+					fitD, ingress = capB/max((isl+osl-2+bs-1)/bs, p), capB/p
+				}
+				if fitD < 1 {
+					return 0, false, nil // a request's KV never fits (the tandem deadlocks)
+				}
+				ingress = min(C, ingress)
 				onD = ingress
 			}
 		}
@@ -529,7 +547,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 				tauD = math.Max(tauD, ms)
 			}
 			d := float64(((onD-1)/bD+1)*(osl-1)+1+asyncD) * tauD
-			wait = float64((C-1)/(kv/need)) * (tx + d)
+			wait = float64((C-1)/fitD) * (tx + d)
 		}
 		if !c.Push && C > K {
 			hi += float64(C-K) * (wait + tx)
