@@ -103,21 +103,35 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 			return b, fmt.Errorf("engine kv_capacity_tokens = %d: one request needs %d blocks of %d tokens (isl %d + osl %d) under guaranteed_no_evict; raise the KV capacity", e.KVCapacityTokens, need, e.BlockSize, b.maxISL, b.maxOSL)
 		}
 	}
+	first := FirstPassTokens(e, b.maxISL, w.Prefix)
 	switch e.Backend {
 	case engine.VLLM:
-		first := b.maxISL - w.Prefix // V-R3: the threshold caps n before the fit check
-		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
-			first = t
-		}
 		if !e.EnableChunkedPrefill && first > e.MaxNumBatchedTokens {
 			return b, fmt.Errorf("engine max_num_batched_tokens = %d: with chunked prefill off it must hold a whole prompt (%d uncached tokens); raise it or enable chunked prefill", e.MaxNumBatchedTokens, first)
 		}
 	case engine.TRTLLM:
-		if !e.EnableChunkedPrefill && b.maxISL > e.MaxNumTokens {
-			return b, fmt.Errorf("engine max_num_tokens = %d: with chunked prefill off it must hold a whole prompt (%d tokens); raise it or enable chunked prefill", e.MaxNumTokens, b.maxISL)
+		if !e.EnableChunkedPrefill && first > e.MaxNumTokens {
+			return b, fmt.Errorf("engine max_num_tokens = %d: with chunked prefill off it must hold a whole prompt (%d tokens); raise it or enable chunked prefill", e.MaxNumTokens, first)
 		}
 	}
 	return b, nil
+}
+
+// FirstPassTokens is the token budget a prompt of isl tokens, prefix of them
+// cached, needs in one pass on e with chunked prefill off: TensorRT-LLM budgets
+// the whole prompt and applies reuse after (T-R3); vLLM its uncached tokens,
+// capped by long_prefill_token_threshold before the fit check (V-R1, V-R3);
+// SGLang its uncached tokens.
+func FirstPassTokens(e engine.Spec, isl, prefix int) int {
+	switch e.Backend {
+	case engine.TRTLLM:
+		return isl
+	case engine.VLLM:
+		if t := e.LongPrefillTokenThreshold; t > 0 && t < isl-prefix {
+			return t
+		}
+	}
+	return isl - prefix
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

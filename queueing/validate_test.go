@@ -153,3 +153,23 @@ func FuzzDefaultEngineVersion(f *testing.F) {
 		}
 	})
 }
+
+// TestFirstPassTokens: the budget a whole prompt needs in one pass — TensorRT-LLM
+// the whole prompt, reuse applied after (T-R3); vLLM the uncached tokens capped by
+// long_prefill_token_threshold (V-R1, V-R3); SGLang the uncached tokens.
+func TestFirstPassTokens(t *testing.T) {
+	for _, c := range []struct {
+		e                 engine.Spec
+		isl, prefix, want int
+	}{
+		{engine.Spec{Backend: engine.TRTLLM}, 1000, 300, 1000},
+		{engine.Spec{Backend: engine.VLLM}, 1000, 300, 700},
+		{engine.Spec{Backend: engine.VLLM, LongPrefillTokenThreshold: 512}, 1000, 300, 512},
+		{engine.Spec{Backend: engine.VLLM, LongPrefillTokenThreshold: 2048}, 1000, 300, 700},
+		{engine.Spec{Backend: engine.SGLang}, 1000, 300, 700},
+	} {
+		if got := FirstPassTokens(c.e, c.isl, c.prefix); got != c.want {
+			t.Errorf("%s threshold %d, isl %d prefix %d: %d, want %d", c.e.Backend, c.e.LongPrefillTokenThreshold, c.isl, c.prefix, got, c.want)
+		}
+	}
+}

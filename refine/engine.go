@@ -81,7 +81,7 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			}
 			if profile == queueing.ProfileDefaults {
 				e.SetSeatCap(batch)
-				if role == queueing.RolePrefill && e.TokenBudget() < wholePromptTokens(e.Backend, p.ISL, p.Prefix) {
+				if role == queueing.RolePrefill && e.TokenBudget() < queueing.FirstPassTokens(e, p.ISL, p.Prefix) {
 					e.EnableChunkedPrefill = true // a prompt beyond the budget must be chunked (T-R3)
 				}
 			}
@@ -154,34 +154,20 @@ func wholePromptFits(r engineconf.Resolved, p store.PointInputs) error {
 	if e == nil || e.EnableChunkedPrefill || p.Workload != "" {
 		return nil
 	}
-	first, key := wholePromptTokens(e.Backend, p.ISL, p.Prefix), ""
+	key := ""
 	switch e.Backend {
 	case engine.VLLM:
-		if t := e.LongPrefillTokenThreshold; t > 0 && t < first {
-			first = t
-		}
 		key = "max_num_batched_tokens"
 	case engine.TRTLLM:
 		key = "max_num_tokens"
 	default:
 		return nil
 	}
-	if b := e.TokenBudget(); first > b {
+	if first, b := queueing.FirstPassTokens(*e, p.ISL, p.Prefix), e.TokenBudget(); first > b {
 		return fmt.Errorf("--engine-config: the %sengine's %s %d cannot hold a whole prompt of %d tokens (isl %d) with chunked prefill off, so the engine could not schedule it; enable chunked prefill or raise %s",
 			role, key, b, first, p.ISL, key)
 	}
 	return nil
-}
-
-// wholePromptTokens is the budget a prompt of isl tokens, prefix of them
-// cached, takes in one pass with chunked prefill off on backend b: TensorRT-LLM
-// budgets the whole prompt and applies reuse after (T-R3), the others budget
-// its uncached tokens (vLLM V-R1; queueing's validation reads the same rule).
-func wholePromptTokens(b engine.Backend, isl, prefix int) int {
-	if b == engine.TRTLLM {
-		return isl
-	}
-	return isl - prefix
 }
 
 // profileVersion maps the evaluator's version label onto one DefaultEngine

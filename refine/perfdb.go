@@ -574,7 +574,7 @@ func legacyRow(in store.PointInputs, ttft, tpot, req float64, conc int, t perfdb
 // chunked_prefill_size; the sweep sets ctx_tokens + batch) and the running cap
 // max_num_seqs (V-R2 max_num_seqs, T-R1 max_batch_size, S-R2 max_running_requests;
 // the sweep sets batch). Chunked prefill is on when asked or when a prompt would not
-// fit the budget (wholePromptTokens). A point that recorded its engine (resolveEngines) runs that one.
+// fit the budget (queueing.FirstPassTokens). A point that recorded its engine (resolveEngines) runs that one.
 func pointEngine(in store.PointInputs) (engine.Spec, error) {
 	if e, ok, err := recordedEngine(in); ok || err != nil {
 		return e, err
@@ -591,7 +591,7 @@ func pointEngine(in store.PointInputs) (engine.Spec, error) {
 	if seqs <= 0 {
 		seqs = in.Batch
 	}
-	chunked := in.ChunkedPrefill || budget < wholePromptTokens(e.Backend, in.ISL, in.Prefix)
+	chunked := in.ChunkedPrefill || budget < queueing.FirstPassTokens(e, in.ISL, in.Prefix)
 	e.SetTokenBudget(budget)
 	e.SetSeatCap(seqs)
 	e.EnableChunkedPrefill = chunked
