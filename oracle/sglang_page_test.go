@@ -55,7 +55,15 @@ func TestSGLangAdmissionLocksHitsBeforeNoToken(t *testing.T) {
 		turn(50, 900, 1, 2, 76), turn(50, 637, 6, 0, 0),
 	}}
 	res := runSessions(t, e, ss)
-	if r := res.Requests[3]; r.NumCachedTokens != 16 || r.NumTokens != 1 {
+	r := res.Requests[3]
+	if r.NumCachedTokens != 16 || r.NumTokens != 1 {
 		t.Errorf("second turn: %d cached tokens, %d output tokens; want 16 and 1", r.NumCachedTokens, r.NumTokens)
+	}
+	// It waits (NO_TOKEN) until the three decoders that arrived before it have
+	// finished and freed their pages: its first token comes after their last.
+	for _, i := range []int{1, 2, 4} {
+		if d := res.Requests[i]; r.FirstTokenMs <= d.FinishMs {
+			t.Errorf("second turn (arrived %v ms): first token at %v ms, before decoder %s finished at %v ms: admitted on pages its locked hit took", r.ArrivalMs, r.FirstTokenMs, d.ID, d.FinishMs)
+		}
 	}
 }
