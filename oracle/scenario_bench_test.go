@@ -35,8 +35,11 @@ func poissonScenario(n int) []byte {
 
 // BenchmarkOracleRun10k is what `aicdb oracle run` does by default: read the scenario
 // as a stream, simulate without the pass log, summarise.
-func BenchmarkOracleRun10k(b *testing.B) {
-	doc := poissonScenario(10000)
+func BenchmarkOracleRun10k(b *testing.B) { benchOracleRun(b, poissonScenario(10000)) }
+
+// benchOracleRun times `aicdb oracle run` on scenario doc: read, simulate
+// without the pass log, summarise.
+func benchOracleRun(b *testing.B, doc []byte) {
 	b.ReportAllocs()
 	for b.Loop() {
 		sc, err := oracle.ReadScenario(bytes.NewReader(doc))
@@ -80,22 +83,6 @@ func sglangPoissonScenario(n int, overlap bool) []byte {
 // on (the default) and off: the per-request cost of the SGLang scheduler.
 func BenchmarkOracleSGLang10k(b *testing.B) {
 	for _, overlap := range []bool{true, false} {
-		b.Run(fmt.Sprintf("overlap=%t", overlap), func(b *testing.B) {
-			doc := sglangPoissonScenario(10000, overlap)
-			b.ReportAllocs()
-			for b.Loop() {
-				sc, err := oracle.ReadScenario(bytes.NewReader(doc))
-				if err != nil {
-					b.Fatal(err)
-				}
-				res, err := sc.Simulate(context.Background(), oracle.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := res.Summary(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		b.Run(fmt.Sprintf("overlap=%t", overlap), func(b *testing.B) { benchOracleRun(b, sglangPoissonScenario(10000, overlap)) })
 	}
 }
