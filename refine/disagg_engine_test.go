@@ -17,7 +17,6 @@ import (
 // engine config text (none when ""), with the embedded perf data.
 func disaggPoint(t *testing.T, ev *PerfdbEvaluator, backend, profile, text string) store.PointInputs {
 	t.Helper()
-	ctx := context.Background()
 	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: backend, TotalGPUs: 2, ISL: 4000, OSL: 500,
 		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{16}, MaxWorkers: 1, EngineProfile: profile}
 	if text != "" {
@@ -27,15 +26,25 @@ func disaggPoint(t *testing.T, ev *PerfdbEvaluator, backend, profile, text strin
 		}
 		spec.EngineConfig = cfg
 	}
-	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
+	pts := sweepPoints(t, ev, spec)
+	if len(pts) != 1 {
+		t.Fatalf("enumerate: %d points, want 1", len(pts))
+	}
+	return pts[0]
+}
+
+// sweepPoints resolves spec's model on ev and enumerates its points.
+func sweepPoints(t testing.TB, ev *PerfdbEvaluator, spec SweepSpec) []store.PointInputs {
+	t.Helper()
+	r, err := ev.Resolve(context.Background(), spec.Model, spec.System, spec.Backend, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pts, err := Enumerate(spec, r, ev.Name())
-	if err != nil || len(pts) != 1 {
-		t.Fatalf("enumerate: %d points, %v", len(pts), err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return pts[0]
+	return pts
 }
 
 // TestDisaggRowsRunRecordedEngines: a disaggregated row is evaluated with the
@@ -129,13 +138,9 @@ func BenchmarkScreenDisaggRow(b *testing.B) {
 	ev := NewPerfdbEvaluator(embeddedSource{})
 	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 2, ISL: 4000, OSL: 500,
 		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{16}, MaxWorkers: 1}
-	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pts, err := Enumerate(spec, r, ev.Name())
-	if err != nil || len(pts) != 1 {
-		b.Fatalf("enumerate: %d points, %v", len(pts), err)
+	pts := sweepPoints(b, ev, spec)
+	if len(pts) != 1 {
+		b.Fatalf("enumerate: %d points, want 1", len(pts))
 	}
 	if _, err := ev.Screen(ctx, pts[0]); err != nil { // loads the perf data
 		b.Fatal(err)
@@ -165,14 +170,7 @@ func TestCheckDisaggSeesEveryDecodeLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.EngineConfig = cfg
-	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := Enumerate(spec, r, ev.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pts := sweepPoints(t, ev, spec)
 	var refused error
 	for _, in := range pts {
 		_, _, k, err := ev.disaggSetup(ctx, in)

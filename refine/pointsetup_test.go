@@ -18,13 +18,9 @@ func TestPointSetupPoolError(t *testing.T) {
 	ev := NewPerfdbEvaluator(embeddedSource{})
 	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 1, ISL: 1000, OSL: 200,
 		TPs: []int{1}, Batches: []int{8}, CtxTokens: []int{1000}, Modes: []string{store.ModeAgg}}
-	r, err := ev.Resolve(ctx, spec.Model, spec.System, spec.Backend, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := Enumerate(spec, r, ev.Name())
-	if err != nil || len(pts) != 1 {
-		t.Fatalf("enumerate: %d points, %v", len(pts), err)
+	pts := sweepPoints(t, ev, spec)
+	if len(pts) != 1 {
+		t.Fatalf("enumerate: %d points, want 1", len(pts))
 	}
 	in := pts[0]
 	ps, err := ev.PointSetup(ctx, in, 4000, 500)
