@@ -138,11 +138,9 @@ func poolKV(pt *perfdb.PassTiming, in store.PointInputs, e engine.Spec, rulesBat
 }
 
 // decodeKVNote is the kv_note of a disaggregated row's screening tier: how its
-// decode pool meets the running requests.
+// decode pool meets the running requests (k from poolKV, which refuses a pool
+// that cannot hold one request).
 func decodeKVNote(k kvPlan) string {
-	if k.capBlocks <= 0 {
-		return ""
-	}
 	n := k.demandBlocks / max(k.perReq, 1)
 	if k.tight {
 		return fmt.Sprintf("screening: decode KV-tight (%d requests per decode worker at full length need %d > %d blocks): the tandem bounds each decode worker's pool", n, k.demandBlocks, k.capBlocks)
