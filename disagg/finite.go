@@ -1,0 +1,86 @@
+package disagg
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// QuantitativeFinite evaluates the closed loop w (w.Concurrency clients) on the
+// tandem c as one benchmark run f, with the semantics of the aggregated
+// calendar's run (queueing.QuantitativeFinite): min(C, N) requests are sent
+// together at 0 to an idle deployment and reach the prefill router
+// queueing.FiniteAdmitGapMs apart, first come first served (the frontend prepares
+// them one at a time); each completion sends one more request, visible to the
+// router after the turnaround, clientRTTMs and the stages, until N have been
+// sent. The steady columns are the statistics over all N requests, the
+// transient the first min(C, N); throughput is N over the span from the first
+// send to the last completion. It is how a measured disaggregated closed-loop
+// row is predicted (aiperf / vllm bench serve run a burst-started finite run on
+// the whole deployment, not its limit cycle). There is one deterministic
+// burst-started path: no staggered start and no mixture.
+func QuantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, clientRTTMs float64) (*Report, error) {
+	if err := c.Validate(w); err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	if w.Concurrency <= 0 {
+		return nil, &queueing.InputError{Err: fmt.Errorf("workload: a finite benchmark run needs a closed loop (concurrency > 0), got concurrency %d", w.Concurrency)}
+	}
+	if err := f.Validate(); err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	if !(clientRTTMs >= 0 && clientRTTMs <= 1e6) {
+		return nil, &queueing.InputError{Err: fmt.Errorf("client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", clientRTTMs)}
+	}
+	N := f.Requests
+	if N > maxRequests {
+		return nil, &queueing.InputError{Err: fmt.Errorf("finite run requests = %d: the tandem simulates at most %d requests", N, maxRequests)}
+	}
+	t, err := newTandem(&c, &w)
+	if err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	C := min(w.Concurrency, N)
+	t.reqs = make([]treq, 0, N)
+	last := math.Inf(-1)
+	admit := func(at float64) float64 { // requests are created in time order
+		last = math.Max(at, last+queueing.FiniteAdmitGapMs)
+		return last
+	}
+	gen := make([]int, C)
+	for s := 0; s < C; s++ {
+		t.submit(s, 0, admit(t.stage), true)
+	}
+	delay := w.TurnaroundMs + clientRTTMs + t.stage
+	t.onDone = func(t *tandem, ri int, now float64) {
+		if len(t.reqs) >= N {
+			return
+		}
+		s := t.reqs[ri].slot
+		gen[s]++
+		t.submit(s, gen[s], admit(now+delay), true)
+	}
+	if err := t.loop(ctx, func() bool { return t.finished >= N }); err != nil {
+		return nil, err
+	}
+	rep, err := t.report()
+	if err != nil {
+		return nil, err
+	}
+	end, toks := 0.0, 0.0
+	for i := range t.reqs {
+		end = math.Max(end, t.reqs[i].done)
+		toks += float64(t.reqs[i].osl)
+	}
+	if end > 0 {
+		rep.ThroughputRPS = float64(N) / end * 1000
+		rep.OutputTokensPerS = toks / end * 1000
+	}
+	rep.Diagnostics.WindowStartMs, rep.Diagnostics.WindowEndMs = 0, end
+	fr := f
+	rep.Diagnostics.FiniteRun = &fr
+	return rep, finiteReport(rep)
+}
