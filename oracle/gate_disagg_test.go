@@ -44,3 +44,19 @@ func TestDisaggNonMonotone(t *testing.T) {
 		t.Fatalf("DES throughput vs κ %v: want a rise from κ=1 to 2 and a fall beyond", x)
 	}
 }
+
+// TestGateDisaggFinite gates the tandem's finite benchmark run
+// (disagg.QuantitativeFinite, how measured disaggregated rows are predicted)
+// against the DES's (DisaggSim.RunFiniteLoop) over gate.DisaggFiniteFamilies,
+// under the agg tolerances.
+func TestGateDisaggFinite(t *testing.T) {
+	rows := gate.RunDisaggFinite(context.Background(), gate.DisaggFiniteFamilies())
+	var b strings.Builder
+	if err := gate.WriteDisaggTable(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+	if err := gate.DisaggVerdict(rows); err != nil {
+		t.Error(err)
+	}
+}

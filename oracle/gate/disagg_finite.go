@@ -1,0 +1,133 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/disagg"
+	"github.com/aicdb/aicdb/oracle"
+	"github.com/aicdb/aicdb/queueing"
+)
+
+// DisaggFiniteFamily is a closed-loop disaggregated family gated as one
+// benchmark run (disagg.QuantitativeFinite against DisaggSim.RunFiniteLoop): how
+// measured disaggregated rows are predicted.
+type DisaggFiniteFamily struct {
+	DisaggFamily
+	Run         queueing.FiniteRun
+	ClientRTTMs float64
+}
+
+// DisaggFiniteFamilies returns every closed-loop family of DisaggFamilies as a
+// run of 20·C requests under the default client round trip, and the 1P1D ones
+// also under the exact boundary semantics (round trip 0, "· burst"), plus the
+// silicon rows' shape: a prefill worker that runs one request at a time (the
+// generator's prefill max_batch_size 1) behind a burst.
+func DisaggFiniteFamilies() []DisaggFiniteFamily {
+	var out []DisaggFiniteFamily
+	add := func(f DisaggFamily, rtt float64, tag string) {
+		run := queueing.FiniteRun{Requests: finiteRounds * f.Spec.Concurrency}
+		f.Name += fmt.Sprintf(" · finite n=%d%s", run.Requests, tag)
+		out = append(out, DisaggFiniteFamily{DisaggFamily: f, Run: run, ClientRTTMs: rtt})
+	}
+	for _, f := range DisaggFamilies() {
+		if f.Spec.Concurrency <= 0 {
+			continue
+		}
+		add(f, queueing.DefaultClientRTTMs, "")
+		if f.Config.Prefill.Workers == 1 && f.Config.Decode.Workers == 1 {
+			add(f, 0, " · burst")
+		}
+	}
+	for _, e := range []struct {
+		name string
+		f    DisaggFamily
+	}{
+		{"vllm", DisaggFamily{Spec: closed(8192, 256, 0, 16), Config: tandemConfig(1, 1, vllm(16384, 256), 50)}},
+		{"trtllm", DisaggFamily{Spec: closed(8192, 256, 0, 16), Config: tandemConfig(1, 1, trtEngine(), 50)}},
+		{"sglang", DisaggFamily{Spec: closed(8192, 256, 0, 16), Config: tandemConfig(1, 1, sglEngine(), 50)}},
+	} {
+		f := e.f
+		f.Config.Prefill.BatchCap = 1
+		f.Name = "1P1D " + e.name + " prefill cap 1 c16 isl8192 osl256 50GB/s"
+		add(f, queueing.DefaultClientRTTMs, "")
+	}
+	return out
+}
+
+// RunDisaggFiniteFamily evaluates f with the tandem's finite run and with the
+// DES's, both measured over every request of the run (generation 0 the
+// transient, throughput N over the span from 0 to the last completion).
+func RunDisaggFiniteFamily(ctx context.Context, f DisaggFiniteFamily) DisaggRow {
+	row := DisaggRow{Family: f.DisaggFamily}
+	rep, err := disagg.QuantitativeFinite(ctx, f.Spec, f.Config, f.Run, f.ClientRTTMs)
+	if err != nil {
+		row.Err = fmt.Errorf("model: %w", err)
+		return row
+	}
+	row.Model = Metrics{
+		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP99: rep.TTFTSteady.Quantile(0.99),
+		TransMean: rep.TTFTTransient.Mean(), TransMax: rep.TTFTTransient.Max(),
+		ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99), TPOTMean: rep.TPOT.Mean(),
+		TPOTP50: rep.TPOT.Quantile(0.5), TPOTP99: rep.TPOT.Quantile(0.99), ThroughputRPS: rep.ThroughputRPS,
+	}
+	row.ModelX = DisaggExtra{KVTransferMean: rep.KVTransfer.Mean(), KVTransferP99: rep.KVTransfer.Quantile(0.99),
+		PQueueP99: rep.PQueueMsP99, DHeadroomMin: rep.DHeadroomMin}
+	row.Oracle, row.OracleX, err = runDisaggFiniteOracle(ctx, f)
+	if err != nil {
+		row.Err = fmt.Errorf("oracle: %w", err)
+		return row
+	}
+	mv, ov := row.Model.values(), row.Oracle.values()
+	for i := range mv {
+		r := residual(mv[i], ov[i])
+		row.Resid = append(row.Resid, r)
+		if math.IsNaN(r) || math.IsInf(r, 0) || math.Abs(r) > tolerances[i] {
+			row.Failures = append(row.Failures, metricNames[i])
+		}
+	}
+	return row
+}
+
+func runDisaggFiniteOracle(ctx context.Context, f DisaggFiniteFamily) (Metrics, DisaggExtra, error) {
+	w := f.Spec
+	cfg, err := DisaggConfig(w, f.Config)
+	if err != nil {
+		return Metrics{}, DisaggExtra{}, err
+	}
+	shape := oracle.Shape{ISL: maxOf(w.ISL, w.ISLQuantiles), OSL: maxOf(w.OSL, w.OSLQuantiles)}
+	if len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
+		shape.Draw = w.Shape
+	}
+	d, err := oracle.NewDisagg(cfg)
+	if err != nil {
+		return Metrics{}, DisaggExtra{}, err
+	}
+	res, err := d.RunFiniteLoop(ctx, oracle.FiniteLoop{Shape: shape, Clients: w.Concurrency, Requests: f.Run.Requests,
+		TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
+	if err != nil {
+		return Metrics{}, DisaggExtra{}, err
+	}
+	if len(res.Requests) != f.Run.Requests {
+		return Metrics{}, DisaggExtra{}, fmt.Errorf("%d requests recorded, want %d", len(res.Requests), f.Run.Requests)
+	}
+	var trans []oracle.DisaggRecord
+	end := 0.0
+	for _, r := range res.Requests {
+		if r.Generation == 0 {
+			trans = append(trans, r)
+		}
+		end = math.Max(end, r.FinishMs)
+	}
+	return disaggMeasure([][]oracle.DisaggRecord{res.Requests}, trans, float64(f.Run.Requests)/end*1000)
+}
+
+// RunDisaggFinite evaluates every finite family; an error stays in its row.
+func RunDisaggFinite(ctx context.Context, fams []DisaggFiniteFamily) []DisaggRow {
+	rows := make([]DisaggRow, 0, len(fams))
+	for _, f := range fams {
+		rows = append(rows, RunDisaggFiniteFamily(ctx, f))
+	}
+	return rows
+}
