@@ -14,6 +14,7 @@ import (
 	"github.com/aicdb/aicdb/disagg"
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
@@ -41,7 +42,10 @@ import (
 // bind — its running cap of requests at full length need more blocks than it
 // has (poolKV's tight); otherwise it cannot change a pass and the tandem runs
 // without it. The prefill pool's KV is not modelled beyond that check.
-func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs) (workload.Spec, disagg.Config, kvPlan, error) {
+func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, disagg.Config, kvPlan, error) {
+	if err := adj.Validate(); err != nil {
+		return workload.Spec{}, disagg.Config{}, kvPlan{}, err
+	}
 	var c disagg.Config
 	var dk kvPlan
 	pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
@@ -87,6 +91,14 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs)
 		// before it set the prefill engine's running cap carry the defaults'.
 		c.Prefill.BatchCap, c.Decode.BatchCap = in.PBatch*max(in.PPP, 1), in.DBatch*max(in.DPP, 1)
 	}
+	// A calibration corrects each pool's pass timing as it corrects an aggregated
+	// worker's (the same kernels, PassAdjust); its per-request overhead is the
+	// frontend's and counts once, in the stage the tandem takes from the prefill
+	// engine.
+	c.Prefill.Timing = adj.Apply(&c.Prefill.Engine, c.Prefill.Timing)
+	da := adj
+	da.RequestOverheadMs = 0
+	c.Decode.Timing = da.Apply(&c.Decode.Engine, c.Decode.Timing)
 	if dk.tight {
 		if de.Backend == engine.TRTLLM && de.CapacityPolicy == engine.PolicyMaxUtilization {
 			// The tandem reserves a TensorRT-LLM decode request's final KV at the
@@ -150,11 +162,11 @@ func decodeKVNote(k kvPlan) string {
 
 // screenDisagg is Screen for a disaggregated row: the tandem's closed form. Rows
 // with a prefix stay composed (the tandem does not model prefix caching yet).
-func (p *PerfdbEvaluator) screenDisagg(ctx context.Context, in store.PointInputs) (store.Queueing, error) {
+func (p *PerfdbEvaluator) screenDisagg(ctx context.Context, in store.PointInputs, adj PassAdjust) (store.Queueing, error) {
 	if in.Prefix > 0 {
 		return store.Queueing{Tier: store.TierComposed}, nil
 	}
-	w, c, dk, err := p.disaggSetup(ctx, in)
+	w, c, dk, err := p.disaggSetup(ctx, in, adj)
 	if err != nil {
 		return store.Queueing{}, err
 	}
@@ -182,16 +194,23 @@ func handoffOf(r *disagg.Report) store.Handoff {
 }
 
 // quantitativeDisagg is Quantitative for a disaggregated row: the tandem's event
-// recursion.
-func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.PointInputs) (store.Quantitative, error) {
+// recursion, its steady state, or the benchmark run when run is set
+// (disagg.QuantitativeFinite under the default client round trip, as the
+// aggregated rows' runs).
+func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.PointInputs, adj PassAdjust, run *queueing.FiniteRun) (store.Quantitative, error) {
 	if in.Prefix > 0 {
 		return store.Quantitative{}, fmt.Errorf("disagg %s with prefix %d: %w (the tandem does not model prefix caching yet)", in.Parallel(), in.Prefix, ErrNoQuantitative)
 	}
-	w, c, _, err := p.disaggSetup(ctx, in)
+	w, c, _, err := p.disaggSetup(ctx, in, adj)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	r, err := disagg.Quantitative(ctx, w, c, disagg.Options{})
+	var r *disagg.Report
+	if run != nil {
+		r, err = disagg.QuantitativeFinite(ctx, w, c, *run, queueing.DefaultClientRTTMs)
+	} else {
+		r, err = disagg.Quantitative(ctx, w, c, disagg.Options{})
+	}
 	if err != nil {
 		return store.Quantitative{}, fmt.Errorf("disagg %s: %w", in.Parallel(), err)
 	}
@@ -218,7 +237,7 @@ var modelFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	h.Write([]byte(queueingFingerprint()))
 	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
-	h.Write([]byte("disaggSetup v3: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind;"))
+	h.Write([]byte("disaggSetup v4: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind; a calibration adjusts both pools;"))
 	e, err := engine.Defaults(engine.VLLM, "")
 	if err != nil {
 		fmt.Fprintf(h, "%v;", err)
@@ -287,7 +306,7 @@ func (p *PerfdbEvaluator) CheckDisagg(ctx context.Context, pts []store.PointInpu
 	}
 	for _, k := range order {
 		var re *roleKeyError
-		if _, _, _, err := p.disaggSetup(ctx, pts[most[k]]); errors.As(err, &re) {
+		if _, _, _, err := p.disaggSetup(ctx, pts[most[k]], Identity()); errors.As(err, &re) {
 			return err
 		}
 	}

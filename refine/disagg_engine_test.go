@@ -3,12 +3,14 @@ package refine
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/engineconf"
+	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -65,7 +67,7 @@ func TestDisaggRowsRunRecordedEngines(t *testing.T) {
 		if err != nil || r.Prefill == nil || r.Decode == nil || r.Prefill.TokenBudget() != 1024 || r.Decode.TokenBudget() != 1024 {
 			t.Fatalf("%s: recorded %+v / %+v (%v): want the config's budget 1024 on both pools", c.backend, r.Prefill, r.Decode, err)
 		}
-		_, cfg, _, err := ev.disaggSetup(ctx, withCfg)
+		_, cfg, _, err := ev.disaggSetup(ctx, withCfg, Identity())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,14 +101,14 @@ func TestDisaggMemoryKeysSizePools(t *testing.T) {
 	ctx := context.Background()
 	ev := NewPerfdbEvaluator(embeddedSource{})
 	in := disaggPoint(t, ev, "vllm", queueing.ProfileAIConfigurator, "")
-	_, cfg, k, err := ev.disaggSetup(ctx, in)
+	_, cfg, k, err := ev.disaggSetup(ctx, in, Identity())
 	if err != nil || cfg.Decode.KVCapacityTokens != 0 || k.tight {
 		t.Fatalf("default fraction: decode pool %d (tight %v), %v: want no bound", cfg.Decode.KVCapacityTokens, k.tight, err)
 	}
 	// 0.5 of 141 GiB (× 0.98) leaves a few GiB after Qwen3-32B's weights at
 	// tp 1: room for fewer than 16 requests of 4500 tokens.
 	in = disaggPoint(t, ev, "vllm", queueing.ProfileAIConfigurator, "--gpu-memory-utilization 0.5\n")
-	_, cfg, k, err = ev.disaggSetup(ctx, in)
+	_, cfg, k, err = ev.disaggSetup(ctx, in, Identity())
 	if err != nil || !k.tight || cfg.Decode.KVCapacityTokens != k.capTokens || k.capTokens <= 0 {
 		t.Fatalf("fraction 0.5: decode pool %d (plan %+v), %v: want the tight pool as the bound", cfg.Decode.KVCapacityTokens, k, err)
 	}
@@ -120,7 +122,7 @@ func TestDisaggMemoryKeysSizePools(t *testing.T) {
 	}
 	in = disaggPoint(t, ev, "trtllm", queueing.ProfileAIConfigurator,
 		"kv_cache_config:\n  free_gpu_memory_fraction: 0.1\nscheduler_config:\n  capacity_scheduler_policy: MAX_UTILIZATION\n")
-	_, _, _, err = ev.disaggSetup(ctx, in)
+	_, _, _, err = ev.disaggSetup(ctx, in, Identity())
 	if err == nil || !strings.Contains(err.Error(), "capacity_scheduler_policy max_utilization cannot apply to the decode role of a KV-tight pool") {
 		t.Errorf("trtllm max_utilization, tight decode pool: %v", err)
 	}
@@ -173,7 +175,7 @@ func TestCheckDisaggSeesEveryDecodeLoad(t *testing.T) {
 	pts := sweepPoints(t, ev, spec)
 	var refused error
 	for _, in := range pts {
-		_, _, k, err := ev.disaggSetup(ctx, in)
+		_, _, k, err := ev.disaggSetup(ctx, in, Identity())
 		var re *roleKeyError
 		switch {
 		case in.DWorkers == 1 && (err != nil || k.tight):
@@ -189,5 +191,52 @@ func TestCheckDisaggSeesEveryDecodeLoad(t *testing.T) {
 	}
 	if err := ev.CheckDisagg(ctx, pts); err == nil || err.Error() != refused.Error() {
 		t.Errorf("CheckDisagg: %v\nwant the two-worker row's refusal %v", err, refused)
+	}
+}
+
+// TestDisaggCalibrationApplies: a calibration covering a disaggregated row
+// adjusts both pools' pass timing as it adjusts an aggregated worker's, and
+// its per-request overhead once (the prefill engine's stage, which the tandem
+// counts); before, the row was labelled calibrated and computed without it.
+func TestDisaggCalibrationApplies(t *testing.T) {
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(embeddedSource{})
+	in := disaggPoint(t, ev, "vllm", queueing.ProfileAIConfigurator, "")
+	adj := PassAdjust{PrefillScale: 2, DecodeScale: 1.5, PassOverheadMs: 0.5, RequestOverheadMs: 7}
+	_, c0, _, err := ev.disaggSetup(ctx, in, Identity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c1, _, err := ev.disaggSetup(ctx, in, adj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.Prefill.Engine.StageMs != c0.Prefill.Engine.StageMs+7 || c1.Decode.Engine.StageMs != c0.Decode.Engine.StageMs {
+		t.Errorf("stages %v / %v, want the prefill's +7 ms and the decode's unchanged (%v / %v)",
+			c1.Prefill.Engine.StageMs, c1.Decode.Engine.StageMs, c0.Prefill.Engine.StageMs, c0.Decode.Engine.StageMs)
+	}
+	pass := &timing.Pass{Prefill: []timing.Chunk{{Tokens: in.ISL}}}
+	p0, err0 := c0.Prefill.Timing.PassMs(pass)
+	p1, err1 := c1.Prefill.Timing.PassMs(pass)
+	if err0 != nil || err1 != nil || math.Abs(p1-(0.5+2*p0)) > 1e-9*p1 {
+		t.Errorf("prefill pass %v → %v (%v, %v), want 0.5 + 2 × %v", p0, p1, err0, err1, p0)
+	}
+	dpass := &timing.Pass{Decode: []int{in.ISL}}
+	d0, err0 := c0.Decode.Timing.PassMs(dpass)
+	d1, err1 := c1.Decode.Timing.PassMs(dpass)
+	if err0 != nil || err1 != nil || math.Abs(d1-(0.5+1.5*d0)) > 1e-9*d1 {
+		t.Errorf("decode pass %v → %v (%v, %v), want 0.5 + 1.5 × %v", d0, d1, err0, err1, d0)
+	}
+	q0, err := ev.QuantitativeAdjusted(ctx, in, Identity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q1, err := ev.QuantitativeAdjusted(ctx, in, adj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(q1.V[store.QTTFTSteadyMean] > q0.V[store.QTTFTSteadyMean]+7) || !(q1.V[store.QTPOTMean] > q0.V[store.QTPOTMean]) {
+		t.Errorf("calibrated TTFT/TPOT %v / %v, uncalibrated %v / %v: want both slower, TTFT by more than the 7 ms overhead",
+			q1.V[store.QTTFTSteadyMean], q1.V[store.QTPOTMean], q0.V[store.QTTFTSteadyMean], q0.V[store.QTPOTMean])
 	}
 }

@@ -633,7 +633,7 @@ func (p *PerfdbEvaluator) Screen(ctx context.Context, in store.PointInputs) (sto
 // ScreenAdjusted is Screen under an explicit calibration (the fit's Jacobian).
 func (p *PerfdbEvaluator) ScreenAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust) (store.Queueing, error) {
 	if in.Mode == store.ModeDisagg {
-		return p.screenDisagg(ctx, in)
+		return p.screenDisagg(ctx, in, adj)
 	}
 	if err := adj.Validate(); err != nil {
 		return store.Queueing{}, err
@@ -710,7 +710,7 @@ type quantEntry struct {
 
 func (p *PerfdbEvaluator) quantitative(ctx context.Context, in store.PointInputs, adj PassAdjust, reuse bool) (store.Quantitative, error) {
 	if in.Mode == store.ModeDisagg {
-		return p.quantitativeDisagg(ctx, in)
+		return p.quantitativeDisagg(ctx, in, adj, nil)
 	}
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err

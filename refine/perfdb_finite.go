@@ -2,7 +2,6 @@ package refine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/store"
@@ -11,14 +10,15 @@ import (
 // QuantitativeRunAdjusted is QuantitativeAdjusted for one benchmark run as it was
 // run (queueing.QuantitativeFinite: burst start, run.Requests requests, statistics
 // over all of them) instead of the steady state: how a measured closed-loop row is
-// predicted (refine/calibrate). The stored columns mean the same statistics over
-// the run's requests.
+// predicted (refine/calibrate); a disaggregated row runs the tandem's
+// (disagg.QuantitativeFinite, the whole deployment). The stored columns mean the
+// same statistics over the run's requests.
 func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
-	if in.Mode == store.ModeDisagg {
-		return store.Quantitative{}, fmt.Errorf("disagg %s: a finite benchmark run is modelled for aggregated workers only: %w", in.Parallel(), ErrNoQuantitative)
-	}
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err
+	}
+	if in.Mode == store.ModeDisagg {
+		return p.quantitativeDisagg(ctx, in, adj, &run)
 	}
 	w, e, tm, _, k, err := p.setup(ctx, in, adj)
 	if err != nil {

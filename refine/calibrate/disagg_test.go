@@ -1,7 +1,10 @@
 package calibrate
 
 import (
+	"context"
 	"testing"
+
+	"github.com/aicdb/aicdb/queueing"
 
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
@@ -42,6 +45,74 @@ func TestResolveDisagg(t *testing.T) {
 	} {
 		if got := row(tc.mut); got.Reason != tc.want {
 			t.Errorf("reason %q, want %q", got.Reason, tc.want)
+		}
+	}
+}
+
+// runEval is linearEval with the RunEvaluator method.
+type runEval struct{ linearEval }
+
+func (r runEval) QuantitativeRun(ctx context.Context, in store.PointInputs, run queueing.FiniteRun) (store.Quantitative, error) {
+	return r.QuantitativeRunAdjusted(ctx, in, refine.Identity(), run)
+}
+
+// TestResolveDisaggRun: a disaggregated silicon row is predicted as the
+// benchmark run that produced it, on the whole deployment (one tandem: 20·C
+// requests after 2·C warm-up), and its point says so in its evaluator; under
+// --run steady it stays the steady state.
+func TestResolveDisaggRun(t *testing.T) {
+	res := refine.Resolved{MoE: true, DatabaseMode: "SILICON", GemmQuant: "fp8_block", KVCacheQuant: "fp8", FMHAQuant: "fp8", MoEQuant: "fp8_block", CommQuant: "half"}
+	var r measure.Row
+	m := &r.Measurement
+	m.Format, m.Model, m.System, m.Backend, m.Mode, m.ISL, m.OSL = measure.FormatAICSilicon, "deepseek-ai/DeepSeek-R1", "b200_sxm", "sglang", store.ModeDisagg, 8192, 1024
+	m.PWorkers, m.PBatch, m.PTP, m.DWorkers, m.DTP, m.MoETP, m.MoEEP, m.Concurrency = 1, 1, 8, 1, 8, 1, 8, 64
+	for _, steady := range []bool{false, true} {
+		rs := &Resolver{Ev: runEval{}, Steady: steady}
+		tg := resolveDisagg(Target{Row: r}, m.Model, "0.5.8", res, "ev")
+		rs.benchmarkRun(&tg, 1)
+		switch {
+		case tg.Reason != "":
+			t.Fatalf("reason %q", tg.Reason)
+		case steady && (tg.Run != nil || tg.In.Evaluator != "ev"):
+			t.Errorf("--run steady: run %+v, evaluator %q; want the steady state", tg.Run, tg.In.Evaluator)
+		case !steady && (tg.Run == nil || *tg.Run != queueing.FiniteRun{Requests: 1280, Warmup: 128} || tg.In.Evaluator != "ev+run:finite:n=1280,warmup=128"):
+			t.Errorf("benchmark run %+v, evaluator %q; want 1280 requests after 128 on the whole deployment", tg.Run, tg.In.Evaluator)
+		}
+	}
+}
+
+// TestResolveDisaggPools: under the aiconfigurator profile a disaggregated row
+// records the pools' engines as the generator deploys them (prefill budget
+// isl + 1500 at running cap p_batch with the overlap scheduler off; decode
+// budget = its batch), as a sweep's row would; under defaults it keeps the
+// original rule (no recorded engine).
+func TestResolveDisaggPools(t *testing.T) {
+	res := refine.Resolved{DatabaseMode: "SILICON", GemmQuant: "fp8", KVCacheQuant: "fp8", FMHAQuant: "fp8", CommQuant: "half"}
+	var r measure.Row
+	m := &r.Measurement
+	m.Format, m.Model, m.System, m.Backend, m.Mode, m.ISL, m.OSL = measure.FormatAICSilicon, "meta-llama/Llama-3.1-70B", "b200_sxm", "trtllm", store.ModeDisagg, 8192, 1024
+	m.PWorkers, m.PBatch, m.PTP, m.DWorkers, m.DTP, m.Concurrency = 2, 1, 4, 1, 8, 64
+	for _, profile := range []string{ProfileAIConfigurator, ProfileDefaults} {
+		rs := &Resolver{Ev: runEval{}, Profile: profile}
+		tg := resolveDisagg(Target{Row: r}, m.Model, "1.2.0rc5", res, "ev")
+		rs.deployedPools(&tg)
+		if tg.Reason != "" {
+			t.Fatalf("%s: reason %q", profile, tg.Reason)
+		}
+		if profile == ProfileDefaults {
+			if tg.In.Engine != "" || tg.In.EngineProfile != "" {
+				t.Errorf("defaults: engine %q profile %q, want the original rule", tg.In.Engine, tg.In.EngineProfile)
+			}
+			continue
+		}
+		pr, _, err := refine.PointResolved(tg.In)
+		if err != nil || pr.Prefill == nil || pr.Decode == nil || tg.In.EngineProfile != ProfileAIConfigurator {
+			t.Fatalf("aiconfigurator: %+v %v (profile %q)", pr, err, tg.In.EngineProfile)
+		}
+		p, d := pr.Prefill, pr.Decode
+		if p.MaxNumTokens != 9696 || p.MaxBatchSize != 1 || p.AsyncScheduling || d.MaxNumTokens != 64 || d.MaxBatchSize != 64 || !d.AsyncScheduling {
+			t.Errorf("pools: prefill max_num_tokens %d batch %d overlap %v; decode %d / %d / %v; want 9696 / 1 / off and 64 / 64 / on",
+				p.MaxNumTokens, p.MaxBatchSize, p.AsyncScheduling, d.MaxNumTokens, d.MaxBatchSize, d.AsyncScheduling)
 		}
 	}
 }

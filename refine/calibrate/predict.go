@@ -265,7 +265,14 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		return t
 	}
 	if m.Mode == store.ModeDisagg {
-		return resolveDisagg(t, model, v, res, r.Ev.Name())
+		t = resolveDisagg(t, model, v, res, r.Ev.Name())
+		if t.Reason == "" {
+			r.deployedPools(&t)
+		}
+		if t.Reason == "" {
+			r.benchmarkRun(&t, 1) // one tandem runs the whole deployment's clients
+		}
+		return t
 	}
 	if m.Concurrency%(m.PP*m.DP) != 0 {
 		t.Reason = fmt.Sprintf("concurrency %d is not a multiple of pp·dp = %d", m.Concurrency, m.PP*m.DP)
@@ -301,14 +308,61 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = err.Error()
 		return t
 	}
-	if _, ok := r.Ev.(RunEvaluator); ok && !r.Steady {
-		if run, ok := m.BenchmarkRun(m.PP * m.DP); ok {
-			t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup}
-			in.Evaluator += runTag + t.Run.Label()
-		}
-	}
 	t.In = in
+	r.benchmarkRun(&t, m.PP*m.DP)
 	return t
+}
+
+// deployedPools records on a disaggregated point the engines its pools were
+// deployed with under the resolver's profile, as a sweep's disaggregated row
+// records them (the profile's prefill and decode roles at each pool's per-worker
+// batch × pp; aiconfigurator's generator: a prefill worker's budget isl + 1500
+// and its running cap p_batch, TensorRT-LLM's prefill overlap off, a decode
+// worker's budget its batch, SGLang's mixed chunk off). Under the defaults
+// profile the point keeps the original rule (the backends' defaults capped at
+// each pool's batch), as a sweep's defaults rows do.
+func (r *Resolver) deployedPools(t *Target) {
+	if r.Profile == ProfileDefaults {
+		return
+	}
+	in := &t.In
+	role := func(role string, batch int) (engine.Spec, error) {
+		return queueing.ProfileEngine(r.Profile, queueing.ProfileInput{Backend: in.Backend, Version: in.Version, Role: role,
+			Batch: batch, ISL: in.ISL, OSL: in.OSL, GPUMemBytes: r.gpuMem[in.System]})
+	}
+	pe, err := role(queueing.RolePrefill, in.PBatch*max(in.PPP, 1))
+	if err != nil {
+		t.Reason = "engine profile: prefill pool: " + oneLine(err.Error())
+		return
+	}
+	de, err := role(queueing.RoleDecode, in.DBatch*max(in.DPP, 1))
+	if err != nil {
+		t.Reason = "engine profile: decode pool: " + oneLine(err.Error())
+		return
+	}
+	js, err := engineconf.Resolved{Profile: r.Profile, Prefill: &pe, Decode: &de}.Encode()
+	if err != nil {
+		t.Reason = "engine profile: " + oneLine(err.Error())
+		return
+	}
+	in.Engine, in.EngineProfile = js, r.Profile
+	if err := in.Validate(); err != nil {
+		t.Reason = err.Error()
+	}
+}
+
+// benchmarkRun sets t.Run to the benchmark run that produced the measurement, run
+// by each of workers calendars (the clients split evenly over them), and tags the
+// point's evaluator with it — unless the resolver predicts steady states, its
+// evaluator cannot run a benchmark, or the measurement does not say how it was run.
+func (r *Resolver) benchmarkRun(t *Target, workers int) {
+	if _, ok := r.Ev.(RunEvaluator); !ok || r.Steady {
+		return
+	}
+	if run, ok := t.Row.Measurement.BenchmarkRun(workers); ok {
+		t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup}
+		t.In.Evaluator += runTag + t.Run.Label()
+	}
 }
 
 // measuredQuant applies the measured quant labels: they override the checkpoint's
@@ -552,9 +606,9 @@ func savePredictions(ctx context.Context, st *store.Store, ps []Prediction, cali
 // generator's prefill max_batch_size), and the decode per-worker batch from the
 // client concurrency, d_batch = concurrency / (d_workers · d_pp · d_dp) — the
 // closed loop of refine's tandem runs at d_batch × d_workers × d_pp × d_dp, which
-// must reproduce the measured concurrency exactly. The engines are the backend's
-// defaults on both pools (the generator's disagg rules are not a point input yet);
-// MoE layouts follow each pool's width with the decode pool's expert parallelism
+// must reproduce the measured concurrency exactly. The engines are the original
+// rule's here (the backends' defaults capped at each pool's batch); the resolver's
+// profile then records the deployed ones (Resolver.deployedPools). MoE layouts follow each pool's width with the decode pool's expert parallelism
 // (the measurement keeps the decode pool's moe columns only).
 func resolveDisagg(t Target, model, version string, res refine.Resolved, evaluator string) Target {
 	m := &t.Row.Measurement

@@ -23,13 +23,14 @@ type Run struct {
 }
 
 // BenchmarkRun returns the run that produced m, per worker of pp·dp = workers
-// (the clients split evenly over them), or false when the file does not say (an
+// (the clients split evenly over them; a disaggregated deployment is one tandem,
+// workers = 1), or false when the file does not say (an
 // open loop, or a vllm-bench / AIPerf file without a request count): then the
 // steady state is what can be predicted. aic-silicon rows were measured by
 // aiconfigurator's benchmark (AICBenchRounds rounds per client); vllm bench serve
 // and AIPerf files state their own num_prompts / request_count (no warm-up known).
 func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
-	if m.Concurrency <= 0 || m.Mode != "agg" {
+	if m.Concurrency <= 0 || (m.Mode != "agg" && m.Mode != "disagg") {
 		return Run{}, false
 	}
 	workers = max(workers, 1)

@@ -14,7 +14,9 @@ func TestBenchmarkRun(t *testing.T) {
 		{Measurement{Format: FormatVLLMBench, Concurrency: 32, NumPrompts: 320, Deployment: Deployment{Mode: "agg"}}, 1, Run{Requests: 320}, true},
 		{Measurement{Format: FormatAIPerf, Concurrency: 8, NumPrompts: 0, Deployment: Deployment{Mode: "agg"}}, 1, Run{}, false},
 		{Measurement{Format: FormatVLLMBench, RequestRate: 4, NumPrompts: 100, Deployment: Deployment{Mode: "agg"}}, 1, Run{}, false},
-		{Measurement{Format: FormatAICSilicon, Concurrency: 64, Deployment: Deployment{Mode: "disagg"}}, 1, Run{}, false},
+		// A disaggregated deployment is one tandem: the whole run, 20·C requests.
+		{Measurement{Format: FormatAICSilicon, Concurrency: 64, Deployment: Deployment{Mode: "disagg"}}, 1, Run{Requests: 1280, Warmup: 128}, true},
+		{Measurement{Format: FormatAICSilicon, Concurrency: 64, Deployment: Deployment{Mode: "static"}}, 1, Run{}, false},
 	} {
 		got, ok := c.m.BenchmarkRun(c.workers)
 		got.Source = ""
