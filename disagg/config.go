@@ -122,8 +122,8 @@ func (c *Config) Validate(w workload.Spec) error {
 		return fmt.Errorf("workload prefix = %d: prefix caching is not modelled by the disaggregated tandem yet; use prefix 0", w.Prefix)
 	}
 	isl, osl := w.MaxShape()
-	if kv := c.Decode.KVCapacityTokens; kv > 0 && isl+osl > kv {
-		return fmt.Errorf("decode kv_capacity_tokens = %d: cannot hold one request of isl %d + osl %d tokens; give the decode pool more KV (more GPUs per worker, a smaller model or KV quant)", kv, isl, osl)
+	if kv := c.Decode.KVCapacityTokens; kv > 0 && c.Decode.Engine.Backend != engine.VLLM && c.reserveTokens(isl, osl) > c.decodeKVTokens() {
+		return fmt.Errorf("decode kv_capacity_tokens = %d: cannot hold one request of isl %d + osl %d tokens (in whole blocks of %d); give the decode pool more KV (more GPUs per worker, a smaller model or KV quant)", kv, isl, osl, max(c.Decode.Engine.BlockSize, 1))
 	}
 	if e := c.Decode.Engine; e.Backend == engine.TRTLLM && e.CapacityPolicy == engine.PolicyMaxUtilization && c.Decode.KVCapacityTokens > 0 {
 		// The tandem reserves a TensorRT-LLM decode request's final KV at the pull
@@ -154,6 +154,21 @@ func (c *Config) Validate(w workload.Spec) error {
 		}
 	}
 	return nil
+}
+
+// reserveTokens is the decode KV a pull reserves to completion on a decode worker
+// that does not keep its KV in its kernel (not vLLM: TensorRT-LLM, T-D3; SGLang is
+// charged the same, tandem.pull): the request's isl + osl tokens in whole blocks of the
+// decode engine, as its KV manager allocates them (T-R1) and the DES counts them.
+func (c *Config) reserveTokens(isl, osl int) int {
+	bs := max(c.Decode.Engine.BlockSize, 1)
+	return (isl + osl + bs - 1) / bs * bs
+}
+
+// decodeKVTokens is a decode worker's KV capacity in whole blocks (0 = unbounded).
+func (c *Config) decodeKVTokens() int {
+	bs := max(c.Decode.Engine.BlockSize, 1)
+	return c.Decode.KVCapacityTokens / bs * bs
 }
 
 // links returns the fabric links of a flow from prefill worker p to decode worker

@@ -80,10 +80,14 @@ func TestVLLMDecodeKVBlocksError(t *testing.T) {
 // requests in the system, to (C − 1)·P + R blocks (P prompt and R last-step blocks):
 // below that, pulled prompts (V-D2) can hold the blocks a preempted head needs and
 // the engine deadlocks (the DES too; TestPropertyVLLMDecodeKV). Other backends
-// reserve to completion and keep kv.
+// reserve to completion: kv is raised to one request's final KV in whole blocks.
 func deadlockFreeKV(e engine.Spec, kv, isl, osl, C int) int {
-	if kv <= 0 || e.Backend != engine.VLLM {
+	if kv <= 0 {
 		return kv
+	}
+	if e.Backend != engine.VLLM { // one request's final KV in whole blocks (Config.reserveTokens)
+		bs := max(e.BlockSize, 1)
+		return max(kv, (isl+osl+bs-1)/bs*bs)
 	}
 	bs := e.BlockSize
 	p, r := (isl+bs-1)/bs, (isl+osl-2+bs-1)/bs

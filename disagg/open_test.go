@@ -55,7 +55,7 @@ func TestShapeStrata(t *testing.T) {
 		t.Fatalf("shortest handoff %v ms, below 500 tokens alone (6.25 ms)", lo)
 	}
 	c.Decode.KVCapacityTokens = 2000 + 19
-	if _, err := Quantitative(context.Background(), w, c, Options{}); err == nil || !strings.Contains(err.Error(), "cannot hold one request of isl 2000 + osl 20") {
+	if _, err := Quantitative(context.Background(), w, c, Options{}); err == nil || !strings.Contains(err.Error(), "one request of isl 2000 + osl 20 needs 127 for its last step") {
 		t.Fatalf("decode KV below the largest request: %v", err)
 	}
 }

@@ -188,7 +188,7 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	kP := seqCapOf(c.Prefill)
 	capD := seqCapOf(c.Decode)
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
-		capD = max(1, min(capD, kv/(isl+osl)))
+		capD = max(1, min(capD, c.decodeKVTokens()/c.reserveTokens(isl, osl)))
 	}
 	ctx := isl + max(osl/2, 1)
 	demand := math.Inf(1)
@@ -300,7 +300,7 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	rep.ThroughputRPS = x * 1000
 	rep.OutputTokensPerS = x * 1000 * float64(osl)
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
-		rep.DHeadroomMin = math.Max(0, 1-float64(bD*(isl+osl))/float64(kv))
+		rep.DHeadroomMin = math.Max(0, 1-float64(bD*c.reserveTokens(isl, osl))/float64(c.decodeKVTokens()))
 	}
 	split, err := s.splitPrefillMs(&c, isl)
 	if err != nil {
@@ -493,7 +493,8 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 		if !c.Push {
 			egress = min(C, K)
 			if kv > 0 {
-				fitD, ingress = kv/need, kv/need
+				fitD = c.decodeKVTokens() / c.reserveTokens(isl, osl) // whole blocks, as the tandem counts them
+				ingress = fitD
 				if c.Decode.Engine.Backend == engine.VLLM {
 					// The tandem's vLLM decode kernel counts whole blocks (V-D2): a
 					// pull reserves its prompt's P blocks, and a request grows to Q

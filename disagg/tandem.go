@@ -323,7 +323,7 @@ func (t *tandem) prefilled(ri int, now float64) {
 	t.nextD = (t.nextD + 1) % len(t.dec)
 	r.dw = d
 	if t.dec[d].KVCapBlocks() == 0 {
-		r.need = r.isl + r.osl
+		r.need = t.c.reserveTokens(r.isl, r.osl)
 	}
 	if t.c.Push {
 		t.startFlow(ri, now)
@@ -338,10 +338,10 @@ func (t *tandem) prefilled(ri int, now float64) {
 // worker's pool before the first byte moves (V-D2): headroom = capacity − running
 // KV − staged, none while a preempted request heads the waiting queue (V-R3); the
 // running decodes then grow by blocks and preempt by recompute (V-R6). TRT-LLM
-// reserves the request's final KV (isl + osl) to completion (T-D3); SGLang is
-// charged the same (its prealloc queue is not modelled).
+// reserves the request's final KV (isl + osl, in whole blocks) to completion
+// (T-D3); SGLang is charged the same (its prealloc queue is not modelled).
 func (t *tandem) pull(d int, now float64) {
-	capKV := t.c.Decode.KVCapacityTokens
+	capKV := t.c.decodeKVTokens()
 	k := t.dec[d]
 	for t.pHead[d] < len(t.pending[d]) {
 		ri := t.pending[d][t.pHead[d]]

@@ -47,7 +47,7 @@ func TestEvalDisaggBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--concurrency", "4", "--decode-kv-capacity-tokens", "500"}, "decode kv_capacity_tokens = 500: cannot hold one request"},
+		{[]string{"--concurrency", "4", "--decode-kv-capacity-tokens", "500"}, "decode kv_capacity_tokens = 500: 31 blocks of 16 tokens, one request of isl 1000 + osl 10 needs 63 for its last step"},
 		{[]string{"--concurrency", "4", "--inter-node-gbps", "0"}, "--inter-node-gbps 0: must be a finite number > 0"},
 		{[]string{"--concurrency", "4", "--prefill-workers", "4", "--prefill-tp", "2", "--gpus", "8"}, "= 9 GPUs exceed --gpus 8"},
 		{[]string{"--concurrency", "4", "--prefill-workers", "0"}, "--prefill-workers 0: must be ≥ 1"},
