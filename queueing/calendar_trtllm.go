@@ -35,7 +35,7 @@ func (s *sim) scheduleTRT(p *simPass) {
 
 // trtAdmitNoEvict is the T-R1 capacity step: admit from the waiting queue.
 func (s *sim) trtAdmitNoEvict() {
-	for s.waitingLen() > 0 && len(s.running) < s.seqCap {
+	for taken := s.seatsTaken(); s.waitingLen() > 0 && s.seatFree(taken); taken++ {
 		ri := s.waiting[s.wHead]
 		r := &s.reqs[ri]
 		if s.e.KVCapacityTokens > 0 {

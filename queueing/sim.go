@@ -64,6 +64,12 @@ type sim struct {
 	rules  backendRules // e.Backend's scheduling hooks (rules.go)
 	budget int
 	seqCap int
+	// runCap, when runCapOn (a Kernel with an in-flight cap κ), caps the running
+	// requests counted whole: κ less the held ones (Kernel.capSeats). seqCap is
+	// already at most runCap; runCap matters only where a seat is freed early
+	// (seatsTaken).
+	runCap   int
+	runCapOn bool
 	// selfHits: a vLLM recompute hits the victim's own cached blocks
 	// (Options.PrefixCaching, trace replay).
 	selfHits bool
@@ -362,6 +368,34 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 	return false, nil
 }
 
+// seatsTaken is the number of running requests that hold a seat of the running
+// cap at this schedule. TensorRT-LLM's capacity scheduler skips a request whose
+// final token is in flight (the overlap executor's noScheduleAfterState,
+// GENERATION_TO_COMPLETE) before it counts max_num_requests (T-R1), so that seat
+// takes the next request in the same schedule; the other engines count every
+// running request until its outputs are processed (V-R12; SGLang's running batch
+// keeps it, §3.2).
+func (s *sim) seatsTaken() int {
+	n := len(s.running)
+	if s.e.Backend != engine.TRTLLM || !s.e.AsyncScheduling || s.waitingLen() == 0 {
+		return n
+	}
+	for _, ri := range s.running {
+		if r := &s.reqs[ri]; r.gSched >= r.osl {
+			n--
+		}
+	}
+	return n
+}
+
+// seatFree reports whether a request can take a running seat when taken seats
+// are held (seatsTaken): below the running cap, and with an in-flight cap κ,
+// running requests counted whole below κ less the held ones (a request whose
+// final token is in flight still counts against κ: it is about to be held).
+func (s *sim) seatFree(taken int) bool {
+	return taken < s.seqCap && (!s.runCapOn || len(s.running) < s.runCap)
+}
+
 // admitPrefilled moves prefilled requests (Kernel.Inject) at the head of the
 // waiting queue into the running set while a slot is free (FCFS; their KV is
 // already resident, so admission costs no budget — the engines' remote-KV
@@ -370,7 +404,7 @@ func (s *sim) admitPrefilled() {
 	if s.prefilled == nil {
 		return
 	}
-	for s.waitingLen() > 0 && len(s.running) < s.seqCap {
+	for taken := s.seatsTaken(); s.waitingLen() > 0 && s.seatFree(taken); taken++ {
 		ri := s.waiting[s.wHead]
 		if !s.prefilled[ri] {
 			return

@@ -28,6 +28,9 @@ type Kernel struct {
 	wake float64
 	hold bool
 	held int
+	// late counts the holds released while a pass was in flight: an asynchronous
+	// engine scheduled the next pass at that pass's start, before them.
+	late int
 	// seats is the running cap (the engine's, lowered by SeqCap); kappa, when > 0,
 	// caps running + held requests (InFlightCap).
 	seats, kappa int
@@ -125,8 +128,10 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 // requests held for their pull (a held request takes no seat, V-P3/T-D1).
 func (k *Kernel) capSeats() {
 	k.s.seqCap = k.seats
+	k.s.runCapOn = k.kappa > 0
 	if k.kappa > 0 {
-		k.s.seqCap = min(k.seats, max(k.kappa-k.held, 0))
+		k.s.runCap = max(k.kappa-k.held, 0)
+		k.s.seqCap = min(k.seats, k.s.runCap)
 	}
 }
 
@@ -228,6 +233,9 @@ func (k *Kernel) Release(id int, at float64) error {
 	}
 	k.s.reqs[id].blocks = -1
 	k.held--
+	if k.s.busy {
+		k.late++
+	}
 	k.capSeats()
 	k.wake = math.Min(k.wake, at)
 	return nil
@@ -256,7 +264,17 @@ func (k *Kernel) Step(t float64) error {
 		if t != s.curEnd {
 			return fmt.Errorf("queueing: kernel stepped to %v ms while its pass ends at %v ms (internal)", t, s.curEnd)
 		}
+		// An asynchronous engine scheduled the next pass at this pass's start
+		// (finishPass), when the slots released since were still held.
+		late := 0
+		if s.e.AsyncScheduling {
+			late, k.late = k.late, 0
+		}
+		k.held += late
+		k.capSeats()
 		started, err := s.finishPass(context.Background())
+		k.held -= late
+		k.capSeats()
 		if err != nil || started {
 			return err
 		}

@@ -257,6 +257,21 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			h.Write(b)
 		}
 	}
+	// TensorRT-LLM's running cap binding under the overlap executor: a waiting
+	// request takes the seat of one whose final token is in flight (T-R1).
+	tb := store.PointInputs{Backend: string(engine.TRTLLM), ISL: 512, OSL: 16, Batch: 8, CtxTokens: 4096}
+	if e, err := pointEngine(tb); err != nil {
+		fmt.Fprintf(h, "trtllm seats: %v;", err)
+	} else {
+		e.MaxBatchSize = 3
+		w := workload.Spec{ISL: tb.ISL, OSL: tb.OSL, Concurrency: tb.Batch}
+		if r, err := queueing.Quantitative(context.Background(), w, e, t); err != nil {
+			fmt.Fprintf(h, "trtllm seats: %v;", err)
+		} else {
+			b, _ := json.Marshal(r.Columns(1))
+			h.Write(b)
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
 
