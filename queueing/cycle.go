@@ -63,6 +63,11 @@ type Window struct {
 	StatePeriodPasses int     `json:"state_period_passes,omitempty"`
 	StatePeriodMs     float64 `json:"state_period_ms,omitempty"`
 	StatePeriods      int     `json:"state_periods,omitempty"`
+	// StateFromMs and StateToMs bound those periods (scheduler clock): the steady
+	// requests finished in (StateFromMs, StateToMs], the ITL is every gap emitted
+	// in it.
+	StateFromMs float64 `json:"state_from_ms,omitempty"`
+	StateToMs   float64 `json:"state_to_ms,omitempty"`
 }
 
 // cycleDetector applies the rule online: samples arrive in completion order and

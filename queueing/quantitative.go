@@ -396,7 +396,7 @@ func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, d
 		return nil, err
 	}
 	rep.Diagnostics.Windows = []Window{{Start: g0, Length: g1 - g0 + 1, Found: true, Horizon: sc.horizon, SpreadMs: spreadMs,
-		StatePeriodPasses: sc.periodPasses, StatePeriodMs: sc.periodMs, StatePeriods: sc.periods}}
+		StatePeriodPasses: sc.periodPasses, StatePeriodMs: sc.periodMs, StatePeriods: sc.periods, StateFromMs: t0, StateToMs: t1}}
 	return rep, finite(rep)
 }
 

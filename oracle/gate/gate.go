@@ -194,6 +194,11 @@ func desGenerations(w queueing.Window) int {
 	if w.Found {
 		n = max(n, w.Start+w.Period+1)
 	}
+	if w.StatePeriodPasses > 0 {
+		// A state-cycle window ends at a time: every slot's next generation runs
+		// past it, so the DES emits every gap of the window.
+		n++
+	}
 	return n
 }
 
@@ -249,6 +254,9 @@ func oracleClosedRuns(ctx context.Context, f Family, rep *queueing.Report, shape
 		return rec{slot: r.Client, gen: r.Generation, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs}
 	}
 	steadyOf := func(res *oracle.Result, win queueing.Window, phases int) []rec {
+		if win.StatePeriodPasses > 0 {
+			return stateCycleRecs(res, win, toRec)
+		}
 		var samples []queueing.LoopSample
 		for _, r := range res.Requests {
 			samples = append(samples, queueing.LoopSample{Slot: r.Client, Generation: r.Generation, ArrivalMs: r.ArrivalMs, TTFTMs: r.TTFTMs, E2EMs: r.FinishMs - r.ArrivalMs})
@@ -306,6 +314,32 @@ func oracleClosedRuns(ctx context.Context, f Family, rep *queueing.Report, shape
 		}
 	}
 	return groups, trans, nil
+}
+
+// stateCycleRecs measures the DES records on a scheduler-state cycle window as
+// the model does (queueing.stateCycleReport): the requests that finished in
+// (StateFromMs, StateToMs] are steady, with the gaps they emitted in it, and every
+// other request contributes the gaps it emitted in it.
+func stateCycleRecs(res *oracle.Result, win queueing.Window, toRec func(oracle.RequestRecord) rec) []rec {
+	t0, t1 := win.StateFromMs, win.StateToMs
+	var out []rec
+	for _, r := range res.Requests {
+		x := toRec(r)
+		x.gaps = []float64{}
+		for i := 1; i < len(x.tokens); i++ {
+			if t := x.tokens[i]; t > t0 && t <= t1 {
+				x.gaps = append(x.gaps, t-x.tokens[i-1])
+			}
+		}
+		if done := r.FinishMs; !(done > t0 && done <= t1) { // an unfinished request has FinishMs 0
+			if len(x.gaps) == 0 {
+				continue
+			}
+			x.gapsOnly = true
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // runOracleOpen replays the model's W1 arrival stream (the same arrival instants) in

@@ -17,6 +17,25 @@ type rec struct {
 	ttft    float64 // first token − arrival
 	e2e     float64 // finish − arrival
 	tokens  []float64
+	// gaps, when set, are the ITL gaps the record contributes instead of every
+	// gap of tokens (a scheduler-state cycle window counts the gaps emitted in
+	// it, queueing.Window.StateFromMs); gapsOnly marks a record that contributes
+	// only such gaps (it did not finish in the window).
+	gaps     []float64
+	gapsOnly bool
+}
+
+// itlGaps returns the ITL gaps r contributes: gaps when set, else every gap of
+// its token times.
+func (r *rec) itlGaps() []float64 {
+	if r.gaps != nil || r.gapsOnly {
+		return r.gaps
+	}
+	g := make([]float64, 0, max(len(r.tokens)-1, 0))
+	for i := 1; i < len(r.tokens); i++ {
+		g = append(g, r.tokens[i]-r.tokens[i-1])
+	}
+	return g
 }
 
 // Metrics are the gated quantities (QUEUEING.md §8), measured identically on both
@@ -65,6 +84,12 @@ func measure(runs [][]rec, transient []rec, cycleDelay, openEnd float64) (Metric
 		}
 		slots := map[int]*span{}
 		for _, r := range steady {
+			for _, g := range r.itlGaps() {
+				itl = append(itl, queueing.Atom{Value: g, Weight: wg})
+			}
+			if r.gapsOnly {
+				continue
+			}
 			if r.slot >= 0 {
 				sp := slots[r.slot]
 				if sp == nil {
@@ -76,9 +101,6 @@ func measure(runs [][]rec, transient []rec, cycleDelay, openEnd float64) (Metric
 				sp.t1 = math.Max(sp.t1, r.arrival+r.e2e+cycleDelay)
 			}
 			ttft = append(ttft, queueing.Atom{Value: r.ttft, Weight: wr})
-			for i := 1; i < len(r.tokens); i++ {
-				itl = append(itl, queueing.Atom{Value: r.tokens[i] - r.tokens[i-1], Weight: wg})
-			}
 			tp := 0.0
 			if n := len(r.tokens); n > 1 {
 				tp = (r.e2e - r.ttft) / float64(n-1)
@@ -149,11 +171,14 @@ func measure(runs [][]rec, transient []rec, cycleDelay, openEnd float64) (Metric
 // runWeights are the atom weights of one measured run of a mixture: each request
 // 1/n (TTFT, TPOT), each ITL gap 1/gaps, so every run weighs 1 in total.
 func runWeights(steady []rec) (perRequest, perGap float64) {
-	gaps := 0
+	gaps, n := 0, 0
 	for _, r := range steady {
-		gaps += max(len(r.tokens)-1, 0)
+		gaps += len(r.itlGaps())
+		if !r.gapsOnly {
+			n++
+		}
 	}
-	return 1 / float64(max(len(steady), 1)), 1 / float64(max(gaps, 1))
+	return 1 / float64(max(n, 1)), 1 / float64(max(gaps, 1))
 }
 
 // steadyDistributions are the steady TTFT and ITL distributions of a mixture's
@@ -163,9 +188,11 @@ func steadyDistributions(runs [][]rec) (ttft, itl queueing.Distribution, err err
 	for _, steady := range runs {
 		wr, wg := runWeights(steady)
 		for _, r := range steady {
-			ta = append(ta, queueing.Atom{Value: r.ttft, Weight: wr})
-			for i := 1; i < len(r.tokens); i++ {
-				ia = append(ia, queueing.Atom{Value: r.tokens[i] - r.tokens[i-1], Weight: wg})
+			for _, g := range r.itlGaps() {
+				ia = append(ia, queueing.Atom{Value: g, Weight: wg})
+			}
+			if !r.gapsOnly {
+				ta = append(ta, queueing.Atom{Value: r.ttft, Weight: wr})
 			}
 		}
 	}
