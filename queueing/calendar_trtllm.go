@@ -35,6 +35,9 @@ func (s *sim) scheduleTRT(p *simPass) {
 
 // trtAdmitNoEvict is the T-R1 capacity step: admit from the waiting queue.
 func (s *sim) trtAdmitNoEvict() {
+	if s.e.KVCapacityTokens > 0 && s.e.AsyncScheduling && s.waitingLen() > 0 {
+		s.trtTrimFinal()
+	}
 	for taken := s.seatsTaken(); s.waitingLen() > 0 && s.seatFree(taken); taken++ {
 		ri := s.waiting[s.wHead]
 		r := &s.reqs[ri]
@@ -52,6 +55,25 @@ func (s *sim) trtAdmitNoEvict() {
 		s.popWaiting()
 		r.c = 0
 		s.running = append(s.running, ri)
+	}
+}
+
+// trtTrimFinal releases what the overlap executor no longer reserves for a
+// running request whose final token is in flight: the capacity scheduler skips
+// it (noScheduleAfterState GENERATION_TO_COMPLETE) before it sums the blocks the
+// scheduled requests need to completion (T-R1), so it keeps only the blocks it
+// has allocated, ⌈(isl + osl − 1)/tokens_per_block⌉ (its final token's KV is
+// never written), not its reservation ⌈(isl + osl)/tokens_per_block⌉.
+func (s *sim) trtTrimFinal() {
+	for _, ri := range s.running {
+		r := &s.reqs[ri]
+		if r.gSched < r.osl || r.blocks <= 0 {
+			continue
+		}
+		if keep := ceilDiv(r.isl+r.osl-1, s.e.BlockSize); keep < r.blocks {
+			s.kvFree += r.blocks - keep
+			r.blocks = keep
+		}
 	}
 }
 

@@ -135,3 +135,23 @@ func TestTraceKVChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestKVStarvationRefused: a pool so small that SGLang retracts the same request
+// each time it is readmitted (four 16-token pages for three 16-token prompts,
+// each needing a second page for its next token) never completes a generation of
+// that client. The engine starves it (the DES runs the same cycle); the closed
+// loop is refused as an input error naming the pool, not reported as an
+// internal fault (found by TestPropertyClosedLoopAgainstDES).
+func TestKVStarvationRefused(t *testing.T) {
+	e, err := engine.Defaults(engine.SGLang, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ChunkedPrefillSize, e.MaxPrefillTokens, e.MaxNumSeqs, e.BlockSize, e.KVCapacityTokens = 256, 256, 3, 16, 64
+	_, err = QuantitativeWith(context.Background(), workload.Spec{ISL: 16, OSL: 2, Concurrency: 3}, e,
+		timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.025, DecodeMsPerRow: 0.04, CtxMsPerToken: 0.00003}, Options{})
+	if err == nil || !IsInputError(err) || !strings.HasPrefix(err.Error(), "engine kv_capacity_tokens = 64: a request of isl 16 + osl 2 was preempted ") ||
+		!strings.HasSuffix(err.Error(), "give the engine more KV or fewer clients") {
+		t.Fatalf("error %v, want the starvation refusal", err)
+	}
+}

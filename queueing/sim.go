@@ -478,9 +478,37 @@ func (s *sim) price(p *simPass) (float64, error) {
 // clock returns the simulated time.
 func (s *sim) clock() float64 { return s.now }
 
+// starvedPreempts is how many times a request must have been preempted or
+// retracted without finishing for a run that hit the pass bound to be reported as
+// starvation rather than as an internal fault.
+const starvedPreempts = 8
+
+// starved reports a run that made no progress because the engine starves a
+// request: its KV pool is so small that the request is preempted (V-R6) or
+// retracted (S-R5) again each time it is readmitted, as the engine itself would
+// do (the DES shows the same cycle). That is the deployment's behaviour, not a
+// fault of the model: an input error naming the pool.
+func (s *sim) starved() error {
+	worst := -1
+	for i := range s.reqs {
+		if r := &s.reqs[i]; !r.finished && r.preempts >= starvedPreempts && (worst < 0 || r.preempts > s.reqs[worst].preempts) {
+			worst = i
+		}
+	}
+	if worst < 0 {
+		return nil
+	}
+	r := &s.reqs[worst]
+	return inputErr(fmt.Errorf("engine kv_capacity_tokens = %d: a request of isl %d + osl %d was preempted %d times without finishing; the pool is too small for the running requests and the engine starves it; give the engine more KV or fewer clients",
+		s.e.KVCapacityTokens, r.isl, r.osl, r.preempts))
+}
+
 // countPass counts one pass against the bound and polls ctx now and then.
 func (s *sim) countPass(ctx context.Context) error {
 	if s.passes++; s.passes > s.maxPasses {
+		if err := s.starved(); err != nil {
+			return err
+		}
 		return fmt.Errorf("queueing: pass bound %d hit before the measurement window completed; the configuration makes no steady progress (report it)", s.maxPasses)
 	}
 	if s.passes&255 == 0 {

@@ -257,15 +257,17 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			h.Write(b)
 		}
 	}
-	// TensorRT-LLM's running cap binding under the overlap executor: a waiting
-	// request takes the seat of one whose final token is in flight (T-R1).
-	tb := store.PointInputs{Backend: string(engine.TRTLLM), ISL: 512, OSL: 16, Batch: 8, CtxTokens: 4096}
-	if e, err := pointEngine(tb); err != nil {
+	// TensorRT-LLM's running cap and a GUARANTEED_NO_EVICT pool binding under the
+	// overlap executor, replacements at the completion instant: a waiting request
+	// takes the seat, and the never-written last block, of one whose final token
+	// is in flight (T-R1; the oracle gate's TestTRTOverlapFinalTokenKV).
+	if e, err := engine.Defaults(engine.TRTLLM, ""); err != nil {
 		fmt.Fprintf(h, "trtllm seats: %v;", err)
 	} else {
-		e.MaxBatchSize = 3
-		w := workload.Spec{ISL: tb.ISL, OSL: tb.OSL, Concurrency: tb.Batch}
-		if r, err := queueing.Quantitative(context.Background(), w, e, t); err != nil {
+		e.AsyncScheduling, e.EnableChunkedPrefill = true, false
+		e.MaxNumTokens, e.MaxBatchSize, e.KVCapacityTokens = 256, 2, 2*64
+		w := workload.Spec{ISL: 18, OSL: 15, Concurrency: 3}
+		if r, err := queueing.QuantitativeWith(context.Background(), w, e, t, queueing.Options{}); err != nil {
 			fmt.Fprintf(h, "trtllm seats: %v;", err)
 		} else {
 			b, _ := json.Marshal(r.Columns(1))
