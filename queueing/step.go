@@ -31,6 +31,11 @@ type Kernel struct {
 	// late counts the holds released while a pass was in flight: an asynchronous
 	// engine scheduled the next pass at that pass's start, before them.
 	late int
+	// tie holds the requests injected while a pass was in flight with an arrival at
+	// that pass's very start: they reached the engine after it launched the pass
+	// and scheduled the next one (an asynchronous engine), so that schedule does not
+	// see them; every later one does.
+	tie []int32
 	// seats is the running cap (the engine's, lowered by SeqCap); kappa, when > 0,
 	// caps running + held requests (InFlightCap).
 	seats, kappa int
@@ -169,17 +174,26 @@ func (k *Kernel) Inject(r KernelRequest) (int, error) {
 	}
 	k.s.reqs = append(k.s.reqs, q)
 	k.s.prefilled = append(k.s.prefilled, r.Prefilled)
-	// incoming is kept sorted by arrival (stable for ties).
-	in := append(k.s.incoming, int32(id))
+	if k.s.busy && k.s.e.AsyncScheduling && r.ArrivalMs == k.s.curStart {
+		k.tie = append(k.tie, int32(id))
+		return id, nil
+	}
+	k.enqueue(int32(id))
+	k.wake = math.Min(k.wake, r.ArrivalMs)
+	return id, nil
+}
+
+// enqueue adds request id to the requests not yet visible, kept sorted by
+// arrival (stable for ties).
+func (k *Kernel) enqueue(id int32) {
+	in := append(k.s.incoming, id)
 	i := len(in) - 1
-	for i > k.s.inHead && k.s.reqs[in[i-1]].arrival > r.ArrivalMs {
+	for i > k.s.inHead && k.s.reqs[in[i-1]].arrival > k.s.reqs[id].arrival {
 		in[i] = in[i-1]
 		i--
 	}
-	in[i] = int32(id)
+	in[i] = id
 	k.s.incoming = in
-	k.wake = math.Min(k.wake, r.ArrivalMs)
-	return id, nil
 }
 
 // KVCapBlocks returns the kernel's KV pool in blocks (0: no KV modelled).
@@ -275,6 +289,10 @@ func (k *Kernel) Step(t float64) error {
 		started, err := s.finishPass(context.Background())
 		k.held -= late
 		k.capSeats()
+		for _, id := range k.tie { // visible from here on (their arrival has passed)
+			k.enqueue(id)
+		}
+		k.tie = k.tie[:0]
 		if err != nil || started {
 			return err
 		}

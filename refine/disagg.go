@@ -237,7 +237,7 @@ var modelFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	h.Write([]byte(queueingFingerprint()))
 	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
-	h.Write([]byte("disaggSetup v5: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools;"))
+	h.Write([]byte("disaggSetup v6: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools; kernels hold back a replacement tying a pass start;"))
 	e, err := engine.Defaults(engine.VLLM, "")
 	if err != nil {
 		fmt.Fprintf(h, "%v;", err)

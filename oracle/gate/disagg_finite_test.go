@@ -6,10 +6,30 @@ import (
 	"math"
 	"testing"
 
+	"github.com/aicdb/aicdb/disagg"
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"pgregory.net/rapid"
 )
+
+// TestPropertyDisaggClosedLoopAgainstDES: the same random deployments as a steady
+// closed loop (the tandem's burst and staggered starts, mixed) give the same
+// gated metrics on the tandem as on the DES driven the same way
+// (RunDisaggFamily), within 1e-9.
+func TestPropertyDisaggClosedLoopAgainstDES(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		b, c, isl, osl, C := drawDisaggCase(rt)
+		row := RunDisaggFamily(context.Background(), DisaggFamily{Name: fmt.Sprintf("random %s closed", b), Spec: closed(isl, osl, 0, C), Config: c})
+		if row.Err != nil {
+			rt.Fatal(row.Err)
+		}
+		for i, res := range row.Resid {
+			if !(math.Abs(res) <= 1e-9) {
+				rt.Fatalf("%s: model %v, DES %v (residual %v)", metricNames[i], row.Model.values()[i], row.Oracle.values()[i], res)
+			}
+		}
+	})
+}
 
 // TestPropertyDisaggFiniteAgainstDES: on random small deployments of every
 // backend (worker counts, prefill and decode batch caps, κ, push or pull,
@@ -20,39 +40,7 @@ import (
 // the DES (DisaggSim.RunFiniteLoop), within 1e-9 (relative).
 func TestPropertyDisaggFiniteAgainstDES(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
-		isl := rapid.IntRange(16, 1024).Draw(rt, "isl")
-		osl := rapid.IntRange(2, 64).Draw(rt, "osl")
-		C := rapid.IntRange(1, 8).Draw(rt, "C")
-		var e engine.Spec
-		switch b {
-		case engine.VLLM:
-			e = vllm(rapid.SampledFrom([]int{512, 2048, 8192}).Draw(rt, "budget"), 256)
-		case engine.TRTLLM:
-			e = trtEngine()
-		default:
-			e = sglEngine()
-			e.AsyncScheduling = rapid.Bool().Draw(rt, "overlap")
-		}
-		c := tandemConfig(rapid.IntRange(1, 2).Draw(rt, "nP"), rapid.IntRange(1, 2).Draw(rt, "nD"), e, rapid.Float64Range(2, 50).Draw(rt, "gbps"))
-		c.Prefill.BatchCap = rapid.IntRange(0, 3).Draw(rt, "pcap")
-		c.Decode.BatchCap = rapid.IntRange(0, 6).Draw(rt, "dcap")
-		c.Prefill.InFlightCap = rapid.IntRange(0, 3).Draw(rt, "kappa")
-		c.HandoffInTTFT = rapid.Bool().Draw(rt, "handoff")
-		switch b {
-		case engine.VLLM:
-			c.Push = rapid.Bool().Draw(rt, "push")
-			if rapid.Bool().Draw(rt, "kvbound") { // KV-bound and free of the pulled-prompt deadlock (TestPropertyDisaggVLLMKVAgainstDES)
-				bs := e.BlockSize
-				p, r := (isl+bs-1)/bs, (isl+osl-2+bs-1)/bs
-				lo := (C-1)*p + r
-				c.Decode.KVCapacityTokens = bs * rapid.IntRange(lo, max(lo, C*r-1)).Draw(rt, "kvblocks")
-			}
-		case engine.TRTLLM: // whole blocks for 1..C+1 requests' final KV, plus a partial block neither side can use
-			bs := e.BlockSize
-			r := (isl + osl + bs - 1) / bs
-			c.Decode.KVCapacityTokens = bs*rapid.IntRange(r, (C+1)*r).Draw(rt, "kvblocks") + rapid.IntRange(0, bs-1).Draw(rt, "kvextra")
-		}
+		b, c, isl, osl, C := drawDisaggCase(rt)
 		n := rapid.IntRange(1, 4*C+3).Draw(rt, "requests")
 		rtt := rapid.SampledFrom([]float64{0, queueing.DefaultClientRTTMs, 7.5}).Draw(rt, "rtt")
 		f := DisaggFiniteFamily{DisaggFamily: DisaggFamily{Name: fmt.Sprintf("random %s finite", b), Spec: closed(isl, osl, 0, C), Config: c},
@@ -119,4 +107,58 @@ func TestDisaggFoundByFiniteProperty(t *testing.T) {
 	kappa.Decode.KVCapacityTokens = 32
 	requireExactDisaggFinite(t, DisaggFiniteFamily{DisaggFamily: DisaggFamily{Name: "trtllm overlap κ1 decode kv 1 block c3 isl16 osl2", Spec: closed(16, 2, 0, 3), Config: kappa},
 		Run: queueing.FiniteRun{Requests: 3}})
+}
+
+// drawDisaggCase draws a small disaggregated deployment of any backend for the
+// random properties against the DES: worker counts, prefill and decode batch
+// caps, κ, handoff in TTFT, push or pull (vLLM), a binding vLLM decode KV free of
+// the pulled-prompt deadlock, or a TensorRT-LLM one of whole blocks plus a
+// partial block neither side can use.
+func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) {
+	b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
+	isl := rapid.IntRange(16, 1024).Draw(rt, "isl")
+	osl := rapid.IntRange(2, 64).Draw(rt, "osl")
+	C := rapid.IntRange(1, 8).Draw(rt, "C")
+	var e engine.Spec
+	switch b {
+	case engine.VLLM:
+		e = vllm(rapid.SampledFrom([]int{512, 2048, 8192}).Draw(rt, "budget"), 256)
+	case engine.TRTLLM:
+		e = trtEngine()
+	default:
+		e = sglEngine()
+		e.AsyncScheduling = rapid.Bool().Draw(rt, "overlap")
+	}
+	c := tandemConfig(rapid.IntRange(1, 2).Draw(rt, "nP"), rapid.IntRange(1, 2).Draw(rt, "nD"), e, rapid.Float64Range(2, 50).Draw(rt, "gbps"))
+	c.Prefill.BatchCap = rapid.IntRange(0, 3).Draw(rt, "pcap")
+	c.Decode.BatchCap = rapid.IntRange(0, 6).Draw(rt, "dcap")
+	c.Prefill.InFlightCap = rapid.IntRange(0, 3).Draw(rt, "kappa")
+	c.HandoffInTTFT = rapid.Bool().Draw(rt, "handoff")
+	switch b {
+	case engine.VLLM:
+		c.Push = rapid.Bool().Draw(rt, "push")
+		if rapid.Bool().Draw(rt, "kvbound") { // KV-bound and free of the pulled-prompt deadlock (TestPropertyDisaggVLLMKVAgainstDES)
+			bs := e.BlockSize
+			p, r := (isl+bs-1)/bs, (isl+osl-2+bs-1)/bs
+			lo := (C-1)*p + r
+			c.Decode.KVCapacityTokens = bs * rapid.IntRange(lo, max(lo, C*r-1)).Draw(rt, "kvblocks")
+		}
+	case engine.TRTLLM: // whole blocks for 1..C+1 requests' final KV, plus a partial block neither side can use
+		bs := e.BlockSize
+		r := (isl + osl + bs - 1) / bs
+		c.Decode.KVCapacityTokens = bs*rapid.IntRange(r, (C+1)*r).Draw(rt, "kvblocks") + rapid.IntRange(0, bs-1).Draw(rt, "kvextra")
+	}
+	return b, c, isl, osl, C
+}
+
+// TestDisaggTieAtPassStart pins the draw of TestPropertyDisaggClosedLoopAgainstDES
+// where two decode workers finish at the same instant and the first replacement
+// starts a TensorRT-LLM (overlap) prefill pass at once: the second replacement,
+// arriving at that very instant, reached the engine after it had launched the
+// pass and scheduled the next one, as in the DES. The tandem's kernel let that
+// early schedule see it (ttft_mean was 16 % apart).
+func TestDisaggTieAtPassStart(t *testing.T) {
+	c := tandemConfig(1, 2, trtEngine(), 2)
+	c.Decode.KVCapacityTokens = 64
+	requireExactDisagg(t, DisaggFamily{Name: "trtllm 1P2D c3 isl16 osl2 decode kv 2 blocks", Spec: closed(16, 2, 0, 3), Config: c})
 }
