@@ -2,7 +2,6 @@ package oracle
 
 import (
 	"context"
-	"fmt"
 	"math"
 
 	"github.com/aicdb/aicdb/queueing"
@@ -19,15 +18,8 @@ func (d *DisaggSim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*DisaggRe
 	if err := d.validShape(&fl.Shape); err != nil {
 		return nil, err
 	}
-	switch {
-	case fl.Clients <= 0:
-		return nil, fmt.Errorf("finite loop concurrency = %d: must be > 0", fl.Clients)
-	case fl.Requests <= 0:
-		return nil, fmt.Errorf("finite loop requests = %d: must be > 0", fl.Requests)
-	case !(fl.TurnaroundMs >= 0) || math.IsInf(fl.TurnaroundMs, 0):
-		return nil, fmt.Errorf("finite loop turnaround_ms = %v: must be a finite number ≥ 0", fl.TurnaroundMs)
-	case !(fl.ClientRTTMs >= 0) || math.IsInf(fl.ClientRTTMs, 0):
-		return nil, fmt.Errorf("finite loop client_rtt_ms = %v: must be a finite number ≥ 0", fl.ClientRTTMs)
+	if err := fl.validateCounts(); err != nil {
+		return nil, err
 	}
 	d.total = fl.Requests
 	created, sent := 0, make([]int, fl.Clients)

@@ -24,21 +24,29 @@ type FiniteLoop struct {
 	ClientRTTMs  float64
 }
 
+// validateCounts checks the run's clients, request count and delays.
+func (fl *FiniteLoop) validateCounts() error {
+	switch {
+	case fl.Clients <= 0:
+		return fmt.Errorf("finite loop concurrency = %d: must be > 0", fl.Clients)
+	case fl.Requests <= 0:
+		return fmt.Errorf("finite loop requests = %d: must be > 0", fl.Requests)
+	case fl.TurnaroundMs < 0 || math.IsNaN(fl.TurnaroundMs) || math.IsInf(fl.TurnaroundMs, 0):
+		return fmt.Errorf("finite loop turnaround_ms = %v: must be a finite number ≥ 0", fl.TurnaroundMs)
+	case fl.ClientRTTMs < 0 || math.IsNaN(fl.ClientRTTMs) || math.IsInf(fl.ClientRTTMs, 0):
+		return fmt.Errorf("finite loop client_rtt_ms = %v: must be a finite number ≥ 0", fl.ClientRTTMs)
+	}
+	return nil
+}
+
 // RunFiniteLoop simulates the finite run. Result.Requests are in creation order;
 // each record carries its Client and Generation (the client's request index).
 func (s *Sim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*Result, error) {
 	if err := fl.Shape.validate(&s.eng); err != nil {
 		return nil, err
 	}
-	switch {
-	case fl.Clients <= 0:
-		return nil, fmt.Errorf("finite loop concurrency = %d: must be > 0", fl.Clients)
-	case fl.Requests <= 0:
-		return nil, fmt.Errorf("finite loop requests = %d: must be > 0", fl.Requests)
-	case fl.TurnaroundMs < 0 || math.IsNaN(fl.TurnaroundMs) || math.IsInf(fl.TurnaroundMs, 0):
-		return nil, fmt.Errorf("finite loop turnaround_ms = %v: must be a finite number ≥ 0", fl.TurnaroundMs)
-	case fl.ClientRTTMs < 0 || math.IsNaN(fl.ClientRTTMs) || math.IsInf(fl.ClientRTTMs, 0):
-		return nil, fmt.Errorf("finite loop client_rtt_ms = %v: must be a finite number ≥ 0", fl.ClientRTTMs)
+	if err := fl.validateCounts(); err != nil {
+		return nil, err
 	}
 	if fl.Prewarm {
 		s.prewarm(fl.Prefix)

@@ -66,27 +66,13 @@ func RunDisaggFiniteFamily(ctx context.Context, f DisaggFiniteFamily) DisaggRow 
 		row.Err = fmt.Errorf("model: %w", err)
 		return row
 	}
-	row.Model = Metrics{
-		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP99: rep.TTFTSteady.Quantile(0.99),
-		TransMean: rep.TTFTTransient.Mean(), TransMax: rep.TTFTTransient.Max(),
-		ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99), TPOTMean: rep.TPOT.Mean(),
-		TPOTP50: rep.TPOT.Quantile(0.5), TPOTP99: rep.TPOT.Quantile(0.99), ThroughputRPS: rep.ThroughputRPS,
-	}
-	row.ModelX = DisaggExtra{KVTransferMean: rep.KVTransfer.Mean(), KVTransferP99: rep.KVTransfer.Quantile(0.99),
-		PQueueP99: rep.PQueueMsP99, DHeadroomMin: rep.DHeadroomMin}
+	row.Model, row.ModelX = tandemMetrics(rep)
 	row.Oracle, row.OracleX, err = runDisaggFiniteOracle(ctx, f)
 	if err != nil {
 		row.Err = fmt.Errorf("oracle: %w", err)
 		return row
 	}
-	mv, ov := row.Model.values(), row.Oracle.values()
-	for i := range mv {
-		r := residual(mv[i], ov[i])
-		row.Resid = append(row.Resid, r)
-		if math.IsNaN(r) || math.IsInf(r, 0) || math.Abs(r) > tolerances[i] {
-			row.Failures = append(row.Failures, metricNames[i])
-		}
-	}
+	row.Resid, row.Failures = compare(row.Model.values(), row.Oracle.values(), tolerances, metricNames)
 	return row
 }
 

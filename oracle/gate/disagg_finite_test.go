@@ -60,16 +60,7 @@ func TestPropertyDisaggFiniteAgainstDES(t *testing.T) {
 // requireExactDisaggFinite is requireExactDisagg for a finite run.
 func requireExactDisaggFinite(t *testing.T, f DisaggFiniteFamily) {
 	t.Helper()
-	row := RunDisaggFiniteFamily(context.Background(), f)
-	if row.Err != nil {
-		t.Errorf("%s: %v", f.Name, row.Err)
-		return
-	}
-	for k, res := range row.Resid {
-		if !(math.Abs(res) <= 1e-9) {
-			t.Errorf("%s: %s model %v, DES %v (residual %v)", f.Name, metricNames[k], row.Model.values()[k], row.Oracle.values()[k], res)
-		}
-	}
+	requireExactRow(t, RunDisaggFiniteFamily(context.Background(), f))
 }
 
 // TestDisaggFoundByFiniteProperty pins the draws of

@@ -67,14 +67,7 @@ func RunFamily(ctx context.Context, f Family) Row {
 		return row
 	}
 	row.Model, row.Oracle = model, orc
-	mv, ov := model.values(), orc.values()
-	for i := range mv {
-		r := residual(mv[i], ov[i])
-		row.Resid = append(row.Resid, r)
-		if math.IsNaN(r) || math.IsInf(r, 0) || math.Abs(r) > tolerances[i] {
-			row.Failures = append(row.Failures, metricNames[i])
-		}
-	}
+	row.Resid, row.Failures = compare(model.values(), orc.values(), tolerances, metricNames)
 	return row
 }
 

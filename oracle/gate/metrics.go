@@ -209,6 +209,19 @@ func steadyDistributions(runs [][]rec) (ttft, itl queueing.Distribution, err err
 
 // residual is (model − oracle)/oracle; both 0 is 0; a zero oracle with a non-zero
 // model is +Inf (a failure).
+// compare returns the residual of every metric of model against oracle and the
+// names of those that are not finite or exceed their tolerance.
+func compare(model, oracle []float64, tol []float64, names []string) (resid []float64, failures []string) {
+	for i := range model {
+		r := residual(model[i], oracle[i])
+		resid = append(resid, r)
+		if math.IsNaN(r) || math.IsInf(r, 0) || math.Abs(r) > tol[i] {
+			failures = append(failures, names[i])
+		}
+	}
+	return resid, failures
+}
+
 func residual(model, oracle float64) float64 {
 	if model == oracle {
 		return 0

@@ -193,14 +193,7 @@ func RunReplay(ctx context.Context, dir string, f ReplayFamily) ReplayRow {
 		row.Err = fmt.Errorf("oracle: %w", err)
 		return row
 	}
-	mv, ov := row.Model.values(), row.Oracle.values()
-	for i := range mv {
-		r := residual(mv[i], ov[i])
-		row.Resid = append(row.Resid, r)
-		if math.IsNaN(r) || math.IsInf(r, 0) || math.Abs(r) > replayTolerances[i] {
-			row.Failures = append(row.Failures, replayMetricNames[i])
-		}
-	}
+	row.Resid, row.Failures = compare(row.Model.values(), row.Oracle.values(), replayTolerances, replayMetricNames)
 	return row
 }
 

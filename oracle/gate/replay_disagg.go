@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/aicdb/aicdb/disagg"
@@ -84,14 +83,7 @@ func RunReplayDisagg(ctx context.Context, dir string, f ReplayDisaggFamily) Repl
 		row.Err = fmt.Errorf("oracle: %w", err)
 		return row
 	}
-	mv, ov := row.Model.values(), row.Oracle.values()
-	for i := range mv {
-		r := residual(mv[i], ov[i])
-		row.Resid = append(row.Resid, r)
-		if math.IsNaN(r) || math.IsInf(r, 0) || math.Abs(r) > replayTolerances[i] {
-			row.Failures = append(row.Failures, replayMetricNames[i])
-		}
-	}
+	row.Resid, row.Failures = compare(row.Model.values(), row.Oracle.values(), replayTolerances, replayMetricNames)
 	return row
 }
 

@@ -116,14 +116,20 @@ func sglangDisaggCase(t *testing.T, rng *rand.Rand, i, oslMin, cMax int) (isl, o
 // residual exceeds 1e-9 (relative).
 func requireExactDisagg(t *testing.T, f DisaggFamily) {
 	t.Helper()
-	row := RunDisaggFamily(context.Background(), f)
+	requireExactRow(t, RunDisaggFamily(context.Background(), f))
+}
+
+// requireExactRow requires every metric of a tandem-vs-DES row within 1e-9
+// (relative).
+func requireExactRow(t *testing.T, row DisaggRow) {
+	t.Helper()
 	if row.Err != nil {
-		t.Errorf("%s: %v", f.Name, row.Err)
+		t.Errorf("%s: %v", row.Family.Name, row.Err)
 		return
 	}
 	for k, res := range row.Resid {
 		if !(math.Abs(res) <= 1e-9) {
-			t.Errorf("%s: %s model %v, DES %v (residual %v)", f.Name, metricNames[k], row.Model.values()[k], row.Oracle.values()[k], res)
+			t.Errorf("%s: %s model %v, DES %v (residual %v)", row.Family.Name, metricNames[k], row.Model.values()[k], row.Oracle.values()[k], res)
 		}
 	}
 }
