@@ -64,7 +64,9 @@ func (s *Sim) scheduleSGLang(pb *passBuf) {
 		return
 	}
 	if len(s.running) == 0 {
-		s.sgl.ratio = sglInitRatio // on_idle
+		if s.qlen <= 1 { // nothing else in flight (pushPass counted this pass): on_idle
+			s.sgl.ratio = sglInitRatio
+		}
 		return
 	}
 	s.sglDecodeMemCheck(pb) // S-R5

@@ -153,7 +153,11 @@ func (s *sim) scheduleSGLang(p *simPass) {
 	}
 	if took == 0 && kv {
 		if len(dec) == 0 {
-			s.kv.ratio = sglInitRatio // on_idle (§3.2)
+			// on_idle (§3.2) runs only when no batch is in flight either: not at an
+			// asynchronous engine's early schedule, made while a pass runs.
+			if !s.busy {
+				s.kv.ratio = sglInitRatio
+			}
 			return
 		}
 		if s.sglRetract() { // S-R5 decode memory check

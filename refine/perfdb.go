@@ -274,6 +274,22 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			h.Write(b)
 		}
 	}
+	// SGLang's on_idle under the overlap loop, a binding pool and idle gaps between
+	// requests: new_token_ratio resets only with no batch in flight (§3.2; the
+	// oracle gate's TestSGLangOnIdleAgainstDES).
+	if e, err := engine.Defaults(engine.SGLang, ""); err != nil {
+		fmt.Fprintf(h, "sglang idle: %v;", err)
+	} else {
+		e.AsyncScheduling, e.EnableMixedChunk = true, false
+		e.ChunkedPrefillSize, e.MaxPrefillTokens, e.MaxNumSeqs, e.BlockSize, e.KVCapacityTokens = 256, 256, 2, 16, 64
+		w := workload.Spec{ISL: 16, OSL: 10, Concurrency: 2}
+		if r, err := queueing.QuantitativeFinite(context.Background(), w, e, t, queueing.Options{ClientRTTMs: 7.5}, queueing.FiniteRun{Requests: 43}); err != nil {
+			fmt.Fprintf(h, "sglang idle: %v;", err)
+		} else {
+			b, _ := json.Marshal(r.Columns(1))
+			h.Write(b)
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
 

@@ -41,7 +41,7 @@ func TestPropertyDisaggClosedLoopAgainstDES(t *testing.T) {
 func TestPropertyDisaggFiniteAgainstDES(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		b, c, isl, osl, C := drawDisaggCase(rt)
-		n := rapid.IntRange(1, 4*C+3).Draw(rt, "requests")
+		n := rapid.IntRange(1, 20*C+3).Draw(rt, "requests")
 		rtt := rapid.SampledFrom([]float64{0, queueing.DefaultClientRTTMs, 7.5}).Draw(rt, "rtt")
 		f := DisaggFiniteFamily{DisaggFamily: DisaggFamily{Name: fmt.Sprintf("random %s finite", b), Spec: closed(isl, osl, 0, C), Config: c},
 			Run: queueing.FiniteRun{Requests: n}, ClientRTTMs: rtt}
