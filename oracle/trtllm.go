@@ -204,8 +204,14 @@ func (s *Sim) trtCapacityNoEvict() []int32 {
 // context over prompt + outputs.
 func (s *Sim) trtCapacityMaxUtil(pb *passBuf) []int32 {
 	e := &s.eng
+	// A started request whose last token is in flight (overlap) is skipped before
+	// the walk (noScheduleAfterState, T-R1/T-R2): neither scheduled nor a pause victim.
 	list := s.trt.list[:0]
-	list = append(list, s.running...)
+	for _, ri := range s.running {
+		if r := &s.reqs[ri]; !(r.c >= trtCtx(r) && trtOutSched(r) >= r.maxTokens) {
+			list = append(list, ri)
+		}
+	}
 	nStarted := len(list)
 	for i := 0; i < s.waiting.len(); i++ {
 		list = append(list, s.waiting.at(i))
@@ -220,10 +226,6 @@ func (s *Sim) trtCapacityMaxUtil(pb *passBuf) []int32 {
 		r := &s.reqs[ri]
 		if len(fit) >= e.MaxBatchSize {
 			break
-		}
-		if i < nStarted && r.c >= trtCtx(r) && trtOutSched(r) >= r.maxTokens {
-			i++
-			continue // overlap: its last token is in flight
 		}
 		need := 0
 		switch {

@@ -17,7 +17,14 @@ import "github.com/aicdb/aicdb/engine"
 func (s *sim) trtMaxUtilFit() []int32 {
 	bs := s.e.BlockSize
 	s.trtDropFinishedWaiting()
-	list := append(s.kv.list[:0], s.running...)
+	// A started request whose last token is in flight (overlap) is skipped before
+	// the walk (noScheduleAfterState, T-R1/T-R2): neither scheduled nor a pause victim.
+	list := s.kv.list[:0]
+	for _, ri := range s.running {
+		if r := &s.reqs[ri]; !(r.c >= r.promptLen() && r.gSched >= r.osl) {
+			list = append(list, ri)
+		}
+	}
 	nStarted := len(list)
 	list = append(list, s.waiting[s.wHead:]...)
 	s.kv.list = list
@@ -30,10 +37,6 @@ func (s *sim) trtMaxUtilFit() []int32 {
 			break
 		}
 		gen := i < nStarted && r.c >= r.promptLen()
-		if gen && r.gSched >= r.osl {
-			i++
-			continue // overlap: its last token is in flight
-		}
 		need := 0
 		switch {
 		case i >= nStarted:

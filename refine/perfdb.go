@@ -290,6 +290,22 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			h.Write(b)
 		}
 	}
+	// TensorRT-LLM max_utilization under the overlap executor with one-token
+	// outputs: a request whose last token is in flight is never paused (T-R2; the
+	// oracle gate's TestTRTMaxUtilFinalTokenNotPaused).
+	if e, err := engine.Defaults(engine.TRTLLM, ""); err != nil {
+		fmt.Fprintf(h, "trtllm max_utilization: %v;", err)
+	} else {
+		e.AsyncScheduling, e.CapacityPolicy = true, engine.PolicyMaxUtilization
+		e.MaxNumTokens, e.MaxBatchSize, e.KVCapacityTokens = 256, 3, 2*64
+		w := workload.Spec{ISL: 30, OSL: 4, Concurrency: 3, ISLQuantiles: []int{16, 30}, OSLQuantiles: []int{1, 4}}
+		if r, err := queueing.QuantitativeWith(context.Background(), w, e, t, queueing.Options{}); err != nil {
+			fmt.Fprintf(h, "trtllm max_utilization: %v;", err)
+		} else {
+			b, _ := json.Marshal(r.Columns(1))
+			h.Write(b)
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
 
