@@ -155,3 +155,19 @@ func TestKVStarvationRefused(t *testing.T) {
 		t.Fatalf("error %v, want the starvation refusal", err)
 	}
 }
+
+// TestKVRecomputeOverBudgetRefused: with chunked prefill off, a vLLM request
+// preempted late in its output must recompute prompt + outputs in one pass (V-R6,
+// V-R3); once that exceeds the budget the engine can never schedule it again (the
+// DES deadlocks the same way). The run is refused naming the budget and the way
+// out, not with a generic deadlock (found by TestPropertyClosedLoopAgainstDES).
+func TestKVRecomputeOverBudgetRefused(t *testing.T) {
+	e := engine.Spec{Backend: engine.VLLM, MaxNumBatchedTokens: 1024, MaxNumSeqs: 4, BlockSize: 16, KVCapacityTokens: 3 * 1056}
+	w := workload.Spec{ISL: 990, OSL: 50, Concurrency: 4, ISLQuantiles: []int{16, 990}, OSLQuantiles: []int{1, 50}}
+	_, err := QuantitativeWith(context.Background(), w, e,
+		timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.025, DecodeMsPerRow: 0.04, CtxMsPerToken: 0.00003}, Options{})
+	if err == nil || !IsInputError(err) || !strings.HasPrefix(err.Error(), "engine token budget = 1024 with chunked prefill off: a preempted request must recompute ") ||
+		!strings.HasSuffix(err.Error(), "enable chunked prefill, raise the budget or give the engine more KV") {
+		t.Fatalf("error %v, want the recompute-over-budget refusal", err)
+	}
+}

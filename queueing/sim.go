@@ -131,6 +131,20 @@ type sim struct {
 	record   bool
 }
 
+// noProgress explains a calendar that can schedule nothing while work remains:
+// the head of waiting is a preempted request whose recompute (prompt + outputs so
+// far) no longer fits the engine's budget with chunked prefill off (V-R3, T-R3:
+// the engine can never schedule it either), else errNoProgress.
+func (s *sim) noProgress() error {
+	if s.waitingLen() > 0 && len(s.running) == 0 && !s.e.EnableChunkedPrefill {
+		if r := &s.reqs[s.waiting[s.wHead]]; r.rec > 0 && r.promptLen()-r.prefix > s.budget {
+			return inputErr(fmt.Errorf("engine token budget = %d with chunked prefill off: a preempted request must recompute %d tokens (isl %d + %d outputs) in one pass, so the engine can never schedule it again; enable chunked prefill, raise the budget or give the engine more KV",
+				s.budget, r.promptLen()-r.prefix, r.isl, r.rec))
+		}
+	}
+	return errNoProgress
+}
+
 // errNoProgress reports a calendar that can schedule nothing while work remains.
 var errNoProgress = inputErr(fmt.Errorf("queueing: the calendar cannot schedule any request while work remains (deadlock); check the engine caps against the request shape"))
 
@@ -438,7 +452,7 @@ func (s *sim) run(ctx context.Context, stop func() bool) error {
 					if len(s.running) == 0 && s.waitingLen() == 0 {
 						return fmt.Errorf("queueing: no work left before the measurement completed (internal)")
 					}
-					return errNoProgress
+					return s.noProgress()
 				}
 				s.now = math.Max(s.now, t)
 				continue

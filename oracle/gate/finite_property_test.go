@@ -55,9 +55,9 @@ func TestPropertyClosedLoopAgainstDES(t *testing.T) {
 func requireAggRow(rt *rapid.T, row Row) {
 	if row.Err != nil {
 		for _, refused := range []string{
-			"does not memory-check mixed-chunk batches",      // SGLang's mixed chunk outgrows the pool: an engine crash, not a schedule
-			"the engine starves it",                          // a pool that retracts or preempts one request forever (TestKVStarvationRefused)
-			"cannot schedule any request while work remains", // e.g. a vLLM recompute over the budget with chunking off: the DES deadlocks too
+			"does not memory-check mixed-chunk batches", // SGLang's mixed chunk outgrows the pool: an engine crash, not a schedule
+			"the engine starves it",                     // a pool that retracts or preempts one request forever (TestKVStarvationRefused)
+			"a preempted request must recompute",        // over the budget with chunking off: the DES deadlocks too (TestKVRecomputeOverBudgetRefused)
 		} {
 			if strings.Contains(row.Err.Error(), refused) {
 				rt.Skip("refused: " + refused)
