@@ -100,7 +100,8 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 	// prepare_resources and the pass entries.
 	for _, it := range sched {
 		r := &s.reqs[it.r]
-		if r.st == stWaiting { // first context chunk: addSequence
+		first := r.st == stWaiting
+		if first { // first context chunk: addSequence
 			s.waiting.remove(it.r)
 			s.running = append(s.running, it.r)
 			s.insertRunningOrdered()
@@ -124,6 +125,16 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 		from := r.c
 		end := r.c + it.n
 		if r.c < trtCtx(r) { // context chunk: reuse applied after budgeting (§4.4)
+			if ctx := trtCtx(r); first && r.hits > 0 && e.EnableChunkedPrefill && end < ctx {
+				// setPrepopulatedPromptLen: the context position jumps to the reused
+				// length and the chunk keeps its size, its end floored to a block
+				// unless it is the prompt's last chunk (T-R5).
+				if end = r.hits + it.n; end < ctx {
+					end = end / s.bs * s.bs
+				} else {
+					end = ctx
+				}
+			}
 			from = max(r.c, r.hits)
 			r.c = max(end, r.hits)
 		} else { // generation: slot for the new token

@@ -19,8 +19,9 @@ import "github.com/aicdb/aicdb/engine"
 // with chunking on contexts are sized after the scan from the budget left, FCFS,
 // a cut chunk rounded down to a multiple of tokens_per_block, and contexts with a
 // zero chunk sit out. Reuse is applied after budgeting (§4.4): the budget is
-// charged from the prompt position, and prefix tokens inside the chunk are reused,
-// not computed (the chunk end is not re-aligned to a block boundary).
+// charged from the prompt position; a first chunk then moves past the reused
+// prefix and keeps its size, its end floored to a block unless it reaches the
+// prompt's end (TensorRT-LLM's setPrepopulatedPromptLen, T-R5).
 func (s *sim) scheduleTRT(p *simPass) {
 	var act []int32
 	if s.kv.on && s.e.CapacityPolicy == engine.PolicyMaxUtilization {
@@ -128,6 +129,18 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 		}
 		capacity -= chunk
 		s.trtStart(ri)
+		if r.c == 0 && r.prefix > 0 && chunk < rest {
+			// setPrepopulatedPromptLen (T-R5): the first chunk starts after the reused
+			// prefix and keeps its size, its end floored to a block unless it reaches
+			// the prompt's end. The budget was charged chunk tokens all the same.
+			end := r.prefix + chunk
+			if end < r.promptLen() {
+				end = end / unit * unit
+			} else {
+				end = r.promptLen()
+			}
+			chunk = end
+		}
 		s.addPrompt(p, ri, chunk)
 	}
 }

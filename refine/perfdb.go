@@ -306,6 +306,20 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			h.Write(b)
 		}
 	}
+	// TensorRT-LLM chunked context over a reused prefix: the first chunk moves past
+	// it and keeps its size (T-R5, setPrepopulatedPromptLen).
+	if e, err := engine.Defaults(engine.TRTLLM, ""); err != nil {
+		fmt.Fprintf(h, "trtllm reuse: %v;", err)
+	} else {
+		e.EnableChunkedPrefill, e.MaxNumTokens = true, 4096
+		w := workload.Spec{ISL: 5000, OSL: 8, Prefix: 2048, Concurrency: 2}
+		if r, err := queueing.QuantitativeWith(context.Background(), w, e, t, queueing.Options{}); err != nil {
+			fmt.Fprintf(h, "trtllm reuse: %v;", err)
+		} else {
+			b, _ := json.Marshal(r.Columns(1))
+			h.Write(b)
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
 

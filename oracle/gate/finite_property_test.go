@@ -139,11 +139,6 @@ func drawAggCase(rt *rapid.T) (engine.Spec, workload.Spec) {
 		// The workload's prefix is the cached part: whole blocks, and at most isl − 1
 		// tokens (the engines recompute the last prompt token).
 		hi := isl - 1
-		if b == engine.TRTLLM {
-			// Known-failing (docs/validation.md): a first chunk the cached prefix covers
-			// whole (prefix ≥ max_num_tokens) runs as an empty pass in the DES only.
-			hi = min(hi, e.MaxNumTokens-1)
-		}
 		if bs := max(e.BlockSize, 1); hi >= bs {
 			w.Prefix = bs * rapid.IntRange(1, hi/bs).Draw(rt, "prefixblocks")
 		}
@@ -253,4 +248,24 @@ func TestTRTMaxUtilFinalTokenNotPaused(t *testing.T) {
 	w := closed(30, 4, 0, 3)
 	w.ISLQuantiles, w.OSLQuantiles = []int{16, 30}, []int{1, 4}
 	requireAggExact(t, RunFamily(context.Background(), Family{Name: "trtllm max_utilization overlap c3 W2 isl16–30 osl1–4 kv2req · burst", Spec: w, Engine: e, Timing: roofline}))
+}
+
+// TestTRTReusedPrefixMovesChunk: TensorRT-LLM's setPrepopulatedPromptLen (T-R5)
+// moves a chunked context's first chunk past the reused prefix and keeps its size:
+// isl 5000 with 2048 tokens cached and max_num_tokens 4096 computes the remaining
+// 2952 tokens in one pass (6 + 0.025·2952 ms with the gate's timing), where
+// shrinking the chunk by the reused part took two. Calendar and DES agree.
+func TestTRTReusedPrefixMovesChunk(t *testing.T) {
+	e, err := engine.Defaults(engine.TRTLLM, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.EnableChunkedPrefill, e.MaxNumTokens, e.AsyncScheduling = true, 4096, false
+	f := FiniteFamily{Family: Family{Name: "trtllm chunked 4096 isl5000 prefix2048 c1", Spec: closed(5000, 8, 2048, 1), Engine: e, Timing: roofline},
+		Run: queueing.FiniteRun{Requests: 1}}
+	row := runFiniteFamily(context.Background(), f)
+	requireAggExact(t, row)
+	if want := 6 + 0.025*2952; math.Abs(row.Model.TTFTMean-want) > 1e-9 {
+		t.Errorf("TTFT %v, want one pass of the 2952 uncached tokens, %v", row.Model.TTFTMean, want)
+	}
 }
