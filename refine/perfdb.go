@@ -257,71 +257,71 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			h.Write(b)
 		}
 	}
-	// TensorRT-LLM's running cap and a GUARANTEED_NO_EVICT pool binding under the
-	// overlap executor, replacements at the completion instant: a waiting request
-	// takes the seat, and the never-written last block, of one whose final token
-	// is in flight (T-R1; the oracle gate's TestTRTOverlapFinalTokenKV).
-	if e, err := engine.Defaults(engine.TRTLLM, ""); err != nil {
-		fmt.Fprintf(h, "trtllm seats: %v;", err)
-	} else {
-		e.AsyncScheduling, e.EnableChunkedPrefill = true, false
-		e.MaxNumTokens, e.MaxBatchSize, e.KVCapacityTokens = 256, 2, 2*64
-		w := workload.Spec{ISL: 18, OSL: 15, Concurrency: 3}
-		if r, err := queueing.QuantitativeWith(context.Background(), w, e, t, queueing.Options{}); err != nil {
-			fmt.Fprintf(h, "trtllm seats: %v;", err)
-		} else {
-			b, _ := json.Marshal(r.Columns(1))
-			h.Write(b)
+	for _, pr := range ruleProbes {
+		e, err := engine.Defaults(pr.backend, "")
+		var r *queueing.Report
+		if err == nil {
+			pr.set(&e)
+			if pr.requests > 0 {
+				r, err = queueing.QuantitativeFinite(context.Background(), pr.w, e, t, queueing.Options{ClientRTTMs: pr.rttMs}, queueing.FiniteRun{Requests: pr.requests})
+			} else {
+				r, err = queueing.QuantitativeWith(context.Background(), pr.w, e, t, queueing.Options{ClientRTTMs: pr.rttMs})
+			}
 		}
-	}
-	// SGLang's on_idle under the overlap loop, a binding pool and idle gaps between
-	// requests: new_token_ratio resets only with no batch in flight (§3.2; the
-	// oracle gate's TestSGLangOnIdleAgainstDES).
-	if e, err := engine.Defaults(engine.SGLang, ""); err != nil {
-		fmt.Fprintf(h, "sglang idle: %v;", err)
-	} else {
-		e.AsyncScheduling, e.EnableMixedChunk = true, false
-		e.ChunkedPrefillSize, e.MaxPrefillTokens, e.MaxNumSeqs, e.BlockSize, e.KVCapacityTokens = 256, 256, 2, 16, 64
-		w := workload.Spec{ISL: 16, OSL: 10, Concurrency: 2}
-		if r, err := queueing.QuantitativeFinite(context.Background(), w, e, t, queueing.Options{ClientRTTMs: 7.5}, queueing.FiniteRun{Requests: 43}); err != nil {
-			fmt.Fprintf(h, "sglang idle: %v;", err)
-		} else {
-			b, _ := json.Marshal(r.Columns(1))
-			h.Write(b)
+		if err != nil {
+			fmt.Fprintf(h, "%s: %v;", pr.name, err)
+			continue
 		}
-	}
-	// TensorRT-LLM max_utilization under the overlap executor with one-token
-	// outputs: a request whose last token is in flight is never paused (T-R2; the
-	// oracle gate's TestTRTMaxUtilFinalTokenNotPaused).
-	if e, err := engine.Defaults(engine.TRTLLM, ""); err != nil {
-		fmt.Fprintf(h, "trtllm max_utilization: %v;", err)
-	} else {
-		e.AsyncScheduling, e.CapacityPolicy = true, engine.PolicyMaxUtilization
-		e.MaxNumTokens, e.MaxBatchSize, e.KVCapacityTokens = 256, 3, 2*64
-		w := workload.Spec{ISL: 30, OSL: 4, Concurrency: 3, ISLQuantiles: []int{16, 30}, OSLQuantiles: []int{1, 4}}
-		if r, err := queueing.QuantitativeWith(context.Background(), w, e, t, queueing.Options{}); err != nil {
-			fmt.Fprintf(h, "trtllm max_utilization: %v;", err)
-		} else {
-			b, _ := json.Marshal(r.Columns(1))
-			h.Write(b)
-		}
-	}
-	// TensorRT-LLM chunked context over a reused prefix: the first chunk moves past
-	// it and keeps its size (T-R5, setPrepopulatedPromptLen).
-	if e, err := engine.Defaults(engine.TRTLLM, ""); err != nil {
-		fmt.Fprintf(h, "trtllm reuse: %v;", err)
-	} else {
-		e.EnableChunkedPrefill, e.MaxNumTokens = true, 4096
-		w := workload.Spec{ISL: 5000, OSL: 8, Prefix: 2048, Concurrency: 2}
-		if r, err := queueing.QuantitativeWith(context.Background(), w, e, t, queueing.Options{}); err != nil {
-			fmt.Fprintf(h, "trtllm reuse: %v;", err)
-		} else {
-			b, _ := json.Marshal(r.Columns(1))
-			h.Write(b)
-		}
+		b, _ := json.Marshal(r.Columns(1))
+		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })
+
+// ruleProbe is an engine-rule corner the queueing fingerprint evaluates, so that
+// a change of that rule renames the evaluator: the backend's defaults adjusted by
+// set, the workload w, and a finite run of requests (0: the steady state) under
+// the client round trip rttMs.
+type ruleProbe struct {
+	name     string
+	backend  engine.Backend
+	set      func(e *engine.Spec)
+	w        workload.Spec
+	requests int
+	rttMs    float64
+}
+
+// ruleProbes are the corners the oracle gate pins (stop 21).
+var ruleProbes = []ruleProbe{
+	// TensorRT-LLM's running cap and a GUARANTEED_NO_EVICT pool binding under the
+	// overlap executor, replacements at the completion instant: a waiting request
+	// takes the seat, and the never-written last block, of one whose final token
+	// is in flight (T-R1; TestTRTOverlapFinalTokenKV).
+	{name: "trtllm seats", backend: engine.TRTLLM, w: workload.Spec{ISL: 18, OSL: 15, Concurrency: 3}, set: func(e *engine.Spec) {
+		e.AsyncScheduling, e.EnableChunkedPrefill = true, false
+		e.MaxNumTokens, e.MaxBatchSize, e.KVCapacityTokens = 256, 2, 2*64
+	}},
+	// SGLang's on_idle under the overlap loop, a binding pool and idle gaps between
+	// requests: new_token_ratio resets only with no batch in flight (§3.2;
+	// TestSGLangOnIdleAgainstDES).
+	{name: "sglang idle", backend: engine.SGLang, w: workload.Spec{ISL: 16, OSL: 10, Concurrency: 2}, requests: 43, rttMs: 7.5, set: func(e *engine.Spec) {
+		e.AsyncScheduling, e.EnableMixedChunk = true, false
+		e.ChunkedPrefillSize, e.MaxPrefillTokens, e.MaxNumSeqs, e.BlockSize, e.KVCapacityTokens = 256, 256, 2, 16, 64
+	}},
+	// TensorRT-LLM max_utilization under the overlap executor with one-token
+	// outputs: a request whose last token is in flight is never paused (T-R2;
+	// TestTRTMaxUtilFinalTokenNotPaused).
+	{name: "trtllm max_utilization", backend: engine.TRTLLM,
+		w: workload.Spec{ISL: 30, OSL: 4, Concurrency: 3, ISLQuantiles: []int{16, 30}, OSLQuantiles: []int{1, 4}}, set: func(e *engine.Spec) {
+			e.AsyncScheduling, e.CapacityPolicy = true, engine.PolicyMaxUtilization
+			e.MaxNumTokens, e.MaxBatchSize, e.KVCapacityTokens = 256, 3, 2*64
+		}},
+	// TensorRT-LLM chunked context over a reused prefix: the first chunk moves past
+	// it and keeps its size (T-R5, setPrepopulatedPromptLen; TestTRTReusedPrefixMovesChunk).
+	{name: "trtllm reuse", backend: engine.TRTLLM, w: workload.Spec{ISL: 5000, OSL: 8, Prefix: 2048, Concurrency: 2}, set: func(e *engine.Spec) {
+		e.EnableChunkedPrefill, e.MaxNumTokens = true, 4096
+	}},
+}
 
 // loadData loads (once) the perf data of (system, backend, version) as database
 // mode sees it: the shared layer only where aiconfigurator applies it.
