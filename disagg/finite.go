@@ -45,14 +45,10 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 	}
 	C := min(w.Concurrency, N)
 	t.reqs = make([]treq, 0, N)
-	last := math.Inf(-1)
-	admit := func(at float64) float64 { // requests are created in time order
-		last = math.Max(at, last+queueing.FiniteAdmitGapMs)
-		return last
-	}
+	var adm queueing.FiniteAdmission // requests are created in time order
 	gen := make([]int, C)
 	for s := 0; s < C; s++ {
-		t.submit(s, 0, admit(t.stage), true)
+		t.submit(s, 0, adm.At(t.stage), true)
 	}
 	delay := w.TurnaroundMs + clientRTTMs + t.stage
 	t.onDone = func(t *tandem, ri int, now float64) {
@@ -61,7 +57,7 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 		}
 		s := t.reqs[ri].slot
 		gen[s]++
-		t.submit(s, gen[s], admit(now+delay), true)
+		t.submit(s, gen[s], adm.At(now+delay), true)
 	}
 	if err := t.loop(ctx, func() bool { return t.finished >= N }); err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package oracle
 
 import (
 	"context"
-	"math"
 
 	"github.com/aicdb/aicdb/queueing"
 )
@@ -24,12 +23,9 @@ func (d *DisaggSim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*DisaggRe
 	d.total = fl.Requests
 	created, sent := 0, make([]int, fl.Clients)
 	var drawErr error
-	last := math.Inf(-1)
+	var adm queueing.FiniteAdmission // sends are made in time order
 	spawn := func(c int, at float64) {
-		// Sends are made in time order; simultaneous ones are admitted first come,
-		// first served, queueing.FiniteAdmitGapMs apart.
-		at = math.Max(at, last+queueing.FiniteAdmitGapMs)
-		last = at
+		at = adm.At(at)
 		isl, osl, err := fl.draw(created)
 		if err != nil && drawErr == nil {
 			drawErr = err

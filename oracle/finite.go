@@ -55,12 +55,9 @@ func (s *Sim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*Result, error)
 	s.gen = make([]int32, 0, fl.Requests)
 	sent := make([]int, fl.Clients)
 	var drawErr error
-	last := math.Inf(-1)
+	var adm queueing.FiniteAdmission // sends are made in time order
 	spawn := func(c int, at float64) {
-		// The frontend admits simultaneous sends first come, first served
-		// (queueing.FiniteAdmitGapMs); sends are made in time order.
-		at = math.Max(at, last+queueing.FiniteAdmitGapMs)
-		last = at
+		at = adm.At(at)
 		isl, osl, err := fl.draw(len(s.reqs))
 		if err != nil {
 			if drawErr == nil {

@@ -57,6 +57,24 @@ type FiniteRun struct {
 // falls inside the gap.
 const FiniteAdmitGapMs = 1e-3
 
+// FiniteAdmission spaces the sends of one benchmark run as the frontend admits
+// them (FiniteAdmitGapMs): sends are made in time order, and one made at t
+// reaches the scheduler at max(t, the previous one's + FiniteAdmitGapMs). The
+// zero value is ready. The calendar, the tandem and both DES drivers share it.
+type FiniteAdmission struct {
+	last float64
+	used bool
+}
+
+// At returns when a send made at t reaches the scheduler.
+func (a *FiniteAdmission) At(t float64) float64 {
+	if a.used {
+		t = math.Max(t, a.last+FiniteAdmitGapMs)
+	}
+	a.last, a.used = t, true
+	return t
+}
+
 // maxFiniteRequests bounds FiniteRun.Requests (the work guard bounds passes).
 const maxFiniteRequests = 1 << 18
 
@@ -122,13 +140,9 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 	s.maxPasses = N*perReq + 64
 	// Arrivals are created in time order (the burst, then completions in time
 	// order plus a constant delay): admit them first come, first served.
-	last := math.Inf(-1)
-	admit := func(at float64) float64 {
-		last = math.Max(at, last+FiniteAdmitGapMs)
-		return last
-	}
+	var adm FiniteAdmission
 	for slot := 0; slot < C; slot++ {
-		ri := s.newReq(&w, slot, 0, admit(stage))
+		ri := s.newReq(&w, slot, 0, adm.At(stage))
 		s.reqs[ri].transient, s.reqs[ri].steady, s.reqs[ri].bucket = true, true, 0
 	}
 	done := 0
@@ -138,7 +152,7 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 			return
 		}
 		r := s.reqs[ri]
-		nri := s.newReq(&w, r.slot, r.gen+1, admit(now+delay))
+		nri := s.newReq(&w, r.slot, r.gen+1, adm.At(now+delay))
 		s.reqs[nri].steady, s.reqs[nri].bucket = true, 0
 	}
 	if err := s.run(ctx, func() bool { return done == N }); err != nil {

@@ -2,6 +2,7 @@ package queueing
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/aicdb/aicdb/engine"
@@ -121,6 +122,20 @@ func TestFiniteErrors(t *testing.T) {
 		_, err := QuantitativeFinite(context.Background(), c.w, e, tm, Options{}, c.f)
 		if err == nil || !IsInputError(err) || err.Error() != c.want {
 			t.Errorf("%+v: %v, want input error %q", c.f, err, c.want)
+		}
+	}
+}
+
+// TestFiniteAdmission: sends made together reach the scheduler FiniteAdmitGapMs
+// apart, first come first served; a send after the previous one's admission plus
+// the gap keeps its own instant.
+func TestFiniteAdmission(t *testing.T) {
+	var a FiniteAdmission
+	got := []float64{a.At(5), a.At(5), a.At(5), a.At(7), a.At(7)}
+	want := []float64{5, 5 + FiniteAdmitGapMs, 5 + 2*FiniteAdmitGapMs, 7, 7 + FiniteAdmitGapMs}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("admissions %v, want %v", got, want)
 		}
 	}
 }
