@@ -85,6 +85,12 @@ type Traits struct {
 	// (the SGLang overlap scheduler, §3.2); vLLM and TRT-LLM anticipate the length
 	// stop and schedule it no more (V-R12).
 	FinishedRunsAgain bool
+	// FinalFreesSeat: with Overlap, a running request whose final token is in
+	// flight is skipped before the running cap is counted, so its seat takes a
+	// waiting request in the same schedule (TRT-LLM's noScheduleAfterState,
+	// GENERATION_TO_COMPLETE, T-R1); vLLM and SGLang keep it running until its
+	// outputs are processed (V-R12, §3.2).
+	FinalFreesSeat bool
 }
 
 // calendars is the registry in its fixed order (the order of Backends and of

@@ -90,7 +90,7 @@ func (trtllm) SetSeatCap(s *Spec, n int) { s.MaxBatchSize = n }
 func (trtllm) Traits(s Spec) Traits {
 	perPass := s.CapacityPolicy == PolicyMaxUtilization
 	return Traits{Overlap: true, PerPassKV: perPass, AdmissionReservesKV: !perPass, SharedBudget: true,
-		BudgetsCachedPrefix: true, BlockAlignedChunks: true}
+		BudgetsCachedPrefix: true, BlockAlignedChunks: true, FinalFreesSeat: true}
 }
 
 // sglang is the SGLang scheduler (SCHEDULERS.md §3, S-R1..S-R6).

@@ -166,8 +166,8 @@ func TestTraits(t *testing.T) {
 		want Traits
 	}{
 		{"vllm", v, Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true, DecodeRecomputesFirstToken: true}},
-		{"trtllm no-evict", tr, Traits{Overlap: true, AdmissionReservesKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true}},
-		{"trtllm max-util", trMax, Traits{Overlap: true, PerPassKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true}},
+		{"trtllm no-evict", tr, Traits{Overlap: true, AdmissionReservesKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true, FinalFreesSeat: true}},
+		{"trtllm max-util", trMax, Traits{Overlap: true, PerPassKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true, FinalFreesSeat: true}},
 		{"sglang mixed", sg, Traits{Overlap: true, FinishedRunsAgain: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
 		{"sglang alternating", sgAlt, Traits{Overlap: true, FinishedRunsAgain: true, Alternating: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
 		{"unknown", Spec{Backend: "tgi"}, Traits{}},

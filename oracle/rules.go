@@ -31,6 +31,9 @@ type engineRules interface {
 	reserved(s *Sim, r *req)
 	// landRemote admits a landed request ri at a pass boundary (V-D4, T-D4, S-R2).
 	landRemote(s *Sim, ri int32)
+	// idle runs when the engine loop has no batch to run and none in flight
+	// (SGLang's on_idle, §3.2); a no-op elsewhere.
+	idle(s *Sim)
 }
 
 // vllmRules: vLLM V1 (V-R*, V-D*).
@@ -56,6 +59,10 @@ func rulesFor(b engine.Backend) engineRules {
 	}
 	return nil
 }
+
+func (vllmRules) idle(*Sim)     {}
+func (trtRules) idle(*Sim)      {}
+func (sglangRules) idle(s *Sim) { s.sglOnIdle() }
 
 func (vllmRules) init(*Sim) {}
 func (trtRules) init(*Sim)  {}

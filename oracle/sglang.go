@@ -54,6 +54,10 @@ type sglState struct {
 // sglReserve is min(max_new − out, 4096): the output tokens a request may still need.
 func sglReserve(r *req) int { return min(r.maxTokens-r.g, sglClipMaxNew) }
 
+// sglOnIdle is SGLang's on_idle: an event-loop iteration with no batch to run and
+// none in flight resets new_token_ratio to its initial value (S-R5, §3.2).
+func (s *Sim) sglOnIdle() { s.sgl.ratio = sglInitRatio }
+
 // scheduleSGLang forms one pass: a prefill (extend) batch if one can be formed, else a
 // decode step over the running batch (S-R3).
 func (s *Sim) scheduleSGLang(pb *passBuf) {
@@ -64,8 +68,8 @@ func (s *Sim) scheduleSGLang(pb *passBuf) {
 		return
 	}
 	if len(s.running) == 0 {
-		if s.qlen <= 1 { // nothing else in flight (pushPass counted this pass): on_idle
-			s.sgl.ratio = sglInitRatio
+		if s.qlen <= 1 { // nothing else in flight (pushPass counted this pass)
+			s.sglOnIdle()
 		}
 		return
 	}

@@ -1,10 +1,6 @@
 package oracle
 
-import (
-	"math"
-
-	"github.com/aicdb/aicdb/engine"
-)
+import "math"
 
 // stepState is the engine loop's state between iterations, so the loop can be
 // driven by Run or by an outside clock (Step).
@@ -40,7 +36,7 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 			}
 			did = true
 		} else if s.qlen == 0 {
-			s.onIdle()
+			s.rules.idle(s)
 			if len(s.arrivals) == 0 {
 				return false, nil
 			}
@@ -76,15 +72,6 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 		return false, errNoCompletion(s)
 	}
 	return true, nil
-}
-
-// onIdle is what an engine loop does when it has nothing to schedule and
-// nothing in flight: SGLang's loop runs on_idle every idle iteration, which
-// resets new_token_ratio to its initial value (S-R5, SCHEDULERS.md §3.2).
-func (s *Sim) onIdle() {
-	if s.eng.Backend == engine.SGLang {
-		s.sgl.ratio = sglInitRatio
-	}
 }
 
 // NextEventMs returns when the engine next acts on its own: now when it can

@@ -383,15 +383,12 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 }
 
 // seatsTaken is the number of running requests that hold a seat of the running
-// cap at this schedule. TensorRT-LLM's capacity scheduler skips a request whose
-// final token is in flight (the overlap executor's noScheduleAfterState,
-// GENERATION_TO_COMPLETE) before it counts max_num_requests (T-R1), so that seat
-// takes the next request in the same schedule; the other engines count every
-// running request until its outputs are processed (V-R12; SGLang's running batch
-// keeps it, §3.2).
+// cap at this schedule: all of them, less — on an engine whose final token frees
+// its seat (engine.Traits.FinalFreesSeat, TRT-LLM T-R1) under overlap — those
+// whose final token is in flight.
 func (s *sim) seatsTaken() int {
 	n := len(s.running)
-	if s.e.Backend != engine.TRTLLM || !s.e.AsyncScheduling || s.waitingLen() == 0 {
+	if !s.e.AsyncScheduling || s.waitingLen() == 0 || !s.e.Traits().FinalFreesSeat {
 		return n
 	}
 	for _, ri := range s.running {
