@@ -140,6 +140,19 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 	return nil
 }
 
+// RecordProfileEngines records on p the engines profile deploys for it, exactly
+// as a sweep's row records them (resolveEngines, no config file): for a
+// disaggregated point, the prefill and decode pools' engines at their per-worker
+// batches. gpuMem is one GPU's memory (0 = not known).
+func RecordProfileEngines(profile string, p *store.PointInputs, gpuMem float64) error {
+	pts := []store.PointInputs{*p}
+	if err := resolveEngines(SweepSpec{EngineProfile: profile}, pts, gpuMem); err != nil {
+		return err
+	}
+	*p = pts[0]
+	return nil
+}
+
 // wholePromptFits refuses, before anything is evaluated, a point whose
 // prefilling engine (agg: the engine; disagg: the prefill pool's) runs chunked
 // prefill off with a budget below the point's prompt: the engine cannot

@@ -314,39 +314,22 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 }
 
 // deployedPools records on a disaggregated point the engines its pools were
-// deployed with under the resolver's profile, as a sweep's disaggregated row
-// records them (the profile's prefill and decode roles at each pool's per-worker
-// batch × pp; aiconfigurator's generator: a prefill worker's budget isl + 1500
-// and its running cap p_batch, TensorRT-LLM's prefill overlap off, a decode
-// worker's budget its batch, SGLang's mixed chunk off). Under the defaults
-// profile the point keeps the original rule (the backends' defaults capped at
-// each pool's batch), as a sweep's defaults rows do.
+// deployed with under the resolver's profile, through the sweep's own rule
+// (refine.RecordProfileEngines: the profile's prefill and decode roles at each
+// pool's per-worker batch × pp; aiconfigurator's generator: a prefill worker's
+// budget isl + 1500 and its running cap p_batch, TensorRT-LLM's prefill overlap
+// off, a decode worker's budget its batch, SGLang's mixed chunk off). Under the
+// defaults profile the point keeps the original rule (the backends' defaults
+// capped at each pool's batch), as a sweep's defaults rows do.
 func (r *Resolver) deployedPools(t *Target) {
 	if r.Profile == ProfileDefaults {
 		return
 	}
-	in := &t.In
-	role := func(role string, batch int) (engine.Spec, error) {
-		return queueing.ProfileEngine(r.Profile, queueing.ProfileInput{Backend: in.Backend, Version: in.Version, Role: role,
-			Batch: batch, ISL: in.ISL, OSL: in.OSL, GPUMemBytes: r.gpuMem[in.System]})
-	}
-	pe, err := role(queueing.RolePrefill, in.PBatch*max(in.PPP, 1))
-	if err != nil {
-		t.Reason = "engine profile: prefill pool: " + oneLine(err.Error())
-		return
-	}
-	de, err := role(queueing.RoleDecode, in.DBatch*max(in.DPP, 1))
-	if err != nil {
-		t.Reason = "engine profile: decode pool: " + oneLine(err.Error())
-		return
-	}
-	js, err := engineconf.Resolved{Profile: r.Profile, Prefill: &pe, Decode: &de}.Encode()
-	if err != nil {
+	if err := refine.RecordProfileEngines(r.Profile, &t.In, r.gpuMem[t.In.System]); err != nil {
 		t.Reason = "engine profile: " + oneLine(err.Error())
 		return
 	}
-	in.Engine, in.EngineProfile = js, r.Profile
-	if err := in.Validate(); err != nil {
+	if err := t.In.Validate(); err != nil {
 		t.Reason = err.Error()
 	}
 }
