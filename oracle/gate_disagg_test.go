@@ -12,15 +12,7 @@ import (
 // tier (disagg.Quantitative) against the disaggregated DES over the families of
 // gate.DisaggFamilies with identical timing, under the agg tolerances.
 func TestGateDisagg(t *testing.T) {
-	rows := gate.RunDisagg(context.Background(), gate.DisaggFamilies())
-	var b strings.Builder
-	if err := gate.WriteDisaggTable(&b, rows); err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + b.String())
-	if err := gate.DisaggVerdict(rows); err != nil {
-		t.Error(err)
-	}
+	requireDisaggGate(t, gate.RunDisagg(context.Background(), gate.DisaggFamilies()))
 }
 
 // TestDisaggNonMonotone: the prefill-hold coupling curve in the DES — raising the
@@ -50,7 +42,12 @@ func TestDisaggNonMonotone(t *testing.T) {
 // against the DES's (DisaggSim.RunFiniteLoop) over gate.DisaggFiniteFamilies,
 // under the agg tolerances.
 func TestGateDisaggFinite(t *testing.T) {
-	rows := gate.RunDisaggFinite(context.Background(), gate.DisaggFiniteFamilies())
+	requireDisaggGate(t, gate.RunDisaggFinite(context.Background(), gate.DisaggFiniteFamilies()))
+}
+
+// requireDisaggGate logs a disaggregated gate's table and fails t on its verdict.
+func requireDisaggGate(t *testing.T, rows []gate.DisaggRow) {
+	t.Helper()
 	var b strings.Builder
 	if err := gate.WriteDisaggTable(&b, rows); err != nil {
 		t.Fatal(err)

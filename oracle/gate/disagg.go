@@ -51,19 +51,24 @@ type DisaggRow struct {
 // the transient being the burst's generation 0; open loop, the W1 stream, requests
 // from n/10 on.
 func RunDisaggFamily(ctx context.Context, f DisaggFamily) DisaggRow {
-	row := DisaggRow{Family: f}
 	rep, err := disagg.Quantitative(ctx, f.Spec, f.Config, disagg.Options{})
-	if err != nil {
+	return disaggRow(f, rep, err, func() (Metrics, DisaggExtra, error) { return RunDisaggOracle(ctx, f) })
+}
+
+// disaggRow completes the row of family f from the tandem's report (or its error)
+// and the DES run by oracle: both sides' metrics, then their residuals.
+func disaggRow(f DisaggFamily, rep *disagg.Report, err error, oracle func() (Metrics, DisaggExtra, error)) DisaggRow {
+	row := DisaggRow{Family: f}
+	switch {
+	case err != nil:
 		row.Err = fmt.Errorf("model: %w", err)
 		return row
-	}
-	if rep.Unstable {
+	case rep.Unstable:
 		row.Err = fmt.Errorf("model: unstable: %s", rep.UnstableReason)
 		return row
 	}
 	row.Model, row.ModelX = tandemMetrics(rep)
-	row.Oracle, row.OracleX, err = RunDisaggOracle(ctx, f)
-	if err != nil {
+	if row.Oracle, row.OracleX, err = oracle(); err != nil {
 		row.Err = fmt.Errorf("oracle: %w", err)
 		return row
 	}

@@ -60,20 +60,8 @@ func DisaggFiniteFamilies() []DisaggFiniteFamily {
 // DES's, both measured over every request of the run (generation 0 the
 // transient, throughput N over the span from 0 to the last completion).
 func RunDisaggFiniteFamily(ctx context.Context, f DisaggFiniteFamily) DisaggRow {
-	row := DisaggRow{Family: f.DisaggFamily}
 	rep, err := disagg.QuantitativeFinite(ctx, f.Spec, f.Config, f.Run, f.ClientRTTMs)
-	if err != nil {
-		row.Err = fmt.Errorf("model: %w", err)
-		return row
-	}
-	row.Model, row.ModelX = tandemMetrics(rep)
-	row.Oracle, row.OracleX, err = runDisaggFiniteOracle(ctx, f)
-	if err != nil {
-		row.Err = fmt.Errorf("oracle: %w", err)
-		return row
-	}
-	row.Resid, row.Failures = compare(row.Model.values(), row.Oracle.values(), tolerances, metricNames)
-	return row
+	return disaggRow(f.DisaggFamily, rep, err, func() (Metrics, DisaggExtra, error) { return runDisaggFiniteOracle(ctx, f) })
 }
 
 func runDisaggFiniteOracle(ctx context.Context, f DisaggFiniteFamily) (Metrics, DisaggExtra, error) {
