@@ -14,11 +14,11 @@ import (
 // (disagg.QuantitativeFinite, the whole deployment). The stored columns mean the
 // same statistics over the run's requests.
 func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	if in.Mode == store.ModeDisagg {
+		return p.quantitativeDisagg(ctx, in, adj, &run) // disaggSetup validates adj
+	}
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err
-	}
-	if in.Mode == store.ModeDisagg {
-		return p.quantitativeDisagg(ctx, in, adj, &run)
 	}
 	w, e, tm, _, k, err := p.setup(ctx, in, adj)
 	if err != nil {
