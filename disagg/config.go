@@ -26,7 +26,8 @@ type Pool struct {
 	// engine's own limit (the per-worker batch of the deployment).
 	BatchCap int
 	// InFlightCap (prefill only) is κ: requests admitted by a prefill worker and not
-	// yet pulled (0 = no cap beyond BatchCap and the engine's).
+	// yet pulled (0 = no cap beyond BatchCap and the engine's). An engine with
+	// handoff buffers of its own lowers it (SGLang: 2 per running slot, S-D1).
 	InFlightCap int
 	// KVCapacityTokens (decode only) is each worker's KV pool in tokens (0 =
 	// unbounded): pull transfers reserve room in it before they start.
@@ -62,7 +63,8 @@ type Config struct {
 	// HandoffInTTFT makes the first token visible only after the KV transfer
 	// (frontends that attach on decode, TRT-LLM native disagg). Default: the
 	// prefill worker's first token is the TTFT and the handoff lands in the first
-	// ITL gap.
+	// ITL gap. An SGLang decode pool always shows the first token from the decode
+	// server, at the start of the request's first decode pass (S-D4).
 	HandoffInTTFT bool
 }
 
@@ -154,6 +156,23 @@ func (c *Config) Validate(w workload.Spec) error {
 		}
 	}
 	return nil
+}
+
+// seats is the running cap of one of p's workers: its engine's, lowered by
+// BatchCap.
+func (p *Pool) seats() int {
+	n := p.Engine.SeatCap()
+	if p.BatchCap > 0 {
+		n = min(n, p.BatchCap)
+	}
+	return n
+}
+
+// prefillKappa is κ of each prefill worker: the pool's InFlightCap lowered to
+// the engine's own handoff buffers for its running cap (SGLang's metadata
+// buffers, S-D1); 0 = no cap.
+func (c *Config) prefillKappa() int {
+	return engine.PrefillInFlightCap(c.Prefill.Engine, c.Prefill.seats(), c.Prefill.InFlightCap)
 }
 
 // reserveTokens is the decode KV a pull reserves to completion on a decode worker

@@ -125,14 +125,12 @@ func engineBudget(e engine.Spec) int {
 	return 0
 }
 
-// seqCapOf is the running-request cap of a pool's worker.
-func seqCapOf(p Pool) int {
-	n := p.Engine.SeatCap()
-	if p.BatchCap > 0 {
-		n = min(n, p.BatchCap)
-	}
-	if p.InFlightCap > 0 {
-		n = min(n, p.InFlightCap)
+// seqCapOf is the running-request cap of a pool's worker (κ given: the prefill
+// pool's, Config.prefillKappa; 0 for the decode pool).
+func seqCapOf(p Pool, kappa int) int {
+	n := p.seats()
+	if kappa > 0 {
+		n = min(n, kappa)
 	}
 	return max(n, 1)
 }
@@ -185,8 +183,8 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	kP := seqCapOf(c.Prefill)
-	capD := seqCapOf(c.Decode)
+	kP := seqCapOf(c.Prefill, c.prefillKappa())
+	capD := seqCapOf(c.Decode, 0)
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
 		capD = max(1, min(capD, c.decodeKVTokens()/c.reserveTokens(isl, osl)))
 	}
@@ -462,7 +460,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 	if !ok || g < 1 {
 		return 0, false, nil
 	}
-	K := seqCapOf(c.Prefill)
+	K := seqCapOf(c.Prefill, c.prefillKappa())
 	tauP, err := s.worstPrefillPass(c.Prefill.Timing, isl, min(K, C), tokMax) // ≤ C prompts exist
 	if err != nil {
 		return 0, false, err
@@ -514,7 +512,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 		tx := float64(isl) * c.KVBytesPerToken * float64(max(egress, ingress)) / capMin
 		wait := 0.0
 		if !c.Push && kv > 0 {
-			bD := seqCapOf(c.Decode)
+			bD := seqCapOf(c.Decode, 0)
 			rows := min(bD, onD)
 			de := c.Decode.Engine
 			if de.Traits().SharedBudget && rows > de.TokenBudget() {
@@ -553,8 +551,30 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 		if !c.Push && C > K {
 			hi += float64(C-K) * (wait + tx)
 		}
-		if c.HandoffInTTFT {
+		fromDecode := c.Decode.Engine.Traits().FirstTokenFromDecode
+		if c.HandoffInTTFT || fromDecode {
 			hi += wait + tx
+		}
+		if fromDecode {
+			// S-D4: the first token is visible when the decode worker admits the
+			// landed request: FIFO for a seat of bD (S-R2), ≤ C − 1 requests ahead.
+			// Every running request gains a token per pass (SGLang's decode rows
+			// take no budget), so each ⌊(C − 1)/bD⌋ round frees its seats within
+			// osl − 1 passes, + 1 with the overlap scheduler (a request finishing
+			// in the pass in flight keeps its seat, §3.2); then the request joins
+			// the pass after the one in flight (two with the overlap scheduler:
+			// the next one was formed when that one launched). Passes of ≤
+			// min(bD, C) rows at context isl + osl.
+			bD := seqCapOf(c.Decode, 0)
+			tauD, err := s.decodeMs(c, min(bD, C), need)
+			if err != nil {
+				return 0, false, err
+			}
+			async := 0
+			if c.Decode.Engine.AsyncScheduling {
+				async = 1
+			}
+			hi += float64((C-1)/bD*(osl-1+async)+1+async) * tauD
 		}
 	}
 	return hi, finite(hi), nil

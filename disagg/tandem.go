@@ -213,7 +213,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	nP, nD := c.Prefill.Workers, c.Decode.Workers
 	t.fab.caps = c.linkCaps()
 	for i := 0; i < nP; i++ {
-		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, queueing.KernelOptions{SeqCap: c.Prefill.BatchCap, InFlightCap: c.Prefill.InFlightCap, Hold: !c.Push, Prefill: true})
+		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, queueing.KernelOptions{SeqCap: c.Prefill.BatchCap, InFlightCap: c.prefillKappa(), Hold: !c.Push, Prefill: true})
 		if err != nil {
 			return nil, fmt.Errorf("prefill engine: %w", err)
 		}
@@ -253,6 +253,15 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 			}
 		}
 		k.OnFinish = func(id int, at float64) { t.complete(t.dIDs[wi][id], at) }
+		if c.Decode.Engine.Traits().FirstTokenFromDecode {
+			// S-D4: the decode server streams the first token when the landed
+			// request joins its running batch, at the start of its first pass.
+			k.OnEntry = func(id int, start float64) {
+				if r := &t.reqs[t.dIDs[wi][id]]; r.visible < 0 {
+					r.visible = start
+				}
+			}
+		}
 		t.dec = append(t.dec, k)
 	}
 	t.dIDs = make([][]int, nD)
@@ -339,7 +348,8 @@ func (t *tandem) prefilled(ri int, now float64) {
 // KV − staged, none while a preempted request heads the waiting queue (V-R3); the
 // running decodes then grow by blocks and preempt by recompute (V-R6). TRT-LLM
 // reserves the request's final KV (isl + osl, in whole blocks) to completion
-// (T-D3); SGLang is charged the same (its prealloc queue is not modelled).
+// (T-D3); SGLang is charged the same (its DecodePreallocQueue, S-D2, is not
+// modelled: SCHEDULERS.md §3.9).
 func (t *tandem) pull(d int, now float64) {
 	capKV := t.c.decodeKVTokens()
 	k := t.dec[d]
@@ -386,9 +396,12 @@ func (t *tandem) startFlow(ri int, now float64) {
 func (t *tandem) landed(ri int, now float64) {
 	r := &t.reqs[ri]
 	r.xEnd = now
-	if t.c.HandoffInTTFT {
+	switch {
+	case t.c.Decode.Engine.Traits().FirstTokenFromDecode:
+		r.visible = -1 // set when the decode worker admits it (S-D4)
+	case t.c.HandoffInTTFT:
 		r.visible = now
-	} else {
+	default:
 		r.visible = r.first
 	}
 	if r.steady {

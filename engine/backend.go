@@ -91,6 +91,29 @@ type Traits struct {
 	// GENERATION_TO_COMPLETE, T-R1); vLLM and SGLang keep it running until its
 	// outputs are processed (V-R12, §3.2).
 	FinalFreesSeat bool
+	// PrefillBuffersPerSeat: a disaggregated prefill server admits a request
+	// into its waiting queue only with a free handoff buffer and returns it when
+	// the request's KV send completes; it has this many buffers per running slot
+	// (SGLang's metadata buffers, 2 × max_running_requests, S-D1). 0: the engine
+	// has no such cap (vLLM, TensorRT-LLM).
+	PrefillBuffersPerSeat int
+	// FirstTokenFromDecode: in disaggregated serving the client receives the
+	// first token from the decode server, when the landed request joins the
+	// decode running batch, i.e. at the start of its first decode pass (SGLang's
+	// prebuilt batch, S-D4); otherwise the prefill worker's first token reaches
+	// the client when it is sampled (vLLM V-P2, TensorRT-LLM T-D1).
+	FirstTokenFromDecode bool
+}
+
+// PrefillInFlightCap returns κ of a disaggregated prefill worker of engine s
+// whose running cap is seats: the deployment's cap (0 = none) lowered to the
+// engine's own handoff buffers (Traits.PrefillBuffersPerSeat × seats, S-D1).
+// 0 means no cap.
+func PrefillInFlightCap(s Spec, seats, deployed int) int {
+	if n := s.Traits().PrefillBuffersPerSeat * seats; n > 0 && (deployed <= 0 || n < deployed) {
+		return n
+	}
+	return deployed
 }
 
 // calendars is the registry in its fixed order (the order of Backends and of

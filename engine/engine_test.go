@@ -168,8 +168,8 @@ func TestTraits(t *testing.T) {
 		{"vllm", v, Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true, DecodeRecomputesFirstToken: true}},
 		{"trtllm no-evict", tr, Traits{Overlap: true, AdmissionReservesKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true, FinalFreesSeat: true}},
 		{"trtllm max-util", trMax, Traits{Overlap: true, PerPassKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true, FinalFreesSeat: true}},
-		{"sglang mixed", sg, Traits{Overlap: true, FinishedRunsAgain: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
-		{"sglang alternating", sgAlt, Traits{Overlap: true, FinishedRunsAgain: true, Alternating: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true}},
+		{"sglang mixed", sg, Traits{Overlap: true, FinishedRunsAgain: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true, PrefillBuffersPerSeat: 2, FirstTokenFromDecode: true}},
+		{"sglang alternating", sgAlt, Traits{Overlap: true, FinishedRunsAgain: true, Alternating: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true, PrefillBuffersPerSeat: 2, FirstTokenFromDecode: true}},
 		{"unknown", Spec{Backend: "tgi"}, Traits{}},
 	} {
 		if got := c.s.Traits(); got != c.want {
@@ -189,6 +189,29 @@ func TestSGLangChunkedPrefillSize(t *testing.T) {
 		{60 * gib, 8192}, {80 * gib, 8192}, {160 * gib, 16384}, {192 * gib, 16384}} {
 		if got := SGLangChunkedPrefillSize(tc.mem); got != tc.want {
 			t.Errorf("SGLangChunkedPrefillSize(%g GiB) = %d, want %d", tc.mem/gib, got, tc.want)
+		}
+	}
+}
+
+// TestPrefillInFlightCap: SGLang's prefill server has two handoff buffers per
+// running slot (S-D1) and lowers a looser deployed κ to them; engines without
+// buffers keep the deployed κ (0 = none).
+func TestPrefillInFlightCap(t *testing.T) {
+	sg := Spec{Backend: SGLang}
+	vl := Spec{Backend: VLLM}
+	for _, c := range []struct {
+		name                  string
+		s                     Spec
+		seats, deployed, want int
+	}{
+		{"sglang, no deployed cap", sg, 4, 0, 8},
+		{"sglang, looser deployed cap", sg, 4, 20, 8},
+		{"sglang, tighter deployed cap", sg, 4, 3, 3},
+		{"vllm, none", vl, 4, 0, 0},
+		{"vllm, deployed", vl, 4, 5, 5},
+	} {
+		if got := PrefillInFlightCap(c.s, c.seats, c.deployed); got != c.want {
+			t.Errorf("%s: PrefillInFlightCap(%d, %d) = %d, want %d", c.name, c.seats, c.deployed, got, c.want)
 		}
 	}
 }

@@ -31,7 +31,8 @@ type DisaggPool struct {
 	GPUsPerWorker int
 	// InFlightCap (prefill only) is κ: requests routed to a prefill worker and not
 	// yet handed off (pulled, or sent by a push connector); the rest wait in front of
-	// the worker in arrival order. 0: no cap.
+	// the worker in arrival order. 0: no cap. An engine with handoff buffers of
+	// its own lowers it (SGLang: 2 per running slot, S-D1).
 	InFlightCap int
 }
 
@@ -62,7 +63,9 @@ type DisaggConfig struct {
 	// V-P3 / T-D1).
 	Push bool
 	// HandoffInTTFT makes the first token visible when the KV has landed (frontends
-	// that attach on decode); default: when the prefill worker emits it.
+	// that attach on decode); default: when the prefill worker emits it. An SGLang
+	// decode pool always shows it from the decode server, at the start of the
+	// request's first decode pass (S-D4).
 	HandoffInTTFT bool
 	// Progress, if set, is called where a run polls its context (every 1,024
 	// events) with the requests finished and the requests of the run (a trace's
@@ -165,8 +168,11 @@ type DisaggSim struct {
 	kq       [][]int32 // per prefill worker: requests waiting for κ (FIFO)
 	kqHead   []int
 	inflight []int
-	nextP    int
-	nextD    int
+	// kappa is κ of each prefill worker: InFlightCap lowered to the engine's
+	// own handoff buffers (SGLang's metadata buffers, S-D1); 0 = none.
+	kappa int
+	nextP int
+	nextD int
 
 	arr    []darr // future arrivals, sorted by time then creation
 	onDone func(ri int32, t float64)
@@ -190,7 +196,7 @@ func NewDisagg(c DisaggConfig) (*DisaggSim, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	d := &DisaggSim{c: c}
+	d := &DisaggSim{c: c, kappa: engine.PrefillInFlightCap(c.Prefill.Engine, c.Prefill.Engine.SeatCap(), c.Prefill.InFlightCap)}
 	for i := 0; i < c.Prefill.Workers; i++ {
 		s, err := newDisSim(c.Prefill.Engine, c.Prefill.Timing, true)
 		if err != nil {
@@ -255,7 +261,7 @@ func (d *DisaggSim) submit(ri int32, t float64) {
 	p := d.nextP
 	d.nextP = (d.nextP + 1) % len(d.pre)
 	d.recs[ri].PrefillWorker = p
-	if k := d.c.Prefill.InFlightCap; k > 0 && d.inflight[p] >= k {
+	if k := d.kappa; k > 0 && d.inflight[p] >= k {
 		d.kq[p] = append(d.kq[p], ri)
 		return
 	}
@@ -348,8 +354,8 @@ func (d *DisaggSim) landed(ri int32, t float64) {
 	r := &d.recs[ri]
 	r.XferEndMs = t
 	r.VisibleMs = r.FirstTokenMs
-	if d.c.HandoffInTTFT {
-		r.VisibleMs = t
+	if d.c.HandoffInTTFT || d.c.Decode.Engine.Traits().FirstTokenFromDecode {
+		r.VisibleMs = t // S-D4: until the decode worker admits it (result)
 	}
 	d.pre[r.PrefillWorker].releaseHeld(d.st[ri].pid, t) // V-P3 finished_sending, T-D1
 	q := r.DecodeWorker
@@ -595,7 +601,13 @@ func (d *DisaggSim) result() *DisaggResult {
 		if !r.Done || r.DecodeWorker < 0 {
 			continue
 		}
-		dr := &d.dec[r.DecodeWorker].reqs[d.st[ri].did]
+		dec := d.dec[r.DecodeWorker]
+		if d.c.Decode.Engine.Traits().FirstTokenFromDecode {
+			// S-D4: the decode server streams the first token when the landed
+			// request joins its running batch, at the start of its first pass.
+			r.VisibleMs = dec.dis.firstStart[d.st[ri].did]
+		}
+		dr := &dec.reqs[d.st[ri].did]
 		r.TokenTimesMs = make([]float64, 0, len(dr.tokTimes)+1)
 		r.TokenTimesMs = append(r.TokenTimesMs, r.VisibleMs)
 		r.TokenTimesMs = append(r.TokenTimesMs, dr.tokTimes...)

@@ -82,16 +82,16 @@ func (s *Sim) releaseHeld(ri int32, t float64) {
 	s.dis.held--
 	s.dis.blocked = false
 	// SGLang: freed KV clears batch_is_full as a finishing request does (S-R2);
-	// the prefill server's bootstrap/inflight queues are not studied (SCHEDULERS.md
-	// §9), and without this a NO_TOKEN stop would never be retried.
+	// the send's completion returns the KV of the inflight queue (S-D3), and
+	// without this a NO_TOKEN stop would never be retried.
 	s.sgl.batchFull = false
 }
 
 // remoteNeed returns the blocks a decode-side request of prompt p and maxTokens
 // outputs must find before its pull starts: vLLM allocates the whole prompt's blocks
 // (V-D2), TRT-LLM reserves blocks to completion (T-D3), SGLang preallocates the
-// prompt (its DecodePreallocQueue is not studied, SCHEDULERS.md §9: the prompt's
-// pages, as vLLM).
+// prompt's pages (S-D2; its admission test and its timing, before the prefill,
+// are not modelled: the pull rule's, when the prompt completes).
 func (s *Sim) remoteNeed(p, maxTokens int) int { return s.rules.remoteNeed(s, p, maxTokens) }
 
 // remoteAvail returns the blocks a new pull can take: the free blocks, less (for

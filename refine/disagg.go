@@ -238,27 +238,30 @@ var modelFingerprint = sync.OnceValue(func() string {
 	h.Write([]byte(queueingFingerprint()))
 	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
 	h.Write([]byte("disaggSetup v6: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools; kernels hold back a replacement tying a pass start;"))
-	e, err := engine.Defaults(engine.VLLM, "")
-	if err != nil {
-		fmt.Fprintf(h, "%v;", err)
-	}
 	t := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}
-	c := disagg.Config{Prefill: disagg.Pool{Engine: e, Timing: t, Workers: 2}, Decode: disagg.Pool{Engine: e, Timing: t, Workers: 1, KVCapacityTokens: 8 * 2112},
-		Fabric: disagg.Fabric{InterNodeGBps: 5}, KVBytesPerToken: 1e5}
 	w := workload.Spec{ISL: 2048, OSL: 64, Concurrency: 8}
-	for _, eval := range []func() (*disagg.Report, error){
-		func() (*disagg.Report, error) { return disagg.Screening(w, c) },
-		func() (*disagg.Report, error) {
-			return disagg.Quantitative(context.Background(), w, c, disagg.Options{})
-		},
-	} {
-		r, err := eval()
+	// Each backend's own disaggregated rules (vLLM V-D4, SGLang S-D1/S-D4) are probed.
+	for _, b := range []engine.Backend{engine.VLLM, engine.SGLang} {
+		e, err := engine.Defaults(b, "")
 		if err != nil {
 			fmt.Fprintf(h, "%v;", err)
-			continue
 		}
-		b, _ := json.Marshal(r.Columns(1)) // map keys are sorted: stable
-		h.Write(b)
+		c := disagg.Config{Prefill: disagg.Pool{Engine: e, Timing: t, Workers: 2}, Decode: disagg.Pool{Engine: e, Timing: t, Workers: 1, KVCapacityTokens: 8 * 2112},
+			Fabric: disagg.Fabric{InterNodeGBps: 5}, KVBytesPerToken: 1e5}
+		for _, eval := range []func() (*disagg.Report, error){
+			func() (*disagg.Report, error) { return disagg.Screening(w, c) },
+			func() (*disagg.Report, error) {
+				return disagg.Quantitative(context.Background(), w, c, disagg.Options{})
+			},
+		} {
+			r, err := eval()
+			if err != nil {
+				fmt.Fprintf(h, "%v;", err)
+				continue
+			}
+			b, _ := json.Marshal(r.Columns(1)) // map keys are sorted: stable
+			h.Write(b)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
 })

@@ -29,7 +29,7 @@ func evalDisaggFlags() []cli.Flag {
 		&cli.IntFlag{Name: "prefill-inflight-cap", Usage: "disagg: κ, requests a prefill worker holds until pulled (0 = none)"},
 		&cli.IntFlag{Name: "decode-kv-capacity-tokens", Usage: "disagg: KV tokens per decode worker (default: the perf database's memory budget; 0 with --timing = unbounded)"},
 		&cli.StringFlag{Name: "connector", Value: "pull", Usage: "disagg: pull (decode reserves KV, prefill holds until pulled) | push"},
-		&cli.BoolFlag{Name: "handoff-in-ttft", Usage: "disagg: first token visible only after the KV transfer (decode-attach frontends)"},
+		&cli.BoolFlag{Name: "handoff-in-ttft", Usage: "disagg: first token visible only after the KV transfer (decode-attach frontends; SGLang always streams it from the decode server, at the request's first decode pass)"},
 		&cli.Float64Flag{Name: "kv-bytes-per-token", Usage: "disagg: KV handoff bytes per prompt token per link (default: from the model with --model)"},
 		&cli.Float64Flag{Name: "inter-node-gbps", Usage: "disagg: NIC bandwidth per GPU, GB/s (default: the system's inter_node_bw)"},
 		&cli.Float64Flag{Name: "intra-node-gbps", Usage: "disagg: NVLink bandwidth per GPU, GB/s (default: the system's intra_node_bw; 0 = always the NIC)"},
