@@ -188,6 +188,10 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
 		capD = max(1, min(capD, c.decodeKVTokens()/c.reserveTokens(isl, osl)))
 	}
+	slots := 0 // S-D2: requests a decode worker holds from their preallocation on
+	if !c.Push {
+		slots = engine.DecodeSlots(c.Decode.Engine, seqCapOf(c.Decode, 0))
+	}
 	ctx := isl + max(osl/2, 1)
 	demand := math.Inf(1)
 	if closed {
@@ -208,6 +212,9 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 		dec := float64(osl-1) * tD
 		xP := nP * float64(bP) / (pB + tx)
 		xD := nD * float64(bD) / math.Max(dec+tx, 1e-9)
+		if slots > 0 { // a slot is held through the prefill as well (S-D2)
+			xD = math.Min(xD, nD*float64(slots)/math.Max(pB+tx+dec, 1e-9))
+		}
 		xF := math.Inf(1)
 		if t1 > 0 {
 			xF = math.Min(nP, nD) / t1
@@ -551,6 +558,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 		if !c.Push && C > K {
 			hi += float64(C-K) * (wait + tx)
 		}
+		hiP := hi // a request's prefill side, from its admission to its first token
 		fromDecode := c.Decode.Engine.Traits().FirstTokenFromDecode
 		if c.HandoffInTTFT || fromDecode {
 			hi += wait + tx
@@ -574,7 +582,19 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 			if c.Decode.Engine.AsyncScheduling {
 				async = 1
 			}
-			hi += float64((C-1)/bD*(osl-1+async)+1+async) * tauD
+			seat := float64((C-1)/bD*(osl-1+async)+1+async) * tauD
+			hi += seat
+			// S-D2: the request first waits for a decode slot (and its KV), FIFO:
+			// S requests hold them at once (engine.DecodeSlots; with a decode KV,
+			// no more than fitD), each from its preallocation to its finish — its
+			// prefill side, its transfer and pull wait, its seat wait and osl − 1
+			// passes — so ≤ ⌊(C − 1)/S⌋ such residences pass before its turn.
+			if S := engine.DecodeSlots(c.Decode.Engine, bD); S > 0 && !c.Push {
+				if kv > 0 {
+					S = min(S, fitD)
+				}
+				hi += float64((C-1)/S) * (hiP + wait + tx + seat + float64(osl-1)*tauD)
+			}
 		}
 	}
 	return hi, finite(hi), nil

@@ -79,3 +79,26 @@ func TestSGLangPrefillKappa(t *testing.T) {
 		t.Errorf("vLLM: κ = %d, want 0 (none)", got)
 	}
 }
+
+// TestSGLangPreallocGatesPrefill (S-D2): an SGLang decode server with a running
+// cap of 1 holds 3 requests from their preallocation to their finish, so at C 4
+// one request waits for a decode slot — some 39 decode passes of the request
+// it replaces — before its prefill starts; without a preallocation (vLLM's pull)
+// it prefills at once and waits for a decode seat after the transfer instead.
+func TestSGLangPreallocGatesPrefill(t *testing.T) {
+	w := workload.Spec{ISL: 1000, OSL: 40, Concurrency: 4}
+	c := sglConfig(t, 1, 1)
+	c.Decode.BatchCap = 1
+	if got := eval(t, w, c).PQueueMsP99; got < 39*3.1 {
+		t.Errorf("SGLang decode cap 1, C 4: prefill queueing p99 %v ms, want ≥ %v (a decode slot frees after 39 passes)", got, 39*3.1)
+	}
+	v := testConfig(t, 1, 1)
+	v.Decode.BatchCap = 1
+	if got := eval(t, w, v).PQueueMsP99; got > 2*15 {
+		t.Errorf("vLLM decode cap 1, C 4: prefill queueing p99 %v ms, want ≤ 30 (the pull waits after the prefill)", got)
+	}
+	c.Push = true // push connectors keep the old order (no preallocation)
+	if got := eval(t, w, c).PQueueMsP99; got > 2*15 {
+		t.Errorf("SGLang push, C 4: prefill queueing p99 %v ms, want ≤ 30", got)
+	}
+}

@@ -193,11 +193,17 @@ type tandem struct {
 	pending [][]int // per decode worker: requests waiting for KV headroom (FIFO)
 	pHead   []int
 	kvUsed  []int
-	future  []int // created, not yet visible: by arrival (from fHead)
-	fHead   int
-	nextP   int // round-robin cursors
-	nextD   int
-	err     error
+	// prealloc: the decode worker reserves a request's slot and KV when it
+	// arrives, before its prefill (S-D2; pull connectors); slots counts the
+	// requests each decode worker holds from then to their finish, ≤ slotCap.
+	prealloc bool
+	slots    []int
+	slotCap  int
+	future   []int // created, not yet visible: by arrival (from fHead)
+	fHead    int
+	nextP    int // round-robin cursors
+	nextD    int
+	err      error
 
 	itl       map[float64]float64
 	gap, gapW float64 // the run of equal gaps not yet in itl (a pass's rows share one)
@@ -268,6 +274,9 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	t.pending = make([][]int, nD)
 	t.pHead = make([]int, nD)
 	t.kvUsed = make([]int, nD)
+	t.prealloc = !c.Push && c.Decode.Engine.Traits().DecodePreallocates
+	t.slots = make([]int, nD)
+	t.slotCap = engine.DecodeSlots(c.Decode.Engine, c.Decode.seats())
 	return t, nil
 }
 
@@ -299,7 +308,9 @@ func (t *tandem) submit(slot, gen int, arrival float64, steady bool) {
 }
 
 // route sends the next visible request to a prefill worker, round-robin (static,
-// in visibility order, at the visibility instant).
+// in visibility order, at the visibility instant). Under S-D2 it also picks the
+// decode worker, round-robin, and the request waits for its preallocation there
+// before it reaches the prefill worker.
 func (t *tandem) route() {
 	k := t.future[t.fHead]
 	t.fHead++
@@ -310,7 +321,23 @@ func (t *tandem) route() {
 	p := t.nextP
 	t.nextP = (t.nextP + 1) % len(t.pre)
 	r.pw = p
-	id, err := t.pre[p].Inject(queueing.KernelRequest{ArrivalMs: r.arrival, ISL: r.isl, OSL: 1})
+	if t.prealloc {
+		d := t.nextD
+		t.nextD = (t.nextD + 1) % len(t.dec)
+		r.dw = d
+		r.need = t.c.reserveTokens(r.isl, r.osl)
+		t.pending[d] = append(t.pending[d], k)
+		t.pull(d, r.arrival)
+		return
+	}
+	t.admitPrefill(k, r.arrival)
+}
+
+// admitPrefill gives request k to its prefill worker at now.
+func (t *tandem) admitPrefill(k int, now float64) {
+	r := &t.reqs[k]
+	p := r.pw
+	id, err := t.pre[p].Inject(queueing.KernelRequest{ArrivalMs: now, ISL: r.isl, OSL: 1})
 	if err != nil && t.err == nil {
 		t.err = err
 	}
@@ -326,6 +353,10 @@ func (t *tandem) prefilled(ri int, now float64) {
 		r.visible, r.xStart, r.xEnd = now, now, now
 		t.release(ri, now)
 		t.complete(ri, now)
+		return
+	}
+	if t.prealloc { // S-D2, S-D3: the decode KV is there; the send starts at once
+		t.startFlow(ri, now)
 		return
 	}
 	d := t.nextD
@@ -348,8 +379,11 @@ func (t *tandem) prefilled(ri int, now float64) {
 // KV − staged, none while a preempted request heads the waiting queue (V-R3); the
 // running decodes then grow by blocks and preempt by recompute (V-R6). TRT-LLM
 // reserves the request's final KV (isl + osl, in whole blocks) to completion
-// (T-D3); SGLang is charged the same (its DecodePreallocQueue, S-D2, is not
-// modelled: SCHEDULERS.md §3.9).
+// (T-D3). SGLang preallocates instead (S-D2, pull connectors): the queue holds
+// arrived requests, each needs a free decode slot (engine.DecodeSlots) besides
+// its KV, charged as TensorRT-LLM's (SGLang's own admission test is not
+// modelled, SCHEDULERS.md §3.9), and a preallocated request then reaches its
+// prefill worker.
 func (t *tandem) pull(d int, now float64) {
 	capKV := t.c.decodeKVTokens()
 	k := t.dec[d]
@@ -372,11 +406,20 @@ func (t *tandem) pull(d int, now float64) {
 				return
 			}
 		}
+		if t.prealloc {
+			if t.slots[d] >= t.slotCap {
+				return
+			}
+			t.slots[d]++
+		}
 		t.kvUsed[d] += r.need
 		t.pHead[d]++
-		if t.c.Push {
+		switch {
+		case t.prealloc:
+			t.admitPrefill(ri, now)
+		case t.c.Push:
 			t.inject(ri, now) // a landed push (KV kernel): its blocks are taken
-		} else {
+		default:
 			t.startFlow(ri, now)
 		}
 	}
@@ -464,6 +507,9 @@ func (t *tandem) complete(ri int, now float64) {
 	t.finished++
 	if r.dw >= 0 {
 		t.kvUsed[r.dw] -= r.need
+		if t.prealloc {
+			t.slots[r.dw]--
+		}
 		t.pull(r.dw, now)
 	}
 	if t.onDone != nil {

@@ -103,6 +103,27 @@ type Traits struct {
 	// prebuilt batch, S-D4); otherwise the prefill worker's first token reaches
 	// the client when it is sampled (vLLM V-P2, TensorRT-LLM T-D1).
 	FirstTokenFromDecode bool
+	// DecodePreallocates: in disaggregated serving the decode server takes a
+	// request's slot and its prompt's KV when the request arrives, FIFO and
+	// head-of-line, and the prefill server admits the request only then; the
+	// slot is held until the request finishes (SGLang's DecodePreallocQueue,
+	// S-D2). Otherwise the decode side reserves when the prompt completes (the
+	// pull, V-D2, T-D3).
+	DecodePreallocates bool
+}
+
+// DecodeSlots returns the requests one disaggregated decode worker of engine s
+// with running cap seats holds from its preallocation to its finish: SGLang's
+// DecodeReqToTokenPool, seats + a pre-allocation reserve of 2 × seats when seats
+// ≤ 32 (S-D2). 0 when the engine does not preallocate.
+func DecodeSlots(s Spec, seats int) int {
+	if !s.Traits().DecodePreallocates {
+		return 0
+	}
+	if seats <= 32 {
+		return 3 * seats
+	}
+	return seats
 }
 
 // PrefillInFlightCap returns κ of a disaggregated prefill worker of engine s

@@ -178,5 +178,5 @@ func (sglang) SetSeatCap(s *Spec, n int) { s.MaxNumSeqs = n }
 // extra token is discarded).
 func (sglang) Traits(s Spec) Traits {
 	return Traits{Overlap: true, FinishedRunsAgain: true, Alternating: !s.EnableMixedChunk, PerPassKV: true,
-		RatioAdmission: true, BlockAlignedChunks: true, PrefillBuffersPerSeat: 2, FirstTokenFromDecode: true}
+		RatioAdmission: true, BlockAlignedChunks: true, PrefillBuffersPerSeat: 2, FirstTokenFromDecode: true, DecodePreallocates: true}
 }

@@ -168,8 +168,8 @@ func TestTraits(t *testing.T) {
 		{"vllm", v, Traits{Overlap: true, PerPassKV: true, ThresholdChunks: true, SharedBudget: true, DecodeRecomputesFirstToken: true}},
 		{"trtllm no-evict", tr, Traits{Overlap: true, AdmissionReservesKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true, FinalFreesSeat: true}},
 		{"trtllm max-util", trMax, Traits{Overlap: true, PerPassKV: true, SharedBudget: true, BudgetsCachedPrefix: true, BlockAlignedChunks: true, FinalFreesSeat: true}},
-		{"sglang mixed", sg, Traits{Overlap: true, FinishedRunsAgain: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true, PrefillBuffersPerSeat: 2, FirstTokenFromDecode: true}},
-		{"sglang alternating", sgAlt, Traits{Overlap: true, FinishedRunsAgain: true, Alternating: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true, PrefillBuffersPerSeat: 2, FirstTokenFromDecode: true}},
+		{"sglang mixed", sg, Traits{Overlap: true, FinishedRunsAgain: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true, PrefillBuffersPerSeat: 2, FirstTokenFromDecode: true, DecodePreallocates: true}},
+		{"sglang alternating", sgAlt, Traits{Overlap: true, FinishedRunsAgain: true, Alternating: true, PerPassKV: true, RatioAdmission: true, BlockAlignedChunks: true, PrefillBuffersPerSeat: 2, FirstTokenFromDecode: true, DecodePreallocates: true}},
 		{"unknown", Spec{Backend: "tgi"}, Traits{}},
 	} {
 		if got := c.s.Traits(); got != c.want {
@@ -213,5 +213,20 @@ func TestPrefillInFlightCap(t *testing.T) {
 		if got := PrefillInFlightCap(c.s, c.seats, c.deployed); got != c.want {
 			t.Errorf("%s: PrefillInFlightCap(%d, %d) = %d, want %d", c.name, c.seats, c.deployed, got, c.want)
 		}
+	}
+}
+
+// TestDecodeSlots: an SGLang decode server holds its running cap plus a
+// pre-allocation reserve of twice it while the cap is ≤ 32, else the cap alone
+// (S-D2); engines that do not preallocate have none.
+func TestDecodeSlots(t *testing.T) {
+	sg := Spec{Backend: SGLang}
+	for _, c := range []struct{ seats, want int }{{1, 3}, {32, 96}, {33, 33}, {256, 256}} {
+		if got := DecodeSlots(sg, c.seats); got != c.want {
+			t.Errorf("SGLang DecodeSlots(%d) = %d, want %d", c.seats, got, c.want)
+		}
+	}
+	if got := DecodeSlots(Spec{Backend: TRTLLM}, 8); got != 0 {
+		t.Errorf("TRT-LLM DecodeSlots = %d, want 0", got)
 	}
 }

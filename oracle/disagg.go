@@ -171,8 +171,14 @@ type DisaggSim struct {
 	// kappa is κ of each prefill worker: InFlightCap lowered to the engine's
 	// own handoff buffers (SGLang's metadata buffers, S-D1); 0 = none.
 	kappa int
-	nextP int
-	nextD int
+	// prealloc: a decode worker takes a request's slot and KV when it arrives,
+	// before its prefill (S-D2, pull connectors); slots counts the requests each
+	// decode worker holds from then to their finish, ≤ slotCap.
+	prealloc bool
+	slots    []int
+	slotCap  int
+	nextP    int
+	nextD    int
 
 	arr    []darr // future arrivals, sorted by time then creation
 	onDone func(ri int32, t float64)
@@ -219,6 +225,8 @@ func NewDisagg(c DisaggConfig) (*DisaggSim, error) {
 	d.pIdx, d.dIdx = make([][]int32, nP), make([][]int32, nD)
 	d.pend, d.pendHead = make([][]int32, nD), make([]int, nD)
 	d.kq, d.kqHead, d.inflight = make([][]int32, nP), make([]int, nP), make([]int, nP)
+	d.prealloc = !c.Push && c.Decode.Engine.Traits().DecodePreallocates
+	d.slots, d.slotCap = make([]int, nD), engine.DecodeSlots(c.Decode.Engine, c.Decode.Engine.SeatCap())
 	eff := c.Fabric.Efficiency
 	if eff == 0 {
 		eff = DefaultFabricEfficiency
@@ -256,11 +264,27 @@ func (d *DisaggSim) ports(p, q int) (int, int) {
 }
 
 // submit makes request ri visible at t: routed round-robin (static, in visibility
-// order), then queued for κ or given to its prefill worker.
+// order), then queued for κ or given to its prefill worker. Under S-D2 its decode
+// worker is picked too (round-robin) and it first waits for its preallocation
+// there.
 func (d *DisaggSim) submit(ri int32, t float64) {
 	p := d.nextP
 	d.nextP = (d.nextP + 1) % len(d.pre)
 	d.recs[ri].PrefillWorker = p
+	if d.prealloc {
+		q := d.nextD
+		d.nextD = (d.nextD + 1) % len(d.dec)
+		d.recs[ri].DecodeWorker = q
+		d.pend[q] = append(d.pend[q], ri)
+		d.pull(q, t)
+		return
+	}
+	d.admitPrefill(ri, t)
+}
+
+// admitPrefill queues request ri for κ or gives it to its prefill worker at t.
+func (d *DisaggSim) admitPrefill(ri int32, t float64) {
+	p := d.recs[ri].PrefillWorker
 	if k := d.kappa; k > 0 && d.inflight[p] >= k {
 		d.kq[p] = append(d.kq[p], ri)
 		return
@@ -299,7 +323,19 @@ func (d *DisaggSim) prefilled(p int, pr int32, t float64) {
 		d.handedOff(p, t)
 		r.XferStartMs, r.XferEndMs, r.VisibleMs, r.Headroom = t, t, t, 1
 		r.TokenTimesMs = []float64{t}
+		if q := r.DecodeWorker; d.prealloc {
+			d.dec[q].cancelRemote(d.st[ri].did, t) // its preallocation is not needed
+			r.DecodeWorker = -1
+			d.slots[q]--
+			d.complete(ri, t)
+			d.pull(q, t)
+			return
+		}
 		d.complete(ri, t)
+		return
+	}
+	if d.prealloc { // S-D2, S-D3: the decode KV is there; the send starts at once
+		d.flow(ri, t)
 		return
 	}
 	q := d.nextD
@@ -318,6 +354,8 @@ func (d *DisaggSim) prefilled(p int, pr int32, t float64) {
 // pull starts, in FIFO order, the transfers decode worker q has KV for (V-D2:
 // allocate the prompt's blocks, head-of-line on failure; T-D3: reserve to
 // completion). With push connectors the queue holds landed requests waiting for KV.
+// Under S-D2 it holds arrived requests: each needs a free decode slot besides
+// its KV, and a preallocated request then reaches its prefill worker.
 func (d *DisaggSim) pull(q int, t float64) {
 	s := d.dec[q]
 	usable := float64(usableBlocks(&s.eng))
@@ -329,10 +367,18 @@ func (d *DisaggSim) pull(q int, t float64) {
 		if s.remoteNeed(r.ISL, r.OSL) > avail {
 			return
 		}
+		if d.prealloc {
+			if d.slots[q] >= d.slotCap {
+				return
+			}
+			d.slots[q]++
+		}
 		d.pendHead[q]++
 		d.st[ri].did = s.reserveRemote(t, r.ISL, r.OSL)
 		d.dIdx[q] = append(d.dIdx[q], ri)
-		if d.c.Push {
+		if d.prealloc {
+			d.admitPrefill(ri, t)
+		} else if d.c.Push {
 			r.Headroom = 1
 			s.land(d.st[ri].did, t)
 		} else {
@@ -371,6 +417,9 @@ func (d *DisaggSim) landed(ri int32, t float64) {
 // decoded handles request dr's last token on decode worker q at t.
 func (d *DisaggSim) decoded(q int, dr int32, t float64) {
 	ri := d.dIdx[q][dr]
+	if d.prealloc {
+		d.slots[q]-- // S-D2: its decode slot frees with it
+	}
 	d.complete(ri, t)
 	d.pull(q, t) // its KV is free: pending pulls may start
 }

@@ -90,8 +90,8 @@ func (s *Sim) releaseHeld(ri int32, t float64) {
 // remoteNeed returns the blocks a decode-side request of prompt p and maxTokens
 // outputs must find before its pull starts: vLLM allocates the whole prompt's blocks
 // (V-D2), TRT-LLM reserves blocks to completion (T-D3), SGLang preallocates the
-// prompt's pages (S-D2; its admission test and its timing, before the prefill,
-// are not modelled: the pull rule's, when the prompt completes).
+// prompt's pages when the request arrives (S-D2; SGLang's own allocatable-token
+// test is not modelled: the pages must be free).
 func (s *Sim) remoteNeed(p, maxTokens int) int { return s.rules.remoteNeed(s, p, maxTokens) }
 
 // remoteAvail returns the blocks a new pull can take: the free blocks, less (for
@@ -126,6 +126,15 @@ func (s *Sim) reserveRemote(at float64, p, maxTokens int) int32 {
 	}
 	s.rules.reserved(s, r)
 	return i
+}
+
+// cancelRemote drops a reserved decode-side request whose prompt needs no decode
+// (a one-token output finished on its prefill worker): its KV returns at t.
+func (s *Sim) cancelRemote(ri int32, t float64) {
+	s.advanceTo(t)
+	s.freeTable(ri)
+	s.dis.remote[ri] = false
+	s.reqs[ri].st = stFinished
 }
 
 // land makes a pulled request visible to the decode scheduler at t: the transfer's

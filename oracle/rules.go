@@ -86,9 +86,9 @@ func (sglangRules) pending(s *Sim) bool {
 }
 
 // remoteNeed: vLLM allocates the whole prompt's blocks (V-D2); SGLang
-// preallocates the prompt's pages (S-D2, at the pull: its admission before the
-// prefill is not modelled, SCHEDULERS.md §3.9); TRT-LLM reserves blocks to
-// completion (T-D3).
+// preallocates the prompt's pages when the request arrives (S-D2; its own
+// allocatable-token test is not modelled, SCHEDULERS.md §3.9); TRT-LLM reserves
+// blocks to completion (T-D3).
 func (vllmRules) remoteNeed(s *Sim, p, _ int) int   { return (p + s.bs - 1) / s.bs }
 func (sglangRules) remoteNeed(s *Sim, p, _ int) int { return (p + s.bs - 1) / s.bs }
 func (trtRules) remoteNeed(s *Sim, p, maxTokens int) int {

@@ -248,6 +248,9 @@ var modelFingerprint = sync.OnceValue(func() string {
 		}
 		c := disagg.Config{Prefill: disagg.Pool{Engine: e, Timing: t, Workers: 2}, Decode: disagg.Pool{Engine: e, Timing: t, Workers: 1, KVCapacityTokens: 8 * 2112},
 			Fabric: disagg.Fabric{InterNodeGBps: 5}, KVBytesPerToken: 1e5}
+		if b == engine.SGLang {
+			c.Decode.BatchCap = 2 // 6 decode slots for 8 clients: S-D2 binds
+		}
 		for _, eval := range []func() (*disagg.Report, error){
 			func() (*disagg.Report, error) { return disagg.Screening(w, c) },
 			func() (*disagg.Report, error) {

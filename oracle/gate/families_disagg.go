@@ -110,5 +110,11 @@ func DisaggFamilies() []DisaggFamily {
 	c.HandoffInTTFT = true
 	add("handoff-in-ttft 1P1D trtllm c16 isl2048 osl256 25GB/s", DisaggFamily{Spec: closed(2048, 256, 0, 16), Config: c})
 	add("open 1P1D vllm 6rps isl2048 osl256", DisaggFamily{Spec: open(2048, 256, 0, 6, 2048), Config: tandemConfig(1, 1, v, 50)})
+	// SGLang's decode server preallocates a request's slot before its prefill
+	// (S-D2): with a running cap of 4 it holds 12 requests (DecodeSlots), so at
+	// C 16 four wait for a decode slot before they reach the prefill worker.
+	c = tandemConfig(1, 1, sglEngine(), 50)
+	c.Decode.BatchCap = 4
+	add("decode-slot-bound 1P1D sglang c16 isl2048 osl256 dcap4", DisaggFamily{Spec: closed(2048, 256, 0, 16), Config: c})
 	return fs
 }
