@@ -133,13 +133,7 @@ func (c *Config) Validate(w workload.Spec) error {
 		// is not modelled on the decode role, so a pool that cannot hold its running
 		// requests at full length is refused rather than answered under the other
 		// policy (the sweep refuses the same rows before it stores anything).
-		running := e.SeatCap()
-		if c.Decode.BatchCap > 0 {
-			running = min(running, c.Decode.BatchCap)
-		}
-		if w.Concurrency > 0 {
-			running = min(running, (w.Concurrency+c.Decode.Workers-1)/c.Decode.Workers)
-		}
+		running := c.DecodeRunning(w)
 		bs := max(e.BlockSize, 1)
 		need, have := running*((isl+osl+bs-1)/bs), c.Decode.KVCapacityTokens/bs
 		if need > have {
@@ -156,6 +150,20 @@ func (c *Config) Validate(w workload.Spec) error {
 		}
 	}
 	return nil
+}
+
+// DecodeRunning returns the most requests one decode worker can run at once
+// under w: its engine's running cap lowered by BatchCap and, in a closed loop, by
+// the clients C. Round-robin routing does not keep a worker to ⌈C / decode
+// workers⌉ at every instant, so the whole C is the bound. Both the tandem's
+// refusal of a KV-tight max_utilization decode pool and refine's KV plan count
+// it so.
+func (c *Config) DecodeRunning(w workload.Spec) int {
+	running := c.Decode.seats()
+	if w.Concurrency > 0 {
+		running = min(running, w.Concurrency)
+	}
+	return running
 }
 
 // seats is the running cap of one of p's workers: its engine's, lowered by

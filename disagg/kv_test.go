@@ -182,18 +182,20 @@ func TestPropertyVLLMDecodeKV(t *testing.T) {
 // TestTRTLLMMaxUtilizationTightDecodeRefused: a TensorRT-LLM decode pool under
 // max_utilization that cannot hold its running requests at full length is refused
 // (the tandem would apply guaranteed_no_evict's reserve-at-pull, T-D3), as the
-// sweep refuses it; one that holds them runs.
+// sweep refuses it; one that holds them runs. A worker may run all C = 16 clients'
+// requests at once (round-robin does not keep it to its share of 8), so the pool
+// must hold 16 at full length: 512 blocks.
 func TestTRTLLMMaxUtilizationTightDecodeRefused(t *testing.T) {
 	e := engine.Spec{Backend: engine.TRTLLM, MaxBatchSize: 64, MaxNumTokens: 8192, AsyncScheduling: true, BlockSize: 32, CapacityPolicy: engine.PolicyMaxUtilization}
 	c := kvConfig(1, 2, 0)
 	c.Prefill.Engine, c.Decode.Engine = e, e
-	w := workload.Spec{ISL: 1000, OSL: 24, Concurrency: 16} // 8 per decode worker, 32 blocks each
-	c.Decode.KVCapacityTokens = 255 * 32
-	want := "decode capacity_scheduler_policy max_utilization: 8 running requests per decode worker at full length need 256 KV blocks > 255: the tandem reserves each request's final KV at the pull (T-D3); use guaranteed_no_evict or give the decode pool more KV"
+	w := workload.Spec{ISL: 1000, OSL: 24, Concurrency: 16} // ≤ 16 on a decode worker, 32 blocks each
+	c.Decode.KVCapacityTokens = 511 * 32
+	want := "decode capacity_scheduler_policy max_utilization: 16 running requests per decode worker at full length need 512 KV blocks > 511: the tandem reserves each request's final KV at the pull (T-D3); use guaranteed_no_evict or give the decode pool more KV"
 	if err := c.Validate(w); err == nil || err.Error() != want {
 		t.Errorf("tight: got %v\nwant %s", err, want)
 	}
-	c.Decode.KVCapacityTokens = 256 * 32
+	c.Decode.KVCapacityTokens = 512 * 32
 	if err := c.Validate(w); err != nil {
 		t.Errorf("holds its requests: %v", err)
 	}

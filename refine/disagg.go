@@ -40,7 +40,7 @@ import (
 // perfdb.ErrOOM (an OOM row). The decode pool bounds the tandem's decode
 // workers (pull reservations, vLLM's block growth and preemption) when it can
 // bind — its running cap of requests at full length need more blocks than it
-// has (poolKV's tight); otherwise it cannot change a pass and the tandem runs
+// has (counted per worker as the tandem counts them); otherwise it cannot change a pass and the tandem runs
 // without it. The prefill pool's KV is not modelled beyond that check.
 func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, disagg.Config, kvPlan, error) {
 	if err := adj.Validate(); err != nil {
@@ -74,10 +74,10 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 	}
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Concurrency: in.DBatch * in.DWorkers * in.DPP * in.DDP}
 	// The prefill worker holds a prompt and its first token until the pull.
-	if _, err := poolKV(ppt, in, pe, in.PBatch*max(in.PPP, 1), min(pe.SeatCap(), w.Concurrency), in.ISL, 1); err != nil {
+	if _, err := poolKV(ppt, in, pe, in.PBatch*max(in.PPP, 1), in.ISL, 1); err != nil {
 		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s prefill pool: %w", in.Parallel(), err)
 	}
-	if dk, err = poolKV(dpt, in, de, in.DBatch*max(in.DPP, 1), min(de.SeatCap(), w.Concurrency), in.ISL, in.OSL); err != nil {
+	if dk, err = poolKV(dpt, in, de, in.DBatch*max(in.DPP, 1), in.ISL, in.OSL); err != nil {
 		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s decode pool: %w", in.Parallel(), err)
 	}
 	c = disagg.Config{
@@ -99,6 +99,10 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 	da := adj
 	da.RequestOverheadMs = 0
 	c.Decode.Timing = da.Apply(&c.Decode.Engine, c.Decode.Timing)
+	// A decode worker's running requests at full length against its pool, counted
+	// as the tandem counts them (Config.DecodeRunning: its running cap, at most C).
+	dk.demandBlocks = max(c.DecodeRunning(w), 1) * dk.perReq
+	dk.tight = dk.demandBlocks > dk.capBlocks
 	if dk.tight {
 		if de.Backend == engine.TRTLLM && de.CapacityPolicy == engine.PolicyMaxUtilization {
 			// The tandem reserves a TensorRT-LLM decode request's final KV at the
@@ -135,18 +139,13 @@ func disaggEngines(in store.PointInputs) (engine.Spec, engine.Spec, error) {
 // poolKV is planKV for one pool of a disaggregated row: the pool engine e
 // deploys on a worker priced by pt for requests of isl + osl tokens, under the
 // profile's rules read at the pool's per-worker batch (resolveEngines' rules
-// batch: SGLang's graph reserve, CUDAGraphMaxBS), tight when running requests
-// at full length need more blocks than it has (e itself is left as recorded).
-func poolKV(pt *perfdb.PassTiming, in store.PointInputs, e engine.Spec, rulesBatch, running, isl, osl int) (kvPlan, error) {
+// batch: SGLang's graph reserve, CUDAGraphMaxBS); e itself is left as
+// recorded. Its demand and tightness are planKV's at the rules batch; the
+// decode pool's are recounted per worker by disaggSetup (Config.DecodeRunning).
+func poolKV(pt *perfdb.PassTiming, in store.PointInputs, e engine.Spec, rulesBatch, isl, osl int) (kvPlan, error) {
 	q := in
 	q.Batch, q.ISL, q.OSL = max(rulesBatch, 1), isl, osl
-	k, err := planKV(pt, q, &e)
-	if err != nil {
-		return k, err
-	}
-	k.demandBlocks = max(running, 1) * k.perReq
-	k.tight = k.demandBlocks > k.capBlocks
-	return k, nil
+	return planKV(pt, q, &e)
 }
 
 // decodeKVNote is the kv_note of a disaggregated row's screening tier: how its
