@@ -508,6 +508,13 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 					p := (isl + bs - 1) / bs
 					capB := kv / bs
 					fitD, ingress = capB/max((isl+osl-2+bs-1)/bs, p), capB/p
+					if fitD < C {
+						// The C requests' decodes can outgrow the pool and preempt by
+						// recompute (V-R6): a recomputed request's passes carry
+						// prompt chunks and it re-enters the waiting queue, which
+						// the pass and residence bounds below do not cover.
+						return 0, false, nil
+					}
 				}
 				if fitD < 1 {
 					return 0, false, nil // a request's KV never fits (the tandem deadlocks)
