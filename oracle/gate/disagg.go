@@ -72,6 +72,12 @@ func disaggRow(f DisaggFamily, rep *disagg.Report, err error, oracle func() (Met
 		row.Err = fmt.Errorf("oracle: %w", err)
 		return row
 	}
+	if f.Config.Decode.KVCapacityTokens == 0 {
+		// The DES needs a bounded pool and DisaggConfig gives it one no run fills;
+		// a share of that stand-in is not the deployment's headroom, which is
+		// unbounded: 1, as the tandem reports it.
+		row.OracleX.DHeadroomMin = 1
+	}
 	row.Resid, row.Failures = compare(row.Model.values(), row.Oracle.values(), tolerances, metricNames)
 	return row
 }
