@@ -26,7 +26,7 @@ func evalDisaggFlags() []cli.Flag {
 		&cli.IntFlag{Name: "decode-workers", Value: 1, Usage: "disagg: decode workers"},
 		&cli.IntFlag{Name: "prefill-batch-cap", Usage: "disagg: running requests per prefill worker (0 = the engine's cap)"},
 		&cli.IntFlag{Name: "decode-batch-cap", Usage: "disagg: running requests per decode worker (0 = the engine's cap)"},
-		&cli.IntFlag{Name: "prefill-inflight-cap", Usage: "disagg: κ, requests a prefill worker holds until pulled (0 = none)"},
+		&cli.IntFlag{Name: "prefill-inflight-cap", Usage: "disagg: κ, requests a prefill worker holds until pulled (0 = none; SGLang holds at most 2 × its running cap, its metadata buffers)"},
 		&cli.IntFlag{Name: "decode-kv-capacity-tokens", Usage: "disagg: KV tokens per decode worker (default: the perf database's memory budget; 0 with --timing = unbounded)"},
 		&cli.StringFlag{Name: "connector", Value: "pull", Usage: "disagg: pull (decode reserves KV, prefill holds until pulled) | push"},
 		&cli.BoolFlag{Name: "handoff-in-ttft", Usage: "disagg: first token visible only after the KV transfer (decode-attach frontends; SGLang always streams it from the decode server, at the request's first decode pass)"},
