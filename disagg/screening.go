@@ -254,8 +254,15 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 		wq = rhoP * pB / (2 * (1 - rhoP))
 	}
 	base := stage + p1 + wq
-	if c.HandoffInTTFT {
+	// S-D4: SGLang's first token reaches the client from the decode server, after
+	// the transfer, at the next decode pass start (on average half a pass later).
+	fromDecode := c.Decode.Engine.Traits().FirstTokenFromDecode
+	visibleLate := c.HandoffInTTFT || fromDecode
+	if visibleLate {
 		base += tx
+	}
+	if fromDecode {
+		base += tD / 2
 	}
 	const k = 16
 	atoms := make([]queueing.Atom, 0, k+1)
@@ -279,7 +286,7 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 		rep.TTFTTransient, _ = queueing.NewDistribution([]queueing.Atom{{Value: stage + tb, Weight: 1}, {Value: stage + steps*tb, Weight: 1}})
 	}
 	first := tD
-	if !c.HandoffInTTFT {
+	if !visibleLate {
 		first += tx
 	}
 	switch {
@@ -296,7 +303,7 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	}
 	rep.TPOT = queueing.PointMass(tpot)
 	e2e := ttft.Mean() + float64(osl-1)*tpot
-	if c.HandoffInTTFT {
+	if visibleLate {
 		e2e = ttft.Mean() + float64(osl-1)*tD
 	}
 	rep.E2E = queueing.PointMass(e2e)
