@@ -1,9 +1,11 @@
 package disagg
 
 import (
+	"context"
 	"testing"
 
 	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
@@ -100,5 +102,22 @@ func TestSGLangPreallocGatesPrefill(t *testing.T) {
 	c.Push = true // push connectors keep the old order (no preallocation)
 	if got := eval(t, w, c).PQueueMsP99; got > 2*15 {
 		t.Errorf("SGLang push, C 4: prefill queueing p99 %v ms, want ≤ 30", got)
+	}
+}
+
+// TestSGLangTraceOneTokenNoDecodeWorker: a one-token request has no handoff, so
+// its trace record names no decode worker, though SGLang's decode server
+// preallocated (and returned) a slot for it (S-D2); a longer one names its.
+func TestSGLangTraceOneTokenNoDecodeWorker(t *testing.T) {
+	reqs := []queueing.TraceRequest{{ArrivalMs: 0, ISL: 500, OSL: 1}, {ArrivalMs: 1, ISL: 500, OSL: 8}}
+	r, err := QuantitativeTrace(context.Background(), reqs, sglConfig(t, 1, 1), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Records[0].DecodeWorker; got != -1 {
+		t.Errorf("osl 1: decode worker %d, want -1 (no handoff)", got)
+	}
+	if got := r.Records[1].DecodeWorker; got != 0 {
+		t.Errorf("osl 8: decode worker %d, want 0", got)
 	}
 }
