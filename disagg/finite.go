@@ -2,7 +2,6 @@ package disagg
 
 import (
 	"context"
-	"fmt"
 	"math"
 
 	"github.com/aicdb/aicdb/queueing"
@@ -26,19 +25,13 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 	if err := c.Validate(w); err != nil {
 		return nil, &queueing.InputError{Err: err}
 	}
-	if w.Concurrency <= 0 {
-		return nil, &queueing.InputError{Err: fmt.Errorf("workload: a finite benchmark run needs a closed loop (concurrency > 0), got concurrency %d", w.Concurrency)}
-	}
-	if err := f.Validate(); err != nil {
+	if err := f.ValidateClosedLoop(w); err != nil {
 		return nil, &queueing.InputError{Err: err}
 	}
-	if !(clientRTTMs >= 0 && clientRTTMs <= 1e6) {
-		return nil, &queueing.InputError{Err: fmt.Errorf("client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", clientRTTMs)}
+	if err := queueing.CheckClientRTT(clientRTTMs); err != nil {
+		return nil, &queueing.InputError{Err: err}
 	}
-	N := f.Requests
-	if N > maxRequests {
-		return nil, &queueing.InputError{Err: fmt.Errorf("finite run requests = %d: the tandem simulates at most %d requests", N, maxRequests)}
-	}
+	N := f.Requests // ≤ maxRequests: FiniteRun's own bound
 	t, err := newTandem(&c, &w)
 	if err != nil {
 		return nil, &queueing.InputError{Err: err}
@@ -71,12 +64,6 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 		end = math.Max(end, t.reqs[i].done)
 		toks += float64(t.reqs[i].osl)
 	}
-	if end > 0 {
-		rep.ThroughputRPS = float64(N) / end * 1000
-		rep.OutputTokensPerS = toks / end * 1000
-	}
-	rep.Diagnostics.WindowStartMs, rep.Diagnostics.WindowEndMs = 0, end
-	fr := f
-	rep.Diagnostics.FiniteRun = &fr
+	rep.SetSpan(f, end, toks)
 	return rep, finiteReport(rep)
 }

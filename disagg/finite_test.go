@@ -97,3 +97,12 @@ func TestFiniteInputErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFiniteRunBoundWithinTandem: FiniteRun.Validate bounds a run's requests to no
+// more than the tandem simulates (maxRequests), so QuantitativeFinite needs no
+// bound of its own.
+func TestFiniteRunBoundWithinTandem(t *testing.T) {
+	if err := (queueing.FiniteRun{Requests: maxRequests + 1}).Validate(); err == nil {
+		t.Errorf("a run of %d requests validates; the tandem simulates at most %d", maxRequests+1, maxRequests)
+	}
+}

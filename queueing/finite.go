@@ -89,6 +89,37 @@ func (f FiniteRun) Validate() error {
 	return nil
 }
 
+// ValidateClosedLoop checks the run's counts and that w, the workload it runs,
+// is a closed loop.
+func (f FiniteRun) ValidateClosedLoop(w workload.Spec) error {
+	if w.Concurrency <= 0 {
+		return fmt.Errorf("workload: a finite benchmark run needs a closed loop (concurrency > 0), got concurrency %d", w.Concurrency)
+	}
+	return f.Validate()
+}
+
+// CheckClientRTT checks a client round trip of ms milliseconds: a finite number in
+// [0, 1e6].
+func CheckClientRTT(ms float64) error {
+	if ms < 0 || math.IsNaN(ms) || math.IsInf(ms, 0) || ms > 1e6 {
+		return fmt.Errorf("client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", ms)
+	}
+	return nil
+}
+
+// SetSpan completes a finite run's report: throughput is its n requests and toks
+// output tokens over the span from the first send (time 0) to the last
+// completion end (how the benchmarks report it), which is also the report's
+// window, and the run is recorded.
+func (r *Report) SetSpan(f FiniteRun, end, toks float64) {
+	if end > 0 {
+		r.ThroughputRPS = float64(f.Requests) / end * 1000
+		r.OutputTokensPerS = toks / end * 1000
+	}
+	r.Diagnostics.WindowStartMs, r.Diagnostics.WindowEndMs = 0, end
+	r.Diagnostics.FiniteRun = &f
+}
+
 // Label is the run's short description ("finite:n=1280,warmup=128"), used to key
 // stored predictions of measured runs apart from steady-state ones.
 func (f FiniteRun) Label() string {
@@ -112,14 +143,11 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 	if err != nil {
 		return nil, err
 	}
-	if w.Concurrency <= 0 {
-		return nil, inputErr(fmt.Errorf("workload: a finite benchmark run needs a closed loop (concurrency > 0), got concurrency %d", w.Concurrency))
-	}
-	if err := f.Validate(); err != nil {
+	if err := f.ValidateClosedLoop(w); err != nil {
 		return nil, inputErr(err)
 	}
-	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
-		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
+	if err := CheckClientRTT(o.ClientRTTMs); err != nil {
+		return nil, inputErr(fmt.Errorf("options %w", err))
 	}
 	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
 	s.initKV(e.KVCapacityTokens)
@@ -172,12 +200,6 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 	// The run spans from the first send (time 0) to the last completion as the
 	// client sees it (the scheduler's completion + the additive stages − the stages
 	// before the scheduler: TTFT/E2E count the stages once).
-	if end > 0 {
-		rep.ThroughputRPS = float64(N) / end * 1000
-		rep.OutputTokensPerS = toks / end * 1000
-	}
-	rep.Diagnostics.WindowStartMs, rep.Diagnostics.WindowEndMs = 0, end
-	fr := f
-	rep.Diagnostics.FiniteRun = &fr
+	rep.SetSpan(f, end, toks)
 	return rep, finite(rep)
 }

@@ -111,8 +111,8 @@ func QuantitativeWith(ctx context.Context, w workload.Spec, e engine.Spec, t tim
 	if o.StaggerPhases < 0 || o.StaggerPhases > maxStaggerPhases {
 		return nil, inputErr(fmt.Errorf("options stagger_phases = %d: must be in 0..%d", o.StaggerPhases, maxStaggerPhases))
 	}
-	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
-		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
+	if err := CheckClientRTT(o.ClientRTTMs); err != nil {
+		return nil, inputErr(fmt.Errorf("options %w", err))
 	}
 	if o.StaggerPhases > 0 && w.Concurrency > 0 {
 		return staggered(ctx, w, e, t, o, b)

@@ -58,8 +58,8 @@ func (s *Screener) ScreenWith(w workload.Spec, e engine.Spec, t timing.Timing, o
 	if err != nil {
 		return nil, err
 	}
-	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
-		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
+	if err := CheckClientRTT(o.ClientRTTMs); err != nil {
+		return nil, inputErr(fmt.Errorf("options %w", err))
 	}
 	if w.Concurrency > 0 {
 		w.TurnaroundMs += o.ClientRTTMs // the closed form sees the round trip as client delay

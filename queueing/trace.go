@@ -111,8 +111,8 @@ func QuantitativeSessions(ctx context.Context, reqs []TraceRequest, e engine.Spe
 	if so.MaxSessions < 0 {
 		return nil, inputErr(fmt.Errorf("max sessions %d: must be ≥ 0 (0 = no cap)", so.MaxSessions))
 	}
-	if o.ClientRTTMs < 0 || math.IsNaN(o.ClientRTTMs) || math.IsInf(o.ClientRTTMs, 0) || o.ClientRTTMs > 1e6 {
-		return nil, inputErr(fmt.Errorf("options client_rtt_ms = %v: must be a finite number in [0, 1e6] ms", o.ClientRTTMs))
+	if err := CheckClientRTT(o.ClientRTTMs); err != nil {
+		return nil, inputErr(fmt.Errorf("options %w", err))
 	}
 	so.clientRTTMs = o.ClientRTTMs
 	return replayTrace(ctx, reqs, e, t, o, &so)
