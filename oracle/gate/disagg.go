@@ -138,10 +138,7 @@ func RunDisaggOracle(ctx context.Context, f DisaggFamily) (Metrics, DisaggExtra,
 	if err != nil {
 		return Metrics{}, DisaggExtra{}, err
 	}
-	shape := oracle.Shape{ISL: maxOf(w.ISL, w.ISLQuantiles), OSL: maxOf(w.OSL, w.OSLQuantiles)}
-	if len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
-		shape.Draw = w.Shape
-	}
+	shape := shapeOf(w) // no prefix: the tandem refuses one
 	if w.Concurrency <= 0 {
 		return disaggOpen(ctx, w, cfg, shape)
 	}

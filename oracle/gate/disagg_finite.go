@@ -70,10 +70,7 @@ func runDisaggFiniteOracle(ctx context.Context, f DisaggFiniteFamily) (Metrics, 
 	if err != nil {
 		return Metrics{}, DisaggExtra{}, err
 	}
-	shape := oracle.Shape{ISL: maxOf(w.ISL, w.ISLQuantiles), OSL: maxOf(w.OSL, w.OSLQuantiles)}
-	if len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
-		shape.Draw = w.Shape
-	}
+	shape := shapeOf(w) // no prefix: the tandem refuses one
 	d, err := oracle.NewDisagg(cfg)
 	if err != nil {
 		return Metrics{}, DisaggExtra{}, err

@@ -99,10 +99,7 @@ func runFiniteFamily(ctx context.Context, f FiniteFamily) Row {
 	if err := consistent(model, fromRecords); err != nil {
 		return fail(fmt.Errorf("model: %w", err))
 	}
-	shape := oracle.Shape{ISL: maxOf(w.ISL, w.ISLQuantiles), OSL: maxOf(w.OSL, w.OSLQuantiles), Prefix: w.Prefix, Prewarm: w.Prefix > 0}
-	if len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 {
-		shape.Draw = w.Shape
-	}
+	shape := shapeOf(w)
 	eng, err := oracleEngine(f.Family, w.Concurrency)
 	if err != nil {
 		return fail(fmt.Errorf("oracle: %w", err))

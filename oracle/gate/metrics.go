@@ -28,7 +28,7 @@ type rec struct {
 // itlGaps returns the ITL gaps r contributes: gaps when set, else every gap of
 // its token times.
 func (r *rec) itlGaps() []float64 {
-	if r.gaps != nil || r.gapsOnly {
+	if r.gaps != nil {
 		return r.gaps
 	}
 	g := make([]float64, 0, max(len(r.tokens)-1, 0))
@@ -36,6 +36,14 @@ func (r *rec) itlGaps() []float64 {
 		g = append(g, r.tokens[i]-r.tokens[i-1])
 	}
 	return g
+}
+
+// gapCount is len(r.itlGaps()), without building them.
+func (r *rec) gapCount() int {
+	if r.gaps != nil {
+		return len(r.gaps)
+	}
+	return max(len(r.tokens)-1, 0)
 }
 
 // Metrics are the gated quantities (QUEUEING.md §8), measured identically on both
@@ -173,7 +181,7 @@ func measure(runs [][]rec, transient []rec, cycleDelay, openEnd float64) (Metric
 func runWeights(steady []rec) (perRequest, perGap float64) {
 	gaps, n := 0, 0
 	for _, r := range steady {
-		gaps += len(r.itlGaps())
+		gaps += r.gapCount()
 		if !r.gapsOnly {
 			n++
 		}
@@ -207,8 +215,6 @@ func steadyDistributions(runs [][]rec) (ttft, itl queueing.Distribution, err err
 	return ttft, itl, nil
 }
 
-// residual is (model − oracle)/oracle; both 0 is 0; a zero oracle with a non-zero
-// model is +Inf (a failure).
 // compare returns the residual of every metric of model against oracle and the
 // names of those that are not finite or exceed their tolerance.
 func compare(model, oracle []float64, tol []float64, names []string) (resid []float64, failures []string) {
@@ -222,6 +228,8 @@ func compare(model, oracle []float64, tol []float64, names []string) (resid []fl
 	return resid, failures
 }
 
+// residual is (model − oracle)/oracle; both 0 is 0; a zero oracle with a non-zero
+// model is +Inf (a failure).
 func residual(model, oracle float64) float64 {
 	if model == oracle {
 		return 0
