@@ -176,6 +176,17 @@ func (p *Pool) seats() int {
 	return n
 }
 
+// decodeSlots is the requests one decode worker holds from their S-D2
+// preallocation to their finish (engine.DecodeSlots at its running cap); 0 when
+// its engine does not preallocate or the connector pushes (the request reaches
+// the decode side only at its send).
+func (c *Config) decodeSlots() int {
+	if c.Push {
+		return 0
+	}
+	return engine.DecodeSlots(c.Decode.Engine, c.Decode.seats())
+}
+
 // prefillKappa is κ of each prefill worker: the pool's InFlightCap lowered to
 // the engine's own handoff buffers for its running cap (SGLang's metadata
 // buffers, S-D1); 0 = no cap.

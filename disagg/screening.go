@@ -188,10 +188,7 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
 		capD = max(1, min(capD, c.decodeKVTokens()/c.reserveTokens(isl, osl)))
 	}
-	slots := 0 // S-D2: requests a decode worker holds from their preallocation on
-	if !c.Push {
-		slots = engine.DecodeSlots(c.Decode.Engine, seqCapOf(c.Decode, 0))
-	}
+	slots := c.decodeSlots() // S-D2: requests a decode worker holds from their preallocation on
 	ctx := isl + max(osl/2, 1)
 	demand := math.Inf(1)
 	if closed {
@@ -603,7 +600,7 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 			// no more than fitD), each from its preallocation to its finish — its
 			// prefill side, its transfer and pull wait, its seat wait and osl − 1
 			// passes — so ≤ ⌊(C − 1)/S⌋ such residences pass before its turn.
-			if S := engine.DecodeSlots(c.Decode.Engine, bD); S > 0 && !c.Push {
+			if S := c.decodeSlots(); S > 0 {
 				if kv > 0 {
 					S = min(S, fitD)
 				}

@@ -194,16 +194,19 @@ type tandem struct {
 	pHead   []int
 	kvUsed  []int
 	// prealloc: the decode worker reserves a request's slot and KV when it
-	// arrives, before its prefill (S-D2; pull connectors); slots counts the
-	// requests each decode worker holds from then to their finish, ≤ slotCap.
+	// arrives, before its prefill (S-D2; pull connectors): slotCap > 0. slots
+	// counts the requests each decode worker holds from then to their finish.
 	prealloc bool
 	slots    []int
 	slotCap  int
-	future   []int // created, not yet visible: by arrival (from fHead)
-	fHead    int
-	nextP    int // round-robin cursors
-	nextD    int
-	err      error
+	// fromDecode: the first token is visible when the decode worker admits the
+	// request (S-D4).
+	fromDecode bool
+	future     []int // created, not yet visible: by arrival (from fHead)
+	fHead      int
+	nextP      int // round-robin cursors
+	nextD      int
+	err        error
 
 	itl       map[float64]float64
 	gap, gapW float64 // the run of equal gaps not yet in itl (a pass's rows share one)
@@ -215,7 +218,9 @@ type tandem struct {
 }
 
 func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
-	t := &tandem{c: c, w: w, stage: c.Prefill.Engine.StageMs, itl: map[float64]float64{}, headMin: 1}
+	t := &tandem{c: c, w: w, stage: c.Prefill.Engine.StageMs, itl: map[float64]float64{}, headMin: 1,
+		slotCap: c.decodeSlots(), fromDecode: c.Decode.Engine.Traits().FirstTokenFromDecode}
+	t.prealloc = t.slotCap > 0
 	nP, nD := c.Prefill.Workers, c.Decode.Workers
 	t.fab.caps = c.linkCaps()
 	for i := 0; i < nP; i++ {
@@ -259,7 +264,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 			}
 		}
 		k.OnFinish = func(id int, at float64) { t.complete(t.dIDs[wi][id], at) }
-		if c.Decode.Engine.Traits().FirstTokenFromDecode {
+		if t.fromDecode {
 			// S-D4: the decode server streams the first token when the landed
 			// request joins its running batch, at the start of its first pass.
 			k.OnEntry = func(id int, start float64) {
@@ -274,9 +279,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	t.pending = make([][]int, nD)
 	t.pHead = make([]int, nD)
 	t.kvUsed = make([]int, nD)
-	t.prealloc = !c.Push && c.Decode.Engine.Traits().DecodePreallocates
 	t.slots = make([]int, nD)
-	t.slotCap = engine.DecodeSlots(c.Decode.Engine, c.Decode.seats())
 	return t, nil
 }
 
@@ -352,7 +355,12 @@ func (t *tandem) prefilled(ri int, now float64) {
 	if r.osl <= 1 { // nothing to decode: no handoff
 		r.visible, r.xStart, r.xEnd = now, now, now
 		t.release(ri, now)
+		d := r.dw
+		r.dw = -1 // no decode worker (an S-D2 preallocation is returned unused)
 		t.complete(ri, now)
+		if d >= 0 {
+			t.leaveDecode(r, d, now)
+		}
 		return
 	}
 	if t.prealloc { // S-D2, S-D3: the decode KV is there; the send starts at once
@@ -440,7 +448,7 @@ func (t *tandem) landed(ri int, now float64) {
 	r := &t.reqs[ri]
 	r.xEnd = now
 	switch {
-	case t.c.Decode.Engine.Traits().FirstTokenFromDecode:
+	case t.fromDecode:
 		r.visible = -1 // set when the decode worker admits it (S-D4)
 	case t.c.HandoffInTTFT:
 		r.visible = now
@@ -506,15 +514,21 @@ func (t *tandem) complete(ri int, now float64) {
 	r.done, r.finished = now, true
 	t.finished++
 	if r.dw >= 0 {
-		t.kvUsed[r.dw] -= r.need
-		if t.prealloc {
-			t.slots[r.dw]--
-		}
-		t.pull(r.dw, now)
+		t.leaveDecode(r, r.dw, now)
 	}
 	if t.onDone != nil {
 		t.onDone(t, ri, now)
 	}
+}
+
+// leaveDecode returns what r held on decode worker d — its KV charge and, under
+// S-D2, its slot — at now, and starts the pulls waiting there.
+func (t *tandem) leaveDecode(r *treq, d int, now float64) {
+	t.kvUsed[d] -= r.need
+	if t.prealloc {
+		t.slots[d]--
+	}
+	t.pull(d, now)
 }
 
 // loop steps the earliest event source until stop() holds.

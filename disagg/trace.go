@@ -149,12 +149,8 @@ func replayTrace(ctx context.Context, reqs []queueing.TraceRequest, c Config, o 
 	for k, ri := range byTrace {
 		r := &t.reqs[ri]
 		send := r.arrival - t.stage
-		dw := r.dw
-		if r.osl <= 1 { // no handoff (an S-D2 preallocation was returned unused)
-			dw = -1
-		}
 		rec := TraceRecord{RequestRecord: queueing.RequestRecord{Slot: -1, Generation: k, ArrivalMs: send, ISL: r.isl, OSL: r.osl,
-			TTFTMs: r.visible - send, E2EMs: r.done - send}, PrefillWorker: r.pw, DecodeWorker: dw, KVTransferMs: r.xEnd - r.xStart}
+			TTFTMs: r.visible - send, E2EMs: r.done - send}, PrefillWorker: r.pw, DecodeWorker: r.dw, KVTransferMs: r.xEnd - r.xStart}
 		if r.pStart >= 0 {
 			rec.PQueueMs = r.pStart - r.arrival
 		}

@@ -172,13 +172,16 @@ type DisaggSim struct {
 	// own handoff buffers (SGLang's metadata buffers, S-D1); 0 = none.
 	kappa int
 	// prealloc: a decode worker takes a request's slot and KV when it arrives,
-	// before its prefill (S-D2, pull connectors); slots counts the requests each
-	// decode worker holds from then to their finish, ≤ slotCap.
+	// before its prefill (S-D2, pull connectors): slotCap > 0. slots counts the
+	// requests each decode worker holds from then to their finish.
 	prealloc bool
 	slots    []int
 	slotCap  int
-	nextP    int
-	nextD    int
+	// fromDecode: the first token is visible when the decode worker admits the
+	// request (S-D4).
+	fromDecode bool
+	nextP      int
+	nextD      int
 
 	arr    []darr // future arrivals, sorted by time then creation
 	onDone func(ri int32, t float64)
@@ -225,8 +228,11 @@ func NewDisagg(c DisaggConfig) (*DisaggSim, error) {
 	d.pIdx, d.dIdx = make([][]int32, nP), make([][]int32, nD)
 	d.pend, d.pendHead = make([][]int32, nD), make([]int, nD)
 	d.kq, d.kqHead, d.inflight = make([][]int32, nP), make([]int, nP), make([]int, nP)
-	d.prealloc = !c.Push && c.Decode.Engine.Traits().DecodePreallocates
-	d.slots, d.slotCap = make([]int, nD), engine.DecodeSlots(c.Decode.Engine, c.Decode.Engine.SeatCap())
+	if !c.Push {
+		d.slotCap = engine.DecodeSlots(c.Decode.Engine, c.Decode.Engine.SeatCap())
+	}
+	d.prealloc, d.slots = d.slotCap > 0, make([]int, nD)
+	d.fromDecode = c.Decode.Engine.Traits().FirstTokenFromDecode
 	eff := c.Fabric.Efficiency
 	if eff == 0 {
 		eff = DefaultFabricEfficiency
@@ -323,15 +329,13 @@ func (d *DisaggSim) prefilled(p int, pr int32, t float64) {
 		d.handedOff(p, t)
 		r.XferStartMs, r.XferEndMs, r.VisibleMs, r.Headroom = t, t, t, 1
 		r.TokenTimesMs = []float64{t}
-		if q := r.DecodeWorker; d.prealloc {
-			d.dec[q].cancelRemote(d.st[ri].did, t) // its preallocation is not needed
-			r.DecodeWorker = -1
-			d.slots[q]--
-			d.complete(ri, t)
-			d.pull(q, t)
-			return
-		}
+		q := r.DecodeWorker
+		r.DecodeWorker = -1 // no decode worker (an S-D2 preallocation is returned unused)
 		d.complete(ri, t)
+		if q >= 0 {
+			d.dec[q].cancelRemote(d.st[ri].did, t)
+			d.leaveDecode(q, t)
+		}
 		return
 	}
 	if d.prealloc { // S-D2, S-D3: the decode KV is there; the send starts at once
@@ -400,7 +404,7 @@ func (d *DisaggSim) landed(ri int32, t float64) {
 	r := &d.recs[ri]
 	r.XferEndMs = t
 	r.VisibleMs = r.FirstTokenMs
-	if d.c.HandoffInTTFT || d.c.Decode.Engine.Traits().FirstTokenFromDecode {
+	if d.c.HandoffInTTFT || d.fromDecode {
 		r.VisibleMs = t // S-D4: until the decode worker admits it (result)
 	}
 	d.pre[r.PrefillWorker].releaseHeld(d.st[ri].pid, t) // V-P3 finished_sending, T-D1
@@ -416,12 +420,17 @@ func (d *DisaggSim) landed(ri int32, t float64) {
 
 // decoded handles request dr's last token on decode worker q at t.
 func (d *DisaggSim) decoded(q int, dr int32, t float64) {
-	ri := d.dIdx[q][dr]
+	d.complete(d.dIdx[q][dr], t)
+	d.leaveDecode(q, t)
+}
+
+// leaveDecode returns a request's slot on decode worker q (S-D2) at t, its KV
+// being free, and starts the pulls waiting there.
+func (d *DisaggSim) leaveDecode(q int, t float64) {
 	if d.prealloc {
-		d.slots[q]-- // S-D2: its decode slot frees with it
+		d.slots[q]--
 	}
-	d.complete(ri, t)
-	d.pull(q, t) // its KV is free: pending pulls may start
+	d.pull(q, t)
 }
 
 func (d *DisaggSim) complete(ri int32, t float64) {
@@ -651,7 +660,7 @@ func (d *DisaggSim) result() *DisaggResult {
 			continue
 		}
 		dec := d.dec[r.DecodeWorker]
-		if d.c.Decode.Engine.Traits().FirstTokenFromDecode {
+		if d.fromDecode {
 			// S-D4: the decode server streams the first token when the landed
 			// request joins its running batch, at the start of its first pass.
 			r.VisibleMs = dec.dis.firstStart[d.st[ri].did]

@@ -320,6 +320,9 @@ func TestDisaggPropertyInvariants(t *testing.T) {
 			if len(r.TokenTimesMs) != osl {
 				rt.Fatalf("request %d/%d: %d tokens, want %d", r.Client, r.Generation, len(r.TokenTimesMs), osl)
 			}
+			if (r.DecodeWorker < 0) != (osl <= 1) { // a one-token output has no handoff (an S-D2 slot is returned)
+				rt.Fatalf("request %d/%d: decode worker %d with osl %d", r.Client, r.Generation, r.DecodeWorker, osl)
+			}
 			for i := 1; i < len(r.TokenTimesMs); i++ {
 				if r.TokenTimesMs[i] < r.TokenTimesMs[i-1] {
 					rt.Fatalf("request %d/%d: token times %v not ordered", r.Client, r.Generation, r.TokenTimesMs)
