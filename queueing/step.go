@@ -28,8 +28,8 @@ type Kernel struct {
 	wake float64
 	hold bool
 	held int
-	// late counts the holds released while a pass was in flight: an asynchronous
-	// engine scheduled the next pass at that pass's start, before them.
+	// late counts the holds an asynchronous engine released while a pass was in
+	// flight: it scheduled the next pass at that pass's start, before them.
 	late int
 	// tie holds the requests injected while a pass was in flight with an arrival at
 	// that pass's very start: they reached the engine after it launched the pass
@@ -247,7 +247,7 @@ func (k *Kernel) Release(id int, at float64) error {
 	}
 	k.s.reqs[id].blocks = -1
 	k.held--
-	if k.s.busy {
+	if k.s.busy && k.s.e.AsyncScheduling {
 		k.late++
 	}
 	k.capSeats()
@@ -280,10 +280,8 @@ func (k *Kernel) Step(t float64) error {
 		}
 		// An asynchronous engine scheduled the next pass at this pass's start
 		// (finishPass), when the slots released since were still held.
-		late := 0
-		if s.e.AsyncScheduling {
-			late, k.late = k.late, 0
-		}
+		late := k.late
+		k.late = 0
 		k.held += late
 		k.capSeats()
 		started, err := s.finishPass(context.Background())

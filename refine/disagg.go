@@ -39,9 +39,10 @@ import (
 // set): a worker that cannot hold one request is an error wrapping
 // perfdb.ErrOOM (an OOM row). The decode pool bounds the tandem's decode
 // workers (pull reservations, vLLM's block growth and preemption) when it can
-// bind — its running cap of requests at full length need more blocks than it
-// has (counted per worker as the tandem counts them); otherwise it cannot change a pass and the tandem runs
-// without it. The prefill pool's KV is not modelled beyond that check.
+// bind — its running requests at full length (Config.DecodeRunning, as the
+// tandem counts them) need more blocks than it has; otherwise it cannot change a
+// pass and the tandem runs without it. The prefill pool's KV is not modelled
+// beyond that check.
 func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, disagg.Config, kvPlan, error) {
 	if err := adj.Validate(); err != nil {
 		return workload.Spec{}, disagg.Config{}, kvPlan{}, err
@@ -261,8 +262,8 @@ var modelFingerprint = sync.OnceValue(func() string {
 				fmt.Fprintf(h, "%v;", err)
 				continue
 			}
-			b, _ := json.Marshal(r.Columns(1)) // map keys are sorted: stable
-			h.Write(b)
+			js, _ := json.Marshal(r.Columns(1)) // map keys are sorted: stable
+			h.Write(js)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:8]
