@@ -563,23 +563,13 @@ func (d *DisaggSim) RunClosedLoop(ctx context.Context, cl ClosedLoop) (*DisaggRe
 			return nil, fmt.Errorf("closed loop start_ms[%d] = %v: must be a finite number ≥ 0", i, t)
 		}
 	}
-	created, sent := 0, make([]int, cl.Clients)
-	var drawErr error
-	spawn := func(c int, at float64) {
-		isl, osl, err := cl.draw(created)
-		if err != nil && drawErr == nil {
-			drawErr = err
-		}
-		created++
-		d.schedule(darr{t: at, client: c, gen: sent[c], isl: isl, osl: osl})
-		sent[c]++
-	}
+	cs := clientSends{d: d, sh: &cl.Shape, sent: make([]int, cl.Clients)}
 	for c := 0; c < cl.Clients; c++ {
 		at := 0.0
 		if cl.StartMs != nil {
 			at = cl.StartMs[c]
 		}
-		spawn(c, at)
+		cs.send(c, at)
 	}
 	pending := cl.Clients * cl.Generations
 	d.onDone = func(ri int32, t float64) {
@@ -587,17 +577,38 @@ func (d *DisaggSim) RunClosedLoop(ctx context.Context, cl ClosedLoop) (*DisaggRe
 		if r.Generation < cl.Generations {
 			pending--
 		}
-		if sent[r.Client] < cl.Generations || (cl.KeepBusy && pending > 0) {
-			spawn(r.Client, t+cl.TurnaroundMs+cl.ClientRTTMs)
+		if cs.sent[r.Client] < cl.Generations || (cl.KeepBusy && pending > 0) {
+			cs.send(r.Client, t+cl.TurnaroundMs+cl.ClientRTTMs)
 		}
 	}
-	if err := d.loop(ctx, func() bool { return pending == 0 || drawErr != nil }); err != nil {
+	if err := d.loop(ctx, func() bool { return pending == 0 || cs.err != nil }); err != nil {
 		return nil, err
 	}
-	if drawErr != nil {
-		return nil, drawErr
+	if cs.err != nil {
+		return nil, cs.err
 	}
 	return d.result(), nil
+}
+
+// clientSends creates the requests of a closed population of clients: the next
+// request of client c, its shape drawn by creation index, arrives at at. The
+// first draw error is kept in err.
+type clientSends struct {
+	d       *DisaggSim
+	sh      *Shape
+	created int
+	sent    []int // requests sent per client
+	err     error
+}
+
+func (s *clientSends) send(c int, at float64) {
+	isl, osl, err := s.sh.draw(s.created)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	s.created++
+	s.d.schedule(darr{t: at, client: c, gen: s.sent[c], isl: isl, osl: osl})
+	s.sent[c]++
 }
 
 // RunOpenLoop simulates ol (explicit ArrivalsMs, else a Poisson stream of RateRPS

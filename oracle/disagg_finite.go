@@ -21,32 +21,21 @@ func (d *DisaggSim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*DisaggRe
 		return nil, err
 	}
 	d.total = fl.Requests
-	created, sent := 0, make([]int, fl.Clients)
-	var drawErr error
+	cs := clientSends{d: d, sh: &fl.Shape, sent: make([]int, fl.Clients)}
 	var adm queueing.FiniteAdmission // sends are made in time order
-	spawn := func(c int, at float64) {
-		at = adm.At(at)
-		isl, osl, err := fl.draw(created)
-		if err != nil && drawErr == nil {
-			drawErr = err
-		}
-		created++
-		d.schedule(darr{t: at, client: c, gen: sent[c], isl: isl, osl: osl})
-		sent[c]++
-	}
 	for c := 0; c < min(fl.Clients, fl.Requests); c++ {
-		spawn(c, 0)
+		cs.send(c, adm.At(0))
 	}
 	d.onDone = func(ri int32, t float64) {
-		if created < fl.Requests {
-			spawn(d.recs[ri].Client, t+fl.TurnaroundMs+fl.ClientRTTMs)
+		if cs.created < fl.Requests {
+			cs.send(d.recs[ri].Client, adm.At(t+fl.TurnaroundMs+fl.ClientRTTMs))
 		}
 	}
-	if err := d.loop(ctx, func() bool { return d.fin == fl.Requests || drawErr != nil }); err != nil {
+	if err := d.loop(ctx, func() bool { return d.fin == fl.Requests || cs.err != nil }); err != nil {
 		return nil, err
 	}
-	if drawErr != nil {
-		return nil, drawErr
+	if cs.err != nil {
+		return nil, cs.err
 	}
 	return d.result(), nil
 }
