@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,5 +53,54 @@ func TestCalibrateLoss(t *testing.T) {
 	}
 	if got := report(); got != "name,loss\nd,l1\nl1,l1\nl2,l2" {
 		t.Errorf("a refused --loss changed the store: %q", got)
+	}
+}
+
+// TestAccuracyVersionFallback: a measured run whose mapped perf-data version
+// cannot price its point (gpt-oss's banded attention is not in the embedded H200
+// vLLM 0.14.0 tables) stays unpredicted, with the miss as its reason; with
+// --version-fallback it is priced at the nearest version that has the data
+// (0.18.0) and its version mapping records both steps.
+func TestAccuracyVersionFallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and predicts a measured run")
+	}
+	db := filepath.Join(t.TempDir(), "a.sqlite")
+	if code, _, errs := cliRun(t, db, "init"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	run := filepath.Join(t.TempDir(), "gptoss.json")
+	js := `{"backend": "vllm", "model_id": "openai/gpt-oss-120b", "num_prompts": 16, "max_concurrency": 4,
+ "completed": 16, "total_input_tokens": 16384, "total_output_tokens": 2048, "duration": 10.0,
+ "request_throughput": 1.6, "output_throughput": 204.8,
+ "mean_ttft_ms": 60.0, "median_ttft_ms": 55.0, "p99_ttft_ms": 90.0,
+ "mean_tpot_ms": 7.5, "median_tpot_ms": 7.4, "p99_tpot_ms": 8.0}`
+	if err := os.WriteFile(run, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := cliRun(t, db, "bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.13.0", "--tp", "1", run); code != 0 {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	view := func() string {
+		t.Helper()
+		code, out, errs := cliRun(t, db, "query", "--format", "csv", "select version_used, version_mapping, predicted is not null, substr(reason, 1, 27) from accuracy where metric = 'ttft_mean'")
+		if code != 0 {
+			t.Fatalf("query: %d %q", code, errs)
+		}
+		return strings.TrimSpace(out)
+	}
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	head := "version_used,version_mapping,predicted is not null,\"substr(reason, 1, 27)\"\n"
+	if got, want := view(), head+"0.14.0,0.13.0 → 0.14.0 (oldest above),0,no perf data for this point"; got != want {
+		t.Errorf("without --version-fallback:\n%s\nwant\n%s", got, want)
+	}
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean", "--version-fallback"); code != 0 {
+		t.Fatalf("accuracy --version-fallback: %d %q", code, errs)
+	}
+	want := head + "0.18.0,0.13.0 → 0.14.0 (oldest above); no perf data at 0.14.0 (generation attention data missing for kv=bfloat16 n_kv=8 head_dim=64 window=128 (h200_sxm vllm 0.14.0)) → 0.18.0,1,"
+	if got := view(); got != want {
+		t.Errorf("with --version-fallback:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -20,6 +20,7 @@ func accuracyCommand() *cli.Command {
 		Usage: "MAPE of the predictions of measured runs (and of aiconfigurator's legacy estimate on the same rows)",
 		Flags: []cli.Flag{
 			runFlag(),
+			versionFallbackFlag(),
 			&cli.StringFlag{Name: "by", Usage: "group by these accuracy-view columns, comma-separated: " + strings.Join(calibrate.GroupColumns, ", ")},
 			&cli.StringFlag{Name: "metrics", Value: "ttft_mean,ttft_p50,ttft_p99,tpot_mean,tpot_p50,tpot_p99,itl_p99,output_tokens_per_s", Usage: "metrics to report"},
 			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
@@ -79,6 +80,7 @@ func runAccuracy(c *cli.Context) error {
 	if res.Steady, err = steadyRun(c); err != nil {
 		return err
 	}
+	res.VersionFallback = c.Bool("version-fallback")
 	bar := newProgress(c, "accuracy", "rows")
 	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, calName, calibrate.PredictOptions{Progress: bar.Update})
 	if err != nil {
@@ -129,6 +131,12 @@ func printAccuracy(c *cli.Context, by []string, rep []calibrate.MAPERow, format 
 // calibrate): the benchmark run that produced it, or the steady state.
 func runFlag() cli.Flag {
 	return &cli.StringFlag{Name: "run", Value: "benchmark", Usage: "predict each measured closed-loop row as the `RUN` that produced it: benchmark (burst start, the file's request count; aic-silicon: aiconfigurator's aiperf benchmark, 20·C requests) | steady (the limit cycle, as eval and sweep)"}
+}
+
+// versionFallbackFlag lets a measured row whose mapped perf-data version cannot
+// price its point fall back to the nearest version that can (accuracy, calibrate).
+func versionFallbackFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "version-fallback", Usage: "price a row whose mapped perf-data version has no data for its point at the nearest other version that has (nearest first, the newer of two equally near); the row's version_mapping records each step; off, such a row stays unpredicted with the miss as its reason"}
 }
 
 // steadyRun reads --run.

@@ -23,6 +23,7 @@ func calibrateCommand() *cli.Command {
 		UsageText: `aicdb calibrate --name b200 --measurements "system = 'b200_sxm' and backend = 'vllm'" --holdout 5`,
 		Flags: []cli.Flag{
 			runFlag(),
+			versionFallbackFlag(),
 			&cli.StringFlag{Name: "name", Required: true, Usage: "calibration `NAME` (replaces one of the same name)"},
 			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
 			&cli.IntFlag{Name: "holdout", Usage: "report k-fold cross-validated MAPE (k ≥ 2; 0 = none)"},
@@ -71,6 +72,7 @@ func runCalibrate(c *cli.Context) error {
 	if res.Steady, err = steadyRun(c); err != nil {
 		return err
 	}
+	res.VersionFallback = c.Bool("version-fallback")
 	// The uncalibrated predictions are persisted for the accuracy view as a side effect.
 	bar := newProgress(c, "calibrate: predict", "rows")
 	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, "", calibrate.PredictOptions{Progress: bar.Update})

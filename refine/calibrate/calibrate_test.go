@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/engine"
@@ -14,6 +15,41 @@ import (
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
 )
+
+// TestFallbackVersions: the versions tried after the mapped one cannot price a
+// point run outwards from it, nearest first and the newer of two equally near
+// first, without the mapped version itself or a development snapshot.
+func TestFallbackVersions(t *testing.T) {
+	avail := []string{"0.24.0", "0.1.dev19262", "0.19.0", "0.22.0", "0.14.0"}
+	for _, c := range []struct {
+		primary string
+		want    []string
+	}{
+		{"0.14.0", []string{"0.19.0", "0.22.0", "0.24.0"}},
+		{"0.19.0", []string{"0.22.0", "0.14.0", "0.24.0"}},
+		{"0.24.0", []string{"0.22.0", "0.19.0", "0.14.0"}},
+		{"0.1.dev19262", []string{"0.14.0", "0.19.0", "0.22.0", "0.24.0"}},
+		{"0.30.0", nil}, // not an available version: nothing to run out from
+	} {
+		if got := FallbackVersions(c.primary, avail); !slices.Equal(got, c.want) {
+			t.Errorf("FallbackVersions(%s) = %v, want %v", c.primary, got, c.want)
+		}
+	}
+	if got := FallbackVersions("0.19.0", []string{"0.19.0"}); len(got) != 0 {
+		t.Errorf("one version: fallbacks %v, want none", got)
+	}
+}
+
+// TestShortMiss: a version mapping quotes the innermost clause of the miss.
+func TestShortMiss(t *testing.T) {
+	why := "no perf data for this point: legacy estimate of agg tp1: pass timing: probe pass 0: generation_attention: generation attention data missing for window=128 (h200_sxm vllm 0.14.0)"
+	if got, want := shortMiss(why), "generation attention data missing for window=128 (h200_sxm vllm 0.14.0)"; got != want {
+		t.Errorf("shortMiss = %q, want %q", got, want)
+	}
+	if got := []rune(shortMiss(strings.Repeat("é", 400))); len(got) != 160 || string(got[157:]) != "..." {
+		t.Errorf("a long miss is cut to 160 runes ending in ...: %d runes", len(got))
+	}
+}
 
 func TestNearestVersion(t *testing.T) {
 	avail := []string{"0.24.0", "0.19.0", "0.22.0"}

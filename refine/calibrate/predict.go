@@ -64,6 +64,12 @@ type Target struct {
 	// when the measurement does not say or the resolver predicts steady states:
 	// then the prediction is the steady state.
 	Run *queueing.FiniteRun
+
+	// fallbacks are the other perf-data versions to price the measurement at, in
+	// order, when VersionUsed has no perf data for its point (FallbackVersions);
+	// gap marks a Reason that is such a miss.
+	fallbacks []string
+	gap       bool
 }
 
 // Resolver maps measurements onto operating points: model ids (exact, or the same
@@ -76,6 +82,11 @@ type Resolver struct {
 	// Steady predicts every measurement by the steady state instead of the run
 	// that produced it (measure.Measurement.BenchmarkRun).
 	Steady bool
+	// VersionFallback prices a measurement whose mapped perf-data version has no
+	// data for its point at the nearest other version that has
+	// (FallbackVersions), recording each step in the version mapping; off, such a
+	// measurement keeps the miss as its reason.
+	VersionFallback bool
 
 	models []string
 	gpuMem map[string]float64 // system → one GPU's memory (bytes), for SGLang's GPU-sized defaults
@@ -217,6 +228,39 @@ func NearestVersion(measured string, available []string) (string, string, bool) 
 	return newest, measured + " → newest " + newest, true
 }
 
+// FallbackVersions orders the perf-data versions other than primary for a
+// measurement that primary cannot price (its tables lack the point's shapes,
+// e.g. a sliding-window attention or an expert count collected only in other
+// releases): nearest to primary first in PEP 440 order, the newer of two equally
+// near first. Development snapshots are left out (release).
+func FallbackVersions(primary string, available []string) []string {
+	vs := slices.Clone(available)
+	slices.SortFunc(vs, perfdb.CompareVersions)
+	vs = slices.Compact(vs)
+	at := slices.Index(vs, primary)
+	var out []string
+	for d := 1; at >= 0 && d < len(vs); d++ {
+		for _, i := range []int{at + d, at - d} {
+			if i >= 0 && i < len(vs) && release(vs[i]) {
+				out = append(out, vs[i])
+			}
+		}
+	}
+	return out
+}
+
+// shortMiss is the first clause of a perf-data miss, for a version mapping's text.
+func shortMiss(why string) string {
+	why = strings.TrimPrefix(why, "no perf data for this point: ")
+	if i := strings.LastIndex(why, ": "); i >= 0 && i+2 < len(why) {
+		why = why[i+2:]
+	}
+	if r := []rune(why); len(r) > 160 {
+		why = string(r[:157]) + "..."
+	}
+	return why
+}
+
 // Resolve maps one measurement onto its operating point (or a reason).
 func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 	t := Target{Row: row}
@@ -255,12 +299,38 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = fmt.Sprintf("no perf-data version of %s on %s", m.Backend, m.System)
 		return t
 	}
+	if r.VersionFallback {
+		t.fallbacks = FallbackVersions(v, versions)
+	}
+	t = r.resolveAt(ctx, t, v, mapping)
+	for t.Reason != "" && t.gap && len(t.fallbacks) > 0 {
+		t = r.fallBack(ctx, t, t.Reason)
+	}
+	return t
+}
+
+// fallBack re-resolves t, whose version has no perf data for its point (why), at
+// the next of its fallback versions; the mapping records the step.
+func (r *Resolver) fallBack(ctx context.Context, t Target, why string) Target {
+	v := t.fallbacks[0]
+	mapping := fmt.Sprintf("%s; no perf data at %s (%s) → %s", t.VersionMapping, t.VersionUsed, shortMiss(why), v)
+	t.fallbacks = t.fallbacks[1:]
+	return r.resolveAt(ctx, Target{Row: t.Row, ModelUsed: t.ModelUsed, fallbacks: t.fallbacks}, v, mapping)
+}
+
+// resolveAt completes t (its row and model resolved) at perf-data version v,
+// reached by mapping.
+func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) Target {
+	m := &t.Row.Measurement
+	model := t.ModelUsed
 	t.VersionUsed, t.VersionMapping = v, mapping
 	res, err := r.Ev.Resolve(ctx, model, m.System, m.Backend, v)
 	if err != nil {
 		t.Reason = oneLine(err.Error())
 		if strings.Contains(t.Reason, "not supported yet") {
 			t.Reason = "model family not modelled: " + t.Reason
+		} else {
+			t.gap = isGap(err)
 		}
 		return t
 	}
@@ -427,6 +497,9 @@ type Prediction struct {
 	Key   string
 	Point store.Point
 	Quant store.Quantitative
+	// stored marks a fallback version's point already in the store (not
+	// evaluated again).
+	stored bool
 }
 
 // Predict resolves every row, evaluates the points not stored yet (legacy estimate
@@ -470,20 +543,36 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 	for _, p := range todo {
 		g.Go(func() error {
 			defer report()
-			pt, err := refine.EvaluatePoint(gctx, ev, p.In)
-			if err == nil && pt.Legacy.OOM {
-				p.Reason = OOMReason
-				return nil
-			}
-			if err == nil {
-				p.Point = pt
-				p.Quant, err = quantitativeOf(gctx, ev, p.In, p.Run)
+			err := evaluate(gctx, ev, p)
+			// A version without perf data for the point: the next fallback version
+			// that resolves (Resolver.fallBack), evaluated afresh.
+			for err != nil && gctx.Err() == nil && isGap(err) && len(p.fallbacks) > 0 {
+				t := res.fallBack(gctx, p.Target, reasonOf(err))
+				for t.Reason != "" && t.gap && len(t.fallbacks) > 0 {
+					t = res.fallBack(gctx, t, t.Reason)
+				}
+				if t.Reason != "" {
+					p.Target, err = t, nil
+					break
+				}
+				p.Target, p.Key = t, t.In.Key()
+				stored, serr := st.QuantitativeKeys(gctx, []string{p.Key})
+				if serr != nil {
+					return serr
+				}
+				if p.stored = stored[p.Key]; p.stored {
+					return nil
+				}
+				err = evaluate(gctx, ev, p)
 			}
 			if err != nil {
 				if gctx.Err() != nil {
 					return gctx.Err()
 				}
 				p.Reason = reasonOf(err)
+				return nil
+			}
+			if p.Reason != "" {
 				return nil
 			}
 			// The inputs' evaluator name: ev.Name(), plus the run tag of a benchmark
@@ -503,7 +592,7 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 	seen := map[string]bool{}
 	for i := range out {
 		p := &out[i]
-		if p.Reason != "" || have[p.Key] || seen[p.Key] {
+		if p.Reason != "" || have[p.Key] || p.stored || seen[p.Key] {
 			continue
 		}
 		seen[p.Key] = true
@@ -534,6 +623,29 @@ type PredictOptions struct {
 	// total counts the rows Predict evaluates (not those already stored or
 	// unresolved). It may be called from several goroutines.
 	Progress func(done, total int)
+}
+
+// evaluate prices p's point (legacy estimate and screening, then the quantitative
+// tier through ev) into p.Point and p.Quant; an out-of-memory point gets
+// OOMReason.
+func evaluate(ctx context.Context, ev refine.Evaluator, p *Prediction) error {
+	pt, err := refine.EvaluatePoint(ctx, ev, p.In)
+	if err != nil {
+		return err
+	}
+	if pt.Legacy.OOM {
+		p.Reason = OOMReason
+		return nil
+	}
+	p.Point = pt
+	p.Quant, err = quantitativeOf(ctx, ev, p.In, p.Run)
+	return err
+}
+
+// isGap reports a perf-data miss another version's tables may cover (not a model
+// family without an op list, which no version has).
+func isGap(err error) bool {
+	return refine.IsPerfDataGap(err) && !errors.Is(err, perfdb.ErrUnsupportedFamily)
 }
 
 // quantitativeOf evaluates in's quantitative tier under ev's own calibration:
