@@ -96,8 +96,12 @@ func TestAccuracyVersionFallback(t *testing.T) {
 	if got, want := view(), head+"0.14.0,0.13.0 → 0.14.0 (oldest above),0,no perf data for this point"; got != want {
 		t.Errorf("without --version-fallback:\n%s\nwant\n%s", got, want)
 	}
-	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean", "--version-fallback"); code != 0 {
+	code, _, errs := cliRun(t, db, "accuracy", "--metrics", "ttft_mean", "--version-fallback")
+	if code != 0 {
 		t.Fatalf("accuracy --version-fallback: %d %q", code, errs)
+	}
+	if !strings.Contains(errs, "1 measurements, 1 predicted, 0 without a prediction (1 predicted at a fallback perf-data version: see version_mapping)") {
+		t.Errorf("accuracy --version-fallback summary: %q", errs)
 	}
 	want := head + "0.18.0,0.13.0 → 0.14.0 (oldest above); no perf data at 0.14.0 (generation attention data missing for kv=bfloat16 n_kv=8 head_dim=64 window=128 (h200_sxm vllm 0.14.0)) → 0.18.0,1,"
 	if got := view(); got != want {

@@ -154,11 +154,18 @@ func steadyRun(c *cli.Context) (bool, error) {
 // predictionCounts is the summary of calibrate.Predict's rows: how many
 // measurements, how many predicted, how many without a prediction.
 func predictionCounts(ps []calibrate.Prediction) string {
-	un := 0
+	un, fb := 0, 0
 	for _, p := range ps {
-		if p.Reason != "" {
+		switch {
+		case p.Reason != "":
 			un++
+		case p.FellBack():
+			fb++
 		}
 	}
-	return fmt.Sprintf("%d measurements, %d predicted, %d without a prediction", len(ps), len(ps)-un, un)
+	s := fmt.Sprintf("%d measurements, %d predicted, %d without a prediction", len(ps), len(ps)-un, un)
+	if fb > 0 {
+		s += fmt.Sprintf(" (%d predicted at a fallback perf-data version: see version_mapping)", fb)
+	}
+	return s
 }

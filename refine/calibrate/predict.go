@@ -70,7 +70,12 @@ type Target struct {
 	// gap marks a Reason that is such a miss.
 	fallbacks []string
 	gap       bool
+	fellBack  bool
 }
+
+// FellBack reports that the target is priced at a fallback version
+// (Resolver.VersionFallback): its mapped version had no perf data for its point.
+func (t Target) FellBack() bool { return t.fellBack }
 
 // Resolver maps measurements onto operating points: model ids (exact, or the same
 // name without an org's "Meta-" prefix), the nearest perf-data version of the
@@ -315,7 +320,7 @@ func (r *Resolver) fallBack(ctx context.Context, t Target, why string) Target {
 	v := t.fallbacks[0]
 	mapping := fmt.Sprintf("%s; no perf data at %s (%s) → %s", t.VersionMapping, t.VersionUsed, shortMiss(why), v)
 	t.fallbacks = t.fallbacks[1:]
-	return r.resolveAt(ctx, Target{Row: t.Row, ModelUsed: t.ModelUsed, fallbacks: t.fallbacks}, v, mapping)
+	return r.resolveAt(ctx, Target{Row: t.Row, ModelUsed: t.ModelUsed, fallbacks: t.fallbacks, fellBack: true}, v, mapping)
 }
 
 // resolveAt completes t (its row and model resolved) at perf-data version v,
