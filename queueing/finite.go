@@ -139,6 +139,24 @@ func (f FiniteRun) Label() string {
 // the last completion (how the benchmarks report it). o.StaggerPhases and the
 // window options do not apply: the run is one deterministic burst-started path.
 func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
+	return quantitativeFinite(ctx, w, e, t, o, f, false)
+}
+
+// QuantitativeFiniteSummary is QuantitativeFinite without the parts a caller that
+// reads only the per-request statistics does not need: the run's ITL
+// distribution is not collected (Report.ITL is a point mass at 0) and
+// Report.Requests is nil. The TTFT, TPOT and E2E distributions, the throughput
+// and the diagnostics are bit-identical to QuantitativeFinite's, at less cost: a
+// calibration fit's objective evaluates it many times per row. Not for stored
+// results (their ITL columns would read 0); o.RecordTokenTimes is refused.
+func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
+	if o.RecordTokenTimes {
+		return nil, inputErr(fmt.Errorf("options record_token_times: a summary run keeps no request records"))
+	}
+	return quantitativeFinite(ctx, w, e, t, o, f, true)
+}
+
+func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
 	b, err := checkInputs(w, e, t)
 	if err != nil {
 		return nil, err
@@ -155,6 +173,12 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 	s.onPass = col.onPass
 	if !o.RecordTokenTimes && !o.NoFastForward {
 		s.fast = col.onFast
+	}
+	if summary {
+		s.summary, s.onPass = true, nil
+		if s.fast != nil {
+			s.fast = func(float64, []bucketRows) {}
+		}
 	}
 	perReq := b.maxISL - w.Prefix + b.maxOSL + 2
 	N := f.Requests

@@ -2,7 +2,9 @@ package queueing
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/aicdb/aicdb/engine"
@@ -137,5 +139,59 @@ func TestFiniteAdmission(t *testing.T) {
 		if math.Abs(got[i]-want[i]) > 1e-12 {
 			t.Fatalf("admissions %v, want %v", got, want)
 		}
+	}
+}
+
+// TestFiniteSummaryIdentical: the summary run (a calibration fit's objective)
+// gives the full run's TTFT, TPOT and E2E distributions, throughput and
+// diagnostics bit for bit on every backend, chunked and whole-prompt budgets,
+// sync and async, with and without the fast path; it carries no ITL
+// distribution or request records, and refuses token times.
+func TestFiniteSummaryIdentical(t *testing.T) {
+	tm := timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.04, CtxMsPerToken: 2e-5}
+	run := FiniteRun{Requests: 96, Warmup: 16}
+	for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
+		for _, async := range []bool{false, true} {
+			for _, c := range []struct{ isl, osl, conc int }{{1024, 64, 8}, {3000, 40, 16}, {200, 300, 5}} {
+				for _, noFast := range []bool{false, true} {
+					e, err := ProfileEngine(ProfileAIConfigurator, ProfileInput{Backend: string(be), Role: RoleAgg, Batch: c.conc, ISL: c.isl, OSL: c.osl})
+					if err != nil {
+						t.Fatal(err)
+					}
+					e.AsyncScheduling = async
+					w := workload.Spec{ISL: c.isl, OSL: c.osl, Concurrency: c.conc}
+					o := DefaultOptions()
+					o.NoFastForward = noFast
+					full, err := QuantitativeFinite(context.Background(), w, e, tm, o, run)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sum, err := QuantitativeFiniteSummary(context.Background(), w, e, tm, o, run)
+					if err != nil {
+						t.Fatal(err)
+					}
+					name := fmt.Sprintf("%s async=%v %+v nofast=%v", be, async, c, noFast)
+					if !reflect.DeepEqual(sum.TTFTSteady, full.TTFTSteady) || !reflect.DeepEqual(sum.TPOT, full.TPOT) ||
+						!reflect.DeepEqual(sum.E2E, full.E2E) || !reflect.DeepEqual(sum.TTFTTransient, full.TTFTTransient) {
+						t.Errorf("%s: summary distributions differ: TTFT mean %v vs %v, TPOT mean %v vs %v", name,
+							sum.TTFTSteady.Mean(), full.TTFTSteady.Mean(), sum.TPOT.Mean(), full.TPOT.Mean())
+					}
+					if sum.ThroughputRPS != full.ThroughputRPS || sum.OutputTokensPerS != full.OutputTokensPerS ||
+						!reflect.DeepEqual(sum.Diagnostics, full.Diagnostics) {
+						t.Errorf("%s: summary throughput %v / diagnostics %+v, full %v / %+v", name,
+							sum.ThroughputRPS, sum.Diagnostics, full.ThroughputRPS, full.Diagnostics)
+					}
+					if sum.Requests != nil || sum.ITL.Len() != 1 || sum.ITL.Mean() != 0 || full.ITL.Mean() <= 0 || len(full.Requests) != run.Requests {
+						t.Errorf("%s: summary has %d records, ITL len %d mean %v (full: %d records, ITL mean %v)", name,
+							len(sum.Requests), sum.ITL.Len(), sum.ITL.Mean(), len(full.Requests), full.ITL.Mean())
+					}
+				}
+			}
+		}
+	}
+	e, _ := engine.Defaults(engine.VLLM, "")
+	_, err := QuantitativeFiniteSummary(context.Background(), workload.Spec{ISL: 64, OSL: 8, Concurrency: 2}, e, tm, Options{RecordTokenTimes: true}, FiniteRun{Requests: 4})
+	if err == nil || err.Error() != "options record_token_times: a summary run keeps no request records" {
+		t.Errorf("summary with token times: %v", err)
 	}
 }

@@ -599,7 +599,10 @@ func (s *sim) report(col *collector, w workload.Spec, win0, win1 int) (*Report, 
 	}
 	ttft, e2e, tpot := make([]Atom, 0, n), make([]Atom, 0, n), make([]Atom, 0, n)
 	var trans []Atom
-	recs := make([]RequestRecord, 0, n)
+	var recs []RequestRecord
+	if !s.summary {
+		recs = make([]RequestRecord, 0, n)
+	}
 	for i := range s.reqs {
 		r := &s.reqs[i]
 		if !(r.steady || r.transient) || !r.finished {
@@ -618,6 +621,9 @@ func (s *sim) report(col *collector, w workload.Spec, win0, win1 int) (*Report, 
 				tp = (ee - tt) / float64(r.osl-1)
 			}
 			tpot = append(tpot, Atom{Value: tp, Weight: 1})
+		}
+		if s.summary {
+			continue
 		}
 		var toks []float64
 		if s.record && i < len(s.tokens) {

@@ -129,6 +129,8 @@ type sim struct {
 	onFinish func(s *sim, r int32, now float64)
 	onPass   func(s *sim, p *simPass, start, end float64)
 	record   bool
+	// summary: report builds no RequestRecords (QuantitativeFiniteSummary).
+	summary bool
 }
 
 // noProgress explains a calendar that can schedule nothing while work remains:

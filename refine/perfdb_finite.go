@@ -3,7 +3,10 @@ package refine
 import (
 	"context"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -14,6 +17,22 @@ import (
 // (disagg.QuantitativeFinite, the whole deployment). The stored columns mean the
 // same statistics over the run's requests.
 func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	return p.quantitativeRun(ctx, in, adj, run, queueing.QuantitativeFinite)
+}
+
+// QuantitativeRunSummaryAdjusted is QuantitativeRunAdjusted for a caller that reads
+// only the TTFT, TPOT and E2E columns and the throughput (a calibration fit's
+// objective): an aggregated point runs queueing.QuantitativeFiniteSummary, whose
+// statistics are identical at less cost, so its ITL columns read 0 — never store
+// the result. A disaggregated point runs the full tandem run.
+func (p *PerfdbEvaluator) QuantitativeRunSummaryAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	return p.quantitativeRun(ctx, in, adj, run, queueing.QuantitativeFiniteSummary)
+}
+
+// finiteRunner is queueing.QuantitativeFinite or its summary.
+type finiteRunner func(context.Context, workload.Spec, engine.Spec, timing.Timing, queueing.Options, queueing.FiniteRun) (*queueing.Report, error)
+
+func (p *PerfdbEvaluator) quantitativeRun(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun, finite finiteRunner) (store.Quantitative, error) {
 	if in.Mode == store.ModeDisagg {
 		return p.quantitativeDisagg(ctx, in, adj, &run) // disaggSetup validates adj
 	}
@@ -27,7 +46,7 @@ func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.
 	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil { // the KV pool the quantitative tier runs
 		return store.Quantitative{}, err
 	}
-	r, err := queueing.QuantitativeFinite(ctx, w, e, tm, queueing.DefaultOptions(), run)
+	r, err := finite(ctx, w, e, tm, queueing.DefaultOptions(), run)
 	if err != nil {
 		return store.Quantitative{}, err
 	}

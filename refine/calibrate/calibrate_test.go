@@ -127,11 +127,20 @@ func (l linearEval) QuantitativeAdjusted(ctx context.Context, in store.PointInpu
 }
 
 func (l linearEval) QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	return l.runWith(ctx, in, adj, run, queueing.QuantitativeFinite)
+}
+
+func (l linearEval) QuantitativeRunSummaryAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	return l.runWith(ctx, in, adj, run, queueing.QuantitativeFiniteSummary)
+}
+
+func (l linearEval) runWith(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun,
+	finite func(context.Context, workload.Spec, engine.Spec, timing.Timing, queueing.Options, queueing.FiniteRun) (*queueing.Report, error)) (store.Quantitative, error) {
 	w, e, tm, err := l.setup(in, adj)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	r, err := queueing.QuantitativeFinite(ctx, w, e, tm, queueing.DefaultOptions(), run)
+	r, err := finite(ctx, w, e, tm, queueing.DefaultOptions(), run)
 	if err != nil {
 		return store.Quantitative{}, err
 	}

@@ -140,7 +140,7 @@ func quantEval(ev Evaluator, workers int) evalFn {
 				var q store.Quantitative
 				var err error
 				if ss[i].Run != nil {
-					q, err = ev.QuantitativeRunAdjusted(gctx, ss[i].In, adj, *ss[i].Run)
+					q, err = ev.QuantitativeRunSummaryAdjusted(gctx, ss[i].In, adj, *ss[i].Run)
 				} else {
 					q, err = ev.QuantitativeAdjusted(gctx, ss[i].In, adj)
 				}

@@ -38,6 +38,9 @@ type Evaluator interface {
 	QuantitativeAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Quantitative, error)
 	ScreenAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Queueing, error)
 	QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error)
+	// QuantitativeRunSummaryAdjusted is QuantitativeRunAdjusted's TTFT, TPOT and
+	// E2E columns at less cost (the fit's objective; never stored).
+	QuantitativeRunSummaryAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error)
 }
 
 // RunEvaluator predicts one benchmark run as it was run (queueing.FiniteRun)
