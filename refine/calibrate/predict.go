@@ -260,6 +260,7 @@ func FallbackVersions(primary string, available []string) []string {
 // shortMiss is the first clause of a perf-data miss, for a version mapping's text.
 func shortMiss(why string) string {
 	why = strings.TrimPrefix(why, "no perf data for this point: ")
+	why = strings.TrimSuffix(why, ": "+refine.ErrNoPerfData.Error()) // a wrapped sentinel
 	if i := strings.LastIndex(why, ": "); i >= 0 && i+2 < len(why) {
 		why = why[i+2:]
 	}
