@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -29,6 +30,37 @@ func TestPropertyFiniteAgainstDES(t *testing.T) {
 		f := FiniteFamily{Family: Family{Name: fmt.Sprintf("random %s finite", b), Spec: w, Engine: e, Timing: roofline, ClientRTTMs: rtt},
 			Run: queueing.FiniteRun{Requests: n}}
 		requireAggRow(rt, runFiniteFamily(context.Background(), f))
+	})
+}
+
+// TestPropertyFiniteSummaryIdentical: on the same random engines and runs, the
+// summary run a calibration fit evaluates (queueing.QuantitativeFiniteSummary)
+// gives the full run's TTFT, transient, TPOT and E2E distributions, throughput
+// and diagnostics bit for bit, or the same refusal.
+func TestPropertyFiniteSummaryIdentical(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		e, w := drawAggCase(rt)
+		n := rapid.IntRange(1, 20*w.Concurrency+3).Draw(rt, "requests")
+		o := queueing.Options{ClientRTTMs: rapid.SampledFrom([]float64{0, queueing.DefaultClientRTTMs, 7.5}).Draw(rt, "rtt"),
+			NoFastForward: rapid.Bool().Draw(rt, "nofast")}
+		run := queueing.FiniteRun{Requests: n}
+		full, ferr := queueing.QuantitativeFinite(context.Background(), w, e, roofline, o, run)
+		sum, serr := queueing.QuantitativeFiniteSummary(context.Background(), w, e, roofline, o, run)
+		if ferr != nil || serr != nil {
+			if fmt.Sprint(ferr) != fmt.Sprint(serr) {
+				rt.Fatalf("full run error %v, summary error %v", ferr, serr)
+			}
+			return
+		}
+		if !reflect.DeepEqual(full.TTFTSteady, sum.TTFTSteady) || !reflect.DeepEqual(full.TTFTTransient, sum.TTFTTransient) ||
+			!reflect.DeepEqual(full.TPOT, sum.TPOT) || !reflect.DeepEqual(full.E2E, sum.E2E) {
+			rt.Fatalf("distributions differ: TTFT mean %v vs %v, TPOT mean %v vs %v", full.TTFTSteady.Mean(), sum.TTFTSteady.Mean(),
+				full.TPOT.Mean(), sum.TPOT.Mean())
+		}
+		if full.ThroughputRPS != sum.ThroughputRPS || full.OutputTokensPerS != sum.OutputTokensPerS ||
+			!reflect.DeepEqual(full.Diagnostics, sum.Diagnostics) {
+			rt.Fatalf("throughput %v vs %v, diagnostics %+v vs %+v", full.ThroughputRPS, sum.ThroughputRPS, full.Diagnostics, sum.Diagnostics)
+		}
 	})
 }
 
