@@ -40,6 +40,11 @@ type FiniteRun struct {
 	// prefill; the measured rows contradict a 100-entry pool (docs/validation.md,
 	// "Round 3 (vLLM)"). Recorded for provenance.
 	Warmup int `json:"warmup,omitempty"`
+	// Desync is how the run is modelled, not how it was run: the clients
+	// desynchronise after the burst (QuantitativeFiniteDesync) instead of staying
+	// locked for the whole run (QuantitativeFinite, which refuses it, as does the
+	// tandem's finite run).
+	Desync bool `json:"desync,omitempty"`
 }
 
 // FiniteAdmitGapMs is how far apart a benchmark run's requests that are sent at
@@ -95,6 +100,9 @@ func (f FiniteRun) ValidateClosedLoop(w workload.Spec) error {
 	if w.Concurrency <= 0 {
 		return fmt.Errorf("workload: a finite benchmark run needs a closed loop (concurrency > 0), got concurrency %d", w.Concurrency)
 	}
+	if f.Desync {
+		return fmt.Errorf("finite run desync: this evaluation runs the clients locked; a desynchronised run is queueing.QuantitativeFiniteDesync's (aggregated only)")
+	}
 	return f.Validate()
 }
 
@@ -123,10 +131,14 @@ func (r *Report) SetSpan(f FiniteRun, end, toks float64) {
 // Label is the run's short description ("finite:n=1280,warmup=128"), used to key
 // stored predictions of measured runs apart from steady-state ones.
 func (f FiniteRun) Label() string {
+	l := fmt.Sprintf("finite:n=%d", f.Requests)
 	if f.Warmup > 0 {
-		return fmt.Sprintf("finite:n=%d,warmup=%d", f.Requests, f.Warmup)
+		l += fmt.Sprintf(",warmup=%d", f.Warmup)
 	}
-	return fmt.Sprintf("finite:n=%d", f.Requests)
+	if f.Desync {
+		l += ",desync"
+	}
+	return l
 }
 
 // QuantitativeFinite evaluates the closed loop w (w.Concurrency clients) as the

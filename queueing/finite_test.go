@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/engine"
@@ -193,5 +194,74 @@ func TestFiniteSummaryIdentical(t *testing.T) {
 	_, err := QuantitativeFiniteSummary(context.Background(), workload.Spec{ISL: 64, OSL: 8, Concurrency: 2}, e, tm, Options{RecordTokenTimes: true}, FiniteRun{Requests: 4})
 	if err == nil || err.Error() != "options record_token_times: a summary run keeps no request records" {
 		t.Errorf("summary with token times: %v", err)
+	}
+}
+
+// TestFiniteDesync: the desynchronised benchmark run is the locked run's burst
+// (its first C requests, weight 1 each) mixed with the steady state's
+// distribution scaled to the other N − C requests: the mean TTFT is exactly that
+// weighted mean; the transient is the burst's; ITL and throughput are the steady
+// state's. A run no longer than the burst is the locked run's report. The locked
+// evaluations refuse a desync run.
+func TestFiniteDesync(t *testing.T) {
+	tm := timing.Linear{BaseMs: 8, PrefillMsPerToken: 0.03, DecodeMsPerRow: 0.02, CtxMsPerToken: 1e-5}
+	e := testEngine(t, engine.VLLM, nil)
+	w := workload.Spec{ISL: 1024, OSL: 128, Concurrency: 8}
+	o := DefaultOptions()
+	ctx := context.Background()
+	run := FiniteRun{Requests: 160, Warmup: 16}
+	locked, err := QuantitativeFinite(ctx, w, e, tm, o, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steady, err := QuantitativeWith(ctx, w, e, tm, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drun := run
+	drun.Desync = true
+	d, err := QuantitativeFiniteDesync(ctx, w, e, tm, o, drun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	burstSum := 0.0
+	for _, a := range locked.TTFTTransient.Atoms() {
+		burstSum += a.Value * a.Weight
+	}
+	want := (burstSum + 152*steady.TTFTSteady.Mean()) / 160
+	if got := d.TTFTSteady.Mean(); !near(got, want, 1e-9*want) {
+		t.Errorf("desync mean TTFT %v, want (burst + 152 × steady %v) / 160 = %v", got, steady.TTFTSteady.Mean(), want)
+	}
+	if d.TTFTSteady.TotalWeight() < 160-1e-9 || d.TTFTSteady.TotalWeight() > 160+1e-9 {
+		t.Errorf("desync TTFT weighs %v requests, want 160", d.TTFTSteady.TotalWeight())
+	}
+	if !reflect.DeepEqual(d.TTFTTransient, locked.TTFTTransient) || !reflect.DeepEqual(d.ITL, steady.ITL) ||
+		d.ThroughputRPS != steady.ThroughputRPS || len(d.Requests) != 8 {
+		t.Errorf("desync: transient %v (burst %v), ITL mean %v (steady %v), throughput %v (steady %v), %d records",
+			d.TTFTTransient.Mean(), locked.TTFTTransient.Mean(), d.ITL.Mean(), steady.ITL.Mean(), d.ThroughputRPS, steady.ThroughputRPS, len(d.Requests))
+	}
+	if d.Diagnostics.FiniteRun == nil || *d.Diagnostics.FiniteRun != drun || drun.Label() != "finite:n=160,warmup=16,desync" {
+		t.Errorf("desync diagnostics run %+v, label %q", d.Diagnostics.FiniteRun, drun.Label())
+	}
+	// The locked run of this fixed-shape loop keeps its cohorts: the desync run,
+	// whose clients spread after the burst, queues less.
+	if !(d.TTFTSteady.Mean() < locked.TTFTSteady.Mean()) {
+		t.Errorf("desync mean TTFT %v, want below the locked run's %v", d.TTFTSteady.Mean(), locked.TTFTSteady.Mean())
+	}
+	// N ≤ C: the burst alone.
+	short := FiniteRun{Requests: 8, Desync: true}
+	a, err := QuantitativeFiniteDesync(ctx, w, e, tm, o, short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := QuantitativeFinite(ctx, w, e, tm, o, FiniteRun{Requests: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a.TTFTSteady, b.TTFTSteady) || !reflect.DeepEqual(a.TPOT, b.TPOT) {
+		t.Errorf("a desync run of the burst alone differs from the locked run: TTFT %v vs %v", a.TTFTSteady.Mean(), b.TTFTSteady.Mean())
+	}
+	if _, err := QuantitativeFinite(ctx, w, e, tm, o, drun); err == nil || !strings.Contains(err.Error(), "finite run desync: this evaluation runs the clients locked") {
+		t.Errorf("QuantitativeFinite of a desync run: %v", err)
 	}
 }

@@ -95,8 +95,17 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "finite:n=") || strings.Contains(out, "steady") {
 		t.Errorf("accuracy view run column: %q", out)
 	}
+	// --run desync: the same runs, their clients desynchronised after the burst.
+	if code, _, errs := cliRun(t, db, "accuracy", "--run", "desync", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy --run desync: %d %q", code, errs)
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select count(*), sum(run like 'finite:n=%,desync') from accuracy where metric = 'ttft_mean' and predicted is not null")
+	if code != 0 || strings.TrimSpace(out) != "count(*),\"sum(run like 'finite:n=%,desync')\"\n2,2" {
+		t.Errorf("accuracy --run desync: the view's runs %q, want both rows desync", out)
+	}
 	code, _, errs = cliRun(t, db, "accuracy", "--run", "forever")
-	if code != 1 || !strings.Contains(errs, `accuracy: --run "forever": want benchmark or steady`) {
+	if code != 1 || !strings.Contains(errs, `accuracy: --run "forever": want benchmark, desync or steady`) {
 		t.Errorf("accuracy --run forever: %d %q", code, errs)
 	}
 	// Calibrate on the two runs; eval applies it to the covered point and says

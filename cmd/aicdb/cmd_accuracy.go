@@ -77,7 +77,7 @@ func runAccuracy(c *cli.Context) error {
 	if err != nil {
 		return asUser(err)
 	}
-	if res.Steady, err = steadyRun(c); err != nil {
+	if err := steadyRun(c, res); err != nil {
 		return err
 	}
 	res.VersionFallback = c.Bool("version-fallback")
@@ -130,7 +130,7 @@ func printAccuracy(c *cli.Context, by []string, rep []calibrate.MAPERow, format 
 // runFlag selects what a measured closed-loop row is compared with (accuracy,
 // calibrate): the benchmark run that produced it, or the steady state.
 func runFlag() cli.Flag {
-	return &cli.StringFlag{Name: "run", Value: "benchmark", Usage: "predict each measured closed-loop row as the `RUN` that produced it: benchmark (burst start, the file's request count; aic-silicon: aiconfigurator's aiperf benchmark, 20·C requests) | steady (the limit cycle, as eval and sweep)"}
+	return &cli.StringFlag{Name: "run", Value: "benchmark", Usage: "predict each measured closed-loop row as the `RUN` that produced it: benchmark (burst start, the file's request count, clients locked for the whole run; aic-silicon: aiconfigurator's aiperf benchmark, 20·C requests) | desync (the same run's burst, then desynchronised clients: the stagger mixture, for aggregated rows) | steady (the limit cycle, as eval and sweep)"}
 }
 
 // versionFallbackFlag lets a measured row whose mapped perf-data version cannot
@@ -139,16 +139,18 @@ func versionFallbackFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "version-fallback", Usage: "price a row whose mapped perf-data version has no data for its point at the nearest other version that has (nearest first, the newer of two equally near); the row's version_mapping records each step; off, such a row stays unpredicted with the miss as its reason"}
 }
 
-// steadyRun reads --run.
-func steadyRun(c *cli.Context) (bool, error) {
+// steadyRun reads --run into res.
+func steadyRun(c *cli.Context, res *calibrate.Resolver) error {
 	switch r := c.String("run"); r {
 	case "benchmark":
-		return false, nil
+	case "desync":
+		res.Desync = true
 	case "steady":
-		return true, nil
+		res.Steady = true
 	default:
-		return false, userErrorf("%s: --run %q: want benchmark or steady", c.Command.Name, r)
+		return userErrorf("%s: --run %q: want benchmark, desync or steady", c.Command.Name, r)
 	}
+	return nil
 }
 
 // predictionCounts is the summary of calibrate.Predict's rows: how many

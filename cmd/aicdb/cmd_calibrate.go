@@ -69,7 +69,7 @@ func runCalibrate(c *cli.Context) error {
 	if err != nil {
 		return asUser(err)
 	}
-	if res.Steady, err = steadyRun(c); err != nil {
+	if err := steadyRun(c, res); err != nil {
 		return err
 	}
 	res.VersionFallback = c.Bool("version-fallback")

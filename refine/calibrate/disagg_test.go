@@ -79,6 +79,18 @@ func TestResolveDisaggRun(t *testing.T) {
 			t.Errorf("benchmark run %+v, evaluator %q; want 1280 requests after 128 on the whole deployment", tg.Run, tg.In.Evaluator)
 		}
 	}
+	// --run desync: the tandem has no desynchronised run, so a disaggregated row
+	// keeps the locked one; an aggregated row's run is marked desync.
+	rs := &Resolver{Ev: runEval{}, Desync: true}
+	tg := resolveDisagg(Target{Row: r}, m.Model, "0.5.8", res, "ev")
+	if rs.benchmarkRun(&tg, 1); tg.Run == nil || tg.Run.Desync || tg.In.Evaluator != "ev+run:finite:n=1280,warmup=128" {
+		t.Errorf("--run desync, disaggregated: run %+v, evaluator %q; want the locked run", tg.Run, tg.In.Evaluator)
+	}
+	agg := Target{Row: r, In: store.PointInputs{Mode: store.ModeAgg, Evaluator: "ev"}}
+	agg.Row.Measurement.Mode, agg.Row.Measurement.Concurrency = store.ModeAgg, 16
+	if rs.benchmarkRun(&agg, 1); agg.Run == nil || !agg.Run.Desync || agg.In.Evaluator != "ev+run:finite:n=320,warmup=32,desync" {
+		t.Errorf("--run desync, aggregated: run %+v, evaluator %q; want 320 requests after 32, desync", agg.Run, agg.In.Evaluator)
+	}
 }
 
 // TestResolveDisaggPools: under the aiconfigurator profile a disaggregated row

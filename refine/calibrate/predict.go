@@ -90,6 +90,11 @@ type Resolver struct {
 	// Steady predicts every measurement by the steady state instead of the run
 	// that produced it (measure.Measurement.BenchmarkRun).
 	Steady bool
+	// Desync predicts an aggregated measurement's benchmark run as its burst
+	// followed by desynchronised clients (queueing.QuantitativeFiniteDesync)
+	// instead of clients locked for the whole run; disaggregated rows keep the
+	// locked run (the tandem has no desynchronised one).
+	Desync bool
 	// VersionFallback prices a measurement whose mapped perf-data version has no
 	// data for its point at the nearest other version that has
 	// (FallbackVersions), recording each step in the version mapping; off, such a
@@ -422,7 +427,7 @@ func (r *Resolver) benchmarkRun(t *Target, workers int) {
 		return
 	}
 	if run, ok := t.Row.Measurement.BenchmarkRun(workers); ok {
-		t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup}
+		t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup, Desync: r.Desync && t.In.Mode == store.ModeAgg}
 		t.In.Evaluator += runTag + t.Run.Label()
 	}
 }
