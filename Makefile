@@ -31,6 +31,7 @@ lint:
 # The validation gate: the model against the oracle.
 gate:
 	$(GO) test -count=1 -run Gate -v ./oracle
+	$(GO) test -count=1 -run GateFiniteDesync -v ./oracle/gate
 
 # The main job on the embedded default data.
 demo: build
