@@ -99,17 +99,7 @@ func runFiniteFamily(ctx context.Context, f FiniteFamily) Row {
 	if err := consistent(model, fromRecords); err != nil {
 		return fail(fmt.Errorf("model: %w", err))
 	}
-	shape := shapeOf(w)
-	eng, err := oracleEngine(f.Family, w.Concurrency)
-	if err != nil {
-		return fail(fmt.Errorf("oracle: %w", err))
-	}
-	s, err := oracle.New(eng, f.Timing, oracle.Options{})
-	if err != nil {
-		return fail(fmt.Errorf("oracle: %w", err))
-	}
-	res, err := s.RunFiniteLoop(ctx, oracle.FiniteLoop{Shape: shape, Clients: w.Concurrency, Requests: f.Run.Requests,
-		TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
+	res, err := runDESFinite(ctx, f)
 	if err != nil {
 		return fail(fmt.Errorf("oracle: %w", err))
 	}
@@ -124,6 +114,21 @@ func runFiniteFamily(ctx context.Context, f FiniteFamily) Row {
 	row.Model, row.Oracle = model, orc
 	row.Resid, row.Failures = compare(model.values(), orc.values(), tolerances, metricNames)
 	return row
+}
+
+// runDESFinite runs f's benchmark run on the DES (oracle.RunFiniteLoop).
+func runDESFinite(ctx context.Context, f FiniteFamily) (*oracle.Result, error) {
+	w := f.Spec
+	eng, err := oracleEngine(f.Family, w.Concurrency)
+	if err != nil {
+		return nil, err
+	}
+	s, err := oracle.New(eng, f.Timing, oracle.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return s.RunFiniteLoop(ctx, oracle.FiniteLoop{Shape: shapeOf(w), Clients: w.Concurrency, Requests: f.Run.Requests,
+		TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
 }
 
 // finiteMetrics measures a finite run's records: all n requests steady, generation

@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing"
 )
 
@@ -35,16 +34,7 @@ func TestGateFiniteDesync(t *testing.T) {
 			t.Fatalf("%s: model: %v", f.Name, err)
 		}
 		// DES: the burst's generation from the finite loop.
-		eng, err := oracleEngine(f.Family, w.Concurrency)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := oracle.New(eng, f.Timing, oracle.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := s.RunFiniteLoop(ctx, oracle.FiniteLoop{Shape: shapeOf(w), Clients: w.Concurrency, Requests: f.Run.Requests,
-			TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
+		res, err := runDESFinite(ctx, f)
 		if err != nil {
 			t.Fatalf("%s: oracle: %v", f.Name, err)
 		}
