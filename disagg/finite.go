@@ -2,6 +2,7 @@ package disagg
 
 import (
 	"context"
+	"errors"
 	"math"
 
 	"github.com/aicdb/aicdb/queueing"
@@ -27,6 +28,9 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 	}
 	if err := f.ValidateClosedLoop(w); err != nil {
 		return nil, &queueing.InputError{Err: err}
+	}
+	if f.Desync {
+		return nil, &queueing.InputError{Err: errors.New("finite run desync: the tandem runs its clients locked for the whole run; a desynchronised run is aggregated only")}
 	}
 	if err := queueing.CheckClientRTT(clientRTTMs); err != nil {
 		return nil, &queueing.InputError{Err: err}

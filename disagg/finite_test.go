@@ -106,3 +106,13 @@ func TestFiniteRunBoundWithinTandem(t *testing.T) {
 		t.Errorf("a run of %d requests validates; the tandem simulates at most %d", maxRequests+1, maxRequests)
 	}
 }
+
+// TestFiniteDesyncRefused: the tandem has no desynchronised benchmark run; a run
+// marked desync is refused, not answered as the locked one.
+func TestFiniteDesyncRefused(t *testing.T) {
+	c := testConfig(t, 1, 1)
+	_, err := QuantitativeFinite(context.Background(), workload.Spec{ISL: 64, OSL: 8, Concurrency: 2}, c, queueing.FiniteRun{Requests: 8, Desync: true}, 1)
+	if err == nil || !strings.Contains(err.Error(), "finite run desync: the tandem runs its clients locked") {
+		t.Errorf("desync tandem run: %v", err)
+	}
+}

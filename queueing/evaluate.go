@@ -61,7 +61,7 @@ type Options struct {
 	Progress func(done, total int)
 
 	spreadMs      float64 // initial spread of the closed-loop clients (internal)
-	transientOnly bool    // closed loop: stop once generation 0 has finished (internal)
+	transientOnly bool    // closed loop, finite run: stop once generation 0 has finished (internal)
 	// closed loop, tests: no scheduler-state rule (noStateCycle), or at least
 	// statePeriods whole state periods in its window (statecycle.go)
 	noStateCycle bool

@@ -41,9 +41,9 @@ type FiniteRun struct {
 	// "Round 3 (vLLM)"). Recorded for provenance.
 	Warmup int `json:"warmup,omitempty"`
 	// Desync is how the run is modelled, not how it was run: the clients
-	// desynchronise after the burst (QuantitativeFiniteDesync) instead of staying
-	// locked for the whole run (QuantitativeFinite, which refuses it, as does the
-	// tandem's finite run).
+	// desynchronise after the burst instead of staying locked for the whole run
+	// (QuantitativeFinite, finiteDesync). The tandem's finite run has no such
+	// model and refuses it.
 	Desync bool `json:"desync,omitempty"`
 }
 
@@ -100,9 +100,6 @@ func (f FiniteRun) ValidateClosedLoop(w workload.Spec) error {
 	if w.Concurrency <= 0 {
 		return fmt.Errorf("workload: a finite benchmark run needs a closed loop (concurrency > 0), got concurrency %d", w.Concurrency)
 	}
-	if f.Desync {
-		return fmt.Errorf("finite run desync: this evaluation runs the clients locked; a desynchronised run is queueing.QuantitativeFiniteDesync's (aggregated only)")
-	}
 	return f.Validate()
 }
 
@@ -150,6 +147,8 @@ func (f FiniteRun) Label() string {
 // min(C, N) requests. Throughput is N over the run's span, from the first send to
 // the last completion (how the benchmarks report it). o.StaggerPhases and the
 // window options do not apply: the run is one deterministic burst-started path.
+// A run marked f.Desync is the burst followed by desynchronised clients instead
+// (finiteDesync).
 func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
 	return quantitativeFinite(ctx, w, e, t, o, f, false)
 }
@@ -160,7 +159,8 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 // Report.Requests is nil. The TTFT, TPOT and E2E distributions, the throughput
 // and the diagnostics are bit-identical to QuantitativeFinite's, at less cost: a
 // calibration fit's objective evaluates it many times per row. Not for stored
-// results (their ITL columns would read 0); o.RecordTokenTimes is refused.
+// results (their ITL columns would read 0); o.RecordTokenTimes is refused. A
+// desync run has no summary: it is QuantitativeFinite's report.
 func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
 	if o.RecordTokenTimes {
 		return nil, inputErr(fmt.Errorf("options record_token_times: a summary run keeps no request records"))
@@ -169,6 +169,9 @@ func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, e engine.Sp
 }
 
 func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
+	if f.Desync {
+		return finiteDesync(ctx, w, e, t, o, f)
+	}
 	b, err := checkInputs(w, e, t)
 	if err != nil {
 		return nil, err
@@ -209,9 +212,12 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 		ri := s.newReq(&w, slot, 0, adm.At(stage))
 		s.reqs[ri].transient, s.reqs[ri].steady, s.reqs[ri].bucket = true, true, 0
 	}
-	done := 0
+	done, burstDone := 0, 0
 	s.onFinish = func(s *sim, ri int32, now float64) {
 		done++
+		if s.reqs[ri].gen == 0 {
+			burstDone++
+		}
 		if len(s.reqs) >= N {
 			return
 		}
@@ -219,7 +225,11 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 		nri := s.newReq(&w, r.slot, r.gen+1, adm.At(now+delay))
 		s.reqs[nri].steady, s.reqs[nri].bucket = true, 0
 	}
-	if err := s.run(ctx, func() bool { return done == N }); err != nil {
+	stop := func() bool { return done == N }
+	if o.transientOnly { // finiteDesync: the burst's requests only (the run up to then is the same)
+		stop = func() bool { return burstDone == C }
+	}
+	if err := s.run(ctx, stop); err != nil {
 		return nil, err
 	}
 	rep, err := s.report(col, w, -1, -1)

@@ -9,11 +9,12 @@ import (
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
-// QuantitativeFiniteDesync evaluates the closed-loop benchmark run f as a burst
+// finiteDesync evaluates the closed-loop benchmark run f (f.Desync) as a burst
 // followed by desynchronised clients. The first min(C, N) requests are the
-// burst's: sent together to an idle engine, they are QuantitativeFinite's first
+// burst's: sent together to an idle engine, they are the locked run's first
 // generation (admitted one at a time, FiniteAdmitGapMs apart, and decoding beside
-// their replacements as the locked run has them). The other N − min(C, N) are
+// their replacements as the locked run has them; that run is simulated only
+// until they have finished). The other N − min(C, N) are
 // requests of the desynchronised steady state under o (QuantitativeWith: with
 // o.StaggerPhases > 0 the stagger mixture, the product's closed-loop default;
 // with 0 the burst's own limit cycle). This is QuantitativeFinite's run with the
@@ -27,11 +28,16 @@ import (
 // burst's. ITL, throughput, the KV peak and preemptions are the steady state's
 // (the burst round's gaps and its ramp weigh C/N of the run and are left out).
 // Report.Requests holds the burst's records only. With N ≤ C the run is the
-// burst alone: QuantitativeFinite's report.
-func QuantitativeFiniteDesync(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
+// burst alone: the locked run's report.
+func finiteDesync(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
 	locked := f
 	locked.Desync = false
-	burst, err := QuantitativeFinite(ctx, w, e, t, o, locked)
+	if f.Requests <= w.Concurrency {
+		return quantitativeFinite(ctx, w, e, t, o, locked, false)
+	}
+	ob := o
+	ob.transientOnly = true
+	burst, err := quantitativeFinite(ctx, w, e, t, ob, locked, false)
 	if err != nil {
 		return nil, err
 	}
@@ -42,9 +48,6 @@ func QuantitativeFiniteDesync(ctx context.Context, w workload.Spec, e engine.Spe
 		}
 	}
 	rest := f.Requests - len(first)
-	if rest <= 0 {
-		return burst, nil
-	}
 	so := o
 	so.RecordTokenTimes = false
 	st, err := QuantitativeWith(ctx, w, e, t, so)

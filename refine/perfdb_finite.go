@@ -46,9 +46,6 @@ func (p *PerfdbEvaluator) quantitativeRun(ctx context.Context, in store.PointInp
 	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil { // the KV pool the quantitative tier runs
 		return store.Quantitative{}, err
 	}
-	if run.Desync { // the burst, then desynchronised clients (no summary of it)
-		finite = queueing.QuantitativeFiniteDesync
-	}
 	r, err := finite(ctx, w, e, tm, queueing.DefaultOptions(), run)
 	if err != nil {
 		return store.Quantitative{}, err

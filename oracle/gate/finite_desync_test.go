@@ -10,11 +10,11 @@ import (
 
 // TestGateFiniteDesync gates the desynchronised benchmark run (accuracy and
 // calibrate --run desync) on the finite families under the product defaults
-// (1 ms round trip, the stagger mixture): the model's
-// queueing.QuantitativeFiniteDesync mean TTFT and TPOT equal the same composition
-// on the DES — the first min(C, N) requests of oracle.RunFiniteLoop, weight 1
-// each, and the DES's stagger-mixture steady state (RunFamily) for the other
-// N − C — within 1e-9 (relative).
+// (1 ms round trip, the stagger mixture): the model's desync run
+// (queueing.QuantitativeFinite of a FiniteRun.Desync run) has the mean TTFT and
+// TPOT of the same composition on the DES — the first min(C, N) requests of
+// oracle.RunFiniteLoop, weight 1 each, and the DES's stagger-mixture steady
+// state (RunFamily) for the other N − C — within 1e-9 (relative).
 func TestGateFiniteDesync(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every finite family's burst and steady state on both sides")
@@ -29,7 +29,7 @@ func TestGateFiniteDesync(t *testing.T) {
 		o := queueing.Options{ClientRTTMs: f.ClientRTTMs, StaggerPhases: queueing.DefaultStaggerPhases}
 		run := f.Run
 		run.Desync = true
-		rep, err := queueing.QuantitativeFiniteDesync(ctx, w, f.Engine, f.Timing, o, run)
+		rep, err := queueing.QuantitativeFinite(ctx, w, f.Engine, f.Timing, o, run)
 		if err != nil {
 			t.Fatalf("%s: model: %v", f.Name, err)
 		}

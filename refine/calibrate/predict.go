@@ -91,7 +91,7 @@ type Resolver struct {
 	// that produced it (measure.Measurement.BenchmarkRun).
 	Steady bool
 	// Desync predicts an aggregated measurement's benchmark run as its burst
-	// followed by desynchronised clients (queueing.QuantitativeFiniteDesync)
+	// followed by desynchronised clients (queueing.QuantitativeFinite of a FiniteRun.Desync run)
 	// instead of clients locked for the whole run; disaggregated rows keep the
 	// locked run (the tandem has no desynchronised one).
 	Desync bool
