@@ -77,10 +77,9 @@ func runAccuracy(c *cli.Context) error {
 	if err != nil {
 		return asUser(err)
 	}
-	if err := steadyRun(c, res); err != nil {
+	if err := resolverFlags(c, res); err != nil {
 		return err
 	}
-	res.VersionFallback = c.Bool("version-fallback")
 	bar := newProgress(c, "accuracy", "rows")
 	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, calName, calibrate.PredictOptions{Progress: bar.Update})
 	if err != nil {
@@ -139,8 +138,10 @@ func versionFallbackFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "version-fallback", Usage: "price a row whose mapped perf-data version has no data for its point at the nearest other version that has (nearest first, the newer of two equally near); the row's version_mapping records each step; off, such a row stays unpredicted with the miss as its reason"}
 }
 
-// steadyRun reads --run into res.
-func steadyRun(c *cli.Context, res *calibrate.Resolver) error {
+// resolverFlags reads --run and --version-fallback (runFlag,
+// versionFallbackFlag: accuracy, calibrate) into res.
+func resolverFlags(c *cli.Context, res *calibrate.Resolver) error {
+	res.VersionFallback = c.Bool("version-fallback")
 	switch r := c.String("run"); r {
 	case "benchmark":
 	case "desync":

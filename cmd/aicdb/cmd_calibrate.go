@@ -69,10 +69,9 @@ func runCalibrate(c *cli.Context) error {
 	if err != nil {
 		return asUser(err)
 	}
-	if err := steadyRun(c, res); err != nil {
+	if err := resolverFlags(c, res); err != nil {
 		return err
 	}
-	res.VersionFallback = c.Bool("version-fallback")
 	// The uncalibrated predictions are persisted for the accuracy view as a side effect.
 	bar := newProgress(c, "calibrate: predict", "rows")
 	preds, err := calibrate.Predict(c.Context, st, ev, res, rows, "", calibrate.PredictOptions{Progress: bar.Update})

@@ -70,7 +70,7 @@ type Target struct {
 
 	// fallbacks are the other perf-data versions to price the measurement at, in
 	// order, when VersionUsed has no perf data for its point (FallbackVersions);
-	// gap marks a Reason that is such a miss.
+	// gap marks a Reason that is such a miss (set only with a Reason).
 	fallbacks []string
 	gap       bool
 	fellBack  bool
@@ -317,19 +317,27 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.fallbacks = FallbackVersions(v, versions)
 	}
 	t = r.resolveAt(ctx, t, v, mapping)
-	for t.Reason != "" && t.gap && len(t.fallbacks) > 0 {
+	if t.gap {
 		t = r.fallBack(ctx, t, t.Reason)
 	}
 	return t
 }
 
 // fallBack re-resolves t, whose version has no perf data for its point (why), at
-// the next of its fallback versions; the mapping records the step.
+// the next of its fallback versions, and on to the next while a version cannot
+// resolve it for want of data; the mapping records each step. Without fallbacks
+// left t is returned as it is.
 func (r *Resolver) fallBack(ctx context.Context, t Target, why string) Target {
-	v := t.fallbacks[0]
-	mapping := fmt.Sprintf("%s; no perf data at %s (%s) → %s", t.VersionMapping, t.VersionUsed, shortMiss(why), v)
-	t.fallbacks = t.fallbacks[1:]
-	return r.resolveAt(ctx, Target{Row: t.Row, ModelUsed: t.ModelUsed, fallbacks: t.fallbacks, fellBack: true}, v, mapping)
+	for len(t.fallbacks) > 0 {
+		v := t.fallbacks[0]
+		mapping := fmt.Sprintf("%s; no perf data at %s (%s) → %s", t.VersionMapping, t.VersionUsed, shortMiss(why), v)
+		t = r.resolveAt(ctx, Target{Row: t.Row, ModelUsed: t.ModelUsed, fallbacks: t.fallbacks[1:], fellBack: true}, v, mapping)
+		if !t.gap {
+			break
+		}
+		why = t.Reason
+	}
+	return t
 }
 
 // resolveAt completes t (its row and model resolved) at perf-data version v,
@@ -562,9 +570,6 @@ func Predict(ctx context.Context, st *store.Store, ev refine.Evaluator, res *Res
 			// that resolves (Resolver.fallBack), evaluated afresh.
 			for err != nil && gctx.Err() == nil && isGap(err) && len(p.fallbacks) > 0 {
 				t := res.fallBack(gctx, p.Target, reasonOf(err))
-				for t.Reason != "" && t.gap && len(t.fallbacks) > 0 {
-					t = res.fallBack(gctx, t, t.Reason)
-				}
 				if t.Reason != "" {
 					p.Target, err = t, nil
 					break
