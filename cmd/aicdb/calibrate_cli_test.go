@@ -22,12 +22,7 @@ func TestCalibrateLoss(t *testing.T) {
 		t.Fatalf("import: %d %q %q", code, out, errs)
 	}
 	report := func() string {
-		t.Helper()
-		code, out, errs := cliRun(t, db, "query", "--format", "csv", "select name, json_extract(report, '$.loss') as loss from calibrations order by name")
-		if code != 0 {
-			t.Fatalf("query: %d %q", code, errs)
-		}
-		return strings.TrimSpace(out)
+		return queryCSV(t, db, "select name, json_extract(report, '$.loss') as loss from calibrations order by name")
 	}
 	for _, c := range []struct{ args, want string }{
 		{"", "d,l1"},
@@ -82,12 +77,7 @@ func TestAccuracyVersionFallback(t *testing.T) {
 		t.Fatalf("import: %d %q %q", code, out, errs)
 	}
 	view := func() string {
-		t.Helper()
-		code, out, errs := cliRun(t, db, "query", "--format", "csv", "select version_used, version_mapping, predicted is not null, substr(reason, 1, 27) from accuracy where metric = 'ttft_mean'")
-		if code != 0 {
-			t.Fatalf("query: %d %q", code, errs)
-		}
-		return strings.TrimSpace(out)
+		return queryCSV(t, db, "select version_used, version_mapping, predicted is not null, substr(reason, 1, 27) from accuracy where metric = 'ttft_mean'")
 	}
 	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
 		t.Fatalf("accuracy: %d %q", code, errs)
@@ -107,4 +97,15 @@ func TestAccuracyVersionFallback(t *testing.T) {
 	if got := view(); got != want {
 		t.Errorf("with --version-fallback:\n%s\nwant\n%s", got, want)
 	}
+}
+
+// queryCSV runs sql through aicdb query on db and returns its CSV, trimmed; a
+// failed query fails t.
+func queryCSV(t *testing.T, db, sql string) string {
+	t.Helper()
+	code, out, errs := cliRun(t, db, "query", "--format", "csv", sql)
+	if code != 0 {
+		t.Fatalf("query %q: %d %q", sql, code, errs)
+	}
+	return strings.TrimSpace(out)
 }
