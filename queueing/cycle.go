@@ -48,7 +48,8 @@ type LoopSample struct {
 // [Start, Start+Length) of every slot. Found reports that a limit cycle of Period
 // generations was detected at Start (Length is then a whole number of periods ≥ the
 // requested window); otherwise Start = horizon − Length (no repetition before the
-// horizon). SpreadMs is the initial spread of the clients of that run (0: burst).
+// horizon). SpreadMs and Phase place the first requests of that run's clients
+// (ClientPhases; spread 0: the burst).
 type Window struct {
 	Start    int     `json:"start"`
 	Length   int     `json:"length"`
@@ -56,6 +57,7 @@ type Window struct {
 	Found    bool    `json:"limit_cycle"`
 	Horizon  int     `json:"horizon"`
 	SpreadMs float64 `json:"spread_ms,omitempty"`
+	Phase    int     `json:"phase,omitempty"`
 	// StatePeriodPasses and StatePeriodMs are the period of the scheduler-state cycle
 	// the run was measured on (statecycle.go; 0 when the generation rule decided):
 	// the steady requests are those that finished in StatePeriods such periods and

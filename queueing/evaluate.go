@@ -30,8 +30,9 @@ type Options struct {
 	// results are identical up to floating-point summation order.
 	NoFastForward bool
 	// StaggerPhases (closed loop), when > 0, reports the steady distributions as an
-	// equal mixture over that many limit cycles started with the clients spread
-	// uniformly over i/K of one request cycle (i = 1..K) instead of the burst alone
+	// equal mixture over that many limit cycles started with the clients at
+	// independent random phases of one request cycle (ClientPhases, phase i =
+	// 1..K) instead of the burst alone
 	// (QUEUEING.md §4, multi-stability; stagger.go); the transient stays the
 	// burst's. Diagnostics.StaggerPhases flags it. 0 is the burst.
 	StaggerPhases int
@@ -61,6 +62,7 @@ type Options struct {
 	Progress func(done, total int)
 
 	spreadMs      float64 // initial spread of the closed-loop clients (internal)
+	phase         int     // stagger phase whose ClientPhases place them (internal)
 	transientOnly bool    // closed loop, finite run: stop once generation 0 has finished (internal)
 	// closed loop, tests: no scheduler-state rule (noStateCycle), or at least
 	// statePeriods whole state periods in its window (statecycle.go)

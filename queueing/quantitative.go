@@ -172,7 +172,7 @@ func (scr *runScratch) reclaim(s *sim, col *collector, sc *stateCycle) {
 }
 
 // quantitativeRun is one limit-cycle evaluation (closed-loop clients start at
-// stage + slot·SpreadMs/C; a burst when the spread is 0). scr, when not nil, lends
+// stage + ClientPhases(C, phase, spread); a burst when the spread is 0). scr, when not nil, lends
 // its buffers to a closed-loop run and gets them back at its end (evalClosed).
 func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds, scr *runScratch) (*Report, error) {
 	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
@@ -212,7 +212,7 @@ func (s *sim) newReq(w *workload.Spec, slot, gen int, arrival float64) int32 {
 }
 
 // evalClosed runs the closed loop: C slots, sending their first requests at
-// stage + slot·spread/C (all at once: the transient burst); each completion sends
+// stage + ClientPhases(C, phase, spread) (all at once: the transient burst); each completion sends
 // the slot's next request, which reaches the scheduler after the turnaround, the
 // client round trip and the additive stages. The steady window is chosen by the
 // limit-cycle rule (cycle.go) as generations complete; the recursion keeps
@@ -270,8 +270,8 @@ func runClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o O
 	C, win, horizon, delay := w.Concurrency, p.win, p.horizon, p.delay
 	stage := s.e.StageMs
 	s.maxPasses = C*(horizon+4)*p.perReq + 64
-	for slot := 0; slot < C; slot++ {
-		ri := s.newReq(&w, slot, 0, stage+float64(slot)*o.spreadMs/float64(C))
+	for slot, at := range ClientPhases(C, o.phase, o.spreadMs) {
+		ri := s.newReq(&w, slot, 0, stage+at)
 		s.reqs[ri].transient = true
 	}
 	det := newCycleDetector(C, win, horizon)
@@ -303,7 +303,7 @@ func runClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o O
 	// A window of whole state periods, unless the generation rule's window was
 	// complete first (its horizon came before the periods did).
 	if sc != nil && sc.done {
-		return stateCycleReport(s, col, w, sc, delay, o.spreadMs)
+		return stateCycleReport(s, col, w, sc, delay, o.spreadMs, o.phase)
 	}
 	if o.transientOnly {
 		rep, err := s.report(col, w, -1, -1)
@@ -321,7 +321,7 @@ func runClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o O
 		return nil, err
 	}
 	wd := det.w
-	wd.SpreadMs = o.spreadMs
+	wd.SpreadMs, wd.Phase = o.spreadMs, o.phase
 	rep.Diagnostics.Windows = []Window{wd}
 	rep.Diagnostics.LimitCycle = limitCycleNote(rep.Diagnostics.Windows)
 	return rep, finite(rep)
@@ -374,7 +374,7 @@ func (s *sim) slotThroughput(rep *Report, C int, delay float64) error {
 // generation window). Window reports the generations of those requests, Found with
 // the period in passes and ms (the generation Period stays 0) and the horizon the
 // generation rule had.
-func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, delay, spreadMs float64) (*Report, error) {
+func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, delay, spreadMs float64, phase int) (*Report, error) {
 	t0, t1 := sc.ck.now, s.now
 	g0, g1 := math.MaxInt, -1
 	for i := range s.reqs {
@@ -395,7 +395,7 @@ func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, d
 	if err := s.slotThroughput(rep, sc.clients, delay); err != nil {
 		return nil, err
 	}
-	rep.Diagnostics.Windows = []Window{{Start: g0, Length: g1 - g0 + 1, Found: true, Horizon: sc.horizon, SpreadMs: spreadMs,
+	rep.Diagnostics.Windows = []Window{{Start: g0, Length: g1 - g0 + 1, Found: true, Horizon: sc.horizon, SpreadMs: spreadMs, Phase: phase,
 		StatePeriodPasses: sc.periodPasses, StatePeriodMs: sc.periodMs, StatePeriods: sc.periods, StateFromMs: t0, StateToMs: t1}}
 	return rep, finite(rep)
 }

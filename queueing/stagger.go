@@ -13,23 +13,24 @@ import (
 const maxStaggerPhases = 16
 
 // staggered evaluates a closed loop as a deterministic mixture over initial
-// phases (the product default since issue 9: real clients desynchronise through
-// EOS, jitter and tokenizer noise, so one burst-locked cycle is not a prediction of
-// a benchmark). A fixed-shape closed loop started as a burst keeps the burst's
-// cohorts forever (requests finishing in the same pass return together); started
-// with the clients spread over a request cycle it settles into other limit cycles.
-// Phase i (i = 1..K) spreads the C first requests uniformly over (K + i)/(2K) of the
-// request cycle (the screening tier's mean E2E + turnaround + client round trip; the
-// burst transient's when screening declines the point): from just over half a cycle
-// to a whole one. Phases spread over less are nearly the burst (its locked cycle is
-// --stagger-phases 0) and take as long to dissolve: at vLLM C 32, isl 4096, budget
-// 8192 the ¼- and ½-spread phases settled at generations 28 and 18–20, the spreads
-// ≥ 5/8 at 1–2) and measures ⌈W/K⌉ steady
-// generations on its own limit cycle (cycle.go), so the mixture holds about as many
-// steady requests as one burst window. The steady distributions are the equal
-// mixture of the K phases (each phase's requests, and each phase's ITL gaps, weigh
-// 1/K in total), throughputs their mean; the transient and its records come from a
-// burst run stopped once generation 0 has finished.
+// client phases (the product default since issue 9: real clients desynchronise
+// through EOS, jitter and tokenizer noise, so one burst-locked cycle is not a
+// prediction of a benchmark). A fixed-shape closed loop started as a burst keeps
+// the burst's cohorts forever (requests finishing in the same pass return
+// together); started with the clients spread over a request cycle it settles into
+// other limit cycles. Phase i (i = 1..K) places the C first requests at
+// independent uniform draws over one request cycle (ClientPhases, seeded by i; the
+// cycle is the screening tier's mean E2E + turnaround + client round trip, the
+// burst transient's when screening declines the point): desynchronised clients
+// have independent phases. Evenly spaced starts (the rule until Round 11) are a
+// fixed point where no two prompts ever meet, so they showed no queueing at any
+// prefill utilisation below 1 and under-predicted the measured TTFT at high C.
+// Each phase measures ⌈W/K⌉ steady generations on its own limit cycle
+// (cycle.go), so the mixture holds about as many steady requests as one burst
+// window. The steady distributions are the equal mixture of the K phases (each
+// phase's requests, and each phase's ITL gaps, weigh 1/K in total), throughputs
+// their mean; the transient and its records come from a burst run stopped once
+// generation 0 has finished.
 func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds) (*Report, error) {
 	ob := o
 	ob.transientOnly = true
@@ -56,7 +57,7 @@ func staggered(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Tim
 	nTTFT, nITL, nRecs := 0, 0, len(burst.Requests)
 	for i := 1; i <= K; i++ {
 		oi := o
-		oi.spreadMs = cycle * float64(K+i) / float64(2*K)
+		oi.spreadMs, oi.phase = cycle, i
 		oi.WindowGenerations = win
 		r, err := quantitativeRun(ctx, w, e, t, oi, b, buf)
 		if err != nil {

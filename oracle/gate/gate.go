@@ -294,11 +294,7 @@ func oracleClosedRuns(ctx context.Context, f Family, rep *queueing.Report, shape
 			}
 		}
 		for _, win := range windows {
-			spread := win.SpreadMs // the model's phase spread, as it drove its own run
-			start := make([]float64, C)
-			for c := range start {
-				start[c] = float64(c) * spread / float64(C)
-			}
+			start := queueing.ClientPhases(C, win.Phase, win.SpreadMs) // as the model drove its own run
 			res, err := run(desGenerations(win), start)
 			if err != nil {
 				return nil, nil, err
