@@ -93,7 +93,8 @@ const (
 //
 // Closed loop: a tandem started as a burst keeps the cohorts of its first
 // prefill passes (prompts completing together fan into the decode NICs together),
-// started with the clients spread over one request cycle it settles elsewhere.
+// started with the clients at independent phases over one request cycle
+// (queueing.ClientPhases) it settles elsewhere.
 // Unless opted out, both starts are run and the steady distributions are their
 // equal mixture (QUEUEING.md §4); MultiStable flags throughputs more than 2 %
 // apart, and both throughputs are reported. The transient is the burst's.
@@ -588,7 +589,8 @@ func (t *tandem) loop(ctx context.Context, stop func() bool) error {
 	return t.err
 }
 
-// run is one evaluation (a burst start, or spread by o.spreadMs).
+// run is one evaluation (a burst start, or the clients at independent phases
+// over o.spreadMs: queueing.ClientPhases).
 func run(ctx context.Context, w workload.Spec, c Config, o Options) (*Report, error) {
 	t, err := newTandem(&c, &w)
 	if err != nil {
@@ -615,8 +617,8 @@ func (t *tandem) closed(ctx context.Context, o Options) (*Report, error) {
 		return nil, &queueing.InputError{Err: fmt.Errorf("workload concurrency = %d: the tandem would simulate %d requests (limit %d); use the screening tier or a smaller window", C, C*(warm+win+2), maxRequests)}
 	}
 	t.reqs = make([]treq, 0, C*(warm+win+2))
-	for s := 0; s < C; s++ {
-		t.submit(s, 0, t.stage+float64(s)*o.spreadMs/float64(C), warm == 0)
+	for s, at := range queueing.ClientPhases(C, 1, o.spreadMs) { // the burst when spreadMs is 0
+		t.submit(s, 0, t.stage+at, warm == 0)
 	}
 	target, doneN := C*win, 0
 	t.onDone = func(t *tandem, ri int, now float64) {

@@ -46,7 +46,8 @@ type DisaggRow struct {
 
 // RunDisaggFamily evaluates f with disagg.Quantitative and with the DES under the
 // tandem's conventions: closed loop, a burst start and a start with the clients
-// spread over one request cycle (the DES's own burst E2E mean + turnaround), each
+// at independent phases over one request cycle (queueing.ClientPhases over the
+// DES's own burst E2E mean + turnaround), each
 // measured over generations [4, 4 + max(8, ⌈128/C⌉)) and mixed with equal weight,
 // the transient being the burst's generation 0; open loop, the W1 stream, requests
 // from n/10 on.
@@ -181,10 +182,7 @@ func RunDisaggOracle(ctx context.Context, f DisaggFamily) (Metrics, DisaggExtra,
 		return Metrics{}, DisaggExtra{}, err
 	}
 	spread := de.Mean() + w.TurnaroundMs
-	start := make([]float64, C)
-	for c := range start {
-		start[c] = float64(c) * spread / float64(C)
-	}
+	start := queueing.ClientPhases(C, 1, spread) // as the tandem starts its staggered run
 	stag, err := run(start)
 	if err != nil {
 		return Metrics{}, DisaggExtra{}, err
