@@ -57,7 +57,7 @@ func evalCommand() *cli.Command {
 		}, engineKnobFlags(), []cli.Flag{
 			// output
 			&cli.StringFlag{Name: "tier", Value: "quantitative", Usage: "screening | quantitative | both"},
-			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N initial client staggers (desynchronised clients); 0 = the burst's locked cycle"},
+			&cli.IntFlag{Name: "stagger-phases", Value: queueing.DefaultStaggerPhases, Usage: "closed loop, quantitative: mix the steady state over N draws of independent random client phases (desynchronised clients); 0 = the burst's locked cycle"},
 			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			formatFlag(formatJSON),
 			calibrationFlag(),
