@@ -23,15 +23,23 @@ func ClientPhases(C, phase int, spreadMs float64) []float64 {
 	if phase < 1 || !(spreadMs > 0) || math.IsInf(spreadMs, 0) {
 		return out
 	}
-	x := uint64(phase) * 0x9E3779B97F4A7C15
+	// Each phase's stream starts at a hashed seed: consecutive seeds would make
+	// phase i+1's draws phase i's shifted by one (nearly the same clients).
+	x := splitmix64(uint64(phase))
 	for c := range out {
-		x += 0x9E3779B97F4A7C15
-		z := x
-		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-		z ^= z >> 31
-		out[c] = float64(z>>11) / (1 << 53) * spreadMs
+		x += splitmixGamma
+		out[c] = float64(splitmix64(x)>>11) / (1 << 53) * spreadMs
 	}
 	slices.Sort(out)
 	return out
+}
+
+// splitmixGamma is splitmix64's state increment (2^64 / φ).
+const splitmixGamma = 0x9E3779B97F4A7C15
+
+// splitmix64 is splitmix64's output function: a bijective 64-bit mix.
+func splitmix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
 }
