@@ -16,7 +16,7 @@ import (
 // evenly spaced ones. An even spacing is itself a fixed point of a fixed-shape
 // closed loop: no two prompts ever meet, so a prefill pool at utilisation 0.6
 // never queues (B200 Llama-3.1-70B fp8 tp 8 on vLLM, C 64, isl 8192: steady TTFT
-// 217 ms evenly spaced, 407 ms from random phases, 570 ms locked; docs/validation.md
+// 217 ms evenly spaced, 339 ms from random phases, 570 ms locked; docs/validation.md
 // Round 11). The draws are the model's and the oracle gate's alike (Window.Phase).
 func ClientPhases(C, phase int, spreadMs float64) []float64 {
 	out := make([]float64, max(C, 0))

@@ -117,11 +117,7 @@ func (l linearEval) QuantitativeAdjusted(ctx context.Context, in store.PointInpu
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	// A benchmark run of 20·C requests (the calibration default), not the stagger
-	// mixture: independent random client phases settle into limit cycles that
-	// jump with the pass timing, which makes the fit's objective rugged; these
-	// tests are about the fit, not the clients.
-	r, err := queueing.QuantitativeFiniteSummary(ctx, w, e, tm, queueing.DefaultOptions(), queueing.FiniteRun{Requests: 20 * w.Concurrency})
+	r, err := queueing.Quantitative(ctx, w, e, tm)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
@@ -167,7 +163,11 @@ func (l linearEval) ScreenAdjusted(_ context.Context, in store.PointInputs, adj 
 	return q, nil
 }
 
-// synthSamples are "measurements" made by the model itself under truth.
+// synthSamples are "measurements" made by the model itself under truth: each
+// row a benchmark run of 20·C requests, as the silicon rows are predicted (the
+// calibration default). Not the steady state: its stagger mixture of independent
+// random client phases settles into limit cycles that jump with the pass timing,
+// which makes a fit's objective rugged, and these tests are about the fit.
 func synthSamples(t *testing.T, ev linearEval, truth refine.PassAdjust) []Sample {
 	t.Helper()
 	var ss []Sample
@@ -176,12 +176,13 @@ func synthSamples(t *testing.T, ev linearEval, truth refine.PassAdjust) []Sample
 		for _, c := range []int{1, 4, 16} {
 			in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: isl, OSL: 32, Batch: c,
 				MaxNumBatchedTokens: isl + c + 1500}
-			q, err := ev.QuantitativeAdjusted(context.Background(), in, truth)
+			run := &queueing.FiniteRun{Requests: 20 * c}
+			q, err := ev.QuantitativeRunSummaryAdjusted(context.Background(), in, truth, *run)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ss = append(ss, Sample{MeasurementID: id, In: in, TTFT: q.V[store.QTTFTSteadyMean], TPOT: q.V[store.QTPOTMean],
-				ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean})
+				ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean, Run: run})
 			id++
 		}
 	}
