@@ -144,10 +144,11 @@ func resolverFlags(c *cli.Context, res *calibrate.Resolver) error {
 	res.VersionFallback = c.Bool("version-fallback")
 	switch r := c.String("run"); r {
 	case "benchmark":
+		res.Run = calibrate.RunBenchmark
 	case "desync":
-		res.Desync = true
+		res.Run = calibrate.RunDesync
 	case "steady":
-		res.Steady = true
+		res.Run = calibrate.RunSteady
 	default:
 		return userErrorf("%s: --run %q: want benchmark, desync or steady", c.Command.Name, r)
 	}

@@ -67,7 +67,10 @@ func TestResolveDisaggRun(t *testing.T) {
 	m.Format, m.Model, m.System, m.Backend, m.Mode, m.ISL, m.OSL = measure.FormatAICSilicon, "deepseek-ai/DeepSeek-R1", "b200_sxm", "sglang", store.ModeDisagg, 8192, 1024
 	m.PWorkers, m.PBatch, m.PTP, m.DWorkers, m.DTP, m.MoETP, m.MoEEP, m.Concurrency = 1, 1, 8, 1, 8, 1, 8, 64
 	for _, steady := range []bool{false, true} {
-		rs := &Resolver{Ev: runEval{}, Steady: steady}
+		rs := &Resolver{Ev: runEval{}}
+		if steady {
+			rs.Run = RunSteady
+		}
 		tg := resolveDisagg(Target{Row: r}, m.Model, "0.5.8", res, "ev")
 		rs.benchmarkRun(&tg, 1)
 		switch {
@@ -81,7 +84,7 @@ func TestResolveDisaggRun(t *testing.T) {
 	}
 	// --run desync: the tandem has no desynchronised run, so a disaggregated row
 	// keeps the locked one; an aggregated row's run is marked desync.
-	rs := &Resolver{Ev: runEval{}, Desync: true}
+	rs := &Resolver{Ev: runEval{}, Run: RunDesync}
 	tg := resolveDisagg(Target{Row: r}, m.Model, "0.5.8", res, "ev")
 	if rs.benchmarkRun(&tg, 1); tg.Run == nil || tg.Run.Desync || tg.In.Evaluator != "ev+run:finite:n=1280,warmup=128" {
 		t.Errorf("--run desync, disaggregated: run %+v, evaluator %q; want the locked run", tg.Run, tg.In.Evaluator)

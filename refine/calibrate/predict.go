@@ -87,14 +87,9 @@ type Resolver struct {
 	Src     refine.PerfSource
 	Ev      refine.Evaluator
 	Profile string
-	// Steady predicts every measurement by the steady state instead of the run
-	// that produced it (measure.Measurement.BenchmarkRun).
-	Steady bool
-	// Desync predicts an aggregated measurement's benchmark run as its burst
-	// followed by desynchronised clients (queueing.QuantitativeFinite of a FiniteRun.Desync run)
-	// instead of clients locked for the whole run; disaggregated rows keep the
-	// locked run (the tandem has no desynchronised one).
-	Desync bool
+	// Run is how a measured closed-loop row is predicted (RunBenchmark, the zero
+	// value: the run that produced it).
+	Run RunMode
 	// VersionFallback prices a measurement whose mapped perf-data version has no
 	// data for its point at the nearest other version that has
 	// (FallbackVersions), recording each step in the version mapping; off, such a
@@ -426,16 +421,32 @@ func (r *Resolver) deployedPools(t *Target) {
 	}
 }
 
+// RunMode is how a Resolver predicts a measured closed-loop row (aicdb --run).
+type RunMode int
+
+const (
+	// RunBenchmark predicts the benchmark run that produced the measurement
+	// (measure.Measurement.BenchmarkRun): burst start, clients locked for the run.
+	RunBenchmark RunMode = iota
+	// RunDesync predicts an aggregated row's benchmark run as its burst followed
+	// by desynchronised clients (queueing.QuantitativeFinite of a FiniteRun.Desync
+	// run); disaggregated rows keep the locked run (the tandem has no
+	// desynchronised one).
+	RunDesync
+	// RunSteady predicts every measurement by the steady state.
+	RunSteady
+)
+
 // benchmarkRun sets t.Run to the benchmark run that produced the measurement, run
 // by each of workers calendars (the clients split evenly over them), and tags the
 // point's evaluator with it — unless the resolver predicts steady states, its
 // evaluator cannot run a benchmark, or the measurement does not say how it was run.
 func (r *Resolver) benchmarkRun(t *Target, workers int) {
-	if _, ok := r.Ev.(RunEvaluator); !ok || r.Steady {
+	if _, ok := r.Ev.(RunEvaluator); !ok || r.Run == RunSteady {
 		return
 	}
 	if run, ok := t.Row.Measurement.BenchmarkRun(workers); ok {
-		t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup, Desync: r.Desync && t.In.Mode == store.ModeAgg}
+		t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup, Desync: r.Run == RunDesync && t.In.Mode == store.ModeAgg}
 		t.In.Evaluator += runTag + t.Run.Label()
 	}
 }
