@@ -56,6 +56,18 @@ type Estimator struct {
 	ops   opLists
 }
 
+// monotoneGEMM returns e pricing GEMMs from monotone m-curves
+// (Querier.MonotoneGEMM) when its kernels are a Querier; e itself otherwise.
+func (e *Estimator) monotoneGEMM() *Estimator {
+	q, ok := e.ks.(*Querier)
+	if !ok {
+		return e
+	}
+	m := *e
+	m.ks = q.MonotoneGEMM()
+	return &m
+}
+
 // ErrUnsupportedFamily marks models whose family has no op list here.
 var ErrUnsupportedFamily = errors.New("model family not supported")
 

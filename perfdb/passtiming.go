@@ -47,7 +47,8 @@ import (
 // PassTiming prices engine passes for the queueing layer. It is safe for
 // concurrent use.
 type PassTiming struct {
-	e *Estimator
+	e  *Estimator // the estimator given (Estimator: memory, config)
+	pe *Estimator // e over monotone GEMM curves (Querier.MonotoneGEMM): what passes are priced with
 
 	mu    sync.RWMutex
 	cache map[passKey]float64
@@ -65,7 +66,7 @@ func NewPassTiming(e *Estimator) (*PassTiming, error) {
 	if e == nil {
 		return nil, errors.New("pass timing: nil estimator")
 	}
-	pt := &PassTiming{e: e, cache: make(map[passKey]float64)}
+	pt := &PassTiming{e: e, pe: e.monotoneGEMM(), cache: make(map[passKey]float64)}
 	probes := []timing.Pass{
 		{Decode: []int{1025}},
 		{Prefill: []timing.Chunk{{Tokens: 512, Computed: 512}}, Decode: []int{2048, 4096}},
@@ -157,7 +158,7 @@ func (pt *PassTiming) store(k passKey, v float64) {
 
 // price computes a pass at its bucketed shape (uncached).
 func (pt *PassTiming) price(p *timing.Pass) (float64, error) {
-	e := pt.e
+	e := pt.pe
 	nextn := e.cfg.Nextn + 1
 	d := len(p.Decode)
 	var meanCtx int
@@ -214,7 +215,7 @@ func (pt *PassTiming) price(p *timing.Pass) (float64, error) {
 // priceDecodeOnly is a decode-only pass of d rows at bucketed mean context
 // meanCtx: the full generation op list at batch d (the gen-only step).
 func (pt *PassTiming) priceDecodeOnly(d, meanCtx int) (float64, error) {
-	r, err := runGenStep(pt.e.ks, pt.e.ops.gen, d*(pt.e.cfg.Nextn+1), max(meanCtx, 1), false)
+	r, err := runGenStep(pt.pe.ks, pt.pe.ops.gen, d*(pt.pe.cfg.Nextn+1), max(meanCtx, 1), false)
 	if err != nil {
 		return 0, err
 	}
@@ -308,11 +309,11 @@ func mix64(x uint64) uint64 {
 // TMixMs is the screening tier's t_mix: the agg mix step with ctxTokens
 // prefill tokens and genTokens decode rows (Estimator.MixedMs).
 func (pt *PassTiming) TMixMs(ctxTokens, genTokens, isl, osl, prefix int) (float64, error) {
-	return pt.e.MixedMs(ctxTokens, genTokens, isl, osl, prefix)
+	return pt.pe.MixedMs(ctxTokens, genTokens, isl, osl, prefix)
 }
 
 // TGenMs is the screening tier's t_gen: the gen-only step at batch b
 // (Estimator.GenOnlyMs).
 func (pt *PassTiming) TGenMs(b, isl, osl int) (float64, error) {
-	return pt.e.GenOnlyMs(b, isl, osl)
+	return pt.pe.GenOnlyMs(b, isl, osl)
 }

@@ -77,6 +77,32 @@ func (gt *gemmTable) index() *siteIndex {
 	return gt.idx
 }
 
+// monoIndex returns the dtype's site index with each site's m-curve replaced
+// by its lower monotone envelope: the latency at a collected m is the least
+// latency collected at that m or any larger m of the same (n, k) site
+// (Querier.MonotoneGEMM says why). Sites, their order and the query rule are
+// index()'s; only curve latencies can be lower. Built once, on first use.
+func (gt *gemmTable) monoIndex() *siteIndex {
+	idx := gt.index()
+	gt.monoOnce.Do(func() {
+		m := *idx
+		m.points = nil
+		m.sites = make([]site, len(idx.sites))
+		for i, st := range idx.sites {
+			c := slices.Clone(st.curve)
+			for j := len(c) - 2; j >= 0; j-- {
+				if c[j+1].l.lat < c[j].l.lat {
+					c[j].l = c[j+1].l
+				}
+			}
+			st.curve = c
+			m.sites[i] = st
+		}
+		gt.mono = &m
+	})
+	return gt.mono
+}
+
 // points returns the dtype's (m, n, k) → latency points in sorted order,
 // built on first use (only the empirical util grids read them).
 func (gt *gemmTable) points() []gridPointF {
@@ -182,7 +208,11 @@ func (q *Querier) gemmSilicon(quant GemmQuant, m, n, k float64) (leaf, error) {
 	if !gt.ok {
 		return leaf{}, missf("GEMM quant %q has no SOL on %s", quant.tableName(), q.sys.Name)
 	}
-	return gt.index().resolve(sol, m, n, k)
+	idx := gt.index()
+	if q.monoGEMM {
+		idx = gt.monoIndex()
+	}
+	return idx.resolve(sol, m, n, k)
 }
 
 // gemmQuantUtilLevel is aiconfigurator's per-profile GEMM util level
