@@ -56,15 +56,15 @@ type Estimator struct {
 	ops   opLists
 }
 
-// monotoneGEMM returns e pricing GEMMs from monotone m-curves
-// (Querier.MonotoneGEMM) when its kernels are a Querier; e itself otherwise.
-func (e *Estimator) monotoneGEMM() *Estimator {
+// monotone returns e pricing from monotone kernel curves (Querier.Monotone)
+// when its kernels are a Querier; e itself otherwise.
+func (e *Estimator) monotone() *Estimator {
 	q, ok := e.ks.(*Querier)
 	if !ok {
 		return e
 	}
 	m := *e
-	m.ks = q.MonotoneGEMM()
+	m.ks = q.Monotone()
 	return &m
 }
 

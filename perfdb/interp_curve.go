@@ -31,6 +31,18 @@ func newCurve(axis string, pts []curvePoint) *curve {
 	return sortCurve(axis, out)
 }
 
+// monotoneCurve returns cv's lower monotone envelope: the same points, each
+// with the leaf of the lowest latency at its x or any larger x (Querier.Monotone).
+func monotoneCurve(cv *curve) *curve {
+	pts := slices.Clone(cv.pts)
+	for j := len(pts) - 2; j >= 0; j-- {
+		if pts[j+1].l.lat < pts[j].l.lat {
+			pts[j].l = pts[j+1].l
+		}
+	}
+	return &curve{axis: cv.axis, pts: pts}
+}
+
 // sortCurve is newCurve over pts itself (the caller's to give away): it sorts
 // and compacts pts in place. A stable sort keeps the points at one x in input
 // order, so the first of each run of equal x is the first point at that x

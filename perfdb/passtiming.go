@@ -48,7 +48,7 @@ import (
 // concurrent use.
 type PassTiming struct {
 	e  *Estimator // the estimator given (Estimator: memory, config)
-	pe *Estimator // e over monotone GEMM curves (Querier.MonotoneGEMM): what passes are priced with
+	pe *Estimator // e over monotone GEMM curves (Querier.Monotone): what passes are priced with
 
 	mu    sync.RWMutex
 	cache map[passKey]float64
@@ -66,7 +66,7 @@ func NewPassTiming(e *Estimator) (*PassTiming, error) {
 	if e == nil {
 		return nil, errors.New("pass timing: nil estimator")
 	}
-	pt := &PassTiming{e: e, pe: e.monotoneGEMM(), cache: make(map[passKey]float64)}
+	pt := &PassTiming{e: e, pe: e.monotone(), cache: make(map[passKey]float64)}
 	probes := []timing.Pass{
 		{Decode: []int{1025}},
 		{Prefill: []timing.Chunk{{Tokens: 512, Computed: 512}}, Decode: []int{2048, 4096}},

@@ -68,9 +68,9 @@ func ParseTransferPolicy(spec string) (TransferPolicy, error) {
 type Querier struct {
 	mode   DatabaseMode
 	policy TransferPolicy
-	// monoGEMM answers collected GEMM sites from their monotone m-curves
-	// (gemmTable.monoIndex): the pass timing's view (MonotoneGEMM).
-	monoGEMM bool
+	// monotone answers collected GEMM sites and custom all-reduce curves
+	// from their lower monotone envelopes: the pass timing's view (Monotone).
+	monotone bool
 	*tables
 }
 
@@ -90,6 +90,7 @@ type tables struct {
 	gen  map[genKey]*attnSlice // read through genSlices
 
 	allreduce map[int]*curve // custom all-reduce by num_gpus ("half")
+	arMono    map[int]*curve // allreduce's lower monotone envelopes (monotoneCurve)
 	nccl      map[ncclCurveKey]*curve
 	ncclMax   map[[2]string]int // (dtype, op) → max collected num_gpus
 
@@ -201,27 +202,31 @@ func (q *Querier) WithMode(mode DatabaseMode) (*Querier, error) {
 	if _, err := ParseDatabaseMode(string(mode)); err != nil {
 		return nil, err
 	}
-	return &Querier{mode: mode, policy: q.policy, monoGEMM: q.monoGEMM, tables: q.tables}, nil
+	return &Querier{mode: mode, policy: q.policy, monotone: q.monotone, tables: q.tables}, nil
 }
 
 // WithTransferPolicy returns a view with the given empirical transfer policy.
 func (q *Querier) WithTransferPolicy(p TransferPolicy) *Querier {
-	return &Querier{mode: q.mode, policy: p, monoGEMM: q.monoGEMM, tables: q.tables}
+	return &Querier{mode: q.mode, policy: p, monotone: q.monotone, tables: q.tables}
 }
 
-// MonotoneGEMM returns a view over the same indexes whose collected GEMM
-// latencies are, along each (n, k) site's m-curve, the lowest latency
-// collected at that m or any larger m (gemmTable.monoIndex). A GEMM of fewer
-// rows never needs longer than one of more rows — the kernel of the larger
-// problem computes the smaller one padded — so a collected point above a
-// later one is a collection outlier (a slow kernel pick or interference,
-// which only ever lengthen a timing). Measured deployments agree: Llama-3.1-70B
-// fp8 on vLLM 0.24.0, B200 tp 4, collects qkv_proj 2.6 ms at m = 4 and 1.0 ms
-// at m = 6, and measures TPOT 8.0 ms at C = 4 and 8.2 at C = 8. The pass
-// timing (NewPassTiming) reads this view; aiconfigurator's estimates (the
-// legacy columns, the golden cases) read the collected table unchanged.
-func (q *Querier) MonotoneGEMM() *Querier {
-	return &Querier{mode: q.mode, policy: q.policy, monoGEMM: true, tables: q.tables}
+// Monotone returns a view over the same indexes whose collected latencies are
+// monotone in problem size: along each GEMM (n, k) site's m-curve and each
+// custom all-reduce GPU count's message-size curve, the latency at a collected
+// point is the lowest collected at that size or any larger one
+// (gemmTable.monoIndex, monotoneCurve). A GEMM of fewer rows never needs longer
+// than one of more rows, nor a smaller all-reduce longer than a larger one —
+// the larger problem's kernel computes the smaller one padded — so a collected
+// point above a later one is a collection outlier (a slow kernel pick or
+// interference, which only ever lengthen a timing). Measured deployments agree:
+// Llama-3.1-70B fp8 on vLLM 0.24.0, B200 tp 4, collects qkv_proj 2.6 ms at
+// m = 4 and 1.0 ms at m = 6, and measures TPOT 8.0 ms at C = 4 and 8.2 at
+// C = 8; at tp 8 the collected all-reduce of 256 KiB takes 1.5× that of 1 MiB,
+// and TPOT measures 7.6 ms at C = 16 against 9.8 priced from the raw curves.
+// The pass timing (NewPassTiming) reads this view; aiconfigurator's estimates
+// (the legacy columns, the golden cases) read the collected tables unchanged.
+func (q *Querier) Monotone() *Querier {
+	return &Querier{mode: q.mode, policy: q.policy, monotone: true, tables: q.tables}
 }
 
 // hybridMiss reports whether a HYBRID query should replace err (a

@@ -27,9 +27,10 @@ func (t *tables) buildComm(d *Data) {
 		}
 		ar[r.NumGPUs] = append(ar[r.NumGPUs], curvePoint{x: float64(r.MessageSize), l: newLeaf(r.Latency, r.Power)})
 	}
-	t.allreduce = map[int]*curve{}
+	t.allreduce, t.arMono = map[int]*curve{}, map[int]*curve{}
 	for g, pts := range ar {
 		t.allreduce[g] = newCurve("message_bytes", pts)
+		t.arMono[g] = monotoneCurve(t.allreduce[g])
 	}
 	nc := map[ncclCurveKey][]curvePoint{}
 	t.ncclMax = map[[2]string]int{}
@@ -92,6 +93,9 @@ func (q *Querier) allReduceSilicon(quant CommQuant, tp int, size float64) (leaf,
 		return leaf{}, nil
 	}
 	cv, ok := q.allreduce[eff]
+	if q.monotone {
+		cv = q.arMono[eff]
+	}
 	if !ok || quant != CommHalf {
 		return leaf{}, missf("custom all-reduce data missing for (%s, %d GPUs) (%s %s %s)", quant, eff, q.sys.Name, q.backend, q.version)
 	}

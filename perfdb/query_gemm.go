@@ -80,7 +80,7 @@ func (gt *gemmTable) index() *siteIndex {
 // monoIndex returns the dtype's site index with each site's m-curve replaced
 // by its lower monotone envelope: the latency at a collected m is the least
 // latency collected at that m or any larger m of the same (n, k) site
-// (Querier.MonotoneGEMM says why). Sites, their order and the query rule are
+// (Querier.Monotone says why). Sites, their order and the query rule are
 // index()'s; only curve latencies can be lower. Built once, on first use.
 func (gt *gemmTable) monoIndex() *siteIndex {
 	idx := gt.index()
@@ -209,7 +209,7 @@ func (q *Querier) gemmSilicon(quant GemmQuant, m, n, k float64) (leaf, error) {
 		return leaf{}, missf("GEMM quant %q has no SOL on %s", quant.tableName(), q.sys.Name)
 	}
 	idx := gt.index()
-	if q.monoGEMM {
+	if q.monotone {
 		idx = gt.monoIndex()
 	}
 	return idx.resolve(sol, m, n, k)

@@ -320,7 +320,7 @@ func TestForModelDenseSkipsMoEWithSamePrices(t *testing.T) {
 				if err != nil {
 					return []float64{-1}
 				}
-				pt := &PassTiming{e: e, pe: e.monotoneGEMM(), cache: map[passKey]float64{}}
+				pt := &PassTiming{e: e, pe: e.monotone(), cache: map[passKey]float64{}}
 				var out []float64
 				for i := range passes {
 					v, err := pt.PassMs(&passes[i])
@@ -374,7 +374,7 @@ func TestForModelSkipsDSAAndGDNWithSamePrices(t *testing.T) {
 		if err != nil {
 			return nil
 		}
-		pt := &PassTiming{e: e, pe: e.monotoneGEMM(), cache: map[passKey]float64{}}
+		pt := &PassTiming{e: e, pe: e.monotone(), cache: map[passKey]float64{}}
 		var out []float64
 		for i := range passes {
 			v, err := pt.PassMs(&passes[i])

@@ -167,7 +167,7 @@ func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 }
 
 // Name implements Evaluator: "perfdb-2+kv+q<fingerprint>" (2: passes priced on
-// monotone GEMM curves, perfdb.Querier.MonotoneGEMM). Bump the number when
+// monotone kernel curves, perfdb.Querier.Monotone). Bump the number when
 // the perfdb side of the numbers changes; the queueing side is fingerprinted
 // automatically (queueingFingerprint), so a change of the queueing model gives new
 // row keys and Sweep replaces the stale rows instead of reusing them. "+kv": agg

@@ -5,12 +5,13 @@ import (
 	"testing"
 )
 
-// TestMonotoneGEMMEnvelope checks monoIndex on every GEMM table of the embedded
-// h200 vLLM 0.22.0 data: each site keeps its sites and m grid, and its latency
+// TestMonotoneEnvelope checks the monotone view on every GEMM table (monoIndex)
+// and custom all-reduce curve (monotoneCurve) of the embedded h200 vLLM 0.22.0
+// data: each site keeps its sites and m grid, and its latency
 // at a collected m is the least collected at that m or any larger m of the
 // site — non-decreasing in m, never above the collected value, and equal to it
 // where no larger m was faster.
-func TestMonotoneGEMMEnvelope(t *testing.T) {
+func TestMonotoneEnvelope(t *testing.T) {
 	d, err := LoadEmbedded(context.Background(), "h200_sxm", "vllm", "0.22.0")
 	if err != nil {
 		t.Fatal(err)
@@ -46,14 +47,28 @@ func TestMonotoneGEMMEnvelope(t *testing.T) {
 	if lowered == 0 {
 		t.Fatal("no collected GEMM point lies above a larger m's: the test data no longer exercises the envelope")
 	}
+	// The custom all-reduce curves: the same rule along the message size.
+	for g, cv := range q.allreduce {
+		mc := q.arMono[g]
+		if len(mc.pts) != len(cv.pts) {
+			t.Fatalf("all-reduce %d GPUs: %d points, monotone view %d", g, len(cv.pts), len(mc.pts))
+		}
+		least := cv.pts[len(cv.pts)-1].l.lat
+		for j := len(cv.pts) - 1; j >= 0; j-- {
+			least = min(least, cv.pts[j].l.lat)
+			if mc.pts[j].x != cv.pts[j].x || mc.pts[j].l.lat != least {
+				t.Fatalf("all-reduce %d GPUs at %v bytes: monotone %v, want %v (collected %v)", g, cv.pts[j].x, mc.pts[j].l.lat, least, cv.pts[j].l.lat)
+			}
+		}
+	}
 }
 
-// TestPassTimingMonotoneGEMM: the embedded Qwen3-32B fp8 tp 1 GEMM data is
+// TestPassTimingMonotone: the embedded Qwen3-32B fp8 tp 1 GEMM data is
 // slower at m 16–32 than its neighbours allow (a decode step of 18 rows costs
 // 17.5 ms as collected, 4 ms above 13 rows). aiconfigurator's estimate (the
 // estimator) keeps the collected number; the pass timing prices the step from
 // the monotone view, so its decode pass is non-decreasing in the batch.
-func TestPassTimingMonotoneGEMM(t *testing.T) {
+func TestPassTimingMonotone(t *testing.T) {
 	d, err := LoadEmbedded(context.Background(), "h200_sxm", "vllm", "0.22.0")
 	if err != nil {
 		t.Fatal(err)
