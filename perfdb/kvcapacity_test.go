@@ -10,6 +10,12 @@ import (
 // qwen32bEstimator is Qwen/Qwen3-32B on the embedded h200_sxm vLLM 0.22.0 data.
 func qwen32bEstimator(t *testing.T, tp int) *Estimator {
 	t.Helper()
+	return qwen32bEstimatorWith(t, Config{Backend: "vllm", Version: "0.22.0", TP: tp})
+}
+
+// qwen32bEstimatorWith is qwen32bEstimator under cfg.
+func qwen32bEstimatorWith(t *testing.T, cfg Config) *Estimator {
+	t.Helper()
 	d, err := LoadEmbedded(context.Background(), "h200_sxm", "vllm", "0.22.0")
 	if err != nil {
 		t.Fatal(err)
@@ -18,7 +24,7 @@ func qwen32bEstimator(t *testing.T, tp int) *Estimator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEstimator(d, m, Config{Backend: "vllm", Version: "0.22.0", TP: tp})
+	e, err := NewEstimator(d, m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,18 +69,7 @@ func TestMonotoneEnvelope(t *testing.T) {
 // estimator) keeps the collected number; the pass timing prices the step from
 // the monotone view, so its decode pass is non-decreasing in the batch.
 func TestPassTimingMonotone(t *testing.T) {
-	d, err := LoadEmbedded(context.Background(), "h200_sxm", "vllm", "0.22.0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := EmbeddedModel("Qwen/Qwen3-32B")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEstimator(d, m, Config{TP: 1, GemmQuant: GemmFP8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := qwen32bEstimatorWith(t, Config{Backend: "vllm", Version: "0.22.0", TP: 1, GemmQuant: GemmFP8})
 	pt, err := NewPassTiming(e)
 	if err != nil {
 		t.Fatal(err)
