@@ -2,7 +2,11 @@ package perfdb
 
 import (
 	"context"
+	"math"
+	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // TestMonotoneEnvelope checks the monotone view on every GEMM table (monoIndex)
@@ -100,4 +104,43 @@ func TestPassTimingMonotone(t *testing.T) {
 		}
 		prev = v
 	}
+}
+
+// TestMonotoneCurveProperty: for any curve, the envelope keeps its points' x,
+// is non-decreasing, never exceeds the curve, equals the least latency at or
+// above each x, is idempotent, and queries between points stay between their
+// envelope values.
+func TestMonotoneCurveProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		xs := rapid.SliceOfNDistinct(rapid.IntRange(1, 1<<20), 1, 16, rapid.ID[int]).Draw(rt, "x")
+		pts := make([]curvePoint, len(xs))
+		for i, x := range xs {
+			pts[i] = curvePoint{x: float64(x), l: newLeaf(rapid.Float64Range(1e-4, 10).Draw(rt, "lat"), 300)}
+		}
+		cv := newCurve("bytes", pts)
+		mc := monotoneCurve(cv)
+		if len(mc.pts) != len(cv.pts) {
+			rt.Fatalf("%d points, envelope %d", len(cv.pts), len(mc.pts))
+		}
+		least := math.Inf(1)
+		for j := len(cv.pts) - 1; j >= 0; j-- {
+			least = min(least, cv.pts[j].l.lat)
+			if mc.pts[j].x != cv.pts[j].x || mc.pts[j].l.lat != least {
+				rt.Fatalf("x %v: envelope %v at x %v, want %v", cv.pts[j].x, mc.pts[j].l.lat, mc.pts[j].x, least)
+			}
+		}
+		if again := monotoneCurve(mc); !slices.Equal(again.pts, mc.pts) {
+			rt.Fatalf("not idempotent: %v → %v", mc.pts, again.pts)
+		}
+		x := float64(rapid.IntRange(int(mc.pts[0].x), int(mc.pts[len(mc.pts)-1].x)).Draw(rt, "q"))
+		l, err := mc.query(identitySOL{}, x)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		i := mc.search(x)
+		lo, hi := mc.pts[max(i-1, 0)].l.lat, mc.pts[min(i, len(mc.pts)-1)].l.lat
+		if l.lat < min(lo, hi)-1e-12 || l.lat > max(lo, hi)+1e-12 {
+			rt.Fatalf("query at %v: %v outside [%v, %v]", x, l.lat, min(lo, hi), max(lo, hi))
+		}
+	})
 }
