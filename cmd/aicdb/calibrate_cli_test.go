@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,4 +109,45 @@ func queryCSV(t *testing.T, db, sql string) string {
 		t.Fatalf("query %q: %d %q", sql, code, errs)
 	}
 	return strings.TrimSpace(out)
+}
+
+// TestCalibrateNotesMixedVersions: two runs measured on vLLM 0.19.0 and 0.20.0
+// both price at perf-data version 0.19.0 (0.20.0 has none), so
+// one group's fit spans both engines and calibrate says so on stderr; a group
+// of one measured version gets no note.
+func TestCalibrateNotesMixedVersions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and fits two measured runs")
+	}
+	db := filepath.Join(t.TempDir(), "a.sqlite")
+	if code, _, errs := cliRun(t, db, "init"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	src, err := os.ReadFile(measureTestdata + "vllm_bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for i, v := range []string{"0.19.0", "0.20.0"} {
+		run := filepath.Join(dir, "run"+v+".json")
+		js := strings.Replace(string(src), `"mean_ttft_ms": 180.5`, fmt.Sprintf(`"mean_ttft_ms": %d.5`, 180+20*i), 1)
+		if err := os.WriteFile(run, []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := cliRun(t, db, "bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", v, "--tp", "2", run); code != 0 {
+			t.Fatalf("import %s: %d %q %q", v, code, out, errs)
+		}
+	}
+	code, out, errs := cliRun(t, db, "calibrate", "--name", "mix")
+	if code != 0 || !strings.Contains(out, "calibration mix@") {
+		t.Fatalf("calibrate: %d %q %q", code, out, errs)
+	}
+	want := "aicdb: note: calibrate: h200_sxm vllm 0.19.0 Qwen/Qwen3-32B [" // the quant label follows
+	if !strings.Contains(errs, want) || !strings.Contains(errs, "one fit spans rows measured on 0.19.0 (1), 0.20.0 (1), all priced at perf-data version 0.19.0") {
+		t.Errorf("calibrate stderr %q: want the mixed-version note\n%s\n%s", errs, queryCSV(t, db, "select version, version_used, reason, model_used from accuracy where metric = 'ttft_mean'"), out)
+	}
+	code, _, errs = cliRun(t, db, "calibrate", "--name", "one", "--measurements", "version = '0.19.0'")
+	if code != 0 || strings.Contains(errs, "one fit spans") {
+		t.Errorf("calibrate of one version: %d, stderr %q: want no mixed-version note", code, errs)
+	}
 }

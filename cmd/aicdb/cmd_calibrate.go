@@ -110,7 +110,34 @@ func runCalibrate(c *cli.Context) error {
 		sum = c.App.ErrWriter
 	}
 	fmt.Fprintf(sum, "calibration %s@%s: %d groups from %d of %d measurements (%d without a prediction)\n", name, digest, len(fits), len(samples), len(rows), len(rows)-len(samples))
+	noteMixedVersions(c.App.ErrWriter, fits, targets)
 	return writeCalibration(c.App.Writer, format, name+"@"+digest, fits)
+}
+
+// noteMixedVersions prints a note for each group whose rows were measured on
+// more than one engine version (all priced at the group's perf-data version):
+// its one fit spans engines that may differ.
+func noteMixedVersions(w io.Writer, fits []calibrate.GroupFit, targets []calibrate.Target) {
+	measured := make(map[int64]string, len(targets))
+	for _, t := range targets {
+		measured[t.Row.ID] = t.Row.Version
+	}
+	for _, g := range fits {
+		vs := calibrate.DeployedVersions(g, measured)
+		if len(vs) < 2 {
+			continue
+		}
+		parts := make([]string, len(vs))
+		for i, v := range vs {
+			name := v.Version
+			if name == "" {
+				name = "unstated"
+			}
+			parts[i] = fmt.Sprintf("%s (%d)", name, v.Rows)
+		}
+		fmt.Fprintf(w, "aicdb: note: calibrate: %s %s %s %s [%s]: one fit spans rows measured on %s, all priced at perf-data version %s; if those engines differ, fit each alone (--measurements \"… and version = '%s'\")\n",
+			g.System, g.Backend, g.Version, g.Model, g.Quant, strings.Join(parts, ", "), g.Version, vs[len(vs)-1].Version)
+	}
 }
 
 // calibrationColumns are the keys of calibrate's rows: the deployment key (quant:
