@@ -48,7 +48,7 @@ import (
 // concurrent use.
 type PassTiming struct {
 	e  *Estimator // the estimator given (Estimator: memory, config)
-	pe *Estimator // e over monotone GEMM curves (Querier.Monotone): what passes are priced with
+	pe *Estimator // e over monotone kernel curves (Querier.Monotone): what passes are priced with
 
 	mu    sync.RWMutex
 	cache map[passKey]float64
