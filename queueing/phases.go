@@ -3,6 +3,8 @@ package queueing
 import (
 	"math"
 	"slices"
+
+	"github.com/aicdb/aicdb/queueing/workload"
 )
 
 // ClientPhases returns the first-arrival offsets (ms after the stages) of the C
@@ -25,21 +27,10 @@ func ClientPhases(C, phase int, spreadMs float64) []float64 {
 	}
 	// Each phase's stream starts at a hashed seed: consecutive seeds would make
 	// phase i+1's draws phase i's shifted by one (nearly the same clients).
-	x := splitmix64(uint64(phase))
+	x := workload.Mix64(uint64(phase))
 	for c := range out {
-		x += splitmixGamma
-		out[c] = float64(splitmix64(x)>>11) / (1 << 53) * spreadMs
+		out[c] = float64(workload.SplitMix64(&x)>>11) / (1 << 53) * spreadMs
 	}
 	slices.Sort(out)
 	return out
-}
-
-// splitmixGamma is splitmix64's state increment (2^64 / φ).
-const splitmixGamma = 0x9E3779B97F4A7C15
-
-// splitmix64 is splitmix64's output function: a bijective 64-bit mix.
-func splitmix64(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-	return z ^ (z >> 31)
 }

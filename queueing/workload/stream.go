@@ -63,7 +63,7 @@ func (s *ArrivalStream) shuffle(p int) {
 	}
 	x := uint64(p)*0x9E3779B97F4A7C15 + 0xD1B54A32D192ED03
 	for j := ArrivalStrata - 1; j > 0; j-- {
-		x = splitmix64(&x)
+		x = SplitMix64(&x)
 		r := int(x % uint64(j+1))
 		s.perm[j], s.perm[r] = s.perm[r], s.perm[j]
 	}
@@ -71,10 +71,17 @@ func (s *ArrivalStream) shuffle(p int) {
 	s.i = 0
 }
 
-// splitmix64 advances the state and returns the next output.
-func splitmix64(state *uint64) uint64 {
+// SplitMix64 advances a splitmix64 state by its increment (2^64 / φ) and
+// returns the next output, Mix64 of the new state: the generator behind the
+// arrival strata's shuffles and the stagger phases' client offsets.
+func SplitMix64(state *uint64) uint64 {
 	*state += 0x9E3779B97F4A7C15
-	z := *state
+	return Mix64(*state)
+}
+
+// Mix64 is splitmix64's output function, a bijective 64-bit mix (also what
+// hashes a seed into a stream's starting state).
+func Mix64(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
 	return z ^ (z >> 31)
