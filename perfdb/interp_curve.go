@@ -35,12 +35,19 @@ func newCurve(axis string, pts []curvePoint) *curve {
 // with the leaf of the lowest latency at its x or any larger x (Querier.Monotone).
 func monotoneCurve(cv *curve) *curve {
 	pts := slices.Clone(cv.pts)
+	lowerEnvelope(pts, func(p *curvePoint) *leaf { return &p.l })
+	return &curve{axis: cv.axis, pts: pts}
+}
+
+// lowerEnvelope gives each of pts (sorted by size, ascending) the leaf of the
+// lowest latency at its size or any larger one, in place: the rule of
+// Querier.Monotone for every curve type (l returns a point's leaf).
+func lowerEnvelope[P any](pts []P, l func(*P) *leaf) {
 	for j := len(pts) - 2; j >= 0; j-- {
-		if pts[j+1].l.lat < pts[j].l.lat {
-			pts[j].l = pts[j+1].l
+		if next := l(&pts[j+1]); next.lat < l(&pts[j]).lat {
+			*l(&pts[j]) = *next
 		}
 	}
-	return &curve{axis: cv.axis, pts: pts}
 }
 
 // sortCurve is newCurve over pts itself (the caller's to give away): it sorts

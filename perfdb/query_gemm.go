@@ -89,13 +89,8 @@ func (gt *gemmTable) monoIndex() *siteIndex {
 		m.points = nil
 		m.sites = make([]site, len(idx.sites))
 		for i, st := range idx.sites {
-			c := slices.Clone(st.curve)
-			for j := len(c) - 2; j >= 0; j-- {
-				if c[j+1].l.lat < c[j].l.lat {
-					c[j].l = c[j+1].l
-				}
-			}
-			st.curve = c
+			st.curve = slices.Clone(st.curve)
+			lowerEnvelope(st.curve, func(p *siteCurvePoint) *leaf { return &p.l })
 			m.sites[i] = st
 		}
 		gt.mono = &m
