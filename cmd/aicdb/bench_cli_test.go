@@ -10,6 +10,17 @@ import (
 
 const measureTestdata = "../../store/measure/testdata/"
 
+// initDB is a fresh store under t's temp dir after 'aicdb init' (the embedded
+// perf data and model configs).
+func initDB(t *testing.T) string {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "a.sqlite")
+	if code, _, errs := cliRun(t, db, "init"); code != 0 {
+		t.Fatalf("init: %s", errs)
+	}
+	return db
+}
+
 // TestBenchImportAccuracyRoundTrip: a hand-written vllm bench serve JSON (with its
 // sidecar YAML) and an AIPerf export (deployment from flags) import once, a bad
 // file changes nothing, and both round-trip through the accuracy view with
@@ -18,10 +29,7 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and evaluates two points")
 	}
-	db := filepath.Join(t.TempDir(), "a.sqlite")
-	if code, _, errs := cliRun(t, db, "init"); code != 0 {
-		t.Fatalf("init: %s", errs)
-	}
+	db := initDB(t)
 	code, out, errs := cliRun(t, db, "bench", "import", measureTestdata+"vllm_bench.json")
 	if code != 0 || !strings.Contains(out, "vllm_bench.json: 1 measured runs imported (vllm-bench)") {
 		t.Fatalf("import vllm: %d %q %q", code, out, errs)

@@ -15,10 +15,7 @@ func TestCalibrateLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and fits two measured runs")
 	}
-	db := filepath.Join(t.TempDir(), "a.sqlite")
-	if code, _, errs := cliRun(t, db, "init"); code != 0 {
-		t.Fatalf("init: %s", errs)
-	}
+	db := initDB(t)
 	if code, out, errs := cliRun(t, db, "bench", "import", measureTestdata+"vllm_bench.json"); code != 0 {
 		t.Fatalf("import: %d %q %q", code, out, errs)
 	}
@@ -61,10 +58,7 @@ func TestAccuracyVersionFallback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and predicts a measured run")
 	}
-	db := filepath.Join(t.TempDir(), "a.sqlite")
-	if code, _, errs := cliRun(t, db, "init"); code != 0 {
-		t.Fatalf("init: %s", errs)
-	}
+	db := initDB(t)
 	run := filepath.Join(t.TempDir(), "gptoss.json")
 	js := `{"backend": "vllm", "model_id": "openai/gpt-oss-120b", "num_prompts": 16, "max_concurrency": 4,
  "completed": 16, "total_input_tokens": 16384, "total_output_tokens": 2048, "duration": 10.0,
@@ -119,10 +113,7 @@ func TestCalibrateNotesMixedVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and fits two measured runs")
 	}
-	db := filepath.Join(t.TempDir(), "a.sqlite")
-	if code, _, errs := cliRun(t, db, "init"); code != 0 {
-		t.Fatalf("init: %s", errs)
-	}
+	db := initDB(t)
 	src, err := os.ReadFile(measureTestdata + "vllm_bench.json")
 	if err != nil {
 		t.Fatal(err)
