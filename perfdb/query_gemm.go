@@ -203,11 +203,10 @@ func (q *Querier) gemmSilicon(quant GemmQuant, m, n, k float64) (leaf, error) {
 	if !gt.ok {
 		return leaf{}, missf("GEMM quant %q has no SOL on %s", quant.tableName(), q.sys.Name)
 	}
-	idx := gt.index()
 	if q.monotone {
-		idx = gt.monoIndex()
+		return gt.monoIndex().resolve(sol, m, n, k)
 	}
-	return idx.resolve(sol, m, n, k)
+	return gt.index().resolve(sol, m, n, k)
 }
 
 // gemmQuantUtilLevel is aiconfigurator's per-profile GEMM util level
