@@ -177,7 +177,12 @@ func (s *sim) kvStretch(cur *simPass, k int) int {
 	if !s.kvPerPass() {
 		return k
 	}
-	lo, hi := 0, k // the largest j in [0, k] whose blocks fit
+	// The blocks grow with j, so when all k passes fit (a pool not near full: the
+	// common case) that is the answer without the search.
+	if s.kvStretchBlocks(cur, k) <= s.kvFree {
+		return k
+	}
+	lo, hi := 0, k-1 // the largest j in [0, k) whose blocks fit
 	for lo < hi {
 		j := (lo + hi + 1) / 2
 		if s.kvStretchBlocks(cur, j) <= s.kvFree {
