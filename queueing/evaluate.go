@@ -64,6 +64,9 @@ type Options struct {
 	spreadMs      float64 // initial spread of the closed-loop clients (internal)
 	phase         int     // stagger phase whose ClientPhases place them (internal)
 	transientOnly bool    // closed loop, finite run: stop once generation 0 has finished (internal)
+	// summary: collect no ITL gaps and build no request records (internal: the
+	// steady part of a desync QuantitativeFiniteSummary)
+	summary bool
 	// closed loop, tests: no scheduler-state rule (noStateCycle), or at least
 	// statePeriods whole state periods in its window (statecycle.go)
 	noStateCycle bool

@@ -160,7 +160,9 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 // and the diagnostics are bit-identical to QuantitativeFinite's, at less cost: a
 // calibration fit's objective evaluates it many times per row. Not for stored
 // results (their ITL columns would read 0); o.RecordTokenTimes is refused. A
-// desync run has no summary: it is QuantitativeFinite's report.
+// desync run's summary runs its steady part (the stagger mixture) the same way;
+// its burst's records are its first requests' statistics, so the report keeps
+// those (Requests: the burst's C records).
 func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
 	if o.RecordTokenTimes {
 		return nil, inputErr(fmt.Errorf("options record_token_times: a summary run keeps no request records"))
@@ -170,7 +172,7 @@ func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, e engine.Sp
 
 func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
 	if f.Desync {
-		return finiteDesync(ctx, w, e, t, o, f)
+		return finiteDesync(ctx, w, e, t, o, f, summary)
 	}
 	b, err := checkInputs(w, e, t)
 	if err != nil {

@@ -28,12 +28,14 @@ import (
 // burst's. ITL, throughput, the KV peak and preemptions are the steady state's
 // (the burst round's gaps and its ramp weigh C/N of the run and are left out).
 // Report.Requests holds the burst's records only. With N ≤ C the run is the
-// burst alone: the locked run's report.
-func finiteDesync(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun) (*Report, error) {
+// burst alone: the locked run's report. summary (QuantitativeFiniteSummary) runs
+// the steady part without ITL gaps or records: the report's ITL is then a point
+// mass at 0, the rest bit-identical.
+func finiteDesync(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
 	locked := f
 	locked.Desync = false
 	if f.Requests <= w.Concurrency {
-		return quantitativeFinite(ctx, w, e, t, o, locked, false)
+		return quantitativeFinite(ctx, w, e, t, o, locked, summary)
 	}
 	ob := o
 	ob.transientOnly = true
@@ -50,6 +52,7 @@ func finiteDesync(ctx context.Context, w workload.Spec, e engine.Spec, t timing.
 	rest := f.Requests - len(first)
 	so := o
 	so.RecordTokenTimes = false
+	so.summary = summary
 	st, err := QuantitativeWith(ctx, w, e, t, so)
 	if err != nil {
 		return nil, err

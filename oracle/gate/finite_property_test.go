@@ -36,14 +36,18 @@ func TestPropertyFiniteAgainstDES(t *testing.T) {
 // TestPropertyFiniteSummaryIdentical: on the same random engines and runs, the
 // summary run a calibration fit evaluates (queueing.QuantitativeFiniteSummary)
 // gives the full run's TTFT, transient, TPOT and E2E distributions, throughput
-// and diagnostics bit for bit, or the same refusal.
+// and diagnostics bit for bit, or the same refusal — locked runs and desync runs
+// (the burst, then the stagger mixture or the burst's own limit cycle).
 func TestPropertyFiniteSummaryIdentical(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		e, w := drawAggCase(rt)
 		n := rapid.IntRange(1, 20*w.Concurrency+3).Draw(rt, "requests")
 		o := queueing.Options{ClientRTTMs: rapid.SampledFrom([]float64{0, queueing.DefaultClientRTTMs, 7.5}).Draw(rt, "rtt"),
 			NoFastForward: rapid.Bool().Draw(rt, "nofast")}
-		run := queueing.FiniteRun{Requests: n}
+		run := queueing.FiniteRun{Requests: n, Desync: rapid.Bool().Draw(rt, "desync")}
+		if run.Desync {
+			o.StaggerPhases = rapid.SampledFrom([]int{0, queueing.DefaultStaggerPhases}).Draw(rt, "phases")
+		}
 		full, ferr := queueing.QuantitativeFinite(context.Background(), w, e, roofline, o, run)
 		sum, serr := queueing.QuantitativeFiniteSummary(context.Background(), w, e, roofline, o, run)
 		if ferr != nil || serr != nil {
