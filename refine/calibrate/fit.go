@@ -156,6 +156,28 @@ func quantEval(ev Evaluator, workers int) evalFn {
 	}
 }
 
+// memoOn returns f for the one sample set ss, remembering the predictions at
+// each adjustment it is asked for: a fit revisits points (both descents start
+// at the identity, the uncalibrated prediction; a descent's last iterate starts
+// the next descent and the simplex; the reported fit is the best iterate), and a
+// quantitative evaluation is the fit's whole cost. Evaluations are
+// deterministic, so a remembered prediction is the one a new evaluation would
+// give. Asked for another sample set, it evaluates without remembering.
+func memoOn(ss []Sample, f evalFn) evalFn {
+	seen := map[refine.PassAdjust][][2]float64{}
+	return func(ctx context.Context, s []Sample, adj refine.PassAdjust) ([][2]float64, error) {
+		same := len(s) == len(ss) && (len(s) == 0 || &s[0] == &ss[0])
+		if p, ok := seen[adj]; ok && same {
+			return p, nil
+		}
+		p, err := f(ctx, s, adj)
+		if err == nil && same {
+			seen[adj] = p
+		}
+		return p, err
+	}
+}
+
 // screenEval evaluates through the screening tier (µs per point): the fit's
 // Jacobian only; every accepted step and every reported number is quantitative.
 func screenEval(ev Evaluator) evalFn {
@@ -233,16 +255,20 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		g := groups[k]
 		slices.SortFunc(g, func(a, b Sample) int { return int(a.MeasurementID - b.MeasurementID) })
 		gf := GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Model: k.Model, Quant: k.Quant, Samples: g}
+		fg, fog := memoOn(g, f), fo
+		if opt.Objective != store.TierScreening {
+			fog = fg
+		}
 		var err error
-		if gf.Before, err = f(ctx, g, refine.Identity()); err != nil {
+		if gf.Before, err = fg(ctx, g, refine.Identity()); err != nil {
 			return nil, err
 		}
-		adj, jac, err := levenbergMarquardt(ctx, fo, fj, g, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
+		adj, jac, err := levenbergMarquardt(ctx, fog, fj, g, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
 		if err != nil {
 			return nil, err
 		}
 		gf.Adjust = adj
-		if gf.Fitted, err = f(ctx, g, adj); err != nil {
+		if gf.Fitted, err = fg(ctx, g, adj); err != nil {
 			return nil, err
 		}
 		fitted()
@@ -263,7 +289,11 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 						train = append(train, g[i])
 					}
 				}
-				a, _, err := levenbergMarquardt(ctx, fo, fj, train, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
+				fot := fo
+				if opt.Objective != store.TierScreening {
+					fot = memoOn(train, f)
+				}
+				a, _, err := levenbergMarquardt(ctx, fot, fj, train, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
 				if err != nil {
 					return nil, err
 				}
