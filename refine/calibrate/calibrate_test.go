@@ -285,20 +285,30 @@ func TestFitFiniteRuns(t *testing.T) {
 }
 
 // BenchmarkFit200Runs: BenchmarkFit200 with every row a 20-round benchmark run
-// (how measured silicon rows are predicted).
+// (how measured silicon rows are predicted): locked, the clients locked for the
+// whole run (--run benchmark), and desync, the burst then desynchronised
+// clients (--run desync, the stagger mixture).
 func BenchmarkFit200Runs(b *testing.B) {
 	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
-	var ss []Sample
-	for i := range 200 {
-		in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: 256 + 64*(i%32), OSL: 64,
-			Batch: 1 + i%16, MaxNumBatchedTokens: 8192}
-		ss = append(ss, Sample{MeasurementID: int64(i + 1), In: in, TTFT: 50 + float64(i%7), TPOT: 5 + float64(i%3),
-			ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean,
-			Run: &queueing.FiniteRun{Requests: 20 * in.Batch, Warmup: 2 * in.Batch}})
-	}
-	for b.Loop() {
-		if _, err := Fit(context.Background(), ev, ss, FitOptions{}); err != nil {
-			b.Fatal(err)
+	for _, desync := range []bool{false, true} {
+		var ss []Sample
+		for i := range 200 {
+			in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: 256 + 64*(i%32), OSL: 64,
+				Batch: 1 + i%16, MaxNumBatchedTokens: 8192}
+			ss = append(ss, Sample{MeasurementID: int64(i + 1), In: in, TTFT: 50 + float64(i%7), TPOT: 5 + float64(i%3),
+				ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean,
+				Run: &queueing.FiniteRun{Requests: 20 * in.Batch, Warmup: 2 * in.Batch, Desync: desync}})
 		}
+		name := "locked"
+		if desync {
+			name = "desync"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Fit(context.Background(), ev, ss, FitOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
