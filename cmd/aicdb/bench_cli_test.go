@@ -97,23 +97,24 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 		t.Errorf("accuracy view rows without a prediction: %q", out)
 	}
 	// Each measurement is predicted as the benchmark run that produced it (its
-	// request count), and the view says so.
-	code, out, _ = cliRun(t, db, "query", "--format", "csv",
-		"select group_concat(distinct run) from (select run from accuracy order by run)")
-	if code != 0 || !strings.Contains(out, "finite:n=") || strings.Contains(out, "steady") {
-		t.Errorf("accuracy view run column: %q", out)
-	}
-	// --run desync: the same runs, their clients desynchronised after the burst.
-	if code, _, errs := cliRun(t, db, "accuracy", "--run", "desync", "--quiet", "--metrics", "ttft_mean"); code != 0 {
-		t.Fatalf("accuracy --run desync: %d %q", code, errs)
-	}
+	// request count), its clients desynchronised after the burst by default, and
+	// the view says so.
 	code, out, _ = cliRun(t, db, "query", "--format", "csv",
 		"select count(*), sum(run like 'finite:n=%,desync') from accuracy where metric = 'ttft_mean' and predicted is not null")
 	if code != 0 || strings.TrimSpace(out) != "count(*),\"sum(run like 'finite:n=%,desync')\"\n2,2" {
-		t.Errorf("accuracy --run desync: the view's runs %q, want both rows desync", out)
+		t.Errorf("accuracy: the view's runs %q, want both rows desync", out)
+	}
+	// --run benchmark: the same runs, their clients locked for the whole run.
+	if code, _, errs := cliRun(t, db, "accuracy", "--run", "benchmark", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy --run benchmark: %d %q", code, errs)
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select group_concat(distinct run) from (select run from accuracy order by run)")
+	if code != 0 || !strings.Contains(out, "finite:n=") || strings.Contains(out, "steady") || strings.Contains(out, "desync") {
+		t.Errorf("accuracy --run benchmark: the view's run column %q, want locked finite runs", out)
 	}
 	code, _, errs = cliRun(t, db, "accuracy", "--run", "forever")
-	if code != 1 || !strings.Contains(errs, `accuracy: --run "forever": want benchmark, desync or steady`) {
+	if code != 1 || !strings.Contains(errs, `accuracy: --run "forever": want desync, benchmark or steady`) {
 		t.Errorf("accuracy --run forever: %d %q", code, errs)
 	}
 	// Calibrate on the two runs; eval applies it to the covered point and says

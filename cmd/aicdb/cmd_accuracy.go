@@ -127,9 +127,12 @@ func printAccuracy(c *cli.Context, by []string, rep []calibrate.MAPERow, format 
 }
 
 // runFlag selects what a measured closed-loop row is compared with (accuracy,
-// calibrate): the benchmark run that produced it, or the steady state.
+// calibrate): the benchmark run that produced it — its clients desynchronised
+// after the burst (the default since Round 13: closer to every measured
+// backend whose timing is not biased low, docs/validation.md) or locked for the
+// whole run —, or the steady state.
 func runFlag() cli.Flag {
-	return &cli.StringFlag{Name: "run", Value: "benchmark", Usage: "predict each measured closed-loop row as the `RUN` that produced it: benchmark (burst start, the file's request count, clients locked for the whole run; aic-silicon: aiconfigurator's aiperf benchmark, 20·C requests) | desync (the same run's burst, then desynchronised clients: the stagger mixture, for aggregated rows) | steady (the limit cycle, as eval and sweep)"}
+	return &cli.StringFlag{Name: "run", Value: "desync", Usage: "predict each measured closed-loop row as the `RUN` that produced it: desync (burst start, the file's request count — aic-silicon: aiconfigurator's aiperf benchmark, 20·C requests —, the clients desynchronised after the burst: the stagger mixture; disaggregated rows as benchmark) | benchmark (the same run with the clients locked for the whole run) | steady (the limit cycle, as eval and sweep)"}
 }
 
 // versionFallbackFlag lets a measured row whose mapped perf-data version cannot
@@ -150,7 +153,7 @@ func resolverFlags(c *cli.Context, res *calibrate.Resolver) error {
 	case "steady":
 		res.Run = calibrate.RunSteady
 	default:
-		return userErrorf("%s: --run %q: want benchmark, desync or steady", c.Command.Name, r)
+		return userErrorf("%s: --run %q: want desync, benchmark or steady", c.Command.Name, r)
 	}
 	return nil
 }
