@@ -109,6 +109,18 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		}
 		ps, pe = pe, pe+dt
 		j++
+		// Inside a priced span every pass costs spanMs: the passes that stay in
+		// it are the loop above without its pricing (the same floats, in order).
+		for block && j < k && X+D <= spanEnd && schedAt(ps, pe) < tA && pe < s.barrier {
+			if err := s.countPass(ctx); err != nil {
+				return err
+			}
+			s.fast(pe-ps, rows)
+			shift++
+			X += D
+			ps, pe = pe, pe+spanMs
+			j++
+		}
 	}
 	advanceContexts(cur, shift)
 	// j passes were scheduled (the last is in flight over [ps, pe]); j−1 completed.

@@ -518,7 +518,17 @@ func (s *sim) starved() error {
 
 // countPass counts one pass against the bound and polls ctx now and then.
 func (s *sim) countPass(ctx context.Context) error {
-	if s.passes++; s.passes > s.maxPasses {
+	// The common pass needs neither check: this part inlines into the loops.
+	if s.passes++; s.passes > s.maxPasses || s.passes&255 == 0 {
+		return s.passChecks(ctx)
+	}
+	return nil
+}
+
+// passChecks is countPass's rare part: the pass bound, and cancellation every
+// 256 passes.
+func (s *sim) passChecks(ctx context.Context) error {
+	if s.passes > s.maxPasses {
 		if err := s.starved(); err != nil {
 			return err
 		}
