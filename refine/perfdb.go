@@ -843,17 +843,28 @@ func (p *PerfdbEvaluator) reuseQuantitative(ctx context.Context, key quantKey, r
 // quantitativeOf copies a quantitative report into the stored columns and
 // distributions.
 func quantitativeOf(r *queueing.Report) (store.Quantitative, error) {
-	var out store.Quantitative
-	if err := fillColumns(&out.V, r); err != nil {
+	out, err := quantitativeColumns(r)
+	if err != nil {
 		return out, err
 	}
-	out.ThroughputRPS, out.OutputTokensPerS, out.Fidelity = r.ThroughputRPS, r.OutputTokensPerS, string(r.Fidelity)
 	d, err := json.Marshal(map[string]queueing.Distribution{"ttft_steady": r.TTFTSteady, "ttft_transient": r.TTFTTransient,
 		"itl": r.ITL, "tpot": r.TPOT, "e2e": r.E2E})
 	if err != nil {
 		return out, fmt.Errorf("encode distributions: %w", err)
 	}
 	out.Distributions = string(d)
+	return out, nil
+}
+
+// quantitativeColumns is quantitativeOf without the encoded distributions (a
+// calibration fit's summary evaluation reads the columns only, many times per
+// row).
+func quantitativeColumns(r *queueing.Report) (store.Quantitative, error) {
+	var out store.Quantitative
+	if err := fillColumns(&out.V, r); err != nil {
+		return out, err
+	}
+	out.ThroughputRPS, out.OutputTokensPerS, out.Fidelity = r.ThroughputRPS, r.OutputTokensPerS, string(r.Fidelity)
 	return out, nil
 }
 

@@ -3,10 +3,7 @@ package refine
 import (
 	"context"
 
-	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
-	"github.com/aicdb/aicdb/queueing/timing"
-	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
 )
 
@@ -17,22 +14,22 @@ import (
 // (disagg.QuantitativeFinite, the whole deployment). The stored columns mean the
 // same statistics over the run's requests.
 func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
-	return p.quantitativeRun(ctx, in, adj, run, queueing.QuantitativeFinite)
+	return p.quantitativeRun(ctx, in, adj, run, false)
 }
 
 // QuantitativeRunSummaryAdjusted is QuantitativeRunAdjusted for a caller that reads
 // only the TTFT, TPOT and E2E columns and the throughput (a calibration fit's
 // objective): an aggregated point runs queueing.QuantitativeFiniteSummary, whose
-// statistics are identical at less cost, so its ITL columns read 0 — never store
-// the result. A disaggregated point runs the full tandem run.
+// statistics are identical at less cost, so its ITL columns read 0 and it
+// carries no encoded distributions — never store the result. A disaggregated
+// point runs the full tandem run.
 func (p *PerfdbEvaluator) QuantitativeRunSummaryAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
-	return p.quantitativeRun(ctx, in, adj, run, queueing.QuantitativeFiniteSummary)
+	return p.quantitativeRun(ctx, in, adj, run, true)
 }
 
-// finiteRunner is queueing.QuantitativeFinite or its summary.
-type finiteRunner func(context.Context, workload.Spec, engine.Spec, timing.Timing, queueing.Options, queueing.FiniteRun) (*queueing.Report, error)
-
-func (p *PerfdbEvaluator) quantitativeRun(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun, finite finiteRunner) (store.Quantitative, error) {
+// quantitativeRun evaluates run at in under adj: the full run, or with summary
+// its summary (queueing.QuantitativeFiniteSummary, no encoded distributions).
+func (p *PerfdbEvaluator) quantitativeRun(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun, summary bool) (store.Quantitative, error) {
 	if in.Mode == store.ModeDisagg {
 		return p.quantitativeDisagg(ctx, in, adj, &run) // disaggSetup validates adj
 	}
@@ -46,11 +43,15 @@ func (p *PerfdbEvaluator) quantitativeRun(ctx context.Context, in store.PointInp
 	if e, err = k.quantitativeEngine(e, in.Prefix); err != nil { // the KV pool the quantitative tier runs
 		return store.Quantitative{}, err
 	}
+	finite, encode := queueing.QuantitativeFinite, quantitativeOf
+	if summary {
+		finite, encode = queueing.QuantitativeFiniteSummary, quantitativeColumns
+	}
 	r, err := finite(ctx, w, e, tm, queueing.DefaultOptions(), run)
 	if err != nil {
 		return store.Quantitative{}, err
 	}
-	out, err := quantitativeOf(r)
+	out, err := encode(r)
 	out.KV = k.quantitative(r, e.KVCapacityTokens > 0)
 	return out, err
 }
