@@ -192,10 +192,7 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 		s.fast = col.onFast
 	}
 	if summary {
-		s.summary, s.onPass = true, nil
-		if s.fast != nil {
-			s.fast = func(float64, []bucketRows) {}
-		}
+		s.summarise()
 	}
 	perReq := b.maxISL - w.Prefix + b.maxOSL + 2
 	N := f.Requests

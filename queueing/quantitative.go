@@ -182,11 +182,8 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timi
 	if !o.RecordTokenTimes && !o.NoFastForward {
 		s.fast = col.onFast
 	}
-	if o.summary { // the collector stays empty: the report's ITL is a point mass at 0
-		s.summary, s.col = true, nil
-		if s.fast != nil {
-			s.fast = func(float64, []bucketRows) {}
-		}
+	if o.summary {
+		s.summarise()
 	}
 	// Every pass advances some request by ≥ 1 token (a TRT-LLM reuse jump by ≥ 1
 	// position, once per request): a request needs at most its uncached prompt

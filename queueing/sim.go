@@ -516,6 +516,17 @@ func (s *sim) starved() error {
 		s.e.KVCapacityTokens, r.isl, r.osl, r.preempts))
 }
 
+// summarise makes s a summary run (QuantitativeFiniteSummary, a desync run's
+// stagger phases): no ITL gap reaches a collector (the report's ITL is a point
+// mass at 0) and the report builds no request records. The fast path stays on
+// when it was, recording nothing.
+func (s *sim) summarise() {
+	s.summary, s.onPass, s.col = true, nil, nil
+	if s.fast != nil {
+		s.fast = func(float64, []bucketRows) {}
+	}
+}
+
 // countPass counts one pass against the bound and polls ctx now and then.
 func (s *sim) countPass(ctx context.Context) error {
 	// The common pass needs neither check: this part inlines into the loops.
