@@ -80,18 +80,22 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 			}
 			s.fast(pe-ps, rows)
 		}
+		if block && X+D <= spanEnd { // inside the priced span: spanMs, checked when it was priced
+			shift++
+			X += D
+			ps, pe = pe, pe+spanMs
+			j++
+			continue
+		}
 		var dt float64
 		var err error
 		if block {
 			shift++
 			X += D
-			switch {
-			case X <= spanEnd:
-				dt = spanMs
-			case sp != nil:
+			if sp != nil {
 				dt, spanEnd, err = sp.DecodeOnlySpanMs(D, X)
 				spanMs = dt
-			default:
+			} else {
 				dt, err = dp.DecodeOnlyMs(D, X)
 			}
 			if err != nil || !(dt > 0) || math.IsInf(dt, 0) { // s.price's error, on the pass itself
@@ -109,18 +113,6 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		}
 		ps, pe = pe, pe+dt
 		j++
-		// Inside a priced span every pass costs spanMs: the passes that stay in
-		// it are the loop above without its pricing (the same floats, in order).
-		for block && j < k && X+D <= spanEnd && schedAt(ps, pe) < tA && pe < s.barrier {
-			if err := s.countPass(ctx); err != nil {
-				return err
-			}
-			s.fast(pe-ps, rows)
-			shift++
-			X += D
-			ps, pe = pe, pe+spanMs
-			j++
-		}
 	}
 	advanceContexts(cur, shift)
 	// j passes were scheduled (the last is in flight over [ps, pe]); j−1 completed.
