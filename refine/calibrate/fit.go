@@ -219,13 +219,20 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	}
 	f := quantEval(ev, opt.Workers)
 	fj := screenEval(ev)
-	fo := f
 	switch opt.Objective {
-	case "", store.TierQuantitative:
-	case store.TierScreening:
-		fo = fj
+	case "", store.TierQuantitative, store.TierScreening:
 	default:
 		return nil, fmt.Errorf("fit objective %q: want screening or quantitative", opt.Objective)
+	}
+	// evalsOn returns the quantitative evaluation of the sample set ss,
+	// remembered (memoOn), and the fit's objective over ss: that same
+	// evaluation, or the screening tier.
+	evalsOn := func(ss []Sample) (quant, objective evalFn) {
+		quant = memoOn(ss, f)
+		if opt.Objective == store.TierScreening {
+			return quant, fj
+		}
+		return quant, quant
 	}
 	groups := map[deployKey][]Sample{}
 	for _, s := range ss {
@@ -255,10 +262,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		g := groups[k]
 		slices.SortFunc(g, func(a, b Sample) int { return int(a.MeasurementID - b.MeasurementID) })
 		gf := GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Model: k.Model, Quant: k.Quant, Samples: g}
-		fg, fog := memoOn(g, f), fo
-		if opt.Objective != store.TierScreening {
-			fog = fg
-		}
+		fg, fog := evalsOn(g)
 		var err error
 		if gf.Before, err = fg(ctx, g, refine.Identity()); err != nil {
 			return nil, err
@@ -289,10 +293,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 						train = append(train, g[i])
 					}
 				}
-				fot := fo
-				if opt.Objective != store.TierScreening {
-					fot = memoOn(train, f)
-				}
+				_, fot := evalsOn(train)
 				a, _, err := levenbergMarquardt(ctx, fot, fj, train, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
 				if err != nil {
 					return nil, err
