@@ -92,10 +92,11 @@ func (q *Querier) allReduceSilicon(quant CommQuant, tp int, size float64) (leaf,
 	if eff <= 1 {
 		return leaf{}, nil
 	}
-	cv, ok := q.allreduce[eff]
+	curves := q.allreduce
 	if q.monotone {
-		cv = q.arMono[eff]
+		curves = q.arMono
 	}
+	cv, ok := curves[eff]
 	if !ok || quant != CommHalf {
 		return leaf{}, missf("custom all-reduce data missing for (%s, %d GPUs) (%s %s %s)", quant, eff, q.sys.Name, q.backend, q.version)
 	}
