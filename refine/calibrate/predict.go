@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -190,57 +189,11 @@ func org(id string) string {
 	return o
 }
 
-var pep440Like = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)*`)
-
-// release reports whether a perf-data version may stand in for another measured
-// version: PEP 440 and not a development snapshot (".devN"), which is a partial
-// collection (b200 vLLM 0.1.dev19262 holds only the KDA table) taken only when
-// measured exactly.
-func release(v string) bool {
-	return pep440Like.MatchString(v) && !strings.Contains(strings.ToLower(v), ".dev")
-}
-
-// NearestVersion maps a measured version onto the available perf-data versions:
-// the same version; else the newest one below it (PEP 440 order); else the oldest
-// above it; a version not stated or not PEP 440 (a nightly) maps to the newest.
-// The mapping text records which rule applied.
-func NearestVersion(measured string, available []string) (string, string, bool) {
-	vs := slices.Clone(available)
-	slices.SortFunc(vs, perfdb.CompareVersions)
-	if len(vs) == 0 {
-		return "", "", false
-	}
-	newest := vs[len(vs)-1]
-	switch {
-	case measured == "":
-		return newest, "not stated → newest " + newest, true
-	case slices.Contains(vs, measured):
-		return measured, "exact", true
-	case !pep440Like.MatchString(measured):
-		return newest, measured + " (not PEP 440) → newest " + newest, true
-	}
-	below := ""
-	for _, v := range vs {
-		if perfdb.CompareVersions(v, measured) < 0 && release(v) {
-			below = v
-		}
-	}
-	if below != "" {
-		return below, measured + " → " + below + " (newest below)", true
-	}
-	for _, v := range vs {
-		if release(v) {
-			return v, measured + " → " + v + " (oldest above)", true
-		}
-	}
-	return newest, measured + " → newest " + newest, true
-}
-
 // FallbackVersions orders the perf-data versions other than primary for a
 // measurement that primary cannot price (its tables lack the point's shapes,
 // e.g. a sliding-window attention or an expert count collected only in other
 // releases): nearest to primary first in PEP 440 order, the newer of two equally
-// near first. Development snapshots are left out (release).
+// near first. Development snapshots are left out (perfdb.IsRelease).
 func FallbackVersions(primary string, available []string) []string {
 	vs := slices.Clone(available)
 	slices.SortFunc(vs, perfdb.CompareVersions)
@@ -249,7 +202,7 @@ func FallbackVersions(primary string, available []string) []string {
 	var out []string
 	for d := 1; at >= 0 && d < len(vs); d++ {
 		for _, i := range []int{at + d, at - d} {
-			if i >= 0 && i < len(vs) && release(vs[i]) {
+			if i >= 0 && i < len(vs) && perfdb.IsRelease(vs[i]) {
 				out = append(out, vs[i])
 			}
 		}
@@ -303,7 +256,7 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = fmt.Sprintf("list versions of %s on %s: %v", m.Backend, m.System, err)
 		return t
 	}
-	v, mapping, ok := NearestVersion(m.Version, versions)
+	v, mapping, ok := perfdb.NearestVersion(m.Version, versions)
 	if !ok {
 		t.Reason = fmt.Sprintf("no perf-data version of %s on %s", m.Backend, m.System)
 		return t
