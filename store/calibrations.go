@@ -38,10 +38,12 @@ type Calibration struct {
 }
 
 // CalibrationParam is a calibration_params row: one deployment key's fitted
-// adjustment and quality. Quant is the points' QuantLabel ("" = any). The CV
-// columns are NULL when HasCV is false.
+// adjustment and quality. Quant is the points' QuantLabel ("" = any); Deployed
+// the engine version the group's measurements were deployed at
+// (PointInputs.DeployedVersion; "" = any, fitted before migration 00015). The
+// CV columns are NULL when HasCV is false.
 type CalibrationParam struct {
-	System, Backend, Version, Model, Quant                       string
+	System, Backend, Version, Deployed, Model, Quant             string
 	PrefillScale, DecodeScale, PassOverheadMs, RequestOverheadMs float64
 	Rows                                                         int
 	TTFTMAPEBefore, TPOTMAPEBefore, TTFTMAPEFit, TPOTMAPEFit     float64
@@ -53,12 +55,12 @@ type CalibrationParam struct {
 // CalibrationSample is a calibration_rows row: one training measurement's
 // metric. HeldOut is NULL when HasHeldOut is false.
 type CalibrationSample struct {
-	MeasurementID                                  int64
-	System, Backend, Version, Model, Quant, Metric string
-	Measured, Uncalibrated, Fitted, Residual       float64
-	HasHeldOut                                     bool
-	HeldOut                                        float64
-	Fold                                           int
+	MeasurementID                                            int64
+	System, Backend, Version, Deployed, Model, Quant, Metric string
+	Measured, Uncalibrated, Fitted, Residual                 float64
+	HasHeldOut                                               bool
+	HeldOut                                                  float64
+	Fold                                                     int
 }
 
 // SaveCalibration replaces the calibration c.Name by c with its params and
@@ -78,13 +80,13 @@ func (s *Store) SaveCalibration(ctx context.Context, c Calibration, params []Cal
 			if g.HasCV {
 				cvT, cvP = g.TTFTMAPECV, g.TPOTMAPECV
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_params (name, system, backend, version, model, quant,
+			if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_params (name, system, backend, version, deployed_version, model, quant,
 				prefill_scale, decode_scale, pass_overhead_ms, request_overhead_ms, rows, ttft_mape_before, tpot_mape_before,
 				ttft_mape_fit, tpot_mape_fit, ttft_mape_cv, tpot_mape_cv, unidentified)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Name, g.System, g.Backend, g.Version, g.Model, g.Quant,
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant,
 				g.PrefillScale, g.DecodeScale, g.PassOverheadMs, g.RequestOverheadMs, g.Rows, g.TTFTMAPEBefore, g.TPOTMAPEBefore,
 				g.TTFTMAPEFit, g.TPOTMAPEFit, cvT, cvP, g.Unidentified); err != nil {
-				return fmt.Errorf("store calibration %s of %s/%s/%s/%s [%s]: %w", c.Name, g.System, g.Backend, g.Version, g.Model, g.Quant, err)
+				return fmt.Errorf("store calibration %s of %s/%s/%s (deployed %s)/%s [%s]: %w", c.Name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, err)
 			}
 			if i >= len(samples) {
 				continue
@@ -94,9 +96,9 @@ func (s *Store) SaveCalibration(ctx context.Context, c Calibration, params []Cal
 				if r.HasHeldOut {
 					held = r.HeldOut
 				}
-				if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_rows (name, measurement_id, system, backend, version, model, quant,
-						metric, measured, uncalibrated, fitted, residual, held_out, fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-					c.Name, r.MeasurementID, r.System, r.Backend, r.Version, r.Model, r.Quant, r.Metric, r.Measured, r.Uncalibrated, r.Fitted,
+				if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_rows (name, measurement_id, system, backend, version, deployed_version,
+						model, quant, metric, measured, uncalibrated, fitted, residual, held_out, fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+					c.Name, r.MeasurementID, r.System, r.Backend, r.Version, r.Deployed, r.Model, r.Quant, r.Metric, r.Measured, r.Uncalibrated, r.Fitted,
 					r.Residual, held, r.Fold); err != nil {
 					return fmt.Errorf("store calibration row %d: %w", r.MeasurementID, err)
 				}
@@ -125,11 +127,11 @@ func (s *Store) CalibrationNames(ctx context.Context) ([]string, error) {
 // deployment key (only the key and the four adjustment fields are set).
 func (s *Store) CalibrationParams(ctx context.Context, name string) ([]CalibrationParam, error) {
 	var out []CalibrationParam
-	err := s.EachRow(ctx, `SELECT system, backend, version, model, quant, prefill_scale, decode_scale,
-		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, model, quant`,
+	err := s.EachRow(ctx, `SELECT system, backend, version, deployed_version, model, quant, prefill_scale, decode_scale,
+		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, deployed_version, model, quant`,
 		[]any{name}, func(scan func(...any) error) error {
 			var p CalibrationParam
-			if err := scan(&p.System, &p.Backend, &p.Version, &p.Model, &p.Quant, &p.PrefillScale, &p.DecodeScale, &p.PassOverheadMs, &p.RequestOverheadMs); err != nil {
+			if err := scan(&p.System, &p.Backend, &p.Version, &p.Deployed, &p.Model, &p.Quant, &p.PrefillScale, &p.DecodeScale, &p.PassOverheadMs, &p.RequestOverheadMs); err != nil {
 				return err
 			}
 			out = append(out, p)

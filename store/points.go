@@ -71,6 +71,32 @@ type PointInputs struct {
 	// shape (ISL/OSL/Prefix). When set it goes into the row key and the group, and
 	// ISL/OSL hold the trace slice's mean lengths (the legacy estimate's shape).
 	Workload string
+	// Deployed is the engine version the point is deployed at when it is not
+	// Version, the perf-data version it is priced at ("" = Version; never equal
+	// to it, see DeployedAs). A measurement of an engine version without perf
+	// data of its own is priced at the nearest version that has (refine/calibrate
+	// .NearestVersion) and keeps its own here: calibrations are keyed by it
+	// (migration 00015). When set it goes into the row key.
+	Deployed string
+}
+
+// DeployedAs is PointInputs.Deployed for a point of engine version deployed
+// priced at perf-data version version: "" when they are the same or deployed
+// is not stated.
+func DeployedAs(deployed, version string) string {
+	if deployed == version {
+		return ""
+	}
+	return deployed
+}
+
+// DeployedVersion is the engine version the point is deployed at: Deployed, or
+// Version when that is unset.
+func (p *PointInputs) DeployedVersion() string {
+	if p.Deployed != "" {
+		return p.Deployed
+	}
+	return p.Version
 }
 
 // Key returns the row key: the sha256 hex of a canonical encoding of every input.
@@ -134,6 +160,9 @@ func (p *PointInputs) Key() string {
 	if p.Workload != "" {
 		str("workload", p.Workload)
 	}
+	if p.Deployed != "" {
+		str("deployed_version", p.Deployed)
+	}
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -195,6 +224,8 @@ func (p *PointInputs) Validate() error {
 		return fmt.Errorf("point: engine profile %q without its resolved engine config", p.EngineProfile)
 	case p.Workload != "" && !json.Valid([]byte(p.Workload)):
 		return fmt.Errorf("point: workload %.40q is not JSON", p.Workload)
+	case p.Deployed != "" && p.Deployed == p.Version:
+		return fmt.Errorf("point: deployed version %q equals the priced version: leave it empty (store.DeployedAs)", p.Deployed)
 	}
 	return nil
 }

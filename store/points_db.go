@@ -11,7 +11,7 @@ import (
 
 // pointColumns are the operating_points columns written by InsertPoints, in the
 // order of Point.args.
-var pointColumns = append(append(append(append([]string{
+var pointColumns = append(append(append(append(append([]string{
 	"key", "model", "system", "backend", "version", "mode", "isl", "osl", "prefix",
 	"tp", "pp", "dp", "moe_tp", "moe_ep", "batch", "ctx_tokens", "max_num_batched_tokens",
 	"max_num_seqs", "enable_chunked_prefill", "database_mode", "gemm_quant", "kvcache_quant",
@@ -23,7 +23,8 @@ var pointColumns = append(append(append(append([]string{
 	"engine_profile", "engine_config", "workload",
 	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request", "kv_note",
 	// migration 00011: each pool's system and GPUs (NULL on agg rows), the handoff
-	"p_system", "d_system", "p_gpus", "d_gpus"), handoffColumns...)
+	"p_system", "d_system", "p_gpus", "d_gpus"), handoffColumns...),
+	"deployed_version") // migration 00015: the engine version deployed ('' = version)
 
 func nullable(v float64, ok bool) any {
 	if !ok {
@@ -74,7 +75,7 @@ func (p *Point) args() []any {
 	if p.Q.Valid {
 		h = p.Q.H
 	}
-	return append(a, h.args()...)
+	return append(append(a, h.args()...), in.Deployed)
 }
 
 func placeholders(n int) string {
@@ -320,6 +321,9 @@ type PointFilter struct {
 	// WorkloadSet; "" with WorkloadSet keeps the fixed-shape rows only.
 	Workload    string
 	WorkloadSet bool
+	// Deployed keeps the rows deployed at this engine version (their
+	// deployed_version, or version when that is ''; PointInputs.DeployedVersion).
+	Deployed string
 	// Tier keeps rows whose best available tier is this one (e.g. "screening").
 	Tier string
 	// Where is an extra SQL condition on the points view's columns (built by refine),
@@ -352,6 +356,11 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 	}
 	if f.Version != "" {
 		add("version", f.Version)
+	}
+	if f.Deployed != "" {
+		// The points view shows version where the row's own column is ''; the
+		// screening path reads the table itself.
+		add("coalesce(nullif(deployed_version, ''), version)", f.Deployed)
 	}
 	if f.Mode != "" {
 		add("mode", f.Mode)
@@ -454,7 +463,7 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	var pGPUs, dGPUs, multi sql.NullInt64
 	var kvMean, kvP99, pq, head sql.NullFloat64
 	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &in.Workload,
-		&kvCap, &kvUtil, &kvPre, &p.Q.KV.Note, &pSys, &dSys, &pGPUs, &dGPUs, &kvMean, &kvP99, &pq, &head, &multi, &pareto)
+		&kvCap, &kvUtil, &kvPre, &p.Q.KV.Note, &pSys, &dSys, &pGPUs, &dGPUs, &kvMean, &kvP99, &pq, &head, &multi, &in.Deployed, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err
 	}
@@ -462,6 +471,7 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	if in.Engine == "{}" {
 		in.Engine = ""
 	}
+	in.Deployed = DeployedAs(in.Deployed, in.Version) // the points view shows version when unset
 	p.Legacy.OOM = oom == 1
 	p.IsPareto = pareto == 1
 	l := &p.Legacy

@@ -1,7 +1,10 @@
 -- points: every operating point at its best available tier. Queueing columns come
 -- from quantitative_results when the funnel has stored them for the row, else from
 -- the row's own (screening) values; queueing_tier says which. The screening bracket
--- ttft_steady_p99_{lo,hi} is always the stored screening bracket.
+-- ttft_steady_p99_{lo,hi} is always the stored screening bracket. version is the
+-- perf-data version the row is priced at; deployed_version the engine version it
+-- is deployed at (the same unless --deployed-version named one without perf data
+-- of its own, migration 00015).
 CREATE VIEW points AS
 SELECT
     o.key,
@@ -81,6 +84,7 @@ SELECT
     o.engine_profile,
     o.engine_config,
     o.workload,
+    CASE WHEN o.deployed_version = '' THEN o.version ELSE o.deployed_version END AS deployed_version,
     o.p_system,
     o.d_system,
     o.p_gpus,

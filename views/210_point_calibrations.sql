@@ -6,10 +6,14 @@
 -- point's quantisation label, built by the same rule as store.QuantLabel:
 -- "gemm=G,moe=M,kv=K,fmha=F,comm=C", an empty part omitted. A fit for the point's
 -- own quant wins over one stored with quant '' (any quantisation: fitted before
--- 00014), as in refine/calibrate's Calibration.For.
+-- 00014), as in refine/calibrate's Calibration.For. A calibration is keyed by the
+-- engine version deployed too (migration 00015): a fit of the point's deployed
+-- version (operating_points.deployed_version, or version when that is '') wins
+-- over one stored with deployed_version '' (any: fitted before 00015).
 CREATE VIEW point_calibrations AS
 WITH c AS (
     SELECT key, system, backend, version, model,
+           CASE WHEN deployed_version = '' THEN version ELSE deployed_version END AS deployed,
            substr(CASE WHEN gemm_quant <> '' THEN ',gemm=' || gemm_quant ELSE '' END
                || CASE WHEN moe_quant <> '' THEN ',moe=' || moe_quant ELSE '' END
                || CASE WHEN kvcache_quant <> '' THEN ',kv=' || kvcache_quant ELSE '' END
@@ -18,17 +22,16 @@ WITH c AS (
            CASE WHEN instr(evaluator, '+cal:') > 0 THEN substr(evaluator, instr(evaluator, '+cal:') + 5) END AS cal
     FROM operating_points
 ), n AS (
-    SELECT key, system, backend, version, model, quant, cal,
+    SELECT key, system, backend, version, model, deployed, quant, cal,
            substr(cal, 1, instr(cal, '@') - 1) AS cal_name,
            substr(cal, instr(cal, '@') + 1) AS cal_digest
     FROM c
 ), m AS (
     SELECT n.*, k.name AS stored_name,
-           coalesce(
-               (SELECT p.rowid FROM calibration_params p WHERE p.name = k.name AND p.system = n.system
-                    AND p.backend = n.backend AND p.version = n.version AND p.model = n.model AND p.quant = n.quant),
-               (SELECT p.rowid FROM calibration_params p WHERE p.name = k.name AND p.system = n.system
-                    AND p.backend = n.backend AND p.version = n.version AND p.model = n.model AND p.quant = '')) AS param
+           (SELECT p.rowid FROM calibration_params p WHERE p.name = k.name AND p.system = n.system
+                AND p.backend = n.backend AND p.version = n.version AND p.model = n.model
+                AND p.deployed_version IN (n.deployed, '') AND p.quant IN (n.quant, '')
+            ORDER BY p.deployed_version = '', p.quant = '' LIMIT 1) AS param
     FROM n
     LEFT JOIN calibrations k ON k.name = n.cal_name AND k.digest = n.cal_digest
 )
@@ -36,10 +39,10 @@ SELECT m.key, m.cal AS calibration,
     CASE
         WHEN m.cal IS NULL THEN 'none'
         WHEN m.stored_name IS NULL THEN 'calibration ' || m.cal || ' is no longer stored (refitted or dropped)'
-        WHEN p.name IS NULL THEN 'uncalibrated: ' || m.cal_name || ' has no fit for this system, backend, version, model and quantisation'
+        WHEN p.name IS NULL THEN 'uncalibrated: ' || m.cal_name || ' has no fit for this system, backend, version, deployed version, model and quantisation'
         ELSE 'calibrated'
     END AS calibration_status,
-    m.quant, p.quant AS calibration_quant,
+    m.quant, p.quant AS calibration_quant, m.deployed AS deployed_version, p.deployed_version AS calibration_deployed_version,
     p.prefill_scale, p.decode_scale, p.pass_overhead_ms, p.request_overhead_ms
 FROM m
 LEFT JOIN calibration_params p ON p.rowid = m.param;
