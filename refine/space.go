@@ -16,6 +16,11 @@ type SweepSpec struct {
 	System  string `json:"system"`
 	Backend string `json:"backend"`
 	Version string `json:"version,omitempty"`
+	// Deployed is the engine version deployed when it is not Version (the
+	// perf-data version the points are priced at): every point records it
+	// (store.PointInputs.Deployed) and a calibration applies its fit of runs
+	// measured on it.
+	Deployed string `json:"deployed_version,omitempty"`
 
 	TotalGPUs int `json:"total_gpus"`
 	ISL       int `json:"isl"`
@@ -193,7 +198,7 @@ func Enumerate(s SweepSpec, r Resolved, evaluator string) ([]store.PointInputs, 
 		ISL: s.ISL, OSL: s.OSL, Prefix: s.Prefix, PP: 1, DP: 1, MoETP: 1, MoEEP: 1,
 		ChunkedPrefill: s.ChunkedPrefill, DatabaseMode: r.DatabaseMode,
 		GemmQuant: r.GemmQuant, KVCacheQuant: r.KVCacheQuant, FMHAQuant: r.FMHAQuant,
-		MoEQuant: r.MoEQuant, CommQuant: r.CommQuant, Evaluator: evaluator,
+		MoEQuant: r.MoEQuant, CommQuant: r.CommQuant, Evaluator: evaluator, Deployed: store.DeployedAs(s.Deployed, r.Version),
 	}
 	var out []store.PointInputs
 	for _, mode := range modes {

@@ -76,7 +76,7 @@ func TestPointDeployedVersion(t *testing.T) {
 }
 
 // TestPointCalibrationsDeployed: a point is calibrated by the fit of its own
-// deployed version, else by one stored with deployed version '' (any: fitted
+// deployed version, else by one stored with deployed version ” (any: fitted
 // before migration 00015), else says uncalibrated — the view and the Go rule
 // (refine/calibrate's Calibration.For) agree.
 func TestPointCalibrationsDeployed(t *testing.T) {
@@ -117,7 +117,7 @@ func TestPointCalibrationsDeployed(t *testing.T) {
 }
 
 // TestMigration00015: a calibration stored before 00015 migrates with deployed
-// version '' (and still calibrates every deployed version); down again, a
+// version ” (and still calibrates every deployed version); down again, a
 // calibration with two deployed versions of one key keeps the group with the
 // most rows, operating_points loses the column, and up again reads as before.
 func TestMigration00015(t *testing.T) {

@@ -120,7 +120,7 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	// Calibrate on the two runs; eval applies it to the covered point and says
 	// uncalibrated elsewhere; accuracy under it reads the same numbers as the fit.
 	code, out, errs = cliRun(t, db, "calibrate", "--name", "t")
-	if code != 0 || !strings.Contains(out, "calibration t@") || !strings.Contains(out, "h200_sxm     vllm   0.22.0  Qwen/Qwen3-32B") {
+	if code != 0 || !strings.Contains(out, "calibration t@") || !strings.Contains(out, "h200_sxm     vllm   0.22.0            0.22.0  Qwen/Qwen3-32B") {
 		t.Fatalf("calibrate: %d %q %q", code, out, errs)
 	}
 	for _, w := range []string{"measurements", "groups"} {

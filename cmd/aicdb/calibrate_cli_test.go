@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -105,11 +106,13 @@ func queryCSV(t *testing.T, db, sql string) string {
 	return strings.TrimSpace(out)
 }
 
-// TestCalibrateNotesMixedVersions: two runs measured on vLLM 0.19.0 and 0.20.0
-// both price at perf-data version 0.19.0 (0.20.0 has none), so
-// one group's fit spans both engines and calibrate says so on stderr; a group
-// of one measured version gets no note.
-func TestCalibrateNotesMixedVersions(t *testing.T) {
+// TestCalibrateKeysDeployedVersions: two runs measured on vLLM 0.19.0 and
+// 0.20.0 both price at perf-data version 0.19.0 (0.20.0 has none), and get one
+// fit each, keyed by the engine version they were measured on. eval
+// --deployed-version 0.20.0 prices at 0.19.0 (saying so) and applies the 0.20.0
+// fit; a deployed version without a fit stays uncalibrated, naming the ones the
+// calibration has.
+func TestCalibrateKeysDeployedVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and fits two measured runs")
 	}
@@ -121,7 +124,7 @@ func TestCalibrateNotesMixedVersions(t *testing.T) {
 	dir := t.TempDir()
 	for i, v := range []string{"0.19.0", "0.20.0"} {
 		run := filepath.Join(dir, "run"+v+".json")
-		js := strings.Replace(string(src), `"mean_ttft_ms": 180.5`, fmt.Sprintf(`"mean_ttft_ms": %d.5`, 180+20*i), 1)
+		js := strings.Replace(string(src), `"mean_ttft_ms": 180.5`, fmt.Sprintf(`"mean_ttft_ms": %d.5`, 180+60*i), 1)
 		if err := os.WriteFile(run, []byte(js), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -130,15 +133,51 @@ func TestCalibrateNotesMixedVersions(t *testing.T) {
 		}
 	}
 	code, out, errs := cliRun(t, db, "calibrate", "--name", "mix")
-	if code != 0 || !strings.Contains(out, "calibration mix@") {
+	if code != 0 || !strings.Contains(out, "calibration mix@") || !strings.Contains(out, "2 groups") {
 		t.Fatalf("calibrate: %d %q %q", code, out, errs)
 	}
-	want := "aicdb: note: calibrate: h200_sxm vllm 0.19.0 Qwen/Qwen3-32B [" // the quant label follows
-	if !strings.Contains(errs, want) || !strings.Contains(errs, "one fit spans rows measured on 0.19.0 (1), 0.20.0 (1), all priced at perf-data version 0.19.0") {
-		t.Errorf("calibrate stderr %q: want the mixed-version note\n%s\n%s", errs, queryCSV(t, db, "select version, version_used, reason, model_used from accuracy where metric = 'ttft_mean'"), out)
+	if got := queryCSV(t, db, "select version, deployed_version, rows from calibration_params order by deployed_version"); got != "version,deployed_version,rows\n0.19.0,0.19.0,1\n0.19.0,0.20.0,1" {
+		t.Errorf("calibration_params keys:\n%s\nwant one 0.19.0-priced group per deployed version", got)
 	}
-	code, _, errs = cliRun(t, db, "calibrate", "--name", "one", "--measurements", "version = '0.19.0'")
-	if code != 0 || strings.Contains(errs, "one fit spans") {
-		t.Errorf("calibrate of one version: %d, stderr %q: want no mixed-version note", code, errs)
+	if got := queryCSV(t, db, "select distinct p.deployed_version from accuracy a join points p on p.key = a.point_key where a.version = '0.20.0'"); got != "deployed_version\n0.20.0" {
+		t.Errorf("the 0.20.0 run's prediction: %q, want deployed_version 0.20.0", got)
+	}
+	ev := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--tp", "2",
+		"--concurrency", "16", "--isl", "2000", "--osl", "64", "--calibration", "mix", "--format", "csv"}
+	ttft := func(out string) string { // the quantitative row's ttft_steady_mean
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 {
+			return ""
+		}
+		cols, vals := strings.Split(lines[0], ","), strings.Split(lines[1], ",")
+		if i := slices.Index(cols, "ttft_steady_mean"); i >= 0 && i < len(vals) {
+			return vals[i]
+		}
+		return ""
+	}
+	code, out, _ = cliRun(t, db, ev...) // priced at the newest version, 0.24.0
+	if code != 0 || !strings.Contains(out, "it has fits of runs deployed on 0.19.0, 0.20.0: pass --deployed-version") {
+		t.Errorf("eval at the newest version: %d %q, want a hint naming the fitted deployed versions", code, out)
+	}
+	code, at19, errs := cliRun(t, db, append(ev, "--deployed-version", "0.19.0")...)
+	if code != 0 || strings.Contains(at19, "uncalibrated") || strings.Contains(errs, "note") {
+		t.Fatalf("eval at 0.19.0: %d %q %q", code, at19, errs)
+	}
+	code, at20, errs := cliRun(t, db, append(ev, "--deployed-version", "0.20.0")...)
+	if code != 0 || strings.Contains(at20, "uncalibrated") || !strings.Contains(at20, "0.20.0") ||
+		!strings.Contains(errs, "aicdb: note: --deployed-version 0.20.0 has no perf data of vllm on h200_sxm: priced at perf-data version 0.19.0 (0.20.0 → 0.19.0 (newest below))") {
+		t.Fatalf("eval deployed 0.20.0: %d %q %q", code, at20, errs)
+	}
+	if ttft(at19) == "" || ttft(at19) == ttft(at20) {
+		t.Errorf("TTFT deployed at 0.19.0 %q and at 0.20.0 %q: want each version's own fit", ttft(at19), ttft(at20))
+	}
+	code, out, errs = cliRun(t, db, append(ev, "--deployed-version", "0.21.0")...)
+	if code != 0 || !strings.Contains(out, "uncalibrated: mix@") || !strings.Contains(out, "deployed as 0.21.0") ||
+		!strings.Contains(out, "it has fits of runs deployed on 0.19.0, 0.20.0: pass --deployed-version") {
+		t.Errorf("eval deployed 0.21.0: %d %q %q", code, out, errs)
+	}
+	code, _, errs = cliRun(t, db, "eval", "--timing", "linear", "--concurrency", "4", "--isl", "100", "--osl", "10", "--deployed-version", "0.20.0")
+	if code != 1 || !strings.Contains(errs, "--deployed-version 0.20.0: only with --model") {
+		t.Errorf("--deployed-version with --timing: %d %q", code, errs)
 	}
 }

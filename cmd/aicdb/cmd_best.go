@@ -24,6 +24,7 @@ func bestCommand() *cli.Command {
 			&cli.BoolFlag{Name: "allow-preemption", Usage: "also rank points whose steady state preempts under the memory model's KV pool (vLLM preemption, SGLang retraction); they are flagged in the tier column"},
 			formatFlag("table"),
 			calibrationFlag(),
+			deployedVersionFlag("only rows deployed at engine `VERSION` (sweep --deployed-version, or the priced version)"),
 		}, traceWorkloadFlags("only rows swept under the stored trace `NAME` (sweep --trace; same slice and session flags), ranked by its replay's percentiles",
 			"with --trace: the W4 rows (sweep --trace --sessions)", "with --trace --sessions: the rows swept with this cap `N`"),
 		[]cli.Flag{&cli.IntFlag{Name: "total-gpus", Usage: "with --trace: only deployments of `N` GPUs in all"}})
@@ -129,7 +130,7 @@ func runBest(c *cli.Context) error {
 	defer st.Close()
 	dep := readDeployment(c)
 	f := store.PointFilter{Model: dep.Model, System: dep.System, Backend: dep.Backend,
-		Version: dep.Version, Mode: c.String("mode"), ISL: sh.ISL, OSL: sh.OSL,
+		Version: dep.Version, Deployed: dep.Deployed, Mode: c.String("mode"), ISL: sh.ISL, OSL: sh.OSL,
 		Prefix: sh.Prefix, PrefixSet: sh.set.given("prefix")}
 	if err := bestTraceFilter(c, st, &f); err != nil {
 		return err

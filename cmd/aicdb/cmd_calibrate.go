@@ -110,41 +110,16 @@ func runCalibrate(c *cli.Context) error {
 		sum = c.App.ErrWriter
 	}
 	fmt.Fprintf(sum, "calibration %s@%s: %d groups from %d of %d measurements (%d without a prediction)\n", name, digest, len(fits), len(samples), len(rows), len(rows)-len(samples))
-	noteMixedVersions(c.App.ErrWriter, fits, targets)
 	return writeCalibration(c.App.Writer, format, name+"@"+digest, fits)
 }
 
-// noteMixedVersions prints a note for each group whose rows were measured on
-// more than one engine version (all priced at the group's perf-data version):
-// its one fit spans engines that may differ.
-func noteMixedVersions(w io.Writer, fits []calibrate.GroupFit, targets []calibrate.Target) {
-	measured := make(map[int64]string, len(targets))
-	for _, t := range targets {
-		measured[t.Row.ID] = t.Row.Version
-	}
-	for _, g := range fits {
-		vs := calibrate.DeployedVersions(g, measured)
-		if len(vs) < 2 {
-			continue
-		}
-		parts := make([]string, len(vs))
-		for i, v := range vs {
-			name := v.Version
-			if name == "" {
-				name = "unstated"
-			}
-			parts[i] = fmt.Sprintf("%s (%d)", name, v.Rows)
-		}
-		fmt.Fprintf(w, "aicdb: note: calibrate: %s %s %s %s [%s]: one fit spans rows measured on %s, all priced at perf-data version %s; if those engines differ, fit each alone (--measurements \"… and version = '%s'\")\n",
-			g.System, g.Backend, g.Version, g.Model, g.Quant, strings.Join(parts, ", "), g.Version, vs[len(vs)-1].Version)
-	}
-}
-
-// calibrationColumns are the keys of calibrate's rows: the deployment key (quant:
-// store.QuantLabel of the group's points), the
+// calibrationColumns are the keys of calibrate's rows: the deployment key
+// (version: the perf-data version the rows are priced at; deployed_version: the
+// engine version they were measured on; quant: store.QuantLabel of the group's
+// points), the
 // fitted parameters, and the TTFT and TPOT MAPE (%) before the fit, after it and
 // cross-validated (null without --holdout).
-var calibrationColumns = []string{"calibration", "system", "backend", "version", "model", "quant", "rows",
+var calibrationColumns = []string{"calibration", "system", "backend", "version", "deployed_version", "model", "quant", "rows",
 	"prefill_scale", "decode_scale", "pass_overhead_ms", "request_overhead_ms",
 	"ttft_mape_pct_before", "ttft_mape_pct_fit", "ttft_mape_pct_cv",
 	"tpot_mape_pct_before", "tpot_mape_pct_fit", "tpot_mape_pct_cv", "unidentified"}
@@ -161,7 +136,7 @@ func writeCalibration(w io.Writer, format, name string, fits []calibrate.GroupFi
 		if len(g.Unidentified) > 0 {
 			un = strings.Join(g.Unidentified, "; ")
 		}
-		data = append(data, []any{name, g.System, g.Backend, g.Version, g.Model, g.Quant, int64(len(g.Samples)),
+		data = append(data, []any{name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, int64(len(g.Samples)),
 			a.PrefillScale, a.DecodeScale, a.PassOverheadMs, a.RequestOverheadMs,
 			g.TTFTBefore, g.TTFTFit, ttftCV, g.TPOTBefore, g.TPOTFit, tpotCV, un})
 	}
@@ -242,10 +217,19 @@ func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
 		in = refine.QuantInputs(s.pt.Estimator().Config())
 	}
 	in.Model, in.System, in.Backend, in.Version = s.dep.Model, s.dep.System, s.dep.Backend, s.dep.Version
+	in.Deployed = store.DeployedAs(s.dep.Deployed, s.dep.Version)
 	adj, ok := cal.For(in)
 	if !ok {
-		return fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s [%s]", cal.Name(), in.System, in.Backend, in.Version, in.Model,
-			store.QuantLabel(in)), nil
+		at := in.Version
+		if in.Deployed != "" {
+			at += " deployed as " + in.Deployed
+		}
+		msg := fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s [%s]", cal.Name(), in.System, in.Backend, at, in.Model,
+			store.QuantLabel(in))
+		if ds := cal.Deployed(in); len(ds) > 0 {
+			msg += "; it has fits of runs deployed on " + strings.Join(ds, ", ") + ": pass --deployed-version"
+		}
+		return msg, nil
 	}
 	s.t = adj.Apply(&s.e, s.t)
 	return cal.Name(), nil

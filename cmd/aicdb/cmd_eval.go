@@ -61,6 +61,7 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "client-rtt-ms", Value: queueing.DefaultClientRTTMs, Usage: "closed loop: client round trip before a replacement request reaches the scheduler (0 = visible to the very next schedule)"},
 			formatFlag(formatJSON),
 			calibrationFlag(),
+			deployedVersionFlag(deployedVersionUsage + " (with --model)"),
 		}, evalDisaggFlags()),
 		Action: runEval,
 	}
@@ -127,6 +128,9 @@ func runEval(c *cli.Context) error {
 		}
 		if cal != "" {
 			cols["calibration"] = cal
+		}
+		if spec.dep.Deployed != "" {
+			cols["deployed_version"], cols["priced_version"] = spec.dep.Deployed, spec.dep.Version
 		}
 		out[string(tier)] = cols
 	}
@@ -198,6 +202,9 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		return nil, userErrorf("timing: give either --timing linear|roofline (synthetic) or --model with --system, --backend and --tp (perf database)")
 	}
 	backend, version := dep.Backend, dep.Version
+	if synthetic && dep.Deployed != "" {
+		return nil, userErrorf("--deployed-version %s: only with --model (the perf-database timing is priced per version; --timing is not)", dep.Deployed)
+	}
 	if synthetic {
 		t, err := syntheticTiming(c)
 		if err != nil {
@@ -217,6 +224,9 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		}
 		if c.IsSet("backend-engine") && c.String("backend-engine") != backend {
 			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
+		}
+		if err := resolveDeployed(c.Context, c.String("db"), &dep, c.App.ErrWriter); err != nil {
+			return nil, err
 		}
 		pt, v, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w)
 		if err != nil {

@@ -36,6 +36,7 @@ func sweepCommand() *cli.Command {
 			formatFlag("table"),
 			quietFlag(),
 			calibrationFlag(),
+			deployedVersionFlag(deployedVersionUsage),
 		}, traceWorkloadFlags("workload: the stored trace `NAME` (W3: its arrivals, lengths and prefix reuse) instead of --isl/--osl/--prefix; agg only",
 			"with --trace, W4: a session's later turn arrives at its previous turn's completion + think time",
 			"with --sessions: at most `N` sessions in progress per replica (0 = no cap)"))
@@ -129,8 +130,11 @@ func sweepMode(m string) (string, error) {
 
 func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 	dep, sh := readDeployment(c), readShape(c)
+	if err := resolveDeployed(c.Context, c.String("db"), &dep, c.App.ErrWriter); err != nil {
+		return refine.SweepSpec{}, err
+	}
 	s := refine.SweepSpec{Model: dep.Model, System: dep.System, Backend: dep.Backend,
-		Version: dep.Version, TotalGPUs: c.Int("total-gpus"), ISL: sh.ISL, OSL: sh.OSL,
+		Version: dep.Version, Deployed: dep.Deployed, TotalGPUs: c.Int("total-gpus"), ISL: sh.ISL, OSL: sh.OSL,
 		Prefix: sh.Prefix, ChunkedPrefill: c.Bool("chunked-prefill")}
 	mode, err := sweepMode(c.String("mode"))
 	if err != nil {
@@ -282,7 +286,11 @@ func runSweep(c *cli.Context) error {
 	if sla.Empty() {
 		return nil
 	}
-	f := store.PointFilter{Model: spec.Model, System: spec.System, Backend: spec.Backend, Version: res.Version,
+	deployed := spec.Deployed
+	if deployed == "" {
+		deployed = res.Version
+	}
+	f := store.PointFilter{Model: spec.Model, System: spec.System, Backend: spec.Backend, Version: res.Version, Deployed: deployed,
 		ISL: spec.ISL, OSL: spec.OSL, Prefix: spec.Prefix, PrefixSet: spec.Trace == nil, WorkloadSet: spec.Trace == nil}
 	if len(spec.Modes) == 1 {
 		f.Mode = spec.Modes[0]

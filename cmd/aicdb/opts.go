@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/urfave/cli/v2"
@@ -34,10 +36,13 @@ func readSet(c *cli.Context, names ...string) flagsSet {
 	return s
 }
 
-// deploymentOpts names what is deployed: --model, --system, --backend, --version.
+// deploymentOpts names what is deployed: --model, --system, --backend, --version
+// and, where the command has it, --deployed-version.
 type deploymentOpts struct {
 	Model, System, Backend, Version string
-	set                             flagsSet
+	// Deployed is --deployed-version: the engine version deployed ("" = Version).
+	Deployed string
+	set      flagsSet
 }
 
 // deploymentSpec is a command's wording and defaults of the deployment flags.
@@ -67,7 +72,47 @@ func (s deploymentSpec) flags() []cli.Flag {
 // readDeployment reads the deployment flags.
 func readDeployment(c *cli.Context) deploymentOpts {
 	return deploymentOpts{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
-		Version: c.String("version"), set: readSet(c, "model", "system", "backend", "version")}
+		Version: c.String("version"), Deployed: c.String("deployed-version"), set: readSet(c, "model", "system", "backend", "version")}
+}
+
+// deployedVersionFlag declares --deployed-version (eval, sweep; best filters by it).
+func deployedVersionFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "deployed-version", Usage: usage}
+}
+
+// deployedVersionUsage is eval's and sweep's --deployed-version.
+const deployedVersionUsage = "the engine `VERSION` deployed, when it has no perf data of its own: priced at the nearest " +
+	"perf-data version (newest below, else oldest above; --version overrides) and calibrated (--calibration) with the fit " +
+	"of runs measured on VERSION"
+
+// resolveDeployed prices --deployed-version: without --version, dep.Version
+// becomes the nearest perf-data version of the system's backend
+// (perfdb.NearestVersion, the rule that prices measured runs), with a note on
+// w naming the mapping when it is not exact. Without --deployed-version it does
+// nothing.
+func resolveDeployed(ctx context.Context, db string, dep *deploymentOpts, w io.Writer) error {
+	if dep.Deployed == "" || dep.Version != "" {
+		return nil
+	}
+	src, err := openEstimateSource(ctx, db)
+	if err != nil {
+		return asUser(err)
+	}
+	defer src.close()
+	vs, err := src.versions(ctx, dep.System, dep.Backend)
+	if err != nil {
+		return asUser(err)
+	}
+	v, mapping, ok := perfdb.NearestVersion(dep.Deployed, vs)
+	if !ok {
+		return src.unknownSystemBackend(ctx, dep.System, dep.Backend)
+	}
+	if mapping != "exact" {
+		fmt.Fprintf(w, "aicdb: note: --deployed-version %s has no perf data of %s on %s: priced at perf-data version %s (%s)\n",
+			dep.Deployed, dep.Backend, dep.System, v, mapping)
+	}
+	dep.Version = v
+	return nil
 }
 
 // parallelOpts is one worker's parallelism: --tp, --pp, --dp, --moe-tp, --moe-ep.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -403,5 +404,39 @@ func TestSweepModeList(t *testing.T) {
 		"--total-gpus", "8", "--isl", "4000", "--osl", "500", "--modes", "agg,static")
 	if want := "aicdb: --mode \"agg,static\": use agg, disagg, all or agg,disagg\n"; code != 1 || errs != want {
 		t.Fatalf("bad --modes: code %d err %q, want %q", code, errs, want)
+	}
+}
+
+// TestSweepDeployedVersion: a sweep with --deployed-version stores its rows
+// under new keys recording the engine version deployed; the same sweep without
+// it evaluates its own rows, and best --deployed-version reads only that
+// version's rows.
+func TestSweepDeployedVersion(t *testing.T) {
+	db := syntheticDB(t)
+	args := append(slices.Clone(sweepArgs), "--version", "0.22.0")
+	code, out, errs := cliRun(t, db, append(args, "--deployed-version", "0.17.0")...)
+	if code != 0 || !strings.Contains(out, "352 evaluated, 0 already stored") {
+		t.Fatalf("deployed sweep: code %d out %q err %q", code, out, errs)
+	}
+	code, out, errs = cliRun(t, db, args...)
+	if code != 0 || !strings.Contains(out, "352 evaluated, 0 already stored") {
+		t.Fatalf("sweep at the priced version: code %d out %q err %q", code, out, errs)
+	}
+	got := queryCSV(t, db, "select version, deployed_version, count(*) from points group by 1, 2 order by 2")
+	if got != "version,deployed_version,count(*)\n0.22.0,0.17.0,352\n0.22.0,0.22.0,352" {
+		t.Errorf("stored rows by deployed version:\n%s", got)
+	}
+	code, _, errs = cliRun(t, db, "best", "--deployed-version", "0.18.0", "--ttft", "1e6", "--format", "csv")
+	if code != 1 || !strings.Contains(errs, "no stored points match the filters") {
+		t.Errorf("best --deployed-version 0.18.0 (no rows): %d %q", code, errs)
+	}
+	for _, d := range []string{"0.17.0", "0.22.0"} {
+		code, out, errs = cliRun(t, db, "best", "--deployed-version", d, "--ttft", "1e6", "--top", "1000", "--format", "csv")
+		if code != 0 {
+			t.Fatalf("best --deployed-version %s: %d %q", d, code, errs)
+		}
+		if n := strings.Count(strings.TrimSpace(out), "\n"); n == 0 || n > 352 {
+			t.Errorf("best --deployed-version %s: %d rows, want 1..352 of that version's", d, n)
+		}
 	}
 }

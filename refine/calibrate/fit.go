@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -67,6 +66,7 @@ func Samples(ts []Target) []Sample {
 // GroupFit is the calibration of one deployment key with its quality.
 type GroupFit struct {
 	System, Backend, Version, Model string
+	Deployed                        string // engine version of the group's measurements (PointInputs.DeployedVersion)
 	Quant                           string // store.QuantLabel of the group's points
 	Adjust                          refine.PassAdjust
 	Samples                         []Sample
@@ -261,7 +261,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	for _, k := range keys {
 		g := groups[k]
 		slices.SortFunc(g, func(a, b Sample) int { return int(a.MeasurementID - b.MeasurementID) })
-		gf := GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Model: k.Model, Quant: k.Quant, Samples: g}
+		gf := GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Deployed: k.Deployed, Model: k.Model, Quant: k.Quant, Samples: g}
 		fg, fog := evalsOn(g)
 		var err error
 		if gf.Before, err = fg(ctx, g, refine.Identity()); err != nil {
@@ -755,30 +755,5 @@ func unidentified(jac [][4]float64, n int) []string {
 	if n < 4 {
 		out = append(out, fmt.Sprintf("all: %d rows for 4 parameters", n))
 	}
-	return out
-}
-
-// VersionCount is how many of a group's rows were measured on one deployed
-// engine version ("" = the measurement does not state it).
-type VersionCount struct {
-	Version string
-	Rows    int
-}
-
-// DeployedVersions counts g's samples by the engine version their measurements
-// were deployed on (measured: measurement id → version), in version order. A
-// group is keyed by its perf-data version, and measured versions without perf
-// data of their own are mapped onto one (Resolver), so more than one entry
-// means one fit spans engines that may differ (docs/validation.md Round 12).
-func DeployedVersions(g GroupFit, measured map[int64]string) []VersionCount {
-	n := map[string]int{}
-	for _, s := range g.Samples {
-		n[measured[s.MeasurementID]]++
-	}
-	out := make([]VersionCount, 0, len(n))
-	for v, c := range n {
-		out = append(out, VersionCount{v, c})
-	}
-	slices.SortFunc(out, func(a, b VersionCount) int { return strings.Compare(a.Version, b.Version) })
 	return out
 }

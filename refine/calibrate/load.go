@@ -3,6 +3,7 @@ package calibrate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aicdb/aicdb/refine"
@@ -10,20 +11,23 @@ import (
 )
 
 // deployKey is what a calibration is fitted per: (system, backend, version,
-// model, quant) of the predicted point (the perf-data version the measurements
-// were mapped to; quant its store.QuantLabel: points of one model in different
-// quantisations run different kernels, whose perf-data errors differ).
-type deployKey struct{ System, Backend, Version, Model, Quant string }
+// deployed, model, quant) of the predicted point (version: the perf-data
+// version the measurements were mapped to; deployed: the engine version they
+// were measured on, store.PointInputs.DeployedVersion — runs of engine versions
+// priced at one perf-data version need different corrections; quant its
+// store.QuantLabel: points of one model in different quantisations run
+// different kernels, whose perf-data errors differ).
+type deployKey struct{ System, Backend, Version, Deployed, Model, Quant string }
 
 // keyOf is the deployment key of a point: the one rule every user of the key
 // calls (the fit's groups, Calibration.For).
 func keyOf(in store.PointInputs) deployKey {
-	return deployKey{in.System, in.Backend, in.Version, in.Model, store.QuantLabel(in)}
+	return deployKey{in.System, in.Backend, in.Version, in.DeployedVersion(), in.Model, store.QuantLabel(in)}
 }
 
 // String is the key's sort form (fields joined by NUL): Fit orders its groups by it.
 func (k deployKey) String() string {
-	return k.System + "\x00" + k.Backend + "\x00" + k.Version + "\x00" + k.Model + "\x00" + k.Quant
+	return k.System + "\x00" + k.Backend + "\x00" + k.Version + "\x00" + k.Deployed + "\x00" + k.Model + "\x00" + k.Quant
 }
 
 // Calibration is a stored calibration: one PassAdjust per deployment key. It
@@ -38,16 +42,36 @@ type Calibration struct {
 // refit under the same name gives new row keys.
 func (c *Calibration) Name() string { return c.name + "@" + c.digest }
 
-// For implements refine.Calibrator: the fit of the point's deployment key, else
-// the one stored with quant "" (any quantisation: fitted before migration 00014).
+// For implements refine.Calibrator: the fit of the point's deployment key; else
+// one stored with quant "" (any quantisation: fitted before migration 00014),
+// with deployed version "" (any: fitted before 00015), or both, in that order
+// (the point_calibrations view's order).
 func (c *Calibration) For(in store.PointInputs) (refine.PassAdjust, bool) {
 	k := keyOf(in)
-	if a, ok := c.params[k]; ok {
-		return a, true
+	for _, d := range [2]string{k.Deployed, ""} {
+		for _, q := range [2]string{k.Quant, ""} {
+			if a, ok := c.params[deployKey{k.System, k.Backend, k.Version, d, k.Model, q}]; ok {
+				return a, true
+			}
+		}
 	}
-	k.Quant = ""
-	a, ok := c.params[k]
-	return a, ok
+	return refine.PassAdjust{}, false
+}
+
+// Deployed lists the engine versions the calibration has fits for at the
+// point's system, backend and model (any perf-data version and quantisation),
+// sorted: what an uncalibrated point's note offers as --deployed-version (which
+// prices at the version the fit was priced at).
+func (c *Calibration) Deployed(in store.PointInputs) []string {
+	var out []string
+	for k := range c.params {
+		if k.System == in.System && k.Backend == in.Backend && k.Model == in.Model &&
+			k.Deployed != "" && !slices.Contains(out, k.Deployed) {
+			out = append(out, k.Deployed)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Load reads the calibration NAME from the store.
@@ -66,7 +90,7 @@ func Load(ctx context.Context, st *store.Store, name string) (*Calibration, erro
 	}
 	c := &Calibration{name: name, digest: digest, params: map[deployKey]refine.PassAdjust{}}
 	for _, p := range ps {
-		c.params[deployKey{p.System, p.Backend, p.Version, p.Model, p.Quant}] = refine.PassAdjust{PrefillScale: p.PrefillScale,
+		c.params[deployKey{p.System, p.Backend, p.Version, p.Deployed, p.Model, p.Quant}] = refine.PassAdjust{PrefillScale: p.PrefillScale,
 			DecodeScale: p.DecodeScale, PassOverheadMs: p.PassOverheadMs, RequestOverheadMs: p.RequestOverheadMs}
 	}
 	return c, nil

@@ -329,7 +329,8 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		ISL: m.ISL, OSL: m.OSL, Prefix: m.Prefix, TP: m.TP, PP: m.PP, DP: m.DP, MoETP: m.MoETP, MoEEP: m.MoEEP,
 		Batch: batch, CtxTokens: max(budget-batch, m.ISL-m.Prefix), MaxNumBatchedTokens: budget, MaxNumSeqs: e.SeatCap(),
 		ChunkedPrefill: e.EnableChunkedPrefill, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
-		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name()}
+		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name(),
+		Deployed: store.DeployedAs(m.Version, v)}
 	measuredQuant(&in, m, res)
 	if e.Backend == engine.SGLang {
 		// SGLang has two prompt caps, chunked_prefill_size (the per-pass budget,
@@ -727,7 +728,8 @@ func resolveDisagg(t Target, model, version string, res refine.Resolved, evaluat
 		PWorkers: m.PWorkers, PBatch: one(m.PBatch), PTP: m.PTP, PPP: one(m.PPP), PDP: one(m.PDP),
 		DWorkers: m.DWorkers, DBatch: bd, DTP: m.DTP, DPP: one(m.DPP), DDP: one(m.DDP),
 		DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
-		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: evaluator}
+		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: evaluator,
+		Deployed: store.DeployedAs(m.Version, version)}
 	measuredQuant(&in, m, res)
 	if err := in.Validate(); err != nil {
 		t.Reason = err.Error()
