@@ -246,3 +246,29 @@ func TestParseSiliconBareQuoteFirstRow(t *testing.T) {
 		t.Errorf("got %v, want %s", err, want)
 	}
 }
+
+// TestSiliconStatedConcurrency: an agg row whose silicon_concurrency disagrees
+// with batch_size × attention_dp_size is read at silicon_concurrency (the
+// benchmark's own client count) and says so in Extra; a row where they agree
+// keeps its reading and gets no note.
+func TestSiliconStatedConcurrency(t *testing.T) {
+	lines := strings.Split(strings.TrimSpace(string(read(t, "silicon.csv"))), "\n")
+	// "…_c32_tp8_ep8_1537": batch_size 32 at the recorded tp 1, dp 64, moe 8 × 8.
+	bad := strings.Replace(lines[1], "silicon_concurrency=8", "silicon_concurrency=32", 1)
+	bad = strings.Replace(bad, ",fp8,fp8,8,4,1,1,4,1,", ",fp8,fp8,32,1,1,64,8,8,", 1)
+	ms, err := Parse("silicon.csv", []byte(strings.Join([]string{lines[0], bad, lines[2]}, "\n")), FormatAICSilicon, Deployment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ms[0]
+	if m.Concurrency != 32 || m.TP != 1 || m.DP != 8 || m.MoEEP != 8 {
+		t.Errorf("disagreeing row: concurrency %d, tp %d, dp %d, moe_ep %d; want 32 clients on tp 1, dp 8, moe_ep 8", m.Concurrency, m.TP, m.DP, m.MoEEP)
+	}
+	want := "batch_size 32 × attention_dp_size 64 = 2048 clients disagrees with silicon_concurrency 32: read as 32 clients, the benchmark's own count"
+	if m.Extra["concurrency_note"] != want {
+		t.Errorf("note %q, want %q", m.Extra["concurrency_note"], want)
+	}
+	if ms[1].Concurrency != 64 || ms[1].Extra["concurrency_note"] != nil {
+		t.Errorf("agreeing row: concurrency %d, note %v; want 64 and none", ms[1].Concurrency, ms[1].Extra["concurrency_note"])
+	}
+}

@@ -564,6 +564,19 @@ func parseSilicon(file string, data []byte) ([]Measurement, error) {
 //     what its tp k, moe_ep k rows measure at the same concurrency (k = 2: 74 / 9.6
 //     vs 72 / 9.6 ms TTFT / TPOT at c 4; k = 4: 147 / 16.2 vs 155 / 16.3 at c 64).
 //     A DP+EP deployment proper (tp 1, dp k, moe_ep k) is not this pattern.
+//
+// Where the row states silicon_concurrency and it disagrees with the worker's
+// concurrency so read, siliconRow takes silicon_concurrency, the client count
+// the benchmark ran (its run id names it too), and records the disagreement in
+// Extra["concurrency_note"]. 9 b200 agg rows so disagree: "…_c32_tp8_ep8_1537"
+// (batch_size 32 at a recorded attention_dp_size 64, the k·k product above,
+// would be 2,048 clients; its TPOT, 15 ms, is a 32-client one), one Qwen3-32B
+// row (batch_size 13, silicon_concurrency 416 at tp 2), and seven
+// TensorRT-LLM 1.3.0rc* DeepSeek rows whose batch_size is silicon_concurrency /
+// tp ("…_c224_tp4_…": batch_size 56). Those may be attention-DP deployments
+// whose attention_dp_size was not recorded (batch_size per rank, tp ranks), but
+// their TPOT fits neither reading (docs/validation.md Round 15), so the
+// deployment stays as recorded; only the client count is read from the run.
 func siliconAggShape(m *Measurement) {
 	dp := max(m.DP, 1)
 	m.Concurrency *= dp
@@ -646,18 +659,24 @@ func siliconRow(file string, line int, rec []string, col map[string]int) (Measur
 			return m, err
 		}
 	}
+	stated, hasStated := statedConcurrency(get("silicon_data_source"))
+	var note string
 	if m.Mode != "disagg" {
+		batch, dp := m.Concurrency, max(m.DP, 1)
 		siliconAggShape(&m)
+		if hasStated && stated != m.Concurrency {
+			note = fmt.Sprintf("batch_size %d × attention_dp_size %d = %d clients disagrees with silicon_concurrency %d: read as %d clients, the benchmark's own count",
+				batch, dp, m.Concurrency, stated, stated)
+			m.Concurrency = stated
+		}
 	}
 	if m.Mode == "disagg" {
 		// The deployment's shape is the decode pool's; the client concurrency is the
 		// source's silicon_concurrency when stated (the pool columns are often blank).
 		m.TP, m.PP, m.DP = max(m.DTP, 1), max(m.DPP, 1), max(m.DDP, 1)
 		m.Concurrency = m.DBatch * max(m.DWorkers, 1)
-		if c := siliconConcurrency.FindStringSubmatch(get("silicon_data_source")); c != nil {
-			if n, err := strconv.Atoi(c[1]); err == nil && n > 0 {
-				m.Concurrency = n
-			}
+		if hasStated {
+			m.Concurrency = stated
 		}
 		if m.Concurrency == 0 {
 			return m, fe("decode_batch_size", "empty and no silicon_concurrency in silicon_data_source: the client concurrency is unknown")
@@ -679,5 +698,19 @@ func siliconRow(file string, line int, rec []string, col map[string]int) (Measur
 			m.Extra[c] = v
 		}
 	}
+	if note != "" {
+		m.Extra["concurrency_note"] = note
+	}
 	return m, nil
+}
+
+// statedConcurrency is the silicon_concurrency=N a row's silicon_data_source
+// states (N > 0): the client count its benchmark ran.
+func statedConcurrency(source string) (int, bool) {
+	c := siliconConcurrency.FindStringSubmatch(source)
+	if c == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(c[1])
+	return n, err == nil && n > 0
 }
