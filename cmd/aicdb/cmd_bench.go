@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -125,7 +126,7 @@ func runBenchImport(c *cli.Context) error {
 	}
 	defer st.Close()
 	now := time.Now().UTC().Format(time.RFC3339)
-	runs, unchanged := 0, 0
+	runs, unchanged, reread := 0, 0, 0
 	for i, p := range all {
 		bar.Update(len(all)+i, 2*len(all))
 		res, err := measure.Import(c.Context, st, p.ms, p.dep, now)
@@ -139,8 +140,18 @@ func runBenchImport(c *cli.Context) error {
 			continue
 		}
 		bar.Done()
+		if res.Reread {
+			fmt.Fprintf(c.App.Writer, "%s: %d measured runs read again (imported by reader %s, now %s)\n", p.file, res.Rows,
+				cmp.Or(res.ReadBy, "unrecorded"), measure.ReaderVersion(p.ms[0].Format))
+			reread++
+			continue
+		}
 		fmt.Fprintf(c.App.Writer, "%s: %d measured runs imported (%s)\n", p.file, res.Rows, p.ms[0].Format)
 		runs += res.Rows
+	}
+	if reread > 0 {
+		bar.Summary("%d files: %d measured runs imported, %d files unchanged, %d files read again by a newer reader", len(all), runs, unchanged, reread)
+		return nil
 	}
 	bar.Summary("%d files: %d measured runs imported, %d files unchanged", len(all), runs, unchanged)
 	return nil

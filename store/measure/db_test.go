@@ -3,6 +3,7 @@ package measure
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/store"
@@ -56,4 +57,78 @@ func FuzzParseSidecar(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = ParseSidecar("s.yaml", data)
 	})
+}
+
+// TestImportRereadsOlderReader: a file imported by an older reader is read
+// again on the next import — its rows updated in place (same ids) and their
+// cached predictions dropped — and is unchanged after that; a reader that reads
+// other lines than the stored ones is refused, the store left as it was.
+func TestImportRereadsOlderReader(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "m.sqlite"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	db := storetest.DB(t, st)
+	ms, err := Parse("silicon.csv", read(t, "silicon.csv"), "", Deployment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, st, ms, Deployment{}, "t0"); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	if err := db.SelectContext(ctx, &ids, `SELECT id FROM measurements ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	// As an older reader left it: another concurrency, a cached prediction, no reader recorded.
+	for _, q := range []string{
+		`UPDATE measurement_sources SET reader = ''`,
+		`UPDATE measurements SET concurrency = 2048 WHERE line = 2`,
+		`INSERT INTO measurement_predictions (measurement_id, calibration, evaluator, point_key, model_used, version_used,
+			version_mapping, engine_profile, reason) SELECT id, '', 'ev', NULL, model, version, 'exact', '', 'test' FROM measurements`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Import(ctx, st, ms, Deployment{}, "t1")
+	if err != nil || !res.Reread || res.ReadBy != "" || res.Rows != 2 {
+		t.Fatalf("import after an older reader: %+v %v, want both rows read again", res, err)
+	}
+	var got []struct {
+		ID          int64 `db:"id"`
+		Concurrency int   `db:"concurrency"`
+	}
+	if err := db.SelectContext(ctx, &got, `SELECT id, concurrency FROM measurements ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != ids[0] || got[1].ID != ids[1] || got[0].Concurrency != ms[0].Concurrency {
+		t.Errorf("rows after the re-read %+v, want ids %v and concurrency %d again", got, ids, ms[0].Concurrency)
+	}
+	var n int
+	if err := db.GetContext(ctx, &n, `SELECT count(*) FROM measurement_predictions`); err != nil || n != 0 {
+		t.Errorf("%d cached predictions of the old reading kept (%v)", n, err)
+	}
+	var reader string
+	if err := db.GetContext(ctx, &reader, `SELECT reader FROM measurement_sources`); err != nil || reader != ReaderVersion(FormatAICSilicon) {
+		t.Errorf("reader %q (%v), want %q", reader, err, ReaderVersion(FormatAICSilicon))
+	}
+	if res, err := Import(ctx, st, ms, Deployment{}, "t2"); err != nil || !res.Unchanged {
+		t.Errorf("import by the same reader: %+v %v, want unchanged", res, err)
+	}
+	// Lines the stored rows do not have: refused, nothing changed.
+	if _, err := db.ExecContext(ctx, `UPDATE measurement_sources SET reader = 'aic-silicon/1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE measurements SET concurrency = 7 WHERE line = 2`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, st, ms[:1], Deployment{}, "t3"); err == nil || !strings.Contains(err.Error(), "import it into a fresh store") {
+		t.Errorf("re-read of other lines: %v, want refused", err)
+	}
+	if err := db.GetContext(ctx, &n, `SELECT concurrency FROM measurements WHERE line = 2`); err != nil || n != 7 {
+		t.Errorf("refused re-read changed the store: concurrency %d (%v)", n, err)
+	}
 }
