@@ -300,17 +300,34 @@ func (c *stateCkpt) equals(ints []int64, fl []float64, tol float64) bool {
 	return true
 }
 
-const stateHeaderLen = 9
+const stateHeaderLen = 10
 
 // stateHeader is the cheap part of the state: counts, free blocks, the SGLang
-// admission state.
+// admission state, and a signature of the running requests' progress
+// (runSig). Equal states have equal headers, so a header that differs from a
+// checkpoint's rejects it without encoding the live state.
 func (s *sim) stateHeader() [stateHeaderLen]int64 {
 	inFlight := int64(-1)
 	if s.busy {
 		inFlight = int64(len(s.cur().entries))
 	}
 	return [stateHeaderLen]int64{int64(len(s.running)), int64(s.waitingLen()), int64(len(s.incoming) - s.inHead), inFlight,
-		int64(s.kvFree), b2i(s.kv.batchFull), int64(s.kv.runLen), b2i(s.kv.chunkRan), int64(math.Float64bits(s.kv.ratio))}
+		int64(s.kvFree), b2i(s.kv.batchFull), int64(s.kv.runLen), b2i(s.kv.chunkRan), int64(math.Float64bits(s.kv.ratio)),
+		s.runSig()}
+}
+
+// runSig is an order-sensitive hash of the running requests' prompt positions
+// and outputs, both part of the encoded state (appendReqState) in running order:
+// equal states give equal signatures. In a closed loop the counts and free
+// blocks of the header repeat far more often than the state does; this keeps
+// most of those observations from encoding the state only to find it differs.
+func (s *sim) runSig() int64 {
+	var h uint64
+	for _, ri := range s.running {
+		r := &s.reqs[ri]
+		h = h*0x100000001b3 ^ (uint64(r.c)<<24 + uint64(r.gOut))
+	}
+	return int64(h)
 }
 
 // stateEncode appends the requests' part of the state of s after the header:
