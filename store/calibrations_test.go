@@ -3,10 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 	"pgregory.net/rapid"
 
@@ -123,18 +121,7 @@ func TestPointCalibrationsQuant(t *testing.T) {
 // old rows read as before.
 func TestMigration00014(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.sqlite")
-	db, err := sqlx.Open("sqlite", DSN(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 13); err != nil {
-		t.Fatal(err)
-	}
+	path, db := storeAt(t, 13)
 	for _, q := range []string{
 		`INSERT INTO calibrations VALUES ('old', 'd0', 'true', 'ev', 'aiconfigurator', 5, '{}', '2026-12-01T00:00:00Z')`,
 		`INSERT INTO calibration_params (name, system, backend, version, model, prefill_scale, decode_scale, pass_overhead_ms,
@@ -165,7 +152,7 @@ func TestMigration00014(t *testing.T) {
 		t.Fatalf("pre-00014 calibration on a point: %q (%v), want calibrated", status, err)
 	}
 	saveTestCalibration(t, s, "new", "d1", [2]string{"Qwen/Qwen3-32B", "gemm=fp8"}, [2]string{"Qwen/Qwen3-32B", "gemm=nvfp4"}) // 10 and 11 rows
-	p, err = goose.NewProvider(goose.DialectSQLite3, s.db.DB, migrations.FS)
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.db.DB, migrations.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
 
 	"github.com/aicdb/aicdb/migrations"
@@ -122,18 +120,7 @@ func TestPointCalibrationsDeployed(t *testing.T) {
 // most rows, operating_points loses the column, and up again reads as before.
 func TestMigration00015(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.sqlite")
-	db, err := sqlx.Open("sqlite", DSN(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 14); err != nil {
-		t.Fatal(err)
-	}
+	path, db := storeAt(t, 14)
 	for _, q := range []string{
 		`INSERT INTO calibrations VALUES ('old', 'd0', 'true', 'ev', 'aiconfigurator', 5, '{}', '2026-12-01T00:00:00Z')`,
 		`INSERT INTO calibration_params (name, system, backend, version, model, quant, prefill_scale, decode_scale, pass_overhead_ms,
@@ -164,7 +151,7 @@ func TestMigration00015(t *testing.T) {
 		t.Fatalf("pre-00015 calibration on a deployed point: %q (%v), want calibrated", status, err)
 	}
 	saveDeployedCalibration(t, s, "new", "d1", "0.17.0", "0.22.0") // 10 and 11 rows
-	p, err = goose.NewProvider(goose.DialectSQLite3, s.db.DB, migrations.FS)
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.db.DB, migrations.FS)
 	if err != nil {
 		t.Fatal(err)
 	}

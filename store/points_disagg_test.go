@@ -3,15 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/jmoiron/sqlx"
-	"github.com/pressly/goose/v3"
-
-	"github.com/aicdb/aicdb/migrations"
 )
 
 // testDisaggInputs is a 2P1D row of testInputs' workload: prefill tp2 × 2 workers,
@@ -137,18 +131,7 @@ func TestParetoComparesModes(t *testing.T) {
 // distributions JSON on open; an agg row stays NULL.
 func TestMigration00011Backfill(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.sqlite")
-	db, err := sqlx.Open("sqlite", DSN(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 10); err != nil {
-		t.Fatal(err)
-	}
+	path, db := storeAt(t, 10)
 	w := slices.Index(pointColumns, "workload") // the writer of schema 00010: every column before 00013's workload and 00011's
 	dis := testPoint(testDisaggInputs(), 40, 900)
 	agg := testPoint(testInputs(), 30, 1000)

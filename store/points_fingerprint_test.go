@@ -2,15 +2,9 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/jmoiron/sqlx"
-	"github.com/pressly/goose/v3"
-
-	"github.com/aicdb/aicdb/migrations"
 )
 
 // TestMigrationDropsUnfingerprintedQuantitative is issue 8 item 1's migration: a
@@ -19,18 +13,7 @@ import (
 // points stay and fall back to the screening tier, so the funnel refines them again.
 func TestMigrationDropsUnfingerprintedQuantitative(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.sqlite")
-	db, err := sqlx.Open("sqlite", DSN(path, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	path, db := storeAt(t, 4)
 	pt := testPoint(testInputs(), 30, 1000)
 	// The writer of schema 00004: every column before migration 00009's engine
 	// columns (and 00011's disagg columns after them).

@@ -9,7 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
 	"pgregory.net/rapid"
+
+	"github.com/aicdb/aicdb/migrations"
 )
 
 func testInputs() PointInputs {
@@ -344,4 +348,24 @@ func TestWorkloadIdentity(t *testing.T) {
 	if err := bad.Validate(); err == nil {
 		t.Fatal("a non-JSON workload validated")
 	}
+}
+
+// storeAt creates a store file migrated up to schema version (an older aicdb's
+// store) and returns its path and an open handle; the test closes it before
+// store.Open migrates the rest.
+func storeAt(t *testing.T, version int64) (string, *sqlx.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "old.sqlite")
+	db, err := sqlx.Open("sqlite", DSN(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db.DB, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	return path, db
 }
