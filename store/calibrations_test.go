@@ -34,13 +34,22 @@ func TestQuantLabel(t *testing.T) {
 }
 
 // saveTestCalibration stores calibration name with one param row per (model,
-// quant) of (h200_sxm, vllm, 0.22.0); the i-th has prefill scale i+2 and 10+i rows.
+// quant) of (h200_sxm, vllm, 0.22.0) (saveParams numbers them).
 func saveTestCalibration(t *testing.T, s *Store, name, digest string, keys ...[2]string) {
 	t.Helper()
 	var ps []CalibrationParam
-	for i, k := range keys {
-		ps = append(ps, CalibrationParam{System: "h200_sxm", Backend: "vllm", Version: "0.22.0", Model: k[0], Quant: k[1],
-			PrefillScale: float64(i + 2), DecodeScale: 1, Rows: 10 + i, Unidentified: "[]"})
+	for _, k := range keys {
+		ps = append(ps, CalibrationParam{System: "h200_sxm", Backend: "vllm", Version: "0.22.0", Model: k[0], Quant: k[1]})
+	}
+	saveParams(t, s, name, digest, ps)
+}
+
+// saveParams stores calibration name with the deployment keys of ps, the i-th
+// given prefill scale i+2 and 10+i rows.
+func saveParams(t *testing.T, s *Store, name, digest string, ps []CalibrationParam) {
+	t.Helper()
+	for i := range ps {
+		ps[i].PrefillScale, ps[i].DecodeScale, ps[i].Rows, ps[i].Unidentified = float64(i+2), 1, 10+i, "[]"
 	}
 	if err := s.SaveCalibration(context.Background(), Calibration{Name: name, Digest: digest, Predicate: "true", Evaluator: "ev",
 		Profile: "aiconfigurator", Report: "{}", CreatedAt: "2026-12-04T00:00:00Z"}, ps, nil); err != nil {

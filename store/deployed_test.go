@@ -11,19 +11,16 @@ import (
 )
 
 // saveDeployedCalibration stores calibration name with one fit per deployed
-// version of testInputs' key: prefill scale 2, 3, … and 10, 11, … rows in order.
+// version of testInputs' key (saveParams numbers them).
 func saveDeployedCalibration(t *testing.T, s *Store, name, digest string, deployed ...string) {
 	t.Helper()
 	in := testInputs()
 	var ps []CalibrationParam
-	for i, d := range deployed {
+	for _, d := range deployed {
 		ps = append(ps, CalibrationParam{System: in.System, Backend: in.Backend, Version: in.Version, Deployed: d, Model: in.Model,
-			Quant: QuantLabel(in), PrefillScale: float64(i + 2), DecodeScale: 1, Rows: 10 + i, Unidentified: "[]"})
+			Quant: QuantLabel(in)})
 	}
-	if err := s.SaveCalibration(context.Background(), Calibration{Name: name, Digest: digest, Predicate: "true", Evaluator: "ev",
-		Profile: "aiconfigurator", Report: "{}", CreatedAt: "2026-12-05T00:00:00Z"}, ps, nil); err != nil {
-		t.Fatal(err)
-	}
+	saveParams(t, s, name, digest, ps)
 }
 
 // TestPointDeployedVersion: Deployed enters the key only when set, must not
