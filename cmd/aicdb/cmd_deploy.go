@@ -92,8 +92,12 @@ func runDeploy(c *cli.Context) error {
 	if p.Legacy.OOM {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: row %s does not fit in GPU memory (oom); its launch may fail\n", p.Key[:12])
 	}
+	version := in.Version
+	if in.Deployed != "" { // launch the engine deployed; the row is priced at perf data of another version
+		version = in.Deployed + " (priced at perf-data version " + in.Version + ")"
+	}
 	fmt.Fprintf(w, "# row %s: %s on %s, %s %s, %s isl %d osl %d, engine profile %s%s\n",
-		p.Key[:12], in.Model, in.System, in.Backend, in.Version, in.Parallel(), in.ISL, in.OSL, r.Profile, note)
+		p.Key[:12], in.Model, in.System, in.Backend, version, in.Parallel(), in.ISL, in.OSL, r.Profile, note)
 	if len(r.Config) > 0 {
 		keys := make([]string, len(r.Config))
 		for i, s := range r.Config {

@@ -426,6 +426,11 @@ func TestSweepDeployedVersion(t *testing.T) {
 	if got != "version,deployed_version,count(*)\n0.22.0,0.17.0,352\n0.22.0,0.22.0,352" {
 		t.Errorf("stored rows by deployed version:\n%s", got)
 	}
+	row := strings.TrimPrefix(queryCSV(t, db, "select min(rowid) from operating_points where deployed_version = '0.17.0'"), "min(rowid)\n")
+	code, out, errs = cliRun(t, db, "deploy", row)
+	if code != 0 || !strings.Contains(out, "vllm 0.17.0 (priced at perf-data version 0.22.0)") {
+		t.Errorf("deploy of a deployed-version row: %d %q %q, want it to name the engine deployed", code, out, errs)
+	}
 	code, _, errs = cliRun(t, db, "best", "--deployed-version", "0.18.0", "--ttft", "1e6", "--format", "csv")
 	if code != 1 || !strings.Contains(errs, "no stored points match the filters") {
 		t.Errorf("best --deployed-version 0.18.0 (no rows): %d %q", code, errs)
