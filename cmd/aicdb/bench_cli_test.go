@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 const measureTestdata = "../../store/measure/testdata/"
@@ -145,5 +149,32 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	code, out, errs = cliRun(t, db, "accuracy", "--calibration", "t", "--metrics", "ttft_mean,tpot_mean", "--format", "csv")
 	if code != 0 || strings.Count(out, "\n") != 3 {
 		t.Errorf("calibrated accuracy: %d %q %q", code, out, errs)
+	}
+}
+
+// TestBenchImportRereadsCLI: a file a store read with an older reader is read
+// again by the next bench import, which says so per file and in its summary;
+// the import after that finds it unchanged.
+func TestBenchImportRereadsCLI(t *testing.T) {
+	db := syntheticDB(t)
+	file := measureTestdata + "silicon.csv"
+	if code, out, errs := cliRun(t, db, "bench", "import", file); code != 0 || !strings.Contains(out, "2 measured runs imported") {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	st, err := store.Open(context.Background(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storetest.DB(t, st).Exec(`UPDATE measurement_sources SET reader = ''`); err != nil { // as an older aicdb left it
+		t.Fatal(err)
+	}
+	st.Close()
+	code, out, errs := cliRun(t, db, "bench", "import", file)
+	if code != 0 || !strings.Contains(out, "silicon.csv: 2 measured runs read again (imported by reader unrecorded, now aic-silicon/2)") ||
+		!strings.Contains(errs, "1 files: 0 measured runs imported, 0 files unchanged, 1 files read again by a newer reader") {
+		t.Errorf("import after an older reader: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := cliRun(t, db, "bench", "import", file); code != 0 || !strings.Contains(out, "unchanged (already imported)") {
+		t.Errorf("import by the same reader: %d %q %q", code, out, errs)
 	}
 }
