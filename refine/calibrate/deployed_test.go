@@ -31,14 +31,7 @@ func TestForDeployedVersion(t *testing.T) {
 			Quant: store.QuantLabel(in), PrefillScale: prefill, DecodeScale: 1, Rows: 5, Unidentified: "[]"}
 	}
 	ps := []store.CalibrationParam{param(at17, "0.17.0", 0.5), param(at19, "0.19.0", 1.5), param(old, "", 2.5)}
-	if err := st.SaveCalibration(ctx, store.Calibration{Name: "d", Digest: "x", Predicate: "true", Evaluator: "ev",
-		Profile: "aiconfigurator", Report: "{}", CreatedAt: "2026-12-05T00:00:00Z"}, ps, nil); err != nil {
-		t.Fatal(err)
-	}
-	cal, err := Load(ctx, st, "d")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cal := saveAndLoad(t, st, "d", ps)
 	for _, c := range []struct {
 		in      store.PointInputs
 		ok      bool

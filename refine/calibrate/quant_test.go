@@ -73,14 +73,7 @@ func TestLoadForQuant(t *testing.T) {
 	}
 	ps := []store.CalibrationParam{param(fp8, store.QuantLabel(fp8), 0.5), param(nvfp4, store.QuantLabel(nvfp4), 1.5),
 		param(old, "", 2.5), param(old4, store.QuantLabel(old4), 3.5)}
-	if err := st.SaveCalibration(ctx, store.Calibration{Name: "q", Digest: "d", Predicate: "true", Evaluator: "ev",
-		Profile: "aiconfigurator", Report: "{}", CreatedAt: "2026-12-04T00:00:00Z"}, ps, nil); err != nil {
-		t.Fatal(err)
-	}
-	cal, err := Load(ctx, st, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cal := saveAndLoad(t, st, "q", ps)
 	for _, c := range []struct {
 		in      store.PointInputs
 		ok      bool
@@ -91,4 +84,19 @@ func TestLoadForQuant(t *testing.T) {
 			t.Errorf("For(%s [%s]) = %+v, %v; want prefill %v, %v", c.in.Model, store.QuantLabel(c.in), a, ok, c.prefill, c.ok)
 		}
 	}
+}
+
+// saveAndLoad stores calibration name with params ps and loads it back.
+func saveAndLoad(t *testing.T, st *store.Store, name string, ps []store.CalibrationParam) *Calibration {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.SaveCalibration(ctx, store.Calibration{Name: name, Digest: "d", Predicate: "true", Evaluator: "ev",
+		Profile: "aiconfigurator", Report: "{}", CreatedAt: "2026-12-04T00:00:00Z"}, ps, nil); err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Load(ctx, st, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cal
 }
