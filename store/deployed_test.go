@@ -25,8 +25,8 @@ func saveDeployedCalibration(t *testing.T, s *Store, name, digest string, deploy
 
 // TestPointDeployedVersion: Deployed enters the key only when set, must not
 // repeat Version, round-trips through the points view (which shows version
-// where it is unset) and the screening path, and filters by the deployed
-// version either way.
+// where it is unset) and the screening path, filters by the deployed version
+// either way, and partitions the pareto front.
 func TestPointDeployedVersion(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
@@ -59,6 +59,14 @@ func TestPointDeployedVersion(t *testing.T) {
 			if ps[0].Key != c.want.Key() || ps[0].Deployed != c.want.Deployed || ps[0].DeployedVersion() != c.deployed {
 				t.Errorf("tier %q, deployed %s: read back deployed %q (key %s), want %q", tier, c.deployed, ps[0].Deployed, ps[0].Key[:8], c.want.Deployed)
 			}
+		}
+	}
+	// Each deployed version has its own frontier: the 0.17.0 row (same throughput
+	// per user, lower per GPU) is on its own, not dominated by the 0.22.0 one.
+	for _, view := range []string{"pareto", "pareto_all"} {
+		var n int
+		if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM `+view); err != nil || n != 2 {
+			t.Errorf("%s holds %d rows (%v), want both deployed versions' fronts", view, n, err)
 		}
 	}
 	var shown []string

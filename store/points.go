@@ -195,7 +195,7 @@ func (p *PointInputs) NumGPUs() int {
 // Group returns the point's workload group (the pareto partition).
 func (p *PointInputs) Group() Group {
 	return Group{Model: p.Model, System: p.System, Backend: p.Backend, Version: p.Version,
-		Mode: p.Mode, ISL: p.ISL, OSL: p.OSL, Prefix: p.Prefix, Workload: p.Workload}
+		Mode: p.Mode, ISL: p.ISL, OSL: p.OSL, Prefix: p.Prefix, Workload: p.Workload, Deployed: p.Deployed}
 }
 
 // Validate reports the first input that cannot describe a point.
@@ -236,6 +236,9 @@ type Group struct {
 	ISL, OSL, Prefix                      int
 	// Workload is PointInputs.Workload ("" for fixed-shape rows).
 	Workload string `json:",omitempty"`
+	// Deployed is PointInputs.Deployed ("" = deployed at Version): deployments of
+	// different engine versions have their own frontiers, as versions do.
+	Deployed string `json:",omitempty" db:"deployed_version"`
 }
 
 // Legacy holds aiconfigurator's legacy estimate of a point (ms unless named).

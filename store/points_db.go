@@ -144,10 +144,10 @@ func (s *Store) InsertPointsWithResults(ctx context.Context, pts []Point, rs []Q
 	return n, nil
 }
 
-const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ? AND workload = ?`
+const groupWhere = `model = ? AND system = ? AND backend = ? AND version = ? AND mode = ? AND isl = ? AND osl = ? AND prefix = ? AND workload = ? AND deployed_version = ?`
 
 func (g Group) args() []any {
-	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix, g.Workload}
+	return []any{g.Model, g.System, g.Backend, g.Version, g.Mode, g.ISL, g.OSL, g.Prefix, g.Workload, g.Deployed}
 }
 
 // preemptsSQL is true for an operating_points row whose steady state is known to
@@ -297,7 +297,8 @@ func refreshPreempting(ctx context.Context, tx *sqlx.Tx, rs []Quantitative) erro
 		return nil
 	}
 	var gs []Group
-	err := sqlx.SelectContext(ctx, tx, &gs, `SELECT DISTINCT model, system, backend, version, mode, isl, osl, prefix FROM operating_points WHERE key IN (SELECT value FROM json_each(?)) ORDER BY 1, 2, 3, 4, 5, 6, 7, 8`, jsonStrings(keys))
+	err := sqlx.SelectContext(ctx, tx, &gs, `SELECT DISTINCT model, system, backend, version, mode, isl, osl, prefix, workload, deployed_version
+		FROM operating_points WHERE key IN (SELECT value FROM json_each(?)) ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10`, jsonStrings(keys))
 	if err != nil {
 		return fmt.Errorf("read groups of preempting rows: %w", err)
 	}

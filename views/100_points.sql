@@ -106,8 +106,8 @@ FROM operating_points AS o
 LEFT JOIN quantitative_results AS r ON r.key = o.key;
 
 -- pareto: the frontier of tokens_per_s_per_gpu vs tokens_per_s_per_user (both
--- maximized) per model, system, backend, version, mode and workload (isl, osl,
--- prefix). The flag is_pareto is maintained at sweep time by store.RefreshPareto
+-- maximized) per model, system, backend, version, deployed version, mode and
+-- workload (isl, osl, prefix, trace workload). The flag is_pareto is maintained at sweep time by store.RefreshPareto
 -- with a window-function formulation (a row is on the front iff its
 -- tokens_per_s_per_gpu beats the running max over every row with a higher
 -- tokens_per_s_per_user); materialising it keeps `pareto` an index lookup.
@@ -133,7 +133,7 @@ SELECT * FROM points WHERE is_pareto = 1;
 CREATE VIEW pareto_all AS
 SELECT * FROM (
     SELECT p.*, max(tokens_per_s_per_gpu) OVER (
-        PARTITION BY model, system, backend, version, mode, isl, osl, prefix
+        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, workload, deployed_version
         ORDER BY tokens_per_s_per_user DESC, tokens_per_s_per_gpu DESC, key
         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
     ) AS dominating_tokens_per_s_per_gpu
@@ -148,7 +148,7 @@ WHERE dominating_tokens_per_s_per_gpu IS NULL OR tokens_per_s_per_gpu > dominati
 CREATE VIEW best_configs AS
 SELECT * FROM (
     SELECT p.*, row_number() OVER (
-        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, workload, parallel
+        PARTITION BY model, system, backend, version, mode, isl, osl, prefix, workload, deployed_version, parallel
         ORDER BY tokens_per_s_per_gpu DESC, tokens_per_s_per_user DESC, key
     ) AS parallel_rank
     FROM points AS p
