@@ -10,7 +10,11 @@ import (
 // kvPoint is testPoint at batch b with KV columns: preempts > 0 marks a KV-tight
 // row whose steady state preempts.
 func kvPoint(b int, x, y, preempts float64) Point {
-	in := testInputs()
+	return kvPointIn(testInputs(), b, x, y, preempts)
+}
+
+// kvPointIn is kvPoint of in's deployment and workload group.
+func kvPointIn(in PointInputs, b int, x, y, preempts float64) Point {
 	in.Batch = b
 	p := testPoint(in, x, y)
 	p.Q.KV = KV{CapacityTokens: 65536, UtilPeak: 0.5, HasUtil: true, PreemptionsPerRequest: preempts,
@@ -40,13 +44,23 @@ func paretoKeys(t *testing.T, s *Store, view string) map[string]int {
 // TestKVColumnsAndPreemptingPareto: the KV columns round-trip; a preempting row
 // that would dominate is off the `pareto` front (the row it dominated is back on
 // it) and on `pareto_all` with preempts = 1; a quantitative result that reveals
-// preemption takes its row off the front too.
+// preemption takes its row off the front too — in a fixed-shape group, a trace
+// workload's and a deployed version's alike (the refresh reads the row's group).
 func TestKVColumnsAndPreemptingPareto(t *testing.T) {
+	trace, deployed := testInputs(), testInputs()
+	trace.Workload = `{"trace":"t"}`
+	deployed.Deployed = "0.17.0"
+	for name, in := range map[string]PointInputs{"fixed shape": testInputs(), "trace workload": trace, "deployed version": deployed} {
+		t.Run(name, func(t *testing.T) { testPreemptingPareto(t, in) })
+	}
+}
+
+func testPreemptingPareto(t *testing.T, in PointInputs) {
 	ctx := context.Background()
 	s := openTest(t)
-	fast := kvPoint(64, 50, 900, 0.25) // dominates slow, but preempts
-	slow := kvPoint(32, 40, 800, 0)
-	other := kvPoint(16, 60, 500, 0)
+	fast := kvPointIn(in, 64, 50, 900, 0.25) // dominates slow, but preempts
+	slow := kvPointIn(in, 32, 40, 800, 0)
+	other := kvPointIn(in, 16, 60, 500, 0)
 	if _, err := s.InsertPoints(ctx, []Point{fast, slow, other}); err != nil {
 		t.Fatal(err)
 	}
