@@ -408,22 +408,22 @@ func TestSweepModeList(t *testing.T) {
 }
 
 // TestSweepDeployedVersion: a sweep with --deployed-version stores its rows
-// under new keys recording the engine version deployed; the same sweep without
-// it evaluates its own rows, and best --deployed-version reads only that
-// version's rows.
+// under new keys recording the engine version deployed; deploy names that
+// engine; best --deployed-version reads only that version's rows (each
+// version swept at its own prompt length, so the two rankings tell apart).
 func TestSweepDeployedVersion(t *testing.T) {
 	db := syntheticDB(t)
-	args := append(slices.Clone(sweepArgs), "--version", "0.22.0")
+	args := append(slices.Clone(sweepArgs), "--version", "0.22.0") // isl 4000
 	code, out, errs := cliRun(t, db, append(args, "--deployed-version", "0.17.0")...)
 	if code != 0 || !strings.Contains(out, "352 evaluated, 0 already stored") {
 		t.Fatalf("deployed sweep: code %d out %q err %q", code, out, errs)
 	}
-	code, out, errs = cliRun(t, db, args...)
-	if code != 0 || !strings.Contains(out, "352 evaluated, 0 already stored") {
+	code, out, errs = cliRun(t, db, append(args, "--isl", "2000")...)
+	if code != 0 || !strings.Contains(out, "692 evaluated, 0 already stored") {
 		t.Fatalf("sweep at the priced version: code %d out %q err %q", code, out, errs)
 	}
-	got := queryCSV(t, db, "select version, deployed_version, count(*) from points group by 1, 2 order by 2")
-	if got != "version,deployed_version,count(*)\n0.22.0,0.17.0,352\n0.22.0,0.22.0,352" {
+	got := queryCSV(t, db, "select version, deployed_version, isl, count(*) from points group by 1, 2, 3 order by 2")
+	if got != "version,deployed_version,isl,count(*)\n0.22.0,0.17.0,4000,352\n0.22.0,0.22.0,2000,692" {
 		t.Errorf("stored rows by deployed version:\n%s", got)
 	}
 	row := strings.TrimPrefix(queryCSV(t, db, "select min(rowid) from operating_points where deployed_version = '0.17.0'"), "min(rowid)\n")
@@ -435,13 +435,16 @@ func TestSweepDeployedVersion(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "no stored points match the filters") {
 		t.Errorf("best --deployed-version 0.18.0 (no rows): %d %q", code, errs)
 	}
-	for _, d := range []string{"0.17.0", "0.22.0"} {
-		code, out, errs = cliRun(t, db, "best", "--deployed-version", d, "--ttft", "1e6", "--top", "1000", "--format", "csv")
-		if code != 0 {
-			t.Fatalf("best --deployed-version %s: %d %q", d, code, errs)
+	best := func(args ...string) string {
+		t.Helper()
+		code, out, errs := cliRun(t, db, append([]string{"best", "--ttft", "1e6", "--top", "1000", "--format", "csv"}, args...)...)
+		if code != 0 || strings.Count(out, "\n") < 2 {
+			t.Fatalf("best %v: %d %q %q", args, code, out, errs)
 		}
-		if n := strings.Count(strings.TrimSpace(out), "\n"); n == 0 || n > 352 {
-			t.Errorf("best --deployed-version %s: %d rows, want 1..352 of that version's", d, n)
-		}
+		return out
+	}
+	at17, at22 := best("--deployed-version", "0.17.0"), best("--deployed-version", "0.22.0")
+	if at17 != best("--isl", "4000") || at22 != best("--isl", "2000") || at17 == at22 {
+		t.Errorf("best --deployed-version: 0.17.0 ranks\n%s0.22.0 ranks\n%swant each version's own rows (its sweep's prompt length)", at17, at22)
 	}
 }
