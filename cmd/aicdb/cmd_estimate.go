@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -223,7 +223,7 @@ func runEstimate(ctx context.Context, o estimateOpts) (any, error) {
 		return nil, asUser(err)
 	}
 	defer src.close()
-	version, err := src.resolveVersion(ctx, o.dep)
+	version, err := src.resolveVersion(ctx, o.dep, io.Discard) // estimate has no --deployed-version
 	if err != nil {
 		return nil, err
 	}
@@ -349,10 +349,13 @@ func runEstimate(ctx context.Context, o estimateOpts) (any, error) {
 	return nil, userErrorf("--mode %q: unknown; use static, mixed, agg or disagg", o.mode)
 }
 
-// resolveVersion is d's --version, or the newest version of the system's backend
-// when not given; a (system, backend) without versions is an error naming what
-// the store holds.
-func (s *estimateSource) resolveVersion(ctx context.Context, d deploymentOpts) (string, error) {
+// resolveVersion is d's --version; without it, the perf-data version of the
+// system's backend nearest d's --deployed-version (perfdb.NearestVersion, the
+// rule that prices measured runs), which is the newest when none is deployed.
+// A deployed version without perf data of its own gets a note on note naming
+// the mapping. A (system, backend) without versions is an error naming what the
+// store holds.
+func (s *estimateSource) resolveVersion(ctx context.Context, d deploymentOpts, note io.Writer) (string, error) {
 	if d.Version != "" {
 		return d.Version, nil
 	}
@@ -360,11 +363,15 @@ func (s *estimateSource) resolveVersion(ctx context.Context, d deploymentOpts) (
 	if err != nil {
 		return "", asUser(err)
 	}
-	if len(vs) == 0 {
+	v, mapping, ok := perfdb.NearestVersion(d.Deployed, vs)
+	if !ok {
 		return "", s.unknownSystemBackend(ctx, d.System, d.Backend)
 	}
-	sort.Slice(vs, func(i, j int) bool { return perfdb.CompareVersions(vs[i], vs[j]) < 0 })
-	return vs[len(vs)-1], nil
+	if d.Deployed != "" && mapping != "exact" {
+		fmt.Fprintf(note, "aicdb: note: --deployed-version %s has no perf data of %s on %s: priced at perf-data version %s (%s)\n",
+			d.Deployed, d.Backend, d.System, v, mapping)
+	}
+	return v, nil
 }
 
 // modeError names the mode in an out-of-memory error (aiconfigurator's rule, applied

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"runtime/debug"
 	"slices"
@@ -225,10 +226,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		if c.IsSet("backend-engine") && c.String("backend-engine") != backend {
 			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
 		}
-		if err := resolveDeployed(c.Context, c.String("db"), &dep, c.App.ErrWriter); err != nil {
-			return nil, err
-		}
-		pt, v, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w)
+		pt, v, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w, c.App.ErrWriter)
 		if err != nil {
 			return nil, err
 		}
@@ -427,23 +425,23 @@ func loadPhaseGC() (restore func()) { return gcPhase(-1, loadPhaseMemoryLimit) }
 // evalPassTiming builds the perf-database pass timing of one worker of dep at
 // parallelism par through the sweep evaluator's builder (refine.WorkerConfig,
 // refine.WorkerTiming), checked against the workload's longest request; it
-// returns the resolved version.
-func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, w workload.Spec) (*perfdb.PassTiming, string, error) {
+// returns the resolved version (resolveVersion's notes go to note).
+func evalPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, w workload.Spec, note io.Writer) (*perfdb.PassTiming, string, error) {
 	isl, osl := w.MaxShape()
-	return perfPassTiming(ctx, db, dep, q, par, func(m *perfdb.Model) error { return checkContextLength(m, isl, osl) })
+	return perfPassTiming(ctx, db, dep, q, par, func(m *perfdb.Model) error { return checkContextLength(m, isl, osl) }, note)
 }
 
 // perfPassTiming is evalPassTiming with the workload's check against the model
 // (its context window) given by the caller: fits names the request and the fix
 // in the caller's terms (flags for eval, a trace line for trace replay).
-func perfPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, fits func(*perfdb.Model) error) (*perfdb.PassTiming, string, error) {
+func perfPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantOpts, par parallelOpts, fits func(*perfdb.Model) error, note io.Writer) (*perfdb.PassTiming, string, error) {
 	defer loadPhaseGC()()
 	src, err := openEstimateSource(ctx, db)
 	if err != nil {
 		return nil, "", asUser(err)
 	}
 	defer src.close()
-	version, err := src.resolveVersion(ctx, dep)
+	version, err := src.resolveVersion(ctx, dep, note)
 	if err != nil {
 		return nil, "", err
 	}

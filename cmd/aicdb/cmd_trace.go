@@ -846,7 +846,7 @@ func replayPassTiming(c *cli.Context, st *store.Store, info store.TraceInfo, sl 
 	}
 	pt, _, err := perfPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, func(m *perfdb.Model) error {
 		return traceFitsContext(info.Name, longest, m)
-	})
+	}, c.App.ErrWriter)
 	return pt, w, err
 }
 

@@ -306,7 +306,7 @@ func disaggPerfTiming(c *cli.Context, dep deploymentOpts, w workload.Spec, cfg *
 	q := readQuant(c)
 	for i := range tps {
 		par.TP = tps[i]
-		pt, version, err := evalPassTiming(c.Context, c.String("db"), dep, q, par, w)
+		pt, version, err := evalPassTiming(c.Context, c.String("db"), dep, q, par, w, c.App.ErrWriter)
 		if err != nil {
 			return nil, "", err
 		}

@@ -85,12 +85,11 @@ const deployedVersionUsage = "the engine `VERSION` deployed, when it has no perf
 	"perf-data version (newest below, else oldest above; --version overrides) and calibrated (--calibration) with the fit " +
 	"of runs measured on VERSION"
 
-// resolveDeployed prices --deployed-version: without --version, dep.Version
-// becomes the nearest perf-data version of the system's backend
-// (perfdb.NearestVersion, the rule that prices measured runs), with a note on
-// w naming the mapping when it is not exact. Without --deployed-version it does
-// nothing.
-func resolveDeployed(ctx context.Context, db string, dep *deploymentOpts, w io.Writer) error {
+// resolveDeployed prices sweep's --deployed-version before the sweep resolves
+// its version: without --version, dep.Version becomes the one
+// estimateSource.resolveVersion picks for it (eval resolves it as it builds the
+// pass timing). Without --deployed-version it does nothing.
+func resolveDeployed(ctx context.Context, db string, dep *deploymentOpts, note io.Writer) error {
 	if dep.Deployed == "" || dep.Version != "" {
 		return nil
 	}
@@ -99,20 +98,8 @@ func resolveDeployed(ctx context.Context, db string, dep *deploymentOpts, w io.W
 		return asUser(err)
 	}
 	defer src.close()
-	vs, err := src.versions(ctx, dep.System, dep.Backend)
-	if err != nil {
-		return asUser(err)
-	}
-	v, mapping, ok := perfdb.NearestVersion(dep.Deployed, vs)
-	if !ok {
-		return src.unknownSystemBackend(ctx, dep.System, dep.Backend)
-	}
-	if mapping != "exact" {
-		fmt.Fprintf(w, "aicdb: note: --deployed-version %s has no perf data of %s on %s: priced at perf-data version %s (%s)\n",
-			dep.Deployed, dep.Backend, dep.System, v, mapping)
-	}
-	dep.Version = v
-	return nil
+	dep.Version, err = src.resolveVersion(ctx, *dep, note)
+	return err
 }
 
 // parallelOpts is one worker's parallelism: --tp, --pp, --dp, --moe-tp, --moe-ep.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"path/filepath"
 	"testing"
@@ -88,7 +89,7 @@ func TestEvalTimingIsSweepTiming(t *testing.T) {
 				t.Fatalf("sweep point: %v", err)
 			}
 			dep := deploymentOpts{Model: tc.model, System: "h200_sxm", Backend: tc.backend}
-			pt, version, err := evalPassTiming(ctx, db, dep, quantOpts{DatabaseMode: string(perfdb.ModeSilicon)}, tc.par, w)
+			pt, version, err := evalPassTiming(ctx, db, dep, quantOpts{DatabaseMode: string(perfdb.ModeSilicon)}, tc.par, w, io.Discard)
 			if err != nil {
 				t.Fatalf("eval timing: %v", err)
 			}
