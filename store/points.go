@@ -74,8 +74,8 @@ type PointInputs struct {
 	// Deployed is the engine version the point is deployed at when it is not
 	// Version, the perf-data version it is priced at ("" = Version; never equal
 	// to it, see DeployedAs). A measurement of an engine version without perf
-	// data of its own is priced at the nearest version that has (refine/calibrate
-	// .NearestVersion) and keeps its own here: calibrations are keyed by it
+	// data of its own is priced at the nearest version that has
+	// (perfdb.NearestVersion) and keeps its own here: calibrations are keyed by it
 	// (migration 00015). When set it goes into the row key.
 	Deployed string
 }

@@ -107,8 +107,8 @@ LEFT JOIN quantitative_results AS r ON r.key = o.key;
 
 -- pareto: the frontier of tokens_per_s_per_gpu vs tokens_per_s_per_user (both
 -- maximized) per model, system, backend, version, deployed version, mode and
--- workload (isl, osl, prefix, trace workload). The flag is_pareto is maintained at sweep time by store.RefreshPareto
--- with a window-function formulation (a row is on the front iff its
+-- workload (isl, osl, prefix, trace workload). The flag is_pareto is maintained
+-- at sweep time by store.RefreshPareto with a window-function formulation (a row is on the front iff its
 -- tokens_per_s_per_gpu beats the running max over every row with a higher
 -- tokens_per_s_per_user); materialising it keeps `pareto` an index lookup.
 -- The frontier is on the legacy throughput columns, so it does not move when the

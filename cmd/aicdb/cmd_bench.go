@@ -149,10 +149,10 @@ func runBenchImport(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "%s: %d measured runs imported (%s)\n", p.file, res.Rows, p.ms[0].Format)
 		runs += res.Rows
 	}
+	again := ""
 	if reread > 0 {
-		bar.Summary("%d files: %d measured runs imported, %d files unchanged, %d files read again by a newer reader", len(all), runs, unchanged, reread)
-		return nil
+		again = fmt.Sprintf(", %d files read again by a newer reader", reread)
 	}
-	bar.Summary("%d files: %d measured runs imported, %d files unchanged", len(all), runs, unchanged)
+	bar.Summary("%d files: %d measured runs imported, %d files unchanged%s", len(all), runs, unchanged, again)
 	return nil
 }

@@ -126,9 +126,9 @@ func Import(ctx context.Context, st *store.Store, ms []Measurement, dep Deployme
 // reread updates in place the stored rows of a file read before by reader old
 // with its rows as reader now reads them (matched by line: the same content
 // gives the same lines) and the deployment flags given now, and drops their
-// cached predictions, which priced the old reading. Ids stay, so calibrations keep their training rows. A reader
-// that reads other lines than the stored ones is refused: the rows cannot be
-// matched.
+// cached predictions, which priced the old reading. Ids stay, so calibrations
+// keep their training rows. A reader that reads other lines than the stored
+// ones is refused: the rows cannot be matched.
 func reread(ctx context.Context, tx *sqlx.Tx, ms []Measurement, dep, old, now string) error {
 	src := ms[0]
 	var stored []struct {

@@ -661,15 +661,6 @@ func siliconRow(file string, line int, rec []string, col map[string]int) (Measur
 	}
 	stated, hasStated := statedConcurrency(get("silicon_data_source"))
 	var note string
-	if m.Mode != "disagg" {
-		batch, dp := m.Concurrency, max(m.DP, 1)
-		siliconAggShape(&m)
-		if hasStated && stated != m.Concurrency {
-			note = fmt.Sprintf("batch_size %d × attention_dp_size %d = %d clients disagrees with silicon_concurrency %d: read as %d clients, the benchmark's own count",
-				batch, dp, m.Concurrency, stated, stated)
-			m.Concurrency = stated
-		}
-	}
 	if m.Mode == "disagg" {
 		// The deployment's shape is the decode pool's; the client concurrency is the
 		// source's silicon_concurrency when stated (the pool columns are often blank).
@@ -680,6 +671,14 @@ func siliconRow(file string, line int, rec []string, col map[string]int) (Measur
 		}
 		if m.Concurrency == 0 {
 			return m, fe("decode_batch_size", "empty and no silicon_concurrency in silicon_data_source: the client concurrency is unknown")
+		}
+	} else {
+		batch, dp := m.Concurrency, max(m.DP, 1)
+		siliconAggShape(&m)
+		if hasStated && stated != m.Concurrency {
+			note = fmt.Sprintf("batch_size %d × attention_dp_size %d = %d clients disagrees with silicon_concurrency %d: read as %d clients, the benchmark's own count",
+				batch, dp, m.Concurrency, stated, stated)
+			m.Concurrency = stated
 		}
 	}
 	ttft, err := ms("silicon_ttft_ms")
