@@ -28,8 +28,9 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	if !ok {
 		tA = math.Inf(1)
 	}
+	async, barrier := s.e.AsyncScheduling, s.barrier
 	schedAt := func(prevStart, prevEnd float64) float64 { // schedule time of the pass after prev
-		if s.e.AsyncScheduling {
+		if async {
 			return prevStart
 		}
 		return prevEnd
@@ -37,7 +38,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	// A pass may not end at or beyond the driver's barrier (an open-loop stability
 	// check instant): the driver observes the state at the first pass end there.
 	// (Tested before the rows: an arrival ends most attempts here.)
-	if schedAt(*start, *end) >= tA || *end >= s.barrier {
+	if schedAt(*start, *end) >= tA || *end >= barrier {
 		return nil
 	}
 	k := math.MaxInt
@@ -73,18 +74,34 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	shift := 0 // block: contexts not yet advanced in cur.tp.Decode
 	j := 0
 	ps, pe := *start, *end
-	for j < k && schedAt(ps, pe) < tA && pe < s.barrier {
+	record := !s.summary // a summary run's s.fast records nothing: not called
+	for j < k && schedAt(ps, pe) < tA && pe < barrier {
 		if j > 0 { // the previous stretch pass completes in bulk
 			if err := s.countPass(ctx); err != nil {
 				return err
 			}
-			s.fast(pe-ps, rows)
+			if record {
+				s.fast(pe-ps, rows)
+			}
 		}
 		if block && X+D <= spanEnd { // inside the priced span: spanMs, checked when it was priced
 			shift++
 			X += D
 			ps, pe = pe, pe+spanMs
 			j++
+			if !record { // the span's next passes move only the clock: counted in bulk
+				n := 0
+				for j < k && schedAt(ps, pe) < tA && pe < barrier && X+D <= spanEnd {
+					n++
+					shift++
+					X += D
+					ps, pe = pe, pe+spanMs
+					j++
+				}
+				if err := s.countPasses(ctx, n); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		var dt float64

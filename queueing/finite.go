@@ -184,7 +184,9 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 	if err := CheckClientRTT(o.ClientRTTMs); err != nil {
 		return nil, inputErr(fmt.Errorf("options %w", err))
 	}
-	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
+	s := new(sim)
+	*s = newSim(e, t)
+	s.record = o.RecordTokenTimes
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
 	s.onPass = col.onPass

@@ -197,7 +197,7 @@ func (s *sim) kvStretch(cur *simPass, k int) int {
 // kvPerPass reports that decode rows allocate blocks pass by pass (vLLM, SGLang,
 // TRT-LLM MAX_UTILIZATION), not by an admission reservation (GUARANTEED_NO_EVICT).
 func (s *sim) kvPerPass() bool {
-	return s.kv.on && s.e.Traits().PerPassKV
+	return s.kv.on && s.tr.PerPassKV
 }
 
 // kvStretchBlocks is the number of new blocks the rows of cur (scheduled, gSched
@@ -221,7 +221,7 @@ func (s *sim) kvAdvance(cur *simPass, j int) {
 	for _, en := range cur.entries {
 		s.kvGrow(en.r, decodeKVTokens(&s.reqs[en.r])+j-1)
 	}
-	if s.e.Traits().RatioAdmission {
+	if s.tr.RatioAdmission {
 		for range j { // step by step: the same floats as the pass-by-pass recursion
 			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
 		}

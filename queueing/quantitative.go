@@ -175,7 +175,9 @@ func (scr *runScratch) reclaim(s *sim, col *collector, sc *stateCycle) {
 // stage + ClientPhases(C, phase, spread); a burst when the spread is 0). scr, when not nil, lends
 // its buffers to a closed-loop run and gets them back at its end (evalClosed).
 func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, b shapeBounds, scr *runScratch) (*Report, error) {
-	s := &sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1)}
+	s := new(sim)
+	*s = newSim(e, t)
+	s.record = o.RecordTokenTimes
 	s.initKV(e.KVCapacityTokens)
 	col := &collector{stage: e.StageMs}
 	s.col = col

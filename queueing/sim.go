@@ -131,6 +131,8 @@ type sim struct {
 	record   bool
 	// summary: report builds no RequestRecords (QuantitativeFiniteSummary).
 	summary bool
+	// tr is e.Traits(), resolved once: the KV paths ask for it every pass.
+	tr engine.Traits
 }
 
 // noProgress explains a calendar that can schedule nothing while work remains:
@@ -220,6 +222,14 @@ func appendDecodeRow(entries []entry, dec []int, ri int32, r *simReq) ([]entry, 
 	dec = append(dec, r.isl+r.gSched)
 	r.gSched++
 	return append(entries, entry{r: ri, n: 1, decode: true, emits: true}), dec
+}
+
+// newSim is the sim of engine e (not changed afterwards) under timing t: the
+// fields every driver sets alike — e's scheduling rules, token budget, seat cap
+// and traits, no chunk in flight, no barrier.
+func newSim(e engine.Spec, t timing.Timing) sim {
+	return sim{e: e, tr: e.Traits(), t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(),
+		chunked: -1, barrier: math.Inf(1)}
 }
 
 // schedule builds the next pass into p from the current state.
@@ -390,7 +400,7 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 // whose final token is in flight.
 func (s *sim) seatsTaken() int {
 	n := len(s.running)
-	if !s.e.AsyncScheduling || s.waitingLen() == 0 || !s.e.Traits().FinalFreesSeat {
+	if !s.e.AsyncScheduling || s.waitingLen() == 0 || !s.tr.FinalFreesSeat {
 		return n
 	}
 	for _, ri := range s.running {
@@ -536,16 +546,32 @@ func (s *sim) countPass(ctx context.Context) error {
 	return nil
 }
 
+// countPasses is countPass for n ≥ 0 passes at once (a decode stretch run in
+// bulk): ctx is polled when the count crosses a multiple of 256.
+func (s *sim) countPasses(ctx context.Context, n int) error {
+	before := s.passes
+	s.passes += n
+	if poll := s.passes>>8 != before>>8; poll || s.passes > s.maxPasses {
+		return s.checks(ctx, poll)
+	}
+	return nil
+}
+
 // passChecks is countPass's rare part: the pass bound, and cancellation every
-// 256 passes.
-func (s *sim) passChecks(ctx context.Context) error {
+// 256 passes. Not inlined, so that countPass's common path inlines.
+//
+//go:noinline
+func (s *sim) passChecks(ctx context.Context) error { return s.checks(ctx, s.passes&255 == 0) }
+
+// checks enforces the pass bound and, when poll, reports a cancelled ctx.
+func (s *sim) checks(ctx context.Context, poll bool) error {
 	if s.passes > s.maxPasses {
 		if err := s.starved(); err != nil {
 			return err
 		}
 		return fmt.Errorf("queueing: pass bound %d hit before the measurement window completed; the configuration makes no steady progress (report it)", s.maxPasses)
 	}
-	if s.passes&255 == 0 {
+	if poll {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("queueing: evaluation cancelled: %w", err)
 		}

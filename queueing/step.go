@@ -116,8 +116,8 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	}
 	e.KVCapacityTokens = 0
 	k := &Kernel{hold: o.Hold, wake: math.Inf(1)}
-	k.s = sim{e: e, t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, barrier: math.Inf(1), maxPasses: math.MaxInt,
-		prefillSide: o.Prefill || o.Hold}
+	k.s = newSim(e, t)
+	k.s.maxPasses, k.s.prefillSide = math.MaxInt, o.Prefill || o.Hold
 	if o.SeqCap > 0 && o.SeqCap < k.s.seqCap {
 		k.s.seqCap = o.SeqCap
 	}

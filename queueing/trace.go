@@ -126,9 +126,9 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 	if err := checkHashIDs(reqs, o.HashBlock); err != nil {
 		return nil, inputErr(err)
 	}
-	rules := rulesFor(e.Backend)
-	s := &sim{e: e, t: t, rules: rules, budget: e.TokenBudget(), seqCap: e.SeatCap(), chunked: -1, record: o.RecordTokenTimes, barrier: math.Inf(1),
-		selfHits: o.PrefixCaching && rules.kvSelfHits() && e.KVCapacityTokens > 0}
+	s := new(sim)
+	*s = newSim(e, t)
+	s.record, s.selfHits = o.RecordTokenTimes, o.PrefixCaching && s.rules.kvSelfHits() && e.KVCapacityTokens > 0
 	if e.KVCapacityTokens > 0 {
 		s.initKV(e.KVCapacityTokens)
 		if so != nil {
