@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -228,5 +229,42 @@ func TestDecodeSlots(t *testing.T) {
 	}
 	if got := DecodeSlots(Spec{Backend: TRTLLM}, 8); got != 0 {
 		t.Errorf("TRT-LLM DecodeSlots = %d, want 0", got)
+	}
+}
+
+// TestValidateDrafts: MTP drafts are accepted on TensorRT-LLM under
+// GUARANTEED_NO_EVICT with an acceptance in [0, drafts]; every other use is a
+// one-line error naming the knob.
+func TestValidateDrafts(t *testing.T) {
+	trt, _ := Defaults(TRTLLM, "")
+	trt.DraftTokens, trt.DraftAccepted = 1, 0.85
+	if err := trt.Validate(); err != nil {
+		t.Fatalf("MTP on TensorRT-LLM: %v", err)
+	}
+	cases := []struct {
+		name string
+		edit func(*Spec)
+		want string
+	}{
+		{"negative drafts", func(s *Spec) { s.DraftTokens = -1 }, "draft_tokens = -1"},
+		{"too many drafts", func(s *Spec) { s.DraftTokens = 65 }, "draft_tokens = 65"},
+		{"acceptance above drafts", func(s *Spec) { s.DraftAccepted = 1.5 }, "draft_accepted = 1.5"},
+		{"acceptance without drafts", func(s *Spec) { s.DraftTokens = 0 }, "draft_accepted = 0.85"},
+		{"negative acceptance", func(s *Spec) { s.DraftAccepted = -0.1 }, "draft_accepted = -0.1"},
+		{"max_utilization", func(s *Spec) { s.CapacityPolicy = PolicyMaxUtilization }, "max_utilization is not modelled"},
+	}
+	for _, c := range cases {
+		s := trt
+		c.edit(&s)
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+	for _, b := range []Backend{VLLM, SGLang} {
+		s, _ := Defaults(b, "")
+		s.DraftTokens = 1
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "TensorRT-LLM's one-model MTP only") {
+			t.Errorf("%s with drafts: got %v, want the TensorRT-LLM-only error", b, err)
+		}
 	}
 }

@@ -4,7 +4,10 @@
 // refine, the gate and the CLI read the same Spec and the same registry.
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // TRT-LLM capacity scheduler policies (SCHEDULERS.md §4.3): T-R1 reserves a
 // request's whole KV at admission, T-R2 pauses requests when the pool runs out.
@@ -21,7 +24,7 @@ const (
 // LongPrefillTokenThreshold, AsyncScheduling, BlockSize, KVCapacityTokens.
 // TRT-LLM reads MaxBatchSize, MaxNumTokens, EnableChunkedPrefill, AsyncScheduling
 // (the overlap executor), BlockSize (tokens_per_block), KVCapacityTokens,
-// CapacityPolicy. SGLang reads ChunkedPrefillSize, MaxPrefillTokens,
+// CapacityPolicy, DraftTokens and DraftAccepted (MTP). SGLang reads ChunkedPrefillSize, MaxPrefillTokens,
 // EnableChunkedPrefill, EnableMixedChunk, MaxNumSeqs (max_running_requests),
 // AsyncScheduling (the overlap scheduler), BlockSize (page_size),
 // KVCapacityTokens. The oracle also reads
@@ -63,6 +66,17 @@ type Spec struct {
 	MaxBatchSize   int    `json:"max_batch_size,omitempty"`  // T-R1/T-R3
 	MaxNumTokens   int    `json:"max_num_tokens,omitempty"`  // T-R3 token budget
 	CapacityPolicy string `json:"capacity_policy,omitempty"` // "guaranteed_no_evict" | "max_utilization"
+	// DraftTokens is TensorRT-LLM's one-model MTP draft length
+	// (speculative_config num_nextn_predict_layers / max_draft_len): every decode
+	// step of every request verifies 1 + DraftTokens tokens, and T-R3 charges them
+	// all to max_num_tokens. 0 = no speculative decoding. Only this engine's MTP is
+	// modelled (Validate refuses drafts elsewhere).
+	DraftTokens int `json:"draft_tokens,omitempty"`
+	// DraftAccepted is the mean number of drafts accepted per decode step, in
+	// [0, DraftTokens]: a property of the model and the data (aiconfigurator's
+	// nextn_accepted), not of the scheduler. StepTokens turns it into each step's
+	// output.
+	DraftAccepted float64 `json:"draft_accepted,omitempty"`
 
 	// Memory keys of the engine's own config (queueing/engineconf) that size the
 	// KV pool when it is derived from GPU memory (refine.KVPoolTokens, perfdb
@@ -110,6 +124,7 @@ func (s Spec) Validate() error {
 		{"kv_capacity_tokens", s.KVCapacityTokens}, {"chunked_prefill_size", s.ChunkedPrefillSize},
 		{"max_prefill_tokens", s.MaxPrefillTokens}, {"max_batch_size", s.MaxBatchSize},
 		{"max_num_tokens", s.MaxNumTokens}, {"cuda_graph_max_bs", s.CUDAGraphMaxBS},
+		{"draft_tokens", s.DraftTokens},
 	}
 	for _, f := range neg {
 		if f.v < 0 {
@@ -125,11 +140,54 @@ func (s Spec) Validate() error {
 	if !(s.StageMs >= 0) || s.StageMs > 1e12 {
 		return fmt.Errorf("engine stage_ms = %v: must be a finite number ≥ 0", s.StageMs)
 	}
+	if err := s.validateDrafts(); err != nil {
+		return err
+	}
 	c, ok := s.Backend.Calendar()
 	if !ok {
 		return fmt.Errorf("engine backend %q: unknown; use %s", string(s.Backend), nameList())
 	}
 	return c.Validate(s)
+}
+
+// maxDraftTokens bounds DraftTokens (a step's output fits an entry's counter).
+const maxDraftTokens = 64
+
+// validateDrafts checks the speculative-decoding knobs: a draft length in
+// [0, 64], an acceptance in [0, DraftTokens], and drafts only where they are
+// modelled — TensorRT-LLM's one-model MTP under GUARANTEED_NO_EVICT, whose
+// reservation has no draft term (T-R1); MAX_UTILIZATION's one-step need of
+// 1 + drafts blocks (T-R2) and vLLM's and SGLang's speculative schedulers are not.
+func (s Spec) validateDrafts() error {
+	if s.DraftTokens > maxDraftTokens {
+		return fmt.Errorf("engine draft_tokens = %d: must be ≤ %d", s.DraftTokens, maxDraftTokens)
+	}
+	if !(s.DraftAccepted >= 0 && s.DraftAccepted <= float64(s.DraftTokens)) {
+		return fmt.Errorf("engine draft_accepted = %v: must be in [0, draft_tokens = %d] (the mean drafts accepted per decode step)", s.DraftAccepted, s.DraftTokens)
+	}
+	if s.DraftTokens == 0 {
+		return nil
+	}
+	if s.Backend != TRTLLM {
+		return fmt.Errorf("engine draft_tokens = %d: speculative decoding is modelled for TensorRT-LLM's one-model MTP only, not for %s; drop the drafts", s.DraftTokens, s.Backend)
+	}
+	if s.CapacityPolicy == PolicyMaxUtilization {
+		return fmt.Errorf("engine draft_tokens = %d: MTP under capacity_policy max_utilization is not modelled (its one-step KV need counts the drafts, T-R2); use guaranteed_no_evict", s.DraftTokens)
+	}
+	return nil
+}
+
+// StepTokens is the number of output tokens the m-th decode step (m ≥ 1) of a
+// request emits when accepted drafts per step average accepted:
+// 1 + ⌊m·accepted⌋ − ⌊(m−1)·accepted⌋. Over m steps the accepted drafts sum to
+// ⌊m·accepted⌋, so the mean acceptance is exact and the sequence is the same in
+// the queueing model and the oracle (a deterministic stand-in for the random
+// acceptance, as fixed lengths stand in for random ones). 1 without drafts.
+func StepTokens(accepted float64, m int) int {
+	if !(accepted > 0) || m < 1 {
+		return 1
+	}
+	return 1 + int(math.Floor(float64(m)*accepted)) - int(math.Floor(float64(m-1)*accepted))
 }
 
 // TokenBudget is the per-pass token budget of the engine (vLLM

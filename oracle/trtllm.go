@@ -6,7 +6,10 @@ import "github.com/aicdb/aicdb/engine"
 // GUARANTEED_NO_EVICT capacity scheduler (T-R1), the micro-batch scheduler (T-R3),
 // whole-prompt KV allocation at the first context chunk, block reuse applied after
 // budgeting (T-R5, full blocks only), and the overlap executor as a two-deep batch
-// queue (§4.2). Beam width 1, no draft tokens, no disaggregation.
+// queue (§4.2). Beam width 1, no disaggregation. One-model MTP (engine.Spec
+// DraftTokens): a generation request costs 1 + drafts against max_num_tokens
+// (T-R3) and its m-th decode step emits engine.StepTokens(DraftAccepted, m) tokens
+// (at most those left); the reservation has no draft term (T-R1).
 //
 // State mapping: s.waiting holds requests that never got a context chunk (no KV);
 // s.running holds started requests (KV allocated) in arrival order. Together they are
@@ -49,16 +52,17 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 
 	// T-R3 micro-batch over the fitting list, order preserved.
 	tokens, count := 0, 0
+	gen := 1 + e.DraftTokens // a generation request's tokens: beam width + drafts (T-R3)
 	chunks := s.trt.chunks[:0]
 	sched := s.trt.sched[:0]
 	for _, ri := range fit {
 		r := &s.reqs[ri]
 		if r.c >= trtCtx(r) { // generation
-			if tokens+1 > e.MaxNumTokens {
+			if tokens+gen > e.MaxNumTokens {
 				break
 			}
 			sched = append(sched, trtItem{ri, 1})
-			tokens++
+			tokens += gen
 		} else if !e.EnableChunkedPrefill {
 			t := trtCtx(r) - r.c
 			if tokens+t > e.MaxNumTokens {
@@ -137,11 +141,18 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 			}
 			from = max(r.c, r.hits)
 			r.c = max(end, r.hits)
-		} else { // generation: slot for the new token
-			for need := (r.c + 1 + s.bs - 1) / s.bs; len(r.table) < need; {
+		} else { // generation: slots for the step's tokens
+			out := 1
+			if e.DraftTokens > 0 { // the m-th MTP step emits StepTokens(m), at most the outputs left
+				r.steps++
+				out = min(engine.StepTokens(e.DraftAccepted, r.steps), r.maxTokens-trtOutSched(r))
+			}
+			for need := (r.c + out + s.bs - 1) / s.bs; len(r.table) < need; {
 				r.table = append(r.table, s.popBlock())
 			}
-			r.c = end
+			r.c += out
+			pb.entries = append(pb.entries, entry{r: it.r, more: int32(out - 1), n: 1, from: from, samples: true})
+			continue
 		}
 		pb.entries = append(pb.entries, entry{r: it.r, n: max(end-from, 0), from: from, samples: r.c >= trtCtx(r)})
 	}
@@ -333,10 +344,13 @@ func (s *Sim) updateTRT(pb *passBuf) {
 		if r.g == r.gStart {
 			s.storeBlocks(en.r, trtCtx(r)) // context blocks become reusable after the context phase
 		}
-		if s.appendToken(en.r, pb.end) {
-			s.storeBlocks(en.r, r.p+r.g-1) // the rest on release (computed tokens only)
-			anyFinished = true
-			s.finishReq(en.r, pb.end)
+		for k := int32(0); k <= en.more; k++ { // the sampled token, then the step's accepted drafts
+			if s.appendToken(en.r, pb.end) {
+				s.storeBlocks(en.r, r.p+r.g-1) // the rest on release (computed tokens only)
+				anyFinished = true
+				s.finishReq(en.r, pb.end)
+				break
+			}
 		}
 	}
 	if anyFinished {

@@ -14,7 +14,8 @@ import "github.com/aicdb/aicdb/engine"
 // (T-R2, trtMaxUtilFit).
 //
 // Micro-batch (T-R3), over active requests in arrival order with budget
-// max_num_tokens: a generation request costs 1 token; with chunking off a context
+// max_num_tokens: a generation request costs 1 + draft tokens (beam width 1; MTP
+// drafts engine.Spec.DraftTokens for every request at every step); with chunking off a context
 // costs its whole remaining prompt and one that does not fit stops the scan;
 // with chunking on contexts are sized after the scan from the budget left, FCFS,
 // a cut chunk rounded down to a multiple of tokens_per_block, and contexts with a
@@ -81,6 +82,8 @@ func (s *sim) trtTrimFinal() {
 // trtMicroBatch is the T-R3 micro-batch over the capacity step's list act.
 func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 	tokens, count := 0, 0
+	gen := 1 + s.e.DraftTokens // a generation request's tokens (T-R3)
+	drafts := gen > 1
 	s.chunkList = s.chunkList[:0]
 	for _, ri := range act {
 		r := &s.reqs[ri]
@@ -88,14 +91,18 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 			continue // async/overlap: final token in flight
 		}
 		if r.c >= r.promptLen() {
-			if tokens+1 > s.budget {
+			if tokens+gen > s.budget {
 				break
 			}
 			if s.kv.on && s.e.CapacityPolicy == engine.PolicyMaxUtilization {
 				s.kvGrow(ri, decodeKVTokens(r)) // the block of its next token (fit, T-R2)
 			}
-			s.addDecode(p, ri)
-			tokens++
+			if drafts {
+				s.addDraftStep(p, ri)
+			} else {
+				s.addDecode(p, ri)
+			}
+			tokens += gen
 		} else if !s.e.EnableChunkedPrefill {
 			t := r.promptLen() - r.c
 			if tokens+t > s.budget {

@@ -20,7 +20,8 @@ import (
 // lengths, and leaves the last of them in flight as the new cur, so the regular
 // loop resumes with exactly the state the pass-by-pass recursion would have.
 func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64) error {
-	if s.record || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
+	// MTP steps emit a varying number of tokens: no stretch (every pass in turn).
+	if s.record || s.e.DraftTokens > 0 || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
 		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
 		return nil
 	}

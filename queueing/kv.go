@@ -270,7 +270,7 @@ func (s *sim) kvReport(rep *Report) {
 	for i := range s.reqs {
 		if r := &s.reqs[i]; r.steady && r.finished {
 			n++
-			p += r.preempts
+			p += int(r.preempts)
 		}
 	}
 	if n > 0 {

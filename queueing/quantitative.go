@@ -63,10 +63,15 @@ func (c *collector) poolRows(b int32, n int) {
 }
 
 // onPass records the ITL gaps produced by pass p: every emitting decode entry of a
-// measured request that already had a token. A gap equal to the pass length (the
+// measured request that already had a token, and a gap of 0 per accepted MTP draft. A gap equal to the pass length (the
 // request was in the previous pass) is pooled into one atom per pass and bucket.
 func (c *collector) onPass(s *sim, p *simPass, start, end float64) {
 	pool := c.pool[:0]
+	for _, x := range p.extra { // MTP: each step's accepted drafts, gaps of 0
+		if b := s.reqs[x.r].bucket; b >= 0 {
+			c.itl.add(b, 0, float64(x.more))
+		}
+	}
 	for _, en := range p.entries {
 		if !en.emits {
 			continue

@@ -15,7 +15,8 @@ const residualAtoms = 24
 // scr holds the derived quantities of one screening evaluation (docs/queueing.md).
 type scr struct {
 	c          float64 // requests in service
-	I, O       float64 // mean uncached prompt, mean output length
+	I, O       float64 // mean uncached prompt, mean output length in passes (1 + decode steps)
+	tok        float64 // mean output length in tokens (O but under MTP, whose steps emit several)
 	np         int     // own prefill passes
 	pmix       int     // prefill tokens of a mixed pass
 	dmix, dgen int     // decode rows of a mixed / decode-only pass
@@ -94,8 +95,13 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	isl := int(math.Round(meanISL))
 	prefix := w.Prefix
 	I := float64(isl - prefix)
-	O := b.meanOSL
-	osl := int(math.Round(O))
+	// Tokens and passes: O counts a request's output passes (its first token, then
+	// one per decode step) and tok its output tokens; they differ under MTP, whose
+	// steps emit engine.StepTokens each (decodeSteps). Pass counts read O; KV,
+	// contexts and token rates read tok.
+	tok := b.meanOSL
+	O := outputPasses(e, w, tok)
+	osl := int(math.Round(tok))
 	ctxDec := isl + max(osl/2, 1) // mean context of a decode row
 	S := effSeqCap(e, isl, prefix, osl)
 	alternating := e.Traits().Alternating
@@ -106,7 +112,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	// least this (docs/queueing.md §4.6).
 	lo := stage + math.Min(alonePrefillMs(pr, e, b.minISL, prefix), remainderFirstMs(pr, e, b.minISL, prefix))
 
-	if rep, ok := lockedCohort(pr, e, w, b, isl, prefix, osl, lo); ok {
+	if rep, ok := lockedCohort(pr, e, w, b, isl, prefix, osl, int(math.Round(O))-1, lo); ok {
 		return rep, nil
 	}
 
@@ -151,6 +157,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 			Diagnostics: Diagnostics{Rho: rho}}, nil
 	}
 	c := s.c
+	s.tok = tok
 
 	// Waiting for a slot (closed loop, C > max running): Little's law on the cycle.
 	wait := 0.0
@@ -168,9 +175,10 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 		thr = lambda
 	}
 
-	// ITL: two masses through the weighted-quantile rule (osl ≤ 1: no gaps).
+	// ITL: two masses through the weighted-quantile rule (osl ≤ 1: no gaps), over
+	// a request's O − 1 decode passes; decodeMs is their sum (E2E − TTFT).
 	var itl, tpot Distribution
-	tpotMean := 0.0
+	tpotMean, decodeMs := 0.0, 0.0
 	if O > 1 {
 		gaps := O - 1
 		var mixGap, mixW float64
@@ -183,6 +191,11 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 		genW := gaps - mixW
 		itl = twoAtoms(s.tgen, genW, mixGap, mixW)
 		tpotMean = itl.Mean()
+		decodeMs = gaps * tpotMean
+		if tok > O { // MTP: a step's accepted drafts arrive with its token
+			itl = withDraftGaps(itl, gaps, tok-O)
+			tpotMean = decodeMs / (tok - 1)
+		}
 		tpot = PointMass(tpotMean)
 	} else {
 		itl, tpot = PointMass(0), PointMass(0)
@@ -222,7 +235,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 		phase = math.Max(phase, s.tmix)
 	}
 	if !open && s.nmix > float64(s.np)+O-1 {
-		phase = math.Max(phase, s.tcyc-(O-1)*tpotMean)
+		phase = math.Max(phase, s.tcyc-decodeMs)
 	}
 	shift := stage + wait + phase
 	ttft := res.Shift(shift)
@@ -232,7 +245,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 		ttft = wq.Shift(shift)
 	}
 
-	e2e := ttft.Shift((O - 1) * tpotMean)
+	e2e := ttft.Shift(decodeMs)
 
 	// Transient: the admission staircase of the burst (request k waits for the k
 	// prompts before it; beyond the running cap, for whole cycles).
@@ -252,9 +265,10 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 		if O > 1 {
 			itl = twoAtoms(s.tgen, O-2, s.tgen+stretch/2, 1)
 			tpotMean = itl.Mean()
+			decodeMs = (O - 1) * tpotMean
 			tpot = PointMass(tpotMean)
 		}
-		e2e = ttft.Shift((O - 1) * tpotMean)
+		e2e = ttft.Shift(decodeMs)
 		gens := 0.0
 		if O > 1 {
 			gens = (O - 1) * s.tgen
@@ -270,7 +284,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	rep := &Report{
 		TTFTSteady: ttft, TTFTTransient: trans, ITL: itl, TPOT: tpot, E2E: e2e,
 		TTFTSteadyP99Lo: lo, TTFTSteadyP99Hi: hi,
-		ThroughputRPS: thr * 1000, OutputTokensPerS: thr * 1000 * O,
+		ThroughputRPS: thr * 1000, OutputTokensPerS: thr * 1000 * tok,
 		Tier: TierScreening, Fidelity: w.Fidelity(),
 		Diagnostics: Diagnostics{BracketCertain: certain, Rho: rho, TMixMs: s.tmix, TGenMs: s.tgen, NMix: s.nmix, NGen: s.ngen,
 			OwnPrefillMs: s.own, RideMs: s.ride},

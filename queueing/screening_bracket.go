@@ -61,13 +61,14 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 		pos = b.maxISL // the budget is charged from position 0 (reuse after budgeting)
 	}
 	breq, whole := chunkCap(e, rows)
-	pmax := e.TokenBudget() // prefill tokens of the worst pass
+	rowTok := rowTokens(e, rows) // the budget the decode rows take (T-R3 drafts)
+	pmax := e.TokenBudget()      // prefill tokens of the worst pass
 	switch {
 	case whole:
 		// A whole prompt is admitted once it fits beside the decode rows.
 		fits := true
 		if tr.SharedBudget {
-			fits = pos+rows <= e.TokenBudget()
+			fits = pos+rowTok <= e.TokenBudget()
 		}
 		certain = certain && fits
 		breq = max(pos, 1)
@@ -96,7 +97,7 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 		// and every prompt ahead whole (R done) or leaves < one block of the budget,
 		// so it consumes ≥ B − (C − 1) − (block − 1) of their ≤ C·pos tokens (not
 		// b_req: a whole rest that is no block multiple can precede the cut).
-		full := max(e.TokenBudget()-rows-(e.BlockSize-1), 1)
+		full := max(e.TokenBudget()-rowTok-(e.BlockSize-1), 1)
 		f := C*pos/full + 1
 		if !tr.BlockAlignedChunks {
 			// V-R2/V-R3 hand every prompt min(rest, budget left) in FCFS order, so a
@@ -119,7 +120,7 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 	}
 	if whole && C > 1 && packed {
 		// FCFS whole-prompt packing (V-R3 / T-R3): k prompts per pass at least.
-		if k := (e.TokenBudget() - rows) / max(pos, 1); k > 1 {
+		if k := (e.TokenBudget() - rowTok) / max(pos, 1); k > 1 {
 			passes = min(passes, ceilDiv(C, k))
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // all the prompts in it.
 func prefillRoom(e engine.Spec, rows int) int {
 	if e.Traits().SharedBudget { // V-R1, T-R3
-		return e.TokenBudget() - rows
+		return e.TokenBudget() - rowTokens(e, rows)
 	}
 	r := e.MaxPrefillTokens
 	if e.EnableChunkedPrefill {
@@ -46,8 +46,12 @@ func (trtRules) chunkCap(e engine.Spec, rows int) (int, bool) {
 	if !e.EnableChunkedPrefill {
 		return e.MaxNumTokens, true
 	}
-	return (e.MaxNumTokens - rows) / e.BlockSize * e.BlockSize, false
+	return (e.MaxNumTokens - rowTokens(e, rows)) / e.BlockSize * e.BlockSize, false
 }
+
+// rowTokens is the budget rows decode rows take: one token each, 1 + drafts under
+// TensorRT-LLM MTP (T-R3).
+func rowTokens(e engine.Spec, rows int) int { return rows * (1 + e.DraftTokens) }
 
 func (sglangRules) chunkCap(e engine.Spec, rows int) (int, bool) {
 	if !e.EnableChunkedPrefill {
@@ -153,7 +157,7 @@ func effSeqCap(e engine.Spec, isl, prefix, osl int) int {
 		} else if t := e.LongPrefillTokenThreshold; tr.ThresholdChunks && t > 0 {
 			first = min(first, t)
 		}
-		S = min(S, max(1, e.TokenBudget()-first+1))
+		S = min(S, max(1, (e.TokenBudget()-first)/(1+e.DraftTokens)+1))
 	}
 	return S
 }

@@ -107,7 +107,7 @@ func weighted1(v, w float64) Distribution {
 // staircase's mean and maximum.
 func staircase(pr *pricer, e engine.Spec, w workload.Spec, s scr, first float64, isl, prefix int) Distribution {
 	C := float64(w.Concurrency)
-	S := float64(effSeqCap(e, isl, prefix, int(math.Round(s.O))))
+	S := float64(effSeqCap(e, isl, prefix, int(math.Round(s.tok))))
 	inWave := math.Min(C, S)
 	if inWave <= 1 && C <= 1 {
 		return PointMass(first)
@@ -155,8 +155,9 @@ func staircase(pr *pricer, e engine.Spec, w workload.Spec, s scr, first float64,
 // prefilled together, decode together, finish in the same pass and return
 // together (the turnaround is the same for all) — forever. The cycle is one pass of
 // C·(isl − prefix) prefill tokens and osl − 1 decode-only passes of C rows; every
-// TTFT is that prefill pass and every gap that decode pass.
-func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl, prefix, osl int, lo float64) (*Report, bool) {
+// TTFT is that prefill pass and every gap that decode pass. steps is a request's
+// decode steps: osl − 1, fewer under MTP (decodeSteps).
+func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl, prefix, osl, steps int, lo float64) (*Report, bool) {
 	C := w.Concurrency
 	if C <= 0 || len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 || C > effSeqCap(e, isl, prefix, osl) {
 		return nil, false
@@ -191,28 +192,71 @@ func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl
 	if !(tPre > 0) || math.IsInf(tPre, 0) {
 		return nil, false
 	}
-	itl, tGen := PointMass(0), 0.0
+	itl, tpot, tGen := PointMass(0), PointMass(0), 0.0
 	if osl > 1 {
 		tGen = pr.price(0, 0, 0, C, isl+osl/2)
-		itl = PointMass(tGen)
+		itl, tpot = PointMass(tGen), PointMass(tGen)
+		if steps < osl-1 { // MTP: a step's accepted drafts arrive with its token
+			itl = withDraftGaps(itl, float64(steps), float64(osl-1-steps))
+			tpot = PointMass(float64(steps) * tGen / float64(osl-1))
+		}
 	}
 	// The cohort's next prompts wait out its discarded pass (SGLang overlap).
 	wait := discardedPassWait(pr, e, w, C, isl+osl)
 	ttft := PointMass(e.StageMs + wait + tPre)
 	// The burst's cohort has no predecessor: no discarded pass to wait out.
 	trans := PointMass(e.StageMs + tPre)
-	cyc := wait + tPre + float64(osl-1)*tGen + w.TurnaroundMs
+	cyc := wait + tPre + float64(steps)*tGen + w.TurnaroundMs
 	x := float64(C) / cyc
 	hi, certain := bracketHi(pr, e, w, b, e.AsyncScheduling, e.Traits().Alternating)
 	hi = math.Max(hi, ttft.Max())
 	return &Report{
-		TTFTSteady: ttft, TTFTTransient: trans, ITL: itl, TPOT: itl, E2E: ttft.Shift(float64(osl-1) * tGen),
+		TTFTSteady: ttft, TTFTTransient: trans, ITL: itl, TPOT: tpot, E2E: ttft.Shift(float64(steps) * tGen),
 		TTFTSteadyP99Lo: math.Min(lo, ttft.Min()), TTFTSteadyP99Hi: hi,
 		ThroughputRPS: x * 1000, OutputTokensPerS: x * 1000 * float64(osl),
 		Tier: TierScreening, Fidelity: w.Fidelity(),
-		Diagnostics: Diagnostics{BracketCertain: certain, TMixMs: tPre, TGenMs: tGen, NMix: 1, NGen: float64(osl - 1),
+		Diagnostics: Diagnostics{BracketCertain: certain, TMixMs: tPre, TGenMs: tGen, NMix: 1, NGen: float64(steps),
 			OwnPrefillMs: tPre},
 	}, true
+}
+
+// outputPasses is a request's mean number of output passes — its first token's and
+// one per decode step — for mean output length tok: tok without MTP; with drafts
+// 1 + decodeSteps of each output length (averaged over the W2 strata).
+func outputPasses(e engine.Spec, w workload.Spec, tok float64) float64 {
+	if e.DraftTokens == 0 {
+		return tok
+	}
+	if len(w.OSLQuantiles) == 0 {
+		return float64(1 + decodeSteps(e.DraftAccepted, w.OSL-1))
+	}
+	sum := 0
+	for _, o := range w.OSLQuantiles {
+		sum += decodeSteps(e.DraftAccepted, o-1)
+	}
+	return 1 + float64(sum)/float64(len(w.OSLQuantiles))
+}
+
+// decodeSteps is the number of decode steps that emit n tokens when the m-th
+// emits engine.StepTokens(accepted, m), the last one capped (the calendars'
+// rule).
+func decodeSteps(accepted float64, n int) int {
+	m := 0
+	for t := 0; t < n; {
+		m++
+		t += engine.StepTokens(accepted, m)
+	}
+	return m
+}
+
+// withDraftGaps adds to d, the ITL of a request's gaps decode passes, the zeros
+// accepted drafts it emits besides them (MTP): each arrives with its step's token,
+// an ITL gap of 0. d itself when zeros ≤ 0.
+func withDraftGaps(d Distribution, gaps, zeros float64) Distribution {
+	if !(zeros > 0) || !(gaps > 0) {
+		return d
+	}
+	return fromAtomsOwned(append(d.Atoms(), Atom{Value: 0, Weight: d.TotalWeight() * zeros / gaps}))
 }
 
 // discardedPassWait is what a closed loop's returning requests wait at the

@@ -25,9 +25,10 @@ type simReq struct {
 	gSched, gOut int
 	first, last  float64 // emission times of the first and latest token
 	done         float64
-	blocks       int // KV blocks held (TRT-LLM: the GUARANTEED_NO_EVICT reservation)
-	rec          int // outputs folded into the prompt phase by a recompute (kv.go)
-	preempts     int // preemptions / retractions suffered (kv.go)
+	blocks       int   // KV blocks held (TRT-LLM: the GUARANTEED_NO_EVICT reservation)
+	rec          int   // outputs folded into the prompt phase by a recompute (kv.go)
+	preempts     int32 // preemptions / retractions suffered (kv.go)
+	steps        int32 // decode steps scheduled (engine.StepTokens numbers them; MTP only)
 	finished     bool
 	steady       bool
 	transient    bool
@@ -45,14 +46,23 @@ type entry struct {
 	emits  bool // this entry samples an output token at the end of the pass
 }
 
+// draftOut is an MTP decode step's output beyond its sampled token: the accepted
+// drafts of request r (kept beside the entries: an entry stays a four-field
+// struct the compiler keeps in registers).
+type draftOut struct {
+	r    int32
+	more int32
+}
+
 // simPass is a scheduled pass: its entries and the timing view.
 type simPass struct {
 	entries []entry
+	extra   []draftOut // MTP steps that emit accepted drafts (addDraftStep)
 	tp      timing.Pass
 }
 
 func (p *simPass) reset() {
-	p.entries = p.entries[:0]
+	p.entries, p.extra = p.entries[:0], p.extra[:0]
 	p.tp.Reset()
 }
 
@@ -215,6 +225,20 @@ func (s *sim) addDecode(p *simPass, ri int32) {
 	p.entries, p.tp.Decode = appendDecodeRow(p.entries, p.tp.Decode, ri, &s.reqs[ri])
 }
 
+// addDraftStep is addDecode under TensorRT-LLM MTP (the only calendar with
+// drafts): the row is r's next decode step, which emits engine.StepTokens of its
+// number, at most the outputs left.
+func (s *sim) addDraftStep(p *simPass, ri int32) {
+	r := &s.reqs[ri]
+	r.steps++
+	more := min(engine.StepTokens(s.e.DraftAccepted, int(r.steps)), r.osl-r.gSched) - 1
+	p.entries, p.tp.Decode = appendDecodeRow(p.entries, p.tp.Decode, ri, r)
+	if more > 0 {
+		r.gSched += more
+		p.extra = append(p.extra, draftOut{r: ri, more: int32(more)})
+	}
+}
+
 // appendDecodeRow appends the decode row of request ri (r) to a pass's entries
 // and decode contexts and counts its output as scheduled (addDecode on slices a
 // caller holds in locals).
@@ -252,6 +276,9 @@ func (s *sim) complete(p *simPass, start, end float64) {
 		}
 	}
 	s.finBuf = s.finBuf[:0]
+	for _, x := range p.extra { // MTP: each step's accepted drafts, ahead of its token
+		s.emitMore(x, end, col != nil)
+	}
 	reqs, record, measure := s.reqs, s.record, col != nil // no request is created inside the loop
 	// The rows whose gap is the pass length are pooled per bucket (buckets in
 	// first-seen order, addBucketRow's order), counted a run of equal buckets at a
@@ -313,6 +340,23 @@ func (s *sim) complete(p *simPass, start, end float64) {
 	if s.onFinish != nil {
 		for _, ri := range fin {
 			s.onFinish(s, ri, end)
+		}
+	}
+}
+
+// emitMore emits the accepted drafts x of an MTP step that ended at end: output
+// tokens arriving with the step's sampled token, each an ITL gap of 0. complete
+// applies them before the step's token (its first-token, gap and finish rules see
+// the request's total; the drafts follow a first token that came from the prefill).
+func (s *sim) emitMore(x draftOut, end float64, measure bool) {
+	r := &s.reqs[x.r]
+	r.gOut += int(x.more)
+	if measure && r.bucket >= 0 {
+		s.col.itl.add(r.bucket, 0, float64(x.more))
+	}
+	if s.record {
+		for range x.more {
+			s.recordToken(x.r, end)
 		}
 	}
 }

@@ -111,6 +111,9 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	if o.SeqCap < 0 || o.InFlightCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d, in-flight cap = %d: must be ≥ 0", o.SeqCap, o.InFlightCap))
 	}
+	if e.DraftTokens > 0 {
+		return nil, inputErr(fmt.Errorf("engine draft_tokens = %d: MTP is not modelled in disaggregated serving (a kernel); drop the drafts", e.DraftTokens))
+	}
 	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV() || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
 		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM without hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
 	}
@@ -207,7 +210,7 @@ func (k *Kernel) KVFreeBlocks() int { return k.s.kvFree }
 func (k *Kernel) KVPeakBlocks() int { return k.s.kv.peakUsed }
 
 // Preempts returns how many times request id was preempted (V-R6).
-func (k *Kernel) Preempts(id int) int { return k.s.reqs[id].preempts }
+func (k *Kernel) Preempts(id int) int { return int(k.s.reqs[id].preempts) }
 
 // PullableKVBlocks returns the free KV blocks a pull may allocate now. vLLM runs
 // the remote allocation (V-D2) inside the waiting phase (V-R3), head-of-line: a

@@ -150,6 +150,26 @@ func baseFamilies() []Family {
 	e = trt()
 	e.CapacityPolicy = engine.PolicyMaxUtilization
 	add("trtllm/c32 isl2048 osl256 max_utilization", closed(2048, 256, 0, 32), e)
+	// One-model MTP: drafts charged to max_num_tokens (T-R3), each decode step emitting
+	// engine.StepTokens of the accepted-drafts mean on both sides: one draft at 0.85
+	// and 0.5 accepted, three at 1.7 with chunking, overlap off, the no-evict KV cap
+	// (no draft term, T-R1), open loop.
+	mtp := func(k int, a float64) engine.Spec {
+		e := trt()
+		e.DraftTokens, e.DraftAccepted = k, a
+		return e
+	}
+	add("trtllm/c16 isl2048 osl256 mtp1 a0.85", closed(2048, 256, 0, 16), mtp(1, 0.85))
+	e = mtp(3, 1.7)
+	e.EnableChunkedPrefill, e.MaxNumTokens = true, 2048
+	add("trtllm/c32 isl4096 osl256 mtp3 a1.7 chunked t2048", closed(4096, 256, 0, 32), e)
+	e = mtp(1, 0.5)
+	e.AsyncScheduling = false
+	add("trtllm/c8 isl1024 osl512 mtp1 a0.5 overlap off", closed(1024, 512, 0, 8), e)
+	e = mtp(1, 0.85)
+	e.KVCapacityTokens = 16 * (2048 + 256)
+	add("trtllm/c64 isl2048 osl256 mtp1 a0.85 no-evict kv16req", closed(2048, 256, 0, 64), e)
+	add("trtllm/open ρ0.6 isl2048 osl256 mtp1 a0.85", open(2048, 256, 0, 0.6*11.9, 2048), mtp(1, 0.85))
 	// SGLang: defaults (mixed chunk on — the product's deployment rule —, chunk 8192,
 	// page 1), mixed chunk off (prefill priority: decoders stall), a long chunked prefill,
 	// prefix, the max_running_requests cap, open loop.

@@ -23,7 +23,8 @@ type FiniteFamily struct {
 const finiteRounds = 20
 
 // finiteBase names the closed-loop families gated as finite runs: each backend's
-// calendar, chunked and whole-prompt budgets, async scheduling, a prefix, W2 shapes.
+// calendar, chunked and whole-prompt budgets, async scheduling, a prefix, W2 shapes,
+// TensorRT-LLM MTP.
 var finiteBase = []string{
 	"vllm/c8 isl2048 osl256 b8192",
 	"vllm/c64 isl512 osl128 b2048",
@@ -34,6 +35,8 @@ var finiteBase = []string{
 	"vllm/c32 W2 isl256–8192 osl16–1024 b4096",
 	"trtllm/c16 isl2048 osl256 defaults",
 	"trtllm/c8 isl1024 osl512 overlap off",
+	"trtllm/c16 isl2048 osl256 mtp1 a0.85",
+	"trtllm/c32 isl4096 osl256 mtp3 a1.7 chunked t2048",
 	"sglang/c16 isl2048 osl256 defaults",
 	"sglang/c32 isl4096 osl256 chunk2048 mixed",
 }
