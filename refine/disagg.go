@@ -47,6 +47,9 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 	if err := adj.Validate(); err != nil {
 		return workload.Spec{}, disagg.Config{}, kvPlan{}, err
 	}
+	if in.NextN > 0 {
+		return workload.Spec{}, disagg.Config{}, kvPlan{}, fmt.Errorf("nextn %d on a disaggregated point: MTP is modelled for aggregated TensorRT-LLM only", in.NextN)
+	}
 	var c disagg.Config
 	var dk kvPlan
 	pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)

@@ -581,7 +581,11 @@ func (p *PerfdbEvaluator) Legacy(ctx context.Context, in store.PointInputs) (sto
 	if err != nil {
 		return store.Legacy{}, err
 	}
-	r, err := e.Agg(perfdb.AggInput{Batch: in.Batch, CtxTokens: in.CtxTokens, ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix})
+	ai := perfdb.AggInput{Batch: in.Batch, CtxTokens: in.CtxTokens, ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix}
+	if in.NextN > 0 { // run_agg's MTP: (osl − 1)/(1 + accepted) decode iterations
+		ai.DecodeTokensPerIter = 1 + in.NextNAccepted
+	}
+	r, err := e.Agg(ai)
 	if errors.Is(err, perfdb.ErrOOM) {
 		return store.Legacy{OOM: true, Concurrency: in.Batch * in.PP * in.DP}, nil
 	}
@@ -640,6 +644,19 @@ func legacyRow(in store.PointInputs, ttft, tpot, req float64, conc int, t perfdb
 // the sweep sets batch). Chunked prefill is on when asked or when a prompt would not
 // fit the budget (queueing.FirstPassTokens). A point that recorded its engine (resolveEngines) runs that one.
 func pointEngine(in store.PointInputs) (engine.Spec, error) {
+	e, err := pointEngineKnobs(in)
+	// MTP is the point's (its draft length also prices each decode row,
+	// WorkerConfig): the engine schedules its drafts and their acceptance.
+	e.DraftTokens, e.DraftAccepted = in.NextN, in.NextNAccepted
+	if err == nil && in.NextN > 0 {
+		err = e.Validate()
+	}
+	return e, err
+}
+
+// pointEngineKnobs is the point's engine as recorded, or as the sweep's rule
+// derives it from the inputs.
+func pointEngineKnobs(in store.PointInputs) (engine.Spec, error) {
 	if e, ok, err := recordedEngine(in); ok || err != nil {
 		return e, err
 	}

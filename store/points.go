@@ -46,7 +46,12 @@ type PointInputs struct {
 
 	DatabaseMode                                            string
 	GemmQuant, KVCacheQuant, FMHAQuant, MoEQuant, CommQuant string
-	NextN                                                   int
+	// NextN is the MTP draft length (TensorRT-LLM one-model MTP; 0 = none) and
+	// NextNAccepted the mean drafts accepted per decode step, in [0, NextN]
+	// (aiconfigurator's nextn / nextn_accepted); the latter is in the key only
+	// when NextN > 0.
+	NextN         int
+	NextNAccepted float64
 
 	// Disaggregated shape: workers, batch and parallelism of each pool.
 	PWorkers, PBatch, PTP, PPP, PDP int
@@ -163,6 +168,9 @@ func (p *PointInputs) Key() string {
 	if p.Deployed != "" {
 		str("deployed_version", p.Deployed)
 	}
+	if p.NextN > 0 {
+		str("nextn_accepted", strconv.FormatFloat(p.NextNAccepted, 'g', -1, 64))
+	}
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -226,6 +234,8 @@ func (p *PointInputs) Validate() error {
 		return fmt.Errorf("point: workload %.40q is not JSON", p.Workload)
 	case p.Deployed != "" && p.Deployed == p.Version:
 		return fmt.Errorf("point: deployed version %q equals the priced version: leave it empty (store.DeployedAs)", p.Deployed)
+	case p.NextN < 0 || !(p.NextNAccepted >= 0 && p.NextNAccepted <= float64(p.NextN)):
+		return fmt.Errorf("point: nextn %d, nextn_accepted %v: want nextn ≥ 0 and 0 ≤ nextn_accepted ≤ nextn", p.NextN, p.NextNAccepted)
 	}
 	return nil
 }

@@ -24,7 +24,8 @@ var pointColumns = append(append(append(append(append([]string{
 	"kv_capacity_tokens", "kv_util_peak", "preemptions_per_request", "kv_note",
 	// migration 00011: each pool's system and GPUs (NULL on agg rows), the handoff
 	"p_system", "d_system", "p_gpus", "d_gpus"), handoffColumns...),
-	"deployed_version") // migration 00015: the engine version deployed ('' = version)
+	"deployed_version", // migration 00015: the engine version deployed ('' = version)
+	"nextn_accepted")   // migration 00017: mean MTP drafts accepted per decode step
 
 func nullable(v float64, ok bool) any {
 	if !ok {
@@ -75,7 +76,7 @@ func (p *Point) args() []any {
 	if p.Q.Valid {
 		h = p.Q.H
 	}
-	return append(append(a, h.args()...), in.Deployed)
+	return append(append(a, h.args()...), in.Deployed, in.NextNAccepted)
 }
 
 func placeholders(n int) string {
@@ -464,7 +465,7 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 	var pGPUs, dGPUs, multi sql.NullInt64
 	var kvMean, kvP99, pq, head sql.NullFloat64
 	dst = append(dst, &lo, &hi, &certain, &p.Q.Tier, &p.Q.Fidelity, &in.EngineProfile, &in.Engine, &in.Workload,
-		&kvCap, &kvUtil, &kvPre, &p.Q.KV.Note, &pSys, &dSys, &pGPUs, &dGPUs, &kvMean, &kvP99, &pq, &head, &multi, &in.Deployed, &pareto)
+		&kvCap, &kvUtil, &kvPre, &p.Q.KV.Note, &pSys, &dSys, &pGPUs, &dGPUs, &kvMean, &kvP99, &pq, &head, &multi, &in.Deployed, &in.NextNAccepted, &pareto)
 	if err := rows.Scan(dst...); err != nil {
 		return p, err
 	}

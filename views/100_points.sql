@@ -33,6 +33,7 @@ SELECT
     o.moe_quant,
     o.comm_quant,
     o.nextn,
+    o.nextn_accepted,
     o.p_workers,
     o.p_batch,
     o.p_tp,

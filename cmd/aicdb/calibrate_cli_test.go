@@ -181,3 +181,69 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 		t.Errorf("--deployed-version with --timing: %d %q", code, errs)
 	}
 }
+
+// TestAccuracyMTP: accuracy --nextn N --nextn-accepted A predicts the selected
+// aggregated TensorRT-LLM rows with one-model MTP (their points carry nextn and
+// nextn_accepted; the decode steps accept drafts, so the predicted TPOT falls),
+// leaves any other row unpredicted with the reason, and refuses drafts without
+// an acceptance in one line.
+func TestAccuracyMTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and predicts measured runs")
+	}
+	db := initDB(t)
+	dir := t.TempDir()
+	write := func(name, backend string) string {
+		p := filepath.Join(dir, name)
+		js := `{"backend": "` + backend + `", "model_id": "Qwen/Qwen3-32B", "num_prompts": 32, "max_concurrency": 8,
+ "completed": 32, "total_input_tokens": 32768, "total_output_tokens": 8192, "duration": 20.0,
+ "request_throughput": 1.6, "output_throughput": 409.6,
+ "mean_ttft_ms": 80.0, "median_ttft_ms": 75.0, "p99_ttft_ms": 120.0,
+ "mean_tpot_ms": 9.0, "median_tpot_ms": 8.9, "p99_tpot_ms": 10.0}`
+		if err := os.WriteFile(p, []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, imp := range [][]string{
+		{"--backend", "trtllm", "--version", "1.3.0rc20", write("trt.json", "trtllm")},
+		{"--backend", "vllm", "--version", "0.22.0", write("vllm.json", "vllm")},
+	} {
+		args := append([]string{"bench", "import", "--system", "h200_sxm", "--tp", "4"}, imp...)
+		if code, out, errs := cliRun(t, db, args...); code != 0 {
+			t.Fatalf("import %v: %d %q %q", imp, code, out, errs)
+		}
+	}
+	tpot := func() string {
+		return queryCSV(t, db, "select backend, predicted is not null, substr(reason, 1, 40) from accuracy where metric = 'tpot_mean' order by backend")
+	}
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "tpot_mean"); code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	plain := queryCSV(t, db, "select predicted from accuracy where metric = 'tpot_mean' and backend = 'trtllm'")
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "tpot_mean", "--nextn", "1", "--nextn-accepted", "0.85"); code != 0 {
+		t.Fatalf("accuracy --nextn: %d %q", code, errs)
+	}
+	want := "backend,predicted is not null,\"substr(reason, 1, 40)\"\ntrtllm,1,\nvllm,0,--nextn 1: MTP is modelled for aggregate"
+	if got := tpot(); got != want {
+		t.Errorf("accuracy --nextn 1:\n%s\nwant\n%s", got, want)
+	}
+	mtp := queryCSV(t, db, "select predicted from accuracy where metric = 'tpot_mean' and backend = 'trtllm'")
+	var p0, p1 float64
+	if _, err := fmt.Sscanf(strings.TrimPrefix(plain, "predicted\n"), "%g", &p0); err != nil {
+		t.Fatalf("plain TPOT %q: %v", plain, err)
+	}
+	if _, err := fmt.Sscanf(strings.TrimPrefix(mtp, "predicted\n"), "%g", &p1); err != nil {
+		t.Fatalf("MTP TPOT %q: %v", mtp, err)
+	}
+	if !(p1 < 0.8*p0) {
+		t.Errorf("predicted TPOT with one draft at 0.85 accepted %v, without %v: want ≥ 20 %% lower", p1, p0)
+	}
+	if got := queryCSV(t, db, "select nextn, nextn_accepted from points where backend = 'trtllm' and nextn > 0"); got != "nextn,nextn_accepted\n1,0.85" {
+		t.Errorf("the MTP point: %q", got)
+	}
+	code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--nextn", "1")
+	if code != 1 || !strings.HasPrefix(errs, "aicdb: --nextn 1: give --nextn-accepted") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("accuracy --nextn without acceptance: %d %q", code, errs)
+	}
+}

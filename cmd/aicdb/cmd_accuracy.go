@@ -18,7 +18,7 @@ func accuracyCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "accuracy",
 		Usage: "MAPE of the predictions of measured runs (and of aiconfigurator's legacy estimate on the same rows)",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			runFlag(),
 			versionFallbackFlag(),
 			&cli.StringFlag{Name: "by", Usage: "group by these accuracy-view columns, comma-separated: " + strings.Join(calibrate.GroupColumns, ", ")},
@@ -28,7 +28,7 @@ func accuracyCommand() *cli.Command {
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
 			formatFlag(formatTable),
 			quietFlag(),
-		},
+		}, mtpFlags()...),
 		Action: runAccuracy,
 	}
 }
@@ -141,10 +141,23 @@ func versionFallbackFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "version-fallback", Usage: "price a row whose mapped perf-data version has no data for its point at the nearest other version that has (nearest first, the newer of two equally near); the row's version_mapping records each step; off, such a row stays unpredicted with the miss as its reason"}
 }
 
-// resolverFlags reads --run and --version-fallback (runFlag,
-// versionFallbackFlag: accuracy, calibrate) into res.
+// mtpFlags declares accuracy's and calibrate's --nextn and --nextn-accepted.
+func mtpFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "nextn", Usage: "assume TensorRT-LLM MTP with N draft tokens per decode step for the rows predicted (no row records it; aggregated TensorRT-LLM rows only; needs --nextn-accepted)"},
+		&cli.Float64Flag{Name: "nextn-accepted", Usage: "with --nextn: the mean drafts accepted per decode step, 0..nextn"},
+	}
+}
+
+// resolverFlags reads --run, --version-fallback, --nextn and --nextn-accepted
+// (runFlag, versionFallbackFlag, mtpFlags: accuracy, calibrate) into res.
 func resolverFlags(c *cli.Context, res *calibrate.Resolver) error {
 	res.VersionFallback = c.Bool("version-fallback")
+	n, a, err := readMTP(c)
+	if err != nil {
+		return err
+	}
+	res.NextN, res.NextNAccepted = n, a
 	switch r := c.String("run"); r {
 	case "benchmark":
 		res.Run = calibrate.RunBenchmark

@@ -21,7 +21,7 @@ func calibrateCommand() *cli.Command {
 		Name:      "calibrate",
 		Usage:     "fit pass-timing calibrations (prefill/decode scales, per-pass and per-request overheads) to measured runs",
 		UsageText: `aicdb calibrate --name b200 --measurements "system = 'b200_sxm' and backend = 'vllm'" --holdout 5`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			runFlag(),
 			versionFallbackFlag(),
 			&cli.StringFlag{Name: "name", Required: true, Usage: "calibration `NAME` (replaces one of the same name)"},
@@ -32,7 +32,7 @@ func calibrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
 			formatFlag(formatTable),
 			quietFlag(),
-		},
+		}, mtpFlags()...),
 		Action: runCalibrate,
 	}
 }

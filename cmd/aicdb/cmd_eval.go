@@ -198,6 +198,9 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	s.w = w
 
 	dep, par := readDeployment(c), readParallel(c)
+	if err := checkMTPFlags(c); err != nil {
+		return nil, err
+	}
 	synthetic := c.IsSet("timing")
 	if synthetic == dep.set.given("model") {
 		return nil, userErrorf("timing: give either --timing linear|roofline (synthetic) or --model with --system, --backend and --tp (perf database)")
@@ -259,6 +262,42 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	}
 	s.e = e
 	return s, nil
+}
+
+// checkMTPFlags checks --nextn and --nextn-accepted: drafts need an acceptance
+// (there is no built-in one: it depends on the model and the data), an
+// acceptance needs drafts and lies in [0, nextn], and MTP is modelled for
+// TensorRT-LLM only.
+func checkMTPFlags(c *cli.Context) error {
+	n, _, err := readMTP(c)
+	if err != nil {
+		return err
+	}
+	if b := c.String("backend"); n > 0 && !c.IsSet("timing") && b != string(engine.TRTLLM) {
+		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM only (--backend trtllm), not %s; drop --nextn", n, b)
+	}
+	if b := c.String("backend-engine"); n > 0 && c.IsSet("timing") && b != string(engine.TRTLLM) {
+		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM only (--backend-engine trtllm); drop --nextn", n)
+	}
+	return nil
+}
+
+// readMTP reads --nextn and --nextn-accepted (eval, accuracy, calibrate): drafts
+// need an acceptance (there is no built-in one: it depends on the model and the
+// data), an acceptance needs drafts and lies in [0, nextn].
+func readMTP(c *cli.Context) (int, float64, error) {
+	n, a := c.Int("nextn"), c.Float64("nextn-accepted")
+	switch {
+	case n < 0:
+		return 0, 0, userErrorf("--nextn %d: must be ≥ 0", n)
+	case n > 0 && !c.IsSet("nextn-accepted"):
+		return 0, 0, userErrorf("--nextn %d: give --nextn-accepted, the mean drafts accepted per decode step (0..%d) measured for this model and data; aicdb assumes none", n, n)
+	case c.IsSet("nextn-accepted") && n == 0:
+		return 0, 0, userErrorf("--nextn-accepted %v: only with --nextn ≥ 1 (the MTP drafts per decode step)", a)
+	case n > 0 && !(a >= 0 && a <= float64(n)):
+		return 0, 0, userErrorf("--nextn-accepted %v: must be in [0, --nextn = %d]", a, n)
+	}
+	return n, a, nil
 }
 
 // syntheticTiming builds the --timing linear|roofline model from its flags.
@@ -466,7 +505,7 @@ func perfPassTiming(ctx context.Context, db string, dep deploymentOpts, q quantO
 	if err != nil {
 		return nil, "", asUser(err)
 	}
-	cfg, err := workerConfig(dep, version, q, 0, par)
+	cfg, err := workerConfig(dep, version, q, dep.NextN, par)
 	if err != nil {
 		return nil, "", err
 	}

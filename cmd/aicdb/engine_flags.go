@@ -263,6 +263,8 @@ var engineKnobs = []engineKnob{
 	{name: "max-batch-size", usage: "TRT-LLM max_batch_size", min: 1, field: func(e *engine.Spec) any { return &e.MaxBatchSize }},
 	{name: "max-num-tokens", usage: "TRT-LLM max_num_tokens", min: 1, field: func(e *engine.Spec) any { return &e.MaxNumTokens }},
 	{name: "capacity-policy", usage: "TRT-LLM guaranteed_no_evict | max_utilization", field: func(e *engine.Spec) any { return &e.CapacityPolicy }},
+	{name: "nextn", usage: "TRT-LLM MTP draft tokens per decode step (num_nextn_predict_layers; needs --nextn-accepted)", field: func(e *engine.Spec) any { return &e.DraftTokens }},
+	{name: "nextn-accepted", usage: "mean MTP drafts accepted per decode step, 0..nextn (measured for the model and data)", field: func(e *engine.Spec) any { return &e.DraftAccepted }},
 	{name: "stage-ms", usage: "additive per-request stages (encoder + dispatch), ms", field: func(e *engine.Spec) any { return &e.StageMs }},
 }
 
@@ -279,8 +281,13 @@ func engineKnobFlags() []cli.Flag {
 			f = &cli.BoolFlag{Name: k.name, Usage: k.usage}
 		case *string:
 			f = &cli.StringFlag{Name: k.name, Usage: k.usage}
+		case *float64:
+			if k.name == "stage-ms" {
+				continue // declared by stageMsFlag
+			}
+			f = &cli.Float64Flag{Name: k.name, Usage: k.usage}
 		default:
-			continue // --stage-ms: declared by stageMsFlag
+			continue
 		}
 		out = append(out, f)
 		if k.name == "block-size" {

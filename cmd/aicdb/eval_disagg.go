@@ -55,7 +55,7 @@ func checkAggFlags(c *cli.Context) error {
 
 // runEvalDisagg evaluates one disaggregated operating point.
 func runEvalDisagg(c *cli.Context) error {
-	for _, f := range []string{"stagger-phases", "dp", "kv-capacity-tokens", "calibration", "deployed-version"} {
+	for _, f := range []string{"stagger-phases", "dp", "kv-capacity-tokens", "calibration", "deployed-version", "nextn", "nextn-accepted"} {
 		if c.IsSet(f) {
 			return userErrorf("--%s: not read by --mode disagg (see aicdb eval --help for the disagg flags)", f)
 		}

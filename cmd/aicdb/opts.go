@@ -42,7 +42,10 @@ type deploymentOpts struct {
 	Model, System, Backend, Version string
 	// Deployed is --deployed-version: the engine version deployed ("" = Version).
 	Deployed string
-	set      flagsSet
+	// NextN is eval's --nextn: MTP drafts per decode step, priced in each decode
+	// row (perfdb.Config.Nextn) as the engine schedules them (engine.Spec.DraftTokens).
+	NextN int
+	set   flagsSet
 }
 
 // deploymentSpec is a command's wording and defaults of the deployment flags.
@@ -72,7 +75,8 @@ func (s deploymentSpec) flags() []cli.Flag {
 // readDeployment reads the deployment flags.
 func readDeployment(c *cli.Context) deploymentOpts {
 	return deploymentOpts{Model: c.String("model"), System: c.String("system"), Backend: c.String("backend"),
-		Version: c.String("version"), Deployed: c.String("deployed-version"), set: readSet(c, "model", "system", "backend", "version")}
+		Version: c.String("version"), Deployed: c.String("deployed-version"), NextN: c.Int("nextn"),
+		set: readSet(c, "model", "system", "backend", "version")}
 }
 
 // deployedVersionFlag declares --deployed-version (eval, sweep; best filters by it).

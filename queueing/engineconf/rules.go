@@ -338,7 +338,9 @@ func trtllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "speculative_config", "speculative_config.decoding_type", "speculative_config.num_nextn_predict_layers",
 		"speculative_config.max_draft_len", "speculative_model", "speculative_model_dir":
-		return rejected("speculative decoding: several tokens per pass per request"), true
+		// One-model MTP is modelled, but its acceptance is not in the config: the
+		// flags carry both (eval --nextn N --nextn-accepted A).
+		return rejected("speculative decoding: for one-model MTP give eval --nextn N --nextn-accepted A instead; other drafters are not modelled"), true
 	case "scheduler_config.dynamic_batch_config.enable_batch_size_tuning",
 		"scheduler_config.dynamic_batch_config.enable_max_num_tokens_tuning",
 		"scheduler_config.dynamic_batch_config.dynamic_batch_moving_average_window":

@@ -94,6 +94,12 @@ type Resolver struct {
 	// (FallbackVersions), recording each step in the version mapping; off, such a
 	// measurement keeps the miss as its reason.
 	VersionFallback bool
+	// NextN and NextNAccepted assume TensorRT-LLM one-model MTP for the rows
+	// predicted (no row records it): drafts per decode step and the mean accepted.
+	// Aggregated TensorRT-LLM rows are predicted with them; any other row keeps the
+	// reason it cannot be. 0 drafts: no MTP.
+	NextN         int
+	NextNAccepted float64
 
 	models []string
 	gpuMem map[string]float64 // system → one GPU's memory (bytes), for SGLang's GPU-sized defaults
@@ -304,6 +310,10 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		}
 		return t
 	}
+	if r.NextN > 0 && (m.Mode != store.ModeAgg || m.Backend != string(engine.TRTLLM)) {
+		t.Reason = fmt.Sprintf("--nextn %d: MTP is modelled for aggregated TensorRT-LLM rows only, not %s %s", r.NextN, m.Mode, m.Backend)
+		return t
+	}
 	if m.Mode == store.ModeDisagg {
 		t = resolveDisagg(t, model, v, res, r.Ev.Name())
 		if t.Reason == "" {
@@ -330,7 +340,7 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		Batch: batch, CtxTokens: max(budget-batch, m.ISL-m.Prefix), MaxNumBatchedTokens: budget, MaxNumSeqs: e.SeatCap(),
 		ChunkedPrefill: e.EnableChunkedPrefill, DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
 		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name(),
-		Deployed: store.DeployedAs(m.Version, v)}
+		Deployed: store.DeployedAs(m.Version, v), NextN: r.NextN, NextNAccepted: r.NextNAccepted}
 	measuredQuant(&in, m, res)
 	if e.Backend == engine.SGLang {
 		// SGLang has two prompt caps, chunked_prefill_size (the per-pass budget,

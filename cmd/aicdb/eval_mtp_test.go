@@ -1,0 +1,48 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestEvalMTP: --nextn/--nextn-accepted run TensorRT-LLM one-model MTP: with
+// accepted drafts a request takes fewer decode steps, so its TPOT falls and the
+// loop cycles faster; the mistakes are one-line errors naming the flag and the fix.
+func TestEvalMTP(t *testing.T) {
+	base := []string{"eval", "--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.01", "--decode-ms-per-row", "0.05",
+		"--concurrency", "8", "--isl", "1024", "--osl", "128", "--backend-engine", "trtllm", "--tier", "both", "--format", "json"}
+	tpot := func(args ...string) (screen, quant float64) {
+		t.Helper()
+		code, out, errb := runCLI(t, append(append([]string{}, base...), args...)...)
+		if code != 0 {
+			t.Fatalf("eval %v: exit %d: %s", args, code, errb)
+		}
+		var tiers map[string]map[string]any
+		if err := json.Unmarshal([]byte(out), &tiers); err != nil || tiers["screening"] == nil || tiers["quantitative"] == nil {
+			t.Fatalf("eval %v: %v: %s", args, err, out)
+		}
+		return tiers["screening"]["tpot_mean"].(float64), tiers["quantitative"]["tpot_mean"].(float64)
+	}
+	s0, q0 := tpot()
+	s1, q1 := tpot("--nextn", "1", "--nextn-accepted", "0.85")
+	if !(q1 < 0.7*q0 && s1 < 0.7*s0) {
+		t.Errorf("TPOT with one draft at 0.85 accepted: screening %v, quantitative %v; without: %v, %v — want ≥ 30 %% lower", s1, q1, s0, q0)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nextn", "1"}, "aicdb: --nextn 1: give --nextn-accepted"},
+		{[]string{"--nextn-accepted", "0.5"}, "aicdb: --nextn-accepted 0.5: only with --nextn ≥ 1"},
+		{[]string{"--nextn", "1", "--nextn-accepted", "1.5"}, "aicdb: --nextn-accepted 1.5: must be in [0, --nextn = 1]"},
+		{[]string{"--nextn", "-1"}, "aicdb: --nextn -1: must be ≥ 0"},
+		{[]string{"--nextn", "1", "--nextn-accepted", "0.5", "--backend-engine", "vllm"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM only"},
+		{[]string{"--nextn", "1", "--nextn-accepted", "0.5", "--capacity-policy", "max_utilization"}, "max_utilization is not modelled"},
+	} {
+		code, _, errb := runCLI(t, append(append([]string{}, base...), c.args...)...)
+		if code != 1 || !strings.Contains(errb, c.want) || strings.Count(errb, "\n") != 1 {
+			t.Errorf("eval %v: exit %d, stderr %q; want exit 1 and one line containing %q", c.args, code, errb, c.want)
+		}
+	}
+}
