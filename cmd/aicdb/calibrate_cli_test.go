@@ -242,7 +242,14 @@ func TestAccuracyMTP(t *testing.T) {
 	if got := queryCSV(t, db, "select nextn, nextn_accepted from points where backend = 'trtllm' and nextn > 0"); got != "nextn,nextn_accepted\n1,0.85" {
 		t.Errorf("the MTP point: %q", got)
 	}
-	code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--nextn", "1")
+	// deploy launches it with MTP on.
+	key := strings.TrimPrefix(queryCSV(t, db, "select substr(key, 1, 12) from points where nextn > 0"), "\"substr(key, 1, 12)\"\n")
+	code, out, errs := cliRun(t, db, "deploy", key, "--backend-format", "yaml")
+	if code != 0 || !strings.Contains(out, "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 1\n") ||
+		!strings.Contains(out, "# MTP: 1 draft tokens per decode step, predicted at 0.85 accepted per step") {
+		t.Errorf("deploy %s: %d %q %q", key, code, out, errs)
+	}
+	code, _, errs = cliRun(t, db, "accuracy", "--quiet", "--nextn", "1")
 	if code != 1 || !strings.HasPrefix(errs, "aicdb: --nextn 1: give --nextn-accepted") || strings.Count(errs, "\n") != 1 {
 		t.Errorf("accuracy --nextn without acceptance: %d %q", code, errs)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -119,7 +120,15 @@ func runDeploy(c *cli.Context) error {
 				engineconf.Deployment{Model: in.Model, TP: in.DTP, PP: in.DPP, DP: in.DDP, MoETP: in.MoETP, MoEEP: in.MoEEP, ExtraYAMLPath: "decode_extra_llm_api_options.yaml"}},
 		}
 	} else {
-		ws = []worker{{"", r.Engine, engineconf.Deployment{Model: in.Model, TP: in.TP, PP: in.PP, DP: in.DP, MoETP: in.MoETP, MoEEP: in.MoEEP}}}
+		e := r.Engine
+		if e != nil && in.NextN > 0 { // MTP is the point's (refine's pointEngine)
+			m := *e
+			m.DraftTokens, m.DraftAccepted = in.NextN, in.NextNAccepted
+			e = &m
+			fmt.Fprintf(w, "# MTP: %d draft tokens per decode step, predicted at %s accepted per step (measured for the model and data; not an engine key)\n",
+				in.NextN, strconv.FormatFloat(in.NextNAccepted, 'g', -1, 64))
+		}
+		ws = []worker{{"", e, engineconf.Deployment{Model: in.Model, TP: in.TP, PP: in.PP, DP: in.DP, MoETP: in.MoETP, MoEEP: in.MoEEP}}}
 	}
 	for i, x := range ws {
 		if x.e == nil {
