@@ -21,6 +21,10 @@ type SweepSpec struct {
 	// (store.PointInputs.Deployed) and a calibration applies its fit of runs
 	// measured on it.
 	Deployed string `json:"deployed_version,omitempty"`
+	// NextN and NextNAccepted run every point with TensorRT-LLM one-model MTP:
+	// draft tokens per decode step and the mean accepted (aggregated only).
+	NextN         int     `json:"nextn,omitempty"`
+	NextNAccepted float64 `json:"nextn_accepted,omitempty"`
 
 	TotalGPUs int `json:"total_gpus"`
 	ISL       int `json:"isl"`
@@ -199,6 +203,7 @@ func Enumerate(s SweepSpec, r Resolved, evaluator string) ([]store.PointInputs, 
 		ChunkedPrefill: s.ChunkedPrefill, DatabaseMode: r.DatabaseMode,
 		GemmQuant: r.GemmQuant, KVCacheQuant: r.KVCacheQuant, FMHAQuant: r.FMHAQuant,
 		MoEQuant: r.MoEQuant, CommQuant: r.CommQuant, Evaluator: evaluator, Deployed: store.DeployedAs(s.Deployed, r.Version),
+		NextN: s.NextN, NextNAccepted: s.NextNAccepted,
 	}
 	var out []store.PointInputs
 	for _, mode := range modes {

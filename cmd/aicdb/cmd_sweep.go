@@ -37,6 +37,8 @@ func sweepCommand() *cli.Command {
 			quietFlag(),
 			calibrationFlag(),
 			deployedVersionFlag(deployedVersionUsage),
+			&cli.IntFlag{Name: "nextn", Usage: "run every point with TensorRT-LLM MTP: N draft tokens per decode step (agg only; needs --nextn-accepted)"},
+			&cli.Float64Flag{Name: "nextn-accepted", Usage: "with --nextn: the mean drafts accepted per decode step, 0..nextn (measured for the model and data)"},
 		}, traceWorkloadFlags("workload: the stored trace `NAME` (W3: its arrivals, lengths and prefix reuse) instead of --isl/--osl/--prefix; agg only",
 			"with --trace, W4: a session's later turn arrives at its previous turn's completion + think time",
 			"with --sessions: at most `N` sessions in progress per replica (0 = no cap)"))
@@ -139,6 +141,12 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 	mode, err := sweepMode(c.String("mode"))
 	if err != nil {
 		return s, err
+	}
+	if s.NextN, s.NextNAccepted, err = readMTP(c); err != nil {
+		return s, err
+	}
+	if s.NextN > 0 && (mode != "agg" || s.Backend != string(engine.TRTLLM)) {
+		return s, userErrorf("--nextn %d: MTP is modelled for aggregated TensorRT-LLM only (--backend trtllm --mode agg)", s.NextN)
 	}
 	s.Modes = []string{mode}
 	if mode == "all" {

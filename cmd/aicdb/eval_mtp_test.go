@@ -46,3 +46,22 @@ func TestEvalMTP(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepMTPRefusals: sweep --nextn runs aggregated TensorRT-LLM sweeps only,
+// and needs an acceptance; each mistake is one line, exit 1.
+func TestSweepMTPRefusals(t *testing.T) {
+	base := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--total-gpus", "8", "--isl", "4000", "--osl", "500"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--backend", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM only"},
+		{[]string{"--backend", "trtllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM only"},
+		{[]string{"--backend", "trtllm", "--nextn", "2"}, "aicdb: --nextn 2: give --nextn-accepted"},
+	} {
+		code, _, errb := runCLI(t, append(append([]string{}, base...), c.args...)...)
+		if code != 1 || !strings.HasPrefix(errb, c.want) || strings.Count(errb, "\n") != 1 {
+			t.Errorf("sweep %v: exit %d, stderr %q; want exit 1 and one line starting %q", c.args, code, errb, c.want)
+		}
+	}
+}
