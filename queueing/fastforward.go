@@ -3,6 +3,8 @@ package queueing
 import (
 	"context"
 	"math"
+
+	"github.com/aicdb/aicdb/engine"
 )
 
 // fastForward runs a quiescent decode stretch without the per-pass bookkeeping.
@@ -20,8 +22,9 @@ import (
 // lengths, and leaves the last of them in flight as the new cur, so the regular
 // loop resumes with exactly the state the pass-by-pass recursion would have.
 func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64) error {
-	// MTP steps emit a varying number of tokens: no stretch (every pass in turn).
-	if s.record || s.e.DraftTokens > 0 || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
+	// MTP steps emit a varying number of tokens per row: a stretch only in a
+	// summary run (no ITL recorded), by fastForwardDrafts.
+	if s.record || (s.e.DraftTokens > 0 && !s.summary) || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
 		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
 		return nil
 	}
@@ -41,6 +44,9 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	// (Tested before the rows: an arrival ends most attempts here.)
 	if schedAt(*start, *end) >= tA || *end >= barrier {
 		return nil
+	}
+	if s.e.DraftTokens > 0 {
+		return s.fastForwardDrafts(ctx, cur, start, end, tA, schedAt)
 	}
 	k := math.MaxInt
 	rows := s.rowBuf[:0] // the stretch's rows per ITL bucket (the rows never change)
@@ -197,4 +203,149 @@ func addBucketRow(rows []bucketRows, b int32, n float64) []bucketRows {
 		}
 	}
 	return append(rows, bucketRows{bucket: b, n: n})
+}
+
+// draftRow is one row of an MTP stretch: its request, the step number of its
+// last scheduled step, the outputs it has left to schedule, and the tokens its
+// steps in the stretch have scheduled beyond the pass in flight at its start.
+type draftRow struct {
+	r       int32
+	m, left int
+	advance int // context growth since the stretch's first pass (the in-flight one)
+	last    int // tokens of its latest scheduled step
+}
+
+// fastForwardDrafts is fastForward's stretch under TensorRT-LLM MTP in a summary
+// run. Each row's next steps emit engine.StepTokens of their numbers, so the
+// rows' summed context grows by the tokens each pass scheduled, and the stretch
+// stops at the pass that schedules some row's final token (left in flight), as
+// the pass-by-pass recursion would run it: the same prices in the same order.
+// The engine is GUARANTEED_NO_EVICT (drafts are refused elsewhere), so no KV
+// moves inside the stretch, and no ITL is recorded (s.summary).
+func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *float64, tA float64, schedAt func(float64, float64) float64) error {
+	a := s.e.DraftAccepted
+	rows := s.draftBuf[:0]
+	k := math.MaxInt
+	for _, en := range cur.entries {
+		r := &s.reqs[en.r]
+		if !en.decode {
+			return nil
+		}
+		// Steps after the in-flight one until the row schedules its final token.
+		left := r.osl - r.gSched
+		k = min(k, stepsToFinal(a, int(r.steps), left))
+		rows = append(rows, draftRow{r: en.r, m: int(r.steps), left: left})
+	}
+	s.draftBuf = rows
+	if k < 2 {
+		return nil
+	}
+	// The in-flight pass's own tokens: its rows' contexts grow by them first
+	// (cur.extra lists its rows with accepted drafts in entry order).
+	x := 0
+	for i := range rows {
+		rows[i].last = 1
+		if x < len(cur.extra) && cur.extra[x].r == rows[i].r {
+			rows[i].last += int(cur.extra[x].more)
+			x++
+		}
+	}
+	if err := s.countPass(ctx); err != nil {
+		return err
+	}
+	s.complete(cur, *start, *end) // no row finishes: its final token is ≥ 2 steps away
+	s.now = *end
+	dp, block := s.t.(decodeOnlyPricer)
+	block = block && s.kv.err == nil
+	D, X := len(cur.tp.Decode), cur.tp.DecodeContext()
+	j := 0
+	ps, pe := *start, *end
+	barrier := s.barrier
+	for j < k && schedAt(ps, pe) < tA && pe < barrier {
+		if j > 0 {
+			if err := s.countPass(ctx); err != nil {
+				return err
+			}
+		}
+		// Schedule the next step of every row: its context grows by its latest
+		// step's tokens, and the new step emits StepTokens (at most those left).
+		grow := 0
+		for i := range rows {
+			w := &rows[i]
+			grow += w.last
+			w.advance += w.last
+			w.m++
+			w.last = min(engine.StepTokens(a, w.m), w.left)
+			w.left -= w.last
+		}
+		X += grow
+		var dt float64
+		var err error
+		if block {
+			dt, err = dp.DecodeOnlyMs(D, X)
+		}
+		if !block || err != nil || !(dt > 0) || math.IsInf(dt, 0) {
+			draftContexts(cur, rows)
+			dt, err = s.price(cur)
+			undoDraftContexts(cur, rows)
+		}
+		if err != nil {
+			return err
+		}
+		ps, pe = pe, pe+dt
+		j++
+	}
+	// j steps were scheduled (the last in flight over [ps, pe]); j − 1 completed.
+	draftContexts(cur, rows)
+	cur.extra = cur.extra[:0]
+	for _, w := range rows {
+		r := &s.reqs[w.r]
+		r.steps = int32(w.m)
+		r.gSched = r.osl - w.left
+		if j > 1 {
+			r.gOut = r.gSched - w.last
+			r.last = ps
+		}
+		if w.last > 1 {
+			cur.extra = append(cur.extra, draftOut{r: w.r, more: int32(w.last - 1)})
+		}
+	}
+	s.now = ps
+	*start, *end = ps, pe
+	return nil
+}
+
+// draftContexts advances each decode row of cur (in entry order, the rows'
+// order) by its row's context growth; undoDraftContexts takes it back.
+func draftContexts(cur *simPass, rows []draftRow) {
+	for i := range cur.tp.Decode {
+		cur.tp.Decode[i] += rows[i].advance
+	}
+}
+
+func undoDraftContexts(cur *simPass, rows []draftRow) {
+	for i := range cur.tp.Decode {
+		cur.tp.Decode[i] -= rows[i].advance
+	}
+}
+
+// stepsToFinal is the number of further MTP steps, after step m, that a request
+// with left outputs to schedule takes to schedule its final one: the smallest j
+// with j + ⌊(m + j)·a⌋ − ⌊m·a⌋ ≥ left (0 when none is left).
+func stepsToFinal(a float64, m, left int) int {
+	if left <= 0 {
+		return 0
+	}
+	base := int(math.Floor(float64(m) * a))
+	emitted := func(j int) int { return j + int(math.Floor(float64(m+j)*a)) - base }
+	lo, hi := 1, left // emitted(left) ≥ left
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if emitted(mid) >= left {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }

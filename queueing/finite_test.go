@@ -145,18 +145,26 @@ func TestFiniteAdmission(t *testing.T) {
 // TestFiniteSummaryIdentical: the summary run (a calibration fit's objective)
 // gives the full run's TTFT, TPOT and E2E distributions, throughput and
 // diagnostics bit for bit on every backend, chunked and whole-prompt budgets,
-// sync and async, with and without the fast path; it carries no ITL
+// sync and async, with and without the fast path, TensorRT-LLM MTP (whose
+// summary run alone takes stretches in bulk); it carries no ITL
 // distribution or request records, and refuses token times.
 func TestFiniteSummaryIdentical(t *testing.T) {
 	tm := timing.Linear{BaseMs: 6, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.04, CtxMsPerToken: 2e-5}
 	run := FiniteRun{Requests: 96, Warmup: 16}
-	for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang} {
+	for _, be := range []engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang, "trtllm-mtp"} {
 		for _, async := range []bool{false, true} {
 			for _, c := range []struct{ isl, osl, conc int }{{1024, 64, 8}, {3000, 40, 16}, {200, 300, 5}} {
 				for _, noFast := range []bool{false, true} {
-					e, err := ProfileEngine(ProfileAIConfigurator, ProfileInput{Backend: string(be), Role: RoleAgg, Batch: c.conc, ISL: c.isl, OSL: c.osl})
+					backend := be
+					if be == "trtllm-mtp" { // the summary run's MTP stretch (fastForwardDrafts)
+						backend = engine.TRTLLM
+					}
+					e, err := ProfileEngine(ProfileAIConfigurator, ProfileInput{Backend: string(backend), Role: RoleAgg, Batch: c.conc, ISL: c.isl, OSL: c.osl})
 					if err != nil {
 						t.Fatal(err)
+					}
+					if be == "trtllm-mtp" {
+						e.DraftTokens, e.DraftAccepted = 2, 1.3
 					}
 					e.AsyncScheduling = async
 					w := workload.Spec{ISL: c.isl, OSL: c.osl, Concurrency: c.conc}

@@ -121,8 +121,9 @@ type sim struct {
 	decBuf    []int32 // SGLang decoders of the pass being built
 	chunkList []int32 // TRT-LLM contexts to size after the scan
 	rowBuf    []bucketRows
-	posBuf    []int32 // stateEncode's scratch: running position per request, −1 elsewhere
-	orderBuf  []int32 // stateOrder's scratch
+	draftBuf  []draftRow // fastForwardDrafts' rows
+	posBuf    []int32    // stateEncode's scratch: running position per request, −1 elsewhere
+	orderBuf  []int32    // stateOrder's scratch
 	// tokens[r] are the emission times of request r, when recorded (kept out of
 	// simReq so that the request slice holds no pointers: no write barriers or GC
 	// scanning on the hot path).
