@@ -138,8 +138,8 @@ func requireAggExact(t *testing.T, row Row) {
 // chunking (on whenever a whole prompt would exceed the budget), vLLM and
 // TensorRT-LLM asynchronous scheduling and SGLang's overlap loop, SGLang's mixed
 // chunk, page size and prefill cap, TensorRT-LLM's capacity policy, a KV pool of
-// 2..2C requests' full length or none, and a shared prewarmed prefix or W2 shape
-// strata or neither.
+// 2..2C requests' full length or none, TensorRT-LLM MTP drafts, and a shared
+// prewarmed prefix or W2 shape strata or neither.
 func drawAggCase(rt *rapid.T) (engine.Spec, workload.Spec) {
 	b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
 	isl := rapid.IntRange(16, 3000).Draw(rt, "isl")
@@ -190,6 +190,11 @@ func drawAggCase(rt *rapid.T) (engine.Spec, workload.Spec) {
 		bs := max(e.BlockSize, 1)
 		full := (isl + osl + bs) / bs * bs
 		e.KVCapacityTokens = full * rapid.IntRange(2, max(2, 2*C)).Draw(rt, "kvreqs")
+	}
+	if e.Backend == engine.TRTLLM && e.CapacityPolicy != engine.PolicyMaxUtilization && rapid.IntRange(0, 2).Draw(rt, "mtp") == 0 {
+		// One-model MTP: drafts charged to the budget (T-R3), StepTokens per decode step.
+		e.DraftTokens = rapid.IntRange(1, 3).Draw(rt, "drafts")
+		e.DraftAccepted = rapid.Float64Range(0, float64(e.DraftTokens)).Draw(rt, "accepted")
 	}
 	return e, w
 }
