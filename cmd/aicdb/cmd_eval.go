@@ -254,8 +254,19 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	if err := checkKVDtype(s.pt, e); err != nil {
 		return nil, err
 	}
+	if err := checkConfigDrafts(c, e); err != nil {
+		return nil, err
+	}
 	if err := applyEngineFlags(c, &e); err != nil {
 		return nil, err
+	}
+	if s.pt != nil && e.DraftTokens != s.dep.NextN { // the config set the drafts: price them
+		s.dep.NextN = e.DraftTokens
+		pt, _, err := evalPassTiming(c.Context, c.String("db"), s.dep, readQuant(c), par, w, io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		s.t, s.pt = pt, pt
 	}
 	if err := resolveKVCapacity(c, s.pt, w, &e); err != nil {
 		return nil, err
@@ -269,6 +280,9 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 // acceptance needs drafts and lies in [0, nextn], and MTP is modelled for
 // TensorRT-LLM only.
 func checkMTPFlags(c *cli.Context) error {
+	if c.IsSet("engine-config") && !c.IsSet("nextn") {
+		return nil // the drafts may come from the config: checkConfigDrafts, once it is read
+	}
 	n, _, err := readMTP(c)
 	if err != nil {
 		return err
@@ -278,6 +292,25 @@ func checkMTPFlags(c *cli.Context) error {
 	}
 	if b := c.String("backend-engine"); n > 0 && c.IsSet("timing") && b != string(engine.TRTLLM) {
 		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM only (--backend-engine trtllm); drop --nextn", n)
+	}
+	return nil
+}
+
+// checkConfigDrafts checks --nextn-accepted against the drafts of engine e
+// (resolved from --engine-config's speculative_config, before the flags):
+// drafts need an acceptance, an acceptance needs drafts, within [0, drafts].
+func checkConfigDrafts(c *cli.Context, e engine.Spec) error {
+	if !c.IsSet("engine-config") || c.IsSet("nextn") {
+		return nil // checkMTPFlags checked the flags
+	}
+	n, a := e.DraftTokens, c.Float64("nextn-accepted")
+	switch {
+	case n > 0 && !c.IsSet("nextn-accepted"):
+		return userErrorf("--engine-config %s: one-model MTP with %d draft tokens: give --nextn-accepted, the mean drafts accepted per decode step (0..%d) measured for this model and data; aicdb assumes none", c.String("engine-config"), n, n)
+	case n == 0 && c.IsSet("nextn-accepted"):
+		return userErrorf("--nextn-accepted %v: only with MTP drafts (--nextn, or speculative_config in --engine-config)", a)
+	case n > 0 && !(a >= 0 && a <= float64(n)):
+		return userErrorf("--nextn-accepted %v: must be in [0, the config's %d draft tokens]", a, n)
 	}
 	return nil
 }

@@ -123,8 +123,31 @@ func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 	}
 	s.EngineProfile = c.String("engine-profile")
 	cfg, err := readEngineConfig(c, s.Backend)
+	if err != nil {
+		return err
+	}
+	if err := noConfigDrafts(c, cfg, s.Backend, "sweep: give --nextn N --nextn-accepted A instead"); err != nil {
+		return err
+	}
 	s.EngineConfig = cfg
-	return err
+	return nil
+}
+
+// noConfigDrafts refuses an engine config that sets MTP drafts where the
+// command takes them elsewhere (fix names where): their acceptance is not a
+// config key.
+func noConfigDrafts(c *cli.Context, cfg *engineconf.Config, backend, fix string) error {
+	if cfg == nil {
+		return nil
+	}
+	probe, err := engine.Defaults(backend, "")
+	if err != nil {
+		return nil // the backend's own error comes later
+	}
+	if cfg.Apply(&probe) == nil && probe.DraftTokens > 0 {
+		return userErrorf("--engine-config %s: speculative_config sets %d MTP draft tokens; %s", c.String("engine-config"), probe.DraftTokens, fix)
+	}
+	return nil
 }
 
 // oracleEngineFlags applies --engine-profile and --engine-config to a scenario's
@@ -154,6 +177,9 @@ func oracleEngineFlags(c *cli.Context, sc *oracle.Scenario) error {
 	}
 	cfg, err := readEngineConfig(c, string(e.Backend))
 	if err != nil {
+		return err
+	}
+	if err := noConfigDrafts(c, cfg, string(e.Backend), "set draft_tokens and draft_accepted in the scenario's engine instead"); err != nil {
 		return err
 	}
 	if cfg != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -63,5 +65,50 @@ func TestSweepMTPRefusals(t *testing.T) {
 		if code != 1 || !strings.HasPrefix(errb, c.want) || strings.Count(errb, "\n") != 1 {
 			t.Errorf("sweep %v: exit %d, stderr %q; want exit 1 and one line starting %q", c.args, code, errb, c.want)
 		}
+	}
+}
+
+// TestEvalMTPFromEngineConfig: a TensorRT-LLM config's one-model MTP
+// (speculative_config decoding_type MTP, num_nextn_predict_layers) runs like
+// --nextn with --nextn-accepted giving the acceptance; without it, with another
+// decoding type, or in a sweep it is one line naming the file and the fix.
+func TestEvalMTPFromEngineConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mtp := cfg("mtp.yaml", "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 1\n")
+	eagle := cfg("eagle.yaml", "speculative_config:\n  decoding_type: Eagle3\n  max_draft_len: 3\n")
+	base := []string{"eval", "--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.01", "--decode-ms-per-row", "0.05",
+		"--concurrency", "8", "--isl", "1024", "--osl", "128", "--backend-engine", "trtllm", "--tier", "quantitative", "--format", "json"}
+	run := func(args ...string) (int, string, string) { return runCLI(t, append(append([]string{}, base...), args...)...) }
+	code, fromCfg, errb := run("--engine-config", mtp, "--nextn-accepted", "0.85")
+	if code != 0 {
+		t.Fatalf("eval --engine-config mtp.yaml --nextn-accepted 0.85: %d %s", code, errb)
+	}
+	if code, fromFlags, errb := run("--nextn", "1", "--nextn-accepted", "0.85"); code != 0 || fromFlags != fromCfg {
+		t.Errorf("the config's MTP and --nextn 1 differ (%d %s):\n%s\n%s", code, errb, fromCfg, fromFlags)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--engine-config", mtp}, "aicdb: --engine-config " + mtp + ": one-model MTP with 1 draft tokens: give --nextn-accepted"},
+		{[]string{"--engine-config", mtp, "--nextn-accepted", "2"}, "aicdb: --nextn-accepted 2: must be in [0, the config's 1 draft tokens]"},
+		{[]string{"--engine-config", eagle, "--nextn-accepted", "1"}, "speculative_config.decoding_type \"Eagle3\": the model represents only speculative_config.decoding_type = mtp"},
+	} {
+		code, _, errb := run(c.args...)
+		if code != 1 || !strings.Contains(errb, c.want) || strings.Count(errb, "\n") != 1 {
+			t.Errorf("eval %v: exit %d, stderr %q; want exit 1 and one line containing %q", c.args, code, errb, c.want)
+		}
+	}
+	code, _, errb = runCLI(t, "sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--total-gpus", "8",
+		"--isl", "4000", "--osl", "500", "--engine-config", mtp)
+	if want := "speculative_config sets 1 MTP draft tokens; sweep: give --nextn N --nextn-accepted A instead"; code != 1 || !strings.Contains(errb, want) {
+		t.Errorf("sweep --engine-config mtp.yaml: exit %d, stderr %q; want %q", code, errb, want)
 	}
 }

@@ -135,7 +135,7 @@ func TestErrors(t *testing.T) {
 		{"vllm", "--enable-chunked-prefill maybe", `line 1: flag --enable-chunked-prefill "maybe": want true or false`},
 		{"vllm", "--served-model-name 'x", `line 1: unclosed ' quote`},
 		{"vllm", "--port=1 2", `line 1: "2" follows --port=…, which already has its value`},
-		{"trtllm", "max_batch_size: 8\nspeculative_config:\n  decoding_type: MTP\n", `line 3: key speculative_config.decoding_type: changes scheduling (speculative decoding: for one-model MTP give eval --nextn N --nextn-accepted A instead; other drafters are not modelled), which the model does not represent; remove it`},
+		{"trtllm", "max_batch_size: 8\nspeculative_config:\n  decoding_type: Eagle3\n", `line 3: key speculative_config.decoding_type "Eagle3": the model represents only speculative_config.decoding_type = mtp (other values change scheduling in ways it does not model)`},
 		{"trtllm", "scheduler_config:\n  capacity_scheduler_policy: STATIC_BATCH\n", `line 2: key scheduler_config.capacity_scheduler_policy "STATIC_BATCH": the model represents only capacity_scheduler_policy = guaranteed_no_evict or max_utilization (other values change scheduling in ways it does not model)`},
 		{"trtllm", "a: &x {b: 1}\nc:\n  <<: *x\n", `line 3: YAML merge keys (<<) are not supported; write the keys out`},
 		{"trtllm", "max_batch_size: [1, 2]\n", `line 1: key max_batch_size "1,2": want an integer`},

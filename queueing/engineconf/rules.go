@@ -336,11 +336,12 @@ func trtllmRule(k string) (rule, bool) {
 		return onlyKey(k, "0"), true
 	case "max_beam_width":
 		return onlyKey(k, "1"), true
-	case "speculative_config", "speculative_config.decoding_type", "speculative_config.num_nextn_predict_layers",
-		"speculative_config.max_draft_len", "speculative_model", "speculative_model_dir":
-		// One-model MTP is modelled, but its acceptance is not in the config: the
-		// flags carry both (eval --nextn N --nextn-accepted A).
-		return rejected("speculative decoding: for one-model MTP give eval --nextn N --nextn-accepted A instead; other drafters are not modelled"), true
+	case "speculative_config.decoding_type": // one-model MTP only (its acceptance comes from eval --nextn-accepted)
+		return onlyKey("speculative_config.decoding_type", "mtp"), true
+	case "speculative_config.num_nextn_predict_layers", "speculative_config.max_draft_len":
+		return intKey(1, func(e *engine.Spec, v int) { e.DraftTokens = v }), true
+	case "speculative_config", "speculative_model", "speculative_model_dir":
+		return rejected("speculative decoding with a draft model: only one-model MTP (speculative_config.decoding_type MTP) is modelled"), true
 	case "scheduler_config.dynamic_batch_config.enable_batch_size_tuning",
 		"scheduler_config.dynamic_batch_config.enable_max_num_tokens_tuning",
 		"scheduler_config.dynamic_batch_config.dynamic_batch_moving_average_window":
