@@ -85,7 +85,9 @@ func TestEvalMTPFromEngineConfig(t *testing.T) {
 	eagle := cfg("eagle.yaml", "speculative_config:\n  decoding_type: Eagle3\n  max_draft_len: 3\n")
 	base := []string{"eval", "--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.01", "--decode-ms-per-row", "0.05",
 		"--concurrency", "8", "--isl", "1024", "--osl", "128", "--backend-engine", "trtllm", "--tier", "quantitative", "--format", "json"}
-	run := func(args ...string) (int, string, string) { return runCLI(t, append(append([]string{}, base...), args...)...) }
+	run := func(args ...string) (int, string, string) {
+		return runCLI(t, append(append([]string{}, base...), args...)...)
+	}
 	code, fromCfg, errb := run("--engine-config", mtp, "--nextn-accepted", "0.85")
 	if code != 0 {
 		t.Fatalf("eval --engine-config mtp.yaml --nextn-accepted 0.85: %d %s", code, errb)
