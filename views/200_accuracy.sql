@@ -10,6 +10,8 @@
 -- predicted: 'finite:n=N[,warmup=W]' = the benchmark run that produced the
 -- measurement (burst start, N requests per worker, statistics over all of them;
 -- aicdb accuracy --run benchmark, the default), 'steady' = the steady state.
+-- nextn / nextn_accepted: the MTP the point was predicted with (accuracy --nextn;
+-- 0 = none; NULL without a point).
 CREATE VIEW accuracy AS
 WITH base AS (
     SELECT
@@ -18,7 +20,7 @@ WITH base AS (
         m.run_id, m.model, m.system, m.backend, m.version, m.mode, m.isl, m.osl, m.prefix,
         m.tp, m.pp, m.dp, m.moe_tp, m.moe_ep, m.gemm_quant, m.concurrency, m.request_rate,
         mp.model_used, mp.version_used, mp.version_mapping, mp.engine_profile, mp.evaluator,
-        mp.point_key,
+        mp.point_key, o.nextn, o.nextn_accepted,
         CASE WHEN o.key IS NULL THEN NULL
              WHEN instr(o.evaluator, '+run:') > 0 THEN substr(o.evaluator, instr(o.evaluator, '+run:') + 5)
              ELSE 'steady' END AS run,
@@ -49,7 +51,7 @@ WITH base AS (
 )
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'ttft_mean' AS metric, m_ttft_mean AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_mean' AS metric, m_ttft_mean AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_mean > 0 THEN (p_ttft_mean - m_ttft_mean) / m_ttft_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_mean END AS legacy,
@@ -59,7 +61,7 @@ FROM base WHERE m_ttft_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'ttft_p50' AS metric, m_ttft_p50 AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_p50' AS metric, m_ttft_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_p50 > 0 THEN (p_ttft_p50 - m_ttft_p50) / m_ttft_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_p50 END AS legacy,
@@ -69,7 +71,7 @@ FROM base WHERE m_ttft_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'ttft_p99' AS metric, m_ttft_p99 AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_p99' AS metric, m_ttft_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_p99 > 0 THEN (p_ttft_p99 - m_ttft_p99) / m_ttft_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_p99 END AS legacy,
@@ -79,7 +81,7 @@ FROM base WHERE m_ttft_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'tpot_mean' AS metric, m_tpot_mean AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_mean' AS metric, m_tpot_mean AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_mean > 0 THEN (p_tpot_mean - m_tpot_mean) / m_tpot_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_mean END AS legacy,
@@ -89,7 +91,7 @@ FROM base WHERE m_tpot_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'tpot_p50' AS metric, m_tpot_p50 AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_p50' AS metric, m_tpot_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_p50 > 0 THEN (p_tpot_p50 - m_tpot_p50) / m_tpot_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_p50 END AS legacy,
@@ -99,7 +101,7 @@ FROM base WHERE m_tpot_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'tpot_p99' AS metric, m_tpot_p99 AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_p99' AS metric, m_tpot_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_p99 > 0 THEN (p_tpot_p99 - m_tpot_p99) / m_tpot_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_p99 END AS legacy,
@@ -109,7 +111,7 @@ FROM base WHERE m_tpot_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'itl_mean' AS metric, m_itl_mean AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_mean' AS metric, m_itl_mean AS measured,
     CASE WHEN reason IS NULL THEN p_itl_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_mean > 0 THEN (p_itl_mean - m_itl_mean) / m_itl_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_mean END AS legacy,
@@ -119,7 +121,7 @@ FROM base WHERE m_itl_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'itl_p50' AS metric, m_itl_p50 AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_p50' AS metric, m_itl_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_itl_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_p50 > 0 THEN (p_itl_p50 - m_itl_p50) / m_itl_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_p50 END AS legacy,
@@ -129,7 +131,7 @@ FROM base WHERE m_itl_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'itl_p99' AS metric, m_itl_p99 AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_p99' AS metric, m_itl_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_itl_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_p99 > 0 THEN (p_itl_p99 - m_itl_p99) / m_itl_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_p99 END AS legacy,
@@ -139,7 +141,7 @@ FROM base WHERE m_itl_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'e2e_mean' AS metric, m_e2e_mean AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_mean' AS metric, m_e2e_mean AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_mean > 0 THEN (p_e2e_mean - m_e2e_mean) / m_e2e_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_mean END AS legacy,
@@ -149,7 +151,7 @@ FROM base WHERE m_e2e_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'e2e_p50' AS metric, m_e2e_p50 AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_p50' AS metric, m_e2e_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_p50 > 0 THEN (p_e2e_p50 - m_e2e_p50) / m_e2e_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_p50 END AS legacy,
@@ -159,7 +161,7 @@ FROM base WHERE m_e2e_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'e2e_p99' AS metric, m_e2e_p99 AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_p99' AS metric, m_e2e_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_p99 > 0 THEN (p_e2e_p99 - m_e2e_p99) / m_e2e_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_p99 END AS legacy,
@@ -169,7 +171,7 @@ FROM base WHERE m_e2e_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'throughput_rps' AS metric, m_throughput_rps AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'throughput_rps' AS metric, m_throughput_rps AS measured,
     CASE WHEN reason IS NULL THEN p_throughput_rps END AS predicted,
     CASE WHEN reason IS NULL AND m_throughput_rps > 0 THEN (p_throughput_rps - m_throughput_rps) / m_throughput_rps END AS rel_error,
     CASE WHEN reason IS NULL THEN l_throughput_rps END AS legacy,
@@ -179,7 +181,7 @@ FROM base WHERE m_throughput_rps IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, point_key, queueing_tier, 'output_tokens_per_s' AS metric, m_output_tokens_per_s AS measured,
+    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'output_tokens_per_s' AS metric, m_output_tokens_per_s AS measured,
     CASE WHEN reason IS NULL THEN p_output_tokens_per_s END AS predicted,
     CASE WHEN reason IS NULL AND m_output_tokens_per_s > 0 THEN (p_output_tokens_per_s - m_output_tokens_per_s) / m_output_tokens_per_s END AS rel_error,
     CASE WHEN reason IS NULL THEN l_output_tokens_per_s END AS legacy,

@@ -242,6 +242,9 @@ func TestAccuracyMTP(t *testing.T) {
 	if got := queryCSV(t, db, "select nextn, nextn_accepted from points where backend = 'trtllm' and nextn > 0"); got != "nextn,nextn_accepted\n1,0.85" {
 		t.Errorf("the MTP point: %q", got)
 	}
+	if got := queryCSV(t, db, "select backend, nextn, nextn_accepted from accuracy where metric = 'tpot_mean' order by backend"); got != "backend,nextn,nextn_accepted\ntrtllm,1,0.85\nvllm,," {
+		t.Errorf("accuracy's MTP columns: %q", got)
+	}
 	// deploy launches it with MTP on.
 	key := strings.TrimPrefix(queryCSV(t, db, "select substr(key, 1, 12) from points where nextn > 0"), "\"substr(key, 1, 12)\"\n")
 	code, out, errs := cliRun(t, db, "deploy", key, "--backend-format", "yaml")

@@ -10,7 +10,7 @@ import (
 )
 
 // GroupColumns are the accuracy view's columns a report may group by.
-var GroupColumns = []string{"backend", "model", "system", "mode", "version", "version_used", "gemm_quant", "isl", "osl", "tp", "concurrency", "calibration", "run"}
+var GroupColumns = []string{"backend", "model", "system", "mode", "version", "version_used", "gemm_quant", "isl", "osl", "tp", "concurrency", "calibration", "run", "nextn"}
 
 // MAPERow is one (group, metric) line of an accuracy report: the mean absolute
 // percentage error of the predictions and, on the same rows, of aiconfigurator's
