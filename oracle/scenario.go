@@ -54,6 +54,10 @@ type rawEngine struct {
 	MaxBatchSize              *int    `json:"max_batch_size"`
 	MaxNumTokens              *int    `json:"max_num_tokens"`
 	CapacityPolicy            *string `json:"capacity_policy"`
+	// TensorRT-LLM one-model MTP (optional): drafts per decode step and the mean
+	// accepted (engine.StepTokens).
+	DraftTokens   *int     `json:"draft_tokens"`
+	DraftAccepted *float64 `json:"draft_accepted"`
 }
 
 type rawTiming struct {
@@ -305,6 +309,10 @@ func (re *rawEngine) engine() (engine.Spec, error) {
 		if e.CapacityPolicy, err = capacityPolicy(*re.CapacityPolicy); err != nil {
 			return e, err
 		}
+	}
+	e.DraftTokens = geti(re.DraftTokens)
+	if re.DraftAccepted != nil {
+		e.DraftAccepted = *re.DraftAccepted
 	}
 	if err := ValidateEngine(e); err != nil {
 		return e, fmt.Errorf("scenario: %w", err)
