@@ -81,13 +81,13 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	shift := 0 // block: contexts not yet advanced in cur.tp.Decode
 	j := 0
 	ps, pe := *start, *end
-	record := !s.summary // a summary run's s.fast records nothing: not called
+	collect := !s.summary // pass lengths feed s.fast (a summary run's records nothing)
 	for j < k && schedAt(ps, pe) < tA && pe < barrier {
 		if j > 0 { // the previous stretch pass completes in bulk
 			if err := s.countPass(ctx); err != nil {
 				return err
 			}
-			if record {
+			if collect {
 				s.fast(pe-ps, rows)
 			}
 		}
@@ -96,7 +96,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 			X += D
 			ps, pe = pe, pe+spanMs
 			j++
-			if !record { // the span's next passes move only the clock: counted in bulk
+			if !collect { // the span's next passes move only the clock: counted in bulk
 				n := 0
 				for j < k && schedAt(ps, pe) < tA && pe < barrier && X+D <= spanEnd {
 					n++
@@ -206,13 +206,12 @@ func addBucketRow(rows []bucketRows, b int32, n float64) []bucketRows {
 }
 
 // draftRow is one row of an MTP stretch: its request, the step number of its
-// last scheduled step, the outputs it has left to schedule, and the tokens its
-// steps in the stretch have scheduled beyond the pass in flight at its start.
+// last scheduled step, the outputs it has left to schedule, and the tokens of
+// its latest scheduled step.
 type draftRow struct {
 	r       int32
 	m, left int
-	advance int // context growth since the stretch's first pass (the in-flight one)
-	last    int // tokens of its latest scheduled step
+	last    int
 }
 
 // fastForwardDrafts is fastForward's stretch under TensorRT-LLM MTP in a summary
@@ -233,7 +232,7 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 		}
 		// Steps after the in-flight one until the row schedules its final token.
 		left := r.osl - r.gSched
-		k = min(k, stepsToFinal(a, int(r.steps), left))
+		k = min(k, decodeSteps(a, int(r.steps), left))
 		rows = append(rows, draftRow{r: en.r, m: int(r.steps), left: left})
 	}
 	s.draftBuf = rows
@@ -267,13 +266,14 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 				return err
 			}
 		}
-		// Schedule the next step of every row: its context grows by its latest
-		// step's tokens, and the new step emits StepTokens (at most those left).
+		// Schedule the next step of every row (rows[i] is cur.tp.Decode[i]): its
+		// context grows by its latest step's tokens, and the new step emits
+		// StepTokens (at most those left).
 		grow := 0
 		for i := range rows {
 			w := &rows[i]
 			grow += w.last
-			w.advance += w.last
+			cur.tp.Decode[i] += w.last
 			w.m++
 			w.last = min(engine.StepTokens(a, w.m), w.left)
 			w.left -= w.last
@@ -285,9 +285,7 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 			dt, err = dp.DecodeOnlyMs(D, X)
 		}
 		if !block || err != nil || !(dt > 0) || math.IsInf(dt, 0) {
-			draftContexts(cur, rows)
 			dt, err = s.price(cur)
-			undoDraftContexts(cur, rows)
 		}
 		if err != nil {
 			return err
@@ -296,7 +294,6 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 		j++
 	}
 	// j steps were scheduled (the last in flight over [ps, pe]); j − 1 completed.
-	draftContexts(cur, rows)
 	cur.extra = cur.extra[:0]
 	for _, w := range rows {
 		r := &s.reqs[w.r]
@@ -313,39 +310,4 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 	s.now = ps
 	*start, *end = ps, pe
 	return nil
-}
-
-// draftContexts advances each decode row of cur (in entry order, the rows'
-// order) by its row's context growth; undoDraftContexts takes it back.
-func draftContexts(cur *simPass, rows []draftRow) {
-	for i := range cur.tp.Decode {
-		cur.tp.Decode[i] += rows[i].advance
-	}
-}
-
-func undoDraftContexts(cur *simPass, rows []draftRow) {
-	for i := range cur.tp.Decode {
-		cur.tp.Decode[i] -= rows[i].advance
-	}
-}
-
-// stepsToFinal is the number of further MTP steps, after step m, that a request
-// with left outputs to schedule takes to schedule its final one: the smallest j
-// with j + ⌊(m + j)·a⌋ − ⌊m·a⌋ ≥ left (0 when none is left).
-func stepsToFinal(a float64, m, left int) int {
-	if left <= 0 {
-		return 0
-	}
-	base := int(math.Floor(float64(m) * a))
-	emitted := func(j int) int { return j + int(math.Floor(float64(m+j)*a)) - base }
-	lo, hi := 1, left // emitted(left) ≥ left
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if emitted(mid) >= left {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo
 }

@@ -13,12 +13,13 @@ import (
 
 // TestStepTokensMean: the m-th MTP step emits 1 + ⌊m·a⌋ − ⌊(m−1)·a⌋ tokens, so
 // m steps emit m + ⌊m·a⌋ (the mean acceptance exactly), each step between 1 and
-// 1 + ⌈a⌉; decodeSteps inverts it.
+// 1 + ⌈a⌉; decodeSteps inverts it, from the first step or any later one.
 func TestStepTokensMean(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		k := rapid.IntRange(1, 4).Draw(rt, "k")
 		a := rapid.Float64Range(0, float64(k)).Draw(rt, "a")
-		sum := 0
+		m0 := rapid.IntRange(0, 299).Draw(rt, "m0") // steps already taken
+		sum, sum0 := 0, 0
 		for m := 1; m <= 300; m++ {
 			n := engine.StepTokens(a, m)
 			if n < 1 || n > 1+int(math.Ceil(a)) {
@@ -28,8 +29,16 @@ func TestStepTokensMean(t *testing.T) {
 			if want := m + int(math.Floor(float64(m)*a)); sum != want {
 				rt.Fatalf("%d steps at %v emit %d tokens, want %d", m, a, sum, want)
 			}
-			if d := decodeSteps(a, sum); d != m {
-				rt.Fatalf("decodeSteps(%v, %d) = %d, want %d", a, sum, d, m)
+			if d := decodeSteps(a, 0, sum); d != m {
+				rt.Fatalf("decodeSteps(%v, 0, %d) = %d, want %d", a, sum, d, m)
+			}
+			if m == m0 {
+				sum0 = sum
+			}
+			if m > m0 {
+				if d := decodeSteps(a, m0, sum-sum0); d != m-m0 {
+					rt.Fatalf("decodeSteps(%v, %d, %d) = %d, want %d", a, m0, sum-sum0, d, m-m0)
+				}
 			}
 		}
 	})

@@ -228,25 +228,35 @@ func outputPasses(e engine.Spec, w workload.Spec, tok float64) float64 {
 		return tok
 	}
 	if len(w.OSLQuantiles) == 0 {
-		return float64(1 + decodeSteps(e.DraftAccepted, w.OSL-1))
+		return float64(1 + decodeSteps(e.DraftAccepted, 0, w.OSL-1))
 	}
 	sum := 0
 	for _, o := range w.OSLQuantiles {
-		sum += decodeSteps(e.DraftAccepted, o-1)
+		sum += decodeSteps(e.DraftAccepted, 0, o-1)
 	}
 	return 1 + float64(sum)/float64(len(w.OSLQuantiles))
 }
 
-// decodeSteps is the number of decode steps that emit n tokens when the m-th
-// emits engine.StepTokens(accepted, m), the last one capped (the calendars'
-// rule).
-func decodeSteps(accepted float64, n int) int {
-	m := 0
-	for t := 0; t < n; {
-		m++
-		t += engine.StepTokens(accepted, m)
+// decodeSteps is the number of MTP decode steps after step m that schedule n
+// more tokens when the i-th step emits engine.StepTokens(accepted, i), the last
+// one capped (the calendars' rule): the smallest j with
+// j + ⌊(m + j)·a⌋ − ⌊m·a⌋ ≥ n (0 when n ≤ 0).
+func decodeSteps(accepted float64, m, n int) int {
+	if n <= 0 {
+		return 0
 	}
-	return m
+	base := int(math.Floor(float64(m) * accepted))
+	emitted := func(j int) int { return j + int(math.Floor(float64(m+j)*accepted)) - base }
+	lo, hi := 1, n // emitted(n) ≥ n
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if emitted(mid) >= n {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // withDraftGaps adds to d, the ITL of a request's gaps decode passes, the zeros
