@@ -131,22 +131,13 @@ func TestPointCalibrationsQuant(t *testing.T) {
 func TestMigration00014(t *testing.T) {
 	ctx := context.Background()
 	path, db := storeAt(t, 13)
-	for _, q := range []string{
+	execAll(t, db,
 		`INSERT INTO calibrations VALUES ('old', 'd0', 'true', 'ev', 'aiconfigurator', 5, '{}', '2026-12-01T00:00:00Z')`,
 		`INSERT INTO calibration_params (name, system, backend, version, model, prefill_scale, decode_scale, pass_overhead_ms,
 			request_overhead_ms, rows, ttft_mape_before, tpot_mape_before, ttft_mape_fit, tpot_mape_fit, ttft_mape_cv, tpot_mape_cv,
 			unidentified) VALUES ('old', 'h200_sxm', 'vllm', '0.22.0', 'Qwen/Qwen3-32B', 0.5, 0.9, 0.1, 2, 12, 30, 10, 12, 5, 13, 6, '[]')`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
-	s, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	)
+	s := openMigrated(t, path, db)
 	ps, err := s.CalibrationParams(ctx, "old")
 	if err != nil || len(ps) != 1 || ps[0].Quant != "" || ps[0].PrefillScale != 0.5 || ps[0].RequestOverheadMs != 2 {
 		t.Fatalf("migrated calibration: %+v (%v), want one row with quant ''", ps, err)

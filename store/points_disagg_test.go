@@ -150,12 +150,7 @@ func TestMigration00011Backfill(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `INSERT INTO quantitative_results (`+strings.Join(quantColumns[:qw], ", ")+`) VALUES (`+placeholders(qw)+`)`, args...); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
-	s, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openMigrated(t, path, db)
 	var got struct {
 		PGPUs  int             `db:"p_gpus"`
 		DSys   string          `db:"d_system"`

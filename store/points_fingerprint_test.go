@@ -31,13 +31,7 @@ func TestMigrationDropsUnfingerprintedQuantitative(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `INSERT INTO quantitative_results (`+strings.Join(cols, ", ")+`) VALUES (`+placeholders(len(cols))+`)`, args...); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
-
-	s, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openMigrated(t, path, db)
 	var n int
 	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM quantitative_results`); err != nil || n != 0 {
 		t.Fatalf("quantitative rows after migration: %d, %v (want 0)", n, err)

@@ -369,3 +369,26 @@ func storeAt(t *testing.T, version int64) (string, *sqlx.DB) {
 	}
 	return path, db
 }
+
+// execAll runs the statements qs on db, an old-schema store (storeAt).
+func execAll(t *testing.T, db *sqlx.DB, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := db.ExecContext(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openMigrated closes db, the old-schema handle of the store at path (storeAt),
+// and opens the store, migrating it up; it is closed when the test ends.
+func openMigrated(t *testing.T, path string, db *sqlx.DB) *Store {
+	t.Helper()
+	db.Close()
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

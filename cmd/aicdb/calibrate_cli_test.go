@@ -60,15 +60,11 @@ func TestAccuracyVersionFallback(t *testing.T) {
 		t.Skip("loads the embedded perf data and predicts a measured run")
 	}
 	db := initDB(t)
-	run := filepath.Join(t.TempDir(), "gptoss.json")
-	js := `{"backend": "vllm", "model_id": "openai/gpt-oss-120b", "num_prompts": 16, "max_concurrency": 4,
+	run := writeTestFile(t, t.TempDir(), "gptoss.json", `{"backend": "vllm", "model_id": "openai/gpt-oss-120b", "num_prompts": 16, "max_concurrency": 4,
  "completed": 16, "total_input_tokens": 16384, "total_output_tokens": 2048, "duration": 10.0,
  "request_throughput": 1.6, "output_throughput": 204.8,
  "mean_ttft_ms": 60.0, "median_ttft_ms": 55.0, "p99_ttft_ms": 90.0,
- "mean_tpot_ms": 7.5, "median_tpot_ms": 7.4, "p99_tpot_ms": 8.0}`
-	if err := os.WriteFile(run, []byte(js), 0o644); err != nil {
-		t.Fatal(err)
-	}
+ "mean_tpot_ms": 7.5, "median_tpot_ms": 7.4, "p99_tpot_ms": 8.0}`)
 	if code, out, errs := cliRun(t, db, "bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.13.0", "--tp", "1", run); code != 0 {
 		t.Fatalf("import: %d %q %q", code, out, errs)
 	}
@@ -123,11 +119,8 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for i, v := range []string{"0.19.0", "0.20.0"} {
-		run := filepath.Join(dir, "run"+v+".json")
-		js := strings.Replace(string(src), `"mean_ttft_ms": 180.5`, fmt.Sprintf(`"mean_ttft_ms": %d.5`, 180+60*i), 1)
-		if err := os.WriteFile(run, []byte(js), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		run := writeTestFile(t, dir, "run"+v+".json",
+			strings.Replace(string(src), `"mean_ttft_ms": 180.5`, fmt.Sprintf(`"mean_ttft_ms": %d.5`, 180+60*i), 1))
 		if code, out, errs := cliRun(t, db, "bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", v, "--tp", "2", run); code != 0 {
 			t.Fatalf("import %s: %d %q %q", v, code, out, errs)
 		}
@@ -194,16 +187,11 @@ func TestAccuracyMTP(t *testing.T) {
 	db := initDB(t)
 	dir := t.TempDir()
 	write := func(name, backend string) string {
-		p := filepath.Join(dir, name)
-		js := `{"backend": "` + backend + `", "model_id": "Qwen/Qwen3-32B", "num_prompts": 32, "max_concurrency": 8,
+		return writeTestFile(t, dir, name, `{"backend": "`+backend+`", "model_id": "Qwen/Qwen3-32B", "num_prompts": 32, "max_concurrency": 8,
  "completed": 32, "total_input_tokens": 32768, "total_output_tokens": 8192, "duration": 20.0,
  "request_throughput": 1.6, "output_throughput": 409.6,
  "mean_ttft_ms": 80.0, "median_ttft_ms": 75.0, "p99_ttft_ms": 120.0,
- "mean_tpot_ms": 9.0, "median_tpot_ms": 8.9, "p99_tpot_ms": 10.0}`
-		if err := os.WriteFile(p, []byte(js), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+ "mean_tpot_ms": 9.0, "median_tpot_ms": 8.9, "p99_tpot_ms": 10.0}`)
 	}
 	for _, imp := range [][]string{
 		{"--backend", "trtllm", "--version", "1.3.0rc20", write("trt.json", "trtllm")},
@@ -256,4 +244,14 @@ func TestAccuracyMTP(t *testing.T) {
 	if code != 1 || !strings.HasPrefix(errs, "aicdb: --nextn 1: give --nextn-accepted") || strings.Count(errs, "\n") != 1 {
 		t.Errorf("accuracy --nextn without acceptance: %d %q", code, errs)
 	}
+}
+
+// writeTestFile writes content to dir/name and returns the path.
+func writeTestFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
