@@ -16,6 +16,7 @@ import (
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/refine"
@@ -229,6 +230,11 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 		if c.IsSet("backend-engine") && c.String("backend-engine") != backend {
 			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
 		}
+		if c.IsSet("engine-config") && !c.IsSet("nextn") { // the config's MTP drafts price each decode row
+			if cfg, err := engineconf.ParseFile(backend, c.String("engine-config")); err == nil {
+				dep.NextN = configDrafts(cfg, backend) // a parse error: resolveEngine's, with its warnings
+			}
+		}
 		pt, v, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w, c.App.ErrWriter)
 		if err != nil {
 			return nil, err
@@ -260,13 +266,8 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	if err := applyEngineFlags(c, &e); err != nil {
 		return nil, err
 	}
-	if s.pt != nil && e.DraftTokens != s.dep.NextN { // the config set the drafts: price them
-		s.dep.NextN = e.DraftTokens
-		pt, _, err := evalPassTiming(c.Context, c.String("db"), s.dep, readQuant(c), par, w, io.Discard)
-		if err != nil {
-			return nil, err
-		}
-		s.t, s.pt = pt, pt
+	if s.pt != nil && e.DraftTokens != s.dep.NextN {
+		return nil, fmt.Errorf("eval: the engine runs %d MTP drafts, the pass timing priced %d (configDrafts disagrees with resolveEngine)", e.DraftTokens, s.dep.NextN)
 	}
 	if err := resolveKVCapacity(c, s.pt, w, &e); err != nil {
 		return nil, err

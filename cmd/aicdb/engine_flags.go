@@ -137,17 +137,24 @@ func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 // command takes them elsewhere (fix names where): their acceptance is not a
 // config key.
 func noConfigDrafts(c *cli.Context, cfg *engineconf.Config, backend, fix string) error {
-	if cfg == nil {
-		return nil
-	}
-	probe, err := engine.Defaults(backend, "")
-	if err != nil {
-		return nil // the backend's own error comes later
-	}
-	if cfg.Apply(&probe) == nil && probe.DraftTokens > 0 {
-		return userErrorf("--engine-config %s: speculative_config sets %d MTP draft tokens; %s", c.String("engine-config"), probe.DraftTokens, fix)
+	if n := configDrafts(cfg, backend); n > 0 {
+		return userErrorf("--engine-config %s: speculative_config sets %d MTP draft tokens; %s", c.String("engine-config"), n, fix)
 	}
 	return nil
+}
+
+// configDrafts is the number of MTP draft tokens engine config cfg sets for
+// backend (its speculative_config); 0 without a config, or when the backend or
+// the config does not apply (their errors come when the engine is resolved).
+func configDrafts(cfg *engineconf.Config, backend string) int {
+	if cfg == nil {
+		return 0
+	}
+	probe, err := engine.Defaults(backend, "")
+	if err != nil || cfg.Apply(&probe) != nil {
+		return 0
+	}
+	return probe.DraftTokens
 }
 
 // oracleEngineFlags applies --engine-profile and --engine-config to a scenario's

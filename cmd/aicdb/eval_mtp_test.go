@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -107,6 +108,17 @@ func TestEvalMTPFromEngineConfig(t *testing.T) {
 		if code != 1 || !strings.Contains(errb, c.want) || strings.Count(errb, "\n") != 1 {
 			t.Errorf("eval %v: exit %d, stderr %q; want exit 1 and one line containing %q", c.args, code, errb, c.want)
 		}
+	}
+	// With the perf database the config's drafts also price each decode row
+	// (WorkerConfig): the same as --nextn, the tables read once.
+	perf := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--tp", "2",
+		"--concurrency", "16", "--isl", "2000", "--osl", "300", "--format", "json", "--nextn-accepted", "0.85"}
+	code, perfCfg, errb := runCLI(t, append(slices.Clone(perf), "--engine-config", mtp)...)
+	if code != 0 {
+		t.Fatalf("eval --model … --engine-config mtp.yaml: %d %s", code, errb)
+	}
+	if code, perfFlags, errb := runCLI(t, append(slices.Clone(perf), "--nextn", "1")...); code != 0 || perfFlags != perfCfg {
+		t.Errorf("perf database: the config's MTP and --nextn 1 differ (%d %s):\n%s\n%s", code, errb, perfCfg, perfFlags)
 	}
 	code, _, errb = runCLI(t, "sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--total-gpus", "8",
 		"--isl", "4000", "--osl", "500", "--engine-config", mtp)
