@@ -166,9 +166,11 @@ func reread(ctx context.Context, tx *sqlx.Tx, ms []Measurement, dep, old, now st
 		if _, err := upd.ExecContext(ctx, append(args, id)...); err != nil {
 			return fmt.Errorf("%s: update measurement: %w", location(&ms[i]), err)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM measurement_predictions WHERE measurement_id = ?`, id); err != nil {
-			return fmt.Errorf("%s: drop its cached predictions: %w", location(&ms[i]), err)
-		}
+	}
+	// Every stored row of the file was matched and updated: drop their predictions at once.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM measurement_predictions WHERE measurement_id IN
+		(SELECT id FROM measurements WHERE source_sha256 = ?)`, src.SHA256); err != nil {
+		return fmt.Errorf("%s: drop the cached predictions of its rows: %w", src.File, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE measurement_sources SET reader = ?, deployment = ? WHERE sha256 = ?`, now, dep, src.SHA256); err != nil {
 		return fmt.Errorf("record the reader of %s: %w", src.File, err)
