@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -294,11 +295,7 @@ func runSweep(c *cli.Context) error {
 	if sla.Empty() {
 		return nil
 	}
-	deployed := spec.Deployed
-	if deployed == "" {
-		deployed = res.Version
-	}
-	f := store.PointFilter{Model: spec.Model, System: spec.System, Backend: spec.Backend, Version: res.Version, Deployed: deployed,
+	f := store.PointFilter{Model: spec.Model, System: spec.System, Backend: spec.Backend, Version: res.Version, Deployed: cmp.Or(spec.Deployed, res.Version),
 		ISL: spec.ISL, OSL: spec.OSL, Prefix: spec.Prefix, PrefixSet: spec.Trace == nil, WorkloadSet: spec.Trace == nil}
 	if len(spec.Modes) == 1 {
 		f.Mode = spec.Modes[0]
