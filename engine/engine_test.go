@@ -233,8 +233,9 @@ func TestDecodeSlots(t *testing.T) {
 }
 
 // TestValidateDrafts: MTP drafts are accepted on TensorRT-LLM under
-// GUARANTEED_NO_EVICT with an acceptance in [0, drafts]; every other use is a
-// one-line error naming the knob.
+// GUARANTEED_NO_EVICT and on SGLang without the overlap scheduler and mixed chunk
+// (SetDrafts), with an acceptance in [0, drafts]; every other use is a one-line
+// error naming the knob.
 func TestValidateDrafts(t *testing.T) {
 	trt, _ := Defaults(TRTLLM, "")
 	trt.DraftTokens, trt.DraftAccepted = 1, 0.85
@@ -260,11 +261,36 @@ func TestValidateDrafts(t *testing.T) {
 			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
-	for _, b := range []Backend{VLLM, SGLang} {
-		s, _ := Defaults(b, "")
-		s.DraftTokens = 1
-		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "TensorRT-LLM's one-model MTP only") {
-			t.Errorf("%s with drafts: got %v, want the TensorRT-LLM-only error", b, err)
+	v, _ := Defaults(VLLM, "")
+	v.DraftTokens = 1
+	if err := v.Validate(); err == nil || !strings.Contains(err.Error(), "not for vllm") {
+		t.Errorf("vLLM with drafts: got %v, want the not-modelled error", err)
+	}
+	// SGLang EAGLE / NEXTN: SetDrafts turns the overlap scheduler and mixed chunk
+	// off as SGLang's server arguments do; set back on, Validate names both.
+	sg, _ := Defaults(SGLang, "")
+	sg.EnableMixedChunk = true
+	sg.SetDrafts(2, 1.3)
+	if sg.AsyncScheduling || sg.EnableMixedChunk || sg.DraftTokens != 2 || sg.DraftAccepted != 1.3 {
+		t.Fatalf("SGLang SetDrafts(2, 1.3) = %+v: want drafts 2 at 1.3, overlap and mixed chunk off", sg)
+	}
+	if err := sg.Validate(); err != nil {
+		t.Fatalf("EAGLE on SGLang: %v", err)
+	}
+	for name, edit := range map[string]func(*Spec){
+		"overlap":     func(s *Spec) { s.AsyncScheduling = true },
+		"mixed chunk": func(s *Spec) { s.EnableMixedChunk = true },
+	} {
+		s := sg
+		edit(&s)
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "set async_scheduling false and enable_mixed_chunk false") {
+			t.Errorf("SGLang drafts with %s: got %v, want the server-arguments error", name, err)
 		}
+	}
+	// SetDrafts leaves the other backends' scheduling knobs alone.
+	tr, _ := Defaults(TRTLLM, "")
+	tr.SetDrafts(1, 0.85)
+	if !tr.AsyncScheduling {
+		t.Errorf("TensorRT-LLM SetDrafts turned the overlap executor off")
 	}
 }

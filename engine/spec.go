@@ -27,7 +27,7 @@ const (
 // CapacityPolicy, DraftTokens and DraftAccepted (MTP). SGLang reads ChunkedPrefillSize, MaxPrefillTokens,
 // EnableChunkedPrefill, EnableMixedChunk, MaxNumSeqs (max_running_requests),
 // AsyncScheduling (the overlap scheduler), BlockSize (page_size),
-// KVCapacityTokens. The oracle also reads
+// KVCapacityTokens, DraftTokens and DraftAccepted (EAGLE / NEXTN). The oracle also reads
 // EnablePrefixCaching.
 type Spec struct {
 	Backend Backend `json:"backend"` // "vllm" | "trtllm" | "sglang"
@@ -66,11 +66,14 @@ type Spec struct {
 	MaxBatchSize   int    `json:"max_batch_size,omitempty"`  // T-R1/T-R3
 	MaxNumTokens   int    `json:"max_num_tokens,omitempty"`  // T-R3 token budget
 	CapacityPolicy string `json:"capacity_policy,omitempty"` // "guaranteed_no_evict" | "max_utilization"
-	// DraftTokens is TensorRT-LLM's one-model MTP draft length
-	// (speculative_config num_nextn_predict_layers / max_draft_len): every decode
-	// step of every request verifies 1 + DraftTokens tokens, and T-R3 charges them
-	// all to max_num_tokens. 0 = no speculative decoding. Only this engine's MTP is
-	// modelled (Validate refuses drafts elsewhere).
+	// DraftTokens is the MTP draft length of one decode step: TensorRT-LLM's
+	// one-model MTP (speculative_config num_nextn_predict_layers / max_draft_len),
+	// where every decode step of every request verifies 1 + DraftTokens tokens and
+	// T-R3 charges them all to max_num_tokens; or SGLang's EAGLE chain
+	// (speculative_algorithm NEXTN / EAGLE, speculative_num_steps, topk 1), whose
+	// decode step verifies 1 + DraftTokens tokens per request in a decode-only
+	// batch (SetDrafts: the overlap scheduler and mixed chunk are off). 0 = no
+	// speculative decoding. Validate refuses drafts elsewhere.
 	DraftTokens int `json:"draft_tokens,omitempty"`
 	// DraftAccepted is the mean number of drafts accepted per decode step, in
 	// [0, DraftTokens]: a property of the model and the data (aiconfigurator's
@@ -156,8 +159,10 @@ const maxDraftTokens = 64
 // validateDrafts checks the speculative-decoding knobs: a draft length in
 // [0, 64], an acceptance in [0, DraftTokens], and drafts only where they are
 // modelled — TensorRT-LLM's one-model MTP under GUARANTEED_NO_EVICT, whose
-// reservation has no draft term (T-R1); MAX_UTILIZATION's one-step need of
-// 1 + drafts blocks (T-R2) and vLLM's and SGLang's speculative schedulers are not.
+// reservation has no draft term (T-R1; MAX_UTILIZATION's one-step need of
+// 1 + drafts blocks, T-R2, is not), and SGLang's EAGLE chain with the overlap
+// scheduler and mixed chunk off, as SGLang's server arguments turn them off for
+// it (SetDrafts); vLLM's speculative scheduler is not modelled.
 func (s Spec) validateDrafts() error {
 	if s.DraftTokens > maxDraftTokens {
 		return fmt.Errorf("engine draft_tokens = %d: must be ≤ %d", s.DraftTokens, maxDraftTokens)
@@ -168,13 +173,32 @@ func (s Spec) validateDrafts() error {
 	if s.DraftTokens == 0 {
 		return nil
 	}
-	if s.Backend != TRTLLM {
-		return fmt.Errorf("engine draft_tokens = %d: speculative decoding is modelled for TensorRT-LLM's one-model MTP only, not for %s; drop the drafts", s.DraftTokens, s.Backend)
-	}
-	if s.CapacityPolicy == PolicyMaxUtilization {
-		return fmt.Errorf("engine draft_tokens = %d: MTP under capacity_policy max_utilization is not modelled (its one-step KV need counts the drafts, T-R2); use guaranteed_no_evict", s.DraftTokens)
+	switch s.Backend {
+	case TRTLLM:
+		if s.CapacityPolicy == PolicyMaxUtilization {
+			return fmt.Errorf("engine draft_tokens = %d: MTP under capacity_policy max_utilization is not modelled (its one-step KV need counts the drafts, T-R2); use guaranteed_no_evict", s.DraftTokens)
+		}
+	case SGLang:
+		if s.AsyncScheduling || s.EnableMixedChunk {
+			return fmt.Errorf("engine draft_tokens = %d: SGLang runs EAGLE/NEXTN speculative decoding without the overlap scheduler and without mixed chunk (its server arguments turn both off); set async_scheduling false and enable_mixed_chunk false", s.DraftTokens)
+		}
+	default:
+		return fmt.Errorf("engine draft_tokens = %d: speculative decoding is modelled for TensorRT-LLM's one-model MTP and SGLang's EAGLE/NEXTN only, not for %s; drop the drafts", s.DraftTokens, s.Backend)
 	}
 	return nil
+}
+
+// SetDrafts sets the MTP draft length k and the mean drafts accepted per decode
+// step a. On SGLang, drafts (k > 0) also turn the overlap scheduler and mixed
+// chunk off, as SGLang's server arguments do for EAGLE / NEXTN
+// (_handle_speculative_decoding: "Overlap scheduler is disabled …" unless the
+// beta SGLANG_ENABLE_SPEC_V2 is set, "Mixed chunked prefill is disabled because
+// of using eagle speculative decoding"). Validate checks the values.
+func (s *Spec) SetDrafts(k int, a float64) {
+	s.DraftTokens, s.DraftAccepted = k, a
+	if k > 0 && s.Backend == SGLang {
+		s.AsyncScheduling, s.EnableMixedChunk = false, false
+	}
 }
 
 // StepTokens is the number of output tokens the m-th decode step (m ≥ 1) of a

@@ -1,6 +1,10 @@
 package oracle
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/aicdb/aicdb/engine"
+)
 
 // The SGLang scheduler (SCHEDULERS.md §3), FCFS: prefill priority (S-R3), the
 // PrefillAdder admission with token reservations (S-R4), at most one chunked
@@ -71,6 +75,16 @@ func (s *Sim) scheduleSGLang(pb *passBuf) {
 		if s.qlen <= 1 { // nothing else in flight (pushPass counted this pass)
 			s.sglOnIdle()
 		}
+		return
+	}
+	if s.eng.DraftTokens > 0 { // EAGLE / NEXTN: a decode-only step (SetDrafts: synchronous, no mixed chunk)
+		if !s.sglDraftsFit() {
+			return
+		}
+		for _, ri := range s.running {
+			s.sglAddDraftStep(pb, ri)
+		}
+		s.sgl.ratio = max(s.sgl.ratio-sglDecay, sglMinRatio)
 		return
 	}
 	s.sglDecodeMemCheck(pb) // S-R5
@@ -292,6 +306,43 @@ func (s *Sim) sglAddDecode(pb *passBuf, ri int32) {
 	r.c++
 }
 
+// sglAddDraftStep schedules r's next EAGLE step (topk 1): it verifies its input
+// token and k drafts and emits engine.StepTokens of its number, at most the
+// outputs left (the engine is synchronous: every output so far is processed); the
+// KV keeps the input token and the accepted drafts (the rejected drafts' slots are
+// freed after the verify, the bonus token's KV is the next step's input).
+func (s *Sim) sglAddDraftStep(pb *passBuf, ri int32) {
+	r := &s.reqs[ri]
+	r.steps++
+	out := min(engine.StepTokens(s.eng.DraftAccepted, r.steps), r.maxTokens-r.g)
+	for need := (r.c + out + s.bs - 1) / s.bs; len(r.table) < need; {
+		r.table = append(r.table, s.popBlock()) // sglDraftsFit: the verify's pages are free
+	}
+	pb.entries = append(pb.entries, entry{r: ri, more: int32(out - 1), n: 1, from: r.c, samples: true, dec: true})
+	r.c += out
+}
+
+// sglDraftsFit is the decode memory check under EAGLE: each running request's
+// verify writes KV for its input token and k drafts, so the step needs the pages of
+// r.c + 1 + k tokens each. SGLang's retraction and admission under speculative
+// decoding are not simulated: a step whose verify would not fit stops the run.
+func (s *Sim) sglDraftsFit() bool {
+	need := 0
+	for _, ri := range s.running {
+		r := &s.reqs[ri]
+		if n := (r.c+1+s.eng.DraftTokens+s.bs-1)/s.bs - len(r.table); n > 0 {
+			need += n
+		}
+	}
+	if need <= s.pool.nfree {
+		return true
+	}
+	if s.fatal == nil {
+		s.fatal = fmt.Errorf("oracle run: SGLang EAGLE/NEXTN: a decode step's verify slots need %d free KV pages, %d are free (retraction and admission under speculative decoding are not simulated); raise the KV pool or lower the concurrency", need, s.pool.nfree)
+	}
+	return false
+}
+
 // sglAllocExtend allocates the pages for n more tokens of r.
 func (s *Sim) sglAllocExtend(ri int32, n int) {
 	r := &s.reqs[ri]
@@ -381,10 +432,13 @@ func (s *Sim) updateSGLang(pb *passBuf) {
 		if !decoder {
 			s.storeBlocks(en.r, r.c)
 		}
-		if s.appendToken(en.r, pb.end) {
-			s.storeBlocks(en.r, r.p+r.g-1)
-			s.finishReq(en.r, pb.end)
-			shrank = true // overlap: a prompt finished here may already have merged
+		for k := int32(0); k <= en.more; k++ { // the sampled token, then an EAGLE step's accepted drafts
+			if s.appendToken(en.r, pb.end) {
+				s.storeBlocks(en.r, r.p+r.g-1)
+				s.finishReq(en.r, pb.end)
+				shrank = true // overlap: a prompt finished here may already have merged
+				break
+			}
 		}
 	}
 	if shrank {

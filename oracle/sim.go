@@ -80,7 +80,7 @@ type Result struct {
 // entry is one scheduled request of a pass in flight.
 type entry struct {
 	r       int32
-	more    int32 // TRT-LLM MTP: accepted drafts the step emits after its sampled token
+	more    int32 // MTP (TRT-LLM, SGLang EAGLE): accepted drafts the step emits after its sampled token
 	n       int   // tokens computed in the pass (0: a TRT-LLM chunk fully covered by reuse)
 	from    int   // the request's computed tokens before the pass (prefix hits included)
 	samples bool  // not a prefill chunk: the pass samples a token for it (V-R5, V-R7)

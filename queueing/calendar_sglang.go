@@ -160,11 +160,22 @@ func (s *sim) scheduleSGLang(p *simPass) {
 			}
 			return
 		}
-		if s.sglRetract() { // S-R5 decode memory check
+		if s.e.DraftTokens > 0 {
+			if !s.sglDraftsFit() {
+				return // s.kv.err: the run stops
+			}
+			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
+		} else if s.sglRetract() { // S-R5 decode memory check
 			dec = s.decBuf
 		} else {
 			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
 		}
+	}
+	if s.e.DraftTokens > 0 { // EAGLE: a decode-only step (mixed chunk is off, SetDrafts)
+		for _, ri := range dec {
+			s.sglAddDraftStep(p, ri)
+		}
+		return
 	}
 	for _, ri := range dec { // decode rows: mixed into the batch, or a decode step
 		r := &s.reqs[ri]
@@ -174,6 +185,45 @@ func (s *sim) scheduleSGLang(p *simPass) {
 		}
 		s.sglAddDecode(p, ri)
 	}
+}
+
+// sglAddDraftStep schedules decoder ri's next EAGLE step (SGLang speculative
+// decoding, topk 1): the step verifies 1 + k tokens and emits
+// engine.StepTokens of its number, at most the outputs left (addDraftStep); the
+// KV keeps the step's input token and its accepted drafts — what the step emits
+// less the bonus token, whose KV the next step writes (the rejected drafts' slots
+// are freed after the verify). The engine is synchronous (SetDrafts), so no
+// output of ri is in flight.
+func (s *sim) sglAddDraftStep(p *simPass, ri int32) {
+	s.addDraftStep(p, ri)
+	if r := &s.reqs[ri]; s.kv.on {
+		// (isl + outputs before the step) + the accepted drafts; sglDraftsFit
+		// checked that the verify's slots fit.
+		s.kvGrow(ri, r.isl+r.gSched-1)
+	}
+}
+
+// sglDraftsFit is the decode memory check under EAGLE: every decoder's verify
+// writes KV for its input token and k drafts, so the step needs the pages of
+// isl + out + k tokens per decoder. Whether SGLang then retracts, and how its
+// admission counts the draft slots, is not modelled: a step that would not fit
+// stops the run with errSGLDraftKV (never an optimistic answer).
+func (s *sim) sglDraftsFit() bool {
+	page, k := s.e.BlockSize, s.e.DraftTokens
+	need := 0
+	for _, ri := range s.decBuf {
+		r := &s.reqs[ri]
+		if n := ceilDiv(decodeKVTokens(r)+k, page) - r.blocks; n > 0 {
+			need += n
+		}
+	}
+	if need <= s.kvFree {
+		return true
+	}
+	if s.kv.err == nil {
+		s.kv.err = inputErr(errSGLDraftKV)
+	}
+	return false
 }
 
 // sglAddDecode schedules the decode row of decoder ri. Under the overlap

@@ -46,6 +46,9 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		return nil
 	}
 	if s.e.DraftTokens > 0 {
+		if s.kvPerPass() { // SGLang EAGLE: KV grows step by step (fastForwardDrafts moves none)
+			return nil
+		}
 		return s.fastForwardDrafts(ctx, cur, start, end, tA, schedAt)
 	}
 	k := math.MaxInt
@@ -215,7 +218,7 @@ type draftRow struct {
 }
 
 // fastForwardDrafts is fastForward's stretch under TensorRT-LLM MTP in a summary
-// run. Each row's next steps emit engine.StepTokens of their numbers, so the
+// run (SGLang's EAGLE steps, whose KV grows pass by pass, run pass by pass). Each row's next steps emit engine.StepTokens of their numbers, so the
 // rows' summed context grows by the tokens each pass scheduled, and the stretch
 // stops at the pass that schedules some row's final token (left in flight), as
 // the pass-by-pass recursion would run it: the same prices in the same order.

@@ -47,17 +47,18 @@ func TestStepTokensMean(t *testing.T) {
 	}
 }
 
-// mtpConfig is propConfig drawn until TensorRT-LLM under GUARANTEED_NO_EVICT, with
+// mtpConfig is propConfig drawn until TensorRT-LLM under GUARANTEED_NO_EVICT or
+// SGLang (EAGLE: SetDrafts turns its overlap scheduler and mixed chunk off), with
 // one to three MTP drafts and an acceptance in [0, drafts].
 func mtpConfig(rt *rapid.T) (workload.Spec, engine.Spec, timing.Timing) {
 	for {
 		w, e, tm := propConfig(rt)
-		if e.Backend != engine.TRTLLM {
+		if e.Backend != engine.TRTLLM && e.Backend != engine.SGLang {
 			continue
 		}
-		e.DraftTokens = rapid.IntRange(1, 3).Draw(rt, "drafts")
-		e.DraftAccepted = rapid.Float64Range(0, float64(e.DraftTokens)).Draw(rt, "accepted")
-		if !e.EnableChunkedPrefill {
+		k := rapid.IntRange(1, 3).Draw(rt, "drafts")
+		e.SetDrafts(k, rapid.Float64Range(0, float64(k)).Draw(rt, "accepted"))
+		if e.Backend == engine.TRTLLM && !e.EnableChunkedPrefill {
 			e.MaxNumTokens = max(e.MaxNumTokens, maxPrompt(w)+(1+e.DraftTokens))
 		}
 		return w, e, tm
@@ -72,7 +73,7 @@ func maxPrompt(w workload.Spec) int {
 	return m
 }
 
-// TestPropertyMTP: with TensorRT-LLM MTP drafts, over random configurations, the
+// TestPropertyMTP: with TensorRT-LLM MTP or SGLang EAGLE drafts, over random configurations, the
 // quantitative tier and the screening tier both evaluate; the screening bracket
 // holds (lo ≤ the evaluator's minimum steady TTFT, a certain hi ≥ its p99); every
 // column is finite with monotone quantiles; and every request emits exactly its

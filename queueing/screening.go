@@ -266,6 +266,10 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 			itl = twoAtoms(s.tgen, O-2, s.tgen+stretch/2, 1)
 			tpotMean = itl.Mean()
 			decodeMs = (O - 1) * tpotMean
+			if tok > O { // EAGLE: a step's accepted drafts arrive with its token
+				itl = withDraftGaps(itl, O-1, tok-O)
+				tpotMean = decodeMs / (tok - 1)
+			}
 			tpot = PointMass(tpotMean)
 		}
 		e2e = ttft.Shift(decodeMs)

@@ -149,8 +149,12 @@ type sim struct {
 // noProgress explains a calendar that can schedule nothing while work remains:
 // the head of waiting is a preempted request whose recompute (prompt + outputs so
 // far) no longer fits the engine's budget with chunked prefill off (V-R3, T-R3:
-// the engine can never schedule it either), else errNoProgress.
+// the engine can never schedule it either), or the KV refusal that stopped the
+// schedule, else errNoProgress.
 func (s *sim) noProgress() error {
+	if s.kv.err != nil { // the schedule stopped on a refused KV state (SGLang EAGLE)
+		return s.kv.err
+	}
 	if s.waitingLen() > 0 && len(s.running) == 0 && !s.e.EnableChunkedPrefill {
 		if r := &s.reqs[s.waiting[s.wHead]]; r.rec > 0 && r.promptLen()-r.prefix > s.budget {
 			return inputErr(fmt.Errorf("engine token budget = %d with chunked prefill off: a preempted request must recompute %d tokens (isl %d + %d outputs) in one pass, so the engine can never schedule it again; enable chunked prefill, raise the budget or give the engine more KV",
@@ -226,9 +230,9 @@ func (s *sim) addDecode(p *simPass, ri int32) {
 	p.entries, p.tp.Decode = appendDecodeRow(p.entries, p.tp.Decode, ri, &s.reqs[ri])
 }
 
-// addDraftStep is addDecode under TensorRT-LLM MTP (the only calendar with
-// drafts): the row is r's next decode step, which emits engine.StepTokens of its
-// number, at most the outputs left.
+// addDraftStep is addDecode under MTP (TensorRT-LLM's one-model MTP, SGLang's
+// EAGLE chain): the row is r's next decode step, which emits engine.StepTokens of
+// its number, at most the outputs left.
 func (s *sim) addDraftStep(p *simPass, ri int32) {
 	r := &s.reqs[ri]
 	r.steps++

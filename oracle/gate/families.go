@@ -198,6 +198,23 @@ func baseFamilies() []Family {
 	e = sgl()
 	e.EnableChunkedPrefill = false
 	add("sglang/c16 isl4096 osl256 chunking off", closed(4096, 256, 0, 16), e)
+	// EAGLE / NEXTN (topk 1): SetDrafts turns the overlap scheduler and mixed chunk
+	// off as SGLang does; each decode-only step emits engine.StepTokens on both
+	// sides: one draft at 0.85, three at 1.7 with a 2048 chunk, a tracked KV pool
+	// the verify slots fit (EAGLE under KV pressure is refused), open loop.
+	eagle := func(k int, a float64) engine.Spec {
+		e := sgl()
+		e.SetDrafts(k, a)
+		return e
+	}
+	add("sglang/c16 isl2048 osl256 eagle1 a0.85", closed(2048, 256, 0, 16), eagle(1, 0.85))
+	e = eagle(3, 1.7)
+	e.ChunkedPrefillSize = 2048
+	add("sglang/c32 isl4096 osl256 eagle3 a1.7 chunk2048", closed(4096, 256, 0, 32), e)
+	e = eagle(1, 0.85)
+	e.KVCapacityTokens = 16*(2048+256) + 1024
+	add("sglang/c16 isl2048 osl256 eagle1 a0.85 kv", closed(2048, 256, 0, 16), e)
+	add("sglang/open ρ0.6 isl2048 osl256 eagle1 a0.85", open(2048, 256, 0, 0.6*11.9, 2048), eagle(1, 0.85))
 	add("sglang/c32 W2 isl256–8192 osl16–1024", w2, sgl())
 	// The families above run SGLang's overlap scheduler (its default, §3.2); these
 	// run the normal event loop (--disable-overlap-schedule), mixed chunk on and off

@@ -24,7 +24,7 @@ const finiteRounds = 20
 
 // finiteBase names the closed-loop families gated as finite runs: each backend's
 // calendar, chunked and whole-prompt budgets, async scheduling, a prefix, W2 shapes,
-// TensorRT-LLM MTP.
+// TensorRT-LLM MTP, SGLang EAGLE.
 var finiteBase = []string{
 	"vllm/c8 isl2048 osl256 b8192",
 	"vllm/c64 isl512 osl128 b2048",
@@ -39,6 +39,7 @@ var finiteBase = []string{
 	"trtllm/c32 isl4096 osl256 mtp3 a1.7 chunked t2048",
 	"sglang/c16 isl2048 osl256 defaults",
 	"sglang/c32 isl4096 osl256 chunk2048 mixed",
+	"sglang/c16 isl2048 osl256 eagle1 a0.85 kv",
 }
 
 // FiniteFamilies returns the finite-run gate families: each of finiteBase as a run

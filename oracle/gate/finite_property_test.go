@@ -94,6 +94,7 @@ func requireAggRow(rt *rapid.T, row Row) {
 			"does not memory-check mixed-chunk batches", // SGLang's mixed chunk outgrows the pool: an engine crash, not a schedule
 			"the engine starves it",                     // a pool that retracts or preempts one request forever (TestKVStarvationRefused)
 			"a preempted request must recompute",        // over the budget with chunking off: the DES deadlocks too (TestKVRecomputeOverBudgetRefused)
+			"verify slots",                              // SGLang EAGLE under KV pressure: refused on both sides (TestSGLangDraftKVRefused)
 		} {
 			if strings.Contains(row.Err.Error(), refused) {
 				rt.Skip("refused: " + refused)
@@ -138,7 +139,7 @@ func requireAggExact(t *testing.T, row Row) {
 // chunking (on whenever a whole prompt would exceed the budget), vLLM and
 // TensorRT-LLM asynchronous scheduling and SGLang's overlap loop, SGLang's mixed
 // chunk, page size and prefill cap, TensorRT-LLM's capacity policy, a KV pool of
-// 2..2C requests' full length or none, TensorRT-LLM MTP drafts, and a shared
+// 2..2C requests' full length or none, TensorRT-LLM MTP and SGLang EAGLE drafts, and a shared
 // prewarmed prefix or W2 shape strata or neither.
 func drawAggCase(rt *rapid.T) (engine.Spec, workload.Spec) {
 	b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
@@ -195,6 +196,11 @@ func drawAggCase(rt *rapid.T) (engine.Spec, workload.Spec) {
 		// One-model MTP: drafts charged to the budget (T-R3), StepTokens per decode step.
 		e.DraftTokens = rapid.IntRange(1, 3).Draw(rt, "drafts")
 		e.DraftAccepted = rapid.Float64Range(0, float64(e.DraftTokens)).Draw(rt, "accepted")
+	}
+	if e.Backend == engine.SGLang && rapid.IntRange(0, 2).Draw(rt, "eagle") == 0 {
+		// EAGLE / NEXTN: synchronous, no mixed chunk (SetDrafts), StepTokens per decode step.
+		k := rapid.IntRange(1, 3).Draw(rt, "sdrafts")
+		e.SetDrafts(k, rapid.Float64Range(0, float64(k)).Draw(rt, "saccepted"))
 	}
 	return e, w
 }

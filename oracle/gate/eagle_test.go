@@ -1,0 +1,36 @@
+package gate
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/queueing"
+)
+
+// TestSGLangDraftKVRefused: SGLang EAGLE under KV pressure — a pool of two
+// requests' length, where the decode steps' verify slots (input + k drafts per
+// request) soon exceed the free pages — is refused on both sides with one line
+// naming the verify slots and the fix, never answered optimistically; the same
+// engine with a pool the verify slots fit agrees exactly.
+func TestSGLangDraftKVRefused(t *testing.T) {
+	e, err := engine.Defaults(engine.SGLang, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetDrafts(3, 1)
+	e.KVCapacityTokens = 2 * (16 + 10 + 1)
+	f := FiniteFamily{Family: Family{Name: "sglang eagle3 c4 kv2req", Spec: closed(16, 10, 0, 4), Engine: e, Timing: roofline},
+		Run: queueing.FiniteRun{Requests: 8}}
+	_, merr := queueing.QuantitativeFinite(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
+	_, derr := runDESFinite(context.Background(), f)
+	for side, err := range map[string]error{"model": merr, "DES": derr} {
+		if err == nil || !strings.Contains(err.Error(), "verify slots") || !strings.Contains(err.Error(), "raise") ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: got %v, want one line refusing the verify slots with a fix", side, err)
+		}
+	}
+	f.Engine.KVCapacityTokens = 4 * (16 + 10 + 4)
+	requireAggExact(t, runFiniteFamily(context.Background(), f))
+}
