@@ -48,7 +48,7 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 		return workload.Spec{}, disagg.Config{}, kvPlan{}, err
 	}
 	if in.NextN > 0 {
-		return workload.Spec{}, disagg.Config{}, kvPlan{}, fmt.Errorf("nextn %d on a disaggregated point: MTP is modelled for aggregated TensorRT-LLM only", in.NextN)
+		return workload.Spec{}, disagg.Config{}, kvPlan{}, fmt.Errorf("nextn %d on a disaggregated point: MTP is modelled for aggregated TensorRT-LLM and SGLang only", in.NextN)
 	}
 	var c disagg.Config
 	var dk kvPlan

@@ -647,7 +647,7 @@ func pointEngine(in store.PointInputs) (engine.Spec, error) {
 	e, err := pointEngineKnobs(in)
 	// MTP is the point's (its draft length also prices each decode row,
 	// WorkerConfig): the engine schedules its drafts and their acceptance.
-	e.DraftTokens, e.DraftAccepted = in.NextN, in.NextNAccepted
+	e.SetDrafts(in.NextN, in.NextNAccepted)
 	if err == nil && in.NextN > 0 {
 		err = e.Validate()
 	}

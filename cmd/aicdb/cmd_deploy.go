@@ -123,7 +123,7 @@ func runDeploy(c *cli.Context) error {
 		e := r.Engine
 		if e != nil && in.NextN > 0 { // MTP is the point's (refine's pointEngine)
 			m := *e
-			m.DraftTokens, m.DraftAccepted = in.NextN, in.NextNAccepted
+			m.SetDrafts(in.NextN, in.NextNAccepted)
 			e = &m
 			fmt.Fprintf(w, "# MTP: %d draft tokens per decode step, predicted at %s accepted per step (measured for the model and data; not an engine key)\n",
 				in.NextN, strconv.FormatFloat(in.NextNAccepted, 'g', -1, 64))

@@ -279,7 +279,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 // checkMTPFlags checks --nextn and --nextn-accepted: drafts need an acceptance
 // (there is no built-in one: it depends on the model and the data), an
 // acceptance needs drafts and lies in [0, nextn], and MTP is modelled for
-// TensorRT-LLM only.
+// TensorRT-LLM and SGLang only.
 func checkMTPFlags(c *cli.Context) error {
 	if c.IsSet("engine-config") && !c.IsSet("nextn") {
 		return nil // the drafts may come from the config: checkConfigDrafts, once it is read
@@ -288,13 +288,19 @@ func checkMTPFlags(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if b := c.String("backend"); n > 0 && !c.IsSet("timing") && b != string(engine.TRTLLM) {
-		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM only (--backend trtllm), not %s; drop --nextn", n, b)
+	if b := c.String("backend"); n > 0 && !c.IsSet("timing") && !draftsModelled(b) {
+		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend trtllm or sglang), not %s; drop --nextn", n, b)
 	}
-	if b := c.String("backend-engine"); n > 0 && c.IsSet("timing") && b != string(engine.TRTLLM) {
-		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM only (--backend-engine trtllm); drop --nextn", n)
+	if b := c.String("backend-engine"); n > 0 && c.IsSet("timing") && !draftsModelled(b) {
+		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend-engine trtllm or sglang), not %s; drop --nextn", n, b)
 	}
 	return nil
+}
+
+// draftsModelled reports whether MTP drafts are modelled on backend b: TensorRT-LLM's
+// one-model MTP and SGLang's EAGLE/NEXTN (engine.Spec.validateDrafts).
+func draftsModelled(b string) bool {
+	return b == string(engine.TRTLLM) || b == string(engine.SGLang)
 }
 
 // checkConfigDrafts checks --nextn-accepted against the drafts of engine e
@@ -307,7 +313,7 @@ func checkConfigDrafts(c *cli.Context, e engine.Spec) error {
 	n, a := e.DraftTokens, c.Float64("nextn-accepted")
 	switch {
 	case n > 0 && !c.IsSet("nextn-accepted"):
-		return userErrorf("--engine-config %s: one-model MTP with %d draft tokens: give --nextn-accepted, the mean drafts accepted per decode step (0..%d) measured for this model and data; aicdb assumes none", c.String("engine-config"), n, n)
+		return userErrorf("--engine-config %s: MTP with %d draft tokens per decode step: give --nextn-accepted, the mean drafts accepted per decode step (0..%d) measured for this model and data; aicdb assumes none", c.String("engine-config"), n, n)
 	case n == 0 && c.IsSet("nextn-accepted"):
 		return userErrorf("--nextn-accepted %v: only with MTP drafts (--nextn, or speculative_config in --engine-config)", a)
 	case n > 0 && !(a >= 0 && a <= float64(n)):
@@ -456,6 +462,17 @@ func applyEngineFlags(c *cli.Context, e *engine.Spec) error {
 		return err
 	}
 	o.apply(e)
+	if e.Backend == engine.SGLang && e.DraftTokens > 0 {
+		// SGLang's server arguments turn the overlap scheduler and mixed chunk off
+		// for EAGLE / NEXTN (engine.Spec.SetDrafts): an explicit request for either
+		// is refused rather than silently overridden.
+		for _, name := range []string{"async-scheduling", "mixed-chunk"} {
+			if c.IsSet(name) && c.Bool(name) {
+				return userErrorf("--%s: SGLang turns it off under EAGLE/NEXTN speculative decoding (%d draft tokens); drop --%s", name, e.DraftTokens, name)
+			}
+		}
+		e.SetDrafts(e.DraftTokens, e.DraftAccepted)
+	}
 	if err := e.Validate(); err != nil {
 		return userErrorf("%v", err)
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// TestEvalMTP: --nextn/--nextn-accepted run TensorRT-LLM one-model MTP: with
+// TestEvalMTP: --nextn/--nextn-accepted run TensorRT-LLM one-model MTP (and
+// SGLang EAGLE/NEXTN): with
 // accepted drafts a request takes fewer decode steps, so its TPOT falls and the
 // loop cycles faster; the mistakes are one-line errors naming the flag and the fix.
 func TestEvalMTP(t *testing.T) {
@@ -32,15 +33,41 @@ func TestEvalMTP(t *testing.T) {
 	if !(q1 < 0.7*q0 && s1 < 0.7*s0) {
 		t.Errorf("TPOT with one draft at 0.85 accepted: screening %v, quantitative %v; without: %v, %v — want ≥ 30 %% lower", s1, q1, s0, q0)
 	}
+	// SGLang EAGLE / NEXTN: the same fall in TPOT; the engine runs without the
+	// overlap scheduler and mixed chunk (SGLang turns both off), and an explicit
+	// request for either is refused.
+	sgl := func(args ...string) []string {
+		a := append(append([]string{}, base...), "--backend-engine", "sglang")
+		return append(a, args...)
+	}
+	tpotOf := func(args []string) (screen, quant float64) {
+		t.Helper()
+		code, out, errb := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("eval %v: exit %d: %s", args, code, errb)
+		}
+		var tiers map[string]map[string]any
+		if err := json.Unmarshal([]byte(out), &tiers); err != nil || tiers["screening"] == nil || tiers["quantitative"] == nil {
+			t.Fatalf("eval %v: %v: %s", args, err, out)
+		}
+		return tiers["screening"]["tpot_mean"].(float64), tiers["quantitative"]["tpot_mean"].(float64)
+	}
+	ss0, sq0 := tpotOf(sgl("--mixed-chunk=false", "--async-scheduling=false"))
+	ss1, sq1 := tpotOf(sgl("--nextn", "1", "--nextn-accepted", "0.85"))
+	if !(sq1 < 0.7*sq0 && ss1 < 0.7*ss0) {
+		t.Errorf("SGLang TPOT with one EAGLE draft at 0.85 accepted: screening %v, quantitative %v; without: %v, %v — want ≥ 30 %% lower", ss1, sq1, ss0, sq0)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"--backend-engine", "sglang", "--nextn", "1", "--nextn-accepted", "0.5", "--mixed-chunk"}, "aicdb: --mixed-chunk: SGLang turns it off under EAGLE/NEXTN speculative decoding (1 draft tokens); drop --mixed-chunk"},
+		{[]string{"--backend-engine", "sglang", "--nextn", "1", "--nextn-accepted", "0.5", "--async-scheduling"}, "aicdb: --async-scheduling: SGLang turns it off under EAGLE/NEXTN"},
 		{[]string{"--nextn", "1"}, "aicdb: --nextn 1: give --nextn-accepted"},
 		{[]string{"--nextn-accepted", "0.5"}, "aicdb: --nextn-accepted 0.5: only with --nextn ≥ 1"},
 		{[]string{"--nextn", "1", "--nextn-accepted", "1.5"}, "aicdb: --nextn-accepted 1.5: must be in [0, --nextn = 1]"},
 		{[]string{"--nextn", "-1"}, "aicdb: --nextn -1: must be ≥ 0"},
-		{[]string{"--nextn", "1", "--nextn-accepted", "0.5", "--backend-engine", "vllm"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM only"},
+		{[]string{"--nextn", "1", "--nextn-accepted", "0.5", "--backend-engine", "vllm"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend-engine trtllm or sglang), not vllm"},
 		{[]string{"--nextn", "1", "--nextn-accepted", "0.5", "--capacity-policy", "max_utilization"}, "max_utilization is not modelled"},
 	} {
 		code, _, errb := runCLI(t, append(append([]string{}, base...), c.args...)...)
@@ -50,7 +77,7 @@ func TestEvalMTP(t *testing.T) {
 	}
 }
 
-// TestSweepMTPRefusals: sweep --nextn runs aggregated TensorRT-LLM sweeps only,
+// TestSweepMTPRefusals: sweep --nextn runs aggregated TensorRT-LLM and SGLang sweeps only,
 // and needs an acceptance; each mistake is one line, exit 1.
 func TestSweepMTPRefusals(t *testing.T) {
 	base := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--total-gpus", "8", "--isl", "4000", "--osl", "500"}
@@ -58,8 +85,9 @@ func TestSweepMTPRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--backend", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM only"},
-		{[]string{"--backend", "trtllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM only"},
+		{[]string{"--backend", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM and SGLang only"},
+		{[]string{"--backend", "trtllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM and SGLang only"},
+		{[]string{"--backend", "sglang", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM and SGLang only"},
 		{[]string{"--backend", "trtllm", "--nextn", "2"}, "aicdb: --nextn 2: give --nextn-accepted"},
 	} {
 		code, _, errb := runCLI(t, append(append([]string{}, base...), c.args...)...)
@@ -96,11 +124,21 @@ func TestEvalMTPFromEngineConfig(t *testing.T) {
 	if code, fromFlags, errb := run("--nextn", "1", "--nextn-accepted", "0.85"); code != 0 || fromFlags != fromCfg {
 		t.Errorf("the config's MTP and --nextn 1 differ (%d %s):\n%s\n%s", code, errb, fromCfg, fromFlags)
 	}
+	// SGLang server arguments with NEXTN (as aiconfigurator's generator writes
+	// them, beside --enable-mixed-chunk) run like --nextn on SGLang.
+	sglArgs := cfg("sglang.args", "--speculative-algorithm NEXTN --speculative-num-steps 1 --enable-mixed-chunk\n")
+	code, sglCfg, errb := run("--backend-engine", "sglang", "--engine-config", sglArgs, "--nextn-accepted", "0.85")
+	if code != 0 {
+		t.Fatalf("eval --backend-engine sglang --engine-config sglang.args: %d %s", code, errb)
+	}
+	if code, sglFlags, errb := run("--backend-engine", "sglang", "--nextn", "1", "--nextn-accepted", "0.85"); code != 0 || sglFlags != sglCfg {
+		t.Errorf("SGLang: the config's NEXTN and --nextn 1 differ (%d %s):\n%s\n%s", code, errb, sglCfg, sglFlags)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--engine-config", mtp}, "aicdb: --engine-config " + mtp + ": one-model MTP with 1 draft tokens: give --nextn-accepted"},
+		{[]string{"--engine-config", mtp}, "aicdb: --engine-config " + mtp + ": MTP with 1 draft tokens per decode step: give --nextn-accepted"},
 		{[]string{"--engine-config", mtp, "--nextn-accepted", "2"}, "aicdb: --nextn-accepted 2: must be in [0, the config's 1 draft tokens]"},
 		{[]string{"--engine-config", eagle, "--nextn-accepted", "1"}, "speculative_config.decoding_type \"Eagle3\": the model represents only speculative_config.decoding_type = mtp"},
 	} {
@@ -122,7 +160,7 @@ func TestEvalMTPFromEngineConfig(t *testing.T) {
 	}
 	code, _, errb = runCLI(t, "sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--total-gpus", "8",
 		"--isl", "4000", "--osl", "500", "--engine-config", mtp)
-	if want := "speculative_config sets 1 MTP draft tokens; sweep: give --nextn N --nextn-accepted A instead"; code != 1 || !strings.Contains(errb, want) {
+	if want := "sets 1 MTP draft tokens per decode step (speculative decoding); sweep: give --nextn N --nextn-accepted A instead"; code != 1 || !strings.Contains(errb, want) {
 		t.Errorf("sweep --engine-config mtp.yaml: exit %d, stderr %q; want %q", code, errb, want)
 	}
 }

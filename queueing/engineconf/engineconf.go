@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -154,7 +155,38 @@ func Parse(backend string, data []byte) (*Config, error) {
 		pos[key] = len(c.Settings)
 		c.Settings = append(c.Settings, Setting{Key: key, Value: canon})
 	}
+	if c.Backend == engine.SGLang {
+		if err := checkSGLangDrafts(c.Settings); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// checkSGLangDrafts checks SGLang's speculative keys together: the algorithm
+// and its number of steps come as a pair (without num_steps SGLang picks a
+// model-dependent default aicdb does not know), and with topk 1 the chain
+// verifies num_steps + 1 tokens, so num_draft_tokens, when given, is that.
+func checkSGLangDrafts(set []Setting) error {
+	val := map[string]string{}
+	for _, s := range set {
+		val[s.Key] = s.Value
+	}
+	alg, hasAlg := val["speculative_algorithm"]
+	steps, hasSteps := val["speculative_num_steps"]
+	switch {
+	case hasAlg && !hasSteps:
+		return fmt.Errorf("--speculative-algorithm %s: give --speculative-num-steps (the drafts per decode step; SGLang's default depends on the model)", strings.ToUpper(alg))
+	case hasSteps && !hasAlg:
+		return fmt.Errorf("--speculative-num-steps %s: give --speculative-algorithm NEXTN or EAGLE (without it SGLang does not speculate)", steps)
+	}
+	if d, ok := val["speculative_num_draft_tokens"]; ok {
+		n, _ := strconv.Atoi(steps)
+		if m, _ := strconv.Atoi(d); !hasAlg || m != n+1 {
+			return fmt.Errorf("--speculative-num-draft-tokens %s: with --speculative-eagle-topk 1 it is --speculative-num-steps + 1 = %d; drop it or set it so", d, n+1)
+		}
+	}
+	return nil
 }
 
 // Apply sets the fields of e that the file's scheduling keys name, then

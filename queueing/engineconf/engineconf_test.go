@@ -157,6 +157,11 @@ func TestErrors(t *testing.T) {
 		{"sglang", "--cuda-graph-bs 1 0", `line 1: flag --cuda-graph-bs "1 0": want a list of integers ≥ 1`},
 		{"sglang", "--disable-overlap-schedule maybe", `line 1: flag --disable-overlap-schedule "maybe": want true or false`},
 		{"sglang", "disable_overlap_schedule: 2\n", `line 1: key disable_overlap_schedule "2": want true or false`},
+		{"sglang", "--speculative-algorithm NEXTN", `--speculative-algorithm NEXTN: give --speculative-num-steps (the drafts per decode step; SGLang's default depends on the model)`},
+		{"sglang", "--speculative-num-steps 2", `--speculative-num-steps 2: give --speculative-algorithm NEXTN or EAGLE (without it SGLang does not speculate)`},
+		{"sglang", "--speculative-algorithm EAGLE --speculative-num-steps 2 --speculative-num-draft-tokens 4", `--speculative-num-draft-tokens 4: with --speculative-eagle-topk 1 it is --speculative-num-steps + 1 = 3; drop it or set it so`},
+		{"sglang", "--speculative-algorithm EAGLE3 --speculative-num-steps 2", `line 1: flag --speculative-algorithm "EAGLE3": the model represents only speculative_algorithm = nextn or eagle (other values change scheduling in ways it does not model)`},
+		{"sglang", "--speculative-algorithm NEXTN --speculative-num-steps 2 --speculative-eagle-topk 4", `line 1: flag --speculative-eagle-topk "4": the model represents only speculative_eagle_topk = 1 (other values change scheduling in ways it does not model)`},
 		{"sglang", "--kv-cache-dtype fp8", `line 1: flag --kv-cache-dtype "fp8": want auto or one of bf16, bfloat16, fp8_e4m3, fp8_e5m2 (the KV caches the perf data times)`},
 	}
 	for _, c := range cases {
@@ -364,5 +369,29 @@ func TestAliasBomb(t *testing.T) {
 	_, err := Parse("trtllm", []byte(b.String()))
 	if err == nil || !strings.Contains(err.Error(), "more than 10000 keys") {
 		t.Fatalf("alias bomb: %v", err)
+	}
+}
+
+// TestSGLangSpeculative: SGLang's NEXTN / EAGLE keys (aiconfigurator's
+// generator emits --speculative-algorithm NEXTN --speculative-num-steps N
+// beside --enable-mixed-chunk) give the engine N drafts with the overlap
+// scheduler and mixed chunk off, as SGLang's server arguments resolve them,
+// wherever the mixed-chunk key stands in the file.
+func TestSGLangSpeculative(t *testing.T) {
+	for _, text := range []string{
+		"--speculative-algorithm NEXTN --speculative-num-steps 2 --enable-mixed-chunk",
+		"--enable-mixed-chunk --speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --speculative-algorithm EAGLE --speculative-draft-model-path /w/nextn",
+	} {
+		cfg, err := Parse("sglang", []byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		e, _ := engine.Defaults("sglang", "")
+		if err := cfg.Apply(&e); err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if e.DraftTokens != 2 || e.EnableMixedChunk || e.AsyncScheduling {
+			t.Errorf("%q: drafts %d, mixed chunk %v, overlap %v; want 2 drafts, both off", text, e.DraftTokens, e.EnableMixedChunk, e.AsyncScheduling)
+		}
 	}
 }

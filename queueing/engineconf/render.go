@@ -158,6 +158,12 @@ func sglangKVs(e engine.Spec, d Deployment) []renderKV {
 	if !e.AsyncScheduling { // the overlap scheduler is SGLang's default (§3.2)
 		kv = append(kv, renderKV{key: "disable-overlap-schedule", flagOnly: true})
 	}
+	if e.DraftTokens > 0 { // EAGLE chain over the model's MTP layers (acceptance: the model's and the data's)
+		kv = append(kv, renderKV{key: "speculative-algorithm", value: "NEXTN"},
+			renderKV{key: "speculative-num-steps", value: itoa(e.DraftTokens)},
+			renderKV{key: "speculative-eagle-topk", value: "1"},
+			renderKV{key: "speculative-num-draft-tokens", value: itoa(e.DraftTokens + 1)})
+	}
 	if e.KVCapacityTokens > 0 {
 		kv = append(kv, renderKV{key: "max-total-tokens", value: itoa(e.KVCapacityTokens)})
 	}

@@ -27,6 +27,7 @@ func sched(e engine.Spec) engine.Spec {
 	case engine.SGLang:
 		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk, o.AsyncScheduling = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.AsyncScheduling
 		o.CUDAGraphMaxBS, o.DisableCUDAGraph = e.CUDAGraphMaxBS, e.DisableCUDAGraph
+		o.DraftTokens = e.DraftTokens // EAGLE's chain length (the acceptance is no key)
 		if e.EnableChunkedPrefill {
 			o.ChunkedPrefillSize = e.ChunkedPrefillSize
 		}
@@ -68,6 +69,9 @@ func TestRenderRoundTrip(t *testing.T) {
 		if backend == "sglang" {
 			e.CUDAGraphMaxBS = rapid.IntRange(0, 1024).Draw(t, "graphbs")
 			e.DisableCUDAGraph = rapid.Bool().Draw(t, "nograph")
+			if rapid.IntRange(0, 2).Draw(t, "eagle") == 0 { // EAGLE / NEXTN: overlap and mixed chunk off
+				e.SetDrafts(rapid.IntRange(1, 4).Draw(t, "steps"), 0)
+			}
 		}
 		if backend == "trtllm" {
 			e.CapacityPolicy = rapid.SampledFrom([]string{engine.PolicyGuaranteedNoEvict, engine.PolicyMaxUtilization}).Draw(t, "policy")

@@ -426,9 +426,22 @@ func sglangRule(k string) (rule, bool) {
 		return onlyKey(k, "1.0"), true
 	case "enable_priority_scheduling":
 		return boolOnly(false, "priority scheduling reorders the waiting queue"), true
-	case "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-		"speculative_draft_model_path":
-		return rejected("speculative decoding: several tokens per pass per request"), true
+	case "speculative_algorithm": // EAGLE chain with the model's own MTP layers (NEXTN is EAGLE)
+		// Late: SGLang's server arguments turn the overlap scheduler and mixed chunk
+		// off for it, whatever the file's other keys say (engine.Spec.SetDrafts);
+		// checkSGLangDrafts requires speculative_num_steps beside it.
+		r := onlyKey("speculative_algorithm", "nextn", "eagle")
+		r.apply = func(e *engine.Spec, _ string) { e.SetDrafts(e.DraftTokens, e.DraftAccepted) }
+		r.late = true
+		return r, true
+	case "speculative_num_steps": // the chain's drafts per decode step
+		return intKey(1, func(e *engine.Spec, v int) { e.DraftTokens = v }), true
+	case "speculative_eagle_topk":
+		return onlyKey("speculative_eagle_topk", "1"), true // a tree of drafts verifies more tokens than it emits
+	case "speculative_num_draft_tokens": // topk 1: num_steps + 1 (checkSGLangDrafts)
+		return intKey(2, func(*engine.Spec, int) {}), true
+	case "speculative_draft_model_path": // the NEXTN/MTP weights; the draft is priced as the model's own MTP layers
+		return harmless(), true
 	case "disaggregation_mode":
 		return onlyKey(k, "null"), true
 	case "model_path", "model", "tokenizer_path", "tokenizer_mode", "skip_tokenizer_init", "load_format",

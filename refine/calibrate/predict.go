@@ -94,10 +94,11 @@ type Resolver struct {
 	// (FallbackVersions), recording each step in the version mapping; off, such a
 	// measurement keeps the miss as its reason.
 	VersionFallback bool
-	// NextN and NextNAccepted assume TensorRT-LLM one-model MTP for the rows
-	// predicted (no row records it): drafts per decode step and the mean accepted.
-	// Aggregated TensorRT-LLM rows are predicted with them; any other row keeps the
-	// reason it cannot be. 0 drafts: no MTP.
+	// NextN and NextNAccepted assume MTP for the rows predicted (no row records
+	// it): drafts per decode step and the mean accepted — TensorRT-LLM's one-model
+	// MTP, SGLang's EAGLE/NEXTN. Aggregated TensorRT-LLM and SGLang rows are
+	// predicted with them; any other row keeps the reason it cannot be. 0 drafts:
+	// no MTP.
 	NextN         int
 	NextNAccepted float64
 
@@ -310,8 +311,8 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		}
 		return t
 	}
-	if r.NextN > 0 && (m.Mode != store.ModeAgg || m.Backend != string(engine.TRTLLM)) {
-		t.Reason = fmt.Sprintf("--nextn %d: MTP is modelled for aggregated TensorRT-LLM rows only, not %s %s", r.NextN, m.Mode, m.Backend)
+	if r.NextN > 0 && (m.Mode != store.ModeAgg || (m.Backend != string(engine.TRTLLM) && m.Backend != string(engine.SGLang))) {
+		t.Reason = fmt.Sprintf("--nextn %d: MTP is modelled for aggregated TensorRT-LLM and SGLang rows only, not %s %s", r.NextN, m.Mode, m.Backend)
 		return t
 	}
 	if m.Mode == store.ModeDisagg {
@@ -347,6 +348,11 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		// S-R4) and max_prefill_tokens (the rules' isl + 1500): one budget column
 		// cannot carry both, so the point records its engine (and, through the
 		// profile, a key of its own). ctx_tokens stays the legacy estimate's knob.
+		// Under EAGLE the recorded engine is the one that runs: overlap
+		// scheduler and mixed chunk off (SetDrafts).
+		if r.NextN > 0 {
+			e.SetDrafts(r.NextN, r.NextNAccepted)
+		}
 		js, err := engineconf.Resolved{Profile: r.Profile, Engine: &e}.Encode()
 		if err != nil {
 			t.Reason = "engine profile: " + oneLine(err.Error())
