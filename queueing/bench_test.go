@@ -158,3 +158,36 @@ func BenchmarkOpenLoop10k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFiniteSummarySGLangEagle: the summary run a calibration fit evaluates
+// (QuantitativeFiniteSummary) of an SGLang EAGLE deployment with a KV pool — C 64,
+// isl 1024, osl 1024, one draft at 0.7 accepted, 20·C requests — with its decode
+// stretches in bulk (fastForwardDrafts keeping each step's KV) and pass by pass
+// (NoFastForward): the same report (TestPropertyFiniteSummaryIdentical).
+func BenchmarkFiniteSummarySGLangEagle(b *testing.B) {
+	e, err := engine.Defaults(engine.SGLang, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.MaxNumSeqs, e.MaxPrefillTokens = 64, 1024+64+1500
+	e.SetDrafts(1, 0.7)
+	e.KVCapacityTokens = 64 * (1024 + 1024 + 64)
+	w := workload.Spec{ISL: 1024, OSL: 1024, Concurrency: 64}
+	run := FiniteRun{Requests: 20 * 64, Desync: true}
+	for _, c := range []struct {
+		name string
+		off  bool
+	}{{"bulk", false}, {"pass-by-pass", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			o := DefaultOptions()
+			o.NoFastForward = c.off
+			b.ReportAllocs()
+			for b.Loop() {
+				tm := &memo{t: benchLin, m: map[memoKey]float64{}}
+				if _, err := QuantitativeFiniteSummary(context.Background(), w, e, tm, o, run); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

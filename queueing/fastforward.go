@@ -46,9 +46,6 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		return nil
 	}
 	if s.e.DraftTokens > 0 {
-		if s.kvPerPass() { // SGLang EAGLE: KV grows step by step (fastForwardDrafts moves none)
-			return nil
-		}
 		return s.fastForwardDrafts(ctx, cur, start, end, tA, schedAt)
 	}
 	k := math.MaxInt
@@ -217,14 +214,23 @@ type draftRow struct {
 	last    int
 }
 
-// fastForwardDrafts is fastForward's stretch under TensorRT-LLM MTP in a summary
-// run (SGLang's EAGLE steps, whose KV grows pass by pass, run pass by pass). Each row's next steps emit engine.StepTokens of their numbers, so the
-// rows' summed context grows by the tokens each pass scheduled, and the stretch
-// stops at the pass that schedules some row's final token (left in flight), as
-// the pass-by-pass recursion would run it: the same prices in the same order.
-// The engine is GUARANTEED_NO_EVICT (drafts are refused elsewhere), so no KV
-// moves inside the stretch, and no ITL is recorded (s.summary).
+// fastForwardDrafts is fastForward's stretch under MTP in a summary run. Each
+// row's next steps emit engine.StepTokens of their numbers, so the rows' summed
+// context grows by the tokens each pass scheduled, and the stretch stops at the
+// pass that schedules some row's final token (left in flight), as the
+// pass-by-pass recursion would run it: the same prices in the same order. No
+// ITL is recorded (s.summary). Under TensorRT-LLM's GUARANTEED_NO_EVICT (its
+// only draft policy) no KV moves inside the stretch; under SGLang EAGLE with a KV
+// pool each step first checks the verify slots (sglDraftsFit; a step that does
+// not fit ends the stretch, and the schedule refuses it), then keeps the input
+// token and accepted drafts of every row, decays new_token_ratio and notes the
+// peak, as scheduleSGLang does pass by pass (not with shared prefix blocks or
+// session contexts: those stretches run pass by pass).
 func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *float64, tA float64, schedAt func(float64, float64) float64) error {
+	kvSteps := s.kvPerPass() // SGLang EAGLE: KV grows with every step
+	if kvSteps && (s.share != nil || s.kv.ctx != nil) {
+		return nil
+	}
 	a := s.e.DraftAccepted
 	rows := s.draftBuf[:0]
 	k := math.MaxInt
@@ -252,6 +258,9 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 			x++
 		}
 	}
+	if kvSteps && !s.sglStretchFits(rows) {
+		return nil // the first step's verify slots do not fit: the regular loop refuses it
+	}
 	if err := s.countPass(ctx); err != nil {
 		return err
 	}
@@ -269,6 +278,9 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 				return err
 			}
 		}
+		if kvSteps && j > 0 && !s.sglStretchFits(rows) {
+			break // this step is the regular loop's (its schedule refuses it)
+		}
 		// Schedule the next step of every row (rows[i] is cur.tp.Decode[i]): its
 		// context grows by its latest step's tokens, and the new step emits
 		// StepTokens (at most those left).
@@ -280,6 +292,9 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 			w.m++
 			w.last = min(engine.StepTokens(a, w.m), w.left)
 			w.left -= w.last
+		}
+		if kvSteps {
+			s.sglStretchKeep(rows)
 		}
 		X += grow
 		var dt float64
@@ -313,4 +328,35 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 	s.now = ps
 	*start, *end = ps, pe
 	return nil
+}
+
+// sglStretchFits is sglDraftsFit for the next step of a stretch's rows (their
+// scheduled outputs osl − left): the verify slots of every row fit the free
+// blocks.
+func (s *sim) sglStretchFits(rows []draftRow) bool {
+	page, k, need := s.e.BlockSize, s.e.DraftTokens, 0
+	for i := range rows {
+		r := &s.reqs[rows[i].r]
+		if n := ceilDiv(r.isl+r.osl-rows[i].left+k, page) - r.blocks; n > 0 {
+			need += n
+		}
+	}
+	return need <= s.kvFree
+}
+
+// sglStretchKeep is one stretch step of scheduleSGLang's EAGLE decode after its
+// rows were scheduled: each keeps the KV of its input token and accepted drafts
+// (isl + scheduled outputs − 1, sglAddDraftStep), new_token_ratio decays (S-R5)
+// and the pool's peak is noted (sglNote; the running batch is unchanged).
+func (s *sim) sglStretchKeep(rows []draftRow) {
+	page := s.e.BlockSize
+	for i := range rows {
+		r := &s.reqs[rows[i].r]
+		if b := ceilDiv(r.isl+r.osl-rows[i].left-1, page); b > r.blocks {
+			s.kvFree -= b - r.blocks
+			r.blocks = b
+		}
+	}
+	s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
+	s.kvNote()
 }
