@@ -30,7 +30,17 @@ type ProfileInput struct {
 	// default chunked_prefill_size from it (engine.SGLangChunkedPrefillSize); the
 	// other backends do not read it.
 	GPUMemBytes float64
+	// Drafts is the MTP draft length the deployment runs (0 = none). Under the
+	// defaults profile SGLang's server arguments reset an unset
+	// max_running_requests to 48 for EAGLE / NEXTN (_handle_speculative_decoding:
+	// "Max running requests is reset to 48 for speculative decoding"); an explicit
+	// value (a config key, a flag) is applied over it.
+	Drafts int
 }
+
+// sglSpecMaxRunning is SGLang's max_running_requests under speculative decoding
+// when none is given (ProfileInput.Drafts).
+const sglSpecMaxRunning = 48
 
 // aicHeadroom is the token headroom aiconfigurator's benchmark rules add to the
 // prompt length when they size a worker's token budget ("SlaConfig.isl + 1500" in
@@ -71,6 +81,9 @@ func ProfileEngine(profile string, in ProfileInput) (engine.Spec, error) {
 		return engine.Spec{}, err
 	}
 	if profile == ProfileDefaults {
+		if in.Drafts > 0 && e.Backend == engine.SGLang {
+			e.MaxNumSeqs = sglSpecMaxRunning
+		}
 		return e, nil
 	}
 	switch in.Role {

@@ -119,3 +119,26 @@ func TestProfileEngineErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileSGLangDraftsRunningCap: under the defaults profile SGLang's server
+// arguments reset an unset max_running_requests to 48 for EAGLE / NEXTN; the
+// aiconfigurator profile sets it (the batch) and other backends ignore drafts.
+func TestProfileSGLangDraftsRunningCap(t *testing.T) {
+	in := ProfileInput{Backend: "sglang", Role: RoleAgg, Batch: 96, ISL: 1024, OSL: 256, Drafts: 1}
+	e, err := ProfileEngine(ProfileDefaults, in)
+	if err != nil || e.MaxNumSeqs != 48 {
+		t.Errorf("defaults, SGLang EAGLE: max_running_requests %d (%v), want 48", e.MaxNumSeqs, err)
+	}
+	if e, err := ProfileEngine(ProfileAIConfigurator, in); err != nil || e.MaxNumSeqs != 96 {
+		t.Errorf("aiconfigurator, SGLang EAGLE: max_running_requests %d (%v), want the batch 96", e.MaxNumSeqs, err)
+	}
+	in.Drafts = 0
+	if e, err := ProfileEngine(ProfileDefaults, in); err != nil || e.MaxNumSeqs == 48 {
+		t.Errorf("defaults, SGLang without drafts: max_running_requests %d (%v), want SGLang's own default", e.MaxNumSeqs, err)
+	}
+	in.Backend, in.Drafts = "trtllm", 1
+	base, _ := ProfileEngine(ProfileDefaults, ProfileInput{Backend: "trtllm", Role: RoleAgg})
+	if e, err := ProfileEngine(ProfileDefaults, in); err != nil || e != base {
+		t.Errorf("defaults, TensorRT-LLM MTP: %+v (%v), want the defaults unchanged", e, err)
+	}
+}

@@ -231,9 +231,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
 		}
 		if c.IsSet("engine-config") && !c.IsSet("nextn") { // the config's MTP drafts price each decode row
-			if cfg, err := engineconf.ParseFile(backend, c.String("engine-config")); err == nil {
-				dep.NextN = configDrafts(cfg, backend) // a parse error: resolveEngine's, with its warnings
-			}
+			dep.NextN = evalDrafts(c, backend) // a parse error: resolveEngine's, with its warnings
 		}
 		pt, v, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w, c.App.ErrWriter)
 		if err != nil {
@@ -249,7 +247,8 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	}
 	s.dep = dep
 	s.dep.Version = version
-	in := queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}
+	in := queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL,
+		Drafts: evalDrafts(c, backend)}
 	if s.pt != nil {
 		in.GPUMemBytes = s.pt.Estimator().System().MemCapacity // SGLang sizes chunked_prefill_size from it
 	}
@@ -274,6 +273,19 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	}
 	s.e = e
 	return s, nil
+}
+
+// evalDrafts is the MTP draft length eval runs: --nextn, else the engine
+// config's (0 when it cannot be read: resolveEngine reports that).
+func evalDrafts(c *cli.Context, backend string) int {
+	if c.IsSet("nextn") || !c.IsSet("engine-config") {
+		return c.Int("nextn")
+	}
+	cfg, err := engineconf.ParseFile(backend, c.String("engine-config"))
+	if err != nil {
+		return 0
+	}
+	return configDrafts(cfg, backend)
 }
 
 // checkMTPFlags checks --nextn and --nextn-accepted: drafts need an acceptance
