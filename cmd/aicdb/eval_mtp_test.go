@@ -36,24 +36,8 @@ func TestEvalMTP(t *testing.T) {
 	// SGLang EAGLE / NEXTN: the same fall in TPOT; the engine runs without the
 	// overlap scheduler and mixed chunk (SGLang turns both off), and an explicit
 	// request for either is refused.
-	sgl := func(args ...string) []string {
-		a := append(append([]string{}, base...), "--backend-engine", "sglang")
-		return append(a, args...)
-	}
-	tpotOf := func(args []string) (screen, quant float64) {
-		t.Helper()
-		code, out, errb := runCLI(t, args...)
-		if code != 0 {
-			t.Fatalf("eval %v: exit %d: %s", args, code, errb)
-		}
-		var tiers map[string]map[string]any
-		if err := json.Unmarshal([]byte(out), &tiers); err != nil || tiers["screening"] == nil || tiers["quantitative"] == nil {
-			t.Fatalf("eval %v: %v: %s", args, err, out)
-		}
-		return tiers["screening"]["tpot_mean"].(float64), tiers["quantitative"]["tpot_mean"].(float64)
-	}
-	ss0, sq0 := tpotOf(sgl("--mixed-chunk=false", "--async-scheduling=false"))
-	ss1, sq1 := tpotOf(sgl("--nextn", "1", "--nextn-accepted", "0.85"))
+	ss0, sq0 := tpot("--backend-engine", "sglang", "--mixed-chunk=false", "--async-scheduling=false")
+	ss1, sq1 := tpot("--backend-engine", "sglang", "--nextn", "1", "--nextn-accepted", "0.85")
 	if !(sq1 < 0.7*sq0 && ss1 < 0.7*ss0) {
 		t.Errorf("SGLang TPOT with one EAGLE draft at 0.85 accepted: screening %v, quantitative %v; without: %v, %v — want ≥ 30 %% lower", ss1, sq1, ss0, sq0)
 	}
