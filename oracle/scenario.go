@@ -54,8 +54,9 @@ type rawEngine struct {
 	MaxBatchSize              *int    `json:"max_batch_size"`
 	MaxNumTokens              *int    `json:"max_num_tokens"`
 	CapacityPolicy            *string `json:"capacity_policy"`
-	// TensorRT-LLM one-model MTP (optional): drafts per decode step and the mean
-	// accepted (engine.StepTokens).
+	// MTP (optional): drafts per decode step and the mean accepted
+	// (engine.StepTokens) — TensorRT-LLM's one-model MTP, or SGLang's EAGLE with
+	// async_scheduling and enable_mixed_chunk false (engine.Spec.SetDrafts).
 	DraftTokens   *int     `json:"draft_tokens"`
 	DraftAccepted *float64 `json:"draft_accepted"`
 }

@@ -21,8 +21,9 @@ type SweepSpec struct {
 	// (store.PointInputs.Deployed) and a calibration applies its fit of runs
 	// measured on it.
 	Deployed string `json:"deployed_version,omitempty"`
-	// NextN and NextNAccepted run every point with TensorRT-LLM one-model MTP:
-	// draft tokens per decode step and the mean accepted (aggregated only).
+	// NextN and NextNAccepted run every point with MTP (TensorRT-LLM one-model
+	// MTP, SGLang EAGLE/NEXTN): draft tokens per decode step and the mean accepted
+	// (aggregated only).
 	NextN         int     `json:"nextn,omitempty"`
 	NextNAccepted float64 `json:"nextn_accepted,omitempty"`
 
