@@ -274,12 +274,12 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 	barrier := s.barrier
 	for j < k && schedAt(ps, pe) < tA && pe < barrier {
 		if j > 0 {
+			if kvSteps && !s.sglStretchFits(rows) {
+				break // the pass in flight completes in the regular loop, whose next schedule refuses this step
+			}
 			if err := s.countPass(ctx); err != nil {
 				return err
 			}
-		}
-		if kvSteps && j > 0 && !s.sglStretchFits(rows) {
-			break // this step is the regular loop's (its schedule refuses it)
 		}
 		// Schedule the next step of every row (rows[i] is cur.tp.Decode[i]): its
 		// context grows by its latest step's tokens, and the new step emits

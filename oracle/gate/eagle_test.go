@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,7 +25,13 @@ func TestSGLangDraftKVRefused(t *testing.T) {
 	f := FiniteFamily{Family: Family{Name: "sglang eagle3 c4 kv2req", Spec: closed(16, 10, 0, 4), Engine: e, Timing: roofline},
 		Run: queueing.FiniteRun{Requests: 8}}
 	_, merr := queueing.QuantitativeFinite(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
+	// The summary run a fit evaluates takes decode stretches in bulk; it stops at
+	// the same step.
+	_, serr := queueing.QuantitativeFiniteSummary(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
 	_, derr := runDESFinite(context.Background(), f)
+	if fmt.Sprint(serr) != fmt.Sprint(merr) {
+		t.Errorf("summary run: %v; full run: %v", serr, merr)
+	}
 	for side, err := range map[string]error{"model": merr, "DES": derr} {
 		if err == nil || !strings.Contains(err.Error(), "verify slots") || !strings.Contains(err.Error(), "raise") ||
 			strings.Contains(err.Error(), "\n") {
@@ -33,4 +40,15 @@ func TestSGLangDraftKVRefused(t *testing.T) {
 	}
 	f.Engine.KVCapacityTokens = 4 * (16 + 10 + 4)
 	requireAggExact(t, runFiniteFamily(context.Background(), f))
+	// Two requests whose pool runs out near the end of their decode (admission
+	// reserves isl + osl each: 76 < 153 − 76; their last verify, 59 outputs in,
+	// needs 2 · (16 + 59 + 3) = 156 slots): the summary run's bulk stretch stops
+	// before the step that does not fit, the same step the full run refuses.
+	e.KVCapacityTokens = 153
+	w, run := closed(16, 60, 0, 2), queueing.FiniteRun{Requests: 2}
+	_, full := queueing.QuantitativeFinite(context.Background(), w, e, roofline, queueing.Options{}, run)
+	_, sum := queueing.QuantitativeFiniteSummary(context.Background(), w, e, roofline, queueing.Options{}, run)
+	if full == nil || !strings.Contains(full.Error(), "verify slots") || fmt.Sprint(sum) != fmt.Sprint(full) {
+		t.Errorf("pool exhausted mid-decode: full run %v, summary run %v; want the same verify-slots refusal", full, sum)
+	}
 }
