@@ -65,7 +65,7 @@ func (s *sim) scheduleSGLang(p *simPass) {
 	}
 	// S-R4 rem_total, in tokens, as a base minus what this batch adds.
 	avail, added := math.Inf(1), 0
-	if kv {
+	if kv && (s.chunked >= 0 || s.waitingLen() > 0) { // read only by a continuation or an admission
 		avail = float64(s.kvFree * page)
 		for _, ri := range dec {
 			avail -= float64(sglReserve(&s.reqs[ri])) * s.kv.ratio

@@ -222,7 +222,9 @@ func (s *sim) kvAdvance(cur *simPass, j int) {
 		s.kvGrow(en.r, decodeKVTokens(&s.reqs[en.r])+j-1)
 	}
 	if s.tr.RatioAdmission {
-		for range j { // step by step: the same floats as the pass-by-pass recursion
+		// Step by step, the same floats as the pass-by-pass recursion, until the
+		// floor, which further decays keep.
+		for i := 0; i < j && s.kv.ratio > sglMinRatio; i++ {
 			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
 		}
 	}

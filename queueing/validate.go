@@ -134,4 +134,9 @@ func FirstPassTokens(e engine.Spec, isl, prefix int) int {
 	return isl - prefix
 }
 
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
+func ceilDiv(a, b int) int {
+	if b == 1 { // SGLang's default page size: every decode row takes a block, no division
+		return a
+	}
+	return (a + b - 1) / b
+}
