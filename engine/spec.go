@@ -182,11 +182,16 @@ func (s Spec) validateDrafts() error {
 		if s.AsyncScheduling || s.EnableMixedChunk {
 			return fmt.Errorf("engine draft_tokens = %d: SGLang runs EAGLE/NEXTN speculative decoding without the overlap scheduler and without mixed chunk (its server arguments turn both off); set async_scheduling false and enable_mixed_chunk false", s.DraftTokens)
 		}
-	default:
+	}
+	if !DraftsModelled(s.Backend) {
 		return fmt.Errorf("engine draft_tokens = %d: speculative decoding is modelled for TensorRT-LLM's one-model MTP and SGLang's EAGLE/NEXTN only, not for %s; drop the drafts", s.DraftTokens, s.Backend)
 	}
 	return nil
 }
+
+// DraftsModelled reports whether MTP drafts are modelled on backend b:
+// TensorRT-LLM's one-model MTP and SGLang's EAGLE / NEXTN (validateDrafts).
+func DraftsModelled(b Backend) bool { return b == TRTLLM || b == SGLang }
 
 // SetDrafts sets the MTP draft length k and the mean drafts accepted per decode
 // step a. On SGLang, drafts (k > 0) also turn the overlap scheduler and mixed

@@ -300,19 +300,13 @@ func checkMTPFlags(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if b := c.String("backend"); n > 0 && !c.IsSet("timing") && !draftsModelled(b) {
+	if b := c.String("backend"); n > 0 && !c.IsSet("timing") && !engine.DraftsModelled(engine.Backend(b)) {
 		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend trtllm or sglang), not %s; drop --nextn", n, b)
 	}
-	if b := c.String("backend-engine"); n > 0 && c.IsSet("timing") && !draftsModelled(b) {
+	if b := c.String("backend-engine"); n > 0 && c.IsSet("timing") && !engine.DraftsModelled(engine.Backend(b)) {
 		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend-engine trtllm or sglang), not %s; drop --nextn", n, b)
 	}
 	return nil
-}
-
-// draftsModelled reports whether MTP drafts are modelled on backend b: TensorRT-LLM's
-// one-model MTP and SGLang's EAGLE/NEXTN (engine.Spec.validateDrafts).
-func draftsModelled(b string) bool {
-	return b == string(engine.TRTLLM) || b == string(engine.SGLang)
 }
 
 // checkConfigDrafts checks --nextn-accepted against the drafts of engine e

@@ -146,7 +146,7 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 	if s.NextN, s.NextNAccepted, err = readMTP(c); err != nil {
 		return s, err
 	}
-	if s.NextN > 0 && (mode != "agg" || !draftsModelled(s.Backend)) {
+	if s.NextN > 0 && (mode != "agg" || !engine.DraftsModelled(engine.Backend(s.Backend))) {
 		return s, userErrorf("--nextn %d: MTP is modelled for aggregated TensorRT-LLM and SGLang only (--backend trtllm or sglang, --mode agg)", s.NextN)
 	}
 	s.Modes = []string{mode}

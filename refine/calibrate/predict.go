@@ -311,7 +311,7 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		}
 		return t
 	}
-	if r.NextN > 0 && (m.Mode != store.ModeAgg || (m.Backend != string(engine.TRTLLM) && m.Backend != string(engine.SGLang))) {
+	if r.NextN > 0 && (m.Mode != store.ModeAgg || !engine.DraftsModelled(engine.Backend(m.Backend))) {
 		t.Reason = fmt.Sprintf("--nextn %d: MTP is modelled for aggregated TensorRT-LLM and SGLang rows only, not %s %s", r.NextN, m.Mode, m.Backend)
 		return t
 	}
