@@ -78,6 +78,37 @@ type Model struct {
 	RawQuant json.RawMessage `json:"-"`
 }
 
+// MTPLayers is the number of multi-token-prediction modules the checkpoint
+// carries — num_nextn_predict_layers (DeepSeek, Kimi, GLM), mtp_num_hidden_layers
+// (Qwen3.5), num_mtp_modules when use_mtp (MiniMax-M2) — at the top level or in
+// text_config; 0 when its config names none. A model without them cannot run
+// TensorRT-LLM's one-model MTP or SGLang's NEXTN (both draft with those modules).
+func (m *Model) MTPLayers() int {
+	var raw map[string]any
+	if json.Unmarshal(m.Raw, &raw) != nil {
+		return 0
+	}
+	for _, c := range []map[string]any{raw, asMap(raw["text_config"])} {
+		for _, k := range []string{"num_nextn_predict_layers", "mtp_num_hidden_layers"} {
+			if v, ok := c[k].(float64); ok && v > 0 {
+				return int(v)
+			}
+		}
+		if use, _ := c["use_mtp"].(bool); use {
+			if v, ok := c["num_mtp_modules"].(float64); ok && v > 0 {
+				return int(v)
+			}
+		}
+	}
+	return 0
+}
+
+// asMap is v as a JSON object, or nil.
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
 // ParseHFConfig parses a HuggingFace config.json (and optional hf_quant_config.json)
 // into a Model with the given id. name is used in error messages (a file path).
 func ParseHFConfig(id, name string, config, quantConfig []byte) (*Model, error) {

@@ -519,6 +519,9 @@ func QuantInputs(cfg perfdb.Config) store.PointInputs {
 // for model m on the perf data d; q is a querier shared across workers of the
 // same data and mode, or nil to build one for cfg.Mode.
 func WorkerTiming(q *perfdb.Querier, d *perfdb.Data, m *perfdb.Model, cfg perfdb.Config) (*perfdb.Estimator, *perfdb.PassTiming, error) {
+	if cfg.Nextn > 0 && m.MTPLayers() == 0 {
+		return nil, nil, fmt.Errorf("--nextn %d: %s has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn", cfg.Nextn, m.ID)
+	}
 	var e *perfdb.Estimator
 	var err error
 	if q == nil {

@@ -187,7 +187,7 @@ func TestAccuracyMTP(t *testing.T) {
 	db := initDB(t)
 	dir := t.TempDir()
 	write := func(name, backend string) string {
-		return writeTestFile(t, dir, name, `{"backend": "`+backend+`", "model_id": "Qwen/Qwen3-32B", "num_prompts": 32, "max_concurrency": 8,
+		return writeTestFile(t, dir, name, `{"backend": "`+backend+`", "model_id": "deepseek-ai/DeepSeek-V3", "num_prompts": 32, "max_concurrency": 8,
  "completed": 32, "total_input_tokens": 32768, "total_output_tokens": 8192, "duration": 20.0,
  "request_throughput": 1.6, "output_throughput": 409.6,
  "mean_ttft_ms": 80.0, "median_ttft_ms": 75.0, "p99_ttft_ms": 120.0,
@@ -197,7 +197,7 @@ func TestAccuracyMTP(t *testing.T) {
 		{"--backend", "trtllm", "--version", "1.3.0rc20", write("trt.json", "trtllm")},
 		{"--backend", "vllm", "--version", "0.22.0", write("vllm.json", "vllm")},
 	} {
-		args := append([]string{"bench", "import", "--system", "h200_sxm", "--tp", "4"}, imp...)
+		args := append([]string{"bench", "import", "--system", "h200_sxm", "--tp", "8"}, imp...)
 		if code, out, errs := cliRun(t, db, args...); code != 0 {
 			t.Fatalf("import %v: %d %q %q", imp, code, out, errs)
 		}

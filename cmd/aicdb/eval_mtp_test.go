@@ -132,9 +132,15 @@ func TestEvalMTPFromEngineConfig(t *testing.T) {
 		}
 	}
 	// With the perf database the config's drafts also price each decode row
-	// (WorkerConfig): the same as --nextn, the tables read once.
-	perf := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--tp", "2",
+	// (WorkerConfig): the same as --nextn, the tables read once. The model must
+	// carry MTP layers: a model whose config names none is refused in one line.
+	perf := []string{"eval", "--model", "deepseek-ai/DeepSeek-V3", "--system", "h200_sxm", "--backend", "trtllm", "--tp", "8",
 		"--concurrency", "16", "--isl", "2000", "--osl", "300", "--format", "json", "--nextn-accepted", "0.85"}
+	code, _, errb = runCLI(t, "eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--tp", "2",
+		"--concurrency", "16", "--isl", "2000", "--osl", "300", "--nextn", "1", "--nextn-accepted", "0.85")
+	if want := "aicdb: --nextn 1: Qwen/Qwen3-32B has no MTP layers"; code != 1 || !strings.HasPrefix(errb, want) || strings.Count(errb, "\n") != 1 {
+		t.Errorf("eval --model Qwen/Qwen3-32B --nextn 1: exit %d, stderr %q; want one line starting %q", code, errb, want)
+	}
 	code, perfCfg, errb := runCLI(t, append(slices.Clone(perf), "--engine-config", mtp)...)
 	if code != 0 {
 		t.Fatalf("eval --model … --engine-config mtp.yaml: %d %s", code, errb)
