@@ -160,14 +160,12 @@ func (s *sim) scheduleSGLang(p *simPass) {
 			}
 			return
 		}
-		if s.e.DraftTokens > 0 {
-			if !s.sglDraftsFit() {
-				return // s.kv.err: the run stops
-			}
-			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
-		} else if s.sglRetract() { // S-R5 decode memory check
+		switch {
+		case s.e.DraftTokens > 0 && !s.sglDraftsFit():
+			return // s.kv.err: the run stops
+		case s.e.DraftTokens == 0 && s.sglRetract(): // S-R5 decode memory check
 			dec = s.decBuf
-		} else {
+		default:
 			s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
 		}
 	}
@@ -209,13 +207,9 @@ func (s *sim) sglAddDraftStep(p *simPass, ri int32) {
 // admission counts the draft slots, is not modelled: a step that would not fit
 // stops the run with errSGLDraftKV (never an optimistic answer).
 func (s *sim) sglDraftsFit() bool {
-	page, k := s.e.BlockSize, s.e.DraftTokens
 	need := 0
 	for _, ri := range s.decBuf {
-		r := &s.reqs[ri]
-		if n := ceilDiv(decodeKVTokens(r)+k, page) - r.blocks; n > 0 {
-			need += n
-		}
+		need += s.sglVerifyBlocks(ri, s.reqs[ri].gSched)
 	}
 	if need <= s.kvFree {
 		return true
@@ -224,6 +218,14 @@ func (s *sim) sglDraftsFit() bool {
 		s.kv.err = inputErr(errSGLDraftKV)
 	}
 	return false
+}
+
+// sglVerifyBlocks is the blocks beyond those it holds that an EAGLE verify of
+// request ri needs with scheduled outputs scheduled so far: the KV of isl +
+// scheduled tokens (decodeKVTokens) and the k drafts.
+func (s *sim) sglVerifyBlocks(ri int32, scheduled int) int {
+	r := &s.reqs[ri]
+	return max(0, ceilDiv(r.isl+scheduled+s.e.DraftTokens, s.e.BlockSize)-r.blocks)
 }
 
 // sglAddDecode schedules the decode row of decoder ri. Under the overlap

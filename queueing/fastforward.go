@@ -334,28 +334,22 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 // scheduled outputs osl − left): the verify slots of every row fit the free
 // blocks.
 func (s *sim) sglStretchFits(rows []draftRow) bool {
-	page, k, need := s.e.BlockSize, s.e.DraftTokens, 0
-	for i := range rows {
-		r := &s.reqs[rows[i].r]
-		if n := ceilDiv(r.isl+r.osl-rows[i].left+k, page) - r.blocks; n > 0 {
-			need += n
-		}
+	need := 0
+	for _, w := range rows {
+		need += s.sglVerifyBlocks(w.r, s.reqs[w.r].osl-w.left)
 	}
 	return need <= s.kvFree
 }
 
 // sglStretchKeep is one stretch step of scheduleSGLang's EAGLE decode after its
 // rows were scheduled: each keeps the KV of its input token and accepted drafts
-// (isl + scheduled outputs − 1, sglAddDraftStep), new_token_ratio decays (S-R5)
-// and the pool's peak is noted (sglNote; the running batch is unchanged).
+// (isl + scheduled outputs − 1, sglAddDraftStep; sglStretchFits checked the
+// blocks), new_token_ratio decays (S-R5) and the pool's peak is noted (sglNote;
+// the running batch is unchanged).
 func (s *sim) sglStretchKeep(rows []draftRow) {
-	page := s.e.BlockSize
-	for i := range rows {
-		r := &s.reqs[rows[i].r]
-		if b := ceilDiv(r.isl+r.osl-rows[i].left-1, page); b > r.blocks {
-			s.kvFree -= b - r.blocks
-			r.blocks = b
-		}
+	for _, w := range rows {
+		r := &s.reqs[w.r]
+		s.kvGrow(w.r, r.isl+r.osl-w.left-1)
 	}
 	s.kv.ratio = math.Max(s.kv.ratio-sglDecay, sglMinRatio)
 	s.kvNote()
