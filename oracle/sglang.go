@@ -315,9 +315,7 @@ func (s *Sim) sglAddDraftStep(pb *passBuf, ri int32) {
 	r := &s.reqs[ri]
 	r.steps++
 	out := min(engine.StepTokens(s.eng.DraftAccepted, r.steps), r.maxTokens-r.g)
-	for need := (r.c + out + s.bs - 1) / s.bs; len(r.table) < need; {
-		r.table = append(r.table, s.popBlock()) // sglDraftsFit: the verify's pages are free
-	}
+	s.sglAllocExtend(ri, out) // sglDraftsFit: the verify's pages are free
 	pb.entries = append(pb.entries, entry{r: ri, more: int32(out - 1), n: 1, from: r.c, samples: true, dec: true})
 	r.c += out
 }
@@ -343,7 +341,8 @@ func (s *Sim) sglDraftsFit() bool {
 	return false
 }
 
-// sglAllocExtend allocates the pages for n more tokens of r.
+// sglAllocExtend allocates the pages for n more tokens of r (a prefill chunk, or
+// the tokens an EAGLE step keeps).
 func (s *Sim) sglAllocExtend(ri int32, n int) {
 	r := &s.reqs[ri]
 	for need := (r.c + n + s.bs - 1) / s.bs; len(r.table) < need; {
