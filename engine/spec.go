@@ -173,6 +173,9 @@ func (s Spec) validateDrafts() error {
 	if s.DraftTokens == 0 {
 		return nil
 	}
+	if !DraftsModelled(s.Backend) {
+		return fmt.Errorf("engine draft_tokens = %d: speculative decoding is modelled for TensorRT-LLM's one-model MTP and SGLang's EAGLE/NEXTN only, not for %s; drop the drafts", s.DraftTokens, s.Backend)
+	}
 	switch s.Backend {
 	case TRTLLM:
 		if s.CapacityPolicy == PolicyMaxUtilization {
@@ -182,9 +185,6 @@ func (s Spec) validateDrafts() error {
 		if s.AsyncScheduling || s.EnableMixedChunk {
 			return fmt.Errorf("engine draft_tokens = %d: SGLang runs EAGLE/NEXTN speculative decoding without the overlap scheduler and without mixed chunk (its server arguments turn both off); set async_scheduling false and enable_mixed_chunk false", s.DraftTokens)
 		}
-	}
-	if !DraftsModelled(s.Backend) {
-		return fmt.Errorf("engine draft_tokens = %d: speculative decoding is modelled for TensorRT-LLM's one-model MTP and SGLang's EAGLE/NEXTN only, not for %s; drop the drafts", s.DraftTokens, s.Backend)
 	}
 	return nil
 }
