@@ -223,15 +223,16 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 			backend = string(engine.VLLM)
 		}
 		s.gpus = 1
-	} else {
+	}
+	// --nextn, else the engine config's drafts: the engine runs them and, with
+	// the perf database, they price each decode row (read once here).
+	dep.NextN = evalDrafts(c, backend)
+	if !synthetic {
 		if err := dep.requirePerf(par, "--model: --%s is required with the perf-database timing"); err != nil {
 			return nil, err
 		}
 		if c.IsSet("backend-engine") && c.String("backend-engine") != backend {
 			return nil, userErrorf("--backend-engine %q: with --model the engine is --backend (%s)", c.String("backend-engine"), backend)
-		}
-		if c.IsSet("engine-config") && !c.IsSet("nextn") { // the config's MTP drafts price each decode row
-			dep.NextN = evalDrafts(c, backend) // a parse error: resolveEngine's, with its warnings
 		}
 		pt, v, err := evalPassTiming(c.Context, c.String("db"), dep, readQuant(c), par, w, c.App.ErrWriter)
 		if err != nil {
@@ -248,7 +249,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	s.dep = dep
 	s.dep.Version = version
 	in := queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL,
-		Drafts: evalDrafts(c, backend)}
+		Drafts: dep.NextN}
 	if s.pt != nil {
 		in.GPUMemBytes = s.pt.Estimator().System().MemCapacity // SGLang sizes chunked_prefill_size from it
 	}
@@ -276,7 +277,8 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 }
 
 // evalDrafts is the MTP draft length eval runs: --nextn, else the engine
-// config's (0 when it cannot be read: resolveEngine reports that).
+// config's (0 when it cannot be read: resolveEngine reports that, with its
+// warnings).
 func evalDrafts(c *cli.Context, backend string) int {
 	if c.IsSet("nextn") || !c.IsSet("engine-config") {
 		return c.Int("nextn")
