@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -87,13 +85,7 @@ func TestSweepMTPRefusals(t *testing.T) {
 // decoding type, or in a sweep it is one line naming the file and the fix.
 func TestEvalMTPFromEngineConfig(t *testing.T) {
 	dir := t.TempDir()
-	cfg := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	cfg := func(name, body string) string { return writeTestFile(t, dir, name, body) }
 	mtp := cfg("mtp.yaml", "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 1\n")
 	eagle := cfg("eagle.yaml", "speculative_config:\n  decoding_type: Eagle3\n  max_draft_len: 3\n")
 	base := []string{"eval", "--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.01", "--decode-ms-per-row", "0.05",
