@@ -113,17 +113,32 @@ func (vllmRules) alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) floa
 	return ms
 }
 
-// alonePrefillMs (TRT-LLM): charged from position 0, reuse applied after
-// budgeting (T-R3, §4.4).
+// alonePrefillMs (TRT-LLM): chunked as the calendar chunks a lone request
+// (trtMicroBatch): the budget is charged from position 0 and reuse applied after
+// budgeting (T-R3, §4.4); a cut first chunk moves past the reused prefix and keeps
+// its size, its end floored to a block unless it reaches the prompt's end (T-R5).
+// Charging it from position 0 instead (a first chunk shortened by the prefix)
+// priced a split the evaluator never runs, above its minimum for a roofline
+// timing (the property test's isl 1009, prefix 1, budget 169).
 func (trtRules) alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float64 {
 	ms := 0.0
+	unit := max(e.BlockSize, 1)
 	for pos := 0; pos < isl; {
-		n := isl - pos
+		rest := isl - pos
+		n := rest
 		if e.EnableChunkedPrefill && n > e.MaxNumTokens {
-			n = e.MaxNumTokens / e.BlockSize * e.BlockSize
+			n = e.MaxNumTokens / unit * unit // ≥ one block: Validate refuses a smaller budget
 		}
-		from, to := max(pos, prefix), max(pos+n, prefix)
-		if to > from {
+		to := max(pos+n, prefix)
+		if pos == 0 && prefix > 0 && n < rest {
+			to = prefix + n // T-R5
+			if to < isl {
+				to = to / unit * unit
+			} else {
+				to = isl
+			}
+		}
+		if from := max(pos, prefix); to > from {
 			ms += pr.price(to-from, from, prefix, 0, 0)
 		}
 		pos = to
