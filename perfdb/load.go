@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -513,4 +514,62 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// tableFields maps each perf-table field of Data to the table (file stem) it
+// is loaded from. NCCL, which assemble always loads, and Sources are not
+// listed; TestTableFieldsCoverData checks that every other slice field is.
+var tableFields = []struct{ field, stem string }{
+	{"Gemm", gemmKind.stem}, {"ContextAttention", contextAttentionKind.stem},
+	{"GenerationAttention", generationAttentionKind.stem}, {"AllReduce", allReduceKind.stem},
+	{"MoE", moeKind.stem}, {"MoEMinLatency", moeKind.stem},
+	{"ComputeScale", computeScaleKind.stem}, {"ScaleMatrix", scaleMatrixKind.stem},
+	{"MLAContextModule", mlaContextModuleKind.stem}, {"MLAGenerationModule", mlaGenerationModuleKind.stem},
+	{"MLAContext", mlaContextKind.stem}, {"MLAGeneration", mlaGenerationKind.stem}, {"MLABmm", mlaBmmKind.stem},
+	{"DSAContext", dsaContextKind.stem}, {"DSAGeneration", dsaGenerationKind.stem}, {"GDN", gdnKind.stem},
+	{"DeepEPNormal", deepEPNormalKind.stem}, {"DeepEPLL", deepEPLLKind.stem},
+	{"WideEPContextMoE", wideEPContextMoEKind.stem}, {"WideEPGenerationMoE", wideEPGenerationMoEKind.stem},
+	{"WideEPContextMLA", wideEPContextMLAKind.stem}, {"WideEPGenerationMLA", wideEPGenerationMLAKind.stem},
+}
+
+// unwantedFields returns the Data field indexes of the tables plan does not
+// load (nil when it loads every table).
+func unwantedFields(plan loadPlan) []bool {
+	if plan.tables == nil {
+		return nil
+	}
+	skip := make([]bool, dataType.NumField())
+	for _, t := range tableFields {
+		if !plan.wants(t.stem) {
+			f, _ := dataType.FieldByName(t.field)
+			skip[f.Index[0]] = true
+		}
+	}
+	return skip
+}
+
+// only returns d restricted to the tables plan wants, as assemble builds it
+// under plan: every other table empty and its sources dropped (NCCL, which
+// assemble always loads, is kept). LoadStore derives a table selection's Data
+// from a snapshot of every table this way (TestOnlyMatchesAssemble: equal to
+// decoding the selection, for every model family and every single table).
+func (d *Data) only(plan loadPlan) *Data {
+	skip := unwantedFields(plan)
+	if skip == nil {
+		return d
+	}
+	o := *d
+	v := reflect.ValueOf(&o).Elem()
+	for i, s := range skip {
+		if s {
+			v.Field(i).SetZero()
+		}
+	}
+	o.Sources = nil
+	for _, s := range d.Sources {
+		if s.Table == ncclKind.stem || plan.wants(s.Table) {
+			o.Sources = append(o.Sources, s)
+		}
+	}
+	return &o
 }

@@ -182,6 +182,12 @@ func snapshotKey(tr *tree, src *storeSource, backend, version string, plan loadP
 // readSnapshot returns the Data in file when the file is a sound snapshot of
 // key; ok is false otherwise (missing, another key, truncated, corrupt).
 func readSnapshot(file string, key [32]byte) (d *Data, ok bool) {
+	return readSnapshotOnly(file, key, loadPlan{})
+}
+
+// readSnapshotOnly is readSnapshot of the tables plan wants (Data.only), the
+// others passed over undecoded.
+func readSnapshotOnly(file string, key [32]byte, plan loadPlan) (d *Data, ok bool) {
 	b, unmap, err := mapSnapshot(file)
 	if err != nil {
 		return nil, false
@@ -191,11 +197,11 @@ func readSnapshot(file string, key [32]byte) (d *Data, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	d, err = decodeData(payload)
+	d, err = decodeDataSkipping(payload, unwantedFields(plan))
 	if err != nil {
 		return nil, false
 	}
-	return d, true
+	return d.only(plan), true
 }
 
 // encodeSnapshot returns the bytes of a snapshot of d under key.

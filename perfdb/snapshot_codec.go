@@ -312,7 +312,11 @@ func (r *snapReader) tag() byte {
 }
 
 // decodeData decodes a payload written by encodeData for the same dataLayout.
-func decodeData(payload []byte) (*Data, error) {
+func decodeData(payload []byte) (*Data, error) { return decodeDataSkipping(payload, nil) }
+
+// decodeDataSkipping is decodeData leaving the columnar fields i with skip[i]
+// nil: their columns are checked for bounds and passed over, not decoded.
+func decodeDataSkipping(payload []byte, skip []bool) (*Data, error) {
 	r := &snapReader{b: payload}
 	d := &Data{}
 	v := reflect.ValueOf(d).Elem()
@@ -323,6 +327,8 @@ func decodeData(payload []byte) (*Data, error) {
 		f := dataType.Field(i)
 		tag := r.tag()
 		switch {
+		case tag == fieldColumns && columnar(f) && skip != nil && skip[i]:
+			skipColumns(r, f.Type.Elem())
 		case tag == fieldColumns && columnar(f):
 			decodeColumns(r, v.Field(i))
 		case tag == fieldJSON && !columnar(f):
@@ -415,6 +421,39 @@ func decodeColumns(r *snapReader, s reflect.Value) {
 		}
 	}
 	s.Set(sv)
+}
+
+// skipColumns passes over the columns of a slice field of element type e,
+// as decodeColumns reads them, without building its rows.
+func skipColumns(r *snapReader, e reflect.Type) {
+	n1 := r.uvarint()
+	if r.err != nil || n1 <= 1 {
+		return // nil or empty
+	}
+	if n1-1 > uint64(len(r.b)) {
+		r.fail()
+		return
+	}
+	n := int(n1 - 1)
+	for j := 0; j < e.NumField() && r.err == nil; j++ {
+		w := 0
+		switch e.Field(j).Type.Kind() {
+		case reflect.String:
+			for range r.count() {
+				r.next(r.count())
+			}
+			w = r.width()
+		case reflect.Bool:
+			w = 1
+		case reflect.Float32:
+			w = 4
+		case reflect.Float64:
+			w = 8
+		default:
+			w = r.width()
+		}
+		r.next(w * n)
+	}
 }
 
 // width reads an integer column's value width (1, 2, 4 or 8 bytes).
