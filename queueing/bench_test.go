@@ -191,3 +191,29 @@ func BenchmarkFiniteSummarySGLangEagle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFiniteSummarySGLangMixed: the summary run of an SGLang deployment as
+// aiconfigurator deploys it for the measured rows (mixed chunk on, overlap
+// scheduler on, max_prefill_tokens isl + 1500, running cap = C, page 1, a KV pool
+// a fifth above the clients' full length) at C 256, isl 1024, osl 1024, 20·C
+// requests, desynchronised: the large-C rows that dominate an SGLang
+// calibration's cost (every pass with an arrival is a mixed pass, so there is
+// little decode stretch to take in bulk).
+func BenchmarkFiniteSummarySGLangMixed(b *testing.B) {
+	e, err := engine.Defaults(engine.SGLang, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const c = 256
+	e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = c, 1024+1500, true
+	e.KVCapacityTokens = c * (1024 + 1024) * 6 / 5
+	w := workload.Spec{ISL: 1024, OSL: 1024, Concurrency: c}
+	run := FiniteRun{Requests: 20 * c, Desync: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		tm := &memo{t: benchLin, m: map[memoKey]float64{}}
+		if _, err := QuantitativeFiniteSummary(context.Background(), w, e, tm, DefaultOptions(), run); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
