@@ -27,7 +27,7 @@ Parquet files; --mirror also copies their rows (3,127,698 for the embedded data)
 'aicdb query' (about 10× slower; running init --mirror later fills them).`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "mirror", Usage: "also copy the perf rows into the perf_* SQL tables (slow)"},
-			&cli.BoolFlag{Name: "no-warm", Usage: "skip building the perf-data snapshots of each backend's newest version (the first estimate of each then builds its own, ~0.4 s)"},
+			noWarmFlag(),
 			quietFlag(),
 		},
 		Action: func(c *cli.Context) error {
@@ -51,19 +51,30 @@ Parquet files; --mirror also copies their rows (3,127,698 for the embedded data)
 			if c.Bool("no-warm") {
 				return nil
 			}
-			// The first estimate of a (system, backend, version) otherwise decodes
-			// its stored Parquet (~0.4 s) before it prices anything.
-			start := time.Now()
-			for _, sys := range rep.Systems {
-				warmed, err := perfdb.WarmSnapshots(c.Context, st, sys)
-				if err != nil {
-					return err
-				}
-				if len(warmed) > 0 && !c.Bool("quiet") {
-					fmt.Fprintf(c.App.ErrWriter, "aicdb: init: perf-data snapshots of %s: %s (%.1f s)\n", sys, strings.Join(warmed, ", "), time.Since(start).Seconds())
-				}
-			}
-			return nil
+			return warmSnapshots(c, st, "init", rep.Systems, c.Bool("quiet"))
 		},
 	}
+}
+
+// noWarmFlag is init's and perfdb import's opt-out of warmSnapshots.
+func noWarmFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "no-warm", Usage: "skip building the perf-data snapshots of each backend's newest version (the first estimate of each then builds its own, ~0.4 s)"}
+}
+
+// warmSnapshots builds the perf-data snapshot of each backend's newest version
+// on each of systems (perfdb.WarmSnapshots) and names them on stderr unless
+// quiet: the first estimate of a (system, backend, version) otherwise decodes its
+// stored Parquet (~0.4 s) before it prices anything.
+func warmSnapshots(c *cli.Context, st *store.Store, cmd string, systems []string, quiet bool) error {
+	start := time.Now()
+	for _, sys := range systems {
+		warmed, err := perfdb.WarmSnapshots(c.Context, st, sys)
+		if err != nil {
+			return err
+		}
+		if len(warmed) > 0 && !quiet {
+			fmt.Fprintf(c.App.ErrWriter, "aicdb: %s: perf-data snapshots of %s: %s (%.1f s)\n", cmd, sys, strings.Join(warmed, ", "), time.Since(start).Seconds())
+		}
+	}
+	return nil
 }

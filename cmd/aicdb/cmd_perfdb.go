@@ -49,16 +49,18 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "model `ID` (org/name) for a single config.json"},
 			&cli.BoolFlag{Name: "no-mirror", Usage: "do not copy perf rows into the perf_* SQL tables (faster)"},
+			noWarmFlag(),
 			quietFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
-			id, noMirror := c.String("id"), c.Bool("no-mirror")
+			id, noMirror, noWarm := c.String("id"), c.Bool("no-mirror"), c.Bool("no-warm")
 			if len(args) > 1 { // flags after PATH (urfave/cli v2 stops at the first positional)
 				fs := flag.NewFlagSet("import", flag.ContinueOnError)
 				fs.SetOutput(io.Discard)
 				fs.StringVar(&id, "id", id, "")
 				fs.BoolVar(&noMirror, "no-mirror", noMirror, "")
+				fs.BoolVar(&noWarm, "no-warm", noWarm, "")
 				quiet := fs.Bool("quiet", false, "")
 				setDB := trailingDB(c, fs)
 				if err := fs.Parse(args[1:]); err != nil {
@@ -100,7 +102,10 @@ skips unchanged files (same sha256) and replaces changed ones.`,
 			if len(rep.TablesSkipped) > 0 {
 				fmt.Fprintf(c.App.ErrWriter, "not imported (tables aicdb does not model): %s\n", strings.Join(rep.TablesSkipped, ", "))
 			}
-			return nil
+			if noWarm {
+				return nil
+			}
+			return warmSnapshots(c, st, "perfdb import", rep.Systems, c.Bool("quiet"))
 		},
 	}
 }

@@ -123,6 +123,13 @@ h200_sxm,vllm,0.24.0,13,318479
 	if code != 0 || !strings.Contains(out, "systems [fx], models 0, perf files 18 (33 rows), unchanged 0, removed 0") {
 		t.Errorf("import systems folder: code %d out %q stderr %q", code, out, stderr)
 	}
+	// The import warms the newest version's snapshot of each backend it holds.
+	if want := "aicdb: perfdb import: perf-data snapshots of fx: vllm "; !strings.Contains(stderr, want) {
+		t.Errorf("import systems folder: stderr %q, want a line with %q", stderr, want)
+	}
+	if snaps, _ := filepath.Glob(db + ".perfcache/fx_vllm_*_shared_all.snap"); len(snaps) != 1 {
+		t.Errorf("snapshots of fx after the import: %v, want one", snaps)
+	}
 	code, out, _ = runPerfdbCLI(t, "--db", db, "perfdb", "import", fx)
 	if code != 0 || !strings.Contains(out, "perf files 0 (0 rows), unchanged 18, removed 0") {
 		t.Errorf("re-import systems folder: code %d out %q", code, out)
