@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 
@@ -376,7 +377,29 @@ func WarmSnapshots(ctx context.Context, st *store.Store, system string) ([]strin
 		if _, err := LoadStore(ctx, st, system, b, v); err != nil {
 			return warmed, fmt.Errorf("warm the perf-data snapshot of %s %s %s: %w", system, b, v, err)
 		}
-		warmed = append(warmed, b+" "+v)
+		if snapshotWritten(ctx, st, system, b, v) {
+			warmed = append(warmed, b+" "+v)
+		}
 	}
 	return warmed, nil
+}
+
+// snapshotWritten reports whether the every-table snapshot of (system, backend,
+// version) is beside the store: LoadStore skips a snapshot it cannot write (an
+// unwritable folder), and WarmSnapshots then names nothing it did not keep.
+func snapshotWritten(ctx context.Context, st *store.Store, system, backend, version string) bool {
+	tr, src, err := storeTree(ctx, st, system)
+	if err != nil {
+		return false
+	}
+	plan, err := resolveLoadOptions(nil) // what WarmSnapshots loads
+	if err != nil {
+		return false
+	}
+	file, _, ok := snapshotTarget(st.Path, tr, src, backend, version, plan)
+	if !ok {
+		return false
+	}
+	_, err = os.Stat(file)
+	return err == nil
 }

@@ -209,6 +209,10 @@ func TestSnapshotSkippedWhenFolderUnwritable(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("load with an unwritable snapshot folder: %v", err)
 	}
+	// Warming names nothing it could not keep.
+	if warmed, err := WarmSnapshots(context.Background(), st, "fx"); err != nil || len(warmed) != 0 {
+		t.Errorf("WarmSnapshots with an unwritable folder = %q, %v; want none", warmed, err)
+	}
 }
 
 func TestOnlyTablesLoadsTheNamedTables(t *testing.T) {
