@@ -2,6 +2,7 @@ package perfdb
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -130,5 +131,39 @@ func TestWarmSnapshotsServeModelSelections(t *testing.T) {
 	}
 	if _, err := LoadStore(ctx, st, "h200_sxm", "vllm", "0.22.0", ForModel(m)); err == nil {
 		t.Error("vllm 0.22.0 (not warmed) loaded from spoiled Parquet")
+	}
+}
+
+// TestSelectionFromCorruptEveryTableSnapshot: a corrupt every-table snapshot is
+// not read for a table selection: the selection is decoded (equal to decoding it
+// without snapshots) and kept as its own snapshot.
+func TestSelectionFromCorruptEveryTableSnapshot(t *testing.T) {
+	_, st := fixtureStore(t)
+	ctx := context.Background()
+	want, err := LoadStore(ctx, st, "fx", "vllm", "0.10.0", OnlyTables("gemm_perf"), WithoutSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadStore(ctx, st, "fx", "vllm", "0.10.0"); err != nil { // the every-table snapshot
+		t.Fatal(err)
+	}
+	all := snapFiles(t, st)
+	if len(all) != 1 {
+		t.Fatalf("snapshots %v, want the every-table one", all)
+	}
+	b, err := os.ReadFile(all[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-9] ^= 0x55 // a payload byte: the CRC no longer holds
+	if err := os.WriteFile(all[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadStore(ctx, st, "fx", "vllm", "0.10.0", OnlyTables("gemm_perf"))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("selection beside a corrupt every-table snapshot: %v (equal %v)", err, reflect.DeepEqual(got, want))
+	}
+	if n := len(snapFiles(t, st)); n != 2 {
+		t.Errorf("%d snapshot files, want 2 (the selection's own written)", n)
 	}
 }
