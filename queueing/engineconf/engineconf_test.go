@@ -127,6 +127,8 @@ func TestValuesMapped(t *testing.T) {
 func TestErrors(t *testing.T) {
 	cases := []struct{ backend, text, want string }{
 		{"vllm", "--speculative-config '{\"method\": \"ngram\"}'", `line 1: flag --speculative-config: changes scheduling (speculative decoding: several tokens per pass per request), which the model does not represent; remove it`},
+		{"vllm", "max_num_seqs: 64\nspeculative_config:\n  method: eagle3\n  num_speculative_tokens: 3\n", `line 3: key speculative_config.method: changes scheduling (speculative decoding: several tokens per pass per request), which the model does not represent; remove it`},
+		{"vllm", "kv_transfer_config:\n  kv_connector: NixlConnector\n", `line 2: key kv_transfer_config.kv_connector: changes scheduling (a KV connector: requests wait for remote KV before they are scheduled), which the model does not represent; remove it`},
 		{"vllm", "--frobnicate 3", `line 1: flag --frobnicate: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)`},
 		{"vllm", "--port 1\n--max-num-seqs zero", `line 2: flag --max-num-seqs "zero": want an integer`},
 		{"vllm", "--max-num-seqs 0", `line 1: flag --max-num-seqs "0": want an integer in 1..2147483647`},

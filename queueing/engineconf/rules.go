@@ -237,6 +237,11 @@ func lookup(backend engine.Backend, key string) (rule, bool) {
 
 // vllmRule: vLLM engine arguments (vllm/engine/arg_utils.py; SCHEDULERS.md §2).
 func vllmRule(k string) (rule, bool) {
+	// A YAML config nests these mappings (speculative_config.method, …): the
+	// whole mapping is what changes scheduling, whatever its keys.
+	if p, _, ok := strings.Cut(k, "."); ok && (p == "speculative_config" || p == "kv_transfer_config") {
+		return vllmRule(p)
+	}
 	switch k {
 	case "max_num_batched_tokens": // V-R1 token budget
 		return intKey(1, func(e *engine.Spec, v int) { e.MaxNumBatchedTokens = v }), true
