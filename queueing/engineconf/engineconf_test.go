@@ -128,6 +128,9 @@ func TestErrors(t *testing.T) {
 	cases := []struct{ backend, text, want string }{
 		{"vllm", "--speculative-config '{\"method\": \"ngram\"}'", `line 1: flag --speculative-config: changes scheduling (speculative decoding: several tokens per pass per request), which the model does not represent; remove it`},
 		{"vllm", "max_num_seqs: 64\nspeculative_config:\n  method: eagle3\n  num_speculative_tokens: 3\n", `line 3: key speculative_config.method: changes scheduling (speculative decoding: several tokens per pass per request), which the model does not represent; remove it`},
+		{"trtllm", "attention_dp_config:\n  enable_balance: true\n  timeout_iters: 50\n", `line 2: key attention_dp_config.enable_balance "true": attention-DP balancing holds context requests until every rank has one (up to timeout_iters); the model represents only false`},
+		{"trtllm", "stream_interval: 10\n", `line 1: key stream_interval "10": the server streams each request's tokens 10 at a time, so the client does not see the per-token TTFT and inter-token gaps the model predicts; set 1 or remove it`},
+		{"sglang", "--stream-interval 8", `line 1: flag --stream-interval "8": the server streams each request's tokens 8 at a time, so the client does not see the per-token TTFT and inter-token gaps the model predicts; set 1 or remove it`},
 		{"vllm", "kv_transfer_config:\n  kv_connector: NixlConnector\n", `line 2: key kv_transfer_config.kv_connector: changes scheduling (a KV connector: requests wait for remote KV before they are scheduled), which the model does not represent; remove it`},
 		{"vllm", "--frobnicate 3", `line 1: flag --frobnicate: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)`},
 		{"vllm", "--port 1\n--max-num-seqs zero", `line 2: flag --max-num-seqs "zero": want an integer`},
@@ -394,6 +397,25 @@ func TestSGLangSpeculative(t *testing.T) {
 		}
 		if e.DraftTokens != 2 || e.EnableMixedChunk || e.AsyncScheduling {
 			t.Errorf("%q: drafts %d, mixed chunk %v, overlap %v; want 2 drafts, both off", text, e.DraftTokens, e.EnableMixedChunk, e.AsyncScheduling)
+		}
+	}
+}
+
+// TestNeutralValuesAccepted: the values of the refused streaming and balancing
+// keys that change nothing are accepted (stream_interval 1, enable_balance
+// false, whose companion keys then act on nothing and are listed as ignored).
+func TestNeutralValuesAccepted(t *testing.T) {
+	for _, c := range []struct{ backend, text, ignored string }{
+		{"trtllm", "stream_interval: 1\nattention_dp_config:\n  enable_balance: false\n  timeout_iters: 50\n", "engine config: ignored (no effect on scheduling): attention_dp_config.timeout_iters"},
+		{"sglang", "--stream-interval 1", ""},
+	} {
+		cfg, err := Parse(c.backend, []byte(c.text))
+		if err != nil {
+			t.Errorf("%s %q: %v", c.backend, c.text, err)
+			continue
+		}
+		if got := cfg.IgnoredLine(); got != c.ignored {
+			t.Errorf("%s %q: ignored line %q, want %q", c.backend, c.text, got, c.ignored)
 		}
 	}
 }

@@ -205,6 +205,26 @@ func onlyKey(what string, allowed ...string) rule {
 	}
 }
 
+// streamIntervalKey accepts a streaming interval of 1 only: at N > 1 the server
+// sends a request's tokens N at a time, so the client's TTFT, inter-token gaps
+// and TPOT are not the per-token times the model predicts (engines schedule the
+// same passes either way).
+func streamIntervalKey() rule {
+	return rule{
+		check: func(v string) (string, error) {
+			n, err := parseInt(v, 1)
+			if err != nil {
+				return "", err
+			}
+			if n != 1 {
+				return "", fmt.Errorf("the server streams each request's tokens %d at a time, so the client does not see the per-token TTFT and inter-token gaps the model predicts; set 1 or remove it", n)
+			}
+			return "1", nil
+		},
+		apply: func(*engine.Spec, string) {},
+	}
+}
+
 // boolOnly accepts a boolean scheduling key only at value want.
 func boolOnly(want bool, why string) rule {
 	return rule{isBool: true,
@@ -341,6 +361,10 @@ func trtllmRule(k string) (rule, bool) {
 		return onlyKey(k, "0"), true
 	case "max_beam_width":
 		return onlyKey(k, "1"), true
+	case "stream_interval":
+		return streamIntervalKey(), true
+	case "attention_dp_config.enable_balance": // the other attention_dp_config keys act only with it
+		return boolOnly(false, "attention-DP balancing holds context requests until every rank has one (up to timeout_iters)"), true
 	case "speculative_config.decoding_type": // one-model MTP only (its acceptance comes from eval --nextn-accepted)
 		return onlyKey("speculative_config.decoding_type", "mtp"), true
 	case "speculative_config.num_nextn_predict_layers", "speculative_config.max_draft_len":
@@ -357,7 +381,7 @@ func trtllmRule(k string) (rule, bool) {
 		"moe_expert_parallel_size", "moe_tensor_parallel_size", "moe_cluster_parallel_size", "tp_size",
 		"pp_size", "ep_size", "cluster_size", "gpus_per_node", "enable_attention_dp", "max_seq_len",
 		"max_input_len", "print_iter_log", "enable_iter_perf_stats", "enable_iter_req_stats",
-		"attn_backend", "sampler_type", "stream_interval", "num_postprocess_workers",
+		"attn_backend", "sampler_type", "num_postprocess_workers",
 		"postprocess_tokenizer_dir", "return_perf_metrics", "enable_autotuner", "garbage_collection_gen0_threshold",
 		"kv_cache_config.enable_block_reuse",
 		"kv_cache_config.host_cache_size", "kv_cache_config.event_buffer_max_size", "kv_cache_config.enable_partial_reuse",
@@ -447,6 +471,8 @@ func sglangRule(k string) (rule, bool) {
 		return intKey(2, func(*engine.Spec, int) {}), true
 	case "speculative_draft_model_path": // the NEXTN/MTP weights; the draft is priced as the model's own MTP layers
 		return harmless(), true
+	case "stream_interval":
+		return streamIntervalKey(), true
 	case "disaggregation_mode":
 		return onlyKey(k, "null"), true
 	case "model_path", "model", "tokenizer_path", "tokenizer_mode", "skip_tokenizer_init", "load_format",
@@ -458,7 +484,7 @@ func sglangRule(k string) (rule, bool) {
 		"enable_dp_attention", "enable_dp_lm_head", "load_balance_method", "nnodes", "node_rank",
 		"dist_init_addr", "disable_radix_cache", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
 		"moe_runner_backend", "moe_a2a_backend", "disaggregation_transfer_backend",
-		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout", "stream_interval",
+		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout",
 		"stream_output", "enable_torch_compile", "torch_compile_max_bs", "reasoning_parser",
 		"tool_call_parser", "grammar_backend", "device", "base_gpu_id", "enable_nccl_nvls",
 		"enable_custom_all_reduce", "disable_custom_all_reduce", "enable_hierarchical_cache",
