@@ -56,6 +56,13 @@ type Spec struct {
 	// EnablePrefixCaching shares cached prompt blocks between requests in the
 	// oracle's KV pool (the queueing model takes prefix caching from its options).
 	EnablePrefixCaching bool `json:"enable_prefix_caching,omitempty"`
+	// NoPrefixReuse: the engine's prefix cache is turned off by its config (vLLM
+	// enable_prefix_caching false, TensorRT-LLM kv_cache_config.enable_block_reuse
+	// false, SGLang disable_radix_cache): nothing is reused, so a workload's
+	// shared prefix is computed like the rest of its prompt. The model reads a
+	// workload prefix as cached, so it refuses the two together (queueing's input
+	// check); false is every engine's default, a prefix cache on.
+	NoPrefixReuse bool `json:"no_prefix_reuse,omitempty"`
 
 	// SGLang (S-R1..S-R6).
 	ChunkedPrefillSize int  `json:"chunked_prefill_size,omitempty"` // S-R4 shared per-pass prompt budget
@@ -145,6 +152,9 @@ func (s Spec) Validate() error {
 	}
 	if err := s.validateDrafts(); err != nil {
 		return err
+	}
+	if s.NoPrefixReuse && s.EnablePrefixCaching {
+		return fmt.Errorf("engine no_prefix_reuse and enable_prefix_caching are both set: the prefix cache is either on or off; drop one")
 	}
 	c, ok := s.Backend.Calendar()
 	if !ok {

@@ -51,6 +51,9 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 	if w.Prefix < 0 {
 		return b, fmt.Errorf("workload prefix = %d: must be ≥ 0", w.Prefix)
 	}
+	if w.Prefix > 0 && e.NoPrefixReuse {
+		return b, fmt.Errorf("workload prefix = %d: the engine config turns the prefix cache off, so nothing is reused, while the model reads a prefix as cached; pass prefix 0 (every prompt computed whole) or turn the cache on", w.Prefix)
+	}
 	closed, open := w.Concurrency != 0, w.RateRPS != 0
 	switch {
 	case closed && open:

@@ -129,6 +129,10 @@ func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 	if err := noConfigDrafts(c, cfg, s.Backend, "sweep: give --nextn N --nextn-accepted A instead"); err != nil {
 		return err
 	}
+	if probe, ok := configProbe(cfg, s.Backend); ok && probe.NoPrefixReuse && s.Prefix > 0 {
+		// Refused before the sweep starts: every point would be (queueing's input check).
+		return userErrorf("--prefix %d with --engine-config %s: the config turns the prefix cache off, so nothing is reused, while the model reads a prefix as cached; pass --prefix 0 or turn the cache on", s.Prefix, c.String("engine-config"))
+	}
 	s.EngineConfig = cfg
 	return nil
 }
@@ -147,14 +151,22 @@ func noConfigDrafts(c *cli.Context, cfg *engineconf.Config, backend, fix string)
 // backend (its speculative_config); 0 without a config, or when the backend or
 // the config does not apply (their errors come when the engine is resolved).
 func configDrafts(cfg *engineconf.Config, backend string) int {
+	probe, _ := configProbe(cfg, backend)
+	return probe.DraftTokens
+}
+
+// configProbe is backend's default engine with cfg applied, for reading what
+// the config sets; ok false without a config, or when the backend or the config
+// does not apply (their errors come when the engine is resolved).
+func configProbe(cfg *engineconf.Config, backend string) (engine.Spec, bool) {
 	if cfg == nil {
-		return 0
+		return engine.Spec{}, false
 	}
 	probe, err := engine.Defaults(backend, "")
 	if err != nil || cfg.Apply(&probe) != nil {
-		return 0
+		return engine.Spec{}, false
 	}
-	return probe.DraftTokens
+	return probe, true
 }
 
 // oracleEngineFlags applies --engine-profile and --engine-config to a scenario's

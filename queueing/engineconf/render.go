@@ -109,6 +109,9 @@ func vllmKVs(e engine.Spec, d Deployment) []renderKV {
 	if d.MoEEP > 1 {
 		kv = append(kv, renderKV{key: "enable-expert-parallel", flagOnly: true})
 	}
+	if e.NoPrefixReuse {
+		kv = append(kv, boolKV("enable-prefix-caching", false))
+	}
 	if e.MemFraction > 0 {
 		kv = append(kv, renderKV{key: "gpu-memory-utilization", value: ftoa(e.MemFraction)})
 	}
@@ -176,6 +179,9 @@ func sglangKVs(e engine.Spec, d Deployment) []renderKV {
 	if e.DisableCUDAGraph {
 		kv = append(kv, renderKV{key: "disable-cuda-graph", flagOnly: true})
 	}
+	if e.NoPrefixReuse {
+		kv = append(kv, renderKV{key: "disable-radix-cache", flagOnly: true})
+	}
 	switch e.KVCacheDtype {
 	case "fp8":
 		kv = append(kv, renderKV{key: "kv-cache-dtype", value: "fp8_e4m3"}) // SGLang has no plain fp8
@@ -216,6 +222,9 @@ func trtllmYAML(e engine.Spec, d Deployment) string {
 	}
 	if e.KVCacheDtype != "" {
 		fmt.Fprintf(&b, "  dtype: %s\n", e.KVCacheDtype)
+	}
+	if e.NoPrefixReuse {
+		b.WriteString("  enable_block_reuse: false\n")
 	}
 	fmt.Fprintf(&b, "scheduler_config:\n  capacity_scheduler_policy: %s\n  context_chunking_policy: FIRST_COME_FIRST_SERVED\n",
 		strings.ToUpper(e.CapacityPolicy))

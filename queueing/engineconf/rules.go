@@ -291,6 +291,8 @@ func vllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "num_scheduler_steps":
 		return onlyKey(k, "1"), true
+	case "enable_prefix_caching": // V-R8; off: a workload prefix is not reused
+		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
 	case "speculative_config", "speculative_model", "num_speculative_tokens", "speculative_draft_tensor_parallel_size":
 		return rejected("speculative decoding: several tokens per pass per request"), true
 	case "scheduler_cls", "scheduler_class":
@@ -309,7 +311,7 @@ func vllmRule(k string) (rule, bool) {
 		"enable_expert_parallel", "enable_eplb", "all2all_backend", "distributed_executor_backend",
 		"worker_cls", "worker_extension_cls", "disable_custom_all_reduce", "enforce_eager",
 		"cudagraph_capture_sizes", "cuda_graph_sizes", "compilation_config", "o",
-		"enable_prefix_caching", "prefix_caching_hash_algo", "chat_template", "chat_template_content_format",
+		"prefix_caching_hash_algo", "chat_template", "chat_template_content_format",
 		"response_role", "enable_auto_tool_choice", "tool_call_parser", "tool_parser_plugin",
 		"reasoning_parser", "enable_reasoning", "generation_config", "override_generation_config",
 		"max_logprobs", "disable_frontend_multiprocessing", "enable_server_load_tracking",
@@ -363,6 +365,10 @@ func trtllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "stream_interval":
 		return streamIntervalKey(), true
+	case "kv_cache_config.enable_block_reuse": // T-R5; off: a workload prefix is not reused
+		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
+	case "disable_prefix_cache": // the generator's name for enable_block_reuse false
+		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = v }), true
 	case "attention_dp_config.enable_balance": // the other attention_dp_config keys act only with it
 		return boolOnly(false, "attention-DP balancing holds context requests until every rank has one (up to timeout_iters)"), true
 	case "speculative_config.decoding_type": // one-model MTP only (its acceptance comes from eval --nextn-accepted)
@@ -383,9 +389,8 @@ func trtllmRule(k string) (rule, bool) {
 		"max_input_len", "print_iter_log", "enable_iter_perf_stats", "enable_iter_req_stats",
 		"attn_backend", "sampler_type", "num_postprocess_workers",
 		"postprocess_tokenizer_dir", "return_perf_metrics", "enable_autotuner", "garbage_collection_gen0_threshold",
-		"kv_cache_config.enable_block_reuse",
 		"kv_cache_config.host_cache_size", "kv_cache_config.event_buffer_max_size", "kv_cache_config.enable_partial_reuse",
-		"kv_cache_config.copy_on_partial_reuse", "kv_cache_config.onboard_blocks", "disable_prefix_cache", "enable_layerwise_nvtx_marker", "allreduce_strategy",
+		"kv_cache_config.copy_on_partial_reuse", "kv_cache_config.onboard_blocks", "enable_layerwise_nvtx_marker", "allreduce_strategy",
 		"mm_encoder_only", "served_model_name", "reasoning_parser", "tool_parser",
 		"scheduler_config", "kv_cache_config", "cuda_graph_config", "moe_config", "cache_transceiver_config",
 		"enable_min_latency", "use_cuda_graph", "cuda_graph_padding_enabled", "cuda_graph_batch_sizes",
@@ -473,6 +478,8 @@ func sglangRule(k string) (rule, bool) {
 		return harmless(), true
 	case "stream_interval":
 		return streamIntervalKey(), true
+	case "disable_radix_cache": // S-R1; on: a workload prefix is not reused
+		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = v }), true
 	case "disaggregation_mode":
 		return onlyKey(k, "null"), true
 	case "model_path", "model", "tokenizer_path", "tokenizer_mode", "skip_tokenizer_init", "load_format",
@@ -482,7 +489,7 @@ func sglangRule(k string) (rule, bool) {
 		"tp_size", "tensor_parallel_size", "tp", "dp_size", "data_parallel_size", "dp", "pp_size",
 		"pipeline_parallel_size", "ep_size", "expert_parallel_size", "ep", "moe_dense_tp_size",
 		"enable_dp_attention", "enable_dp_lm_head", "load_balance_method", "nnodes", "node_rank",
-		"dist_init_addr", "disable_radix_cache", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
+		"dist_init_addr", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
 		"moe_runner_backend", "moe_a2a_backend", "disaggregation_transfer_backend",
 		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout",
 		"stream_output", "enable_torch_compile", "torch_compile_max_bs", "reasoning_parser",
