@@ -103,10 +103,11 @@ type Spec struct {
 	// CUDAGraphMaxBS is SGLang's cuda_graph_max_bs (max of cuda_graph_bs), from
 	// which SGLang derives its default mem_fraction_static.
 	CUDAGraphMaxBS int `json:"cuda_graph_max_bs,omitempty"`
-	// DisableCUDAGraph is SGLang's disable_cuda_graph: decode passes launch
-	// without CUDA graphs. No scheduling rule reads it, nor the KV pool: SGLang
-	// 0.5.x reserves cuda_graph_max_bs·2 MiB in its default mem_fraction_static
-	// whether it captures graphs or not. It is recorded so a deployment launches
+	// DisableCUDAGraph is SGLang's disable_cuda_graph (vLLM's enforce_eager):
+	// passes launch without CUDA graphs. No scheduling rule reads it, nor the KV
+	// pool: SGLang 0.5.x reserves cuda_graph_max_bs·2 MiB in its default
+	// mem_fraction_static whether it captures graphs or not, and vLLM sizes its
+	// pool from gpu_memory_utilization either way. It is recorded so a deployment launches
 	// what was predicted, and the CLI warns that decode timing, measured with
 	// graphs, may be optimistic (engineconf.Config.TimingLine).
 	DisableCUDAGraph bool `json:"disable_cuda_graph,omitempty"`

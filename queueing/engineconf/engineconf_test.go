@@ -419,3 +419,30 @@ func TestNeutralValuesAccepted(t *testing.T) {
 		}
 	}
 }
+
+// TestEnforceEager: vLLM's enforce_eager is SGLang's disable_cuda_graph: applied
+// (engine.Spec.DisableCUDAGraph) with nothing else changed, warned about in one
+// line, and rendered back by deploy.
+func TestEnforceEager(t *testing.T) {
+	cfg, err := Parse("vllm", []byte("--enforce-eager --max-num-seqs 8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "engine config: enforce_eager: passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
+	if got := cfg.TimingLine(); got != want {
+		t.Errorf("timing line\n got  %q\n want %q", got, want)
+	}
+	e, _ := engine.Defaults("vllm", "")
+	base := e
+	if err := cfg.Apply(&e); err != nil {
+		t.Fatal(err)
+	}
+	base.DisableCUDAGraph, base.MaxNumSeqs = true, 8
+	if e != base {
+		t.Errorf("applied engine %+v, want the defaults with enforce_eager and max_num_seqs 8 only", e)
+	}
+	out, err := Render(e, Deployment{Model: "m", TP: 1, PP: 1}, FormatCLI)
+	if err != nil || !strings.Contains(out, "--enforce-eager") {
+		t.Errorf("render: %v\n%s", err, out)
+	}
+}

@@ -112,6 +112,9 @@ func vllmKVs(e engine.Spec, d Deployment) []renderKV {
 	if e.NoPrefixReuse {
 		kv = append(kv, boolKV("enable-prefix-caching", false))
 	}
+	if e.DisableCUDAGraph {
+		kv = append(kv, renderKV{key: "enforce-eager", flagOnly: true})
+	}
 	if e.MemFraction > 0 {
 		kv = append(kv, renderKV{key: "gpu-memory-utilization", value: ftoa(e.MemFraction)})
 	}

@@ -22,7 +22,7 @@ func sched(e engine.Spec) engine.Spec {
 	case engine.VLLM:
 		o.MaxNumBatchedTokens, o.MaxNumSeqs, o.LongPrefillTokenThreshold, o.AsyncScheduling =
 			e.MaxNumBatchedTokens, e.MaxNumSeqs, e.LongPrefillTokenThreshold, e.AsyncScheduling
-		o.KVCacheMemoryBytes = e.KVCacheMemoryBytes
+		o.KVCacheMemoryBytes, o.DisableCUDAGraph = e.KVCacheMemoryBytes, e.DisableCUDAGraph
 	case engine.TRTLLM:
 		o.MaxBatchSize, o.MaxNumTokens, o.AsyncScheduling, o.CapacityPolicy = e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling, e.CapacityPolicy
 	case engine.SGLang:
@@ -60,6 +60,7 @@ func TestRenderRoundTrip(t *testing.T) {
 		if backend == "vllm" {
 			e.LongPrefillTokenThreshold = rapid.SampledFrom([]int{0, 256, 2048}).Draw(t, "thr")
 			e.KVCacheMemoryBytes = rapid.SampledFrom([]int64{0, 1, 40 << 30}).Draw(t, "kvbytes")
+			e.DisableCUDAGraph = rapid.Bool().Draw(t, "eager")
 		}
 		e.KVCapacityTokens = rapid.SampledFrom([]int{0, 1 << 20}).Draw(t, "kv")
 		e.NoPrefixReuse = rapid.Bool().Draw(t, "noreuse")

@@ -293,6 +293,10 @@ func vllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "enable_prefix_caching": // V-R8; off: a workload prefix is not reused
 		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
+	case "enforce_eager": // no scheduling rule and no pool change; the timing is flagged
+		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = v })
+		r.timing = "passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
+		return r, true
 	case "speculative_config", "speculative_model", "num_speculative_tokens", "speculative_draft_tensor_parallel_size":
 		return rejected("speculative decoding: several tokens per pass per request"), true
 	case "scheduler_cls", "scheduler_class":
@@ -309,7 +313,7 @@ func vllmRule(k string) (rule, bool) {
 		"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local",
 		"data_parallel_address", "data_parallel_rpc_port", "data_parallel_backend", "tp", "pp", "dp",
 		"enable_expert_parallel", "enable_eplb", "all2all_backend", "distributed_executor_backend",
-		"worker_cls", "worker_extension_cls", "disable_custom_all_reduce", "enforce_eager",
+		"worker_cls", "worker_extension_cls", "disable_custom_all_reduce",
 		"cudagraph_capture_sizes", "cuda_graph_sizes", "compilation_config", "o",
 		"prefix_caching_hash_algo", "chat_template", "chat_template_content_format",
 		"response_role", "enable_auto_tool_choice", "tool_call_parser", "tool_parser_plugin",
