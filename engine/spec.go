@@ -103,7 +103,8 @@ type Spec struct {
 	// CUDAGraphMaxBS is SGLang's cuda_graph_max_bs (max of cuda_graph_bs), from
 	// which SGLang derives its default mem_fraction_static.
 	CUDAGraphMaxBS int `json:"cuda_graph_max_bs,omitempty"`
-	// DisableCUDAGraph is SGLang's disable_cuda_graph (vLLM's enforce_eager):
+	// DisableCUDAGraph is SGLang's disable_cuda_graph (vLLM's enforce_eager,
+	// TensorRT-LLM's cuda_graph_config: null or use_cuda_graph: false):
 	// passes launch without CUDA graphs. No scheduling rule reads it, nor the KV
 	// pool: SGLang 0.5.x reserves cuda_graph_max_bs·2 MiB in its default
 	// mem_fraction_static whether it captures graphs or not, and vLLM sizes its

@@ -25,6 +25,7 @@ package engineconf
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -239,7 +240,7 @@ func (c *Config) IgnoredLine() string {
 func (c *Config) TimingLine() string {
 	var notes []string
 	for _, s := range c.Settings {
-		if r, ok := lookup(c.Backend, s.Key); ok && r.timing != "" && s.Value == "true" {
+		if r, ok := lookup(c.Backend, s.Key); ok && r.timing != "" && s.Value == cmp.Or(r.timingAt, "true") {
 			notes = append(notes, s.Key+": "+r.timing)
 		}
 	}

@@ -446,3 +446,38 @@ func TestEnforceEager(t *testing.T) {
 		t.Errorf("render: %v\n%s", err, out)
 	}
 }
+
+// TestTRTCUDAGraphsOff: TensorRT-LLM's cuda_graph_config: null and
+// use_cuda_graph: false turn CUDA graphs off (DisableCUDAGraph, warned about,
+// rendered back as cuda_graph_config: null); use_cuda_graph true and a mapping of
+// graph settings change nothing; another scalar is refused.
+func TestTRTCUDAGraphsOff(t *testing.T) {
+	warn := "engine config: %s: passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
+	for _, c := range []struct {
+		text, timing string
+		off          bool
+	}{
+		{"cuda_graph_config: null\n", fmt.Sprintf(warn, "cuda_graph_config"), true},
+		{"use_cuda_graph: false\n", fmt.Sprintf(warn, "use_cuda_graph"), true},
+		{"use_cuda_graph: true\n", "", false},
+		{"cuda_graph_config:\n  enable_padding: true\n", "", false},
+	} {
+		cfg, err := Parse("trtllm", []byte(c.text))
+		if err != nil {
+			t.Fatalf("%q: %v", c.text, err)
+		}
+		if got := cfg.TimingLine(); got != c.timing {
+			t.Errorf("%q: timing line %q, want %q", c.text, got, c.timing)
+		}
+		e, _ := engine.Defaults("trtllm", "")
+		if err := cfg.Apply(&e); err != nil || e.DisableCUDAGraph != c.off {
+			t.Errorf("%q: applied %v, graphs off %v, want %v", c.text, err, e.DisableCUDAGraph, c.off)
+		}
+		if out, err := Render(e, Deployment{Model: "m", TP: 1, PP: 1}, FormatYAML); err != nil || strings.Contains(out, "cuda_graph_config: null") != c.off {
+			t.Errorf("%q: render %v\n%s", c.text, err, out)
+		}
+	}
+	if _, err := Parse("trtllm", []byte("cuda_graph_config: 5\n")); err == nil || !strings.Contains(err.Error(), "want a mapping of CUDA-graph settings or null (graphs off)") {
+		t.Errorf("cuda_graph_config scalar: %v", err)
+	}
+}

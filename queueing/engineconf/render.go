@@ -231,6 +231,9 @@ func trtllmYAML(e engine.Spec, d Deployment) string {
 	}
 	fmt.Fprintf(&b, "scheduler_config:\n  capacity_scheduler_policy: %s\n  context_chunking_policy: FIRST_COME_FIRST_SERVED\n",
 		strings.ToUpper(e.CapacityPolicy))
+	if e.DisableCUDAGraph {
+		b.WriteString("cuda_graph_config: null\n")
+	}
 	if e.DraftTokens > 0 { // one-model MTP (its acceptance is the model's and the data's, not a key)
 		fmt.Fprintf(&b, "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: %d\n", e.DraftTokens)
 	}

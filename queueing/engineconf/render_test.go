@@ -25,6 +25,7 @@ func sched(e engine.Spec) engine.Spec {
 		o.KVCacheMemoryBytes, o.DisableCUDAGraph = e.KVCacheMemoryBytes, e.DisableCUDAGraph
 	case engine.TRTLLM:
 		o.MaxBatchSize, o.MaxNumTokens, o.AsyncScheduling, o.CapacityPolicy = e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling, e.CapacityPolicy
+		o.DisableCUDAGraph = e.DisableCUDAGraph
 	case engine.SGLang:
 		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk, o.AsyncScheduling = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.AsyncScheduling
 		o.CUDAGraphMaxBS, o.DisableCUDAGraph = e.CUDAGraphMaxBS, e.DisableCUDAGraph
@@ -77,6 +78,7 @@ func TestRenderRoundTrip(t *testing.T) {
 			}
 		}
 		if backend == "trtllm" {
+			e.DisableCUDAGraph = rapid.Bool().Draw(t, "nographs")
 			e.CapacityPolicy = rapid.SampledFrom([]string{engine.PolicyGuaranteedNoEvict, engine.PolicyMaxUtilization}).Draw(t, "policy")
 		}
 		if e.Validate() != nil {

@@ -18,6 +18,9 @@ const (
 	classRejected                // changes scheduling in a way the model does not represent
 )
 
+// noGraphTiming is the timing warning of the keys that turn CUDA graphs off.
+const noGraphTiming = "passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
+
 // rule is how one normalised key of one backend is read.
 type rule struct {
 	class  class
@@ -25,9 +28,10 @@ type rule struct {
 	why    string                         // classRejected: what it changes
 	check  func(v string) (string, error) // canonical value or why v is refused
 	apply  func(e *engine.Spec, v string) // v is check's canonical value
-	// timing, on a boolean key, says what the perf data cannot price when the key
-	// is true: the key is applied, and Config.TimingLine warns with it.
-	timing string
+	// timing says what the perf data cannot price when the key's canonical value
+	// is timingAt ("" = "true"): the key is applied, and Config.TimingLine warns
+	// with it.
+	timing, timingAt string
 	// late keys are applied after the others, whatever their place in the file:
 	// they read another key (num_gpu_blocks_override the block size) or win over
 	// one (SGLang's cuda_graph_bs sets cuda_graph_max_bs).
@@ -295,7 +299,7 @@ func vllmRule(k string) (rule, bool) {
 		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
 	case "enforce_eager": // no scheduling rule and no pool change; the timing is flagged
 		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = v })
-		r.timing = "passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
+		r.timing = noGraphTiming
 		return r, true
 	case "speculative_config", "speculative_model", "num_speculative_tokens", "speculative_draft_tensor_parallel_size":
 		return rejected("speculative decoding: several tokens per pass per request"), true
@@ -369,6 +373,21 @@ func trtllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "stream_interval":
 		return streamIntervalKey(), true
+	case "use_cuda_graph": // the PyTorch backend's key before cuda_graph_config
+		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = !v })
+		r.timing, r.timingAt = noGraphTiming, "false"
+		return r, true
+	case "cuda_graph_config": // a scalar only when null (a mapping's keys are cuda_graph_config.*): graphs off
+		return rule{
+			check: func(v string) (string, error) {
+				if v == "" || strings.EqualFold(v, "null") {
+					return "null", nil
+				}
+				return "", fmt.Errorf("want a mapping of CUDA-graph settings or null (graphs off)")
+			},
+			apply:  func(e *engine.Spec, _ string) { e.DisableCUDAGraph = true },
+			timing: noGraphTiming, timingAt: "null",
+		}, true
 	case "kv_cache_config.enable_block_reuse": // T-R5; off: a workload prefix is not reused
 		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
 	case "disable_prefix_cache": // the generator's name for enable_block_reuse false
@@ -396,8 +415,8 @@ func trtllmRule(k string) (rule, bool) {
 		"kv_cache_config.host_cache_size", "kv_cache_config.event_buffer_max_size", "kv_cache_config.enable_partial_reuse",
 		"kv_cache_config.copy_on_partial_reuse", "kv_cache_config.onboard_blocks", "enable_layerwise_nvtx_marker", "allreduce_strategy",
 		"mm_encoder_only", "served_model_name", "reasoning_parser", "tool_parser",
-		"scheduler_config", "kv_cache_config", "cuda_graph_config", "moe_config", "cache_transceiver_config",
-		"enable_min_latency", "use_cuda_graph", "cuda_graph_padding_enabled", "cuda_graph_batch_sizes",
+		"scheduler_config", "kv_cache_config", "moe_config", "cache_transceiver_config",
+		"enable_min_latency", "cuda_graph_padding_enabled", "cuda_graph_batch_sizes",
 		"cuda_graph_max_batch_size", "torch_compile_enabled", "extra_llm_api_options", "num_nodes",
 		"metadata_server_config_file", "server_role", "msa_sparse_implementation", "enable_lm_head_tp_in_adp":
 		return harmless(), true
@@ -454,7 +473,7 @@ func sglangRule(k string) (rule, bool) {
 		// No scheduling rule and no pool change (engine.Spec.DisableCUDAGraph: SGLang
 		// 0.5.x keeps the graph reserve in mem_fraction_static); the timing is flagged.
 		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = v })
-		r.timing = "decode passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
+		r.timing = "decode " + noGraphTiming
 		return r, true
 	case "disable_overlap_schedule": // §3.2 overlap scheduler (default on)
 		return boolKey(func(e *engine.Spec, v bool) { e.AsyncScheduling = !v }), true
