@@ -56,6 +56,12 @@ type Spec struct {
 	// EnablePrefixCaching shares cached prompt blocks between requests in the
 	// oracle's KV pool (the queueing model takes prefix caching from its options).
 	EnablePrefixCaching bool `json:"enable_prefix_caching,omitempty"`
+	// MaxModelLen is the longest request, prompt plus output tokens, the engine
+	// accepts (vLLM max_model_len, TensorRT-LLM max_seq_len, SGLang
+	// context_length): each rejects a longer one at the API, which the model does
+	// not represent, so queueing's input check refuses a workload that has one.
+	// 0 = not set by the config.
+	MaxModelLen int `json:"max_model_len,omitempty"`
 	// NoPrefixReuse: the engine's prefix cache is turned off by its config (vLLM
 	// enable_prefix_caching false, TensorRT-LLM kv_cache_config.enable_block_reuse
 	// false, SGLang disable_radix_cache): nothing is reused, so a workload's
@@ -136,7 +142,7 @@ func (s Spec) Validate() error {
 		{"kv_capacity_tokens", s.KVCapacityTokens}, {"chunked_prefill_size", s.ChunkedPrefillSize},
 		{"max_prefill_tokens", s.MaxPrefillTokens}, {"max_batch_size", s.MaxBatchSize},
 		{"max_num_tokens", s.MaxNumTokens}, {"cuda_graph_max_bs", s.CUDAGraphMaxBS},
-		{"draft_tokens", s.DraftTokens},
+		{"draft_tokens", s.DraftTokens}, {"max_model_len", s.MaxModelLen},
 	}
 	for _, f := range neg {
 		if f.v < 0 {

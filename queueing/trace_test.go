@@ -72,4 +72,10 @@ func TestQuantitativeTraceAlone(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "trace request 0: prefix = 10: must be in 0..isl − 1 = 9") {
 		t.Errorf("prefix = isl: %v", err)
 	}
+	short := e
+	short.MaxModelLen = 12
+	_, err = QuantitativeTrace(context.Background(), []TraceRequest{{ISL: 10, OSL: 2}, {ArrivalMs: 1, ISL: 10, OSL: 3}}, short, timing.Constant{Ms: 1}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "trace request 1: isl 10 + osl 3 = 13 tokens: longer than the engine config's max_model_len 12") {
+		t.Errorf("request longer than max_model_len: %v", err)
+	}
 }

@@ -95,6 +95,9 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 	if w.Prefix >= b.minISL {
 		return b, fmt.Errorf("workload prefix = %d: must be < isl (%d); at least one prompt token is always computed", w.Prefix, b.minISL)
 	}
+	if err := checkModelLen(e, b.maxISL, b.maxOSL, "workload"); err != nil {
+		return b, err
+	}
 	switch {
 	case e.Traits().PerPassKV: // preemption (V-R6), retraction (S-R5), pausing (T-R2)
 		if err := checkKVFit(w, e, b, b.maxISL+b.maxOSL-1, "its last token"); err != nil {
@@ -118,6 +121,16 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 		}
 	}
 	return b, nil
+}
+
+// checkModelLen refuses a request of isl + osl tokens longer than the engine's
+// max_model_len (what names it: the workload, a trace request): the engine
+// rejects it at the API, which no calendar represents.
+func checkModelLen(e engine.Spec, isl, osl int, what string) error {
+	if e.MaxModelLen > 0 && isl+osl > e.MaxModelLen {
+		return fmt.Errorf("%s isl %d + osl %d = %d tokens: longer than the engine config's max_model_len %d (max_seq_len, context_length), so the engine rejects it; raise it or shorten the requests", what, isl, osl, isl+osl, e.MaxModelLen)
+	}
+	return nil
 }
 
 // FirstPassTokens is the token budget a prompt of isl tokens, prefix of them

@@ -34,6 +34,8 @@ func TestBadInputNamesTheInput(t *testing.T) {
 		{"prefix ≥ isl stratum", wmod(func(w *workload.Spec) { w.Prefix = 600; w.ISLQuantiles = []int{500, 1500} }), engine.VLLM, nil, lin, "prefix = 600"},
 		{"prefix, cache off", wmod(func(w *workload.Spec) { w.Prefix = 100 }), engine.SGLang, func(e *engine.Spec) { e.NoPrefixReuse = true }, lin,
 			"workload prefix = 100: the engine config turns the prefix cache off, so nothing is reused, while the model reads a prefix as cached; pass prefix 0 (every prompt computed whole) or turn the cache on"},
+		{"longer than max_model_len", ok, engine.VLLM, func(e *engine.Spec) { e.MaxModelLen = 1024 }, lin,
+			"workload isl 1000 + osl 50 = 1050 tokens: longer than the engine config's max_model_len 1024 (max_seq_len, context_length), so the engine rejects it; raise it or shorten the requests"},
 		{"cache on and off", ok, engine.VLLM, func(e *engine.Spec) { e.NoPrefixReuse, e.EnablePrefixCaching = true, true }, lin, "no_prefix_reuse and enable_prefix_caching are both set"},
 		{"bad quantile", wmod(func(w *workload.Spec) { w.OSLQuantiles = []int{4, 0} }), engine.VLLM, nil, lin, "osl quantile 0"},
 		{"negative turnaround", wmod(func(w *workload.Spec) { w.TurnaroundMs = -1 }), engine.VLLM, nil, lin, "turnaround_ms"},

@@ -481,3 +481,33 @@ func TestTRTCUDAGraphsOff(t *testing.T) {
 		t.Errorf("cuda_graph_config scalar: %v", err)
 	}
 }
+
+// TestMaxModelLen: each engine's longest-request key sets MaxModelLen, vLLM's
+// human-readable suffixes included; auto and -1 leave it unset; a bad value is
+// refused with the accepted forms.
+func TestMaxModelLen(t *testing.T) {
+	for _, c := range []struct {
+		backend, text string
+		want          int
+	}{
+		{"vllm", "--max-model-len 3548", 3548},
+		{"vllm", "--max-model-len 32k", 32000},
+		{"vllm", "--max-model-len 32K", 32768},
+		{"vllm", "--max-model-len auto", 0},
+		{"vllm", "--max-model-len -1", 0},
+		{"trtllm", "max_seq_len: 10240\n", 10240},
+		{"sglang", "--context-length 8192", 8192},
+	} {
+		cfg, err := Parse(c.backend, []byte(c.text))
+		if err != nil {
+			t.Fatalf("%s %q: %v", c.backend, c.text, err)
+		}
+		e, _ := engine.Defaults(c.backend, "")
+		if err := cfg.Apply(&e); err != nil || e.MaxModelLen != c.want {
+			t.Errorf("%s %q: max_model_len %d (%v), want %d", c.backend, c.text, e.MaxModelLen, err, c.want)
+		}
+	}
+	if _, err := Parse("vllm", []byte("--max-model-len 0")); err == nil || !strings.Contains(err.Error(), "want a token count in 1..1073741824 (suffixes k, m or K, M), or auto") {
+		t.Errorf("max-model-len 0: %v", err)
+	}
+}

@@ -112,6 +112,9 @@ func vllmKVs(e engine.Spec, d Deployment) []renderKV {
 	if e.NoPrefixReuse {
 		kv = append(kv, boolKV("enable-prefix-caching", false))
 	}
+	if e.MaxModelLen > 0 {
+		kv = append(kv, renderKV{key: "max-model-len", value: itoa(e.MaxModelLen)})
+	}
 	if e.DisableCUDAGraph {
 		kv = append(kv, renderKV{key: "enforce-eager", flagOnly: true})
 	}
@@ -185,6 +188,9 @@ func sglangKVs(e engine.Spec, d Deployment) []renderKV {
 	if e.NoPrefixReuse {
 		kv = append(kv, renderKV{key: "disable-radix-cache", flagOnly: true})
 	}
+	if e.MaxModelLen > 0 {
+		kv = append(kv, renderKV{key: "context-length", value: itoa(e.MaxModelLen)})
+	}
 	switch e.KVCacheDtype {
 	case "fp8":
 		kv = append(kv, renderKV{key: "kv-cache-dtype", value: "fp8_e4m3"}) // SGLang has no plain fp8
@@ -233,6 +239,9 @@ func trtllmYAML(e engine.Spec, d Deployment) string {
 		strings.ToUpper(e.CapacityPolicy))
 	if e.DisableCUDAGraph {
 		b.WriteString("cuda_graph_config: null\n")
+	}
+	if e.MaxModelLen > 0 {
+		fmt.Fprintf(&b, "max_seq_len: %d\n", e.MaxModelLen)
 	}
 	if e.DraftTokens > 0 { // one-model MTP (its acceptance is the model's and the data's, not a key)
 		fmt.Fprintf(&b, "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: %d\n", e.DraftTokens)

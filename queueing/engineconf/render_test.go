@@ -17,7 +17,7 @@ import (
 func sched(e engine.Spec) engine.Spec {
 	o := engine.Spec{Backend: e.Backend, BlockSize: e.BlockSize, KVCapacityTokens: e.KVCapacityTokens,
 		EnableChunkedPrefill: e.EnableChunkedPrefill, MemFraction: e.MemFraction, KVCacheDtype: e.KVCacheDtype,
-		NoPrefixReuse: e.NoPrefixReuse}
+		NoPrefixReuse: e.NoPrefixReuse, MaxModelLen: e.MaxModelLen}
 	switch e.Backend {
 	case engine.VLLM:
 		o.MaxNumBatchedTokens, o.MaxNumSeqs, o.LongPrefillTokenThreshold, o.AsyncScheduling =
@@ -65,6 +65,7 @@ func TestRenderRoundTrip(t *testing.T) {
 		}
 		e.KVCapacityTokens = rapid.SampledFrom([]int{0, 1 << 20}).Draw(t, "kv")
 		e.NoPrefixReuse = rapid.Bool().Draw(t, "noreuse")
+		e.MaxModelLen = rapid.SampledFrom([]int{0, 4096, 131072}).Draw(t, "maxlen")
 		// The memory keys (a fraction in (0, 1], written back exactly) and the KV
 		// dtype as each engine spells it.
 		e.MemFraction = rapid.SampledFrom([]float64{0, 0.05, 0.5, 0.9, 0.123456789, 1}).Draw(t, "frac")

@@ -97,6 +97,37 @@ func kvBytesKey() rule {
 	}
 }
 
+// maxLenKey maps the engine's longest request (prompt + output tokens) onto
+// MaxModelLen: a count, with vLLM's human-readable suffixes k, m (×1000) and
+// K, M (×1024); "auto" and -1 (vLLM: the model's own length) leave it unset.
+func maxLenKey() rule {
+	return rule{
+		check: func(v string) (string, error) {
+			v = strings.TrimSpace(v)
+			if strings.EqualFold(v, "auto") || v == "-1" {
+				return "0", nil
+			}
+			mult := int64(1)
+			if n := len(v); n > 1 {
+				if i := strings.IndexByte("km", v[n-1]); i >= 0 {
+					mult, v = pow(1000, i+1), v[:n-1]
+				} else if i := strings.IndexByte("KM", v[n-1]); i >= 0 {
+					mult, v = pow(1024, i+1), v[:n-1]
+				}
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > maxModelLen/mult {
+				return "", fmt.Errorf("want a token count in 1..%d (suffixes k, m or K, M), or auto", maxModelLen)
+			}
+			return strconv.FormatInt(n*mult, 10), nil
+		},
+		apply: func(e *engine.Spec, v string) { e.MaxModelLen, _ = strconv.Atoi(v) },
+	}
+}
+
+// maxModelLen bounds maxLenKey (far above any model's context window).
+const maxModelLen = 1 << 30
+
 func pow(b int64, n int) int64 {
 	p := int64(1)
 	for range n {
@@ -295,6 +326,8 @@ func vllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "num_scheduler_steps":
 		return onlyKey(k, "1"), true
+	case "max_model_len": // requests longer than it are rejected at the API
+		return maxLenKey(), true
 	case "enable_prefix_caching": // V-R8; off: a workload prefix is not reused
 		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
 	case "enforce_eager": // no scheduling rule and no pool change; the timing is flagged
@@ -311,7 +344,7 @@ func vllmRule(k string) (rule, bool) {
 		return rejected("lookahead slots reserve KV for speculative tokens"), true
 	case "model", "served_model_name", "tokenizer", "tokenizer_mode", "revision", "code_revision",
 		"tokenizer_revision", "trust_remote_code", "download_dir", "load_format", "config_format",
-		"dtype", "quantization", "seed", "max_model_len", "host", "port", "api_key",
+		"dtype", "quantization", "seed", "host", "port", "api_key",
 		"uds", "allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials", "root_path",
 		"swap_space", "cpu_offload_gb", "preemption_mode",
 		"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local",
@@ -373,6 +406,8 @@ func trtllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "stream_interval":
 		return streamIntervalKey(), true
+	case "max_seq_len": // requests longer than it (prompt + output) are rejected
+		return maxLenKey(), true
 	case "use_cuda_graph": // the PyTorch backend's key before cuda_graph_config
 		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = !v })
 		r.timing, r.timingAt = noGraphTiming, "false"
@@ -408,7 +443,7 @@ func trtllmRule(k string) (rule, bool) {
 		"revision", "tokenizer_revision", "dtype", "load_format", "checkpoint_format", "host", "port",
 		"log_level", "tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size",
 		"moe_expert_parallel_size", "moe_tensor_parallel_size", "moe_cluster_parallel_size", "tp_size",
-		"pp_size", "ep_size", "cluster_size", "gpus_per_node", "enable_attention_dp", "max_seq_len",
+		"pp_size", "ep_size", "cluster_size", "gpus_per_node", "enable_attention_dp",
 		"max_input_len", "print_iter_log", "enable_iter_perf_stats", "enable_iter_req_stats",
 		"attn_backend", "sampler_type", "num_postprocess_workers",
 		"postprocess_tokenizer_dir", "return_perf_metrics", "enable_autotuner", "garbage_collection_gen0_threshold",
@@ -501,12 +536,14 @@ func sglangRule(k string) (rule, bool) {
 		return harmless(), true
 	case "stream_interval":
 		return streamIntervalKey(), true
+	case "context_length": // requests longer than it (prompt + max_new_tokens) are rejected
+		return maxLenKey(), true
 	case "disable_radix_cache": // S-R1; on: a workload prefix is not reused
 		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = v }), true
 	case "disaggregation_mode":
 		return onlyKey(k, "null"), true
 	case "model_path", "model", "tokenizer_path", "tokenizer_mode", "skip_tokenizer_init", "load_format",
-		"trust_remote_code", "dtype", "quantization", "context_length", "revision",
+		"trust_remote_code", "dtype", "quantization", "revision",
 		"host", "port", "served_model_name", "chat_template", "random_seed", "api_key", "log_level",
 		"log_level_http", "log_requests", "log_requests_level", "show_time_cost", "enable_metrics",
 		"tp_size", "tensor_parallel_size", "tp", "dp_size", "data_parallel_size", "dp", "pp_size",
