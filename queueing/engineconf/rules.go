@@ -328,6 +328,16 @@ func vllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "max_model_len": // requests longer than it are rejected at the API
 		return maxLenKey(), true
+	case "cpu_offload_gb":
+		return rule{
+			check: func(v string) (string, error) {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || f != 0 {
+					return "", fmt.Errorf("weights offloaded to CPU memory stream to the GPU in every pass, which the perf data (weights in GPU memory) does not time; set 0 or remove it")
+				}
+				return "0", nil
+			},
+			apply: func(*engine.Spec, string) {},
+		}, true
 	case "enable_prefix_caching": // V-R8; off: a workload prefix is not reused
 		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
 	case "enforce_eager": // no scheduling rule and no pool change; the timing is flagged
@@ -346,7 +356,7 @@ func vllmRule(k string) (rule, bool) {
 		"tokenizer_revision", "trust_remote_code", "download_dir", "load_format", "config_format",
 		"dtype", "quantization", "seed", "host", "port", "api_key",
 		"uds", "allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials", "root_path",
-		"swap_space", "cpu_offload_gb", "preemption_mode",
+		"swap_space", "preemption_mode",
 		"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local",
 		"data_parallel_address", "data_parallel_rpc_port", "data_parallel_backend", "tp", "pp", "dp",
 		"enable_expert_parallel", "enable_eplb", "all2all_backend", "distributed_executor_backend",
