@@ -78,15 +78,7 @@ const maxKVBytes = 1 << 50
 func kvBytesKey() rule {
 	return rule{
 		check: func(v string) (string, error) {
-			v = strings.TrimSpace(v)
-			mult := int64(1)
-			if n := len(v); n > 1 {
-				if i := strings.IndexByte("kmgt", v[n-1]); i >= 0 {
-					mult, v = pow(1000, i+1), v[:n-1]
-				} else if i := strings.IndexByte("KMGT", v[n-1]); i >= 0 {
-					mult, v = pow(1024, i+1), v[:n-1]
-				}
-			}
+			v, mult := cutSuffix(strings.TrimSpace(v), "kmgt", "KMGT")
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 || n > maxKVBytes/mult {
 				return "", fmt.Errorf("want a byte count in 1..%d (suffixes k, m, g, t or K, M, G, T)", int64(maxKVBytes))
@@ -107,14 +99,7 @@ func maxLenKey() rule {
 			if strings.EqualFold(v, "auto") || v == "-1" {
 				return "0", nil
 			}
-			mult := int64(1)
-			if n := len(v); n > 1 {
-				if i := strings.IndexByte("km", v[n-1]); i >= 0 {
-					mult, v = pow(1000, i+1), v[:n-1]
-				} else if i := strings.IndexByte("KM", v[n-1]); i >= 0 {
-					mult, v = pow(1024, i+1), v[:n-1]
-				}
-			}
+			v, mult := cutSuffix(v, "km", "KM")
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 1 || n > maxModelLen/mult {
 				return "", fmt.Errorf("want a token count in 1..%d (suffixes k, m or K, M), or auto", maxModelLen)
@@ -123,6 +108,20 @@ func maxLenKey() rule {
 		},
 		apply: func(e *engine.Spec, v string) { e.MaxModelLen, _ = strconv.Atoi(v) },
 	}
+}
+
+// cutSuffix splits a count from its unit suffix: the n-th letter of dec
+// multiplies by 1000ⁿ, of bin by 1024ⁿ; no suffix is 1.
+func cutSuffix(v, dec, bin string) (string, int64) {
+	if n := len(v); n > 1 {
+		if i := strings.IndexByte(dec, v[n-1]); i >= 0 {
+			return v[:n-1], pow(1000, i+1)
+		}
+		if i := strings.IndexByte(bin, v[n-1]); i >= 0 {
+			return v[:n-1], pow(1024, i+1)
+		}
+	}
+	return v, 1
 }
 
 // maxModelLen bounds maxLenKey (far above any model's context window).
