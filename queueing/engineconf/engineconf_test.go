@@ -512,3 +512,27 @@ func TestMaxModelLen(t *testing.T) {
 		t.Errorf("max-model-len 0: %v", err)
 	}
 }
+
+// TestTimingOnlyKeys: keys with no scheduling effect whose timing the perf data
+// cannot price are accepted and warned about at true, silent at false.
+func TestTimingOnlyKeys(t *testing.T) {
+	for _, c := range []struct{ backend, text, warn string }{
+		{"vllm", "--disable-custom-all-reduce", "engine config: disable_custom_all_reduce: all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"},
+		{"sglang", "--disable-custom-all-reduce", "engine config: disable_custom_all_reduce: all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"},
+		{"sglang", "--enable-deterministic-inference", "engine config: enable_deterministic_inference: batch-invariant kernels run slower than the ones the perf data was measured with, so predicted pass times may be optimistic"},
+		{"sglang", "enable_deterministic_inference: false\n", ""},
+	} {
+		cfg, err := Parse(c.backend, []byte(c.text))
+		if err != nil {
+			t.Fatalf("%s %q: %v", c.backend, c.text, err)
+		}
+		if got := cfg.TimingLine(); got != c.warn {
+			t.Errorf("%s %q: timing line %q, want %q", c.backend, c.text, got, c.warn)
+		}
+		e, _ := engine.Defaults(c.backend, "")
+		base := e
+		if err := cfg.Apply(&e); err != nil || e != base {
+			t.Errorf("%s %q: the engine changed (%v)", c.backend, c.text, err)
+		}
+	}
+}

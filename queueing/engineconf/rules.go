@@ -18,6 +18,18 @@ const (
 	classRejected                // changes scheduling in a way the model does not represent
 )
 
+// timingOnly is a boolean key with no scheduling effect whose true value the
+// perf data cannot price: accepted, and warned about (Config.TimingLine).
+func timingOnly(why string) rule {
+	r := boolKey(func(*engine.Spec, bool) {})
+	r.timing = why
+	return r
+}
+
+// noCustomARTiming is the timing warning of the keys that turn the custom
+// all-reduce off.
+const noCustomARTiming = "all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"
+
 // noGraphTiming is the timing warning of the keys that turn CUDA graphs off.
 const noGraphTiming = "passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
 
@@ -327,6 +339,8 @@ func vllmRule(k string) (rule, bool) {
 		return onlyKey(k, "1"), true
 	case "max_model_len": // requests longer than it are rejected at the API
 		return maxLenKey(), true
+	case "disable_custom_all_reduce":
+		return timingOnly(noCustomARTiming), true
 	case "cpu_offload_gb":
 		return rule{
 			check: func(v string) (string, error) {
@@ -359,7 +373,7 @@ func vllmRule(k string) (rule, bool) {
 		"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local",
 		"data_parallel_address", "data_parallel_rpc_port", "data_parallel_backend", "tp", "pp", "dp",
 		"enable_expert_parallel", "enable_eplb", "all2all_backend", "distributed_executor_backend",
-		"worker_cls", "worker_extension_cls", "disable_custom_all_reduce",
+		"worker_cls", "worker_extension_cls",
 		"cudagraph_capture_sizes", "cuda_graph_sizes", "compilation_config", "o",
 		"prefix_caching_hash_algo", "chat_template", "chat_template_content_format",
 		"response_role", "enable_auto_tool_choice", "tool_call_parser", "tool_parser_plugin",
@@ -545,6 +559,10 @@ func sglangRule(k string) (rule, bool) {
 		return harmless(), true
 	case "stream_interval":
 		return streamIntervalKey(), true
+	case "disable_custom_all_reduce":
+		return timingOnly(noCustomARTiming), true
+	case "enable_deterministic_inference":
+		return timingOnly("batch-invariant kernels run slower than the ones the perf data was measured with, so predicted pass times may be optimistic"), true
 	case "context_length": // requests longer than it (prompt + max_new_tokens) are rejected
 		return maxLenKey(), true
 	case "disable_radix_cache": // S-R1; on: a workload prefix is not reused
@@ -563,9 +581,9 @@ func sglangRule(k string) (rule, bool) {
 		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout",
 		"stream_output", "enable_torch_compile", "torch_compile_max_bs", "reasoning_parser",
 		"tool_call_parser", "grammar_backend", "device", "base_gpu_id", "enable_nccl_nvls",
-		"enable_custom_all_reduce", "disable_custom_all_reduce", "enable_hierarchical_cache",
+		"enable_custom_all_reduce", "enable_hierarchical_cache",
 		"mm_enable_dp_encoder", "elastic_ep_backend", "decode_log_interval", "enable_cache_report",
-		"file_storage_path", "kv_events_config", "enable_deterministic_inference", "config":
+		"file_storage_path", "kv_events_config", "config":
 		return harmless(), true
 	}
 	for _, p := range []string{"log_", "enable_metrics", "otlp_", "ssl_", "hicache_", "lora_", "mm_"} {
