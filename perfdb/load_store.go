@@ -1,12 +1,14 @@
 package perfdb
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -385,8 +387,9 @@ func WarmSnapshots(ctx context.Context, st *store.Store, system string) ([]strin
 }
 
 // snapshotWritten reports whether the every-table snapshot of (system, backend,
-// version) is beside the store: LoadStore skips a snapshot it cannot write (an
-// unwritable folder), and WarmSnapshots then names nothing it did not keep.
+// version) beside the store is the current one (its header names the current
+// key): LoadStore skips a snapshot it cannot write (an unwritable folder, where
+// a stale file may sit), and WarmSnapshots then names nothing it did not keep.
 func snapshotWritten(ctx context.Context, st *store.Store, system, backend, version string) bool {
 	tr, src, err := storeTree(ctx, st, system)
 	if err != nil {
@@ -396,10 +399,18 @@ func snapshotWritten(ctx context.Context, st *store.Store, system, backend, vers
 	if err != nil {
 		return false
 	}
-	file, _, ok := snapshotTarget(st.Path, tr, src, backend, version, plan)
+	file, key, ok := snapshotTarget(st.Path, tr, src, backend, version, plan)
 	if !ok {
 		return false
 	}
-	_, err = os.Stat(file)
-	return err == nil
+	f, err := os.Open(file)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	h := make([]byte, len(snapshotMagic)+len(key))
+	if _, err := io.ReadFull(f, h); err != nil {
+		return false
+	}
+	return string(h[:len(snapshotMagic)]) == snapshotMagic && bytes.Equal(h[len(snapshotMagic):], key[:])
 }
