@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -272,8 +273,43 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	if err := resolveKVCapacity(c, s.pt, w, &e); err != nil {
 		return nil, err
 	}
+	if err := defaultKVCapacity(c, s.pt, w, &e); err != nil {
+		return nil, err
+	}
 	s.e = e
 	return s, nil
+}
+
+// defaultKVCapacity sizes a perf-data closed loop's KV pool as the sweep does
+// when --kv-capacity-tokens is not given (refine.DeployedPool: the pool the
+// engine deploys on its GPUs): a deployment whose weights do not fit is refused
+// (ErrOOM), and a pool that cannot hold the C requests at full length (KV-tight)
+// is applied, with a note, so the calendars preempt, retract or pause as the
+// engine does (an unbounded pool answered such a point as if the memory were
+// there). A pool that holds them changes no pass, so the run stays unbounded,
+// as before. Synthetic timings and open loops keep the unbounded pool.
+func defaultKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *engine.Spec) error {
+	if c.IsSet("kv-capacity-tokens") || pt == nil || w.Concurrency <= 0 {
+		return nil
+	}
+	isl, osl := w.MaxShape()
+	n, err := refine.DeployedPool(pt.Estimator(), *e, c.String("engine-profile"),
+		queueing.ProfileInput{Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}, isl, osl)
+	if errors.Is(err, perfdb.ErrOOM) {
+		return userErrorf("eval: %v (or give --kv-capacity-tokens N to evaluate a pool of your choosing)", err)
+	}
+	if err != nil {
+		return asUser(err)
+	}
+	bs := max(e.BlockSize, 1)
+	perReq := (isl + osl + bs - 1) / bs
+	if w.Concurrency*perReq <= n/bs {
+		return nil
+	}
+	e.KVCapacityTokens = n
+	fmt.Fprintf(c.App.ErrWriter, "aicdb: note: KV-tight: the KV pool the engine deploys (%d tokens, from GPU memory) holds %d of the %d requests at full length (isl %d + osl %d); modelled with the engine's preemption (--kv-capacity-tokens 0 for an unbounded pool)\n",
+		n, n/bs/perReq, w.Concurrency, isl, osl)
+	return nil
 }
 
 // evalDrafts is the MTP draft length eval runs: --nextn, else the engine

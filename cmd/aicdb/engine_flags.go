@@ -234,7 +234,7 @@ const kvCapacityAuto = "auto"
 
 // kvCapacityFlag declares --kv-capacity-tokens auto|N.
 func kvCapacityFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine: `auto|N` tokens (0 = unbounded; auto = GPU memory × the engine's memory fraction − weights, activations, NCCL and other reserves, in whole blocks, from the perf database's memory model; SGLang: the memory free before the weights × its mem_fraction_static − weights, as SGLang sizes it; needs --model): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"}
+	return &cli.StringFlag{Name: "kv-capacity-tokens", Usage: "KV pool per engine: `auto|N` tokens (0 = unbounded; unset, a --model closed loop gets auto's pool when it cannot hold C requests at full length, and a deployment that does not fit is refused; auto = GPU memory × the engine's memory fraction − weights, activations, NCCL and other reserves, in whole blocks, from the perf database's memory model; SGLang: the memory free before the weights × its mem_fraction_static − weights, as SGLang sizes it; needs --model): vLLM preemption, SGLang retraction, TRT-LLM no-evict/pausing (quantitative tier; screening: TRT-LLM no-evict only)"}
 }
 
 // kvCapacityTokensFlag reads --kv-capacity-tokens (unset: 0, not auto).
@@ -268,7 +268,10 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 		return err
 	}
 	if !auto {
-		if e.KVCapacityTokens <= 0 && hasMemoryKeys(*e) {
+		// Unset on a perf-data closed loop, the pool is eval's default
+		// (defaultKVCapacity), which the memory keys size.
+		sized := !c.IsSet("kv-capacity-tokens") && pt != nil && w.Concurrency > 0
+		if e.KVCapacityTokens <= 0 && hasMemoryKeys(*e) && !sized {
 			fmt.Fprintln(c.App.ErrWriter, "aicdb: engine config: its memory keys size the KV pool only under --kv-capacity-tokens auto; this run's pool is unbounded")
 		}
 		return nil
