@@ -77,10 +77,12 @@ func TestEvalKVAutoUnderConfigCap(t *testing.T) {
 	}
 }
 
-// TestEvalMemoryKeysNeedAuto: without --kv-capacity-tokens auto eval runs an
-// unbounded KV pool, so a config's memory keys would change nothing: eval says
-// so on stderr (one line) instead of accepting them silently, and says nothing
-// when the pool is sized (auto) or the config has no memory key.
+// TestEvalMemoryKeysNeedAuto: with an explicit unbounded pool
+// (--kv-capacity-tokens 0) a config's memory keys would change nothing: eval
+// says so on stderr (one line) instead of accepting them silently, and says
+// nothing when the pool is sized — auto, or unset on a perf-data closed loop,
+// where they size eval's default pool (defaultKVCapacity; this one holds the 8
+// requests, so the run is unbounded) — or the config has no memory key.
 func TestEvalMemoryKeysNeedAuto(t *testing.T) {
 	dir := t.TempDir()
 	half := filepath.Join(dir, "half.args")
@@ -97,7 +99,8 @@ func TestEvalMemoryKeysNeedAuto(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--engine-config", half}, note},
+		{[]string{"--engine-config", half, "--kv-capacity-tokens", "0"}, note},
+		{[]string{"--engine-config", half}, ""},
 		{[]string{"--engine-config", half, "--kv-capacity-tokens", "auto"}, ""},
 		{[]string{"--engine-config", plain}, ""},
 	} {
