@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -292,15 +291,11 @@ func defaultKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	if c.IsSet("kv-capacity-tokens") || pt == nil || w.Concurrency <= 0 {
 		return nil
 	}
-	isl, osl := w.MaxShape()
-	n, err := refine.DeployedPool(pt.Estimator(), *e, c.String("engine-profile"),
-		queueing.ProfileInput{Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}, isl, osl)
-	if errors.Is(err, perfdb.ErrOOM) {
-		return userErrorf("eval: %v (or give --kv-capacity-tokens N to evaluate a pool of your choosing)", err)
-	}
+	n, err := evalPool(c, pt, w, *e, "eval: %v (or give --kv-capacity-tokens N to evaluate a pool of your choosing)")
 	if err != nil {
-		return asUser(err)
+		return err
 	}
+	isl, osl := w.MaxShape()
 	bs := max(e.BlockSize, 1)
 	perReq := (isl + osl + bs - 1) / bs
 	if w.Concurrency*perReq <= n/bs {

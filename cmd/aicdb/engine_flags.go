@@ -279,18 +279,26 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	if pt == nil {
 		return userErrorf("--kv-capacity-tokens auto: --timing %s has no GPU memory model to size the KV pool from; give the capacity in tokens, or use --model with --system, --backend and --tp", c.String("timing"))
 	}
-	isl, osl := w.MaxShape()
-	// The rules read eval's workload as given; the pool holds its longest request.
-	n, err := refine.DeployedPool(pt.Estimator(), *e, c.String("engine-profile"),
-		queueing.ProfileInput{Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}, isl, osl)
-	if errors.Is(err, perfdb.ErrOOM) {
-		return userErrorf("--kv-capacity-tokens auto: %v", err)
-	}
+	n, err := evalPool(c, pt, w, *e, "--kv-capacity-tokens auto: %v")
 	if err != nil {
-		return asUser(err)
+		return err
 	}
 	e.KVCapacityTokens = n
 	return nil
+}
+
+// evalPool is the KV pool (tokens) e deploys on pt's GPUs for eval's workload w
+// (refine.DeployedPool: the rules read w as given, the pool holds its longest
+// request). A deployment that does not fit is a user error worded by oom (one
+// %v: the memory arithmetic).
+func evalPool(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e engine.Spec, oom string) (int, error) {
+	isl, osl := w.MaxShape()
+	n, err := refine.DeployedPool(pt.Estimator(), e, c.String("engine-profile"),
+		queueing.ProfileInput{Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}, isl, osl)
+	if errors.Is(err, perfdb.ErrOOM) {
+		return 0, userErrorf(oom, err)
+	}
+	return n, asUser(err)
 }
 
 // engineKnob is one explicit engine flag of eval (SCHEDULERS.md §6), applied over
