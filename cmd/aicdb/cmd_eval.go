@@ -286,13 +286,15 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 // is applied, with a note, so the calendars preempt, retract or pause as the
 // engine does (an unbounded pool answered such a point as if the memory were
 // there). A pool that holds them changes no pass, so the run stays unbounded,
-// as before. Synthetic timings and open loops keep the unbounded pool.
+// as before. An open loop has no C to test the pool against: it is refused
+// when the weights do not fit and otherwise runs unbounded. Synthetic timings
+// keep the unbounded pool.
 func defaultKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *engine.Spec) error {
-	if c.IsSet("kv-capacity-tokens") || pt == nil || w.Concurrency <= 0 {
+	if c.IsSet("kv-capacity-tokens") || pt == nil {
 		return nil
 	}
 	n, err := evalPool(c, pt, w, *e, "eval: %v (or give --kv-capacity-tokens N to evaluate a pool of your choosing)")
-	if err != nil {
+	if err != nil || w.Concurrency <= 0 {
 		return err
 	}
 	isl, osl := w.MaxShape()

@@ -8,7 +8,7 @@ import (
 
 // TestEvalDefaultKVPool: without --kv-capacity-tokens a perf-data closed loop is
 // sized as the sweep sizes it: a deployment whose weights do not fit its GPUs is
-// refused in one line; a KV-tight one (Qwen3-32B on one H200, C 256 at 4000 +
+// refused in one line (an open loop's too); a KV-tight one (Qwen3-32B on one H200, C 256 at 4000 +
 // 500 tokens: the 253 600-token pool holds 49 of them) runs with that pool, says
 // so on stderr and reports preemptions; --kv-capacity-tokens 0 keeps an
 // unbounded pool; a point the pool holds is answered as before, unbounded.
@@ -27,6 +27,11 @@ func TestEvalDefaultKVPool(t *testing.T) {
 	code, _, errs := run("--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "1", "--concurrency", "4", "--isl", "4000", "--osl", "500")
 	if want := "aicdb: eval: out of memory: vllm KV budget 141.00 GiB × 0.92 × 0.98 − (weights 131.41 + activations 0.67 + nccl 0.00 + others 3.50 GiB) = -8.46 GiB per GPU < the KV of one request of isl 4000 + osl 500 (1.37 GiB) on h200_sxm tp 1; raise --tp/--pp or shorten the request (or give --kv-capacity-tokens N to evaluate a pool of your choosing)\n"; code != 1 || errs != want {
 		t.Errorf("70B on one h200: exit %d, stderr\n %q\nwant\n %q", code, errs, want)
+	}
+
+	code, _, errs = run("--model", "meta-llama/Meta-Llama-3.1-70B", "--tp", "1", "--rate", "1", "--isl", "4000", "--osl", "500")
+	if code != 1 || !strings.HasPrefix(errs, "aicdb: eval: out of memory: vllm KV budget 141.00 GiB") {
+		t.Errorf("70B on one h200, open loop: exit %d, stderr %q", code, errs)
 	}
 
 	tight := []string{"--model", "Qwen/Qwen3-32B", "--tp", "1", "--concurrency", "256", "--isl", "4000", "--osl", "500"}
