@@ -137,17 +137,21 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 		capacity -= chunk
 		s.trtStart(ri)
 		if r.c == 0 && r.prefix > 0 && chunk < rest {
-			// setPrepopulatedPromptLen (T-R5): the first chunk starts after the reused
-			// prefix and keeps its size, its end floored to a block unless it reaches
-			// the prompt's end. The budget was charged chunk tokens all the same.
-			end := r.prefix + chunk
-			if end < r.promptLen() {
-				end = end / unit * unit
-			} else {
-				end = r.promptLen()
-			}
-			chunk = end
+			chunk = trtFirstChunkEnd(r.prefix, chunk, r.promptLen(), unit) // the budget was charged chunk tokens all the same
 		}
 		s.addPrompt(p, ri, chunk)
 	}
+}
+
+// trtFirstChunkEnd is where a cut first chunk of chunk budgeted tokens ends for
+// a prompt of promptLen tokens whose first prefix tokens are reused
+// (setPrepopulatedPromptLen, T-R5): it starts after the prefix and keeps its
+// size, its end floored to a block of unit tokens unless it reaches the prompt's
+// end. The calendar (trtMicroBatch) and the screening tier's lone prompt
+// (alonePrefillMs) chunk with it.
+func trtFirstChunkEnd(prefix, chunk, promptLen, unit int) int {
+	if end := prefix + chunk; end < promptLen {
+		return end / unit * unit
+	}
+	return promptLen
 }

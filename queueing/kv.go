@@ -258,10 +258,13 @@ func checkKVFit(w workload.Spec, e engine.Spec, b shapeBounds, tokens int, what 
 	return nil
 }
 
-// errSGLMixedKV reports a mixed-chunk batch whose decode rows find no free page:
-// SGLang does not memory-check them and fails the same way.
+// errSGLDraftKV reports an EAGLE/NEXTN decode step whose verify slots do not fit
+// the free pages: SGLang's retraction and admission under speculative decoding
+// are not modelled, so the run is refused rather than answered.
 var errSGLDraftKV = fmt.Errorf("queueing: SGLang: an EAGLE/NEXTN decode step's verify slots do not fit the free KV pages (SGLang's retraction and admission under speculative decoding are not modelled); raise kv_capacity_tokens or lower the concurrency")
 
+// errSGLMixedKV reports a mixed-chunk batch whose decode rows find no free page:
+// SGLang does not memory-check them and fails the same way.
 var errSGLMixedKV = fmt.Errorf("queueing: SGLang: no free KV page for a decode row (the engine does not memory-check mixed-chunk batches, and one request may outgrow the pool alone); raise kv_capacity_tokens or disable enable_mixed_chunk")
 
 // kvReport fills the KV columns of rep: the peak pool utilisation and the

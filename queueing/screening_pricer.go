@@ -131,12 +131,7 @@ func (trtRules) alonePrefillMs(pr *pricer, e engine.Spec, isl, prefix int) float
 		}
 		to := max(pos+n, prefix)
 		if pos == 0 && prefix > 0 && n < rest {
-			to = prefix + n // T-R5
-			if to < isl {
-				to = to / unit * unit
-			} else {
-				to = isl
-			}
+			to = trtFirstChunkEnd(prefix, n, isl, unit)
 		}
 		if from := max(pos, prefix); to > from {
 			ms += pr.price(to-from, from, prefix, 0, 0)
