@@ -388,22 +388,7 @@ func decodeColumns(r *snapReader, s reflect.Value) {
 		f := e.Field(j)
 		c := &cols[j]
 		c.off, c.kind = f.Offset, f.Type.Kind()
-		switch c.kind {
-		case reflect.String:
-			c.dict = make([]string, r.count())
-			for i := range c.dict {
-				c.dict[i] = string(r.next(r.count()))
-			}
-			c.w = r.width()
-		case reflect.Bool:
-			c.w = 1
-		case reflect.Float32:
-			c.w = 4
-		case reflect.Float64:
-			c.w = 8
-		default:
-			c.w = r.width()
-		}
+		c.dict, c.w = r.columnHeader(c.kind, true)
 		c.data = r.next(c.w * n)
 		if r.err != nil {
 			return
@@ -436,24 +421,36 @@ func skipColumns(r *snapReader, e reflect.Type) {
 	}
 	n := int(n1 - 1)
 	for j := 0; j < e.NumField() && r.err == nil; j++ {
-		w := 0
-		switch e.Field(j).Type.Kind() {
-		case reflect.String:
-			for range r.count() {
-				r.next(r.count())
-			}
-			w = r.width()
-		case reflect.Bool:
-			w = 1
-		case reflect.Float32:
-			w = 4
-		case reflect.Float64:
-			w = 8
-		default:
-			w = r.width()
-		}
+		_, w := r.columnHeader(e.Field(j).Type.Kind(), false)
 		r.next(w * n)
 	}
+}
+
+// columnHeader reads the header of one column of kind k as encodeColumns wrote
+// it — a string column's dictionary (returned when keep), then the value width
+// in bytes (fixed for bools and floats) — leaving r at the column's values.
+func (r *snapReader) columnHeader(k reflect.Kind, keep bool) (dict []string, w int) {
+	switch k {
+	case reflect.String:
+		n := r.count()
+		if keep {
+			dict = make([]string, n)
+		}
+		for i := range n {
+			b := r.next(r.count())
+			if keep {
+				dict[i] = string(b)
+			}
+		}
+		return dict, r.width()
+	case reflect.Bool:
+		return nil, 1
+	case reflect.Float32:
+		return nil, 4
+	case reflect.Float64:
+		return nil, 8
+	}
+	return nil, r.width()
 }
 
 // width reads an integer column's value width (1, 2, 4 or 8 bytes).
