@@ -1,15 +1,12 @@
 package perfdb
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"strconv"
 
@@ -363,10 +360,15 @@ func WarmSnapshots(ctx context.Context, st *store.Store, system string) ([]strin
 	if !cacheableStore(st.Path) {
 		return nil, nil
 	}
-	bv, err := storeBackendVersions(ctx, st, system)
+	tr, src, err := storeTree(ctx, st, system)
 	if err != nil {
 		return nil, err
 	}
+	plan, err := resolveLoadOptions(nil) // every table, the shared layer: what LoadStore loads without options
+	if err != nil {
+		return nil, err
+	}
+	bv := tr.backendVersions()
 	var warmed []string
 	for _, b := range servingBackends {
 		v, _, ok := NearestVersion("", bv[b])
@@ -376,41 +378,32 @@ func WarmSnapshots(ctx context.Context, st *store.Store, system string) ([]strin
 		if err := ctx.Err(); err != nil {
 			return warmed, err
 		}
-		if _, err := LoadStore(ctx, st, system, b, v); err != nil {
-			return warmed, fmt.Errorf("warm the perf-data snapshot of %s %s %s: %w", system, b, v, err)
+		file, key, ok := snapshotTarget(st.Path, tr, src, b, v, plan)
+		if !ok {
+			continue
 		}
-		if snapshotWritten(ctx, st, system, b, v) {
-			warmed = append(warmed, b+" "+v)
+		if !snapshotCurrent(file, key) {
+			d, err := assemble(ctx, tr, src, b, v, plan)
+			if err != nil {
+				return warmed, fmt.Errorf("warm the perf-data snapshot of %s %s %s: %w", system, b, v, err)
+			}
+			if writeSnapshot(file, key, d) != nil {
+				continue // an unwritable folder keeps nothing, and nothing is named
+			}
 		}
+		warmed = append(warmed, b+" "+v)
 	}
 	return warmed, nil
 }
 
-// snapshotWritten reports whether the every-table snapshot of (system, backend,
-// version) beside the store is the current one (its header names the current
-// key): LoadStore skips a snapshot it cannot write (an unwritable folder, where
-// a stale file may sit), and WarmSnapshots then names nothing it did not keep.
-func snapshotWritten(ctx context.Context, st *store.Store, system, backend, version string) bool {
-	tr, src, err := storeTree(ctx, st, system)
+// snapshotCurrent reports whether file is a sound snapshot of key (openFrame:
+// header, length and CRC), without decoding it.
+func snapshotCurrent(file string, key [32]byte) bool {
+	b, unmap, err := mapSnapshot(file)
 	if err != nil {
 		return false
 	}
-	plan, err := resolveLoadOptions(nil) // what WarmSnapshots loads
-	if err != nil {
-		return false
-	}
-	file, key, ok := snapshotTarget(st.Path, tr, src, backend, version, plan)
-	if !ok {
-		return false
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	h := make([]byte, len(snapshotMagic)+len(key))
-	if _, err := io.ReadFull(f, h); err != nil {
-		return false
-	}
-	return string(h[:len(snapshotMagic)]) == snapshotMagic && bytes.Equal(h[len(snapshotMagic):], key[:])
+	defer unmap()
+	_, ok := openFrame(b, snapshotMagic, key)
+	return ok
 }

@@ -85,8 +85,8 @@ func TestOnlyMatchesAssemble(t *testing.T) {
 }
 
 // TestWarmSnapshotsServeModelSelections: after WarmSnapshots (what `aicdb init`
-// runs), a model's table selection of a warmed version loads from the snapshot
-// of every table — equal to decoding it, and without decoding: the stored
+// runs), warming again reads no Parquet, and a model's table selection of a
+// warmed version loads from the snapshot of every table — equal to decoding it, and without decoding: the stored
 // Parquet spoiled, it still loads — and writes no snapshot of its own; a
 // version that was not warmed (not the newest) still decodes.
 func TestWarmSnapshotsServeModelSelections(t *testing.T) {
@@ -119,6 +119,11 @@ func TestWarmSnapshotsServeModelSelections(t *testing.T) {
 		t.Errorf("%d snapshot files after warming, want 3: %v", len(before), before)
 	}
 	spoilContents(t, st)
+	// Warming again finds every snapshot current: it reads no Parquet (the
+	// spoiled contents would fail) and names them again.
+	if again, err := WarmSnapshots(ctx, st, "h200_sxm"); err != nil || !reflect.DeepEqual(again, warmed) {
+		t.Errorf("warming a warm store: %q, %v; want %q without reading the Parquet", again, err, warmed)
+	}
 	got, err := LoadStore(ctx, st, "h200_sxm", "vllm", "0.24.0", ForModel(m))
 	if err != nil {
 		t.Fatalf("a warmed version's model selection decoded the stored Parquet: %v", err)
