@@ -30,6 +30,21 @@ func timingOnly(why string) rule {
 // all-reduce off.
 const noCustomARTiming = "all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"
 
+// graphsOffKey is a boolean key that turns CUDA graphs off at value off
+// (engine.Spec.DisableCUDAGraph: no scheduling rule, no pool change), warned
+// about there with why.
+func graphsOffKey(off bool, why string) rule {
+	r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = v == off })
+	r.timing, r.timingAt = why, strconv.FormatBool(off)
+	return r
+}
+
+// prefixCacheOffKey is a boolean key that turns the prefix cache off at value
+// off (engine.Spec.NoPrefixReuse).
+func prefixCacheOffKey(off bool) rule {
+	return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = v == off })
+}
+
 // noGraphTiming is the timing warning of the keys that turn CUDA graphs off.
 const noGraphTiming = "passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
 
@@ -352,11 +367,9 @@ func vllmRule(k string) (rule, bool) {
 			apply: func(*engine.Spec, string) {},
 		}, true
 	case "enable_prefix_caching": // V-R8; off: a workload prefix is not reused
-		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
-	case "enforce_eager": // no scheduling rule and no pool change; the timing is flagged
-		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = v })
-		r.timing = noGraphTiming
-		return r, true
+		return prefixCacheOffKey(false), true
+	case "enforce_eager":
+		return graphsOffKey(true, noGraphTiming), true
 	case "speculative_config", "speculative_model", "num_speculative_tokens", "speculative_draft_tensor_parallel_size":
 		return rejected("speculative decoding: several tokens per pass per request"), true
 	case "scheduler_cls", "scheduler_class":
@@ -432,9 +445,7 @@ func trtllmRule(k string) (rule, bool) {
 	case "max_seq_len": // requests longer than it (prompt + output) are rejected
 		return maxLenKey(), true
 	case "use_cuda_graph": // the PyTorch backend's key before cuda_graph_config
-		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = !v })
-		r.timing, r.timingAt = noGraphTiming, "false"
-		return r, true
+		return graphsOffKey(false, noGraphTiming), true
 	case "cuda_graph_config": // a scalar only when null (a mapping's keys are cuda_graph_config.*): graphs off
 		return rule{
 			check: func(v string) (string, error) {
@@ -447,9 +458,9 @@ func trtllmRule(k string) (rule, bool) {
 			timing: noGraphTiming, timingAt: "null",
 		}, true
 	case "kv_cache_config.enable_block_reuse": // T-R5; off: a workload prefix is not reused
-		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = !v }), true
+		return prefixCacheOffKey(false), true
 	case "disable_prefix_cache": // the generator's name for enable_block_reuse false
-		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = v }), true
+		return prefixCacheOffKey(true), true
 	case "attention_dp_config.enable_balance": // the other attention_dp_config keys act only with it
 		return boolOnly(false, "attention-DP balancing holds context requests until every rank has one (up to timeout_iters)"), true
 	case "speculative_config.decoding_type": // one-model MTP only (its acceptance comes from eval --nextn-accepted)
@@ -528,11 +539,8 @@ func sglangRule(k string) (rule, bool) {
 	case "kv_cache_dtype": // must match the point's KV quant (CheckKVQuant)
 		return kvDtypeKey(sglangKVDtypes), true
 	case "disable_cuda_graph":
-		// No scheduling rule and no pool change (engine.Spec.DisableCUDAGraph: SGLang
-		// 0.5.x keeps the graph reserve in mem_fraction_static); the timing is flagged.
-		r := boolKey(func(e *engine.Spec, v bool) { e.DisableCUDAGraph = v })
-		r.timing = "decode " + noGraphTiming
-		return r, true
+		// SGLang 0.5.x keeps the graph reserve in mem_fraction_static either way.
+		return graphsOffKey(true, "decode "+noGraphTiming), true
 	case "disable_overlap_schedule": // §3.2 overlap scheduler (default on)
 		return boolKey(func(e *engine.Spec, v bool) { e.AsyncScheduling = !v }), true
 	case "schedule_policy": // S-R2 FCFS waiting queue
@@ -566,7 +574,7 @@ func sglangRule(k string) (rule, bool) {
 	case "context_length": // requests longer than it (prompt + max_new_tokens) are rejected
 		return maxLenKey(), true
 	case "disable_radix_cache": // S-R1; on: a workload prefix is not reused
-		return boolKey(func(e *engine.Spec, v bool) { e.NoPrefixReuse = v }), true
+		return prefixCacheOffKey(true), true
 	case "disaggregation_mode":
 		return onlyKey(k, "null"), true
 	case "model_path", "model", "tokenizer_path", "tokenizer_mode", "skip_tokenizer_init", "load_format",
