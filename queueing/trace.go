@@ -247,7 +247,7 @@ func checkTrace(reqs []TraceRequest, e engine.Spec, t timing.Timing) error {
 		case r.Prefix < 0 || r.Prefix >= r.ISL:
 			return fmt.Errorf("trace request %d: prefix = %d: must be in 0..isl − 1 = %d", i, r.Prefix, r.ISL-1)
 		}
-		if err := checkModelLen(e, r.ISL, r.OSL, fmt.Sprintf("trace request %d:", i)); err != nil {
+		if err := CheckRequestFits(e, r.ISL, r.OSL, r.Prefix, fmt.Sprintf("trace request %d:", i)); err != nil {
 			return err
 		}
 		prev = r.ArrivalMs

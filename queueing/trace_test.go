@@ -78,4 +78,10 @@ func TestQuantitativeTraceAlone(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "trace request 1: isl 10 + osl 3 = 13 tokens: longer than the engine config's max_model_len 12") {
 		t.Errorf("request longer than max_model_len: %v", err)
 	}
+	nocache := e
+	nocache.NoPrefixReuse = true
+	_, err = QuantitativeTrace(context.Background(), []TraceRequest{{ISL: 10, OSL: 2}, {ArrivalMs: 1, ISL: 10, Prefix: 4, OSL: 2}}, nocache, timing.Constant{Ms: 1}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "trace request 1: prefix = 4: the engine config turns the prefix cache off") {
+		t.Errorf("a cached prefix with the prefix cache off: %v", err)
+	}
 }

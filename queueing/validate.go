@@ -51,9 +51,6 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 	if w.Prefix < 0 {
 		return b, fmt.Errorf("workload prefix = %d: must be ≥ 0", w.Prefix)
 	}
-	if w.Prefix > 0 && e.NoPrefixReuse {
-		return b, fmt.Errorf("workload prefix = %d: the engine config turns the prefix cache off, so nothing is reused, while the model reads a prefix as cached; pass prefix 0 (every prompt computed whole) or turn the cache on", w.Prefix)
-	}
 	closed, open := w.Concurrency != 0, w.RateRPS != 0
 	switch {
 	case closed && open:
@@ -95,7 +92,7 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 	if w.Prefix >= b.minISL {
 		return b, fmt.Errorf("workload prefix = %d: must be < isl (%d); at least one prompt token is always computed", w.Prefix, b.minISL)
 	}
-	if err := checkModelLen(e, b.maxISL, b.maxOSL, "workload"); err != nil {
+	if err := CheckRequestFits(e, b.maxISL, b.maxOSL, w.Prefix, "workload"); err != nil {
 		return b, err
 	}
 	switch {
@@ -123,10 +120,16 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 	return b, nil
 }
 
-// checkModelLen refuses a request of isl + osl tokens longer than the engine's
-// max_model_len (what names it: the workload, a trace request): the engine
-// rejects it at the API, which no calendar represents.
-func checkModelLen(e engine.Spec, isl, osl int, what string) error {
+// CheckRequestFits refuses a request (what names it: the workload, a trace
+// request) that engine e's config makes the model unable to answer: a cached
+// prefix while the config turns the prefix cache off (the model reads a prefix
+// as cached), or isl + osl tokens longer than its max_model_len (the engine
+// rejects such a request at the API, which no calendar represents). The sweep
+// calls it before it starts.
+func CheckRequestFits(e engine.Spec, isl, osl, prefix int, what string) error {
+	if prefix > 0 && e.NoPrefixReuse {
+		return fmt.Errorf("%s prefix = %d: the engine config turns the prefix cache off, so nothing is reused, while the model reads a prefix as cached; pass prefix 0 (every prompt computed whole) or turn the cache on", what, prefix)
+	}
 	if e.MaxModelLen > 0 && isl+osl > e.MaxModelLen {
 		return fmt.Errorf("%s isl %d + osl %d = %d tokens: longer than the engine config's max_model_len %d (max_seq_len, context_length), so the engine rejects it; raise it or shorten the requests", what, isl, osl, isl+osl, e.MaxModelLen)
 	}

@@ -125,8 +125,8 @@ func TestSweepEngineFlagsCLI(t *testing.T) {
 		{[]string{"--engine-profile", "tuned"}, "aicdb: --engine-profile \"tuned\": unknown; use defaults or aiconfigurator\n"},
 		{[]string{"--engine-config", "testdata/engine/trtllm_chunked.yaml"}, "aicdb: --engine-config: engine config testdata/engine/trtllm_chunked.yaml: line 2: key backend: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)\n"},
 		{[]string{"--engine-config", "testdata/engine/missing.yaml"}, "aicdb: --engine-config: engine config testdata/engine/missing.yaml: open testdata/engine/missing.yaml: no such file or directory\n"},
-		{[]string{"--engine-config", "testdata/engine/vllm_max_len_4096.args"}, "aicdb: --isl 4000 + --osl 500 = 4500 tokens with --engine-config testdata/engine/vllm_max_len_4096.args: longer than its max_model_len 4096 (max_seq_len, context_length), so the engine rejects every request; raise it or shorten the requests\n"},
-		{[]string{"--prefix", "512", "--engine-config", "testdata/engine/vllm_no_prefix_cache.args"}, "aicdb: --prefix 512 with --engine-config testdata/engine/vllm_no_prefix_cache.args: the config turns the prefix cache off, so nothing is reused, while the model reads a prefix as cached; pass --prefix 0 or turn the cache on\n"},
+		{[]string{"--engine-config", "testdata/engine/vllm_max_len_4096.args"}, "aicdb: --engine-config testdata/engine/vllm_max_len_4096.args: workload isl 4000 + osl 500 = 4500 tokens: longer than the engine config's max_model_len 4096 (max_seq_len, context_length), so the engine rejects it; raise it or shorten the requests\n"},
+		{[]string{"--prefix", "512", "--engine-config", "testdata/engine/vllm_no_prefix_cache.args"}, "aicdb: --engine-config testdata/engine/vllm_no_prefix_cache.args: workload prefix = 512: the engine config turns the prefix cache off, so nothing is reused, while the model reads a prefix as cached; pass prefix 0 (every prompt computed whole) or turn the cache on\n"},
 	} {
 		code, _, errs := cliRun(t, db, append(args, c.extra...)...)
 		if code != 1 || errs != c.want {

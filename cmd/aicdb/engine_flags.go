@@ -132,11 +132,8 @@ func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 	// Refused before the sweep starts, what queueing's input check would refuse
 	// at every point.
 	if probe, ok := configProbe(cfg, s.Backend); ok {
-		if probe.NoPrefixReuse && s.Prefix > 0 {
-			return userErrorf("--prefix %d with --engine-config %s: the config turns the prefix cache off, so nothing is reused, while the model reads a prefix as cached; pass --prefix 0 or turn the cache on", s.Prefix, c.String("engine-config"))
-		}
-		if n := probe.MaxModelLen; n > 0 && s.ISL+s.OSL > n {
-			return userErrorf("--isl %d + --osl %d = %d tokens with --engine-config %s: longer than its max_model_len %d (max_seq_len, context_length), so the engine rejects every request; raise it or shorten the requests", s.ISL, s.OSL, s.ISL+s.OSL, c.String("engine-config"), n)
+		if err := queueing.CheckRequestFits(probe, s.ISL, s.OSL, s.Prefix, "workload"); err != nil {
+			return userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
 		}
 	}
 	s.EngineConfig = cfg
