@@ -101,14 +101,14 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			} else {
 				e, err = role(queueing.RoleAgg, p.Batch)
 			}
-			if err == nil && p.NextN > 0 && e.Backend == engine.SGLang {
+			if err != nil {
+				return fmt.Errorf("engine of %s b%d ctx%d: %w", p.Parallel(), p.Batch, p.CtxTokens, err)
+			}
+			if p.NextN > 0 && e.Backend == engine.SGLang {
 				// EAGLE: the recorded engine is the one that runs, overlap
 				// scheduler and mixed chunk off (SetDrafts; pointEngine sets the
 				// drafts of every backend).
 				e.SetDrafts(p.NextN, p.NextNAccepted)
-			}
-			if err != nil {
-				return fmt.Errorf("engine of %s b%d ctx%d: %w", p.Parallel(), p.Batch, p.CtxTokens, err)
 			}
 			r.Engine = &e
 			if rowProfile != "" {
