@@ -70,8 +70,16 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 			perfdb.ErrOOM, e.KVCapacityTokens, k.capBlocks, bs, in.ISL, in.OSL, k.perReq)
 	}
 	k.demandBlocks = in.Batch * k.perReq
-	k.tight = k.demandBlocks > k.capBlocks
+	k.tight = KVTight(e.KVCapacityTokens, bs, in.Batch, in.ISL, in.OSL)
 	return k, nil
+}
+
+// KVTight reports whether a pool of capTokens, in blocks of bs tokens, cannot
+// hold batch running requests of isl + osl tokens all at full length: a
+// KV-tight point, where the engines preempt, retract or pause (planKV; eval's
+// default pool).
+func KVTight(capTokens, bs, batch, isl, osl int) bool {
+	return batch*ceilDivInt(isl+osl, bs) > capTokens/bs
 }
 
 // DeployedPool is the KV pool (tokens) an agg worker of engine e runs with when

@@ -299,13 +299,12 @@ func defaultKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	}
 	isl, osl := w.MaxShape()
 	bs := max(e.BlockSize, 1)
-	perReq := (isl + osl + bs - 1) / bs
-	if w.Concurrency*perReq <= n/bs {
+	if !refine.KVTight(n, bs, w.Concurrency, isl, osl) {
 		return nil
 	}
 	e.KVCapacityTokens = n
 	fmt.Fprintf(c.App.ErrWriter, "aicdb: note: KV-tight: the KV pool the engine deploys (%d tokens, from GPU memory) holds %d of the %d requests at full length (isl %d + osl %d); modelled with the engine's preemption (--kv-capacity-tokens 0 for an unbounded pool)\n",
-		n, n/bs/perReq, w.Concurrency, isl, osl)
+		n, n/bs/((isl+osl+bs-1)/bs), w.Concurrency, isl, osl)
 	return nil
 }
 
