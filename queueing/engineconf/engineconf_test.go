@@ -421,61 +421,49 @@ func TestNeutralValuesAccepted(t *testing.T) {
 	}
 }
 
-// TestEnforceEager: vLLM's enforce_eager is SGLang's disable_cuda_graph: applied
-// (engine.Spec.DisableCUDAGraph) with nothing else changed, warned about in one
-// line, and rendered back by deploy.
-func TestEnforceEager(t *testing.T) {
-	cfg, err := Parse("vllm", []byte("--enforce-eager --max-num-seqs 8"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "engine config: enforce_eager: passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
-	if got := cfg.TimingLine(); got != want {
-		t.Errorf("timing line\n got  %q\n want %q", got, want)
-	}
-	e, _ := engine.Defaults("vllm", "")
-	base := e
-	if err := cfg.Apply(&e); err != nil {
-		t.Fatal(err)
-	}
-	base.DisableCUDAGraph, base.MaxNumSeqs = true, 8
-	if e != base {
-		t.Errorf("applied engine %+v, want the defaults with enforce_eager and max_num_seqs 8 only", e)
-	}
-	out, err := Render(e, Deployment{Model: "m", TP: 1, PP: 1}, FormatCLI)
-	if err != nil || !strings.Contains(out, "--enforce-eager") {
-		t.Errorf("render: %v\n%s", err, out)
-	}
-}
-
-// TestTRTCUDAGraphsOff: TensorRT-LLM's cuda_graph_config: null and
-// use_cuda_graph: false turn CUDA graphs off (DisableCUDAGraph, warned about,
-// rendered back as cuda_graph_config: null); use_cuda_graph true and a mapping of
-// graph settings change nothing; another scalar is refused.
-func TestTRTCUDAGraphsOff(t *testing.T) {
+// TestTimingWarnedKeys: vLLM's enforce_eager and TensorRT-LLM's
+// cuda_graph_config: null and use_cuda_graph: false turn CUDA graphs off as
+// SGLang's disable_cuda_graph does (TestDisableCUDAGraph): DisableCUDAGraph and
+// nothing else changed, warned about in one line, rendered back by deploy;
+// use_cuda_graph true and a mapping of graph settings change nothing; the keys
+// that only slow the kernels (disable_custom_all_reduce, SGLang's
+// enable_deterministic_inference) change no engine field and are warned about
+// when true; another scalar cuda_graph_config is refused.
+func TestTimingWarnedKeys(t *testing.T) {
+	ar := "engine config: disable_custom_all_reduce: all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"
 	warn := "engine config: %s: passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
 	for _, c := range []struct {
-		text, timing string
-		off          bool
+		backend, text, timing, format, rendered string
+		off                                     bool
 	}{
-		{"cuda_graph_config: null\n", fmt.Sprintf(warn, "cuda_graph_config"), true},
-		{"use_cuda_graph: false\n", fmt.Sprintf(warn, "use_cuda_graph"), true},
-		{"use_cuda_graph: true\n", "", false},
-		{"cuda_graph_config:\n  enable_padding: true\n", "", false},
+		{"vllm", "--enforce-eager", fmt.Sprintf(warn, "enforce_eager"), FormatCLI, "--enforce-eager", true},
+		{"trtllm", "cuda_graph_config: null\n", fmt.Sprintf(warn, "cuda_graph_config"), FormatYAML, "cuda_graph_config: null", true},
+		{"trtllm", "use_cuda_graph: false\n", fmt.Sprintf(warn, "use_cuda_graph"), FormatYAML, "cuda_graph_config: null", true},
+		{"trtllm", "use_cuda_graph: true\n", "", FormatYAML, "cuda_graph_config: null", false},
+		{"trtllm", "cuda_graph_config:\n  enable_padding: true\n", "", FormatYAML, "cuda_graph_config: null", false},
+		{"vllm", "--disable-custom-all-reduce", ar, FormatCLI, "", false},
+		{"sglang", "--disable-custom-all-reduce", ar, FormatCLI, "", false},
+		{"sglang", "--enable-deterministic-inference", "engine config: enable_deterministic_inference: batch-invariant kernels run slower than the ones the perf data was measured with, so predicted pass times may be optimistic", FormatCLI, "", false},
+		{"sglang", "enable_deterministic_inference: false\n", "", FormatCLI, "", false},
 	} {
-		cfg, err := Parse("trtllm", []byte(c.text))
+		cfg, err := Parse(c.backend, []byte(c.text))
 		if err != nil {
-			t.Fatalf("%q: %v", c.text, err)
+			t.Fatalf("%s %q: %v", c.backend, c.text, err)
 		}
 		if got := cfg.TimingLine(); got != c.timing {
-			t.Errorf("%q: timing line %q, want %q", c.text, got, c.timing)
+			t.Errorf("%s %q: timing line %q, want %q", c.backend, c.text, got, c.timing)
 		}
-		e, _ := engine.Defaults("trtllm", "")
-		if err := cfg.Apply(&e); err != nil || e.DisableCUDAGraph != c.off {
-			t.Errorf("%q: applied %v, graphs off %v, want %v", c.text, err, e.DisableCUDAGraph, c.off)
+		e, _ := engine.Defaults(c.backend, "")
+		want := e
+		want.DisableCUDAGraph = c.off
+		if err := cfg.Apply(&e); err != nil || e != want {
+			t.Errorf("%s %q: applied %+v (%v), want %+v", c.backend, c.text, e, err, want)
 		}
-		if out, err := Render(e, Deployment{Model: "m", TP: 1, PP: 1}, FormatYAML); err != nil || strings.Contains(out, "cuda_graph_config: null") != c.off {
-			t.Errorf("%q: render %v\n%s", c.text, err, out)
+		if c.rendered == "" {
+			continue
+		}
+		if out, err := Render(e, Deployment{Model: "m", TP: 1, PP: 1}, c.format); err != nil || strings.Contains(out, c.rendered) != c.off {
+			t.Errorf("%s %q: render %v\n%s", c.backend, c.text, err, out)
 		}
 	}
 	if _, err := Parse("trtllm", []byte("cuda_graph_config: 5\n")); err == nil || !strings.Contains(err.Error(), "want a mapping of CUDA-graph settings or null (graphs off)") {
@@ -510,29 +498,5 @@ func TestMaxModelLen(t *testing.T) {
 	}
 	if _, err := Parse("vllm", []byte("--max-model-len 0")); err == nil || !strings.Contains(err.Error(), "want a token count in 1..1073741824 (suffixes k, m or K, M), or auto") {
 		t.Errorf("max-model-len 0: %v", err)
-	}
-}
-
-// TestTimingOnlyKeys: keys with no scheduling effect whose timing the perf data
-// cannot price are accepted and warned about at true, silent at false.
-func TestTimingOnlyKeys(t *testing.T) {
-	for _, c := range []struct{ backend, text, warn string }{
-		{"vllm", "--disable-custom-all-reduce", "engine config: disable_custom_all_reduce: all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"},
-		{"sglang", "--disable-custom-all-reduce", "engine config: disable_custom_all_reduce: all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"},
-		{"sglang", "--enable-deterministic-inference", "engine config: enable_deterministic_inference: batch-invariant kernels run slower than the ones the perf data was measured with, so predicted pass times may be optimistic"},
-		{"sglang", "enable_deterministic_inference: false\n", ""},
-	} {
-		cfg, err := Parse(c.backend, []byte(c.text))
-		if err != nil {
-			t.Fatalf("%s %q: %v", c.backend, c.text, err)
-		}
-		if got := cfg.TimingLine(); got != c.warn {
-			t.Errorf("%s %q: timing line %q, want %q", c.backend, c.text, got, c.warn)
-		}
-		e, _ := engine.Defaults(c.backend, "")
-		base := e
-		if err := cfg.Apply(&e); err != nil || e != base {
-			t.Errorf("%s %q: the engine changed (%v)", c.backend, c.text, err)
-		}
 	}
 }
