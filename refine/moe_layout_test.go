@@ -37,7 +37,7 @@ func TestEnumerateMoELayoutsValid(t *testing.T) {
 			continue
 		}
 		for _, pool := range [][2]int{{p.PTP, p.PDP}, {p.DTP, p.DDP}} {
-			mtp, mep, err := poolMoELayout(pool[0], pool[1], p.MoEEP)
+			mtp, mep, err := PoolMoELayout(pool[0], pool[1], p.MoEEP)
 			if err != nil || pool[0]*pool[1] != mtp*mep {
 				t.Fatalf("%s: pool tp %d dp %d → moe %d×%d, %v", p.Parallel(), pool[0], pool[1], mtp, mep, err)
 			}
@@ -56,7 +56,7 @@ func TestEnumerateMoELayoutsValid(t *testing.T) {
 	if !l.OOM && !(l.TTFT > 0) {
 		t.Fatalf("legacy of %s: %+v", mixed.Parallel(), l)
 	}
-	if _, _, err := poolMoELayout(3, 1, 2); err == nil {
+	if _, _, err := PoolMoELayout(3, 1, 2); err == nil {
 		t.Fatal("moe_ep 2 accepted for a pool of width 3")
 	}
 }

@@ -612,12 +612,13 @@ func (p *PerfdbEvaluator) poolMoE(ctx context.Context, in store.PointInputs, tp,
 	if m.NumExperts == 0 {
 		return in.MoETP, in.MoEEP, nil
 	}
-	return poolMoELayout(tp, dp, in.MoEEP)
+	return PoolMoELayout(tp, dp, in.MoEEP)
 }
 
-// poolMoELayout is (tp·dp / moeEP, moeEP), or an error when moeEP does not divide
+// PoolMoELayout is a disaggregated MoE pool's expert split (tp·dp / moeEP,
+// moeEP), the same expert-parallel size in both pools, or an error when moeEP does not divide
 // the pool's width (Enumerate never emits such a row).
-func poolMoELayout(tp, dp, moeEP int) (int, int, error) {
+func PoolMoELayout(tp, dp, moeEP int) (int, int, error) {
 	if moeEP <= 0 || (tp*dp)%moeEP != 0 {
 		return 0, 0, fmt.Errorf("disagg pool tp %d × dp %d: moe_ep %d does not divide it", tp, dp, moeEP)
 	}

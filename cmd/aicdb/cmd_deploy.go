@@ -115,9 +115,9 @@ func runDeploy(c *cli.Context) error {
 	if in.Mode == store.ModeDisagg {
 		ws = []worker{
 			{fmt.Sprintf("prefill workers: %d × (tp %d, pp %d, dp %d)", in.PWorkers, in.PTP, in.PPP, in.PDP), r.Prefill,
-				engineconf.Deployment{Model: in.Model, TP: in.PTP, PP: in.PPP, DP: in.PDP, MoETP: in.MoETP, MoEEP: in.MoEEP, ExtraYAMLPath: "prefill_extra_llm_api_options.yaml"}},
+				engineconf.Deployment{Model: in.Model, Layout: poolLayout(in, in.PTP, in.PPP, in.PDP), ExtraYAMLPath: "prefill_extra_llm_api_options.yaml"}},
 			{fmt.Sprintf("decode workers: %d × (tp %d, pp %d, dp %d)", in.DWorkers, in.DTP, in.DPP, in.DDP), r.Decode,
-				engineconf.Deployment{Model: in.Model, TP: in.DTP, PP: in.DPP, DP: in.DDP, MoETP: in.MoETP, MoEEP: in.MoEEP, ExtraYAMLPath: "decode_extra_llm_api_options.yaml"}},
+				engineconf.Deployment{Model: in.Model, Layout: poolLayout(in, in.DTP, in.DPP, in.DDP), ExtraYAMLPath: "decode_extra_llm_api_options.yaml"}},
 		}
 	} else {
 		e := r.Engine
@@ -128,7 +128,7 @@ func runDeploy(c *cli.Context) error {
 			fmt.Fprintf(w, "# MTP: %d draft tokens per decode step, predicted at %s accepted per step (measured for the model and data; not an engine key)\n",
 				in.NextN, strconv.FormatFloat(in.NextNAccepted, 'g', -1, 64))
 		}
-		ws = []worker{{"", e, engineconf.Deployment{Model: in.Model, TP: in.TP, PP: in.PP, DP: in.DP, MoETP: in.MoETP, MoEEP: in.MoEEP}}}
+		ws = []worker{{"", e, engineconf.Deployment{Model: in.Model, Layout: engineconf.Layout{TP: in.TP, PP: in.PP, DP: in.DP, MoETP: in.MoETP, MoEEP: in.MoEEP}}}}
 	}
 	for i, x := range ws {
 		if x.e == nil {
@@ -147,4 +147,19 @@ func runDeploy(c *cli.Context) error {
 		fmt.Fprint(w, out)
 	}
 	return nil
+}
+
+// poolLayout is the layout of one disaggregated pool of point in: its own tp,
+// pp and dp, and for a MoE model (a split other than 1 × 1) the experts over
+// the pool's tp·dp GPUs at the point's expert-parallel size, as the evaluator
+// priced it (refine.PoolMoELayout). A split of 1 × 1 is left to the engine's
+// default (the experts tensor-parallel over the pool).
+func poolLayout(in store.PointInputs, tp, pp, dp int) engineconf.Layout {
+	l := engineconf.Layout{TP: tp, PP: pp, DP: dp, MoETP: 1, MoEEP: 1}
+	if in.MoETP > 1 || in.MoEEP > 1 {
+		if mtp, mep, err := refine.PoolMoELayout(tp, dp, in.MoEEP); err == nil {
+			l.MoETP, l.MoEEP = mtp, mep
+		}
+	}
+	return l
 }

@@ -12,8 +12,13 @@
 //     KV-cache dtype (CheckKVQuant) are among them, as is SGLang's
 //     disable_cuda_graph, recorded and warned about (TimingLine): decode
 //     without graphs is slower than the perf data;
-//   - harmless keys (ports, logging, model path, parallelism, swap space):
-//     ignored and listed, so the caller can tell the user;
+//   - harmless keys (ports, logging, model path, swap space): ignored and
+//     listed, so the caller can tell the user;
+//   - parallelism keys (tensor, pipeline, data, expert parallel sizes, attention
+//     DP): not part of engine.Spec, but read as the layout the file deploys
+//     (Config.Layout, in each engine's own meaning) and checked against the
+//     layout the prediction prices (Config.CheckLayout), since a file for tp 8
+//     priced at tp 2 would answer another deployment;
 //   - keys that change scheduling in a way the model does not represent
 //     (speculative decoding, priority scheduling …) and keys this package does not
 //     know: rejected with a one-line error naming the key, since an unknown key
@@ -57,6 +62,11 @@ type Config struct {
 	// Settings are the scheduling keys in file order; a key given twice keeps
 	// its last value (as argparse and the engines do), at its first position.
 	Settings []Setting `json:"settings"`
+	// LayoutKeys are the keys naming the worker's parallelism (tensor, pipeline,
+	// data, expert parallel sizes), normalised, in file order: not applied to
+	// the engine, but checked against the layout a prediction prices
+	// (CheckLayout).
+	LayoutKeys []Setting `json:"layout,omitempty"`
 	// Ignored are the harmless keys (and leading positional words such as
 	// "vllm serve MODEL"), normalised, in file order, each once.
 	Ignored []string `json:"ignored,omitempty"`
@@ -149,12 +159,19 @@ func Parse(backend string, data []byte) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s %q: %v", displayKey(kv), val, err)
 		}
+		list := &c.Settings
+		if r.class == classLayout {
+			list = &c.LayoutKeys
+		}
 		if i, seen := pos[key]; seen {
-			c.Settings[i].Value = canon
+			(*list)[i].Value = canon
 			continue
 		}
-		pos[key] = len(c.Settings)
-		c.Settings = append(c.Settings, Setting{Key: key, Value: canon})
+		pos[key] = len(*list)
+		*list = append(*list, Setting{Key: key, Value: canon})
+	}
+	if _, _, err := c.Layout(); err != nil {
+		return nil, err
 	}
 	if c.Backend == engine.SGLang {
 		if err := checkSGLangDrafts(c.Settings); err != nil {

@@ -21,11 +21,12 @@ type golden struct {
 	Format   string      `json:"format"`
 	Settings []Setting   `json:"settings"`
 	Ignored  []string    `json:"ignored"`
+	Layout   *Layout     `json:"layout,omitempty"` // the layout the parallelism keys deploy
 	Engine   engine.Spec `json:"engine"`
 }
 
 // TestGoldenFiles: each example file in testdata parses to its golden settings,
-// ignored keys and resolved engine.
+// ignored keys, deployed layout and resolved engine.
 func TestGoldenFiles(t *testing.T) {
 	cases := []struct{ file, backend string }{
 		{"vllm_serve.args", "vllm"},
@@ -47,7 +48,13 @@ func TestGoldenFiles(t *testing.T) {
 		if err := cfg.Apply(&e); err != nil {
 			t.Fatalf("%s: %v", c.file, err)
 		}
-		got, err := json.MarshalIndent(golden{cfg.Format, cfg.Settings, cfg.Ignored, e}, "", "  ")
+		var lp *Layout
+		if l, ok, err := cfg.Layout(); err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		} else if ok {
+			lp = &l
+		}
+		got, err := json.MarshalIndent(golden{cfg.Format, cfg.Settings, cfg.Ignored, lp, e}, "", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +272,7 @@ func TestDisableCUDAGraph(t *testing.T) {
 	if e != base {
 		t.Errorf("applied engine %+v, want the defaults with disable_cuda_graph and max_running_requests 8 only", e)
 	}
-	out, err := Render(e, Deployment{Model: "m", TP: 1, PP: 1}, FormatCLI)
+	out, err := Render(e, Deployment{Model: "m", Layout: Layout{TP: 1, PP: 1}}, FormatCLI)
 	if err != nil || !strings.Contains(out, "--disable-cuda-graph") {
 		t.Errorf("render: %v\n%s", err, out)
 	}
@@ -462,7 +469,7 @@ func TestTimingWarnedKeys(t *testing.T) {
 		if c.rendered == "" {
 			continue
 		}
-		if out, err := Render(e, Deployment{Model: "m", TP: 1, PP: 1}, c.format); err != nil || strings.Contains(out, c.rendered) != c.off {
+		if out, err := Render(e, Deployment{Model: "m", Layout: Layout{TP: 1, PP: 1}}, c.format); err != nil || strings.Contains(out, c.rendered) != c.off {
 			t.Errorf("%s %q: render %v\n%s", c.backend, c.text, err, out)
 		}
 	}

@@ -11,9 +11,8 @@ import (
 // Deployment is what Render needs besides the engine: the model and the
 // worker's parallelism.
 type Deployment struct {
-	Model         string
-	TP, PP, DP    int
-	MoETP, MoEEP  int
+	Model string
+	Layout
 	ExtraYAMLPath string // TensorRT-LLM CLI: the extra_llm_api_options file name (default extra_llm_api_options.yaml)
 }
 
@@ -31,12 +30,16 @@ func Render(e engine.Spec, d Deployment, format string) (string, error) {
 	if err := e.Validate(); err != nil {
 		return "", err
 	}
+	lkv, err := layoutKVs(e.Backend, d.Layout)
+	if err != nil {
+		return "", err
+	}
 	var kv []renderKV
 	switch e.Backend {
 	case engine.VLLM:
-		kv = vllmKVs(e, d)
+		kv = vllmKVs(e, d.Model, lkv)
 	case engine.TRTLLM:
-		y := trtllmYAML(e, d)
+		y := trtllmYAML(e, lkv)
 		if format == FormatYAML {
 			return y, nil
 		}
@@ -47,7 +50,7 @@ func Render(e engine.Spec, d Deployment, format string) (string, error) {
 		return fmt.Sprintf("cat > %s <<'EOF'\n%sEOF\ntrtllm-serve %s \\\n  --backend pytorch \\\n  --extra_llm_api_options %s\n",
 			path, y, shellQuote(d.Model), path), nil
 	case engine.SGLang:
-		kv = sglangKVs(e, d)
+		kv = sglangKVs(e, d.Model, lkv)
 	}
 	var b strings.Builder
 	if format == FormatYAML {
@@ -95,9 +98,8 @@ type renderKV struct {
 func itoa(n int) string { return fmt.Sprint(n) }
 
 // vllmKVs are vLLM's launch keys (engine args, dash form).
-func vllmKVs(e engine.Spec, d Deployment) []renderKV {
-	kv := []renderKV{{key: "model", value: d.Model}}
-	kv = append(kv, parallelKVs(d, "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")...)
+func vllmKVs(e engine.Spec, model string, layout []renderKV) []renderKV {
+	kv := append([]renderKV{{key: "model", value: model}}, layout...)
 	kv = append(kv,
 		renderKV{key: "max-num-batched-tokens", value: itoa(e.MaxNumBatchedTokens)},
 		renderKV{key: "max-num-seqs", value: itoa(e.MaxNumSeqs)},
@@ -106,9 +108,6 @@ func vllmKVs(e engine.Spec, d Deployment) []renderKV {
 		boolKV("async-scheduling", e.AsyncScheduling),
 		renderKV{key: "long-prefill-token-threshold", value: itoa(e.LongPrefillTokenThreshold)},
 		renderKV{key: "scheduling-policy", value: "fcfs"})
-	if d.MoEEP > 1 {
-		kv = append(kv, renderKV{key: "enable-expert-parallel", flagOnly: true})
-	}
 	if e.NoPrefixReuse {
 		kv = append(kv, boolKV("enable-prefix-caching", false))
 	}
@@ -142,15 +141,8 @@ func boolKV(key string, v bool) renderKV {
 }
 
 // sglangKVs are SGLang's server arguments (dash form).
-func sglangKVs(e engine.Spec, d Deployment) []renderKV {
-	kv := []renderKV{{key: "model-path", value: d.Model}}
-	kv = append(kv, parallelKVs(d, "tp-size", "pp-size", "dp-size")...)
-	if d.DP > 1 {
-		kv = append(kv, renderKV{key: "enable-dp-attention", flagOnly: true})
-	}
-	if d.MoEEP > 1 {
-		kv = append(kv, renderKV{key: "ep-size", value: itoa(d.MoEEP)})
-	}
+func sglangKVs(e engine.Spec, model string, layout []renderKV) []renderKV {
+	kv := append([]renderKV{{key: "model-path", value: model}}, layout...)
 	chunk := -1
 	if e.EnableChunkedPrefill {
 		chunk = e.ChunkedPrefillSize
@@ -201,24 +193,11 @@ func sglangKVs(e engine.Spec, d Deployment) []renderKV {
 	return kv
 }
 
-// parallelKVs writes tp and pp always and dp when > 1.
-func parallelKVs(d Deployment, tp, pp, dp string) []renderKV {
-	kv := []renderKV{{key: tp, value: itoa(max(d.TP, 1))}, {key: pp, value: itoa(max(d.PP, 1))}}
-	if d.DP > 1 {
-		kv = append(kv, renderKV{key: dp, value: itoa(d.DP)})
-	}
-	return kv
-}
-
 // trtllmYAML is TensorRT-LLM's extra_llm_api_options for e.
-func trtllmYAML(e engine.Spec, d Deployment) string {
+func trtllmYAML(e engine.Spec, layout []renderKV) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tensor_parallel_size: %d\npipeline_parallel_size: %d\n", max(d.TP, 1), max(d.PP, 1))
-	if d.MoEEP > 1 || d.MoETP > 1 {
-		fmt.Fprintf(&b, "moe_expert_parallel_size: %d\nmoe_tensor_parallel_size: %d\n", max(d.MoEEP, 1), max(d.MoETP, 1))
-	}
-	if d.DP > 1 {
-		b.WriteString("enable_attention_dp: true\n")
+	for _, x := range layout {
+		fmt.Fprintf(&b, "%s: %s\n", x.key, x.value)
 	}
 	fmt.Fprintf(&b, "max_batch_size: %d\nmax_num_tokens: %d\nenable_chunked_prefill: %t\ndisable_overlap_scheduler: %t\n",
 		e.MaxBatchSize, e.MaxNumTokens, e.EnableChunkedPrefill, !e.AsyncScheduling)

@@ -85,7 +85,8 @@ func TestRenderRoundTrip(t *testing.T) {
 		if e.Validate() != nil {
 			t.Skip("invalid draw")
 		}
-		d := Deployment{Model: "org/My Model", TP: rapid.IntRange(1, 8).Draw(t, "tp"), PP: 1, DP: rapid.IntRange(1, 2).Draw(t, "dp")}
+		l, moe := drawLayout(t, backend)
+		d := Deployment{Model: "org/My Model", Layout: l}
 		out, err := Render(e, d, format)
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +109,116 @@ func TestRenderRoundTrip(t *testing.T) {
 		if sched(base) != sched(e) {
 			t.Fatalf("round trip:\n got  %+v\n want %+v\n%s", sched(base), sched(e), out)
 		}
+		// The layout keys deploy the layout rendered, and no other.
+		if got, ok, err := cfg.Layout(); err != nil || !ok || !got.sameAs(l, moe) {
+			t.Fatalf("layout round trip: got %+v (%v, %v), want %+v (moe %v)\n%s", got, ok, err, l, moe, out)
+		}
+		if err := cfg.CheckLayout(l, moe); err != nil {
+			t.Fatalf("CheckLayout of the rendered layout: %v\n%s", err, out)
+		}
+		other := l
+		other.TP *= 2
+		if err := cfg.CheckLayout(other, moe); err == nil {
+			t.Fatalf("CheckLayout passed tp %d for a file rendered at tp %d\n%s", other.TP, l.TP, out)
+		}
 	})
+}
+
+// drawLayout draws a layout backend can launch, and whether the model is MoE:
+// TensorRT-LLM's attention DP runs attention at tp 1, and vLLM splits the
+// experts by TP or by EP over all tp·dp GPUs, not both.
+func drawLayout(t *rapid.T, backend string) (Layout, bool) {
+	l := Layout{TP: rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "tp"), PP: rapid.IntRange(1, 2).Draw(t, "pp"),
+		DP: rapid.SampledFrom([]int{1, 2, 4}).Draw(t, "dp"), MoETP: 1, MoEEP: 1}
+	if backend == "trtllm" && l.DP > 1 {
+		l.TP = 1
+	}
+	moe := rapid.Bool().Draw(t, "moe")
+	if moe {
+		n := l.TP * l.DP
+		var eps []int
+		for ep := 1; ep <= n; ep++ {
+			if n%ep == 0 && (backend != "vllm" || ep == 1 || ep == n) {
+				eps = append(eps, ep)
+			}
+		}
+		l.MoEEP = rapid.SampledFrom(eps).Draw(t, "moe_ep")
+		l.MoETP = n / l.MoEEP
+	}
+	return l, moe
+}
+
+// TestLayoutKeys: each backend's parallelism keys read as the layout the engine
+// deploys (keys it omits at the engine's defaults), and a file the engine
+// would not start, or whose layout differs from the prediction's, is refused in
+// one line naming the keys and the flags that match.
+func TestLayoutKeys(t *testing.T) {
+	for _, c := range []struct {
+		backend, file string
+		moe           bool
+		want          Layout
+		err           string
+	}{
+		{backend: "vllm", file: "--tensor-parallel-size 4 --data-parallel-size 2 --enable-expert-parallel", moe: true,
+			want: Layout{TP: 4, PP: 1, DP: 2, MoETP: 1, MoEEP: 8}},
+		{backend: "vllm", file: "tensor_parallel_size: 8\n", moe: true, want: Layout{TP: 8, PP: 1, DP: 1, MoETP: 8, MoEEP: 1}},
+		{backend: "vllm", file: "-tp 2 -pp 2", want: Layout{TP: 2, PP: 2, DP: 1, MoETP: 2, MoEEP: 1}},
+		{backend: "trtllm", file: "tensor_parallel_size: 8\nenable_attention_dp: true\nmoe_expert_parallel_size: 8\n", moe: true,
+			want: Layout{TP: 1, PP: 1, DP: 8, MoETP: 1, MoEEP: 8}},
+		{backend: "trtllm", file: "tp_size: 4\n", moe: true, want: Layout{TP: 4, PP: 1, DP: 1, MoETP: 4, MoEEP: 1}},
+		{backend: "trtllm", file: "tensor_parallel_size: 8\nmoe_expert_parallel_size: 2\nmoe_tensor_parallel_size: 2\n",
+			err: "moe_tensor_parallel_size × moe_expert_parallel_size must be tensor_parallel_size 8 (TensorRT-LLM's Mapping); got 2 × 2"},
+		{backend: "trtllm", file: "context_parallel_size: 2\n", err: `line 1: key context_parallel_size "2": context parallelism splits each prompt over 2 GPUs, which the perf data does not time; set 1 or remove it`},
+		{backend: "sglang", file: "--tp 8 --dp 8 --enable-dp-attention --ep-size 8", moe: true,
+			want: Layout{TP: 1, PP: 1, DP: 8, MoETP: 1, MoEEP: 8}},
+		{backend: "sglang", file: "--tp-size 8 --dp-size 2",
+			err: "dp_size 2 without enable_dp_attention runs 2 independent replicas behind SGLang's data-parallel router, which aicdb does not model as one worker; predict one replica (drop dp_size) at its share of the load"},
+		{backend: "sglang", file: "--tp-size 4 --dp-size 8 --enable-dp-attention", err: "tp_size 4: dp_size 8 must divide it (attention runs at tp_size / dp_size)"},
+	} {
+		cfg, err := Parse(c.backend, []byte(c.file))
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%s %q: error %v, want %q", c.backend, c.file, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s %q: %v", c.backend, c.file, err)
+		}
+		if got, ok, err := cfg.Layout(); err != nil || !ok || got != c.want {
+			t.Errorf("%s %q: layout %+v (%v, %v), want %+v", c.backend, c.file, got, ok, err, c.want)
+		}
+		if len(cfg.Ignored) != 0 {
+			t.Errorf("%s %q: layout keys listed as ignored: %v", c.backend, c.file, cfg.Ignored)
+		}
+	}
+	cfg, err := Parse("trtllm", []byte("tensor_parallel_size: 8\nenable_attention_dp: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "its parallelism (tensor_parallel_size 8, enable_attention_dp true) deploys tp 1, pp 1, dp 8, moe-tp 8, moe-ep 1, but the prediction prices tp 8, pp 1, dp 1, moe-tp 1, moe-ep 8; pass --tp 1 --pp 1 --dp 8 --moe-tp 8 --moe-ep 1, or drop those keys"
+	if err := cfg.CheckLayout(Layout{TP: 8, PP: 1, DP: 1, MoETP: 1, MoEEP: 8}, true); err == nil || err.Error() != want {
+		t.Errorf("CheckLayout: %v\nwant %s", err, want)
+	}
+	if none, _ := Parse("vllm", []byte("--max-num-seqs 8")); none.CheckLayout(Layout{TP: 2, PP: 1, DP: 1}, false) != nil {
+		t.Error("a file naming no layout key must pass any layout")
+	}
+	if _, err := Render(engine.Spec{}, Deployment{}, FormatCLI); err == nil {
+		t.Error("Render of an invalid engine passed")
+	}
+	for _, c := range []struct {
+		backend string
+		l       Layout
+		err     string
+	}{
+		{"trtllm", Layout{TP: 2, PP: 1, DP: 4, MoETP: 8, MoEEP: 1}, "layout tp 2 × dp 4: TensorRT-LLM's attention data parallelism runs attention at tp 1 (enable_attention_dp over tensor_parallel_size ranks)"},
+		{"vllm", Layout{TP: 4, PP: 1, DP: 1, MoETP: 2, MoEEP: 2}, "layout moe-tp 2 × moe-ep 2: vLLM splits a MoE model's experts either by tensor parallelism or by expert parallelism (enable_expert_parallel) over all tp·dp GPUs, not both"},
+	} {
+		e, _ := engine.Defaults(c.backend, "")
+		if _, err := Render(e, Deployment{Model: "m", Layout: c.l}, FormatYAML); err == nil || err.Error() != c.err {
+			t.Errorf("Render %s %+v: %v, want %q", c.backend, c.l, err, c.err)
+		}
+	}
 }
 
 // TestRenderGolden pins the launch text of one aiconfigurator-profile engine per
@@ -120,7 +230,7 @@ func TestRenderGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := Render(e, Deployment{Model: "meta-llama/Llama-3.1-70B", TP: 4, PP: 1, DP: 1}, format)
+			out, err := Render(e, Deployment{Model: "meta-llama/Llama-3.1-70B", Layout: Layout{TP: 4, PP: 1, DP: 1}}, format)
 			if err != nil {
 				t.Fatal(err)
 			}

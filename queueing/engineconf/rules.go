@@ -16,6 +16,7 @@ const (
 	classScheduling class = iota // mapped onto engine.Spec or accepted at the modelled value
 	classHarmless                // no effect on scheduling: ignored and listed
 	classRejected                // changes scheduling in a way the model does not represent
+	classLayout                  // names the worker's parallelism: checked against the prediction's (CheckLayout)
 )
 
 // timingOnly is a boolean key with no scheduling effect whose true value the
@@ -59,6 +60,8 @@ type rule struct {
 	// is timingAt ("" = "true"): the key is applied, and Config.TimingLine warns
 	// with it.
 	timing, timingAt string
+	// layout is the dimension a classLayout key names (dimTP …).
+	layout string
 	// late keys are applied after the others, whatever their place in the file:
 	// they read another key (num_gpu_blocks_override the block size) or win over
 	// one (SGLang's cuda_graph_bs sets cuda_graph_max_bs).
@@ -370,6 +373,14 @@ func vllmRule(k string) (rule, bool) {
 		return prefixCacheOffKey(false), true
 	case "enforce_eager":
 		return graphsOffKey(true, noGraphTiming), true
+	case "tensor_parallel_size", "tp":
+		return layoutKey(dimTP), true
+	case "pipeline_parallel_size", "pp":
+		return layoutKey(dimPP), true
+	case "data_parallel_size", "dp":
+		return layoutKey(dimDP), true
+	case "enable_expert_parallel":
+		return layoutKey(dimEP), true
 	case "speculative_config", "speculative_model", "num_speculative_tokens", "speculative_draft_tensor_parallel_size":
 		return rejected("speculative decoding: several tokens per pass per request"), true
 	case "scheduler_cls", "scheduler_class":
@@ -383,9 +394,9 @@ func vllmRule(k string) (rule, bool) {
 		"dtype", "quantization", "seed", "host", "port", "api_key",
 		"uds", "allowed_origins", "allowed_methods", "allowed_headers", "allow_credentials", "root_path",
 		"swap_space", "preemption_mode",
-		"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "data_parallel_size_local",
-		"data_parallel_address", "data_parallel_rpc_port", "data_parallel_backend", "tp", "pp", "dp",
-		"enable_expert_parallel", "enable_eplb", "all2all_backend", "distributed_executor_backend",
+		"data_parallel_size_local",
+		"data_parallel_address", "data_parallel_rpc_port", "data_parallel_backend",
+		"enable_eplb", "all2all_backend", "distributed_executor_backend",
 		"worker_cls", "worker_extension_cls",
 		"cudagraph_capture_sizes", "cuda_graph_sizes", "compilation_config", "o",
 		"prefix_caching_hash_algo", "chat_template", "chat_template_content_format",
@@ -418,6 +429,18 @@ func trtllmRule(k string) (rule, bool) {
 		return intKey(1, func(e *engine.Spec, v int) { e.MaxBatchSize = v }), true
 	case "max_num_tokens": // T-R3 token budget
 		return intKey(1, func(e *engine.Spec, v int) { e.MaxNumTokens = v }), true
+	case "tensor_parallel_size", "tp_size":
+		return layoutKey(dimTP), true
+	case "pipeline_parallel_size", "pp_size":
+		return layoutKey(dimPP), true
+	case "moe_expert_parallel_size", "ep_size":
+		return layoutKey(dimMoEEP), true
+	case "moe_tensor_parallel_size":
+		return layoutKey(dimMoETP), true
+	case "enable_attention_dp":
+		return layoutKey(dimADP), true
+	case "context_parallel_size", "moe_cluster_parallel_size":
+		return layoutKey(dimCP), true
 	case "enable_chunked_prefill", "enable_chunked_context": // T-R3 chunked context
 		return boolKey(func(e *engine.Spec, v bool) { e.EnableChunkedPrefill = v }), true
 	case "disable_overlap_scheduler": // §4.2 overlap executor
@@ -475,9 +498,7 @@ func trtllmRule(k string) (rule, bool) {
 		return rejected("dynamic batch tuning moves max_batch_size/max_num_tokens at run time"), true
 	case "backend", "model", "tokenizer", "tokenizer_mode", "skip_tokenizer_init", "trust_remote_code",
 		"revision", "tokenizer_revision", "dtype", "load_format", "checkpoint_format", "host", "port",
-		"log_level", "tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size",
-		"moe_expert_parallel_size", "moe_tensor_parallel_size", "moe_cluster_parallel_size", "tp_size",
-		"pp_size", "ep_size", "cluster_size", "gpus_per_node", "enable_attention_dp",
+		"log_level", "cluster_size", "gpus_per_node",
 		"max_input_len", "print_iter_log", "enable_iter_perf_stats", "enable_iter_req_stats",
 		"attn_backend", "sampler_type", "num_postprocess_workers",
 		"postprocess_tokenizer_dir", "return_perf_metrics", "enable_autotuner", "garbage_collection_gen0_threshold",
@@ -575,15 +596,23 @@ func sglangRule(k string) (rule, bool) {
 		return maxLenKey(), true
 	case "disable_radix_cache": // S-R1; on: a workload prefix is not reused
 		return prefixCacheOffKey(true), true
+	case "tp_size", "tensor_parallel_size", "tp":
+		return layoutKey(dimTP), true
+	case "pp_size", "pipeline_parallel_size":
+		return layoutKey(dimPP), true
+	case "dp_size", "data_parallel_size", "dp":
+		return layoutKey(dimDP), true
+	case "ep_size", "expert_parallel_size", "ep":
+		return layoutKey(dimMoEEP), true
+	case "enable_dp_attention":
+		return layoutKey(dimADP), true
 	case "disaggregation_mode":
 		return onlyKey(k, "null"), true
 	case "model_path", "model", "tokenizer_path", "tokenizer_mode", "skip_tokenizer_init", "load_format",
 		"trust_remote_code", "dtype", "quantization", "revision",
 		"host", "port", "served_model_name", "chat_template", "random_seed", "api_key", "log_level",
 		"log_level_http", "log_requests", "log_requests_level", "show_time_cost", "enable_metrics",
-		"tp_size", "tensor_parallel_size", "tp", "dp_size", "data_parallel_size", "dp", "pp_size",
-		"pipeline_parallel_size", "ep_size", "expert_parallel_size", "ep", "moe_dense_tp_size",
-		"enable_dp_attention", "enable_dp_lm_head", "load_balance_method", "nnodes", "node_rank",
+		"moe_dense_tp_size", "enable_dp_lm_head", "load_balance_method", "nnodes", "node_rank",
 		"dist_init_addr", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
 		"moe_runner_backend", "moe_a2a_backend", "disaggregation_transfer_backend",
 		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout",

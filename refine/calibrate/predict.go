@@ -730,7 +730,7 @@ func resolveDisagg(t Target, model, version string, res refine.Resolved, evaluat
 		return t
 	}
 	bd := m.Concurrency / width
-	// One expert-parallel size must lay out both pools (refine.poolMoELayout
+	// One expert-parallel size must lay out both pools (refine.PoolMoELayout
 	// divides each pool's tp·dp by it); the measurement keeps the decode pool's.
 	// Where it does not divide the prefill pool, the largest size dividing both
 	// pools and the measured one stands in (documented approximation).
