@@ -260,6 +260,9 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	if err := checkKVDtype(s.pt, e); err != nil {
 		return nil, err
 	}
+	if err := checkConfigLayout(c, backend, s.pt); err != nil {
+		return nil, err
+	}
 	if err := checkConfigDrafts(c, e); err != nil {
 		return nil, err
 	}

@@ -136,7 +136,62 @@ func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 			return userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
 		}
 	}
+	if cfg != nil {
+		if err := sweepConfigLayout(c, cfg, s); err != nil {
+			return err
+		}
+	}
 	s.EngineConfig = cfg
+	return nil
+}
+
+// checkConfigLayout refuses an --engine-config whose parallelism keys deploy
+// another layout than the pass timing pt prices (engineconf.CheckLayout): the
+// prediction would be of another deployment than the file launches. A
+// synthetic timing (pt nil) prices no layout; a file that does not parse is
+// resolveEngine's to report.
+func checkConfigLayout(c *cli.Context, backend string, pt *perfdb.PassTiming) error {
+	if pt == nil || !c.IsSet("engine-config") {
+		return nil
+	}
+	cfg, err := engineconf.ParseFile(backend, c.String("engine-config"))
+	if err != nil {
+		return nil
+	}
+	k := pt.Estimator().Config()
+	l := engineconf.Layout{TP: k.TP, PP: k.PP, DP: k.DP, MoETP: k.MoETP, MoEEP: k.MoEEP}
+	if err := cfg.CheckLayout(l, pt.Estimator().Model().IsMoE()); err != nil {
+		return userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
+	}
+	return nil
+}
+
+// sweepConfigLayout reads the layout an engine config deploys into the sweep:
+// the sweep prices tp from its --tp list at pp 1, dp 1 and a MoE model's
+// experts tensor-parallel (moe-tp = tp), so a file naming another pipeline,
+// data or expert split is refused, a --tp list other than the file's tensor
+// size is refused, and without --tp the sweep runs the file's (noted on
+// stderr).
+func sweepConfigLayout(c *cli.Context, cfg *engineconf.Config, s *refine.SweepSpec) error {
+	l, ok, err := cfg.Layout()
+	if err != nil || !ok {
+		return err
+	}
+	path := c.String("engine-config")
+	if l.PP != 1 || l.DP != 1 || l.MoEEP != 1 {
+		return userErrorf("--engine-config %s: deploys pp %d, dp %d, moe-ep %d, but a sweep prices pp 1, dp 1 and a MoE model's experts tensor-parallel over the tp GPUs; drop those keys, or price that layout with eval",
+			path, l.PP, l.DP, l.MoEEP)
+	}
+	if len(s.TPs) == 0 {
+		s.TPs = []int{l.TP}
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: sweep: --tp %d from --engine-config's tensor-parallel size\n", l.TP)
+		return nil
+	}
+	for _, tp := range s.TPs {
+		if tp != l.TP {
+			return userErrorf("--tp %d: --engine-config %s deploys tp %d; pass --tp %d, or drop its tensor-parallel size", tp, path, l.TP, l.TP)
+		}
+	}
 	return nil
 }
 
@@ -203,6 +258,9 @@ func oracleEngineFlags(c *cli.Context, sc *oracle.Scenario) error {
 	}
 	if err := noConfigDrafts(c, cfg, string(e.Backend), "set draft_tokens and draft_accepted in the scenario's engine instead"); err != nil {
 		return err
+	}
+	if cfg != nil && cfg.NamesLayout() {
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: engine config: parallelism keys not applied: the scenario gives the pass timing\n")
 	}
 	if cfg != nil {
 		if err := cfg.Apply(&e); err != nil {
