@@ -363,8 +363,10 @@ func (s *sim) stateEncode(ints []int64, fl []float64) (_ []int64, _ []float64, o
 	if !s.busy {
 		return ints, fl, true
 	}
-	// The pass in flight: each entry's request by its running position.
-	pos := s.posBuf[:0]
+	// The pass in flight: each entry's request by its running position. posBuf
+	// keeps its length (every entry −1 between calls): it grows only by the
+	// requests created since the last call, not by all of them at every call.
+	pos := s.posBuf
 	for len(pos) < len(s.reqs) {
 		pos = append(pos, -1)
 	}
