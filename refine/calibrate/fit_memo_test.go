@@ -3,9 +3,13 @@ package calibrate
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync/atomic"
 	"testing"
 
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/store"
 )
 
 // TestMemoOn: the fit's memo evaluates each adjustment of its sample set once
@@ -52,5 +56,54 @@ func TestMemoOn(t *testing.T) {
 	fail = false
 	if p, err := m(ctx, ss, b); err != nil || calls != 5 || p[0] != [2]float64{2, 1} {
 		t.Errorf("after a failure: %v, %d evaluations, %v; want it evaluated again", err, calls, p)
+	}
+}
+
+// countingEval answers the quantitative evaluations from the point's ISL and the
+// run's request count, counting them (the other methods are not used).
+type countingEval struct {
+	Evaluator
+	calls atomic.Int32
+}
+
+func (e *countingEval) predict(in store.PointInputs, run int, adj refine.PassAdjust) store.Quantitative {
+	e.calls.Add(1)
+	var q store.Quantitative
+	q.V[store.QTTFTSteadyMean] = float64(in.ISL+run) * adj.PrefillScale
+	q.V[store.QTTFTSteadyP50] = float64(in.ISL+run) * adj.PrefillScale / 2
+	q.V[store.QTPOTMean] = float64(in.OSL) * adj.DecodeScale
+	return q
+}
+
+func (e *countingEval) QuantitativeAdjusted(_ context.Context, in store.PointInputs, adj refine.PassAdjust) (store.Quantitative, error) {
+	return e.predict(in, 0, adj), nil
+}
+
+func (e *countingEval) QuantitativeRunSummaryAdjusted(_ context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	return e.predict(in, run.Requests, adj), nil
+}
+
+// TestQuantEvalDistinctRuns: samples of the same point and run are evaluated
+// once, and every copy gets that prediction in its own column (a copy measured
+// at the median reads the p50); another run or the steady state of the same
+// point is evaluated apart.
+func TestQuantEvalDistinctRuns(t *testing.T) {
+	in := store.PointInputs{Model: "m", ISL: 100, OSL: 10}
+	other := in
+	other.ISL = 200
+	run, run2 := &queueing.FiniteRun{Requests: 20}, &queueing.FiniteRun{Requests: 40}
+	mk := func(in store.PointInputs, r *queueing.FiniteRun, ttftCol int) Sample {
+		return Sample{In: in, Run: r, ttftCol: ttftCol, tpotCol: store.QTPOTMean}
+	}
+	ss := []Sample{mk(in, run, store.QTTFTSteadyMean), mk(other, run, store.QTTFTSteadyMean), mk(in, &queueing.FiniteRun{Requests: 20}, store.QTTFTSteadyP50),
+		mk(in, run2, store.QTTFTSteadyMean), mk(in, nil, store.QTTFTSteadyMean), mk(in, nil, store.QTTFTSteadyMean)}
+	ev := &countingEval{}
+	got, err := quantEval(ev, 2)(context.Background(), ss, refine.PassAdjust{PrefillScale: 2, DecodeScale: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]float64{{240, 30}, {440, 30}, {120, 30}, {280, 30}, {200, 30}, {200, 30}}
+	if ev.calls.Load() != 4 || !slices.Equal(got, want) {
+		t.Errorf("%d evaluations, predictions %v; want 4 evaluations and %v", ev.calls.Load(), got, want)
 	}
 }
