@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -290,68 +291,138 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 			total += opt.Holdout
 		}
 	}
+	var mu sync.Mutex
 	fitted := func() {
+		mu.Lock()
+		defer mu.Unlock()
 		done++
 		if opt.Progress != nil {
 			opt.Progress(done, total)
 		}
 	}
-	var out []GroupFit
-	for _, k := range keys {
+	// The fits are independent — each group's, and each fold's of a
+	// cross-validated group — so they run concurrently (at most opt.Workers at
+	// a time, each evaluating its rows on opt.Workers more): one slow row no
+	// longer idles the other cores until the next step. Each fit is
+	// deterministic and writes only its own slots, so the result is the
+	// sequential one; the error reported is the first fit's in group order.
+	out := make([]GroupFit, len(keys))
+	type job struct {
+		group, fold int // fold −1: the group's fit on all its rows
+	}
+	var jobs []job
+	for gi, k := range keys {
 		g := groups[k]
 		slices.SortFunc(g, func(a, b Sample) int { return int(a.MeasurementID - b.MeasurementID) })
-		gf := GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Deployed: k.Deployed, Model: k.Model, Quant: k.Quant, Samples: g}
-		fg, fog := evalsOn(g)
-		var err error
-		if gf.Before, err = fg(ctx, g, refine.Identity()); err != nil {
-			return nil, err
+		out[gi] = GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Deployed: k.Deployed, Model: k.Model, Quant: k.Quant, Samples: g}
+		jobs = append(jobs, job{gi, -1})
+		if k := opt.Holdout; k >= 2 && len(g) >= k {
+			for i := range g {
+				g[i].Fold = i % k
+			}
+			out[gi].HeldOut = make([][2]float64, len(g))
+			out[gi].HasCV = true
+			for fold := range k {
+				jobs = append(jobs, job{gi, fold})
+			}
 		}
-		adj, jac, err := levenbergMarquardt(ctx, fog, fj, g, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
+	}
+	run := func(ctx context.Context, j job) error {
+		gf := &out[j.group]
+		g := gf.Samples
+		if j.fold < 0 {
+			fg, fog := evalsOn(g)
+			var err error
+			if gf.Before, err = fg(ctx, g, refine.Identity()); err != nil {
+				return err
+			}
+			adj, jac, err := levenbergMarquardt(ctx, fog, fj, g, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
+			if err != nil {
+				return err
+			}
+			gf.Adjust = adj
+			if gf.Fitted, err = fg(ctx, g, adj); err != nil {
+				return err
+			}
+			gf.Unidentified = unidentified(jac, len(g))
+			fitted()
+			return nil
+		}
+		var train, test []Sample
+		var idx []int
+		for i := range g {
+			if g[i].Fold == j.fold {
+				test = append(test, g[i])
+				idx = append(idx, i)
+			} else {
+				train = append(train, g[i])
+			}
+		}
+		_, fot := evalsOn(train)
+		a, _, err := levenbergMarquardt(ctx, fot, fj, train, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		gf.Adjust = adj
-		if gf.Fitted, err = fg(ctx, g, adj); err != nil {
-			return nil, err
+		p, err := f(ctx, test, a)
+		if err != nil {
+			return err
+		}
+		for jj, i := range idx {
+			gf.HeldOut[i] = p[jj]
 		}
 		fitted()
-		gf.Unidentified = unidentified(jac, len(g))
-		gf.TTFTBefore, gf.TPOTBefore = mape(g, gf.Before)
-		gf.TTFTFit, gf.TPOTFit = mape(g, gf.Fitted)
-		if k := opt.Holdout; k >= 2 && len(g) >= k {
-			gf.HeldOut = make([][2]float64, len(g))
-			for fold := range k {
-				var train, test []Sample
-				var idx []int
-				for i := range g {
-					g[i].Fold = i % k
-					if i%k == fold {
-						test = append(test, g[i])
-						idx = append(idx, i)
-					} else {
-						train = append(train, g[i])
-					}
-				}
-				_, fot := evalsOn(train)
-				a, _, err := levenbergMarquardt(ctx, fot, fj, train, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
-				if err != nil {
-					return nil, err
-				}
-				p, err := f(ctx, test, a)
-				if err != nil {
-					return nil, err
-				}
-				for j, i := range idx {
-					gf.HeldOut[i] = p[j]
-				}
-				fitted()
+		return nil
+	}
+	errs := make([]error, len(jobs))
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, opt.Workers)
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if gctx.Err() != nil {
+				errs[i] = gctx.Err()
+				return
 			}
-			gf.HasCV = true
-			gf.TTFTCV, gf.TPOTCV = mape(g, gf.HeldOut)
+			if errs[i] = run(gctx, j); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := firstError(errs, ctx); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		gf := &out[i]
+		gf.TTFTBefore, gf.TPOTBefore = mape(gf.Samples, gf.Before)
+		gf.TTFTFit, gf.TPOTFit = mape(gf.Samples, gf.Fitted)
+		if gf.HasCV {
+			gf.TTFTCV, gf.TPOTCV = mape(gf.Samples, gf.HeldOut)
 		}
-		out = append(out, gf)
 	}
 	return out, nil
+}
+
+// firstError is the first error of errs that is not the cancellation the
+// first failure caused in the others (ctx: the caller's, whose own
+// cancellation is reported as is), else the first error.
+func firstError(errs []error, ctx context.Context) error {
+	for _, err := range errs {
+		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.Canceled)) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func mape(ss []Sample, p [][2]float64) (ttft, tpot float64) {
@@ -564,7 +635,7 @@ func lmDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float64, los
 				return x, 0, err
 			}
 			if c := cost(rn, n, loss); c < c0 {
-				improved = c0-c > 1e-6*c0
+				improved = c0-c > 1e-4*c0
 				x, r, c0 = xn, rn, c
 				lambda = math.Max(lambda/3, 1e-6)
 				break
