@@ -46,15 +46,27 @@ func (s *sim) scheduleSGLang(p *simPass) {
 		}
 		s.kv.chunkRan = false
 	}
-	dec := s.decBuf[:0] // decoders: prompt complete before this pass (S-R2)
+	// The decoders — prompt complete before this pass (S-R2) — and, when a
+	// continuation or an admission will read it, S-R4's rem_total in tokens: a
+	// base (the free pages less each decoder's reservation, in running order)
+	// minus what this batch adds. One pass over running for both.
+	page := s.e.BlockSize
+	avail, added := math.Inf(1), 0
+	reserve := kv && (s.chunked >= 0 || s.waitingLen() > 0)
+	if reserve {
+		avail = float64(s.kvFree * page)
+	}
+	dec, reqs, ratio := s.decBuf[:0], s.reqs, s.kv.ratio
 	for _, ri := range s.running {
-		if r := &s.reqs[ri]; r.c >= r.promptLen() && !(s.prefillSide && r.gSched >= r.osl) {
+		if r := &reqs[ri]; r.c >= r.promptLen() && !(s.prefillSide && r.gSched >= r.osl) {
 			dec = append(dec, ri)
+			if reserve {
+				avail -= float64(sglReserve(r)) * ratio
+			}
 		}
 	}
 	s.decBuf = dec
 	decoders := len(dec)
-	page := s.e.BlockSize
 	remChunk, remInput := inf, s.e.MaxPrefillTokens
 	if s.e.EnableChunkedPrefill {
 		remChunk = s.e.ChunkedPrefillSize
@@ -62,14 +74,6 @@ func (s *sim) scheduleSGLang(p *simPass) {
 	if s.e.EnableMixedChunk {
 		remChunk -= decoders
 		remInput -= decoders
-	}
-	// S-R4 rem_total, in tokens, as a base minus what this batch adds.
-	avail, added := math.Inf(1), 0
-	if kv && (s.chunked >= 0 || s.waitingLen() > 0) { // read only by a continuation or an admission
-		avail = float64(s.kvFree * page)
-		for _, ri := range dec {
-			avail -= float64(sglReserve(&s.reqs[ri])) * s.kv.ratio
-		}
 	}
 	remTotal := func() float64 { return avail - float64(added) }
 	took := 0
@@ -175,14 +179,23 @@ func (s *sim) scheduleSGLang(p *simPass) {
 		}
 		return
 	}
-	for _, ri := range dec { // decode rows: mixed into the batch, or a decode step
+	// Decode rows: mixed into the batch, or a decode step (a decoder whose final
+	// token is in flight: appendSpentRow), the pass's slices kept in locals
+	// across the loop.
+	entries, rows := p.entries, p.tp.Decode
+	for _, ri := range dec {
 		r := &s.reqs[ri]
 		if kv && !s.kvGrow(ri, decodeKVTokens(r)) && s.kv.err == nil {
 			// SGLang does not memory-check the decoders of a mixed batch.
 			s.kv.err = inputErr(errSGLMixedKV)
 		}
-		s.sglAddDecode(p, ri)
+		if r.gSched < r.osl {
+			entries, rows = appendDecodeRow(entries, rows, ri, r)
+		} else {
+			entries, rows = appendSpentRow(entries, rows, ri, r)
+		}
 	}
+	p.entries, p.tp.Decode = entries, rows
 }
 
 // sglAddDraftStep schedules decoder ri's next EAGLE step (SGLang speculative
@@ -228,18 +241,12 @@ func (s *sim) sglVerifyBlocks(ri int32, scheduled int) int {
 	return max(0, ceilDiv(r.isl+scheduled+s.e.DraftTokens, s.e.BlockSize)-r.blocks)
 }
 
-// sglAddDecode schedules the decode row of decoder ri. Under the overlap
-// scheduler a decoder whose final token is in flight (it finishes in the batch
+// appendSpentRow appends the decode row of decoder r whose final token is in
+// flight. Under the overlap scheduler such a decoder (it finishes in the batch
 // being processed) still runs in this batch: the row is computed — context isl
 // + osl, its KV taken — but samples nothing (§3.2: the extra token is discarded).
-func (s *sim) sglAddDecode(p *simPass, ri int32) {
-	r := &s.reqs[ri]
-	if r.gSched < r.osl {
-		s.addDecode(p, ri)
-		return
-	}
-	p.tp.Decode = append(p.tp.Decode, r.isl+r.gSched)
-	p.entries = append(p.entries, entry{r: ri, n: 1, decode: true})
+func appendSpentRow(entries []entry, dec []int, ri int32, r *simReq) ([]entry, []int) {
+	return append(entries, entry{r: ri, n: 1, decode: true}), append(dec, r.isl+r.gSched)
 }
 
 // sglDropInFlight discards the token the pass in flight samples for ri, which is

@@ -62,12 +62,18 @@ func (r *simReq) promptLen() int { return r.isl + r.rec }
 // kvGrow makes r hold the blocks of its first tokens tokens; it reports false (and
 // changes nothing) when the free blocks do not suffice (allocate_slots, V-R9).
 func (s *sim) kvGrow(ri int32, tokens int) bool {
-	r := &s.reqs[ri]
-	bs := s.e.BlockSize
-	if tokens <= r.blocks*bs { // the held blocks cover tokens: ⌈tokens/bs⌉ ≤ blocks, no division on the hot path
+	// The held blocks cover tokens (⌈tokens/bs⌉ ≤ blocks): checked here, small
+	// enough to inline into the calendars' per-row loops; taking blocks is kvTake.
+	if tokens <= s.reqs[ri].blocks*s.e.BlockSize {
 		return true
 	}
-	need := ceilDiv(tokens, bs) - r.blocks
+	return s.kvTake(ri, tokens)
+}
+
+// kvTake is kvGrow when r needs blocks beyond those it holds.
+func (s *sim) kvTake(ri int32, tokens int) bool {
+	r := &s.reqs[ri]
+	need := ceilDiv(tokens, s.e.BlockSize) - r.blocks
 	take := need // free blocks taken: a hit on a block another running request holds takes none (V-R9)
 	shared := s.share != nil && r.blocks < int(s.share.keyed[ri])
 	if shared {
