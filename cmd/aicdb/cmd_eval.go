@@ -166,14 +166,26 @@ func noSteadyState(w workload.Spec, rep *queueing.Report) {
 // throughput of a closed loop grows with its clients up to that point). It is
 // computed at the screening tier (closed form, µs) and returned as a clause for
 // the unstable reason ("" when it cannot be computed).
+//
+// With a KV pool, no more requests run at once than it holds at full length
+// (fewer seats are then the bound: a preempting engine does not even reach it).
 func openLoopCapacity(w workload.Spec, e engine.Spec, t timing.Timing) string {
 	sat := workload.Spec{Concurrency: e.SeatCap(), ISL: w.ISL, OSL: w.OSL, Prefix: w.Prefix}
+	held := ""
+	if e.KVCapacityTokens > 0 {
+		bs := max(e.BlockSize, 1)
+		isl, osl := w.MaxShape()
+		if n := max(e.KVCapacityTokens/bs/((isl+osl+bs-1)/bs), 1); n < sat.Concurrency {
+			sat.Concurrency, held = n, ", as many as the KV pool holds at full length"
+		}
+		e.KVCapacityTokens = 0 // the pool is in the bound; the closed form prices no preemption
+	}
 	rep, err := queueing.ScreeningWith(sat, e, t, queueing.Options{})
 	if err != nil || rep.Unstable || !(rep.ThroughputRPS > 0) || math.IsInf(rep.ThroughputRPS, 0) {
 		return ""
 	}
-	return fmt.Sprintf("; capacity ≈ %.3g rps (the saturated engine: %d concurrent requests of isl %d, osl %d, screening tier): use --rate below it",
-		rep.ThroughputRPS, sat.Concurrency, w.ISL, w.OSL)
+	return fmt.Sprintf("; capacity ≈ %.3g rps (the saturated engine: %d concurrent requests of isl %d, osl %d%s, screening tier): use --rate below it",
+		rep.ThroughputRPS, sat.Concurrency, w.ISL, w.OSL, held)
 }
 
 // parseEval validates the flags into an evalSpec. Every error names the flag.
@@ -282,32 +294,36 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	return s, nil
 }
 
-// defaultKVCapacity sizes a perf-data closed loop's KV pool as the sweep does
-// when --kv-capacity-tokens is not given (refine.DeployedPool: the pool the
-// engine deploys on its GPUs): a deployment whose weights do not fit is refused
-// (ErrOOM), and a pool that cannot hold the C requests at full length (KV-tight)
-// is applied, with a note, so the calendars preempt, retract or pause as the
-// engine does (an unbounded pool answered such a point as if the memory were
-// there). A pool that holds them changes no pass, so the run stays unbounded,
-// as before. An open loop has no C to test the pool against: it is refused
-// when the weights do not fit and otherwise runs unbounded. Synthetic timings
-// keep the unbounded pool.
+// defaultKVCapacity sizes a perf-data run's KV pool as the sweep does when
+// --kv-capacity-tokens is not given (refine.DeployedPool: the pool the engine
+// deploys on its GPUs): a deployment whose weights do not fit is refused
+// (ErrOOM), and a pool that cannot hold the requests that may run at once at
+// full length (KV-tight) is applied, with a note, so the calendars preempt,
+// retract or pause as the engine does (an unbounded pool answered such a point
+// as if the memory were there). Those requests are a closed loop's C clients,
+// and an open loop's running cap (engine.Spec.SeatCap: its arrivals can fill
+// every seat). A pool that holds them changes no pass, so the run stays
+// unbounded, as before. Synthetic timings keep the unbounded pool.
 func defaultKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e *engine.Spec) error {
 	if c.IsSet("kv-capacity-tokens") || pt == nil {
 		return nil
 	}
 	n, err := evalPool(c, pt, w, *e, "eval: %v (or give --kv-capacity-tokens N to evaluate a pool of your choosing)")
-	if err != nil || w.Concurrency <= 0 {
+	if err != nil {
 		return err
 	}
 	isl, osl := w.MaxShape()
 	bs := max(e.BlockSize, 1)
-	if !refine.KVTight(n, bs, w.Concurrency, isl, osl) {
+	at, which := w.Concurrency, "requests"
+	if at <= 0 {
+		at, which = e.SeatCap(), "requests its running cap admits"
+	}
+	if !refine.KVTight(n, bs, at, isl, osl) {
 		return nil
 	}
 	e.KVCapacityTokens = n
-	fmt.Fprintf(c.App.ErrWriter, "aicdb: note: KV-tight: the KV pool the engine deploys (%d tokens, from GPU memory) holds %d of the %d requests at full length (isl %d + osl %d); modelled with the engine's preemption (--kv-capacity-tokens 0 for an unbounded pool)\n",
-		n, n/bs/((isl+osl+bs-1)/bs), w.Concurrency, isl, osl)
+	fmt.Fprintf(c.App.ErrWriter, "aicdb: note: KV-tight: the KV pool the engine deploys (%d tokens, from GPU memory) holds %d of the %d %s at full length (isl %d + osl %d); modelled with the engine's preemption (--kv-capacity-tokens 0 for an unbounded pool)\n",
+		n, n/bs/((isl+osl+bs-1)/bs), at, which, isl, osl)
 	return nil
 }
 

@@ -323,9 +323,9 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 		return err
 	}
 	if !auto {
-		// Unset on a perf-data closed loop, the pool is eval's default
+		// Unset on a perf-data run, the pool is eval's default
 		// (defaultKVCapacity), which the memory keys size.
-		sized := !c.IsSet("kv-capacity-tokens") && pt != nil && w.Concurrency > 0
+		sized := !c.IsSet("kv-capacity-tokens") && pt != nil
 		if e.KVCapacityTokens <= 0 && hasMemoryKeys(*e) && !sized {
 			fmt.Fprintln(c.App.ErrWriter, "aicdb: engine config: its memory keys size the KV pool only under --kv-capacity-tokens auto; this run's pool is unbounded")
 		}

@@ -54,4 +54,23 @@ func TestEvalDefaultKVPool(t *testing.T) {
 	if code != 0 || errs != "" || m["kv_capacity_tokens"] != nil {
 		t.Errorf("a pool that holds C: exit %d, stderr %q, kv_capacity_tokens %v; want unbounded and silent", code, errs, m["kv_capacity_tokens"])
 	}
+
+	// An open loop's arrivals can fill every seat: its pool is tested against
+	// the running cap (vLLM 0.22's max_num_seqs 256 requests of 4,500 tokens
+	// do not fit one H200's pool), and the run then preempts and queues far
+	// behind the unbounded answer.
+	open := []string{"--model", "Qwen/Qwen3-32B", "--tp", "1", "--rate", "1.2", "--isl", "4000", "--osl", "500"}
+	code, m, errs = run(open...)
+	if code != 0 || !strings.HasPrefix(errs, "aicdb: note: KV-tight: the KV pool the engine deploys (") ||
+		!strings.Contains(errs, "requests its running cap admits at full length (isl 4000 + osl 500)") || m["kv_capacity_tokens"] == nil {
+		t.Fatalf("KV-tight open loop: exit %d, stderr %q, kv_capacity_tokens %v", code, errs, m["kv_capacity_tokens"])
+	}
+	code, u, errs = run(append(open, "--kv-capacity-tokens", "0")...)
+	if code != 0 || errs != "" || u["kv_capacity_tokens"] != nil || !(u["ttft_steady_mean"].(float64) < m["ttft_steady_mean"].(float64)) {
+		t.Errorf("open loop, --kv-capacity-tokens 0: exit %d, stderr %q, pool %v, ttft %v (KV-tight %v)", code, errs, u["kv_capacity_tokens"], u["ttft_steady_mean"], m["ttft_steady_mean"])
+	}
+	code, m, errs = run("--model", "Qwen/Qwen3-32B", "--tp", "2", "--rate", "1", "--isl", "1000", "--osl", "200", "--max-num-seqs", "32")
+	if code != 0 || errs != "" || m["kv_capacity_tokens"] != nil {
+		t.Errorf("an open loop whose pool holds its running cap: exit %d, stderr %q, kv_capacity_tokens %v; want unbounded and silent", code, errs, m["kv_capacity_tokens"])
+	}
 }

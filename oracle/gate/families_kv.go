@@ -13,7 +13,7 @@ import (
 // (a pool of 10 prompts, 8.9 full requests, for 32 clients); the others are long
 // prompts at a concurrency whose running KV, C·(isl + osl), exceeds the pool by
 // 10 %, 50 % and 200 %. Each is gated under the product defaults and under the burst
-// semantics (bothSemantics).
+// semantics (bothSemantics). Six open-loop families follow (below).
 func KVFamilies() []Family {
 	var fs []Family
 	add := func(name string, c, isl, osl int, e engine.Spec, kv int) {
@@ -63,5 +63,24 @@ func KVFamilies() []Family {
 		tl.EnableChunkedPrefill = true // with chunking off an 8192 prompt never shares the 8192 budget with decoders
 		add(fmt.Sprintf("trtllm/c%d isl%d osl%d kv over %d%% max_utilization chunked", c, isl, osl, over), c, isl, osl, tl, kv)
 	}
-	return bothSemantics(fs)
+	// Open loops under KV pressure (eval --rate sizes a KV-tight deployment's
+	// pool by default): Poisson arrivals into a pool of 10 × 2048 tokens, short
+	// prompts with long outputs near saturation (the running requests outgrow the
+	// pool: vLLM preemption, SGLang retraction, TensorRT-LLM pausing, ~0.05–0.18
+	// per request), and long prompts with short outputs filling it (admission
+	// waits for blocks: a deep queue).
+	openKV := func(name string, isl, osl int, rps float64, e engine.Spec) Family {
+		e.KVCapacityTokens = 10 * 2048
+		return Family{Name: name, Spec: open(isl, osl, 0, rps, 2000), Engine: e, Timing: roofline}
+	}
+	var ol []Family
+	for _, b := range []struct {
+		name string
+		e    engine.Spec
+	}{{"vllm", vllm(8192, 256)}, {"sglang", sgl()}, {"trtllm", trt()}} {
+		ol = append(ol,
+			openKV(b.name+"/open 0.5rps isl512 osl2048 kv10x2048 preemption", 512, 2048, 0.5, b.e),
+			openKV(b.name+"/open 3.6rps isl2048 osl256 kv10x2048 pool full", 2048, 256, 3.6, b.e))
+	}
+	return append(bothSemantics(fs), ol...)
 }
