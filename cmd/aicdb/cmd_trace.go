@@ -865,8 +865,27 @@ func traceFitsContext(name string, longest store.TraceRow, m *perfdb.Model) erro
 // both tiers use (the DES's num_gpu_blocks − 1 blocks, the calendar's
 // kv_capacity_tokens): auto sizes it from pt's GPU memory model at the slice's
 // longest request (w), as eval does.
+//
+// Without the flag the file's pool stays (it may be a value read off the
+// engine's own start-up log), but with perf-data timing a deployment whose
+// weights do not fit is refused, and a file pool larger than the one the
+// memory model deploys is noted on stderr: the replay then assumes memory the
+// GPUs may not have.
 func replayKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, eng *engine.Spec) error {
 	if !c.IsSet("kv-capacity-tokens") {
+		if pt == nil {
+			return nil
+		}
+		e := *eng
+		e.KVCapacityTokens = 0
+		n, err := evalPool(c, pt, w, e, "trace replay: %v")
+		if err != nil {
+			return err
+		}
+		if file := (eng.GPUBlocks() - 1) * eng.BlockSize; file > n {
+			fmt.Fprintf(c.App.ErrWriter, "aicdb: note: the engine file's KV pool (%d tokens: num_gpu_blocks − 1 blocks of %d) is larger than the pool this deployment holds by the perf database's memory model (%d tokens); replaying the file's (--kv-capacity-tokens auto for the model's)\n",
+				file, eng.BlockSize, n)
+		}
 		return nil
 	}
 	n, auto, err := kvCapacityTokensFlag(c)
