@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,13 +14,7 @@ import (
 // Each refusal is one line, exit 1, and stores nothing.
 func TestEngineConfigLayoutCLI(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeTestFile(t, dir, name, text) }
 	tp8 := write("tp8.args", "--tensor-parallel-size 8 --max-num-seqs 64\n")
 	tp2 := write("tp2.args", "--tensor-parallel-size 2 --max-num-seqs 64 --port 8000\n")
 	eval := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--tp", "2",
