@@ -160,10 +160,16 @@ func checkConfigLayout(c *cli.Context, backend string, pt *perfdb.PassTiming) er
 	}
 	k := pt.Estimator().Config()
 	l := engineconf.Layout{TP: k.TP, PP: k.PP, DP: k.DP, MoETP: k.MoETP, MoEEP: k.MoEEP}
-	if err := cfg.CheckLayout(l, pt.Estimator().Model().IsMoE()); err != nil {
-		return userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
+	err = cfg.CheckLayout(l, pt.Estimator().Model().IsMoE())
+	var lm *engineconf.LayoutMismatch
+	if errors.As(err, &lm) {
+		fix := fmt.Sprintf("pass %s, or drop those keys", lm.Got.Flags(lm.MoE))
+		if c.String("mode") == "disagg" { // one file for both pools
+			fix = "give both pools that layout (--prefill-tp, --decode-tp), or drop those keys"
+		}
+		return userErrorf("--engine-config %s: %v; %s", c.String("engine-config"), err, fix)
 	}
-	return nil
+	return asUser(err)
 }
 
 // sweepConfigLayout reads the layout an engine config deploys into the sweep:

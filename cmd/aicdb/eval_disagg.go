@@ -191,7 +191,7 @@ func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts
 	}
 	for i, pt := range pts {
 		if err := checkConfigLayout(c, backend, pt); err != nil {
-			return userErrorf("%s pool: %v (one --engine-config applies to both pools; give its layout keys only when both run it: --prefill-tp and --decode-tp)", []string{"prefill", "decode"}[i], err)
+			return userErrorf("%s pool: %v", []string{"prefill", "decode"}[i], err)
 		}
 	}
 	isl, osl := w.MaxShape()

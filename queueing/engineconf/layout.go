@@ -155,9 +155,8 @@ func orUnset(n int) string {
 
 // CheckLayout reports a file whose parallelism keys deploy another layout than
 // want, the one the prediction prices (moe: the model is MoE, so the experts'
-// split counts too). A file that names no layout key passes: its layout is the
-// flags'. The error names the keys, both layouts and the flags that match the
-// file.
+// split counts too), as a *LayoutMismatch. A file that names no layout key
+// passes: its layout is the flags'.
 func (c *Config) CheckLayout(want Layout, moe bool) error {
 	got, ok, err := c.Layout()
 	if err != nil || !ok || got.sameAs(want, moe) {
@@ -167,8 +166,20 @@ func (c *Config) CheckLayout(want Layout, moe bool) error {
 	for i, s := range c.LayoutKeys {
 		keys[i] = s.Key + " " + s.Value
 	}
-	return fmt.Errorf("its parallelism (%s) deploys %s, but the prediction prices %s; pass %s, or drop those keys",
-		strings.Join(keys, ", "), got.describe(moe), want.describe(moe), got.Flags(moe))
+	return &LayoutMismatch{Keys: strings.Join(keys, ", "), Got: got, Want: want, MoE: moe}
+}
+
+// LayoutMismatch is CheckLayout's error: the file's parallelism keys (Keys)
+// deploy Got, the prediction prices Want. The caller appends the fix its
+// command offers (eval: the flags of Got, Got.Flags).
+type LayoutMismatch struct {
+	Keys      string
+	Got, Want Layout
+	MoE       bool
+}
+
+func (e *LayoutMismatch) Error() string {
+	return fmt.Sprintf("its parallelism (%s) deploys %s, but the prediction prices %s", e.Keys, e.Got.describe(e.MoE), e.Want.describe(e.MoE))
 }
 
 // describe writes l for an error message.

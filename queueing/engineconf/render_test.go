@@ -1,6 +1,7 @@
 package engineconf
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,8 +197,10 @@ func TestLayoutKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "its parallelism (tensor_parallel_size 8, enable_attention_dp true) deploys tp 1, pp 1, dp 8, moe-tp 8, moe-ep 1, but the prediction prices tp 8, pp 1, dp 1, moe-tp 1, moe-ep 8; pass --tp 1 --pp 1 --dp 8 --moe-tp 8 --moe-ep 1, or drop those keys"
-	if err := cfg.CheckLayout(Layout{TP: 8, PP: 1, DP: 1, MoETP: 1, MoEEP: 8}, true); err == nil || err.Error() != want {
+	want := "its parallelism (tensor_parallel_size 8, enable_attention_dp true) deploys tp 1, pp 1, dp 8, moe-tp 8, moe-ep 1, but the prediction prices tp 8, pp 1, dp 1, moe-tp 1, moe-ep 8"
+	err = cfg.CheckLayout(Layout{TP: 8, PP: 1, DP: 1, MoETP: 1, MoEEP: 8}, true)
+	var lm *LayoutMismatch
+	if err == nil || err.Error() != want || !errors.As(err, &lm) || lm.Got.Flags(true) != "--tp 1 --pp 1 --dp 8 --moe-tp 8 --moe-ep 1" {
 		t.Errorf("CheckLayout: %v\nwant %s", err, want)
 	}
 	if none, _ := Parse("vllm", []byte("--max-num-seqs 8")); none.CheckLayout(Layout{TP: 2, PP: 1, DP: 1}, false) != nil {
