@@ -66,6 +66,9 @@ func layoutKey(dim string) rule {
 		}}
 	}
 	return rule{class: classLayout, layout: dim, check: func(v string) (string, error) {
+		if strings.TrimSpace(v) == "-1" && (dim == dimMoETP || dim == dimMoEEP || dim == dimCP) {
+			return "0", nil // TensorRT-LLM's "unset" (its Mapping derives it)
+		}
 		n, err := parseInt(v, 1)
 		if err == nil && dim == dimCP && n != 1 {
 			return "", fmt.Errorf("context parallelism splits each prompt over %d GPUs, which the perf data does not time; set 1 or remove it", n)

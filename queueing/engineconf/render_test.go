@@ -167,6 +167,7 @@ func TestLayoutKeys(t *testing.T) {
 		{backend: "trtllm", file: "tensor_parallel_size: 8\nenable_attention_dp: true\nmoe_expert_parallel_size: 8\n", moe: true,
 			want: Layout{TP: 1, PP: 1, DP: 8, MoETP: 1, MoEEP: 8}},
 		{backend: "trtllm", file: "tp_size: 4\n", moe: true, want: Layout{TP: 4, PP: 1, DP: 1, MoETP: 4, MoEEP: 1}},
+		{backend: "trtllm", file: "tp_size: 4\nmoe_expert_parallel_size: 4\nmoe_tensor_parallel_size: -1\n", moe: true, want: Layout{TP: 4, PP: 1, DP: 1, MoETP: 1, MoEEP: 4}},
 		{backend: "trtllm", file: "tensor_parallel_size: 8\nmoe_expert_parallel_size: 2\nmoe_tensor_parallel_size: 2\n",
 			err: "moe_tensor_parallel_size × moe_expert_parallel_size must be tensor_parallel_size 8 (TensorRT-LLM's Mapping); got 2 × 2"},
 		{backend: "trtllm", file: "context_parallel_size: 2\n", err: `line 1: key context_parallel_size "2": context parallelism splits each prompt over 2 GPUs, which the perf data does not time; set 1 or remove it`},
