@@ -108,6 +108,16 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "count(*),\"sum(run like 'finite:n=%,desync')\"\n2,2" {
 		t.Errorf("accuracy: the view's runs %q, want both rows desync", out)
 	}
+	// A predicted row deploys as the evaluator ran it: a vLLM accuracy row keeps
+	// its engine in its knob columns, and the header says so.
+	code, out, _ = cliRun(t, db, "query", "--format", "csv", "select point_key from accuracy where metric = 'ttft_mean' and predicted is not null limit 1")
+	if key := strings.TrimSpace(strings.TrimPrefix(out, "point_key\n")); code != 0 || len(key) < 12 {
+		t.Errorf("accuracy point key: %q", out)
+	} else if code, out, errs := cliRun(t, db, "deploy", key[:12]); code != 0 ||
+		!strings.Contains(out, "engine from the row's columns (token budget, running cap, chunked prefill; the rest the engine's defaults), as the evaluator ran it\n") ||
+		!strings.Contains(out, "--max-num-batched-tokens") {
+		t.Errorf("deploy of an accuracy row: %d %q %q", code, out, errs)
+	}
 	// --run benchmark: the same runs, their clients locked for the whole run.
 	if code, _, errs := cliRun(t, db, "accuracy", "--run", "benchmark", "--quiet", "--metrics", "ttft_mean"); code != 0 {
 		t.Fatalf("accuracy --run benchmark: %d %q", code, errs)

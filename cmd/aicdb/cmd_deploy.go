@@ -86,9 +86,12 @@ func runDeploy(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	in := p.PointInputs
-	note := ""
+	engineNote := "engine profile " + r.Profile
 	if !recorded {
-		note = " (not recorded: the row predates engine configs; derived from its inputs by the sweep's original rule)"
+		// vLLM and TensorRT-LLM rows of accuracy/calibrate, and rows stored before
+		// engine configs, keep their engine in their knob columns: the evaluator
+		// derives it from them (refine.pointEngineKnobs), and so does this.
+		engineNote = "engine from the row's columns (token budget, running cap, chunked prefill; the rest the engine's defaults), as the evaluator ran it"
 	}
 	if p.Legacy.OOM {
 		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: row %s does not fit in GPU memory (oom); its launch may fail\n", p.Key[:12])
@@ -97,8 +100,8 @@ func runDeploy(c *cli.Context) error {
 	if in.Deployed != "" { // launch the engine deployed; the row is priced at perf data of another version
 		version = in.Deployed + " (priced at perf-data version " + in.Version + ")"
 	}
-	fmt.Fprintf(w, "# row %s: %s on %s, %s %s, %s isl %d osl %d, engine profile %s%s\n",
-		p.Key[:12], in.Model, in.System, in.Backend, version, in.Parallel(), in.ISL, in.OSL, r.Profile, note)
+	fmt.Fprintf(w, "# row %s: %s on %s, %s %s, %s isl %d osl %d, %s\n",
+		p.Key[:12], in.Model, in.System, in.Backend, version, in.Parallel(), in.ISL, in.OSL, engineNote)
 	if len(r.Config) > 0 {
 		keys := make([]string, len(r.Config))
 		for i, s := range r.Config {
