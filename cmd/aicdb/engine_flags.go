@@ -148,14 +148,20 @@ func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 // checkConfigLayout refuses an --engine-config whose parallelism keys deploy
 // another layout than the pass timing pt prices (engineconf.CheckLayout): the
 // prediction would be of another deployment than the file launches. A
-// synthetic timing (pt nil) prices no layout; a file that does not parse is
-// resolveEngine's to report.
+// synthetic timing (pt nil) prices no layout: its keys are noted as not
+// applied; a file that does not parse is resolveEngine's to report.
 func checkConfigLayout(c *cli.Context, backend string, pt *perfdb.PassTiming) error {
-	if pt == nil || !c.IsSet("engine-config") {
+	if !c.IsSet("engine-config") {
 		return nil
 	}
 	cfg, err := engineconf.ParseFile(backend, c.String("engine-config"))
 	if err != nil {
+		return nil
+	}
+	if pt == nil {
+		if cfg.NamesLayout() {
+			fmt.Fprintln(c.App.ErrWriter, "aicdb: note: engine config: parallelism keys not applied: --timing gives the pass timing")
+		}
 		return nil
 	}
 	k := pt.Estimator().Config()

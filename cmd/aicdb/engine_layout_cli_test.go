@@ -33,6 +33,13 @@ func TestEngineConfigLayoutCLI(t *testing.T) {
 		t.Errorf("tp 2 file: stderr %q, want only port ignored", errs)
 	}
 
+	// A synthetic timing prices no layout: the keys are noted as not applied.
+	code, _, errs = runCLI(t, "eval", "--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.01", "--decode-ms-per-row", "0.05",
+		"--concurrency", "4", "--isl", "100", "--osl", "10", "--engine-config", tp8, "--format", "json")
+	if code != 0 || errs != "aicdb: note: engine config: parallelism keys not applied: --timing gives the pass timing\n" {
+		t.Errorf("synthetic timing with a layout: exit %d, stderr %q", code, errs)
+	}
+
 	db := syntheticDB(t)
 	sweep := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--total-gpus", "8",
 		"--isl", "4000", "--osl", "500", "--batch", "8", "--ctx-tokens", "4000", "--format", "json"}
