@@ -23,6 +23,19 @@ import (
 // the whole deployment, not its limit cycle). There is one deterministic
 // burst-started path: no staggered start and no mixture.
 func QuantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, clientRTTMs float64) (*Report, error) {
+	return quantitativeFinite(ctx, w, c, f, clientRTTMs, false)
+}
+
+// QuantitativeFiniteSummary is QuantitativeFinite without the inter-token gaps
+// (a calibration's objective reads TTFT, TPOT and E2E): the decode workers
+// report no token, so the report's ITL is a point mass at 0 and every other
+// number is bit-identical (TestFiniteSummaryIdentical). The gaps were a
+// per-token callback into the tandem, a fifth of a disaggregated fit's cost.
+func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, clientRTTMs float64) (*Report, error) {
+	return quantitativeFinite(ctx, w, c, f, clientRTTMs, true)
+}
+
+func quantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, clientRTTMs float64, summary bool) (*Report, error) {
 	if err := c.Validate(w); err != nil {
 		return nil, &queueing.InputError{Err: err}
 	}
@@ -39,6 +52,11 @@ func QuantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 	t, err := newTandem(&c, &w)
 	if err != nil {
 		return nil, &queueing.InputError{Err: err}
+	}
+	if summary {
+		for _, k := range t.dec {
+			k.OnToken = nil // its only effect is the ITL gaps (newTandem)
+		}
 	}
 	C := min(w.Concurrency, N)
 	t.reqs = make([]treq, 0, N)

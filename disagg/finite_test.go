@@ -116,3 +116,34 @@ func TestFiniteDesyncRefused(t *testing.T) {
 		t.Errorf("desync tandem run: %v", err)
 	}
 }
+
+// TestFiniteSummaryIdentical: the summary run gives every column of the full
+// run but the ITL ones bit for bit (TTFT, TPOT, E2E, throughput, KV), and an
+// ITL point mass at 0.
+func TestFiniteSummaryIdentical(t *testing.T) {
+	for _, tc := range []struct {
+		p, d int
+		w    workload.Spec
+		run  queueing.FiniteRun
+	}{
+		{2, 1, workload.Spec{ISL: 1000, OSL: 20, Concurrency: 8}, queueing.FiniteRun{Requests: 43, Warmup: 16}},
+		{1, 2, workload.Spec{ISL: 500, OSL: 64, Concurrency: 16}, queueing.FiniteRun{Requests: 80}},
+	} {
+		c := testConfig(t, tc.p, tc.d)
+		full, err := QuantitativeFinite(context.Background(), tc.w, c, tc.run, queueing.DefaultClientRTTMs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := QuantitativeFiniteSummary(context.Background(), tc.w, c, tc.run, queueing.DefaultClientRTTMs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if full.ITL.Len() == 0 || sum.ITL.Mean() != 0 || sum.ITL.Quantile(0.99) != 0 {
+			t.Errorf("ITL: full %d atoms, summary mean %v p99 %v; want gaps, and a point mass at 0", full.ITL.Len(), sum.ITL.Mean(), sum.ITL.Quantile(0.99))
+		}
+		full.ITL, sum.ITL = queueing.PointMass(0), queueing.PointMass(0)
+		if !reflect.DeepEqual(full.Columns(3), sum.Columns(3)) || full.ThroughputRPS != sum.ThroughputRPS || !reflect.DeepEqual(full.Diagnostics, sum.Diagnostics) {
+			t.Errorf("%d P / %d D: summary differs:\n%v\n%v", tc.p, tc.d, full.Columns(3), sum.Columns(3))
+		}
+	}
+}

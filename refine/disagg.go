@@ -200,7 +200,7 @@ func handoffOf(r *disagg.Report) store.Handoff {
 // recursion, its steady state, or the benchmark run when run is set
 // (disagg.QuantitativeFinite under the default client round trip, as the
 // aggregated rows' runs).
-func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.PointInputs, adj PassAdjust, run *queueing.FiniteRun) (store.Quantitative, error) {
+func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.PointInputs, adj PassAdjust, run *queueing.FiniteRun, summary bool) (store.Quantitative, error) {
 	if in.Prefix > 0 {
 		return store.Quantitative{}, fmt.Errorf("disagg %s with prefix %d: %w (the tandem does not model prefix caching yet)", in.Parallel(), in.Prefix, ErrNoQuantitative)
 	}
@@ -209,9 +209,12 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 		return store.Quantitative{}, err
 	}
 	var r *disagg.Report
-	if run != nil {
+	switch {
+	case run != nil && summary:
+		r, err = disagg.QuantitativeFiniteSummary(ctx, w, c, *run, queueing.DefaultClientRTTMs)
+	case run != nil:
 		r, err = disagg.QuantitativeFinite(ctx, w, c, *run, queueing.DefaultClientRTTMs)
-	} else {
+	default:
 		r, err = disagg.Quantitative(ctx, w, c, disagg.Options{})
 	}
 	if err != nil {
@@ -223,6 +226,9 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 	}
 	out.ThroughputRPS, out.OutputTokensPerS, out.Fidelity = r.ThroughputRPS, r.OutputTokensPerS, string(r.Fidelity)
 	out.H = handoffOf(r)
+	if summary { // the fit's objective: never stored, no distributions
+		return out, nil
+	}
 	d, err := json.Marshal(map[string]any{"ttft_steady": r.TTFTSteady, "ttft_transient": r.TTFTTransient,
 		"itl": r.ITL, "tpot": r.TPOT, "e2e": r.E2E, "kv_transfer": r.KVTransfer,
 		"p_queue_ms_p99": r.PQueueMsP99, "d_headroom_min": r.DHeadroomMin, "multi_stable": r.MultiStable})

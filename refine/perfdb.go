@@ -795,7 +795,7 @@ type quantEntry struct {
 
 func (p *PerfdbEvaluator) quantitative(ctx context.Context, in store.PointInputs, adj PassAdjust, reuse bool) (store.Quantitative, error) {
 	if in.Mode == store.ModeDisagg {
-		return p.quantitativeDisagg(ctx, in, adj, nil)
+		return p.quantitativeDisagg(ctx, in, adj, nil, false)
 	}
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err

@@ -22,16 +22,17 @@ func (p *PerfdbEvaluator) QuantitativeRunAdjusted(ctx context.Context, in store.
 // objective): an aggregated point runs queueing.QuantitativeFiniteSummary, whose
 // statistics are identical at less cost, so its ITL columns read 0 and it
 // carries no encoded distributions — never store the result. A disaggregated
-// point runs the full tandem run.
+// point runs disagg.QuantitativeFiniteSummary the same way.
 func (p *PerfdbEvaluator) QuantitativeRunSummaryAdjusted(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
 	return p.quantitativeRun(ctx, in, adj, run, true)
 }
 
 // quantitativeRun evaluates run at in under adj: the full run, or with summary
-// its summary (queueing.QuantitativeFiniteSummary, no encoded distributions).
+// its summary (queueing / disagg QuantitativeFiniteSummary, no encoded
+// distributions).
 func (p *PerfdbEvaluator) quantitativeRun(ctx context.Context, in store.PointInputs, adj PassAdjust, run queueing.FiniteRun, summary bool) (store.Quantitative, error) {
 	if in.Mode == store.ModeDisagg {
-		return p.quantitativeDisagg(ctx, in, adj, &run) // disaggSetup validates adj
+		return p.quantitativeDisagg(ctx, in, adj, &run, summary) // disaggSetup validates adj
 	}
 	if err := adj.Validate(); err != nil {
 		return store.Quantitative{}, err
