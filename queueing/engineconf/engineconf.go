@@ -257,7 +257,7 @@ func (c *Config) IgnoredLine() string {
 func (c *Config) TimingLine() string {
 	var notes []string
 	for _, s := range c.Settings {
-		if r, ok := lookup(c.Backend, s.Key); ok && r.timing != "" && s.Value == cmp.Or(r.timingAt, "true") {
+		if r, ok := lookup(c.Backend, s.Key); ok && r.timing != "" && warnsAt(r, s.Value) {
 			notes = append(notes, s.Key+": "+r.timing)
 		}
 	}
@@ -265,6 +265,14 @@ func (c *Config) TimingLine() string {
 		return ""
 	}
 	return "engine config: " + strings.Join(notes, "; ")
+}
+
+// warnsAt reports whether rule r's timing warning applies at canonical value v.
+func warnsAt(r rule, v string) bool {
+	if r.timingUnless != "" {
+		return v != r.timingUnless
+	}
+	return v == cmp.Or(r.timingAt, "true")
 }
 
 // keyValue is one key of a file as written.

@@ -452,6 +452,8 @@ func TestTimingWarnedKeys(t *testing.T) {
 		{"sglang", "--disable-custom-all-reduce", ar, FormatCLI, "", false},
 		{"sglang", "--enable-deterministic-inference", "engine config: enable_deterministic_inference: batch-invariant kernels run slower than the ones the perf data was measured with, so predicted pass times may be optimistic", FormatCLI, "", false},
 		{"sglang", "enable_deterministic_inference: false\n", "", FormatCLI, "", false},
+		{"trtllm", "moe_config:\n  backend: CUTLASS\n", "", FormatYAML, "", false},
+		{"trtllm", "moe_config:\n  backend: trtllm\n", "engine config: moe_config.backend: the perf data times the CUTLASS MoE kernels, so predicted pass times with another MoE backend may be off in either direction", FormatYAML, "", false},
 	} {
 		cfg, err := Parse(c.backend, []byte(c.text))
 		if err != nil {

@@ -57,9 +57,9 @@ type rule struct {
 	check  func(v string) (string, error) // canonical value or why v is refused
 	apply  func(e *engine.Spec, v string) // v is check's canonical value
 	// timing says what the perf data cannot price when the key's canonical value
-	// is timingAt ("" = "true"): the key is applied, and Config.TimingLine warns
-	// with it.
-	timing, timingAt string
+	// is timingAt ("" = "true") — or, with timingUnless set, is anything but
+	// timingUnless: the key is applied, and Config.TimingLine warns with it.
+	timing, timingAt, timingUnless string
 	// layout is the dimension a classLayout key names (dimTP …).
 	layout string
 	// late keys are applied after the others, whatever their place in the file:
@@ -306,6 +306,25 @@ func boolOnly(want bool, why string) rule {
 	}
 }
 
+// moeBackendKey is TensorRT-LLM's moe_config.backend: no scheduling effect, but
+// the perf data times the CUTLASS MoE (kernel source moe_torch_flow_cutlass,
+// with its min-latency grid; PERFDB.md), so another backend's expert time is
+// not what is priced: accepted, and warned about unless CUTLASS.
+func moeBackendKey() rule {
+	return rule{
+		check: func(v string) (string, error) {
+			b := strings.ToUpper(strings.TrimSpace(v))
+			if b == "" || strings.ContainsAny(b, " \t") {
+				return "", fmt.Errorf("want a MoE backend name (CUTLASS, TRTLLM, WIDEEP, CUTEDSL, DEEPGEMM, VANILLA)")
+			}
+			return b, nil
+		},
+		apply:        func(*engine.Spec, string) {},
+		timing:       "the perf data times the CUTLASS MoE kernels, so predicted pass times with another MoE backend may be off in either direction",
+		timingUnless: "CUTLASS",
+	}
+}
+
 // lookup returns the rule of backend's normalised key.
 func lookup(backend engine.Backend, key string) (rule, bool) {
 	switch backend {
@@ -441,6 +460,8 @@ func trtllmRule(k string) (rule, bool) {
 		return layoutKey(dimADP), true
 	case "context_parallel_size", "moe_cluster_parallel_size":
 		return layoutKey(dimCP), true
+	case "moe_config.backend":
+		return moeBackendKey(), true
 	case "enable_chunked_prefill", "enable_chunked_context": // T-R3 chunked context
 		return boolKey(func(e *engine.Spec, v bool) { e.EnableChunkedPrefill = v }), true
 	case "disable_overlap_scheduler": // §4.2 overlap executor
