@@ -79,7 +79,13 @@ func planKV(pt *perfdb.PassTiming, in store.PointInputs, e *engine.Spec) (kvPlan
 // KV-tight point, where the engines preempt, retract or pause (planKV; eval's
 // default pool).
 func KVTight(capTokens, bs, batch, isl, osl int) bool {
-	return batch*ceilDivInt(isl+osl, bs) > capTokens/bs
+	return batch > KVHeld(capTokens, bs, isl, osl)
+}
+
+// KVHeld is how many requests of isl + osl tokens a pool of capTokens, in
+// blocks of bs tokens, holds at full length.
+func KVHeld(capTokens, bs, isl, osl int) int {
+	return capTokens / bs / ceilDivInt(isl+osl, bs)
 }
 
 // DeployedPool is the KV pool (tokens) an agg worker of engine e runs with when

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/quick"
 
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
@@ -243,5 +244,21 @@ func TestPlanKVPoolTooSmall(t *testing.T) {
 	e.KVCapacityTokens = 4512
 	if k, err := planKV(nil, in, &e); err != nil || !k.tight || k.capBlocks != 282 || k.demandBlocks != 8*282 {
 		t.Fatalf("one request fits: %+v %v", k, err)
+	}
+}
+
+// TestKVTightIsKVHeld: a pool is KV-tight for a batch exactly when the batch
+// needs more blocks than the pool has (batch·⌈(isl+osl)/bs⌉ > ⌊cap/bs⌋), i.e.
+// when it exceeds the requests the pool holds at full length (KVHeld).
+func TestKVTightIsKVHeld(t *testing.T) {
+	f := func(capT, bsR, batchR, islR, oslR uint16) bool {
+		bs, batch, isl, osl := int(bsR%64)+1, int(batchR%2048), int(islR), int(oslR%8192)+1
+		capTokens := int(capT) * 64
+		blocks := batch * ((isl + osl + bs - 1) / bs)
+		return KVTight(capTokens, bs, batch, isl, osl) == (blocks > capTokens/bs) &&
+			KVHeld(capTokens, bs, isl, osl)*((isl+osl+bs-1)/bs) <= capTokens/bs
+	}
+	if err := quick.Check(f, &quick.Config{MaxCount: 20000}); err != nil {
+		t.Error(err)
 	}
 }

@@ -173,9 +173,8 @@ func openLoopCapacity(w workload.Spec, e engine.Spec, t timing.Timing) string {
 	sat := workload.Spec{Concurrency: e.SeatCap(), ISL: w.ISL, OSL: w.OSL, Prefix: w.Prefix}
 	held := ""
 	if e.KVCapacityTokens > 0 {
-		bs := max(e.BlockSize, 1)
 		isl, osl := w.MaxShape()
-		if n := max(e.KVCapacityTokens/bs/((isl+osl+bs-1)/bs), 1); n < sat.Concurrency {
+		if n := max(refine.KVHeld(e.KVCapacityTokens, max(e.BlockSize, 1), isl, osl), 1); n < sat.Concurrency {
 			sat.Concurrency, held = n, ", as many as the KV pool holds at full length"
 		}
 		e.KVCapacityTokens = 0 // the pool is in the bound; the closed form prices no preemption
@@ -265,14 +264,14 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	if s.pt != nil {
 		in.GPUMemBytes = s.pt.Estimator().System().MemCapacity // SGLang sizes chunked_prefill_size from it
 	}
-	e, err := resolveEngine(c, in)
+	e, cfg, err := resolveEngine(c, in)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkKVDtype(s.pt, e); err != nil {
 		return nil, err
 	}
-	if err := checkConfigLayout(c, backend, s.pt); err != nil {
+	if err := checkConfigLayout(c, cfg, s.pt, false); err != nil {
 		return nil, err
 	}
 	if err := checkConfigDrafts(c, e); err != nil {
@@ -323,7 +322,7 @@ func defaultKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	}
 	e.KVCapacityTokens = n
 	fmt.Fprintf(c.App.ErrWriter, "aicdb: note: KV-tight: the KV pool the engine deploys (%d tokens, from GPU memory) holds %d of the %d %s at full length (isl %d + osl %d); modelled with the engine's preemption (--kv-capacity-tokens 0 for an unbounded pool)\n",
-		n, n/bs/((isl+osl+bs-1)/bs), at, which, isl, osl)
+		n, refine.KVHeld(n, bs, isl, osl), at, which, isl, osl)
 	return nil
 }
 

@@ -63,44 +63,45 @@ func checkProfile(p string) error {
 }
 
 // resolveEngine is the engine of eval: --engine-profile, then --engine-config over
-// it (the explicit engine flags are applied over both by the caller).
-func resolveEngine(c *cli.Context, in queueing.ProfileInput) (engine.Spec, error) {
-	es, err := resolveEngines(c, in)
+// it (the explicit engine flags are applied over both by the caller), and the
+// config read (nil without one).
+func resolveEngine(c *cli.Context, in queueing.ProfileInput) (engine.Spec, *engineconf.Config, error) {
+	es, cfg, err := resolveEngines(c, in)
 	if err != nil {
-		return engine.Spec{}, err
+		return engine.Spec{}, nil, err
 	}
-	return es[0], nil
+	return es[0], cfg, nil
 }
 
 // resolveEngines is resolveEngine for each worker role of one deployment (eval
 // --mode disagg: the prefill and the decode pool), the config file read once.
-func resolveEngines(c *cli.Context, ins ...queueing.ProfileInput) ([]engine.Spec, error) {
+func resolveEngines(c *cli.Context, ins ...queueing.ProfileInput) ([]engine.Spec, *engineconf.Config, error) {
 	if _, err := engine.Defaults(ins[0].Backend, ins[0].Version); err != nil {
-		return nil, userErrorf("--backend: %v", err)
+		return nil, nil, userErrorf("--backend: %v", err)
 	}
 	if err := checkProfile(c.String("engine-profile")); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var cfg *engineconf.Config
 	out := make([]engine.Spec, len(ins))
 	for i, in := range ins {
 		e, err := queueing.ProfileEngine(c.String("engine-profile"), in)
 		if err != nil {
-			return nil, userErrorf("--engine-profile %s: %v", c.String("engine-profile"), err)
+			return nil, nil, userErrorf("--engine-profile %s: %v", c.String("engine-profile"), err)
 		}
 		if i == 0 {
 			if cfg, err = readEngineConfig(c, string(e.Backend)); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if cfg != nil {
 			if err := cfg.Apply(&e); err != nil {
-				return nil, userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
+				return nil, nil, userErrorf("--engine-config %s: %v", c.String("engine-config"), err)
 			}
 		}
 		out[i] = e
 	}
-	return out, nil
+	return out, cfg, nil
 }
 
 // checkKVDtype rejects an engine whose config's KV-cache dtype contradicts the
@@ -145,17 +146,14 @@ func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 	return nil
 }
 
-// checkConfigLayout refuses an --engine-config whose parallelism keys deploy
-// another layout than the pass timing pt prices (engineconf.CheckLayout): the
-// prediction would be of another deployment than the file launches. A
-// synthetic timing (pt nil) prices no layout: its keys are noted as not
-// applied; a file that does not parse is resolveEngine's to report.
-func checkConfigLayout(c *cli.Context, backend string, pt *perfdb.PassTiming) error {
-	if !c.IsSet("engine-config") {
-		return nil
-	}
-	cfg, err := engineconf.ParseFile(backend, c.String("engine-config"))
-	if err != nil {
+// checkConfigLayout refuses an engine config cfg (nil: none) whose parallelism
+// keys deploy another layout than the pass timing pt prices
+// (engineconf.CheckLayout): the prediction would be of another deployment than
+// the file launches. The fix names eval's flags, or, for a disaggregated
+// deployment (one file for both pools), the pools'. A synthetic timing (pt
+// nil) prices no layout: the keys are noted as not applied.
+func checkConfigLayout(c *cli.Context, cfg *engineconf.Config, pt *perfdb.PassTiming, disagg bool) error {
+	if cfg == nil {
 		return nil
 	}
 	if pt == nil {
@@ -166,16 +164,15 @@ func checkConfigLayout(c *cli.Context, backend string, pt *perfdb.PassTiming) er
 	}
 	k := pt.Estimator().Config()
 	l := engineconf.Layout{TP: k.TP, PP: k.PP, DP: k.DP, MoETP: k.MoETP, MoEEP: k.MoEEP}
-	err = cfg.CheckLayout(l, pt.Estimator().Model().IsMoE())
 	var lm *engineconf.LayoutMismatch
-	if errors.As(err, &lm) {
+	if err := cfg.CheckLayout(l, pt.Estimator().Model().IsMoE()); errors.As(err, &lm) {
 		fix := fmt.Sprintf("pass %s, or drop those keys", lm.Got.Flags(lm.MoE))
-		if c.String("mode") == "disagg" { // one file for both pools
+		if disagg {
 			fix = "give both pools that layout (--prefill-tp, --decode-tp), or drop those keys"
 		}
 		return userErrorf("--engine-config %s: %v; %s", c.String("engine-config"), err, fix)
 	}
-	return asUser(err)
+	return nil
 }
 
 // sweepConfigLayout reads the layout an engine config deploys into the sweep:
@@ -185,9 +182,9 @@ func checkConfigLayout(c *cli.Context, backend string, pt *perfdb.PassTiming) er
 // size is refused, and without --tp the sweep runs the file's (noted on
 // stderr).
 func sweepConfigLayout(c *cli.Context, cfg *engineconf.Config, s *refine.SweepSpec) error {
-	l, ok, err := cfg.Layout()
-	if err != nil || !ok {
-		return err
+	l, ok := cfg.Layout()
+	if !ok {
+		return nil
 	}
 	path := c.String("engine-config")
 	if l.PP != 1 || l.DP != 1 || l.MoEEP != 1 {

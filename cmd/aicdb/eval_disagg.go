@@ -185,12 +185,12 @@ func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts
 	pin, din := in, in
 	pin.Role, pin.Batch = queueing.RolePrefill, c.Int("prefill-batch-cap")
 	din.Role, din.Batch = queueing.RoleDecode, c.Int("decode-batch-cap")
-	es, err := resolveEngines(c, pin, din)
+	es, engCfg, err := resolveEngines(c, pin, din)
 	if err != nil {
 		return err
 	}
 	for i, pt := range pts {
-		if err := checkConfigLayout(c, backend, pt); err != nil {
+		if err := checkConfigLayout(c, engCfg, pt, true); err != nil {
 			return userErrorf("%s pool: %v", []string{"prefill", "decode"}[i], err)
 		}
 	}

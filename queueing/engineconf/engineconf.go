@@ -67,6 +67,8 @@ type Config struct {
 	// the engine, but checked against the layout a prediction prices
 	// (CheckLayout).
 	LayoutKeys []Setting `json:"layout,omitempty"`
+	// layout is the layout LayoutKeys deploy (readLayout; nil: none named).
+	layout *Layout
 	// Ignored are the harmless keys (and leading positional words such as
 	// "vllm serve MODEL"), normalised, in file order, each once.
 	Ignored []string `json:"ignored,omitempty"`
@@ -170,7 +172,7 @@ func Parse(backend string, data []byte) (*Config, error) {
 		pos[key] = len(*list)
 		*list = append(*list, Setting{Key: key, Value: canon})
 	}
-	if _, _, err := c.Layout(); err != nil {
+	if c.layout, err = c.readLayout(); err != nil {
 		return nil, err
 	}
 	if c.Backend == engine.SGLang {

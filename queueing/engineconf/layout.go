@@ -81,12 +81,21 @@ func layoutKey(dim string) rule {
 func (c *Config) NamesLayout() bool { return len(c.LayoutKeys) > 0 }
 
 // Layout is the worker layout the file deploys, the keys it omits at the
-// engine's defaults (ok false when it names none), or why the engine would
-// not start with it.
-func (c *Config) Layout() (l Layout, ok bool, err error) {
-	if !c.NamesLayout() {
-		return Layout{}, false, nil
+// engine's defaults (read once, by Parse); ok is false when it names none.
+func (c *Config) Layout() (Layout, bool) {
+	if c.layout == nil {
+		return Layout{}, false
 	}
+	return *c.layout, true
+}
+
+// readLayout derives the layout the parallelism keys deploy (nil when the file
+// names none), or why the engine would not start with them.
+func (c *Config) readLayout() (*Layout, error) {
+	if !c.NamesLayout() {
+		return nil, nil
+	}
+	var l Layout
 	n := map[string]int{}
 	on := map[string]bool{}
 	given := map[string]string{} // dimension → the key that set it
@@ -125,7 +134,7 @@ func (c *Config) Layout() (l Layout, ok bool, err error) {
 			mep = world / mtp
 		}
 		if mtp*mep != world {
-			return Layout{}, true, fmt.Errorf("moe_tensor_parallel_size × moe_expert_parallel_size must be tensor_parallel_size %d (TensorRT-LLM's Mapping); got %s × %s",
+			return nil, fmt.Errorf("moe_tensor_parallel_size × moe_expert_parallel_size must be tensor_parallel_size %d (TensorRT-LLM's Mapping); got %s × %s",
 				world, orUnset(n[dimMoETP]), orUnset(n[dimMoEEP]))
 		}
 		l.MoETP, l.MoEEP = mtp, mep
@@ -133,19 +142,19 @@ func (c *Config) Layout() (l Layout, ok bool, err error) {
 		world, dp := get(dimTP), get(dimDP)
 		switch {
 		case dp > 1 && !on[dimADP]:
-			return Layout{}, true, fmt.Errorf("%s %d without enable_dp_attention runs %d independent replicas behind SGLang's data-parallel router, which aicdb does not model as one worker; predict one replica (drop %s) at its share of the load",
+			return nil, fmt.Errorf("%s %d without enable_dp_attention runs %d independent replicas behind SGLang's data-parallel router, which aicdb does not model as one worker; predict one replica (drop %s) at its share of the load",
 				given[dimDP], dp, dp, given[dimDP])
 		case world%dp != 0:
-			return Layout{}, true, fmt.Errorf("%s %d: %s %d must divide it (attention runs at tp_size / dp_size)", given[dimTP], world, given[dimDP], dp)
+			return nil, fmt.Errorf("%s %d: %s %d must divide it (attention runs at tp_size / dp_size)", given[dimTP], world, given[dimDP], dp)
 		}
 		l.TP, l.DP = world/dp, dp
 		ep := get(dimMoEEP)
 		if world%ep != 0 {
-			return Layout{}, true, fmt.Errorf("%s %d must divide the tp size %d (the experts' tensor-parallel split is tp_size / ep_size)", given[dimMoEEP], ep, world)
+			return nil, fmt.Errorf("%s %d must divide the tp size %d (the experts' tensor-parallel split is tp_size / ep_size)", given[dimMoEEP], ep, world)
 		}
 		l.MoETP, l.MoEEP = world/ep, ep
 	}
-	return l, true, nil
+	return &l, nil
 }
 
 // orUnset writes a size or "unset".
@@ -161,9 +170,9 @@ func orUnset(n int) string {
 // split counts too), as a *LayoutMismatch. A file that names no layout key
 // passes: its layout is the flags'.
 func (c *Config) CheckLayout(want Layout, moe bool) error {
-	got, ok, err := c.Layout()
-	if err != nil || !ok || got.sameAs(want, moe) {
-		return err
+	got, ok := c.Layout()
+	if !ok || got.sameAs(want, moe) {
+		return nil
 	}
 	keys := make([]string, len(c.LayoutKeys))
 	for i, s := range c.LayoutKeys {

@@ -111,8 +111,8 @@ func TestRenderRoundTrip(t *testing.T) {
 			t.Fatalf("round trip:\n got  %+v\n want %+v\n%s", sched(base), sched(e), out)
 		}
 		// The layout keys deploy the layout rendered, and no other.
-		if got, ok, err := cfg.Layout(); err != nil || !ok || !got.sameAs(l, moe) {
-			t.Fatalf("layout round trip: got %+v (%v, %v), want %+v (moe %v)\n%s", got, ok, err, l, moe, out)
+		if got, ok := cfg.Layout(); !ok || !got.sameAs(l, moe) {
+			t.Fatalf("layout round trip: got %+v (%v), want %+v (moe %v)\n%s", got, ok, l, moe, out)
 		}
 		if err := cfg.CheckLayout(l, moe); err != nil {
 			t.Fatalf("CheckLayout of the rendered layout: %v\n%s", err, out)
@@ -187,8 +187,8 @@ func TestLayoutKeys(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %q: %v", c.backend, c.file, err)
 		}
-		if got, ok, err := cfg.Layout(); err != nil || !ok || got != c.want {
-			t.Errorf("%s %q: layout %+v (%v, %v), want %+v", c.backend, c.file, got, ok, err, c.want)
+		if got, ok := cfg.Layout(); !ok || got != c.want {
+			t.Errorf("%s %q: layout %+v (%v), want %+v", c.backend, c.file, got, ok, c.want)
 		}
 		if len(cfg.Ignored) != 0 {
 			t.Errorf("%s %q: layout keys listed as ignored: %v", c.backend, c.file, cfg.Ignored)
