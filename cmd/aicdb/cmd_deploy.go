@@ -116,11 +116,19 @@ func runDeploy(c *cli.Context) error {
 	}
 	var ws []worker
 	if in.Mode == store.ModeDisagg {
+		pl, err := poolLayout(in, in.PTP, in.PPP, in.PDP)
+		if err != nil {
+			return fmt.Errorf("deploy row %s: %w", p.Key[:12], err)
+		}
+		dl, err := poolLayout(in, in.DTP, in.DPP, in.DDP)
+		if err != nil {
+			return fmt.Errorf("deploy row %s: %w", p.Key[:12], err)
+		}
 		ws = []worker{
 			{fmt.Sprintf("prefill workers: %d × (tp %d, pp %d, dp %d)", in.PWorkers, in.PTP, in.PPP, in.PDP), r.Prefill,
-				engineconf.Deployment{Model: in.Model, Layout: poolLayout(in, in.PTP, in.PPP, in.PDP), ExtraYAMLPath: "prefill_extra_llm_api_options.yaml"}},
+				engineconf.Deployment{Model: in.Model, Layout: pl, ExtraYAMLPath: "prefill_extra_llm_api_options.yaml"}},
 			{fmt.Sprintf("decode workers: %d × (tp %d, pp %d, dp %d)", in.DWorkers, in.DTP, in.DPP, in.DDP), r.Decode,
-				engineconf.Deployment{Model: in.Model, Layout: poolLayout(in, in.DTP, in.DPP, in.DDP), ExtraYAMLPath: "decode_extra_llm_api_options.yaml"}},
+				engineconf.Deployment{Model: in.Model, Layout: dl, ExtraYAMLPath: "decode_extra_llm_api_options.yaml"}},
 		}
 	} else {
 		e := r.Engine
@@ -155,14 +163,16 @@ func runDeploy(c *cli.Context) error {
 // poolLayout is the layout of one disaggregated pool of point in: its own tp,
 // pp and dp, and for a MoE model (a split other than 1 × 1) the experts over
 // the pool's tp·dp GPUs at the point's expert-parallel size, as the evaluator
-// priced it (refine.PoolMoELayout). A split of 1 × 1 is left to the engine's
+// priced it (refine.PoolMoELayout; its error when the split cannot cover the
+// pool, which no priced row has). A split of 1 × 1 is left to the engine's
 // default (the experts tensor-parallel over the pool).
-func poolLayout(in store.PointInputs, tp, pp, dp int) engineconf.Layout {
+func poolLayout(in store.PointInputs, tp, pp, dp int) (engineconf.Layout, error) {
 	l := engineconf.Layout{TP: tp, PP: pp, DP: dp, MoETP: 1, MoEEP: 1}
 	if in.MoETP > 1 || in.MoEEP > 1 {
-		if mtp, mep, err := refine.PoolMoELayout(tp, dp, in.MoEEP); err == nil {
-			l.MoETP, l.MoEEP = mtp, mep
+		var err error
+		if l.MoETP, l.MoEEP, err = refine.PoolMoELayout(tp, dp, in.MoEEP); err != nil {
+			return l, err
 		}
 	}
-	return l
+	return l, nil
 }
