@@ -374,27 +374,18 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		return nil
 	}
 	errs := make([]error, len(jobs))
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, opt.Workers)
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(opt.Workers)
 	for i, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if gctx.Err() != nil {
-				errs[i] = gctx.Err()
-				return
+		eg.Go(func() error {
+			if errs[i] = gctx.Err(); errs[i] == nil {
+				errs[i] = run(gctx, j)
 			}
-			if errs[i] = run(gctx, j); errs[i] != nil {
-				cancel()
-			}
-		}()
+			return errs[i] // the first failure cancels the others
+		})
 	}
-	wg.Wait()
-	if err := firstError(errs, ctx); err != nil {
+	_ = eg.Wait() // errs holds every job's error: the first in job order is reported
+	if err := firstError(ctx, errs); err != nil {
 		return nil, err
 	}
 	for i := range out {
@@ -411,7 +402,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 // firstError is the first error of errs that is not the cancellation the
 // first failure caused in the others (ctx: the caller's, whose own
 // cancellation is reported as is), else the first error.
-func firstError(errs []error, ctx context.Context) error {
+func firstError(ctx context.Context, errs []error) error {
 	for _, err := range errs {
 		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.Canceled)) {
 			return err

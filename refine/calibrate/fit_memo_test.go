@@ -107,3 +107,25 @@ func TestQuantEvalDistinctRuns(t *testing.T) {
 		t.Errorf("%d evaluations, predictions %v; want 4 evaluations and %v", ev.calls.Load(), got, want)
 	}
 }
+
+// TestFirstError: Fit reports the first failing fit in job order, skipping the
+// cancellations that failure caused in the fits running beside it — unless the
+// caller's own context was cancelled, which is then the error.
+func TestFirstError(t *testing.T) {
+	boom, later := errors.New("boom"), errors.New("later")
+	errs := []error{nil, context.Canceled, boom, later}
+	if err := firstError(context.Background(), errs); err != boom {
+		t.Errorf("live context: %v, want boom", err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := firstError(done, errs); err != context.Canceled {
+		t.Errorf("cancelled caller: %v, want context.Canceled", err)
+	}
+	if err := firstError(context.Background(), []error{nil, context.Canceled}); err != context.Canceled {
+		t.Errorf("only a cancellation: %v, want it", err)
+	}
+	if err := firstError(context.Background(), []error{nil, nil}); err != nil {
+		t.Errorf("no error: %v", err)
+	}
+}
