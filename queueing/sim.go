@@ -122,7 +122,7 @@ type sim struct {
 	chunkList []int32 // TRT-LLM contexts to size after the scan
 	rowBuf    []bucketRows
 	draftBuf  []draftRow // fastForwardDrafts' rows
-	posBuf    []int32    // stateEncode's scratch: running position per request, −1 elsewhere
+	posBuf    []int32    // runningPositions' scratch: running position per request, −1 elsewhere
 	orderBuf  []int32    // stateOrder's scratch
 	// tokens[r] are the emission times of request r, when recorded (kept out of
 	// simReq so that the request slice holds no pointers: no write barriers or GC

@@ -68,11 +68,10 @@ type stateCycle struct {
 	lastPasses int // s.passes at the last observation (one observation per pass end)
 	cks        []stateCkpt
 	spare      []stateCkpt // dropped checkpoints, their buffers reused
-	// The live state's encoding at the current observation (stateEncode; liveOK:
-	// the state is observable), scratch between observations.
+	// The live state's encoding at the current observation (stateEncode),
+	// scratch between observations.
 	ints     []int64
 	fl       []float64
-	liveOK   bool
 	found    bool
 	done     bool      // the window of whole periods is complete (windowDone)
 	deferred bool      // the repetition shifts whole generations within the horizon: the generation rule decides
@@ -112,6 +111,12 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 	if sc.found {
 		return sc.windowDone(s, o)
 	}
+	// A state that cannot be encoded matches no checkpoint and is not kept: it is
+	// told apart before any encoding (at a high C, a request whose final token is
+	// in flight makes most pass ends unobservable).
+	if !s.stateObservable() {
+		return false
+	}
 	// The live state is encoded (into sc.ints, sc.fl) at most once per observation:
 	// when some checkpoint's header matches, or to take a checkpoint.
 	hdr := s.stateHeader()
@@ -122,10 +127,10 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 			continue
 		}
 		if !live {
-			sc.ints, sc.fl, sc.liveOK = s.stateEncode(sc.ints[:0], sc.fl[:0])
+			sc.ints, sc.fl = s.stateEncode(sc.ints[:0], sc.fl[:0])
 			live = true
 		}
-		if sc.liveOK && c.equals(sc.ints, sc.fl, cycleTol*math.Max(1, s.now)) {
+		if c.equals(sc.ints, sc.fl, cycleTol*math.Max(1, s.now)) {
 			if sc.generationsRepeat(s, c) {
 				sc.deferred = true
 				return false
@@ -141,26 +146,22 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 			c, sc.spare = sc.spare[n-1], sc.spare[:n-1]
 		}
 		if !live {
-			sc.ints, sc.fl, sc.liveOK = s.stateEncode(sc.ints[:0], sc.fl[:0])
+			sc.ints, sc.fl = s.stateEncode(sc.ints[:0], sc.fl[:0])
 		}
 		// The checkpoint takes the live encoding; its former buffers become the
 		// scratch of the next one.
 		c.ints, sc.ints = sc.ints, c.ints[:0]
 		c.fl, sc.fl = sc.fl, c.fl[:0]
-		if sc.liveOK {
-			c.obs, c.hdr, c.now, c.passes = o, hdr, s.now, s.passes
-			order := s.stateOrder()
-			c.slots, c.gens = slices.Grow(c.slots[:0], len(order)), slices.Grow(c.gens[:0], len(order))
-			c.minGen = math.MaxInt32
-			for _, ri := range order {
-				c.slots, c.gens = append(c.slots, int32(s.reqs[ri].slot)), append(c.gens, int32(s.reqs[ri].gen))
-				c.minGen = min(c.minGen, int32(s.reqs[ri].gen))
-			}
-			c.bins = col.itl.snapFrom(c.bins[:0], c.minGen)
-			sc.cks = append(sc.cks, c)
-		} else {
-			sc.spare = append(sc.spare, c)
+		c.obs, c.hdr, c.now, c.passes = o, hdr, s.now, s.passes
+		order := s.stateOrder()
+		c.slots, c.gens = slices.Grow(c.slots[:0], len(order)), slices.Grow(c.gens[:0], len(order))
+		c.minGen = math.MaxInt32
+		for _, ri := range order {
+			c.slots, c.gens = append(c.slots, int32(s.reqs[ri].slot)), append(c.gens, int32(s.reqs[ri].gen))
+			c.minGen = min(c.minGen, int32(s.reqs[ri].gen))
 		}
+		c.bins = col.itl.snapFrom(c.bins[:0], c.minGen)
+		sc.cks = append(sc.cks, c)
 	}
 	if len(sc.cks) > stateCheckpoints {
 		sc.every *= 2
@@ -330,12 +331,55 @@ func (s *sim) runSig() int64 {
 	return int64(h)
 }
 
-// stateEncode appends the requests' part of the state of s after the header:
-// integers to ints and time offsets from the clock (arrivals, first and latest
-// token, the pass in flight) to fl. ok is false when the state is not observable
-// (an SGLang chunked request outside running, an in-flight entry outside
-// running).
-func (s *sim) stateEncode(ints []int64, fl []float64) (_ []int64, _ []float64, ok bool) {
+// stateObservable reports that the state of s can be encoded (stateEncode): an
+// SGLang chunked request is in running, and every entry of the pass in flight
+// is a running request's (a request whose final token is in flight has left
+// running; a retracted one is waiting).
+func (s *sim) stateObservable() bool {
+	if s.chunked >= 0 && !slices.Contains(s.running, s.chunked) {
+		return false
+	}
+	if !s.busy {
+		return true
+	}
+	pos := s.runningPositions()
+	ok := true
+	for _, en := range s.cur().entries {
+		if pos[en.r] < 0 {
+			ok = false
+			break
+		}
+	}
+	s.clearPositions()
+	return ok
+}
+
+// runningPositions returns s.posBuf with each running request's position in
+// running and −1 for every other request; clearPositions restores the −1s.
+// posBuf keeps its length (every entry −1 between calls): it grows only by the
+// requests created since the last call, not by all of them at every call.
+func (s *sim) runningPositions() []int32 {
+	pos := s.posBuf
+	for len(pos) < len(s.reqs) {
+		pos = append(pos, -1)
+	}
+	s.posBuf = pos
+	for i, ri := range s.running {
+		pos[ri] = int32(i)
+	}
+	return pos
+}
+
+func (s *sim) clearPositions() {
+	for _, ri := range s.running {
+		s.posBuf[ri] = -1
+	}
+}
+
+// stateEncode appends the requests' part of an observable state of s
+// (stateObservable) after the header: integers to ints and time offsets from
+// the clock (arrivals, first and latest token, the pass in flight) to fl.
+func (s *sim) stateEncode(ints []int64, fl []float64) ([]int64, []float64) {
 	// Room for the whole state (9 integers and ≤ 3 offsets per request, 4 integers
 	// per in-flight entry) up front, so the appends below do not grow.
 	n := len(s.running) + s.waitingLen() + len(s.incoming) - s.inHead
@@ -348,9 +392,6 @@ func (s *sim) stateEncode(ints []int64, fl []float64) (_ []int64, _ []float64, o
 		}
 		ints, fl = s.appendReqState(ints, fl, ri)
 	}
-	if s.chunked >= 0 && chunk < 0 {
-		return ints, fl, false
-	}
 	ints = append(ints, chunk)
 	for _, ri := range s.waiting[s.wHead:] {
 		ints, fl = s.appendReqState(ints, fl, ri)
@@ -361,34 +402,15 @@ func (s *sim) stateEncode(ints []int64, fl []float64) (_ []int64, _ []float64, o
 		fl = append(fl, r.arrival-s.now)
 	}
 	if !s.busy {
-		return ints, fl, true
+		return ints, fl
 	}
-	// The pass in flight: each entry's request by its running position. posBuf
-	// keeps its length (every entry −1 between calls): it grows only by the
-	// requests created since the last call, not by all of them at every call.
-	pos := s.posBuf
-	for len(pos) < len(s.reqs) {
-		pos = append(pos, -1)
-	}
-	s.posBuf = pos
-	for i, ri := range s.running {
-		pos[ri] = int32(i)
-	}
-	ok = true
+	// The pass in flight: each entry's request by its running position.
+	pos := s.runningPositions()
 	for _, en := range s.cur().entries {
-		if pos[en.r] < 0 {
-			ok = false
-			break
-		}
 		ints = append(ints, int64(pos[en.r]), int64(en.n), b2i(en.decode), b2i(en.emits))
 	}
-	for _, ri := range s.running {
-		pos[ri] = -1
-	}
-	if !ok {
-		return ints, fl, false
-	}
-	return ints, append(fl, s.curStart-s.now, s.curEnd-s.now), true
+	s.clearPositions()
+	return ints, append(fl, s.curStart-s.now, s.curEnd-s.now)
 }
 
 // appendReqState appends request ri's part of the state: its scheduling
