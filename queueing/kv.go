@@ -74,6 +74,14 @@ func (s *sim) kvGrow(ri int32, tokens int) bool {
 func (s *sim) kvTake(ri int32, tokens int) bool {
 	r := &s.reqs[ri]
 	need := ceilDiv(tokens, s.e.BlockSize) - r.blocks
+	if s.share == nil && s.kv.ctx == nil { // a plain pool: every block needed is a free one
+		if need > s.kvFree {
+			return false
+		}
+		s.kvFree -= need
+		r.blocks += need
+		return true
+	}
 	take := need // free blocks taken: a hit on a block another running request holds takes none (V-R9)
 	shared := s.share != nil && r.blocks < int(s.share.keyed[ri])
 	if shared {
