@@ -289,6 +289,9 @@ func sglReserve(r *simReq) int { return min(r.osl-r.gOut, sglClipMaxNew) }
 func (s *sim) sglRetract() bool {
 	page := s.e.BlockSize
 	dec := s.decBuf
+	if len(dec) <= s.kvFree {
+		return false // a decoder starts at most one page this step: they all fit
+	}
 	need := 0
 	for _, ri := range dec {
 		if decodeKVTokens(&s.reqs[ri]) > s.reqs[ri].blocks*page {
