@@ -68,10 +68,11 @@ type stateCycle struct {
 	lastPasses int // s.passes at the last observation (one observation per pass end)
 	cks        []stateCkpt
 	spare      []stateCkpt // dropped checkpoints, their buffers reused
-	// The live state's encoding at the current observation (stateEncode),
-	// scratch between observations.
+	// The live state's encoding at the current observation (stateEncode; liveOK:
+	// the state is observable), scratch between observations.
 	ints     []int64
 	fl       []float64
+	liveOK   bool
 	found    bool
 	done     bool      // the window of whole periods is complete (windowDone)
 	deferred bool      // the repetition shifts whole generations within the horizon: the generation rule decides
@@ -111,12 +112,6 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 	if sc.found {
 		return sc.windowDone(s, o)
 	}
-	// A state that cannot be encoded matches no checkpoint and is not kept: it is
-	// told apart before any encoding (at a high C, a request whose final token is
-	// in flight makes most pass ends unobservable).
-	if !s.stateObservable() {
-		return false
-	}
 	// The live state is encoded (into sc.ints, sc.fl) at most once per observation:
 	// when some checkpoint's header matches, or to take a checkpoint.
 	hdr := s.stateHeader()
@@ -127,10 +122,10 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 			continue
 		}
 		if !live {
-			sc.ints, sc.fl = s.stateEncode(sc.ints[:0], sc.fl[:0])
+			sc.ints, sc.fl, sc.liveOK = s.stateEncode(sc.ints[:0], sc.fl[:0])
 			live = true
 		}
-		if c.equals(sc.ints, sc.fl, cycleTol*math.Max(1, s.now)) {
+		if sc.liveOK && c.equals(sc.ints, sc.fl, cycleTol*math.Max(1, s.now)) {
 			if sc.generationsRepeat(s, c) {
 				sc.deferred = true
 				return false
@@ -146,22 +141,26 @@ func (sc *stateCycle) observe(s *sim, col *collector) bool {
 			c, sc.spare = sc.spare[n-1], sc.spare[:n-1]
 		}
 		if !live {
-			sc.ints, sc.fl = s.stateEncode(sc.ints[:0], sc.fl[:0])
+			sc.ints, sc.fl, sc.liveOK = s.stateEncode(sc.ints[:0], sc.fl[:0])
 		}
 		// The checkpoint takes the live encoding; its former buffers become the
 		// scratch of the next one.
 		c.ints, sc.ints = sc.ints, c.ints[:0]
 		c.fl, sc.fl = sc.fl, c.fl[:0]
-		c.obs, c.hdr, c.now, c.passes = o, hdr, s.now, s.passes
-		order := s.stateOrder()
-		c.slots, c.gens = slices.Grow(c.slots[:0], len(order)), slices.Grow(c.gens[:0], len(order))
-		c.minGen = math.MaxInt32
-		for _, ri := range order {
-			c.slots, c.gens = append(c.slots, int32(s.reqs[ri].slot)), append(c.gens, int32(s.reqs[ri].gen))
-			c.minGen = min(c.minGen, int32(s.reqs[ri].gen))
+		if sc.liveOK {
+			c.obs, c.hdr, c.now, c.passes = o, hdr, s.now, s.passes
+			order := s.stateOrder()
+			c.slots, c.gens = slices.Grow(c.slots[:0], len(order)), slices.Grow(c.gens[:0], len(order))
+			c.minGen = math.MaxInt32
+			for _, ri := range order {
+				c.slots, c.gens = append(c.slots, int32(s.reqs[ri].slot)), append(c.gens, int32(s.reqs[ri].gen))
+				c.minGen = min(c.minGen, int32(s.reqs[ri].gen))
+			}
+			c.bins = col.itl.snapFrom(c.bins[:0], c.minGen)
+			sc.cks = append(sc.cks, c)
+		} else {
+			sc.spare = append(sc.spare, c)
 		}
-		c.bins = col.itl.snapFrom(c.bins[:0], c.minGen)
-		sc.cks = append(sc.cks, c)
 	}
 	if len(sc.cks) > stateCheckpoints {
 		sc.every *= 2
@@ -331,27 +330,55 @@ func (s *sim) runSig() int64 {
 	return int64(h)
 }
 
-// stateObservable reports that the state of s can be encoded (stateEncode): an
-// SGLang chunked request is in running, and every entry of the pass in flight
-// is a running request's (a request whose final token is in flight has left
-// running; a retracted one is waiting).
-func (s *sim) stateObservable() bool {
-	if s.chunked >= 0 && !slices.Contains(s.running, s.chunked) {
-		return false
-	}
-	if !s.busy {
-		return true
-	}
-	pos := s.runningPositions()
-	ok := true
-	for _, en := range s.cur().entries {
-		if pos[en.r] < 0 {
-			ok = false
-			break
+// stateEncode appends the requests' part of the state of s after the header:
+// integers to ints and time offsets from the clock (arrivals, first and latest
+// token, the pass in flight) to fl. ok is false when the state is not observable
+// (an SGLang chunked request outside running, an in-flight entry outside
+// running: at a high C, a request whose final token is in flight makes most pass
+// ends so); that is told first, before anything is encoded.
+func (s *sim) stateEncode(ints []int64, fl []float64) (_ []int64, _ []float64, ok bool) {
+	chunk := int64(-1)
+	if s.chunked >= 0 {
+		if chunk = int64(slices.Index(s.running, s.chunked)); chunk < 0 {
+			return ints, fl, false
 		}
 	}
+	// The pass in flight: each entry's request by its running position.
+	var pos []int32
+	if s.busy {
+		pos = s.runningPositions()
+		for _, en := range s.cur().entries {
+			if pos[en.r] < 0 {
+				s.clearPositions()
+				return ints, fl, false
+			}
+		}
+	}
+	// Room for the whole state (9 integers and ≤ 3 offsets per request, 4 integers
+	// per in-flight entry) up front, so the appends below do not grow.
+	n := len(s.running) + s.waitingLen() + len(s.incoming) - s.inHead
+	ints = slices.Grow(ints, 9*n+4*len(s.cur().entries)+1)
+	fl = slices.Grow(fl, 3*n+2)
+	for _, ri := range s.running {
+		ints, fl = s.appendReqState(ints, fl, ri)
+	}
+	ints = append(ints, chunk)
+	for _, ri := range s.waiting[s.wHead:] {
+		ints, fl = s.appendReqState(ints, fl, ri)
+	}
+	for _, ri := range s.incoming[s.inHead:] {
+		r := &s.reqs[ri]
+		ints = append(ints, int64(r.isl), int64(r.osl))
+		fl = append(fl, r.arrival-s.now)
+	}
+	if !s.busy {
+		return ints, fl, true
+	}
+	for _, en := range s.cur().entries {
+		ints = append(ints, int64(pos[en.r]), int64(en.n), b2i(en.decode), b2i(en.emits))
+	}
 	s.clearPositions()
-	return ok
+	return ints, append(fl, s.curStart-s.now, s.curEnd-s.now), true
 }
 
 // runningPositions returns s.posBuf with each running request's position in
@@ -374,43 +401,6 @@ func (s *sim) clearPositions() {
 	for _, ri := range s.running {
 		s.posBuf[ri] = -1
 	}
-}
-
-// stateEncode appends the requests' part of an observable state of s
-// (stateObservable) after the header: integers to ints and time offsets from
-// the clock (arrivals, first and latest token, the pass in flight) to fl.
-func (s *sim) stateEncode(ints []int64, fl []float64) ([]int64, []float64) {
-	// Room for the whole state (9 integers and ≤ 3 offsets per request, 4 integers
-	// per in-flight entry) up front, so the appends below do not grow.
-	n := len(s.running) + s.waitingLen() + len(s.incoming) - s.inHead
-	ints = slices.Grow(ints, 9*n+4*len(s.cur().entries)+1)
-	fl = slices.Grow(fl, 3*n+2)
-	chunk := int64(-1)
-	for i, ri := range s.running {
-		if ri == s.chunked {
-			chunk = int64(i)
-		}
-		ints, fl = s.appendReqState(ints, fl, ri)
-	}
-	ints = append(ints, chunk)
-	for _, ri := range s.waiting[s.wHead:] {
-		ints, fl = s.appendReqState(ints, fl, ri)
-	}
-	for _, ri := range s.incoming[s.inHead:] {
-		r := &s.reqs[ri]
-		ints = append(ints, int64(r.isl), int64(r.osl))
-		fl = append(fl, r.arrival-s.now)
-	}
-	if !s.busy {
-		return ints, fl
-	}
-	// The pass in flight: each entry's request by its running position.
-	pos := s.runningPositions()
-	for _, en := range s.cur().entries {
-		ints = append(ints, int64(pos[en.r]), int64(en.n), b2i(en.decode), b2i(en.emits))
-	}
-	s.clearPositions()
-	return ints, append(fl, s.curStart-s.now, s.curEnd-s.now)
 }
 
 // appendReqState appends request ri's part of the state: its scheduling
