@@ -14,7 +14,7 @@ import (
 // drawBracketCase draws a random closed-loop tandem: backend and its prefill knobs
 // (chunking, budget, vLLM threshold, async), κ and batch caps, decode KV and
 // batch, NIC and NVLink placement, pull or push, handoff_in_ttft, linear or
-// roofline timing per pool, turnaround and stage time.
+// roofline timing per pool, turnaround and stage time, MTP drafts.
 func drawBracketCase(rt *rapid.T) (workload.Spec, Config) {
 	be := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
 	e, err := engine.Defaults(be, "")
@@ -68,6 +68,14 @@ func drawBracketCase(rt *rapid.T) (workload.Spec, Config) {
 	w := workload.Spec{ISL: isl, OSL: osl, Concurrency: rapid.IntRange(1, 12).Draw(rt, "C"),
 		TurnaroundMs: float64(rapid.IntRange(0, 2).Draw(rt, "turn"))}
 	c.Decode.KVCapacityTokens = deadlockFreeKV(e, c.Decode.KVCapacityTokens, isl, osl, w.Concurrency)
+	// MTP on both pools (TensorRT-LLM one-model MTP, SGLang EAGLE) for a third of
+	// the TensorRT-LLM and SGLang draws.
+	if be != engine.VLLM && rapid.IntRange(0, 2).Draw(rt, "mtp") == 0 {
+		k := rapid.IntRange(1, 3).Draw(rt, "drafts")
+		a := rapid.Float64Range(0, float64(k)).Draw(rt, "accepted")
+		c.Prefill.Engine.SetDrafts(k, a)
+		c.Decode.Engine.SetDrafts(k, a)
+	}
 	return w, c
 }
 

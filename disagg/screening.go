@@ -188,6 +188,18 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	if kv := c.Decode.KVCapacityTokens; kv > 0 {
 		capD = max(1, min(capD, c.decodeKVTokens()/c.reserveTokens(isl, osl)))
 	}
+	// MTP (TensorRT-LLM one-model MTP, SGLang EAGLE): a decode step emits
+	// engine.StepTokens tokens, so a request's osl − 1 decode-side tokens take
+	// steps ≤ osl − 1 passes (queueing.DecodeSteps); on an engine whose decode rows
+	// share the token budget a row takes 1 + drafts of it (T-R3).
+	de := c.Decode.Engine
+	steps := osl - 1
+	if de.DraftTokens > 0 && osl > 1 {
+		steps = queueing.DecodeSteps(de.DraftAccepted, 0, osl-1)
+		if de.Traits().SharedBudget {
+			capD = max(1, min(capD, de.TokenBudget()/(1+de.DraftTokens)))
+		}
+	}
 	slots := c.decodeSlots() // S-D2: requests a decode worker holds from their preallocation on
 	ctx := isl + max(osl/2, 1)
 	demand := math.Inf(1)
@@ -206,7 +218,7 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 			return nil, err
 		}
 		tx = t1 * math.Min(fanIn, math.Max(1, float64(bP)))
-		dec := float64(osl-1) * tD
+		dec := float64(steps) * tD
 		xP := nP * float64(bP) / (pB + tx)
 		xD := nD * float64(bD) / math.Max(dec+tx, 1e-9)
 		if slots > 0 { // a slot is held through the prefill as well (S-D2)
@@ -289,6 +301,12 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	switch {
 	case osl <= 1:
 		rep.ITL = queueing.PointMass(0)
+	case steps < osl-1: // MTP: a step's accepted drafts arrive with its token (gaps of 0)
+		atoms := []queueing.Atom{{Value: first, Weight: 1}, {Value: 0, Weight: float64(osl - 1 - steps)}}
+		if steps > 1 {
+			atoms = append(atoms, queueing.Atom{Value: tD, Weight: float64(steps - 1)})
+		}
+		rep.ITL, _ = queueing.NewDistribution(atoms)
 	case osl == 2:
 		rep.ITL = queueing.PointMass(first)
 	default:
@@ -296,12 +314,12 @@ func (s *Screener) Screen(w workload.Spec, c Config) (*Report, error) {
 	}
 	tpot := 0.0
 	if osl > 1 {
-		tpot = (float64(osl-2)*tD + first) / float64(osl-1)
+		tpot = (float64(steps-1)*tD + first) / float64(osl-1)
 	}
 	rep.TPOT = queueing.PointMass(tpot)
 	e2e := ttft.Mean() + float64(osl-1)*tpot
 	if visibleLate {
-		e2e = ttft.Mean() + float64(osl-1)*tD
+		e2e = ttft.Mean() + float64(steps)*tD
 	}
 	rep.E2E = queueing.PointMass(e2e)
 	rep.KVTransfer = queueing.PointMass(tx)
@@ -533,8 +551,8 @@ func (s *Screener) ttftHi(c *Config, w workload.Spec) (float64, bool, error) {
 			bD := seqCapOf(c.Decode, 0)
 			rows := min(bD, onD)
 			de := c.Decode.Engine
-			if de.Traits().SharedBudget && rows > de.TokenBudget() {
-				return 0, false, nil // not every running row gets its token each pass
+			if de.Traits().SharedBudget && rows*(1+de.DraftTokens) > de.TokenBudget() {
+				return 0, false, nil // not every running row gets its step each pass (T-R3: 1 + drafts tokens)
 			}
 			asyncD := 0
 			if de.AsyncScheduling {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -75,4 +76,50 @@ func TestIdentity1P1D(t *testing.T) {
 	if got := r.ITL.Max(); !near(got, 3.1) {
 		t.Errorf("handoff_in_ttft: ITL max %v, want 3.1", got)
 	}
+}
+
+// TestIdentity1P1DMTP: TensorRT-LLM one-model MTP on both pools at C = 1 (one
+// draft, 0.5 accepted: the m-th decode step emits engine.StepTokens(0.5, m) =
+// 1, 2, 1, 2, … tokens). The decode worker's 9 tokens take 6 steps (1 + 2 + 1
+// + 2 + 1 + 2 = 9): 3 of the 9 ITL gaps are 0 (the accepted drafts, with
+// their step's token), in the tandem and in the screening tier, whose TPOT
+// (the first gap and 5 decode passes over 9 tokens) is the tandem's at C = 1.
+func TestIdentity1P1DMTP(t *testing.T) {
+	c := testConfig(t, 1, 1)
+	e, err := engine.Defaults(engine.TRTLLM, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetDrafts(1, 0.5)
+	c.Prefill.Engine, c.Decode.Engine = e, e
+	w := workload.Spec{ISL: 1000, OSL: 10, Concurrency: 1}
+	r := eval(t, w, c)
+	steps := queueing.DecodeSteps(0.5, 0, 9)
+	if steps != 6 {
+		t.Fatalf("DecodeSteps(0.5, 0, 9) = %d, want 6", steps)
+	}
+	if got, want := zeroMass(r.ITL), 3.0/9; !near(got, want) {
+		t.Errorf("ITL mass at 0: %v, want %v (3 accepted drafts of 9 tokens)", got, want)
+	}
+	s, err := Screening(w, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := zeroMass(s.ITL), 3.0/9; !near(got, want) {
+		t.Errorf("screening ITL mass at 0: %v, want %v", got, want)
+	}
+	if q, sc := r.TPOT.Mean(), s.TPOT.Mean(); !near(q, sc) {
+		t.Errorf("TPOT: quantitative %v, screening %v (C = 1: the same passes)", q, sc)
+	}
+}
+
+// zeroMass is the share of d's weight on the value 0.
+func zeroMass(d queueing.Distribution) float64 {
+	z := 0.0
+	for _, a := range d.Atoms() {
+		if a.Value == 0 {
+			z += a.Weight
+		}
+	}
+	return z / d.TotalWeight()
 }

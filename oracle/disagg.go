@@ -92,9 +92,6 @@ func (c *DisaggConfig) Validate() error {
 		if p.p.Engine.EnablePrefixCaching {
 			return fmt.Errorf("disagg %s engine enable_prefix_caching: prefix caching is not simulated in disaggregated runs; set it to false", p.name)
 		}
-		if p.p.Engine.DraftTokens > 0 {
-			return fmt.Errorf("disagg %s engine draft_tokens = %d: MTP is not simulated in disaggregated runs; drop the drafts", p.name, p.p.Engine.DraftTokens)
-		}
 		if p.p.GPUsPerWorker < 0 || p.p.InFlightCap < 0 {
 			return fmt.Errorf("disagg %s gpus_per_worker = %d, in_flight_cap = %d: must be ≥ 0", p.name, p.p.GPUsPerWorker, p.p.InFlightCap)
 		}

@@ -241,7 +241,7 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 		}
 		// Steps after the in-flight one until the row schedules its final token.
 		left := r.osl - r.gSched
-		k = min(k, decodeSteps(a, int(r.steps), left))
+		k = min(k, DecodeSteps(a, int(r.steps), left))
 		rows = append(rows, draftRow{r: en.r, m: int(r.steps), left: left})
 	}
 	s.draftBuf = rows

@@ -13,7 +13,7 @@ import (
 
 // TestStepTokensMean: the m-th MTP step emits 1 + ⌊m·a⌋ − ⌊(m−1)·a⌋ tokens, so
 // m steps emit m + ⌊m·a⌋ (the mean acceptance exactly), each step between 1 and
-// 1 + ⌈a⌉; decodeSteps inverts it, from the first step or any later one.
+// 1 + ⌈a⌉; DecodeSteps inverts it, from the first step or any later one.
 func TestStepTokensMean(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		k := rapid.IntRange(1, 4).Draw(rt, "k")
@@ -29,15 +29,15 @@ func TestStepTokensMean(t *testing.T) {
 			if want := m + int(math.Floor(float64(m)*a)); sum != want {
 				rt.Fatalf("%d steps at %v emit %d tokens, want %d", m, a, sum, want)
 			}
-			if d := decodeSteps(a, 0, sum); d != m {
-				rt.Fatalf("decodeSteps(%v, 0, %d) = %d, want %d", a, sum, d, m)
+			if d := DecodeSteps(a, 0, sum); d != m {
+				rt.Fatalf("DecodeSteps(%v, 0, %d) = %d, want %d", a, sum, d, m)
 			}
 			if m == m0 {
 				sum0 = sum
 			}
 			if m > m0 {
-				if d := decodeSteps(a, m0, sum-sum0); d != m-m0 {
-					rt.Fatalf("decodeSteps(%v, %d, %d) = %d, want %d", a, m0, sum-sum0, d, m-m0)
+				if d := DecodeSteps(a, m0, sum-sum0); d != m-m0 {
+					rt.Fatalf("DecodeSteps(%v, %d, %d) = %d, want %d", a, m0, sum-sum0, d, m-m0)
 				}
 			}
 		}

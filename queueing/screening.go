@@ -97,7 +97,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	I := float64(isl - prefix)
 	// Tokens and passes: O counts a request's output passes (its first token, then
 	// one per decode step) and tok its output tokens; they differ under MTP, whose
-	// steps emit engine.StepTokens each (decodeSteps). Pass counts read O; KV,
+	// steps emit engine.StepTokens each (DecodeSteps). Pass counts read O; KV,
 	// contexts and token rates read tok.
 	tok := b.meanOSL
 	O := outputPasses(e, w, tok)

@@ -156,7 +156,7 @@ func staircase(pr *pricer, e engine.Spec, w workload.Spec, s scr, first float64,
 // together (the turnaround is the same for all) — forever. The cycle is one pass of
 // C·(isl − prefix) prefill tokens and osl − 1 decode-only passes of C rows; every
 // TTFT is that prefill pass and every gap that decode pass. steps is a request's
-// decode steps: osl − 1, fewer under MTP (decodeSteps).
+// decode steps: osl − 1, fewer under MTP (DecodeSteps).
 func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl, prefix, osl, steps int, lo float64) (*Report, bool) {
 	C := w.Concurrency
 	if C <= 0 || len(w.ISLQuantiles) > 0 || len(w.OSLQuantiles) > 0 || C > effSeqCap(e, isl, prefix, osl) {
@@ -222,26 +222,26 @@ func lockedCohort(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, isl
 
 // outputPasses is a request's mean number of output passes — its first token's and
 // one per decode step — for mean output length tok: tok without MTP; with drafts
-// 1 + decodeSteps of each output length (averaged over the W2 strata).
+// 1 + DecodeSteps of each output length (averaged over the W2 strata).
 func outputPasses(e engine.Spec, w workload.Spec, tok float64) float64 {
 	if e.DraftTokens == 0 {
 		return tok
 	}
 	if len(w.OSLQuantiles) == 0 {
-		return float64(1 + decodeSteps(e.DraftAccepted, 0, w.OSL-1))
+		return float64(1 + DecodeSteps(e.DraftAccepted, 0, w.OSL-1))
 	}
 	sum := 0
 	for _, o := range w.OSLQuantiles {
-		sum += decodeSteps(e.DraftAccepted, 0, o-1)
+		sum += DecodeSteps(e.DraftAccepted, 0, o-1)
 	}
 	return 1 + float64(sum)/float64(len(w.OSLQuantiles))
 }
 
-// decodeSteps is the number of MTP decode steps after step m that schedule n
+// DecodeSteps is the number of MTP decode steps after step m that schedule n
 // more tokens when the i-th step emits engine.StepTokens(accepted, i), the last
 // one capped (the calendars' rule): the smallest j with
 // j + ⌊(m + j)·a⌋ − ⌊m·a⌋ ≥ n (0 when n ≤ 0).
-func decodeSteps(accepted float64, m, n int) int {
+func DecodeSteps(accepted float64, m, n int) int {
 	if n <= 0 {
 		return 0
 	}

@@ -43,7 +43,9 @@ type Kernel struct {
 	staged int
 
 	// OnToken, when set, is called for every emitted output token of request id at
-	// time t; prev is the time of its previous token (−1 for its first).
+	// time t; prev is the time of its previous token (−1 for its first). Under MTP
+	// (engine.Spec.DraftTokens: TensorRT-LLM's one-model MTP, SGLang's EAGLE) a
+	// decode step's accepted drafts arrive with its token, each with prev = t.
 	OnToken func(id int, prev, t float64)
 	// OnFinish, when set, is called when request id emits its last token at t.
 	OnFinish func(id int, t float64)
@@ -110,9 +112,6 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	}
 	if o.SeqCap < 0 || o.InFlightCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d, in-flight cap = %d: must be ≥ 0", o.SeqCap, o.InFlightCap))
-	}
-	if e.DraftTokens > 0 {
-		return nil, inputErr(fmt.Errorf("engine draft_tokens = %d: MTP is not modelled in disaggregated serving (a kernel); drop the drafts", e.DraftTokens))
 	}
 	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV() || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
 		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM without hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
@@ -332,6 +331,11 @@ func (k *Kernel) onPass(s *sim, p *simPass, start, end float64) {
 			prev = r.last
 		}
 		k.OnToken(int(en.r), prev, end)
+	}
+	for _, x := range p.extra { // MTP: each step's accepted drafts, with its token (emitMore)
+		for range x.more {
+			k.OnToken(int(x.r), end, end)
+		}
 	}
 }
 

@@ -104,7 +104,7 @@ func TestDisaggFoundByFiniteProperty(t *testing.T) {
 // random properties against the DES: worker counts, prefill and decode batch
 // caps, κ, handoff in TTFT, push or pull (vLLM), a binding vLLM decode KV free of
 // the pulled-prompt deadlock, or a TensorRT-LLM one of whole blocks plus a
-// partial block neither side can use.
+// partial block neither side can use, and MTP drafts (TensorRT-LLM, SGLang).
 func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) {
 	b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
 	isl := rapid.IntRange(16, 1024).Draw(rt, "isl")
@@ -138,6 +138,18 @@ func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) 
 		bs := e.BlockSize
 		r := (isl + osl + bs - 1) / bs
 		c.Decode.KVCapacityTokens = bs*rapid.IntRange(r, (C+1)*r).Draw(rt, "kvblocks") + rapid.IntRange(0, bs-1).Draw(rt, "kvextra")
+	}
+	// MTP on both pools (TensorRT-LLM one-model MTP, SGLang EAGLE) for a third of
+	// the TensorRT-LLM and SGLang draws, with a TensorRT-LLM decode budget that
+	// may bind the 1 + drafts tokens of each row (T-R3).
+	if b != engine.VLLM && rapid.IntRange(0, 2).Draw(rt, "mtp") == 0 {
+		k := rapid.IntRange(1, 3).Draw(rt, "drafts")
+		a := rapid.Float64Range(0, float64(k)).Draw(rt, "accepted")
+		c.Prefill.Engine.SetDrafts(k, a)
+		c.Decode.Engine.SetDrafts(k, a)
+		if b == engine.TRTLLM && rapid.Bool().Draw(rt, "tightbudget") {
+			c.Decode.Engine.MaxNumTokens = rapid.IntRange(1, 4).Draw(rt, "budgetblocks") * c.Decode.Engine.BlockSize
+		}
 	}
 	return b, c, isl, osl, C
 }

@@ -116,5 +116,38 @@ func DisaggFamilies() []DisaggFamily {
 	c = tandemConfig(1, 1, sglEngine(), 50)
 	c.Decode.BatchCap = 4
 	add("decode-slot-bound 1P1D sglang c16 isl2048 osl256 dcap4", DisaggFamily{Spec: closed(2048, 256, 0, 16), Config: c})
+	fs = append(fs, DisaggMTPFamilies()...)
 	return fs
+}
+
+// drafted is e with k MTP draft tokens per decode step and a of them accepted on
+// average (engine.Spec.SetDrafts: SGLang's EAGLE also turns the overlap scheduler
+// and mixed chunk off).
+func drafted(e engine.Spec, k int, a float64) engine.Spec {
+	e.SetDrafts(k, a)
+	return e
+}
+
+// DisaggMTPFamilies are the disaggregated families with MTP on both pools, as
+// aiconfigurator's generator deploys it (speculative_config on the prefill and
+// the decode engine): a decode step emits engine.StepTokens tokens, the accepted
+// drafts with its token; TensorRT-LLM charges a decode row 1 + drafts of
+// max_num_tokens (T-R3), which the budget-bound family makes bind (the
+// generator's decode max_num_tokens is the batch, rounded to a block).
+func DisaggMTPFamilies() []DisaggFamily {
+	t1 := drafted(trtEngine(), 1, 0.85)
+	t3 := drafted(trtEngine(), 3, 1.7)
+	s1 := drafted(sglEngine(), 1, 0.7)
+	s2 := drafted(sglEngine(), 2, 1.2)
+	budget := tandemConfig(2, 1, t3, 50)
+	budget.Decode.Engine.MaxNumTokens = 32 // 8 rows of 1 + 3 tokens
+	slots := tandemConfig(1, 1, s2, 50)
+	slots.Decode.BatchCap = 4
+	return []DisaggFamily{
+		{Name: "MTP 1P1D trtllm k1 a0.85 c16 isl2048 osl256", Spec: closed(2048, 256, 0, 16), Config: tandemConfig(1, 1, t1, 50)},
+		{Name: "MTP budget-bound 2P1D trtllm k3 a1.7 c32 isl2048 osl256 dtok32", Spec: closed(2048, 256, 0, 32), Config: budget},
+		{Name: "EAGLE 1P1D sglang k1 a0.7 c16 isl2048 osl256", Spec: closed(2048, 256, 0, 16), Config: tandemConfig(1, 1, s1, 50)},
+		{Name: "EAGLE decode-slot-bound 1P1D sglang k2 a1.2 c16 isl2048 osl256 dcap4", Spec: closed(2048, 256, 0, 16), Config: slots},
+		{Name: "MTP open 1P1D trtllm k1 a0.85 6rps isl2048 osl256", Spec: open(2048, 256, 0, 6, 2048), Config: tandemConfig(1, 1, t1, 50)},
+	}
 }
