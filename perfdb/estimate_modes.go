@@ -276,6 +276,13 @@ type DisaggInput struct {
 	PrefillCorrection            float64 // default 1.1
 	DecodeCorrection             float64 // default 1.08
 	Stride                       int     // static stride of both workers (default 32)
+	// DecodeTokensPerIter is the MTP acceptance, as AggInput's: output tokens
+	// one decode iteration yields on average, in [1, nextn+1]; 0 means 1. The
+	// decode worker's iteration is priced at nextn + 1 rows per request and its
+	// row projected as aiconfigurator projects a decode summary
+	// (SpeculativeDecodingProfile.project_summary, role decode): TPOT divided,
+	// seq/s and tokens/s/user multiplied by it, rounded to 3 decimals again.
+	DecodeTokensPerIter float64
 }
 
 // DisaggResult is a disagg row (rounded to 3 decimals as the reference).
@@ -327,6 +334,13 @@ func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
 	if pc < 0 || dc < 0 {
 		return DisaggResult{}, fmt.Errorf("--prefill-correction %v / --decode-correction %v: must be > 0", pc, dc)
 	}
+	progress := in.DecodeTokensPerIter
+	if progress == 0 {
+		progress = 1
+	}
+	if math.IsNaN(progress) || progress < 1 || progress > float64(dec.cfg.Nextn+1) {
+		return DisaggResult{}, fmt.Errorf("decode tokens per iteration %v: must lie in [1, nextn+1 = %d]; raise --nextn or lower the acceptance", in.DecodeTokensPerIter, dec.cfg.Nextn+1)
+	}
 	stride := in.Stride
 	if stride <= 0 {
 		stride = 32
@@ -343,6 +357,9 @@ func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
 	T := 0.0
 	if in.OSL > 1 {
 		T = round3(gen.LatencyMs * dc / float64(in.OSL-1))
+		if progress > 1 {
+			T = round3(T / progress)
+		}
 	}
 	r := DisaggResult{TTFTMs: round3(P * autoscaleTTFTFactor), TPOTMs: T,
 		RequestMs: round3(P*autoscaleTTFTFactor + T*float64(in.OSL-1))}
@@ -356,6 +373,9 @@ func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
 	if dLat := gen.LatencyMs * dc; in.OSL > 1 && dLat > 0 {
 		dSeq = round3(float64(in.DecodeBatch*dec.cfg.DP) / dLat * 1000 * float64(dec.cfg.PP))
 		r.TokensPerSPerUser = round3(1000 / (dLat / float64(in.OSL-1)))
+		if progress > 1 {
+			dSeq, r.TokensPerSPerUser = round3(dSeq*progress), round3(r.TokensPerSPerUser*progress)
+		}
 	}
 	seq := math.Min(pSeq*float64(in.PrefillWorkers)*prefillRateDegrade, dSeq*float64(in.DecodeWorkers)*decodeRateDegrade)
 	gpus := in.PrefillWorkers*pre.gpus() + in.DecodeWorkers*dec.gpus()

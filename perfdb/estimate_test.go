@@ -186,6 +186,44 @@ func TestDisaggIdentity(t *testing.T) {
 	}
 }
 
+// TestDisaggMTPProjection: with MTP the decode worker's row is projected as
+// aiconfigurator projects a decode summary (SpeculativeDecodingProfile,
+// role decode): TPOT divided by 1 + accepted and rounded again, the decode
+// seq/s and tokens/s/user multiplied; TTFT is the prefill worker's; an
+// acceptance outside [1, nextn + 1] is one error naming the fix.
+func TestDisaggMTPProjection(t *testing.T) {
+	e, err := newEstimator(fakeKernels{}, testSystem(), testModel(t), Config{Backend: "trtllm", TP: 8, MoEEP: 8, Nextn: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := DisaggInput{ISL: 1024, OSL: 256, PrefillBatch: 1, PrefillWorkers: 1, DecodeBatch: 16, DecodeWorkers: 4}
+	plain, err := Disagg(e, e, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.DecodeTokensPerIter = 1.85
+	mtp, err := Disagg(e, e, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := round3(plain.TPOTMs / 1.85); mtp.TPOTMs != want {
+		t.Errorf("MTP TPOT %v, want round3(%v / 1.85) = %v", mtp.TPOTMs, plain.TPOTMs, want)
+	}
+	if mtp.TTFTMs != plain.TTFTMs {
+		t.Errorf("MTP TTFT %v, want the prefill worker's %v", mtp.TTFTMs, plain.TTFTMs)
+	}
+	if want := round3(plain.TokensPerSPerUser * 1.85); !near(mtp.TokensPerSPerUser, want, 1e-3) {
+		t.Errorf("MTP tokens/s/user %v, want %v", mtp.TokensPerSPerUser, want)
+	}
+	if want := round3(plain.TTFTMs + mtp.TPOTMs*255); mtp.RequestMs != want {
+		t.Errorf("MTP request latency %v, want %v", mtp.RequestMs, want)
+	}
+	in.DecodeTokensPerIter = 2.5
+	if _, err := Disagg(e, e, in); err == nil || !strings.Contains(err.Error(), "decode tokens per iteration 2.5: must lie in [1, nextn+1 = 2]") {
+		t.Errorf("acceptance above nextn: %v", err)
+	}
+}
+
 // TestStaticTotal: static_total = rounded ctx + rounded gen, and the stride
 // quadrature weights steps by min(stride, osl−1−i).
 func TestStaticTotal(t *testing.T) {

@@ -47,9 +47,6 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 	if err := adj.Validate(); err != nil {
 		return workload.Spec{}, disagg.Config{}, kvPlan{}, err
 	}
-	if in.NextN > 0 {
-		return workload.Spec{}, disagg.Config{}, kvPlan{}, fmt.Errorf("nextn %d on a disaggregated point: MTP is modelled for aggregated TensorRT-LLM and SGLang only", in.NextN)
-	}
 	var c disagg.Config
 	var dk kvPlan
 	pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
@@ -71,6 +68,18 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 	pe, de, err := disaggEngines(in)
 	if err != nil {
 		return workload.Spec{}, c, dk, err
+	}
+	// MTP is the point's, on both pools as aiconfigurator's generator deploys it
+	// (speculative_config on the prefill and the decode engine): the decode
+	// engine schedules the drafts and their acceptance (T-R3, S-R3 under EAGLE),
+	// and each pool's pass timing prices the MTP layers (WorkerConfig's Nextn).
+	for _, e := range []*engine.Spec{&pe, &de} {
+		e.SetDrafts(in.NextN, in.NextNAccepted)
+		if in.NextN > 0 {
+			if err := e.Validate(); err != nil {
+				return workload.Spec{}, c, dk, fmt.Errorf("disagg %s: %w", in.Parallel(), err)
+			}
+		}
 	}
 	kvb, err := disagg.KVBytesPerLink(pre, in.PTP, in.DTP)
 	if err != nil {

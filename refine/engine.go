@@ -124,6 +124,13 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 			if err != nil {
 				return fmt.Errorf("decode engine of %s: %w", p.Parallel(), err)
 			}
+			if p.NextN > 0 && de.Backend == engine.SGLang {
+				// EAGLE on both servers, as in an agg row: the recorded engines are
+				// the ones that run (SetDrafts; disaggSetup sets the drafts of
+				// every backend).
+				pe.SetDrafts(p.NextN, p.NextNAccepted)
+				de.SetDrafts(p.NextN, p.NextNAccepted)
+			}
 			r.Prefill, r.Decode = &pe, &de
 		}
 		if err := wholePromptFits(r, *p); err != nil {

@@ -570,8 +570,12 @@ func (p *PerfdbEvaluator) Legacy(ctx context.Context, in store.PointInputs) (sto
 		if err != nil {
 			return store.Legacy{}, err
 		}
-		r, err := perfdb.Disagg(pre, dec, perfdb.DisaggInput{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix,
-			PrefillBatch: in.PBatch, PrefillWorkers: in.PWorkers, DecodeBatch: in.DBatch, DecodeWorkers: in.DWorkers})
+		di := perfdb.DisaggInput{ISL: in.ISL, OSL: in.OSL, Prefix: in.Prefix,
+			PrefillBatch: in.PBatch, PrefillWorkers: in.PWorkers, DecodeBatch: in.DBatch, DecodeWorkers: in.DWorkers}
+		if in.NextN > 0 { // the decode summary's MTP projection: 1 + accepted tokens per iteration
+			di.DecodeTokensPerIter = 1 + in.NextNAccepted
+		}
+		r, err := perfdb.Disagg(pre, dec, di)
 		if errors.Is(err, perfdb.ErrOOM) {
 			return store.Legacy{OOM: true, Concurrency: in.DBatch * in.DWorkers}, nil
 		}

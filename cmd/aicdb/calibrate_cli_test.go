@@ -212,7 +212,7 @@ func TestAccuracyMTP(t *testing.T) {
 	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "tpot_mean", "--nextn", "1", "--nextn-accepted", "0.85"); code != 0 {
 		t.Fatalf("accuracy --nextn: %d %q", code, errs)
 	}
-	want := "backend,predicted is not null,\"substr(reason, 1, 40)\"\ntrtllm,1,\nvllm,0,--nextn 1: MTP is modelled for aggregate"
+	want := "backend,predicted is not null,\"substr(reason, 1, 40)\"\ntrtllm,1,\nvllm,0,--nextn 1: MTP is modelled for TensorRT-"
 	if got := tpot(); got != want {
 		t.Errorf("accuracy --nextn 1:\n%s\nwant\n%s", got, want)
 	}

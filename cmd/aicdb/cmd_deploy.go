@@ -114,6 +114,20 @@ func runDeploy(c *cli.Context) error {
 		e     *engine.Spec
 		d     engineconf.Deployment
 	}
+	// MTP is the point's (refine's pointEngine, disaggSetup: on every engine of
+	// the row): each engine renders its drafts.
+	drafted := func(e *engine.Spec) *engine.Spec {
+		if e == nil || in.NextN == 0 {
+			return e
+		}
+		m := *e
+		m.SetDrafts(in.NextN, in.NextNAccepted)
+		return &m
+	}
+	if in.NextN > 0 {
+		fmt.Fprintf(w, "# MTP: %d draft tokens per decode step, predicted at %s accepted per step (measured for the model and data; not an engine key)\n",
+			in.NextN, strconv.FormatFloat(in.NextNAccepted, 'g', -1, 64))
+	}
 	var ws []worker
 	if in.Mode == store.ModeDisagg {
 		pl, err := poolLayout(in, in.PTP, in.PPP, in.PDP)
@@ -125,21 +139,13 @@ func runDeploy(c *cli.Context) error {
 			return fmt.Errorf("deploy row %s: %w", p.Key[:12], err)
 		}
 		ws = []worker{
-			{fmt.Sprintf("prefill workers: %d × (tp %d, pp %d, dp %d)", in.PWorkers, in.PTP, in.PPP, in.PDP), r.Prefill,
+			{fmt.Sprintf("prefill workers: %d × (tp %d, pp %d, dp %d)", in.PWorkers, in.PTP, in.PPP, in.PDP), drafted(r.Prefill),
 				engineconf.Deployment{Model: in.Model, Layout: pl, ExtraYAMLPath: "prefill_extra_llm_api_options.yaml"}},
-			{fmt.Sprintf("decode workers: %d × (tp %d, pp %d, dp %d)", in.DWorkers, in.DTP, in.DPP, in.DDP), r.Decode,
+			{fmt.Sprintf("decode workers: %d × (tp %d, pp %d, dp %d)", in.DWorkers, in.DTP, in.DPP, in.DDP), drafted(r.Decode),
 				engineconf.Deployment{Model: in.Model, Layout: dl, ExtraYAMLPath: "decode_extra_llm_api_options.yaml"}},
 		}
 	} else {
-		e := r.Engine
-		if e != nil && in.NextN > 0 { // MTP is the point's (refine's pointEngine)
-			m := *e
-			m.SetDrafts(in.NextN, in.NextNAccepted)
-			e = &m
-			fmt.Fprintf(w, "# MTP: %d draft tokens per decode step, predicted at %s accepted per step (measured for the model and data; not an engine key)\n",
-				in.NextN, strconv.FormatFloat(in.NextNAccepted, 'g', -1, 64))
-		}
-		ws = []worker{{"", e, engineconf.Deployment{Model: in.Model, Layout: engineconf.Layout{TP: in.TP, PP: in.PP, DP: in.DP, MoETP: in.MoETP, MoEEP: in.MoEEP}}}}
+		ws = []worker{{"", drafted(r.Engine), engineconf.Deployment{Model: in.Model, Layout: engineconf.Layout{TP: in.TP, PP: in.PP, DP: in.DP, MoETP: in.MoETP, MoEEP: in.MoEEP}}}}
 	}
 	for i, x := range ws {
 		if x.e == nil {

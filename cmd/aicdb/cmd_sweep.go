@@ -146,8 +146,8 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 	if s.NextN, s.NextNAccepted, err = readMTP(c); err != nil {
 		return s, err
 	}
-	if s.NextN > 0 && (mode != "agg" || !engine.DraftsModelled(engine.Backend(s.Backend))) {
-		return s, userErrorf("--nextn %d: MTP is modelled for aggregated TensorRT-LLM and SGLang only (--backend trtllm or sglang, --mode agg)", s.NextN)
+	if s.NextN > 0 && !engine.DraftsModelled(engine.Backend(s.Backend)) {
+		return s, userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend trtllm or sglang), not %s; drop --nextn", s.NextN, s.Backend)
 	}
 	s.Modes = []string{mode}
 	if mode == "all" {

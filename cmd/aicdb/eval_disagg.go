@@ -55,10 +55,13 @@ func checkAggFlags(c *cli.Context) error {
 
 // runEvalDisagg evaluates one disaggregated operating point.
 func runEvalDisagg(c *cli.Context) error {
-	for _, f := range []string{"stagger-phases", "dp", "kv-capacity-tokens", "calibration", "deployed-version", "nextn", "nextn-accepted"} {
+	for _, f := range []string{"stagger-phases", "dp", "kv-capacity-tokens", "calibration", "deployed-version"} {
 		if c.IsSet(f) {
 			return userErrorf("--%s: not read by --mode disagg (see aicdb eval --help for the disagg flags)", f)
 		}
+	}
+	if err := checkMTPFlags(c); err != nil {
+		return err
 	}
 	if err := checkFormat(c.String("format")); err != nil {
 		return err
@@ -120,6 +123,19 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 		return cfg, nil, 0, userErrorf("timing: give either --timing linear|roofline (synthetic) or --model with --system, --backend and --prefill-tp/--decode-tp (perf database)")
 	}
 	backend, version := dep.Backend, dep.Version
+	if synthetic {
+		if be := c.String("backend-engine"); be != "" {
+			backend = be
+		}
+		if backend == "" {
+			backend = string(engine.VLLM)
+		}
+	}
+	// --nextn, else the engine config's drafts: MTP on both pools, as
+	// aiconfigurator's generator deploys it (speculative_config on the prefill
+	// and the decode engine); with the perf database each pool's pass timing
+	// prices the MTP layers and the decode rows' drafts.
+	dep.NextN = evalDrafts(c, backend)
 	var pts []*perfdb.PassTiming
 	gpus := 0
 	if synthetic {
@@ -128,12 +144,6 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 			return cfg, nil, 0, err
 		}
 		cfg.Prefill.Timing, cfg.Decode.Timing = t, t
-		if be := c.String("backend-engine"); be != "" {
-			backend = be
-		}
-		if backend == "" {
-			backend = string(engine.VLLM)
-		}
 		for _, f := range []string{"kv-bytes-per-token", "inter-node-gbps"} {
 			if !c.IsSet(f) {
 				return cfg, nil, 0, userErrorf("--mode disagg --timing: --%s is required", f)
@@ -158,7 +168,7 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 	if c.IsSet("kv-capacity-tokens") {
 		return cfg, nil, 0, userErrorf("--kv-capacity-tokens: with --mode disagg use --decode-kv-capacity-tokens")
 	}
-	if err := disaggEngines(c, backend, version, w, pts, &cfg); err != nil {
+	if err := disaggEngines(c, backend, version, dep.NextN, w, pts, &cfg); err != nil {
 		return cfg, nil, 0, err
 	}
 	if err := cfg.Validate(w); err != nil {
@@ -176,9 +186,11 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 // max_tokens, SGLang max_total_tokens or cuda_graph_max_bs) size each pool as
 // a sweep's row (refine.DeployedPool): a worker that cannot hold one request
 // is refused, and the decode pool replaces the disagg rule's unless
-// --decode-kv-capacity-tokens is given.
-func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts []*perfdb.PassTiming, cfg *disagg.Config) error {
-	in := queueing.ProfileInput{Backend: backend, Version: version, ISL: w.ISL, OSL: w.OSL}
+// --decode-kv-capacity-tokens is given. Both pools run the drafts MTP drafts
+// (--nextn or the config's speculative_config, with --nextn-accepted), which
+// the perf database's pass timings (pts) priced.
+func disaggEngines(c *cli.Context, backend, version string, drafts int, w workload.Spec, pts []*perfdb.PassTiming, cfg *disagg.Config) error {
+	in := queueing.ProfileInput{Backend: backend, Version: version, ISL: w.ISL, OSL: w.OSL, Drafts: drafts}
 	if len(pts) > 0 {
 		in.GPUMemBytes = pts[0].Estimator().System().MemCapacity // SGLang sizes chunked_prefill_size from it
 	}
@@ -201,6 +213,9 @@ func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts
 		rules queueing.ProfileInput
 		osl   int
 	}{{"prefill", &es[0], pin, 1}, {"decode", &es[1], din, osl}}
+	if err := checkConfigDrafts(c, es[1]); err != nil {
+		return err
+	}
 	for i, p := range pools {
 		if len(pts) > 0 {
 			if err := checkKVDtype(pts[i], *p.e); err != nil {
@@ -209,6 +224,9 @@ func disaggEngines(c *cli.Context, backend, version string, w workload.Spec, pts
 		}
 		if err := applyEngineFlags(c, p.e); err != nil {
 			return err
+		}
+		if len(pts) > 0 && p.e.DraftTokens != drafts {
+			return fmt.Errorf("eval: the %s engine runs %d MTP drafts, the pass timing priced %d (configDrafts disagrees with resolveEngines)", p.name, p.e.DraftTokens, drafts)
 		}
 		if !hasMemoryKeys(*p.e) {
 			continue

@@ -70,3 +70,56 @@ func TestEvalDisaggBadInput(t *testing.T) {
 		t.Errorf("--mode split: exit %d, %q", code, errs)
 	}
 }
+
+// TestEvalDisaggMTP: --nextn with --mode disagg runs MTP on both pools (a
+// decode step emits engine.StepTokens tokens, the accepted drafts with its
+// token): at isl 1000, osl 10 and one draft always accepted, a request's 9
+// decode-side tokens take 5 steps instead of 9 — the first gap (a decode pass
+// after the handoff) and 4 passes, the other 4 tokens gaps of 0 — at both
+// tiers; a TensorRT-LLM config's speculative_config gives the same drafts as
+// the flags; vLLM and a missing acceptance are one line each.
+func TestEvalDisaggMTP(t *testing.T) {
+	run := func(extra ...string) map[string]map[string]any {
+		t.Helper()
+		args := append(append(append([]string{}, disaggArgs...), "--concurrency", "1", "--tier", "both", "--backend-engine", "trtllm"), extra...)
+		code, out, errs := evalRun(args...)
+		if code != 0 {
+			t.Fatalf("eval %v: exit %d: %s", extra, code, errs)
+		}
+		var m map[string]map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		return m
+	}
+	plain, mtp := run(), run("--nextn", "1", "--nextn-accepted", "1")
+	for _, tier := range []string{"screening", "quantitative"} {
+		// The same pass lengths at C = 1 (the synthetic timing prices no
+		// drafts): TPOT = (first + 8·t)/9 plain, (first + 4·t)/9 with MTP.
+		p, q, tD := plain[tier]["tpot_mean"].(float64), mtp[tier]["tpot_mean"].(float64), plain[tier]["itl_p50"].(float64)
+		if want := p - 4*tD/9; math.Abs(q-want) > 1e-9*p {
+			t.Errorf("%s: TPOT %v with MTP, want %v (plain %v, decode pass %v)", tier, q, want, p, tD)
+		}
+		if m := mtp[tier]["itl_mean"].(float64); math.Abs(m-q) > 1e-9*q {
+			t.Errorf("%s: ITL mean %v, want the TPOT %v (the 4 accepted drafts are gaps of 0)", tier, m, q)
+		}
+	}
+	dir := t.TempDir()
+	cfg := writeTestFile(t, dir, "mtp.yaml", "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 1\n")
+	if fromCfg := run("--engine-config", cfg, "--nextn-accepted", "1"); fromCfg["quantitative"]["tpot_mean"] != mtp["quantitative"]["tpot_mean"] {
+		t.Errorf("--engine-config mtp.yaml: TPOT %v, --nextn 1: %v", fromCfg["quantitative"]["tpot_mean"], mtp["quantitative"]["tpot_mean"])
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--backend-engine", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend-engine trtllm or sglang), not vllm"},
+		{[]string{"--backend-engine", "trtllm", "--nextn", "2"}, "aicdb: --nextn 2: give --nextn-accepted"},
+		{[]string{"--backend-engine", "sglang", "--engine-config", cfg}, "--engine-config"},
+	} {
+		code, out, errs := evalRun(append(append(append([]string{}, disaggArgs...), "--concurrency", "1"), tc.args...)...)
+		if code != 1 || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}

@@ -59,7 +59,8 @@ func TestEvalMTP(t *testing.T) {
 	}
 }
 
-// TestSweepMTPRefusals: sweep --nextn runs aggregated TensorRT-LLM and SGLang sweeps only,
+// TestSweepMTPRefusals: sweep --nextn runs TensorRT-LLM and SGLang sweeps only
+// (aggregated or disaggregated: the flags pass on to the store, absent here),
 // and needs an acceptance; each mistake is one line, exit 1.
 func TestSweepMTPRefusals(t *testing.T) {
 	base := []string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--total-gpus", "8", "--isl", "4000", "--osl", "500"}
@@ -67,9 +68,10 @@ func TestSweepMTPRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--backend", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM and SGLang only"},
-		{[]string{"--backend", "trtllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM and SGLang only"},
-		{[]string{"--backend", "sglang", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for aggregated TensorRT-LLM and SGLang only"},
+		{[]string{"--backend", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend trtllm or sglang), not vllm; drop --nextn"},
+		{[]string{"--backend", "vllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only"},
+		{[]string{"--backend", "trtllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: store "},
+		{[]string{"--backend", "sglang", "--mode", "all", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: store "},
 		{[]string{"--backend", "trtllm", "--nextn", "2"}, "aicdb: --nextn 2: give --nextn-accepted"},
 	} {
 		code, _, errb := runCLI(t, append(append([]string{}, base...), c.args...)...)
@@ -144,5 +146,40 @@ func TestEvalMTPFromEngineConfig(t *testing.T) {
 		"--isl", "4000", "--osl", "500", "--engine-config", mtp)
 	if want := "sets 1 MTP draft tokens per decode step (speculative decoding); sweep: give --nextn N --nextn-accepted A instead"; code != 1 || !strings.Contains(errb, want) {
 		t.Errorf("sweep --engine-config mtp.yaml: exit %d, stderr %q; want %q", code, errb, want)
+	}
+}
+
+// TestEvalDisaggMTPPerfData: with the perf database, --mode disagg --nextn
+// prices both pools with the MTP layers and the decode rows' drafts (as
+// --nextn does an agg point), a config's speculative_config reads the same,
+// and a model whose config names no MTP layers is refused in one line.
+func TestEvalDisaggMTPPerfData(t *testing.T) {
+	base := []string{"eval", "--mode", "disagg", "--system", "h200_sxm", "--backend", "trtllm", "--prefill-tp", "8", "--decode-tp", "8",
+		"--concurrency", "16", "--isl", "2000", "--osl", "300", "--tier", "quantitative", "--format", "json"}
+	tpot := func(args ...string) (float64, string) {
+		t.Helper()
+		code, out, errb := runCLI(t, append(slices.Clone(base), args...)...)
+		if code != 0 {
+			t.Fatalf("eval %v: exit %d: %s", args, code, errb)
+		}
+		var row map[string]any
+		if err := json.Unmarshal([]byte(out), &row); err != nil {
+			t.Fatalf("eval %v: %v: %s", args, err, out)
+		}
+		return row["tpot_mean"].(float64), out
+	}
+	ds := []string{"--model", "deepseek-ai/DeepSeek-V3"}
+	plain, _ := tpot(ds...)
+	mtp, fromFlags := tpot(append(slices.Clone(ds), "--nextn", "1", "--nextn-accepted", "0.85")...)
+	if !(mtp < 0.75*plain) {
+		t.Errorf("disagg TPOT with one draft at 0.85 accepted %v, without %v: want ≥ 25 %% lower", mtp, plain)
+	}
+	cfg := writeTestFile(t, t.TempDir(), "mtp.yaml", "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 1\n")
+	if _, fromCfg := tpot(append(slices.Clone(ds), "--engine-config", cfg, "--nextn-accepted", "0.85")...); fromCfg != fromFlags {
+		t.Errorf("perf database: the config's MTP and --nextn 1 differ:\n%s\n%s", fromCfg, fromFlags)
+	}
+	code, _, errb := runCLI(t, append(slices.Clone(base), "--model", "Qwen/Qwen3-32B", "--nextn", "1", "--nextn-accepted", "0.85")...)
+	if want := "aicdb: --nextn 1: Qwen/Qwen3-32B has no MTP layers"; code != 1 || !strings.HasPrefix(errb, want) || strings.Count(errb, "\n") != 1 {
+		t.Errorf("eval --mode disagg --model Qwen/Qwen3-32B --nextn 1: exit %d, stderr %q; want one line starting %q", code, errb, want)
 	}
 }

@@ -311,12 +311,13 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		}
 		return t
 	}
-	if r.NextN > 0 && (m.Mode != store.ModeAgg || !engine.DraftsModelled(engine.Backend(m.Backend))) {
-		t.Reason = fmt.Sprintf("--nextn %d: MTP is modelled for aggregated TensorRT-LLM and SGLang rows only, not %s %s", r.NextN, m.Mode, m.Backend)
+	if r.NextN > 0 && !engine.DraftsModelled(engine.Backend(m.Backend)) {
+		t.Reason = fmt.Sprintf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang rows only, not %s", r.NextN, m.Backend)
 		return t
 	}
 	if m.Mode == store.ModeDisagg {
 		t = resolveDisagg(t, model, v, res, r.Ev.Name())
+		t.In.NextN, t.In.NextNAccepted = r.NextN, r.NextNAccepted // both pools (refine's disaggSetup)
 		if t.Reason == "" {
 			r.deployedPools(&t)
 		}
