@@ -271,6 +271,9 @@ func (c *Config) TimingLine() string {
 
 // warnsAt reports whether rule r's timing warning applies at canonical value v.
 func warnsAt(r rule, v string) bool {
+	if r.timingAny {
+		return true
+	}
 	if r.timingUnless != "" {
 		return v != r.timingUnless
 	}

@@ -435,6 +435,7 @@ func TestNeutralValuesAccepted(t *testing.T) {
 // enable_deterministic_inference) change no engine field and are warned about
 // when true; another scalar cuda_graph_config is refused.
 func TestTimingWarnedKeys(t *testing.T) {
+	kernelChoice := func(what string) string { return kernelChoiceKey(what).timing }
 	ar := "engine config: disable_custom_all_reduce: all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"
 	warn := "engine config: %s: passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
 	for _, c := range []struct {
@@ -452,6 +453,16 @@ func TestTimingWarnedKeys(t *testing.T) {
 		{"sglang", "enable_deterministic_inference: false\n", "", FormatCLI, "", false},
 		{"trtllm", "moe_config:\n  backend: CUTLASS\n", "", FormatYAML, "", false},
 		{"trtllm", "moe_config:\n  backend: trtllm\n", "engine config: moe_config.backend: the perf data times the CUTLASS MoE kernels, so predicted pass times with another MoE backend may be off in either direction", FormatYAML, "", false},
+		// Kernel choices aicdb does not match against the perf data: warned at
+		// any value (Round 20; they were listed harmless).
+		{"sglang", "--attention-backend trtllm_mla", "engine config: attention_backend: " + kernelChoice("attention"), FormatCLI, "", false},
+		{"sglang", "--moe-runner-backend flashinfer_trtllm", "engine config: moe_runner_backend: " + kernelChoice("MoE runner"), FormatCLI, "", false},
+		{"sglang", "--moe-a2a-backend deepep", "engine config: moe_a2a_backend: " + kernelChoice("expert all-to-all"), FormatCLI, "", false},
+		{"sglang", "--enable-torch-compile", "engine config: enable_torch_compile: " + torchCompileTiming, FormatCLI, "", false},
+		{"vllm", "--attention-backend FLASHINFER", "engine config: attention_backend: " + kernelChoice("attention"), FormatCLI, "", false},
+		{"vllm", "--all2all-backend deepep_low_latency", "engine config: all2all_backend: " + kernelChoice("expert all-to-all"), FormatCLI, "", false},
+		{"vllm", "--enable-eplb", "engine config: enable_eplb: " + eplbTiming, FormatCLI, "", false},
+		{"vllm", "enable_eplb: false\n", "", FormatYAML, "", false},
 	} {
 		cfg, err := Parse(c.backend, []byte(c.text))
 		if err != nil {

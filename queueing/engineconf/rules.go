@@ -58,8 +58,10 @@ type rule struct {
 	apply  func(e *engine.Spec, v string) // v is check's canonical value
 	// timing says what the perf data cannot price when the key's canonical value
 	// is timingAt ("" = "true") — or, with timingUnless set, is anything but
-	// timingUnless: the key is applied, and Config.TimingLine warns with it.
+	// timingUnless, or with timingAny, is any value: the key is applied, and
+	// Config.TimingLine warns with it.
 	timing, timingAt, timingUnless string
+	timingAny                      bool
 	// layout is the dimension a classLayout key names (dimTP …).
 	layout string
 	// late keys are applied after the others, whatever their place in the file:
@@ -325,6 +327,33 @@ func moeBackendKey() rule {
 	}
 }
 
+// kernelChoiceKey is a key that picks the kernels of one op (an attention, MoE
+// runner or all-to-all backend, named by what): no scheduling effect, but the
+// perf data times the kernels aiconfigurator's collector ran for that op, which
+// aicdb does not match against an explicit choice, so the key is applied and
+// warned about at any value.
+func kernelChoiceKey(what string) rule {
+	return rule{
+		check: func(v string) (string, error) {
+			t := strings.TrimSpace(v)
+			if t == "" || strings.ContainsAny(t, " \t") {
+				return "", fmt.Errorf("want one %s name", what)
+			}
+			return t, nil
+		},
+		apply:     func(*engine.Spec, string) {},
+		timing:    "the perf data times the " + what + " kernels aiconfigurator's collector ran, and this choice is not checked against them, so predicted pass times may be off in either direction",
+		timingAny: true,
+	}
+}
+
+// eplbTiming and torchCompileTiming are the timing warnings of vLLM's
+// expert-parallel load balancer and SGLang's torch.compile.
+const (
+	eplbTiming         = "the load balancer replicates and moves experts between ranks, while the perf data's MoE tables time a fixed expert placement, so predicted MoE times may be off in either direction"
+	torchCompileTiming = "torch.compile fuses the decode pass's kernels, which the perf data times uncompiled, so predicted decode times may be pessimistic"
+)
+
 // lookup returns the rule of backend's normalised key.
 func lookup(backend engine.Backend, key string) (rule, bool) {
 	switch backend {
@@ -378,6 +407,12 @@ func vllmRule(k string) (rule, bool) {
 		return maxLenKey(), true
 	case "disable_custom_all_reduce":
 		return timingOnly(noCustomARTiming), true
+	case "attention_backend":
+		return kernelChoiceKey("attention"), true
+	case "all2all_backend":
+		return kernelChoiceKey("expert all-to-all"), true
+	case "enable_eplb":
+		return timingOnly(eplbTiming), true
 	case "cpu_offload_gb":
 		return rule{
 			check: func(v string) (string, error) {
@@ -415,7 +450,7 @@ func vllmRule(k string) (rule, bool) {
 		"swap_space", "preemption_mode",
 		"data_parallel_size_local",
 		"data_parallel_address", "data_parallel_rpc_port", "data_parallel_backend",
-		"enable_eplb", "all2all_backend", "distributed_executor_backend",
+		"distributed_executor_backend",
 		"worker_cls", "worker_extension_cls",
 		"cudagraph_capture_sizes", "cuda_graph_sizes", "compilation_config", "o",
 		"prefix_caching_hash_algo", "chat_template", "chat_template_content_format",
@@ -426,7 +461,7 @@ func vllmRule(k string) (rule, bool) {
 		"hf_overrides", "hf_token", "limit_mm_per_prompt", "skip_tokenizer_init", "config",
 		"enable_sleep_mode", "calculate_kv_scales", "disable_cascade_attn", "guided_decoding_backend",
 		"structured_outputs_config", "api_server_count", "headless", "override_neuron_config",
-		"attention_backend", "max_seq_len_to_capture", "collect_detailed_traces", "show_hidden_metrics_for_version",
+		"max_seq_len_to_capture", "collect_detailed_traces", "show_hidden_metrics_for_version",
 		"enable_chunked_mm_input", "disable_chunked_mm_input", "lora_modules", "enable_lora", "max_loras",
 		"max_lora_rank", "ray_workers_use_nsight", "kv_events_config", "enable_request_id_headers",
 		"use_tqdm_on_load", "model_impl", "safetensors_load_strategy", "pt_load_map_location":
@@ -611,6 +646,14 @@ func sglangRule(k string) (rule, bool) {
 		return streamIntervalKey(), true
 	case "disable_custom_all_reduce":
 		return timingOnly(noCustomARTiming), true
+	case "attention_backend":
+		return kernelChoiceKey("attention"), true
+	case "moe_runner_backend":
+		return kernelChoiceKey("MoE runner"), true
+	case "moe_a2a_backend":
+		return kernelChoiceKey("expert all-to-all"), true
+	case "enable_torch_compile":
+		return timingOnly(torchCompileTiming), true
 	case "enable_deterministic_inference":
 		return timingOnly("batch-invariant kernels run slower than the ones the perf data was measured with, so predicted pass times may be optimistic"), true
 	case "context_length": // requests longer than it (prompt + max_new_tokens) are rejected
@@ -634,10 +677,10 @@ func sglangRule(k string) (rule, bool) {
 		"host", "port", "served_model_name", "chat_template", "random_seed", "api_key", "log_level",
 		"log_level_http", "log_requests", "log_requests_level", "show_time_cost", "enable_metrics",
 		"moe_dense_tp_size", "enable_dp_lm_head", "load_balance_method", "nnodes", "node_rank",
-		"dist_init_addr", "disable_cuda_graph_padding", "attention_backend", "sampling_backend",
-		"moe_runner_backend", "moe_a2a_backend", "disaggregation_transfer_backend",
+		"dist_init_addr", "disable_cuda_graph_padding", "sampling_backend",
+		"disaggregation_transfer_backend",
 		"disaggregation_bootstrap_port", "disaggregation_ib_device", "watchdog_timeout",
-		"stream_output", "enable_torch_compile", "torch_compile_max_bs", "reasoning_parser",
+		"stream_output", "torch_compile_max_bs", "reasoning_parser",
 		"tool_call_parser", "grammar_backend", "device", "base_gpu_id", "enable_nccl_nvls",
 		"enable_custom_all_reduce", "enable_hierarchical_cache",
 		"mm_enable_dp_encoder", "elastic_ep_backend", "decode_log_interval", "enable_cache_report",
