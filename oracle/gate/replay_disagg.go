@@ -51,7 +51,17 @@ func ReplayDisaggFamilies() []ReplayDisaggFamily {
 		mk("disagg 1P1D vllm/azure conversation 500 rate×4 W4 4-turn sessions", 1, 1, 4),
 		mk("disagg 1P1D sglang/azure conversation 500 rate×4 defaults", 1, 1, 0),
 		mk("disagg 1P1D trtllm/azure conversation 500 rate×4 defaults", 1, 1, 0),
+		mtp(mk("disagg 1P1D trtllm/azure conversation 500 rate×4 MTP k1 a0.85", 1, 1, 0), 1, 0.85),
+		mtp(mk("disagg 1P1D sglang/azure conversation 500 rate×4 EAGLE k2 a1.2", 1, 1, 0), 2, 1.2),
 	}
+}
+
+// mtp is f with k MTP drafts per decode step, a accepted, on both pools (the
+// trace's output lengths vary, so a request's last step is often capped).
+func mtp(f ReplayDisaggFamily, k int, a float64) ReplayDisaggFamily {
+	f.Config.Prefill.Engine = drafted(f.Config.Prefill.Engine, k, a)
+	f.Config.Decode.Engine = drafted(f.Config.Decode.Engine, k, a)
+	return f
 }
 
 // backendOf returns the default engine a family name selects (sglang, trtllm).
