@@ -183,9 +183,20 @@ func (s *sim) scheduleSGLang(p *simPass) {
 	// token is in flight: appendSpentRow), the pass's slices kept in locals
 	// across the loop.
 	entries, rows := p.entries, p.tp.Decode
+	// A plain pool of one-token pages (SGLang's default) grows each decoder
+	// without kvGrow's call: its blocks are its tokens (kvTake's plain path).
+	unitKV := kv && page == 1 && s.share == nil && s.kv.ctx == nil
 	for _, ri := range dec {
 		r := &s.reqs[ri]
-		if kv && !s.kvGrow(ri, decodeKVTokens(r)) && s.kv.err == nil {
+		grown := true
+		if unitKV {
+			if need := decodeKVTokens(r) - r.blocks; need > 0 {
+				grown = s.kvTakeFree(r, need)
+			}
+		} else if kv {
+			grown = s.kvGrow(ri, decodeKVTokens(r))
+		}
+		if !grown && s.kv.err == nil {
 			// SGLang does not memory-check the decoders of a mixed batch.
 			s.kv.err = inputErr(errSGLMixedKV)
 		}

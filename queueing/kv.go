@@ -75,12 +75,7 @@ func (s *sim) kvTake(ri int32, tokens int) bool {
 	r := &s.reqs[ri]
 	need := ceilDiv(tokens, s.e.BlockSize) - r.blocks
 	if s.share == nil && s.kv.ctx == nil { // a plain pool: every block needed is a free one
-		if need > s.kvFree {
-			return false
-		}
-		s.kvFree -= need
-		r.blocks += need
-		return true
+		return s.kvTakeFree(r, need)
 	}
 	take := need // free blocks taken: a hit on a block another running request holds takes none (V-R9)
 	shared := s.share != nil && r.blocks < int(s.share.keyed[ri])
@@ -98,6 +93,18 @@ func (s *sim) kvTake(ri int32, tokens int) bool {
 	if s.kv.ctx != nil {
 		s.kvCtxTake(ri)
 	}
+	return true
+}
+
+// kvTakeFree gives r need more blocks from the free ones of a plain pool (no
+// shared blocks, no session contexts); it reports false, changing nothing,
+// when fewer are free.
+func (s *sim) kvTakeFree(r *simReq, need int) bool {
+	if need > s.kvFree {
+		return false
+	}
+	s.kvFree -= need
+	r.blocks += need
 	return true
 }
 
