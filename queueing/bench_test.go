@@ -217,3 +217,28 @@ func BenchmarkFiniteSummarySGLangMixed(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFiniteSummaryTRTLLM: the summary run of a TensorRT-LLM deployment as
+// aiconfigurator deploys it for the measured rows (overlap executor,
+// GUARANTEED_NO_EVICT with a KV pool a fifth above the clients' full length,
+// max_batch_size = C, max_num_tokens C + isl + 1500 rounded to a block,
+// chunking off) at C 256, isl 1024, osl 1024, 20·C requests, desynchronised:
+// the large-C rows of a TensorRT-LLM calibration.
+func BenchmarkFiniteSummaryTRTLLM(b *testing.B) {
+	e, err := engine.Defaults(engine.TRTLLM, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const c = 256
+	e.MaxBatchSize, e.MaxNumTokens = c, (c+1024+1500+31)/32*32
+	e.KVCapacityTokens = c * (1024 + 1024) * 6 / 5
+	w := workload.Spec{ISL: 1024, OSL: 1024, Concurrency: c}
+	run := FiniteRun{Requests: 20 * c, Desync: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		tm := &memo{t: benchLin, m: map[memoKey]float64{}}
+		if _, err := QuantitativeFiniteSummary(context.Background(), w, e, tm, DefaultOptions(), run); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
