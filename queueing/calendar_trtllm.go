@@ -37,10 +37,16 @@ func (s *sim) scheduleTRT(p *simPass) {
 
 // trtAdmitNoEvict is the T-R1 capacity step: admit from the waiting queue.
 func (s *sim) trtAdmitNoEvict() {
-	if s.e.KVCapacityTokens > 0 && s.e.AsyncScheduling && s.waitingLen() > 0 {
-		s.trtTrimFinal()
+	if s.waitingLen() == 0 {
+		return
 	}
-	for taken := s.seatsTaken(); s.waitingLen() > 0 && s.seatFree(taken); taken++ {
+	taken := len(s.running) // seatsTaken, with the final-token trim in the same pass
+	if s.e.AsyncScheduling {
+		if n := s.trtTrimFinal(); s.tr.FinalFreesSeat {
+			taken -= n
+		}
+	}
+	for ; s.waitingLen() > 0 && s.seatFree(taken); taken++ {
 		ri := s.waiting[s.wHead]
 		r := &s.reqs[ri]
 		if s.e.KVCapacityTokens > 0 {
@@ -60,16 +66,23 @@ func (s *sim) trtAdmitNoEvict() {
 	}
 }
 
-// trtTrimFinal releases what the overlap executor no longer reserves for a
-// running request whose final token is in flight: the capacity scheduler skips
-// it (noScheduleAfterState GENERATION_TO_COMPLETE) before it sums the blocks the
-// scheduled requests need to completion (T-R1), so it keeps only the blocks it
-// has allocated, ⌈(isl + osl − 1)/tokens_per_block⌉ (its final token's KV is
-// never written), not its reservation ⌈(isl + osl)/tokens_per_block⌉.
-func (s *sim) trtTrimFinal() {
+// trtTrimFinal counts the running requests whose final token is in flight
+// (they free their seat, engine.Traits.FinalFreesSeat: seatsTaken) and, with a
+// KV pool, releases what the overlap executor no longer reserves for them: the
+// capacity scheduler skips such a request (noScheduleAfterState
+// GENERATION_TO_COMPLETE) before it sums the blocks the scheduled requests
+// need to completion (T-R1), so it keeps only the blocks it has allocated,
+// ⌈(isl + osl − 1)/tokens_per_block⌉ (its final token's KV is never written),
+// not its reservation ⌈(isl + osl)/tokens_per_block⌉.
+func (s *sim) trtTrimFinal() int {
+	n, kv := 0, s.e.KVCapacityTokens > 0
 	for _, ri := range s.running {
 		r := &s.reqs[ri]
-		if r.gSched < r.osl || r.blocks <= 0 {
+		if r.gSched < r.osl {
+			continue
+		}
+		n++
+		if !kv || r.blocks <= 0 {
 			continue
 		}
 		if keep := ceilDiv(r.isl+r.osl-1, s.e.BlockSize); keep < r.blocks {
@@ -77,6 +90,7 @@ func (s *sim) trtTrimFinal() {
 			r.blocks = keep
 		}
 	}
+	return n
 }
 
 // trtMicroBatch is the T-R3 micro-batch over the capacity step's list act.
