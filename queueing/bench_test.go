@@ -206,6 +206,13 @@ func BenchmarkFiniteSummarySGLangMixed(b *testing.B) {
 	}
 	const c = 256
 	e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk = c, 1024+1500, true
+	benchFiniteSummaryLarge(b, e, c)
+}
+
+// benchFiniteSummaryLarge times the desynchronised summary run of 20·c
+// requests of isl 1024, osl 1024 on engine e with a KV pool a fifth above the
+// c clients' full length (linear timing through the pricing memo).
+func benchFiniteSummaryLarge(b *testing.B, e engine.Spec, c int) {
 	e.KVCapacityTokens = c * (1024 + 1024) * 6 / 5
 	w := workload.Spec{ISL: 1024, OSL: 1024, Concurrency: c}
 	run := FiniteRun{Requests: 20 * c, Desync: true}
@@ -231,14 +238,5 @@ func BenchmarkFiniteSummaryTRTLLM(b *testing.B) {
 	}
 	const c = 256
 	e.MaxBatchSize, e.MaxNumTokens = c, (c+1024+1500+31)/32*32
-	e.KVCapacityTokens = c * (1024 + 1024) * 6 / 5
-	w := workload.Spec{ISL: 1024, OSL: 1024, Concurrency: c}
-	run := FiniteRun{Requests: 20 * c, Desync: true}
-	b.ReportAllocs()
-	for b.Loop() {
-		tm := &memo{t: benchLin, m: map[memoKey]float64{}}
-		if _, err := QuantitativeFiniteSummary(context.Background(), w, e, tm, DefaultOptions(), run); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchFiniteSummaryLarge(b, e, c)
 }
