@@ -186,9 +186,9 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 // max_tokens, SGLang max_total_tokens or cuda_graph_max_bs) size each pool as
 // a sweep's row (refine.DeployedPool): a worker that cannot hold one request
 // is refused, and the decode pool replaces the disagg rule's unless
-// --decode-kv-capacity-tokens is given. Both pools run the drafts MTP drafts
-// (--nextn or the config's speculative_config, with --nextn-accepted), which
-// the perf database's pass timings (pts) priced.
+// --decode-kv-capacity-tokens is given. Both pools run drafts MTP draft tokens
+// per decode step (--nextn or the config's speculative_config, with
+// --nextn-accepted), which the perf database's pass timings (pts) priced.
 func disaggEngines(c *cli.Context, backend, version string, drafts int, w workload.Spec, pts []*perfdb.PassTiming, cfg *disagg.Config) error {
 	in := queueing.ProfileInput{Backend: backend, Version: version, ISL: w.ISL, OSL: w.OSL, Drafts: drafts}
 	if len(pts) > 0 {
