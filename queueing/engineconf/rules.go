@@ -315,8 +315,8 @@ func boolOnly(want bool, why string) rule {
 func moeBackendKey() rule {
 	return rule{
 		check: func(v string) (string, error) {
-			b := strings.ToUpper(strings.TrimSpace(v))
-			if b == "" || strings.ContainsAny(b, " \t") {
+			b, ok := oneName(strings.ToUpper(v))
+			if !ok {
 				return "", fmt.Errorf("want a MoE backend name (CUTLASS, TRTLLM, WIDEEP, CUTEDSL, DEEPGEMM, VANILLA)")
 			}
 			return b, nil
@@ -335,8 +335,8 @@ func moeBackendKey() rule {
 func kernelChoiceKey(what string) rule {
 	return rule{
 		check: func(v string) (string, error) {
-			t := strings.TrimSpace(v)
-			if t == "" || strings.ContainsAny(t, " \t") {
+			t, ok := oneName(v)
+			if !ok {
 				return "", fmt.Errorf("want one %s name", what)
 			}
 			return t, nil
@@ -345,6 +345,13 @@ func kernelChoiceKey(what string) rule {
 		timing:    "the perf data times the " + what + " kernels aiconfigurator's collector ran, and this choice is not checked against them, so predicted pass times may be off in either direction",
 		timingAny: true,
 	}
+}
+
+// oneName trims v and reports whether it is one kernel backend's name: a single
+// non-empty token.
+func oneName(v string) (string, bool) {
+	t := strings.TrimSpace(v)
+	return t, t != "" && !strings.ContainsAny(t, " \t")
 }
 
 // eplbTiming and torchCompileTiming are the timing warnings of vLLM's
