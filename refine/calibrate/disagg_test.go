@@ -25,13 +25,13 @@ func TestResolveDisagg(t *testing.T) {
 		m.DWorkers, m.DBatch, m.DTP, m.DPP, m.DDP = 5, 74, 8, 1, 1
 		m.MoETP, m.MoEEP, m.Concurrency, m.GemmQuant, m.MoEQuant = 1, 8, 370, "nvfp4", "nvfp4"
 		mut(m)
-		return resolveDisagg(Target{Row: r}, "deepseek-ai/DeepSeek-R1", "1.2.0rc5", res, "ev")
+		return (&Resolver{Ev: runEval{}}).resolveDisagg(Target{Row: r}, "deepseek-ai/DeepSeek-R1", "1.2.0rc5", res)
 	}
 	got := row(func(*measure.Measurement) {})
 	want := store.PointInputs{Model: "deepseek-ai/DeepSeek-R1", System: "b200_sxm", Backend: "trtllm", Version: "1.2.0rc5",
 		Mode: store.ModeDisagg, ISL: 8192, OSL: 1024, TP: 8, PP: 1, DP: 1, MoETP: 1, MoEEP: 4, Batch: 74, MaxNumSeqs: 74,
 		DatabaseMode: "SILICON", GemmQuant: "nvfp4", KVCacheQuant: "fp8", FMHAQuant: "fp8", MoEQuant: "nvfp4", CommQuant: "half",
-		PWorkers: 2, PBatch: 1, PTP: 1, PPP: 1, PDP: 4, DWorkers: 5, DBatch: 74, DTP: 8, DPP: 1, DDP: 1, Evaluator: "ev"}
+		PWorkers: 2, PBatch: 1, PTP: 1, PPP: 1, PDP: 4, DWorkers: 5, DBatch: 74, DTP: 8, DPP: 1, DDP: 1, Evaluator: "linear-test"}
 	if got.Reason != "" || got.In != want {
 		t.Fatalf("resolved:\n got %+v (%q)\nwant %+v", got.In, got.Reason, want)
 	}
@@ -46,6 +46,17 @@ func TestResolveDisagg(t *testing.T) {
 		if got := row(tc.mut); got.Reason != tc.want {
 			t.Errorf("reason %q, want %q", got.Reason, tc.want)
 		}
+	}
+	// The resolver's assumed MTP drafts on both pools, and its acceptance is
+	// validated with the rest of the point.
+	r := got.Row
+	mtp := (&Resolver{Ev: runEval{}, NextN: 1, NextNAccepted: 0.85}).resolveDisagg(Target{Row: r}, "deepseek-ai/DeepSeek-R1", "1.2.0rc5", res)
+	if want.NextN, want.NextNAccepted = 1, 0.85; mtp.Reason != "" || mtp.In != want {
+		t.Errorf("nextn 1 accepted 0.85:\n got %+v (%q)\nwant %+v", mtp.In, mtp.Reason, want)
+	}
+	bad := (&Resolver{Ev: runEval{}, NextN: 1, NextNAccepted: 2}).resolveDisagg(Target{Row: r}, "deepseek-ai/DeepSeek-R1", "1.2.0rc5", res)
+	if wantR := "point: nextn 1, nextn_accepted 2: want nextn ≥ 0 and 0 ≤ nextn_accepted ≤ nextn"; bad.Reason != wantR {
+		t.Errorf("nextn 1 accepted 2: reason %q, want %q", bad.Reason, wantR)
 	}
 }
 
@@ -71,22 +82,22 @@ func TestResolveDisaggRun(t *testing.T) {
 		if steady {
 			rs.Run = RunSteady
 		}
-		tg := resolveDisagg(Target{Row: r}, m.Model, "0.5.8", res, "ev")
+		tg := rs.resolveDisagg(Target{Row: r}, m.Model, "0.5.8", res)
 		rs.benchmarkRun(&tg, 1)
 		switch {
 		case tg.Reason != "":
 			t.Fatalf("reason %q", tg.Reason)
-		case steady && (tg.Run != nil || tg.In.Evaluator != "ev"):
+		case steady && (tg.Run != nil || tg.In.Evaluator != "linear-test"):
 			t.Errorf("--run steady: run %+v, evaluator %q; want the steady state", tg.Run, tg.In.Evaluator)
-		case !steady && (tg.Run == nil || *tg.Run != queueing.FiniteRun{Requests: 1280, Warmup: 128} || tg.In.Evaluator != "ev+run:finite:n=1280,warmup=128"):
+		case !steady && (tg.Run == nil || *tg.Run != queueing.FiniteRun{Requests: 1280, Warmup: 128} || tg.In.Evaluator != "linear-test+run:finite:n=1280,warmup=128"):
 			t.Errorf("benchmark run %+v, evaluator %q; want 1280 requests after 128 on the whole deployment", tg.Run, tg.In.Evaluator)
 		}
 	}
 	// --run desync: the tandem has no desynchronised run, so a disaggregated row
 	// keeps the locked one; an aggregated row's run is marked desync.
 	rs := &Resolver{Ev: runEval{}, Run: RunDesync}
-	tg := resolveDisagg(Target{Row: r}, m.Model, "0.5.8", res, "ev")
-	if rs.benchmarkRun(&tg, 1); tg.Run == nil || tg.Run.Desync || tg.In.Evaluator != "ev+run:finite:n=1280,warmup=128" {
+	tg := rs.resolveDisagg(Target{Row: r}, m.Model, "0.5.8", res)
+	if rs.benchmarkRun(&tg, 1); tg.Run == nil || tg.Run.Desync || tg.In.Evaluator != "linear-test+run:finite:n=1280,warmup=128" {
 		t.Errorf("--run desync, disaggregated: run %+v, evaluator %q; want the locked run", tg.Run, tg.In.Evaluator)
 	}
 	agg := Target{Row: r, In: store.PointInputs{Mode: store.ModeAgg, Evaluator: "ev"}}
@@ -109,7 +120,7 @@ func TestResolveDisaggPools(t *testing.T) {
 	m.PWorkers, m.PBatch, m.PTP, m.DWorkers, m.DTP, m.Concurrency = 2, 1, 4, 1, 8, 64
 	for _, profile := range []string{ProfileAIConfigurator, ProfileDefaults} {
 		rs := &Resolver{Ev: runEval{}, Profile: profile}
-		tg := resolveDisagg(Target{Row: r}, m.Model, "1.2.0rc5", res, "ev")
+		tg := rs.resolveDisagg(Target{Row: r}, m.Model, "1.2.0rc5", res)
 		rs.deployedPools(&tg)
 		if tg.Reason != "" {
 			t.Fatalf("%s: reason %q", profile, tg.Reason)

@@ -316,8 +316,7 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		return t
 	}
 	if m.Mode == store.ModeDisagg {
-		t = resolveDisagg(t, model, v, res, r.Ev.Name())
-		t.In.NextN, t.In.NextNAccepted = r.NextN, r.NextNAccepted // both pools (refine's disaggSetup)
+		t = r.resolveDisagg(t, model, v, res)
 		if t.Reason == "" {
 			r.deployedPools(&t)
 		}
@@ -704,9 +703,11 @@ func savePredictions(ctx context.Context, st *store.Store, ps []Prediction, cali
 // closed loop of refine's tandem runs at d_batch × d_workers × d_pp × d_dp, which
 // must reproduce the measured concurrency exactly. The engines are the original
 // rule's here (the backends' defaults capped at each pool's batch); the resolver's
-// profile then records the deployed ones (Resolver.deployedPools). MoE layouts follow each pool's width with the decode pool's expert parallelism
-// (the measurement keeps the decode pool's moe columns only).
-func resolveDisagg(t Target, model, version string, res refine.Resolved, evaluator string) Target {
+// profile then records the deployed ones (Resolver.deployedPools). MoE layouts
+// follow each pool's width with the decode pool's expert parallelism (the
+// measurement keeps the decode pool's moe columns only). The resolver's assumed
+// MTP (NextN, NextNAccepted) drafts on both pools, as refine's tandem runs it.
+func (r *Resolver) resolveDisagg(t Target, model, version string, res refine.Resolved) Target {
 	m := &t.Row.Measurement
 	one := func(v int) int { return max(v, 1) }
 	if m.PWorkers < 1 || m.DWorkers < 1 {
@@ -745,8 +746,8 @@ func resolveDisagg(t Target, model, version string, res refine.Resolved, evaluat
 		PWorkers: m.PWorkers, PBatch: one(m.PBatch), PTP: m.PTP, PPP: one(m.PPP), PDP: one(m.PDP),
 		DWorkers: m.DWorkers, DBatch: bd, DTP: m.DTP, DPP: one(m.DPP), DDP: one(m.DDP),
 		DatabaseMode: res.DatabaseMode, GemmQuant: res.GemmQuant, KVCacheQuant: res.KVCacheQuant,
-		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: evaluator,
-		Deployed: store.DeployedAs(m.Version, version)}
+		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name(),
+		Deployed: store.DeployedAs(m.Version, version), NextN: r.NextN, NextNAccepted: r.NextNAccepted} // MTP: both pools (refine's disaggSetup)
 	measuredQuant(&in, m, res)
 	if err := in.Validate(); err != nil {
 		t.Reason = err.Error()
