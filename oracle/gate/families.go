@@ -128,37 +128,26 @@ func baseFamilies() []Family {
 	add("vllm/open ρ0.6 isl4096 prefix2048 osl256", open(4096, 256, 2048, 0.6*11.9, 2048), vllm(8192, 256))
 	// TRT-LLM: defaults (chunking off, overlap executor on, max_num_tokens 8192, 32-token
 	// blocks), chunking on, overlap off, block reuse, and the GUARANTEED_NO_EVICT KV cap.
-	trt := func() engine.Spec {
-		e, err := engine.Defaults(engine.TRTLLM, "")
-		if err != nil {
-			panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
-		}
-		return e
-	}
-	add("trtllm/c16 isl2048 osl256 defaults", closed(2048, 256, 0, 16), trt())
-	e = trt()
+	add("trtllm/c16 isl2048 osl256 defaults", closed(2048, 256, 0, 16), trtEngine())
+	e = trtEngine()
 	e.EnableChunkedPrefill, e.MaxNumTokens = true, 2048
 	add("trtllm/c32 isl4096 osl256 chunked t2048", closed(4096, 256, 0, 32), e)
-	e = trt()
+	e = trtEngine()
 	e.AsyncScheduling = false
 	add("trtllm/c8 isl1024 osl512 overlap off", closed(1024, 512, 0, 8), e)
-	add("trtllm/c16 isl4096 prefix2048 osl128 reuse", closed(4096, 128, 2048, 16), trt())
-	e = trt()
+	add("trtllm/c16 isl4096 prefix2048 osl128 reuse", closed(4096, 128, 2048, 16), trtEngine())
+	e = trtEngine()
 	e.KVCapacityTokens = 16 * (2048 + 256)
 	add("trtllm/c64 isl2048 osl256 no-evict kv16req", closed(2048, 256, 0, 64), e)
-	add("trtllm/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), trt())
-	e = trt()
+	add("trtllm/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), trtEngine())
+	e = trtEngine()
 	e.CapacityPolicy = engine.PolicyMaxUtilization
 	add("trtllm/c32 isl2048 osl256 max_utilization", closed(2048, 256, 0, 32), e)
 	// One-model MTP: drafts charged to max_num_tokens (T-R3), each decode step emitting
 	// engine.StepTokens of the accepted-drafts mean on both sides: one draft at 0.85
 	// and 0.5 accepted, three at 1.7 with chunking, overlap off, the no-evict KV cap
 	// (no draft term, T-R1), open loop.
-	mtp := func(k int, a float64) engine.Spec {
-		e := trt()
-		e.DraftTokens, e.DraftAccepted = k, a
-		return e
-	}
+	mtp := func(k int, a float64) engine.Spec { return drafted(trtEngine(), k, a) }
 	add("trtllm/c16 isl2048 osl256 mtp1 a0.85", closed(2048, 256, 0, 16), mtp(1, 0.85))
 	e = mtp(3, 1.7)
 	e.EnableChunkedPrefill, e.MaxNumTokens = true, 2048
@@ -173,40 +162,29 @@ func baseFamilies() []Family {
 	// SGLang: defaults (mixed chunk on — the product's deployment rule —, chunk 8192,
 	// page 1), mixed chunk off (prefill priority: decoders stall), a long chunked prefill,
 	// prefix, the max_running_requests cap, open loop.
-	sgl := func() engine.Spec {
-		e, err := engine.Defaults(engine.SGLang, "")
-		if err != nil {
-			panic(fmt.Sprintf("gate: default sglang engine: %v", err))
-		}
-		return e
-	}
-	add("sglang/c16 isl2048 osl256 defaults", closed(2048, 256, 0, 16), sgl())
-	e = sgl()
+	add("sglang/c16 isl2048 osl256 defaults", closed(2048, 256, 0, 16), sglEngine())
+	e = sglEngine()
 	e.EnableMixedChunk = false
 	add("sglang/c16 isl2048 osl256 mixed off", closed(2048, 256, 0, 16), e)
-	e = sgl()
+	e = sglEngine()
 	e.EnableMixedChunk, e.ChunkedPrefillSize = false, 2048
 	add("sglang/c16 isl8192 osl128 chunk2048 mixed off", closed(8192, 128, 0, 16), e)
-	e = sgl()
+	e = sglEngine()
 	e.ChunkedPrefillSize = 2048
 	add("sglang/c32 isl4096 osl256 chunk2048 mixed", closed(4096, 256, 0, 32), e)
-	add("sglang/c16 isl4096 prefix2048 osl256", closed(4096, 256, 2048, 16), sgl())
-	e = sgl()
+	add("sglang/c16 isl4096 prefix2048 osl256", closed(4096, 256, 2048, 16), sglEngine())
+	e = sglEngine()
 	e.MaxNumSeqs = 16
 	add("sglang/c64 isl1024 osl256 running16 capped", closed(1024, 256, 0, 64), e)
-	add("sglang/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), sgl())
-	e = sgl()
+	add("sglang/open ρ0.6 isl2048 osl256", open(2048, 256, 0, 0.6*11.9, 2048), sglEngine())
+	e = sglEngine()
 	e.EnableChunkedPrefill = false
 	add("sglang/c16 isl4096 osl256 chunking off", closed(4096, 256, 0, 16), e)
 	// EAGLE / NEXTN (topk 1): SetDrafts turns the overlap scheduler and mixed chunk
 	// off as SGLang does; each decode-only step emits engine.StepTokens on both
 	// sides: one draft at 0.85, three at 1.7 with a 2048 chunk, a tracked KV pool
 	// the verify slots fit (EAGLE under KV pressure is refused), open loop.
-	eagle := func(k int, a float64) engine.Spec {
-		e := sgl()
-		e.SetDrafts(k, a)
-		return e
-	}
+	eagle := func(k int, a float64) engine.Spec { return drafted(sglEngine(), k, a) }
 	add("sglang/c16 isl2048 osl256 eagle1 a0.85", closed(2048, 256, 0, 16), eagle(1, 0.85))
 	e = eagle(3, 1.7)
 	e.ChunkedPrefillSize = 2048
@@ -215,34 +193,34 @@ func baseFamilies() []Family {
 	e.KVCapacityTokens = 16*(2048+256) + 1024
 	add("sglang/c16 isl2048 osl256 eagle1 a0.85 kv", closed(2048, 256, 0, 16), e)
 	add("sglang/open ρ0.6 isl2048 osl256 eagle1 a0.85", open(2048, 256, 0, 0.6*11.9, 2048), eagle(1, 0.85))
-	add("sglang/c32 W2 isl256–8192 osl16–1024", w2, sgl())
+	add("sglang/c32 W2 isl256–8192 osl16–1024", w2, sglEngine())
 	// The families above run SGLang's overlap scheduler (its default, §3.2); these
 	// run the normal event loop (--disable-overlap-schedule), mixed chunk on and off
 	// and chunked, and short outputs, where the discarded extra pass of a finished
 	// request (overlap) is a large share of each request's passes.
-	e = sgl()
+	e = sglEngine()
 	e.AsyncScheduling = false
 	add("sglang/c16 isl2048 osl256 overlap off", closed(2048, 256, 0, 16), e)
-	e = sgl()
+	e = sglEngine()
 	e.AsyncScheduling, e.EnableMixedChunk, e.ChunkedPrefillSize = false, false, 2048
 	add("sglang/c16 isl8192 osl128 chunk2048 mixed off overlap off", closed(8192, 128, 0, 16), e)
-	e = sgl()
+	e = sglEngine()
 	e.AsyncScheduling, e.ChunkedPrefillSize = false, 2048
 	add("sglang/c32 isl4096 osl256 chunk2048 mixed overlap off", closed(4096, 256, 0, 32), e)
-	add("sglang/c16 isl1024 osl4 short outputs", closed(1024, 4, 0, 16), sgl())
-	e = sgl()
+	add("sglang/c16 isl1024 osl4 short outputs", closed(1024, 4, 0, 16), sglEngine())
+	e = sglEngine()
 	e.AsyncScheduling = false
 	add("sglang/c16 isl1024 osl4 short outputs overlap off", closed(1024, 4, 0, 16), e)
-	e = sgl()
+	e = sglEngine()
 	e.EnableMixedChunk = false
 	add("sglang/c16 isl1024 osl4 short outputs mixed off", closed(1024, 4, 0, 16), e)
 	// Open loop, one output token: every request's prefill pass is followed by its
 	// discarded extra pass (overlap), which an arrival may have to wait out.
-	add("sglang/open 8rps isl2048 osl1", open(2048, 1, 0, 8, 2048), sgl())
-	e = sgl()
+	add("sglang/open 8rps isl2048 osl1", open(2048, 1, 0, 8, 2048), sglEngine())
+	e = sglEngine()
 	e.AsyncScheduling = false
 	add("sglang/open 8rps isl2048 osl1 overlap off", open(2048, 1, 0, 8, 2048), e)
-	add("trtllm/c32 W2 isl256–8192 osl16–1024", w2, trt())
+	add("trtllm/c32 W2 isl256–8192 osl16–1024", w2, trtEngine())
 
 	// Long-prompt tail families (issue 9): prompts ≥ 8k at budget 8192 beside running
 	// decodes. A decode step that shares its pass with a prefill chunk costs the
@@ -272,16 +250,16 @@ func baseFamilies() []Family {
 	}
 	wl := closed(16384, 2048, 0, 16)
 	wl.ISLQuantiles, wl.OSLQuantiles = []int{8192, 16384}, shortLong
-	e = sgl()
+	e = sglEngine()
 	e.ChunkedPrefillSize = 8192
 	add(fmt.Sprintf("sglang/c16 W2 isl[8192 16384] osl%v chunk8192 long-prompt", shortLong), wl, e)
-	e = trt()
+	e = trtEngine()
 	e.EnableChunkedPrefill = true
 	add(fmt.Sprintf("trtllm/c16 W2 isl[8192 16384] osl%v t8192 chunked long-prompt", shortLong), wl, e)
-	e = sgl()
+	e = sglEngine()
 	e.ChunkedPrefillSize = 8192
 	add("sglang/c16 isl8192 osl128 chunk8192 long-prompt", closed(8192, 128, 0, 16), e)
-	e = trt()
+	e = trtEngine()
 	e.EnableChunkedPrefill = true
 	add("trtllm/c16 isl8192 osl128 t8192 chunked long-prompt", closed(8192, 128, 0, 16), e)
 

@@ -20,29 +20,19 @@ func KVFamilies() []Family {
 		e.KVCapacityTokens = kv
 		fs = append(fs, Family{Name: name, Spec: closed(isl, osl, 0, c), Engine: e, Timing: roofline})
 	}
-	sgl := func() engine.Spec {
-		e, err := engine.Defaults(engine.SGLang, "")
-		if err != nil {
-			panic(fmt.Sprintf("gate: default sglang engine: %v", err))
-		}
-		return e
-	}
 	add("vllm/c32 isl2048 osl256 kv10x2048 preemption", 32, 2048, 256, vllm(8192, 256), 10*2048)
-	add("sglang/c32 isl2048 osl256 kv10x2048 retraction", 32, 2048, 256, sgl(), 10*2048)
-	so := sgl()
+	add("sglang/c32 isl2048 osl256 kv10x2048 retraction", 32, 2048, 256, sglEngine(), 10*2048)
+	so := sglEngine()
 	so.AsyncScheduling = false // the normal event loop (--disable-overlap-schedule, §3.2)
 	add("sglang/c32 isl2048 osl256 kv10x2048 retraction overlap off", 32, 2048, 256, so, 10*2048)
-	sp := sgl()
+	sp := sglEngine()
 	sp.BlockSize = 64 // page_size 64 (the Blackwell MLA backends'): extends charged in whole pages (S-R4)
 	add("sglang/c32 isl2000 osl256 kv10x2048 page64 retraction", 32, 2000, 256, sp, 10*2048)
 	va := vllm(8192, 256)
 	va.AsyncScheduling = true
 	add("vllm/c32 isl2048 osl256 kv10x2048 preemption async", 32, 2048, 256, va, 10*2048)
-	trt := func() engine.Spec {
-		e, err := engine.Defaults(engine.TRTLLM, "")
-		if err != nil {
-			panic(fmt.Sprintf("gate: default trtllm engine: %v", err))
-		}
+	trt := func() engine.Spec { // MAX_UTILIZATION: the policy that pauses under KV pressure
+		e := trtEngine()
 		e.CapacityPolicy = engine.PolicyMaxUtilization
 		return e
 	}
@@ -55,7 +45,7 @@ func KVFamilies() []Family {
 	for _, over := range []int{10, 50, 200} {
 		kv := running * 100 / (100 + over)
 		add(fmt.Sprintf("vllm/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, vllm(8192, 256), kv)
-		add(fmt.Sprintf("sglang/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, sgl(), kv)
+		add(fmt.Sprintf("sglang/c%d isl%d osl%d kv over %d%%", c, isl, osl, over), c, isl, osl, sglEngine(), kv)
 		if over == 50 {
 			add(fmt.Sprintf("sglang/c%d isl%d osl%d kv over %d%% overlap off", c, isl, osl, over), c, isl, osl, so, kv)
 		}
@@ -77,7 +67,7 @@ func KVFamilies() []Family {
 	for _, b := range []struct {
 		name string
 		e    engine.Spec
-	}{{"vllm", vllm(8192, 256)}, {"sglang", sgl()}, {"trtllm", trt()}} {
+	}{{"vllm", vllm(8192, 256)}, {"sglang", sglEngine()}, {"trtllm", trt()}} {
 		ol = append(ol,
 			openKV(b.name+"/open 0.5rps isl512 osl2048 kv10x2048 preemption", 512, 2048, 0.5, b.e),
 			openKV(b.name+"/open 3.6rps isl2048 osl256 kv10x2048 pool full", 2048, 256, 3.6, b.e))
