@@ -249,14 +249,15 @@ func TestPlanKVPoolTooSmall(t *testing.T) {
 
 // TestKVTightIsKVHeld: a pool is KV-tight for a batch exactly when the batch
 // needs more blocks than the pool has (batch·⌈(isl+osl)/bs⌉ > ⌊cap/bs⌋), i.e.
-// when it exceeds the requests the pool holds at full length (KVHeld).
+// when it exceeds the requests the pool holds at full length (KVHeld: the
+// most requests whose blocks fit — one more does not).
 func TestKVTightIsKVHeld(t *testing.T) {
 	f := func(capT, bsR, batchR, islR, oslR uint16) bool {
 		bs, batch, isl, osl := int(bsR%64)+1, int(batchR%2048), int(islR), int(oslR%8192)+1
-		capTokens := int(capT) * 64
-		blocks := batch * ((isl + osl + bs - 1) / bs)
-		return KVTight(capTokens, bs, batch, isl, osl) == (blocks > capTokens/bs) &&
-			KVHeld(capTokens, bs, isl, osl)*((isl+osl+bs-1)/bs) <= capTokens/bs
+		capTokens, per := int(capT)*64, (isl+osl+bs-1)/bs
+		held := KVHeld(capTokens, bs, isl, osl)
+		return KVTight(capTokens, bs, batch, isl, osl) == (batch*per > capTokens/bs) &&
+			held*per <= capTokens/bs && (held+1)*per > capTokens/bs
 	}
 	if err := quick.Check(f, &quick.Config{MaxCount: 20000}); err != nil {
 		t.Error(err)
