@@ -77,7 +77,8 @@ func TestEvalDisaggBadInput(t *testing.T) {
 // decode-side tokens take 5 steps instead of 9 — the first gap (a decode pass
 // after the handoff) and 4 passes, the other 4 tokens gaps of 0 — at both
 // tiers; a TensorRT-LLM config's speculative_config gives the same drafts as
-// the flags; vLLM and a missing acceptance are one line each.
+// the flags; vLLM, a missing acceptance and that config on SGLang (whose
+// EAGLE keys differ) are one line each.
 func TestEvalDisaggMTP(t *testing.T) {
 	run := func(extra ...string) map[string]map[string]any {
 		t.Helper()
@@ -115,7 +116,7 @@ func TestEvalDisaggMTP(t *testing.T) {
 	}{
 		{[]string{"--backend-engine", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend-engine trtllm or sglang), not vllm"},
 		{[]string{"--backend-engine", "trtllm", "--nextn", "2"}, "aicdb: --nextn 2: give --nextn-accepted"},
-		{[]string{"--backend-engine", "sglang", "--engine-config", cfg}, "--engine-config"},
+		{[]string{"--backend-engine", "sglang", "--engine-config", cfg}, "key speculative_config.decoding_type: not a sglang key aicdb knows"},
 	} {
 		code, out, errs := evalRun(append(append(append([]string{}, disaggArgs...), "--concurrency", "1"), tc.args...)...)
 		if code != 1 || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, tc.want) {
