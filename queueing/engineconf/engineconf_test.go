@@ -436,6 +436,9 @@ func TestNeutralValuesAccepted(t *testing.T) {
 // when true; another scalar cuda_graph_config is refused.
 func TestTimingWarnedKeys(t *testing.T) {
 	kernelChoice := func(what string) string { return kernelChoiceKey(what).timing }
+	if got, want := kernelChoice("attention"), "the perf data times the attention kernels aiconfigurator's collector ran, and this choice is not checked against them, so predicted pass times may be off in either direction"; got != want {
+		t.Fatalf("kernel-choice warning %q, want %q", got, want)
+	}
 	ar := "engine config: disable_custom_all_reduce: all-reduces run through NCCL, not the custom all-reduce the perf data times, so predicted pass times at tp > 1 may be optimistic"
 	warn := "engine config: %s: passes run without CUDA graphs, but the perf data was measured with them, so predicted decode times (ITL, TPOT) may be optimistic"
 	for _, c := range []struct {
