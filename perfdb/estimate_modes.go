@@ -171,6 +171,19 @@ func (h hooks) throughputCap(step, ttft, tpot float64, b, osl int) float64 {
 	return math.Min(step, float64(b*max(osl-1, 0))*1000/req)
 }
 
+// tokensPerIter checks an MTP acceptance a (output tokens one decode iteration
+// yields on average) against the estimator's nextn: 0 means 1 (no MTP), and
+// it must lie in [1, nextn + 1].
+func (e *Estimator) tokensPerIter(a float64) (float64, error) {
+	if a == 0 {
+		return 1, nil
+	}
+	if math.IsNaN(a) || a < 1 || a > float64(e.cfg.Nextn+1) {
+		return 0, fmt.Errorf("decode tokens per iteration %v: must lie in [1, nextn+1 = %d]; raise --nextn or lower the acceptance", a, e.cfg.Nextn+1)
+	}
+	return a, nil
+}
+
 // Agg is run_agg for one (b, ctx_tokens) point: with MTP acceptance a
 // (DecodeTokensPerIter) the osl − 1 decode tokens take (osl − 1)/a
 // iterations and TPOT is the per-iteration time / a.
@@ -181,12 +194,9 @@ func (e *Estimator) Agg(in AggInput) (AggResult, error) {
 	if in.CtxTokens <= 0 {
 		return AggResult{}, fmt.Errorf("--ctx-tokens %d: must be ≥ 1", in.CtxTokens)
 	}
-	accept := in.DecodeTokensPerIter
-	if accept == 0 {
-		accept = 1
-	}
-	if math.IsNaN(accept) || accept < 1 || accept > float64(e.cfg.Nextn+1) {
-		return AggResult{}, fmt.Errorf("decode tokens per iteration %v: must lie in [1, nextn+1 = %d]; raise --nextn or lower the acceptance", in.DecodeTokensPerIter, e.cfg.Nextn+1)
+	accept, err := e.tokensPerIter(in.DecodeTokensPerIter)
+	if err != nil {
+		return AggResult{}, err
 	}
 	h := hooks{e.cfg.Backend}
 	b, isl, osl, ctx := in.Batch, in.ISL, in.OSL, in.CtxTokens
@@ -334,12 +344,9 @@ func Disagg(pre, dec *Estimator, in DisaggInput) (DisaggResult, error) {
 	if pc < 0 || dc < 0 {
 		return DisaggResult{}, fmt.Errorf("--prefill-correction %v / --decode-correction %v: must be > 0", pc, dc)
 	}
-	progress := in.DecodeTokensPerIter
-	if progress == 0 {
-		progress = 1
-	}
-	if math.IsNaN(progress) || progress < 1 || progress > float64(dec.cfg.Nextn+1) {
-		return DisaggResult{}, fmt.Errorf("decode tokens per iteration %v: must lie in [1, nextn+1 = %d]; raise --nextn or lower the acceptance", in.DecodeTokensPerIter, dec.cfg.Nextn+1)
+	progress, err := dec.tokensPerIter(in.DecodeTokensPerIter)
+	if err != nil {
+		return DisaggResult{}, err
 	}
 	stride := in.Stride
 	if stride <= 0 {
