@@ -176,7 +176,7 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 }
 
 // TestAccuracyMTP: accuracy --nextn N --nextn-accepted A predicts the selected
-// aggregated TensorRT-LLM rows with one-model MTP (their points carry nextn and
+// TensorRT-LLM rows (aggregated here) with one-model MTP (their points carry nextn and
 // nextn_accepted; the decode steps accept drafts, so the predicted TPOT falls),
 // leaves any other row unpredicted with the reason, and refuses drafts without
 // an acceptance in one line.

@@ -38,7 +38,7 @@ func sweepCommand() *cli.Command {
 			quietFlag(),
 			calibrationFlag(),
 			deployedVersionFlag(deployedVersionUsage),
-			&cli.IntFlag{Name: "nextn", Usage: "run every point with MTP (TensorRT-LLM one-model MTP, SGLang EAGLE/NEXTN): N draft tokens per decode step (agg only; needs --nextn-accepted)"},
+			&cli.IntFlag{Name: "nextn", Usage: "run every point with MTP (TensorRT-LLM one-model MTP, SGLang EAGLE/NEXTN): N draft tokens per decode step (a disaggregated point: both pools; needs --nextn-accepted)"},
 			&cli.Float64Flag{Name: "nextn-accepted", Usage: "with --nextn: the mean drafts accepted per decode step, 0..nextn (measured for the model and data)"},
 		}, traceWorkloadFlags("workload: the stored trace `NAME` (W3: its arrivals, lengths and prefix reuse) instead of --isl/--osl/--prefix; agg only",
 			"with --trace, W4: a session's later turn arrives at its previous turn's completion + think time",

@@ -96,9 +96,9 @@ type Resolver struct {
 	VersionFallback bool
 	// NextN and NextNAccepted assume MTP for the rows predicted (no row records
 	// it): drafts per decode step and the mean accepted — TensorRT-LLM's one-model
-	// MTP, SGLang's EAGLE/NEXTN. Aggregated TensorRT-LLM and SGLang rows are
-	// predicted with them; any other row keeps the reason it cannot be. 0 drafts:
-	// no MTP.
+	// MTP, SGLang's EAGLE/NEXTN. TensorRT-LLM and SGLang rows are predicted with
+	// them (a disaggregated row's on both pools); any other row keeps the reason
+	// it cannot be. 0 drafts: no MTP.
 	NextN         int
 	NextNAccepted float64
 
