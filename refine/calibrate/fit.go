@@ -97,7 +97,7 @@ type FitOptions struct {
 	// rows it fits worse than no calibration). Every reported error —
 	// uncalibrated, fitted, cross-validated — is quantitative.
 	Objective string
-	// SimplexEvals caps the Nelder–Mead polish's cost evaluations (default 24;
+	// SimplexEvals caps the Nelder–Mead polish's cost evaluations (default 10;
 	// < 0: none). Every fit, a fold's refit too, starts from the identity (a
 	// warm start from the full fit would leak the held-out rows).
 	SimplexEvals int
@@ -246,7 +246,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		opt.Workers = runtime.GOMAXPROCS(0)
 	}
 	if opt.SimplexEvals == 0 {
-		opt.SimplexEvals = 24
+		opt.SimplexEvals = 10
 	}
 	if err := CheckLoss(opt.Loss); err != nil {
 		return nil, err
@@ -274,6 +274,9 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		}
 		return quant, quant
 	}
+	// The quantitative objective is descended through the screening tier mapped
+	// onto it (surrogateDescend); the screening objective is fj itself.
+	mapped := opt.Objective != store.TierScreening
 	groups := map[deployKey][]Sample{}
 	for _, s := range ss {
 		k := keyOf(s.In)
@@ -336,7 +339,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 			if gf.Before, err = fg(ctx, g, refine.Identity()); err != nil {
 				return err
 			}
-			adj, jac, err := levenbergMarquardt(ctx, fog, fj, g, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
+			adj, jac, err := levenbergMarquardt(ctx, fog, fj, g, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals, mapped)
 			if err != nil {
 				return err
 			}
@@ -359,7 +362,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 			}
 		}
 		_, fot := evalsOn(train)
-		a, _, err := levenbergMarquardt(ctx, fot, fj, train, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals)
+		a, _, err := levenbergMarquardt(ctx, fot, fj, train, [4]float64{}, opt.Loss, opt.MaxIter, opt.SimplexEvals, mapped)
 		if err != nil {
 			return err
 		}
@@ -528,8 +531,11 @@ func reweight(jac [][4]float64, r []float64, n int, loss string) ([][4]float64, 
 }
 
 // levenbergMarquardt minimises the loss of f's relative errors (the quantitative
-// tier) over x from start: Levenberg–Marquardt descent (lmDescend), then a
-// polish with at most nmEvals Nelder–Mead evaluations of the same cost. Under
+// tier) over x from start: a descent, then a polish with at most nmEvals
+// Nelder–Mead evaluations of the same cost. The descent maps the screening
+// tier fj onto f (surrogateDescend) when mapped, else it takes
+// Levenberg–Marquardt steps on f guided by fj's Jacobian (lmDescend; the
+// screening objective, where f is fj). Under
 // LossL1 the reweighted descent (2·maxIter iterations: reweighting converges
 // only linearly) runs from two starts and the lower L1 cost is kept (the first
 // on ties): start itself, and the least-squares iterate from start. From start
@@ -540,7 +546,7 @@ func reweight(jac [][4]float64, r []float64, n int, loss string) ([][4]float64, 
 // cross-validated errors 0.1–0.5 points lower on the B200 desync runs
 // (docs/validation.md Round 13). It returns the fitted adjustment and the
 // Jacobian of the data residuals at the optimum (for identifiability).
-func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4]float64, loss string, maxIter, nmEvals int) (refine.PassAdjust, [][4]float64, error) {
+func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4]float64, loss string, maxIter, nmEvals int, mapped bool) (refine.PassAdjust, [][4]float64, error) {
 	type candidate struct {
 		x [4]float64
 		c float64
@@ -549,17 +555,23 @@ func levenbergMarquardt(ctx context.Context, f, fj evalFn, ss []Sample, start [4
 	if loss == LossL1 {
 		iter = 2 * maxIter
 	}
-	x, c, err := lmDescend(ctx, f, fj, ss, start, loss, iter)
+	descend := func(x [4]float64, loss string, iter int) ([4]float64, float64, error) {
+		if mapped {
+			return surrogateDescend(ctx, f, fj, ss, x, loss, iter)
+		}
+		return lmDescend(ctx, f, fj, ss, x, loss, iter)
+	}
+	x, c, err := descend(start, loss, iter)
 	if err != nil {
 		return refine.PassAdjust{}, nil, err
 	}
 	cands := []candidate{{x, c}}
 	if loss == LossL1 {
-		xl2, _, err := lmDescend(ctx, f, fj, ss, start, LossL2, maxIter)
+		xl2, _, err := descend(start, LossL2, maxIter)
 		if err != nil {
 			return refine.PassAdjust{}, nil, err
 		}
-		xb, cb, err := lmDescend(ctx, f, fj, ss, xl2, LossL1, iter)
+		xb, cb, err := descend(xl2, LossL1, iter)
 		if err != nil {
 			return refine.PassAdjust{}, nil, err
 		}
@@ -638,6 +650,89 @@ func lmDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float64, los
 		}
 	}
 	return x, c0, nil
+}
+
+// surrogateDescend minimises the loss of f's relative errors from x by output
+// space mapping. At the current iterate the screening tier fj, scaled sample by
+// sample to agree with f there (corrected), is descended to its own optimum by
+// lmDescend (4·maxIter steps, screening evaluations only: µs each), and f is
+// evaluated once at that optimum — or at 1/2, then 1/4 of the way, when the
+// full step does not lower f's cost. The screening tier carries the timing's smooth
+// dependence on the four corrections; the quantitative level it misses (the
+// schedule's waits, the run's burst) is the per-sample factor, refreshed at
+// every accepted iterate. A descent thus costs a handful of quantitative
+// evaluations where lmDescend spends one per trial step. It stops when no step
+// lowers f's cost by more than 1e-3 relative (the quantitative cost is
+// piecewise in the timing: smaller gains are the schedule's steps, left to
+// the simplex), or after maxIter steps, and returns the last iterate and its
+// cost.
+func surrogateDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float64, loss string, maxIter int) ([4]float64, float64, error) {
+	n := len(ss)
+	r, err := residuals(ctx, f, ss, x)
+	if err != nil {
+		return x, 0, err
+	}
+	c0 := cost(r, n, loss)
+	for range maxIter {
+		q, err := f(ctx, ss, toAdjust(x)) // remembered by memoOn: no evaluation
+		if err != nil {
+			return x, 0, err
+		}
+		s0, err := fj(ctx, ss, toAdjust(x))
+		if err != nil {
+			return x, 0, err
+		}
+		sur := corrected(fj, s0, q)
+		xs, _, err := lmDescend(ctx, sur, sur, ss, x, loss, 4*maxIter)
+		if err != nil {
+			return x, 0, err
+		}
+		improved := false
+		for _, t := range [3]float64{1, 0.5, 0.25} {
+			var xn [4]float64
+			for j := range 4 {
+				xn[j] = x[j] + t*(xs[j]-x[j])
+			}
+			if xn = clampX(xn); xn == x {
+				break
+			}
+			rn, err := residuals(ctx, f, ss, xn)
+			if err != nil {
+				return x, 0, err
+			}
+			if c := cost(rn, n, loss); c < c0 {
+				improved = c0-c > 1e-3*c0
+				x, c0 = xn, c
+				break
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return x, c0, nil
+}
+
+// corrected is the screening tier fj scaled per sample and metric to agree with
+// the quantitative predictions q where fj predicted s0 (both at the same
+// adjustment): fj(adj)·q/s0, or fj(adj) + q − s0 where s0 is not positive.
+func corrected(fj evalFn, s0, q [][2]float64) evalFn {
+	return func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error) {
+		p, err := fj(ctx, ss, adj)
+		if err != nil {
+			return nil, err
+		}
+		for i := range p {
+			for k := range 2 {
+				if s0[i][k] > 0 {
+					p[i][k] *= q[i][k] / s0[i][k]
+				} else {
+					p[i][k] += q[i][k] - s0[i][k]
+				}
+			}
+		}
+		return p, nil
+	}
 }
 
 // jacobian is the forward-difference Jacobian of f's residuals at x.
