@@ -138,36 +138,47 @@ type evalFn func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]
 // every copy gets the prediction its own evaluation would.
 func quantEval(ev Evaluator, workers int) evalFn {
 	return func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error) {
-		first, uniq := distinctRuns(ss)
-		qs := make([]store.Quantitative, len(uniq))
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(workers)
-		for u, i := range uniq {
-			g.Go(func() error {
-				var q store.Quantitative
-				var err error
-				if ss[i].Run != nil {
-					q, err = ev.QuantitativeRunSummaryAdjusted(gctx, ss[i].In, adj, *ss[i].Run)
-				} else {
-					q, err = ev.QuantitativeAdjusted(gctx, ss[i].In, adj)
-				}
-				if err != nil {
-					return fmt.Errorf("measurement %d: %w", ss[i].MeasurementID, err)
-				}
-				qs[u] = q
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return nil, err
-		}
-		out := make([][2]float64, len(ss))
-		for i := range ss {
-			q := &qs[first[i]]
-			out[i] = [2]float64{q.V[ss[i].ttftCol], q.V[ss[i].tpotCol]}
-		}
-		return out, nil
+		return evalDistinct(ctx, ss, workers, func(ctx context.Context, s *Sample) (store.Quantitative, error) {
+			if s.Run != nil {
+				return ev.QuantitativeRunSummaryAdjusted(ctx, s.In, adj, *s.Run)
+			}
+			return ev.QuantitativeAdjusted(ctx, s.In, adj)
+		}, func(q *store.Quantitative, s *Sample) [2]float64 { return [2]float64{q.V[s.ttftCol], q.V[s.tpotCol]} })
 	}
+}
+
+// evalDistinct evaluates each distinct (point, run) of ss once (one, at the
+// first sample of each; at most workers at a time) and gives every sample its
+// point's columns (cols: a sample names its measured statistics). An
+// evaluation is deterministic, so every copy gets the prediction its own
+// evaluation would. The error reported is the first failing point's in sample
+// order, wrapped with its measurement.
+func evalDistinct[Q any](ctx context.Context, ss []Sample, workers int, one func(context.Context, *Sample) (Q, error), cols func(*Q, *Sample) [2]float64) ([][2]float64, error) {
+	first, uniq := distinctRuns(ss)
+	qs := make([]Q, len(uniq))
+	errs := make([]error, len(uniq))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for u, i := range uniq {
+		g.Go(func() error {
+			q, err := one(gctx, &ss[i])
+			if err != nil {
+				errs[u] = fmt.Errorf("measurement %d: %w", ss[i].MeasurementID, err)
+				return errs[u] // cancels the others
+			}
+			qs[u] = q
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if err := firstError(ctx, errs); err != nil {
+		return nil, err
+	}
+	out := make([][2]float64, len(ss))
+	for i := range ss {
+		out[i] = cols(&qs[first[i]], &ss[i])
+	}
+	return out, nil
 }
 
 // distinctRuns maps each sample of ss to its distinct (point, run) — first[i]
@@ -219,18 +230,14 @@ func memoOn(ss []Sample, f evalFn) evalFn {
 }
 
 // screenEval evaluates through the screening tier (µs per point): the fit's
-// Jacobian only; every accepted step and every reported number is quantitative.
-func screenEval(ev Evaluator) evalFn {
+// Jacobian and the mapped descent's surrogate (surrogateDescend); every
+// accepted step and every reported number is quantitative. Like quantEval it
+// evaluates each distinct point once, in parallel.
+func screenEval(ev Evaluator, workers int) evalFn {
 	return func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error) {
-		out := make([][2]float64, len(ss))
-		for i := range ss {
-			q, err := ev.ScreenAdjusted(ctx, ss[i].In, adj)
-			if err != nil {
-				return nil, fmt.Errorf("measurement %d: %w", ss[i].MeasurementID, err)
-			}
-			out[i] = [2]float64{q.V[ss[i].ttftCol], q.V[ss[i].tpotCol]}
-		}
-		return out, nil
+		return evalDistinct(ctx, ss, workers, func(ctx context.Context, s *Sample) (store.Queueing, error) {
+			return ev.ScreenAdjusted(ctx, s.In, adj)
+		}, func(q *store.Queueing, s *Sample) [2]float64 { return [2]float64{q.V[s.ttftCol], q.V[s.tpotCol]} })
 	}
 }
 
@@ -258,7 +265,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		opt.MaxIter = 6
 	}
 	f := quantEval(ev, opt.Workers)
-	fj := screenEval(ev)
+	fj := screenEval(ev, opt.Workers)
 	switch opt.Objective {
 	case "", store.TierQuantitative, store.TierScreening:
 	default:
@@ -682,7 +689,7 @@ func surrogateDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float
 		if err != nil {
 			return x, 0, err
 		}
-		sur := corrected(fj, s0, q)
+		sur := memoOn(ss, corrected(fj, s0, q)) // a step's iterate is the next Jacobian's base
 		xs, _, err := lmDescend(ctx, sur, sur, ss, x, loss, 4*maxIter)
 		if err != nil {
 			return x, 0, err

@@ -78,9 +78,9 @@ func TestMappedDescentCheaper(t *testing.T) {
 			})
 			var err error
 			if mapped {
-				_, costs[k], err = surrogateDescend(ctx, counted, screenEval(ev), ss, [4]float64{}, loss, 12)
+				_, costs[k], err = surrogateDescend(ctx, counted, screenEval(ev, 1), ss, [4]float64{}, loss, 12)
 			} else {
-				_, costs[k], err = lmDescend(ctx, counted, screenEval(ev), ss, [4]float64{}, loss, 12)
+				_, costs[k], err = lmDescend(ctx, counted, screenEval(ev, 1), ss, [4]float64{}, loss, 12)
 			}
 			if err != nil {
 				t.Fatal(err)
