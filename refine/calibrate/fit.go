@@ -672,7 +672,8 @@ func lmDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float64, los
 // lowers f's cost by more than 1e-3 relative (the quantitative cost is
 // piecewise in the timing: smaller gains are the schedule's steps, left to
 // the simplex), or after maxIter steps, and returns the last iterate and its
-// cost.
+// cost. Should the screening tier fail where the surrogate's descent led, the
+// rest of the descent is lmDescend's from the current iterate.
 func surrogateDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float64, loss string, maxIter int) ([4]float64, float64, error) {
 	n := len(ss)
 	r, err := residuals(ctx, f, ss, x)
@@ -692,7 +693,12 @@ func surrogateDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float
 		sur := memoOn(ss, corrected(fj, s0, q)) // a step's iterate is the next Jacobian's base
 		xs, _, err := lmDescend(ctx, sur, sur, ss, x, loss, 4*maxIter)
 		if err != nil {
-			return x, 0, err
+			if ctx.Err() != nil {
+				return x, 0, err
+			}
+			// The screening tier refused a point the surrogate wandered to: the
+			// direct descent, from here, steps only where f is evaluated.
+			return lmDescend(ctx, f, fj, ss, x, loss, maxIter)
 		}
 		improved := false
 		for _, t := range [3]float64{1, 0.5, 0.25} {

@@ -2,6 +2,8 @@ package calibrate
 
 import (
 	"context"
+	"errors"
+	"math"
 	"testing"
 	"testing/quick"
 
@@ -94,5 +96,35 @@ func TestMappedDescentCheaper(t *testing.T) {
 		if evals[1] > evals[0] {
 			t.Errorf("%s: mapped descent took %d quantitative evaluations, the direct one %d", loss, evals[1], evals[0])
 		}
+	}
+}
+
+// TestMappedDescentScreeningRefusal: when the screening tier fails inside the
+// surrogate's own descent (here once, at its fourth call: the first Jacobian
+// of the mapped tier), the descent continues directly on the quantitative tier
+// from its iterate instead of failing the fit, and still recovers the rows'
+// corrections (made at prefill 1.4, decode 0.8).
+func TestMappedDescentScreeningRefusal(t *testing.T) {
+	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	ss := synthSamples(t, ev, refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8})
+	ctx := context.Background()
+	screen := screenEval(ev, 1)
+	calls := 0
+	refusing := func(ctx context.Context, s []Sample, adj refine.PassAdjust) ([][2]float64, error) {
+		if calls++; calls == 4 {
+			return nil, errors.New("screening refused")
+		}
+		return screen(ctx, s, adj)
+	}
+	f := memoOn(ss, quantEval(ev, 1))
+	x, c, err := surrogateDescend(ctx, f, refusing, ss, [4]float64{}, LossL2, 6)
+	if err != nil {
+		t.Fatalf("mapped descent failed on a screening refusal: %v", err)
+	}
+	if calls < 4 {
+		t.Fatalf("the screening tier was called %d times: the refusal was never met", calls)
+	}
+	if a := toAdjust(x); c > 0.01 || math.Abs(a.DecodeScale-0.8) > 0.05 {
+		t.Errorf("after the refusal: cost %.4f, adjustment %+v; want ≈ prefill 1.4, decode 0.8", c, a)
 	}
 }
