@@ -9,6 +9,7 @@ import (
 
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/refine"
+	"github.com/aicdb/aicdb/store"
 )
 
 // TestCorrectedAgreesAtItsAnchor: the mapped screening tier equals the
@@ -126,5 +127,36 @@ func TestMappedDescentScreeningRefusal(t *testing.T) {
 	}
 	if a := toAdjust(x); c > 0.01 || math.Abs(a.DecodeScale-0.8) > 0.05 {
 		t.Errorf("after the refusal: cost %.4f, adjustment %+v; want ≈ prefill 1.4, decode 0.8", c, a)
+	}
+}
+
+// TestFitScreeningObjective: with the screening objective the fit descends the
+// screening tier itself (no mapping: its objective is the surrogate), lowers
+// the screening tier's cost from the identity, and still reports quantitative
+// errors.
+func TestFitScreeningObjective(t *testing.T) {
+	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	ss := synthSamples(t, ev, refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8})
+	fits, err := Fit(context.Background(), ev, ss, FitOptions{Objective: store.TierScreening, Workers: 1, SimplexEvals: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fj := screenEval(ev, 1)
+	r0, err := residuals(ctx, fj, ss, [4]float64{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := fits[0].Adjust
+	x := [4]float64{math.Log(a.PrefillScale), math.Log(a.DecodeScale), a.PassOverheadMs, a.RequestOverheadMs}
+	r1, err := residuals(ctx, fj, ss, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c0, c1 := cost(r0, len(ss), DefaultLoss), cost(r1, len(ss), DefaultLoss); c1 >= c0 {
+		t.Errorf("screening cost %.4f at the fit (%+v), not below the identity's %.4f", c1, a, c0)
+	}
+	if g := fits[0]; len(g.Fitted) != len(ss) || g.TTFTFit <= 0 {
+		t.Errorf("no quantitative report of the fit: %d predictions, TTFT MAPE %v", len(g.Fitted), g.TTFTFit)
 	}
 }
