@@ -160,3 +160,25 @@ func TestFitScreeningObjective(t *testing.T) {
 		t.Errorf("no quantitative report of the fit: %d predictions, TTFT MAPE %v", len(g.Fitted), g.TTFTFit)
 	}
 }
+
+// TestFitWorkersDeterministic: the fit's evaluations run in parallel (the
+// groups' and folds' fits, each evaluation's distinct points, the mapped
+// descent's screening sweeps), yet the adjustments and every reported error
+// are those of the sequential fit.
+func TestFitWorkersDeterministic(t *testing.T) {
+	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	truth := refine.PassAdjust{PrefillScale: 1.3, DecodeScale: 0.9, PassOverheadMs: 0.5, RequestOverheadMs: 10}
+	one, err := Fit(context.Background(), ev, synthSamples(t, ev, truth), FitOptions{Holdout: 3, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := Fit(context.Background(), ev, synthSamples(t, ev, truth), FitOptions{Holdout: 3, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := one[0], many[0]
+	if a.Adjust != b.Adjust || a.TTFTFit != b.TTFTFit || a.TPOTFit != b.TPOTFit || a.TTFTCV != b.TTFTCV || a.TPOTCV != b.TPOTCV {
+		t.Errorf("4 workers: %+v fit %v/%v CV %v/%v; 1 worker: %+v fit %v/%v CV %v/%v",
+			b.Adjust, b.TTFTFit, b.TPOTFit, b.TTFTCV, b.TPOTCV, a.Adjust, a.TTFTFit, a.TPOTFit, a.TTFTCV, a.TPOTCV)
+	}
+}
