@@ -470,6 +470,11 @@ func residuals(ctx context.Context, f evalFn, ss []Sample, x [4]float64) ([]floa
 	if err != nil {
 		return nil, err
 	}
+	return residualsOf(ss, p, x)
+}
+
+// residualsOf is residuals of the predictions p made at x.
+func residualsOf(ss []Sample, p [][2]float64, x [4]float64) ([]float64, error) {
 	r := make([]float64, 0, 2*len(ss)+4)
 	for i, s := range ss {
 		r = append(r, p[i][0]/s.TTFT-1, p[i][1]/s.TPOT-1)
@@ -676,16 +681,16 @@ func lmDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float64, los
 // rest of the descent is lmDescend's from the current iterate.
 func surrogateDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float64, loss string, maxIter int) ([4]float64, float64, error) {
 	n := len(ss)
-	r, err := residuals(ctx, f, ss, x)
+	q, err := f(ctx, ss, toAdjust(x)) // the iterate's predictions, kept to map the next surrogate
+	if err != nil {
+		return x, 0, err
+	}
+	r, err := residualsOf(ss, q, x)
 	if err != nil {
 		return x, 0, err
 	}
 	c0 := cost(r, n, loss)
 	for range maxIter {
-		q, err := f(ctx, ss, toAdjust(x)) // remembered by memoOn: no evaluation
-		if err != nil {
-			return x, 0, err
-		}
 		s0, err := fj(ctx, ss, toAdjust(x))
 		if err != nil {
 			return x, 0, err
@@ -709,13 +714,17 @@ func surrogateDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float
 			if xn = clampX(xn); xn == x {
 				break
 			}
-			rn, err := residuals(ctx, f, ss, xn)
+			qn, err := f(ctx, ss, toAdjust(xn))
+			if err != nil {
+				return x, 0, err
+			}
+			rn, err := residualsOf(ss, qn, xn)
 			if err != nil {
 				return x, 0, err
 			}
 			if c := cost(rn, n, loss); c < c0 {
 				improved = c0-c > 1e-3*c0
-				x, c0 = xn, c
+				x, c0, q = xn, c, qn
 				break
 			}
 		}
