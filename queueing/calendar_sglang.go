@@ -185,7 +185,7 @@ func (s *sim) scheduleSGLang(p *simPass) {
 	entries, rows := p.entries, p.tp.Decode
 	// A plain pool of one-token pages (SGLang's default) grows each decoder
 	// without kvGrow's call: its blocks are its tokens (kvTake's plain path).
-	unitKV := kv && page == 1 && s.share == nil && s.kv.ctx == nil
+	unitKV := kv && page == 1 && s.plainPool()
 	for _, ri := range dec {
 		r := &s.reqs[ri]
 		grown := true

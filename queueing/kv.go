@@ -74,7 +74,7 @@ func (s *sim) kvGrow(ri int32, tokens int) bool {
 func (s *sim) kvTake(ri int32, tokens int) bool {
 	r := &s.reqs[ri]
 	need := ceilDiv(tokens, s.e.BlockSize) - r.blocks
-	if s.share == nil && s.kv.ctx == nil { // a plain pool: every block needed is a free one
+	if s.plainPool() { // every block needed is a free one
 		return s.kvTakeFree(r, need)
 	}
 	take := need // free blocks taken: a hit on a block another running request holds takes none (V-R9)
@@ -95,6 +95,10 @@ func (s *sim) kvTake(ri int32, tokens int) bool {
 	}
 	return true
 }
+
+// plainPool reports a KV pool without shared prefix blocks or session
+// contexts: a request's blocks are its own, all taken from the free ones.
+func (s *sim) plainPool() bool { return s.share == nil && s.kv.ctx == nil }
 
 // kvTakeFree gives r need more blocks from the free ones of a plain pool (no
 // shared blocks, no session contexts); it reports false, changing nothing,
