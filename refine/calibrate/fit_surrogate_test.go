@@ -62,8 +62,8 @@ func near(a, b float64) bool { return a == b || (a-b)/b < 1e-12 && (b-a)/b < 1e-
 // the descent through the mapped screening tier (surrogateDescend) reaches a
 // quantitative cost at least as low as the Levenberg–Marquardt descent on the
 // quantitative tier (lmDescend), from the identity, under both losses, with
-// no more quantitative evaluations (on the measured rows it takes about a third
-// fewer: docs/validation.md Round 21).
+// fewer quantitative evaluations (14 against 15–16 here; on the measured rows
+// about a third fewer: docs/validation.md Round 21).
 func TestMappedDescentCheaper(t *testing.T) {
 	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
 	truth := refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8, PassOverheadMs: 1, RequestOverheadMs: 20}
@@ -94,7 +94,7 @@ func TestMappedDescentCheaper(t *testing.T) {
 		if costs[1] > costs[0]*1.02 {
 			t.Errorf("%s: mapped descent cost %.4f, above the direct descent's %.4f", loss, costs[1], costs[0])
 		}
-		if evals[1] > evals[0] {
+		if evals[1] >= evals[0] {
 			t.Errorf("%s: mapped descent took %d quantitative evaluations, the direct one %d", loss, evals[1], evals[0])
 		}
 	}
@@ -130,10 +130,9 @@ func TestMappedDescentScreeningRefusal(t *testing.T) {
 	}
 }
 
-// TestFitScreeningObjective: with the screening objective the fit descends the
-// screening tier itself (no mapping: its objective is the surrogate), lowers
-// the screening tier's cost from the identity, and still reports quantitative
-// errors.
+// TestFitScreeningObjective: with the screening objective (the path that
+// skips the mapped descent) the fit lowers the screening tier's cost from the
+// identity and still reports quantitative errors.
 func TestFitScreeningObjective(t *testing.T) {
 	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
 	ss := synthSamples(t, ev, refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8})
