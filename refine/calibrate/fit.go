@@ -691,11 +691,12 @@ func surrogateDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float
 	}
 	c0 := cost(r, n, loss)
 	for range maxIter {
-		s0, err := fj(ctx, ss, toAdjust(x))
+		at := toAdjust(x)
+		s0, err := fj(ctx, ss, at)
 		if err != nil {
 			return x, 0, err
 		}
-		sur := memoOn(ss, corrected(fj, s0, q)) // a step's iterate is the next Jacobian's base
+		sur := memoOn(ss, corrected(fj, at, s0, q)) // a step's iterate is the next Jacobian's base
 		xs, _, err := lmDescend(ctx, sur, sur, ss, x, loss, 4*maxIter)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -736,13 +737,19 @@ func surrogateDescend(ctx context.Context, f, fj evalFn, ss []Sample, x [4]float
 }
 
 // corrected is the screening tier fj scaled per sample and metric to agree with
-// the quantitative predictions q where fj predicted s0 (both at the same
-// adjustment): fj(adj)·q/s0, or fj(adj) + q − s0 where s0 is not positive.
-func corrected(fj evalFn, s0, q [][2]float64) evalFn {
+// the quantitative predictions q at the adjustment at, where fj predicted s0:
+// fj(adj)·q/s0, or fj(adj) + q − s0 where s0 is not positive. At at itself it
+// scales s0 instead of asking fj again (the same values: fj is deterministic).
+func corrected(fj evalFn, at refine.PassAdjust, s0, q [][2]float64) evalFn {
 	return func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error) {
-		p, err := fj(ctx, ss, adj)
-		if err != nil {
-			return nil, err
+		var p [][2]float64
+		if adj == at {
+			p = slices.Clone(s0)
+		} else {
+			var err error
+			if p, err = fj(ctx, ss, adj); err != nil {
+				return nil, err
+			}
 		}
 		for i := range p {
 			for k := range 2 {

@@ -16,7 +16,8 @@ import (
 // quantitative predictions at the adjustment it was anchored at (the identity
 // surrogateDescend relies on: its first residuals are f's), multiplicatively
 // where the screening prediction is positive and additively where it is not,
-// and it keeps the screening tier's ratios between adjustments.
+// whether it takes its anchor's screening values or asks for them again, and
+// it keeps the screening tier's ratios between adjustments.
 func TestCorrectedAgreesAtItsAnchor(t *testing.T) {
 	ctx := context.Background()
 	prop := func(a, b, q0, q1 float64, zero bool) bool {
@@ -28,9 +29,14 @@ func TestCorrectedAgreesAtItsAnchor(t *testing.T) {
 		fj := func(_ context.Context, _ []Sample, adj refine.PassAdjust) ([][2]float64, error) {
 			return [][2]float64{{s0[0][0] * adj.PrefillScale, s0[0][1] * adj.DecodeScale}}, nil
 		}
-		sur := corrected(fj, s0, q)
+		sur := corrected(fj, refine.Identity(), s0, q)
 		at, err := sur(ctx, make([]Sample, 1), refine.Identity())
 		if err != nil || !near(at[0][0], q[0][0]) || !near(at[0][1], q[0][1]) {
+			return false
+		}
+		// Anchored elsewhere, it asks fj at the identity: the same values bit
+		// for bit (the anchor's shortcut scales s0 as it would scale fj's answer).
+		if asked, err := corrected(fj, refine.PassAdjust{}, s0, q)(ctx, make([]Sample, 1), refine.Identity()); err != nil || asked[0] != at[0] {
 			return false
 		}
 		moved, _ := sur(ctx, make([]Sample, 1), refine.PassAdjust{PrefillScale: 2, DecodeScale: 3})
