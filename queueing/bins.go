@@ -11,6 +11,11 @@ import (
 // the mean is exact. Equal values stay exact.
 const binStep = 1e-4
 
+// binMargin is how far (relative) a cached bin range keeps inside its bin's edges:
+// far above the rounding of binOf's floor(log(v)·invLogBin) (~1e-15) and the drift
+// of a chain of binAfter steps, far below the bin width.
+const binMargin = 1e-10
+
 var invLogBin = 1 / math.Log1p(binStep)
 
 // bucketBins accumulates weighted values into log-spaced bins, per bucket (a
@@ -96,18 +101,23 @@ func binOf(v float64) vbin {
 		return vbin{k: -1 << 50} // v ≤ 0 (not a gap; kept apart)
 	}
 	k := int64(math.Floor(math.Log(v) * invLogBin))
-	return vbin{k: k, lo: math.Exp(float64(k)/invLogBin) * (1 + 1e-12), hi: math.Exp(float64(k+1)/invLogBin) * (1 - 1e-12)}
+	// The upper edge e^((k+1)/invLogBin) is the lower one times 1 + binStep up to a
+	// few ulps, far inside the margins.
+	e := math.Exp(float64(k) / invLogBin)
+	return vbin{k: k, lo: e * (1 + binMargin), hi: e * (1 + binStep) * (1 - binMargin)}
 }
 
 // binAfter is binOf(v), derived without logarithms when v lies in the bin right
 // above the cached one c (a decode stretch's pass lengths grow by less than a bin
 // per pass): bin k + 1 spans [B, B·(1 + binStep)) for B the cached bin's upper
-// edge, and the derived range keeps inside it by a margin (2e-12 relative) far above
-// the rounding of c.hi and of binOf's floor(log(v)·invLogBin), so a value it admits
-// is one binOf puts in bin k + 1.
+// edge, recovered from c.hi = B·(1 − binMargin), and the derived range keeps
+// binMargin inside it, so a value it admits is one binOf puts in bin k + 1. Each
+// step re-derives B from the last range (a few ulps of drift per step, not a
+// margin lost per step): ranges chained over 10⁵ steps stay inside their bins.
 func (bb *bucketBins) binAfter(c *binCache, v float64) vbin {
 	if c.i >= 0 && v >= c.hi {
-		lo, hi := c.hi*(1+3e-12), c.hi*(1+binStep)*(1-2e-12)
+		b := c.hi / (1 - binMargin)
+		lo, hi := b*(1+binMargin), b*(1+binStep)*(1-binMargin)
 		if v >= lo && v < hi {
 			return vbin{k: bb.acc[c.i].key + 1, lo: lo, hi: hi}
 		}

@@ -29,18 +29,24 @@ func TestPropertyBinCacheRanges(t *testing.T) {
 				rt.Fatalf("edge %v of bin %d has key %d", edge, b.k, key(edge))
 			}
 		}
-		// binAfter: the bin above the cached one, derived without logarithms.
+		// binAfter: the bins above the cached one, each derived from the last (no
+		// logarithm) for up to 5,000 steps.
 		bb := bucketBins{acc: []bucketAcc{{key: b.k}}}
 		c := binCache{i: 0, lo: b.lo, hi: b.hi}
-		w := b.hi * (1 + rapid.Float64Range(0, 2e-4).Draw(rt, "step"))
-		n := bb.binAfter(&c, w)
-		if n.k != key(w) {
-			rt.Fatalf("binAfter(%v) key %d, want %d", w, n.k, key(w))
-		}
-		for _, edge := range []float64{n.lo, math.Nextafter(n.hi, 0)} {
-			if key(edge) != n.k {
-				rt.Fatalf("binAfter edge %v of bin %d has key %d", edge, n.k, key(edge))
+		steps := rapid.IntRange(1, 5000).Draw(rt, "steps")
+		for j := 0; j < steps; j++ {
+			w := c.hi * (1 + rapid.Float64Range(0, 2e-4).Draw(rt, "step"))
+			n := bb.binAfter(&c, w)
+			if n.k != key(w) {
+				rt.Fatalf("step %d: binAfter(%v) key %d, want %d", j, w, n.k, key(w))
 			}
+			for _, edge := range []float64{n.lo, math.Nextafter(n.hi, 0)} {
+				if key(edge) != n.k {
+					rt.Fatalf("step %d: binAfter edge %v of bin %d has key %d", j, edge, n.k, key(edge))
+				}
+			}
+			bb.acc = append(bb.acc, bucketAcc{key: n.k})
+			c = binCache{i: int32(len(bb.acc) - 1), lo: n.lo, hi: n.hi}
 		}
 	})
 }
