@@ -110,8 +110,11 @@ type Sim struct {
 	timing timing.Timing
 	opt    Options
 	gaps   valueCounts // Options.SummaryOnly: inter-token gaps
-	bs     int
-	pool   *blockPool
+	// gapV, gapN: the run of equal gaps not yet in gaps (a pass's decode rows
+	// mostly share one gap: counted once per run, not once per token).
+	gapV, gapN float64
+	bs         int
+	pool       *blockPool
 
 	reqs     []req
 	waiting  deque
@@ -437,6 +440,7 @@ func (s *Sim) logPass(pb *passBuf) {
 func (s *Sim) result() *Result {
 	res := &Result{Passes: s.passes, NumPasses: s.nPasses, EndMs: s.gpuFree, ScheduledToks: s.schedTk}
 	if s.opt.SummaryOnly {
+		s.flushGaps()
 		g := s.gaps // a copy: the result must not keep the whole Sim reachable
 		res.gaps = &g
 	}
@@ -487,7 +491,12 @@ func (s *Sim) appendToken(ri int32, t float64) bool {
 	case r.nTok == 0:
 		r.firstTok = t
 	case s.opt.SummaryOnly:
-		s.gaps.add(t-r.lastTok, 1)
+		if g := t - r.lastTok; g == s.gapV && s.gapN > 0 {
+			s.gapN++
+		} else {
+			s.flushGaps()
+			s.gapV, s.gapN = g, 1
+		}
 	}
 	r.nTok++
 	r.lastTok = t
@@ -495,6 +504,15 @@ func (s *Sim) appendToken(ri int32, t float64) bool {
 		r.tokTimes = append(r.tokTimes, t)
 	}
 	return (r.eosAt > 0 && r.g == r.eosAt) || r.g >= r.maxTokens
+}
+
+// flushGaps counts the pending run of equal gaps (appendToken). Counts are whole
+// numbers, so a run counted at once sums as its tokens one by one would.
+func (s *Sim) flushGaps() {
+	if s.gapN > 0 {
+		s.gaps.add(s.gapV, s.gapN)
+		s.gapN = 0
+	}
 }
 
 // finish marks r finished at t, frees its blocks and calls the driver hook.

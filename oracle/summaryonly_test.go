@@ -1,6 +1,7 @@
 package oracle_test
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"testing"
@@ -52,6 +53,32 @@ func TestSummaryOnlySameRun(t *testing.T) {
 				(a.NumTokens > 0 && a.FirstTokenMs != a.TokenTimesMs[0]) || a.FirstTokenMs != b.FirstTokenMs {
 				t.Fatalf("seed %d request %d: %+v vs SummaryOnly %+v", seed, i, a, b)
 			}
+		}
+	}
+}
+
+// TestSummaryOnlyScenario: `oracle run`'s summary (SummaryOnly, the gaps counted
+// in runs of equal values as the tokens come) is bit for bit the summary of the
+// full run (every token time kept) on the benchmark's Poisson scenario, vLLM and
+// SGLang: thousands of decode rows share each pass's gap.
+func TestSummaryOnlyScenario(t *testing.T) {
+	for _, doc := range [][]byte{poissonScenario(1500), sglangPoissonScenario(1500, true)} {
+		var sums [2]oracle.Summary
+		for i, lean := range []bool{false, true} {
+			sc, err := oracle.ReadScenario(bytes.NewReader(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := sc.Simulate(context.Background(), oracle.Options{SummaryOnly: lean})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sums[i], err = res.Summary(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if sums[0] != sums[1] || sums[0].OutputTokens != 1500*256 {
+			t.Fatalf("full run\n%+v\nSummaryOnly\n%+v", sums[0], sums[1])
 		}
 	}
 }
