@@ -232,7 +232,7 @@ func TestDecodeSlots(t *testing.T) {
 	}
 }
 
-// TestValidateDrafts: MTP drafts are accepted on TensorRT-LLM under
+// TestValidateDrafts: MTP drafts are accepted on vLLM, on TensorRT-LLM under
 // GUARANTEED_NO_EVICT and on SGLang without the overlap scheduler and mixed chunk
 // (SetDrafts), with an acceptance in [0, drafts]; every other use is a one-line
 // error naming the knob.
@@ -261,10 +261,14 @@ func TestValidateDrafts(t *testing.T) {
 			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
-	v, _ := Defaults(VLLM, "")
-	v.DraftTokens = 1
-	if err := v.Validate(); err == nil || !strings.Contains(err.Error(), "not for vllm") {
-		t.Errorf("vLLM with drafts: got %v, want the not-modelled error", err)
+	// vLLM MTP (V-S1..V-S4): both scheduling modes; SetDrafts changes nothing else.
+	for _, async := range []bool{false, true} {
+		v, _ := Defaults(VLLM, "")
+		v.AsyncScheduling = async
+		v.SetDrafts(2, 1.4)
+		if err := v.Validate(); err != nil || v.AsyncScheduling != async {
+			t.Errorf("vLLM MTP (async %t): %v, spec %+v", async, err, v)
+		}
 	}
 	// SGLang EAGLE / NEXTN: SetDrafts turns the overlap scheduler and mixed chunk
 	// off as SGLang's server arguments do; set back on, Validate names both.

@@ -22,7 +22,8 @@ const (
 //
 // vLLM reads MaxNumBatchedTokens, MaxNumSeqs, EnableChunkedPrefill,
 // LongPrefillTokenThreshold, AsyncScheduling, BlockSize, KVCapacityTokens.
-// TRT-LLM reads MaxBatchSize, MaxNumTokens, EnableChunkedPrefill, AsyncScheduling
+// vLLM also reads DraftTokens and DraftAccepted (MTP speculative decoding,
+// speculative_config). TRT-LLM reads MaxBatchSize, MaxNumTokens, EnableChunkedPrefill, AsyncScheduling
 // (the overlap executor), BlockSize (tokens_per_block), KVCapacityTokens,
 // CapacityPolicy, DraftTokens and DraftAccepted (MTP). SGLang reads ChunkedPrefillSize, MaxPrefillTokens,
 // EnableChunkedPrefill, EnableMixedChunk, MaxNumSeqs (max_running_requests),
@@ -79,7 +80,11 @@ type Spec struct {
 	MaxBatchSize   int    `json:"max_batch_size,omitempty"`  // T-R1/T-R3
 	MaxNumTokens   int    `json:"max_num_tokens,omitempty"`  // T-R3 token budget
 	CapacityPolicy string `json:"capacity_policy,omitempty"` // "guaranteed_no_evict" | "max_utilization"
-	// DraftTokens is the MTP draft length of one decode step: TensorRT-LLM's
+	// DraftTokens is the MTP draft length of one decode step: vLLM's MTP
+	// speculative decoding (speculative_config num_speculative_tokens), where a
+	// decode step schedules 1 + DraftTokens tokens against the token budget,
+	// truncated to what is left of it, with KV lookahead slots for the drafts
+	// (V-S1..V-S4, docs/queueing.md); TensorRT-LLM's
 	// one-model MTP (speculative_config num_nextn_predict_layers / max_draft_len),
 	// where every decode step of every request verifies 1 + DraftTokens tokens and
 	// T-R3 charges them all to max_num_tokens; or SGLang's EAGLE chain
@@ -176,11 +181,12 @@ const maxDraftTokens = 64
 
 // validateDrafts checks the speculative-decoding knobs: a draft length in
 // [0, 64], an acceptance in [0, DraftTokens], and drafts only where they are
-// modelled — TensorRT-LLM's one-model MTP under GUARANTEED_NO_EVICT, whose
+// modelled — vLLM's MTP (V-S1..V-S4; a step whose KV slots would preempt is
+// refused at run time), TensorRT-LLM's one-model MTP under GUARANTEED_NO_EVICT, whose
 // reservation has no draft term (T-R1; MAX_UTILIZATION's one-step need of
 // 1 + drafts blocks, T-R2, is not), and SGLang's EAGLE chain with the overlap
 // scheduler and mixed chunk off, as SGLang's server arguments turn them off for
-// it (SetDrafts); vLLM's speculative scheduler is not modelled.
+// it (SetDrafts).
 func (s Spec) validateDrafts() error {
 	if s.DraftTokens > maxDraftTokens {
 		return fmt.Errorf("engine draft_tokens = %d: must be ≤ %d", s.DraftTokens, maxDraftTokens)
@@ -192,7 +198,7 @@ func (s Spec) validateDrafts() error {
 		return nil
 	}
 	if !DraftsModelled(s.Backend) {
-		return fmt.Errorf("engine draft_tokens = %d: speculative decoding is modelled for TensorRT-LLM's one-model MTP and SGLang's EAGLE/NEXTN only, not for %s; drop the drafts", s.DraftTokens, s.Backend)
+		return fmt.Errorf("engine draft_tokens = %d: speculative decoding is modelled for vLLM's MTP, TensorRT-LLM's one-model MTP and SGLang's EAGLE/NEXTN only, not for %s; drop the drafts", s.DraftTokens, s.Backend)
 	}
 	switch s.Backend {
 	case TRTLLM:
@@ -207,9 +213,9 @@ func (s Spec) validateDrafts() error {
 	return nil
 }
 
-// DraftsModelled reports whether MTP drafts are modelled on backend b:
-// TensorRT-LLM's one-model MTP and SGLang's EAGLE / NEXTN (validateDrafts).
-func DraftsModelled(b Backend) bool { return b == TRTLLM || b == SGLang }
+// DraftsModelled reports whether MTP drafts are modelled on backend b: vLLM's
+// MTP, TensorRT-LLM's one-model MTP and SGLang's EAGLE / NEXTN (validateDrafts).
+func DraftsModelled(b Backend) bool { return b == VLLM || b == TRTLLM || b == SGLang }
 
 // SetDrafts sets the MTP draft length k and the mean drafts accepted per decode
 // step a. On SGLang, drafts (k > 0) also turn the overlap scheduler and mixed

@@ -43,7 +43,8 @@ type req struct {
 	numCached   int // num_cached_tokens, set at first admission (-1 before)
 	preemptions int
 	gStart      int // TRT-LLM: outputs already generated when its context (re)started
-	steps       int // MTP (TRT-LLM, SGLang EAGLE): decode steps scheduled (engine.StepTokens numbers them)
+	steps       int // MTP (TRT-LLM, SGLang EAGLE, vLLM): decode steps scheduled (engine.StepTokens numbers them)
+	spec        int // vLLM MTP: spec_token_ids, the drafts (or async placeholders) the next step schedules (V-S1)
 
 	table     []int32  // block table
 	nCachedBl int      // blocks of table registered in the prefix cache

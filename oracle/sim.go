@@ -85,6 +85,8 @@ type entry struct {
 	from    int   // the request's computed tokens before the pass (prefix hits included)
 	samples bool  // not a prefill chunk: the pass samples a token for it (V-R5, V-R7)
 	dec     bool  // SGLang: a decode row of a running-batch request
+	verify  bool  // vLLM MTP: a decode step verifying spec drafts (V-S1), a decode row whatever its tokens
+	spec    int32 // vLLM MTP: the drafts the step verifies (V-S1)
 }
 
 // passBuf is a pass in flight (the batch queue holds at most two, V-R10).
@@ -465,7 +467,8 @@ func (s *Sim) result() *Result {
 
 // buildTimingPass fills s.tp per the timing.Pass rule: an entry is a decode row iff
 // its request had computed its whole prompt before the pass and it schedules exactly
-// one token (context = computed before + 1); every other entry is a Chunk.
+// one token, or it is a vLLM MTP step (its drafts verified in the row, V-S1)
+// (context = computed before + 1); every other entry is a Chunk.
 func (s *Sim) buildTimingPass(pb *passBuf) {
 	s.tp.Reset()
 	for _, e := range pb.entries {
@@ -474,7 +477,7 @@ func (s *Sim) buildTimingPass(pb *passBuf) {
 		if e.n == 0 {
 			continue
 		}
-		if before >= r.p && e.n == 1 {
+		if e.verify || before >= r.p && e.n == 1 {
 			s.tp.Decode = append(s.tp.Decode, before+1)
 		} else {
 			s.tp.Prefill = append(s.tp.Prefill, timing.Chunk{Tokens: e.n, Computed: before, Prefix: min(r.hits, before)})

@@ -1,9 +1,15 @@
 package oracle
 
-import "fmt"
+import (
+	"fmt"
 
-// The vLLM v1 scheduler (SCHEDULERS.md §2), FCFS policy, no speculative decoding, no
-// connector, full attention, max_model_len unbounded.
+	"github.com/aicdb/aicdb/engine"
+)
+
+// The vLLM v1 scheduler (SCHEDULERS.md §2), FCFS policy, no connector, full
+// attention, max_model_len unbounded; MTP speculative decoding as
+// docs/queueing.md's V-S1..V-S4 state it (the scheduler's spec_token_ids,
+// lookahead slots and rejection rollback), without preemption under it.
 
 // scheduleVLLM forms one pass (Scheduler.schedule, V-R1..V-R5, V-R11).
 func (s *Sim) scheduleVLLM(pb *passBuf) {
@@ -20,13 +26,32 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 			i++
 			continue
 		}
-		n := r.numTokens() + r.ph - r.c
+		// V-S1: num_tokens_with_spec + placeholders − num_computed.
+		n := r.numTokens() + r.spec + r.ph - r.c
 		if thr > 0 && n > thr {
 			n = thr
 		}
 		n = min(n, budget)
 		if n <= 0 {
 			i++ // skip, not break (§2.11)
+			continue
+		}
+		verify := e.DraftTokens > 0 && r.c >= r.p // a decode step (no recompute under drafts)
+		if e.DraftTokens > 0 {                    // V-S2: k lookahead slots; preemption under drafts is not simulated
+			if !s.allocRunningAhead(ri, n, e.DraftTokens) {
+				if s.fatal == nil {
+					s.fatal = fmt.Errorf("oracle run: vLLM speculative decoding: request %s's KV slots (with %d lookahead) do not fit the %d free blocks, so vLLM would preempt, which is not simulated under speculative decoding; raise num_gpu_blocks or lower the load", r.id, e.DraftTokens, s.pool.nfree)
+				}
+				return
+			}
+			spec := 0
+			if r.spec > 0 { // the drafts the budget left room for
+				spec = min(r.spec, max(0, n+r.c-r.numTokens()-r.ph))
+			}
+			r.spec = 0 // update_draft_token_ids proposes the next ones
+			pb.entries = append(pb.entries, entry{r: ri, n: n, verify: verify, spec: int32(spec)})
+			budget -= n
+			i++
 			continue
 		}
 		ok := false
@@ -99,7 +124,8 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 		prefillChunk := r.c < r.numTokens()+r.ph
 		en.samples = !prefillChunk
 		if s.eng.AsyncScheduling && !prefillChunk {
-			r.ph++
+			r.ph += 1 + int(en.spec)   // V-S1: the sampled token and the drafts, as placeholders
+			r.spec = s.eng.DraftTokens // the drafts' placeholders for the next step
 		}
 	}
 }
@@ -152,9 +178,14 @@ func (s *Sim) allocNew(wi int32, h, n int, hits []int32) bool {
 }
 
 // allocRunning is allocate_slots for a running request (V-R9).
-func (s *Sim) allocRunning(ri int32, n int) bool {
+func (s *Sim) allocRunning(ri int32, n int) bool { return s.allocRunningAhead(ri, n, 0) }
+
+// allocRunningAhead is allocate_slots for a running request with ahead lookahead
+// slots (V-S2: blocks for num_computed + n + ahead tokens; only the tokens up to
+// num_tokens are cached).
+func (s *Sim) allocRunningAhead(ri int32, n, ahead int) bool {
 	r := &s.reqs[ri]
-	need := (r.c + n + s.bs - 1) / s.bs
+	need := (r.c + n + ahead + s.bs - 1) / s.bs
 	if need-len(r.table) > s.pool.nfree {
 		return false
 	}
@@ -210,12 +241,29 @@ func (s *Sim) updateVLLM(pb *passBuf) {
 			continue // finished while in flight (async), or a partial prefill: no token
 		}
 		wasRunning := r.st == stRunning
-		stopped := s.appendToken(en.r, pb.end)
+		emit := 1
+		if en.verify { // V-S1, V-S4: 1 + accepted of the verified drafts; the rejected leave num_computed
+			r.steps++
+			acc := min(engine.StepTokens(s.eng.DraftAccepted, r.steps)-1, int(en.spec))
+			r.c -= int(en.spec) - acc
+			if s.eng.AsyncScheduling {
+				r.ph -= int(en.spec) - acc
+			}
+			emit += acc
+		}
+		stopped := false
+		done := 0
+		for done < emit && !stopped { // appended one by one: a stop ends the step's tokens
+			stopped = s.appendToken(en.r, pb.end)
+			done++
+		}
 		if s.eng.AsyncScheduling {
-			r.ph--
+			r.ph -= done
 			if wasRunning {
 				s.cacheBlocks(en.r, r.c-r.ph)
 			}
+		} else if s.eng.DraftTokens > 0 && !stopped {
+			r.spec = s.eng.DraftTokens // the drafter's proposals for the next step
 		}
 		if stopped {
 			if !wasRunning {

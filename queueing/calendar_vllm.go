@@ -1,5 +1,7 @@
 package queueing
 
+import "github.com/aicdb/aicdb/engine"
+
 // scheduleVLLM is the vLLM v1 fused calendar (SCHEDULERS.md §2.3) at slot level:
 // one token budget per pass (V-R1); running requests first, in admission order —
 // decode rows one token, partial prompts min(rest, threshold, budget left) (V-R2);
@@ -15,13 +17,19 @@ package queueing
 // blocks, goes to the head of waiting and later recomputes prompt + outputs so far
 // (recompute mode, V-R6). A pass that preempted admits nothing (V-R3); an admission
 // that does not fit stops admission (head-of-line, V-R3).
+//
+// Under MTP speculative decoding (engine.Spec.DraftTokens k > 0) a decode row is
+// vllmSpecStep (V-S1..V-S4); a running prompt chunk also allocates k lookahead
+// slots (V-S2), and a running item whose slots do not fit ends the run with
+// errVLLMDraftKV instead of preempting.
 func (s *sim) scheduleVLLM(p *simPass) {
 	budget := s.budget
 	thr := s.e.LongPrefillTokenThreshold
 	kv := s.kv.on
+	k := s.e.DraftTokens
 	preempted := false
 	i := 0
-	if !kv {
+	if !kv && k == 0 {
 		// The leading decode rows without a KV pool (each one token of budget) in a
 		// loop that makes no call; the loop below takes over from the first other row.
 		i, budget = s.addDecodeRun(p, budget)
@@ -29,10 +37,18 @@ func (s *sim) scheduleVLLM(p *simPass) {
 	for ; i < len(s.running) && budget > 0; i++ { // V-R2
 		ri := s.running[i]
 		r := &s.reqs[ri]
+		decode := r.c >= r.promptLen()
+		if k > 0 && decode {
+			n, ok := s.vllmSpecStep(p, ri, budget)
+			if !ok {
+				return // refused: errVLLMDraftKV
+			}
+			budget -= n
+			continue
+		}
 		if r.gSched >= r.osl {
 			continue // async: its final token is in flight (V-R12)
 		}
-		decode := r.c >= r.promptLen()
 		n := 1
 		if !decode {
 			n = r.promptLen() - r.c
@@ -45,6 +61,15 @@ func (s *sim) scheduleVLLM(p *simPass) {
 			tokens := r.c + n
 			if decode {
 				tokens = decodeKVTokens(r)
+			}
+			if k > 0 { // V-S2: a running prompt chunk's lookahead slots; no preemption modelled
+				if !s.kvGrow(ri, tokens+k) {
+					s.vllmDraftRefuse()
+					return
+				}
+				s.addPrompt(p, ri, n)
+				budget -= n
+				continue
 			}
 			self := false
 			for !s.kvGrow(ri, tokens) { // V-R6: preempt the last of running
@@ -121,4 +146,72 @@ func (s *sim) addDecodeRun(p *simPass, budget int) (int, int) {
 	}
 	p.entries, p.tp.Decode = entries, dec
 	return i, budget
+}
+
+// vllmSpecStep schedules request ri's next decode step under vLLM MTP speculative
+// decoding (SCHEDULERS.md §2 scheduler with spec tokens; docs/queueing.md V-S1..V-S4)
+// with budget tokens left, and returns the tokens it charges; ok is false when the
+// run is refused (its KV slots would preempt: errVLLMDraftKV).
+//
+//   - V-S1: the step schedules the sampled token and the k drafts proposed after
+//     r's previous step (num_tokens_with_spec + placeholders − num_computed = 1 + k),
+//     capped by long_prefill_token_threshold and by the budget left; the drafts cut
+//     off are not verified (scheduled drafts s = n − 1). It emits
+//     1 + min(accepted, s) tokens, accepted = engine.StepTokens(a, m) − 1 for its
+//     decode step number m, at most the outputs left.
+//   - V-S2: allocate_slots takes the KV of num_computed + n + k lookahead tokens,
+//     where num_computed counts every token of a step in flight (its rejected
+//     drafts are subtracted only when its output arrives) and the last sampled
+//     token is not yet computed: ctx − 1 for the row's context ctx below.
+//   - V-S3 (V-R12 with drafts): with a step of r in flight (async scheduling) the
+//     scheduler knows only the one token every step guarantees, so it skips r when
+//     outputs so far + 1 reach max_tokens; otherwise it schedules the step even
+//     when the drafts of the step in flight end r — that row runs, and its outputs
+//     are discarded (r finished before they arrive).
+//   - V-S4: the rejected drafts leave num_computed at the step's output (the next
+//     step's context counts accepted tokens only).
+func (s *sim) vllmSpecStep(p *simPass, ri int32, budget int) (n int, ok bool) {
+	r := &s.reqs[ri]
+	k := s.e.DraftTokens
+	inflight := r.gSched > r.gOut // a step of r is in flight (async)
+	if inflight && r.gOut+1 >= r.osl {
+		return 0, true // V-S3: the step in flight reaches max_tokens
+	}
+	n = 1 + k // V-S1
+	if thr := s.e.LongPrefillTokenThreshold; thr > 0 && n > thr {
+		n = thr
+	}
+	n = min(n, budget)
+	ctx := r.isl + r.gOut // computed before the step + 1 (V-S2, V-S4)
+	if inflight {
+		ctx += 1 + int(r.specIn)
+	}
+	if s.kv.on && !s.kvGrow(ri, ctx-1+n+k) {
+		s.vllmDraftRefuse()
+		return 0, false
+	}
+	p.tp.Decode = append(p.tp.Decode, ctx)
+	if r.gSched >= r.osl { // V-S3: the step in flight ends r; this row's outputs are discarded
+		p.entries = append(p.entries, entry{r: ri, n: 1, decode: true})
+		return n, true
+	}
+	spec := n - 1
+	r.steps++
+	out := min(1+min(engine.StepTokens(s.e.DraftAccepted, int(r.steps))-1, spec), r.osl-r.gSched)
+	r.gSched += out
+	r.specIn = int32(spec)
+	p.entries = append(p.entries, entry{r: ri, n: 1, decode: true, emits: true})
+	if out > 1 {
+		p.extra = append(p.extra, draftOut{r: ri, more: int32(out - 1)})
+	}
+	return n, true
+}
+
+// vllmDraftRefuse stops the run with errVLLMDraftKV: vLLM preempts when a running
+// request's slots do not fit, and under speculative decoding that path (its
+// lookahead slots, the drafts of a preempted step) is not modelled.
+func (s *sim) vllmDraftRefuse() {
+	if s.kv.err == nil {
+		s.kv.err = inputErr(errVLLMDraftKV)
+	}
 }

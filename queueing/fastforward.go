@@ -23,8 +23,10 @@ import (
 // loop resumes with exactly the state the pass-by-pass recursion would have.
 func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64) error {
 	// MTP steps emit a varying number of tokens per row: a stretch only in a
-	// summary run (no ITL recorded), by fastForwardDrafts.
-	if s.record || (s.e.DraftTokens > 0 && !s.summary) || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
+	// summary run (no ITL recorded), by fastForwardDrafts — not for vLLM, whose
+	// steps are cut by the budget left and skipped or discarded by the async
+	// rules (V-S1, V-S3): pass by pass.
+	if s.record || (s.e.DraftTokens > 0 && (!s.summary || s.e.Backend == engine.VLLM)) || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
 		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
 		return nil
 	}

@@ -47,13 +47,13 @@ func TestStepTokensMean(t *testing.T) {
 	}
 }
 
-// mtpConfig is propConfig drawn until TensorRT-LLM under GUARANTEED_NO_EVICT or
-// SGLang (EAGLE: SetDrafts turns its overlap scheduler and mixed chunk off), with
-// one to three MTP drafts and an acceptance in [0, drafts].
+// mtpConfig is propConfig drawn until vLLM (MTP, V-S1..V-S4), TensorRT-LLM under
+// GUARANTEED_NO_EVICT or SGLang (EAGLE: SetDrafts turns its overlap scheduler and
+// mixed chunk off), with one to three MTP drafts and an acceptance in [0, drafts].
 func mtpConfig(rt *rapid.T) (workload.Spec, engine.Spec, timing.Timing) {
 	for {
 		w, e, tm := propConfig(rt)
-		if e.Backend != engine.TRTLLM && e.Backend != engine.SGLang {
+		if e.Backend == engine.TRTLLM && e.CapacityPolicy == engine.PolicyMaxUtilization {
 			continue
 		}
 		k := rapid.IntRange(1, 3).Draw(rt, "drafts")
@@ -73,7 +73,7 @@ func maxPrompt(w workload.Spec) int {
 	return m
 }
 
-// TestPropertyMTP: with TensorRT-LLM MTP or SGLang EAGLE drafts, over random configurations, the
+// TestPropertyMTP: with vLLM or TensorRT-LLM MTP or SGLang EAGLE drafts, over random configurations, the
 // quantitative tier and the screening tier both evaluate; the screening bracket
 // holds (lo ≤ the evaluator's minimum steady TTFT, a certain hi ≥ its p99); every
 // column is finite with monotone quantiles; and every request emits exactly its

@@ -33,7 +33,9 @@ import (
 //     two). At C = 1 nothing else exists: the engine is idle when R arrives
 //     (async: the pre-scheduled pass is empty, V-R12, and not run): no pass —
 //     except under the SGLang overlap scheduler, whose pre-scheduled pass still
-//     carries R's predecessor and runs (its token discarded, §3.2): one pass.
+//     carries R's predecessor and runs (its token discarded, §3.2), and under vLLM
+//     MTP, whose pre-scheduled step of the predecessor runs when the drafts of the
+//     step before it ended the predecessor (V-S3): one pass.
 //   - Passes from there until R's first token: each advances the earliest
 //     unfinished prompt (of those ahead of R and R) by ≥ min(rest, b_req), b_req =
 //     chunk(C − 1): ≤ C·⌈pos/b_req⌉. Where the budget left after the decode rows is
@@ -77,7 +79,7 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 		certain = false
 		breq = 1
 	}
-	if e.Backend == engine.VLLM && !e.EnableChunkedPrefill && min(iMax, e.LongPrefillTokenThreshold) > e.MaxNumBatchedTokens-rows {
+	if e.Backend == engine.VLLM && !e.EnableChunkedPrefill && min(iMax, e.LongPrefillTokenThreshold) > e.MaxNumBatchedTokens-rowTok {
 		certain = false // the head prompt may not fit beside the decode rows (V-R3 break)
 	}
 	if tr.AdmissionReservesKV && e.KVCapacityTokens > 0 {
@@ -114,7 +116,7 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 		// ⌊C·pos/(B − C + 1)⌋ such passes; or it leaves budget over, so no prompt of
 		// theirs was cut by the budget and R got min(rest, threshold): at most
 		// ⌈pos/threshold⌉ such passes.
-		if full := e.MaxNumBatchedTokens - rows; full >= 1 {
+		if full := e.MaxNumBatchedTokens - rowTok; full >= 1 {
 			passes = min(passes, C*pos/full+ceilDiv(pos, e.LongPrefillTokenThreshold))
 		}
 	}
@@ -136,8 +138,8 @@ func bracketHi(pr *pricer, e engine.Spec, w workload.Spec, b shapeBounds, async,
 	}
 	if w.Concurrency == 1 {
 		extra = 0
-		if async && tr.FinishedRunsAgain {
-			extra = 1 // the predecessor's discarded pass (§3.2)
+		if async && (tr.FinishedRunsAgain || e.Backend == engine.VLLM && e.DraftTokens > 0) {
+			extra = 1 // the predecessor's discarded pass (§3.2; vLLM MTP: a step its drafts made moot, V-S3)
 		}
 	}
 	tok := min(pmax, iMax*C)

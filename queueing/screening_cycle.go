@@ -33,13 +33,14 @@ func chunkCap(e engine.Spec, rows int) (int, bool) {
 func (vllmRules) chunkCap(e engine.Spec, rows int) (int, bool) {
 	// V-R3 caps n at the threshold before the chunked-prefill check, so a
 	// threshold chunks prompts even with chunked prefill off.
+	// The decode rows go first (V-R2): one token each, 1 + drafts under MTP (V-S1).
 	if thr := e.LongPrefillTokenThreshold; thr > 0 {
-		return min(thr, e.MaxNumBatchedTokens-rows), false
+		return min(thr, e.MaxNumBatchedTokens-rowTokens(e, rows)), false
 	}
 	if !e.EnableChunkedPrefill {
 		return e.MaxNumBatchedTokens, true
 	}
-	return e.MaxNumBatchedTokens - rows, false
+	return e.MaxNumBatchedTokens - rowTokens(e, rows), false
 }
 
 func (trtRules) chunkCap(e engine.Spec, rows int) (int, bool) {
@@ -49,9 +50,16 @@ func (trtRules) chunkCap(e engine.Spec, rows int) (int, bool) {
 	return (e.MaxNumTokens - rowTokens(e, rows)) / e.BlockSize * e.BlockSize, false
 }
 
-// rowTokens is the budget rows decode rows take: one token each, 1 + drafts under
-// TensorRT-LLM MTP (T-R3).
-func rowTokens(e engine.Spec, rows int) int { return rows * (1 + e.DraftTokens) }
+// rowTokens is the budget rows decode rows take at most: one token each, 1 +
+// drafts under MTP (TensorRT-LLM T-R3; vLLM V-S1, where long_prefill_token_threshold
+// caps a decode step too).
+func rowTokens(e engine.Spec, rows int) int {
+	per := 1 + e.DraftTokens
+	if thr := e.LongPrefillTokenThreshold; e.Backend == engine.VLLM && thr > 0 {
+		per = min(per, thr)
+	}
+	return rows * per
+}
 
 func (sglangRules) chunkCap(e engine.Spec, rows int) (int, bool) {
 	if !e.EnableChunkedPrefill {

@@ -29,6 +29,7 @@ type simReq struct {
 	rec          int   // outputs folded into the prompt phase by a recompute (kv.go)
 	preempts     int32 // preemptions / retractions suffered (kv.go)
 	steps        int32 // decode steps scheduled (engine.StepTokens numbers them; MTP only)
+	specIn       int32 // vLLM MTP: drafts scheduled in r's latest step (V-S2: counted computed until its output)
 	finished     bool
 	steady       bool
 	transient    bool
@@ -201,6 +202,7 @@ func (s *sim) nextArrival() (float64, bool) {
 // prefix are reused, not computed) and advances r.c.
 func (s *sim) addPrompt(p *simPass, ri int32, charge int) {
 	r := &s.reqs[ri]
+	r.specIn = 0 // a prompt chunk carries no drafts
 	from := max(r.c, r.prefix)
 	// TRT-LLM charges the budget from position 0 and applies reuse afterwards: the
 	// position jumps over the reused prefix; a chunk that ends inside it computes

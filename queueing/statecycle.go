@@ -412,6 +412,9 @@ func (s *sim) appendReqState(ints []int64, fl []float64, ri int32) ([]int64, []f
 	r := &s.reqs[ri]
 	ints = append(ints, int64(r.c), int64(r.gSched), int64(r.gOut), int64(r.blocks), int64(r.rec),
 		int64(r.prefix), int64(r.isl), int64(r.osl), b2i(r.finished))
+	if s.e.DraftTokens > 0 { // the step number of StepTokens and a vLLM step's drafts in flight
+		ints = append(ints, int64(r.steps), int64(r.specIn))
+	}
 	if r.gOut == 0 {
 		return ints, append(fl, r.arrival-s.now)
 	}

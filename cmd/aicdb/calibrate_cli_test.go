@@ -176,10 +176,10 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 }
 
 // TestAccuracyMTP: accuracy --nextn N --nextn-accepted A predicts the selected
-// TensorRT-LLM rows (aggregated here) with one-model MTP (their points carry nextn and
+// TensorRT-LLM and vLLM rows (aggregated here) with MTP (their points carry nextn and
 // nextn_accepted; the decode steps accept drafts, so the predicted TPOT falls),
-// leaves any other row unpredicted with the reason, and refuses drafts without
-// an acceptance in one line.
+// deploy launches them with it, and drafts without an acceptance are refused
+// in one line.
 func TestAccuracyMTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and predicts measured runs")
@@ -209,36 +209,48 @@ func TestAccuracyMTP(t *testing.T) {
 		t.Fatalf("accuracy: %d %q", code, errs)
 	}
 	plain := queryCSV(t, db, "select predicted from accuracy where metric = 'tpot_mean' and backend = 'trtllm'")
+	vplain := queryCSV(t, db, "select predicted from accuracy where metric = 'tpot_mean' and backend = 'vllm'")
 	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "tpot_mean", "--nextn", "1", "--nextn-accepted", "0.85"); code != 0 {
 		t.Fatalf("accuracy --nextn: %d %q", code, errs)
 	}
-	want := "backend,predicted is not null,\"substr(reason, 1, 40)\"\ntrtllm,1,\nvllm,0,--nextn 1: MTP is modelled for TensorRT-"
+	want := "backend,predicted is not null,\"substr(reason, 1, 40)\"\ntrtllm,1,\nvllm,1,"
 	if got := tpot(); got != want {
 		t.Errorf("accuracy --nextn 1:\n%s\nwant\n%s", got, want)
 	}
-	mtp := queryCSV(t, db, "select predicted from accuracy where metric = 'tpot_mean' and backend = 'trtllm'")
-	var p0, p1 float64
-	if _, err := fmt.Sscanf(strings.TrimPrefix(plain, "predicted\n"), "%g", &p0); err != nil {
-		t.Fatalf("plain TPOT %q: %v", plain, err)
-	}
-	if _, err := fmt.Sscanf(strings.TrimPrefix(mtp, "predicted\n"), "%g", &p1); err != nil {
-		t.Fatalf("MTP TPOT %q: %v", mtp, err)
-	}
-	if !(p1 < 0.8*p0) {
-		t.Errorf("predicted TPOT with one draft at 0.85 accepted %v, without %v: want ≥ 20 %% lower", p1, p0)
+	for _, b := range []struct{ backend, plain string }{{"trtllm", plain}, {"vllm", vplain}} {
+		mtp := queryCSV(t, db, "select predicted from accuracy where metric = 'tpot_mean' and backend = '"+b.backend+"'")
+		var p0, p1 float64
+		if _, err := fmt.Sscanf(strings.TrimPrefix(b.plain, "predicted\n"), "%g", &p0); err != nil {
+			t.Fatalf("%s plain TPOT %q: %v", b.backend, b.plain, err)
+		}
+		if _, err := fmt.Sscanf(strings.TrimPrefix(mtp, "predicted\n"), "%g", &p1); err != nil {
+			t.Fatalf("%s MTP TPOT %q: %v", b.backend, mtp, err)
+		}
+		if !(p1 < 0.8*p0) {
+			t.Errorf("%s: predicted TPOT with one draft at 0.85 accepted %v, without %v: want ≥ 20 %% lower", b.backend, p1, p0)
+		}
 	}
 	if got := queryCSV(t, db, "select nextn, nextn_accepted from points where backend = 'trtllm' and nextn > 0"); got != "nextn,nextn_accepted\n1,0.85" {
 		t.Errorf("the MTP point: %q", got)
 	}
-	if got := queryCSV(t, db, "select backend, nextn, nextn_accepted from accuracy where metric = 'tpot_mean' order by backend"); got != "backend,nextn,nextn_accepted\ntrtllm,1,0.85\nvllm,," {
+	if got := queryCSV(t, db, "select backend, nextn, nextn_accepted from accuracy where metric = 'tpot_mean' order by backend"); got != "backend,nextn,nextn_accepted\ntrtllm,1,0.85\nvllm,1,0.85" {
 		t.Errorf("accuracy's MTP columns: %q", got)
 	}
-	// deploy launches it with MTP on.
-	key := strings.TrimPrefix(queryCSV(t, db, "select substr(key, 1, 12) from points where nextn > 0"), "\"substr(key, 1, 12)\"\n")
+	// deploy launches them with MTP on.
+	keyOf := func(backend string) string {
+		return strings.TrimPrefix(queryCSV(t, db, "select substr(key, 1, 12) from points where nextn > 0 and backend = '"+backend+"'"), "\"substr(key, 1, 12)\"\n")
+	}
+	key := keyOf("trtllm")
 	code, out, errs := cliRun(t, db, "deploy", key, "--backend-format", "yaml")
 	if code != 0 || !strings.Contains(out, "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 1\n") ||
 		!strings.Contains(out, "# MTP: 1 draft tokens per decode step, predicted at 0.85 accepted per step") {
 		t.Errorf("deploy %s: %d %q %q", key, code, out, errs)
+	}
+	key = keyOf("vllm")
+	code, out, errs = cliRun(t, db, "deploy", key, "--backend-format", "cli")
+	if code != 0 || !strings.Contains(out, `--speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'`) ||
+		!strings.Contains(out, "# MTP: 1 draft tokens per decode step, predicted at 0.85 accepted per step") {
+		t.Errorf("deploy %s (vLLM): %d %q %q", key, code, out, errs)
 	}
 	code, _, errs = cliRun(t, db, "accuracy", "--quiet", "--nextn", "1")
 	if code != 1 || !strings.HasPrefix(errs, "aicdb: --nextn 1: give --nextn-accepted") || strings.Count(errs, "\n") != 1 {

@@ -144,7 +144,7 @@ func versionFallbackFlag() cli.Flag {
 // mtpFlags declares accuracy's and calibrate's --nextn and --nextn-accepted.
 func mtpFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "nextn", Usage: "assume MTP with N draft tokens per decode step for the rows predicted (no row records it; TensorRT-LLM rows: one-model MTP, SGLang rows: EAGLE/NEXTN, aggregated or disaggregated (both pools); needs --nextn-accepted)"},
+		&cli.IntFlag{Name: "nextn", Usage: "assume MTP with N draft tokens per decode step for the rows predicted (no row records it; vLLM rows: MTP, TensorRT-LLM rows: one-model MTP, SGLang rows: EAGLE/NEXTN, aggregated or disaggregated (both pools); needs --nextn-accepted)"},
 		&cli.Float64Flag{Name: "nextn-accepted", Usage: "with --nextn: the mean drafts accepted per decode step, 0..nextn"},
 	}
 }

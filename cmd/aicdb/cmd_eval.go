@@ -342,8 +342,8 @@ func evalDrafts(c *cli.Context, backend string) int {
 
 // checkMTPFlags checks --nextn and --nextn-accepted: drafts need an acceptance
 // (there is no built-in one: it depends on the model and the data), an
-// acceptance needs drafts and lies in [0, nextn], and MTP is modelled for
-// TensorRT-LLM and SGLang only.
+// acceptance needs drafts and lies in [0, nextn], and MTP is modelled for the
+// backend (engine.DraftsModelled).
 func checkMTPFlags(c *cli.Context) error {
 	if c.IsSet("engine-config") && !c.IsSet("nextn") {
 		return nil // the drafts may come from the config: checkConfigDrafts, once it is read
@@ -353,10 +353,10 @@ func checkMTPFlags(c *cli.Context) error {
 		return err
 	}
 	if b := c.String("backend"); n > 0 && !c.IsSet("timing") && !engine.DraftsModelled(engine.Backend(b)) {
-		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend trtllm or sglang), not %s; drop --nextn", n, b)
+		return userErrorf("--nextn %d: MTP is not modelled for --backend %s; drop --nextn", n, b)
 	}
 	if b := c.String("backend-engine"); n > 0 && c.IsSet("timing") && !engine.DraftsModelled(engine.Backend(b)) {
-		return userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend-engine trtllm or sglang), not %s; drop --nextn", n, b)
+		return userErrorf("--nextn %d: MTP is not modelled for --backend-engine %s; drop --nextn", n, b)
 	}
 	return nil
 }

@@ -147,7 +147,7 @@ func sweepSpec(c *cli.Context) (refine.SweepSpec, error) {
 		return s, err
 	}
 	if s.NextN > 0 && !engine.DraftsModelled(engine.Backend(s.Backend)) {
-		return s, userErrorf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend trtllm or sglang), not %s; drop --nextn", s.NextN, s.Backend)
+		return s, userErrorf("--nextn %d: MTP is not modelled for --backend %s; drop --nextn", s.NextN, s.Backend)
 	}
 	s.Modes = []string{mode}
 	if mode == "all" {

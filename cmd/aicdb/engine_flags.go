@@ -389,7 +389,7 @@ var engineKnobs = []engineKnob{
 	{name: "max-batch-size", usage: "TRT-LLM max_batch_size", min: 1, field: func(e *engine.Spec) any { return &e.MaxBatchSize }},
 	{name: "max-num-tokens", usage: "TRT-LLM max_num_tokens", min: 1, field: func(e *engine.Spec) any { return &e.MaxNumTokens }},
 	{name: "capacity-policy", usage: "TRT-LLM guaranteed_no_evict | max_utilization", field: func(e *engine.Spec) any { return &e.CapacityPolicy }},
-	{name: "nextn", usage: "MTP draft tokens per decode step: TRT-LLM num_nextn_predict_layers, SGLang EAGLE/NEXTN speculative_num_steps (turns SGLang's overlap scheduler and mixed chunk off); needs --nextn-accepted", field: func(e *engine.Spec) any { return &e.DraftTokens }},
+	{name: "nextn", usage: "MTP draft tokens per decode step: vLLM speculative_config num_speculative_tokens, TRT-LLM num_nextn_predict_layers, SGLang EAGLE/NEXTN speculative_num_steps (turns SGLang's overlap scheduler and mixed chunk off); needs --nextn-accepted", field: func(e *engine.Spec) any { return &e.DraftTokens }},
 	{name: "nextn-accepted", usage: "mean MTP drafts accepted per decode step, 0..nextn (measured for the model and data)", field: func(e *engine.Spec) any { return &e.DraftAccepted }},
 	{name: "stage-ms", usage: "additive per-request stages (encoder + dispatch), ms", field: func(e *engine.Spec) any { return &e.StageMs }},
 }

@@ -76,13 +76,14 @@ func TestEvalDisaggBadInput(t *testing.T) {
 // token): at isl 1000, osl 10 and one draft always accepted, a request's 9
 // decode-side tokens take 5 steps instead of 9 — the first gap (a decode pass
 // after the handoff) and 4 passes, the other 4 tokens gaps of 0 — at both
-// tiers; a TensorRT-LLM config's speculative_config gives the same drafts as
-// the flags; vLLM, a missing acceptance and that config on SGLang (whose
-// EAGLE keys differ) are one line each.
+// tiers, on TensorRT-LLM and on vLLM (V-S1); a TensorRT-LLM config's
+// speculative_config gives the same drafts as the flags; a missing acceptance
+// and that config on SGLang (whose EAGLE keys differ) are one line each.
 func TestEvalDisaggMTP(t *testing.T) {
+	backend := "trtllm"
 	run := func(extra ...string) map[string]map[string]any {
 		t.Helper()
-		args := append(append(append([]string{}, disaggArgs...), "--concurrency", "1", "--tier", "both", "--backend-engine", "trtllm"), extra...)
+		args := append(append(append([]string{}, disaggArgs...), "--concurrency", "1", "--tier", "both", "--backend-engine", backend), extra...)
 		code, out, errs := evalRun(args...)
 		if code != 0 {
 			t.Fatalf("eval %v: exit %d: %s", extra, code, errs)
@@ -94,7 +95,13 @@ func TestEvalDisaggMTP(t *testing.T) {
 		return m
 	}
 	plain, mtp := run(), run("--nextn", "1", "--nextn-accepted", "1")
+	backend = "vllm"
+	vplain, vmtp := run(), run("--nextn", "1", "--nextn-accepted", "1")
+	backend = "trtllm"
 	for _, tier := range []string{"screening", "quantitative"} {
+		if p, q := vplain[tier]["tpot_mean"].(float64), vmtp[tier]["tpot_mean"].(float64); !(q < 0.7*p) {
+			t.Errorf("vLLM %s: TPOT %v with one draft always accepted, %v without: want ≥ 30 %% lower", tier, q, p)
+		}
 		// The same pass lengths at C = 1 (the synthetic timing prices no
 		// drafts): TPOT = (first + 8·t)/9 plain, (first + 4·t)/9 with MTP.
 		p, q, tD := plain[tier]["tpot_mean"].(float64), mtp[tier]["tpot_mean"].(float64), plain[tier]["itl_p50"].(float64)
@@ -114,7 +121,6 @@ func TestEvalDisaggMTP(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--backend-engine", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend-engine trtllm or sglang), not vllm"},
 		{[]string{"--backend-engine", "trtllm", "--nextn", "2"}, "aicdb: --nextn 2: give --nextn-accepted"},
 		{[]string{"--backend-engine", "sglang", "--engine-config", cfg}, "key speculative_config.decoding_type: not a sglang key aicdb knows"},
 	} {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestEvalMTP: --nextn/--nextn-accepted run TensorRT-LLM one-model MTP (and
-// SGLang EAGLE/NEXTN): with
+// SGLang EAGLE/NEXTN, vLLM MTP): with
 // accepted drafts a request takes fewer decode steps, so its TPOT falls and the
 // loop cycles faster; the mistakes are one-line errors naming the flag and the fix.
 func TestEvalMTP(t *testing.T) {
@@ -39,6 +39,14 @@ func TestEvalMTP(t *testing.T) {
 	if !(sq1 < 0.7*sq0 && ss1 < 0.7*ss0) {
 		t.Errorf("SGLang TPOT with one EAGLE draft at 0.85 accepted: screening %v, quantitative %v; without: %v, %v — want ≥ 30 %% lower", ss1, sq1, ss0, sq0)
 	}
+	// vLLM MTP (V-S1..V-S4), synchronous and async.
+	for _, async := range []string{"--async-scheduling=false", "--async-scheduling=true"} {
+		vs0, vq0 := tpot("--backend-engine", "vllm", async)
+		vs1, vq1 := tpot("--backend-engine", "vllm", async, "--nextn", "1", "--nextn-accepted", "0.85")
+		if !(vq1 < 0.7*vq0 && vs1 < 0.7*vs0) {
+			t.Errorf("vLLM (%s) TPOT with one draft at 0.85 accepted: screening %v, quantitative %v; without: %v, %v — want ≥ 30 %% lower", async, vs1, vq1, vs0, vq0)
+		}
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -49,7 +57,6 @@ func TestEvalMTP(t *testing.T) {
 		{[]string{"--nextn-accepted", "0.5"}, "aicdb: --nextn-accepted 0.5: only with --nextn ≥ 1"},
 		{[]string{"--nextn", "1", "--nextn-accepted", "1.5"}, "aicdb: --nextn-accepted 1.5: must be in [0, --nextn = 1]"},
 		{[]string{"--nextn", "-1"}, "aicdb: --nextn -1: must be ≥ 0"},
-		{[]string{"--nextn", "1", "--nextn-accepted", "0.5", "--backend-engine", "vllm"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend-engine trtllm or sglang), not vllm"},
 		{[]string{"--nextn", "1", "--nextn-accepted", "0.5", "--capacity-policy", "max_utilization"}, "max_utilization is not modelled"},
 	} {
 		code, _, errb := runCLI(t, append(append([]string{}, base...), c.args...)...)
@@ -59,7 +66,7 @@ func TestEvalMTP(t *testing.T) {
 	}
 }
 
-// TestSweepMTPRefusals: sweep --nextn runs TensorRT-LLM and SGLang sweeps only
+// TestSweepMTPRefusals: sweep --nextn runs vLLM, TensorRT-LLM and SGLang sweeps
 // (aggregated or disaggregated: the flags pass on to the store, absent here),
 // and needs an acceptance; each mistake is one line, exit 1.
 func TestSweepMTPRefusals(t *testing.T) {
@@ -68,8 +75,8 @@ func TestSweepMTPRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--backend", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only (--backend trtllm or sglang), not vllm; drop --nextn"},
-		{[]string{"--backend", "vllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: --nextn 1: MTP is modelled for TensorRT-LLM and SGLang (EAGLE/NEXTN) only"},
+		{[]string{"--backend", "vllm", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: store "},
+		{[]string{"--backend", "vllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: store "},
 		{[]string{"--backend", "trtllm", "--mode", "disagg", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: store "},
 		{[]string{"--backend", "sglang", "--mode", "all", "--nextn", "1", "--nextn-accepted", "0.5"}, "aicdb: store "},
 		{[]string{"--backend", "trtllm", "--nextn", "2"}, "aicdb: --nextn 2: give --nextn-accepted"},

@@ -52,3 +52,34 @@ func TestSGLangDraftKVRefused(t *testing.T) {
 		t.Errorf("pool exhausted mid-decode: full run %v, summary run %v; want the same verify-slots refusal", full, sum)
 	}
 }
+
+// TestVLLMDraftKVRefused: vLLM MTP under KV pressure — a pool of two requests'
+// length for four clients, where a running request's slots with the drafts'
+// lookahead (V-S2) soon do not fit, so vLLM would preempt — is refused on both
+// sides with one line naming the preemption and the fix, never answered; the
+// same engine with a pool every request fits agrees exactly, synchronous and
+// async.
+func TestVLLMDraftKVRefused(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		e := vllm(256, 4)
+		e.AsyncScheduling = async
+		e.SetDrafts(3, 1)
+		e.KVCapacityTokens = 2 * 32
+		f := FiniteFamily{Family: Family{Name: fmt.Sprintf("vllm mtp3 c4 kv2req async %t", async), Spec: closed(16, 10, 0, 4), Engine: e, Timing: roofline},
+			Run: queueing.FiniteRun{Requests: 8}}
+		_, merr := queueing.QuantitativeFinite(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
+		_, serr := queueing.QuantitativeFiniteSummary(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
+		_, derr := runDESFinite(context.Background(), f)
+		if fmt.Sprint(serr) != fmt.Sprint(merr) {
+			t.Errorf("async %t: summary run: %v; full run: %v", async, serr, merr)
+		}
+		for side, err := range map[string]error{"model": merr, "DES": derr} {
+			if err == nil || !strings.Contains(err.Error(), "vLLM would preempt, which is not") || !strings.Contains(err.Error(), "raise") ||
+				strings.Contains(err.Error(), "\n") {
+				t.Errorf("async %t, %s: got %v, want one line refusing the preemption with a fix", async, side, err)
+			}
+		}
+		f.Engine.KVCapacityTokens = 4 * 48
+		requireAggExact(t, runFiniteFamily(context.Background(), f))
+	}
+}

@@ -100,6 +100,27 @@ func baseFamilies() []Family {
 	e.AsyncScheduling = true
 	add("vllm/c1 isl2048 osl256 async", closed(2048, 256, 0, 1), e)
 	add("vllm/c32 isl2048 osl256 async", closed(2048, 256, 0, 32), e)
+	// MTP speculative decoding (V-S1..V-S4): a decode step schedules 1 + drafts
+	// against the budget and emits engine.StepTokens on both sides, the rejected
+	// drafts rolled back; synchronous and async (V-S3: a step skipped, or run and
+	// discarded, at the end of a request), a budget that cuts drafts (V-S1), short
+	// outputs, a tracked KV pool the lookahead slots fit (V-S2), open loop.
+	mtpV := func(k int, a float64, async bool) engine.Spec {
+		e := vllm(8192, 256)
+		e.AsyncScheduling = async
+		return drafted(e, k, a)
+	}
+	add("vllm/c16 isl2048 osl256 mtp1 a0.7", closed(2048, 256, 0, 16), mtpV(1, 0.7, false))
+	add("vllm/c32 isl2048 osl256 mtp3 a1.7 async", closed(2048, 256, 0, 32), mtpV(3, 1.7, true))
+	add("vllm/c16 isl1024 osl8 mtp3 a2.5 async", closed(1024, 8, 0, 16), mtpV(3, 2.5, true))
+	add("vllm/c16 isl1024 osl8 mtp1 a1 async", closed(1024, 8, 0, 16), mtpV(1, 1, true))
+	e = mtpV(3, 1.7, false)
+	e.MaxNumBatchedTokens = 510
+	add("vllm/c200 isl32 osl256 mtp3 a1.7 b510 drafts cut", closed(32, 256, 0, 200), e)
+	e = mtpV(2, 1.2, true)
+	e.KVCapacityTokens = 16*(2048+256) + 16*64
+	add("vllm/c16 isl2048 osl256 mtp2 a1.2 async kv", closed(2048, 256, 0, 16), e)
+	add("vllm/open ρ0.6 isl2048 osl256 mtp1 a0.7", open(2048, 256, 0, 0.6*11.9, 2048), mtpV(1, 0.7, false))
 	// W2: isl/osl quantile strata drawn by the model's shape rotation (same k-th shape
 	// on both sides).
 	w2 := closed(2048, 512, 0, 32)

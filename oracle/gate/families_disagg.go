@@ -149,5 +149,7 @@ func DisaggMTPFamilies() []DisaggFamily {
 		{Name: "EAGLE 1P1D sglang k1 a0.7 c16 isl2048 osl256", Spec: closed(2048, 256, 0, 16), Config: tandemConfig(1, 1, s1, 50)},
 		{Name: "EAGLE decode-slot-bound 1P1D sglang k2 a1.2 c16 isl2048 osl256 dcap4", Spec: closed(2048, 256, 0, 16), Config: slots},
 		{Name: "MTP open 1P1D trtllm k1 a0.85 6rps isl2048 osl256", Spec: open(2048, 256, 0, 6, 2048), Config: tandemConfig(1, 1, t1, 50)},
+		{Name: "MTP 1P1D vllm k1 a0.7 c16 isl2048 osl256", Spec: closed(2048, 256, 0, 16), Config: tandemConfig(1, 1, drafted(vllm(8192, 256), 1, 0.7), 50)},
+		{Name: "MTP 2P1D vllm k3 a1.7 c32 isl2048 osl256", Spec: closed(2048, 256, 0, 32), Config: tandemConfig(2, 1, drafted(vllm(8192, 256), 3, 1.7), 50)},
 	}
 }

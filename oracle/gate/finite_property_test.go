@@ -95,6 +95,7 @@ func requireAggRow(rt *rapid.T, row Row) {
 			"the engine starves it",                     // a pool that retracts or preempts one request forever (TestKVStarvationRefused)
 			"a preempted request must recompute",        // over the budget with chunking off: the DES deadlocks too (TestKVRecomputeOverBudgetRefused)
 			"verify slots",                              // SGLang EAGLE under KV pressure: refused on both sides (TestSGLangDraftKVRefused)
+			"vLLM would preempt, which is not",          // vLLM MTP under KV pressure: refused on both sides (TestVLLMDraftKVRefused)
 		} {
 			if strings.Contains(row.Err.Error(), refused) {
 				rt.Skip("refused: " + refused)
@@ -139,7 +140,7 @@ func requireAggExact(t *testing.T, row Row) {
 // chunking (on whenever a whole prompt would exceed the budget), vLLM and
 // TensorRT-LLM asynchronous scheduling and SGLang's overlap loop, SGLang's mixed
 // chunk, page size and prefill cap, TensorRT-LLM's capacity policy, a KV pool of
-// 2..2C requests' full length or none, TensorRT-LLM MTP and SGLang EAGLE drafts, and a shared
+// 2..2C requests' full length or none, vLLM and TensorRT-LLM MTP and SGLang EAGLE drafts, and a shared
 // prewarmed prefix or W2 shape strata or neither.
 func drawAggCase(rt *rapid.T) (engine.Spec, workload.Spec) {
 	b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
@@ -196,6 +197,12 @@ func drawAggCase(rt *rapid.T) (engine.Spec, workload.Spec) {
 		// One-model MTP: drafts charged to the budget (T-R3), StepTokens per decode step.
 		e.DraftTokens = rapid.IntRange(1, 3).Draw(rt, "drafts")
 		e.DraftAccepted = rapid.Float64Range(0, float64(e.DraftTokens)).Draw(rt, "accepted")
+	}
+	if e.Backend == engine.VLLM && rapid.IntRange(0, 2).Draw(rt, "vmtp") == 0 {
+		// MTP: 1 + drafts per decode step against the budget (cut by it), lookahead
+		// slots, the rejected drafts rolled back, V-S3 under async (V-S1..V-S4).
+		k := rapid.IntRange(1, 3).Draw(rt, "vdrafts")
+		e.SetDrafts(k, rapid.Float64Range(0, float64(k)).Draw(rt, "vaccepted"))
 	}
 	if e.Backend == engine.SGLang && rapid.IntRange(0, 2).Draw(rt, "eagle") == 0 {
 		// EAGLE / NEXTN: synchronous, no mixed chunk (SetDrafts), StepTokens per decode step.

@@ -34,6 +34,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -118,6 +119,11 @@ func Parse(backend string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Backend == engine.VLLM {
+		if kvs, err = expandJSONConfig(kvs, "speculative_config"); err != nil {
+			return nil, err
+		}
+	}
 	pos := map[string]int{}
 	ign := map[string]bool{}
 	for _, kv := range kvs {
@@ -180,7 +186,64 @@ func Parse(backend string, data []byte) (*Config, error) {
 			return nil, err
 		}
 	}
+	if c.Backend == engine.VLLM {
+		if err := checkVLLMDrafts(c.Settings); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// expandJSONConfig replaces each key named name whose value is a JSON object —
+// vLLM's CLI form --speculative-config '{"method": "mtp", …}', or that string in
+// a YAML file — by one key per member, name.member (the form a YAML mapping
+// gives), on the same line, members in sorted order; a nested object or array
+// is one value (its JSON), which the member's rule then judges.
+func expandJSONConfig(kvs []keyValue, name string) ([]keyValue, error) {
+	var out []keyValue
+	for _, kv := range kvs {
+		if kv.positional || normaliseKey(kv.key) != name {
+			out = append(out, kv)
+			continue
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(kv.value), &m); err != nil || m == nil {
+			return nil, fmt.Errorf("%s %q: want a JSON object such as {\"method\": \"mtp\", \"num_speculative_tokens\": 1}", displayKey(kv), kv.value)
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v := string(m[k])
+			var str string
+			if json.Unmarshal(m[k], &str) == nil {
+				v = str
+			}
+			out = append(out, keyValue{key: kv.key + "." + k, value: v, line: kv.line, flag: kv.flag})
+		}
+	}
+	return out, nil
+}
+
+// checkVLLMDrafts checks vLLM's speculative_config as a whole: an MTP method
+// and its num_speculative_tokens come together (vLLM requires the count, and
+// without a method it drafts with a separate model).
+func checkVLLMDrafts(set []Setting) error {
+	val := map[string]string{}
+	for _, s := range set {
+		val[s.Key] = s.Value
+	}
+	m, hasM := val["speculative_config.method"]
+	n, hasN := val["speculative_config.num_speculative_tokens"]
+	switch {
+	case hasM && !hasN:
+		return fmt.Errorf("speculative_config method %s: give num_speculative_tokens (the drafts per decode step)", m)
+	case hasN && !hasM:
+		return fmt.Errorf("speculative_config num_speculative_tokens %s: give method mtp (without it vLLM drafts with a separate model, which is not modelled)", n)
+	}
+	return nil
 }
 
 // checkSGLangDrafts checks SGLang's speculative keys together: the algorithm

@@ -131,8 +131,13 @@ func TestValuesMapped(t *testing.T) {
 // TestErrors: each refused file is one line naming the key (or the problem).
 func TestErrors(t *testing.T) {
 	cases := []struct{ backend, text, want string }{
-		{"vllm", "--speculative-config '{\"method\": \"ngram\"}'", `line 1: flag --speculative-config: changes scheduling (speculative decoding: several tokens per pass per request), which the model does not represent; remove it`},
-		{"vllm", "max_num_seqs: 64\nspeculative_config:\n  method: eagle3\n  num_speculative_tokens: 3\n", `line 3: key speculative_config.method: changes scheduling (speculative decoding: several tokens per pass per request), which the model does not represent; remove it`},
+		{"vllm", "--speculative-config '{\"method\": \"ngram\"}'", `line 1: flag --speculative-config.method "ngram": drafts with a separate draft model or n-grams, which the model does not represent; only the model's own MTP layers are modelled (method mtp, deepseek_mtp, glm4_moe_mtp, qwen3_next_mtp, mimo_mtp, ernie_mtp, longcat_flash_mtp)`},
+		{"vllm", "max_num_seqs: 64\nspeculative_config:\n  method: eagle3\n  num_speculative_tokens: 3\n", `line 3: key speculative_config.method "eagle3": drafts with a separate draft model or n-grams, which the model does not represent; only the model's own MTP layers are modelled (method mtp, deepseek_mtp, glm4_moe_mtp, qwen3_next_mtp, mimo_mtp, ernie_mtp, longcat_flash_mtp)`},
+		{"vllm", "--speculative-config '{\"method\": \"mtp\"}'", `speculative_config method mtp: give num_speculative_tokens (the drafts per decode step)`},
+		{"vllm", "speculative_config:\n  num_speculative_tokens: 2\n", `speculative_config num_speculative_tokens 2: give method mtp (without it vLLM drafts with a separate model, which is not modelled)`},
+		{"vllm", "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1, \"model\": \"org/draft\"}'", `line 1: flag --speculative-config.model: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)`},
+		{"vllm", "--speculative-config mtp", `line 1: flag --speculative-config "mtp": want a JSON object such as {"method": "mtp", "num_speculative_tokens": 1}`},
+		{"vllm", "--num-speculative-tokens 3", `line 1: flag --num-speculative-tokens: changes scheduling (speculative decoding with a separate draft model (the pre-speculative_config flags): only speculative_config with an MTP method is modelled), which the model does not represent; remove it`},
 		{"trtllm", "attention_dp_config:\n  enable_balance: true\n  timeout_iters: 50\n", `line 2: key attention_dp_config.enable_balance "true": attention-DP balancing holds context requests until every rank has one (up to timeout_iters); the model represents only false`},
 		{"vllm", "--cpu-offload-gb 20", `line 1: flag --cpu-offload-gb "20": weights offloaded to CPU memory stream to the GPU in every pass, which the perf data (weights in GPU memory) does not time; set 0 or remove it`},
 		{"trtllm", "stream_interval: 10\n", `line 1: key stream_interval "10": the server streams each request's tokens 10 at a time, so the client does not see the per-token TTFT and inter-token gaps the model predicts; set 1 or remove it`},
@@ -403,6 +408,32 @@ func TestSGLangSpeculative(t *testing.T) {
 		}
 		if e.DraftTokens != 2 || e.EnableMixedChunk || e.AsyncScheduling {
 			t.Errorf("%q: drafts %d, mixed chunk %v, overlap %v; want 2 drafts, both off", text, e.DraftTokens, e.EnableMixedChunk, e.AsyncScheduling)
+		}
+	}
+}
+
+// TestVLLMSpeculative: vLLM's speculative_config with an MTP method — the CLI's
+// JSON object, the same object as a YAML string, or a YAML mapping — sets the
+// drafts per decode step and nothing else (V-S1).
+func TestVLLMSpeculative(t *testing.T) {
+	for _, text := range []string{
+		`--max-num-seqs 64 --speculative-config '{"method": "deepseek_mtp", "num_speculative_tokens": 3}'`,
+		"speculative_config: '{\"num_speculative_tokens\": 3, \"method\": \"mtp\"}'\nmax_num_seqs: 64\n",
+		"max_num_seqs: 64\nspeculative_config:\n  method: mtp\n  num_speculative_tokens: 3\n",
+	} {
+		cfg, err := Parse("vllm", []byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		e, _ := engine.Defaults("vllm", "")
+		want := e
+		want.MaxNumSeqs = 64
+		want.SetDrafts(3, 0)
+		if err := cfg.Apply(&e); err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if e != want {
+			t.Errorf("%q: engine %+v, want %+v", text, e, want)
 		}
 	}
 }

@@ -129,6 +129,9 @@ func vllmKVs(e engine.Spec, model string, layout []renderKV) []renderKV {
 	if e.KVCacheDtype != "" {
 		kv = append(kv, renderKV{key: "kv-cache-dtype", value: e.KVCacheDtype})
 	}
+	if e.DraftTokens > 0 { // MTP over the model's own MTP layers (its acceptance is the model's and the data's, not a key)
+		kv = append(kv, renderKV{key: "speculative-config", value: fmt.Sprintf(`{"method": "mtp", "num_speculative_tokens": %d}`, e.DraftTokens)})
+	}
 	return kv
 }
 

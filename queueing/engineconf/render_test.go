@@ -63,6 +63,9 @@ func TestRenderRoundTrip(t *testing.T) {
 			e.LongPrefillTokenThreshold = rapid.SampledFrom([]int{0, 256, 2048}).Draw(t, "thr")
 			e.KVCacheMemoryBytes = rapid.SampledFrom([]int64{0, 1, 40 << 30}).Draw(t, "kvbytes")
 			e.DisableCUDAGraph = rapid.Bool().Draw(t, "eager")
+			if rapid.IntRange(0, 2).Draw(t, "vmtp") == 0 { // MTP: speculative_config (V-S1)
+				e.SetDrafts(rapid.IntRange(1, 4).Draw(t, "vdrafts"), 0)
+			}
 		}
 		e.KVCapacityTokens = rapid.SampledFrom([]int{0, 1 << 20}).Draw(t, "kv")
 		e.NoPrefixReuse = rapid.Bool().Draw(t, "noreuse")

@@ -374,14 +374,32 @@ func lookup(backend engine.Backend, key string) (rule, bool) {
 	return rule{}, false
 }
 
+// vllmMTPMethods are vLLM's speculative_config methods that draft with the
+// model's own MTP layers (vllm/config/speculative.py's MTP model types and their
+// alias "mtp"): priced as the model's MTP layers (perfdb.Model.MTPLayers).
+var vllmMTPMethods = []string{"mtp", "deepseek_mtp", "glm4_moe_mtp", "qwen3_next_mtp", "mimo_mtp", "ernie_mtp", "longcat_flash_mtp"}
+
 // vllmRule: vLLM engine arguments (vllm/engine/arg_utils.py; SCHEDULERS.md §2).
 func vllmRule(k string) (rule, bool) {
-	// A YAML config nests these mappings (speculative_config.method, …): the
-	// whole mapping is what changes scheduling, whatever its keys.
-	if p, _, ok := strings.Cut(k, "."); ok && (p == "speculative_config" || p == "kv_transfer_config") {
+	// A YAML config nests these mappings (kv_transfer_config.kv_connector, …):
+	// the whole mapping is what changes scheduling, whatever its keys.
+	if p, _, ok := strings.Cut(k, "."); ok && p == "kv_transfer_config" {
 		return vllmRule(p)
 	}
 	switch k {
+	case "speculative_config.method": // MTP over the model's own MTP layers (V-S1..V-S4)
+		return rule{
+			check: func(v string) (string, error) {
+				lv := strings.ToLower(strings.TrimSpace(v))
+				if slices.Contains(vllmMTPMethods, lv) {
+					return lv, nil
+				}
+				return "", fmt.Errorf("drafts with a separate draft model or n-grams, which the model does not represent; only the model's own MTP layers are modelled (method %s)", strings.Join(vllmMTPMethods, ", "))
+			},
+			apply: func(*engine.Spec, string) {},
+		}, true
+	case "speculative_config.num_speculative_tokens": // the drafts per decode step (V-S1); acceptance from --nextn-accepted
+		return intKey(1, func(e *engine.Spec, v int) { e.SetDrafts(v, e.DraftAccepted) }), true
 	case "max_num_batched_tokens": // V-R1 token budget
 		return intKey(1, func(e *engine.Spec, v int) { e.MaxNumBatchedTokens = v }), true
 	case "max_num_seqs": // V-R2 running cap
@@ -442,8 +460,10 @@ func vllmRule(k string) (rule, bool) {
 		return layoutKey(dimDP), true
 	case "enable_expert_parallel":
 		return layoutKey(dimEP), true
-	case "speculative_config", "speculative_model", "num_speculative_tokens", "speculative_draft_tensor_parallel_size":
-		return rejected("speculative decoding: several tokens per pass per request"), true
+	case "speculative_config": // a mapping: its keys (expandJSONConfig for the CLI's JSON form)
+		return rejected("speculative decoding given as something other than a mapping of method and num_speculative_tokens"), true
+	case "speculative_model", "num_speculative_tokens", "speculative_draft_tensor_parallel_size":
+		return rejected("speculative decoding with a separate draft model (the pre-speculative_config flags): only speculative_config with an MTP method is modelled"), true
 	case "scheduler_cls", "scheduler_class":
 		return rejected("a custom scheduler class"), true
 	case "kv_transfer_config":

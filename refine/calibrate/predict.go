@@ -95,10 +95,10 @@ type Resolver struct {
 	// measurement keeps the miss as its reason.
 	VersionFallback bool
 	// NextN and NextNAccepted assume MTP for the rows predicted (no row records
-	// it): drafts per decode step and the mean accepted — TensorRT-LLM's one-model
-	// MTP, SGLang's EAGLE/NEXTN. TensorRT-LLM and SGLang rows are predicted with
-	// them (a disaggregated row's on both pools); any other row keeps the reason
-	// it cannot be. 0 drafts: no MTP.
+	// it): drafts per decode step and the mean accepted — vLLM's MTP, TensorRT-LLM's
+	// one-model MTP, SGLang's EAGLE/NEXTN. Every row of a backend that models them
+	// (engine.DraftsModelled) is predicted with them (a disaggregated row's on both
+	// pools); any other row keeps the reason it cannot be. 0 drafts: no MTP.
 	NextN         int
 	NextNAccepted float64
 
@@ -312,7 +312,7 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		return t
 	}
 	if r.NextN > 0 && !engine.DraftsModelled(engine.Backend(m.Backend)) {
-		t.Reason = fmt.Sprintf("--nextn %d: MTP is modelled for TensorRT-LLM and SGLang rows only, not %s", r.NextN, m.Backend)
+		t.Reason = fmt.Sprintf("--nextn %d: MTP is not modelled for %s rows", r.NextN, m.Backend)
 		return t
 	}
 	if m.Mode == store.ModeDisagg {
