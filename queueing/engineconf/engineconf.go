@@ -227,14 +227,20 @@ func expandJSONConfig(kvs []keyValue, name string) ([]keyValue, error) {
 	return out, nil
 }
 
+// settingValues maps each key of set to its value.
+func settingValues(set []Setting) map[string]string {
+	val := make(map[string]string, len(set))
+	for _, s := range set {
+		val[s.Key] = s.Value
+	}
+	return val
+}
+
 // checkVLLMDrafts checks vLLM's speculative_config as a whole: an MTP method
 // and its num_speculative_tokens come together (vLLM requires the count, and
 // without a method it drafts with a separate model).
 func checkVLLMDrafts(set []Setting) error {
-	val := map[string]string{}
-	for _, s := range set {
-		val[s.Key] = s.Value
-	}
+	val := settingValues(set)
 	m, hasM := val["speculative_config.method"]
 	n, hasN := val["speculative_config.num_speculative_tokens"]
 	switch {
@@ -251,10 +257,7 @@ func checkVLLMDrafts(set []Setting) error {
 // model-dependent default aicdb does not know), and with topk 1 the chain
 // verifies num_steps + 1 tokens, so num_draft_tokens, when given, is that.
 func checkSGLangDrafts(set []Setting) error {
-	val := map[string]string{}
-	for _, s := range set {
-		val[s.Key] = s.Value
-	}
+	val := settingValues(set)
 	alg, hasAlg := val["speculative_algorithm"]
 	steps, hasSteps := val["speculative_num_steps"]
 	switch {
