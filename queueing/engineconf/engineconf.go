@@ -216,6 +216,9 @@ func expandJSONConfig(kvs []keyValue, name string) ([]keyValue, error) {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
+			if k == "" || strings.Trim(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+				return nil, fmt.Errorf("%s: member %q is not a key name", displayKey(kv), k)
+			}
 			v := string(m[k])
 			var str string
 			if json.Unmarshal(m[k], &str) == nil {

@@ -136,6 +136,7 @@ func TestErrors(t *testing.T) {
 		{"vllm", "--speculative-config '{\"method\": \"mtp\"}'", `speculative_config method mtp: give num_speculative_tokens (the drafts per decode step)`},
 		{"vllm", "speculative_config:\n  num_speculative_tokens: 2\n", `speculative_config num_speculative_tokens 2: give method mtp (without it vLLM drafts with a separate model, which is not modelled)`},
 		{"vllm", "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1, \"model\": \"org/draft\"}'", `line 1: flag --speculative-config.model: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)`},
+		{"vllm", "--max-num-seqs 4 --speculative-config '{\"a b\": 1}'", `line 1: flag --speculative-config: member "a b" is not a key name`},
 		{"vllm", "--speculative-config mtp", `line 1: flag --speculative-config "mtp": want a JSON object such as {"method": "mtp", "num_speculative_tokens": 1}`},
 		{"vllm", "--num-speculative-tokens 3", `line 1: flag --num-speculative-tokens: changes scheduling (speculative decoding with a separate draft model (the pre-speculative_config flags): only speculative_config with an MTP method is modelled), which the model does not represent; remove it`},
 		{"trtllm", "attention_dp_config:\n  enable_balance: true\n  timeout_iters: 50\n", `line 2: key attention_dp_config.enable_balance "true": attention-DP balancing holds context requests until every rank has one (up to timeout_iters); the model represents only false`},
@@ -318,7 +319,9 @@ func fuzzCheck(t *testing.T, backend string, data []byte) {
 func FuzzParseVLLM(f *testing.F) {
 	for _, s := range []string{"--max-num-seqs 4", "vllm serve m --no-async-scheduling", "max-num-seqs: 3\nblock-size: 16\n",
 		"--enable-chunked-prefill=false --max-num-batched-tokens 9000", "'a b' \"c\\\n d\"",
-		"--num-gpu-blocks-override 3 --block-size 16 --kv-cache-memory-bytes 4G --gpu-memory-utilization 0.5 --kv-cache-dtype fp8"} {
+		"--num-gpu-blocks-override 3 --block-size 16 --kv-cache-memory-bytes 4G --gpu-memory-utilization 0.5 --kv-cache-dtype fp8",
+		`--speculative-config '{"method": "mtp", "num_speculative_tokens": 2}'`, "speculative_config:\n  method: mtp\n  num_speculative_tokens: 1\n",
+		`--speculative-config '{"a\nb": {"c": [1]}}'`} {
 		f.Add([]byte(s))
 	}
 	if b, err := os.ReadFile("testdata/vllm_serve.args"); err == nil {
@@ -418,6 +421,7 @@ func TestSGLangSpeculative(t *testing.T) {
 func TestVLLMSpeculative(t *testing.T) {
 	for _, text := range []string{
 		`--max-num-seqs 64 --speculative-config '{"method": "deepseek_mtp", "num_speculative_tokens": 3}'`,
+		`--max-num-seqs 64 --speculative-config '{"num_speculative_tokens": 3, "method":"mtp"}'`, // YAML reads this line as a mapping too
 		"speculative_config: '{\"num_speculative_tokens\": 3, \"method\": \"mtp\"}'\nmax_num_seqs: 64\n",
 		"max_num_seqs: 64\nspeculative_config:\n  method: mtp\n  num_speculative_tokens: 3\n",
 	} {

@@ -23,7 +23,16 @@ func yamlMapping(data []byte) *yaml.Node {
 	if err := yaml.Unmarshal(data, &n); err != nil || len(n.Content) != 1 || n.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
-	return n.Content[0]
+	// A config key is a name: a "key" that is a flag or holds spaces is a line of
+	// CLI arguments whose JSON value YAML read as a mapping (--speculative-config
+	// '{"method": "mtp"}').
+	m := n.Content[0]
+	for i := 0; i < len(m.Content); i += 2 {
+		if k := m.Content[i]; k.Kind == yaml.ScalarNode && (strings.HasPrefix(k.Value, "-") || strings.ContainsAny(k.Value, " \t")) {
+			return nil
+		}
+	}
+	return m
 }
 
 // parseYAML flattens a YAML mapping into keys joined with '.'; a sequence value
