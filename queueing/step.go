@@ -44,7 +44,7 @@ type Kernel struct {
 
 	// OnToken, when set, is called for every emitted output token of request id at
 	// time t; prev is the time of its previous token (−1 for its first). Under MTP
-	// (engine.Spec.DraftTokens: TensorRT-LLM's one-model MTP, SGLang's EAGLE) a
+	// (engine.Spec.DraftTokens: vLLM's and TensorRT-LLM's MTP, SGLang's EAGLE) a
 	// decode step's accepted drafts arrive with its token, each with prev = t.
 	OnToken func(id int, prev, t float64)
 	// OnFinish, when set, is called when request id emits its last token at t.
