@@ -36,27 +36,16 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 			i++ // skip, not break (§2.11)
 			continue
 		}
-		verify := e.DraftTokens > 0 && r.c >= r.p // a decode step (no recompute under drafts)
-		if e.DraftTokens > 0 {                    // V-S2: k lookahead slots; preemption under drafts is not simulated
-			if !s.allocRunningAhead(ri, n, e.DraftTokens) {
-				if s.fatal == nil {
-					s.fatal = fmt.Errorf("oracle run: vLLM speculative decoding: request %s's KV slots (with %d lookahead) do not fit the %d free blocks, so vLLM would preempt, which is not simulated under speculative decoding; raise num_gpu_blocks or lower the load", r.id, e.DraftTokens, s.pool.nfree)
-				}
-				return
+		ahead := e.DraftTokens // V-S2: k lookahead slots for every running request
+		if ahead > 0 && e.AsyncScheduling && !s.allocRunningAhead(ri, n, ahead) {
+			if s.fatal == nil {
+				s.fatal = fmt.Errorf("oracle run: vLLM speculative decoding: request %s's KV slots (with %d lookahead) do not fit the %d free blocks, so vLLM would preempt, which is not simulated under speculative decoding with async scheduling; raise num_gpu_blocks, lower the load or turn async scheduling off", r.id, ahead, s.pool.nfree)
 			}
-			spec := 0
-			if r.spec > 0 { // the drafts the budget left room for
-				spec = min(r.spec, max(0, n+r.c-r.numTokens()-r.ph))
-			}
-			r.spec = 0 // update_draft_token_ids proposes the next ones
-			pb.entries = append(pb.entries, entry{r: ri, n: n, verify: verify, spec: int32(spec)})
-			budget -= n
-			i++
-			continue
+			return
 		}
 		ok := false
 		for {
-			if s.allocRunning(ri, n) {
+			if s.allocRunningAhead(ri, n, ahead) {
 				ok = true
 				break
 			}
@@ -72,7 +61,13 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 		if !ok {
 			break // stop the running phase entirely
 		}
-		pb.entries = append(pb.entries, entry{r: ri, n: n})
+		en := entry{r: ri, n: n}
+		if r.spec > 0 { // an MTP decode step (V-S1): the drafts the budget left room for
+			en.verify = true
+			en.spec = int32(min(r.spec, max(0, n+r.c-r.numTokens()-r.ph)))
+			r.spec = 0 // update_draft_token_ids proposes the next ones
+		}
+		pb.entries = append(pb.entries, en)
 		budget -= n
 		i++
 	}
@@ -223,6 +218,7 @@ func (s *Sim) preemptVLLM(vi int32) {
 	s.freeTable(vi)
 	v.st = stWaiting
 	v.c = 0
+	v.spec = 0 // spec_token_ids dropped: the recompute samples before new drafts
 	v.preemptions++
 	s.waiting.pushFront(vi)
 	if need := (v.numTokens() + s.bs - 1) / s.bs; need > usableBlocks(&s.eng) && s.fatal == nil {

@@ -19,9 +19,9 @@ import "github.com/aicdb/aicdb/engine"
 // that does not fit stops admission (head-of-line, V-R3).
 //
 // Under MTP speculative decoding (engine.Spec.DraftTokens k > 0) a decode row is
-// vllmSpecStep (V-S1..V-S4); a running prompt chunk also allocates k lookahead
-// slots (V-S2), and a running item whose slots do not fit ends the run with
-// errVLLMDraftKV instead of preempting.
+// vllmSpecPlan / vllmSpecAdd (V-S1..V-S4); every running item also allocates k
+// lookahead slots (V-S2); under async scheduling a running item whose slots do
+// not fit ends the run with errVLLMDraftKV instead of preempting.
 func (s *sim) scheduleVLLM(p *simPass) {
 	budget := s.budget
 	thr := s.e.LongPrefillTokenThreshold
@@ -38,38 +38,36 @@ func (s *sim) scheduleVLLM(p *simPass) {
 		ri := s.running[i]
 		r := &s.reqs[ri]
 		decode := r.c >= r.promptLen()
-		if k > 0 && decode {
-			n, ok := s.vllmSpecStep(p, ri, budget)
-			if !ok {
-				return // refused: errVLLMDraftKV
+		spec := k > 0 && decode // an MTP decode step (V-S1)
+		var n, ctx, tokens int
+		if spec {
+			var skip bool
+			if n, ctx, skip = s.vllmSpecPlan(r, budget); skip {
+				continue
 			}
-			budget -= n
-			continue
-		}
-		if r.gSched >= r.osl {
-			continue // async: its final token is in flight (V-R12)
-		}
-		n := 1
-		if !decode {
-			n = r.promptLen() - r.c
-			if thr > 0 && n > thr {
-				n = thr
+			tokens = ctx - 1 + n + k // V-S2
+		} else {
+			if r.gSched >= r.osl {
+				continue // async: its final token is in flight (V-R12)
 			}
-			n = min(n, budget)
-		}
-		if kv {
-			tokens := r.c + n
+			n = 1
+			if !decode {
+				n = r.promptLen() - r.c
+				if thr > 0 && n > thr {
+					n = thr
+				}
+				n = min(n, budget)
+			}
+			tokens = r.c + n
 			if decode {
 				tokens = decodeKVTokens(r)
 			}
-			if k > 0 { // V-S2: a running prompt chunk's lookahead slots; no preemption modelled
-				if !s.kvGrow(ri, tokens+k) {
-					s.vllmDraftRefuse()
-					return
-				}
-				s.addPrompt(p, ri, n)
-				budget -= n
-				continue
+			tokens += k // V-S2: a running prompt chunk's lookahead slots
+		}
+		if kv {
+			if k > 0 && s.e.AsyncScheduling && !s.kvGrow(ri, tokens) {
+				s.vllmDraftRefuse() // preemption with an MTP step in flight is not modelled
+				return
 			}
 			self := false
 			for !s.kvGrow(ri, tokens) { // V-R6: preempt the last of running
@@ -87,9 +85,12 @@ func (s *sim) scheduleVLLM(p *simPass) {
 				break // r itself was the victim: stop the running phase
 			}
 		}
-		if decode {
+		switch {
+		case spec:
+			s.vllmSpecAdd(p, ri, n, ctx)
+		case decode:
 			s.addDecode(p, ri)
-		} else {
+		default:
 			s.addPrompt(p, ri, n)
 		}
 		budget -= n
@@ -148,10 +149,10 @@ func (s *sim) addDecodeRun(p *simPass, budget int) (int, int) {
 	return i, budget
 }
 
-// vllmSpecStep schedules request ri's next decode step under vLLM MTP speculative
-// decoding (SCHEDULERS.md §2 scheduler with spec tokens; docs/queueing.md V-S1..V-S4)
-// with budget tokens left, and returns the tokens it charges; ok is false when the
-// run is refused (its KV slots would preempt: errVLLMDraftKV).
+// vllmSpecPlan plans request r's next decode step under vLLM MTP speculative
+// decoding (docs/queueing.md V-S1..V-S4) with budget tokens left: the tokens n it
+// schedules and charges, the row's context ctx, or skip. vllmSpecAdd schedules it
+// once its KV slots (ctx − 1 + n + k tokens, V-S2) are taken.
 //
 //   - V-S1: the step schedules the sampled token and the k drafts proposed after
 //     r's previous step (num_tokens_with_spec + placeholders − num_computed = 1 + k),
@@ -162,7 +163,9 @@ func (s *sim) addDecodeRun(p *simPass, budget int) (int, int) {
 //   - V-S2: allocate_slots takes the KV of num_computed + n + k lookahead tokens,
 //     where num_computed counts every token of a step in flight (its rejected
 //     drafts are subtracted only when its output arrives) and the last sampled
-//     token is not yet computed: ctx − 1 for the row's context ctx below.
+//     token is not yet computed: ctx − 1. A request that does not fit preempts the
+//     last of running (V-R6) when scheduling is synchronous; with a step in flight
+//     (async) that is not modelled and refuses the run.
 //   - V-S3 (V-R12 with drafts): with a step of r in flight (async scheduling) the
 //     scheduler knows only the one token every step guarantees, so it skips r when
 //     outputs so far + 1 reach max_tokens; otherwise it schedules the step even
@@ -170,30 +173,31 @@ func (s *sim) addDecodeRun(p *simPass, budget int) (int, int) {
 //     are discarded (r finished before they arrive).
 //   - V-S4: the rejected drafts leave num_computed at the step's output (the next
 //     step's context counts accepted tokens only).
-func (s *sim) vllmSpecStep(p *simPass, ri int32, budget int) (n int, ok bool) {
-	r := &s.reqs[ri]
-	k := s.e.DraftTokens
+func (s *sim) vllmSpecPlan(r *simReq, budget int) (n, ctx int, skip bool) {
 	inflight := r.gSched > r.gOut // a step of r is in flight (async)
 	if inflight && r.gOut+1 >= r.osl {
-		return 0, true // V-S3: the step in flight reaches max_tokens
+		return 0, 0, true // V-S3: the step in flight reaches max_tokens
 	}
-	n = 1 + k // V-S1
+	n = 1 + s.e.DraftTokens // V-S1
 	if thr := s.e.LongPrefillTokenThreshold; thr > 0 && n > thr {
 		n = thr
 	}
 	n = min(n, budget)
-	ctx := r.isl + r.gOut // computed before the step + 1 (V-S2, V-S4)
+	ctx = r.isl + r.gOut // computed before the step + 1 (V-S2, V-S4)
 	if inflight {
 		ctx += 1 + int(r.specIn)
 	}
-	if s.kv.on && !s.kvGrow(ri, ctx-1+n+k) {
-		s.vllmDraftRefuse()
-		return 0, false
-	}
+	return n, ctx, false
+}
+
+// vllmSpecAdd schedules the decode step vllmSpecPlan planned for request ri: n
+// tokens (n − 1 drafts verified), context ctx.
+func (s *sim) vllmSpecAdd(p *simPass, ri int32, n, ctx int) {
+	r := &s.reqs[ri]
 	p.tp.Decode = append(p.tp.Decode, ctx)
 	if r.gSched >= r.osl { // V-S3: the step in flight ends r; this row's outputs are discarded
 		p.entries = append(p.entries, entry{r: ri, n: 1, decode: true})
-		return n, true
+		return
 	}
 	spec := n - 1
 	r.steps++
@@ -204,12 +208,11 @@ func (s *sim) vllmSpecStep(p *simPass, ri int32, budget int) (n int, ok bool) {
 	if out > 1 {
 		p.extra = append(p.extra, draftOut{r: ri, more: int32(out - 1)})
 	}
-	return n, true
 }
 
 // vllmDraftRefuse stops the run with errVLLMDraftKV: vLLM preempts when a running
-// request's slots do not fit, and under speculative decoding that path (its
-// lookahead slots, the drafts of a preempted step) is not modelled.
+// request's slots do not fit, and with an MTP step in flight (async scheduling)
+// that path (the placeholders and drafts of a preempted step) is not modelled.
 func (s *sim) vllmDraftRefuse() {
 	if s.kv.err == nil {
 		s.kv.err = inputErr(errVLLMDraftKV)

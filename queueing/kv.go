@@ -290,9 +290,10 @@ func checkKVFit(w workload.Spec, e engine.Spec, b shapeBounds, tokens int, what 
 var errSGLDraftKV = fmt.Errorf("queueing: SGLang: an EAGLE/NEXTN decode step's verify slots do not fit the free KV pages (SGLang's retraction and admission under speculative decoding are not modelled); raise kv_capacity_tokens or lower the concurrency")
 
 // errVLLMDraftKV reports a vLLM running request whose KV slots (with the
-// speculative lookahead) do not fit: vLLM would preempt, and preemption under
-// speculative decoding is not modelled, so the run is refused rather than answered.
-var errVLLMDraftKV = errors.New("queueing: vLLM: a running request's KV slots (with the drafts' lookahead) do not fit the free blocks, so vLLM would preempt, which is not modelled under speculative decoding; raise kv_capacity_tokens or lower the concurrency")
+// speculative lookahead) do not fit under async scheduling: vLLM would preempt,
+// and preemption with an MTP step in flight is not modelled, so the run is
+// refused rather than answered.
+var errVLLMDraftKV = errors.New("queueing: vLLM: a running request's KV slots (with the drafts' lookahead) do not fit the free blocks, so vLLM would preempt, which is not modelled under speculative decoding with async scheduling; raise kv_capacity_tokens, lower the concurrency or turn async scheduling off")
 
 // errSGLMixedKV reports a mixed-chunk batch whose decode rows find no free page:
 // SGLang does not memory-check them and fails the same way.

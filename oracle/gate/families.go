@@ -120,6 +120,9 @@ func baseFamilies() []Family {
 	e = mtpV(2, 1.2, true)
 	e.KVCapacityTokens = 16*(2048+256) + 16*64
 	add("vllm/c16 isl2048 osl256 mtp2 a1.2 async kv", closed(2048, 256, 0, 16), e)
+	e = mtpV(2, 1.2, false)
+	e.KVCapacityTokens = 10 * (2048 + 256)
+	add("vllm/c16 isl2048 osl256 mtp2 a1.2 kv10req preempt", closed(2048, 256, 0, 16), e)
 	add("vllm/open ρ0.6 isl2048 osl256 mtp1 a0.7", open(2048, 256, 0, 0.6*11.9, 2048), mtpV(1, 0.7, false))
 	// W2: isl/osl quantile strata drawn by the model's shape rotation (same k-th shape
 	// on both sides).
