@@ -37,7 +37,7 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 			continue
 		}
 		ahead := e.DraftTokens // V-S2: k lookahead slots for every running request
-		if ahead > 0 && e.AsyncScheduling && !s.allocRunningAhead(ri, n, ahead) {
+		if ahead > 0 && e.AsyncScheduling && !s.allocRunning(ri, n, ahead) {
 			if s.fatal == nil {
 				s.fatal = fmt.Errorf("oracle run: vLLM speculative decoding: request %s's KV slots (with %d lookahead) do not fit the %d free blocks, so vLLM would preempt, which is not simulated under speculative decoding with async scheduling; raise num_gpu_blocks, lower the load or turn async scheduling off", r.id, ahead, s.pool.nfree)
 			}
@@ -45,7 +45,7 @@ func (s *Sim) scheduleVLLM(pb *passBuf) {
 		}
 		ok := false
 		for {
-			if s.allocRunningAhead(ri, n, ahead) {
+			if s.allocRunning(ri, n, ahead) {
 				ok = true
 				break
 			}
@@ -172,13 +172,10 @@ func (s *Sim) allocNew(wi int32, h, n int, hits []int32) bool {
 	return true
 }
 
-// allocRunning is allocate_slots for a running request (V-R9).
-func (s *Sim) allocRunning(ri int32, n int) bool { return s.allocRunningAhead(ri, n, 0) }
-
-// allocRunningAhead is allocate_slots for a running request with ahead lookahead
-// slots (V-S2: blocks for num_computed + n + ahead tokens; only the tokens up to
-// num_tokens are cached).
-func (s *Sim) allocRunningAhead(ri int32, n, ahead int) bool {
+// allocRunning is allocate_slots for a running request (V-R9) with ahead
+// lookahead slots (V-S2: blocks for num_computed + n + ahead tokens; only the
+// tokens up to num_tokens are cached).
+func (s *Sim) allocRunning(ri int32, n, ahead int) bool {
 	r := &s.reqs[ri]
 	need := (r.c + n + ahead + s.bs - 1) / s.bs
 	if need-len(r.table) > s.pool.nfree {

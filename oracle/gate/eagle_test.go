@@ -24,20 +24,9 @@ func TestSGLangDraftKVRefused(t *testing.T) {
 	e.KVCapacityTokens = 2 * (16 + 10 + 1)
 	f := FiniteFamily{Family: Family{Name: "sglang eagle3 c4 kv2req", Spec: closed(16, 10, 0, 4), Engine: e, Timing: roofline},
 		Run: queueing.FiniteRun{Requests: 8}}
-	_, merr := queueing.QuantitativeFinite(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
 	// The summary run a fit evaluates takes decode stretches in bulk; it stops at
 	// the same step.
-	_, serr := queueing.QuantitativeFiniteSummary(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
-	_, derr := runDESFinite(context.Background(), f)
-	if fmt.Sprint(serr) != fmt.Sprint(merr) {
-		t.Errorf("summary run: %v; full run: %v", serr, merr)
-	}
-	for side, err := range map[string]error{"model": merr, "DES": derr} {
-		if err == nil || !strings.Contains(err.Error(), "verify slots") || !strings.Contains(err.Error(), "raise") ||
-			strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: got %v, want one line refusing the verify slots with a fix", side, err)
-		}
-	}
+	requireRefusedBothSides(t, f, "verify slots", "raise")
 	f.Engine.KVCapacityTokens = 4 * (16 + 10 + 4)
 	requireAggExact(t, runFiniteFamily(context.Background(), f))
 	// Two requests whose pool runs out near the end of their decode (admission
@@ -75,19 +64,26 @@ func TestVLLMDraftKVRefused(t *testing.T) {
 			requireAggExact(t, runFiniteFamily(context.Background(), f))
 			continue
 		}
-		_, merr := queueing.QuantitativeFinite(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
-		_, serr := queueing.QuantitativeFiniteSummary(context.Background(), f.Spec, e, roofline, queueing.Options{}, f.Run)
-		_, derr := runDESFinite(context.Background(), f)
-		if fmt.Sprint(serr) != fmt.Sprint(merr) {
-			t.Errorf("summary run: %v; full run: %v", serr, merr)
-		}
-		for side, err := range map[string]error{"model": merr, "DES": derr} {
-			if err == nil || !strings.Contains(err.Error(), "vLLM would preempt, which is not") || !strings.Contains(err.Error(), "turn async scheduling off") ||
-				strings.Contains(err.Error(), "\n") {
-				t.Errorf("%s: got %v, want one line refusing the preemption with a fix", side, err)
-			}
-		}
+		requireRefusedBothSides(t, f, "vLLM would preempt, which is not", "turn async scheduling off")
 		f.Engine.KVCapacityTokens = 4 * 48
 		requireAggExact(t, runFiniteFamily(context.Background(), f))
+	}
+}
+
+// requireRefusedBothSides fails t unless finite family f is refused by the
+// calendar's full and summary runs alike and by the DES, each in one line
+// containing what (the refused state) and fix.
+func requireRefusedBothSides(t *testing.T, f FiniteFamily, what, fix string) {
+	t.Helper()
+	_, merr := queueing.QuantitativeFinite(context.Background(), f.Spec, f.Engine, f.Timing, queueing.Options{}, f.Run)
+	_, serr := queueing.QuantitativeFiniteSummary(context.Background(), f.Spec, f.Engine, f.Timing, queueing.Options{}, f.Run)
+	_, derr := runDESFinite(context.Background(), f)
+	if fmt.Sprint(serr) != fmt.Sprint(merr) {
+		t.Errorf("%s: summary run: %v; full run: %v", f.Name, serr, merr)
+	}
+	for side, err := range map[string]error{"model": merr, "DES": derr} {
+		if err == nil || !strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), fix) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s, %s: got %v, want one line with %q and the fix %q", f.Name, side, err, what, fix)
+		}
 	}
 }
