@@ -9,7 +9,8 @@ import (
 // The vLLM v1 scheduler (SCHEDULERS.md §2), FCFS policy, no connector, full
 // attention, max_model_len unbounded; MTP speculative decoding as
 // docs/queueing.md's V-S1..V-S4 state it (the scheduler's spec_token_ids,
-// lookahead slots and rejection rollback), without preemption under it.
+// lookahead slots and rejection rollback), preempting under it only when
+// scheduling is synchronous.
 
 // scheduleVLLM forms one pass (Scheduler.schedule, V-R1..V-R5, V-R11).
 func (s *Sim) scheduleVLLM(pb *passBuf) {
