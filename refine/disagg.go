@@ -334,15 +334,20 @@ func (p *PerfdbEvaluator) CheckDisagg(ctx context.Context, pts []store.PointInpu
 			return err
 		}
 	}
-	seen := map[int]bool{}
+	// Every (prefill, decode) tp pair is tried: DecodeKVCapacityTokens prices a
+	// prefill worker beside the decode one, and a prefill tp whose weights do not
+	// fit makes every decode tp look KV-tight (a 671B model at prefill tp 1).
+	seen := map[[2]int]bool{}
 	var tps []int
 	held := false
 	for _, in := range pts {
-		if in.Mode != store.ModeDisagg || seen[in.DTP] {
+		if in.Mode != store.ModeDisagg || seen[[2]int{in.PTP, in.DTP}] {
 			continue
 		}
-		seen[in.DTP] = true
-		tps = append(tps, in.DTP)
+		seen[[2]int{in.PTP, in.DTP}] = true
+		if !slices.Contains(tps, in.DTP) {
+			tps = append(tps, in.DTP)
+		}
 		pmTP, pmEP, err := p.poolMoE(ctx, in, in.PTP, in.PDP)
 		if err != nil {
 			held = true // not this check's business: the points report it

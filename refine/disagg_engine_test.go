@@ -240,3 +240,26 @@ func TestDisaggCalibrationApplies(t *testing.T) {
 			q1.V[store.QTTFTSteadyMean], q1.V[store.QTPOTMean], q0.V[store.QTTFTSteadyMean], q0.V[store.QTPOTMean])
 	}
 }
+
+// TestCheckDisaggPrefillOOMNotDecodeKV: a disaggregated sweep of a model whose
+// weights fit a worker only at tp 8 (Llama-3.1-405B in bf16 on H200) is not
+// refused as "no decode worker's KV can hold one request": the check prices a
+// prefill worker beside each decode tp, and before it took the first row of
+// each decode tp, whose prefill tp 1 does not fit, so every decode tp looked
+// KV-tight (DeepSeek-V3 on B200, sweep --mode disagg --total-gpus 16, was
+// refused whole).
+func TestCheckDisaggPrefillOOMNotDecodeKV(t *testing.T) {
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(embeddedSource{})
+	spec := SweepSpec{Model: "meta-llama/Meta-Llama-3.1-405B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 16, ISL: 1000, OSL: 100,
+		TPs: []int{1, 8}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{8}, MaxWorkers: 1}
+	pts := sweepPoints(t, ev, spec)
+	if err := ev.CheckDisagg(ctx, pts); err != nil {
+		t.Fatalf("CheckDisagg: %v; want the sweep accepted (prefill tp 8 beside decode tp 8 fits)", err)
+	}
+	// Only tp 1 on both sides: the decode worker cannot hold the model, refused.
+	spec.TPs, spec.TotalGPUs = []int{1}, 2
+	if err := ev.CheckDisagg(ctx, sweepPoints(t, ev, spec)); err == nil || !strings.Contains(err.Error(), "cannot hold one request") {
+		t.Errorf("tp 1 only: %v; want the decode-KV refusal", err)
+	}
+}
