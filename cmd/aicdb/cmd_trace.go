@@ -1076,7 +1076,10 @@ func quantitativeReplay(ctx context.Context, tw *refine.TraceWorkload, rc refine
 		ITLMean: rep.ITL.Mean(), ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99),
 		TPOTMean: rep.TPOT.Mean(), TPOTP50: rep.TPOT.Quantile(0.5), TPOTP99: rep.TPOT.Quantile(0.99),
 		E2EMean: rep.E2E.Mean(), E2EP50: rep.E2E.Quantile(0.5), E2EP99: rep.E2E.Quantile(0.99),
-		ThroughputRPS: rep.ThroughputRPS, OutputTokensPerS: rep.OutputTokensPerS}
+		ThroughputRPS: rep.ThroughputRPS, OutputTokensPerS: rep.OutputTokensPerS,
+		// Every request is measured, so the mean per request times their number is
+		// the calendar's count (it was left 0: a KV-bound replay read "no preemption").
+		Preemptions: int(math.Round(rep.PreemptionsPerRequest * float64(len(reqs))))}
 	rows := make([]store.ReplayRow, len(rep.Requests))
 	for i, r := range rep.Requests {
 		sum.OutputTokens += r.OSL
