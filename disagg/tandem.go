@@ -49,6 +49,12 @@ type Report struct {
 	// DHeadroomMin is the smallest free share of a decode worker's KV (0..1) seen at
 	// a transfer decision in the window (1 when the decode KV is unbounded).
 	DHeadroomMin float64
+	// PrefillAdmitPeakTokens is the most KV (tokens, whole prefill blocks) a
+	// prefill worker needed when it took a prompt: the KV it held for prompts it
+	// had finished and not yet sent plus the new prompt's. The tandem does not
+	// model the prefill pool, so a caller that knows it can tell when those holds
+	// would have kept a prompt out (the engine stalls; the tandem does not).
+	PrefillAdmitPeakTokens int
 	// MultiStable flags two steady regimes reached from different starts (the burst
 	// and a staggered start disagree on throughput by more than 2 %); the report's
 	// steady numbers are then the flagged mixture of both.
@@ -153,6 +159,7 @@ func mixture(b, s *Report) (*Report, error) {
 	r.MultiStable = math.Abs(b.ThroughputRPS-s.ThroughputRPS) > 0.02*math.Max(b.ThroughputRPS, s.ThroughputRPS)
 	r.PQueueMsP99 = math.Max(b.PQueueMsP99, s.PQueueMsP99)
 	r.DHeadroomMin = math.Min(b.DHeadroomMin, s.DHeadroomMin)
+	r.PrefillAdmitPeakTokens = max(b.PrefillAdmitPeakTokens, s.PrefillAdmitPeakTokens)
 	r.KVUtilPeak = math.Max(b.KVUtilPeak, s.KVUtilPeak)
 	r.PreemptionsPerRequest = (b.PreemptionsPerRequest + s.PreemptionsPerRequest) / 2
 	p99 := r.TTFTSteady.Quantile(0.99)
@@ -178,6 +185,7 @@ type treq struct {
 	finished     bool
 	steady       bool
 	need         int // decode KV reservation (tokens; 0 when the decode kernel keeps the KV)
+	heldTok      int // prefill KV it holds from its prompt's end until sent (whole prefill blocks; 0 once released)
 }
 
 // tandem is the state of one run.
@@ -209,6 +217,8 @@ type tandem struct {
 	nextD      int
 	err        error
 
+	held      []int // per prefill worker: KV held for finished prompts not yet sent (tokens)
+	admitPeak int   // Report.PrefillAdmitPeakTokens
 	itl       map[float64]float64
 	gap, gapW float64 // the run of equal gaps not yet in itl (a pass's rows share one)
 	xfer      []queueing.Atom
@@ -238,11 +248,12 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 		k.OnEntry = func(id int, start float64) {
 			if r := &t.reqs[t.pIDs[wi][id]]; r.pStart < 0 {
 				r.pStart = start
+				t.admitPeak = max(t.admitPeak, t.held[wi]+t.prefillTokens(r.isl))
 			}
 		}
 		t.pre = append(t.pre, k)
 	}
-	t.pIDs = make([][]int, nP)
+	t.pIDs, t.held = make([][]int, nP), make([]int, nP)
 	for i := 0; i < nD; i++ {
 		o := queueing.KernelOptions{SeqCap: c.Decode.BatchCap}
 		if c.Decode.Engine.Backend == engine.VLLM {
@@ -349,10 +360,20 @@ func (t *tandem) admitPrefill(k int, now float64) {
 	t.pIDs[p] = append(t.pIDs[p], k)
 }
 
+// prefillTokens is a prompt of isl tokens in whole blocks of the prefill engine.
+func (t *tandem) prefillTokens(isl int) int {
+	bs := max(t.c.Prefill.Engine.BlockSize, 1)
+	return (isl + bs - 1) / bs * bs
+}
+
 // prefilled handles a prompt completing on its prefill worker at now.
 func (t *tandem) prefilled(ri int, now float64) {
 	r := &t.reqs[ri]
 	r.first = now
+	if r.osl > 1 { // its KV stays on the prefill worker until sent (release)
+		r.heldTok = t.prefillTokens(r.isl)
+		t.held[r.pw] += r.heldTok
+	}
 	if r.osl <= 1 { // nothing to decode: no handoff
 		r.visible, r.xStart, r.xEnd = now, now, now
 		t.release(ri, now)
@@ -501,6 +522,10 @@ func (t *tandem) inject(ri int, now float64) {
 // release frees the prefill worker's slot held by ri (pull) at now.
 func (t *tandem) release(ri int, now float64) {
 	r := &t.reqs[ri]
+	if r.heldTok > 0 {
+		t.held[r.pw] -= r.heldTok
+		r.heldTok = 0
+	}
 	if t.c.Push {
 		return // push kernels do not hold
 	}
@@ -777,7 +802,7 @@ func (t *tandem) report() (*Report, error) {
 	if len(ttft) == 0 {
 		return nil, fmt.Errorf("disagg: no steady request completed (internal)")
 	}
-	rep := &Report{DHeadroomMin: t.headMin}
+	rep := &Report{DHeadroomMin: t.headMin, PrefillAdmitPeakTokens: t.admitPeak}
 	rep.Tier, rep.Fidelity = queueing.TierQuantitative, t.w.Fidelity()
 	var err error
 	mk := func(a []queueing.Atom) queueing.Distribution {

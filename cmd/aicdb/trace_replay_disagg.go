@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/urfave/cli/v2"
+	"math"
 
 	"github.com/aicdb/aicdb/disagg"
 	"github.com/aicdb/aicdb/engine"
@@ -100,12 +101,19 @@ func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 		}
 		return fail(err)
 	}
+	if pool := eng.KVCapacityTokens; pool > 0 && rep.PrefillAdmitPeakTokens > pool {
+		// The DES's prefill engines run the file's pool, which these holds fill:
+		// they keep a prompt out, a stall the tandem (no prefill pool) does not see.
+		return fail(userErrorf("trace replay %s --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, %d tokens in all, above its pool of %d: the prefill engine would have stalled, which the tandem does not model; use --tier oracle, or a decode KV that takes them sooner",
+			info.Name, rep.PrefillAdmitPeakTokens, pool))
+	}
 	sum = oracle.Summary{Requests: len(rep.Records), Passes: rep.Diagnostics.Passes, EndMs: rep.Diagnostics.WindowEndMs,
 		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP90: rep.TTFTSteady.Quantile(0.9),
 		TTFTP99: rep.TTFTSteady.Quantile(0.99), TTFTP999: rep.TTFTSteady.Quantile(0.999),
 		ITLMean: rep.ITL.Mean(), ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99),
 		E2EMean: rep.E2E.Mean(), E2EP50: rep.E2E.Quantile(0.5), E2EP99: rep.E2E.Quantile(0.99),
-		ThroughputRPS: rep.ThroughputRPS, OutputTokensPerS: rep.OutputTokensPerS}
+		ThroughputRPS: rep.ThroughputRPS, OutputTokensPerS: rep.OutputTokensPerS,
+		Preemptions: int(math.Round(rep.PreemptionsPerRequest * float64(len(rep.Records))))} // every request measured
 	hand = replayHandoff{rep.KVTransfer.Mean(), rep.KVTransfer.Quantile(0.99), rep.PQueueMsP99, rep.DHeadroomMin}
 	var tpot []queueing.Atom // over the requests with osl > 1, as oracle.DisaggSummary
 	for i, r := range rep.Records {

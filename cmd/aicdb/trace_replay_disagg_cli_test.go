@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,5 +81,50 @@ func TestTraceReplayDisaggCLI(t *testing.T) {
 		if code != 1 || errs != tc.want {
 			t.Errorf("%v: exit %d %q; want %q", tc.args[4:], code, errs, tc.want)
 		}
+	}
+}
+
+// TestTraceReplayDisaggPrefillHoldRefused: the tandem does not model the prefill
+// pool, so when a prefill worker takes a prompt while the prompts waiting for a
+// KV-tight decode worker fill the file's pool (the DES's prefill engines stall:
+// TTFT p90 1.26 s against 18 ms), the quantitative tier refuses in one line
+// naming the tier to use; with a decode KV that takes them sooner both tiers
+// answer alike.
+func TestTraceReplayDisaggPrefillHoldRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.sqlite")
+	eng := filepath.Join(dir, "eng.json")
+	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+		"block_size": 16, "num_gpu_blocks": 250, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
+		"enable_prefix_caching": false, "async_scheduling": false},
+		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := filepath.Join(dir, "held.jsonl")
+	var b strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&b, "{\"arrival_ms\": %d, \"isl\": 1000, \"osl\": 200}\n", 100*i)
+	}
+	if err := os.WriteFile(tr, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", tr, "--name", "held"); code != 0 {
+		t.Fatal(errs)
+	}
+	run := func(kv, tier string) (int, string, string) {
+		return runTraceCLI(t, "--db", db, "trace", "replay", "held", "--engine", eng, "--mode", "disagg", "--decode-kv-capacity-tokens", kv,
+			"--kv-bytes-per-token", "160000", "--inter-node-gbps", "25", "--tier", tier, "--format", "csv")
+	}
+	want := "aicdb: trace replay held --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 4032 tokens in all, above its pool of 3984: the prefill engine would have stalled, which the tandem does not model; use --tier oracle, or a decode KV that takes them sooner\n"
+	if code, out, errs := run("1300", "quantitative"); code != 1 || out != "" || errs != want {
+		t.Errorf("decode KV 1300: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errs, want)
+	}
+	if code, _, errs := run("1300", "oracle"); code != 0 {
+		t.Errorf("decode KV 1300, DES: exit %d %q", code, errs)
+	}
+	_, q, _ := run("2600", "quantitative")
+	_, o, _ := run("2600", "oracle")
+	if q == "" || strings.Replace(q, ",quantitative,", ",oracle,", 1) != o { // the tier column apart
+		t.Errorf("decode KV 2600: tandem\n%s\nDES\n%s\nwant the same summary", q, o)
 	}
 }
