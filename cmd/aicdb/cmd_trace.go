@@ -227,6 +227,12 @@ func traceImport(c *cli.Context) error {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(filepath.Clean(path)), filepath.Ext(path))
 	}
+	// trace show/stats/replay/rm take the name as an argument, where "h" and
+	// "help" ask for help and a leading '-' is a flag: such a trace could not be
+	// named again.
+	if name == "" || name == "h" || name == "help" || strings.HasPrefix(name, "-") {
+		return userErrorf("trace import %s: trace name %q cannot be given to the trace commands (help words and flags are taken); pass --name", path, name)
+	}
 	hashBlock := 0
 	if f == trace.Mooncake || f == trace.JSONL {
 		hashBlock = hb

@@ -57,9 +57,16 @@ func TestTraceCLI(t *testing.T) {
 	if want := "aicdb: trace import: " + bad + ": line 121: field output_length: -3: must be in 1..16777216 (nothing was stored)\n"; code != 1 || errs != want {
 		t.Fatalf("bad row: exit %d\n got %q\nwant %q", code, errs, want)
 	}
+	// A name the trace commands could not take back (help words, flags): refused.
+	for _, name := range []string{"h", "help", "-x"} {
+		code, _, errs = runTraceCLI(t, "--db", db, "trace", "import", moon, "--name", name)
+		if want := "aicdb: trace import " + moon + ": trace name \"" + name + "\" cannot be given to the trace commands (help words and flags are taken); pass --name\n"; code != 1 || errs != want {
+			t.Errorf("--name %s: exit %d\n got %q\nwant %q", name, code, errs, want)
+		}
+	}
 	code, out, _ = runTraceCLI(t, "--db", db, "trace", "ls")
 	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "conv  mooncake       120") {
-		t.Fatalf("ls after the failed import (one trace): exit %d\n%s", code, out)
+		t.Fatalf("ls after the failed imports (one trace): exit %d\n%s", code, out)
 	}
 	code, out, errs = runTraceCLI(t, "--db", db, "trace", "show", "conv", "--window", "40..", "--scale-rate", "2", "--format", "jsonl")
 	if code != 0 || !strings.HasPrefix(out, `{"arrival_ms":999.5,"isl":87172,"osl":7,"hash_ids":[0,3246,`) || strings.Count(out, "\n") != 1 {
