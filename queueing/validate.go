@@ -11,10 +11,14 @@ import (
 
 // Upper limits that keep one evaluation bounded in memory and time.
 const (
-	maxConcurrency = 1 << 16
+	maxConcurrency = MaxConcurrency
 	maxTokens      = 1 << 24
 	maxOpenLoop    = 1 << 21
 )
+
+// MaxConcurrency is the most closed-loop clients one evaluation takes, for a
+// front end to check the flag before it prints anything else.
+const MaxConcurrency = 1 << 16
 
 // shapeBounds are the extreme request shapes of a workload.
 type shapeBounds struct {

@@ -461,8 +461,8 @@ func parseWorkload(c *cli.Context) (workload.Spec, error) {
 	}
 	if closed {
 		w.Concurrency, w.TurnaroundMs = c.Int("concurrency"), c.Float64("turnaround-ms")
-		if w.Concurrency <= 0 {
-			return w, userErrorf("--concurrency %d: must be ≥ 1", w.Concurrency)
+		if w.Concurrency <= 0 || w.Concurrency > queueing.MaxConcurrency {
+			return w, userErrorf("--concurrency %d: must be in 1..%d", w.Concurrency, queueing.MaxConcurrency)
 		}
 		if c.IsSet("num-requests") {
 			return w, userErrorf("--num-requests: only with --rate (open loop)")

@@ -129,6 +129,7 @@ func TestEvalBadInput(t *testing.T) {
 	}{
 		{base("--concurrency", "0", "--isl", "10", "--osl", "2"), "--concurrency 0"},
 		{base("--concurrency", "-2", "--isl", "10", "--osl", "2"), "--concurrency -2"},
+		{base("--concurrency", "100000", "--isl", "10", "--osl", "2"), "aicdb: --concurrency 100000: must be in 1..65536\n"}, // before any note
 		{base("--rate", "0", "--isl", "10", "--osl", "2"), "--rate 0"},
 		{base("--rate", "2", "--concurrency", "3", "--isl", "10", "--osl", "2"), "exactly one of --concurrency"},
 		{base("--concurrency", "2", "--isl", "0", "--osl", "2"), "--isl 0"},
