@@ -38,8 +38,10 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "vllm_bench.json: 1 measured runs imported (vllm-bench)") {
 		t.Fatalf("import vllm: %d %q %q", code, out, errs)
 	}
-	code, out, errs = cliRun(t, db, "bench", "import", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.22.0",
-		"--tp", "2", measureTestdata+"aiperf.json")
+	// The deployment flags after the file, as one types them (urfave/cli stops at
+	// the first argument; interspersed reads on).
+	code, out, errs = cliRun(t, db, "bench", "import", measureTestdata+"aiperf.json", "--system", "h200_sxm", "--backend", "vllm",
+		"--version", "0.22.0", "--tp", "2")
 	if code != 0 || !strings.Contains(out, "1 measured runs imported (aiperf)") {
 		t.Fatalf("import aiperf: %d %q %q", code, out, errs)
 	}
@@ -57,9 +59,10 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 		"truncated.json": string(raw[:len(raw)/2]),
 		"types.json":     strings.Replace(string(raw), `"p99_ttft_ms": 410.0`, `"p99_ttft_ms": [1]`, 1),
 		"nan.json":       strings.Replace(string(raw), `"mean_tpot_ms": 36.5`, `"mean_tpot_ms": NaN`, 1),
+		"noclients.json": strings.Replace(string(raw), `"max_concurrency": 32, `, "", 1),
 	}
 	want := map[string]string{"truncated.json": "is the file truncated?", "types.json": "field p99_ttft_ms: an array: want a number",
-		"nan.json": "field mean_tpot_ms: NaN"}
+		"nan.json": "field mean_tpot_ms: NaN", "noclients.json": "field concurrency: the file states neither a client concurrency (vllm bench serve max_concurrency, AIPerf concurrency) nor a finite request rate; add the one the run used to the file"}
 	for name, data := range bad {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {

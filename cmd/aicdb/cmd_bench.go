@@ -56,7 +56,10 @@ var (
 )
 
 func runBenchImport(c *cli.Context) error {
-	files := c.Args().Slice()
+	files, err := interspersed(c) // "bench import FILE --system …" as well
+	if err != nil {
+		return err
+	}
 	if len(files) == 0 {
 		return userErrorf("bench import: missing FILE: aicdb bench import result.json")
 	}

@@ -139,9 +139,10 @@ func sliceFlags() []cli.Flag {
 	}
 }
 
-// interspersed lets flags follow the positional argument (urfave/cli v2 stops parsing
-// flags at the first positional): the rest is parsed with the command's own flags and
-// copied into c. It returns the positional arguments.
+// interspersed lets flags follow and separate the positional arguments
+// (urfave/cli v2 stops parsing flags at the first positional): what follows the
+// first positional is parsed with the command's own flags (and the global --db)
+// and copied into c. It returns the positional arguments in order.
 func interspersed(c *cli.Context) ([]string, error) {
 	args := c.Args().Slice()
 	if len(args) <= 1 {
@@ -154,8 +155,18 @@ func interspersed(c *cli.Context) ([]string, error) {
 			return nil, err
 		}
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return nil, userErrorf("trace %s: %v", c.Command.Name, err)
+	setDB := func() error { return nil }
+	if fs.Lookup("db") == nil {
+		setDB = trailingDB(c, fs)
+	}
+	pos := args[:1:1]
+	for rest := args[1:]; len(rest) > 0; {
+		if err := fs.Parse(rest); err != nil {
+			return nil, userErrorf("%s: %v", commandPath(c), err)
+		}
+		if rest = fs.Args(); len(rest) > 0 { // a positional between flags: keep it, parse on
+			pos, rest = append(pos, rest[0]), rest[1:]
+		}
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
@@ -169,10 +180,25 @@ func interspersed(c *cli.Context) ([]string, error) {
 			}
 		}
 	})
-	if err != nil {
-		return nil, userErrorf("trace %s: %v", c.Command.Name, err)
+	if err == nil {
+		err = setDB()
 	}
-	return append(args[:1], fs.Args()...), nil
+	if err != nil {
+		return nil, userErrorf("%s: %v", commandPath(c), err)
+	}
+	return pos, nil
+}
+
+// commandPath is the command c runs, as typed after "aicdb" ("trace replay").
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, p := range c.Lineage() {
+		if p.Command != nil && p.Command.Name != "" && p.Command.Name != c.App.Name && (len(names) == 0 || names[len(names)-1] != p.Command.Name) {
+			names = append(names, p.Command.Name)
+		}
+	}
+	slices.Reverse(names)
+	return strings.Join(names, " ")
 }
 
 // oneArg returns the single positional argument.

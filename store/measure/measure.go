@@ -199,7 +199,7 @@ func (m *Measurement) Validate() error {
 		return fe("concurrency", "%d: must be ≥ 0", m.Concurrency)
 	}
 	if m.Concurrency == 0 && m.RequestRate <= 0 {
-		return fe("concurrency", "neither a client concurrency nor a finite request rate: pass --concurrency")
+		return fe("concurrency", "the file states neither a client concurrency (vllm bench serve max_concurrency, AIPerf concurrency) nor a finite request rate; add the one the run used to the file")
 	}
 	if bad(m.RequestRate) || m.RequestRate < 0 {
 		return fe("request_rate", "%v: must be finite and ≥ 0", m.RequestRate)
