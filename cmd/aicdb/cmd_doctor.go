@@ -35,9 +35,6 @@ Example:
 }
 
 func runDoctor(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return userErrorf("doctor: takes no arguments (got %q); see 'aicdb doctor --help'", c.Args().First())
-	}
 	if c.Int("sample") <= 0 {
 		return userErrorf("--sample %d: must be > 0 (or use --all)", c.Int("sample"))
 	}

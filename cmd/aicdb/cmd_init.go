@@ -31,9 +31,6 @@ Parquet files; --mirror also copies their rows (3,127,698 for the embedded data)
 			quietFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return userErrorf("init: takes no arguments (got %q); the store path is the global --db flag", c.Args().First())
-			}
 			st, err := store.Open(c.Context, c.String("db"), store.Options{})
 			if err != nil {
 				return asUser(err)

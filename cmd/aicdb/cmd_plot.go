@@ -30,7 +30,7 @@ import (
 func plotCommand() *cli.Command {
 	common := func() []cli.Flag {
 		return []cli.Flag{
-			&cli.StringFlag{Name: "out", Required: true, Usage: "the image `FILE` (.png or .svg)"},
+			&cli.StringFlag{Name: "out", Usage: "the image `FILE` (.png or .svg); required"}, // checked by plotOut, after flags that follow plot pareto's SQL
 			&cli.IntFlag{Name: "width", Value: 800, Usage: "image width in `PX` (SVG: points)"},
 			&cli.IntFlag{Name: "height", Value: 500, Usage: "image height in `PX` (SVG: points)"},
 		}
@@ -73,6 +73,9 @@ screening bracket straddles a threshold are resolved first (persisted in the sto
 // plotOut checks the output flags: the extension ("png" or "svg") and the size.
 func plotOut(c *cli.Context) (path, ext string, w, h int, err error) {
 	path = c.String("out")
+	if path == "" {
+		return "", "", 0, 0, userErrorf("--out is required: the image FILE (.png or .svg)")
+	}
 	ext = strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if ext != "png" && ext != "svg" {
 		return "", "", 0, 0, userErrorf("--out %q: the extension must be .png or .svg", path)
@@ -184,12 +187,16 @@ func asText(v any) string {
 }
 
 func runPlotPareto(c *cli.Context) error {
+	args, err := interspersed(c) // "plot pareto SQL --out f.png" as well
+	if err != nil {
+		return err
+	}
 	out, ext, w, h, err := plotOut(c)
 	if err != nil {
 		return err
 	}
-	if c.Args().Len() > 1 {
-		return userErrorf("plot pareto: one SQL argument expected, got %d (quote the SQL)", c.Args().Len())
+	if len(args) > 1 {
+		return userErrorf("plot pareto: one SQL argument expected, got %d (quote the SQL)", len(args))
 	}
 	q, title := store.ParetoQuery, "Pareto frontier"
 	ttft, itl := c.Float64("ttft"), c.Float64("itl")
@@ -201,11 +208,11 @@ func runPlotPareto(c *cli.Context) error {
 			return userErrorf("--%s %v: must be a finite number of ms > 0", f.name, f.v)
 		}
 	}
-	if c.Args().Len() == 1 {
+	if len(args) == 1 {
 		if c.IsSet("ttft") || c.IsSet("itl") {
 			return userErrorf("plot pareto: --ttft/--itl filter the default query; put the filter in your SQL instead")
 		}
-		q, title = c.Args().First(), "aicdb plot pareto (user SQL)"
+		q, title = args[0], "aicdb plot pareto (user SQL)"
 	} else {
 		var conds, notes []string
 		if c.IsSet("ttft") {

@@ -83,7 +83,34 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	oneLineUsage(app)
 	statedDefaults(app.Commands)
 	dbAnywhere(app.Commands)
+	noStrayArgs(app.Commands, "")
 	return app
+}
+
+// noStrayArgs makes every command that takes no arguments (no ArgsUsage, no
+// subcommands) refuse one in one line: "calibrate --name x \"system = 'a'\""
+// read the predicate nowhere and calibrated no rows, as if it were not given.
+func noStrayArgs(cmds []*cli.Command, parent string) {
+	for _, c := range cmds {
+		path := strings.TrimSpace(parent + " " + c.Name)
+		if slices.ContainsFunc(c.Subcommands, func(s *cli.Command) bool { return s.Name != "help" }) {
+			noStrayArgs(c.Subcommands, path)
+			continue
+		}
+		if c.Name == "help" || c.ArgsUsage != "" || c.Action == nil {
+			continue
+		}
+		action, hint := c.Action, fmt.Sprintf("every input is a --flag (see 'aicdb %s --help')", path)
+		if path == "init" {
+			hint = "the store path is the global --db flag"
+		}
+		c.Action = func(ctx *cli.Context) error {
+			if ctx.Args().Present() {
+				return userErrorf("%s: takes no arguments (got %q); %s", path, ctx.Args().First(), hint)
+			}
+			return action(ctx)
+		}
+	}
 }
 
 // dbAnywhere lets every command take the global --db after its name too

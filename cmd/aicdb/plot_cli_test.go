@@ -97,6 +97,11 @@ func TestPlotParetoPNGAndSVG(t *testing.T) {
 	if !bytes.Contains(data, []byte("rows filtered by SLA TTFT p99")) {
 		t.Fatalf("SVG title does not say the SLA filtered the rows")
 	}
+	// The SQL first and the flags after it, as one types them.
+	sqlPath := filepath.Join(dir, "q.png")
+	if code, out, errs := cliRun(t, db, "plot", "pareto", "select tokens_per_s_per_gpu, tokens_per_s_per_user, mode from pareto", "--out", sqlPath); code != 0 || !strings.Contains(out, "wrote "+sqlPath) {
+		t.Fatalf("plot pareto SQL --out: code %d out %q err %q", code, out, errs)
+	}
 }
 
 // TestPlotParetoPointsAreTheView checks that the plotted points are exactly the

@@ -42,6 +42,12 @@ func TestUsageErrorOneLine(t *testing.T) {
 		{[]string{"oracle", "bogus"}, `unknown command "bogus"; see 'aicdb oracle --help'`},
 		{[]string{"perfdb", "help", "bogus"}, `unknown command "bogus"; see 'aicdb perfdb --help'`},
 		{[]string{"sweep", "help", "bogus"}, `unknown command "bogus"; see 'aicdb sweep --help'`},
+		// A command without arguments refuses one rather than ignoring it (calibrate
+		// read no predicate from "calibrate --name x PREDICATE" and fitted nothing).
+		{[]string{"calibrate", "--name", "x", "system = 'a'"}, `calibrate: takes no arguments (got "system = 'a'"); every input is a --flag (see 'aicdb calibrate --help')`},
+		{[]string{"oracle", "run", "--scenario", "s.json", "extra"}, `oracle run: takes no arguments (got "extra"); every input is a --flag (see 'aicdb oracle run --help')`},
+		{[]string{"init", "my.db"}, `init: takes no arguments (got "my.db"); the store path is the global --db flag`},
+		{[]string{"plot", "pareto", "select 1"}, "--out is required: the image FILE (.png or .svg)"},
 	} {
 		code, out, errs := runArgs(c.args...)
 		if code != 1 || out != "" || errs != "aicdb: "+c.want+"\n" {
