@@ -1,6 +1,10 @@
 package disagg
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -200,5 +204,52 @@ func TestDeterministic(t *testing.T) {
 		if b[k] != v {
 			t.Errorf("%s: %v then %v", k, v, b[k])
 		}
+	}
+}
+
+// TestPrefillHoldsChecked: a prefill pool is checked, not modelled. Prompts that
+// wait for a KV-bound decode worker pile up as holds on their prefill worker
+// (2P1D, a decode KV of 8 requests, C 128: the report's peak); a prefill pool
+// below that peak stops the run with a PrefillHoldsError naming the need and
+// the pool, while a pool at the peak, or an in-flight cap κ at the prompts the
+// pool holds, leaves the run as it was; the screening tier ignores the pool.
+func TestPrefillHoldsChecked(t *testing.T) {
+	w := workload.Spec{ISL: 1000, OSL: 64, Concurrency: 128}
+	c := nonMonotone(t, 0, 8)
+	free := eval(t, w, c)
+	peak := free.PrefillAdmitPeakTokens
+	if peak <= 10*1008 {
+		t.Fatalf("peak %d tokens: want the holds of more than ten prompts (the family's point)", peak)
+	}
+	c.Prefill.KVCapacityTokens = peak
+	if r := eval(t, w, c); !reflect.DeepEqual(r, free) {
+		t.Errorf("a prefill pool at the peak (%d) changed the report", peak)
+	}
+	c.Prefill.KVCapacityTokens = peak / 2
+	_, err := Quantitative(context.Background(), w, c, Options{})
+	var held *PrefillHoldsError
+	if !errors.As(err, &held) || held.PoolTokens != peak/2 || held.NeedTokens <= peak/2 || held.NeedTokens > peak {
+		t.Fatalf("pool %d: %v, want a PrefillHoldsError above the pool, at most the peak %d", peak/2, err, peak)
+	}
+	want := fmt.Sprintf("a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, %d tokens in all, above its pool of %d: the prefill engine would have stalled, which the tandem does not model", held.NeedTokens, peak/2)
+	if err.Error() != want {
+		t.Errorf("error %q\nwant %q", err, want)
+	}
+	bs := c.Prefill.Engine.BlockSize
+	c.Prefill.InFlightCap = held.PromptsHeld(w.ISL, bs)
+	r, err := Quantitative(context.Background(), w, c, Options{})
+	if err != nil {
+		t.Fatalf("κ %d: %v: want a run within the pool %d", c.Prefill.InFlightCap, err, peak/2)
+	}
+	if r.PrefillAdmitPeakTokens > peak/2 {
+		t.Fatalf("κ %d: peak %d, above the pool %d", c.Prefill.InFlightCap, r.PrefillAdmitPeakTokens, peak/2)
+	}
+	s0, err := Screening(w, nonMonotone(t, 0, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Prefill.InFlightCap = 0
+	if s1, err := Screening(w, c); err != nil || !reflect.DeepEqual(s0, s1) {
+		t.Errorf("screening with a prefill pool: %v, or a changed report", err)
 	}
 }

@@ -29,8 +29,12 @@ type Pool struct {
 	// yet pulled (0 = no cap beyond BatchCap and the engine's). An engine with
 	// handoff buffers of its own lowers it (SGLang: 2 per running slot, S-D1).
 	InFlightCap int
-	// KVCapacityTokens (decode only) is each worker's KV pool in tokens (0 =
-	// unbounded): pull transfers reserve room in it before they start.
+	// KVCapacityTokens is each worker's KV pool in tokens (0 = unbounded). On the
+	// decode pool it binds: pull transfers reserve room in it before they start.
+	// On the prefill pool it is checked, not modelled: the tandem's prefill
+	// workers take a prompt whatever KV they hold for prompts waiting for their
+	// decode worker, where the engine would stall, so a quantitative run whose
+	// holds plus the prompt exceed it fails with a *PrefillHoldsError.
 	KVCapacityTokens int
 }
 
@@ -97,9 +101,6 @@ func (c *Config) Validate(w workload.Spec) error {
 		if p.p.GPUsPerWorker < 0 || p.p.BatchCap < 0 || p.p.InFlightCap < 0 || p.p.KVCapacityTokens < 0 {
 			return fmt.Errorf("%s pool: gpus per worker, batch cap, in-flight cap and KV capacity must be ≥ 0", p.name)
 		}
-	}
-	if c.Prefill.KVCapacityTokens != 0 {
-		return fmt.Errorf("prefill kv_capacity_tokens = %d: the prefill pool's KV is not modelled; set it on the decode pool", c.Prefill.KVCapacityTokens)
 	}
 	if c.Decode.InFlightCap != 0 {
 		return fmt.Errorf("decode in-flight cap = %d: κ applies to the prefill pool only", c.Decode.InFlightCap)

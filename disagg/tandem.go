@@ -12,6 +12,29 @@ import (
 	"github.com/aicdb/aicdb/queueing/workload"
 )
 
+// PrefillHoldsError is a quantitative run stopped where a prefill worker took a
+// prompt while holding, for prompts waiting for their decode worker, KV that
+// with the prompt's exceeds its pool (the prefill Pool's KVCapacityTokens): the
+// engine would have stalled that prefill, which the tandem does not model. The
+// check is sufficient, not complete: running prompts' partial KV is not counted.
+type PrefillHoldsError struct {
+	NeedTokens int // the held KV plus the prompt's, whole prefill blocks
+	PoolTokens int // the prefill worker's pool
+}
+
+func (e *PrefillHoldsError) Error() string {
+	return fmt.Sprintf("a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, %d tokens in all, above its pool of %d: the prefill engine would have stalled, which the tandem does not model",
+		e.NeedTokens, e.PoolTokens)
+}
+
+// PromptsHeld is how many prompts of isl tokens, in whole blocks of bs tokens, a
+// prefill pool of e.PoolTokens holds: an in-flight cap (κ) at or below it keeps
+// the holds within the pool.
+func (e *PrefillHoldsError) PromptsHeld(isl, bs int) int {
+	bs = max(bs, 1)
+	return e.PoolTokens / ((isl + bs - 1) / bs * bs)
+}
+
 // Options tunes a quantitative tandem evaluation; the zero value selects the
 // defaults.
 type Options struct {
@@ -52,8 +75,8 @@ type Report struct {
 	// PrefillAdmitPeakTokens is the most KV (tokens, whole prefill blocks) a
 	// prefill worker needed when it took a prompt: the KV it held for prompts it
 	// had finished and not yet sent plus the new prompt's. The tandem does not
-	// model the prefill pool, so a caller that knows it can tell when those holds
-	// would have kept a prompt out (the engine stalls; the tandem does not).
+	// model the prefill pool; a run given one (the prefill Pool's
+	// KVCapacityTokens) stops at the first admission above it (PrefillHoldsError).
 	PrefillAdmitPeakTokens int
 	// MultiStable flags two steady regimes reached from different starts (the burst
 	// and a staggered start disagree on throughput by more than 2 %); the report's
@@ -248,7 +271,11 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 		k.OnEntry = func(id int, start float64) {
 			if r := &t.reqs[t.pIDs[wi][id]]; r.pStart < 0 {
 				r.pStart = start
-				t.admitPeak = max(t.admitPeak, t.held[wi]+t.prefillTokens(r.isl))
+				need := t.held[wi] + t.prefillTokens(r.isl)
+				t.admitPeak = max(t.admitPeak, need)
+				if pool := c.Prefill.KVCapacityTokens; pool > 0 && need > pool && t.err == nil {
+					t.err = &PrefillHoldsError{NeedTokens: need, PoolTokens: pool}
+				}
 			}
 		}
 		t.pre = append(t.pre, k)

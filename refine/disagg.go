@@ -41,8 +41,9 @@ import (
 // workers (pull reservations, vLLM's block growth and preemption) when it can
 // bind — its running requests at full length (Config.DecodeRunning, as the
 // tandem counts them) need more blocks than it has; otherwise it cannot change a
-// pass and the tandem runs without it. The prefill pool's KV is not modelled
-// beyond that check.
+// pass and the tandem runs without it. The prefill pool's KV is not modelled:
+// a quantitative run whose prefill holds would exceed it has no quantitative
+// tier (quantitativeDisagg).
 func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, disagg.Config, kvPlan, error) {
 	if err := adj.Validate(); err != nil {
 		return workload.Spec{}, disagg.Config{}, kvPlan{}, err
@@ -87,14 +88,16 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 	}
 	w := workload.Spec{ISL: in.ISL, OSL: in.OSL, Concurrency: in.DBatch * in.DWorkers * in.DPP * in.DDP}
 	// The prefill worker holds a prompt and its first token until the pull.
-	if _, err := poolKV(ppt, in, pe, in.PBatch*max(in.PPP, 1), in.ISL, 1); err != nil {
+	pk, err := poolKV(ppt, in, pe, in.PBatch*max(in.PPP, 1), in.ISL, 1)
+	if err != nil {
 		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s prefill pool: %w", in.Parallel(), err)
 	}
 	if dk, err = poolKV(dpt, in, de, in.DBatch*max(in.DPP, 1), in.ISL, in.OSL); err != nil {
 		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s decode pool: %w", in.Parallel(), err)
 	}
 	c = disagg.Config{
-		Prefill:         disagg.Pool{Engine: pe, Timing: ppt, Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP},
+		// The prefill pool is checked, not modelled (disagg.PrefillHoldsError).
+		Prefill:         disagg.Pool{Engine: pe, Timing: ppt, Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP, KVCapacityTokens: pk.capTokens},
 		Decode:          disagg.Pool{Engine: de, Timing: dpt, Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP},
 		Fabric:          disagg.FabricOf(pre.System()),
 		KVBytesPerToken: kvb,
@@ -226,6 +229,9 @@ func (p *PerfdbEvaluator) quantitativeDisagg(ctx context.Context, in store.Point
 	default:
 		r, err = disagg.Quantitative(ctx, w, c, disagg.Options{})
 	}
+	if held := (*disagg.PrefillHoldsError)(nil); errors.As(err, &held) {
+		return store.Quantitative{}, fmt.Errorf("disagg %s: %w: %v", in.Parallel(), ErrNoQuantitative, held)
+	}
 	if err != nil {
 		return store.Quantitative{}, fmt.Errorf("disagg %s: %w", in.Parallel(), err)
 	}
@@ -255,7 +261,7 @@ var modelFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	h.Write([]byte(queueingFingerprint()))
 	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
-	h.Write([]byte("disaggSetup v6: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools; kernels hold back a replacement tying a pass start;"))
+	h.Write([]byte("disaggSetup v7: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools; kernels hold back a replacement tying a pass start; prefill holds checked against the prefill pool;"))
 	t := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}
 	w := workload.Spec{ISL: 2048, OSL: 64, Concurrency: 8}
 	// Each backend's own disaggregated rules (vLLM V-D4, SGLang S-D1/S-D4) are probed.

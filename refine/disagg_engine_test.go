@@ -263,3 +263,30 @@ func TestCheckDisaggPrefillOOMNotDecodeKV(t *testing.T) {
 		t.Errorf("tp 1 only: %v; want the decode-KV refusal", err)
 	}
 }
+
+// TestDisaggPrefillHoldsNoQuantitative: a disaggregated row whose decode worker
+// is KV-bound (Qwen3-32B on one H200, 512 requests of 1024 + 4096 tokens) keeps
+// its prompts waiting on the prefill worker until their holds exceed the
+// prefill pool the row deploys, where the engine would stall: the row has no
+// quantitative tier (it was answered at TTFT ~0.4 s) and says why; its
+// screening tier stands.
+func TestDisaggPrefillHoldsNoQuantitative(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a perf-data evaluation")
+	}
+	ctx := context.Background()
+	ev := NewPerfdbEvaluator(embeddedSource{})
+	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 2, ISL: 1024, OSL: 4096,
+		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{512}, MaxWorkers: 1, EngineProfile: queueing.ProfileAIConfigurator}
+	pts := sweepPoints(t, ev, spec)
+	if len(pts) != 1 {
+		t.Fatalf("enumerate: %d points, want 1", len(pts))
+	}
+	_, err := ev.Quantitative(ctx, pts[0])
+	if !errors.Is(err, ErrNoQuantitative) || !strings.Contains(err.Error(), "a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker") {
+		t.Fatalf("quantitative: %v, want no quantitative tier for the prefill holds", err)
+	}
+	if _, err := ev.Screen(ctx, pts[0]); err != nil {
+		t.Errorf("screening: %v", err)
+	}
+}

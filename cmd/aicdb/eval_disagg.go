@@ -86,12 +86,17 @@ func runEvalDisagg(c *cli.Context) error {
 		return err
 	}
 	out := map[string]any{}
+	isl, _ := w.MaxShape()
 	for _, tier := range tiers {
 		var rep *disagg.Report
 		if tier == queueing.TierScreening {
 			rep, err = disagg.Screening(w, cfg)
 		} else {
 			rep, err = disagg.Quantitative(c.Context, w, cfg, disagg.Options{})
+		}
+		if held := (*disagg.PrefillHoldsError)(nil); errors.As(err, &held) {
+			return userErrorf("--mode disagg --tier quantitative: %v; bound the holds as the engine's pool does with --prefill-inflight-cap %d (the prompts its pool holds), or give the decode pool more room (--decode-workers, --decode-kv-capacity-tokens)",
+				held, held.PromptsHeld(isl, cfg.Prefill.Engine.BlockSize))
 		}
 		if err != nil {
 			if queueing.IsInputError(err) {
@@ -228,7 +233,7 @@ func disaggEngines(c *cli.Context, backend, version string, drafts int, w worklo
 		if len(pts) > 0 && p.e.DraftTokens != drafts {
 			return fmt.Errorf("eval: the %s engine runs %d MTP drafts, the pass timing priced %d (configDrafts disagrees with resolveEngines)", p.name, p.e.DraftTokens, drafts)
 		}
-		if !hasMemoryKeys(*p.e) {
+		if !hasMemoryKeys(*p.e) && (p.name == "decode" || len(pts) == 0) {
 			continue
 		}
 		if len(pts) == 0 {
@@ -247,7 +252,10 @@ func disaggEngines(c *cli.Context, backend, version string, drafts int, w worklo
 			}
 			return asUser(err)
 		}
-		if p.name == "decode" && !c.IsSet("decode-kv-capacity-tokens") {
+		switch {
+		case p.name == "prefill":
+			cfg.Prefill.KVCapacityTokens = n // checked, not modelled (disagg.PrefillHoldsError)
+		case !c.IsSet("decode-kv-capacity-tokens"):
 			cfg.Decode.KVCapacityTokens = n
 		}
 	}

@@ -93,3 +93,29 @@ func TestEvalDisaggTimingMemoryKeysWarning(t *testing.T) {
 		t.Errorf("exit %d, stdout %d bytes\n got  %q\n want %q", code, len(out), errs, want)
 	}
 }
+
+// TestEvalDisaggPrefillHoldsRefused: a KV-bound decode worker (Qwen3-32B on one
+// H200, C 512, isl 1024, osl 4096) leaves prompts waiting on their prefill
+// worker until their holds fill its pool, where the engine stalls the prefill
+// and the tandem would not (it answered TTFT 0.43 s; bounded as the pool bounds
+// it, 282 s). eval refuses in one line naming the prompts the pool holds, and
+// the in-flight cap it names runs.
+func TestEvalDisaggPrefillHoldsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a perf-data evaluation")
+	}
+	base := []string{"eval", "--mode", "disagg", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm",
+		"--tp", "1", "--concurrency", "512", "--isl", "1024", "--osl", "4096", "--tier", "quantitative", "--format", "json"}
+	code, out, errs := runCLI(t, base...)
+	const want = "aicdb: --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 256000 tokens in all, above its pool of 255712: the prefill engine would have stalled, which the tandem does not model; bound the holds as the engine's pool does with --prefill-inflight-cap 249 (the prompts its pool holds), or give the decode pool more room (--decode-workers, --decode-kv-capacity-tokens)\n"
+	if code != 1 || out != "" || errs != want {
+		t.Fatalf("exit %d, stdout %q\n got  %q\n want %q", code, out, errs, want)
+	}
+	code, out, errs = runCLI(t, append(base, "--prefill-inflight-cap", "249")...)
+	var rep struct {
+		TTFT float64 `json:"ttft_steady_mean"`
+	}
+	if code != 0 || errs != "" || json.Unmarshal([]byte(out), &rep) != nil || !(rep.TTFT > 100e3) {
+		t.Errorf("κ 249: exit %d, stderr %q, TTFT mean %v ms: want a run whose prompts wait for the prefill (> 100 s)", code, errs, rep.TTFT)
+	}
+}

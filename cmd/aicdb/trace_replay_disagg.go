@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"github.com/urfave/cli/v2"
 	"math"
 
@@ -89,23 +90,24 @@ func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 		}
 		return sum, &hand, rows, nil
 	}
+	// The DES's prefill engines run the file's pool; the tandem checks its holds
+	// against it (disagg.PrefillHoldsError).
+	cfg.Prefill.KVCapacityTokens = eng.KVCapacityTokens
 	var rep *disagg.TraceReport
 	if sessions {
 		rep, err = disagg.QuantitativeSessions(c.Context, tw.Reqs, cfg, disagg.Options{Progress: bar.Update}, disagg.SessionOptions{ClientRTTMs: rtt})
 	} else {
 		rep, err = disagg.QuantitativeTrace(c.Context, tw.Reqs, cfg, disagg.Options{Progress: bar.Update})
 	}
+	var held *disagg.PrefillHoldsError
+	if errors.As(err, &held) {
+		return fail(userErrorf("trace replay %s --mode disagg --tier quantitative: %v; use --tier oracle, or a decode KV that takes them sooner", info.Name, held))
+	}
 	if err != nil {
 		if queueing.IsInputError(err) {
 			return fail(userErrorf("trace replay %s: %v", info.Name, err))
 		}
 		return fail(err)
-	}
-	if pool := eng.KVCapacityTokens; pool > 0 && rep.PrefillAdmitPeakTokens > pool {
-		// The DES's prefill engines run the file's pool, which these holds fill:
-		// they keep a prompt out, a stall the tandem (no prefill pool) does not see.
-		return fail(userErrorf("trace replay %s --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, %d tokens in all, above its pool of %d: the prefill engine would have stalled, which the tandem does not model; use --tier oracle, or a decode KV that takes them sooner",
-			info.Name, rep.PrefillAdmitPeakTokens, pool))
 	}
 	sum = oracle.Summary{Requests: len(rep.Records), Passes: rep.Diagnostics.Passes, EndMs: rep.Diagnostics.WindowEndMs,
 		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP90: rep.TTFTSteady.Quantile(0.9),
