@@ -298,3 +298,37 @@ func TestValidateDrafts(t *testing.T) {
 		t.Errorf("TensorRT-LLM SetDrafts turned the overlap executor off")
 	}
 }
+
+// TestValidateDrafter: a separate drafter (vLLM EAGLE / EAGLE3 head) needs its
+// method, its checkpoint and drafts, on vLLM only; each misuse is a one-line
+// error naming the knob and the fix.
+func TestValidateDrafter(t *testing.T) {
+	v, _ := Defaults(VLLM, "")
+	v.SetDrafts(3, 2)
+	v.DraftMethod, v.DraftModel = "eagle3", "org/head"
+	if err := v.Validate(); err != nil || !v.SeparateDrafter() {
+		t.Fatalf("EAGLE3 on vLLM: %v (separate %v)", err, v.SeparateDrafter())
+	}
+	sg, _ := Defaults(SGLang, "")
+	sg.SetDrafts(3, 2)
+	sg.DraftMethod, sg.DraftModel = "eagle", "org/head"
+	cases := []struct {
+		name string
+		s    Spec
+		edit func(*Spec)
+		want string
+	}{
+		{"model without method", v, func(s *Spec) { s.DraftMethod = "" }, `engine draft_model = "org/head" without draft_method: a drafter checkpoint runs only as an EAGLE / EAGLE3 drafter (the MTP drafter is the model's own layers); set draft_method or drop draft_model`},
+		{"unknown method", v, func(s *Spec) { s.DraftMethod = "medusa" }, `engine draft_method = "medusa": unknown; use eagle, eagle3 (or none for the model's own MTP layers)`},
+		{"no checkpoint", v, func(s *Spec) { s.DraftModel = "" }, `engine draft_method = "eagle3": needs draft_model, the drafter's checkpoint (vLLM speculative_config model)`},
+		{"no drafts", v, func(s *Spec) { s.SetDrafts(0, 0) }, `engine draft_method = "eagle3": needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens)`},
+		{"not vLLM", sg, func(*Spec) {}, `engine draft_method = "eagle": a separate drafter is modelled for vLLM only, not for sglang`},
+	}
+	for _, c := range cases {
+		s := c.s
+		c.edit(&s)
+		if err := s.Validate(); err == nil || err.Error() != c.want {
+			t.Errorf("%s: got %v\nwant %s", c.name, err, c.want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // TRT-LLM capacity scheduler policies (SCHEDULERS.md §4.3): T-R1 reserves a
@@ -98,6 +100,15 @@ type Spec struct {
 	// nextn_accepted), not of the scheduler. StepTokens turns it into each step's
 	// output.
 	DraftAccepted float64 `json:"draft_accepted,omitempty"`
+	// DraftMethod and DraftModel name a separate drafter: vLLM's EAGLE or EAGLE3
+	// speculative decoding (speculative_config method "eagle" / "eagle3" and the
+	// drafter's checkpoint, model). vLLM schedules its drafts exactly as MTP's
+	// (the same proposer path: V-S1..V-S4), and the pass timing prices each draft
+	// as aiconfigurator prices any draft, one target-sized layer
+	// (mtp_scale_factor), which such a one-layer head is. "" = the target's own
+	// MTP layers (or no drafts).
+	DraftMethod string `json:"draft_method,omitempty"`
+	DraftModel  string `json:"draft_model,omitempty"`
 
 	// Memory keys of the engine's own config (queueing/engineconf) that size the
 	// KV pool when it is derived from GPU memory (refine.KVPoolTokens, perfdb
@@ -194,6 +205,9 @@ func (s Spec) validateDrafts() error {
 	if !(s.DraftAccepted >= 0 && s.DraftAccepted <= float64(s.DraftTokens)) {
 		return fmt.Errorf("engine draft_accepted = %v: must be in [0, draft_tokens = %d] (the mean drafts accepted per decode step)", s.DraftAccepted, s.DraftTokens)
 	}
+	if err := s.validateDrafter(); err != nil {
+		return err
+	}
 	if s.DraftTokens == 0 {
 		return nil
 	}
@@ -209,6 +223,34 @@ func (s Spec) validateDrafts() error {
 		if s.AsyncScheduling || s.EnableMixedChunk {
 			return fmt.Errorf("engine draft_tokens = %d: SGLang runs EAGLE/NEXTN speculative decoding without the overlap scheduler and without mixed chunk (its server arguments turn both off); set async_scheduling false and enable_mixed_chunk false", s.DraftTokens)
 		}
+	}
+	return nil
+}
+
+// DraftMethods are the separate drafters modelled (vLLM speculative_config
+// methods; Spec.DraftMethod).
+var DraftMethods = []string{"eagle", "eagle3"}
+
+// SeparateDrafter reports drafts proposed by a separate drafter (DraftMethod)
+// rather than the target's own MTP layers.
+func (s Spec) SeparateDrafter() bool { return s.DraftMethod != "" }
+
+// validateDrafter checks the separate drafter: a DraftMethods method on vLLM,
+// with its checkpoint and drafts; a checkpoint only with a method.
+func (s Spec) validateDrafter() error {
+	switch {
+	case s.DraftMethod == "" && s.DraftModel != "":
+		return fmt.Errorf("engine draft_model = %q without draft_method: a drafter checkpoint runs only as an EAGLE / EAGLE3 drafter (the MTP drafter is the model's own layers); set draft_method or drop draft_model", s.DraftModel)
+	case s.DraftMethod == "":
+		return nil
+	case !slices.Contains(DraftMethods, s.DraftMethod):
+		return fmt.Errorf("engine draft_method = %q: unknown; use %s (or none for the model's own MTP layers)", s.DraftMethod, strings.Join(DraftMethods, ", "))
+	case s.Backend != VLLM:
+		return fmt.Errorf("engine draft_method = %q: a separate drafter is modelled for vLLM only, not for %s", s.DraftMethod, s.Backend)
+	case s.DraftModel == "":
+		return fmt.Errorf("engine draft_method = %q: needs draft_model, the drafter's checkpoint (vLLM speculative_config model)", s.DraftMethod)
+	case s.DraftTokens == 0:
+		return fmt.Errorf("engine draft_method = %q: needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens)", s.DraftMethod)
 	}
 	return nil
 }

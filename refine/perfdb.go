@@ -18,6 +18,7 @@ import (
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/perfdb"
 	"github.com/aicdb/aicdb/queueing"
+	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 	"github.com/aicdb/aicdb/store"
@@ -499,10 +500,30 @@ func WorkerConfig(in store.PointInputs, w Worker) (perfdb.Config, error) {
 		return perfdb.Config{}, err
 	}
 	return perfdb.Config{Backend: in.Backend, Version: in.Version,
-		TP: w.TP, PP: w.PP, DP: w.DP, MoETP: w.MoETP, MoEEP: w.MoEEP, Nextn: in.NextN,
+		TP: w.TP, PP: w.PP, DP: w.DP, MoETP: w.MoETP, MoEEP: w.MoEEP, Nextn: in.NextN, SeparateDrafter: separateDrafter(in),
 		GemmQuant: perfdb.GemmQuant(in.GemmQuant), KVQuant: perfdb.KVQuant(in.KVCacheQuant),
 		FMHAQuant: perfdb.FMHAQuant(in.FMHAQuant), MoEQuant: perfdb.MoEQuant(in.MoEQuant),
 		CommQuant: perfdb.CommQuant(in.CommQuant), Mode: mode}, nil
+}
+
+// separateDrafter reports a point with drafts whose recorded engine proposes
+// them with a separate drafter (engine.Spec.SeparateDrafter: vLLM EAGLE /
+// EAGLE3). A record that does not decode reports false: its error comes when
+// the engine is resolved.
+func separateDrafter(in store.PointInputs) bool {
+	if in.NextN == 0 || in.Engine == "" {
+		return false
+	}
+	r, ok, err := engineconf.DecodeResolved(in.Engine)
+	if err != nil || !ok {
+		return false
+	}
+	for _, e := range []*engine.Spec{r.Engine, r.Prefill, r.Decode} {
+		if e != nil && e.SeparateDrafter() {
+			return true
+		}
+	}
+	return false
 }
 
 // QuantInputs is cfg's quantisation as a point's quant columns (every other
@@ -519,8 +540,12 @@ func QuantInputs(cfg perfdb.Config) store.PointInputs {
 // for model m on the perf data d; q is a querier shared across workers of the
 // same data and mode, or nil to build one for cfg.Mode.
 func WorkerTiming(q *perfdb.Querier, d *perfdb.Data, m *perfdb.Model, cfg perfdb.Config) (*perfdb.Estimator, *perfdb.PassTiming, error) {
-	if cfg.Nextn > 0 && m.MTPLayers() == 0 {
-		return nil, nil, fmt.Errorf("--nextn %d: %s has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn", cfg.Nextn, m.ID)
+	if cfg.Nextn > 0 && !cfg.SeparateDrafter && m.MTPLayers() == 0 {
+		hint := ""
+		if cfg.Backend == "vllm" {
+			hint = ", or give an EAGLE / EAGLE3 head with --engine-config (speculative_config method eagle3, model and num_speculative_tokens)"
+		}
+		return nil, nil, fmt.Errorf("--nextn %d: %s has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn%s", cfg.Nextn, m.ID, hint)
 	}
 	var e *perfdb.Estimator
 	var err error

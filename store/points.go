@@ -46,7 +46,8 @@ type PointInputs struct {
 
 	DatabaseMode                                            string
 	GemmQuant, KVCacheQuant, FMHAQuant, MoEQuant, CommQuant string
-	// NextN is the MTP draft length (TensorRT-LLM one-model MTP, SGLang EAGLE/NEXTN; 0 = none) and
+	// NextN is the MTP draft length (vLLM MTP or an EAGLE head its engine config
+	// names, TensorRT-LLM one-model MTP, SGLang EAGLE/NEXTN; 0 = none) and
 	// NextNAccepted the mean drafts accepted per decode step, in [0, NextN]
 	// (aiconfigurator's nextn / nextn_accepted); the latter is in the key only
 	// when NextN > 0.

@@ -237,7 +237,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	}
 	// --nextn, else the engine config's drafts: the engine runs them and, with
 	// the perf database, they price each decode row (read once here).
-	dep.NextN = evalDrafts(c, backend)
+	dep.NextN, dep.SeparateDrafter = evalDrafts(c, backend)
 	if !synthetic {
 		if err := dep.requirePerf(par, "--model: --%s is required with the perf-database timing"); err != nil {
 			return nil, err
@@ -326,18 +326,23 @@ func defaultKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	return nil
 }
 
-// evalDrafts is the MTP draft length eval runs: --nextn, else the engine
+// evalDrafts is the MTP draft length eval runs — --nextn, else the engine
 // config's (0 when it cannot be read: resolveEngine reports that, with its
-// warnings).
-func evalDrafts(c *cli.Context, backend string) int {
-	if c.IsSet("nextn") || !c.IsSet("engine-config") {
-		return c.Int("nextn")
+// warnings) — and whether the engine config proposes them with a separate
+// drafter (an EAGLE / EAGLE3 head: engine.Spec.SeparateDrafter).
+func evalDrafts(c *cli.Context, backend string) (int, bool) {
+	if !c.IsSet("engine-config") {
+		return c.Int("nextn"), false
 	}
 	cfg, err := engineconf.ParseFile(backend, c.String("engine-config"))
 	if err != nil {
-		return 0
+		return c.Int("nextn"), false
 	}
-	return configDrafts(cfg, backend)
+	probe, _ := configProbe(cfg, backend)
+	if c.IsSet("nextn") {
+		return c.Int("nextn"), probe.SeparateDrafter()
+	}
+	return probe.DraftTokens, probe.SeparateDrafter()
 }
 
 // checkMTPFlags checks --nextn and --nextn-accepted: drafts need an acceptance

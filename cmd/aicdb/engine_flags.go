@@ -127,8 +127,12 @@ func sweepEngineFlags(c *cli.Context, s *refine.SweepSpec) error {
 	if err != nil {
 		return err
 	}
-	if err := noConfigDrafts(c, cfg, s.Backend, "sweep: give --nextn N --nextn-accepted A instead"); err != nil {
-		return err
+	if !c.IsSet("nextn") {
+		// The drafts price every row (--nextn); the config may name their drafter
+		// (an EAGLE / EAGLE3 head), not their acceptance.
+		if err := noConfigDrafts(c, cfg, s.Backend, "sweep: give --nextn N --nextn-accepted A with it"); err != nil {
+			return err
+		}
 	}
 	// Refused before the sweep starts, what queueing's input check would refuse
 	// at every point.

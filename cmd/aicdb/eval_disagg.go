@@ -140,7 +140,7 @@ func parseDisagg(c *cli.Context, w workload.Spec) (disagg.Config, []*perfdb.Pass
 	// aiconfigurator's generator deploys it (speculative_config on the prefill
 	// and the decode engine); with the perf database each pool's pass timing
 	// prices the MTP layers and the decode rows' drafts.
-	dep.NextN = evalDrafts(c, backend)
+	dep.NextN, dep.SeparateDrafter = evalDrafts(c, backend)
 	var pts []*perfdb.PassTiming
 	gpus := 0
 	if synthetic {

@@ -151,7 +151,7 @@ func TestEvalMTPFromEngineConfig(t *testing.T) {
 	}
 	code, _, errb = runCLI(t, "sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm", "--total-gpus", "8",
 		"--isl", "4000", "--osl", "500", "--engine-config", mtp)
-	if want := "sets 1 MTP draft tokens per decode step (speculative decoding); sweep: give --nextn N --nextn-accepted A instead"; code != 1 || !strings.Contains(errb, want) {
+	if want := "sets 1 MTP draft tokens per decode step (speculative decoding); sweep: give --nextn N --nextn-accepted A with it"; code != 1 || !strings.Contains(errb, want) {
 		t.Errorf("sweep --engine-config mtp.yaml: exit %d, stderr %q; want %q", code, errb, want)
 	}
 }

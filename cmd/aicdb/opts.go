@@ -45,7 +45,10 @@ type deploymentOpts struct {
 	// NextN is eval's --nextn: MTP drafts per decode step, priced in each decode
 	// row (perfdb.Config.Nextn) as the engine schedules them (engine.Spec.DraftTokens).
 	NextN int
-	set   flagsSet
+	// SeparateDrafter: the NextN drafts come from the engine config's EAGLE /
+	// EAGLE3 head (perfdb.Config.SeparateDrafter), not the model's MTP layers.
+	SeparateDrafter bool
+	set             flagsSet
 }
 
 // deploymentSpec is a command's wording and defaults of the deployment flags.
@@ -286,7 +289,7 @@ func workerConfig(d deploymentOpts, version string, q quantOpts, nextn int, p pa
 		return perfdb.Config{}, err
 	}
 	cfg, err := refine.WorkerConfig(pointInputs(d, version, q, nextn), p.worker())
-	cfg.WideEP = p.WideEP
+	cfg.WideEP, cfg.SeparateDrafter = p.WideEP, d.SeparateDrafter && nextn > 0
 	return cfg, asUser(err)
 }
 

@@ -239,18 +239,28 @@ func settingValues(set []Setting) map[string]string {
 	return val
 }
 
-// checkVLLMDrafts checks vLLM's speculative_config as a whole: an MTP method
-// and its num_speculative_tokens come together (vLLM requires the count, and
-// without a method it drafts with a separate model).
+// checkVLLMDrafts checks vLLM's speculative_config as a whole: a method and its
+// num_speculative_tokens come together (vLLM requires the count, and without a
+// method it infers one from a draft model), and a drafter checkpoint (model)
+// comes with an EAGLE / EAGLE3 method and only with one (an MTP method drafts
+// with the model's own layers).
 func checkVLLMDrafts(set []Setting) error {
 	val := settingValues(set)
 	m, hasM := val["speculative_config.method"]
 	n, hasN := val["speculative_config.num_speculative_tokens"]
+	d, hasD := val["speculative_config.model"]
+	eagle := slices.Contains(engine.DraftMethods, m)
 	switch {
 	case hasM && !hasN:
 		return fmt.Errorf("speculative_config method %s: give num_speculative_tokens (the drafts per decode step)", m)
 	case hasN && !hasM:
-		return fmt.Errorf("speculative_config num_speculative_tokens %s: give method mtp (without it vLLM drafts with a separate model, which is not modelled)", n)
+		return fmt.Errorf("speculative_config num_speculative_tokens %s: give method mtp, eagle or eagle3 (without it vLLM infers the method from a draft model)", n)
+	case hasD && !hasM:
+		return fmt.Errorf("speculative_config model %s: give method eagle or eagle3 (without it vLLM infers the method from the draft model)", d)
+	case eagle && !hasD:
+		return fmt.Errorf("speculative_config method %s: give model, the drafter's checkpoint", m)
+	case hasD && !eagle:
+		return fmt.Errorf("speculative_config model %s with method %s: the MTP drafter is the model's own layers; drop model, or use method eagle or eagle3", d, m)
 	}
 	return nil
 }

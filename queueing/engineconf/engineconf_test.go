@@ -131,11 +131,14 @@ func TestValuesMapped(t *testing.T) {
 // TestErrors: each refused file is one line naming the key (or the problem).
 func TestErrors(t *testing.T) {
 	cases := []struct{ backend, text, want string }{
-		{"vllm", "--speculative-config '{\"method\": \"ngram\"}'", `line 1: flag --speculative-config.method "ngram": drafts with a separate draft model or n-grams, which the model does not represent; only the model's own MTP layers are modelled (method mtp, deepseek_mtp, glm4_moe_mtp, qwen3_next_mtp, mimo_mtp, ernie_mtp, longcat_flash_mtp)`},
-		{"vllm", "max_num_seqs: 64\nspeculative_config:\n  method: eagle3\n  num_speculative_tokens: 3\n", `line 3: key speculative_config.method "eagle3": drafts with a separate draft model or n-grams, which the model does not represent; only the model's own MTP layers are modelled (method mtp, deepseek_mtp, glm4_moe_mtp, qwen3_next_mtp, mimo_mtp, ernie_mtp, longcat_flash_mtp)`},
+		{"vllm", "--speculative-config '{\"method\": \"ngram\"}'", `line 1: flag --speculative-config.method "ngram": drafts with a draft model of its own or n-grams, which the model does not represent; the model's own MTP layers (method mtp, deepseek_mtp, glm4_moe_mtp, qwen3_next_mtp, mimo_mtp, ernie_mtp, longcat_flash_mtp) and EAGLE / EAGLE3 heads (method eagle, eagle3, with model) are modelled`},
+		{"vllm", "max_num_seqs: 64\nspeculative_config:\n  method: eagle3\n  num_speculative_tokens: 3\n", `speculative_config method eagle3: give model, the drafter's checkpoint`},
+		{"vllm", "speculative_config:\n  model: org/draft\n  num_speculative_tokens: 3\n", `speculative_config num_speculative_tokens 3: give method mtp, eagle or eagle3 (without it vLLM infers the method from a draft model)`},
+		{"vllm", "speculative_config:\n  model: org/draft\n", `speculative_config model org/draft: give method eagle or eagle3 (without it vLLM infers the method from the draft model)`},
+		{"vllm", "speculative_config:\n  method: eagle\n  model: '  '\n  num_speculative_tokens: 3\n", `line 3: key speculative_config.model "  ": the drafter's checkpoint is empty`},
 		{"vllm", "--speculative-config '{\"method\": \"mtp\"}'", `speculative_config method mtp: give num_speculative_tokens (the drafts per decode step)`},
-		{"vllm", "speculative_config:\n  num_speculative_tokens: 2\n", `speculative_config num_speculative_tokens 2: give method mtp (without it vLLM drafts with a separate model, which is not modelled)`},
-		{"vllm", "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1, \"model\": \"org/draft\"}'", `line 1: flag --speculative-config.model: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)`},
+		{"vllm", "speculative_config:\n  num_speculative_tokens: 2\n", `speculative_config num_speculative_tokens 2: give method mtp, eagle or eagle3 (without it vLLM infers the method from a draft model)`},
+		{"vllm", "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1, \"model\": \"org/draft\"}'", `speculative_config model org/draft with method mtp: the MTP drafter is the model's own layers; drop model, or use method eagle or eagle3`},
 		{"vllm", "--max-num-seqs 4 --speculative-config '{\"a b\": 1}'", `line 1: flag --speculative-config: member "a b" is not a key name`},
 		{"vllm", "--speculative-config mtp", `line 1: flag --speculative-config "mtp": want a JSON object such as {"method": "mtp", "num_speculative_tokens": 1}`},
 		{"vllm", "--num-speculative-tokens 3", `line 1: flag --num-speculative-tokens: changes scheduling (speculative decoding with a separate draft model (the pre-speculative_config flags): only speculative_config with an MTP method is modelled), which the model does not represent; remove it`},
@@ -438,6 +441,33 @@ func TestVLLMSpeculative(t *testing.T) {
 		}
 		if e != want {
 			t.Errorf("%q: engine %+v, want %+v", text, e, want)
+		}
+	}
+}
+
+// TestVLLMEagle: vLLM's speculative_config with an EAGLE / EAGLE3 method and
+// the head's checkpoint — the CLI's JSON object or a YAML mapping — sets the
+// drafts per decode step and names their drafter (engine.Spec.DraftMethod,
+// DraftModel), nothing else: vLLM schedules them as MTP's (V-S1..V-S4).
+func TestVLLMEagle(t *testing.T) {
+	for _, c := range []struct{ text, method string }{
+		{`--max-num-seqs 64 --speculative-config '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B", "num_speculative_tokens": 3}'`, "eagle3"},
+		{"max_num_seqs: 64\nspeculative_config:\n  method: EAGLE\n  model: yuhuili/EAGLE3-LLaMA3.1-Instruct-70B\n  num_speculative_tokens: 3\n", "eagle"},
+	} {
+		cfg, err := Parse("vllm", []byte(c.text))
+		if err != nil {
+			t.Fatalf("%q: %v", c.text, err)
+		}
+		e, _ := engine.Defaults("vllm", "")
+		want := e
+		want.MaxNumSeqs = 64
+		want.SetDrafts(3, 0)
+		want.DraftMethod, want.DraftModel = c.method, "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B"
+		if err := cfg.Apply(&e); err != nil {
+			t.Fatalf("%q: %v", c.text, err)
+		}
+		if e != want {
+			t.Errorf("%q: engine %+v, want %+v", c.text, e, want)
 		}
 	}
 }

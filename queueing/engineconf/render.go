@@ -1,6 +1,7 @@
 package engineconf
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -129,8 +130,13 @@ func vllmKVs(e engine.Spec, model string, layout []renderKV) []renderKV {
 	if e.KVCacheDtype != "" {
 		kv = append(kv, renderKV{key: "kv-cache-dtype", value: e.KVCacheDtype})
 	}
-	if e.DraftTokens > 0 { // MTP over the model's own MTP layers (its acceptance is the model's and the data's, not a key)
-		kv = append(kv, renderKV{key: "speculative-config", value: fmt.Sprintf(`{"method": "mtp", "num_speculative_tokens": %d}`, e.DraftTokens)})
+	if e.DraftTokens > 0 { // MTP over the model's own MTP layers, or an EAGLE head (its acceptance is the model's and the data's, not a key)
+		v := fmt.Sprintf(`{"method": "mtp", "num_speculative_tokens": %d}`, e.DraftTokens)
+		if e.SeparateDrafter() {
+			m, _ := json.Marshal(e.DraftModel) // a string always encodes
+			v = fmt.Sprintf(`{"method": %q, "model": %s, "num_speculative_tokens": %d}`, e.DraftMethod, m, e.DraftTokens)
+		}
+		kv = append(kv, renderKV{key: "speculative-config", value: v})
 	}
 	return kv
 }

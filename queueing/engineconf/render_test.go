@@ -24,6 +24,7 @@ func sched(e engine.Spec) engine.Spec {
 		o.MaxNumBatchedTokens, o.MaxNumSeqs, o.LongPrefillTokenThreshold, o.AsyncScheduling =
 			e.MaxNumBatchedTokens, e.MaxNumSeqs, e.LongPrefillTokenThreshold, e.AsyncScheduling
 		o.KVCacheMemoryBytes, o.DisableCUDAGraph = e.KVCacheMemoryBytes, e.DisableCUDAGraph
+		o.DraftTokens, o.DraftMethod, o.DraftModel = e.DraftTokens, e.DraftMethod, e.DraftModel // MTP or an EAGLE head (the acceptance is no key)
 	case engine.TRTLLM:
 		o.MaxBatchSize, o.MaxNumTokens, o.AsyncScheduling, o.CapacityPolicy = e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling, e.CapacityPolicy
 		o.DisableCUDAGraph = e.DisableCUDAGraph
@@ -65,6 +66,10 @@ func TestRenderRoundTrip(t *testing.T) {
 			e.DisableCUDAGraph = rapid.Bool().Draw(t, "eager")
 			if rapid.IntRange(0, 2).Draw(t, "vmtp") == 0 { // MTP: speculative_config (V-S1)
 				e.SetDrafts(rapid.IntRange(1, 4).Draw(t, "vdrafts"), 0)
+				if rapid.Bool().Draw(t, "eaglehead") { // an EAGLE / EAGLE3 head: method and checkpoint
+					e.DraftMethod = rapid.SampledFrom(engine.DraftMethods).Draw(t, "dmethod")
+					e.DraftModel = rapid.SampledFrom([]string{"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "/models/my head"}).Draw(t, "dmodel")
+				}
 			}
 		}
 		e.KVCapacityTokens = rapid.SampledFrom([]int{0, 1 << 20}).Draw(t, "kv")

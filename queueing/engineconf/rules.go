@@ -1,6 +1,7 @@
 package engineconf
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -387,16 +388,31 @@ func vllmRule(k string) (rule, bool) {
 		return vllmRule(p)
 	}
 	switch k {
-	case "speculative_config.method": // MTP over the model's own MTP layers (V-S1..V-S4)
+	case "speculative_config.method": // MTP over the model's own MTP layers, or an EAGLE / EAGLE3 head (V-S1..V-S4)
 		return rule{
 			check: func(v string) (string, error) {
 				lv := strings.ToLower(strings.TrimSpace(v))
-				if slices.Contains(vllmMTPMethods, lv) {
+				if slices.Contains(vllmMTPMethods, lv) || slices.Contains(engine.DraftMethods, lv) {
 					return lv, nil
 				}
-				return "", fmt.Errorf("drafts with a separate draft model or n-grams, which the model does not represent; only the model's own MTP layers are modelled (method %s)", strings.Join(vllmMTPMethods, ", "))
+				return "", fmt.Errorf("drafts with a draft model of its own or n-grams, which the model does not represent; the model's own MTP layers (method %s) and EAGLE / EAGLE3 heads (method %s, with model) are modelled",
+					strings.Join(vllmMTPMethods, ", "), strings.Join(engine.DraftMethods, ", "))
 			},
-			apply: func(*engine.Spec, string) {},
+			apply: func(e *engine.Spec, v string) {
+				if slices.Contains(engine.DraftMethods, v) {
+					e.DraftMethod = v
+				}
+			},
+		}, true
+	case "speculative_config.model": // the EAGLE / EAGLE3 head's checkpoint (recorded: deploy launches it)
+		return rule{
+			check: func(v string) (string, error) {
+				if v = strings.TrimSpace(v); v == "" {
+					return "", errors.New("the drafter's checkpoint is empty")
+				}
+				return v, nil
+			},
+			apply: func(e *engine.Spec, v string) { e.DraftModel = v },
 		}, true
 	case "speculative_config.num_speculative_tokens": // the drafts per decode step (V-S1); acceptance from --nextn-accepted
 		return intKey(1, func(e *engine.Spec, v int) { e.SetDrafts(v, e.DraftAccepted) }), true
