@@ -299,8 +299,8 @@ func TestValidateDrafts(t *testing.T) {
 	}
 }
 
-// TestValidateDrafter: a separate drafter (vLLM EAGLE / EAGLE3 head) needs its
-// method, its checkpoint and drafts, on vLLM only; each misuse is a one-line
+// TestValidateDrafter: a separate drafter (an EAGLE / EAGLE3 head) needs its
+// method, its checkpoint and drafts, on vLLM or SGLang; each misuse is a one-line
 // error naming the knob and the fix.
 func TestValidateDrafter(t *testing.T) {
 	v, _ := Defaults(VLLM, "")
@@ -312,6 +312,12 @@ func TestValidateDrafter(t *testing.T) {
 	sg, _ := Defaults(SGLang, "")
 	sg.SetDrafts(3, 2)
 	sg.DraftMethod, sg.DraftModel = "eagle", "org/head"
+	if err := sg.Validate(); err != nil {
+		t.Fatalf("an EAGLE head on SGLang: %v", err)
+	}
+	trt, _ := Defaults(TRTLLM, "")
+	trt.SetDrafts(3, 2)
+	trt.DraftMethod, trt.DraftModel = "eagle3", "org/head"
 	cases := []struct {
 		name string
 		s    Spec
@@ -320,9 +326,9 @@ func TestValidateDrafter(t *testing.T) {
 	}{
 		{"model without method", v, func(s *Spec) { s.DraftMethod = "" }, `engine draft_model = "org/head" without draft_method: a drafter checkpoint runs only as an EAGLE / EAGLE3 drafter (the MTP drafter is the model's own layers); set draft_method or drop draft_model`},
 		{"unknown method", v, func(s *Spec) { s.DraftMethod = "medusa" }, `engine draft_method = "medusa": unknown; use eagle, eagle3 (or none for the model's own MTP layers)`},
-		{"no checkpoint", v, func(s *Spec) { s.DraftModel = "" }, `engine draft_method = "eagle3": needs draft_model, the drafter's checkpoint (vLLM speculative_config model)`},
-		{"no drafts", v, func(s *Spec) { s.SetDrafts(0, 0) }, `engine draft_method = "eagle3": needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens)`},
-		{"not vLLM", sg, func(*Spec) {}, `engine draft_method = "eagle": a separate drafter is modelled for vLLM only, not for sglang`},
+		{"no checkpoint", v, func(s *Spec) { s.DraftModel = "" }, `engine draft_method = "eagle3": needs draft_model, the drafter's checkpoint (vLLM speculative_config model, SGLang speculative_draft_model_path)`},
+		{"no drafts", v, func(s *Spec) { s.SetDrafts(0, 0) }, `engine draft_method = "eagle3": needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens, SGLang speculative_num_steps)`},
+		{"TensorRT-LLM", trt, func(*Spec) {}, `engine draft_method = "eagle3": a separate drafter is modelled for vLLM and SGLang, not for trtllm`},
 	}
 	for _, c := range cases {
 		s := c.s

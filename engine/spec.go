@@ -100,13 +100,14 @@ type Spec struct {
 	// nextn_accepted), not of the scheduler. StepTokens turns it into each step's
 	// output.
 	DraftAccepted float64 `json:"draft_accepted,omitempty"`
-	// DraftMethod and DraftModel name a separate drafter: vLLM's EAGLE or EAGLE3
-	// speculative decoding (speculative_config method "eagle" / "eagle3" and the
-	// drafter's checkpoint, model). vLLM schedules its drafts exactly as MTP's
-	// (the same proposer path: V-S1..V-S4), and the pass timing prices each draft
-	// as aiconfigurator prices any draft, one target-sized layer
-	// (mtp_scale_factor), which such a one-layer head is. "" = the target's own
-	// MTP layers (or no drafts).
+	// DraftMethod and DraftModel name a separate drafter: an EAGLE or EAGLE3
+	// head (vLLM speculative_config method "eagle" / "eagle3" and its model;
+	// SGLang speculative_algorithm EAGLE / EAGLE3 and speculative_draft_model_path).
+	// vLLM schedules its drafts exactly as MTP's (the same proposer path:
+	// V-S1..V-S4), SGLang as NEXTN's (the same EAGLE worker, S-R3), and the pass
+	// timing prices each draft as aiconfigurator prices any draft, one
+	// target-sized layer (mtp_scale_factor), which such a one-layer head is.
+	// "" = the target's own MTP layers (or no drafts).
 	DraftMethod string `json:"draft_method,omitempty"`
 	DraftModel  string `json:"draft_model,omitempty"`
 
@@ -245,12 +246,12 @@ func (s Spec) validateDrafter() error {
 		return nil
 	case !slices.Contains(DraftMethods, s.DraftMethod):
 		return fmt.Errorf("engine draft_method = %q: unknown; use %s (or none for the model's own MTP layers)", s.DraftMethod, strings.Join(DraftMethods, ", "))
-	case s.Backend != VLLM:
-		return fmt.Errorf("engine draft_method = %q: a separate drafter is modelled for vLLM only, not for %s", s.DraftMethod, s.Backend)
+	case s.Backend != VLLM && s.Backend != SGLang:
+		return fmt.Errorf("engine draft_method = %q: a separate drafter is modelled for vLLM and SGLang, not for %s", s.DraftMethod, s.Backend)
 	case s.DraftModel == "":
-		return fmt.Errorf("engine draft_method = %q: needs draft_model, the drafter's checkpoint (vLLM speculative_config model)", s.DraftMethod)
+		return fmt.Errorf("engine draft_method = %q: needs draft_model, the drafter's checkpoint (vLLM speculative_config model, SGLang speculative_draft_model_path)", s.DraftMethod)
 	case s.DraftTokens == 0:
-		return fmt.Errorf("engine draft_method = %q: needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens)", s.DraftMethod)
+		return fmt.Errorf("engine draft_method = %q: needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens, SGLang speculative_num_steps)", s.DraftMethod)
 	}
 	return nil
 }

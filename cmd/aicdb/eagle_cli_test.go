@@ -2,12 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestEagleCLI: an EAGLE3 head in --engine-config runs vLLM speculative
-// decoding on a model without MTP layers (Llama-3.1-70B): eval prices and
+// TestEagleCLI: an EAGLE3 head in --engine-config runs vLLM (and SGLang)
+// speculative decoding on a model without MTP layers (Llama-3.1-70B): eval prices and
 // schedules its drafts (TPOT well below the run without them at two of three
 // accepted; above it at none accepted, the drafts' cost), a sweep stores rows
 // that deploy with the head, and --nextn alone is refused naming the head.
@@ -33,7 +34,19 @@ func TestEagleCLI(t *testing.T) {
 	if !(two < 0.75*plain && none > plain) {
 		t.Errorf("TPOT mean: %v ms without drafts, %v with 2 of 3 accepted, %v with none: want the first well below and the second above", plain, two, none)
 	}
-	code, out, errs := runCLI(t, append(base, "--nextn", "3", "--nextn-accepted", "2")...)
+	// SGLang's EAGLE3 head (--speculative-algorithm EAGLE3 with its checkpoint),
+	// an EAGLE chain as NEXTN's (S-R3), the same way.
+	sg := slices.Clone(base)
+	sg[slices.Index(sg, "vllm")] = "sglang"
+	code, out, errs := runCLI(t, sg...)
+	code2, out2, errs2 := runCLI(t, append(slices.Clone(sg), "--engine-config", "testdata/engine/sglang_eagle3.args", "--nextn-accepted", "2")...)
+	var a, b struct {
+		TPOT float64 `json:"tpot_mean"`
+	}
+	if code != 0 || code2 != 0 || json.Unmarshal([]byte(out), &a) != nil || json.Unmarshal([]byte(out2), &b) != nil || !(b.TPOT < 0.75*a.TPOT) {
+		t.Errorf("SGLang EAGLE3: exit %d/%d (%q %q), TPOT %v ms with the head, %v without: want well below", code, code2, errs, errs2, b.TPOT, a.TPOT)
+	}
+	code, out, errs = runCLI(t, append(base, "--nextn", "3", "--nextn-accepted", "2")...)
 	const want = "aicdb: --nextn 3: meta-llama/Meta-Llama-3.1-70B has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn, or give an EAGLE / EAGLE3 head with --engine-config (speculative_config method eagle3, model and num_speculative_tokens)\n"
 	if code != 1 || out != "" || errs != want {
 		t.Errorf("--nextn without a head: exit %d, stdout %q\n got  %q\n want %q", code, out, errs, want)

@@ -277,7 +277,10 @@ func checkSGLangDrafts(set []Setting) error {
 	case hasAlg && !hasSteps:
 		return fmt.Errorf("--speculative-algorithm %s: give --speculative-num-steps (the drafts per decode step; SGLang's default depends on the model)", strings.ToUpper(alg))
 	case hasSteps && !hasAlg:
-		return fmt.Errorf("--speculative-num-steps %s: give --speculative-algorithm NEXTN or EAGLE (without it SGLang does not speculate)", steps)
+		return fmt.Errorf("--speculative-num-steps %s: give --speculative-algorithm NEXTN, EAGLE or EAGLE3 (without it SGLang does not speculate)", steps)
+	}
+	if _, hasPath := val["speculative_draft_model_path"]; alg == "eagle3" && !hasPath {
+		return fmt.Errorf("--speculative-algorithm EAGLE3: give --speculative-draft-model-path, the head's checkpoint")
 	}
 	if d, ok := val["speculative_num_draft_tokens"]; ok {
 		n, _ := strconv.Atoi(steps)

@@ -178,9 +178,9 @@ func TestErrors(t *testing.T) {
 		{"sglang", "--disable-overlap-schedule maybe", `line 1: flag --disable-overlap-schedule "maybe": want true or false`},
 		{"sglang", "disable_overlap_schedule: 2\n", `line 1: key disable_overlap_schedule "2": want true or false`},
 		{"sglang", "--speculative-algorithm NEXTN", `--speculative-algorithm NEXTN: give --speculative-num-steps (the drafts per decode step; SGLang's default depends on the model)`},
-		{"sglang", "--speculative-num-steps 2", `--speculative-num-steps 2: give --speculative-algorithm NEXTN or EAGLE (without it SGLang does not speculate)`},
+		{"sglang", "--speculative-num-steps 2", `--speculative-num-steps 2: give --speculative-algorithm NEXTN, EAGLE or EAGLE3 (without it SGLang does not speculate)`},
 		{"sglang", "--speculative-algorithm EAGLE --speculative-num-steps 2 --speculative-num-draft-tokens 4", `--speculative-num-draft-tokens 4: with --speculative-eagle-topk 1 it is --speculative-num-steps + 1 = 3; drop it or set it so`},
-		{"sglang", "--speculative-algorithm EAGLE3 --speculative-num-steps 2", `line 1: flag --speculative-algorithm "EAGLE3": the model represents only speculative_algorithm = nextn or eagle (other values change scheduling in ways it does not model)`},
+		{"sglang", "--speculative-algorithm EAGLE3 --speculative-num-steps 2", `--speculative-algorithm EAGLE3: give --speculative-draft-model-path, the head's checkpoint`},
 		{"sglang", "--speculative-algorithm NEXTN --speculative-num-steps 2 --speculative-eagle-topk 4", `line 1: flag --speculative-eagle-topk "4": the model represents only speculative_eagle_topk = 1 (other values change scheduling in ways it does not model)`},
 		{"sglang", "--kv-cache-dtype fp8", `line 1: flag --kv-cache-dtype "fp8": want auto or one of bf16, bfloat16, fp8_e4m3, fp8_e5m2 (the KV caches the perf data times)`},
 	}
@@ -400,20 +400,23 @@ func TestAliasBomb(t *testing.T) {
 // scheduler and mixed chunk off, as SGLang's server arguments resolve them,
 // wherever the mixed-chunk key stands in the file.
 func TestSGLangSpeculative(t *testing.T) {
-	for _, text := range []string{
-		"--speculative-algorithm NEXTN --speculative-num-steps 2 --enable-mixed-chunk",
-		"--enable-mixed-chunk --speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --speculative-algorithm EAGLE --speculative-draft-model-path /w/nextn",
+	for _, c := range []struct{ text, method, model string }{
+		{"--speculative-algorithm NEXTN --speculative-num-steps 2 --enable-mixed-chunk", "", ""},
+		{"--speculative-algorithm NEXTN --speculative-draft-model-path /w/nextn --speculative-num-steps 2", "", ""}, // the model's own MTP weights
+		{"--enable-mixed-chunk --speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --speculative-algorithm EAGLE --speculative-draft-model-path /w/head", "eagle", "/w/head"},
+		{"--speculative-algorithm EAGLE3 --speculative-draft-model-path lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B --speculative-num-steps 2", "eagle3", "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B"},
 	} {
-		cfg, err := Parse("sglang", []byte(text))
+		cfg, err := Parse("sglang", []byte(c.text))
 		if err != nil {
-			t.Fatalf("%q: %v", text, err)
+			t.Fatalf("%q: %v", c.text, err)
 		}
 		e, _ := engine.Defaults("sglang", "")
 		if err := cfg.Apply(&e); err != nil {
-			t.Fatalf("%q: %v", text, err)
+			t.Fatalf("%q: %v", c.text, err)
 		}
-		if e.DraftTokens != 2 || e.EnableMixedChunk || e.AsyncScheduling {
-			t.Errorf("%q: drafts %d, mixed chunk %v, overlap %v; want 2 drafts, both off", text, e.DraftTokens, e.EnableMixedChunk, e.AsyncScheduling)
+		if e.DraftTokens != 2 || e.EnableMixedChunk || e.AsyncScheduling || e.DraftMethod != c.method || e.DraftModel != c.model {
+			t.Errorf("%q: drafts %d, mixed chunk %v, overlap %v, drafter %q %q; want 2 drafts, both off, drafter %q %q",
+				c.text, e.DraftTokens, e.EnableMixedChunk, e.AsyncScheduling, e.DraftMethod, e.DraftModel, c.method, c.model)
 		}
 	}
 }

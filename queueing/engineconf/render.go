@@ -168,8 +168,13 @@ func sglangKVs(e engine.Spec, model string, layout []renderKV) []renderKV {
 	if !e.AsyncScheduling { // the overlap scheduler is SGLang's default (§3.2)
 		kv = append(kv, renderKV{key: "disable-overlap-schedule", flagOnly: true})
 	}
-	if e.DraftTokens > 0 { // EAGLE chain over the model's MTP layers (acceptance: the model's and the data's)
-		kv = append(kv, renderKV{key: "speculative-algorithm", value: "NEXTN"},
+	if e.DraftTokens > 0 { // EAGLE chain over the model's MTP layers or a head (acceptance: the model's and the data's)
+		alg := "NEXTN"
+		if e.SeparateDrafter() {
+			alg = strings.ToUpper(e.DraftMethod)
+			kv = append(kv, renderKV{key: "speculative-draft-model-path", value: e.DraftModel})
+		}
+		kv = append(kv, renderKV{key: "speculative-algorithm", value: alg},
 			renderKV{key: "speculative-num-steps", value: itoa(e.DraftTokens)},
 			renderKV{key: "speculative-eagle-topk", value: "1"},
 			renderKV{key: "speculative-num-draft-tokens", value: itoa(e.DraftTokens + 1)})

@@ -31,7 +31,7 @@ func sched(e engine.Spec) engine.Spec {
 	case engine.SGLang:
 		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk, o.AsyncScheduling = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.AsyncScheduling
 		o.CUDAGraphMaxBS, o.DisableCUDAGraph = e.CUDAGraphMaxBS, e.DisableCUDAGraph
-		o.DraftTokens = e.DraftTokens // EAGLE's chain length (the acceptance is no key)
+		o.DraftTokens, o.DraftMethod, o.DraftModel = e.DraftTokens, e.DraftMethod, e.DraftModel // EAGLE's chain length and head (the acceptance is no key)
 		if e.EnableChunkedPrefill {
 			o.ChunkedPrefillSize = e.ChunkedPrefillSize
 		}
@@ -85,6 +85,10 @@ func TestRenderRoundTrip(t *testing.T) {
 			e.DisableCUDAGraph = rapid.Bool().Draw(t, "nograph")
 			if rapid.IntRange(0, 2).Draw(t, "eagle") == 0 { // EAGLE / NEXTN: overlap and mixed chunk off
 				e.SetDrafts(rapid.IntRange(1, 4).Draw(t, "steps"), 0)
+				if rapid.Bool().Draw(t, "sghead") { // an EAGLE / EAGLE3 head: algorithm and checkpoint
+					e.DraftMethod = rapid.SampledFrom(engine.DraftMethods).Draw(t, "sgmethod")
+					e.DraftModel = rapid.SampledFrom([]string{"lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B", "/models/my head"}).Draw(t, "sgmodel")
+				}
 			}
 		}
 		if backend == "trtllm" {

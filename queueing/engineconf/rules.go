@@ -669,12 +669,22 @@ func sglangRule(k string) (rule, bool) {
 		return onlyKey(k, "1.0"), true
 	case "enable_priority_scheduling":
 		return boolOnly(false, "priority scheduling reorders the waiting queue"), true
-	case "speculative_algorithm": // EAGLE chain with the model's own MTP layers (NEXTN is EAGLE)
+	case "speculative_algorithm": // EAGLE chain: the model's own MTP layers (NEXTN is EAGLE) or an EAGLE / EAGLE3 head
 		// Late: SGLang's server arguments turn the overlap scheduler and mixed chunk
 		// off for it, whatever the file's other keys say (engine.Spec.SetDrafts);
-		// checkSGLangDrafts requires speculative_num_steps beside it.
-		r := onlyKey("speculative_algorithm", "nextn", "eagle")
-		r.apply = func(e *engine.Spec, _ string) { e.SetDrafts(e.DraftTokens, e.DraftAccepted) }
+		// checkSGLangDrafts requires speculative_num_steps beside it, and a head's
+		// checkpoint beside EAGLE3. EAGLE with a draft model path drafts with that
+		// head; NEXTN's path is the model's own MTP weights.
+		r := onlyKey("speculative_algorithm", "nextn", "eagle", "eagle3")
+		r.apply = func(e *engine.Spec, v string) {
+			e.SetDrafts(e.DraftTokens, e.DraftAccepted)
+			switch {
+			case v == "nextn":
+				e.DraftModel = ""
+			case e.DraftModel != "":
+				e.DraftMethod = v
+			}
+		}
 		r.late = true
 		return r, true
 	case "speculative_num_steps": // the chain's drafts per decode step
@@ -683,8 +693,16 @@ func sglangRule(k string) (rule, bool) {
 		return onlyKey("speculative_eagle_topk", "1"), true // a tree of drafts verifies more tokens than it emits
 	case "speculative_num_draft_tokens": // topk 1: num_steps + 1 (checkSGLangDrafts)
 		return intKey(2, func(*engine.Spec, int) {}), true
-	case "speculative_draft_model_path": // the NEXTN/MTP weights; the draft is priced as the model's own MTP layers
-		return harmless(), true
+	case "speculative_draft_model_path": // an EAGLE / EAGLE3 head (recorded: deploy launches it), or NEXTN's MTP weights (speculative_algorithm)
+		return rule{
+			check: func(v string) (string, error) {
+				if v = strings.TrimSpace(v); v == "" {
+					return "", errors.New("the drafter's checkpoint is empty")
+				}
+				return v, nil
+			},
+			apply: func(e *engine.Spec, v string) { e.DraftModel = v },
+		}, true
 	case "stream_interval":
 		return streamIntervalKey(), true
 	case "disable_custom_all_reduce":
