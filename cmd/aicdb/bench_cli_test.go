@@ -191,3 +191,35 @@ func TestBenchImportRereadsCLI(t *testing.T) {
 		t.Errorf("import by the same reader: %d %q %q", code, out, errs)
 	}
 }
+
+// TestAccuracyCalibrateBadFlagsLeaveStore: accuracy checks --by and calibrate
+// --objective before they predict a row (both predicted and stored every
+// matching row, then refused the flag; calibrate's with exit 2), and calibrate
+// over no matching measurement says so rather than that none "can be
+// predicted": one line, exit 1, no prediction stored.
+func TestAccuracyCalibrateBadFlagsLeaveStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data")
+	}
+	db := initDB(t)
+	if code, out, errs := cliRun(t, db, "bench", "import", measureTestdata+"vllm_bench.json"); code != 0 {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"accuracy", "--by", "backend,nonexistent"}, "aicdb: accuracy: --by nonexistent: want some of backend, model, system, mode, version, version_used, gemm_quant, isl, osl, tp, concurrency, calibration, run, nextn\n"},
+		{[]string{"calibrate", "--name", "x", "--measurements", "backend = 'none'"}, "aicdb: calibrate: no measurements match \"backend = 'none'\": list them with aicdb query \"select id, backend, model, system from measurements\", or import some with 'aicdb bench import'\n"},
+		{[]string{"calibrate", "--name", "x", "--objective", "bogus"}, "aicdb: calibrate: --objective \"bogus\": want quantitative or screening\n"},
+	} {
+		code, out, errs := cliRun(t, db, c.args...)
+		if code != 1 || out != "" || errs != c.want {
+			t.Errorf("%v: exit %d, stdout %q\n got  %q\n want %q", c.args, code, out, errs, c.want)
+		}
+	}
+	code, out, _ := cliRun(t, db, "query", "--format", "csv", "select count(*) from measurement_predictions")
+	if code != 0 || strings.TrimSpace(out) != "count(*)\n0" {
+		t.Errorf("predictions stored by the refused commands: %q", out)
+	}
+}

@@ -44,6 +44,10 @@ func runAccuracy(c *cli.Context) error {
 			by = append(by, strings.TrimSpace(b))
 		}
 	}
+	// Checked before any row is predicted: a bad flag leaves the store as it was.
+	if err := calibrate.CheckGroupBy(by); err != nil {
+		return userErrorf("accuracy: %v", err)
+	}
 	metrics := strings.Split(c.String("metrics"), ",")
 	for i := range metrics {
 		metrics[i] = strings.TrimSpace(metrics[i])

@@ -54,6 +54,9 @@ func runCalibrate(c *cli.Context) error {
 	if err := calibrate.CheckLoss(loss); err != nil {
 		return userErrorf("calibrate: %v", err)
 	}
+	if err := calibrate.CheckObjective(c.String("objective")); err != nil {
+		return userErrorf("calibrate: %v", err)
+	}
 	st, err := store.Open(c.Context, c.String("db"), store.Options{MustExist: true})
 	if err != nil {
 		return asUser(err)
@@ -63,6 +66,9 @@ func runCalibrate(c *cli.Context) error {
 	rows, err := measure.Select(c.Context, st, where)
 	if err != nil {
 		return userErrorf("calibrate: --measurements: %v", err)
+	}
+	if len(rows) == 0 {
+		return userErrorf("calibrate: no measurements match %q: list them with aicdb query \"select id, backend, model, system from measurements\", or import some with 'aicdb bench import'", where)
 	}
 	ev := refine.NewPerfdbEvaluator(refine.StoreSource{St: st})
 	res, err := calibrate.NewResolver(c.Context, st, ev, c.String("engine-profile"))

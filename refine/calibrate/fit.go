@@ -128,6 +128,16 @@ func CheckLoss(loss string) error {
 	return fmt.Errorf("--loss %q: want l1 (mean absolute relative error, the reported MAPE) or l2 (squared relative error)", loss)
 }
 
+// CheckObjective refuses a fit objective other than the quantitative ("" too)
+// or the screening tier.
+func CheckObjective(objective string) error {
+	switch objective {
+	case "", store.TierQuantitative, store.TierScreening:
+		return nil
+	}
+	return fmt.Errorf("--objective %q: want quantitative or screening", objective)
+}
+
 // evalFn predicts (TTFT, TPOT) of every sample under adj.
 type evalFn func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error)
 
@@ -266,10 +276,8 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	}
 	f := quantEval(ev, opt.Workers)
 	fj := screenEval(ev, opt.Workers)
-	switch opt.Objective {
-	case "", store.TierQuantitative, store.TierScreening:
-	default:
-		return nil, fmt.Errorf("fit objective %q: want screening or quantitative", opt.Objective)
+	if err := CheckObjective(opt.Objective); err != nil {
+		return nil, err
 	}
 	// evalsOn returns the quantitative evaluation of the sample set ss,
 	// remembered (memoOn), and the fit's objective over ss: that same

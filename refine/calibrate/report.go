@@ -12,6 +12,16 @@ import (
 // GroupColumns are the accuracy view's columns a report may group by.
 var GroupColumns = []string{"backend", "model", "system", "mode", "version", "version_used", "gemm_quant", "isl", "osl", "tp", "concurrency", "calibration", "run", "nextn"}
 
+// CheckGroupBy refuses a grouping column that is not one of GroupColumns.
+func CheckGroupBy(by []string) error {
+	for _, b := range by {
+		if !slices.Contains(GroupColumns, b) {
+			return fmt.Errorf("--by %s: want some of %s", b, strings.Join(GroupColumns, ", "))
+		}
+	}
+	return nil
+}
+
 // MAPERow is one (group, metric) line of an accuracy report: the mean absolute
 // percentage error of the predictions and, on the same rows, of aiconfigurator's
 // legacy estimate (LegacyN = 0 when it has none for the metric).
@@ -20,10 +30,8 @@ type MAPERow = store.AccuracyRow
 // Report reads MAPE per group and metric from the accuracy view, for one
 // calibration ("" = uncalibrated), over measurements matching where ("" = all).
 func Report(ctx context.Context, st *store.Store, by []string, metrics []string, calibration, where string) ([]MAPERow, error) {
-	for _, b := range by {
-		if !slices.Contains(GroupColumns, b) {
-			return nil, fmt.Errorf("--by %s: want some of %s", b, strings.Join(GroupColumns, ", "))
-		}
+	if err := CheckGroupBy(by); err != nil {
+		return nil, err
 	}
 	rows, err := st.AccuracyReport(ctx, by, metrics, calibration, where)
 	if err != nil {
