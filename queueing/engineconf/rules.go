@@ -76,6 +76,21 @@ func harmless() rule { return rule{class: classHarmless} }
 
 func rejected(why string) rule { return rule{class: classRejected, why: why} }
 
+// drafterKey maps a drafter's checkpoint (a non-empty path or model ID) onto
+// engine.Spec.DraftModel: vLLM's speculative_config model, SGLang's
+// speculative_draft_model_path.
+func drafterKey() rule {
+	return rule{
+		check: func(v string) (string, error) {
+			if v = strings.TrimSpace(v); v == "" {
+				return "", errors.New("the drafter's checkpoint is empty")
+			}
+			return v, nil
+		},
+		apply: func(e *engine.Spec, v string) { e.DraftModel = v },
+	}
+}
+
 // intKey maps an integer ≥ lo onto a field.
 func intKey(lo int, set func(e *engine.Spec, v int)) rule {
 	return rule{
@@ -405,15 +420,7 @@ func vllmRule(k string) (rule, bool) {
 			},
 		}, true
 	case "speculative_config.model": // the EAGLE / EAGLE3 head's checkpoint (recorded: deploy launches it)
-		return rule{
-			check: func(v string) (string, error) {
-				if v = strings.TrimSpace(v); v == "" {
-					return "", errors.New("the drafter's checkpoint is empty")
-				}
-				return v, nil
-			},
-			apply: func(e *engine.Spec, v string) { e.DraftModel = v },
-		}, true
+		return drafterKey(), true
 	case "speculative_config.num_speculative_tokens": // the drafts per decode step (V-S1); acceptance from --nextn-accepted
 		return intKey(1, func(e *engine.Spec, v int) { e.SetDrafts(v, e.DraftAccepted) }), true
 	case "max_num_batched_tokens": // V-R1 token budget
@@ -694,15 +701,7 @@ func sglangRule(k string) (rule, bool) {
 	case "speculative_num_draft_tokens": // topk 1: num_steps + 1 (checkSGLangDrafts)
 		return intKey(2, func(*engine.Spec, int) {}), true
 	case "speculative_draft_model_path": // an EAGLE / EAGLE3 head (recorded: deploy launches it), or NEXTN's MTP weights (speculative_algorithm)
-		return rule{
-			check: func(v string) (string, error) {
-				if v = strings.TrimSpace(v); v == "" {
-					return "", errors.New("the drafter's checkpoint is empty")
-				}
-				return v, nil
-			},
-			apply: func(e *engine.Spec, v string) { e.DraftModel = v },
-		}, true
+		return drafterKey(), true
 	case "stream_interval":
 		return streamIntervalKey(), true
 	case "disable_custom_all_reduce":
