@@ -125,8 +125,15 @@ func runDeploy(c *cli.Context) error {
 		return &m
 	}
 	if in.NextN > 0 {
-		fmt.Fprintf(w, "# MTP: %d draft tokens per decode step, predicted at %s accepted per step (measured for the model and data; not an engine key)\n",
-			in.NextN, strconv.FormatFloat(in.NextNAccepted, 'g', -1, 64))
+		drafter := "MTP"
+		for _, e := range []*engine.Spec{r.Engine, r.Prefill, r.Decode} {
+			if e != nil && e.SeparateDrafter() {
+				drafter = fmt.Sprintf("%s head %s", strings.ToUpper(e.DraftMethod), e.DraftModel)
+				break
+			}
+		}
+		fmt.Fprintf(w, "# %s: %d draft tokens per decode step, predicted at %s accepted per step (measured for the model and data; not an engine key)\n",
+			drafter, in.NextN, strconv.FormatFloat(in.NextNAccepted, 'g', -1, 64))
 	}
 	var ws []worker
 	if in.Mode == store.ModeDisagg {

@@ -68,7 +68,8 @@ func TestEagleCLI(t *testing.T) {
 		t.Fatalf("no priced EAGLE row: %q", out)
 	}
 	code, out, errs = cliRun(t, db, "deploy", id)
-	if code != 0 || !strings.Contains(out, `--speculative-config '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B", "num_speculative_tokens": 3}'`) {
+	if code != 0 || !strings.Contains(out, `--speculative-config '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B", "num_speculative_tokens": 3}'`) ||
+		!strings.Contains(out, "# EAGLE3 head yuhuili/EAGLE3-LLaMA3.1-Instruct-70B: 3 draft tokens per decode step, predicted at 2 accepted per step") {
 		t.Errorf("deploy %s: exit %d %q %q", id, code, out, errs)
 	}
 }
