@@ -28,7 +28,7 @@ func TestEagleDrafterPricesWithoutMTPLayers(t *testing.T) {
 	plain := sweepPoints(t, ev, spec)
 	spec.NextN, spec.NextNAccepted = 3, 2
 	if _, err := ev.Quantitative(ctx, sweepPoints(t, ev, spec)[0]); err == nil || !strings.Contains(err.Error(),
-		"has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn, or give an EAGLE / EAGLE3 head with --engine-config (speculative_config method eagle3, model and num_speculative_tokens)") {
+		"has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn, or draft with an EAGLE / EAGLE3 head (eval or sweep --engine-config: speculative_config method eagle3, model and num_speculative_tokens)") {
 		t.Fatalf("--nextn without a head: %v", err)
 	}
 	cfg, err := engineconf.Parse("vllm", []byte("speculative_config:\n  method: eagle3\n  model: org/EAGLE3-head\n  num_speculative_tokens: 3\n"))

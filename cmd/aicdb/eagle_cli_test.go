@@ -47,7 +47,7 @@ func TestEagleCLI(t *testing.T) {
 		t.Errorf("SGLang EAGLE3: exit %d/%d (%q %q), TPOT %v ms with the head, %v without: want well below", code, code2, errs, errs2, b.TPOT, a.TPOT)
 	}
 	code, out, errs = runCLI(t, append(base, "--nextn", "3", "--nextn-accepted", "2")...)
-	const want = "aicdb: --nextn 3: meta-llama/Meta-Llama-3.1-70B has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn, or give an EAGLE / EAGLE3 head with --engine-config (speculative_config method eagle3, model and num_speculative_tokens)\n"
+	const want = "aicdb: --nextn 3: meta-llama/Meta-Llama-3.1-70B has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn, or draft with an EAGLE / EAGLE3 head (eval or sweep --engine-config: speculative_config method eagle3, model and num_speculative_tokens)\n"
 	if code != 1 || out != "" || errs != want {
 		t.Errorf("--nextn without a head: exit %d, stdout %q\n got  %q\n want %q", code, out, errs, want)
 	}
