@@ -34,6 +34,12 @@ SELECT
     o.comm_quant,
     o.nextn,
     o.nextn_accepted,
+    -- drafter: what proposes the nextn drafts (NULL without them): 'eagle' /
+    -- 'eagle3' for an EAGLE head the engine config names (vLLM speculative_config,
+    -- SGLang speculative_algorithm with its draft model), 'mtp' for the model's
+    -- own MTP layers (TensorRT-LLM MTP, vLLM MTP, SGLang NEXTN).
+    CASE WHEN o.nextn > 0 THEN coalesce(json_extract(o.engine_config, '$.engine.draft_method'),
+        json_extract(o.engine_config, '$.decode.draft_method'), 'mtp') END AS drafter,
     o.p_workers,
     o.p_batch,
     o.p_tp,

@@ -62,6 +62,10 @@ func TestEagleCLI(t *testing.T) {
 	if code, out, errs := cliRun(t, db, append(sweep, "--nextn", "3", "--nextn-accepted", "2")...); code != 0 {
 		t.Fatalf("sweep: exit %d %q %q", code, out, errs)
 	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv", "select drafter, count(*) from points group by 1")
+	if code != 0 || strings.TrimSpace(out) != "drafter,count(*)\neagle3,1" {
+		t.Errorf("the points' drafter column: %q, want the one row's eagle3", out)
+	}
 	code, out, _ = cliRun(t, db, "query", "--format", "csv", "select rowid from operating_points where nextn = 3 and queueing_tier <> 'none' limit 1")
 	id := strings.TrimSpace(strings.TrimPrefix(out, "rowid\n"))
 	if code != 0 || id == "" {
