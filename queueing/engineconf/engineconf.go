@@ -37,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/aicdb/aicdb/engine"
@@ -279,8 +280,11 @@ func checkSGLangDrafts(set []Setting) error {
 	case hasSteps && !hasAlg:
 		return fmt.Errorf("--speculative-num-steps %s: give --speculative-algorithm NEXTN, EAGLE or EAGLE3 (without it SGLang does not speculate)", steps)
 	}
-	if _, hasPath := val["speculative_draft_model_path"]; alg == "eagle3" && !hasPath {
+	switch path, hasPath := val["speculative_draft_model_path"]; {
+	case alg == "eagle3" && !hasPath:
 		return fmt.Errorf("--speculative-algorithm EAGLE3: give --speculative-draft-model-path, the head's checkpoint")
+	case hasPath && !hasAlg:
+		return fmt.Errorf("--speculative-draft-model-path %s: give --speculative-algorithm EAGLE or EAGLE3 (without it SGLang does not speculate)", path)
 	}
 	if d, ok := val["speculative_num_draft_tokens"]; ok {
 		n, _ := strconv.Atoi(steps)
@@ -372,10 +376,14 @@ type keyValue struct {
 
 // displayKey names a key as the user wrote it, with its line.
 func displayKey(kv keyValue) string {
-	if kv.flag {
-		return fmt.Sprintf("line %d: flag %s", kv.line, kv.key)
+	k := kv.key
+	if strings.IndexFunc(k, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		k = strconv.Quote(k) // a quoted newline or control character stays on the error's one line
 	}
-	return fmt.Sprintf("line %d: key %s", kv.line, kv.key)
+	if kv.flag {
+		return fmt.Sprintf("line %d: flag %s", kv.line, k)
+	}
+	return fmt.Sprintf("line %d: key %s", kv.line, k)
 }
 
 // normaliseKey drops leading dashes, lower-cases and writes '-' as '_'.

@@ -181,6 +181,7 @@ func TestErrors(t *testing.T) {
 		{"sglang", "--speculative-num-steps 2", `--speculative-num-steps 2: give --speculative-algorithm NEXTN, EAGLE or EAGLE3 (without it SGLang does not speculate)`},
 		{"sglang", "--speculative-algorithm EAGLE --speculative-num-steps 2 --speculative-num-draft-tokens 4", `--speculative-num-draft-tokens 4: with --speculative-eagle-topk 1 it is --speculative-num-steps + 1 = 3; drop it or set it so`},
 		{"sglang", "--speculative-algorithm EAGLE3 --speculative-num-steps 2", `--speculative-algorithm EAGLE3: give --speculative-draft-model-path, the head's checkpoint`},
+		{"sglang", "--speculative-draft-model-path /w/head", `--speculative-draft-model-path /w/head: give --speculative-algorithm EAGLE or EAGLE3 (without it SGLang does not speculate)`},
 		{"sglang", "--speculative-algorithm NEXTN --speculative-num-steps 2 --speculative-eagle-topk 4", `line 1: flag --speculative-eagle-topk "4": the model represents only speculative_eagle_topk = 1 (other values change scheduling in ways it does not model)`},
 		{"sglang", "--kv-cache-dtype fp8", `line 1: flag --kv-cache-dtype "fp8": want auto or one of bf16, bfloat16, fp8_e4m3, fp8_e5m2 (the KV caches the perf data times)`},
 	}
