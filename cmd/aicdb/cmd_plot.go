@@ -393,13 +393,22 @@ func pointDistributions(ctx context.Context, st *store.Store, keyPrefix string, 
 	if len(raw) == 0 {
 		return "", nil, userErrorf("plot cdf: point %s has no quantitative tier stored: resolve it first (e.g. aicdb query with a percentile filter, or aicdb best)", key[:12])
 	}
-	var m map[string][]storedAtom
+	// The stored object holds the distributions beside scalars (a disaggregated
+	// row's p_queue_ms_p99, d_headroom_min, multi_stable): only the drawn ones are
+	// decoded as atoms.
+	var m map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(raw[0]), &m); err != nil {
 		return "", nil, fmt.Errorf("decode distributions of %s: %w", key[:12], err)
 	}
 	var out []cdfSeries
 	for _, name := range []string{"ttft_steady", "ttft_transient", "itl"} {
-		if s, ok := cdfOf(m[name]); ok {
+		var atoms []storedAtom
+		if b, ok := m[name]; ok {
+			if err := json.Unmarshal(b, &atoms); err != nil {
+				return "", nil, fmt.Errorf("decode distribution %s of %s: %w", name, key[:12], err)
+			}
+		}
+		if s, ok := cdfOf(atoms); ok {
 			out = append(out, cdfSeries{Name: name, XY: s})
 		}
 	}

@@ -241,3 +241,31 @@ func TestCDFOf(t *testing.T) {
 		t.Fatal("cdfOf accepted no atoms")
 	}
 }
+
+// TestPlotCDFDisagg: a disaggregated row's stored distributions sit beside
+// scalars (p_queue_ms_p99, d_headroom_min, multi_stable); plot cdf draws its
+// TTFT and ITL instead of failing to decode them (it exited 2).
+func TestPlotCDFDisagg(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a perf-data sweep")
+	}
+	db := initDB(t)
+	if code, out, errs := cliRun(t, db, "sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--total-gpus", "2",
+		"--isl", "1000", "--osl", "100", "--tp", "1", "--mode", "disagg", "--decode-batch", "4", "--quiet"); code != 0 {
+		t.Fatalf("sweep: %d %q %q", code, out, errs)
+	}
+	// best reports its rows at the quantitative tier (stored).
+	if code, out, errs := cliRun(t, db, "best", "--ttft", "100000", "--top", "2"); code != 0 {
+		t.Fatalf("best: %d %q %q", code, out, errs)
+	}
+	code, out, _ := cliRun(t, db, "query", "--format", "csv",
+		"select o.key from operating_points o join quantitative_results q on q.key = o.key where o.mode = 'disagg' limit 1")
+	key := strings.TrimSpace(strings.TrimPrefix(out, "key\n"))
+	if code != 0 || len(key) < 12 {
+		t.Fatalf("no disaggregated quantitative row: %q", out)
+	}
+	png := filepath.Join(t.TempDir(), "d.png")
+	if code, o, errs := cliRun(t, db, "plot", "cdf", "--out", png, "--key", key[:12]); code != 0 || !strings.Contains(o, "wrote "+png) {
+		t.Fatalf("plot cdf of a disaggregated row: code %d out %q err %q", code, o, errs)
+	}
+}
