@@ -172,10 +172,17 @@ func traceBy(ctx context.Context, q sqlx.QueryerContext, col string, v any) (Tra
 func (s *Store) Trace(ctx context.Context, name string) (TraceInfo, error) {
 	t, err := traceBy(ctx, s.db, "name", name)
 	if errors.Is(err, ErrNotFound) {
-		return t, fmt.Errorf("no trace named %q: 'aicdb trace ls' lists them: %w", name, err)
+		return t, notFound(fmt.Sprintf("no trace named %q; 'aicdb trace ls' lists them", name))
 	}
 	return t, err
 }
+
+// notFound is an error that says msg and wraps ErrNotFound without printing the
+// driver's "no rows in result set".
+type notFound string
+
+func (e notFound) Error() string { return string(e) }
+func (e notFound) Unwrap() error { return ErrNotFound }
 
 // Traces lists the stored traces by name.
 func (s *Store) Traces(ctx context.Context) ([]TraceInfo, error) {
@@ -203,7 +210,7 @@ func (s *Store) DeleteTrace(ctx context.Context, name string) error {
 		return fmt.Errorf("delete trace %s: %w", name, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("no trace named %q: %w", name, ErrNotFound)
+		return notFound(fmt.Sprintf("no trace named %q; 'aicdb trace ls' lists them", name))
 	}
 	return nil
 }

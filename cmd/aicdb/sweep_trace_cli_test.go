@@ -113,14 +113,14 @@ func TestSweepTraceCLIErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{append(base, "--trace", "nope"), `aicdb: --trace nope: no trace named "nope": 'aicdb trace ls' lists them: sql: no rows in result set` + "\n"},
+		{append(base, "--trace", "nope"), `aicdb: --trace nope: no trace named "nope"; 'aicdb trace ls' lists them` + "\n"},
 		{append(base, "--trace", "small", "--isl", "100"), "aicdb: --trace small is the workload: it replaces --isl/--osl/--prefix; drop --isl\n"},
 		{append(base, "--isl", "100", "--osl", "10", "--window", "0..5"), "aicdb: --window applies to a trace workload: give --trace NAME, or drop --window\n"},
 		{base, "aicdb: --isl and --osl are required (or give a stored trace as the workload with --trace NAME)\n"},
 		{append(base, "--trace", "small", "--max-sessions", "2"), "aicdb: --max-sessions needs --sessions\n"},
 		{[]string{"sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--total-gpus", "1", "--trace", "small", "--mode", "disagg"}, "aicdb: --trace: disaggregated deployments are not replayed under a trace yet (the prefill/decode tandem has no trace driver): use --mode agg\n"},
 		{append(base, "--trace", "small", "--window", "900.."), "aicdb: --trace small: the slice holds no requests: widen --window or drop --limit\n"},
-		{[]string{"best", "--trace", "nope"}, `aicdb: best: --trace nope: no trace named "nope": 'aicdb trace ls' lists them: sql: no rows in result set` + "\n"},
+		{[]string{"best", "--trace", "nope"}, `aicdb: best: --trace nope: no trace named "nope"; 'aicdb trace ls' lists them` + "\n"},
 		{[]string{"best", "--sessions"}, "aicdb: --sessions selects trace rows: give --trace NAME, or drop --sessions\n"},
 	} {
 		code, _, errs := cliRun(t, db, c.args...)

@@ -81,7 +81,8 @@ func TestTraceCLI(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"trace", "stats", "nope"}, `aicdb: trace stats: no trace named "nope": 'aicdb trace ls' lists them: sql: no rows in result set` + "\n"},
+		{[]string{"trace", "stats", "nope"}, `aicdb: trace stats: no trace named "nope"; 'aicdb trace ls' lists them` + "\n"},
+		{[]string{"trace", "rm", "nope"}, `aicdb: trace rm: no trace named "nope"; 'aicdb trace ls' lists them` + "\n"},
 		{[]string{"trace", "stats", "conv", "--window", "5"}, `aicdb: --window "5": want START..END in seconds, e.g. 600..1200 or 600..` + "\n"},
 		{[]string{"trace", "stats", "conv", "--scale-rate", "0"}, "aicdb: --scale-rate 0: must be a number in (0, 1e6]\n"},
 		{[]string{"trace", "stats", "conv", "--reuse"}, "aicdb: trace stats --reuse: give --backend vllm|trtllm|sglang and --kv-blocks N\n"},
