@@ -223,3 +223,54 @@ func TestAccuracyCalibrateBadFlagsLeaveStore(t *testing.T) {
 		t.Errorf("predictions stored by the refused commands: %q", out)
 	}
 }
+
+// TestMeasurementEngineConfigApplied: a measured run's engine_config (sidecar
+// YAML) is the engine it was deployed with, applied over the profile's as a
+// sweep's --engine-config is; before, it was stored and ignored, and the row
+// was predicted with the profile's budget. A key the model does not represent,
+// and drafts without an acceptance, leave the row unpredicted with the reason.
+func TestMeasurementEngineConfigApplied(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and evaluates points")
+	}
+	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const deploy = "system: h200_sxm\nbackend: vllm\nversion: 0.22.0\ntp: 2\n"
+	predict := func(config string, extra ...string) (string, string) {
+		t.Helper()
+		db := initDB(t)
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "run.json"), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "run.yaml"), []byte(deploy+config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := cliRun(t, db, "bench", "import", filepath.Join(dir, "run.json")); code != 0 {
+			t.Fatalf("import: %d %q %q", code, out, errs)
+		}
+		if code, out, errs := cliRun(t, db, append([]string{"accuracy", "--quiet", "--metrics", "tpot_mean"}, extra...)...); code != 0 {
+			t.Fatalf("accuracy: %d %q %q", code, out, errs)
+		}
+		_, out, _ := cliRun(t, db, "query", "--format", "csv",
+			"select coalesce(p.engine_profile || ' ' || p.max_num_batched_tokens || ' ' || coalesce(p.drafter, '-'), '') || '|' || coalesce(a.reason, '') from accuracy a left join points p on p.key = a.point_key where a.metric = 'tpot_mean'")
+		row := strings.TrimSpace(out[strings.Index(out, "\n")+1:])
+		got, reason, _ := strings.Cut(row, "|")
+		return got, reason
+	}
+	if got, why := predict("engine_config:\n  max_num_batched_tokens: 512\n  max_num_seqs: 8\n"); got != "aiconfigurator+config 512 -" || why != "" {
+		t.Errorf("budget 512: row %q (%q), want the config's budget recorded", got, why)
+	}
+	if _, why := predict("engine_config:\n  frobnicate: 3\n"); !strings.HasPrefix(why, "engine_config: ") || !strings.Contains(why, "frobnicate") {
+		t.Errorf("unknown key: reason %q", why)
+	}
+	eagle := "engine_config:\n  speculative_config:\n    method: eagle3\n    model: org/head\n    num_speculative_tokens: 3\n"
+	if _, why := predict(eagle); why != "engine_config: 3 draft tokens per decode step (speculative decoding): predict it with --nextn 3 --nextn-accepted A (the acceptance is not a config key)" {
+		t.Errorf("EAGLE without an acceptance: reason %q", why)
+	}
+	if got, why := predict(eagle, "--nextn", "3", "--nextn-accepted", "2"); !strings.HasSuffix(got, " eagle3") || why != "" {
+		t.Errorf("EAGLE with --nextn: row %q (%q), want the head", got, why)
+	}
+}

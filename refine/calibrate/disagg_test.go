@@ -121,7 +121,7 @@ func TestResolveDisaggPools(t *testing.T) {
 	for _, profile := range []string{ProfileAIConfigurator, ProfileDefaults} {
 		rs := &Resolver{Ev: runEval{}, Profile: profile}
 		tg := rs.resolveDisagg(Target{Row: r}, m.Model, "1.2.0rc5", res)
-		rs.deployedPools(&tg)
+		rs.deployedPools(&tg, nil)
 		if tg.Reason != "" {
 			t.Fatalf("%s: reason %q", profile, tg.Reason)
 		}

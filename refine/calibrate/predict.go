@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aicdb/aicdb/engine"
@@ -315,10 +316,15 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		t.Reason = fmt.Sprintf("--nextn %d: MTP is not modelled for %s rows", r.NextN, m.Backend)
 		return t
 	}
+	cfg, why := r.measuredConfig(m, res.MoE)
+	if why != "" {
+		t.Reason = why
+		return t
+	}
 	if m.Mode == store.ModeDisagg {
 		t = r.resolveDisagg(t, model, v, res)
 		if t.Reason == "" {
-			r.deployedPools(&t)
+			r.deployedPools(&t, cfg)
 		}
 		if t.Reason == "" {
 			r.benchmarkRun(&t, 1) // one tandem runs the whole deployment's clients
@@ -343,7 +349,18 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		FMHAQuant: res.FMHAQuant, MoEQuant: res.MoEQuant, CommQuant: res.CommQuant, Evaluator: r.Ev.Name(),
 		Deployed: store.DeployedAs(m.Version, v), NextN: r.NextN, NextNAccepted: r.NextNAccepted}
 	measuredQuant(&in, m, res)
-	if e.Backend == engine.SGLang {
+	if cfg != nil {
+		// The engine as deployed: the profile's, the measurement's own config
+		// over it (as a sweep's --engine-config), recorded with the row.
+		if err := cfg.CheckLayout(engineconf.Layout{TP: m.TP, PP: m.PP, DP: m.DP, MoETP: m.MoETP, MoEEP: m.MoEEP}, res.MoE); err != nil {
+			t.Reason = "engine_config: " + oneLine(err.Error())
+			return t
+		}
+		if err := refine.RecordEngines(r.Profile, cfg, &in, r.gpuMem[m.System]); err != nil {
+			t.Reason = "engine_config: " + oneLine(err.Error())
+			return t
+		}
+	} else if e.Backend == engine.SGLang {
 		// SGLang has two prompt caps, chunked_prefill_size (the per-pass budget,
 		// S-R4) and max_prefill_tokens (the rules' isl + 1500): one budget column
 		// cannot carry both, so the point records its engine (and, through the
@@ -370,6 +387,41 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 	return t
 }
 
+// measuredConfig is the engine config measurement m was deployed with (its
+// engine_config keys, engineconf's rules for its backend), nil when it states
+// none, or the reason the row cannot be predicted with it: a key the model
+// does not represent, parallelism keys on a disaggregated row (its pools have
+// their own layouts), or drafts (speculative decoding) the resolver was not
+// given an acceptance for (--nextn with --nextn-accepted; the acceptance is not
+// a config key).
+func (r *Resolver) measuredConfig(m *measure.Measurement, moe bool) (*engineconf.Config, string) {
+	if len(m.EngineConfig) == 0 {
+		return nil, ""
+	}
+	text, err := yaml.Marshal(m.EngineConfig)
+	if err != nil {
+		return nil, "engine_config: " + oneLine(err.Error())
+	}
+	cfg, err := engineconf.Parse(m.Backend, text)
+	if err != nil {
+		return nil, "engine_config: " + oneLine(err.Error())
+	}
+	if _, ok := cfg.Layout(); ok && m.Mode == store.ModeDisagg {
+		return nil, "engine_config: parallelism keys on a disaggregated row (its pools have their own layouts): drop them, the row's columns give each pool's"
+	}
+	probe, err := engine.Defaults(m.Backend, "")
+	if err == nil {
+		err = cfg.Apply(&probe)
+	}
+	if err != nil {
+		return nil, "engine_config: " + oneLine(err.Error())
+	}
+	if probe.DraftTokens > 0 && r.NextN == 0 {
+		return nil, fmt.Sprintf("engine_config: %d draft tokens per decode step (speculative decoding): predict it with --nextn %d --nextn-accepted A (the acceptance is not a config key)", probe.DraftTokens, probe.DraftTokens)
+	}
+	return cfg, ""
+}
+
 // deployedPools records on a disaggregated point the engines its pools were
 // deployed with under the resolver's profile, through the sweep's own rule
 // (refine.RecordProfileEngines: the profile's prefill and decode roles at each
@@ -378,12 +430,16 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 // off, a decode worker's budget its batch, SGLang's mixed chunk off). Under the
 // defaults profile the point keeps the original rule (the backends' defaults
 // capped at each pool's batch), as a sweep's defaults rows do.
-func (r *Resolver) deployedPools(t *Target) {
-	if r.Profile == ProfileDefaults {
+func (r *Resolver) deployedPools(t *Target, cfg *engineconf.Config) {
+	if r.Profile == ProfileDefaults && cfg == nil {
 		return
 	}
-	if err := refine.RecordProfileEngines(r.Profile, &t.In, r.gpuMem[t.In.System]); err != nil {
-		t.Reason = "engine profile: " + oneLine(err.Error())
+	if err := refine.RecordEngines(r.Profile, cfg, &t.In, r.gpuMem[t.In.System]); err != nil {
+		what := "engine profile: "
+		if cfg != nil {
+			what = "engine_config: "
+		}
+		t.Reason = what + oneLine(err.Error())
 		return
 	}
 	if err := t.In.Validate(); err != nil {
