@@ -153,17 +153,12 @@ func resolveEngines(s SweepSpec, pts []store.PointInputs, gpuMem float64) error 
 	return nil
 }
 
-// RecordProfileEngines records on p the engines profile deploys for it, exactly
-// as a sweep's row records them (resolveEngines, no config file): for a
-// disaggregated point, the prefill and decode pools' engines at their per-worker
-// batches. gpuMem is one GPU's memory (0 = not known).
-func RecordProfileEngines(profile string, p *store.PointInputs, gpuMem float64) error {
-	return RecordEngines(profile, nil, p, gpuMem)
-}
-
-// RecordEngines is RecordProfileEngines with the engine config cfg (nil: none)
-// applied over the profile's engines, as a sweep's --engine-config is: the row
-// records both, and its profile reads "<profile>+config".
+// RecordEngines records on p the engines profile deploys for it, exactly as a
+// sweep's row records them (resolveEngines): for a disaggregated point, the
+// prefill and decode pools' engines at their per-worker batches, with the engine
+// config cfg (nil: none) applied over them as a sweep's --engine-config is (the
+// row records both, and its profile reads "<profile>+config"). gpuMem is one
+// GPU's memory (0 = not known).
 func RecordEngines(profile string, cfg *engineconf.Config, p *store.PointInputs, gpuMem float64) error {
 	pts := []store.PointInputs{*p}
 	if err := resolveEngines(SweepSpec{EngineProfile: profile, EngineConfig: cfg}, pts, gpuMem); err != nil {

@@ -424,12 +424,13 @@ func (r *Resolver) measuredConfig(m *measure.Measurement, moe bool) (*engineconf
 
 // deployedPools records on a disaggregated point the engines its pools were
 // deployed with under the resolver's profile, through the sweep's own rule
-// (refine.RecordProfileEngines: the profile's prefill and decode roles at each
+// (refine.RecordEngines: the profile's prefill and decode roles at each
 // pool's per-worker batch × pp; aiconfigurator's generator: a prefill worker's
 // budget isl + 1500 and its running cap p_batch, TensorRT-LLM's prefill overlap
 // off, a decode worker's budget its batch, SGLang's mixed chunk off). Under the
 // defaults profile the point keeps the original rule (the backends' defaults
-// capped at each pool's batch), as a sweep's defaults rows do.
+// capped at each pool's batch), as a sweep's defaults rows do — unless the
+// measurement states its engine config (cfg), which applies over both pools.
 func (r *Resolver) deployedPools(t *Target, cfg *engineconf.Config) {
 	if r.Profile == ProfileDefaults && cfg == nil {
 		return
