@@ -134,6 +134,7 @@ func runEval(c *cli.Context) error {
 		if spec.dep.Deployed != "" {
 			cols["deployed_version"], cols["priced_version"] = spec.dep.Deployed, spec.dep.Version
 		}
+		draftColumns(cols, spec.e)
 		out[string(tier)] = cols
 	}
 	return writeEval(c.App.Writer, spec.format, spec.tiers, out)
@@ -324,6 +325,20 @@ func defaultKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 	fmt.Fprintf(c.App.ErrWriter, "aicdb: note: KV-tight: the KV pool the engine deploys (%d tokens, from GPU memory) holds %d of the %d %s at full length (isl %d + osl %d); modelled with the engine's preemption (--kv-capacity-tokens 0 for an unbounded pool)\n",
 		n, refine.KVHeld(n, bs, isl, osl), at, which, isl, osl)
 	return nil
+}
+
+// draftColumns says in an eval row how its decode steps drafted (speculative
+// decoding; nothing without drafts): nextn and nextn_accepted as the stored
+// points name them, and drafter as the points view does (eagle, eagle3 or mtp).
+func draftColumns(cols map[string]any, e engine.Spec) {
+	if e.DraftTokens == 0 {
+		return
+	}
+	drafter := e.DraftMethod
+	if drafter == "" {
+		drafter = "mtp"
+	}
+	cols["nextn"], cols["nextn_accepted"], cols["drafter"] = e.DraftTokens, e.DraftAccepted, drafter
 }
 
 // evalDrafts is the MTP draft length eval runs — --nextn, else the engine

@@ -34,6 +34,11 @@ func TestEagleCLI(t *testing.T) {
 	if !(two < 0.75*plain && none > plain) {
 		t.Errorf("TPOT mean: %v ms without drafts, %v with 2 of 3 accepted, %v with none: want the first well below and the second above", plain, two, none)
 	}
+	// The row says how it drafted.
+	if code, out, errs := runCLI(t, append(append([]string{}, base...), "--engine-config", cfg, "--nextn-accepted", "2")...); code != 0 ||
+		!strings.Contains(out, `"drafter": "eagle3"`) || !strings.Contains(out, `"nextn": 3`) || !strings.Contains(out, `"nextn_accepted": 2`) {
+		t.Errorf("eval with the head: exit %d %q, want drafter, nextn and nextn_accepted in the row\n%s", code, errs, out)
+	}
 	// SGLang's EAGLE3 head (--speculative-algorithm EAGLE3 with its checkpoint),
 	// an EAGLE chain as NEXTN's (S-R3), the same way.
 	sg := slices.Clone(base)

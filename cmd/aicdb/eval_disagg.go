@@ -107,7 +107,9 @@ func runEvalDisagg(c *cli.Context) error {
 		if tier == queueing.TierQuantitative {
 			noSteadyState(w, &rep.Report)
 		}
-		out[string(tier)] = rep.Columns(gpus)
+		cols := rep.Columns(gpus)
+		draftColumns(cols, cfg.Decode.Engine)
+		out[string(tier)] = cols
 	}
 	return writeEval(c.App.Writer, c.String("format"), tiers, out)
 }
