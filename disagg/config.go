@@ -200,8 +200,13 @@ func (c *Config) prefillKappa() int {
 // charged the same, tandem.pull): the request's isl + osl tokens in whole blocks of the
 // decode engine, as its KV manager allocates them (T-R1) and the DES counts them.
 func (c *Config) reserveTokens(isl, osl int) int {
-	bs := max(c.Decode.Engine.BlockSize, 1)
-	return (isl + osl + bs - 1) / bs * bs
+	return wholeBlocks(isl+osl, c.Decode.Engine.BlockSize)
+}
+
+// wholeBlocks is tokens rounded up to whole KV blocks of bs tokens (bs < 1: 1).
+func wholeBlocks(tokens, bs int) int {
+	bs = max(bs, 1)
+	return (tokens + bs - 1) / bs * bs
 }
 
 // decodeKVTokens is a decode worker's KV capacity in whole blocks (0 = unbounded).

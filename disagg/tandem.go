@@ -31,8 +31,7 @@ func (e *PrefillHoldsError) Error() string {
 // prefill pool of e.PoolTokens holds: an in-flight cap (κ) at or below it keeps
 // the holds within the pool.
 func (e *PrefillHoldsError) PromptsHeld(isl, bs int) int {
-	bs = max(bs, 1)
-	return e.PoolTokens / ((isl + bs - 1) / bs * bs)
+	return e.PoolTokens / wholeBlocks(isl, bs)
 }
 
 // Options tunes a quantitative tandem evaluation; the zero value selects the
@@ -389,8 +388,7 @@ func (t *tandem) admitPrefill(k int, now float64) {
 
 // prefillTokens is a prompt of isl tokens in whole blocks of the prefill engine.
 func (t *tandem) prefillTokens(isl int) int {
-	bs := max(t.c.Prefill.Engine.BlockSize, 1)
-	return (isl + bs - 1) / bs * bs
+	return wholeBlocks(isl, t.c.Prefill.Engine.BlockSize)
 }
 
 // prefilled handles a prompt completing on its prefill worker at now.

@@ -228,16 +228,16 @@ func (s Spec) validateDrafts() error {
 	return nil
 }
 
-// DraftMethods are the separate drafters modelled (vLLM speculative_config
-// methods; Spec.DraftMethod).
+// DraftMethods are the separate drafters modelled (Spec.DraftMethod: vLLM's
+// speculative_config methods, SGLang's speculative_algorithm with a draft model).
 var DraftMethods = []string{"eagle", "eagle3"}
 
 // SeparateDrafter reports drafts proposed by a separate drafter (DraftMethod)
 // rather than the target's own MTP layers.
 func (s Spec) SeparateDrafter() bool { return s.DraftMethod != "" }
 
-// validateDrafter checks the separate drafter: a DraftMethods method on vLLM,
-// with its checkpoint and drafts; a checkpoint only with a method.
+// validateDrafter checks the separate drafter: a DraftMethods method on vLLM or
+// SGLang, with its checkpoint and drafts; a checkpoint only with a method.
 func (s Spec) validateDrafter() error {
 	switch {
 	case s.DraftMethod == "" && s.DraftModel != "":

@@ -28,8 +28,8 @@ type Config struct {
 	MoETP   int
 	MoEEP   int
 	Nextn   int // MTP draft tokens (0 = none)
-	// SeparateDrafter: the Nextn drafts come from a separate drafter (vLLM's
-	// EAGLE / EAGLE3 head), priced as aiconfigurator prices any draft, one
+	// SeparateDrafter: the Nextn drafts come from a separate drafter (an EAGLE /
+	// EAGLE3 head on vLLM or SGLang), priced as aiconfigurator prices any draft, one
 	// target-sized layer each (mtp_scale_factor); without it the model must
 	// carry MTP layers of its own (refine.WorkerTiming).
 	SeparateDrafter bool

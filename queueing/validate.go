@@ -11,9 +11,8 @@ import (
 
 // Upper limits that keep one evaluation bounded in memory and time.
 const (
-	maxConcurrency = MaxConcurrency
-	maxTokens      = 1 << 24
-	maxOpenLoop    = 1 << 21
+	maxTokens   = 1 << 24
+	maxOpenLoop = 1 << 21
 )
 
 // MaxConcurrency is the most closed-loop clients one evaluation takes, for a
@@ -61,8 +60,8 @@ func checkInputsRaw(w workload.Spec, e engine.Spec, t timing.Timing) (shapeBound
 		return b, fmt.Errorf("workload: both concurrency (%d) and rate (%v) given; set exactly one", w.Concurrency, w.RateRPS)
 	case !closed && !open:
 		return b, fmt.Errorf("workload: neither concurrency nor rate given; set exactly one (> 0)")
-	case closed && (w.Concurrency < 0 || w.Concurrency > maxConcurrency):
-		return b, fmt.Errorf("workload concurrency = %d: must be in 1..%d", w.Concurrency, maxConcurrency)
+	case closed && (w.Concurrency < 0 || w.Concurrency > MaxConcurrency):
+		return b, fmt.Errorf("workload concurrency = %d: must be in 1..%d", w.Concurrency, MaxConcurrency)
 	case open && (!(w.RateRPS > 0) || math.IsInf(w.RateRPS, 0)):
 		return b, fmt.Errorf("workload rate = %v: must be a finite number > 0 (requests per second)", w.RateRPS)
 	}

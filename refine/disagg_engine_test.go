@@ -28,6 +28,12 @@ func disaggPoint(t *testing.T, ev *PerfdbEvaluator, backend, profile, text strin
 		}
 		spec.EngineConfig = cfg
 	}
+	return onePoint(t, ev, spec)
+}
+
+// onePoint is the one point spec enumerates on ev.
+func onePoint(t testing.TB, ev *PerfdbEvaluator, spec SweepSpec) store.PointInputs {
+	t.Helper()
 	pts := sweepPoints(t, ev, spec)
 	if len(pts) != 1 {
 		t.Fatalf("enumerate: %d points, want 1", len(pts))
@@ -140,17 +146,14 @@ func BenchmarkScreenDisaggRow(b *testing.B) {
 	ev := NewPerfdbEvaluator(embeddedSource{})
 	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 2, ISL: 4000, OSL: 500,
 		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{16}, MaxWorkers: 1}
-	pts := sweepPoints(b, ev, spec)
-	if len(pts) != 1 {
-		b.Fatalf("enumerate: %d points, want 1", len(pts))
-	}
-	if _, err := ev.Screen(ctx, pts[0]); err != nil { // loads the perf data
+	pt := onePoint(b, ev, spec)
+	if _, err := ev.Screen(ctx, pt); err != nil { // loads the perf data
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := ev.Screen(ctx, pts[0]); err != nil {
+		if _, err := ev.Screen(ctx, pt); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -278,15 +281,12 @@ func TestDisaggPrefillHoldsNoQuantitative(t *testing.T) {
 	ev := NewPerfdbEvaluator(embeddedSource{})
 	spec := SweepSpec{Model: "Qwen/Qwen3-32B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 2, ISL: 1024, OSL: 4096,
 		TPs: []int{1}, Modes: []string{store.ModeDisagg}, DecodeBatches: []int{512}, MaxWorkers: 1, EngineProfile: queueing.ProfileAIConfigurator}
-	pts := sweepPoints(t, ev, spec)
-	if len(pts) != 1 {
-		t.Fatalf("enumerate: %d points, want 1", len(pts))
-	}
-	_, err := ev.Quantitative(ctx, pts[0])
+	pt := onePoint(t, ev, spec)
+	_, err := ev.Quantitative(ctx, pt)
 	if !errors.Is(err, ErrNoQuantitative) || !strings.Contains(err.Error(), "a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker") {
 		t.Fatalf("quantitative: %v, want no quantitative tier for the prefill holds", err)
 	}
-	if _, err := ev.Screen(ctx, pts[0]); err != nil {
+	if _, err := ev.Screen(ctx, pt); err != nil {
 		t.Errorf("screening: %v", err)
 	}
 }

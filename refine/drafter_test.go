@@ -25,9 +25,9 @@ func TestEagleDrafterPricesWithoutMTPLayers(t *testing.T) {
 	spec := SweepSpec{Model: "meta-llama/Meta-Llama-3.1-70B", System: "h200_sxm", Backend: "vllm", TotalGPUs: 4, ISL: 1024, OSL: 256,
 		TPs: []int{4}, Modes: []string{store.ModeAgg}, Batches: []int{16}, CtxTokens: []int{2048}, MaxWorkers: 1,
 		EngineProfile: queueing.ProfileAIConfigurator}
-	plain := sweepPoints(t, ev, spec)
+	plain := onePoint(t, ev, spec)
 	spec.NextN, spec.NextNAccepted = 3, 2
-	if _, err := ev.Quantitative(ctx, sweepPoints(t, ev, spec)[0]); err == nil || !strings.Contains(err.Error(),
+	if _, err := ev.Quantitative(ctx, onePoint(t, ev, spec)); err == nil || !strings.Contains(err.Error(),
 		"has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn, or draft with an EAGLE / EAGLE3 head (eval or sweep --engine-config: speculative_config method eagle3, model and num_speculative_tokens)") {
 		t.Fatalf("--nextn without a head: %v", err)
 	}
@@ -36,19 +36,19 @@ func TestEagleDrafterPricesWithoutMTPLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.EngineConfig = cfg
-	eagle := sweepPoints(t, ev, spec)
-	wc, err := WorkerConfig(eagle[0], Worker{TP: 4, PP: 1, DP: 1, MoETP: 1, MoEEP: 1})
+	eagle := onePoint(t, ev, spec)
+	wc, err := WorkerConfig(eagle, Worker{TP: 4, PP: 1, DP: 1, MoETP: 1, MoEEP: 1})
 	if err != nil || !wc.SeparateDrafter || wc.Nextn != 3 {
 		t.Fatalf("worker config %+v, %v: want 3 drafts from a separate drafter", wc, err)
 	}
-	if wc, _ := WorkerConfig(plain[0], Worker{TP: 4, PP: 1, DP: 1, MoETP: 1, MoEEP: 1}); wc.SeparateDrafter {
+	if wc, _ := WorkerConfig(plain, Worker{TP: 4, PP: 1, DP: 1, MoETP: 1, MoEEP: 1}); wc.SeparateDrafter {
 		t.Fatal("a row without drafts reads a separate drafter")
 	}
-	a, err := ev.Quantitative(ctx, plain[0])
+	a, err := ev.Quantitative(ctx, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ev.Quantitative(ctx, eagle[0])
+	b, err := ev.Quantitative(ctx, eagle)
 	if err != nil {
 		t.Fatalf("EAGLE3 row: %v", err)
 	}

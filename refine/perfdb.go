@@ -507,23 +507,15 @@ func WorkerConfig(in store.PointInputs, w Worker) (perfdb.Config, error) {
 }
 
 // separateDrafter reports a point with drafts whose recorded engine proposes
-// them with a separate drafter (engine.Spec.SeparateDrafter: vLLM EAGLE /
-// EAGLE3). A record that does not decode reports false: its error comes when
+// them with a separate drafter (engineconf.Resolved.Drafter: an EAGLE / EAGLE3
+// head). A record that does not decode reports false: its error comes when
 // the engine is resolved.
 func separateDrafter(in store.PointInputs) bool {
 	if in.NextN == 0 || in.Engine == "" {
 		return false
 	}
 	r, ok, err := engineconf.DecodeResolved(in.Engine)
-	if err != nil || !ok {
-		return false
-	}
-	for _, e := range []*engine.Spec{r.Engine, r.Prefill, r.Decode} {
-		if e != nil && e.SeparateDrafter() {
-			return true
-		}
-	}
-	return false
+	return err == nil && ok && r.Drafter() != nil
 }
 
 // QuantInputs is cfg's quantisation as a point's quant columns (every other

@@ -25,6 +25,17 @@ func initDB(t *testing.T) string {
 	return db
 }
 
+// benchDB is initDB with the hand-written vllm bench serve run imported (its
+// sidecar names the deployment).
+func benchDB(t *testing.T) string {
+	t.Helper()
+	db := initDB(t)
+	if code, out, errs := cliRun(t, db, "bench", "import", measureTestdata+"vllm_bench.json"); code != 0 {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	return db
+}
+
 // TestBenchImportAccuracyRoundTrip: a hand-written vllm bench serve JSON (with its
 // sidecar YAML) and an AIPerf export (deployment from flags) import once, a bad
 // file changes nothing, and both round-trip through the accuracy view with
@@ -201,10 +212,7 @@ func TestAccuracyCalibrateBadFlagsLeaveStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data")
 	}
-	db := initDB(t)
-	if code, out, errs := cliRun(t, db, "bench", "import", measureTestdata+"vllm_bench.json"); code != 0 {
-		t.Fatalf("import: %d %q %q", code, out, errs)
-	}
+	db := benchDB(t)
 	for _, c := range []struct {
 		args []string
 		want string

@@ -16,10 +16,7 @@ func TestCalibrateLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and fits two measured runs")
 	}
-	db := initDB(t)
-	if code, out, errs := cliRun(t, db, "bench", "import", measureTestdata+"vllm_bench.json"); code != 0 {
-		t.Fatalf("import: %d %q %q", code, out, errs)
-	}
+	db := benchDB(t)
 	report := func() string {
 		return queryCSV(t, db, "select name, json_extract(report, '$.loss') as loss from calibrations order by name")
 	}

@@ -126,11 +126,8 @@ func runDeploy(c *cli.Context) error {
 	}
 	if in.NextN > 0 {
 		drafter := "MTP"
-		for _, e := range []*engine.Spec{r.Engine, r.Prefill, r.Decode} {
-			if e != nil && e.SeparateDrafter() {
-				drafter = fmt.Sprintf("%s head %s", strings.ToUpper(e.DraftMethod), e.DraftModel)
-				break
-			}
+		if e := r.Drafter(); e != nil {
+			drafter = fmt.Sprintf("%s head %s", strings.ToUpper(e.DraftMethod), e.DraftModel)
 		}
 		fmt.Fprintf(w, "# %s: %d draft tokens per decode step, predicted at %s accepted per step (measured for the model and data; not an engine key)\n",
 			drafter, in.NextN, strconv.FormatFloat(in.NextNAccepted, 'g', -1, 64))

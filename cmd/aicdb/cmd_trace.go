@@ -1092,6 +1092,13 @@ func quantitativeConfig(eng engine.Spec, tim timing.Timing) refine.TraceReplay {
 	return rc
 }
 
+// replayPreemptions is a quantitative replay's preemption count: every request
+// of a replay is measured, so it is the calendar's mean per request times their
+// number (a KV-bound replay once read "no preemption" for want of it).
+func replayPreemptions(perRequest float64, requests int) int {
+	return int(math.Round(perRequest * float64(requests)))
+}
+
 // quantitativeReplay replays the whole workload tw (refine.TraceWorkload.Replay) and
 // returns the summary and the per-request rows `trace replay --tier quantitative`
 // stores.
@@ -1109,9 +1116,7 @@ func quantitativeReplay(ctx context.Context, tw *refine.TraceWorkload, rc refine
 		TPOTMean: rep.TPOT.Mean(), TPOTP50: rep.TPOT.Quantile(0.5), TPOTP99: rep.TPOT.Quantile(0.99),
 		E2EMean: rep.E2E.Mean(), E2EP50: rep.E2E.Quantile(0.5), E2EP99: rep.E2E.Quantile(0.99),
 		ThroughputRPS: rep.ThroughputRPS, OutputTokensPerS: rep.OutputTokensPerS,
-		// Every request is measured, so the mean per request times their number is
-		// the calendar's count (it was left 0: a KV-bound replay read "no preemption").
-		Preemptions: int(math.Round(rep.PreemptionsPerRequest * float64(len(reqs))))}
+		Preemptions: replayPreemptions(rep.PreemptionsPerRequest, len(reqs))}
 	rows := make([]store.ReplayRow, len(rep.Requests))
 	for i, r := range rep.Requests {
 		sum.OutputTokens += r.OSL

@@ -226,18 +226,15 @@ func configDrafts(cfg *engineconf.Config, backend string) int {
 	return probe.DraftTokens
 }
 
-// configProbe is backend's default engine with cfg applied, for reading what
-// the config sets; ok false without a config, or when the backend or the config
-// does not apply (their errors come when the engine is resolved).
+// configProbe is backend's default engine with cfg applied (Config.Probe), for
+// reading what the config sets; ok false without a config, or when the backend
+// or the config does not apply (their errors come when the engine is resolved).
 func configProbe(cfg *engineconf.Config, backend string) (engine.Spec, bool) {
-	if cfg == nil {
+	if cfg == nil || cfg.Backend != engine.Backend(backend) {
 		return engine.Spec{}, false
 	}
-	probe, err := engine.Defaults(backend, "")
-	if err != nil || cfg.Apply(&probe) != nil {
-		return engine.Spec{}, false
-	}
-	return probe, true
+	probe, err := cfg.Probe()
+	return probe, err == nil
 }
 
 // oracleEngineFlags applies --engine-profile and --engine-config to a scenario's

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"github.com/urfave/cli/v2"
-	"math"
 
 	"github.com/aicdb/aicdb/disagg"
 	"github.com/aicdb/aicdb/engine"
@@ -115,7 +114,7 @@ func replayDisagg(c *cli.Context, st *store.Store, info store.TraceInfo, sl stor
 		ITLMean: rep.ITL.Mean(), ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99),
 		E2EMean: rep.E2E.Mean(), E2EP50: rep.E2E.Quantile(0.5), E2EP99: rep.E2E.Quantile(0.99),
 		ThroughputRPS: rep.ThroughputRPS, OutputTokensPerS: rep.OutputTokensPerS,
-		Preemptions: int(math.Round(rep.PreemptionsPerRequest * float64(len(rep.Records))))} // every request measured
+		Preemptions: replayPreemptions(rep.PreemptionsPerRequest, len(rep.Records))}
 	hand = replayHandoff{rep.KVTransfer.Mean(), rep.KVTransfer.Quantile(0.99), rep.PQueueMsP99, rep.DHeadroomMin}
 	var tpot []queueing.Atom // over the requests with osl > 1, as oracle.DisaggSummary
 	for i, r := range rep.Records {

@@ -295,6 +295,16 @@ func checkSGLangDrafts(set []Setting) error {
 	return nil
 }
 
+// Probe is the backend's default engine with the file applied: what the file
+// sets (its drafts, its drafter), read before the engine is resolved.
+func (c *Config) Probe() (engine.Spec, error) {
+	e, err := engine.Defaults(c.Backend, "")
+	if err == nil {
+		err = c.Apply(&e)
+	}
+	return e, err
+}
+
 // Apply sets the fields of e that the file's scheduling keys name, then
 // validates e. The file must be for e's backend.
 func (c *Config) Apply(e *engine.Spec) error {
@@ -416,6 +426,18 @@ func (r Resolved) Encode() (string, error) {
 		return "", fmt.Errorf("encode engine config: %w", err)
 	}
 	return string(b), nil
+}
+
+// Drafter is the recorded engine that proposes its drafts with a separate
+// drafter (engine.Spec.SeparateDrafter: an EAGLE / EAGLE3 head), nil when none
+// does: an agg row's engine, else a disaggregated row's first pool that does.
+func (r Resolved) Drafter() *engine.Spec {
+	for _, e := range []*engine.Spec{r.Engine, r.Prefill, r.Decode} {
+		if e != nil && e.SeparateDrafter() {
+			return e
+		}
+	}
+	return nil
 }
 
 // DecodeResolved parses a stored engine_config. "" and "{}" (rows stored before

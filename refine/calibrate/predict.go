@@ -409,10 +409,7 @@ func (r *Resolver) measuredConfig(m *measure.Measurement, moe bool) (*engineconf
 	if _, ok := cfg.Layout(); ok && m.Mode == store.ModeDisagg {
 		return nil, "engine_config: parallelism keys on a disaggregated row (its pools have their own layouts): drop them, the row's columns give each pool's"
 	}
-	probe, err := engine.Defaults(m.Backend, "")
-	if err == nil {
-		err = cfg.Apply(&probe)
-	}
+	probe, err := cfg.Probe()
 	if err != nil {
 		return nil, "engine_config: " + oneLine(err.Error())
 	}
