@@ -84,3 +84,67 @@ func (s *Sim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*Result, error)
 	}
 	return res, err
 }
+
+// OpenRun is an open-loop benchmark run as `vllm bench serve --request-rate` and
+// `aiperf profile --request-rate` run it (queueing.FiniteRun with Open, identical
+// semantics): path Path of queueing.OpenSends — sends at the arrival instants of
+// the run's rate (all at 0 at rate 0), at most MaxConcurrency in flight, a
+// waiting request sent TurnaroundMs + ClientRTTMs after the completion that frees
+// its seat — reaching the scheduler queueing.FiniteAdmitGapMs apart when sent
+// together. Every request is measured; records carry client 0 and their send
+// order as Generation.
+type OpenRun struct {
+	Shape
+	Run          queueing.FiniteRun
+	Path         int
+	TurnaroundMs float64
+	ClientRTTMs  float64
+}
+
+// RunOpenRun simulates one path of the open finite run.
+func (s *Sim) RunOpenRun(ctx context.Context, or OpenRun) (*Result, error) {
+	if err := or.Shape.validate(&s.eng); err != nil {
+		return nil, err
+	}
+	fl := FiniteLoop{Clients: 1, Requests: or.Run.Requests, TurnaroundMs: or.TurnaroundMs, ClientRTTMs: or.ClientRTTMs}
+	if err := fl.validateCounts(); err != nil {
+		return nil, err
+	}
+	sends, err := queueing.NewOpenSends(or.Run, or.Path, or.TurnaroundMs+or.ClientRTTMs)
+	if err != nil {
+		return nil, err
+	}
+	if or.Prewarm {
+		s.prewarm(or.Prefix)
+	}
+	s.reqs = make([]req, 0, or.Run.Requests)
+	s.gen = make([]int32, 0, or.Run.Requests)
+	var drawErr error
+	var adm queueing.FiniteAdmission // sends are made in time order (OpenSends)
+	send := func(at float64) {
+		k := len(s.reqs)
+		isl, osl, err := or.draw(k)
+		if err != nil {
+			if drawErr == nil {
+				drawErr = err
+			}
+			isl, osl = or.ISL, or.OSL
+		}
+		s.gen = append(s.gen, int32(k))
+		s.add("", adm.At(at), isl, nil, or.Prefix, osl, 0, 0)
+	}
+	for _, at := range sends.Start() {
+		send(at)
+	}
+	s.onFinish = func(s *Sim, ri int32, t float64) {
+		if at, ok := sends.Completed(t); ok {
+			send(at)
+		}
+	}
+	s.opt.MaxPasses = max(s.opt.MaxPasses, 1000+4*or.Run.Requests*(or.ISL+or.OSL))
+	res, err := s.Run(ctx)
+	if drawErr != nil {
+		return nil, drawErr
+	}
+	return res, err
+}

@@ -13,3 +13,16 @@ import (
 func TestGateFinite(t *testing.T) {
 	checkRows(t, gate.RunFinite(context.Background(), gate.FiniteFamilies()))
 }
+
+// TestGateOpenFinite gates the open-loop benchmark run (measured `vllm bench
+// serve --request-rate` / aiperf --request-rate rows): the model's
+// QuantitativeFinite of an Open run against the DES's RunOpenRun on the same
+// sends, at a Poisson rate, the same rate under a client concurrency bound, and
+// every request at once.
+func TestGateOpenFinite(t *testing.T) {
+	fams := gate.OpenFiniteFamilies()
+	if len(fams) != 24 {
+		t.Fatalf("%d open-run families, want 24 (8 bases × 3 runs)", len(fams))
+	}
+	checkRows(t, gate.RunFinite(context.Background(), fams))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -45,6 +46,25 @@ type FiniteRun struct {
 	// (QuantitativeFinite, finiteDesync). The tandem's finite run has no such
 	// model and refuses it.
 	Desync bool `json:"desync,omitempty"`
+
+	// Open marks an open-loop run (finite_open.go): the requests are sent at the
+	// instants of an arrival process, not by clients in a loop — `vllm bench
+	// serve --request-rate R` (with or without --max-concurrency), its default
+	// request rate inf without --max-concurrency (every request at once), and
+	// `aiperf profile --request-rate R`. The fields below are read only then.
+	Open bool `json:"open,omitempty"`
+	// RateRPS is the Poisson rate of the sends (requests/s, the W1 stream's
+	// exponential gaps); 0: every request is sent at time 0 (rate inf).
+	RateRPS float64 `json:"rate_rps,omitempty"`
+	// MaxConcurrency > 0 bounds the requests in flight (the client's semaphore,
+	// vllm bench serve --max-concurrency): a request whose instant comes while
+	// MaxConcurrency are in flight waits, first come first served, and is sent when
+	// one completes; its TTFT counts from its send. 0: no bound.
+	MaxConcurrency int `json:"max_concurrency,omitempty"`
+	// Paths > 1 pools that many independent arrival paths (ArrivalPathMs 0 …
+	// Paths−1): one measured run samples one Poisson path, and the prediction is
+	// the expectation over them, not one path's sampling error. 0 or 1: path 0.
+	Paths int `json:"paths,omitempty"`
 }
 
 // FiniteAdmitGapMs is how far apart a benchmark run's requests that are sent at
@@ -91,6 +111,26 @@ func (f FiniteRun) Validate() error {
 	if f.Warmup < 0 || f.Warmup > maxFiniteRequests {
 		return fmt.Errorf("finite run warmup = %d: must be in 0..%d", f.Warmup, maxFiniteRequests)
 	}
+	if !f.Open {
+		if f.RateRPS != 0 || f.MaxConcurrency != 0 || f.Paths != 0 {
+			return fmt.Errorf("finite run: rate_rps, max_concurrency and paths describe an open-loop run (open: true)")
+		}
+		return nil
+	}
+	switch {
+	case f.Desync:
+		return fmt.Errorf("finite run: desync applies to closed loops (an open run's sends are already independent)")
+	case math.IsNaN(f.RateRPS) || math.IsInf(f.RateRPS, 0) || f.RateRPS < 0:
+		return fmt.Errorf("finite run rate_rps = %v: must be a finite number ≥ 0 (0: every request at once)", f.RateRPS)
+	case f.MaxConcurrency < 0:
+		return fmt.Errorf("finite run max_concurrency = %d: must be ≥ 0 (0: no bound)", f.MaxConcurrency)
+	case f.RateRPS == 0 && f.MaxConcurrency > 0:
+		return fmt.Errorf("finite run: every request at once with max_concurrency %d is the closed loop of %d clients: run it closed (open: false)", f.MaxConcurrency, f.MaxConcurrency)
+	case f.Paths < 0 || f.Paths > maxOpenPaths:
+		return fmt.Errorf("finite run paths = %d: must be in 0..%d", f.Paths, maxOpenPaths)
+	case f.Paths*f.Requests > maxFiniteRequests:
+		return fmt.Errorf("finite run: %d paths of %d requests exceed %d simulated requests", f.Paths, f.Requests, maxFiniteRequests)
+	}
 	return nil
 }
 
@@ -99,6 +139,9 @@ func (f FiniteRun) Validate() error {
 func (f FiniteRun) ValidateClosedLoop(w workload.Spec) error {
 	if w.Concurrency <= 0 {
 		return fmt.Errorf("workload: a finite benchmark run needs a closed loop (concurrency > 0), got concurrency %d", w.Concurrency)
+	}
+	if f.Open {
+		return fmt.Errorf("finite run: an open-loop run (request rate or every request at once) where a closed loop is needed")
 	}
 	return f.Validate()
 }
@@ -134,6 +177,18 @@ func (f FiniteRun) Label() string {
 	}
 	if f.Desync {
 		l += ",desync"
+	}
+	if f.Open {
+		l += ",open"
+		if f.RateRPS > 0 {
+			l += ",rate=" + strconv.FormatFloat(f.RateRPS, 'g', -1, 64)
+		}
+		if f.MaxConcurrency > 0 {
+			l += fmt.Sprintf(",cap=%d", f.MaxConcurrency)
+		}
+		if f.Paths > 1 {
+			l += fmt.Sprintf(",paths=%d", f.Paths)
+		}
 	}
 	return l
 }
@@ -171,6 +226,9 @@ func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, e engine.Sp
 }
 
 func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
+	if f.Open {
+		return finiteOpen(ctx, w, e, t, o, f, summary)
+	}
 	if f.Desync {
 		return finiteDesync(ctx, w, e, t, o, f, summary)
 	}

@@ -34,7 +34,8 @@ type RequestRecord struct {
 	// requested through Options.RecordTokenTimes.
 	TokenMs   []float64 `json:"token_ms,omitempty"`
 	Transient bool      `json:"transient,omitempty"`
-	// Phase is the stagger phase (1..K) of a steady record of a mixture, 0 otherwise.
+	// Phase is the stagger phase (1..K) of a steady record of a mixture, or the
+	// arrival path (1..Paths) of an open finite run pooling several; 0 otherwise.
 	Phase int `json:"phase,omitempty"`
 }
 

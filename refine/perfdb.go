@@ -219,6 +219,12 @@ var queueingFingerprint = sync.OnceValue(func() string {
 			func() (*queueing.Report, error) {
 				return queueing.QuantitativeFinite(context.Background(), w, e, t, queueing.DefaultOptions(), queueing.FiniteRun{Requests: 3 * w.Concurrency})
 			},
+			// Open-loop measured runs (finite_open.go): Poisson sends under a
+			// client concurrency bound, two paths.
+			func() (*queueing.Report, error) {
+				return queueing.QuantitativeFinite(context.Background(), w, e, t, queueing.DefaultOptions(),
+					queueing.FiniteRun{Requests: 3 * w.Concurrency, Open: true, RateRPS: 8, MaxConcurrency: w.Concurrency / 2, Paths: 2})
+			},
 		} {
 			r, err := eval()
 			if err != nil {

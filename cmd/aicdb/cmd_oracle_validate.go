@@ -24,7 +24,8 @@ func oracleValidateCommand() *cli.Command {
 		Usage: "run the validation gate (model vs oracle) and print the residuals",
 		Description: `Runs the gate's suites: agg (closed and open loops, burst and staggered clients,
 long-prompt tails), kv (vLLM preemption, SGLang retraction, TRT-LLM pausing under KV
-pressure), finite (benchmark runs of N requests from a burst, as measured rows are
+pressure), finite (benchmark runs of N requests from a burst, and open-loop runs at a
+request rate, with or without a client concurrency bound, as measured rows are
 predicted), disagg (the prefill/decode tandem against the disaggregated DES) and replay
 (2,000-request slices of the sample traces, model vs DES, aggregated and disaggregated;
 give the folder of the sample traces with --traces). The table format prints each suite's
@@ -68,7 +69,7 @@ func runOracleValidate(c *cli.Context) error {
 			fams = filterFamilies(fams, func(f gate.Family) string { return f.Name }, sub)
 			o = outcomeOf(suite, fams, func(f []gate.Family) []gate.Row { return gate.Run(c.Context, f) }, gate.WriteTable, gate.Verdict)
 		case "finite":
-			fams := filterFamilies(gate.FiniteFamilies(), func(f gate.FiniteFamily) string { return f.Family.Name }, sub)
+			fams := filterFamilies(append(gate.FiniteFamilies(), gate.OpenFiniteFamilies()...), func(f gate.FiniteFamily) string { return f.Family.Name }, sub)
 			o = outcomeOf(suite, fams, func(f []gate.FiniteFamily) []gate.Row { return gate.RunFinite(c.Context, f) }, gate.WriteTable, gate.Verdict)
 		case "disagg":
 			fams := filterFamilies(gate.DisaggFamilies(), func(f gate.DisaggFamily) string { return f.Name }, sub)

@@ -62,10 +62,15 @@ func FiniteFamilies() []FiniteFamily {
 	return out
 }
 
-// RunFinite evaluates finite-run families on both sides.
+// RunFinite evaluates finite-run families on both sides (closed runs, and open
+// ones: OpenFiniteFamilies).
 func RunFinite(ctx context.Context, fams []FiniteFamily) []Row {
 	rows := make([]Row, 0, len(fams))
 	for _, f := range fams {
+		if f.Run.Open {
+			rows = append(rows, runOpenFamily(ctx, f))
+			continue
+		}
 		rows = append(rows, runFiniteFamily(ctx, f))
 	}
 	return rows

@@ -98,6 +98,28 @@ func (s *ArrivalStream) Next() float64 {
 	return t
 }
 
+// ArrivalPathMs returns n arrival times (ms, the first at 0) of independent path
+// p ≥ 0 of the stream for rateRPS: path p draws its gaps from the stream's periods
+// p·⌈n/ArrivalStrata⌉ onwards, so the paths of one n share no period (their gaps
+// are independent draws of the same strata) and path 0 is ArrivalTimesMs(n).
+func ArrivalPathMs(n int, rateRPS float64, p int) ([]float64, error) {
+	if p < 0 || n < 0 {
+		return nil, fmt.Errorf("arrival path %d of %d requests: want p ≥ 0 and n ≥ 0", p, n)
+	}
+	s, err := NewArrivalStream(rateRPS)
+	if err != nil {
+		return nil, err
+	}
+	if p > 0 {
+		s.shuffle(p * ((n + ArrivalStrata - 1) / ArrivalStrata))
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = s.Next()
+	}
+	return out, nil
+}
+
 // ArrivalTimesMs returns the first n arrival times of the stream for rateRPS.
 func ArrivalTimesMs(n int, rateRPS float64) ([]float64, error) {
 	s, err := NewArrivalStream(rateRPS)

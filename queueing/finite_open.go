@@ -1,0 +1,233 @@
+package queueing
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/queueing/timing"
+	"github.com/aicdb/aicdb/queueing/workload"
+)
+
+// An open-loop benchmark run as it was run. `vllm bench serve --request-rate R
+// --num-prompts N` sends request i at the i-th instant of a Poisson process of
+// rate R (its default burstiness 1: exponential gaps; the first request at 0);
+// with --max-concurrency C a request whose instant comes while C are in flight
+// waits on the client's semaphore (first come, first served) and is sent when
+// one completes, and its TTFT counts from that send; at the default rate inf
+// without --max-concurrency every request is sent at once. `aiperf profile
+// --request-rate R` sends the same way. Statistics are over all N requests from
+// an idle engine (no warm-up), throughput N over the span from the first send to
+// the last completion — as for the closed run (finite.go).
+
+// maxOpenPaths bounds FiniteRun.Paths.
+const maxOpenPaths = 64
+
+// OpenPaths is how many independent arrival paths a prediction of an open run of
+// n requests pools: enough that the paths hold ~2,048 requests together (a path
+// of a few hundred Poisson arrivals has a realised rate several percent off R, and
+// a queue's mean TTFT moves with it), at most 8.
+func OpenPaths(n int) int {
+	return min(max(ceilDiv(2048, max(n, 1)), 1), 8)
+}
+
+// OpenSends is the send schedule of one path of an open run: when each request
+// reaches the scheduler (ms from the run's start, before the additive stages).
+// The model's calendar and the oracle's DES both drive their runs with it, so the
+// gate compares their schedulers on the same sends.
+//
+// Request j reaches the scheduler at its arrival instant a_j when fewer than
+// MaxConcurrency requests are in flight then; otherwise it waits for a completion
+// (first come, first served) and reaches the scheduler delayMs after it (the
+// client's turnaround and round trip, as a closed loop's replacement) — at
+// max(a_j, completion + delayMs) in both cases, so a request is created exactly
+// when a seat is free for it: at the start for the first MaxConcurrency, then one
+// per completion. Times are non-decreasing in creation order.
+type OpenSends struct {
+	at       []float64
+	cap      int
+	delay    float64
+	next     int
+	inFlight int
+}
+
+// NewOpenSends returns path p's schedule of run f (f.Open) with delayMs from a
+// completion to the send it releases.
+func NewOpenSends(f FiniteRun, p int, delayMs float64) (*OpenSends, error) {
+	if !f.Open {
+		return nil, fmt.Errorf("finite run: not an open-loop run")
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	at := make([]float64, f.Requests)
+	if f.RateRPS > 0 {
+		var err error
+		if at, err = workload.ArrivalPathMs(f.Requests, f.RateRPS, p); err != nil {
+			return nil, err
+		}
+	}
+	return &OpenSends{at: at, cap: f.MaxConcurrency, delay: delayMs}, nil
+}
+
+// free reports whether a seat is free for the next request.
+func (o *OpenSends) free() bool {
+	return o.next < len(o.at) && (o.cap == 0 || o.inFlight < o.cap)
+}
+
+// Start returns the sends made at the start: the first MaxConcurrency requests'
+// (every request's without a bound), at their arrival instants.
+func (o *OpenSends) Start() []float64 {
+	var out []float64
+	for o.free() {
+		out = append(out, o.at[o.next])
+		o.next++
+		o.inFlight++
+	}
+	return out
+}
+
+// Completed records a completion at now and returns the send it releases
+// (false: none — no bound, or every request sent).
+func (o *OpenSends) Completed(now float64) (float64, bool) {
+	o.inFlight--
+	if !o.free() {
+		return 0, false
+	}
+	t := math.Max(o.at[o.next], now+o.delay)
+	o.next++
+	o.inFlight++
+	return t, true
+}
+
+// finiteOpen evaluates the open-loop benchmark run f (f.Open, finite_open.go's
+// semantics) on w's shapes: f.Paths independent arrival paths (at least one),
+// each from an idle engine; the statistics are over the requests of every path
+// (each path weighs equally: the same count), the throughput the mean of the
+// paths' N over their spans; the ITL pools every path's gaps. The transient is
+// each path's first request.
+func finiteOpen(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
+	w.Concurrency, w.RateRPS = 0, 0 // the run, not the workload, says how requests are sent
+	if f.RateRPS > 0 {
+		w.RateRPS = f.RateRPS // Validate's open-loop form (the rate is finite and > 0)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, inputErr(err)
+	}
+	if w.RateRPS == 0 {
+		w.Concurrency = f.Requests // every request at once: validated as the loop it is
+	}
+	b, err := checkInputs(w, e, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckClientRTT(o.ClientRTTMs); err != nil {
+		return nil, inputErr(fmt.Errorf("options %w", err))
+	}
+	paths := max(f.Paths, 1)
+	var rep *Report
+	var atoms [5][]Atom // ttft, tpot, e2e, transient, itl
+	var recs []RequestRecord
+	x, tok, passes, kvPeak, preempts := 0.0, 0.0, 0, 0.0, 0.0
+	for p := 0; p < paths; p++ {
+		r, err := finiteOpenPath(ctx, w, e, t, o, f, b, p, summary)
+		if err != nil {
+			return nil, err
+		}
+		if paths == 1 {
+			return r, finite(r)
+		}
+		if rep == nil {
+			rep = r
+		}
+		for i, d := range []Distribution{r.TTFTSteady, r.TPOT, r.E2E, r.TTFTTransient, r.ITL} {
+			atoms[i] = append(atoms[i], d.atoms...)
+		}
+		for _, q := range r.Requests {
+			q.Phase = p + 1 // the path, as a stagger phase's records carry theirs
+			recs = append(recs, q)
+		}
+		x += r.ThroughputRPS / float64(paths)
+		tok += r.OutputTokensPerS / float64(paths)
+		passes += r.Diagnostics.Passes
+		kvPeak = math.Max(kvPeak, r.KVUtilPeak)
+		preempts += r.PreemptionsPerRequest / float64(paths)
+	}
+	rep.TTFTSteady, rep.TPOT, rep.E2E = fromAtomsOwned(atoms[0]), fromAtomsOwned(atoms[1]), fromAtomsOwned(atoms[2])
+	rep.TTFTTransient, rep.ITL = fromAtomsOwned(atoms[3]), fromAtomsOwned(atoms[4])
+	if !summary {
+		rep.Requests = recs
+	}
+	p99 := rep.TTFTSteady.Quantile(0.99)
+	rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi = p99, p99
+	rep.ThroughputRPS, rep.OutputTokensPerS = x, tok
+	rep.KVUtilPeak, rep.PreemptionsPerRequest = kvPeak, preempts
+	rep.Diagnostics.Passes = passes
+	rep.Diagnostics.SteadyRequests = paths * f.Requests
+	return rep, finite(rep)
+}
+
+// finiteOpenPath runs path p of the open run f.
+func finiteOpenPath(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, b shapeBounds, p int, summary bool) (*Report, error) {
+	s := new(sim)
+	*s = newSim(e, t)
+	s.record = o.RecordTokenTimes
+	s.initKV(e.KVCapacityTokens)
+	col := &collector{stage: e.StageMs}
+	s.onPass = col.onPass
+	if !o.RecordTokenTimes && !o.NoFastForward {
+		s.fast = col.onFast
+	}
+	if summary {
+		s.summarise()
+	}
+	perReq := b.maxISL - w.Prefix + b.maxOSL + 2
+	N := f.Requests
+	C := N
+	if f.MaxConcurrency > 0 {
+		C = min(C, f.MaxConcurrency)
+	}
+	if err := s.workGuard(N, float64(ceilDiv(N, C)+1)*cyclePasses(s, w, C), C); err != nil {
+		return nil, err
+	}
+	stage := e.StageMs
+	sends, err := NewOpenSends(f, p, w.TurnaroundMs+o.ClientRTTMs)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	s.reqs = make([]simReq, 0, N)
+	s.maxPasses = N*perReq + 64
+	var adm FiniteAdmission // sends are made in time order (OpenSends)
+	send := func(at float64) {
+		i := len(s.reqs)
+		ri := s.newReq(&w, -1, i, adm.At(at+stage))
+		s.reqs[ri].steady, s.reqs[ri].bucket = true, 0
+		s.reqs[ri].transient = i == 0
+	}
+	for _, at := range sends.Start() {
+		send(at)
+	}
+	done := 0
+	s.onFinish = func(s *sim, ri int32, now float64) {
+		done++
+		if at, ok := sends.Completed(now); ok {
+			send(at)
+		}
+	}
+	if err := s.run(ctx, func() bool { return done == N }); err != nil {
+		return nil, err
+	}
+	rep, err := s.report(col, w, -1, -1)
+	if err != nil {
+		return nil, err
+	}
+	rep.ITL = col.itlOf(0, 1)
+	end, toks := 0.0, 0.0
+	for i := range s.reqs {
+		end = math.Max(end, s.reqs[i].done)
+		toks += float64(s.reqs[i].osl)
+	}
+	rep.SetSpan(f, end, toks)
+	return rep, nil
+}
