@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,7 +72,7 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 		"truncated.json": string(raw[:len(raw)/2]),
 		"types.json":     strings.Replace(string(raw), `"p99_ttft_ms": 410.0`, `"p99_ttft_ms": [1]`, 1),
 		"nan.json":       strings.Replace(string(raw), `"mean_tpot_ms": 36.5`, `"mean_tpot_ms": NaN`, 1),
-		"noclients.json": strings.Replace(string(raw), `"max_concurrency": 32, `, "", 1),
+		"noclients.json": strings.Replace(string(raw), `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32, `, "", 1),
 	}
 	want := map[string]string{"truncated.json": "is the file truncated?", "types.json": "field p99_ttft_ms: an array: want a number",
 		"nan.json": "field mean_tpot_ms: NaN", "noclients.json": "field concurrency: the file states neither a client concurrency (vllm bench serve max_concurrency, AIPerf concurrency) nor a finite request rate; add the one the run used to the file"}
@@ -280,5 +282,75 @@ func TestMeasurementEngineConfigApplied(t *testing.T) {
 	}
 	if got, why := predict(eagle, "--nextn", "3", "--nextn-accepted", "2"); !strings.HasSuffix(got, " eagle3") || why != "" {
 		t.Errorf("EAGLE with --nextn: row %q (%q), want the head", got, why)
+	}
+}
+
+// TestBenchOpenLoopRuns: `vllm bench serve` runs at a request rate (with and
+// without --max-concurrency) and at its default rate inf without a bound are
+// predicted as they were run; gamma sends and a disaggregated open run are
+// refused with their reason; a bound that holds fewer requests in flight
+// predicts less queueing.
+func TestBenchOpenLoopRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and evaluates open runs")
+	}
+	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side, err := os.ReadFile(measureTestdata + "vllm_bench.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32, `
+	files := map[string]string{
+		"rate.json":  `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null, `,
+		"cap.json":   `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": 4, `,
+		"once.json":  `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": null, `,
+		"gamma.json": `"request_rate": 2.0, "burstiness": 0.5, "max_concurrency": null, `,
+	}
+	dir := t.TempDir()
+	var paths []string
+	for name, l := range files {
+		data := strings.Replace(string(raw), load, l, 1)
+		data = strings.Replace(data, `"num_prompts": 320`, `"num_prompts": 100`, 1)
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(strings.TrimSuffix(p, ".json")+".yaml", side, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	db := initDB(t)
+	if code, out, errs := cliRun(t, db, append([]string{"bench", "import"}, paths...)...); code != 0 {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	code, out, _ := cliRun(t, db, "query", "--format", "csv",
+		"select run_id, concurrency, request_rate from measurements order by run_id")
+	if code != 0 || out != "run_id,concurrency,request_rate\ncap.json,4,2\ngamma.json,0,2\nonce.json,100,0\nrate.json,0,2\n" {
+		t.Errorf("imported loads: %q", out)
+	}
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select run_id, run, predicted is not null, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
+	want := "run_id,run,predicted is not null,\"coalesce(reason, '')\"\n" +
+		"cap.json,\"finite:n=100,open,rate=2,cap=4,paths=8\",1,\n" +
+		"gamma.json,,0,\"open-loop measurement: burstiness 0.5: gamma-distributed sends are not modelled (Poisson sends, burstiness 1, are)\"\n" +
+		"once.json,\"finite:n=100,desync\",1,\n" +
+		"rate.json,\"finite:n=100,open,rate=2,paths=8\",1,\n"
+	if code != 0 || out != want {
+		t.Errorf("accuracy runs:\n%s\nwant\n%s", out, want)
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select group_concat(round(predicted, 3), ' ') from (select predicted from accuracy where metric = 'ttft_mean' and run_id in ('cap.json', 'rate.json') order by run_id)")
+	var capTTFT, rateTTFT float64
+	lines := strings.Split(out, "\n")
+	if _, err := fmt.Sscanf(lines[min(1, len(lines)-1)], "%g %g", &capTTFT, &rateTTFT); code != 0 || err != nil || !(capTTFT > 0 && capTTFT <= rateTTFT) {
+		t.Errorf("TTFT under a bound of 4 in flight %v, unbounded %v (%q)", capTTFT, rateTTFT, out)
 	}
 }

@@ -239,8 +239,12 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = fmt.Sprintf("mode %q: only agg and disagg deployments are predicted", m.Mode)
 		return t
 	}
-	if m.Concurrency <= 0 {
-		t.Reason = "open-loop measurement: only closed-loop (client concurrency) runs are predicted yet"
+	if m.Concurrency <= 0 && m.RequestRate <= 0 {
+		t.Reason = "neither a client concurrency nor a request rate: the run's load is not stated"
+		return t
+	}
+	if open, why := m.OpenArrivals(); open && why != "" {
+		t.Reason = "open-loop measurement: " + why
 		return t
 	}
 	model, ok := r.modelID(m.Model)
@@ -331,11 +335,11 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		}
 		return t
 	}
-	if m.Concurrency%(m.PP*m.DP) != 0 {
-		t.Reason = fmt.Sprintf("concurrency %d is not a multiple of pp·dp = %d", m.Concurrency, m.PP*m.DP)
+	batch, why := r.aggBatch(m, v)
+	if why != "" {
+		t.Reason = why
 		return t
 	}
-	batch := m.Concurrency / (m.PP * m.DP)
 	e, budget, err := engineKnobs(r.Profile, queueing.ProfileInput{Backend: m.Backend, Version: v,
 		Role: queueing.RoleAgg, Batch: batch, ISL: m.ISL, OSL: m.OSL, GPUMemBytes: r.gpuMem[m.System]})
 	if err != nil {
@@ -386,6 +390,38 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 	r.benchmarkRun(&t, m.PP*m.DP)
 	return t
 }
+
+// aggBatch is the per-worker batch of aggregated measurement m's point (its
+// workers = pp·dp), or why it has none. A closed loop's clients split evenly
+// over the workers. An open-loop run (a request rate) holds at most its
+// client concurrency bound in flight, split the same way (rounded up); without
+// one, at most its request count per worker and the engine's own default running
+// cap at version v (the point's engine takes its cap from the batch).
+func (r *Resolver) aggBatch(m *measure.Measurement, v string) (int, string) {
+	workers := m.PP * m.DP
+	if m.RequestRate <= 0 {
+		if m.Concurrency%workers != 0 {
+			return 0, fmt.Sprintf("concurrency %d is not a multiple of pp·dp = %d", m.Concurrency, workers)
+		}
+		return m.Concurrency / workers, ""
+	}
+	if m.NumPrompts <= 0 {
+		return 0, "open-loop measurement without its request count (num_prompts / request_count): an open run is predicted as it was run, N requests from an idle engine"
+	}
+	if r.Run == RunSteady {
+		return 0, "open-loop measurement under --run steady: a stored steady state is a closed loop; predict it as its run (--run desync or benchmark)"
+	}
+	if m.Concurrency > 0 {
+		return ceilDiv(m.Concurrency, workers), ""
+	}
+	e, err := engine.Defaults(m.Backend, v)
+	if err != nil {
+		return 0, "engine profile: " + oneLine(err.Error())
+	}
+	return min(ceilDiv(m.NumPrompts, workers), e.SeatCap()), ""
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // measuredConfig is the engine config measurement m was deployed with (its
 // engine_config keys, engineconf's rules for its backend), nil when it states
@@ -466,10 +502,26 @@ const (
 // point's evaluator with it — unless the resolver predicts steady states, its
 // evaluator cannot run a benchmark, or the measurement does not say how it was run.
 func (r *Resolver) benchmarkRun(t *Target, workers int) {
+	m := &t.Row.Measurement
 	if _, ok := r.Ev.(RunEvaluator); !ok || r.Run == RunSteady {
+		if m.RequestRate > 0 {
+			t.Reason = "open-loop measurement: the evaluator cannot run a benchmark run, and a stored steady state is a closed loop"
+		}
 		return
 	}
-	if run, ok := t.Row.Measurement.BenchmarkRun(workers); ok {
+	if m.RequestRate > 0 {
+		// An open-loop run (aggBatch checked its count and the run mode): its rate
+		// and bound split evenly over the workers (random routing thins a Poisson
+		// stream into Poisson streams), the expectation over Poisson paths.
+		n := ceilDiv(m.NumPrompts, workers)
+		t.Run = &queueing.FiniteRun{Requests: n, Open: true, RateRPS: m.RequestRate / float64(workers), Paths: queueing.OpenPaths(n)}
+		if m.Concurrency > 0 {
+			t.Run.MaxConcurrency = ceilDiv(m.Concurrency, workers)
+		}
+		t.In.Evaluator += runTag + t.Run.Label()
+		return
+	}
+	if run, ok := m.BenchmarkRun(workers); ok {
 		t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup, Desync: r.Run == RunDesync && t.In.Mode == store.ModeAgg}
 		t.In.Evaluator += runTag + t.Run.Label()
 	}
@@ -772,8 +824,8 @@ func (r *Resolver) resolveDisagg(t Target, model, version string, res refine.Res
 		t.Reason = "disaggregated deployment without its pools' tp (prefill_tp_size / decode_tp_size not stated)"
 		return t
 	}
-	if m.Concurrency <= 0 {
-		t.Reason = "open-loop measurement: only closed-loop (client concurrency) runs are predicted yet"
+	if m.RequestRate > 0 {
+		t.Reason = "open-loop measurement of a disaggregated deployment: the tandem's benchmark run is closed-loop (client concurrency) only"
 		return t
 	}
 	if m.Prefix > 0 {

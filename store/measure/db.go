@@ -196,7 +196,7 @@ type Row struct {
 func Select(ctx context.Context, st *store.Store, where string) ([]Row, error) {
 	q := `SELECT id, line, run_id, model, system, backend, version, mode, isl, osl, prefix, tp, pp, dp, moe_tp, moe_ep,
 		gemm_quant, moe_quant, concurrency, request_rate, num_prompts, p_workers, p_batch, p_tp, p_pp, p_dp,
-		d_workers, d_batch, d_tp, d_pp, d_dp, engine_config, source_sha256,
+		d_workers, d_batch, d_tp, d_pp, d_dp, engine_config, extra, source_sha256,
 		(SELECT format FROM measurement_sources s WHERE s.sha256 = source_sha256), ` + strings.Join(MetricColumns[:], ", ") + `
 		FROM measurements`
 	if strings.TrimSpace(where) != "" {
@@ -208,12 +208,12 @@ func Select(ctx context.Context, st *store.Store, where string) ([]Row, error) {
 	err := st.EachRow(ctx, q, nil, func(scan func(...any) error) error {
 		var r Row
 		m := &r.Measurement
-		var ec string
+		var ec, ex string
 		vals := make([]*float64, NumMetrics)
 		dst := []any{&r.ID, &m.Line, &m.RunID, &m.Model, &m.System, &m.Backend, &m.Version, &m.Mode, &m.ISL, &m.OSL,
 			&m.Prefix, &m.TP, &m.PP, &m.DP, &m.MoETP, &m.MoEEP, &m.GemmQuant, &m.MoEQuant, &m.Concurrency,
 			&m.RequestRate, &m.NumPrompts, &m.PWorkers, &m.PBatch, &m.PTP, &m.PPP, &m.PDP, &m.DWorkers, &m.DBatch,
-			&m.DTP, &m.DPP, &m.DDP, &ec, &m.SHA256, &m.Format}
+			&m.DTP, &m.DPP, &m.DDP, &ec, &ex, &m.SHA256, &m.Format}
 		for k := range vals {
 			dst = append(dst, &vals[k])
 		}
@@ -223,6 +223,12 @@ func Select(ctx context.Context, st *store.Store, where string) ([]Row, error) {
 		}
 		if err := json.Unmarshal([]byte(ec), &m.EngineConfig); err != nil {
 			rowErr = fmt.Errorf("measurement %d: engine_config: %w", r.ID, err)
+			return rowErr
+		}
+		// The file's other fields: an open-loop row's send pattern is read from them
+		// (Measurement.OpenArrivals).
+		if err := json.Unmarshal([]byte(ex), &m.Extra); err != nil {
+			rowErr = fmt.Errorf("measurement %d: extra: %w", r.ID, err)
 			return rowErr
 		}
 		for k, v := range vals {

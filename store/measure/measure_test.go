@@ -272,3 +272,56 @@ func TestSiliconStatedConcurrency(t *testing.T) {
 		t.Errorf("agreeing row: concurrency %d, note %v; want 64 and none", ms[1].Concurrency, ms[1].Extra["concurrency_note"])
 	}
 }
+
+// TestOpenLoopLoads: how vllm bench serve and AIPerf files state an open-loop
+// load, and which send patterns are predicted as Poisson sends.
+func TestOpenLoopLoads(t *testing.T) {
+	dep, err := ParseSidecar("vllm_bench.yaml", read(t, "vllm_bench.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := string(read(t, "vllm_bench.json"))
+	load := `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32, `
+	for _, c := range []struct {
+		name, load string
+		conc       int
+		rate       float64
+		open       bool
+		why        string
+	}{
+		{"rate inf, no bound: every prompt at once", `"request_rate": Infinity, "max_concurrency": null, `, 320, 0, false, ""},
+		{"rate, no bound", `"request_rate": 4.5, "burstiness": 1.0, "max_concurrency": null, `, 0, 4.5, true, ""},
+		{"rate and bound", `"request_rate": 4.5, "max_concurrency": 8, `, 8, 4.5, true, ""},
+		{"gamma", `"request_rate": 4.5, "burstiness": 2.0, `, 0, 4.5, true, "burstiness 2.0: gamma-distributed sends are not modelled"},
+		{"ramp", `"request_rate": 4.5, "ramp_up_strategy": "linear", `, 0, 4.5, true, "ramp_up_strategy linear"},
+		{"ramp null", `"request_rate": 4.5, "ramp_up_strategy": null, `, 0, 4.5, true, ""},
+	} {
+		ms, err := Parse("v.json", []byte(strings.Replace(base, load, c.load, 1)), "", dep)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		m := ms[0]
+		open, why := m.OpenArrivals()
+		if m.Concurrency != c.conc || m.RequestRate != c.rate || open != c.open || !strings.Contains(why, c.why) || (c.why == "") != (why == "") {
+			t.Errorf("%s: concurrency %d rate %v open %v why %q", c.name, m.Concurrency, m.RequestRate, open, why)
+		}
+		if _, closed := m.BenchmarkRun(1); closed == open {
+			t.Errorf("%s: BenchmarkRun closed %v for an open-loop %v run", c.name, closed, open)
+		}
+		if c.conc == 320 && !strings.Contains(m.Extra["concurrency_note"].(string), "all 320 prompts sent at once") {
+			t.Errorf("%s: note %v", c.name, m.Extra)
+		}
+	}
+	ai := string(read(t, "aiperf.json"))
+	for pattern, why := range map[string]string{"poisson": "", "constant": "arrival_pattern constant: only Poisson sends are modelled"} {
+		data := strings.Replace(ai, `"loadgen": {`, `"loadgen": {"request_rate": 3.0, "arrival_pattern": "`+pattern+`", `, 1)
+		ms, err := Parse("a.json", []byte(data), "", Deployment{System: "h200_sxm", Backend: "vllm", TP: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if open, got := ms[0].OpenArrivals(); !open || got != why {
+			t.Errorf("aiperf %s: open %v why %q, want %q", pattern, open, got, why)
+		}
+	}
+}

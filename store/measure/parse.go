@@ -312,6 +312,7 @@ func parseVLLM(file string, data []byte) (Measurement, error) {
 	if m.NumPrompts, _, err = o.int("num_prompts"); err != nil {
 		return m, err
 	}
+	allAtOnce := ok && math.IsInf(rate, 1) && m.Concurrency == 0 && m.NumPrompts > 0
 	if m.Model, err = o.str("model_id"); err != nil {
 		return m, err
 	}
@@ -334,10 +335,18 @@ func parseVLLM(file string, data []byte) (Measurement, error) {
 		m.OSL = (out + done/2) / done
 	}
 	m.Extra = map[string]any{}
-	for _, k := range []string{"date", "backend", "tokenizer_id", "duration", "completed", "burstiness"} {
+	for _, k := range []string{"date", "backend", "tokenizer_id", "duration", "completed", "burstiness", "ramp_up_strategy"} {
 		if v, ok := top[k]; ok {
 			m.Extra[k] = v
 		}
+	}
+	if allAtOnce {
+		// vllm bench serve's default load: request rate inf without
+		// --max-concurrency sends every prompt at once, which is the closed loop of
+		// num_prompts clients sending one request each (queueing's identity,
+		// TestOpenRunIdentities).
+		m.Concurrency = m.NumPrompts
+		m.Extra["concurrency_note"] = fmt.Sprintf("request_rate inf without max_concurrency: all %d prompts sent at once (a closed loop of %d clients, one request each)", m.NumPrompts, m.NumPrompts)
 	}
 	return m, nil
 }
@@ -437,6 +446,16 @@ func aiperfConfig(cfg obj, m *Measurement) error {
 		}
 		if m.NumPrompts, _, err = lg.int("request_count"); err != nil {
 			return err
+		}
+		// How the rate's sends are spaced (AIPerf --arrival-pattern, default
+		// poisson): kept so an open-loop row is predicted only under Poisson sends.
+		for _, k := range []string{"arrival_pattern", "request_rate_mode"} {
+			if v, ok := lg.m[k].(string); ok && v != "" {
+				if m.Extra == nil {
+					m.Extra = map[string]any{}
+				}
+				m.Extra[k] = v
+			}
 		}
 	}
 	if pa, ok, err := cfg.sub("perf_analyzer"); err != nil {

@@ -1,5 +1,11 @@
 package measure
 
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
 // How a measured closed-loop run was run: its request count and warm-up, so the
 // prediction is of that run (queueing.FiniteRun) rather than of the steady state.
 
@@ -25,12 +31,13 @@ type Run struct {
 // BenchmarkRun returns the run that produced m, per worker of pp·dp = workers
 // (the clients split evenly over them; a disaggregated deployment is one tandem,
 // workers = 1), or false when the file does not say (an
-// open loop, or a vllm-bench / AIPerf file without a request count): then the
+// open loop — a request rate, with or without a concurrency bound: see
+// OpenArrivals — or a vllm-bench / AIPerf file without a request count): then the
 // steady state is what can be predicted. aic-silicon rows were measured by
 // aiconfigurator's benchmark (AICBenchRounds rounds per client); vllm bench serve
 // and AIPerf files state their own num_prompts / request_count (no warm-up known).
 func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
-	if m.Concurrency <= 0 || (m.Mode != "agg" && m.Mode != "disagg") {
+	if m.Concurrency <= 0 || m.RequestRate > 0 || (m.Mode != "agg" && m.Mode != "disagg") {
 		return Run{}, false
 	}
 	workers = max(workers, 1)
@@ -46,4 +53,36 @@ func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
 		return Run{Requests: perWorker(m.NumPrompts), Source: m.Format + " request count"}, true
 	}
 	return Run{}, false
+}
+
+// OpenArrivals reports whether m is an open-loop run (a finite request rate, with
+// or without a client concurrency bound) and, for one, why its sends cannot be
+// predicted as Poisson arrivals ("" when they can): vllm bench serve's
+// burstiness other than 1 (gamma gaps) or a ramp-up strategy (a rate that
+// changes during the run), AIPerf's arrival pattern other than poisson.
+func (m *Measurement) OpenArrivals() (open bool, why string) {
+	if m.RequestRate <= 0 {
+		return false, ""
+	}
+	if b, ok := m.Extra["burstiness"]; ok && b != nil {
+		// A parsed file holds a json.Number, a stored row a float64.
+		f, ok := b.(float64)
+		if n, isNum := b.(json.Number); isNum {
+			var err error
+			f, err = n.Float64()
+			ok = err == nil
+		}
+		if !ok || f != 1 {
+			return true, fmt.Sprintf("burstiness %v: gamma-distributed sends are not modelled (Poisson sends, burstiness 1, are)", b)
+		}
+	}
+	if r, ok := m.Extra["ramp_up_strategy"]; ok && r != nil {
+		return true, fmt.Sprintf("ramp_up_strategy %v: a request rate that changes during the run is not modelled", r)
+	}
+	for _, k := range []string{"arrival_pattern", "request_rate_mode"} {
+		if p, ok := m.Extra[k].(string); ok && !strings.EqualFold(p, "poisson") {
+			return true, fmt.Sprintf("%s %s: only Poisson sends are modelled", k, p)
+		}
+	}
+	return true, ""
 }
