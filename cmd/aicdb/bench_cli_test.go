@@ -354,3 +354,44 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 		t.Errorf("TTFT under a bound of 4 in flight %v, unbounded %v (%q)", capTTFT, rateTTFT, out)
 	}
 }
+
+// TestBenchDisaggSidecar: a vllm bench serve run against a disaggregated
+// deployment, its pools stated in the sidecar, is predicted by the tandem as the
+// run it was; the same file at a request rate is refused with its reason.
+func TestBenchDisaggSidecar(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and runs the tandem")
+	}
+	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := []byte("system: h200_sxm\nbackend: vllm\nversion: 0.22.0\nmode: disagg\nprefill: {workers: 1, tp: 2}\ndecode: {workers: 1, tp: 2}\n")
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"closed": string(raw),
+		"open":   strings.Replace(string(raw), `"request_rate": Infinity`, `"request_rate": 2.0`, 1),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), side, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := initDB(t)
+	if code, out, errs := cliRun(t, db, "bench", "import", filepath.Join(dir, "closed.json"), filepath.Join(dir, "open.json")); code != 0 {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	code, out, _ := cliRun(t, db, "query", "--format", "csv",
+		"select run_id, mode, coalesce(run, ''), predicted > 0, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
+	want := "run_id,mode,\"coalesce(run, '')\",predicted > 0,\"coalesce(reason, '')\"\n" +
+		"closed.json,disagg,finite:n=320,1,\n" +
+		"open.json,disagg,,,open-loop measurement of a disaggregated deployment: the tandem's benchmark run is closed-loop (client concurrency) only\n"
+	if code != 0 || out != want {
+		t.Errorf("disaggregated rows:\n%s\nwant\n%s", out, want)
+	}
+}

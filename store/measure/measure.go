@@ -48,6 +48,34 @@ type Deployment struct {
 	// EngineConfig is the engine's own configuration as deployed (free-form keys,
 	// stored as JSON; empty = unknown, the profile's rules apply).
 	EngineConfig map[string]any `yaml:"engine_config" json:"engine_config,omitempty"`
+
+	// Prefill and Decode are a disaggregated deployment's pools (mode disagg), for
+	// files that do not state them (vllm bench serve, AIPerf): the measurement's
+	// p_* and d_* columns. The row's tp, pp and dp default to the decode pool's.
+	Prefill Pool `yaml:"prefill" json:"prefill,omitzero"`
+	Decode  Pool `yaml:"decode" json:"decode,omitzero"`
+}
+
+// Pool is one pool of a disaggregated deployment: its worker count, per-worker
+// batch (a prefill worker's running cap; a decode worker's batch) and layout.
+type Pool struct {
+	Workers int `yaml:"workers" json:"workers,omitempty"`
+	Batch   int `yaml:"batch" json:"batch,omitempty"`
+	TP      int `yaml:"tp" json:"tp,omitempty"`
+	PP      int `yaml:"pp" json:"pp,omitempty"`
+	DP      int `yaml:"dp" json:"dp,omitempty"`
+}
+
+// fill sets each unset (0) field among dst (workers, batch, tp, pp, dp) from p.
+func (p Pool) fill(workers, batch, tp, pp, dp *int) {
+	for _, f := range []struct {
+		dst *int
+		v   int
+	}{{workers, p.Workers}, {batch, p.Batch}, {tp, p.TP}, {pp, p.PP}, {dp, p.DP}} {
+		if *f.dst == 0 {
+			*f.dst = f.v
+		}
+	}
 }
 
 // Merge fills d's unset fields from o (d, the file's own values, wins).
@@ -79,6 +107,27 @@ func (d *Deployment) Merge(o Deployment) {
 	n(&d.Prefix, o.Prefix)
 	if len(d.EngineConfig) == 0 {
 		d.EngineConfig = o.EngineConfig
+	}
+	o.Prefill.fill(&d.Prefill.Workers, &d.Prefill.Batch, &d.Prefill.TP, &d.Prefill.PP, &d.Prefill.DP)
+	o.Decode.fill(&d.Decode.Workers, &d.Decode.Batch, &d.Decode.TP, &d.Decode.PP, &d.Decode.DP)
+}
+
+// applyPools sets a disaggregated measurement's unset pool columns from its
+// deployment's pools, and its unset tp/pp/dp from the decode pool's (the
+// silicon rows' convention: the deployment's shape is the decode pool's).
+func (m *Measurement) applyPools() {
+	if m.Mode != "disagg" {
+		return
+	}
+	m.Prefill.fill(&m.PWorkers, &m.PBatch, &m.PTP, &m.PPP, &m.PDP)
+	m.Decode.fill(&m.DWorkers, &m.DBatch, &m.DTP, &m.DPP, &m.DDP)
+	for _, f := range []struct {
+		dst *int
+		v   int
+	}{{&m.TP, m.DTP}, {&m.PP, m.DPP}, {&m.DP, m.DDP}} {
+		if *f.dst == 0 {
+			*f.dst = f.v
+		}
 	}
 }
 
@@ -193,6 +242,18 @@ func (m *Measurement) Validate() error {
 	}{{"tp", m.TP}, {"pp", m.PP}, {"dp", m.DP}, {"moe_tp", m.MoETP}, {"moe_ep", m.MoEEP}} {
 		if f.v <= 0 {
 			return fe(f.name, "%d: must be > 0 (pass --%s)", f.v, strings.ReplaceAll(f.name, "_", "-"))
+		}
+	}
+	if m.Mode == "agg" && (m.Prefill != Pool{} || m.Decode != Pool{}) {
+		return fe("prefill", "pools given for an aggregated deployment: set mode: disagg, or drop prefill: and decode:")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"prefill.workers", m.PWorkers}, {"prefill.batch", m.PBatch}, {"prefill.tp", m.PTP}, {"prefill.pp", m.PPP}, {"prefill.dp", m.PDP},
+		{"decode.workers", m.DWorkers}, {"decode.batch", m.DBatch}, {"decode.tp", m.DTP}, {"decode.pp", m.DPP}, {"decode.dp", m.DDP}} {
+		if f.v < 0 {
+			return fe(f.name, "%d: must be ≥ 0", f.v)
 		}
 	}
 	if m.Concurrency < 0 {

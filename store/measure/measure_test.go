@@ -325,3 +325,36 @@ func TestOpenLoopLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestSidecarPools: a sidecar states a disaggregated deployment's pools for a
+// file that does not (vllm bench serve against a disaggregated server); the
+// row's shape is the decode pool's; pools on an aggregated row, an unknown pool
+// key or a negative size are one-line errors naming the field.
+func TestSidecarPools(t *testing.T) {
+	side := []byte("system: h200_sxm\nbackend: vllm\nversion: 0.22.0\nmode: disagg\nprefill: {workers: 2, tp: 2}\ndecode: {workers: 1, tp: 4, batch: 32}\n")
+	dep, err := ParseSidecar("s.yaml", side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Parse("vllm_bench.json", read(t, "vllm_bench.json"), "", dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ms[0]
+	if m.Mode != "disagg" || m.PWorkers != 2 || m.PTP != 2 || m.DWorkers != 1 || m.DTP != 4 || m.DBatch != 32 || m.TP != 4 || m.PP != 1 || m.Concurrency != 32 {
+		t.Errorf("pools p%d×tp%d d%d×tp%d b%d, row tp %d pp %d, c %d", m.PWorkers, m.PTP, m.DWorkers, m.DTP, m.DBatch, m.TP, m.PP, m.Concurrency)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"system: h200_sxm\nbackend: vllm\ntp: 2\nprefill: {workers: 1, tp: 2}\n", "field prefill: pools given for an aggregated deployment"},
+		{"system: h200_sxm\nbackend: vllm\nmode: disagg\nprefill: {workers: 1, tp: 2}\ndecode: {workers: -1, tp: 2}\n", "field decode.workers: -1: must be ≥ 0"},
+		{"system: h200_sxm\nbackend: vllm\nmode: disagg\nprefill: {gpus: 1}\n", "field gpus not found"},
+	} {
+		d, err := ParseSidecar("s.yaml", []byte(c.yaml))
+		if err == nil {
+			_, err = Parse("vllm_bench.json", read(t, "vllm_bench.json"), "", d)
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error %v, want one line with %q", c.yaml, err, c.want)
+		}
+	}
+}

@@ -97,6 +97,7 @@ func Parse(file string, data []byte, format string, dep Deployment) ([]Measureme
 		if m.Mode == "" {
 			m.Mode = "agg"
 		}
+		m.applyPools()
 		for _, p := range []*int{&m.PP, &m.DP} {
 			if *p == 0 {
 				*p = 1
