@@ -26,8 +26,9 @@ func benchCommand() *cli.Command {
 			ArgsUsage: "FILE...",
 			Description: `Each FILE is imported whole or not at all, once (by content hash). The format
 is sniffed unless --input-format (alias --format) is given. Deployment fields the file lacks (model,
-system, backend, version, parallelism, isl/osl, engine config) come from a sidecar
-YAML beside it (FILE.yaml or FILE's name with .yaml) and then from the flags.`,
+system, backend, version, parallelism, isl/osl, engine config; for mode disagg the pools:
+prefill: and decode: with workers, batch, tp, pp, dp) come from a sidecar YAML beside it
+(FILE.yaml or FILE's name with .yaml) and then from the flags.`,
 			Flags: slices.Concat([]cli.Flag{
 				&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the files' `FORMAT`: vllm-bench | aiperf | aic-silicon; --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			}, benchDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"}},
