@@ -36,6 +36,9 @@ func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, c Config, f
 }
 
 func quantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, clientRTTMs float64, summary bool) (*Report, error) {
+	if f.Open {
+		return finiteOpen(ctx, w, c, f, clientRTTMs, summary)
+	}
 	if err := c.Validate(w); err != nil {
 		return nil, &queueing.InputError{Err: err}
 	}
@@ -88,4 +91,103 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 	}
 	rep.SetSpan(f, end, toks)
 	return rep, finiteReport(rep)
+}
+
+// finiteOpen evaluates the open-loop benchmark run f (f.Open: queueing's
+// finite_open.go semantics) on the tandem: each of f.Paths independent arrival
+// paths (at least one) sends its requests by queueing.OpenSends to an idle
+// deployment (a send reaches the prefill router after the stages,
+// queueing.FiniteAdmitGapMs after the previous one when sent together); the
+// report pools the paths (queueing.PoolPaths; the KV transfer and prefill-queue
+// distributions likewise, the decode headroom their minimum, the prefill-holds
+// peak their maximum). w gives the shapes; its load is the run's: the bound in
+// flight (or, at rate 0, every request) as the clients a decode worker can see.
+func finiteOpen(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, clientRTTMs float64, summary bool) (*Report, error) {
+	if err := f.Validate(); err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	w.Concurrency, w.RateRPS = 0, 0
+	switch {
+	case f.MaxConcurrency > 0:
+		w.Concurrency = f.MaxConcurrency
+	case f.RateRPS > 0:
+		w.RateRPS = f.RateRPS
+	default:
+		w.Concurrency = f.Requests
+	}
+	if err := c.Validate(w); err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	if err := queueing.CheckClientRTT(clientRTTMs); err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	paths := max(f.Paths, 1)
+	reps := make([]*Report, paths)
+	for p := range reps {
+		r, err := openPath(ctx, w, c, f, p, clientRTTMs, summary)
+		if err != nil {
+			return nil, err
+		}
+		reps[p] = r
+	}
+	if paths == 1 {
+		return reps[0], finiteReport(reps[0])
+	}
+	base := make([]*queueing.Report, paths)
+	xfer, pq := make([]queueing.Distribution, paths), make([]queueing.Distribution, paths)
+	rep := &Report{DHeadroomMin: 1}
+	for p, r := range reps {
+		base[p], xfer[p], pq[p] = &r.Report, r.KVTransfer, r.pQueue
+		rep.DHeadroomMin = math.Min(rep.DHeadroomMin, r.DHeadroomMin)
+		rep.PrefillAdmitPeakTokens = max(rep.PrefillAdmitPeakTokens, r.PrefillAdmitPeakTokens)
+	}
+	rep.Report = *queueing.PoolPaths(base, summary)
+	rep.KVTransfer, rep.pQueue = queueing.PoolDistributions(xfer...), queueing.PoolDistributions(pq...)
+	rep.PQueueMsP99 = rep.pQueue.Quantile(0.99)
+	return rep, finiteReport(rep)
+}
+
+// openPath runs path p of the open run f on a fresh tandem.
+func openPath(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, p int, clientRTTMs float64, summary bool) (*Report, error) {
+	N := f.Requests
+	t, err := newTandem(&c, &w)
+	if err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	if summary {
+		for _, k := range t.dec {
+			k.OnToken = nil // its only effect is the ITL gaps (newTandem)
+		}
+	}
+	sends, err := queueing.NewOpenSends(f, p, w.TurnaroundMs+clientRTTMs)
+	if err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	t.reqs = make([]treq, 0, N)
+	var adm queueing.FiniteAdmission // sends are made in time order (OpenSends)
+	send := func(at float64) {
+		t.submit(0, len(t.reqs), adm.At(at+t.stage), true) // client 0, its send order: the first is the transient
+	}
+	for _, at := range sends.Start() {
+		send(at)
+	}
+	t.onDone = func(t *tandem, ri int, now float64) {
+		if at, ok := sends.Completed(now); ok {
+			send(at)
+		}
+	}
+	if err := t.loop(ctx, func() bool { return t.finished >= N }); err != nil {
+		return nil, err
+	}
+	rep, err := t.report()
+	if err != nil {
+		return nil, err
+	}
+	end, toks := 0.0, 0.0
+	for i := range t.reqs {
+		end = math.Max(end, t.reqs[i].done)
+		toks += float64(t.reqs[i].osl)
+	}
+	rep.SetSpan(f, end, toks)
+	return rep, nil
 }

@@ -84,6 +84,9 @@ type Report struct {
 	// BurstThroughputRPS and StaggeredThroughputRPS are the two starts'
 	// throughputs (closed loop with the multi-stability check; else 0).
 	BurstThroughputRPS, StaggeredThroughputRPS float64
+
+	// pQueue is the distribution behind PQueueMsP99 (pooled by an open run's paths).
+	pQueue queueing.Distribution
 }
 
 // Columns returns the aggregated columns (queueing.Report.Columns) plus
@@ -854,7 +857,8 @@ func (t *tandem) report() (*Report, error) {
 	sort.Slice(itl, func(i, j int) bool { return itl[i].Value < itl[j].Value })
 	rep.ITL = mk(itl)
 	rep.KVTransfer = mk(t.xfer)
-	rep.PQueueMsP99 = mk(pq).Quantile(0.99)
+	rep.pQueue = mk(pq)
+	rep.PQueueMsP99 = rep.pQueue.Quantile(0.99)
 	if err != nil {
 		return nil, fmt.Errorf("disagg: %w", err)
 	}

@@ -2,6 +2,7 @@ package oracle
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/aicdb/aicdb/queueing"
 )
@@ -32,6 +33,46 @@ func (d *DisaggSim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*DisaggRe
 		}
 	}
 	if err := d.loop(ctx, func() bool { return d.fin == fl.Requests || cs.err != nil }); err != nil {
+		return nil, err
+	}
+	if cs.err != nil {
+		return nil, cs.err
+	}
+	return d.result(), nil
+}
+
+// RunOpenRun simulates one path of the open finite run or on the disaggregated
+// deployment, with the aggregated driver's semantics (Sim.RunOpenRun,
+// queueing.OpenSends): sends reach the router at their instants, at most the
+// run's bound in flight, queueing.FiniteAdmitGapMs apart when sent together.
+// Every request is measured; records carry client 0 and their send order.
+func (d *DisaggSim) RunOpenRun(ctx context.Context, or OpenRun) (*DisaggResult, error) {
+	if err := d.validShape(&or.Shape); err != nil {
+		return nil, err
+	}
+	fl := FiniteLoop{Clients: 1, Requests: or.Run.Requests, TurnaroundMs: or.TurnaroundMs, ClientRTTMs: or.ClientRTTMs}
+	if err := fl.validateCounts(); err != nil {
+		return nil, err
+	}
+	if or.Run.Paths > 1 {
+		return nil, fmt.Errorf("open run paths = %d: the DES runs one path (Run.FirstPath)", or.Run.Paths)
+	}
+	sends, err := queueing.NewOpenSends(or.Run, 0, or.TurnaroundMs+or.ClientRTTMs)
+	if err != nil {
+		return nil, err
+	}
+	d.total = or.Run.Requests
+	cs := clientSends{d: d, sh: &or.Shape, sent: make([]int, 1)}
+	var adm queueing.FiniteAdmission // sends are made in time order (OpenSends)
+	for _, at := range sends.Start() {
+		cs.send(0, adm.At(at))
+	}
+	d.onDone = func(ri int32, t float64) {
+		if at, ok := sends.Completed(t); ok {
+			cs.send(0, adm.At(at))
+		}
+	}
+	if err := d.loop(ctx, func() bool { return d.fin == or.Run.Requests || cs.err != nil }); err != nil {
 		return nil, err
 	}
 	if cs.err != nil {

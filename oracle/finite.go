@@ -87,7 +87,7 @@ func (s *Sim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*Result, error)
 
 // OpenRun is an open-loop benchmark run as `vllm bench serve --request-rate` and
 // `aiperf profile --request-rate` run it (queueing.FiniteRun with Open, identical
-// semantics): path Path of queueing.OpenSends — sends at the arrival instants of
+// semantics; one path, Run.FirstPath, of queueing.OpenSends) — sends at the arrival instants of
 // the run's rate (all at 0 at rate 0), at most MaxConcurrency in flight, a
 // waiting request sent TurnaroundMs + ClientRTTMs after the completion that frees
 // its seat — reaching the scheduler queueing.FiniteAdmitGapMs apart when sent
@@ -96,7 +96,6 @@ func (s *Sim) RunFiniteLoop(ctx context.Context, fl FiniteLoop) (*Result, error)
 type OpenRun struct {
 	Shape
 	Run          queueing.FiniteRun
-	Path         int
 	TurnaroundMs float64
 	ClientRTTMs  float64
 }
@@ -110,7 +109,10 @@ func (s *Sim) RunOpenRun(ctx context.Context, or OpenRun) (*Result, error) {
 	if err := fl.validateCounts(); err != nil {
 		return nil, err
 	}
-	sends, err := queueing.NewOpenSends(or.Run, or.Path, or.TurnaroundMs+or.ClientRTTMs)
+	if or.Run.Paths > 1 {
+		return nil, fmt.Errorf("open run paths = %d: the DES runs one path (Run.FirstPath)", or.Run.Paths)
+	}
+	sends, err := queueing.NewOpenSends(or.Run, 0, or.TurnaroundMs+or.ClientRTTMs)
 	if err != nil {
 		return nil, err
 	}

@@ -61,10 +61,12 @@ type FiniteRun struct {
 	// MaxConcurrency are in flight waits, first come first served, and is sent when
 	// one completes; its TTFT counts from its send. 0: no bound.
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
-	// Paths > 1 pools that many independent arrival paths (ArrivalPathMs 0 …
-	// Paths−1): one measured run samples one Poisson path, and the prediction is
-	// the expectation over them, not one path's sampling error. 0 or 1: path 0.
-	Paths int `json:"paths,omitempty"`
+	// Paths > 1 pools that many independent arrival paths (ArrivalPathMs
+	// FirstPath … FirstPath+Paths−1): one measured run samples one Poisson path,
+	// and the prediction is the expectation over them, not one path's sampling
+	// error. 0 or 1: path FirstPath alone.
+	Paths     int `json:"paths,omitempty"`
+	FirstPath int `json:"first_path,omitempty"`
 }
 
 // FiniteAdmitGapMs is how far apart a benchmark run's requests that are sent at
@@ -112,8 +114,8 @@ func (f FiniteRun) Validate() error {
 		return fmt.Errorf("finite run warmup = %d: must be in 0..%d", f.Warmup, maxFiniteRequests)
 	}
 	if !f.Open {
-		if f.RateRPS != 0 || f.MaxConcurrency != 0 || f.Paths != 0 {
-			return fmt.Errorf("finite run: rate_rps, max_concurrency and paths describe an open-loop run (open: true)")
+		if f.RateRPS != 0 || f.MaxConcurrency != 0 || f.Paths != 0 || f.FirstPath != 0 {
+			return fmt.Errorf("finite run: rate_rps, max_concurrency, paths and first_path describe an open-loop run (open: true)")
 		}
 		return nil
 	}
@@ -128,6 +130,8 @@ func (f FiniteRun) Validate() error {
 		return fmt.Errorf("finite run: every request at once with max_concurrency %d is the closed loop of %d clients: run it closed (open: false)", f.MaxConcurrency, f.MaxConcurrency)
 	case f.Paths < 0 || f.Paths > maxOpenPaths:
 		return fmt.Errorf("finite run paths = %d: must be in 0..%d", f.Paths, maxOpenPaths)
+	case f.FirstPath < 0 || f.FirstPath > 1<<20:
+		return fmt.Errorf("finite run first_path = %d: must be in 0..%d", f.FirstPath, 1<<20)
 	case f.Paths*f.Requests > maxFiniteRequests:
 		return fmt.Errorf("finite run: %d paths of %d requests exceed %d simulated requests", f.Paths, f.Requests, maxFiniteRequests)
 	}
@@ -188,6 +192,9 @@ func (f FiniteRun) Label() string {
 		}
 		if f.Paths > 1 {
 			l += fmt.Sprintf(",paths=%d", f.Paths)
+		}
+		if f.FirstPath > 0 {
+			l += fmt.Sprintf(",first_path=%d", f.FirstPath)
 		}
 	}
 	return l

@@ -52,8 +52,8 @@ type OpenSends struct {
 	inFlight int
 }
 
-// NewOpenSends returns path p's schedule of run f (f.Open) with delayMs from a
-// completion to the send it releases.
+// NewOpenSends returns the schedule of run f's (f.Open) path f.FirstPath + p with
+// delayMs from a completion to the send it releases.
 func NewOpenSends(f FiniteRun, p int, delayMs float64) (*OpenSends, error) {
 	if !f.Open {
 		return nil, fmt.Errorf("finite run: not an open-loop run")
@@ -64,7 +64,7 @@ func NewOpenSends(f FiniteRun, p int, delayMs float64) (*OpenSends, error) {
 	at := make([]float64, f.Requests)
 	if f.RateRPS > 0 {
 		var err error
-		if at, err = workload.ArrivalPathMs(f.Requests, f.RateRPS, p); err != nil {
+		if at, err = workload.ArrivalPathMs(f.Requests, f.RateRPS, f.FirstPath+p); err != nil {
 			return nil, err
 		}
 	}
@@ -126,46 +126,70 @@ func finiteOpen(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Ti
 		return nil, inputErr(fmt.Errorf("options %w", err))
 	}
 	paths := max(f.Paths, 1)
-	var rep *Report
-	var atoms [5][]Atom // ttft, tpot, e2e, transient, itl
-	var recs []RequestRecord
-	x, tok, passes, kvPeak, preempts := 0.0, 0.0, 0, 0.0, 0.0
-	for p := 0; p < paths; p++ {
+	reps := make([]*Report, paths)
+	for p := range reps {
 		r, err := finiteOpenPath(ctx, w, e, t, o, f, b, p, summary)
 		if err != nil {
 			return nil, err
 		}
-		if paths == 1 {
-			return r, finite(r)
-		}
-		if rep == nil {
-			rep = r
-		}
-		for i, d := range []Distribution{r.TTFTSteady, r.TPOT, r.E2E, r.TTFTTransient, r.ITL} {
-			atoms[i] = append(atoms[i], d.atoms...)
-		}
+		reps[p] = r
+	}
+	rep := PoolPaths(reps, summary)
+	return rep, finite(rep)
+}
+
+// PoolPaths pools the reports of an open run's independent arrival paths (each
+// of the same N requests): the distributions are the union of the paths' (each
+// request, each ITL gap once), the throughputs, the preemptions per request and
+// the passes the mean and sum over paths, the KV peak their maximum; records
+// (unless summary) carry their path as Phase (1..). One path is returned as is.
+// The first path's report is the base (its run, window and tier).
+func PoolPaths(reps []*Report, summary bool) *Report {
+	if len(reps) == 1 {
+		return reps[0]
+	}
+	k := float64(len(reps))
+	var ttft, tpot, e2e, trans, itl []Distribution
+	var recs []RequestRecord
+	rep := *reps[0]
+	rep.ThroughputRPS, rep.OutputTokensPerS, rep.PreemptionsPerRequest, rep.KVUtilPeak = 0, 0, 0, 0
+	rep.Diagnostics.Passes, rep.Diagnostics.SteadyRequests = 0, 0
+	for p, r := range reps {
+		ttft, tpot, e2e = append(ttft, r.TTFTSteady), append(tpot, r.TPOT), append(e2e, r.E2E)
+		trans, itl = append(trans, r.TTFTTransient), append(itl, r.ITL)
 		for _, q := range r.Requests {
 			q.Phase = p + 1 // the path, as a stagger phase's records carry theirs
 			recs = append(recs, q)
 		}
-		x += r.ThroughputRPS / float64(paths)
-		tok += r.OutputTokensPerS / float64(paths)
-		passes += r.Diagnostics.Passes
-		kvPeak = math.Max(kvPeak, r.KVUtilPeak)
-		preempts += r.PreemptionsPerRequest / float64(paths)
+		rep.ThroughputRPS += r.ThroughputRPS / k
+		rep.OutputTokensPerS += r.OutputTokensPerS / k
+		rep.PreemptionsPerRequest += r.PreemptionsPerRequest / k
+		rep.KVUtilPeak = math.Max(rep.KVUtilPeak, r.KVUtilPeak)
+		rep.Diagnostics.Passes += r.Diagnostics.Passes
+		rep.Diagnostics.SteadyRequests += r.Diagnostics.SteadyRequests
 	}
-	rep.TTFTSteady, rep.TPOT, rep.E2E = fromAtomsOwned(atoms[0]), fromAtomsOwned(atoms[1]), fromAtomsOwned(atoms[2])
-	rep.TTFTTransient, rep.ITL = fromAtomsOwned(atoms[3]), fromAtomsOwned(atoms[4])
+	rep.TTFTSteady, rep.TPOT, rep.E2E = PoolDistributions(ttft...), PoolDistributions(tpot...), PoolDistributions(e2e...)
+	rep.TTFTTransient, rep.ITL = PoolDistributions(trans...), PoolDistributions(itl...)
+	rep.Requests = nil
 	if !summary {
 		rep.Requests = recs
 	}
 	p99 := rep.TTFTSteady.Quantile(0.99)
 	rep.TTFTSteadyP99Lo, rep.TTFTSteadyP99Hi = p99, p99
-	rep.ThroughputRPS, rep.OutputTokensPerS = x, tok
-	rep.KVUtilPeak, rep.PreemptionsPerRequest = kvPeak, preempts
-	rep.Diagnostics.Passes = passes
-	rep.Diagnostics.SteadyRequests = paths * f.Requests
-	return rep, finite(rep)
+	return &rep
+}
+
+// PoolDistributions is the union of ds: every atom of each, at its weight.
+func PoolDistributions(ds ...Distribution) Distribution {
+	n := 0
+	for _, d := range ds {
+		n += len(d.atoms)
+	}
+	a := make([]Atom, 0, n)
+	for _, d := range ds {
+		a = append(a, d.atoms...)
+	}
+	return fromAtomsOwned(a)
 }
 
 // finiteOpenPath runs path p of the open run f.

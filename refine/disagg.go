@@ -280,6 +280,14 @@ var modelFingerprint = sync.OnceValue(func() string {
 			func() (*disagg.Report, error) {
 				return disagg.Quantitative(context.Background(), w, c, disagg.Options{})
 			},
+			// Measured runs: the closed loop's and an open loop's (two paths).
+			func() (*disagg.Report, error) {
+				return disagg.QuantitativeFinite(context.Background(), w, c, queueing.FiniteRun{Requests: 24}, queueing.DefaultClientRTTMs)
+			},
+			func() (*disagg.Report, error) {
+				return disagg.QuantitativeFinite(context.Background(), w, c,
+					queueing.FiniteRun{Requests: 24, Open: true, RateRPS: 20, MaxConcurrency: 6, Paths: 2}, queueing.DefaultClientRTTMs)
+			},
 		} {
 			r, err := eval()
 			if err != nil {

@@ -357,7 +357,8 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 
 // TestBenchDisaggSidecar: a vllm bench serve run against a disaggregated
 // deployment, its pools stated in the sidecar, is predicted by the tandem as the
-// run it was; the same file at a request rate is refused with its reason.
+// run it was: the closed loop of its clients, and the same file at a request
+// rate as Poisson sends.
 func TestBenchDisaggSidecar(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and runs the tandem")
@@ -390,7 +391,7 @@ func TestBenchDisaggSidecar(t *testing.T) {
 		"select run_id, mode, coalesce(run, ''), predicted > 0, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
 	want := "run_id,mode,\"coalesce(run, '')\",predicted > 0,\"coalesce(reason, '')\"\n" +
 		"closed.json,disagg,finite:n=320,1,\n" +
-		"open.json,disagg,,,open-loop measurement of a disaggregated deployment: the tandem's benchmark run is closed-loop (client concurrency) only\n"
+		"open.json,disagg,\"finite:n=320,open,rate=2,cap=32,paths=7\",1,\n"
 	if code != 0 || out != want {
 		t.Errorf("disaggregated rows:\n%s\nwant\n%s", out, want)
 	}

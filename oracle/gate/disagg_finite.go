@@ -23,7 +23,8 @@ type DisaggFiniteFamily struct {
 // run of 20·C requests under the default client round trip, and the 1P1D ones
 // also under the exact boundary semantics (round trip 0, "· burst"), plus the
 // silicon rows' shape: a prefill worker that runs one request at a time (the
-// generator's prefill max_batch_size 1) behind a burst.
+// generator's prefill max_batch_size 1) behind a burst; and each 1P1D family as
+// open-loop runs (a Poisson rate, the rate under a bound, every request at once).
 func DisaggFiniteFamilies() []DisaggFiniteFamily {
 	var out []DisaggFiniteFamily
 	add := func(f DisaggFamily, rtt float64, tag string) {
@@ -38,6 +39,27 @@ func DisaggFiniteFamilies() []DisaggFiniteFamily {
 		add(f, queueing.DefaultClientRTTMs, "")
 		if f.Config.Prefill.Workers == 1 && f.Config.Decode.Workers == 1 {
 			add(f, 0, " · burst")
+		}
+	}
+	// Open-loop runs (queueing.FiniteRun with Open) on the 1P1D deployments: Poisson
+	// sends at openLoad × the tandem's steady closed-loop throughput, the same
+	// under a bound of C/2, and 2·C requests at once.
+	for _, f := range DisaggFamilies() {
+		if f.Spec.Concurrency <= 0 || f.Config.Prefill.Workers != 1 || f.Config.Decode.Workers != 1 {
+			continue
+		}
+		rate := math.NaN()
+		if r, err := disagg.Quantitative(context.Background(), f.Spec, f.Config, disagg.Options{NoMultiStability: true}); err == nil {
+			rate = math.Round(openLoad*r.ThroughputRPS*100) / 100
+		}
+		for _, run := range []queueing.FiniteRun{
+			{Requests: openRequests, Open: true, RateRPS: rate},
+			{Requests: openRequests, Open: true, RateRPS: rate, MaxConcurrency: max(f.Spec.Concurrency/2, 1)},
+			{Requests: 2 * f.Spec.Concurrency, Open: true},
+		} {
+			g := f
+			g.Name += " · " + run.Label()
+			out = append(out, DisaggFiniteFamily{DisaggFamily: g, Run: run, ClientRTTMs: queueing.DefaultClientRTTMs})
 		}
 	}
 	for _, e := range []struct {
@@ -66,6 +88,12 @@ func RunDisaggFiniteFamily(ctx context.Context, f DisaggFiniteFamily) DisaggRow 
 
 func runDisaggFiniteOracle(ctx context.Context, f DisaggFiniteFamily) (Metrics, DisaggExtra, error) {
 	w := f.Spec
+	if f.Run.Open { // the DES deployment sized for what can be in flight
+		w.Concurrency = f.Run.Requests
+		if f.Run.MaxConcurrency > 0 {
+			w.Concurrency = f.Run.MaxConcurrency
+		}
+	}
 	cfg, err := DisaggConfig(w, f.Config)
 	if err != nil {
 		return Metrics{}, DisaggExtra{}, err
@@ -75,8 +103,13 @@ func runDisaggFiniteOracle(ctx context.Context, f DisaggFiniteFamily) (Metrics, 
 	if err != nil {
 		return Metrics{}, DisaggExtra{}, err
 	}
-	res, err := d.RunFiniteLoop(ctx, oracle.FiniteLoop{Shape: shape, Clients: w.Concurrency, Requests: f.Run.Requests,
-		TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
+	var res *oracle.DisaggResult
+	if f.Run.Open {
+		res, err = d.RunOpenRun(ctx, oracle.OpenRun{Shape: shape, Run: f.Run, TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
+	} else {
+		res, err = d.RunFiniteLoop(ctx, oracle.FiniteLoop{Shape: shape, Clients: w.Concurrency, Requests: f.Run.Requests,
+			TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
+	}
 	if err != nil {
 		return Metrics{}, DisaggExtra{}, err
 	}

@@ -165,3 +165,31 @@ func TestDisaggTieAtPassStart(t *testing.T) {
 	c.Decode.KVCapacityTokens = 64
 	requireExactDisagg(t, DisaggFamily{Name: "trtllm 1P2D c3 isl16 osl2 decode kv 2 blocks", Spec: closed(16, 2, 0, 3), Config: c})
 }
+
+// TestPropertyDisaggOpenAgainstDES: on the same random deployments, an open-loop
+// benchmark run (random rate, bound, length and arrival path; or every request
+// at once) under any client round trip gives the same gated metrics on the
+// tandem (disagg.QuantitativeFinite of that one path) as on the DES
+// (DisaggSim.RunOpenRun), within 1e-9 (relative).
+func TestPropertyDisaggOpenAgainstDES(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		b, c, isl, osl, C := drawDisaggCase(rt)
+		run := drawOpenRun(rt, C)
+		if c.Decode.KVCapacityTokens > 0 && (run.MaxConcurrency == 0 || run.MaxConcurrency > C) {
+			// A bound decode KV is drawn for C in flight (drawDisaggCase).
+			run.MaxConcurrency, run.RateRPS = C, math.Max(run.RateRPS, 0.05)
+		}
+		rtt := rapid.SampledFrom([]float64{0, queueing.DefaultClientRTTMs, 7.5}).Draw(rt, "rtt")
+		f := DisaggFiniteFamily{DisaggFamily: DisaggFamily{Name: fmt.Sprintf("random %s open", b), Spec: closed(isl, osl, 0, C), Config: c},
+			Run: run, ClientRTTMs: rtt}
+		row := RunDisaggFiniteFamily(context.Background(), f)
+		if row.Err != nil {
+			rt.Fatal(row.Err)
+		}
+		for i, res := range row.Resid {
+			if !(math.Abs(res) <= 1e-9) {
+				rt.Fatalf("%s: model %v, DES %v (residual %v)", metricNames[i], row.Model.values()[i], row.Oracle.values()[i], res)
+			}
+		}
+	})
+}

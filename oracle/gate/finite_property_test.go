@@ -323,3 +323,40 @@ func TestTRTReusedPrefixMovesChunk(t *testing.T) {
 		t.Errorf("TTFT %v, want one pass of the 2952 uncached tokens, %v", row.Model.TTFTMean, want)
 	}
 }
+
+// drawOpenRun draws an open-loop run of up to 20·C+3 requests: Poisson sends at a
+// rate around the closed loop's scale, or every request at once, with or without
+// an in-flight bound, on any arrival path.
+func drawOpenRun(rt *rapid.T, C int) queueing.FiniteRun {
+	n := rapid.IntRange(1, 20*C+3).Draw(rt, "requests")
+	f := queueing.FiniteRun{Requests: n, Open: true}
+	if rapid.IntRange(0, 3).Draw(rt, "at once") > 0 {
+		f.RateRPS = rapid.Float64Range(0.05, 50).Draw(rt, "rate")
+		if rapid.Bool().Draw(rt, "bounded") {
+			f.MaxConcurrency = rapid.IntRange(1, 2*C).Draw(rt, "bound")
+		}
+	}
+	f.FirstPath = rapid.IntRange(0, 3).Draw(rt, "path")
+	return f
+}
+
+// TestPropertyOpenRunAgainstDES: on the same random engines, an open-loop
+// benchmark run (random rate, bound, length and arrival path; or every request
+// at once) under any client round trip gives the same gated metrics on the
+// calendar (queueing.QuantitativeFinite of that one path) as on the DES
+// (Sim.RunOpenRun), within 1e-9 (ITL quantiles within the calendar's bins).
+func TestPropertyOpenRunAgainstDES(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		e, w := drawAggCase(rt)
+		run := drawOpenRun(rt, w.Concurrency)
+		rtt := rapid.SampledFrom([]float64{0, queueing.DefaultClientRTTMs, 7.5}).Draw(rt, "rtt")
+		if e.KVCapacityTokens > 0 && (run.MaxConcurrency == 0 || run.MaxConcurrency > w.Concurrency) {
+			// The drawn pool is sized for C in flight: beyond it an open run may
+			// reach a regime the model refuses (SGLang EAGLE retraction).
+			run.MaxConcurrency, run.RateRPS = w.Concurrency, math.Max(run.RateRPS, 0.05)
+		}
+		f := FiniteFamily{Family: Family{Name: fmt.Sprintf("random %s open", e.Backend), Spec: w, Engine: e, Timing: roofline, ClientRTTMs: rtt},
+			Run: run}
+		requireAggRow(rt, runOpenFamily(context.Background(), f))
+	})
+}

@@ -335,7 +335,7 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 		}
 		return t
 	}
-	batch, why := r.aggBatch(m, v)
+	batch, why := r.pointBatch(m, v, m.PP*m.DP, "pp·dp")
 	if why != "" {
 		t.Reason = why
 		return t
@@ -391,17 +391,17 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 	return t
 }
 
-// aggBatch is the per-worker batch of aggregated measurement m's point (its
-// workers = pp·dp), or why it has none. A closed loop's clients split evenly
-// over the workers. An open-loop run (a request rate) holds at most its
-// client concurrency bound in flight, split the same way (rounded up); without
-// one, at most its request count per worker and the engine's own default running
-// cap at version v (the point's engine takes its cap from the batch).
-func (r *Resolver) aggBatch(m *measure.Measurement, v string) (int, string) {
-	workers := m.PP * m.DP
+// pointBatch is the per-worker batch of measurement m's point over its workers
+// (aggregated: pp·dp; disaggregated: the decode pool's workers · pp · dp, named
+// by unit), or why it has none. A closed loop's clients split exactly over the
+// workers. An open-loop run (a request rate) holds at most its client
+// concurrency bound in flight, split the same way (rounded up); without one, at
+// most its request count per worker, capped at the engine's default running cap
+// at version v (the point's engine takes its cap from the batch).
+func (r *Resolver) pointBatch(m *measure.Measurement, v string, workers int, unit string) (int, string) {
 	if m.RequestRate <= 0 {
 		if m.Concurrency%workers != 0 {
-			return 0, fmt.Sprintf("concurrency %d is not a multiple of pp·dp = %d", m.Concurrency, workers)
+			return 0, fmt.Sprintf("concurrency %d is not a multiple of %s = %d", m.Concurrency, unit, workers)
 		}
 		return m.Concurrency / workers, ""
 	}
@@ -510,7 +510,7 @@ func (r *Resolver) benchmarkRun(t *Target, workers int) {
 		return
 	}
 	if m.RequestRate > 0 {
-		// An open-loop run (aggBatch checked its count and the run mode): its rate
+		// An open-loop run (pointBatch checked its count and the run mode): its rate
 		// and bound split evenly over the workers (random routing thins a Poisson
 		// stream into Poisson streams), the expectation over Poisson paths.
 		n := ceilDiv(m.NumPrompts, workers)
@@ -824,20 +824,16 @@ func (r *Resolver) resolveDisagg(t Target, model, version string, res refine.Res
 		t.Reason = "disaggregated deployment without its pools' tp (prefill_tp_size / decode_tp_size not stated)"
 		return t
 	}
-	if m.RequestRate > 0 {
-		t.Reason = "open-loop measurement of a disaggregated deployment: the tandem's benchmark run is closed-loop (client concurrency) only"
-		return t
-	}
 	if m.Prefix > 0 {
 		t.Reason = fmt.Sprintf("prefix %d: the disaggregated tandem does not model prefix caching yet", m.Prefix)
 		return t
 	}
 	width := one(m.DWorkers) * one(m.DPP) * one(m.DDP)
-	if m.Concurrency%width != 0 {
-		t.Reason = fmt.Sprintf("concurrency %d is not a multiple of decode workers · pp · dp = %d", m.Concurrency, width)
+	bd, why := r.pointBatch(m, version, width, "decode workers · pp · dp")
+	if why != "" {
+		t.Reason = why
 		return t
 	}
-	bd := m.Concurrency / width
 	// One expert-parallel size must lay out both pools (refine.PoolMoELayout
 	// divides each pool's tp·dp by it); the measurement keeps the decode pool's.
 	// Where it does not divide the prefill pool, the largest size dividing both
