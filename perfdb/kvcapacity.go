@@ -76,7 +76,14 @@ func (e *Estimator) kvCapacity(isl, osl, blockSize int, k KVPoolKnobs) (int, Mem
 		f = k.MemFraction
 	}
 	scale := (1 - reserved) * (1 - tol)
-	nonKV := u.TotalGiB - u.KVCacheGiB
+	// A drafter's layer (aiconfigurator's memory model leaves it out): its
+	// weights beside the target's, its KV per token beside theirs.
+	dW, dKV := e.drafter(u)
+	nonKV := u.TotalGiB - u.KVCacheGiB + dW
+	if dKV > 0 {
+		u.KVCacheGiB *= (perTok + dKV) / perTok
+		perTok += dKV
+	}
 	budget := capGiB*f*scale - nonKV
 	if ofFree {
 		budget = (capGiB - nonKV) * f * scale
@@ -89,6 +96,7 @@ func (e *Estimator) kvCapacity(isl, osl, blockSize int, k KVPoolKnobs) (int, Mem
 		}
 	}
 	if u.KVCacheGiB > budget || u.TotalGiB >= capGiB {
+		u.WeightsGiB += dW // the arithmetic shows the drafter's weights with the target's
 		arith := fmt.Sprintf("%.2f GiB × %.3g × %.4g − (weights %.2f + activations %.2f + nccl %.2f + others %.2f GiB)",
 			capGiB, f, scale, u.WeightsGiB, u.ActivationsGiB, u.NCCLGiB, u.OthersGiB)
 		switch {
@@ -104,4 +112,26 @@ func (e *Estimator) kvCapacity(isl, osl, blockSize int, k KVPoolKnobs) (int, Mem
 	tokens := math.Floor(budget * (1 << 30) / perTok)
 	blocks := int(tokens) / blockSize
 	return blocks * blockSize, u, nil
+}
+
+// drafter is what a drafter adds to one GPU of this worker when it drafts
+// (Nextn > 0): weights (GiB) and KV bytes per token. An MTP module or an EAGLE
+// head is priced as one target-sized layer (mtp_scale_factor = (nextn + L)/L),
+// and its memory is counted the same way: one average layer's weights (all of
+// them on the GPU of the pipeline stage that runs it) and one attention layer's
+// KV per token — the engines give the drafter's layer a slot for every token of
+// the shared pool (vLLM's KV cache groups, SGLang's draft token pool of the
+// target's size, TensorRT-LLM's MTP layers in its cache manager).
+// aiconfigurator's memory model leaves it out; its OOM check (legacy estimates)
+// does too, so only the KV pools the queueing tiers run count it.
+func (e *Estimator) drafter(u MemoryUsage) (weightsGiB, kvPerTok float64) {
+	m := e.model
+	if e.cfg.Nextn <= 0 || m.Layers <= 0 {
+		return 0, 0
+	}
+	kvLayers := m.Layers
+	if m.Family == "QWEN35" { // its per-token KV is the full-attention layers' (kvBytesPerToken)
+		_, kvLayers = m.layerCounts()
+	}
+	return u.WeightsGiB * float64(max(e.cfg.PP, 1)) / float64(m.Layers), e.KVBytesPerToken() / float64(max(kvLayers, 1))
 }

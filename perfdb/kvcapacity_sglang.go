@@ -35,8 +35,9 @@ func (e *Estimator) SGLangKVPoolTokens(isl, osl, blockSize int, k KVPoolKnobs) (
 	if !(f > 0) {
 		f = SGLangMemFractionStatic(capB, e.cfg.TP, e.cfg.PP, e.cfg.DP, k.GraphMaxBS)
 	}
-	rest := (capB-(u.NCCLGiB+u.OthersGiB)*gib)*f - u.WeightsGiB*gib
-	tokens := math.Floor(rest / e.KVBytesPerToken()) // > 0: KVCapacityTokens checked it
+	dW, dKV := e.drafter(u) // the drafter's layer, as kvCapacity counts it
+	rest := (capB-(u.NCCLGiB+u.OthersGiB)*gib)*f - (u.WeightsGiB+dW)*gib
+	tokens := math.Floor(rest / (e.KVBytesPerToken() + dKV)) // > 0: KVCapacityTokens checked it
 	if !(tokens > float64(budget)) || tokens > 1<<40 {
 		return budget, nil
 	}

@@ -167,8 +167,9 @@ func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 		models: map[string]*perfdb.Model{}, ests: map[estKey]*estEntry{}, quants: map[quantKey]*quantEntry{}}
 }
 
-// Name implements Evaluator: "perfdb-2+kv+q<fingerprint>" (2: passes priced on
-// monotone kernel curves, perfdb.Querier.Monotone). Bump the number when
+// Name implements Evaluator: "perfdb-3+kv+q<fingerprint>" (2: passes priced on
+// monotone kernel curves, perfdb.Querier.Monotone; 3: a drafting worker's KV
+// pool holds its drafter's layer, perfdb's drafter). Bump the number when
 // the perfdb side of the numbers changes; the queueing side is fingerprinted
 // automatically (queueingFingerprint), so a change of the queueing model gives new
 // row keys and Sweep replaces the stale rows instead of reusing them. "+kv": agg
@@ -176,9 +177,9 @@ func NewPerfdbEvaluator(src PerfSource) *PerfdbEvaluator {
 // evaluator that assumed an unbounded pool are replaced.
 func (p *PerfdbEvaluator) Name() string {
 	if p.cal != nil {
-		return "perfdb-2+kv+q" + modelFingerprint() + "+cal:" + p.cal.Name()
+		return "perfdb-3+kv+q" + modelFingerprint() + "+cal:" + p.cal.Name()
 	}
-	return "perfdb-2+kv+q" + modelFingerprint()
+	return "perfdb-3+kv+q" + modelFingerprint()
 }
 
 // SetCalibrator makes the evaluator apply c to the points it covers (call before

@@ -149,8 +149,8 @@ func BenchmarkSweepDefaultAggPerfdbWarm(b *testing.B) {
 
 func TestPerfdbEvaluatorNameFingerprint(t *testing.T) {
 	a, b := NewPerfdbEvaluator(DirSource{}).Name(), NewPerfdbEvaluator(DirSource{}).Name()
-	if a != b || !strings.HasPrefix(a, "perfdb-2+kv+q") || len(a) != len("perfdb-2+kv+q")+8 {
-		t.Fatalf("names %q, %q: want a stable perfdb-2+kv+q<8 hex>", a, b)
+	if a != b || !strings.HasPrefix(a, "perfdb-3+kv+q") || len(a) != len("perfdb-3+kv+q")+8 {
+		t.Fatalf("names %q, %q: want a stable perfdb-3+kv+q<8 hex>", a, b)
 	}
 	t.Logf("evaluator name %s", a)
 }
