@@ -739,13 +739,23 @@ func evaluate(ctx context.Context, ev refine.Evaluator, p *Prediction) error {
 	if err != nil {
 		return err
 	}
-	if pt.Legacy.OOM {
+	if pt.Legacy.OOM && !unboundedOpen(p.Run) {
 		p.Reason = OOMReason
 		return nil
 	}
 	p.Point = pt
 	p.Quant, err = quantitativeOf(ctx, ev, p.In, p.Run)
 	return err
+}
+
+// unboundedOpen reports an open-loop run without a client concurrency bound. Its
+// point's batch is only the engine's running cap (pointBatch), not requests
+// resident together, so aiconfigurator's memory check of that many requests at
+// full length, their prefills' activations at once, says nothing about it: the
+// queueing tiers run the memory model's KV pool (refused only when one request
+// does not fit) with the engine's preemption.
+func unboundedOpen(run *queueing.FiniteRun) bool {
+	return run != nil && run.Open && run.MaxConcurrency == 0
 }
 
 // isGap reports a perf-data miss another version's tables may cover (not a model
