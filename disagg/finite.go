@@ -122,9 +122,13 @@ func finiteOpen(ctx context.Context, w workload.Spec, c Config, f queueing.Finit
 		return nil, &queueing.InputError{Err: err}
 	}
 	paths := max(f.Paths, 1)
+	ats, err := f.Arrivals(f.FirstPath, paths)
+	if err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
 	reps := make([]*Report, paths)
 	for p := range reps {
-		r, err := openPath(ctx, w, c, f, p, clientRTTMs, summary)
+		r, err := openPath(ctx, w, c, f, ats[p], clientRTTMs, summary)
 		if err != nil {
 			return nil, err
 		}
@@ -147,8 +151,9 @@ func finiteOpen(ctx context.Context, w workload.Spec, c Config, f queueing.Finit
 	return rep, finiteReport(rep)
 }
 
-// openPath runs path p of the open run f on a fresh tandem.
-func openPath(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, p int, clientRTTMs float64, summary bool) (*Report, error) {
+// openPath runs the open run f on one path's arrival instants at, on a fresh
+// tandem.
+func openPath(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, at []float64, clientRTTMs float64, summary bool) (*Report, error) {
 	N := f.Requests
 	t, err := newTandem(&c, &w)
 	if err != nil {
@@ -159,10 +164,7 @@ func openPath(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteR
 			k.OnToken = nil // its only effect is the ITL gaps (newTandem)
 		}
 	}
-	sends, err := queueing.NewOpenSends(f, p, w.TurnaroundMs+clientRTTMs)
-	if err != nil {
-		return nil, &queueing.InputError{Err: err}
-	}
+	sends := f.SendsAt(at, w.TurnaroundMs+clientRTTMs)
 	t.reqs = make([]treq, 0, N)
 	var adm queueing.FiniteAdmission // sends are made in time order (OpenSends)
 	send := func(at float64) {

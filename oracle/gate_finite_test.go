@@ -17,12 +17,12 @@ func TestGateFinite(t *testing.T) {
 // TestGateOpenFinite gates the open-loop benchmark run (measured `vllm bench
 // serve --request-rate` / aiperf --request-rate rows): the model's
 // QuantitativeFinite of an Open run against the DES's RunOpenRun on the same
-// sends, at a Poisson rate, the same rate under a client concurrency bound, and
-// every request at once.
+// sends, at a Poisson rate, the same rate under a client concurrency bound,
+// every request at once, and gamma and constant sends.
 func TestGateOpenFinite(t *testing.T) {
 	fams := gate.OpenFiniteFamilies()
-	if len(fams) != 24 {
-		t.Fatalf("%d open-run families, want 24 (8 bases × 3 runs)", len(fams))
+	if len(fams) != 30 {
+		t.Fatalf("%d open-run families, want 30 (8 bases × 3 runs, 3 of them also gamma and constant)", len(fams))
 	}
 	checkRows(t, gate.RunFinite(context.Background(), fams))
 }

@@ -61,7 +61,14 @@ type FiniteRun struct {
 	// MaxConcurrency are in flight waits, first come first served, and is sent when
 	// one completes; its TTFT counts from its send. 0: no bound.
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
-	// Paths > 1 pools that many independent arrival paths (ArrivalPathMs
+	// GammaShape > 0 (≠ 1) draws the gaps from a gamma distribution of that
+	// shape and the same mean (vllm bench serve --burstiness, AIPerf
+	// --arrival-pattern gamma --arrival-smoothness); 0 or 1: Poisson.
+	GammaShape float64 `json:"gamma_shape,omitempty"`
+	// Constant sends the requests 1/RateRPS apart (AIPerf --arrival-pattern
+	// constant): one deterministic path.
+	Constant bool `json:"constant,omitempty"`
+	// Paths > 1 pools that many independent arrival paths (workload.ArrivalPaths
 	// FirstPath … FirstPath+Paths−1): one measured run samples one Poisson path,
 	// and the prediction is the expectation over them, not one path's sampling
 	// error. 0 or 1: path FirstPath alone.
@@ -114,8 +121,8 @@ func (f FiniteRun) Validate() error {
 		return fmt.Errorf("finite run warmup = %d: must be in 0..%d", f.Warmup, maxFiniteRequests)
 	}
 	if !f.Open {
-		if f.RateRPS != 0 || f.MaxConcurrency != 0 || f.Paths != 0 || f.FirstPath != 0 {
-			return fmt.Errorf("finite run: rate_rps, max_concurrency, paths and first_path describe an open-loop run (open: true)")
+		if f.RateRPS != 0 || f.MaxConcurrency != 0 || f.Paths != 0 || f.FirstPath != 0 || f.GammaShape != 0 || f.Constant {
+			return fmt.Errorf("finite run: rate_rps, max_concurrency, gamma_shape, constant, paths and first_path describe an open-loop run (open: true)")
 		}
 		return nil
 	}
@@ -132,6 +139,12 @@ func (f FiniteRun) Validate() error {
 		return fmt.Errorf("finite run paths = %d: must be in 0..%d", f.Paths, maxOpenPaths)
 	case f.FirstPath < 0 || f.FirstPath > 1<<20:
 		return fmt.Errorf("finite run first_path = %d: must be in 0..%d", f.FirstPath, 1<<20)
+	case math.IsNaN(f.GammaShape) || f.GammaShape < 0 || f.GammaShape > 1e4:
+		return fmt.Errorf("finite run gamma_shape = %v: must be in [0, 1e4] (0: Poisson sends)", f.GammaShape)
+	case (f.GammaShape != 0 || f.Constant) && f.RateRPS == 0:
+		return fmt.Errorf("finite run: gamma_shape and constant space the sends of a request rate: give rate_rps")
+	case f.Constant && (f.GammaShape != 0 || f.Paths > 1 || f.FirstPath != 0):
+		return fmt.Errorf("finite run: constant sends are one deterministic path: no gamma_shape, paths or first_path")
 	case f.Paths*f.Requests > maxFiniteRequests:
 		return fmt.Errorf("finite run: %d paths of %d requests exceed %d simulated requests", f.Paths, f.Requests, maxFiniteRequests)
 	}
@@ -186,6 +199,12 @@ func (f FiniteRun) Label() string {
 		l += ",open"
 		if f.RateRPS > 0 {
 			l += ",rate=" + strconv.FormatFloat(f.RateRPS, 'g', -1, 64)
+		}
+		if f.Constant {
+			l += ",constant"
+		}
+		if f.GammaShape != 0 && f.GammaShape != 1 {
+			l += ",gamma=" + strconv.FormatFloat(f.GammaShape, 'g', -1, 64)
 		}
 		if f.MaxConcurrency > 0 {
 			l += fmt.Sprintf(",cap=%d", f.MaxConcurrency)

@@ -61,14 +61,37 @@ func NewOpenSends(f FiniteRun, p int, delayMs float64) (*OpenSends, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	at := make([]float64, f.Requests)
-	if f.RateRPS > 0 {
-		var err error
-		if at, err = workload.ArrivalPathMs(f.Requests, f.RateRPS, f.FirstPath+p); err != nil {
-			return nil, err
-		}
+	ats, err := f.Arrivals(f.FirstPath+p, 1)
+	if err != nil {
+		return nil, err
 	}
-	return &OpenSends{at: at, cap: f.MaxConcurrency, delay: delayMs}, nil
+	return f.SendsAt(ats[0], delayMs), nil
+}
+
+// SendsAt is the schedule of open run f on the arrival instants at.
+func (f FiniteRun) SendsAt(at []float64, delayMs float64) *OpenSends {
+	return &OpenSends{at: at, cap: f.MaxConcurrency, delay: delayMs}
+}
+
+// Arrivals returns the arrival instants of k paths of open run f from path
+// first: every request at 0 at rate 0, 1/rate apart for constant sends, else
+// the W1 stream's Poisson or gamma gaps (workload.ArrivalPaths).
+func (f FiniteRun) Arrivals(first, k int) ([][]float64, error) {
+	if f.RateRPS == 0 || f.Constant {
+		at := make([]float64, f.Requests)
+		if f.Constant {
+			var err error
+			if at, err = workload.ConstantArrivalsMs(f.Requests, f.RateRPS); err != nil {
+				return nil, err
+			}
+		}
+		out := make([][]float64, k)
+		for i := range out {
+			out[i] = at // read only
+		}
+		return out, nil
+	}
+	return workload.ArrivalPaths(f.Requests, f.RateRPS, f.GammaShape, first, k)
 }
 
 // free reports whether a seat is free for the next request.
@@ -126,9 +149,13 @@ func finiteOpen(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Ti
 		return nil, inputErr(fmt.Errorf("options %w", err))
 	}
 	paths := max(f.Paths, 1)
+	ats, err := f.Arrivals(f.FirstPath, paths)
+	if err != nil {
+		return nil, inputErr(err)
+	}
 	reps := make([]*Report, paths)
 	for p := range reps {
-		r, err := finiteOpenPath(ctx, w, e, t, o, f, b, p, summary)
+		r, err := finiteOpenPath(ctx, w, e, t, o, f, b, ats[p], summary)
 		if err != nil {
 			return nil, err
 		}
@@ -192,8 +219,8 @@ func PoolDistributions(ds ...Distribution) Distribution {
 	return fromAtomsOwned(a)
 }
 
-// finiteOpenPath runs path p of the open run f.
-func finiteOpenPath(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, b shapeBounds, p int, summary bool) (*Report, error) {
+// finiteOpenPath runs the open run f on one path's arrival instants at.
+func finiteOpenPath(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, b shapeBounds, at []float64, summary bool) (*Report, error) {
 	s := new(sim)
 	*s = newSim(e, t)
 	s.record = o.RecordTokenTimes
@@ -216,10 +243,7 @@ func finiteOpenPath(ctx context.Context, w workload.Spec, e engine.Spec, t timin
 		return nil, err
 	}
 	stage := e.StageMs
-	sends, err := NewOpenSends(f, p, w.TurnaroundMs+o.ClientRTTMs)
-	if err != nil {
-		return nil, inputErr(err)
-	}
+	sends := f.SendsAt(at, w.TurnaroundMs+o.ClientRTTMs)
 	s.reqs = make([]simReq, 0, N)
 	s.maxPasses = N*perReq + 64
 	var adm FiniteAdmission // sends are made in time order (OpenSends)

@@ -135,8 +135,13 @@ func TestOpenRunIdentities(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sum, x float64
+	run := FiniteRun{Requests: 60, Open: true, RateRPS: 12, Paths: 3}
+	ats, err := run.Arrivals(0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for p := 0; p < 3; p++ {
-		r, err := finiteOpenPath(ctx, workload.Spec{ISL: 2048, OSL: 64, RateRPS: 12}, e, benchLin, o, FiniteRun{Requests: 60, Open: true, RateRPS: 12, Paths: 3}, b, p, false)
+		r, err := finiteOpenPath(ctx, workload.Spec{ISL: 2048, OSL: 64, RateRPS: 12}, e, benchLin, o, run, b, ats[p], false)
 		if err != nil {
 			t.Fatal(err)
 		}

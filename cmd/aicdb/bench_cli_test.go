@@ -286,10 +286,9 @@ func TestMeasurementEngineConfigApplied(t *testing.T) {
 }
 
 // TestBenchOpenLoopRuns: `vllm bench serve` runs at a request rate (with and
-// without --max-concurrency) and at its default rate inf without a bound are
-// predicted as they were run; gamma sends and a disaggregated open run are
-// refused with their reason; a bound that holds fewer requests in flight
-// predicts less queueing.
+// without --max-concurrency, Poisson or gamma sends) and at its default rate inf
+// without a bound are predicted as they were run; a bound that holds fewer
+// requests in flight predicts less queueing.
 func TestBenchOpenLoopRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and evaluates open runs")
@@ -348,7 +347,7 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 		"select run_id, run, predicted is not null, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
 	want := "run_id,run,predicted is not null,\"coalesce(reason, '')\"\n" +
 		"cap.json,\"finite:n=100,open,rate=2,cap=4,paths=8\",1,\n" +
-		"gamma.json,,0,\"open-loop measurement: burstiness 0.5: gamma-distributed sends are not modelled (Poisson sends, burstiness 1, are)\"\n" +
+		"gamma.json,\"finite:n=100,open,rate=2,gamma=0.5,paths=8\",1,\n" +
 		"many.json,\"finite:n=1000,open,rate=2,paths=3\",1,\n" +
 		"once.json,\"finite:n=100,desync\",1,\n" +
 		"rate.json,\"finite:n=100,open,rate=2,paths=8\",1,\n"

@@ -23,6 +23,15 @@ var openBase = []string{
 	"sglang/c16 isl2048 osl256 eagle1 a0.85 kv",
 }
 
+// openSpacedBase are the bases also gated with bursty gamma sends (shape ½, vllm
+// bench serve --burstiness 0.5) and constant sends (AIPerf --arrival-pattern
+// constant): each backend's defaults.
+var openSpacedBase = []string{
+	"vllm/c8 isl2048 osl256 b8192",
+	"trtllm/c16 isl2048 osl256 defaults",
+	"sglang/c16 isl2048 osl256 defaults",
+}
+
 // openRequests is the gated open runs' length.
 const openRequests = 160
 
@@ -35,8 +44,9 @@ const openLoad = 0.8
 // (queueing.FiniteRun with Open, path 0; oracle.RunOpenRun): each of openBase at a
 // Poisson rate of openLoad × its closed-loop capacity, the same rate with at most
 // C/2 requests in flight (the client's semaphore binds), and every request at
-// once (rate inf: 4·C requests, C where the family sizes a KV pool for C), under
-// the default client round trip.
+// once (rate inf: 4·C requests, C where the family sizes a KV pool for C), and
+// for openSpacedBase the rate with gamma and with constant sends, under the
+// default client round trip.
 func OpenFiniteFamilies() []FiniteFamily {
 	var out []FiniteFamily
 	for _, f := range baseFamilies() {
@@ -52,11 +62,16 @@ func OpenFiniteFamilies() []FiniteFamily {
 		if f.Engine.KVCapacityTokens > 0 {
 			once = f.Spec.Concurrency // the family's pool is sized for its C
 		}
-		for _, run := range []queueing.FiniteRun{
+		runs := []queueing.FiniteRun{
 			{Requests: openRequests, Open: true, RateRPS: rate},
 			{Requests: openRequests, Open: true, RateRPS: rate, MaxConcurrency: max(f.Spec.Concurrency/2, 1)},
 			{Requests: once, Open: true},
-		} {
+		}
+		if containsName(openSpacedBase, f.Name) {
+			runs = append(runs, queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: rate, GammaShape: 0.5},
+				queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: rate, Constant: true})
+		}
+		for _, run := range runs {
 			d := f
 			d.Name += " · " + run.Label()
 			out = append(out, FiniteFamily{d, run})

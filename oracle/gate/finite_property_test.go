@@ -324,9 +324,9 @@ func TestTRTReusedPrefixMovesChunk(t *testing.T) {
 	}
 }
 
-// drawOpenRun draws an open-loop run of up to 20·C+3 requests: Poisson sends at a
-// rate around the closed loop's scale, or every request at once, with or without
-// an in-flight bound, on any arrival path.
+// drawOpenRun draws an open-loop run of up to 20·C+3 requests: Poisson, gamma or
+// constant sends at a rate around the closed loop's scale, or every request at
+// once, with or without an in-flight bound, on any arrival path.
 func drawOpenRun(rt *rapid.T, C int) queueing.FiniteRun {
 	n := rapid.IntRange(1, 20*C+3).Draw(rt, "requests")
 	f := queueing.FiniteRun{Requests: n, Open: true}
@@ -335,8 +335,16 @@ func drawOpenRun(rt *rapid.T, C int) queueing.FiniteRun {
 		if rapid.Bool().Draw(rt, "bounded") {
 			f.MaxConcurrency = rapid.IntRange(1, 2*C).Draw(rt, "bound")
 		}
+		switch rapid.IntRange(0, 3).Draw(rt, "spacing") {
+		case 1:
+			f.GammaShape = rapid.SampledFrom([]float64{0.25, 0.5, 2, 4}).Draw(rt, "gamma")
+		case 2:
+			f.Constant = true
+		}
 	}
-	f.FirstPath = rapid.IntRange(0, 3).Draw(rt, "path")
+	if !f.Constant {
+		f.FirstPath = rapid.IntRange(0, 3).Draw(rt, "path")
+	}
 	return f
 }
 

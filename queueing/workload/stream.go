@@ -98,18 +98,37 @@ func (s *ArrivalStream) Next() float64 {
 	return t
 }
 
-// ArrivalPathMs returns n arrival times (ms, the first at 0) of independent path
-// p ≥ 0 of the stream for rateRPS: path p draws its gaps from the stream's periods
-// p·⌈n/ArrivalStrata⌉ onwards, so the paths of one n share no period (their gaps
-// are independent draws of the same strata) and path 0 is ArrivalTimesMs(n).
-func ArrivalPathMs(n int, rateRPS float64, p int) ([]float64, error) {
-	if p < 0 || n < 0 {
-		return nil, fmt.Errorf("arrival path %d of %d requests: want p ≥ 0 and n ≥ 0", p, n)
+// ArrivalPaths returns k independent paths (first, first+1, …) of n arrival
+// times each (ms, the first at 0) of the stream for rateRPS with gamma gaps of
+// the given shape (0 or 1: the Poisson stream, NewArrivalStream; else
+// NewGammaArrivalStream), the strata built once. Path p draws its gaps from the
+// stream's periods p·⌈n/ArrivalStrata⌉ onwards, so the paths of one n share no
+// period (their gaps are independent draws of the same strata) and path 0 is
+// the stream's first n arrivals.
+func ArrivalPaths(n int, rateRPS, shape float64, first, k int) ([][]float64, error) {
+	if first < 0 || n < 0 || k < 0 {
+		return nil, fmt.Errorf("arrival paths %d… (%d of them) of %d requests: want first, k and n ≥ 0", first, k, n)
 	}
-	s, err := NewArrivalStream(rateRPS)
+	var s *ArrivalStream
+	var err error
+	if shape == 0 || shape == 1 {
+		s, err = NewArrivalStream(rateRPS)
+	} else {
+		s, err = NewGammaArrivalStream(rateRPS, shape)
+	}
 	if err != nil {
 		return nil, err
 	}
+	out := make([][]float64, k)
+	for i := range out {
+		c := *s // a fresh stream for each path
+		out[i] = c.path(n, first+i)
+	}
+	return out, nil
+}
+
+// path returns n arrival times of path p of a fresh stream s (ArrivalPathMs).
+func (s *ArrivalStream) path(n, p int) []float64 {
 	if p > 0 {
 		s.shuffle(p * ((n + ArrivalStrata - 1) / ArrivalStrata))
 	}
@@ -117,7 +136,7 @@ func ArrivalPathMs(n int, rateRPS float64, p int) ([]float64, error) {
 	for i := range out {
 		out[i] = s.Next()
 	}
-	return out, nil
+	return out
 }
 
 // ArrivalTimesMs returns the first n arrival times of the stream for rateRPS.

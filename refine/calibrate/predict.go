@@ -243,7 +243,7 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = "neither a client concurrency nor a request rate: the run's load is not stated"
 		return t
 	}
-	if open, why := m.OpenArrivals(); open && why != "" {
+	if open, _, why := m.OpenArrivals(); open && why != "" {
 		t.Reason = "open-loop measurement: " + why
 		return t
 	}
@@ -512,9 +512,15 @@ func (r *Resolver) benchmarkRun(t *Target, workers int) {
 	if m.RequestRate > 0 {
 		// An open-loop run (pointBatch checked its count and the run mode): its rate
 		// and bound split evenly over the workers (random routing thins a Poisson
-		// stream into Poisson streams), the expectation over Poisson paths.
+		// stream into Poisson streams; gamma and constant sends are taken as split
+		// the same way), the expectation over its paths.
 		n := ceilDiv(m.NumPrompts, workers)
-		t.Run = &queueing.FiniteRun{Requests: n, Open: true, RateRPS: m.RequestRate / float64(workers), Paths: queueing.OpenPaths(n)}
+		_, a, _ := m.OpenArrivals() // Resolve refused the sends it cannot space
+		t.Run = &queueing.FiniteRun{Requests: n, Open: true, RateRPS: m.RequestRate / float64(workers), Paths: queueing.OpenPaths(n),
+			GammaShape: a.GammaShape, Constant: a.Constant}
+		if a.Constant {
+			t.Run.Paths = 0 // one deterministic path
+		}
 		if m.Concurrency > 0 {
 			t.Run.MaxConcurrency = ceilDiv(m.Concurrency, workers)
 		}

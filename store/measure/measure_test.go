@@ -274,7 +274,8 @@ func TestSiliconStatedConcurrency(t *testing.T) {
 }
 
 // TestOpenLoopLoads: how vllm bench serve and AIPerf files state an open-loop
-// load, and which send patterns are predicted as Poisson sends.
+// load and how its sends were spaced (Poisson, gamma, constant), and which are
+// refused.
 func TestOpenLoopLoads(t *testing.T) {
 	dep, err := ParseSidecar("vllm_bench.yaml", read(t, "vllm_bench.yaml"))
 	if err != nil {
@@ -287,14 +288,16 @@ func TestOpenLoopLoads(t *testing.T) {
 		conc       int
 		rate       float64
 		open       bool
+		gamma      float64
 		why        string
 	}{
-		{"rate inf, no bound: every prompt at once", `"request_rate": Infinity, "max_concurrency": null, `, 320, 0, false, ""},
-		{"rate, no bound", `"request_rate": 4.5, "burstiness": 1.0, "max_concurrency": null, `, 0, 4.5, true, ""},
-		{"rate and bound", `"request_rate": 4.5, "max_concurrency": 8, `, 8, 4.5, true, ""},
-		{"gamma", `"request_rate": 4.5, "burstiness": 2.0, `, 0, 4.5, true, "burstiness 2.0: gamma-distributed sends are not modelled"},
-		{"ramp", `"request_rate": 4.5, "ramp_up_strategy": "linear", `, 0, 4.5, true, "ramp_up_strategy linear"},
-		{"ramp null", `"request_rate": 4.5, "ramp_up_strategy": null, `, 0, 4.5, true, ""},
+		{"rate inf, no bound: every prompt at once", `"request_rate": Infinity, "max_concurrency": null, `, 320, 0, false, 0, ""},
+		{"rate, no bound", `"request_rate": 4.5, "burstiness": 1.0, "max_concurrency": null, `, 0, 4.5, true, 0, ""},
+		{"rate and bound", `"request_rate": 4.5, "max_concurrency": 8, `, 8, 4.5, true, 0, ""},
+		{"gamma", `"request_rate": 4.5, "burstiness": 2.0, `, 0, 4.5, true, 2, ""},
+		{"bad gamma", `"request_rate": 4.5, "burstiness": 0, `, 0, 4.5, true, 0, "burstiness 0: want a gamma shape in (0, 1e4]"},
+		{"ramp", `"request_rate": 4.5, "ramp_up_strategy": "linear", `, 0, 4.5, true, 0, "ramp_up_strategy linear"},
+		{"ramp null", `"request_rate": 4.5, "ramp_up_strategy": null, `, 0, 4.5, true, 0, ""},
 	} {
 		ms, err := Parse("v.json", []byte(strings.Replace(base, load, c.load, 1)), "", dep)
 		if err != nil {
@@ -302,9 +305,10 @@ func TestOpenLoopLoads(t *testing.T) {
 			continue
 		}
 		m := ms[0]
-		open, why := m.OpenArrivals()
-		if m.Concurrency != c.conc || m.RequestRate != c.rate || open != c.open || !strings.Contains(why, c.why) || (c.why == "") != (why == "") {
-			t.Errorf("%s: concurrency %d rate %v open %v why %q", c.name, m.Concurrency, m.RequestRate, open, why)
+		open, a, why := m.OpenArrivals()
+		if m.Concurrency != c.conc || m.RequestRate != c.rate || open != c.open || a.GammaShape != c.gamma || a.Constant ||
+			!strings.Contains(why, c.why) || (c.why == "") != (why == "") {
+			t.Errorf("%s: concurrency %d rate %v open %v sends %+v why %q", c.name, m.Concurrency, m.RequestRate, open, a, why)
 		}
 		if _, closed := m.BenchmarkRun(1); closed == open {
 			t.Errorf("%s: BenchmarkRun closed %v for an open-loop %v run", c.name, closed, open)
@@ -314,14 +318,24 @@ func TestOpenLoopLoads(t *testing.T) {
 		}
 	}
 	ai := string(read(t, "aiperf.json"))
-	for pattern, why := range map[string]string{"poisson": "", "constant": "arrival_pattern constant: only Poisson sends are modelled"} {
-		data := strings.Replace(ai, `"loadgen": {`, `"loadgen": {"request_rate": 3.0, "arrival_pattern": "`+pattern+`", `, 1)
+	for _, c := range []struct {
+		loadgen string
+		want    Arrivals
+		why     string
+	}{
+		{`"arrival_pattern": "poisson"`, Arrivals{}, ""},
+		{`"arrival_pattern": "constant"`, Arrivals{Constant: true}, ""},
+		{`"arrival_pattern": "gamma", "arrival_smoothness": 0.5`, Arrivals{GammaShape: 0.5}, ""},
+		{`"arrival_pattern": "gamma"`, Arrivals{}, "arrival_pattern gamma without arrival_smoothness: the gamma shape is not stated"},
+		{`"arrival_pattern": "sawtooth"`, Arrivals{}, "arrival_pattern sawtooth: poisson, gamma and constant sends are modelled"},
+	} {
+		data := strings.Replace(ai, `"loadgen": {`, `"loadgen": {"request_rate": 3.0, `+c.loadgen+`, `, 1)
 		ms, err := Parse("a.json", []byte(data), "", Deployment{System: "h200_sxm", Backend: "vllm", TP: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if open, got := ms[0].OpenArrivals(); !open || got != why {
-			t.Errorf("aiperf %s: open %v why %q, want %q", pattern, open, got, why)
+		if open, a, why := ms[0].OpenArrivals(); !open || a != c.want || why != c.why {
+			t.Errorf("aiperf %s: open %v sends %+v why %q, want %+v %q", c.loadgen, open, a, why, c.want, c.why)
 		}
 	}
 }

@@ -449,9 +449,10 @@ func aiperfConfig(cfg obj, m *Measurement) error {
 			return err
 		}
 		// How the rate's sends are spaced (AIPerf --arrival-pattern, default
-		// poisson): kept so an open-loop row is predicted only under Poisson sends.
-		for _, k := range []string{"arrival_pattern", "request_rate_mode"} {
-			if v, ok := lg.m[k].(string); ok && v != "" {
+		// poisson, and a gamma pattern's --arrival-smoothness): kept so an
+		// open-loop row is predicted with its sends (Measurement.OpenArrivals).
+		for _, k := range []string{"arrival_pattern", "request_rate_mode", "arrival_smoothness"} {
+			if v, ok := lg.m[k]; ok && v != nil && v != "" {
 				if m.Extra == nil {
 					m.Extra = map[string]any{}
 				}

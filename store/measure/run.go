@@ -55,34 +55,79 @@ func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
 	return Run{}, false
 }
 
+// Arrivals is how an open-loop run spaced its sends: Poisson (the zero value),
+// gamma gaps of GammaShape (vllm bench serve --burstiness, AIPerf
+// --arrival-pattern gamma --arrival-smoothness), or Constant (AIPerf
+// --arrival-pattern constant).
+type Arrivals struct {
+	GammaShape float64
+	Constant   bool
+}
+
 // OpenArrivals reports whether m is an open-loop run (a finite request rate, with
-// or without a client concurrency bound) and, for one, why its sends cannot be
-// predicted as Poisson arrivals ("" when they can): vllm bench serve's
-// burstiness other than 1 (gamma gaps) or a ramp-up strategy (a rate that
-// changes during the run), AIPerf's arrival pattern other than poisson.
-func (m *Measurement) OpenArrivals() (open bool, why string) {
+// or without a client concurrency bound) and, for one, how its sends were spaced,
+// or why they cannot be predicted ("" when they can): a ramp-up strategy (a rate
+// that changes during the run), an arrival pattern other than poisson, gamma or
+// constant, a gamma pattern without its smoothness, a shape outside (0, 1e4].
+func (m *Measurement) OpenArrivals() (open bool, a Arrivals, why string) {
 	if m.RequestRate <= 0 {
-		return false, ""
-	}
-	if b, ok := m.Extra["burstiness"]; ok && b != nil {
-		// A parsed file holds a json.Number, a stored row a float64.
-		f, ok := b.(float64)
-		if n, isNum := b.(json.Number); isNum {
-			var err error
-			f, err = n.Float64()
-			ok = err == nil
-		}
-		if !ok || f != 1 {
-			return true, fmt.Sprintf("burstiness %v: gamma-distributed sends are not modelled (Poisson sends, burstiness 1, are)", b)
-		}
+		return false, a, ""
 	}
 	if r, ok := m.Extra["ramp_up_strategy"]; ok && r != nil {
-		return true, fmt.Sprintf("ramp_up_strategy %v: a request rate that changes during the run is not modelled", r)
+		return true, a, fmt.Sprintf("ramp_up_strategy %v: a request rate that changes during the run is not modelled", r)
 	}
-	for _, k := range []string{"arrival_pattern", "request_rate_mode"} {
-		if p, ok := m.Extra[k].(string); ok && !strings.EqualFold(p, "poisson") {
-			return true, fmt.Sprintf("%s %s: only Poisson sends are modelled", k, p)
+	shape := func(key string) (float64, string) {
+		v, ok := extraNum(m.Extra[key])
+		if !ok || !(v > 0) || v > 1e4 {
+			return 0, fmt.Sprintf("%s %v: want a gamma shape in (0, 1e4]", key, m.Extra[key])
+		}
+		return v, ""
+	}
+	if _, ok := m.Extra["burstiness"]; ok && m.Extra["burstiness"] != nil {
+		b, why := shape("burstiness")
+		if why != "" {
+			return true, a, why
+		}
+		if b != 1 {
+			a.GammaShape = b
 		}
 	}
-	return true, ""
+	for _, k := range []string{"arrival_pattern", "request_rate_mode"} {
+		p, ok := m.Extra[k].(string)
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(p) {
+		case "", "poisson":
+		case "constant":
+			a.Constant = true
+		case "gamma":
+			if _, ok := m.Extra["arrival_smoothness"]; !ok {
+				return true, a, k + " gamma without arrival_smoothness: the gamma shape is not stated"
+			}
+			b, why := shape("arrival_smoothness")
+			if why != "" {
+				return true, a, why
+			}
+			if b != 1 {
+				a.GammaShape = b
+			}
+		default:
+			return true, a, fmt.Sprintf("%s %s: poisson, gamma and constant sends are modelled", k, p)
+		}
+	}
+	return true, a, ""
+}
+
+// extraNum reads a number kept in Extra: a json.Number from a parsed file, a
+// float64 from a stored row.
+func extraNum(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
 }
