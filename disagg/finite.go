@@ -80,16 +80,10 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 	if err := t.loop(ctx, func() bool { return t.finished >= N }); err != nil {
 		return nil, err
 	}
-	rep, err := t.report()
+	rep, err := t.spanReport(f)
 	if err != nil {
 		return nil, err
 	}
-	end, toks := 0.0, 0.0
-	for i := range t.reqs {
-		end = math.Max(end, t.reqs[i].done)
-		toks += float64(t.reqs[i].osl)
-	}
-	rep.SetSpan(f, end, toks)
 	return rep, finiteReport(rep)
 }
 
@@ -181,6 +175,12 @@ func openPath(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteR
 	if err := t.loop(ctx, func() bool { return t.finished >= N }); err != nil {
 		return nil, err
 	}
+	return t.spanReport(f)
+}
+
+// spanReport is a finished benchmark run's report: throughput and window over
+// the span from the first send (time 0) to the last completion.
+func (t *tandem) spanReport(f queueing.FiniteRun) (*Report, error) {
 	rep, err := t.report()
 	if err != nil {
 		return nil, err

@@ -268,18 +268,7 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 	if err := CheckClientRTT(o.ClientRTTMs); err != nil {
 		return nil, inputErr(fmt.Errorf("options %w", err))
 	}
-	s := new(sim)
-	*s = newSim(e, t)
-	s.record = o.RecordTokenTimes
-	s.initKV(e.KVCapacityTokens)
-	col := &collector{stage: e.StageMs}
-	s.onPass = col.onPass
-	if !o.RecordTokenTimes && !o.NoFastForward {
-		s.fast = col.onFast
-	}
-	if summary {
-		s.summarise()
-	}
+	s, col := finiteSim(e, t, o, summary)
 	perReq := b.maxISL - w.Prefix + b.maxOSL + 2
 	N := f.Requests
 	C := min(w.Concurrency, N)
@@ -317,20 +306,47 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 	if err := s.run(ctx, stop); err != nil {
 		return nil, err
 	}
+	rep, err := s.spanReport(col, w, f)
+	if err != nil {
+		return nil, err
+	}
+	return rep, finite(rep)
+}
+
+// finiteSim is a calendar for one benchmark run under o: token times when
+// recorded, the fast path otherwise (unless o turns it off), a summary's
+// collection when summary.
+func finiteSim(e engine.Spec, t timing.Timing, o Options, summary bool) (*sim, *collector) {
+	s := new(sim)
+	*s = newSim(e, t)
+	s.record = o.RecordTokenTimes
+	s.initKV(e.KVCapacityTokens)
+	col := &collector{stage: e.StageMs}
+	s.onPass = col.onPass
+	if !o.RecordTokenTimes && !o.NoFastForward {
+		s.fast = col.onFast
+	}
+	if summary {
+		s.summarise()
+	}
+	return s, col
+}
+
+// spanReport is a finished benchmark run's report: every request's statistics
+// and ITL gaps, the run's span from the first send (time 0) to the last
+// completion as the client sees it (the scheduler's completion + the additive
+// stages − the stages before the scheduler: TTFT/E2E count the stages once).
+func (s *sim) spanReport(col *collector, w workload.Spec, f FiniteRun) (*Report, error) {
 	rep, err := s.report(col, w, -1, -1)
 	if err != nil {
 		return nil, err
 	}
 	rep.ITL = col.itlOf(0, 1)
-	end := 0.0
-	toks := 0.0
+	end, toks := 0.0, 0.0
 	for i := range s.reqs {
 		end = math.Max(end, s.reqs[i].done)
 		toks += float64(s.reqs[i].osl)
 	}
-	// The run spans from the first send (time 0) to the last completion as the
-	// client sees it (the scheduler's completion + the additive stages − the stages
-	// before the scheduler: TTFT/E2E count the stages once).
 	rep.SetSpan(f, end, toks)
-	return rep, finite(rep)
+	return rep, nil
 }

@@ -221,18 +221,7 @@ func PoolDistributions(ds ...Distribution) Distribution {
 
 // finiteOpenPath runs the open run f on one path's arrival instants at.
 func finiteOpenPath(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, b shapeBounds, at []float64, summary bool) (*Report, error) {
-	s := new(sim)
-	*s = newSim(e, t)
-	s.record = o.RecordTokenTimes
-	s.initKV(e.KVCapacityTokens)
-	col := &collector{stage: e.StageMs}
-	s.onPass = col.onPass
-	if !o.RecordTokenTimes && !o.NoFastForward {
-		s.fast = col.onFast
-	}
-	if summary {
-		s.summarise()
-	}
+	s, col := finiteSim(e, t, o, summary)
 	perReq := b.maxISL - w.Prefix + b.maxOSL + 2
 	N := f.Requests
 	C := N
@@ -266,16 +255,5 @@ func finiteOpenPath(ctx context.Context, w workload.Spec, e engine.Spec, t timin
 	if err := s.run(ctx, func() bool { return done == N }); err != nil {
 		return nil, err
 	}
-	rep, err := s.report(col, w, -1, -1)
-	if err != nil {
-		return nil, err
-	}
-	rep.ITL = col.itlOf(0, 1)
-	end, toks := 0.0, 0.0
-	for i := range s.reqs {
-		end = math.Max(end, s.reqs[i].done)
-		toks += float64(s.reqs[i].osl)
-	}
-	rep.SetSpan(f, end, toks)
-	return rep, nil
+	return s.spanReport(col, w, f)
 }

@@ -67,19 +67,15 @@ func FiniteFamilies() []FiniteFamily {
 func RunFinite(ctx context.Context, fams []FiniteFamily) []Row {
 	rows := make([]Row, 0, len(fams))
 	for _, f := range fams {
-		if f.Run.Open {
-			rows = append(rows, runOpenFamily(ctx, f))
-			continue
-		}
 		rows = append(rows, runFiniteFamily(ctx, f))
 	}
 	return rows
 }
 
 // runFiniteFamily measures both sides the same way: every request of the run is
-// steady, the first min(C, N) (generation 0) are the transient, throughput is N
-// over the span from 0 to the last completion; the model's reported metrics must
-// equal its own records'.
+// steady, the first min(C, N) (generation 0; an open run's first request) are the
+// transient, throughput is N over the span from 0 to the last completion; the
+// model's reported metrics must equal its own records'.
 func runFiniteFamily(ctx context.Context, f FiniteFamily) Row {
 	row := Row{Family: f.Family}
 	fail := func(err error) Row {
@@ -125,16 +121,27 @@ func runFiniteFamily(ctx context.Context, f FiniteFamily) Row {
 	return row
 }
 
-// runDESFinite runs f's benchmark run on the DES (oracle.RunFiniteLoop).
+// runDESFinite runs f's benchmark run on the DES: oracle.RunFiniteLoop, or for
+// an open run oracle.RunOpenRun (its pool sized for what can be in flight).
 func runDESFinite(ctx context.Context, f FiniteFamily) (*oracle.Result, error) {
 	w := f.Spec
-	eng, err := oracleEngine(f.Family, w.Concurrency)
+	inflight := w.Concurrency
+	if f.Run.Open {
+		inflight = f.Run.Requests
+		if f.Run.MaxConcurrency > 0 {
+			inflight = f.Run.MaxConcurrency
+		}
+	}
+	eng, err := oracleEngine(f.Family, inflight)
 	if err != nil {
 		return nil, err
 	}
 	s, err := oracle.New(eng, f.Timing, oracle.Options{})
 	if err != nil {
 		return nil, err
+	}
+	if f.Run.Open {
+		return s.RunOpenRun(ctx, oracle.OpenRun{Shape: shapeOf(w), Run: f.Run, TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
 	}
 	return s.RunFiniteLoop(ctx, oracle.FiniteLoop{Shape: shapeOf(w), Clients: w.Concurrency, Requests: f.Run.Requests,
 		TurnaroundMs: w.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})

@@ -2,10 +2,8 @@ package gate
 
 import (
 	"context"
-	"fmt"
 	"math"
 
-	"github.com/aicdb/aicdb/oracle"
 	"github.com/aicdb/aicdb/queueing"
 )
 
@@ -87,63 +85,4 @@ func containsName(names []string, n string) bool {
 		}
 	}
 	return false
-}
-
-// runOpenFamily measures an open-run family on both sides as finite runs are
-// measured (finiteMetrics: every request steady, the first one the transient,
-// throughput N over the span to the last completion).
-func runOpenFamily(ctx context.Context, f FiniteFamily) Row {
-	row := Row{Family: f.Family}
-	fail := func(err error) Row {
-		row.Err = err
-		return row
-	}
-	rep, err := queueing.QuantitativeFinite(ctx, f.Spec, f.Engine, f.Timing, queueing.Options{RecordTokenTimes: true, ClientRTTMs: f.ClientRTTMs}, f.Run)
-	if err != nil {
-		return fail(fmt.Errorf("model: %w", err))
-	}
-	var mrec []rec
-	for _, r := range rep.Requests {
-		mrec = append(mrec, rec{slot: 0, gen: r.Generation, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.E2EMs, tokens: r.TokenMs})
-	}
-	fromRecords, err := finiteMetrics(mrec, f.Run.Requests)
-	if err != nil {
-		return fail(fmt.Errorf("model records: %w", err))
-	}
-	model := Metrics{
-		TTFTMean: rep.TTFTSteady.Mean(), TTFTP50: rep.TTFTSteady.Quantile(0.5), TTFTP99: rep.TTFTSteady.Quantile(0.99),
-		TransMean: rep.TTFTTransient.Mean(), TransMax: rep.TTFTTransient.Max(),
-		ITLP50: rep.ITL.Quantile(0.5), ITLP99: rep.ITL.Quantile(0.99), TPOTMean: rep.TPOT.Mean(),
-		TPOTP50: rep.TPOT.Quantile(0.5), TPOTP99: rep.TPOT.Quantile(0.99), ThroughputRPS: rep.ThroughputRPS,
-	}
-	if err := consistent(model, fromRecords); err != nil {
-		return fail(fmt.Errorf("model: %w", err))
-	}
-	inflight := f.Run.Requests
-	if f.Run.MaxConcurrency > 0 {
-		inflight = f.Run.MaxConcurrency
-	}
-	eng, err := oracleEngine(f.Family, inflight)
-	if err != nil {
-		return fail(fmt.Errorf("oracle: %w", err))
-	}
-	s, err := oracle.New(eng, f.Timing, oracle.Options{})
-	if err != nil {
-		return fail(fmt.Errorf("oracle: %w", err))
-	}
-	res, err := s.RunOpenRun(ctx, oracle.OpenRun{Shape: shapeOf(f.Spec), Run: f.Run, TurnaroundMs: f.Spec.TurnaroundMs, ClientRTTMs: f.ClientRTTMs})
-	if err != nil {
-		return fail(fmt.Errorf("oracle: %w", err))
-	}
-	var orec []rec
-	for _, r := range res.Requests {
-		orec = append(orec, rec{slot: 0, gen: r.Generation, arrival: r.ArrivalMs, ttft: r.TTFTMs, e2e: r.FinishMs - r.ArrivalMs, tokens: r.TokenTimesMs})
-	}
-	orc, err := finiteMetrics(orec, f.Run.Requests)
-	if err != nil {
-		return fail(fmt.Errorf("oracle: %w", err))
-	}
-	row.Model, row.Oracle = model, orc
-	row.Resid, row.Failures = compare(model.values(), orc.values(), tolerances, metricNames)
-	return row
 }

@@ -365,6 +365,6 @@ func TestPropertyOpenRunAgainstDES(t *testing.T) {
 		}
 		f := FiniteFamily{Family: Family{Name: fmt.Sprintf("random %s open", e.Backend), Spec: w, Engine: e, Timing: roofline, ClientRTTMs: rtt},
 			Run: run}
-		requireAggRow(rt, runOpenFamily(context.Background(), f))
+		requireAggRow(rt, runFiniteFamily(context.Background(), f))
 	})
 }
