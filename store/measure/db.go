@@ -28,7 +28,10 @@ func ReaderVersion(format string) string {
 	if format == FormatAICSilicon {
 		return format + "/2" // 2: silicon_concurrency is the client count (docs/validation.md Round 15)
 	}
-	return format + "/1"
+	// 2: an open-loop run's send pattern kept (burstiness, ramp_up_strategy,
+	// arrival_pattern and arrival_smoothness), rate inf without a bound read as
+	// every prompt at once (docs/validation.md Round 24).
+	return format + "/2"
 }
 
 // measurementColumns are the measurements columns Import writes, in the order

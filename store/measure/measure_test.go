@@ -216,6 +216,9 @@ func FuzzParse(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(b)
+		// Open-loop loads: a rate with gamma sends, an AIPerf arrival pattern.
+		f.Add([]byte(strings.Replace(string(b), `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32`, `"request_rate": 2.5, "burstiness": 0.5, "max_concurrency": null`, 1)))
+		f.Add([]byte(strings.Replace(string(b), `"loadgen": {`, `"loadgen": {"request_rate": 3, "arrival_pattern": "gamma", "arrival_smoothness": 2, `, 1)))
 	}
 	dep := Deployment{Model: "m", System: "s", Backend: "vllm", TP: 1, ISL: 10, OSL: 10, Mode: "agg"}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -226,6 +229,10 @@ func FuzzParse(f *testing.F) {
 		for i := range ms {
 			if err := ms[i].Validate(); err != nil {
 				t.Fatalf("parsed row does not validate: %v", err)
+			}
+			open, a, why := ms[i].OpenArrivals()
+			if strings.Contains(why, "\n") || (!open && (why != "" || a != Arrivals{})) || (why == "" && (a.GammaShape < 0 || a.GammaShape > 1e4)) {
+				t.Fatalf("open-loop sends of a parsed row: open %v %+v %q", open, a, why)
 			}
 		}
 	})

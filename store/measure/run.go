@@ -3,7 +3,9 @@ package measure
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // How a measured closed-loop run was run: its request count and warm-up, so the
@@ -74,12 +76,12 @@ func (m *Measurement) OpenArrivals() (open bool, a Arrivals, why string) {
 		return false, a, ""
 	}
 	if r, ok := m.Extra["ramp_up_strategy"]; ok && r != nil {
-		return true, a, fmt.Sprintf("ramp_up_strategy %v: a request rate that changes during the run is not modelled", r)
+		return true, a, fmt.Sprintf("ramp_up_strategy %s: a request rate that changes during the run is not modelled", quoteValue(r))
 	}
 	shape := func(key string) (float64, string) {
 		v, ok := extraNum(m.Extra[key])
 		if !ok || !(v > 0) || v > 1e4 {
-			return 0, fmt.Sprintf("%s %v: want a gamma shape in (0, 1e4]", key, m.Extra[key])
+			return 0, fmt.Sprintf("%s %s: want a gamma shape in (0, 1e4]", key, quoteValue(m.Extra[key]))
 		}
 		return v, ""
 	}
@@ -113,7 +115,7 @@ func (m *Measurement) OpenArrivals() (open bool, a Arrivals, why string) {
 				a.GammaShape = b
 			}
 		default:
-			return true, a, fmt.Sprintf("%s %s: poisson, gamma and constant sends are modelled", k, p)
+			return true, a, fmt.Sprintf("%s %s: poisson, gamma and constant sends are modelled", k, quoteValue(p))
 		}
 	}
 	return true, a, ""
@@ -130,4 +132,19 @@ func extraNum(v any) (float64, bool) {
 		return f, err == nil
 	}
 	return 0, false
+}
+
+// quoteValue prints a file's value in a one-line reason: numbers and plain words
+// as they are, anything else quoted (a newline never reaches the reason).
+func quoteValue(v any) string {
+	s := fmt.Sprint(v)
+	for _, r := range s {
+		if !(r == '.' || r == '-' || r == '_' || r == '+' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return strconv.Quote(s)
+		}
+	}
+	if s == "" {
+		return `""`
+	}
+	return s
 }
