@@ -240,3 +240,19 @@ func BenchmarkFiniteSummaryTRTLLM(b *testing.B) {
 	e.MaxBatchSize, e.MaxNumTokens = c, (c+1024+1500+31)/32*32
 	benchFiniteSummaryLarge(b, e, c)
 }
+
+// BenchmarkQuantitativeOpenRun: a measured open-loop run as accuracy predicts it
+// (vLLM, isl 4096, osl 256, budget 8192; 200 Poisson sends at 6 rps, no bound,
+// OpenPaths(200) = 8 pooled paths), with Linear timing.
+func BenchmarkQuantitativeOpenRun(b *testing.B) {
+	e, _ := engine.Defaults(engine.VLLM, "")
+	e.MaxNumBatchedTokens = 8192
+	w := workload.Spec{ISL: 4096, OSL: 256, Concurrency: 32}
+	run := FiniteRun{Requests: 200, Open: true, RateRPS: 6, Paths: OpenPaths(200)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := QuantitativeFinite(context.Background(), w, e, benchLin, DefaultOptions(), run); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
