@@ -36,6 +36,10 @@ func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, c Config, f
 }
 
 func quantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, clientRTTMs float64, summary bool) (*Report, error) {
+	w, err := f.WithShapes(w) // the run's request lengths (W2), when it states them
+	if err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
 	if f.Open {
 		return finiteOpen(ctx, w, c, f, clientRTTMs, summary)
 	}

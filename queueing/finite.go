@@ -2,9 +2,12 @@ package queueing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -74,6 +77,75 @@ type FiniteRun struct {
 	// error. 0 or 1: path FirstPath alone.
 	Paths     int `json:"paths,omitempty"`
 	FirstPath int `json:"first_path,omitempty"`
+
+	// Shapes, when set, are the run's request lengths as equally weighted
+	// quantile points (W2: workload.Spec ISLQuantiles / OSLQuantiles), encoded by
+	// EncodeShapes: a benchmark's dataset is part of how it was run (vllm bench
+	// serve --save-detailed lists every request's lengths). The workload's ISL and
+	// OSL stay the means. Closed and open runs alike.
+	Shapes string `json:"shapes,omitempty"`
+}
+
+// maxShapePoints bounds the quantile points per side of FiniteRun.Shapes.
+const maxShapePoints = 64
+
+// EncodeShapes returns FiniteRun.Shapes for prompt and output quantile points
+// ("i1,i2,…;o1,o2,…"; either side may be empty; "" when both are).
+func EncodeShapes(isl, osl []int) string {
+	if len(isl) == 0 && len(osl) == 0 {
+		return ""
+	}
+	join := func(x []int) string {
+		parts := make([]string, len(x))
+		for i, v := range x {
+			parts[i] = strconv.Itoa(v)
+		}
+		return strings.Join(parts, ",")
+	}
+	return join(isl) + ";" + join(osl)
+}
+
+// shapeQuantiles decodes f.Shapes (nil, nil when unset).
+func (f FiniteRun) shapeQuantiles() (isl, osl []int, err error) {
+	if f.Shapes == "" {
+		return nil, nil, nil
+	}
+	sides := strings.Split(f.Shapes, ";")
+	if len(sides) != 2 {
+		return nil, nil, fmt.Errorf("finite run shapes %q: want prompt points;output points", f.Shapes)
+	}
+	var out [2][]int
+	for i, side := range sides {
+		if side == "" {
+			continue
+		}
+		for _, p := range strings.Split(side, ",") {
+			v, err := strconv.Atoi(p)
+			if err != nil || v < 1 || v > 1<<24 {
+				return nil, nil, fmt.Errorf("finite run shapes %q: %q is not a length in 1..%d", f.Shapes, p, 1<<24)
+			}
+			out[i] = append(out[i], v)
+		}
+		if len(out[i]) > maxShapePoints {
+			return nil, nil, fmt.Errorf("finite run shapes: %d points, at most %d per side", len(out[i]), maxShapePoints)
+		}
+	}
+	return out[0], out[1], nil
+}
+
+// WithShapes returns w with f's shape quantiles (W2) when f states them.
+func (f FiniteRun) WithShapes(w workload.Spec) (workload.Spec, error) {
+	isl, osl, err := f.shapeQuantiles()
+	if err != nil {
+		return w, err
+	}
+	if len(isl) > 0 {
+		w.ISLQuantiles = isl
+	}
+	if len(osl) > 0 {
+		w.OSLQuantiles = osl
+	}
+	return w, nil
 }
 
 // FiniteAdmitGapMs is how far apart a benchmark run's requests that are sent at
@@ -119,6 +191,9 @@ func (f FiniteRun) Validate() error {
 	}
 	if f.Warmup < 0 || f.Warmup > maxFiniteRequests {
 		return fmt.Errorf("finite run warmup = %d: must be in 0..%d", f.Warmup, maxFiniteRequests)
+	}
+	if _, _, err := f.shapeQuantiles(); err != nil {
+		return err
 	}
 	if !f.Open {
 		if f.RateRPS != 0 || f.MaxConcurrency != 0 || f.Paths != 0 || f.FirstPath != 0 || f.GammaShape != 0 || f.Constant {
@@ -195,6 +270,10 @@ func (f FiniteRun) Label() string {
 	if f.Desync {
 		l += ",desync"
 	}
+	if f.Shapes != "" {
+		h := sha256.Sum256([]byte(f.Shapes))
+		l += ",shapes=" + hex.EncodeToString(h[:4])
+	}
 	if f.Open {
 		l += ",open"
 		if f.RateRPS > 0 {
@@ -252,6 +331,10 @@ func QuantitativeFiniteSummary(ctx context.Context, w workload.Spec, e engine.Sp
 }
 
 func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
+	w, err := f.WithShapes(w)
+	if err != nil {
+		return nil, inputErr(err)
+	}
 	if f.Open {
 		return finiteOpen(ctx, w, e, t, o, f, summary)
 	}

@@ -185,3 +185,47 @@ func TestOpenRunValidate(t *testing.T) {
 		t.Errorf("closed label changed: %q", got)
 	}
 }
+
+// TestFiniteRunShapes: a run that states its requests' lengths (FiniteRun.Shapes)
+// is the same run on the workload with those quantile points (W2), closed
+// (locked and desynchronised) and open; malformed shapes are one-line errors;
+// the label names the shapes by a hash.
+func TestFiniteRunShapes(t *testing.T) {
+	ctx := context.Background()
+	e, _ := engine.Defaults(engine.VLLM, "")
+	e.MaxNumBatchedTokens = 4096
+	isl, osl := []int{256, 900, 2000, 3100}, []int{16, 64, 200}
+	shapes := EncodeShapes(isl, osl)
+	if shapes != "256,900,2000,3100;16,64,200" {
+		t.Fatalf("EncodeShapes %q", shapes)
+	}
+	w := workload.Spec{ISL: 1564, OSL: 93, Concurrency: 8}
+	w2 := w
+	w2.ISLQuantiles, w2.OSLQuantiles = isl, osl
+	for _, run := range []FiniteRun{{Requests: 40}, {Requests: 40, Desync: true}, {Requests: 60, Open: true, RateRPS: 5, Paths: 2}} {
+		want, err := QuantitativeFinite(ctx, w2, e, benchLin, DefaultOptions(), run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stated := run
+		stated.Shapes = shapes
+		got, err := QuantitativeFinite(ctx, w, e, benchLin, DefaultOptions(), stated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.TTFTSteady.Mean() != want.TTFTSteady.Mean() || got.TPOT.Quantile(0.99) != want.TPOT.Quantile(0.99) ||
+			got.ThroughputRPS != want.ThroughputRPS || got.Fidelity != workload.W2 {
+			t.Errorf("%s: TTFT %v vs %v, TPOT p99 %v vs %v, throughput %v vs %v, fidelity %s", stated.Label(),
+				got.TTFTSteady.Mean(), want.TTFTSteady.Mean(), got.TPOT.Quantile(0.99), want.TPOT.Quantile(0.99), got.ThroughputRPS, want.ThroughputRPS, got.Fidelity)
+		}
+	}
+	for _, bad := range []string{"1,2", "0;5", "a;b", strings.Repeat("1,", 64) + "1;"} {
+		err := FiniteRun{Requests: 4, Shapes: bad}.Validate()
+		if err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("shapes %q: error %v", bad, err)
+		}
+	}
+	if l := (FiniteRun{Requests: 4, Shapes: shapes}).Label(); !strings.HasPrefix(l, "finite:n=4,shapes=") || len(l) != len("finite:n=4,shapes=")+8 {
+		t.Errorf("label %q", l)
+	}
+}

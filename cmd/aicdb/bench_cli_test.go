@@ -404,3 +404,44 @@ func TestBenchDisaggSidecar(t *testing.T) {
 		t.Errorf("disaggregated rows:\n%s\nwant\n%s", out, want)
 	}
 }
+
+// TestBenchDetailedLengths: a vllm bench serve --save-detailed run is predicted
+// with its requests' lengths (W2 quantile points through the run), and the row
+// says so: the run names the shapes, the point's fidelity is W2.
+func TestBenchDetailedLengths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and evaluates a run")
+	}
+	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side, err := os.ReadFile(measureTestdata + "vllm_bench.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []string
+	for i := range 320 {
+		ins = append(ins, fmt.Sprint(512+(i*37)%1024)) // 512…1535, mean 1024 (the file's total)
+	}
+	data := strings.TrimSuffix(strings.TrimSpace(string(raw)), "}") + `, "input_lens": [` + strings.Join(ins, ",") + `]}`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "d.json"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), side, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := initDB(t)
+	if code, out, errs := cliRun(t, db, "bench", "import", filepath.Join(dir, "d.json")); code != 0 {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	code, out, _ := cliRun(t, db, "query", "--format", "csv",
+		"select a.run like 'finite:n=320,desync,shapes=%', p.workload_fidelity from accuracy a join points p on p.key = a.point_key where a.metric = 'ttft_mean'")
+	if code != 0 || !strings.HasSuffix(out, "\n1,W2\n") {
+		t.Errorf("the detailed run's row: %q", out)
+	}
+}

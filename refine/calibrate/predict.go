@@ -524,11 +524,13 @@ func (r *Resolver) benchmarkRun(t *Target, workers int) {
 		if m.Concurrency > 0 {
 			t.Run.MaxConcurrency = ceilDiv(m.Concurrency, workers)
 		}
+		t.Run.Shapes = queueing.EncodeShapes(m.ISLQuantiles, m.OSLQuantiles) // its dataset's lengths (W2)
 		t.In.Evaluator += runTag + t.Run.Label()
 		return
 	}
 	if run, ok := m.BenchmarkRun(workers); ok {
-		t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup, Desync: r.Run == RunDesync && t.In.Mode == store.ModeAgg}
+		t.Run = &queueing.FiniteRun{Requests: run.Requests, Warmup: run.Warmup, Desync: r.Run == RunDesync && t.In.Mode == store.ModeAgg,
+			Shapes: queueing.EncodeShapes(m.ISLQuantiles, m.OSLQuantiles)}
 		t.In.Evaluator += runTag + t.Run.Label()
 	}
 }

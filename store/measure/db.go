@@ -30,7 +30,8 @@ func ReaderVersion(format string) string {
 	}
 	// 2: an open-loop run's send pattern kept (burstiness, ramp_up_strategy,
 	// arrival_pattern and arrival_smoothness), rate inf without a bound read as
-	// every prompt at once (docs/validation.md Round 24).
+	// every prompt at once, --save-detailed lengths kept as quantile points
+	// (docs/validation.md Round 24).
 	return format + "/2"
 }
 
@@ -234,6 +235,7 @@ func Select(ctx context.Context, st *store.Store, where string) ([]Row, error) {
 			rowErr = fmt.Errorf("measurement %d: extra: %w", r.ID, err)
 			return rowErr
 		}
+		m.readQuantiles()
 		for k, v := range vals {
 			if v != nil {
 				m.Set(Metric(k), *v)

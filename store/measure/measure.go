@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -48,6 +49,14 @@ type Deployment struct {
 	// EngineConfig is the engine's own configuration as deployed (free-form keys,
 	// stored as JSON; empty = unknown, the profile's rules apply).
 	EngineConfig map[string]any `yaml:"engine_config" json:"engine_config,omitempty"`
+
+	// ISLQuantiles and OSLQuantiles are the run's request lengths as equally
+	// weighted quantile points (W2), when known: from a vllm bench serve
+	// --save-detailed file's per-request lengths, or stated (a sidecar's
+	// isl_quantiles / osl_quantiles for the dataset the run drew). Stored in the
+	// row's extra column; empty: every request at the mean isl / osl.
+	ISLQuantiles []int `yaml:"isl_quantiles" json:"isl_quantiles,omitempty"`
+	OSLQuantiles []int `yaml:"osl_quantiles" json:"osl_quantiles,omitempty"`
 
 	// Prefill and Decode are a disaggregated deployment's pools (mode disagg), for
 	// files that do not state them (vllm bench serve, AIPerf): the measurement's
@@ -107,6 +116,12 @@ func (d *Deployment) Merge(o Deployment) {
 	n(&d.Prefix, o.Prefix)
 	if len(d.EngineConfig) == 0 {
 		d.EngineConfig = o.EngineConfig
+	}
+	if len(d.ISLQuantiles) == 0 {
+		d.ISLQuantiles = o.ISLQuantiles
+	}
+	if len(d.OSLQuantiles) == 0 {
+		d.OSLQuantiles = o.OSLQuantiles
 	}
 	o.Prefill.fill(&d.Prefill.Workers, &d.Prefill.Batch, &d.Prefill.TP, &d.Prefill.PP, &d.Prefill.DP)
 	o.Decode.fill(&d.Decode.Workers, &d.Decode.Batch, &d.Decode.TP, &d.Decode.PP, &d.Decode.DP)
@@ -256,6 +271,19 @@ func (m *Measurement) Validate() error {
 			return fe(f.name, "%d: must be ≥ 0", f.v)
 		}
 	}
+	for _, q := range []struct {
+		name string
+		v    []int
+	}{{"isl_quantiles", m.ISLQuantiles}, {"osl_quantiles", m.OSLQuantiles}} {
+		if len(q.v) > MaxQuantilePoints {
+			return fe(q.name, "%d points: at most %d", len(q.v), MaxQuantilePoints)
+		}
+		for _, v := range q.v {
+			if v < 1 || v > 1<<24 {
+				return fe(q.name, "%d: a length must be in 1..%d", v, 1<<24)
+			}
+		}
+	}
 	if m.Concurrency < 0 {
 		return fe("concurrency", "%d: must be ≥ 0", m.Concurrency)
 	}
@@ -287,3 +315,62 @@ func bad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
 
 // ErrUnknownFormat is returned when a file's format cannot be sniffed.
 var ErrUnknownFormat = errors.New("unknown benchmark format")
+
+// MaxQuantilePoints bounds the quantile points of a measured run's lengths.
+const MaxQuantilePoints = 64
+
+// quantilePoints returns the n-point equally weighted quantiles of the lengths
+// xs (point i the value at rank ⌊(i + ½)·len/n⌋ of the sorted lengths), n =
+// min(16, len); nil for no lengths.
+func quantilePoints(xs []int) []int {
+	if len(xs) == 0 {
+		return nil
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := min(16, len(s))
+	out := make([]int, n)
+	for i := range out {
+		out[i] = s[(2*i+1)*len(s)/(2*n)]
+	}
+	return out
+}
+
+// applyQuantiles keeps m's quantile points in its extra column (the
+// measurements table has no column for them).
+func (m *Measurement) applyQuantiles() {
+	for _, q := range []struct {
+		key string
+		v   []int
+	}{{"isl_quantiles", m.ISLQuantiles}, {"osl_quantiles", m.OSLQuantiles}} {
+		if len(q.v) == 0 {
+			continue
+		}
+		if m.Extra == nil {
+			m.Extra = map[string]any{}
+		}
+		m.Extra[q.key] = q.v
+	}
+}
+
+// readQuantiles sets m's quantile points from a stored row's extra column.
+func (m *Measurement) readQuantiles() {
+	for _, q := range []struct {
+		key string
+		dst *[]int
+	}{{"isl_quantiles", &m.ISLQuantiles}, {"osl_quantiles", &m.OSLQuantiles}} {
+		xs, ok := m.Extra[q.key].([]any)
+		if !ok {
+			continue
+		}
+		out := make([]int, 0, len(xs))
+		for _, x := range xs {
+			if f, ok := x.(float64); ok && f >= 1 && f == math.Trunc(f) {
+				out = append(out, int(f))
+			}
+		}
+		if len(out) == len(xs) {
+			*q.dst = out
+		}
+	}
+}

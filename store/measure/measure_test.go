@@ -2,9 +2,11 @@ package measure
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -219,6 +221,8 @@ func FuzzParse(f *testing.F) {
 		// Open-loop loads: a rate with gamma sends, an AIPerf arrival pattern.
 		f.Add([]byte(strings.Replace(string(b), `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32`, `"request_rate": 2.5, "burstiness": 0.5, "max_concurrency": null`, 1)))
 		f.Add([]byte(strings.Replace(string(b), `"loadgen": {`, `"loadgen": {"request_rate": 3, "arrival_pattern": "gamma", "arrival_smoothness": 2, `, 1)))
+		// --save-detailed lengths.
+		f.Add([]byte(strings.Replace(string(b), `"completed": 320,`, `"completed": 320, "input_lens": [1000, 1048], "output_lens": [64, 64],`, 1)))
 	}
 	dep := Deployment{Model: "m", System: "s", Backend: "vllm", TP: 1, ISL: 10, OSL: 10, Mode: "agg"}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -377,5 +381,53 @@ func TestSidecarPools(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: error %v, want one line with %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestRunLengths: a vllm bench serve --save-detailed file's per-request lengths
+// become 16 equally weighted quantile points, kept in the row's extra column; a
+// sidecar can state them instead; bad lengths are one-line errors.
+func TestRunLengths(t *testing.T) {
+	dep, err := ParseSidecar("vllm_bench.yaml", read(t, "vllm_bench.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := strings.TrimSuffix(strings.TrimSpace(string(read(t, "vllm_bench.json"))), "}")
+	var ins, outs []string
+	for i := 1; i <= 320; i++ {
+		ins = append(ins, fmt.Sprint(i*10))
+		outs = append(outs, fmt.Sprint(64))
+	}
+	data := base + `, "input_lens": [` + strings.Join(ins, ",") + `], "output_lens": [` + strings.Join(outs, ",") + `]}`
+	ms, err := Parse("d.json", []byte(data), "", dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ms[0]
+	if len(m.ISLQuantiles) != 16 || m.ISLQuantiles[0] != 110 || m.ISLQuantiles[15] != 3110 || len(m.OSLQuantiles) != 16 || m.OSLQuantiles[7] != 64 {
+		t.Errorf("quantiles %v / %v", m.ISLQuantiles, m.OSLQuantiles)
+	}
+	if q, ok := m.Extra["isl_quantiles"].([]int); !ok || len(q) != 16 {
+		t.Errorf("extra %v", m.Extra)
+	}
+	side, err := ParseSidecar("s.yaml", []byte("system: h200_sxm\nbackend: vllm\ntp: 2\nisl_quantiles: [500, 1500]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := Parse("vllm_bench.json", read(t, "vllm_bench.json"), "", side); err != nil || !slices.Equal(ms[0].ISLQuantiles, []int{500, 1500}) || ms[0].OSLQuantiles != nil {
+		t.Errorf("sidecar quantiles: %v %v", ms, err)
+	}
+	for _, c := range []struct{ data, want string }{
+		{base + `, "input_lens": [10, 0]}`, "field input_lens: 0: want per-request lengths in 1..16777216"},
+		{base + `, "input_lens": [10, "a\nb"]}`, `field input_lens: "a\nb": want per-request lengths`},
+	} {
+		_, err := Parse("d.json", []byte(c.data), "", dep)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("error %v, want one line with %q", err, c.want)
+		}
+	}
+	bad, _ := ParseSidecar("s.yaml", []byte("system: h200_sxm\nbackend: vllm\ntp: 2\nosl_quantiles: [0]\n"))
+	if _, err := Parse("vllm_bench.json", read(t, "vllm_bench.json"), "", bad); err == nil || !strings.Contains(err.Error(), "field osl_quantiles: 0: a length must be in 1..") {
+		t.Errorf("bad sidecar quantiles: %v", err)
 	}
 }

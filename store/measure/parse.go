@@ -98,6 +98,7 @@ func Parse(file string, data []byte, format string, dep Deployment) ([]Measureme
 			m.Mode = "agg"
 		}
 		m.applyPools()
+		m.applyQuantiles()
 		for _, p := range []*int{&m.PP, &m.DP} {
 			if *p == 0 {
 				*p = 1
@@ -340,6 +341,26 @@ func parseVLLM(file string, data []byte) (Measurement, error) {
 		if v, ok := top[k]; ok {
 			m.Extra[k] = v
 		}
+	}
+	// --save-detailed: every request's lengths, kept as quantile points (W2).
+	for _, l := range []struct {
+		key string
+		dst *[]int
+	}{{"input_lens", &m.ISLQuantiles}, {"output_lens", &m.OSLQuantiles}} {
+		xs, ok := top[l.key].([]any)
+		if !ok || len(xs) == 0 {
+			continue
+		}
+		lens := make([]int, 0, len(xs))
+		for _, x := range xs {
+			n, ok := x.(json.Number)
+			v, err := n.Int64()
+			if !ok || err != nil || v < 1 || v > 1<<24 {
+				return m, o.err(l.key, "%s: want per-request lengths in 1..%d", quoteValue(x), 1<<24)
+			}
+			lens = append(lens, int(v))
+		}
+		*l.dst = quantilePoints(lens)
 	}
 	if allAtOnce {
 		// vllm bench serve's default load: request rate inf without

@@ -20,7 +20,7 @@ func ParseSidecar(file string, data []byte) (Deployment, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&d); err != nil && !errors.Is(err, io.EOF) {
-		return d, fmt.Errorf("%s: %s (known keys: model, system, backend, version, mode, tp, pp, dp, moe_tp, moe_ep, gemm_quant, moe_quant, isl, osl, prefix, engine_config, prefill and decode with workers, batch, tp, pp, dp)",
+		return d, fmt.Errorf("%s: %s (known keys: model, system, backend, version, mode, tp, pp, dp, moe_tp, moe_ep, gemm_quant, moe_quant, isl, osl, prefix, engine_config, prefill and decode with workers, batch, tp, pp, dp, isl_quantiles, osl_quantiles)",
 			file, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	return d, nil
