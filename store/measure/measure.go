@@ -321,7 +321,7 @@ const MaxQuantilePoints = 64
 
 // quantilePoints returns the n-point equally weighted quantiles of the lengths
 // xs (point i the value at rank ⌊(i + ½)·len/n⌋ of the sorted lengths), n =
-// min(16, len); nil for no lengths.
+// min(16, len); nil for no lengths or lengths that do not vary.
 func quantilePoints(xs []int) []int {
 	if len(xs) == 0 {
 		return nil
@@ -333,7 +333,18 @@ func quantilePoints(xs []int) []int {
 	for i := range out {
 		out[i] = s[(2*i+1)*len(s)/(2*n)]
 	}
-	return out
+	return varying(out)
+}
+
+// varying returns quantile points that vary, nil for points all equal (the
+// lengths are the mean's: no shape to model).
+func varying(qs []int) []int {
+	for _, v := range qs {
+		if v != qs[0] {
+			return qs
+		}
+	}
+	return nil
 }
 
 // applyQuantiles keeps m's quantile points in its extra column (the

@@ -384,8 +384,9 @@ func TestSidecarPools(t *testing.T) {
 	}
 }
 
-// TestRunLengths: a vllm bench serve --save-detailed file's per-request lengths
-// become 16 equally weighted quantile points, kept in the row's extra column; a
+// TestRunLengths: a vllm bench serve --save-detailed file's per-request lengths,
+// or an AIPerf export's length percentiles, become 16 equally weighted quantile
+// points, kept in the row's extra column (none when the lengths do not vary); a
 // sidecar can state them instead; bad lengths are one-line errors.
 func TestRunLengths(t *testing.T) {
 	dep, err := ParseSidecar("vllm_bench.yaml", read(t, "vllm_bench.yaml"))
@@ -404,8 +405,21 @@ func TestRunLengths(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := ms[0]
-	if len(m.ISLQuantiles) != 16 || m.ISLQuantiles[0] != 110 || m.ISLQuantiles[15] != 3110 || len(m.OSLQuantiles) != 16 || m.OSLQuantiles[7] != 64 {
+	// Outputs all 64: no shape to model (nil), prompts 10…3200.
+	if len(m.ISLQuantiles) != 16 || m.ISLQuantiles[0] != 110 || m.ISLQuantiles[15] != 3110 || m.OSLQuantiles != nil {
 		t.Errorf("quantiles %v / %v", m.ISLQuantiles, m.OSLQuantiles)
+	}
+	// AIPerf's length records: the quantile function linear between the stated
+	// percentiles.
+	ai := strings.Replace(string(read(t, "aiperf.json")), `"input_sequence_length": {"unit": "tokens", "avg": 2000.0}`,
+		`"input_sequence_length": {"unit": "tokens", "avg": 2000.0, "min": 1000, "p50": 2000, "max": 3000}`, 1)
+	if ms, err := Parse("a.json", []byte(ai), "", Deployment{System: "h200_sxm", Backend: "vllm", TP: 2}); err != nil ||
+		!slices.Equal(ms[0].ISLQuantiles, []int{1063, 1188, 1313, 1438, 1563, 1688, 1813, 1938, 2063, 2188, 2313, 2438, 2563, 2688, 2813, 2938}) {
+		t.Errorf("aiperf percentiles: %v", err)
+	}
+	dec := strings.Replace(ai, `"p50": 2000`, `"p50": 500`, 1)
+	if _, err := Parse("a.json", []byte(dec), "", Deployment{System: "h200_sxm", Backend: "vllm", TP: 2}); err == nil || !strings.Contains(err.Error(), "not a length at or above the lower percentiles") {
+		t.Errorf("decreasing percentiles: %v", err)
 	}
 	if q, ok := m.Extra["isl_quantiles"].([]int); !ok || len(q) != 16 {
 		t.Errorf("extra %v", m.Extra)

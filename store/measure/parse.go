@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -423,7 +424,8 @@ func parseAIPerf(file string, data []byte) (Measurement, error) {
 	for _, l := range []struct {
 		key string
 		dst *int
-	}{{"input_sequence_length", &m.ISL}, {"output_sequence_length", &m.OSL}} {
+		qs  *[]int
+	}{{"input_sequence_length", &m.ISL, &m.ISLQuantiles}, {"output_sequence_length", &m.OSL, &m.OSLQuantiles}} {
 		rec, ok, err := o.sub(l.key)
 		if err != nil {
 			return m, err
@@ -440,6 +442,9 @@ func parseAIPerf(file string, data []byte) (Measurement, error) {
 				return m, rec.err("avg", "%v: not a sequence length", v)
 			}
 			*l.dst = int(math.Round(v))
+		}
+		if *l.qs, err = percentilePoints(rec); err != nil {
+			return m, err
 		}
 	}
 	if cfg, ok, err := o.sub("input_config"); err != nil {
@@ -754,4 +759,46 @@ func statedConcurrency(source string) (int, bool) {
 	}
 	n, err := strconv.Atoi(c[1])
 	return n, err == nil && n > 0
+}
+
+// aiperfPercentiles are the percentile keys of an AIPerf record, with min (0)
+// and max (100).
+var aiperfPercentiles = []struct {
+	key string
+	p   float64
+}{{"min", 0}, {"p1", 1}, {"p5", 5}, {"p10", 10}, {"p25", 25}, {"p50", 50}, {"p75", 75}, {"p90", 90}, {"p95", 95}, {"p99", 99}, {"max", 100}}
+
+// percentilePoints reads a length record's percentiles (AIPerf: min, p1 … p99,
+// max) as 16 equally weighted quantile points, the quantile function linear
+// between the stated percentiles; nil when fewer than min, p50 and max are
+// stated or the lengths do not vary.
+func percentilePoints(rec obj) ([]int, error) {
+	var ps, vs []float64
+	for _, k := range aiperfPercentiles {
+		v, ok, err := rec.num(k.key, false)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if v < 0 || v > 1<<24 || (len(vs) > 0 && v < vs[len(vs)-1]) {
+			return nil, rec.err(k.key, "%v: not a length at or above the lower percentiles'", v)
+		}
+		ps, vs = append(ps, k.p), append(vs, v)
+	}
+	if len(ps) < 3 || ps[0] != 0 || ps[len(ps)-1] != 100 || !slices.Contains(ps, 50) {
+		return nil, nil
+	}
+	out := make([]int, 16)
+	for i := range out {
+		p := (float64(i) + 0.5) * 100 / 16
+		j := 1
+		for ps[j] < p {
+			j++
+		}
+		v := vs[j-1] + (vs[j]-vs[j-1])*(p-ps[j-1])/(ps[j]-ps[j-1])
+		out[i] = max(1, int(math.Round(v)))
+	}
+	return varying(out), nil
 }
