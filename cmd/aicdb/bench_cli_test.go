@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -443,5 +444,91 @@ func TestBenchDetailedLengths(t *testing.T) {
 		"select a.run like 'finite:n=320,desync,shapes=%', p.workload_fidelity from accuracy a join points p on p.key = a.point_key where a.metric = 'ttft_mean'")
 	if code != 0 || !strings.HasSuffix(out, "\n1,W2\n") {
 		t.Errorf("the detailed run's row: %q", out)
+	}
+}
+
+// TestEvalBenchmarkRun: eval --benchmark-requests predicts the benchmark run
+// accuracy predicts for the same measured row — closed (320 requests of 32
+// clients, desynchronised after the burst) and open (Poisson sends at 2 rps) —
+// to the same number; bad combinations are one-line errors.
+func TestEvalBenchmarkRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and evaluates runs")
+	}
+	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side, err := os.ReadFile(measureTestdata + "vllm_bench.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"closed": string(raw),
+		"open":   strings.Replace(string(raw), `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32`, `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null`, 1),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), side, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := initDB(t)
+	if code, out, errs := cliRun(t, db, "bench", "import", filepath.Join(dir, "closed.json"), filepath.Join(dir, "open.json")); code != 0 {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	predicted := func(runID string) float64 {
+		code, out, _ := cliRun(t, db, "query", "--format", "csv", "select predicted from accuracy where metric = 'ttft_mean' and run_id = '"+runID+"'")
+		var v float64
+		if _, err := fmt.Sscanf(strings.TrimPrefix(out, "predicted\n"), "%g", &v); code != 0 || err != nil {
+			t.Fatalf("accuracy of %s: %q", runID, out)
+		}
+		return v
+	}
+	base := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.22.0", "--tp", "2",
+		"--isl", "1024", "--osl", "64", "--format", "json"}
+	eval := func(extra ...string) (float64, string) {
+		code, out, errs := cliRun(t, db, append(slices.Clone(base), extra...)...)
+		var r struct {
+			TTFT float64 `json:"ttft_steady_mean"`
+			Run  string  `json:"run"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+			t.Fatalf("eval %v: %d %q %q", extra, code, out, errs)
+		}
+		return r.TTFT, r.Run
+	}
+	for _, c := range []struct {
+		id   string
+		args []string
+		run  string
+	}{
+		{"closed.json", []string{"--concurrency", "32", "--benchmark-requests", "320"}, "finite:n=320,desync"},
+		{"open.json", []string{"--rate", "2", "--benchmark-requests", "320"}, "finite:n=320,open,rate=2,paths=7"},
+	} {
+		got, run := eval(c.args...)
+		if want := predicted(c.id); math.Abs(got-want) > 1e-6*want || run != c.run {
+			t.Errorf("eval %v: TTFT mean %v (run %s), accuracy predicts %v (%s)", c.args, got, run, want, c.run)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--concurrency", "32", "--benchmark-requests", "320", "--max-concurrency", "4"}, "--max-concurrency: only with --rate (a closed loop's clients are its bound)"},
+		{[]string{"--rate", "2", "--max-concurrency", "4"}, "--max-concurrency: only with --rate and --benchmark-requests"},
+		{[]string{"--rate", "2", "--benchmark-requests", "30", "--tier", "both"}, "--benchmark-requests: a benchmark run is predicted by the quantitative tier"},
+		{[]string{"--rate", "2", "--benchmark-requests", "0"}, "--benchmark-requests: finite run requests = 0"},
+		{[]string{"--rate", "2", "--benchmark-requests", "30", "--burstiness", "-1"}, "gamma_shape = -1"},
+	} {
+		code, _, errs := cliRun(t, db, append(slices.Clone(base), c.args...)...)
+		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("eval %v: %d %q, want %q", c.args, code, errs, c.want)
+		}
 	}
 }

@@ -51,6 +51,10 @@ func evalCommand() *cli.Command {
 			&cli.Float64Flag{Name: "turnaround-ms", Usage: "closed loop: client delay between a completion and the next request"},
 			&cli.Float64Flag{Name: "rate", Usage: "open loop: request rate (requests/s)"},
 			&cli.IntFlag{Name: "num-requests", Usage: "open loop: requests to simulate", DefaultText: "4096"},
+			// a benchmark run instead of the steady state
+			&cli.IntFlag{Name: "benchmark-requests", Usage: "quantitative: predict one benchmark run of `N` requests as vllm bench serve / aiperf run it (from an idle engine, statistics over all N) instead of the steady state: with --concurrency the clients' loop, with --rate Poisson sends", DefaultText: "the steady state"},
+			&cli.IntFlag{Name: "max-concurrency", Usage: "with --rate and --benchmark-requests: at most `C` requests in flight (vllm bench serve --max-concurrency)", DefaultText: "no bound"},
+			&cli.Float64Flag{Name: "burstiness", Usage: "with --rate and --benchmark-requests: gamma-distributed sends of shape `B` (vllm bench serve --burstiness; 1 = Poisson)", DefaultText: "1"},
 		}, shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
 			prefix: "prompt tokens served from the prefix cache (< isl)"}.flags(), []cli.Flag{
 			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},
@@ -96,6 +100,10 @@ func runEval(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	run, err := parseBenchmarkRun(c, spec.w, true)
+	if err != nil {
+		return err
+	}
 	cal, err := calibrateEval(c, spec)
 	if err != nil {
 		return err
@@ -104,9 +112,12 @@ func runEval(c *cli.Context) error {
 	for _, tier := range spec.tiers {
 		var rep *queueing.Report
 		opt := queueing.Options{StaggerPhases: c.Int("stagger-phases"), ClientRTTMs: c.Float64("client-rtt-ms")}
-		if tier == queueing.TierScreening {
+		switch {
+		case tier == queueing.TierScreening:
 			rep, err = queueing.ScreeningWith(spec.w, spec.e, spec.t, opt)
-		} else {
+		case run != nil:
+			rep, err = queueing.QuantitativeFinite(c.Context, spec.w, spec.e, spec.t, opt, *run)
+		default:
 			rep, err = queueing.QuantitativeWith(c.Context, spec.w, spec.e, spec.t, opt)
 		}
 		if err != nil {
@@ -115,13 +126,16 @@ func runEval(c *cli.Context) error {
 			}
 			return err
 		}
-		if tier == queueing.TierQuantitative {
+		if tier == queueing.TierQuantitative && run == nil {
 			noSteadyState(spec.w, rep)
 			if rep.Unstable && spec.w.RateRPS > 0 { // the screening tier's reason states its own bound
 				rep.UnstableReason += openLoopCapacity(spec.w, spec.e, spec.t)
 			}
 		}
 		cols := rep.Columns(spec.gpus)
+		if run != nil {
+			cols["run"] = run.Label()
+		}
 		if tier == queueing.TierQuantitative && spec.e.KVCapacityTokens > 0 && !rep.Unstable {
 			cols["kv_util_peak"], cols["preemptions_per_request"] = rep.KVUtilPeak, rep.PreemptionsPerRequest
 		}
@@ -510,6 +524,52 @@ func parseWorkload(c *cli.Context) (workload.Spec, error) {
 		return w, userErrorf("--osl-quantiles: %v", err)
 	}
 	return w, nil
+}
+
+// parseBenchmarkRun reads --benchmark-requests and the open run's
+// --max-concurrency / --burstiness into the run the quantitative tier predicts
+// (nil: the steady state), as accuracy predicts a measured row: a closed loop's
+// clients (desynchronised after the burst under the stagger phases, when desync
+// is allowed: the tandem runs them locked) or an open loop's sends, pooling
+// queueing.OpenPaths Poisson or gamma paths.
+func parseBenchmarkRun(c *cli.Context, w workload.Spec, desync bool) (*queueing.FiniteRun, error) {
+	if !c.IsSet("benchmark-requests") {
+		for _, f := range []string{"max-concurrency", "burstiness"} {
+			if c.IsSet(f) {
+				return nil, userErrorf("--%s: only with --rate and --benchmark-requests (an open-loop benchmark run)", f)
+			}
+		}
+		return nil, nil
+	}
+	if c.String("tier") != "quantitative" {
+		return nil, userErrorf("--benchmark-requests: a benchmark run is predicted by the quantitative tier; use --tier quantitative")
+	}
+	if c.IsSet("num-requests") {
+		return nil, userErrorf("--num-requests: the open loop's steady-state length; --benchmark-requests gives the run's requests")
+	}
+	run := queueing.FiniteRun{Requests: c.Int("benchmark-requests")}
+	if w.Concurrency > 0 {
+		for _, f := range []string{"max-concurrency", "burstiness"} {
+			if c.IsSet(f) {
+				return nil, userErrorf("--%s: only with --rate (a closed loop's clients are its bound)", f)
+			}
+		}
+		run.Desync = desync && c.Int("stagger-phases") > 0
+	} else {
+		run.Open, run.RateRPS, run.Paths = true, w.RateRPS, queueing.OpenPaths(run.Requests)
+		if c.IsSet("max-concurrency") {
+			if run.MaxConcurrency = c.Int("max-concurrency"); run.MaxConcurrency < 1 {
+				return nil, userErrorf("--max-concurrency %d: must be ≥ 1", run.MaxConcurrency)
+			}
+		}
+		if b := c.Float64("burstiness"); c.IsSet("burstiness") && b != 1 {
+			run.GammaShape = b
+		}
+	}
+	if err := run.Validate(); err != nil {
+		return nil, userErrorf("--benchmark-requests: %v", err)
+	}
+	return &run, nil
 }
 
 // parseQuantiles parses "a,b,.." into positive token counts (empty → nil).

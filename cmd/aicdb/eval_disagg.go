@@ -81,6 +81,10 @@ func runEvalDisagg(c *cli.Context) error {
 	default:
 		return userErrorf("--tier %q: unknown; use screening, quantitative or both", c.String("tier"))
 	}
+	run, err := parseBenchmarkRun(c, w, false) // the tandem runs its clients locked
+	if err != nil {
+		return err
+	}
 	cfg, _, gpus, err := parseDisagg(c, w)
 	if err != nil {
 		return err
@@ -89,9 +93,12 @@ func runEvalDisagg(c *cli.Context) error {
 	isl, _ := w.MaxShape()
 	for _, tier := range tiers {
 		var rep *disagg.Report
-		if tier == queueing.TierScreening {
+		switch {
+		case tier == queueing.TierScreening:
 			rep, err = disagg.Screening(w, cfg)
-		} else {
+		case run != nil:
+			rep, err = disagg.QuantitativeFinite(c.Context, w, cfg, *run, c.Float64("client-rtt-ms"))
+		default:
 			rep, err = disagg.Quantitative(c.Context, w, cfg, disagg.Options{})
 		}
 		if held := (*disagg.PrefillHoldsError)(nil); errors.As(err, &held) {
@@ -104,10 +111,13 @@ func runEvalDisagg(c *cli.Context) error {
 			}
 			return err
 		}
-		if tier == queueing.TierQuantitative {
+		if tier == queueing.TierQuantitative && run == nil {
 			noSteadyState(w, &rep.Report)
 		}
 		cols := rep.Columns(gpus)
+		if run != nil {
+			cols["run"] = run.Label()
+		}
 		draftColumns(cols, cfg.Decode.Engine)
 		out[string(tier)] = cols
 	}

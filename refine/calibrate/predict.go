@@ -395,9 +395,11 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 // (aggregated: pp·dp; disaggregated: the decode pool's workers · pp · dp, named
 // by unit), or why it has none. A closed loop's clients split exactly over the
 // workers. An open-loop run (a request rate) holds at most its client
-// concurrency bound in flight, split the same way (rounded up); without one, at
-// most its request count per worker, capped at the engine's default running cap
-// at version v (the point's engine takes its cap from the batch).
+// concurrency bound in flight, split the same way (rounded up); without one, the
+// running cap of the resolver's profile deployed without a batch at version v
+// (aiconfigurator's generator: its default max_batch_size 128; the defaults: the
+// engine's own cap), as eval runs an open loop (the point's engine takes its cap
+// from the batch).
 func (r *Resolver) pointBatch(m *measure.Measurement, v string, workers int, unit string) (int, string) {
 	if m.RequestRate <= 0 {
 		if m.Concurrency%workers != 0 {
@@ -414,11 +416,15 @@ func (r *Resolver) pointBatch(m *measure.Measurement, v string, workers int, uni
 	if m.Concurrency > 0 {
 		return ceilDiv(m.Concurrency, workers), ""
 	}
-	e, err := engine.Defaults(m.Backend, v)
+	// No bound: the profile's engine as deployed without a batch (aiconfigurator's
+	// generator: its default max_batch_size; the defaults: the engine's running
+	// cap), as eval runs an open loop.
+	e, err := queueing.ProfileEngine(r.Profile, queueing.ProfileInput{Backend: m.Backend, Version: v, Role: queueing.RoleAgg,
+		ISL: m.ISL, OSL: m.OSL, GPUMemBytes: r.gpuMem[m.System]})
 	if err != nil {
 		return 0, "engine profile: " + oneLine(err.Error())
 	}
-	return min(ceilDiv(m.NumPrompts, workers), e.SeatCap()), ""
+	return e.SeatCap(), ""
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
