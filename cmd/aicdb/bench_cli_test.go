@@ -350,7 +350,7 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 		"cap.json,\"finite:n=100,open,rate=2,cap=4,paths=8\",1,\n" +
 		"gamma.json,\"finite:n=100,open,rate=2,gamma=0.5,paths=8\",1,\n" +
 		"many.json,\"finite:n=1000,open,rate=2,paths=3\",1,\n" +
-		"once.json,\"finite:n=100,desync\",1,\n" +
+		"once.json,\"finite:n=100,open\",1,\n" +
 		"rate.json,\"finite:n=100,open,rate=2,paths=8\",1,\n"
 	if code != 0 || out != want {
 		t.Errorf("accuracy runs:\n%s\nwant\n%s", out, want)

@@ -321,11 +321,11 @@ func TestOpenLoopLoads(t *testing.T) {
 			!strings.Contains(why, c.why) || (c.why == "") != (why == "") {
 			t.Errorf("%s: concurrency %d rate %v open %v sends %+v why %q", c.name, m.Concurrency, m.RequestRate, open, a, why)
 		}
-		if _, closed := m.BenchmarkRun(1); closed == open {
-			t.Errorf("%s: BenchmarkRun closed %v for an open-loop %v run", c.name, closed, open)
+		if _, closed := m.BenchmarkRun(1); closed == (open || m.AllAtOnce()) {
+			t.Errorf("%s: BenchmarkRun closed %v for an open-loop %v (all at once %v) run", c.name, closed, open, m.AllAtOnce())
 		}
-		if c.conc == 320 && !strings.Contains(m.Extra["concurrency_note"].(string), "all 320 prompts sent at once") {
-			t.Errorf("%s: note %v", c.name, m.Extra)
+		if once := c.conc == 320; once != m.AllAtOnce() || once && !strings.Contains(m.Extra["concurrency_note"].(string), "all 320 prompts sent at once") {
+			t.Errorf("%s: all at once %v, extra %v", c.name, m.AllAtOnce(), m.Extra)
 		}
 	}
 	ai := string(read(t, "aiperf.json"))

@@ -370,6 +370,7 @@ func parseVLLM(file string, data []byte) (Measurement, error) {
 		// TestOpenRunIdentities).
 		m.Concurrency = m.NumPrompts
 		m.Extra["concurrency_note"] = fmt.Sprintf("request_rate inf without max_concurrency: all %d prompts sent at once (a closed loop of %d clients, one request each)", m.NumPrompts, m.NumPrompts)
+		m.Extra["all_at_once"] = true
 	}
 	return m, nil
 }

@@ -39,7 +39,7 @@ type Run struct {
 // aiconfigurator's benchmark (AICBenchRounds rounds per client); vllm bench serve
 // and AIPerf files state their own num_prompts / request_count (no warm-up known).
 func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
-	if m.Concurrency <= 0 || m.RequestRate > 0 || (m.Mode != "agg" && m.Mode != "disagg") {
+	if m.Concurrency <= 0 || m.RequestRate > 0 || m.AllAtOnce() || (m.Mode != "agg" && m.Mode != "disagg") {
 		return Run{}, false
 	}
 	workers = max(workers, 1)
@@ -55,6 +55,15 @@ func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
 		return Run{Requests: perWorker(m.NumPrompts), Source: m.Format + " request count"}, true
 	}
 	return Run{}, false
+}
+
+// AllAtOnce reports a run that sent every request at once (vllm bench serve's
+// default load: request rate inf without --max-concurrency), stored as the
+// closed loop of num_prompts clients that it is: an open run at an infinite
+// rate, its in-flight requests bounded by the engine alone.
+func (m *Measurement) AllAtOnce() bool {
+	b, _ := m.Extra["all_at_once"].(bool)
+	return b
 }
 
 // Arrivals is how an open-loop run spaced its sends: Poisson (the zero value),
