@@ -431,9 +431,16 @@ func TestRunLengths(t *testing.T) {
 	if ms, err := Parse("vllm_bench.json", read(t, "vllm_bench.json"), "", side); err != nil || !slices.Equal(ms[0].ISLQuantiles, []int{500, 1500}) || ms[0].OSLQuantiles != nil {
 		t.Errorf("sidecar quantiles: %v %v", ms, err)
 	}
+	// A failed request (output length 0) is left out of both.
+	if ms, err := Parse("d.json", []byte(base+`, "input_lens": [100, 200, 300, 5000], "output_lens": [10, 20, 30, 0]}`), "", dep); err != nil ||
+		!slices.Equal(ms[0].ISLQuantiles, []int{100, 200, 300}) || !slices.Equal(ms[0].OSLQuantiles, []int{10, 20, 30}) {
+		t.Errorf("failed request: %v", err)
+	}
 	for _, c := range []struct{ data, want string }{
-		{base + `, "input_lens": [10, 0]}`, "field input_lens: 0: want per-request lengths in 1..16777216"},
+		{base + `, "input_lens": [10, 0]}`, "field input_lens: 0: a completed request's prompt length must be ≥ 1"},
+		{base + `, "input_lens": [10, -1]}`, "field input_lens: -1: want per-request lengths in 0..16777216"},
 		{base + `, "input_lens": [10, "a\nb"]}`, `field input_lens: "a\nb": want per-request lengths`},
+		{base + `, "input_lens": [10, 20], "output_lens": [5]}`, "field output_lens: 1 lengths beside 2 input_lens: want one per request"},
 	} {
 		_, err := Parse("d.json", []byte(c.data), "", dep)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {

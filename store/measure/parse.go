@@ -343,25 +343,42 @@ func parseVLLM(file string, data []byte) (Measurement, error) {
 			m.Extra[k] = v
 		}
 	}
-	// --save-detailed: every request's lengths, kept as quantile points (W2).
-	for _, l := range []struct {
-		key string
-		dst *[]int
-	}{{"input_lens", &m.ISLQuantiles}, {"output_lens", &m.OSLQuantiles}} {
-		xs, ok := top[l.key].([]any)
-		if !ok || len(xs) == 0 {
+	// --save-detailed: every request's lengths, kept as quantile points (W2) over
+	// the requests that completed (a failed request lists output length 0).
+	var lens [2][]int
+	for i, key := range []string{"input_lens", "output_lens"} {
+		xs, ok := top[key].([]any)
+		if !ok {
 			continue
 		}
-		lens := make([]int, 0, len(xs))
 		for _, x := range xs {
 			n, ok := x.(json.Number)
 			v, err := n.Int64()
-			if !ok || err != nil || v < 1 || v > 1<<24 {
-				return m, o.err(l.key, "%s: want per-request lengths in 1..%d", quoteValue(x), 1<<24)
+			if !ok || err != nil || v < 0 || v > 1<<24 {
+				return m, o.err(key, "%s: want per-request lengths in 0..%d", quoteValue(x), 1<<24)
 			}
-			lens = append(lens, int(v))
+			lens[i] = append(lens[i], int(v))
 		}
-		*l.dst = quantilePoints(lens)
+	}
+	if len(lens[0]) > 0 && len(lens[1]) > 0 && len(lens[0]) != len(lens[1]) {
+		return m, o.err("output_lens", "%d lengths beside %d input_lens: want one per request", len(lens[1]), len(lens[0]))
+	}
+	var completed [2][]int
+	for i := range lens[0] {
+		if len(lens[1]) == 0 || lens[1][i] > 0 {
+			completed[0] = append(completed[0], lens[0][i])
+		}
+	}
+	for _, v := range lens[1] {
+		if v > 0 {
+			completed[1] = append(completed[1], v)
+		}
+	}
+	for i, dst := range []*[]int{&m.ISLQuantiles, &m.OSLQuantiles} {
+		if slices.Contains(completed[i], 0) {
+			return m, o.err("input_lens", "0: a completed request's prompt length must be ≥ 1")
+		}
+		*dst = quantilePoints(completed[i])
 	}
 	if allAtOnce {
 		// vllm bench serve's default load: request rate inf without
