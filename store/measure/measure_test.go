@@ -329,6 +329,12 @@ func TestOpenLoopLoads(t *testing.T) {
 		}
 	}
 	ai := string(read(t, "aiperf.json"))
+	// A time-bounded run (no request_count in its load): the request_count record.
+	timed := strings.Replace(strings.Replace(ai, `"loadgen": {"concurrency": 16, "request_count": 400}`, `"loadgen": {"request_rate": 3.0}`, 1),
+		`"request_throughput":`, `"request_count": {"unit": "requests", "avg": 250}, "request_throughput":`, 1)
+	if ms, err := Parse("a.json", []byte(timed), "", Deployment{System: "h200_sxm", Backend: "vllm", TP: 2}); err != nil || ms[0].NumPrompts != 250 || ms[0].RequestRate != 3 {
+		t.Errorf("time-bounded AIPerf run: %v %v", ms, err)
+	}
 	for _, c := range []struct {
 		loadgen string
 		want    Arrivals

@@ -472,6 +472,22 @@ func parseAIPerf(file string, data []byte) (Measurement, error) {
 			return m, err
 		}
 	}
+	// A run bounded by time (--benchmark-duration) states no request count; its
+	// request_count record is the requests it measured.
+	if rec, ok, err := o.sub("request_count"); err != nil {
+		return m, err
+	} else if ok && m.NumPrompts == 0 {
+		v, ok, err := rec.num("avg", false)
+		if err != nil {
+			return m, err
+		}
+		if ok {
+			if v < 0 || v > 1<<30 || v != math.Trunc(v) {
+				return m, rec.err("avg", "%v: not a request count", v)
+			}
+			m.NumPrompts = int(v)
+		}
+	}
 	return m, nil
 }
 
