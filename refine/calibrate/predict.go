@@ -243,7 +243,7 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = "neither a client concurrency nor a request rate: the run's load is not stated"
 		return t
 	}
-	if open, _, why := m.OpenArrivals(); open && why != "" {
+	if _, why := m.OpenArrivals(); why != "" {
 		t.Reason = "open-loop measurement: " + why
 		return t
 	}
@@ -401,7 +401,7 @@ func (r *Resolver) resolveAt(ctx context.Context, t Target, v, mapping string) T
 // engine's own cap), as eval runs an open loop (the point's engine takes its cap
 // from the batch).
 func (r *Resolver) pointBatch(m *measure.Measurement, v string, workers int, unit string) (int, string) {
-	if m.RequestRate <= 0 && !m.AllAtOnce() {
+	if !m.OpenLoop() {
 		if m.Concurrency%workers != 0 {
 			return 0, fmt.Sprintf("concurrency %d is not a multiple of %s = %d", m.Concurrency, unit, workers)
 		}
@@ -413,12 +413,11 @@ func (r *Resolver) pointBatch(m *measure.Measurement, v string, workers int, uni
 	if r.Run == RunSteady {
 		return 0, "open-loop measurement under --run steady: a stored steady state is a closed loop; predict it as its run (--run desync or benchmark)"
 	}
-	if m.RequestRate > 0 && m.Concurrency > 0 {
-		return ceilDiv(m.Concurrency, workers), ""
+	if b := m.OpenBound(); b > 0 {
+		return ceilDiv(b, workers), ""
 	}
-	// No bound (every request at once included): the profile's engine as deployed without a batch (aiconfigurator's
-	// generator: its default max_batch_size; the defaults: the engine's running
-	// cap), as eval runs an open loop.
+	// No bound (every request at once included): the profile's engine as
+	// deployed without a batch, as eval runs an open loop.
 	e, err := queueing.ProfileEngine(r.Profile, queueing.ProfileInput{Backend: m.Backend, Version: v, Role: queueing.RoleAgg,
 		ISL: m.ISL, OSL: m.OSL, GPUMemBytes: r.gpuMem[m.System]})
 	if err != nil {
@@ -510,25 +509,25 @@ const (
 func (r *Resolver) benchmarkRun(t *Target, workers int) {
 	m := &t.Row.Measurement
 	if _, ok := r.Ev.(RunEvaluator); !ok || r.Run == RunSteady {
-		if m.RequestRate > 0 || m.AllAtOnce() {
+		if m.OpenLoop() {
 			t.Reason = "open-loop measurement: the evaluator cannot run a benchmark run, and a stored steady state is a closed loop"
 		}
 		return
 	}
-	if m.RequestRate > 0 || m.AllAtOnce() {
+	if m.OpenLoop() {
 		// An open-loop run (pointBatch checked its count and the run mode): its rate
 		// and bound split evenly over the workers (random routing thins a Poisson
 		// stream into Poisson streams; gamma and constant sends are taken as split
 		// the same way), the expectation over its paths.
 		n := ceilDiv(m.NumPrompts, workers)
-		_, a, _ := m.OpenArrivals() // Resolve refused the sends it cannot space
+		a, _ := m.OpenArrivals() // Resolve refused the sends it cannot space
 		t.Run = &queueing.FiniteRun{Requests: n, Open: true, RateRPS: m.RequestRate / float64(workers), Paths: queueing.OpenPaths(n),
 			GammaShape: a.GammaShape, Constant: a.Constant}
 		if a.Constant || m.AllAtOnce() {
 			t.Run.Paths = 0 // one deterministic path (all at once: rate 0)
 		}
-		if m.RequestRate > 0 && m.Concurrency > 0 {
-			t.Run.MaxConcurrency = ceilDiv(m.Concurrency, workers)
+		if b := m.OpenBound(); b > 0 {
+			t.Run.MaxConcurrency = ceilDiv(b, workers)
 		}
 		t.Run.Shapes = queueing.EncodeShapes(m.ISLQuantiles, m.OSLQuantiles) // its dataset's lengths (W2)
 		t.In.Evaluator += runTag + t.Run.Label()

@@ -319,16 +319,20 @@ var ErrUnknownFormat = errors.New("unknown benchmark format")
 // MaxQuantilePoints bounds the quantile points of a measured run's lengths.
 const MaxQuantilePoints = 64
 
+// shapePoints is how many equally weighted quantile points a measured run's
+// lengths are kept as.
+const shapePoints = 16
+
 // quantilePoints returns the n-point equally weighted quantiles of the lengths
 // xs (point i the value at rank ⌊(i + ½)·len/n⌋ of the sorted lengths), n =
-// min(16, len); nil for no lengths or lengths that do not vary.
+// min(shapePoints, len); nil for no lengths or lengths that do not vary.
 func quantilePoints(xs []int) []int {
 	if len(xs) == 0 {
 		return nil
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	n := min(16, len(s))
+	n := min(shapePoints, len(s))
 	out := make([]int, n)
 	for i := range out {
 		out[i] = s[(2*i+1)*len(s)/(2*n)]
@@ -376,7 +380,7 @@ func (m *Measurement) readQuantiles() {
 		}
 		out := make([]int, 0, len(xs))
 		for _, x := range xs {
-			if f, ok := x.(float64); ok && f >= 1 && f == math.Trunc(f) {
+			if f, ok := extraNum(x); ok && f >= 1 && f == math.Trunc(f) {
 				out = append(out, int(f))
 			}
 		}

@@ -234,9 +234,9 @@ func FuzzParse(f *testing.F) {
 			if err := ms[i].Validate(); err != nil {
 				t.Fatalf("parsed row does not validate: %v", err)
 			}
-			open, a, why := ms[i].OpenArrivals()
-			if strings.Contains(why, "\n") || (!open && (why != "" || a != Arrivals{})) || (why == "" && (a.GammaShape < 0 || a.GammaShape > 1e4)) {
-				t.Fatalf("open-loop sends of a parsed row: open %v %+v %q", open, a, why)
+			a, why := ms[i].OpenArrivals()
+			if strings.Contains(why, "\n") || (ms[i].RequestRate <= 0 && (why != "" || a != Arrivals{})) || (why == "" && (a.GammaShape < 0 || a.GammaShape > 1e4)) {
+				t.Fatalf("open-loop sends of a parsed row at rate %v: %+v %q", ms[i].RequestRate, a, why)
 			}
 		}
 	})
@@ -285,8 +285,8 @@ func TestSiliconStatedConcurrency(t *testing.T) {
 }
 
 // TestOpenLoopLoads: how vllm bench serve and AIPerf files state an open-loop
-// load and how its sends were spaced (Poisson, gamma, constant), and which are
-// refused.
+// load (OpenLoop, OpenBound) and how its sends were spaced (Poisson, gamma,
+// constant), and which are refused.
 func TestOpenLoopLoads(t *testing.T) {
 	dep, err := ParseSidecar("vllm_bench.yaml", read(t, "vllm_bench.yaml"))
 	if err != nil {
@@ -302,7 +302,7 @@ func TestOpenLoopLoads(t *testing.T) {
 		gamma      float64
 		why        string
 	}{
-		{"rate inf, no bound: every prompt at once", `"request_rate": Infinity, "max_concurrency": null, `, 320, 0, false, 0, ""},
+		{"rate inf, no bound: every prompt at once", `"request_rate": Infinity, "max_concurrency": null, `, 320, 0, true, 0, ""},
 		{"rate, no bound", `"request_rate": 4.5, "burstiness": 1.0, "max_concurrency": null, `, 0, 4.5, true, 0, ""},
 		{"rate and bound", `"request_rate": 4.5, "max_concurrency": 8, `, 8, 4.5, true, 0, ""},
 		{"gamma", `"request_rate": 4.5, "burstiness": 2.0, `, 0, 4.5, true, 2, ""},
@@ -316,13 +316,17 @@ func TestOpenLoopLoads(t *testing.T) {
 			continue
 		}
 		m := ms[0]
-		open, a, why := m.OpenArrivals()
+		a, why := m.OpenArrivals()
+		open := m.OpenLoop()
 		if m.Concurrency != c.conc || m.RequestRate != c.rate || open != c.open || a.GammaShape != c.gamma || a.Constant ||
 			!strings.Contains(why, c.why) || (c.why == "") != (why == "") {
 			t.Errorf("%s: concurrency %d rate %v open %v sends %+v why %q", c.name, m.Concurrency, m.RequestRate, open, a, why)
 		}
-		if _, closed := m.BenchmarkRun(1); closed == (open || m.AllAtOnce()) {
-			t.Errorf("%s: BenchmarkRun closed %v for an open-loop %v (all at once %v) run", c.name, closed, open, m.AllAtOnce())
+		if _, closed := m.BenchmarkRun(1); closed == open {
+			t.Errorf("%s: BenchmarkRun closed %v for an open-loop %v run", c.name, closed, open)
+		}
+		if bound := m.OpenBound(); (c.name == "rate and bound") != (bound == 8) || bound != 0 && bound != 8 {
+			t.Errorf("%s: open bound %d", c.name, bound)
 		}
 		if once := c.conc == 320; once != m.AllAtOnce() || once && !strings.Contains(m.Extra["concurrency_note"].(string), "all 320 prompts sent at once") {
 			t.Errorf("%s: all at once %v, extra %v", c.name, m.AllAtOnce(), m.Extra)
@@ -351,8 +355,8 @@ func TestOpenLoopLoads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if open, a, why := ms[0].OpenArrivals(); !open || a != c.want || why != c.why {
-			t.Errorf("aiperf %s: open %v sends %+v why %q, want %+v %q", c.loadgen, open, a, why, c.want, c.why)
+		if a, why := ms[0].OpenArrivals(); !ms[0].OpenLoop() || a != c.want || why != c.why {
+			t.Errorf("aiperf %s: open %v sends %+v why %q, want %+v %q", c.loadgen, ms[0].OpenLoop(), a, why, c.want, c.why)
 		}
 	}
 }

@@ -363,23 +363,22 @@ func parseVLLM(file string, data []byte) (Measurement, error) {
 	if len(lens[0]) > 0 && len(lens[1]) > 0 && len(lens[0]) != len(lens[1]) {
 		return m, o.err("output_lens", "%d lengths beside %d input_lens: want one per request", len(lens[1]), len(lens[0]))
 	}
-	var completed [2][]int
-	for i := range lens[0] {
-		if len(lens[1]) == 0 || lens[1][i] > 0 {
-			completed[0] = append(completed[0], lens[0][i])
+	var ins, outs []int // the completed requests'
+	for i, v := range lens[0] {
+		switch {
+		case len(lens[1]) > 0 && lens[1][i] == 0: // failed
+		case v == 0:
+			return m, o.err("input_lens", "0: a completed request's prompt length must be ≥ 1")
+		default:
+			ins = append(ins, v)
 		}
 	}
 	for _, v := range lens[1] {
 		if v > 0 {
-			completed[1] = append(completed[1], v)
+			outs = append(outs, v)
 		}
 	}
-	for i, dst := range []*[]int{&m.ISLQuantiles, &m.OSLQuantiles} {
-		if slices.Contains(completed[i], 0) {
-			return m, o.err("input_lens", "0: a completed request's prompt length must be ≥ 1")
-		}
-		*dst = quantilePoints(completed[i])
-	}
+	m.ISLQuantiles, m.OSLQuantiles = quantilePoints(ins), quantilePoints(outs)
 	if allAtOnce {
 		// vllm bench serve's default load: request rate inf without
 		// --max-concurrency sends every prompt at once, which is the closed loop of
@@ -803,7 +802,7 @@ var aiperfPercentiles = []struct {
 }{{"min", 0}, {"p1", 1}, {"p5", 5}, {"p10", 10}, {"p25", 25}, {"p50", 50}, {"p75", 75}, {"p90", 90}, {"p95", 95}, {"p99", 99}, {"max", 100}}
 
 // percentilePoints reads a length record's percentiles (AIPerf: min, p1 … p99,
-// max) as 16 equally weighted quantile points, the quantile function linear
+// max) as shapePoints equally weighted quantile points, the quantile function linear
 // between the stated percentiles; nil when fewer than min, p50 and max are
 // stated or the lengths do not vary.
 func percentilePoints(rec obj) ([]int, error) {
@@ -824,9 +823,9 @@ func percentilePoints(rec obj) ([]int, error) {
 	if len(ps) < 3 || ps[0] != 0 || ps[len(ps)-1] != 100 || !slices.Contains(ps, 50) {
 		return nil, nil
 	}
-	out := make([]int, 16)
+	out := make([]int, shapePoints)
 	for i := range out {
-		p := (float64(i) + 0.5) * 100 / 16
+		p := (float64(i) + 0.5) * 100 / shapePoints
 		j := 1
 		for ps[j] < p {
 			j++

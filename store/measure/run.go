@@ -33,13 +33,13 @@ type Run struct {
 // BenchmarkRun returns the run that produced m, per worker of pp·dp = workers
 // (the clients split evenly over them; a disaggregated deployment is one tandem,
 // workers = 1), or false when the file does not say (an
-// open loop — a request rate, with or without a concurrency bound: see
-// OpenArrivals — or a vllm-bench / AIPerf file without a request count): then the
+// open loop — OpenLoop — or a vllm-bench / AIPerf file without a request
+// count): then the
 // steady state is what can be predicted. aic-silicon rows were measured by
 // aiconfigurator's benchmark (AICBenchRounds rounds per client); vllm bench serve
 // and AIPerf files state their own num_prompts / request_count (no warm-up known).
 func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
-	if m.Concurrency <= 0 || m.RequestRate > 0 || m.AllAtOnce() || (m.Mode != "agg" && m.Mode != "disagg") {
+	if m.Concurrency <= 0 || m.OpenLoop() || (m.Mode != "agg" && m.Mode != "disagg") {
 		return Run{}, false
 	}
 	workers = max(workers, 1)
@@ -55,6 +55,20 @@ func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
 		return Run{Requests: perWorker(m.NumPrompts), Source: m.Format + " request count"}, true
 	}
 	return Run{}, false
+}
+
+// OpenLoop reports a run whose requests were sent by an arrival process rather
+// than by clients in a loop: a finite request rate (with or without a client
+// concurrency bound, OpenBound), or every request at once (AllAtOnce).
+func (m *Measurement) OpenLoop() bool { return m.RequestRate > 0 || m.AllAtOnce() }
+
+// OpenBound is an open-loop run's client concurrency bound (vllm bench serve
+// --max-concurrency beside a request rate), 0 without one.
+func (m *Measurement) OpenBound() int {
+	if m.RequestRate > 0 {
+		return m.Concurrency
+	}
+	return 0
 }
 
 // AllAtOnce reports a run that sent every request at once (vllm bench serve's
@@ -75,17 +89,17 @@ type Arrivals struct {
 	Constant   bool
 }
 
-// OpenArrivals reports whether m is an open-loop run (a finite request rate, with
-// or without a client concurrency bound) and, for one, how its sends were spaced,
-// or why they cannot be predicted ("" when they can): a ramp-up strategy (a rate
-// that changes during the run), an arrival pattern other than poisson, gamma or
-// constant, a gamma pattern without its smoothness, a shape outside (0, 1e4].
-func (m *Measurement) OpenArrivals() (open bool, a Arrivals, why string) {
+// OpenArrivals is how a run at a request rate spaced its sends (the zero value
+// for any other run), or why they cannot be predicted ("" when they can): a
+// ramp-up strategy (a rate that changes during the run), an arrival pattern
+// other than poisson, gamma or constant, a gamma pattern without its
+// smoothness, a shape outside (0, 1e4].
+func (m *Measurement) OpenArrivals() (a Arrivals, why string) {
 	if m.RequestRate <= 0 {
-		return false, a, ""
+		return a, ""
 	}
 	if r, ok := m.Extra["ramp_up_strategy"]; ok && r != nil {
-		return true, a, fmt.Sprintf("ramp_up_strategy %s: a request rate that changes during the run is not modelled", quoteValue(r))
+		return a, fmt.Sprintf("ramp_up_strategy %s: a request rate that changes during the run is not modelled", quoteValue(r))
 	}
 	shape := func(key string) (float64, string) {
 		v, ok := extraNum(m.Extra[key])
@@ -97,7 +111,7 @@ func (m *Measurement) OpenArrivals() (open bool, a Arrivals, why string) {
 	if _, ok := m.Extra["burstiness"]; ok && m.Extra["burstiness"] != nil {
 		b, why := shape("burstiness")
 		if why != "" {
-			return true, a, why
+			return a, why
 		}
 		if b != 1 {
 			a.GammaShape = b
@@ -114,20 +128,20 @@ func (m *Measurement) OpenArrivals() (open bool, a Arrivals, why string) {
 			a.Constant = true
 		case "gamma":
 			if _, ok := m.Extra["arrival_smoothness"]; !ok {
-				return true, a, k + " gamma without arrival_smoothness: the gamma shape is not stated"
+				return a, k + " gamma without arrival_smoothness: the gamma shape is not stated"
 			}
 			b, why := shape("arrival_smoothness")
 			if why != "" {
-				return true, a, why
+				return a, why
 			}
 			if b != 1 {
 				a.GammaShape = b
 			}
 		default:
-			return true, a, fmt.Sprintf("%s %s: poisson, gamma and constant sends are modelled", k, quoteValue(p))
+			return a, fmt.Sprintf("%s %s: poisson, gamma and constant sends are modelled", k, quoteValue(p))
 		}
 	}
-	return true, a, ""
+	return a, ""
 }
 
 // extraNum reads a number kept in Extra: a json.Number from a parsed file, a
