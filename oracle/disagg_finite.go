@@ -2,7 +2,6 @@ package oracle
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/aicdb/aicdb/queueing"
 )
@@ -50,14 +49,7 @@ func (d *DisaggSim) RunOpenRun(ctx context.Context, or OpenRun) (*DisaggResult, 
 	if err := d.validShape(&or.Shape); err != nil {
 		return nil, err
 	}
-	fl := FiniteLoop{Clients: 1, Requests: or.Run.Requests, TurnaroundMs: or.TurnaroundMs, ClientRTTMs: or.ClientRTTMs}
-	if err := fl.validateCounts(); err != nil {
-		return nil, err
-	}
-	if or.Run.Paths > 1 {
-		return nil, fmt.Errorf("open run paths = %d: the DES runs one path (Run.FirstPath)", or.Run.Paths)
-	}
-	sends, err := queueing.NewOpenSends(or.Run, 0, or.TurnaroundMs+or.ClientRTTMs)
+	sends, err := or.sends()
 	if err != nil {
 		return nil, err
 	}

@@ -100,19 +100,29 @@ type OpenRun struct {
 	ClientRTTMs  float64
 }
 
+// sends checks or's counts and returns its send schedule: one path
+// (Run.FirstPath), its lengths from Shape (a Run stating Shapes is refused: give
+// them as Shape.Draw, as the gate does).
+func (or OpenRun) sends() (*queueing.OpenSends, error) {
+	fl := FiniteLoop{Clients: 1, Requests: or.Run.Requests, TurnaroundMs: or.TurnaroundMs, ClientRTTMs: or.ClientRTTMs}
+	if err := fl.validateCounts(); err != nil {
+		return nil, err
+	}
+	switch {
+	case or.Run.Paths > 1:
+		return nil, fmt.Errorf("open run paths = %d: the DES runs one path (Run.FirstPath)", or.Run.Paths)
+	case or.Run.Shapes != "":
+		return nil, fmt.Errorf("open run shapes %q: the DES draws lengths from its Shape; give them as Shape.Draw", or.Run.Shapes)
+	}
+	return queueing.NewOpenSends(or.Run, 0, or.TurnaroundMs+or.ClientRTTMs)
+}
+
 // RunOpenRun simulates one path of the open finite run.
 func (s *Sim) RunOpenRun(ctx context.Context, or OpenRun) (*Result, error) {
 	if err := or.Shape.validate(&s.eng); err != nil {
 		return nil, err
 	}
-	fl := FiniteLoop{Clients: 1, Requests: or.Run.Requests, TurnaroundMs: or.TurnaroundMs, ClientRTTMs: or.ClientRTTMs}
-	if err := fl.validateCounts(); err != nil {
-		return nil, err
-	}
-	if or.Run.Paths > 1 {
-		return nil, fmt.Errorf("open run paths = %d: the DES runs one path (Run.FirstPath)", or.Run.Paths)
-	}
-	sends, err := queueing.NewOpenSends(or.Run, 0, or.TurnaroundMs+or.ClientRTTMs)
+	sends, err := or.sends()
 	if err != nil {
 		return nil, err
 	}
