@@ -82,7 +82,8 @@ type FiniteRun struct {
 	// quantile points (W2: workload.Spec ISLQuantiles / OSLQuantiles), encoded by
 	// EncodeShapes: a benchmark's dataset is part of how it was run (vllm bench
 	// serve --save-detailed lists every request's lengths). The workload's ISL and
-	// OSL stay the means. Closed and open runs alike.
+	// OSL stay the means. Closed and open runs alike. A string, not slices, so a
+	// FiniteRun stays comparable (the calibration fit keys its runs by value).
 	Shapes string `json:"shapes,omitempty"`
 }
 

@@ -533,7 +533,9 @@ func WorkerConfig(in store.PointInputs, w Worker) (perfdb.Config, error) {
 // head). A record that does not decode reports false: its error comes when
 // the engine is resolved.
 func separateDrafter(in store.PointInputs) bool {
-	if in.NextN == 0 || in.Engine == "" {
+	// Only a recorded drafter method names one: MTP rows (most drafted rows)
+	// skip decoding their engine, ~5 µs per priced worker.
+	if in.NextN == 0 || !strings.Contains(in.Engine, `"draft_method"`) {
 		return false
 	}
 	r, ok, err := engineconf.DecodeResolved(in.Engine)

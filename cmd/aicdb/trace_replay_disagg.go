@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/aicdb/aicdb/disagg"

@@ -127,7 +127,7 @@ func ArrivalPaths(n int, rateRPS, shape float64, first, k int) ([][]float64, err
 	return out, nil
 }
 
-// path returns n arrival times of path p of a fresh stream s (ArrivalPathMs).
+// path returns n arrival times of path p of a fresh stream s (ArrivalPaths).
 func (s *ArrivalStream) path(n, p int) []float64 {
 	if p > 0 {
 		s.shuffle(p * ((n + ArrivalStrata - 1) / ArrivalStrata))
@@ -145,11 +145,7 @@ func ArrivalTimesMs(n int, rateRPS float64) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = s.Next()
-	}
-	return out, nil
+	return s.path(n, 0), nil
 }
 
 // The W2 shape rotation: request k takes the ISL stratum ⌊frac(½ + k·α₁)·n⌋ and the
