@@ -289,53 +289,29 @@ func TestMeasurementEngineConfigApplied(t *testing.T) {
 // TestBenchOpenLoopRuns: `vllm bench serve` runs at a request rate (with and
 // without --max-concurrency, Poisson or gamma sends) and at its default rate inf
 // without a bound are predicted as they were run; a bound that holds fewer
-// requests in flight predicts less queueing.
+// requests in flight predicts less queueing; an unbounded run whose point the
+// legacy memory check calls OOM is predicted all the same.
 func TestBenchOpenLoopRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and evaluates open runs")
 	}
-	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	side, err := os.ReadFile(measureTestdata + "vllm_bench.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32, `
-	files := map[string]string{
-		"rate.json":  `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null, `,
-		"cap.json":   `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": 4, `,
-		"once.json":  `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": null, `,
-		"gamma.json": `"request_rate": 2.0, "burstiness": 0.5, "max_concurrency": null, `,
-		// 1,000 prompts and no bound: the point's batch is the engine's running cap
-		// (1,024), which aiconfigurator's memory check calls OOM at full length;
-		// the run is predicted on the memory model's KV pool all the same.
-		"many.json": `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null, `,
-	}
-	dir := t.TempDir()
-	var paths []string
-	for name, l := range files {
-		data := strings.Replace(string(raw), load, l, 1)
+	raw, side := vllmBench(t)
+	runs := map[string]string{}
+	for name, l := range map[string]string{
+		"rate":  `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null, `,
+		"cap":   `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": 4, `,
+		"once":  `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": null, `,
+		"gamma": `"request_rate": 2.0, "burstiness": 0.5, "max_concurrency": null, `,
+		"many":  `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null, `,
+	} {
 		n := "100"
-		if name == "many.json" {
+		if name == "many" {
 			n = "1000"
 		}
-		data = strings.Replace(data, `"num_prompts": 320`, `"num_prompts": `+n, 1)
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(strings.TrimSuffix(p, ".json")+".yaml", side, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		paths = append(paths, p)
+		runs[name] = strings.Replace(strings.Replace(raw, vllmBenchLoad, l, 1), `"num_prompts": 320`, `"num_prompts": `+n, 1)
 	}
-	slices.Sort(paths)
 	db := initDB(t)
-	if code, out, errs := cliRun(t, db, append([]string{"bench", "import"}, paths...)...); code != 0 {
-		t.Fatalf("import: %d %q %q", code, out, errs)
-	}
+	importRuns(t, db, runs, side)
 	code, out, _ := cliRun(t, db, "query", "--format", "csv",
 		"select run_id, concurrency, request_rate from measurements order by run_id")
 	if code != 0 || out != "run_id,concurrency,request_rate\ncap.json,4,2\ngamma.json,0,2\nmany.json,0,2\nonce.json,100,0\nrate.json,0,2\n" {
@@ -359,8 +335,20 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 		"select group_concat(round(predicted, 3), ' ') from (select predicted from accuracy where metric = 'ttft_mean' and run_id in ('cap.json', 'rate.json') order by run_id)")
 	var capTTFT, rateTTFT float64
 	lines := strings.Split(out, "\n")
-	if _, err := fmt.Sscanf(lines[min(1, len(lines)-1)], "%g %g", &capTTFT, &rateTTFT); code != 0 || err != nil || !(capTTFT > 0 && capTTFT <= rateTTFT) {
+	if _, err := fmt.Sscanf(lines[min(1, len(lines)-1)], "%g %g", &capTTFT, &rateTTFT); code != 0 || err != nil || !(capTTFT > 0 && capTTFT < rateTTFT) {
 		t.Errorf("TTFT under a bound of 4 in flight %v, unbounded %v (%q)", capTTFT, rateTTFT, out)
+	}
+	// Under the defaults profile the unbounded run's point takes vLLM's own
+	// running cap, 1,024 seats, which aiconfigurator's memory check calls OOM at
+	// full length: the point keeps the verdict and the run is predicted on the
+	// memory model's pool all the same.
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--engine-profile", "defaults", "--metrics", "ttft_mean", "--measurements", "run_id = 'many.json'"); code != 0 {
+		t.Fatalf("accuracy --engine-profile defaults: %d %q", code, errs)
+	}
+	code, out, _ = cliRun(t, db, "query", "--format", "csv",
+		"select a.predicted > 0, p.oom, p.max_num_seqs from accuracy a join points p on p.key = a.point_key where a.metric = 'ttft_mean' and a.run_id = 'many.json' and a.engine_profile = 'defaults'")
+	if code != 0 || !strings.HasSuffix(out, "\n1,1,1024\n") {
+		t.Errorf("the unbounded run under the defaults profile (predicted, oom, seats): %q", out)
 	}
 }
 
@@ -372,27 +360,12 @@ func TestBenchDisaggSidecar(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and runs the tandem")
 	}
-	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	side := []byte("system: h200_sxm\nbackend: vllm\nversion: 0.22.0\nmode: disagg\nprefill: {workers: 1, tp: 2}\ndecode: {workers: 1, tp: 2}\n")
-	dir := t.TempDir()
-	for name, data := range map[string]string{
-		"closed": string(raw),
-		"open":   strings.Replace(string(raw), `"request_rate": Infinity`, `"request_rate": 2.0`, 1),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), side, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	raw, _ := vllmBench(t)
 	db := initDB(t)
-	if code, out, errs := cliRun(t, db, "bench", "import", filepath.Join(dir, "closed.json"), filepath.Join(dir, "open.json")); code != 0 {
-		t.Fatalf("import: %d %q %q", code, out, errs)
-	}
+	importRuns(t, db, map[string]string{
+		"closed": raw,
+		"open":   strings.Replace(raw, `"request_rate": Infinity`, `"request_rate": 2.0`, 1),
+	}, "system: h200_sxm\nbackend: vllm\nversion: 0.22.0\nmode: disagg\nprefill: {workers: 1, tp: 2}\ndecode: {workers: 1, tp: 2}\n")
 	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
 		t.Fatalf("accuracy: %d %q", code, errs)
 	}
@@ -413,30 +386,13 @@ func TestBenchDetailedLengths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and evaluates a run")
 	}
-	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	side, err := os.ReadFile(measureTestdata + "vllm_bench.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw, side := vllmBench(t)
 	var ins []string
 	for i := range 320 {
 		ins = append(ins, fmt.Sprint(512+(i*37)%1024)) // 512…1535, mean 1024 (the file's total)
 	}
-	data := strings.TrimSuffix(strings.TrimSpace(string(raw)), "}") + `, "input_lens": [` + strings.Join(ins, ",") + `]}`
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "d.json"), []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), side, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	db := initDB(t)
-	if code, out, errs := cliRun(t, db, "bench", "import", filepath.Join(dir, "d.json")); code != 0 {
-		t.Fatalf("import: %d %q %q", code, out, errs)
-	}
+	importRuns(t, db, map[string]string{"d": strings.TrimSuffix(strings.TrimSpace(raw), "}") + `, "input_lens": [` + strings.Join(ins, ",") + `]}`}, side)
 	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
 		t.Fatalf("accuracy: %d %q", code, errs)
 	}
@@ -455,30 +411,12 @@ func TestEvalBenchmarkRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and evaluates runs")
 	}
-	raw, err := os.ReadFile(measureTestdata + "vllm_bench.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	side, err := os.ReadFile(measureTestdata + "vllm_bench.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, data := range map[string]string{
-		"closed": string(raw),
-		"open":   strings.Replace(string(raw), `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32`, `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null`, 1),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), side, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	raw, side := vllmBench(t)
 	db := initDB(t)
-	if code, out, errs := cliRun(t, db, "bench", "import", filepath.Join(dir, "closed.json"), filepath.Join(dir, "open.json")); code != 0 {
-		t.Fatalf("import: %d %q %q", code, out, errs)
-	}
+	importRuns(t, db, map[string]string{
+		"closed": raw,
+		"open":   strings.Replace(raw, vllmBenchLoad, `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null, `, 1),
+	}, side)
 	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
 		t.Fatalf("accuracy: %d %q", code, errs)
 	}
@@ -530,5 +468,45 @@ func TestEvalBenchmarkRun(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("eval %v: %d %q, want %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+// vllmBench is the hand-written vllm bench serve result (C 32, 320 requests,
+// rate inf) and its sidecar.
+func vllmBench(t *testing.T) (raw, side string) {
+	t.Helper()
+	r, err := os.ReadFile(measureTestdata + "vllm_bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.ReadFile(measureTestdata + "vllm_bench.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(r), string(d)
+}
+
+// vllmBenchLoad is vllmBench's load clause, for tests that swap it.
+const vllmBenchLoad = `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 32, `
+
+// importRuns writes each run (name → result JSON) as NAME.json with side as its
+// sidecar NAME.yaml, imports them all into db and fails the test on an error.
+func importRuns(t *testing.T, db string, runs map[string]string, side string) {
+	t.Helper()
+	dir := t.TempDir()
+	var paths []string
+	for name, data := range runs {
+		p := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(side), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	if code, out, errs := cliRun(t, db, append([]string{"bench", "import"}, paths...)...); code != 0 {
+		t.Fatalf("import: %d %q %q", code, out, errs)
 	}
 }

@@ -138,22 +138,31 @@ func (l linearEval) ScreenAdjusted(_ context.Context, in store.PointInputs, adj 
 func synthSamples(t *testing.T, ev linearEval, truth refine.PassAdjust) []Sample {
 	t.Helper()
 	var ss []Sample
-	id := int64(1)
 	for _, isl := range []int{512, 2048} {
 		for _, c := range []int{1, 4, 16} {
-			in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: isl, OSL: 32, Batch: c,
-				MaxNumBatchedTokens: isl + c + 1500}
-			run := &queueing.FiniteRun{Requests: 20 * c}
-			q, err := ev.QuantitativeRunSummaryAdjusted(context.Background(), in, truth, *run)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss = append(ss, Sample{MeasurementID: id, In: in, TTFT: q.V[store.QTTFTSteadyMean], TPOT: q.V[store.QTPOTMean],
-				ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean, Run: run})
-			id++
+			ss = append(ss, modelMade(t, ev, truth, int64(len(ss)+1), synthPoint(isl, c), queueing.FiniteRun{Requests: 20 * c}))
 		}
 	}
 	return ss
+}
+
+// synthPoint is the synthetic rows' point: vLLM, osl 32, batch c, the
+// aiconfigurator budget batch + isl + 1500.
+func synthPoint(isl, c int) store.PointInputs {
+	return store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: isl, OSL: 32, Batch: c,
+		MaxNumBatchedTokens: isl + c + 1500}
+}
+
+// modelMade is measurement id made by the model: run at point in under truth,
+// its TTFT and TPOT means the measured values.
+func modelMade(t *testing.T, ev linearEval, truth refine.PassAdjust, id int64, in store.PointInputs, run queueing.FiniteRun) Sample {
+	t.Helper()
+	q, err := ev.QuantitativeRunSummaryAdjusted(context.Background(), in, truth, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Sample{MeasurementID: id, In: in, TTFT: q.V[store.QTTFTSteadyMean], TPOT: q.V[store.QTPOTMean],
+		ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean, Run: &run}
 }
 
 // TestFitRecoversScales: measurements made by the model with known prefill and
@@ -227,19 +236,9 @@ func TestFitFiniteRuns(t *testing.T) {
 	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
 	truth := refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8}
 	var ss []Sample
-	id := int64(1)
 	for _, isl := range []int{512, 2048} {
 		for _, c := range []int{1, 4, 16} {
-			in := store.PointInputs{Model: "m", System: "s", Backend: "vllm", Version: "1", ISL: isl, OSL: 32, Batch: c,
-				MaxNumBatchedTokens: isl + c + 1500}
-			run := &queueing.FiniteRun{Requests: 20 * c, Warmup: 2 * c}
-			q, err := ev.QuantitativeRunAdjusted(context.Background(), in, truth, *run)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ss = append(ss, Sample{MeasurementID: id, In: in, TTFT: q.V[store.QTTFTSteadyMean], TPOT: q.V[store.QTPOTMean],
-				ttftCol: store.QTTFTSteadyMean, tpotCol: store.QTPOTMean, Run: run})
-			id++
+			ss = append(ss, modelMade(t, ev, truth, int64(len(ss)+1), synthPoint(isl, c), queueing.FiniteRun{Requests: 20 * c, Warmup: 2 * c}))
 		}
 	}
 	fits, err := Fit(context.Background(), ev, ss, FitOptions{Workers: 1})
