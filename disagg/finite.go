@@ -99,7 +99,8 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 // report pools the paths (queueing.PoolPaths; the KV transfer and prefill-queue
 // distributions likewise, the decode headroom their minimum, the prefill-holds
 // peak their maximum). w gives the shapes; its load is the run's: the bound in
-// flight (or, at rate 0, every request) as the clients a decode worker can see.
+// flight (or, at rate 0, every request) as the clients a decode worker can see;
+// the report's fidelity is the sends' (queueing.FiniteRun.OpenLoad).
 func finiteOpen(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, clientRTTMs float64, summary bool) (*Report, error) {
 	if err := f.Validate(); err != nil {
 		return nil, &queueing.InputError{Err: err}
@@ -131,6 +132,10 @@ func finiteOpen(ctx context.Context, w workload.Spec, c Config, f queueing.Finit
 			return nil, err
 		}
 		reps[p] = r
+	}
+	load := f.OpenLoad(w)
+	for _, r := range reps { // the sends' fidelity, not the bound's (w holds it as clients)
+		r.Fidelity = load.Fidelity()
 	}
 	if paths == 1 {
 		return reps[0], finiteReport(reps[0])

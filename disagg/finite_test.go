@@ -147,3 +147,28 @@ func TestFiniteSummaryIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestFiniteOpenFidelity: an open run's report says how its requests were sent
+// — a rate's sends are the W1 stream whether or not a client bound holds them,
+// every request at once is W0 — though the tandem sees a bound as clients.
+func TestFiniteOpenFidelity(t *testing.T) {
+	c := testConfig(t, 1, 1)
+	w := workload.Spec{ISL: 1000, OSL: 10, Concurrency: 4}
+	for _, c2 := range []struct {
+		run  queueing.FiniteRun
+		want workload.Tier
+	}{
+		{queueing.FiniteRun{Requests: 12, Open: true, RateRPS: 5}, workload.W1},
+		{queueing.FiniteRun{Requests: 12, Open: true, RateRPS: 5, MaxConcurrency: 2}, workload.W1},
+		{queueing.FiniteRun{Requests: 12, Open: true, RateRPS: 5, MaxConcurrency: 2, Paths: 2}, workload.W1},
+		{queueing.FiniteRun{Requests: 12, Open: true}, workload.W0},
+	} {
+		r, err := QuantitativeFinite(context.Background(), w, c, c2.run, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Fidelity != c2.want {
+			t.Errorf("%s: fidelity %s, want %s", c2.run.Label(), r.Fidelity, c2.want)
+		}
+	}
+}

@@ -94,6 +94,18 @@ func (f FiniteRun) Arrivals(first, k int) ([][]float64, error) {
 	return workload.ArrivalPaths(f.Requests, f.RateRPS, f.GammaShape, first, k)
 }
 
+// OpenLoad is w as open run f loads the engine, for the checks and the fidelity
+// a workload states (the run, not w, says how requests are sent): sends at a
+// rate are the W1 stream (RateRPS), every request at once the loop of that many
+// clients (Concurrency); the shapes are w's.
+func (f FiniteRun) OpenLoad(w workload.Spec) workload.Spec {
+	w.Concurrency, w.RateRPS = 0, f.RateRPS
+	if f.RateRPS == 0 {
+		w.Concurrency = f.Requests
+	}
+	return w
+}
+
 // free reports whether a seat is free for the next request.
 func (o *OpenSends) free() bool {
 	return o.next < len(o.at) && (o.cap == 0 || o.inFlight < o.cap)
@@ -131,16 +143,10 @@ func (o *OpenSends) Completed(now float64) (float64, bool) {
 // paths' N over their spans; the ITL pools every path's gaps. The transient is
 // each path's first request.
 func finiteOpen(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
-	w.Concurrency, w.RateRPS = 0, 0 // the run, not the workload, says how requests are sent
-	if f.RateRPS > 0 {
-		w.RateRPS = f.RateRPS // Validate's open-loop form (the rate is finite and > 0)
-	}
 	if err := f.Validate(); err != nil {
 		return nil, inputErr(err)
 	}
-	if w.RateRPS == 0 {
-		w.Concurrency = f.Requests // every request at once: validated as the loop it is
-	}
+	w = f.OpenLoad(w)
 	b, err := checkInputs(w, e, t)
 	if err != nil {
 		return nil, err
