@@ -56,14 +56,9 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, c Config, f queuei
 		return nil, &queueing.InputError{Err: err}
 	}
 	N := f.Requests // ≤ maxRequests: FiniteRun's own bound
-	t, err := newTandem(&c, &w)
+	t, err := finiteTandem(&c, &w, summary)
 	if err != nil {
-		return nil, &queueing.InputError{Err: err}
-	}
-	if summary {
-		for _, k := range t.dec {
-			k.OnToken = nil // its only effect is the ITL gaps (newTandem)
-		}
+		return nil, err
 	}
 	C := min(w.Concurrency, N)
 	t.reqs = make([]treq, 0, N)
@@ -158,14 +153,9 @@ func finiteOpen(ctx context.Context, w workload.Spec, c Config, f queueing.Finit
 // tandem.
 func openPath(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteRun, at []float64, clientRTTMs float64, summary bool) (*Report, error) {
 	N := f.Requests
-	t, err := newTandem(&c, &w)
+	t, err := finiteTandem(&c, &w, summary)
 	if err != nil {
-		return nil, &queueing.InputError{Err: err}
-	}
-	if summary {
-		for _, k := range t.dec {
-			k.OnToken = nil // its only effect is the ITL gaps (newTandem)
-		}
+		return nil, err
 	}
 	sends := f.SendsAt(at, w.TurnaroundMs+clientRTTMs)
 	t.reqs = make([]treq, 0, N)
@@ -185,6 +175,21 @@ func openPath(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteR
 		return nil, err
 	}
 	return t.spanReport(f)
+}
+
+// finiteTandem is a tandem for one benchmark run: a summary's decode workers
+// report no token (their only effect is the ITL gaps, newTandem).
+func finiteTandem(c *Config, w *workload.Spec, summary bool) (*tandem, error) {
+	t, err := newTandem(c, w)
+	if err != nil {
+		return nil, &queueing.InputError{Err: err}
+	}
+	if summary {
+		for _, k := range t.dec {
+			k.OnToken = nil
+		}
+	}
+	return t, nil
 }
 
 // spanReport is a finished benchmark run's report: throughput and window over
