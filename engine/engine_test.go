@@ -300,8 +300,9 @@ func TestValidateDrafts(t *testing.T) {
 }
 
 // TestValidateDrafter: a separate drafter (an EAGLE / EAGLE3 head) needs its
-// method, its checkpoint and drafts, on vLLM or SGLang; each misuse is a one-line
-// error naming the knob and the fix.
+// method, its checkpoint and drafts, on vLLM, SGLang or TensorRT-LLM (EAGLE3
+// only: its one-model EAGLE mode); each misuse is a one-line error naming the
+// knob and the fix.
 func TestValidateDrafter(t *testing.T) {
 	v, _ := Defaults(VLLM, "")
 	v.SetDrafts(3, 2)
@@ -318,6 +319,9 @@ func TestValidateDrafter(t *testing.T) {
 	trt, _ := Defaults(TRTLLM, "")
 	trt.SetDrafts(3, 2)
 	trt.DraftMethod, trt.DraftModel = "eagle3", "org/head"
+	if err := trt.Validate(); err != nil {
+		t.Fatalf("an EAGLE3 head on TensorRT-LLM: %v", err)
+	}
 	cases := []struct {
 		name string
 		s    Spec
@@ -326,9 +330,9 @@ func TestValidateDrafter(t *testing.T) {
 	}{
 		{"model without method", v, func(s *Spec) { s.DraftMethod = "" }, `engine draft_model = "org/head" without draft_method: a drafter checkpoint runs only as an EAGLE / EAGLE3 drafter (the MTP drafter is the model's own layers); set draft_method or drop draft_model`},
 		{"unknown method", v, func(s *Spec) { s.DraftMethod = "medusa" }, `engine draft_method = "medusa": unknown; use eagle, eagle3 (or none for the model's own MTP layers)`},
-		{"no checkpoint", v, func(s *Spec) { s.DraftModel = "" }, `engine draft_method = "eagle3": needs draft_model, the drafter's checkpoint (vLLM speculative_config model, SGLang speculative_draft_model_path)`},
-		{"no drafts", v, func(s *Spec) { s.SetDrafts(0, 0) }, `engine draft_method = "eagle3": needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens, SGLang speculative_num_steps)`},
-		{"TensorRT-LLM", trt, func(*Spec) {}, `engine draft_method = "eagle3": a separate drafter is modelled for vLLM and SGLang, not for trtllm`},
+		{"no checkpoint", v, func(s *Spec) { s.DraftModel = "" }, `engine draft_method = "eagle3": needs draft_model, the drafter's checkpoint (vLLM speculative_config model, SGLang speculative_draft_model_path, TensorRT-LLM speculative_config speculative_model_dir)`},
+		{"no drafts", v, func(s *Spec) { s.SetDrafts(0, 0) }, `engine draft_method = "eagle3": needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens, SGLang speculative_num_steps, TensorRT-LLM speculative_config max_draft_len)`},
+		{"TensorRT-LLM EAGLE", trt, func(s *Spec) { s.DraftMethod = "eagle" }, `engine draft_method = "eagle": TensorRT-LLM's PyTorch flow drafts with an EAGLE3 head (speculative_config decoding_type Eagle); use eagle3`},
 	}
 	for _, c := range cases {
 		s := c.s

@@ -87,8 +87,8 @@ type Spec struct {
 	// decode step schedules 1 + DraftTokens tokens against the token budget,
 	// truncated to what is left of it, with KV lookahead slots for the drafts
 	// (V-S1..V-S4, docs/queueing.md); TensorRT-LLM's
-	// one-model MTP (speculative_config num_nextn_predict_layers / max_draft_len),
-	// where every decode step of every request verifies 1 + DraftTokens tokens and
+	// one-model MTP or EAGLE3 (speculative_config num_nextn_predict_layers /
+	// max_draft_len), where every decode step of every request verifies 1 + DraftTokens tokens and
 	// T-R3 charges them all to max_num_tokens; or SGLang's EAGLE chain
 	// (speculative_algorithm NEXTN / EAGLE, speculative_num_steps, topk 1), whose
 	// decode step verifies 1 + DraftTokens tokens per request in a decode-only
@@ -102,12 +102,16 @@ type Spec struct {
 	DraftAccepted float64 `json:"draft_accepted,omitempty"`
 	// DraftMethod and DraftModel name a separate drafter: an EAGLE or EAGLE3
 	// head (vLLM speculative_config method "eagle" / "eagle3" and its model;
-	// SGLang speculative_algorithm EAGLE / EAGLE3 and speculative_draft_model_path).
-	// vLLM schedules its drafts exactly as MTP's (the same proposer path:
-	// V-S1..V-S4), SGLang as NEXTN's (the same EAGLE worker, S-R3), and the pass
-	// timing prices each draft as aiconfigurator prices any draft, one
-	// target-sized layer (mtp_scale_factor), which such a one-layer head is.
-	// "" = the target's own MTP layers (or no drafts).
+	// SGLang speculative_algorithm EAGLE / EAGLE3 and speculative_draft_model_path;
+	// TensorRT-LLM speculative_config decoding_type Eagle, one-model, and its
+	// speculative_model_dir). vLLM schedules its drafts exactly as MTP's (the
+	// same proposer path: V-S1..V-S4), SGLang as NEXTN's (the same EAGLE worker,
+	// S-R3), TensorRT-LLM as one-model MTP's (the one-model EAGLE3 mode shares
+	// every scheduling property with it: overlap scheduler, KV rewind of rejected
+	// drafts, drafts against max_num_tokens, T-R3), and the pass timing prices
+	// each draft as aiconfigurator prices any draft, one target-sized layer
+	// (mtp_scale_factor), which such a one-layer head is. "" = the target's own
+	// MTP layers (or no drafts).
 	DraftMethod string `json:"draft_method,omitempty"`
 	DraftModel  string `json:"draft_model,omitempty"`
 
@@ -194,7 +198,7 @@ const maxDraftTokens = 64
 // validateDrafts checks the speculative-decoding knobs: a draft length in
 // [0, 64], an acceptance in [0, DraftTokens], and drafts only where they are
 // modelled — vLLM's MTP (V-S1..V-S4; a step whose KV slots would preempt is
-// refused at run time), TensorRT-LLM's one-model MTP under GUARANTEED_NO_EVICT, whose
+// refused at run time), TensorRT-LLM's one-model MTP or EAGLE3 under GUARANTEED_NO_EVICT, whose
 // reservation has no draft term (T-R1; MAX_UTILIZATION's one-step need of
 // 1 + drafts blocks, T-R2, is not), and SGLang's EAGLE chain with the overlap
 // scheduler and mixed chunk off, as SGLang's server arguments turn them off for
@@ -229,15 +233,17 @@ func (s Spec) validateDrafts() error {
 }
 
 // DraftMethods are the separate drafters modelled (Spec.DraftMethod: vLLM's
-// speculative_config methods, SGLang's speculative_algorithm with a draft model).
+// speculative_config methods, SGLang's speculative_algorithm with a draft model;
+// TensorRT-LLM's decoding_type Eagle is eagle3).
 var DraftMethods = []string{"eagle", "eagle3"}
 
 // SeparateDrafter reports drafts proposed by a separate drafter (DraftMethod)
 // rather than the target's own MTP layers.
 func (s Spec) SeparateDrafter() bool { return s.DraftMethod != "" }
 
-// validateDrafter checks the separate drafter: a DraftMethods method on vLLM or
-// SGLang, with its checkpoint and drafts; a checkpoint only with a method.
+// validateDrafter checks the separate drafter: a DraftMethods method (on
+// TensorRT-LLM EAGLE3 only: its one-model EAGLE mode), with its checkpoint and
+// drafts; a checkpoint only with a method.
 func (s Spec) validateDrafter() error {
 	switch {
 	case s.DraftMethod == "" && s.DraftModel != "":
@@ -246,12 +252,12 @@ func (s Spec) validateDrafter() error {
 		return nil
 	case !slices.Contains(DraftMethods, s.DraftMethod):
 		return fmt.Errorf("engine draft_method = %q: unknown; use %s (or none for the model's own MTP layers)", s.DraftMethod, strings.Join(DraftMethods, ", "))
-	case s.Backend != VLLM && s.Backend != SGLang:
-		return fmt.Errorf("engine draft_method = %q: a separate drafter is modelled for vLLM and SGLang, not for %s", s.DraftMethod, s.Backend)
+	case s.Backend == TRTLLM && s.DraftMethod != "eagle3":
+		return fmt.Errorf("engine draft_method = %q: TensorRT-LLM's PyTorch flow drafts with an EAGLE3 head (speculative_config decoding_type Eagle); use eagle3", s.DraftMethod)
 	case s.DraftModel == "":
-		return fmt.Errorf("engine draft_method = %q: needs draft_model, the drafter's checkpoint (vLLM speculative_config model, SGLang speculative_draft_model_path)", s.DraftMethod)
+		return fmt.Errorf("engine draft_method = %q: needs draft_model, the drafter's checkpoint (vLLM speculative_config model, SGLang speculative_draft_model_path, TensorRT-LLM speculative_config speculative_model_dir)", s.DraftMethod)
 	case s.DraftTokens == 0:
-		return fmt.Errorf("engine draft_method = %q: needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens, SGLang speculative_num_steps)", s.DraftMethod)
+		return fmt.Errorf("engine draft_method = %q: needs draft_tokens ≥ 1 (vLLM speculative_config num_speculative_tokens, SGLang speculative_num_steps, TensorRT-LLM speculative_config max_draft_len)", s.DraftMethod)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package queueing
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/aicdb/aicdb/engine"
@@ -119,6 +120,34 @@ func TestPropertyMTP(t *testing.T) {
 				math.Abs(r.TokenMs[n-1]-r.ArrivalMs-r.E2EMs) > 1e-9*r.TokenMs[n-1]) {
 				rt.Fatalf("tokens %v … %v, arrival %v, TTFT %v, E2E %v", r.TokenMs[0], r.TokenMs[n-1], r.ArrivalMs, r.TTFTMs, r.E2EMs)
 			}
+		}
+	})
+}
+
+// TestPropertyDrafterSchedulesAsMTP: an EAGLE3 head (engine.Spec.DraftMethod,
+// DraftModel) is scheduled exactly as the model's own MTP layers on every
+// backend — vLLM's proposer path (V-S1..V-S4), SGLang's EAGLE worker (S-R3) and
+// TensorRT-LLM's one-model EAGLE3 mode, which shares one-model MTP's scheduling
+// (T-R3) — so over random configurations the quantitative report is identical
+// with and without the head: the drafter changes the pass timing only, and that
+// is the timing's (perfdb prices the head as one target-sized layer per draft).
+func TestPropertyDrafterSchedulesAsMTP(t *testing.T) {
+	atLeastChecks(t, 100)
+	rapid.Check(t, func(rt *rapid.T) {
+		w, e, tm := mtpConfig(rt)
+		head := e
+		head.DraftMethod, head.DraftModel = "eagle3", "org/EAGLE3-head"
+		if err := head.Validate(); err != nil {
+			rt.Fatalf("an EAGLE3 head on %s: %v", e.Backend, err)
+		}
+		o := DefaultOptions()
+		a, errA := QuantitativeWith(context.Background(), w, e, tm, o)
+		b, errB := QuantitativeWith(context.Background(), w, head, tm, o)
+		if (errA == nil) != (errB == nil) || errA != nil && errA.Error() != errB.Error() {
+			rt.Fatalf("errors differ: %v / %v", errA, errB)
+		}
+		if errA == nil && !reflect.DeepEqual(a, b) {
+			rt.Fatalf("%s: the report with an EAGLE3 head differs from MTP's\nworkload %+v\nengine %+v", e.Backend, w, e)
 		}
 	})
 }

@@ -563,6 +563,8 @@ func WorkerTiming(q *perfdb.Querier, d *perfdb.Data, m *perfdb.Model, cfg perfdb
 			hint = ", or draft with an EAGLE / EAGLE3 head (eval or sweep --engine-config: speculative_config method eagle3, model and num_speculative_tokens)"
 		case "sglang":
 			hint = ", or draft with an EAGLE / EAGLE3 head (eval or sweep --engine-config: --speculative-algorithm EAGLE3 --speculative-draft-model-path HEAD --speculative-num-steps N)"
+		case "trtllm":
+			hint = ", or draft with an EAGLE3 head (eval or sweep --engine-config: speculative_config decoding_type Eagle, max_draft_len and speculative_model_dir)"
 		}
 		return nil, nil, fmt.Errorf("--nextn %d: %s has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn%s", cfg.Nextn, m.ID, hint)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestEagleCLI: an EAGLE3 head in --engine-config runs vLLM (and SGLang)
-// speculative decoding on a model without MTP layers (Llama-3.1-70B): eval prices and
+// TestEagleCLI: an EAGLE3 head in --engine-config runs vLLM (and SGLang and
+// TensorRT-LLM) speculative decoding on a model without MTP layers (Llama-3.1-70B): eval prices and
 // schedules its drafts (TPOT well below the run without them at two of three
 // accepted; above it at none accepted, the drafts' cost), a sweep stores rows
 // that deploy with the head, and --nextn alone is refused naming the head.
@@ -51,6 +51,37 @@ func TestEagleCLI(t *testing.T) {
 	if code != 0 || code2 != 0 || json.Unmarshal([]byte(out), &a) != nil || json.Unmarshal([]byte(out2), &b) != nil || !(b.TPOT < 0.75*a.TPOT) {
 		t.Errorf("SGLang EAGLE3: exit %d/%d (%q %q), TPOT %v ms with the head, %v without: want well below", code, code2, errs, errs2, b.TPOT, a.TPOT)
 	}
+	// TensorRT-LLM's one-model EAGLE3 (speculative_config decoding_type Eagle),
+	// scheduled as one-model MTP (T-R3), the same way; a sweep row deploys with
+	// the head in its extra_llm_api_options.
+	trt := slices.Clone(base)
+	trt[slices.Index(trt, "vllm")] = "trtllm"
+	const trtCfg = "testdata/engine/trtllm_eagle3.yaml"
+	code, out, errs = runCLI(t, trt...)
+	code2, out2, errs2 = runCLI(t, append(slices.Clone(trt), "--engine-config", trtCfg, "--nextn-accepted", "2")...)
+	a, b = struct {
+		TPOT float64 `json:"tpot_mean"`
+	}{}, struct {
+		TPOT float64 `json:"tpot_mean"`
+	}{}
+	if code != 0 || code2 != 0 || json.Unmarshal([]byte(out), &a) != nil || json.Unmarshal([]byte(out2), &b) != nil || !(b.TPOT < 0.75*a.TPOT) ||
+		!strings.Contains(out2, `"drafter": "eagle3"`) {
+		t.Errorf("TensorRT-LLM EAGLE3: exit %d/%d (%q %q), TPOT %v ms with the head, %v without: want well below, drafter eagle3", code, code2, errs, errs2, b.TPOT, a.TPOT)
+	}
+	tdb := initDB(t)
+	tsweep := []string{"sweep", "--model", "meta-llama/Meta-Llama-3.1-70B", "--system", "h200_sxm", "--backend", "trtllm", "--total-gpus", "4",
+		"--isl", "1024", "--osl", "256", "--tp", "4", "--batch", "16", "--ctx-tokens", "2048", "--quiet", "--engine-config", trtCfg, "--nextn", "3", "--nextn-accepted", "2"}
+	if code, out, errs := cliRun(t, tdb, tsweep...); code != 0 {
+		t.Fatalf("TensorRT-LLM sweep: exit %d %q %q", code, out, errs)
+	}
+	code, out, _ = cliRun(t, tdb, "query", "--format", "csv", "select rowid from operating_points where nextn = 3 and queueing_tier <> 'none' limit 1")
+	if id := strings.TrimSpace(strings.TrimPrefix(out, "rowid\n")); code != 0 || id == "" {
+		t.Errorf("no priced TensorRT-LLM EAGLE row: %q", out)
+	} else if code, out, errs := cliRun(t, tdb, "deploy", id); code != 0 ||
+		!strings.Contains(out, "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: yuhuili/EAGLE3-LLaMA3.1-Instruct-70B\n  eagle3_one_model: true\n") {
+		t.Errorf("deploy %s: exit %d %q\n%s", id, code, errs, out)
+	}
+
 	code, out, errs = runCLI(t, append(base, "--nextn", "3", "--nextn-accepted", "2")...)
 	const want = "aicdb: --nextn 3: meta-llama/Meta-Llama-3.1-70B has no MTP layers (its config names no num_nextn_predict_layers, mtp_num_hidden_layers or num_mtp_modules), so it cannot run MTP / NEXTN speculative decoding; drop --nextn, or draft with an EAGLE / EAGLE3 head (eval or sweep --engine-config: speculative_config method eagle3, model and num_speculative_tokens)\n"
 	if code != 1 || out != "" || errs != want {

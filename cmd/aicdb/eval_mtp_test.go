@@ -90,8 +90,9 @@ func TestSweepMTPRefusals(t *testing.T) {
 
 // TestEvalMTPFromEngineConfig: a TensorRT-LLM config's one-model MTP
 // (speculative_config decoding_type MTP, num_nextn_predict_layers) runs like
-// --nextn with --nextn-accepted giving the acceptance; without it, with another
-// decoding type, or in a sweep it is one line naming the file and the fix.
+// --nextn with --nextn-accepted giving the acceptance; without it, with an EAGLE3
+// decoding type but no head, or in a sweep it is one line naming the file and
+// the fix.
 func TestEvalMTPFromEngineConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(name, body string) string { return writeTestFile(t, dir, name, body) }
@@ -125,7 +126,7 @@ func TestEvalMTPFromEngineConfig(t *testing.T) {
 	}{
 		{[]string{"--engine-config", mtp}, "aicdb: --engine-config " + mtp + ": MTP with 1 draft tokens per decode step: give --nextn-accepted"},
 		{[]string{"--engine-config", mtp, "--nextn-accepted", "2"}, "aicdb: --nextn-accepted 2: must be in [0, the config's 1 draft tokens]"},
-		{[]string{"--engine-config", eagle, "--nextn-accepted", "1"}, "speculative_config.decoding_type \"Eagle3\": the model represents only speculative_config.decoding_type = mtp"},
+		{[]string{"--engine-config", eagle, "--nextn-accepted", "1"}, "speculative_config decoding_type Eagle: give speculative_model_dir, the EAGLE3 head's checkpoint"},
 	} {
 		code, _, errb := run(c.args...)
 		if code != 1 || !strings.Contains(errb, c.want) || strings.Count(errb, "\n") != 1 {

@@ -192,6 +192,11 @@ func Parse(backend string, data []byte) (*Config, error) {
 			return nil, err
 		}
 	}
+	if c.Backend == engine.TRTLLM {
+		if err := checkTRTDrafts(c.Settings); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -262,6 +267,37 @@ func checkVLLMDrafts(set []Setting) error {
 		return fmt.Errorf("speculative_config method %s: give model, the drafter's checkpoint", m)
 	case hasD && !eagle:
 		return fmt.Errorf("speculative_config model %s with method %s: the MTP drafter is the model's own layers; drop model, or use method eagle or eagle3", d, m)
+	}
+	return nil
+}
+
+// checkTRTDrafts checks TensorRT-LLM's speculative_config as a whole: a
+// decoding_type and its draft length come together (aicdb does not assume a
+// release's default count), and a drafter checkpoint comes with decoding_type
+// Eagle and only with it (MTP drafts with the model's own layers).
+func checkTRTDrafts(set []Setting) error {
+	val := settingValues(set)
+	typ, hasT := val["speculative_config.decoding_type"]
+	n, hasN := val["speculative_config.max_draft_len"]
+	if !hasN {
+		n, hasN = val["speculative_config.num_nextn_predict_layers"]
+	}
+	d, hasD := val["speculative_config.speculative_model_dir"]
+	if !hasD {
+		d, hasD = val["speculative_config.speculative_model"]
+	}
+	eagle := hasT && typ != "mtp"
+	switch {
+	case hasT && !hasN && eagle:
+		return fmt.Errorf("speculative_config decoding_type Eagle: give max_draft_len (the drafts per decode step)")
+	case hasT && !hasN:
+		return fmt.Errorf("speculative_config decoding_type MTP: give num_nextn_predict_layers (the drafts per decode step)")
+	case hasN && !hasT:
+		return fmt.Errorf("speculative_config draft length %s: give decoding_type MTP or Eagle (without it TensorRT-LLM does not speculate)", n)
+	case eagle && !hasD:
+		return fmt.Errorf("speculative_config decoding_type Eagle: give speculative_model_dir, the EAGLE3 head's checkpoint")
+	case hasD && !eagle:
+		return fmt.Errorf("speculative_config speculative_model_dir %s: the MTP drafter is the model's own layers; drop it, or use decoding_type Eagle", d)
 	}
 	return nil
 }

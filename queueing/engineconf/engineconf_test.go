@@ -155,7 +155,17 @@ func TestErrors(t *testing.T) {
 		{"vllm", "--enable-chunked-prefill maybe", `line 1: flag --enable-chunked-prefill "maybe": want true or false`},
 		{"vllm", "--served-model-name 'x", `line 1: unclosed ' quote`},
 		{"vllm", "--port=1 2", `line 1: "2" follows --port=…, which already has its value`},
-		{"trtllm", "max_batch_size: 8\nspeculative_config:\n  decoding_type: Eagle3\n", `line 3: key speculative_config.decoding_type "Eagle3": the model represents only speculative_config.decoding_type = mtp (other values change scheduling in ways it does not model)`},
+		{"trtllm", "max_batch_size: 8\nspeculative_config:\n  decoding_type: Medusa\n", `line 3: key speculative_config.decoding_type "Medusa": the model represents only speculative_config.decoding_type = mtp or eagle or eagle3 (other values change scheduling in ways it does not model)`},
+		{"trtllm", "max_batch_size: 8\nspeculative_config:\n  decoding_type: Eagle3\n", `speculative_config decoding_type Eagle: give max_draft_len (the drafts per decode step)`},
+		{"trtllm", "speculative_config:\n  decoding_type: MTP\n", `speculative_config decoding_type MTP: give num_nextn_predict_layers (the drafts per decode step)`},
+		{"trtllm", "speculative_config:\n  max_draft_len: 3\n", `speculative_config draft length 3: give decoding_type MTP or Eagle (without it TensorRT-LLM does not speculate)`},
+		{"trtllm", "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n", `speculative_config decoding_type Eagle: give speculative_model_dir, the EAGLE3 head's checkpoint`},
+		{"trtllm", "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 1\n  speculative_model_dir: /w/head\n", `speculative_config speculative_model_dir /w/head: the MTP drafter is the model's own layers; drop it, or use decoding_type Eagle`},
+		{"trtllm", "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: /w/head\n  eagle3_one_model: false\n", `line 5: key speculative_config.eagle3_one_model "false": two-model EAGLE3 runs the head as an engine of its own, with its own KV cache and forward passes beside the target's; the model represents only true`},
+		{"trtllm", "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: /w/head\n  use_dynamic_tree: true\n", `line 5: key speculative_config.use_dynamic_tree "true": a dynamic tree of drafts verifies more tokens per step than a chain; the model represents only false`},
+		{"trtllm", "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: /w/head\n  eagle_choices: [[0], [1]]\n", `line 5: key speculative_config.eagle_choices: a list of lists or mappings is not an engine setting`},
+		{"trtllm", "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: /w/head\n  eagle_choices: '[[0], [1]]'\n", `line 5: key speculative_config.eagle_choices: changes scheduling (a static tree of drafts verifies more tokens per step than a chain; only a linear chain of max_draft_len drafts is modelled), which the model does not represent; remove it`},
+		{"trtllm", "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: /w/head\n  max_concurrency: 8\n", `line 5: key speculative_config.max_concurrency: not a trtllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)`},
 		{"trtllm", "scheduler_config:\n  capacity_scheduler_policy: STATIC_BATCH\n", `line 2: key scheduler_config.capacity_scheduler_policy "STATIC_BATCH": the model represents only capacity_scheduler_policy = guaranteed_no_evict or max_utilization (other values change scheduling in ways it does not model)`},
 		{"trtllm", "a: &x {b: 1}\nc:\n  <<: *x\n", `line 3: YAML merge keys (<<) are not supported; write the keys out`},
 		{"trtllm", "max_batch_size: [1, 2]\n", `line 1: key max_batch_size "1,2": want an integer`},
@@ -335,7 +345,8 @@ func FuzzParseVLLM(f *testing.F) {
 }
 
 func FuzzParseTRTLLM(f *testing.F) {
-	for _, s := range []string{"max_batch_size: 8\nmax_num_tokens: 8192\n", "kv_cache_config:\n  tokens_per_block: 64\n", "--max_batch_size 4"} {
+	for _, s := range []string{"max_batch_size: 8\nmax_num_tokens: 8192\n", "kv_cache_config:\n  tokens_per_block: 64\n", "--max_batch_size 4",
+		"speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: org/head\n  eagle3_one_model: true\n"} {
 		f.Add([]byte(s))
 	}
 	if b, err := os.ReadFile("testdata/trtllm_extra.yaml"); err == nil {
@@ -473,6 +484,62 @@ func TestVLLMEagle(t *testing.T) {
 		if e != want {
 			t.Errorf("%q: engine %+v, want %+v", c.text, e, want)
 		}
+	}
+}
+
+// TestTRTLLMEagle: TensorRT-LLM's one-model EAGLE3 (speculative_config
+// decoding_type Eagle or Eagle3, max_draft_len and the head's checkpoint under
+// either of its names) sets the drafts per decode step and names their drafter,
+// nothing else: the PyTorch flow schedules them as one-model MTP's (T-R3); the
+// acceptance rule's keys are listed as ignored, and deploy writes the head back.
+func TestTRTLLMEagle(t *testing.T) {
+	for _, text := range []string{
+		"max_batch_size: 64\nspeculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: yuhuili/EAGLE3-LLaMA3.1-Instruct-70B\n  eagle3_one_model: true\n  greedy_sampling: true\n",
+		"max_batch_size: 64\nspeculative_config:\n  decoding_type: Eagle3\n  speculative_model: yuhuili/EAGLE3-LLaMA3.1-Instruct-70B\n  max_draft_len: 3\n",
+	} {
+		cfg, err := Parse("trtllm", []byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		e, _ := engine.Defaults("trtllm", "")
+		want := e
+		want.MaxBatchSize = 64
+		want.DraftTokens = 3
+		want.DraftMethod, want.DraftModel = "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B"
+		if err := cfg.Apply(&e); err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if e != want {
+			t.Errorf("%q: engine %+v, want %+v", text, e, want)
+		}
+		out, err := Render(e, Deployment{Model: "m", Layout: Layout{TP: 1, PP: 1}}, FormatYAML)
+		if err != nil || !strings.Contains(out, "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 3\n  speculative_model_dir: yuhuili/EAGLE3-LLaMA3.1-Instruct-70B\n  eagle3_one_model: true\n") {
+			t.Errorf("%q: render %v\n%s", text, err, out)
+		}
+		back, err := Parse("trtllm", []byte(out))
+		if err != nil {
+			t.Fatalf("rendered config: %v\n%s", err, out)
+		}
+		e2, _ := engine.Defaults("trtllm", "")
+		if err := back.Apply(&e2); err != nil || e2.DraftMethod != e.DraftMethod || e2.DraftModel != e.DraftModel || e2.DraftTokens != e.DraftTokens {
+			t.Errorf("%q: rendered config applies as %+v (%v)", text, e2, err)
+		}
+	}
+	cfg, err := Parse("trtllm", []byte("speculative_config:\n  decoding_type: Eagle\n  max_draft_len: 2\n  speculative_model_dir: /w/head\n  greedy_sampling: false\n  posterior_threshold: 0.09\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.IgnoredLine(), "engine config: ignored (no effect on scheduling): speculative_config.greedy_sampling, speculative_config.posterior_threshold"; got != want {
+		t.Errorf("ignored line %q, want %q", got, want)
+	}
+	// MTP keeps its meaning: the model's own layers, no drafter.
+	cfg, err = Parse("trtllm", []byte("speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := engine.Defaults("trtllm", "")
+	if err := cfg.Apply(&e); err != nil || e.DraftTokens != 2 || e.SeparateDrafter() {
+		t.Errorf("MTP: %+v (%v)", e, err)
 	}
 }
 

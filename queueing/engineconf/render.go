@@ -236,7 +236,11 @@ func trtllmYAML(e engine.Spec, layout []renderKV) string {
 	if e.MaxModelLen > 0 {
 		fmt.Fprintf(&b, "max_seq_len: %d\n", e.MaxModelLen)
 	}
-	if e.DraftTokens > 0 { // one-model MTP (its acceptance is the model's and the data's, not a key)
+	switch { // one-model MTP or EAGLE3 (the acceptance is the model's and the data's, not a key)
+	case e.DraftTokens > 0 && e.SeparateDrafter():
+		fmt.Fprintf(&b, "speculative_config:\n  decoding_type: Eagle\n  max_draft_len: %d\n  speculative_model_dir: %s\n  eagle3_one_model: true\n",
+			e.DraftTokens, yamlScalar(e.DraftModel))
+	case e.DraftTokens > 0:
 		fmt.Fprintf(&b, "speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: %d\n", e.DraftTokens)
 	}
 	return b.String()

@@ -592,12 +592,38 @@ func trtllmRule(k string) (rule, bool) {
 		return prefixCacheOffKey(true), true
 	case "attention_dp_config.enable_balance": // the other attention_dp_config keys act only with it
 		return boolOnly(false, "attention-DP balancing holds context requests until every rank has one (up to timeout_iters)"), true
-	case "speculative_config.decoding_type": // one-model MTP only (its acceptance comes from eval --nextn-accepted)
-		return onlyKey("speculative_config.decoding_type", "mtp"), true
+	case "speculative_config.decoding_type":
+		// One-model MTP over the model's own layers, or an EAGLE3 head (decoding_type
+		// Eagle; "Eagle3" in newer releases): the PyTorch flow's EAGLE3_ONE_MODEL
+		// mode shares every scheduling property with MTP's one-model mode
+		// (SpeculativeDecodingMode: support_overlap_scheduler,
+		// needs_kv_cache_rewind, without_logits name the two together), so its
+		// drafts are scheduled as MTP's (T-R3). Acceptance comes from
+		// --nextn-accepted; checkTRTDrafts requires the draft length, and the
+		// head's checkpoint beside Eagle only.
+		r := onlyKey("speculative_config.decoding_type", "mtp", "eagle", "eagle3")
+		r.apply = func(e *engine.Spec, v string) {
+			if v == "mtp" {
+				e.DraftMethod = ""
+				return
+			}
+			e.DraftMethod = "eagle3"
+		}
+		return r, true
 	case "speculative_config.num_nextn_predict_layers", "speculative_config.max_draft_len":
 		return intKey(1, func(e *engine.Spec, v int) { e.DraftTokens = v }), true
+	case "speculative_config.speculative_model_dir", "speculative_config.speculative_model": // the EAGLE3 head (aliases; recorded: deploy launches it)
+		return drafterKey(), true
+	case "speculative_config.eagle3_one_model":
+		return boolOnly(true, "two-model EAGLE3 runs the head as an engine of its own, with its own KV cache and forward passes beside the target's"), true
+	case "speculative_config.use_dynamic_tree":
+		return boolOnly(false, "a dynamic tree of drafts verifies more tokens per step than a chain"), true
+	case "speculative_config.eagle_choices":
+		return rejected("a static tree of drafts verifies more tokens per step than a chain; only a linear chain of max_draft_len drafts is modelled"), true
+	case "speculative_config.greedy_sampling", "speculative_config.posterior_threshold", "speculative_config.eagle3_layers_to_capture":
+		return harmless(), true // the acceptance rule and the head's inputs: acceptance is --nextn-accepted's
 	case "speculative_config", "speculative_model", "speculative_model_dir":
-		return rejected("speculative decoding with a draft model: only one-model MTP (speculative_config.decoding_type MTP) is modelled"), true
+		return rejected("speculative decoding outside speculative_config's mapping: only one-model MTP (decoding_type MTP) and one-model EAGLE3 (decoding_type Eagle with speculative_model_dir) are modelled"), true
 	case "scheduler_config.dynamic_batch_config.enable_batch_size_tuning",
 		"scheduler_config.dynamic_batch_config.enable_max_num_tokens_tuning",
 		"scheduler_config.dynamic_batch_config.dynamic_batch_moving_average_window":
