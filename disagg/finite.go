@@ -105,7 +105,7 @@ func finiteOpen(ctx context.Context, w workload.Spec, c Config, f queueing.Finit
 	case f.MaxConcurrency > 0:
 		w.Concurrency = f.MaxConcurrency
 	case f.RateRPS > 0:
-		w.RateRPS = f.RateRPS
+		w.RateRPS = f.PeakRateRPS()
 	default:
 		w.Concurrency = f.Requests
 	}

@@ -18,11 +18,12 @@ func TestGateFinite(t *testing.T) {
 // serve --request-rate` / aiperf --request-rate rows): the model's
 // QuantitativeFinite of an Open run against the DES's RunOpenRun on the same
 // sends, at a Poisson rate, the same rate under a client concurrency bound,
-// every request at once, and gamma and constant sends.
+// every request at once, gamma and constant sends, and ramped rates (linear;
+// exponential with gamma gaps under a bound).
 func TestGateOpenFinite(t *testing.T) {
 	fams := gate.OpenFiniteFamilies()
-	if len(fams) != 30 {
-		t.Fatalf("%d open-run families, want 30 (8 bases × 3 runs, 3 of them also gamma and constant)", len(fams))
+	if len(fams) != 36 {
+		t.Fatalf("%d open-run families, want 36 (8 bases × 3 runs, 3 of them also gamma, constant and two ramps)", len(fams))
 	}
 	checkRows(t, gate.RunFinite(context.Background(), fams))
 }

@@ -71,6 +71,13 @@ type FiniteRun struct {
 	// Constant sends the requests 1/RateRPS apart (AIPerf --arrival-pattern
 	// constant): one deterministic path.
 	Constant bool `json:"constant,omitempty"`
+	// Ramp, when set, makes the rate change during the run (vllm bench serve
+	// --ramp-up-strategy linear|exponential --ramp-up-start-rps RateRPS
+	// --ramp-up-end-rps RampEndRPS): request j's gap is drawn at the rate reached
+	// at progress j/(Requests − 1) — start + (end − start)·p linearly, start ·
+	// (end/start)^p exponentially — as the client draws it (rampRate).
+	Ramp       string  `json:"ramp,omitempty"`
+	RampEndRPS float64 `json:"ramp_end_rps,omitempty"`
 	// Paths > 1 pools that many independent arrival paths (workload.ArrivalPaths
 	// FirstPath … FirstPath+Paths−1): one measured run samples one Poisson path,
 	// and the prediction is the expectation over them, not one path's sampling
@@ -197,8 +204,8 @@ func (f FiniteRun) Validate() error {
 		return err
 	}
 	if !f.Open {
-		if f.RateRPS != 0 || f.MaxConcurrency != 0 || f.Paths != 0 || f.FirstPath != 0 || f.GammaShape != 0 || f.Constant {
-			return fmt.Errorf("finite run: rate_rps, max_concurrency, gamma_shape, constant, paths and first_path describe an open-loop run (open: true)")
+		if f.RateRPS != 0 || f.MaxConcurrency != 0 || f.Paths != 0 || f.FirstPath != 0 || f.GammaShape != 0 || f.Constant || f.Ramp != "" || f.RampEndRPS != 0 {
+			return fmt.Errorf("finite run: rate_rps, max_concurrency, gamma_shape, constant, ramp, ramp_end_rps, paths and first_path describe an open-loop run (open: true)")
 		}
 		return nil
 	}
@@ -224,7 +231,54 @@ func (f FiniteRun) Validate() error {
 	case f.Paths*f.Requests > maxFiniteRequests:
 		return fmt.Errorf("finite run: %d paths of %d requests exceed %d simulated requests", f.Paths, f.Requests, maxFiniteRequests)
 	}
+	return f.validateRamp()
+}
+
+// validateRamp checks a ramp-up: linear or exponential from rate_rps > 0 (the
+// client divides by the start rate) up to a finite ramp_end_rps ≥ it, on a
+// request rate's sends (not constant ones); no end rate without a ramp.
+func (f FiniteRun) validateRamp() error {
+	switch {
+	case f.Ramp == "" && f.RampEndRPS != 0:
+		return fmt.Errorf("finite run ramp_end_rps = %v without ramp: give ramp linear or exponential, or drop it", f.RampEndRPS)
+	case f.Ramp == "":
+		return nil
+	case f.Ramp != RampLinear && f.Ramp != RampExponential:
+		return fmt.Errorf("finite run ramp = %q: want %s or %s", f.Ramp, RampLinear, RampExponential)
+	case !(f.RateRPS > 0):
+		return fmt.Errorf("finite run: a %s ramp starts at rate_rps > 0 (vllm bench serve --ramp-up-start-rps; it divides by the start rate), got %v", f.Ramp, f.RateRPS)
+	case math.IsNaN(f.RampEndRPS) || math.IsInf(f.RampEndRPS, 0) || f.RampEndRPS < f.RateRPS:
+		return fmt.Errorf("finite run ramp_end_rps = %v: must be a finite rate ≥ rate_rps = %v (the ramp's start)", f.RampEndRPS, f.RateRPS)
+	case f.Constant:
+		return fmt.Errorf("finite run: a ramp spaces a request rate's random sends; constant sends have none")
+	}
 	return nil
+}
+
+// The ramp-up strategies of FiniteRun.Ramp (vllm bench serve --ramp-up-strategy).
+const (
+	RampLinear      = "linear"
+	RampExponential = "exponential"
+)
+
+// rampRate is the rate (requests/s) at which ramp f draws request j's gap, j of
+// n: vllm bench serve's progress p = j / max(n − 1, 1), start + (end − start)·p
+// (linear) or start·(end/start)^p (exponential).
+func (f FiniteRun) rampRate(j, n int) float64 {
+	p := float64(j) / float64(max(n-1, 1))
+	if f.Ramp == RampExponential {
+		return f.RateRPS * math.Pow(f.RampEndRPS/f.RateRPS, p)
+	}
+	return f.RateRPS + (f.RampEndRPS-f.RateRPS)*p
+}
+
+// PeakRateRPS is the highest rate of f's sends: the ramp's end rate, else
+// RateRPS.
+func (f FiniteRun) PeakRateRPS() float64 {
+	if f.Ramp != "" {
+		return f.RampEndRPS
+	}
+	return f.RateRPS
 }
 
 // ValidateClosedLoop checks the run's counts and that w, the workload it runs,
@@ -285,6 +339,9 @@ func (f FiniteRun) Label() string {
 		}
 		if f.GammaShape != 0 && f.GammaShape != 1 {
 			l += ",gamma=" + strconv.FormatFloat(f.GammaShape, 'g', -1, 64)
+		}
+		if f.Ramp != "" {
+			l += ",ramp=" + f.Ramp + ":" + strconv.FormatFloat(f.RampEndRPS, 'g', -1, 64)
 		}
 		if f.MaxConcurrency > 0 {
 			l += fmt.Sprintf(",cap=%d", f.MaxConcurrency)

@@ -75,7 +75,8 @@ func (f FiniteRun) SendsAt(at []float64, delayMs float64) *OpenSends {
 
 // Arrivals returns the arrival instants of k paths of open run f from path
 // first: every request at 0 at rate 0, 1/rate apart for constant sends, else
-// the W1 stream's Poisson or gamma gaps (workload.ArrivalPaths).
+// the W1 stream's Poisson or gamma gaps (workload.ArrivalPaths), respaced along
+// the ramp when the rate ramps up (ramp).
 func (f FiniteRun) Arrivals(first, k int) ([][]float64, error) {
 	if f.RateRPS == 0 || f.Constant {
 		at := make([]float64, f.Requests)
@@ -91,7 +92,28 @@ func (f FiniteRun) Arrivals(first, k int) ([][]float64, error) {
 		}
 		return out, nil
 	}
-	return workload.ArrivalPaths(f.Requests, f.RateRPS, f.GammaShape, first, k)
+	paths, err := workload.ArrivalPaths(f.Requests, f.RateRPS, f.GammaShape, first, k)
+	if err != nil || f.Ramp == "" {
+		return paths, err
+	}
+	for _, at := range paths {
+		f.ramp(at)
+	}
+	return paths, nil
+}
+
+// ramp respaces at, arrival instants drawn at the ramp's start rate, in place:
+// gap j (before request j) is redrawn at rampRate(j) by scaling it by
+// start/rampRate(j) — a gamma (or exponential) gap at rate r is the same unit
+// draw over r, as the client draws it. The first request stays at 0 (the
+// client's first delay only shifts the whole run).
+func (f FiniteRun) ramp(at []float64) {
+	prev := 0.0
+	for j := 1; j < len(at); j++ {
+		gap := at[j] - prev
+		prev = at[j]
+		at[j] = at[j-1] + gap*f.RateRPS/f.rampRate(j, len(at))
+	}
 }
 
 // OpenLoad is w as open run f loads the engine, for the checks and the fidelity
@@ -99,7 +121,7 @@ func (f FiniteRun) Arrivals(first, k int) ([][]float64, error) {
 // rate are the W1 stream (RateRPS), every request at once the loop of that many
 // clients (Concurrency); the shapes are w's.
 func (f FiniteRun) OpenLoad(w workload.Spec) workload.Spec {
-	w.Concurrency, w.RateRPS = 0, f.RateRPS
+	w.Concurrency, w.RateRPS = 0, f.PeakRateRPS()
 	if f.RateRPS == 0 {
 		w.Concurrency = f.Requests
 	}

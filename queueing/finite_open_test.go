@@ -169,6 +169,13 @@ func TestOpenRunValidate(t *testing.T) {
 		{FiniteRun{Requests: 10, Open: true, RateRPS: 1, MaxConcurrency: -2}, "max_concurrency = -2"},
 		{FiniteRun{Requests: 10, Open: true, MaxConcurrency: 4}, "closed loop of 4 clients"},
 		{FiniteRun{Requests: 10, Open: true, RateRPS: 1, Paths: 65}, "paths = 65"},
+		{FiniteRun{Requests: 10, Ramp: RampLinear, RampEndRPS: 2}, "open-loop run (open: true)"},
+		{FiniteRun{Requests: 10, Open: true, RateRPS: 1, RampEndRPS: 2}, "ramp_end_rps = 2 without ramp"},
+		{FiniteRun{Requests: 10, Open: true, RateRPS: 1, Ramp: "step", RampEndRPS: 2}, `ramp = "step": want linear or exponential`},
+		{FiniteRun{Requests: 10, Open: true, Ramp: RampLinear, RampEndRPS: 2}, "a linear ramp starts at rate_rps > 0"},
+		{FiniteRun{Requests: 10, Open: true, RateRPS: 3, Ramp: RampExponential, RampEndRPS: 2}, "ramp_end_rps = 2: must be a finite rate ≥ rate_rps = 3"},
+		{FiniteRun{Requests: 10, Open: true, RateRPS: 1, Ramp: RampLinear, RampEndRPS: math.Inf(1)}, "ramp_end_rps = +Inf"},
+		{FiniteRun{Requests: 10, Open: true, RateRPS: 1, Ramp: RampLinear, RampEndRPS: 2, Constant: true}, "constant sends have none"},
 	} {
 		err := c.f.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
@@ -183,6 +190,65 @@ func TestOpenRunValidate(t *testing.T) {
 	}
 	if got := (FiniteRun{Requests: 1280, Warmup: 128}).Label(); got != "finite:n=1280,warmup=128" {
 		t.Errorf("closed label changed: %q", got)
+	}
+}
+
+// TestOpenRunRamp: a ramped run (vllm bench serve --ramp-up-strategy) draws
+// request j's gap at the rate reached at progress j/(n − 1): a ramp whose end is
+// its start is the plain run (to rounding), the gaps are the plain path's at the
+// start rate times start/rate(j), the ramp's mean span Σ 1000/rate(j) holds over
+// many paths, the exponential rate is geometric between its ends, and the label
+// names the ramp (the prediction cache keys runs by it).
+func TestOpenRunRamp(t *testing.T) {
+	const n = 400
+	plain := FiniteRun{Requests: n, Open: true, RateRPS: 2, GammaShape: 0.5}
+	flat := plain
+	flat.Ramp, flat.RampEndRPS = RampLinear, 2
+	a, err := plain.Arrivals(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := flat.Arrivals(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range a[0] {
+		if math.Abs(a[0][j]-b[0][j]) > 1e-9*math.Max(a[0][j], 1) {
+			t.Fatalf("flat ramp: arrival %d at %v, plain run %v", j, b[0][j], a[0][j])
+		}
+	}
+	for _, kind := range []string{RampLinear, RampExponential} {
+		r := plain
+		r.Ramp, r.RampEndRPS = kind, 18
+		ps, err := r.Arrivals(0, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p0, _ := plain.Arrivals(0, 1)
+		if ps[0][0] != 0 || math.Abs((ps[0][1]-ps[0][0])-(p0[0][1]-p0[0][0])*2/r.rampRate(1, n)) > 1e-9 {
+			t.Errorf("%s: first gaps %v, want the plain path's at 2 rps times 2/rate(1)", kind, ps[0][:2])
+		}
+		want := 0.0
+		for j := 1; j < n; j++ {
+			want += 1000 / r.rampRate(j, n)
+		}
+		span := 0.0
+		for _, at := range ps {
+			span += at[n-1] / float64(len(ps))
+		}
+		if math.Abs(span/want-1) > 0.03 {
+			t.Errorf("%s ramp 2 → 18 rps: mean span %v ms over 64 paths, want Σ 1000/rate(j) = %v", kind, span, want)
+		}
+	}
+	e := FiniteRun{Requests: 3, Open: true, RateRPS: 1, Ramp: RampExponential, RampEndRPS: 4}
+	if got := []float64{e.rampRate(0, 3), e.rampRate(1, 3), e.rampRate(2, 3)}; got[0] != 1 || math.Abs(got[1]-2) > 1e-12 || got[2] != 4 {
+		t.Errorf("exponential 1 → 4 over 3 requests: rates %v, want 1, 2, 4", got)
+	}
+	if got := (FiniteRun{Requests: 500, Open: true, RateRPS: 1, Ramp: RampLinear, RampEndRPS: 8.5, MaxConcurrency: 16}).Label(); got != "finite:n=500,open,rate=1,ramp=linear:8.5,cap=16" {
+		t.Errorf("label %q", got)
+	}
+	if got := (FiniteRun{Requests: 500, Open: true, RateRPS: 1, Ramp: RampLinear, RampEndRPS: 8.5}).OpenLoad(workload.Spec{ISL: 10, OSL: 10}); got.RateRPS != 8.5 {
+		t.Errorf("a ramp's load is its peak rate: got %v rps", got.RateRPS)
 	}
 }
 

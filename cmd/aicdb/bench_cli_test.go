@@ -303,6 +303,11 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 		"once":  `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": null, `,
 		"gamma": `"request_rate": 2.0, "burstiness": 0.5, "max_concurrency": null, `,
 		"many":  `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null, `,
+		// A ramp-up run's request_rate is inf: read as its ramp, not as every
+		// prompt at once (unbounded) or a closed loop of its bound (before Round 25).
+		"ramp":     `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": null, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 4, `,
+		"rampcap":  `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 4, "ramp_up_strategy": "exponential", "ramp_up_start_rps": 1, "ramp_up_end_rps": 4, `,
+		"rampstep": `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": null, "ramp_up_strategy": "step", "ramp_up_start_rps": 1, "ramp_up_end_rps": 4, `,
 	} {
 		n := "100"
 		if name == "many" {
@@ -314,7 +319,7 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 	importRuns(t, db, runs, side)
 	code, out, _ := cliRun(t, db, "query", "--format", "csv",
 		"select run_id, concurrency, request_rate from measurements order by run_id")
-	if code != 0 || out != "run_id,concurrency,request_rate\ncap.json,4,2\ngamma.json,0,2\nmany.json,0,2\nonce.json,100,0\nrate.json,0,2\n" {
+	if code != 0 || out != "run_id,concurrency,request_rate\ncap.json,4,2\ngamma.json,0,2\nmany.json,0,2\nonce.json,100,0\nramp.json,0,0\nrampcap.json,4,0\nrampstep.json,0,0\nrate.json,0,2\n" {
 		t.Errorf("imported loads: %q", out)
 	}
 	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
@@ -327,6 +332,9 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 		"gamma.json,\"finite:n=100,open,rate=2,gamma=0.5,paths=8\",1,\n" +
 		"many.json,\"finite:n=1000,open,rate=2,paths=3\",1,\n" +
 		"once.json,\"finite:n=100,open\",1,\n" +
+		"ramp.json,\"finite:n=100,open,rate=1,ramp=linear:4,paths=8\",1,\n" +
+		"rampcap.json,\"finite:n=100,open,rate=1,ramp=exponential:4,cap=4,paths=8\",1,\n" +
+		"rampstep.json,,0,open-loop measurement: ramp_up_strategy step: linear and exponential ramps are modelled\n" +
 		"rate.json,\"finite:n=100,open,rate=2,paths=8\",1,\n"
 	if code != 0 || out != want {
 		t.Errorf("accuracy runs:\n%s\nwant\n%s", out, want)
@@ -416,6 +424,9 @@ func TestEvalBenchmarkRun(t *testing.T) {
 	importRuns(t, db, map[string]string{
 		"closed": raw,
 		"open":   strings.Replace(raw, vllmBenchLoad, `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": null, `, 1),
+		"ramp": strings.Replace(raw, vllmBenchLoad, `"request_rate": Infinity, "burstiness": 1.0, "max_concurrency": 16, `+
+			`"ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 6, `, 1),
+		"bound": strings.Replace(raw, vllmBenchLoad, `"request_rate": 2.0, "burstiness": 1.0, "max_concurrency": 16, `, 1),
 	}, side)
 	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
 		t.Fatalf("accuracy: %d %q", code, errs)
@@ -448,6 +459,9 @@ func TestEvalBenchmarkRun(t *testing.T) {
 	}{
 		{"closed.json", []string{"--concurrency", "32", "--benchmark-requests", "320"}, "finite:n=320,desync"},
 		{"open.json", []string{"--rate", "2", "--benchmark-requests", "320"}, "finite:n=320,open,rate=2,paths=7"},
+		{"ramp.json", []string{"--rate", "1", "--ramp-up-strategy", "linear", "--ramp-up-end-rps", "6", "--max-concurrency", "16", "--benchmark-requests", "320"},
+			"finite:n=320,open,rate=1,ramp=linear:6,cap=16,paths=7"},
+		{"bound.json", []string{"--rate", "2", "--max-concurrency", "16", "--benchmark-requests", "320"}, "finite:n=320,open,rate=2,cap=16,paths=7"},
 	} {
 		got, run := eval(c.args...)
 		if want := predicted(c.id); math.Abs(got-want) > 1e-6*want || run != c.run {
@@ -463,6 +477,10 @@ func TestEvalBenchmarkRun(t *testing.T) {
 		{[]string{"--rate", "2", "--benchmark-requests", "30", "--tier", "both"}, "--benchmark-requests: a benchmark run is predicted by the quantitative tier"},
 		{[]string{"--rate", "2", "--benchmark-requests", "0"}, "--benchmark-requests: finite run requests = 0"},
 		{[]string{"--rate", "2", "--benchmark-requests", "30", "--burstiness", "-1"}, "gamma_shape = -1"},
+		{[]string{"--rate", "2", "--benchmark-requests", "30", "--ramp-up-strategy", "linear"}, "--ramp-up-strategy and --ramp-up-end-rps come together"},
+		{[]string{"--rate", "2", "--benchmark-requests", "30", "--ramp-up-strategy", "step", "--ramp-up-end-rps", "4"}, `ramp = "step": want linear or exponential`},
+		{[]string{"--rate", "2", "--benchmark-requests", "30", "--ramp-up-strategy", "linear", "--ramp-up-end-rps", "1"}, "ramp_end_rps = 1: must be a finite rate ≥ rate_rps = 2"},
+		{[]string{"--concurrency", "32", "--benchmark-requests", "320", "--ramp-up-strategy", "linear"}, "--ramp-up-strategy: only with --rate"},
 	} {
 		code, _, errs := cliRun(t, db, append(slices.Clone(base), c.args...)...)
 		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {

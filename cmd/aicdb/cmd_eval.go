@@ -53,8 +53,10 @@ func evalCommand() *cli.Command {
 			&cli.IntFlag{Name: "num-requests", Usage: "open loop: requests to simulate", DefaultText: "4096"},
 			// a benchmark run instead of the steady state
 			&cli.IntFlag{Name: "benchmark-requests", Usage: "quantitative: predict one benchmark run of `N` requests as vllm bench serve / aiperf run it (from an idle engine, statistics over all N) instead of the steady state: with --concurrency the clients' loop, with --rate Poisson sends", DefaultText: "the steady state"},
-			&cli.IntFlag{Name: "max-concurrency", Usage: "with --rate and --benchmark-requests: at most `C` requests in flight (vllm bench serve --max-concurrency)", DefaultText: "no bound"},
+			&cli.IntFlag{Name: "max-concurrency", Usage: "with --rate and --benchmark-requests: at most `C` requests in flight (vllm bench serve --max-concurrency); the engine profile deploys at batch C, as for C clients", DefaultText: "no bound"},
 			&cli.Float64Flag{Name: "burstiness", Usage: "with --rate and --benchmark-requests: gamma-distributed sends of shape `B` (vllm bench serve --burstiness; 1 = Poisson)", DefaultText: "1"},
+			&cli.StringFlag{Name: "ramp-up-strategy", Usage: "with --rate and --benchmark-requests: the rate ramps up from --rate (vllm bench serve --ramp-up-start-rps) to --ramp-up-end-rps, `linear` or exponential in the request's progress", DefaultText: "no ramp"},
+			&cli.Float64Flag{Name: "ramp-up-end-rps", Usage: "with --ramp-up-strategy: the rate the ramp reaches at the last request (`R` requests/s)", DefaultText: "none"},
 		}, shapeSpec{isl: "input sequence length (tokens)", osl: "output sequence length (tokens)",
 			prefix: "prompt tokens served from the prefix cache (< isl)"}.flags(), []cli.Flag{
 			&cli.StringFlag{Name: "isl-quantiles", Usage: "W2: equally weighted isl quantile points `a,b,..`"},
@@ -274,7 +276,7 @@ func parseEval(c *cli.Context) (*evalSpec, error) {
 	}
 	s.dep = dep
 	s.dep.Version = version
-	in := queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL,
+	in := queueing.ProfileInput{Backend: backend, Version: version, Role: queueing.RoleAgg, Batch: profileBatch(c, w), ISL: w.ISL, OSL: w.OSL,
 		Drafts: dep.NextN}
 	if s.pt != nil {
 		in.GPUMemBytes = s.pt.Estimator().System().MemCapacity // SGLang sizes chunked_prefill_size from it
@@ -526,15 +528,27 @@ func parseWorkload(c *cli.Context) (workload.Spec, error) {
 	return w, nil
 }
 
+// profileBatch is the batch the engine profile deploys eval's workload w at: a
+// closed loop's clients, an open benchmark run's client bound
+// (--max-concurrency: it holds at most that many in flight, as accuracy deploys
+// a measured run with one), else 0 (the profile's own default).
+func profileBatch(c *cli.Context, w workload.Spec) int {
+	if w.Concurrency == 0 && c.IsSet("benchmark-requests") && c.Int("max-concurrency") > 0 {
+		return c.Int("max-concurrency")
+	}
+	return w.Concurrency
+}
+
 // parseBenchmarkRun reads --benchmark-requests and the open run's
-// --max-concurrency / --burstiness into the run the quantitative tier predicts
+// --max-concurrency / --burstiness / --ramp-up-strategy into the run the quantitative tier predicts
 // (nil: the steady state), as accuracy predicts a measured row: a closed loop's
 // clients (desynchronised after the burst under the stagger phases, when desync
 // is allowed: the tandem runs them locked) or an open loop's sends, pooling
 // queueing.OpenPaths Poisson or gamma paths.
 func parseBenchmarkRun(c *cli.Context, w workload.Spec, desync bool) (*queueing.FiniteRun, error) {
+	openOnly := []string{"max-concurrency", "burstiness", "ramp-up-strategy", "ramp-up-end-rps"}
 	if !c.IsSet("benchmark-requests") {
-		for _, f := range []string{"max-concurrency", "burstiness"} {
+		for _, f := range openOnly {
 			if c.IsSet(f) {
 				return nil, userErrorf("--%s: only with --rate and --benchmark-requests (an open-loop benchmark run)", f)
 			}
@@ -549,7 +563,7 @@ func parseBenchmarkRun(c *cli.Context, w workload.Spec, desync bool) (*queueing.
 	}
 	run := queueing.FiniteRun{Requests: c.Int("benchmark-requests")}
 	if w.Concurrency > 0 {
-		for _, f := range []string{"max-concurrency", "burstiness"} {
+		for _, f := range openOnly {
 			if c.IsSet(f) {
 				return nil, userErrorf("--%s: only with --rate (a closed loop's clients are its bound)", f)
 			}
@@ -565,6 +579,10 @@ func parseBenchmarkRun(c *cli.Context, w workload.Spec, desync bool) (*queueing.
 		if b := c.Float64("burstiness"); c.IsSet("burstiness") && b != 1 {
 			run.GammaShape = b
 		}
+		if c.IsSet("ramp-up-strategy") != c.IsSet("ramp-up-end-rps") {
+			return nil, userErrorf("--ramp-up-strategy and --ramp-up-end-rps come together: the ramp runs from --rate to the end rate")
+		}
+		run.Ramp, run.RampEndRPS = strings.ToLower(c.String("ramp-up-strategy")), c.Float64("ramp-up-end-rps")
 	}
 	if err := run.Validate(); err != nil {
 		return nil, userErrorf("--benchmark-requests: %v", err)

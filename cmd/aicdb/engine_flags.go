@@ -359,7 +359,7 @@ func resolveKVCapacity(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e
 func evalPool(c *cli.Context, pt *perfdb.PassTiming, w workload.Spec, e engine.Spec, oom string) (int, error) {
 	isl, osl := w.MaxShape()
 	n, err := refine.DeployedPool(pt.Estimator(), e, c.String("engine-profile"),
-		queueing.ProfileInput{Batch: w.Concurrency, ISL: w.ISL, OSL: w.OSL}, isl, osl)
+		queueing.ProfileInput{Batch: profileBatch(c, w), ISL: w.ISL, OSL: w.OSL}, isl, osl)
 	if errors.Is(err, perfdb.ErrOOM) {
 		return 0, userErrorf(oom, err)
 	}

@@ -43,7 +43,8 @@ func DisaggFiniteFamilies() []DisaggFiniteFamily {
 	}
 	// Open-loop runs (queueing.FiniteRun with Open) on the 1P1D deployments: Poisson
 	// sends at openLoad × the tandem's steady closed-loop throughput, the same
-	// under a bound of C/2, and 2·C requests at once.
+	// under a bound of C/2, 2·C requests at once, and a linear ramp from ¼ to 1.5 ×
+	// that rate (vllm bench serve --ramp-up-strategy linear).
 	for _, f := range DisaggFamilies() {
 		if f.Spec.Concurrency <= 0 || f.Config.Prefill.Workers != 1 || f.Config.Decode.Workers != 1 {
 			continue
@@ -52,10 +53,12 @@ func DisaggFiniteFamilies() []DisaggFiniteFamily {
 		if r, err := disagg.Quantitative(context.Background(), f.Spec, f.Config, disagg.Options{NoMultiStability: true}); err == nil {
 			rate = math.Round(openLoad*r.ThroughputRPS*100) / 100
 		}
+		lo, hi := math.Round(rate*25)/100, math.Round(rate*150)/100
 		for _, run := range []queueing.FiniteRun{
 			{Requests: openRequests, Open: true, RateRPS: rate},
 			{Requests: openRequests, Open: true, RateRPS: rate, MaxConcurrency: max(f.Spec.Concurrency/2, 1)},
 			{Requests: 2 * f.Spec.Concurrency, Open: true},
+			{Requests: openRequests, Open: true, RateRPS: lo, Ramp: queueing.RampLinear, RampEndRPS: hi},
 		} {
 			g := f
 			g.Name += " · " + run.Label()

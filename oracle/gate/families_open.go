@@ -22,8 +22,10 @@ var openBase = []string{
 }
 
 // openSpacedBase are the bases also gated with bursty gamma sends (shape ½, vllm
-// bench serve --burstiness 0.5) and constant sends (AIPerf --arrival-pattern
-// constant): each backend's defaults.
+// bench serve --burstiness 0.5), constant sends (AIPerf --arrival-pattern
+// constant) and ramped rates (vllm bench serve --ramp-up-strategy: linear, and
+// exponential with bursty gaps under a bound; from ¼ to 1.5 × the rate, so the
+// end outruns the engine and a queue builds late): each backend's defaults.
 var openSpacedBase = []string{
 	"vllm/c8 isl2048 osl256 b8192",
 	"trtllm/c16 isl2048 osl256 defaults",
@@ -43,8 +45,8 @@ const openLoad = 0.8
 // Poisson rate of openLoad × its closed-loop capacity, the same rate with at most
 // C/2 requests in flight (the client's semaphore binds), and every request at
 // once (rate inf: 4·C requests, C where the family sizes a KV pool for C), and
-// for openSpacedBase the rate with gamma and with constant sends, under the
-// default client round trip.
+// for openSpacedBase the rate with gamma and with constant sends and two ramps,
+// under the default client round trip.
 func OpenFiniteFamilies() []FiniteFamily {
 	var out []FiniteFamily
 	for _, f := range baseFamilies() {
@@ -66,8 +68,12 @@ func OpenFiniteFamilies() []FiniteFamily {
 			{Requests: once, Open: true},
 		}
 		if containsName(openSpacedBase, f.Name) {
+			lo, hi := math.Round(rate*25)/100, math.Round(rate*150)/100 // ¼ and 1.5 × the rate
 			runs = append(runs, queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: rate, GammaShape: 0.5},
-				queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: rate, Constant: true})
+				queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: rate, Constant: true},
+				queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: lo, Ramp: queueing.RampLinear, RampEndRPS: hi},
+				queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: lo, Ramp: queueing.RampExponential, RampEndRPS: hi,
+					GammaShape: 0.5, MaxConcurrency: max(f.Spec.Concurrency/2, 1)})
 		}
 		for _, run := range runs {
 			d := f

@@ -325,8 +325,9 @@ func TestTRTReusedPrefixMovesChunk(t *testing.T) {
 }
 
 // drawOpenRun draws an open-loop run of up to 20·C+3 requests: Poisson, gamma or
-// constant sends at a rate around the closed loop's scale, or every request at
-// once, with or without an in-flight bound, on any arrival path.
+// constant sends at a rate around the closed loop's scale (the random ones a
+// third of the time ramped up to 20 × it, linearly or exponentially), or every
+// request at once, with or without an in-flight bound, on any arrival path.
 func drawOpenRun(rt *rapid.T, C int) queueing.FiniteRun {
 	n := rapid.IntRange(1, 20*C+3).Draw(rt, "requests")
 	f := queueing.FiniteRun{Requests: n, Open: true}
@@ -340,6 +341,10 @@ func drawOpenRun(rt *rapid.T, C int) queueing.FiniteRun {
 			f.GammaShape = rapid.SampledFrom([]float64{0.25, 0.5, 2, 4}).Draw(rt, "gamma")
 		case 2:
 			f.Constant = true
+		}
+		if !f.Constant && rapid.IntRange(0, 2).Draw(rt, "ramped") == 0 {
+			f.Ramp = rapid.SampledFrom([]string{queueing.RampLinear, queueing.RampExponential}).Draw(rt, "ramp")
+			f.RampEndRPS = f.RateRPS * rapid.Float64Range(1, 20).Draw(rt, "ramp factor")
 		}
 	}
 	if !f.Constant {

@@ -239,7 +239,7 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = fmt.Sprintf("mode %q: only agg and disagg deployments are predicted", m.Mode)
 		return t
 	}
-	if m.Concurrency <= 0 && m.RequestRate <= 0 {
+	if m.Concurrency <= 0 && m.RequestRate <= 0 && !m.Ramped() {
 		t.Reason = "neither a client concurrency nor a request rate: the run's load is not stated"
 		return t
 	}
@@ -523,6 +523,9 @@ func (r *Resolver) benchmarkRun(t *Target, workers int) {
 		a, _ := m.OpenArrivals() // Resolve refused the sends it cannot space
 		t.Run = &queueing.FiniteRun{Requests: n, Open: true, RateRPS: m.RequestRate / float64(workers), Paths: queueing.OpenPaths(n),
 			GammaShape: a.GammaShape, Constant: a.Constant}
+		if a.Ramp != "" { // each worker's share ramps along the same progress
+			t.Run.RateRPS, t.Run.Ramp, t.Run.RampEndRPS = a.RampStartRPS/float64(workers), a.Ramp, a.RampEndRPS/float64(workers)
+		}
 		if a.Constant || m.AllAtOnce() {
 			t.Run.Paths = 0 // one deterministic path (all at once: rate 0)
 		}

@@ -287,7 +287,7 @@ func (m *Measurement) Validate() error {
 	if m.Concurrency < 0 {
 		return fe("concurrency", "%d: must be ≥ 0", m.Concurrency)
 	}
-	if m.Concurrency == 0 && m.RequestRate <= 0 {
+	if m.Concurrency == 0 && m.RequestRate <= 0 && !m.Ramped() {
 		return fe("concurrency", "the file states neither a client concurrency (vllm bench serve max_concurrency, AIPerf concurrency) nor a finite request rate; add the one the run used to the file")
 	}
 	if bad(m.RequestRate) || m.RequestRate < 0 {

@@ -307,8 +307,17 @@ func TestOpenLoopLoads(t *testing.T) {
 		{"rate and bound", `"request_rate": 4.5, "max_concurrency": 8, `, 8, 4.5, true, 0, ""},
 		{"gamma", `"request_rate": 4.5, "burstiness": 2.0, `, 0, 4.5, true, 2, ""},
 		{"bad gamma", `"request_rate": 4.5, "burstiness": 0, `, 0, 4.5, true, 0, "burstiness 0: want a gamma shape in (0, 1e4]"},
-		{"ramp", `"request_rate": 4.5, "ramp_up_strategy": "linear", `, 0, 4.5, true, 0, "ramp_up_strategy linear"},
+		{"ramp beside a rate", `"request_rate": 4.5, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 8, `, 0, 4.5, true, 0,
+			"ramp_up_strategy linear beside request_rate 4.5: vllm bench serve runs a ramp at rate inf; the file contradicts itself"},
 		{"ramp null", `"request_rate": 4.5, "ramp_up_strategy": null, `, 0, 4.5, true, 0, ""},
+		{"ramp without rates", `"request_rate": Infinity, "ramp_up_strategy": "linear", "max_concurrency": null, `, 0, 0, true, 0,
+			"ramp_up_strategy linear without ramp_up_start_rps and ramp_up_end_rps: the ramp's rates are not stated"},
+		{"ramp of another kind", `"request_rate": Infinity, "ramp_up_strategy": "step", "ramp_up_start_rps": 1, "ramp_up_end_rps": 8, "max_concurrency": null, `, 0, 0, true, 0,
+			"ramp_up_strategy step: linear and exponential ramps are modelled"},
+		{"ramp from 0", `"request_rate": Infinity, "ramp_up_strategy": "linear", "ramp_up_start_rps": 0, "ramp_up_end_rps": 8, "max_concurrency": null, `, 0, 0, true, 0,
+			"ramp_up_start_rps 0: want a finite rate > 0 (vllm bench serve divides by it)"},
+		{"ramp down", `"request_rate": Infinity, "ramp_up_strategy": "exponential", "ramp_up_start_rps": 9, "ramp_up_end_rps": 8, "max_concurrency": null, `, 0, 0, true, 0,
+			"ramp_up_end_rps 8: want a finite rate ≥ ramp_up_start_rps 9"},
 	} {
 		ms, err := Parse("v.json", []byte(strings.Replace(base, load, c.load, 1)), "", dep)
 		if err != nil {
@@ -330,6 +339,32 @@ func TestOpenLoopLoads(t *testing.T) {
 		}
 		if once := c.conc == 320; once != m.AllAtOnce() || once && !strings.Contains(m.Extra["concurrency_note"].(string), "all 320 prompts sent at once") {
 			t.Errorf("%s: all at once %v, extra %v", c.name, m.AllAtOnce(), m.Extra)
+		}
+	}
+	// A ramp-up run (vllm bench serve --ramp-up-strategy: request_rate inf) is
+	// read as its ramp, with or without a bound — not as every prompt at once.
+	for _, c := range []struct {
+		load  string
+		bound int
+		want  Arrivals
+	}{
+		{`"request_rate": Infinity, "ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 8, "max_concurrency": null, `, 0,
+			Arrivals{Ramp: "linear", RampStartRPS: 1, RampEndRPS: 8}},
+		{`"request_rate": Infinity, "burstiness": 0.5, "ramp_up_strategy": "exponential", "ramp_up_start_rps": 2, "ramp_up_end_rps": 32, "max_concurrency": 16, `, 16,
+			Arrivals{GammaShape: 0.5, Ramp: "exponential", RampStartRPS: 2, RampEndRPS: 32}},
+	} {
+		ms, err := Parse("v.json", []byte(strings.Replace(base, load, c.load, 1)), "", dep)
+		if err != nil {
+			t.Fatalf("ramp %q: %v", c.load, err)
+		}
+		m := ms[0]
+		a, why := m.OpenArrivals()
+		if !m.OpenLoop() || !m.Ramped() || m.AllAtOnce() || m.RequestRate != 0 || m.Concurrency != c.bound || m.OpenBound() != c.bound || a != c.want || why != "" {
+			t.Errorf("ramp %q: open %v ramped %v once %v rate %v concurrency %d bound %d sends %+v why %q", c.load, m.OpenLoop(), m.Ramped(), m.AllAtOnce(),
+				m.RequestRate, m.Concurrency, m.OpenBound(), a, why)
+		}
+		if _, closed := m.BenchmarkRun(1); closed {
+			t.Errorf("ramp %q: read as a closed loop", c.load)
 		}
 	}
 	ai := string(read(t, "aiperf.json"))

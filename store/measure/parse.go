@@ -315,7 +315,8 @@ func parseVLLM(file string, data []byte) (Measurement, error) {
 	if m.NumPrompts, _, err = o.int("num_prompts"); err != nil {
 		return m, err
 	}
-	allAtOnce := ok && math.IsInf(rate, 1) && m.Concurrency == 0 && m.NumPrompts > 0
+	ramp := top["ramp_up_strategy"]
+	allAtOnce := ok && math.IsInf(rate, 1) && m.Concurrency == 0 && m.NumPrompts > 0 && ramp == nil // a ramp sets the rate instead
 	if m.Model, err = o.str("model_id"); err != nil {
 		return m, err
 	}
@@ -338,7 +339,7 @@ func parseVLLM(file string, data []byte) (Measurement, error) {
 		m.OSL = (out + done/2) / done
 	}
 	m.Extra = map[string]any{}
-	for _, k := range []string{"date", "backend", "tokenizer_id", "duration", "completed", "burstiness", "ramp_up_strategy"} {
+	for _, k := range []string{"date", "backend", "tokenizer_id", "duration", "completed", "burstiness", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"} {
 		if v, ok := top[k]; ok {
 			m.Extra[k] = v
 		}

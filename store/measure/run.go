@@ -3,6 +3,7 @@ package measure
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode"
@@ -60,12 +61,20 @@ func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
 // OpenLoop reports a run whose requests were sent by an arrival process rather
 // than by clients in a loop: a finite request rate (with or without a client
 // concurrency bound, OpenBound), or every request at once (AllAtOnce).
-func (m *Measurement) OpenLoop() bool { return m.RequestRate > 0 || m.AllAtOnce() }
+func (m *Measurement) OpenLoop() bool { return m.RequestRate > 0 || m.AllAtOnce() || m.Ramped() }
+
+// Ramped reports a run whose request rate ramped up (vllm bench serve
+// --ramp-up-strategy with --ramp-up-start-rps / --ramp-up-end-rps; its
+// request_rate is inf): an open-loop run, its sends spaced by OpenArrivals.
+func (m *Measurement) Ramped() bool {
+	r, ok := m.Extra["ramp_up_strategy"]
+	return ok && r != nil
+}
 
 // OpenBound is an open-loop run's client concurrency bound (vllm bench serve
-// --max-concurrency beside a request rate), 0 without one.
+// --max-concurrency beside a request rate or a ramp), 0 without one.
 func (m *Measurement) OpenBound() int {
-	if m.RequestRate > 0 {
+	if m.RequestRate > 0 || m.Ramped() {
 		return m.Concurrency
 	}
 	return 0
@@ -83,23 +92,29 @@ func (m *Measurement) AllAtOnce() bool {
 // Arrivals is how an open-loop run spaced its sends: Poisson (the zero value),
 // gamma gaps of GammaShape (vllm bench serve --burstiness, AIPerf
 // --arrival-pattern gamma --arrival-smoothness), or Constant (AIPerf
-// --arrival-pattern constant).
+// --arrival-pattern constant); at a ramped rate when Ramp is set (vllm bench
+// serve --ramp-up-strategy linear|exponential from RampStartRPS to RampEndRPS,
+// queueing.FiniteRun.Ramp).
 type Arrivals struct {
-	GammaShape float64
-	Constant   bool
+	GammaShape               float64
+	Constant                 bool
+	Ramp                     string
+	RampStartRPS, RampEndRPS float64
 }
 
-// OpenArrivals is how a run at a request rate spaced its sends (the zero value
-// for any other run), or why they cannot be predicted ("" when they can): a
-// ramp-up strategy (a rate that changes during the run), an arrival pattern
-// other than poisson, gamma or constant, a gamma pattern without its
-// smoothness, a shape outside (0, 1e4].
+// OpenArrivals is how a run at a request rate or a ramp spaced its sends (the
+// zero value for any other run), or why they cannot be predicted ("" when they
+// can): a ramp other than linear or exponential, or without its rates, from 0,
+// downwards or beside a finite request rate (vllm bench serve refuses those), an
+// arrival pattern other than poisson, gamma or constant, a gamma pattern without
+// its smoothness, a shape outside (0, 1e4].
 func (m *Measurement) OpenArrivals() (a Arrivals, why string) {
-	if m.RequestRate <= 0 {
+	if m.Ramped() {
+		if a, why = m.rampArrivals(); why != "" {
+			return a, why
+		}
+	} else if m.RequestRate <= 0 {
 		return a, ""
-	}
-	if r, ok := m.Extra["ramp_up_strategy"]; ok && r != nil {
-		return a, fmt.Sprintf("ramp_up_strategy %s: a request rate that changes during the run is not modelled", quoteValue(r))
 	}
 	shape := func(key string) (float64, string) {
 		v, ok := extraNum(m.Extra[key])
@@ -141,6 +156,32 @@ func (m *Measurement) OpenArrivals() (a Arrivals, why string) {
 			return a, fmt.Sprintf("%s %s: poisson, gamma and constant sends are modelled", k, quoteValue(p))
 		}
 	}
+	return a, ""
+}
+
+// rampArrivals reads a ramped run's strategy and rates (Ramped), or why they
+// cannot be predicted.
+func (m *Measurement) rampArrivals() (a Arrivals, why string) {
+	r := m.Extra["ramp_up_strategy"]
+	s, _ := r.(string)
+	switch a.Ramp = strings.ToLower(s); a.Ramp {
+	case "linear", "exponential":
+	default:
+		return Arrivals{}, fmt.Sprintf("ramp_up_strategy %s: linear and exponential ramps are modelled", quoteValue(r))
+	}
+	start, ok1 := extraNum(m.Extra["ramp_up_start_rps"])
+	end, ok2 := extraNum(m.Extra["ramp_up_end_rps"])
+	switch {
+	case !ok1 || !ok2:
+		return Arrivals{}, fmt.Sprintf("ramp_up_strategy %s without ramp_up_start_rps and ramp_up_end_rps: the ramp's rates are not stated", a.Ramp)
+	case !(start > 0) || math.IsInf(start, 0):
+		return Arrivals{}, fmt.Sprintf("ramp_up_start_rps %s: want a finite rate > 0 (vllm bench serve divides by it)", quoteValue(m.Extra["ramp_up_start_rps"]))
+	case !(end >= start) || math.IsInf(end, 0):
+		return Arrivals{}, fmt.Sprintf("ramp_up_end_rps %s: want a finite rate ≥ ramp_up_start_rps %s", quoteValue(m.Extra["ramp_up_end_rps"]), quoteValue(m.Extra["ramp_up_start_rps"]))
+	case m.RequestRate > 0:
+		return Arrivals{}, fmt.Sprintf("ramp_up_strategy %s beside request_rate %v: vllm bench serve runs a ramp at rate inf; the file contradicts itself", a.Ramp, m.RequestRate)
+	}
+	a.RampStartRPS, a.RampEndRPS = start, end
 	return a, ""
 }
 
