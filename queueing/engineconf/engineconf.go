@@ -279,8 +279,9 @@ func checkTRTDrafts(set []Setting) error {
 	val := settingValues(set)
 	typ, hasT := val["speculative_config.decoding_type"]
 	n, hasN := val["speculative_config.max_draft_len"]
+	layers, hasL := val["speculative_config.num_nextn_predict_layers"]
 	if !hasN {
-		n, hasN = val["speculative_config.num_nextn_predict_layers"]
+		n, hasN = layers, hasL
 	}
 	d, hasD := val["speculative_config.speculative_model_dir"]
 	if !hasD {
@@ -294,6 +295,8 @@ func checkTRTDrafts(set []Setting) error {
 		return fmt.Errorf("speculative_config decoding_type MTP: give num_nextn_predict_layers (the drafts per decode step)")
 	case hasN && !hasT:
 		return fmt.Errorf("speculative_config draft length %s: give decoding_type MTP or Eagle (without it TensorRT-LLM does not speculate)", n)
+	case eagle && hasL:
+		return fmt.Errorf("speculative_config num_nextn_predict_layers %s: MTP's draft length; with decoding_type Eagle give max_draft_len", layers)
 	case eagle && !hasD:
 		return fmt.Errorf("speculative_config decoding_type Eagle: give speculative_model_dir, the EAGLE3 head's checkpoint")
 	case hasD && !eagle:
