@@ -489,6 +489,42 @@ func TestEvalBenchmarkRun(t *testing.T) {
 	}
 }
 
+// TestBenchAIPerfLoadRefused: an AIPerf export whose load options send the
+// requests in a way no run represents (a prefill concurrency limit, a
+// time-based concurrency ramp, a fixed schedule) is imported, and accuracy
+// leaves it unpredicted with the option and the reason; the plain export beside
+// it is predicted.
+func TestBenchAIPerfLoadRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data")
+	}
+	raw, err := os.ReadFile(measureTestdata + "aiperf.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ai := string(raw)
+	db := initDB(t)
+	importRuns(t, db, map[string]string{
+		"plain":   ai,
+		"prefill": strings.Replace(ai, `"loadgen": {`, `"loadgen": {"prefill_concurrency": 4, `, 1),
+		"ramp":    strings.Replace(ai, `"loadgen": {`, `"loadgen": {"concurrency_ramp_duration": 30, `, 1),
+		"trace":   strings.Replace(ai, `"loadgen": {`, `"input": {"fixed_schedule": true}, "loadgen": {`, 1),
+	}, "system: h200_sxm\nbackend: vllm\nversion: 0.22.0\ntp: 2\n")
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	code, out, _ := cliRun(t, db, "query", "--format", "csv",
+		"select run_id, predicted is not null, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
+	want := "run_id,predicted is not null,\"coalesce(reason, '')\"\n" +
+		"plain.json,1,\n" +
+		"prefill.json,0,\"measured run: aiperf prefill_concurrency 4: holds a request until fewer than that many wait for their first token, which the model does not represent\"\n" +
+		"ramp.json,0,\"measured run: aiperf concurrency_ramp_duration 30: ramps the clients from 1 over that many seconds, which the model does not represent\"\n" +
+		"trace.json,0,measured run: aiperf fixed schedule (--fixed-schedule or a mooncake_trace dataset): the requests replay the dataset's timestamps; import the trace and replay it (aicdb trace) instead\n"
+	if code != 0 || out != want {
+		t.Errorf("accuracy of AIPerf loads:\n%s\nwant\n%s", out, want)
+	}
+}
+
 // vllmBench is the hand-written vllm bench serve result (C 32, 320 requests,
 // rate inf) and its sidecar.
 func vllmBench(t *testing.T) (raw, side string) {

@@ -243,6 +243,10 @@ func (r *Resolver) Resolve(ctx context.Context, row measure.Row) Target {
 		t.Reason = "neither a client concurrency nor a request rate: the run's load is not stated"
 		return t
 	}
+	if why := m.LoadUnmodelled(); why != "" {
+		t.Reason = "measured run: " + why
+		return t
+	}
 	if _, why := m.OpenArrivals(); why != "" {
 		t.Reason = "open-loop measurement: " + why
 		return t

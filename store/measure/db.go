@@ -32,9 +32,15 @@ func ReaderVersion(format string) string {
 	// arrival_pattern and arrival_smoothness), rate inf without a bound read as
 	// every prompt at once, --save-detailed lengths kept as quantile points
 	// (docs/validation.md Round 24).
-	if format == FormatVLLMBench {
+	switch format {
+	case FormatVLLMBench:
 		// 3: a ramp-up run (rate inf beside ramp_up_strategy) read as its ramp,
 		// its rates kept, not as every prompt at once (docs/validation.md Round 25).
+		return format + "/3"
+	case FormatAIPerf:
+		// 3: the load options that send otherwise (prefill concurrency, time-based
+		// ramps, user-centric sessions, cancellations, a fixed schedule) kept, so
+		// such a run is refused with its reason (Round 25).
 		return format + "/3"
 	}
 	return format + "/2"

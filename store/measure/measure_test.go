@@ -368,6 +368,32 @@ func TestOpenLoopLoads(t *testing.T) {
 		}
 	}
 	ai := string(read(t, "aiperf.json"))
+	// AIPerf load options that send otherwise are kept and refused with a reason;
+	// null or false ones, and warm-up options, change nothing.
+	for _, c := range []struct{ loadgen, input, why string }{
+		{`"prefill_concurrency": 4`, ``, "aiperf prefill_concurrency 4: holds a request until fewer than that many wait for their first token, which the model does not represent"},
+		{`"concurrency_ramp_duration": 30`, ``, "aiperf concurrency_ramp_duration 30: ramps the clients from 1 over that many seconds, which the model does not represent"},
+		{`"request_rate": 3.0, "request_rate_ramp_duration": 60`, ``, "aiperf request_rate_ramp_duration 60: ramps the rate over that many seconds of wall time"},
+		{`"user_centric_rate": 5.0, "num_users": 50`, ``, "aiperf user_centric_rate 5.0: sends per-user sessions with fixed turn gaps"},
+		{`"request_cancellation_rate": 10`, ``, "aiperf request_cancellation_rate 10: cancels that percentage of requests"},
+		{`"prefill_concurrency": null, "warmup_request_count": 20, "warmup_concurrency": 4`, ``, ""},
+		{``, `"input": {"fixed_schedule": true}, `, "aiperf fixed schedule (--fixed-schedule or a mooncake_trace dataset): the requests replay the dataset's timestamps"},
+		{``, `"input": {"custom_dataset_type": "mooncake_trace"}, `, "aiperf fixed schedule"},
+		{``, `"input": {"fixed_schedule": false}, `, ""},
+	} {
+		data := ai
+		if c.loadgen != "" {
+			data = strings.Replace(data, `"loadgen": {`, `"loadgen": {`+c.loadgen+`, `, 1)
+		}
+		data = strings.Replace(data, `"loadgen": {`, c.input+`"loadgen": {`, 1)
+		ms, err := Parse("a.json", []byte(data), "", Deployment{System: "h200_sxm", Backend: "vllm", TP: 2})
+		if err != nil {
+			t.Fatalf("aiperf %s %s: %v", c.loadgen, c.input, err)
+		}
+		if why := ms[0].LoadUnmodelled(); !strings.Contains(why, c.why) || (c.why == "") != (why == "") {
+			t.Errorf("aiperf %s %s: load reason %q, want %q", c.loadgen, c.input, why, c.why)
+		}
+	}
 	// A time-bounded run (no request_count in its load): the request_count record.
 	timed := strings.Replace(strings.Replace(ai, `"loadgen": {"concurrency": 16, "request_count": 400}`, `"loadgen": {"request_rate": 3.0}`, 1),
 		`"request_throughput":`, `"request_count": {"unit": "requests", "avg": 250}, "request_throughput":`, 1)

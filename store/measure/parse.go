@@ -510,14 +510,34 @@ func aiperfConfig(cfg obj, m *Measurement) error {
 		}
 		// How the rate's sends are spaced (AIPerf --arrival-pattern, default
 		// poisson, and a gamma pattern's --arrival-smoothness): kept so an
-		// open-loop row is predicted with its sends (Measurement.OpenArrivals).
-		for _, k := range []string{"arrival_pattern", "request_rate_mode", "arrival_smoothness"} {
-			if v, ok := lg.m[k]; ok && v != nil && v != "" {
+		// open-loop row is predicted with its sends (Measurement.OpenArrivals);
+		// and the load options that send otherwise (aiperfLoadKeys), kept so such a
+		// row is refused with its reason (Measurement.LoadUnmodelled).
+		for _, k := range append([]string{"arrival_pattern", "request_rate_mode", "arrival_smoothness"}, aiperfLoadKeys...) {
+			if v, ok := lg.m[k]; ok && v != nil && v != "" && v != false {
 				if m.Extra == nil {
 					m.Extra = map[string]any{}
 				}
 				m.Extra[k] = v
 			}
+		}
+	}
+	if in, ok, err := cfg.sub("input"); err != nil {
+		return err
+	} else if ok {
+		// A fixed schedule replays a dataset's timestamps (--fixed-schedule; a
+		// mooncake_trace dataset turns it on).
+		fixed := in.m["fixed_schedule"] == true
+		for _, k := range []string{"custom_dataset_type", "dataset_type"} {
+			if t, ok := in.m[k].(string); ok && strings.EqualFold(t, "mooncake_trace") {
+				fixed = true
+			}
+		}
+		if fixed {
+			if m.Extra == nil {
+				m.Extra = map[string]any{}
+			}
+			m.Extra["fixed_schedule"] = true
 		}
 	}
 	if pa, ok, err := cfg.sub("perf_analyzer"); err != nil {
