@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aicdb/aicdb/engine"
 	"reflect"
 	"testing"
 
@@ -207,18 +208,28 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestPrefillHoldsChecked: a prefill pool is checked, not modelled. Prompts that
-// wait for a KV-bound decode worker pile up as holds on their prefill worker
-// (2P1D, a decode KV of 8 requests, C 128: the report's peak); a prefill pool
-// below that peak stops the run with a PrefillHoldsError naming the need and
-// the pool, while a pool at the peak, or an in-flight cap κ at the prompts the
-// pool holds, leaves the run as it was; the screening tier ignores the pool.
+// TestPrefillHoldsChecked: a TensorRT-LLM (or SGLang, or push) prefill pool is
+// checked, not modelled. Prompts that wait for a KV-bound decode worker pile up
+// as holds on their prefill worker (2P1D, a decode KV of 8 requests, C 128: the
+// report's peak); a prefill pool below that peak stops the run with a
+// PrefillHoldsError naming the need and the pool, while a pool at the peak, or
+// an in-flight cap κ at the prompts the pool holds, leaves the run as it was;
+// the screening tier ignores the pool.
 func TestPrefillHoldsChecked(t *testing.T) {
 	w := workload.Spec{ISL: 1000, OSL: 64, Concurrency: 128}
-	c := nonMonotone(t, 0, 8)
+	trt := func() Config {
+		c := nonMonotone(t, 0, 8)
+		e, err := engine.Defaults(engine.TRTLLM, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Prefill.Engine, c.Decode.Engine = e, e
+		return c
+	}
+	c := trt()
 	free := eval(t, w, c)
 	peak := free.PrefillAdmitPeakTokens
-	if peak <= 10*1008 {
+	if peak <= 10*1024 {
 		t.Fatalf("peak %d tokens: want the holds of more than ten prompts (the family's point)", peak)
 	}
 	c.Prefill.KVCapacityTokens = peak
@@ -244,12 +255,45 @@ func TestPrefillHoldsChecked(t *testing.T) {
 	if r.PrefillAdmitPeakTokens > peak/2 {
 		t.Fatalf("κ %d: peak %d, above the pool %d", c.Prefill.InFlightCap, r.PrefillAdmitPeakTokens, peak/2)
 	}
-	s0, err := Screening(w, nonMonotone(t, 0, 8))
+	s0, err := Screening(w, trt())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Prefill.InFlightCap = 0
 	if s1, err := Screening(w, c); err != nil || !reflect.DeepEqual(s0, s1) {
 		t.Errorf("screening with a prefill pool: %v, or a changed report", err)
+	}
+}
+
+// TestPrefillPoolModelled: a vLLM prefill worker of a pull connector keeps a
+// finished prompt's blocks until its pull (V-P3), and its kernel models the
+// pool: the configuration of TestPrefillHoldsChecked with a pool at the free
+// run's peak gives the same report; at half of it the run goes on (no error),
+// no admission needs more than the pool, and the prompts wait on the prefill
+// worker — TTFT mean up — where they used to pile up past its memory. With every
+// prompt the same length, a pool of n whole prompts is κ = n (each running or
+// held prompt takes the same blocks). The oracle gate's "prefill-pool" families
+// check the rule against the DES.
+func TestPrefillPoolModelled(t *testing.T) {
+	w := workload.Spec{ISL: 1000, OSL: 64, Concurrency: 128}
+	c := nonMonotone(t, 0, 8)
+	free := eval(t, w, c)
+	peak := free.PrefillAdmitPeakTokens
+	c.Prefill.KVCapacityTokens = peak
+	if r := eval(t, w, c); !reflect.DeepEqual(r, free) {
+		t.Errorf("a prefill pool at the peak (%d) changed the report", peak)
+	}
+	bs := c.Prefill.Engine.BlockSize
+	perPrompt := (w.ISL + bs - 1) / bs * bs
+	c.Prefill.KVCapacityTokens = peak / 2 / perPrompt * perPrompt
+	r := eval(t, w, c)
+	if r.PrefillAdmitPeakTokens > c.Prefill.KVCapacityTokens || !(r.TTFTSteady.Mean() > free.TTFTSteady.Mean()) {
+		t.Errorf("pool %d: admit peak %d, TTFT mean %v (free run %v): want the peak within the pool and the prompts waiting",
+			c.Prefill.KVCapacityTokens, r.PrefillAdmitPeakTokens, r.TTFTSteady.Mean(), free.TTFTSteady.Mean())
+	}
+	k := nonMonotone(t, c.Prefill.KVCapacityTokens/perPrompt, 8)
+	if rk := eval(t, w, k); !near(rk.TTFTSteady.Mean(), r.TTFTSteady.Mean()) || !near(rk.ThroughputRPS, r.ThroughputRPS) {
+		t.Errorf("a pool of %d prompts: TTFT %v, X %v; κ = %d: TTFT %v, X %v", c.Prefill.KVCapacityTokens/perPrompt,
+			r.TTFTSteady.Mean(), r.ThroughputRPS, k.Prefill.InFlightCap, rk.TTFTSteady.Mean(), rk.ThroughputRPS)
 	}
 }

@@ -191,6 +191,14 @@ func (c *Config) decodeSlots() int {
 // prefillKappa is κ of each prefill worker: the pool's InFlightCap lowered to
 // the engine's own handoff buffers for its running cap (SGLang's metadata
 // buffers, S-D1); 0 = no cap.
+// prefillPoolModelled reports a prefill pool the tandem's prefill kernels model
+// (KernelOptions.KVCapacityTokens on a Hold kernel): a vLLM prefill worker of a
+// pull connector given a pool. TensorRT-LLM and SGLang prefill workers, and
+// push connectors, keep the check (PrefillHoldsError).
+func (c *Config) prefillPoolModelled() bool {
+	return c.Prefill.KVCapacityTokens > 0 && !c.Push && c.Prefill.Engine.Backend == engine.VLLM
+}
+
 func (c *Config) prefillKappa() int {
 	return engine.PrefillInFlightCap(c.Prefill.Engine, c.Prefill.seats(), c.Prefill.InFlightCap)
 }

@@ -259,8 +259,17 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	t.prealloc = t.slotCap > 0
 	nP, nD := c.Prefill.Workers, c.Decode.Workers
 	t.fab.caps = c.linkCaps()
+	// A vLLM prefill worker of a pull connector keeps a finished prompt's blocks
+	// until the pull (V-P3): its kernel models the pool, so held prompts delay the
+	// admissions behind them as the engine does (KernelOptions.KVCapacityTokens).
+	// Elsewhere the pool is checked, not modelled (PrefillHoldsError).
+	poolModelled := c.prefillPoolModelled()
+	po := queueing.KernelOptions{SeqCap: c.Prefill.BatchCap, InFlightCap: c.prefillKappa(), Hold: !c.Push, Prefill: true}
+	if poolModelled {
+		po.KVCapacityTokens = c.Prefill.KVCapacityTokens
+	}
 	for i := 0; i < nP; i++ {
-		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, queueing.KernelOptions{SeqCap: c.Prefill.BatchCap, InFlightCap: c.prefillKappa(), Hold: !c.Push, Prefill: true})
+		k, err := queueing.NewKernel(c.Prefill.Engine, c.Prefill.Timing, po)
 		if err != nil {
 			return nil, fmt.Errorf("prefill engine: %w", err)
 		}
@@ -275,7 +284,7 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 				r.pStart = start
 				need := t.held[wi] + t.prefillTokens(r.isl)
 				t.admitPeak = max(t.admitPeak, need)
-				if pool := c.Prefill.KVCapacityTokens; pool > 0 && need > pool && t.err == nil {
+				if pool := c.Prefill.KVCapacityTokens; pool > 0 && need > pool && !poolModelled && t.err == nil {
 					t.err = &PrefillHoldsError{NeedTokens: need, PoolTokens: pool}
 				}
 			}

@@ -149,6 +149,7 @@ func (s *sim) kvEvict(ri int32) {
 	r.prefix = 0
 	r.rec = r.gSched
 	r.preempts++
+	s.evictions++
 	if s.selfHits { // its full blocks stay cached (V-R6, V-R8): the recompute hits them
 		r.prefix = max(r.prefix, min(computed, r.promptLen()-1)/s.e.BlockSize*s.e.BlockSize)
 	}

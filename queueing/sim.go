@@ -88,6 +88,13 @@ type sim struct {
 	// finished prompts are handed off instead of joining a running batch (SGLang
 	// S-R2 under the overlap scheduler).
 	prefillSide bool
+	// holdKV: a prefill kernel that keeps a finished request's blocks until its
+	// pull releases them (Kernel.Release: V-P3 finished_sending), so held prompts
+	// fill the pool the scheduler allocates from (V-R3, V-R6).
+	holdKV bool
+	// evictions counts the preemptions by recompute (kvEvict) so far: a schedule
+	// that evicted and scheduled nothing changed the state the next one sees.
+	evictions int
 
 	reqs     []simReq
 	incoming []int32 // created requests not yet visible to the scheduler, by arrival
@@ -374,7 +381,7 @@ func (s *sim) finish(ri int32, end float64) {
 	r := &s.reqs[ri]
 	r.finished = true
 	r.done = end
-	if r.blocks > 0 {
+	if r.blocks > 0 && !s.holdKV {
 		s.kvRelease(ri)
 	}
 	s.finBuf = append(s.finBuf, ri)

@@ -29,8 +29,10 @@ type Kernel struct {
 	hold bool
 	held int
 	// late counts the holds an asynchronous engine released while a pass was in
-	// flight: it scheduled the next pass at that pass's start, before them.
-	late int
+	// flight: it scheduled the next pass at that pass's start, before them;
+	// lateBlocks are the KV blocks those releases freed (KV kernels), which that
+	// schedule did not see free either.
+	late, lateBlocks int
 	// tie holds the requests injected while a pass was in flight with an arrival at
 	// that pass's very start: they reached the engine after it launched the pass
 	// and scheduled the next one (an asynchronous engine), so that schedule does not
@@ -95,7 +97,12 @@ type KernelOptions struct {
 	// KVCapacityTokens, when > 0, gives a vLLM kernel the engine's KV pool: every
 	// scheduled item allocates its blocks pass by pass and a running item that
 	// cannot preempts by recompute (V-R6, V-R9) — the aggregated calendar's KV
-	// model (kv.go). Other backends and Hold kernels do not take it.
+	// model (kv.go). On a Hold kernel (a vLLM prefill worker of a pull connector)
+	// a finished prompt keeps its blocks until Release (V-P3: the connector
+	// delays the free until finished_sending), so the prompts held for their pull
+	// fill the pool: an admission that does not fit waits head-of-line for a
+	// release (V-R3), a prompt chunk that does not fit preempts (V-R6). Other
+	// backends do not take it.
 	KVCapacityTokens int
 }
 
@@ -113,8 +120,8 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	if o.SeqCap < 0 || o.InFlightCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d, in-flight cap = %d: must be ≥ 0", o.SeqCap, o.InFlightCap))
 	}
-	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV() || o.Hold || o.KVCapacityTokens < e.BlockSize)) {
-		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM without hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
+	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV() || o.KVCapacityTokens < e.BlockSize)) {
+		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
 	}
 	e.KVCapacityTokens = 0
 	k := &Kernel{hold: o.Hold, wake: math.Inf(1)}
@@ -126,6 +133,7 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	k.seats, k.kappa = k.s.seqCap, o.InFlightCap
 	k.capSeats()
 	k.s.initKV(o.KVCapacityTokens)
+	k.s.holdKV = o.Hold && k.s.kv.on
 	k.s.onPass = k.onPass
 	k.s.onFinish = k.onFinish
 	return k, nil
@@ -241,16 +249,24 @@ func (k *Kernel) ReserveKV(isl int) bool {
 }
 
 // Release frees, at time at (≥ the kernel's clock), what a finished request holds
-// for its pull (Hold kernels): its KV and its κ slot.
+// for its pull (Hold kernels): its KV (when the kernel models it) and its κ slot.
 func (k *Kernel) Release(id int, at float64) error {
-	// blocks = −1 marks a released hold (the kernel keeps no KV reservations).
-	if !k.hold || id < 0 || id >= len(k.s.reqs) || !k.s.reqs[id].finished || k.s.reqs[id].blocks != 0 || at < k.s.now {
+	// blocks = −1 marks a released hold; without a KV model a held request holds 0.
+	if !k.hold || id < 0 || id >= len(k.s.reqs) || !k.s.reqs[id].finished || k.s.reqs[id].blocks < 0 ||
+		(!k.s.kv.on && k.s.reqs[id].blocks != 0) || at < k.s.now {
 		return fmt.Errorf("queueing: kernel release of request %d at %v ms: it holds no slot or the time precedes the clock %v ms (internal)", id, at, k.s.now)
+	}
+	freed := 0
+	if b := k.s.reqs[id].blocks; b > 0 {
+		before := k.s.kvFree
+		k.s.kvRelease(int32(id)) // V-P3: finished_sending frees the held blocks
+		freed = k.s.kvFree - before
 	}
 	k.s.reqs[id].blocks = -1
 	k.held--
 	if k.s.busy && k.s.e.AsyncScheduling {
 		k.late++
+		k.lateBlocks += freed
 	}
 	k.capSeats()
 	k.wake = math.Min(k.wake, at)
@@ -282,12 +298,14 @@ func (k *Kernel) Step(t float64) error {
 		}
 		// An asynchronous engine scheduled the next pass at this pass's start
 		// (finishPass), when the slots released since were still held.
-		late := k.late
-		k.late = 0
+		late, lateBlocks := k.late, k.lateBlocks
+		k.late, k.lateBlocks = 0, 0
 		k.held += late
+		s.kvFree -= lateBlocks
 		k.capSeats()
 		started, err := s.finishPass(context.Background())
 		k.held -= late
+		s.kvFree += lateBlocks
 		k.capSeats()
 		for _, id := range k.tie { // visible from here on (their arrival has passed)
 			k.enqueue(id)
@@ -303,13 +321,28 @@ func (k *Kernel) Step(t float64) error {
 		s.now = t
 	}
 	k.wake = math.Inf(1)
-	ok, err := s.schedulePass()
+	ok, err := k.schedule()
 	if err == nil && !ok {
 		if t, ok := s.nextArrival(); ok {
 			k.wake = t // try again when the next request becomes visible
 		}
 	}
 	return err
+}
+
+// schedule schedules a pass at the clock. A schedule that preempted and
+// scheduled nothing (a running prompt chunk evicted itself: the blocks it needed
+// are held for pulls, V-R6) admits nothing in that pass (V-R3), but the engine
+// loop schedules again at once: the victim, at the head of waiting, may fit
+// now that its own blocks are free — as the DES's engine does.
+func (k *Kernel) schedule() (bool, error) {
+	for {
+		ev := k.s.evictions
+		ok, err := k.s.schedulePass()
+		if err != nil || ok || k.s.evictions == ev {
+			return ok, err
+		}
+	}
 }
 
 func (k *Kernel) onPass(s *sim, p *simPass, start, end float64) {

@@ -41,9 +41,10 @@ import (
 // workers (pull reservations, vLLM's block growth and preemption) when it can
 // bind — its running requests at full length (Config.DecodeRunning, as the
 // tandem counts them) need more blocks than it has; otherwise it cannot change a
-// pass and the tandem runs without it. The prefill pool's KV is not modelled:
-// a quantitative run whose prefill holds would exceed it has no quantitative
-// tier (quantitativeDisagg).
+// pass and the tandem runs without it. The prefill pool is modelled for vLLM
+// prefill workers of a pull connector (a held prompt keeps its blocks until
+// pulled, V-P3); elsewhere it is checked, not modelled: a quantitative run whose
+// prefill holds would exceed it has no quantitative tier (quantitativeDisagg).
 func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, disagg.Config, kvPlan, error) {
 	if err := adj.Validate(); err != nil {
 		return workload.Spec{}, disagg.Config{}, kvPlan{}, err
@@ -96,7 +97,8 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s decode pool: %w", in.Parallel(), err)
 	}
 	c = disagg.Config{
-		// The prefill pool is checked, not modelled (disagg.PrefillHoldsError).
+		// The prefill pool: modelled for vLLM pull connectors, else checked
+		// (disagg.PrefillHoldsError).
 		Prefill:         disagg.Pool{Engine: pe, Timing: ppt, Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP, KVCapacityTokens: pk.capTokens},
 		Decode:          disagg.Pool{Engine: de, Timing: dpt, Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP},
 		Fabric:          disagg.FabricOf(pre.System()),
@@ -261,7 +263,7 @@ var modelFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	h.Write([]byte(queueingFingerprint()))
 	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
-	h.Write([]byte("disaggSetup v7: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools; kernels hold back a replacement tying a pass start; prefill holds checked against the prefill pool;"))
+	h.Write([]byte("disaggSetup v8: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools; kernels hold back a replacement tying a pass start; prefill holds checked against the prefill pool; v8: a vLLM pull prefill pool modelled (held prompts keep their blocks), its engine loop rescheduling after a self-eviction;"))
 	t := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}
 	w := workload.Spec{ISL: 2048, OSL: 64, Concurrency: 8}
 	// Each backend's own disaggregated rules (vLLM V-D4, SGLang S-D1/S-D4) are probed.

@@ -251,7 +251,7 @@ func disaggEngines(c *cli.Context, backend, version string, drafts int, w worklo
 		if len(pts) == 0 {
 			fix := "--timing leaves its KV to --decode-kv-capacity-tokens"
 			if p.name == "prefill" {
-				fix = "--timing ignores them (the prefill pool's KV is not modelled)"
+				fix = "--timing ignores them (its prefill workers run without a KV pool)"
 			}
 			fmt.Fprintf(c.App.ErrWriter, "aicdb: engine config: its memory keys size the %s pool only with the perf database's memory model (--model); %s\n", p.name, fix)
 			continue
@@ -266,7 +266,7 @@ func disaggEngines(c *cli.Context, backend, version string, drafts int, w worklo
 		}
 		switch {
 		case p.name == "prefill":
-			cfg.Prefill.KVCapacityTokens = n // checked, not modelled (disagg.PrefillHoldsError)
+			cfg.Prefill.KVCapacityTokens = n // vLLM pull: modelled; else checked (disagg.PrefillHoldsError)
 		case !c.IsSet("decode-kv-capacity-tokens"):
 			cfg.Decode.KVCapacityTokens = n
 		}

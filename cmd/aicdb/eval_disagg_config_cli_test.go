@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -87,7 +88,7 @@ func TestEvalDisaggTimingMemoryKeysWarning(t *testing.T) {
 	code, out, errs := runCLI(t, "eval", "--mode", "disagg", "--timing", "linear", "--base-ms", "5", "--prefill-ms-per-token", "0.01",
 		"--decode-ms-per-row", "0.05", "--concurrency", "8", "--isl", "1024", "--osl", "64", "--backend-engine", "vllm",
 		"--kv-bytes-per-token", "160000", "--inter-node-gbps", "50", "--engine-config", cfg, "--tier", "screening", "--format", "json")
-	const want = "aicdb: engine config: its memory keys size the prefill pool only with the perf database's memory model (--model); --timing ignores them (the prefill pool's KV is not modelled)\n" +
+	const want = "aicdb: engine config: its memory keys size the prefill pool only with the perf database's memory model (--model); --timing ignores them (its prefill workers run without a KV pool)\n" +
 		"aicdb: engine config: its memory keys size the decode pool only with the perf database's memory model (--model); --timing leaves its KV to --decode-kv-capacity-tokens\n"
 	if code != 0 || out == "" || errs != want {
 		t.Errorf("exit %d, stdout %d bytes\n got  %q\n want %q", code, len(out), errs, want)
@@ -96,26 +97,43 @@ func TestEvalDisaggTimingMemoryKeysWarning(t *testing.T) {
 
 // TestEvalDisaggPrefillHoldsRefused: a KV-bound decode worker (Qwen3-32B on one
 // H200, C 512, isl 1024, osl 4096) leaves prompts waiting on their prefill
-// worker until their holds fill its pool, where the engine stalls the prefill
-// and the tandem would not (it answered TTFT 0.43 s; bounded as the pool bounds
-// it, 282 s). eval refuses in one line naming the prompts the pool holds, and
-// the in-flight cap it names runs.
+// worker until their holds fill its pool, where the engine stalls the prefill.
+// On TensorRT-LLM the tandem does not model that pool: eval refuses in one line
+// naming the prompts the pool holds, and the in-flight cap it names runs. On
+// vLLM it models the pool (it answered TTFT 0.43 s before the pool was checked;
+// now 282 s, as the κ of the prompts the pool holds gives).
 func TestEvalDisaggPrefillHoldsRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a perf-data evaluation")
 	}
-	base := []string{"eval", "--mode", "disagg", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm",
+	base := []string{"eval", "--mode", "disagg", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm",
 		"--tp", "1", "--concurrency", "512", "--isl", "1024", "--osl", "4096", "--tier", "quantitative", "--format", "json"}
 	code, out, errs := runCLI(t, base...)
-	const want = "aicdb: --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 256000 tokens in all, above its pool of 255712: the prefill engine would have stalled, which the tandem does not model; bound the holds as the engine's pool does with --prefill-inflight-cap 249 (the prompts its pool holds), or give the decode pool more room (--decode-workers, --decode-kv-capacity-tokens)\n"
+	const want = "aicdb: --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 272384 tokens in all, above its pool of 271520: the prefill engine would have stalled, which the tandem does not model; bound the holds as the engine's pool does with --prefill-inflight-cap 265 (the prompts its pool holds), or give the decode pool more room (--decode-workers, --decode-kv-capacity-tokens)\n"
 	if code != 1 || out != "" || errs != want {
 		t.Fatalf("exit %d, stdout %q\n got  %q\n want %q", code, out, errs, want)
 	}
-	code, out, errs = runCLI(t, append(base, "--prefill-inflight-cap", "249")...)
-	var rep struct {
-		TTFT float64 `json:"ttft_steady_mean"`
+	ttft := func(args ...string) float64 {
+		t.Helper()
+		code, out, errs := runCLI(t, args...)
+		var rep struct {
+			TTFT float64 `json:"ttft_steady_mean"`
+		}
+		if code != 0 || errs != "" || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errs)
+		}
+		return rep.TTFT
 	}
-	if code != 0 || errs != "" || json.Unmarshal([]byte(out), &rep) != nil || !(rep.TTFT > 100e3) {
-		t.Errorf("κ 249: exit %d, stderr %q, TTFT mean %v ms: want a run whose prompts wait for the prefill (> 100 s)", code, errs, rep.TTFT)
+	if v := ttft(append(slices.Clone(base), "--prefill-inflight-cap", "265")...); !(v > 100e3) {
+		t.Errorf("κ 265: TTFT mean %v ms: want a run whose prompts wait for the prefill (> 100 s)", v)
+	}
+	// vLLM's prefill pool is modelled (a held prompt keeps its blocks until its
+	// pull, V-P3): answered without κ, as the κ of the prompts its pool holds gives
+	// (every prompt the same length).
+	v := slices.Clone(base)
+	v[slices.Index(v, "trtllm")] = "vllm"
+	pool, kappa := ttft(v...), ttft(append(slices.Clone(v), "--prefill-inflight-cap", "249")...)
+	if !(pool > 100e3) || pool != kappa {
+		t.Errorf("vLLM: TTFT mean %v ms with the pool modelled, %v with κ 249: want the same wait (> 100 s)", pool, kappa)
 	}
 }

@@ -84,20 +84,27 @@ func TestTraceReplayDisaggCLI(t *testing.T) {
 	}
 }
 
-// TestTraceReplayDisaggPrefillHoldRefused: the tandem does not model the prefill
-// pool, so when a prefill worker takes a prompt while the prompts waiting for a
-// KV-tight decode worker fill the file's pool (the DES's prefill engines stall:
-// TTFT p90 1.26 s against 18 ms), the quantitative tier refuses in one line
-// naming the tier to use; with a decode KV that takes them sooner both tiers
-// answer alike.
+// TestTraceReplayDisaggPrefillHoldRefused: when a prefill worker takes a prompt
+// while the prompts waiting for a KV-tight decode worker fill the file's pool,
+// the DES's prefill engine stalls (TTFT p90 1.26 s against 18 ms). A vLLM
+// prefill pool is modelled by the tandem (held prompts keep their blocks until
+// pulled, V-P3): both tiers answer alike. A TensorRT-LLM one is checked, not
+// modelled: the quantitative tier refuses in one line naming the tier to use;
+// with a decode KV that takes them sooner both tiers answer alike.
 func TestTraceReplayDisaggPrefillHoldRefused(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "t.sqlite")
 	eng := filepath.Join(dir, "eng.json")
+	const tim = `"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`
 	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
 		"block_size": 16, "num_gpu_blocks": 250, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
-		"enable_prefix_caching": false, "async_scheduling": false},
-		"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`), 0o644); err != nil {
+		"enable_prefix_caching": false, "async_scheduling": false}, `+tim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trt := filepath.Join(dir, "trt.json")
+	if err := os.WriteFile(trt, []byte(`{"engine": {"backend": "trtllm", "max_batch_size": 64, "max_num_tokens": 8192,
+		"enable_chunked_prefill": true, "capacity_policy": "GUARANTEED_NO_EVICT", "block_size": 16, "num_gpu_blocks": 250,
+		"enable_prefix_caching": false, "async_scheduling": false}, `+tim), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tr := filepath.Join(dir, "held.jsonl")
@@ -111,20 +118,25 @@ func TestTraceReplayDisaggPrefillHoldRefused(t *testing.T) {
 	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", tr, "--name", "held"); code != 0 {
 		t.Fatal(errs)
 	}
-	run := func(kv, tier string) (int, string, string) {
-		return runTraceCLI(t, "--db", db, "trace", "replay", "held", "--engine", eng, "--mode", "disagg", "--decode-kv-capacity-tokens", kv,
+	run := func(engine, kv, tier string) (int, string, string) {
+		return runTraceCLI(t, "--db", db, "trace", "replay", "held", "--engine", engine, "--mode", "disagg", "--decode-kv-capacity-tokens", kv,
 			"--kv-bytes-per-token", "160000", "--inter-node-gbps", "25", "--tier", tier, "--format", "csv")
 	}
-	want := "aicdb: trace replay held --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 4032 tokens in all, above its pool of 3984: the prefill engine would have stalled, which the tandem does not model; use --tier oracle, or a decode KV that takes them sooner\n"
-	if code, out, errs := run("1300", "quantitative"); code != 1 || out != "" || errs != want {
-		t.Errorf("decode KV 1300: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errs, want)
+	same := func(engine, kv string) {
+		t.Helper()
+		_, q, _ := run(engine, kv, "quantitative")
+		_, o, _ := run(engine, kv, "oracle")
+		if q == "" || strings.Replace(q, ",quantitative,", ",oracle,", 1) != o { // the tier column apart
+			t.Errorf("%s, decode KV %s: tandem\n%s\nDES\n%s\nwant the same summary", filepath.Base(engine), kv, q, o)
+		}
 	}
-	if code, _, errs := run("1300", "oracle"); code != 0 {
-		t.Errorf("decode KV 1300, DES: exit %d %q", code, errs)
+	same(eng, "1300")
+	same(eng, "2600")
+	const want = "aicdb: trace replay held --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 4032 tokens in all, above its pool of 3984: the prefill engine would have stalled, which the tandem does not model; use --tier oracle, or a decode KV that takes them sooner\n"
+	if code, out, errs := run(trt, "1300", "quantitative"); code != 1 || out != "" || errs != want {
+		t.Errorf("TensorRT-LLM, decode KV 1300: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errs, want)
 	}
-	_, q, _ := run("2600", "quantitative")
-	_, o, _ := run("2600", "oracle")
-	if q == "" || strings.Replace(q, ",quantitative,", ",oracle,", 1) != o { // the tier column apart
-		t.Errorf("decode KV 2600: tandem\n%s\nDES\n%s\nwant the same summary", q, o)
+	if code, _, errs := run(trt, "1300", "oracle"); code != 0 {
+		t.Errorf("TensorRT-LLM, decode KV 1300, DES: exit %d %q", code, errs)
 	}
 }

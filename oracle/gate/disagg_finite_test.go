@@ -103,7 +103,8 @@ func TestDisaggFoundByFiniteProperty(t *testing.T) {
 // drawDisaggCase draws a small disaggregated deployment of any backend for the
 // random properties against the DES: worker counts, prefill and decode batch
 // caps, κ, handoff in TTFT, push or pull (vLLM), a binding vLLM decode KV free of
-// the pulled-prompt deadlock, or a TensorRT-LLM one of whole blocks plus a
+// the pulled-prompt deadlock and a vLLM prefill pool a third of the pull draws
+// (its held prompts modelled, V-P3), or a TensorRT-LLM one of whole blocks plus a
 // partial block neither side can use, and MTP drafts (TensorRT-LLM, SGLang).
 func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) {
 	b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
@@ -133,6 +134,13 @@ func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) 
 			p, r := (isl+bs-1)/bs, (isl+osl-2+bs-1)/bs
 			lo := (C-1)*p + r
 			c.Decode.KVCapacityTokens = bs * rapid.IntRange(lo, max(lo, C*r-1)).Draw(rt, "kvblocks")
+		}
+		if !c.Push && rapid.IntRange(0, 2).Draw(rt, "ppool") == 0 {
+			// A prefill pool of one to C+1 prompts' blocks, plus a partial block:
+			// held prompts keep their blocks until pulled (V-P3).
+			bs := e.BlockSize
+			p := (isl + bs - 1) / bs
+			c.Prefill.KVCapacityTokens = bs*rapid.IntRange(p, (C+1)*p).Draw(rt, "pblocks") + rapid.IntRange(0, bs-1).Draw(rt, "pextra")
 		}
 	case engine.TRTLLM: // whole blocks for 1..C+1 requests' final KV, plus a partial block neither side can use
 		bs := e.BlockSize

@@ -71,6 +71,29 @@ func HoldFamily(kappa int) DisaggFamily {
 	return DisaggFamily{Name: fmt.Sprintf("prefill-hold 2P1D trtllm κ%d c32 isl1024 osl64 kv8req 4GB/s", kappa), Spec: closed(1024, 64, 0, 32), Config: c}
 }
 
+// PoolFamily is the prefill-pool family: the prefill-hold coupling on vLLM (a
+// decode KV of 8 requests, 4 GB/s NICs, isl 3000, osl 64, C 32, pull) with a
+// prefill pool of three prompts and no κ, so the prompts held for their pull
+// fill the prefill worker's KV and its admissions wait for releases (V-P3,
+// V-R3) — synchronous at a budget of 8192, or asynchronous at 1024, where
+// prompts run in chunks that can preempt one another (V-R6) and a release
+// during a pass is not seen by the schedule made at its start (V-R10).
+func PoolFamily(async bool, budget int) DisaggFamily {
+	v := vllm(budget, 256)
+	v.AsyncScheduling = async
+	c := tandemConfig(2, 1, v, 4)
+	c.Prefill.Timing, c.Decode.Timing = holdPrefill, holdDecode
+	c.Decode.KVCapacityTokens = 8 * (3000 + 64)
+	c.Prefill.KVCapacityTokens = 3 * 3008
+	c.KVBytesPerToken = 1e5
+	mode := "sync"
+	if async {
+		mode = "async"
+	}
+	return DisaggFamily{Name: fmt.Sprintf("prefill-pool 2P1D vllm %s b%d c32 isl3000 osl64 pkv3req kv8req 4GB/s", mode, budget),
+		Spec: closed(3000, 64, 0, 32), Config: c}
+}
+
 // DisaggFamilies returns the gated disaggregated families (issue 11): 1P1D per
 // backend, fan-in 2P1D, bandwidth-tight 2P1D, 2P2D, a headroom-bound decode pool,
 // the prefill-hold coupling sweep over κ, heterogeneous P/D timing, a push
@@ -100,6 +123,7 @@ func DisaggFamilies() []DisaggFamily {
 	for _, k := range DisaggKappas {
 		fs = append(fs, HoldFamily(k))
 	}
+	fs = append(fs, PoolFamily(false, 8192), PoolFamily(true, 1024))
 	c = tandemConfig(1, 2, v, 50)
 	c.Decode.Timing = decodeTP2
 	add("heterogeneous 1P2D vllm P tp1 D tp2 c32 isl2048 osl512", DisaggFamily{Spec: closed(2048, 512, 0, 32), Config: c})
