@@ -103,8 +103,9 @@ func TestDisaggFoundByFiniteProperty(t *testing.T) {
 // drawDisaggCase draws a small disaggregated deployment of any backend for the
 // random properties against the DES: worker counts, prefill and decode batch
 // caps, κ, handoff in TTFT, push or pull (vLLM), a binding vLLM decode KV free of
-// the pulled-prompt deadlock and a vLLM prefill pool a third of the pull draws
-// (its held prompts modelled, V-P3), or a TensorRT-LLM one of whole blocks plus a
+// the pulled-prompt deadlock (else, half the time, asynchronous scheduling) and a
+// vLLM prefill pool a third of the pull draws (its held prompts modelled, V-P3),
+// or a TensorRT-LLM one of whole blocks plus a
 // partial block neither side can use, and MTP drafts (TensorRT-LLM, SGLang).
 func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) {
 	b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
@@ -134,6 +135,10 @@ func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) 
 			p, r := (isl+bs-1)/bs, (isl+osl-2+bs-1)/bs
 			lo := (C-1)*p + r
 			c.Decode.KVCapacityTokens = bs * rapid.IntRange(lo, max(lo, C*r-1)).Draw(rt, "kvblocks")
+		} else if rapid.Bool().Draw(rt, "async") {
+			// Asynchronous scheduling on both pools, where the decode KV does not
+			// bind (with a binding one the sides still differ: docs/validation.md).
+			c.Prefill.Engine.AsyncScheduling, c.Decode.Engine.AsyncScheduling = true, true
 		}
 		if !c.Push && rapid.IntRange(0, 2).Draw(rt, "ppool") == 0 {
 			// A prefill pool of one to C+1 prompts' blocks, plus a partial block:
