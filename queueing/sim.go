@@ -95,6 +95,11 @@ type sim struct {
 	// evictions counts the preemptions by recompute (kvEvict) so far: a schedule
 	// that evicted and scheduled nothing changed the state the next one sees.
 	evictions int
+	// early: an asynchronous engine's next pass is already scheduled (next()),
+	// at the start of the pass in flight (scheduleEarly: a Kernel, whose outside
+	// events between a pass's start and end must meet the state that schedule
+	// left); finishPass then does not schedule it again.
+	early bool
 
 	reqs     []simReq
 	incoming []int32 // created requests not yet visible to the scheduler, by arrival
@@ -437,11 +442,12 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 		return false, err
 	}
 	async := s.e.AsyncScheduling
-	if async {
+	if async && !s.early {
 		s.absorb(s.curStart)
 		s.admitPrefilled()
 		s.schedule(s.next())
 	}
+	s.early = false
 	s.complete(s.cur(), s.curStart, s.curEnd)
 	s.now = s.curEnd
 	s.busy = false
@@ -450,6 +456,17 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 		return true, s.startPass()
 	}
 	return false, nil
+}
+
+// scheduleEarly schedules an asynchronous engine's next pass now, at the start
+// of the pass in flight, as of that start (V-R10: the engine schedules and
+// launches pass k+1 while pass k runs): finishPass's schedule made at once, so
+// KV taken and seats filled by it are seen by what happens before pass k ends.
+func (s *sim) scheduleEarly() {
+	s.absorb(s.curStart)
+	s.admitPrefilled()
+	s.schedule(s.next())
+	s.early = true
 }
 
 // seatsTaken is the number of running requests that hold a seat of the running

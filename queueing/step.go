@@ -28,11 +28,6 @@ type Kernel struct {
 	wake float64
 	hold bool
 	held int
-	// late counts the holds an asynchronous engine released while a pass was in
-	// flight: it scheduled the next pass at that pass's start, before them;
-	// lateBlocks are the KV blocks those releases freed (KV kernels), which that
-	// schedule did not see free either.
-	late, lateBlocks int
 	// tie holds the requests injected while a pass was in flight with an arrival at
 	// that pass's very start: they reached the engine after it launched the pass
 	// and scheduled the next one (an asynchronous engine), so that schedule does not
@@ -256,18 +251,11 @@ func (k *Kernel) Release(id int, at float64) error {
 		(!k.s.kv.on && k.s.reqs[id].blocks != 0) || at < k.s.now {
 		return fmt.Errorf("queueing: kernel release of request %d at %v ms: it holds no slot or the time precedes the clock %v ms (internal)", id, at, k.s.now)
 	}
-	freed := 0
-	if b := k.s.reqs[id].blocks; b > 0 {
-		before := k.s.kvFree
+	if k.s.reqs[id].blocks > 0 {
 		k.s.kvRelease(int32(id)) // V-P3: finished_sending frees the held blocks
-		freed = k.s.kvFree - before
 	}
 	k.s.reqs[id].blocks = -1
 	k.held--
-	if k.s.busy && k.s.e.AsyncScheduling {
-		k.late++
-		k.lateBlocks += freed
-	}
 	k.capSeats()
 	k.wake = math.Min(k.wake, at)
 	return nil
@@ -297,21 +285,14 @@ func (k *Kernel) Step(t float64) error {
 			return fmt.Errorf("queueing: kernel stepped to %v ms while its pass ends at %v ms (internal)", t, s.curEnd)
 		}
 		// An asynchronous engine scheduled the next pass at this pass's start
-		// (finishPass), when the slots released since were still held.
-		late, lateBlocks := k.late, k.lateBlocks
-		k.late, k.lateBlocks = 0, 0
-		k.held += late
-		s.kvFree -= lateBlocks
-		k.capSeats()
+		// (scheduleEarly), before what happened since (releases, pulls).
 		started, err := s.finishPass(context.Background())
-		k.held -= late
-		s.kvFree += lateBlocks
-		k.capSeats()
 		for _, id := range k.tie { // visible from here on (their arrival has passed)
 			k.enqueue(id)
 		}
 		k.tie = k.tie[:0]
 		if err != nil || started {
+			k.scheduleEarly()
 			return err
 		}
 	} else {
@@ -327,7 +308,20 @@ func (k *Kernel) Step(t float64) error {
 			k.wake = t // try again when the next request becomes visible
 		}
 	}
+	if ok {
+		k.scheduleEarly()
+	}
 	return err
+}
+
+// scheduleEarly schedules, at the start of the pass just put in flight, the
+// pass an asynchronous engine launches after it (V-R10, the TRT-LLM overlap
+// executor, the SGLang overlap scheduler): releases, pulls and injections before
+// that pass ends meet the state its schedule left, as in the engines.
+func (k *Kernel) scheduleEarly() {
+	if k.s.busy && k.s.e.AsyncScheduling {
+		k.s.scheduleEarly()
+	}
 }
 
 // schedule schedules a pass at the clock. A schedule that preempted and

@@ -135,9 +135,8 @@ func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) 
 			p, r := (isl+bs-1)/bs, (isl+osl-2+bs-1)/bs
 			lo := (C-1)*p + r
 			c.Decode.KVCapacityTokens = bs * rapid.IntRange(lo, max(lo, C*r-1)).Draw(rt, "kvblocks")
-		} else if rapid.Bool().Draw(rt, "async") {
-			// Asynchronous scheduling on both pools, where the decode KV does not
-			// bind (with a binding one the sides still differ: docs/validation.md).
+		}
+		if rapid.Bool().Draw(rt, "async") { // both pools
 			c.Prefill.Engine.AsyncScheduling, c.Decode.Engine.AsyncScheduling = true, true
 		}
 		if !c.Push && rapid.IntRange(0, 2).Draw(rt, "ppool") == 0 {

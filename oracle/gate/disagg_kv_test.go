@@ -14,14 +14,16 @@ import (
 // every gated metric and on d_headroom_min within 1e-9 (relative). The pool is drawn
 // in [(C − 1)·P + R, C·R) blocks for P prompt and R last-step blocks: KV-bound, and
 // free of the pulled-prompt deadlock both sides share below (C − 1)·P + R.
-// Synchronous scheduling only: asynchronous vLLM disaggregated runs differ between
-// the sides with or without a KV bound (not gated; docs/validation.md).
+// Synchronous or asynchronous scheduling (the kernel schedules an asynchronous
+// engine's next pass at the start of the pass in flight, so a pull decided
+// during it sees the blocks that schedule took, as in the DES).
 func TestPropertyDisaggVLLMKVAgainstDES(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		isl := rapid.IntRange(16, 512).Draw(rt, "isl")
 		osl := rapid.IntRange(2, 96).Draw(rt, "osl")
 		C := rapid.IntRange(2, 8).Draw(rt, "C")
 		e := vllm(rapid.SampledFrom([]int{512, 2048, 8192}).Draw(rt, "budget"), 256)
+		e.AsyncScheduling = rapid.Bool().Draw(rt, "async")
 		bs := e.BlockSize
 		p, r := (isl+bs-1)/bs, (isl+osl-2+bs-1)/bs
 		lo := (C-1)*p + r
