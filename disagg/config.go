@@ -192,11 +192,12 @@ func (c *Config) decodeSlots() int {
 // the engine's own handoff buffers for its running cap (SGLang's metadata
 // buffers, S-D1); 0 = no cap.
 // prefillPoolModelled reports a prefill pool the tandem's prefill kernels model
-// (KernelOptions.KVCapacityTokens on a Hold kernel): a vLLM prefill worker of a
-// pull connector given a pool. TensorRT-LLM and SGLang prefill workers, and
-// push connectors, keep the check (PrefillHoldsError).
+// (KernelOptions.KVCapacityTokens on a Hold kernel): a vLLM (V-P3) or
+// TensorRT-LLM (T-D1, T-R1) prefill worker of a pull connector given a pool.
+// SGLang prefill workers (S-D1..S-D3) and push connectors keep the check
+// (PrefillHoldsError).
 func (c *Config) prefillPoolModelled() bool {
-	return c.Prefill.KVCapacityTokens > 0 && !c.Push && c.Prefill.Engine.Backend == engine.VLLM
+	return c.Prefill.KVCapacityTokens > 0 && !c.Push && (c.Prefill.Engine.Backend == engine.VLLM || c.Prefill.Engine.Backend == engine.TRTLLM)
 }
 
 func (c *Config) prefillKappa() int {

@@ -259,10 +259,11 @@ func newTandem(c *Config, w *workload.Spec) (*tandem, error) {
 	t.prealloc = t.slotCap > 0
 	nP, nD := c.Prefill.Workers, c.Decode.Workers
 	t.fab.caps = c.linkCaps()
-	// A vLLM prefill worker of a pull connector keeps a finished prompt's blocks
-	// until the pull (V-P3): its kernel models the pool, so held prompts delay the
-	// admissions behind them as the engine does (KernelOptions.KVCapacityTokens).
-	// Elsewhere the pool is checked, not modelled (PrefillHoldsError).
+	// A vLLM or TensorRT-LLM prefill worker of a pull connector keeps a finished
+	// prompt's blocks until the pull (V-P3, T-D1): its kernel models the pool, so
+	// held prompts delay the admissions behind them as the engine does
+	// (KernelOptions.KVCapacityTokens). Elsewhere the pool is checked, not
+	// modelled (PrefillHoldsError).
 	poolModelled := c.prefillPoolModelled()
 	po := queueing.KernelOptions{SeqCap: c.Prefill.BatchCap, InFlightCap: c.prefillKappa(), Hold: !c.Push, Prefill: true}
 	if poolModelled {

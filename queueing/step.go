@@ -92,12 +92,16 @@ type KernelOptions struct {
 	// KVCapacityTokens, when > 0, gives a vLLM kernel the engine's KV pool: every
 	// scheduled item allocates its blocks pass by pass and a running item that
 	// cannot preempts by recompute (V-R6, V-R9) — the aggregated calendar's KV
-	// model (kv.go). On a Hold kernel (a vLLM prefill worker of a pull connector)
-	// a finished prompt keeps its blocks until Release (V-P3: the connector
-	// delays the free until finished_sending), so the prompts held for their pull
-	// fill the pool: an admission that does not fit waits head-of-line for a
-	// release (V-R3), a prompt chunk that does not fit preempts (V-R6). Other
-	// backends do not take it.
+	// model (kv.go). On a Hold kernel (a prefill worker of a pull connector) a
+	// finished prompt keeps its blocks until Release (V-P3: vLLM's connector
+	// delays the free until finished_sending; T-D1: TensorRT-LLM keeps a context
+	// request's KV until its transfer completes), so the prompts held for their
+	// pull fill the pool: a vLLM admission that does not fit waits head-of-line
+	// for a release (V-R3) and a prompt chunk that does not fit preempts (V-R6); a
+	// TensorRT-LLM context request is admitted only when its reservation to
+	// completion fits (T-R1, or T-R2's one-step need under MAX_UTILIZATION). A
+	// TensorRT-LLM decode kernel and SGLang kernels do not take it (the tandem
+	// keeps their KV).
 	KVCapacityTokens int
 }
 
@@ -115,10 +119,14 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	if o.SeqCap < 0 || o.InFlightCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d, in-flight cap = %d: must be ≥ 0", o.SeqCap, o.InFlightCap))
 	}
-	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV() || o.KVCapacityTokens < e.BlockSize)) {
-		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
+	trtHold := o.Hold && e.Backend == engine.TRTLLM
+	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!(rulesFor(e.Backend).kernelKV() || trtHold) || o.KVCapacityTokens < e.BlockSize)) {
+		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM and a TensorRT-LLM prefill hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
 	}
 	e.KVCapacityTokens = 0
+	if trtHold {
+		e.KVCapacityTokens = o.KVCapacityTokens // T-R1 reads the engine's pool
+	}
 	k := &Kernel{hold: o.Hold, wake: math.Inf(1)}
 	k.s = newSim(e, t)
 	k.s.maxPasses, k.s.prefillSide = math.MaxInt, o.Prefill || o.Hold

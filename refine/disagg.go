@@ -42,9 +42,10 @@ import (
 // bind — its running requests at full length (Config.DecodeRunning, as the
 // tandem counts them) need more blocks than it has; otherwise it cannot change a
 // pass and the tandem runs without it. The prefill pool is modelled for vLLM
-// prefill workers of a pull connector (a held prompt keeps its blocks until
-// pulled, V-P3); elsewhere it is checked, not modelled: a quantitative run whose
-// prefill holds would exceed it has no quantitative tier (quantitativeDisagg).
+// and TensorRT-LLM prefill workers of a pull connector (a held prompt keeps its
+// blocks until pulled, V-P3, T-D1); elsewhere (SGLang) it is checked, not
+// modelled: a quantitative run whose prefill holds would exceed it has no
+// quantitative tier (quantitativeDisagg).
 func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs, adj PassAdjust) (workload.Spec, disagg.Config, kvPlan, error) {
 	if err := adj.Validate(); err != nil {
 		return workload.Spec{}, disagg.Config{}, kvPlan{}, err
@@ -97,8 +98,8 @@ func (p *PerfdbEvaluator) disaggSetup(ctx context.Context, in store.PointInputs,
 		return workload.Spec{}, c, dk, fmt.Errorf("disagg %s decode pool: %w", in.Parallel(), err)
 	}
 	c = disagg.Config{
-		// The prefill pool: modelled for vLLM pull connectors, else checked
-		// (disagg.PrefillHoldsError).
+		// The prefill pool: modelled for vLLM and TensorRT-LLM pull connectors,
+		// else checked (disagg.PrefillHoldsError).
 		Prefill:         disagg.Pool{Engine: pe, Timing: ppt, Workers: in.PWorkers * in.PDP, GPUsPerWorker: in.PTP * in.PPP, KVCapacityTokens: pk.capTokens},
 		Decode:          disagg.Pool{Engine: de, Timing: dpt, Workers: in.DWorkers * in.DDP, GPUsPerWorker: in.DTP * in.DPP},
 		Fabric:          disagg.FabricOf(pre.System()),
@@ -263,7 +264,7 @@ var modelFingerprint = sync.OnceValue(func() string {
 	h := sha256.New()
 	h.Write([]byte(queueingFingerprint()))
 	// disaggSetup's mapping of a row onto the tandem (not probed below): bump on change.
-	h.Write([]byte("disaggSetup v8: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools; kernels hold back a replacement tying a pass start; prefill holds checked against the prefill pool; v8: a vLLM pull prefill pool modelled (held prompts keep their blocks), its engine loop rescheduling after a self-eviction;"))
+	h.Write([]byte("disaggSetup v8: attention-DP ranks are tandem workers; the recorded prefill/decode engines; the decode pool's KV when it can bind, reserved in whole blocks; a calibration adjusts both pools; kernels hold back a replacement tying a pass start; prefill holds checked against the prefill pool; v8: a vLLM or TensorRT-LLM pull prefill pool modelled (held prompts keep their blocks), the engine loop rescheduling after a self-eviction, async kernels scheduling at the pass start;"))
 	t := timing.Linear{BaseMs: 5, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.1, CtxMsPerToken: 0.0001}
 	w := workload.Spec{ISL: 2048, OSL: 64, Concurrency: 8}
 	// Each backend's own disaggregated rules (vLLM V-D4, SGLang S-D1/S-D4) are probed.

@@ -266,7 +266,7 @@ func disaggEngines(c *cli.Context, backend, version string, drafts int, w worklo
 		}
 		switch {
 		case p.name == "prefill":
-			cfg.Prefill.KVCapacityTokens = n // vLLM pull: modelled; else checked (disagg.PrefillHoldsError)
+			cfg.Prefill.KVCapacityTokens = n // vLLM/TensorRT-LLM pull: modelled; else checked (disagg.PrefillHoldsError)
 		case !c.IsSet("decode-kv-capacity-tokens"):
 			cfg.Decode.KVCapacityTokens = n
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,20 +99,14 @@ func TestEvalDisaggTimingMemoryKeysWarning(t *testing.T) {
 // TestEvalDisaggPrefillHoldsRefused: a KV-bound decode worker (Qwen3-32B on one
 // H200, C 512, isl 1024, osl 4096) leaves prompts waiting on their prefill
 // worker until their holds fill its pool, where the engine stalls the prefill.
-// On TensorRT-LLM the tandem does not model that pool: eval refuses in one line
-// naming the prompts the pool holds, and the in-flight cap it names runs. On
-// vLLM it models the pool (it answered TTFT 0.43 s before the pool was checked;
-// now 282 s, as the κ of the prompts the pool holds gives).
+// The tandem answered TTFT 0.43 s there before it checked the pool, then
+// refused; it now models the pool for vLLM and TensorRT-LLM (a held prompt keeps
+// its blocks until pulled, V-P3, T-D1): the prompts wait (TTFT > 100 s), as the
+// in-flight cap of the prompts the pool holds gives (every prompt the same
+// length). (SGLang's pool is checked: TestTraceReplayDisaggPrefillHoldRefused.)
 func TestEvalDisaggPrefillHoldsRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a perf-data evaluation")
-	}
-	base := []string{"eval", "--mode", "disagg", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "trtllm",
-		"--tp", "1", "--concurrency", "512", "--isl", "1024", "--osl", "4096", "--tier", "quantitative", "--format", "json"}
-	code, out, errs := runCLI(t, base...)
-	const want = "aicdb: --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 272384 tokens in all, above its pool of 271520: the prefill engine would have stalled, which the tandem does not model; bound the holds as the engine's pool does with --prefill-inflight-cap 265 (the prompts its pool holds), or give the decode pool more room (--decode-workers, --decode-kv-capacity-tokens)\n"
-	if code != 1 || out != "" || errs != want {
-		t.Fatalf("exit %d, stdout %q\n got  %q\n want %q", code, out, errs, want)
 	}
 	ttft := func(args ...string) float64 {
 		t.Helper()
@@ -124,16 +119,14 @@ func TestEvalDisaggPrefillHoldsRefused(t *testing.T) {
 		}
 		return rep.TTFT
 	}
-	if v := ttft(append(slices.Clone(base), "--prefill-inflight-cap", "265")...); !(v > 100e3) {
-		t.Errorf("κ 265: TTFT mean %v ms: want a run whose prompts wait for the prefill (> 100 s)", v)
-	}
-	// vLLM's prefill pool is modelled (a held prompt keeps its blocks until its
-	// pull, V-P3): answered without κ, as the κ of the prompts its pool holds gives
-	// (every prompt the same length).
-	v := slices.Clone(base)
-	v[slices.Index(v, "trtllm")] = "vllm"
-	pool, kappa := ttft(v...), ttft(append(slices.Clone(v), "--prefill-inflight-cap", "249")...)
-	if !(pool > 100e3) || pool != kappa {
-		t.Errorf("vLLM: TTFT mean %v ms with the pool modelled, %v with κ 249: want the same wait (> 100 s)", pool, kappa)
+	for _, c := range []struct {
+		backend, kappa string
+	}{{"vllm", "249"}, {"trtllm", "265"}} {
+		base := []string{"eval", "--mode", "disagg", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", c.backend,
+			"--tp", "1", "--concurrency", "512", "--isl", "1024", "--osl", "4096", "--tier", "quantitative", "--format", "json"}
+		pool, kappa := ttft(base...), ttft(append(slices.Clone(base), "--prefill-inflight-cap", c.kappa)...)
+		if !(pool > 100e3) || math.Abs(pool-kappa) > 1e-9*kappa {
+			t.Errorf("%s: TTFT mean %v ms with the pool modelled, %v with κ %s: want the same wait (> 100 s)", c.backend, pool, kappa, c.kappa)
+		}
 	}
 }

@@ -86,57 +86,61 @@ func TestTraceReplayDisaggCLI(t *testing.T) {
 
 // TestTraceReplayDisaggPrefillHoldRefused: when a prefill worker takes a prompt
 // while the prompts waiting for a KV-tight decode worker fill the file's pool,
-// the DES's prefill engine stalls (TTFT p90 1.26 s against 18 ms). A vLLM
-// prefill pool is modelled by the tandem (held prompts keep their blocks until
-// pulled, V-P3): both tiers answer alike. A TensorRT-LLM one is checked, not
-// modelled: the quantitative tier refuses in one line naming the tier to use;
-// with a decode KV that takes them sooner both tiers answer alike.
+// the DES's prefill engine stalls (TTFT p90 1.26 s against 18 ms). A vLLM or
+// TensorRT-LLM prefill pool is modelled by the tandem (held prompts keep their
+// blocks until pulled, V-P3, T-D1): both tiers answer alike. An SGLang one is
+// checked, not modelled: where sends over a slow fabric keep prompts held
+// (S-D3) past the pool, the quantitative tier refuses in one line naming the
+// tier to use, and the DES answers.
 func TestTraceReplayDisaggPrefillHoldRefused(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "t.sqlite")
-	eng := filepath.Join(dir, "eng.json")
 	const tim = `"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`
-	if err := os.WriteFile(eng, []byte(`{"engine": {"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
+	write := func(name, engine string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(`{"engine": {`+engine+`}, `+tim), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	vllm := write("vllm.json", `"backend": "vllm", "max_num_batched_tokens": 8192, "max_num_seqs": 64,
 		"block_size": 16, "num_gpu_blocks": 250, "enable_chunked_prefill": true, "long_prefill_token_threshold": 0,
-		"enable_prefix_caching": false, "async_scheduling": false}, `+tim), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	trt := filepath.Join(dir, "trt.json")
-	if err := os.WriteFile(trt, []byte(`{"engine": {"backend": "trtllm", "max_batch_size": 64, "max_num_tokens": 8192,
+		"enable_prefix_caching": false, "async_scheduling": false`)
+	trt := write("trt.json", `"backend": "trtllm", "max_batch_size": 64, "max_num_tokens": 8192,
 		"enable_chunked_prefill": true, "capacity_policy": "GUARANTEED_NO_EVICT", "block_size": 16, "num_gpu_blocks": 250,
-		"enable_prefix_caching": false, "async_scheduling": false}, `+tim), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tr := filepath.Join(dir, "held.jsonl")
-	var b strings.Builder
-	for i := range 5 {
-		fmt.Fprintf(&b, "{\"arrival_ms\": %d, \"isl\": 1000, \"osl\": 200}\n", 100*i)
-	}
-	if err := os.WriteFile(tr, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", tr, "--name", "held"); code != 0 {
-		t.Fatal(errs)
-	}
-	run := func(engine, kv, tier string) (int, string, string) {
-		return runTraceCLI(t, "--db", db, "trace", "replay", "held", "--engine", engine, "--mode", "disagg", "--decode-kv-capacity-tokens", kv,
-			"--kv-bytes-per-token", "160000", "--inter-node-gbps", "25", "--tier", tier, "--format", "csv")
-	}
-	same := func(engine, kv string) {
-		t.Helper()
-		_, q, _ := run(engine, kv, "quantitative")
-		_, o, _ := run(engine, kv, "oracle")
-		if q == "" || strings.Replace(q, ",quantitative,", ",oracle,", 1) != o { // the tier column apart
-			t.Errorf("%s, decode KV %s: tandem\n%s\nDES\n%s\nwant the same summary", filepath.Base(engine), kv, q, o)
+		"enable_prefix_caching": false, "async_scheduling": false`)
+	sgl := write("sgl.json", `"backend": "sglang", "chunked_prefill_size": 8192, "max_prefill_tokens": 16384,
+		"enable_mixed_chunk": false, "max_running_requests": 64, "enable_chunked_prefill": true, "block_size": 16,
+		"num_gpu_blocks": 150, "enable_prefix_caching": false, "async_scheduling": false`)
+	for name, gap := range map[string]int{"held": 100, "fast": 50} {
+		tr := filepath.Join(dir, name+".jsonl")
+		var b strings.Builder
+		for i := range 5 {
+			fmt.Fprintf(&b, "{\"arrival_ms\": %d, \"isl\": 1000, \"osl\": 200}\n", gap*i)
+		}
+		if err := os.WriteFile(tr, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, errs := runTraceCLI(t, "--db", db, "trace", "import", tr, "--name", name); code != 0 {
+			t.Fatal(errs)
 		}
 	}
-	same(eng, "1300")
-	same(eng, "2600")
-	const want = "aicdb: trace replay held --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 4032 tokens in all, above its pool of 3984: the prefill engine would have stalled, which the tandem does not model; use --tier oracle, or a decode KV that takes them sooner\n"
-	if code, out, errs := run(trt, "1300", "quantitative"); code != 1 || out != "" || errs != want {
-		t.Errorf("TensorRT-LLM, decode KV 1300: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errs, want)
+	run := func(trace, engine, kv, gbps, tier string) (int, string, string) {
+		return runTraceCLI(t, "--db", db, "trace", "replay", trace, "--engine", engine, "--mode", "disagg", "--decode-kv-capacity-tokens", kv,
+			"--kv-bytes-per-token", "160000", "--inter-node-gbps", gbps, "--tier", tier, "--format", "csv")
 	}
-	if code, _, errs := run(trt, "1300", "oracle"); code != 0 {
-		t.Errorf("TensorRT-LLM, decode KV 1300, DES: exit %d %q", code, errs)
+	for _, c := range []struct{ engine, kv string }{{vllm, "1300"}, {vllm, "2600"}, {trt, "1300"}, {trt, "2600"}} {
+		_, q, _ := run("held", c.engine, c.kv, "25", "quantitative")
+		_, o, _ := run("held", c.engine, c.kv, "25", "oracle")
+		if q == "" || strings.Replace(q, ",quantitative,", ",oracle,", 1) != o { // the tier column apart
+			t.Errorf("%s, decode KV %s: tandem\n%s\nDES\n%s\nwant the same summary", filepath.Base(c.engine), c.kv, q, o)
+		}
+	}
+	const want = "aicdb: trace replay fast --mode disagg --tier quantitative: a prefill worker took a prompt while holding the KV of prompts waiting for their decode worker, 3024 tokens in all, above its pool of 2384: the prefill engine would have stalled, which the tandem does not model; use --tier oracle, or a decode KV that takes them sooner\n"
+	if code, out, errs := run("fast", sgl, "20000", "0.5", "quantitative"); code != 1 || out != "" || errs != want {
+		t.Errorf("SGLang over 0.5 GB/s: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errs, want)
+	}
+	if code, _, errs := run("fast", sgl, "20000", "0.5", "oracle"); code != 0 {
+		t.Errorf("SGLang over 0.5 GB/s, DES: exit %d %q", code, errs)
 	}
 }

@@ -105,7 +105,7 @@ func TestDisaggFoundByFiniteProperty(t *testing.T) {
 // caps, κ, handoff in TTFT, push or pull (vLLM), a binding vLLM decode KV free of
 // the pulled-prompt deadlock (else, half the time, asynchronous scheduling) and a
 // vLLM prefill pool a third of the pull draws (its held prompts modelled, V-P3),
-// or a TensorRT-LLM one of whole blocks plus a
+// or a TensorRT-LLM decode KV of whole blocks plus a
 // partial block neither side can use, and MTP drafts (TensorRT-LLM, SGLang).
 func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) {
 	b := rapid.SampledFrom([]engine.Backend{engine.VLLM, engine.TRTLLM, engine.SGLang}).Draw(rt, "backend")
@@ -150,6 +150,13 @@ func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) 
 		bs := e.BlockSize
 		r := (isl + osl + bs - 1) / bs
 		c.Decode.KVCapacityTokens = bs*rapid.IntRange(r, (C+1)*r).Draw(rt, "kvblocks") + rapid.IntRange(0, bs-1).Draw(rt, "kvextra")
+		if rapid.IntRange(0, 2).Draw(rt, "ppool") == 0 {
+			// A prefill pool of one to C+1 contexts' reservations (T-R1: prompt + 1,
+			// whole blocks), plus a partial block: held contexts keep their KV
+			// until their transfer completes (T-D1).
+			p := (isl + 1 + bs - 1) / bs
+			c.Prefill.KVCapacityTokens = bs*rapid.IntRange(p, (C+1)*p).Draw(rt, "pblocks") + rapid.IntRange(0, bs-1).Draw(rt, "pextra")
+		}
 	}
 	// MTP on both pools (TensorRT-LLM one-model MTP, SGLang EAGLE) for a third of
 	// the TensorRT-LLM and SGLang draws, with a TensorRT-LLM decode budget that

@@ -94,6 +94,22 @@ func PoolFamily(async bool, budget int) DisaggFamily {
 		Spec: closed(3000, 64, 0, 32), Config: c}
 }
 
+// TRTPoolFamily is PoolFamily on TensorRT-LLM: the overlap executor, chunked
+// contexts of max_num_tokens 1024, a prefill pool of three prompts whose held
+// contexts keep their KV until their transfer completes (T-D1), so a context
+// is admitted only when its reservation fits beside them (T-R1).
+func TRTPoolFamily() DisaggFamily {
+	e := trtEngine()
+	e.EnableChunkedPrefill, e.MaxNumTokens = true, 1024
+	c := tandemConfig(2, 1, e, 4)
+	c.Prefill.Timing, c.Decode.Timing = holdPrefill, holdDecode
+	c.Decode.KVCapacityTokens = 8 * (3000 + 64)
+	c.Prefill.KVCapacityTokens = 3 * 3008
+	c.KVBytesPerToken = 1e5
+	return DisaggFamily{Name: "prefill-pool 2P1D trtllm overlap chunked1024 c32 isl3000 osl64 pkv3req kv8req 4GB/s",
+		Spec: closed(3000, 64, 0, 32), Config: c}
+}
+
 // DisaggFamilies returns the gated disaggregated families (issue 11): 1P1D per
 // backend, fan-in 2P1D, bandwidth-tight 2P1D, 2P2D, a headroom-bound decode pool,
 // the prefill-hold coupling sweep over κ, heterogeneous P/D timing, a push
@@ -123,7 +139,7 @@ func DisaggFamilies() []DisaggFamily {
 	for _, k := range DisaggKappas {
 		fs = append(fs, HoldFamily(k))
 	}
-	fs = append(fs, PoolFamily(false, 8192), PoolFamily(true, 1024))
+	fs = append(fs, PoolFamily(false, 8192), PoolFamily(true, 1024), TRTPoolFamily())
 	c = tandemConfig(1, 2, v, 50)
 	c.Decode.Timing = decodeTP2
 	add("heterogeneous 1P2D vllm P tp1 D tp2 c32 isl2048 osl512", DisaggFamily{Spec: closed(2048, 512, 0, 32), Config: c})
