@@ -96,7 +96,7 @@ func TestEvalDisaggTimingMemoryKeysWarning(t *testing.T) {
 	}
 }
 
-// TestEvalDisaggPrefillHoldsRefused: a KV-bound decode worker (Qwen3-32B on one
+// TestEvalDisaggPrefillPoolModelled: a KV-bound decode worker (Qwen3-32B on one
 // H200, C 512, isl 1024, osl 4096) leaves prompts waiting on their prefill
 // worker until their holds fill its pool, where the engine stalls the prefill.
 // The tandem answered TTFT 0.43 s there before it checked the pool, then
@@ -104,7 +104,7 @@ func TestEvalDisaggTimingMemoryKeysWarning(t *testing.T) {
 // its blocks until pulled, V-P3, T-D1): the prompts wait (TTFT > 100 s), as the
 // in-flight cap of the prompts the pool holds gives (every prompt the same
 // length). (SGLang's pool is checked: TestTraceReplayDisaggPrefillHoldRefused.)
-func TestEvalDisaggPrefillHoldsRefused(t *testing.T) {
+func TestEvalDisaggPrefillPoolModelled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a perf-data evaluation")
 	}
