@@ -374,15 +374,11 @@ func TestBenchDisaggSidecar(t *testing.T) {
 		"closed": raw,
 		"open":   strings.Replace(raw, `"request_rate": Infinity`, `"request_rate": 2.0`, 1),
 	}, "system: h200_sxm\nbackend: vllm\nversion: 0.22.0\nmode: disagg\nprefill: {workers: 1, tp: 2}\ndecode: {workers: 1, tp: 2}\n")
-	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
-		t.Fatalf("accuracy: %d %q", code, errs)
-	}
-	code, out, _ := cliRun(t, db, "query", "--format", "csv",
-		"select run_id, mode, coalesce(run, ''), predicted > 0, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
+	out := ttftAccuracy(t, db, "select run_id, mode, coalesce(run, ''), predicted > 0, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
 	want := "run_id,mode,\"coalesce(run, '')\",predicted > 0,\"coalesce(reason, '')\"\n" +
 		"closed.json,disagg,finite:n=320,1,\n" +
 		"open.json,disagg,\"finite:n=320,open,rate=2,cap=32,paths=7\",1,\n"
-	if code != 0 || out != want {
+	if out != want {
 		t.Errorf("disaggregated rows:\n%s\nwant\n%s", out, want)
 	}
 }
@@ -510,19 +506,29 @@ func TestBenchAIPerfLoadRefused(t *testing.T) {
 		"ramp":    strings.Replace(ai, `"loadgen": {`, `"loadgen": {"concurrency_ramp_duration": 30, `, 1),
 		"trace":   strings.Replace(ai, `"loadgen": {`, `"input": {"fixed_schedule": true}, "loadgen": {`, 1),
 	}, "system: h200_sxm\nbackend: vllm\nversion: 0.22.0\ntp: 2\n")
-	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
-		t.Fatalf("accuracy: %d %q", code, errs)
-	}
-	code, out, _ := cliRun(t, db, "query", "--format", "csv",
-		"select run_id, predicted is not null, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
+	out := ttftAccuracy(t, db, "select run_id, predicted is not null, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
 	want := "run_id,predicted is not null,\"coalesce(reason, '')\"\n" +
 		"plain.json,1,\n" +
 		"prefill.json,0,\"measured run: aiperf prefill_concurrency 4: holds a request until fewer than that many wait for their first token, which the model does not represent\"\n" +
 		"ramp.json,0,\"measured run: aiperf concurrency_ramp_duration 30: ramps the clients from 1 over that many seconds, which the model does not represent\"\n" +
 		"trace.json,0,measured run: aiperf fixed schedule (--fixed-schedule or a mooncake_trace dataset): the requests replay the dataset's timestamps; import the trace and replay it (aicdb trace) instead\n"
-	if code != 0 || out != want {
+	if out != want {
 		t.Errorf("accuracy of AIPerf loads:\n%s\nwant\n%s", out, want)
 	}
+}
+
+// ttftAccuracy predicts db's measured runs' TTFT mean (aicdb accuracy) and
+// returns the CSV of query over the accuracy view.
+func ttftAccuracy(t *testing.T, db, query string) string {
+	t.Helper()
+	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
+		t.Fatalf("accuracy: %d %q", code, errs)
+	}
+	code, out, errs := cliRun(t, db, "query", "--format", "csv", query)
+	if code != 0 {
+		t.Fatalf("query %q: %d %q", query, code, errs)
+	}
+	return out
 }
 
 // vllmBench is the hand-written vllm bench serve result (C 32, 320 requests,
