@@ -188,9 +188,6 @@ func (c *Config) decodeSlots() int {
 	return engine.DecodeSlots(c.Decode.Engine, c.Decode.seats())
 }
 
-// prefillKappa is κ of each prefill worker: the pool's InFlightCap lowered to
-// the engine's own handoff buffers for its running cap (SGLang's metadata
-// buffers, S-D1); 0 = no cap.
 // prefillPoolModelled reports a prefill pool the tandem's prefill kernels model
 // (KernelOptions.KVCapacityTokens on a Hold kernel): a vLLM (V-P3) or
 // TensorRT-LLM (T-D1, T-R1) prefill worker of a pull connector given a pool.
@@ -200,6 +197,9 @@ func (c *Config) prefillPoolModelled() bool {
 	return c.Prefill.KVCapacityTokens > 0 && !c.Push && (c.Prefill.Engine.Backend == engine.VLLM || c.Prefill.Engine.Backend == engine.TRTLLM)
 }
 
+// prefillKappa is κ of each prefill worker: the pool's InFlightCap lowered to
+// the engine's own handoff buffers for its running cap (SGLang's metadata
+// buffers, S-D1); 0 = no cap.
 func (c *Config) prefillKappa() int {
 	return engine.PrefillInFlightCap(c.Prefill.Engine, c.Prefill.seats(), c.Prefill.InFlightCap)
 }

@@ -49,7 +49,7 @@ func (s *sim) trtAdmitNoEvict() {
 	for ; s.waitingLen() > 0 && s.seatFree(taken); taken++ {
 		ri := s.waiting[s.wHead]
 		r := &s.reqs[ri]
-		if s.e.KVCapacityTokens > 0 {
+		if s.kv.on {
 			need := ceilDiv(r.isl+r.osl, s.e.BlockSize)
 			if need > s.kvFree {
 				break
@@ -75,7 +75,7 @@ func (s *sim) trtAdmitNoEvict() {
 // ⌈(isl + osl − 1)/tokens_per_block⌉ (its final token's KV is never written),
 // not its reservation ⌈(isl + osl)/tokens_per_block⌉.
 func (s *sim) trtTrimFinal() int {
-	n, kv := 0, s.e.KVCapacityTokens > 0
+	n, kv := 0, s.kv.on
 	for _, ri := range s.running {
 		r := &s.reqs[ri]
 		if r.gSched < r.osl {

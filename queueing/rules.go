@@ -22,8 +22,10 @@ type backendRules interface {
 	// prefix cache (vLLM keeps freed blocks cached; trace replay with caching).
 	kvSelfHits() bool
 	// kernelKV reports that a step Kernel can model a bounded KV pool for the
-	// backend (kv.go's preemption model is vLLM's, V-R5).
-	kernelKV() bool
+	// backend: vLLM's always (kv.go's block growth and preemption, V-R5, V-R6);
+	// TensorRT-LLM's on a prefill hold kernel (T-R1 admission, T-D1: the tandem
+	// keeps a decode worker's T-D3 reservations itself).
+	kernelKV(hold bool) bool
 	// chunkCap is the screening tier's largest prompt chunk one request gets in a
 	// pass with rows decode rows, and whether prompts are whole (screening_cycle.go).
 	chunkCap(e engine.Spec, rows int) (int, bool)
@@ -75,7 +77,7 @@ func (trtRules) kvSelfHits() bool    { return false }
 func (sglangRules) kvSelfHits() bool { return false }
 func (noRules) kvSelfHits() bool     { return false }
 
-func (vllmRules) kernelKV() bool   { return true }
-func (trtRules) kernelKV() bool    { return false }
-func (sglangRules) kernelKV() bool { return false }
-func (noRules) kernelKV() bool     { return false }
+func (vllmRules) kernelKV(bool) bool     { return true }
+func (trtRules) kernelKV(hold bool) bool { return hold }
+func (sglangRules) kernelKV(bool) bool   { return false }
+func (noRules) kernelKV(bool) bool       { return false }

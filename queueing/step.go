@@ -119,14 +119,10 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	if o.SeqCap < 0 || o.InFlightCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d, in-flight cap = %d: must be ≥ 0", o.SeqCap, o.InFlightCap))
 	}
-	trtHold := o.Hold && e.Backend == engine.TRTLLM
-	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!(rulesFor(e.Backend).kernelKV() || trtHold) || o.KVCapacityTokens < e.BlockSize)) {
+	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV(o.Hold) || o.KVCapacityTokens < e.BlockSize)) {
 		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM and a TensorRT-LLM prefill hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
 	}
 	e.KVCapacityTokens = 0
-	if trtHold {
-		e.KVCapacityTokens = o.KVCapacityTokens // T-R1 reads the engine's pool
-	}
 	k := &Kernel{hold: o.Hold, wake: math.Inf(1)}
 	k.s = newSim(e, t)
 	k.s.maxPasses, k.s.prefillSide = math.MaxInt, o.Prefill || o.Hold
