@@ -322,11 +322,7 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 	if code != 0 || out != "run_id,concurrency,request_rate\ncap.json,4,2\ngamma.json,0,2\nmany.json,0,2\nonce.json,100,0\nramp.json,0,0\nrampcap.json,4,0\nrampstep.json,0,0\nrate.json,0,2\n" {
 		t.Errorf("imported loads: %q", out)
 	}
-	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
-		t.Fatalf("accuracy: %d %q", code, errs)
-	}
-	code, out, _ = cliRun(t, db, "query", "--format", "csv",
-		"select run_id, run, predicted is not null, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
+	out = ttftAccuracy(t, db, "select run_id, run, predicted is not null, coalesce(reason, '') from accuracy where metric = 'ttft_mean' order by run_id")
 	want := "run_id,run,predicted is not null,\"coalesce(reason, '')\"\n" +
 		"cap.json,\"finite:n=100,open,rate=2,cap=4,paths=8\",1,\n" +
 		"gamma.json,\"finite:n=100,open,rate=2,gamma=0.5,paths=8\",1,\n" +
@@ -336,7 +332,7 @@ func TestBenchOpenLoopRuns(t *testing.T) {
 		"rampcap.json,\"finite:n=100,open,rate=1,ramp=exponential:4,cap=4,paths=8\",1,\n" +
 		"rampstep.json,,0,open-loop measurement: ramp_up_strategy step: linear and exponential ramps are modelled\n" +
 		"rate.json,\"finite:n=100,open,rate=2,paths=8\",1,\n"
-	if code != 0 || out != want {
+	if out != want {
 		t.Errorf("accuracy runs:\n%s\nwant\n%s", out, want)
 	}
 	code, out, _ = cliRun(t, db, "query", "--format", "csv",
@@ -397,12 +393,8 @@ func TestBenchDetailedLengths(t *testing.T) {
 	}
 	db := initDB(t)
 	importRuns(t, db, map[string]string{"d": strings.TrimSuffix(strings.TrimSpace(raw), "}") + `, "input_lens": [` + strings.Join(ins, ",") + `]}`}, side)
-	if code, _, errs := cliRun(t, db, "accuracy", "--quiet", "--metrics", "ttft_mean"); code != 0 {
-		t.Fatalf("accuracy: %d %q", code, errs)
-	}
-	code, out, _ := cliRun(t, db, "query", "--format", "csv",
-		"select a.run like 'finite:n=320,desync,shapes=%', p.workload_fidelity from accuracy a join points p on p.key = a.point_key where a.metric = 'ttft_mean'")
-	if code != 0 || !strings.HasSuffix(out, "\n1,W2\n") {
+	out := ttftAccuracy(t, db, "select a.run like 'finite:n=320,desync,shapes=%', p.workload_fidelity from accuracy a join points p on p.key = a.point_key where a.metric = 'ttft_mean'")
+	if !strings.HasSuffix(out, "\n1,W2\n") {
 		t.Errorf("the detailed run's row: %q", out)
 	}
 }

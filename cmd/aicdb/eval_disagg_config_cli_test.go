@@ -103,7 +103,7 @@ func TestEvalDisaggTimingMemoryKeysWarning(t *testing.T) {
 // refused; it now models the pool for vLLM and TensorRT-LLM (a held prompt keeps
 // its blocks until pulled, V-P3, T-D1): the prompts wait (TTFT > 100 s), as the
 // in-flight cap of the prompts the pool holds gives (every prompt the same
-// length). (SGLang's pool is checked: TestTraceReplayDisaggPrefillHoldRefused.)
+// length). (SGLang's pool is checked: TestTraceReplayDisaggPrefillPool.)
 func TestEvalDisaggPrefillPoolModelled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a perf-data evaluation")

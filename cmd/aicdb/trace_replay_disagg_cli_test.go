@@ -84,7 +84,7 @@ func TestTraceReplayDisaggCLI(t *testing.T) {
 	}
 }
 
-// TestTraceReplayDisaggPrefillHoldRefused: when a prefill worker takes a prompt
+// TestTraceReplayDisaggPrefillPool: when a prefill worker takes a prompt
 // while the prompts waiting for a KV-tight decode worker fill the file's pool,
 // the DES's prefill engine stalls (TTFT p90 1.26 s against 18 ms). A vLLM or
 // TensorRT-LLM prefill pool is modelled by the tandem (held prompts keep their
@@ -92,7 +92,7 @@ func TestTraceReplayDisaggCLI(t *testing.T) {
 // checked, not modelled: where sends over a slow fabric keep prompts held
 // (S-D3) past the pool, the quantitative tier refuses in one line naming the
 // tier to use, and the DES answers.
-func TestTraceReplayDisaggPrefillHoldRefused(t *testing.T) {
+func TestTraceReplayDisaggPrefillPool(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "t.sqlite")
 	const tim = `"timing": {"kind": "linear", "base_ms": 8, "prefill_ms_per_token": 0.01, "decode_ms_per_row": 0.05, "ctx_ms_per_token": 0.00002}}`

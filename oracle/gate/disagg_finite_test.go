@@ -20,14 +20,7 @@ func TestPropertyDisaggClosedLoopAgainstDES(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		b, c, isl, osl, C := drawDisaggCase(rt)
 		row := RunDisaggFamily(context.Background(), DisaggFamily{Name: fmt.Sprintf("random %s closed", b), Spec: closed(isl, osl, 0, C), Config: c})
-		if row.Err != nil {
-			rt.Fatal(row.Err)
-		}
-		for i, res := range row.Resid {
-			if !(math.Abs(res) <= 1e-9) {
-				rt.Fatalf("%s: model %v, DES %v (residual %v)", metricNames[i], row.Model.values()[i], row.Oracle.values()[i], res)
-			}
-		}
+		requireDisaggExact(rt, row)
 	})
 }
 
@@ -46,14 +39,7 @@ func TestPropertyDisaggFiniteAgainstDES(t *testing.T) {
 		f := DisaggFiniteFamily{DisaggFamily: DisaggFamily{Name: fmt.Sprintf("random %s finite", b), Spec: closed(isl, osl, 0, C), Config: c},
 			Run: queueing.FiniteRun{Requests: n}, ClientRTTMs: rtt}
 		row := RunDisaggFiniteFamily(context.Background(), f)
-		if row.Err != nil {
-			rt.Fatal(row.Err)
-		}
-		for i, res := range row.Resid {
-			if !(math.Abs(res) <= 1e-9) {
-				rt.Fatalf("%s: model %v, DES %v (residual %v)", metricNames[i], row.Model.values()[i], row.Oracle.values()[i], res)
-			}
-		}
+		requireDisaggExact(rt, row)
 	})
 }
 
@@ -100,6 +86,27 @@ func TestDisaggFoundByFiniteProperty(t *testing.T) {
 		Run: queueing.FiniteRun{Requests: 3}})
 }
 
+// fataler is what requireDisaggExact needs of a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// requireDisaggExact fails tb unless row ran on both sides and every gated
+// metric of the tandem agrees with the DES's within 1e-9 (relative).
+func requireDisaggExact(tb fataler, row DisaggRow) {
+	tb.Helper()
+	if row.Err != nil {
+		tb.Fatal(row.Err)
+	}
+	for i, res := range row.Resid {
+		if !(math.Abs(res) <= 1e-9) {
+			tb.Fatalf("%s: model %v, DES %v (residual %v)", metricNames[i], row.Model.values()[i], row.Oracle.values()[i], res)
+		}
+	}
+}
+
 // drawDisaggCase draws a small disaggregated deployment of any backend for the
 // random properties against the DES: worker counts, prefill and decode batch
 // caps, κ, handoff in TTFT, push or pull (vLLM), a binding vLLM decode KV free of
@@ -139,24 +146,18 @@ func drawDisaggCase(rt *rapid.T) (engine.Backend, disagg.Config, int, int, int) 
 		if rapid.Bool().Draw(rt, "async") { // both pools
 			c.Prefill.Engine.AsyncScheduling, c.Decode.Engine.AsyncScheduling = true, true
 		}
-		if !c.Push && rapid.IntRange(0, 2).Draw(rt, "ppool") == 0 {
-			// A prefill pool of one to C+1 prompts' blocks, plus a partial block:
-			// held prompts keep their blocks until pulled (V-P3).
-			bs := e.BlockSize
-			p := (isl + bs - 1) / bs
-			c.Prefill.KVCapacityTokens = bs*rapid.IntRange(p, (C+1)*p).Draw(rt, "pblocks") + rapid.IntRange(0, bs-1).Draw(rt, "pextra")
-		}
 	case engine.TRTLLM: // whole blocks for 1..C+1 requests' final KV, plus a partial block neither side can use
 		bs := e.BlockSize
 		r := (isl + osl + bs - 1) / bs
 		c.Decode.KVCapacityTokens = bs*rapid.IntRange(r, (C+1)*r).Draw(rt, "kvblocks") + rapid.IntRange(0, bs-1).Draw(rt, "kvextra")
-		if rapid.IntRange(0, 2).Draw(rt, "ppool") == 0 {
-			// A prefill pool of one to C+1 contexts' reservations (T-R1: prompt + 1,
-			// whole blocks), plus a partial block: held contexts keep their KV
-			// until their transfer completes (T-D1).
-			p := (isl + 1 + bs - 1) / bs
-			c.Prefill.KVCapacityTokens = bs*rapid.IntRange(p, (C+1)*p).Draw(rt, "pblocks") + rapid.IntRange(0, bs-1).Draw(rt, "pextra")
-		}
+	}
+	if b != engine.SGLang && !c.Push && rapid.IntRange(0, 2).Draw(rt, "ppool") == 0 {
+		// A prefill pool of one to C+1 prompts (prompt + 1 tokens in whole blocks:
+		// TensorRT-LLM's T-R1 reservation, above vLLM's prompt blocks), plus a
+		// partial block: held prompts keep their KV until pulled (V-P3, T-D1).
+		bs := e.BlockSize
+		p := (isl + 1 + bs - 1) / bs
+		c.Prefill.KVCapacityTokens = bs*rapid.IntRange(p, (C+1)*p).Draw(rt, "pblocks") + rapid.IntRange(0, bs-1).Draw(rt, "pextra")
 	}
 	// MTP on both pools (TensorRT-LLM one-model MTP, SGLang EAGLE) for a third of
 	// the TensorRT-LLM and SGLang draws, with a TensorRT-LLM decode budget that
@@ -202,13 +203,6 @@ func TestPropertyDisaggOpenAgainstDES(t *testing.T) {
 		f := DisaggFiniteFamily{DisaggFamily: DisaggFamily{Name: fmt.Sprintf("random %s open", b), Spec: closed(isl, osl, 0, C), Config: c},
 			Run: run, ClientRTTMs: rtt}
 		row := RunDisaggFiniteFamily(context.Background(), f)
-		if row.Err != nil {
-			rt.Fatal(row.Err)
-		}
-		for i, res := range row.Resid {
-			if !(math.Abs(res) <= 1e-9) {
-				rt.Fatalf("%s: model %v, DES %v (residual %v)", metricNames[i], row.Model.values()[i], row.Oracle.values()[i], res)
-			}
-		}
+		requireDisaggExact(rt, row)
 	})
 }

@@ -33,14 +33,7 @@ func TestPropertyDisaggVLLMKVAgainstDES(t *testing.T) {
 		c.Prefill.InFlightCap = rapid.IntRange(0, 3).Draw(rt, "kappa")
 		c.Push = rapid.Bool().Draw(rt, "push")
 		row := RunDisaggFamily(context.Background(), DisaggFamily{Name: "random vllm kv", Spec: closed(isl, osl, 0, C), Config: c})
-		if row.Err != nil {
-			rt.Fatal(row.Err)
-		}
-		for i, res := range row.Resid {
-			if !(math.Abs(res) <= 1e-9) {
-				rt.Fatalf("%s: model %v, DES %v (residual %v)", metricNames[i], row.Model.values()[i], row.Oracle.values()[i], res)
-			}
-		}
+		requireDisaggExact(rt, row)
 		if m, o := row.ModelX.DHeadroomMin, row.OracleX.DHeadroomMin; math.Abs(m-o) > 1e-9 {
 			rt.Fatalf("d_headroom_min: model %v, DES %v", m, o)
 		}
@@ -110,12 +103,5 @@ func TestPrefillPoolSelfEviction(t *testing.T) {
 	c := tandemConfig(1, 1, vllm(512, 256), 2)
 	c.Prefill.KVCapacityTokens = 65 * c.Prefill.Engine.BlockSize
 	row := RunDisaggFamily(context.Background(), DisaggFamily{Name: "prefill pool self-eviction", Spec: closed(513, 2, 0, 2), Config: c})
-	if row.Err != nil {
-		t.Fatal(row.Err)
-	}
-	for i, res := range row.Resid {
-		if !(math.Abs(res) <= 1e-9) {
-			t.Errorf("%s: model %v, DES %v (residual %v)", metricNames[i], row.Model.values()[i], row.Oracle.values()[i], res)
-		}
-	}
+	requireDisaggExact(t, row)
 }
