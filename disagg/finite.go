@@ -159,18 +159,10 @@ func openPath(ctx context.Context, w workload.Spec, c Config, f queueing.FiniteR
 	}
 	sends := f.SendsAt(at, w.TurnaroundMs+clientRTTMs)
 	t.reqs = make([]treq, 0, N)
-	var adm queueing.FiniteAdmission // sends are made in time order (OpenSends)
-	send := func(at float64) {
-		t.submit(0, len(t.reqs), adm.At(at+t.stage), true) // client 0, its send order: the first is the transient
-	}
-	for _, at := range sends.Start() {
-		send(at)
-	}
-	t.onDone = func(t *tandem, ri int, now float64) {
-		if at, ok := sends.Completed(now); ok {
-			send(at)
-		}
-	}
+	completed := sends.Drive(t.stage, func(at float64) {
+		t.submit(0, len(t.reqs), at, true) // client 0, its send order: the first is the transient
+	})
+	t.onDone = func(t *tandem, ri int, now float64) { completed(now) }
 	if err := t.loop(ctx, func() bool { return t.finished >= N }); err != nil {
 		return nil, err
 	}

@@ -55,15 +55,8 @@ func (d *DisaggSim) RunOpenRun(ctx context.Context, or OpenRun) (*DisaggResult, 
 	}
 	d.total = or.Run.Requests
 	cs := clientSends{d: d, sh: &or.Shape, sent: make([]int, 1)}
-	var adm queueing.FiniteAdmission // sends are made in time order (OpenSends)
-	for _, at := range sends.Start() {
-		cs.send(0, adm.At(at))
-	}
-	d.onDone = func(ri int32, t float64) {
-		if at, ok := sends.Completed(t); ok {
-			cs.send(0, adm.At(at))
-		}
-	}
+	completed := sends.Drive(0, func(at float64) { cs.send(0, at) })
+	d.onDone = func(ri int32, t float64) { completed(t) }
 	if err := d.loop(ctx, func() bool { return d.fin == or.Run.Requests || cs.err != nil }); err != nil {
 		return nil, err
 	}

@@ -132,8 +132,7 @@ func (s *Sim) RunOpenRun(ctx context.Context, or OpenRun) (*Result, error) {
 	s.reqs = make([]req, 0, or.Run.Requests)
 	s.gen = make([]int32, 0, or.Run.Requests)
 	var drawErr error
-	var adm queueing.FiniteAdmission // sends are made in time order (OpenSends)
-	send := func(at float64) {
+	completed := sends.Drive(0, func(at float64) {
 		k := len(s.reqs)
 		isl, osl, err := or.draw(k)
 		if err != nil {
@@ -143,16 +142,9 @@ func (s *Sim) RunOpenRun(ctx context.Context, or OpenRun) (*Result, error) {
 			isl, osl = or.ISL, or.OSL
 		}
 		s.gen = append(s.gen, int32(k))
-		s.add("", adm.At(at), isl, nil, or.Prefix, osl, 0, 0)
-	}
-	for _, at := range sends.Start() {
-		send(at)
-	}
-	s.onFinish = func(s *Sim, ri int32, t float64) {
-		if at, ok := sends.Completed(t); ok {
-			send(at)
-		}
-	}
+		s.add("", at, isl, nil, or.Prefix, osl, 0, 0)
+	})
+	s.onFinish = func(s *Sim, ri int32, t float64) { completed(t) }
 	s.opt.MaxPasses = max(s.opt.MaxPasses, 1000+4*or.Run.Requests*(or.ISL+or.OSL))
 	res, err := s.Run(ctx)
 	if drawErr != nil {

@@ -145,6 +145,24 @@ func (o *OpenSends) Start() []float64 {
 	return out
 }
 
+// Drive makes the schedule's sends through send: the first ones at once, and
+// each later one from the returned completion hook (call it at every
+// completion). A send at instant a reaches the scheduler at
+// FiniteAdmission.At(a + stageMs): sends made together are admitted
+// FiniteAdmitGapMs apart, in send order. The one driver of the calendar, the
+// tandem and both DES drivers.
+func (o *OpenSends) Drive(stageMs float64, send func(atMs float64)) (completed func(nowMs float64)) {
+	var adm FiniteAdmission // sends are made in time order
+	for _, a := range o.Start() {
+		send(adm.At(a + stageMs))
+	}
+	return func(now float64) {
+		if a, ok := o.Completed(now); ok {
+			send(adm.At(a + stageMs))
+		}
+	}
+}
+
 // Completed records a completion at now and returns the send it releases
 // (false: none — no bound, or every request sent).
 func (o *OpenSends) Completed(now float64) (float64, bool) {
@@ -263,22 +281,16 @@ func finiteOpenPath(ctx context.Context, w workload.Spec, e engine.Spec, t timin
 	sends := f.SendsAt(at, w.TurnaroundMs+o.ClientRTTMs)
 	s.reqs = make([]simReq, 0, N)
 	s.maxPasses = N*perReq + 64
-	var adm FiniteAdmission // sends are made in time order (OpenSends)
-	send := func(at float64) {
+	completed := sends.Drive(stage, func(at float64) {
 		i := len(s.reqs)
-		ri := s.newReq(&w, -1, i, adm.At(at+stage))
+		ri := s.newReq(&w, -1, i, at)
 		s.reqs[ri].steady, s.reqs[ri].bucket = true, 0
 		s.reqs[ri].transient = i == 0
-	}
-	for _, at := range sends.Start() {
-		send(at)
-	}
+	})
 	done := 0
 	s.onFinish = func(s *sim, ri int32, now float64) {
 		done++
-		if at, ok := sends.Completed(now); ok {
-			send(at)
-		}
+		completed(now)
 	}
 	if err := s.run(ctx, func() bool { return done == N }); err != nil {
 		return nil, err
