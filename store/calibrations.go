@@ -30,6 +30,29 @@ func QuantLabel(in PointInputs) string {
 	return strings.Join(parts, ",")
 }
 
+// LayoutLabel is a point's parallel layout as a calibration key's component
+// (migration 00018): "adp" when a worker runs attention data parallelism (dp >
+// 1: dp schedulers stepping in lockstep), "pp" when it pipelines (pp > 1),
+// "adp,pp" for both, "tp" for neither — over every pool of a disaggregated
+// point. The perf data prices one rank's kernels; what a lockstep step or a
+// pipeline adds to a pass is left to the calibration, and differs from a plain
+// tensor-parallel deployment's. The point_calibrations view derives the same
+// label from operating_points' columns; calibration_params.layout "" (fitted
+// before 00018) applies to any layout.
+func LayoutLabel(in PointInputs) string {
+	adp := max(in.DP, in.PDP, in.DDP) > 1
+	pp := max(in.PP, in.PPP, in.DPP) > 1
+	switch {
+	case adp && pp:
+		return "adp,pp"
+	case adp:
+		return "adp"
+	case pp:
+		return "pp"
+	}
+	return "tp"
+}
+
 // Calibration is a calibrations row.
 type Calibration struct {
 	Name, Digest, Predicate, Evaluator, Profile string
@@ -40,10 +63,11 @@ type Calibration struct {
 // CalibrationParam is a calibration_params row: one deployment key's fitted
 // adjustment and quality. Quant is the points' QuantLabel ("" = any); Deployed
 // the engine version the group's measurements were deployed at
-// (PointInputs.DeployedVersion; "" = any, fitted before migration 00015). The
+// (PointInputs.DeployedVersion; "" = any, fitted before migration 00015);
+// Layout the points' LayoutLabel ("" = any, fitted before migration 00018). The
 // CV columns are NULL when HasCV is false.
 type CalibrationParam struct {
-	System, Backend, Version, Deployed, Model, Quant             string
+	System, Backend, Version, Deployed, Model, Quant, Layout     string
 	PrefillScale, DecodeScale, PassOverheadMs, RequestOverheadMs float64
 	Rows                                                         int
 	TTFTMAPEBefore, TPOTMAPEBefore, TTFTMAPEFit, TPOTMAPEFit     float64
@@ -55,12 +79,12 @@ type CalibrationParam struct {
 // CalibrationSample is a calibration_rows row: one training measurement's
 // metric. HeldOut is NULL when HasHeldOut is false.
 type CalibrationSample struct {
-	MeasurementID                                            int64
-	System, Backend, Version, Deployed, Model, Quant, Metric string
-	Measured, Uncalibrated, Fitted, Residual                 float64
-	HasHeldOut                                               bool
-	HeldOut                                                  float64
-	Fold                                                     int
+	MeasurementID                                                    int64
+	System, Backend, Version, Deployed, Model, Quant, Layout, Metric string
+	Measured, Uncalibrated, Fitted, Residual                         float64
+	HasHeldOut                                                       bool
+	HeldOut                                                          float64
+	Fold                                                             int
 }
 
 // SaveCalibration replaces the calibration c.Name by c with its params and
@@ -80,13 +104,13 @@ func (s *Store) SaveCalibration(ctx context.Context, c Calibration, params []Cal
 			if g.HasCV {
 				cvT, cvP = g.TTFTMAPECV, g.TPOTMAPECV
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_params (name, system, backend, version, deployed_version, model, quant,
+			if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_params (name, system, backend, version, deployed_version, model, quant, layout,
 				prefill_scale, decode_scale, pass_overhead_ms, request_overhead_ms, rows, ttft_mape_before, tpot_mape_before,
 				ttft_mape_fit, tpot_mape_fit, ttft_mape_cv, tpot_mape_cv, unidentified)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant,
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.Name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, g.Layout,
 				g.PrefillScale, g.DecodeScale, g.PassOverheadMs, g.RequestOverheadMs, g.Rows, g.TTFTMAPEBefore, g.TPOTMAPEBefore,
 				g.TTFTMAPEFit, g.TPOTMAPEFit, cvT, cvP, g.Unidentified); err != nil {
-				return fmt.Errorf("store calibration %s of %s/%s/%s (deployed %s)/%s [%s]: %w", c.Name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, err)
+				return fmt.Errorf("store calibration %s of %s/%s/%s (deployed %s)/%s [%s; %s]: %w", c.Name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, g.Layout, err)
 			}
 			if i >= len(samples) {
 				continue
@@ -97,8 +121,8 @@ func (s *Store) SaveCalibration(ctx context.Context, c Calibration, params []Cal
 					held = r.HeldOut
 				}
 				if _, err := tx.ExecContext(ctx, `INSERT INTO calibration_rows (name, measurement_id, system, backend, version, deployed_version,
-						model, quant, metric, measured, uncalibrated, fitted, residual, held_out, fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-					c.Name, r.MeasurementID, r.System, r.Backend, r.Version, r.Deployed, r.Model, r.Quant, r.Metric, r.Measured, r.Uncalibrated, r.Fitted,
+						model, quant, layout, metric, measured, uncalibrated, fitted, residual, held_out, fold) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+					c.Name, r.MeasurementID, r.System, r.Backend, r.Version, r.Deployed, r.Model, r.Quant, r.Layout, r.Metric, r.Measured, r.Uncalibrated, r.Fitted,
 					r.Residual, held, r.Fold); err != nil {
 					return fmt.Errorf("store calibration row %d: %w", r.MeasurementID, err)
 				}
@@ -127,11 +151,11 @@ func (s *Store) CalibrationNames(ctx context.Context) ([]string, error) {
 // deployment key (only the key and the four adjustment fields are set).
 func (s *Store) CalibrationParams(ctx context.Context, name string) ([]CalibrationParam, error) {
 	var out []CalibrationParam
-	err := s.EachRow(ctx, `SELECT system, backend, version, deployed_version, model, quant, prefill_scale, decode_scale,
-		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, deployed_version, model, quant`,
+	err := s.EachRow(ctx, `SELECT system, backend, version, deployed_version, model, quant, layout, prefill_scale, decode_scale,
+		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, deployed_version, model, quant, layout`,
 		[]any{name}, func(scan func(...any) error) error {
 			var p CalibrationParam
-			if err := scan(&p.System, &p.Backend, &p.Version, &p.Deployed, &p.Model, &p.Quant, &p.PrefillScale, &p.DecodeScale, &p.PassOverheadMs, &p.RequestOverheadMs); err != nil {
+			if err := scan(&p.System, &p.Backend, &p.Version, &p.Deployed, &p.Model, &p.Quant, &p.Layout, &p.PrefillScale, &p.DecodeScale, &p.PassOverheadMs, &p.RequestOverheadMs); err != nil {
 				return err
 			}
 			out = append(out, p)

@@ -83,7 +83,7 @@ func TestPointCalibrationsQuant(t *testing.T) {
 		hasPrefill, hasQuant bool
 	}{
 		{fp8, "calibrated", QuantLabel(fp8), 2, true, true},
-		{nvfp4, "uncalibrated: c has no fit for this system, backend, version, deployed version, model and quantisation", "", 0, false, false},
+		{nvfp4, "uncalibrated: c has no fit for this system, backend, version, deployed version, model, quantisation and layout", "", 0, false, false},
 		{other, "calibrated", "", 3, true, true},
 		{bare, "none", "", 0, false, false},
 	}

@@ -4,10 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"testing"
-
-	"github.com/pressly/goose/v3"
-
-	"github.com/aicdb/aicdb/migrations"
 )
 
 // saveDeployedCalibration stores calibration name with one fit per deployed
@@ -94,7 +90,7 @@ func TestPointCalibrationsDeployed(t *testing.T) {
 	}{
 		{"0.17.0", "c@d1", "calibrated", 2},
 		{"", "c@d1", "calibrated", 3}, // deployed at the priced version 0.22.0
-		{"0.18.0", "c@d1", "uncalibrated: c has no fit for this system, backend, version, deployed version, model and quantisation", 0},
+		{"0.18.0", "c@d1", "uncalibrated: c has no fit for this system, backend, version, deployed version, model, quantisation and layout", 0},
 		{"0.18.0", "any@d2", "calibrated", 2},
 	}
 	for _, c := range cases {
@@ -147,29 +143,7 @@ func TestMigration00015(t *testing.T) {
 		t.Fatalf("pre-00015 calibration on a deployed point: %q (%v), want calibrated", status, err)
 	}
 	saveDeployedCalibration(t, s, "new", "d1", "0.17.0", "0.22.0") // 10 and 11 rows
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.db.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.DownTo(ctx, 14); err != nil {
-		t.Fatalf("down: %v", err)
-	}
-	var prefill []float64
-	if err := s.db.SelectContext(ctx, &prefill, `SELECT prefill_scale FROM calibration_params WHERE name = 'new'`); err != nil {
-		t.Fatal(err)
-	}
-	if len(prefill) != 1 || prefill[0] != 3 {
-		t.Fatalf("after down: new's prefill scales %v, want only the larger group's 3", prefill)
-	}
-	for _, tbl := range []string{"operating_points", "calibration_params", "calibration_rows"} {
-		var n int
-		if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM pragma_table_info(?) WHERE name = 'deployed_version'`, tbl); err != nil || n != 0 {
-			t.Fatalf("after down: %s has %d deployed_version columns (%v)", tbl, n, err)
-		}
-	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up: %v", err)
-	}
+	downKeepsLargerGroup(t, s, 14, "new", "deployed_version", "operating_points", "calibration_params", "calibration_rows")
 	if ps, err = s.CalibrationParams(ctx, "new"); err != nil || len(ps) != 1 || ps[0].Deployed != "" || ps[0].PrefillScale != 3 {
 		t.Fatalf("up again: %+v (%v)", ps, err)
 	}

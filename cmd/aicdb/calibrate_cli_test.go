@@ -104,7 +104,8 @@ func queryCSV(t *testing.T, db, sql string) string {
 // fit each, keyed by the engine version they were measured on. eval
 // --deployed-version 0.20.0 prices at 0.19.0 (saying so) and applies the 0.20.0
 // fit; a deployed version without a fit stays uncalibrated, naming the ones the
-// calibration has.
+// calibration has, and so does a layout without one (pp 2), naming the fitted
+// labels.
 func TestCalibrateKeysDeployedVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and fits two measured runs")
@@ -160,6 +161,13 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 	}
 	if ttft(at19) == "" || ttft(at19) == ttft(at20) {
 		t.Errorf("TTFT deployed at 0.19.0 %q and at 0.20.0 %q: want each version's own fit", ttft(at19), ttft(at20))
+	}
+	// A layout the fits do not cover (a pipeline of 2) stays uncalibrated, naming
+	// the labels of the deployed version's fits rather than other versions.
+	code, out, errs = cliRun(t, db, append(ev, "--deployed-version", "0.19.0", "--pp", "2")...)
+	if code != 0 || !strings.Contains(out, "uncalibrated: mix@") || !strings.Contains(out, "; pp]") ||
+		!strings.Contains(out, "; tp] only") || strings.Contains(out, "pass --deployed-version") {
+		t.Errorf("eval deployed 0.19.0 at pp 2: %d %q %q", code, out, errs)
 	}
 	code, out, errs = cliRun(t, db, append(ev, "--deployed-version", "0.21.0")...)
 	if code != 0 || !strings.Contains(out, "uncalibrated: mix@") || !strings.Contains(out, "deployed as 0.21.0") ||

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 func calibrateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "calibrate",
-		Usage:     "fit pass-timing calibrations (prefill/decode scales, per-pass and per-request overheads) to measured runs",
+		Usage:     "fit pass-timing calibrations (prefill/decode scales, per-pass and per-request overheads) to measured runs, one per system, backend, version, deployed version, model, quantisation and layout (tp, adp: attention data parallel, pp)",
 		UsageText: `aicdb calibrate --name b200 --measurements "system = 'b200_sxm' and backend = 'vllm'" --holdout 5`,
 		Flags: append([]cli.Flag{
 			runFlag(),
@@ -122,10 +123,10 @@ func runCalibrate(c *cli.Context) error {
 // calibrationColumns are the keys of calibrate's rows: the deployment key
 // (version: the perf-data version the rows are priced at; deployed_version: the
 // engine version they were measured on; quant: store.QuantLabel of the group's
-// points), the
+// points; layout: their store.LayoutLabel), the
 // fitted parameters, and the TTFT and TPOT MAPE (%) before the fit, after it and
 // cross-validated (null without --holdout).
-var calibrationColumns = []string{"calibration", "system", "backend", "version", "deployed_version", "model", "quant", "rows",
+var calibrationColumns = []string{"calibration", "system", "backend", "version", "deployed_version", "model", "quant", "layout", "rows",
 	"prefill_scale", "decode_scale", "pass_overhead_ms", "request_overhead_ms",
 	"ttft_mape_pct_before", "ttft_mape_pct_fit", "ttft_mape_pct_cv",
 	"tpot_mape_pct_before", "tpot_mape_pct_fit", "tpot_mape_pct_cv", "unidentified"}
@@ -142,7 +143,7 @@ func writeCalibration(w io.Writer, format, name string, fits []calibrate.GroupFi
 		if len(g.Unidentified) > 0 {
 			un = strings.Join(g.Unidentified, "; ")
 		}
-		data = append(data, []any{name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, int64(len(g.Samples)),
+		data = append(data, []any{name, g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, g.Layout, int64(len(g.Samples)),
 			a.PrefillScale, a.DecodeScale, a.PassOverheadMs, a.RequestOverheadMs,
 			g.TTFTBefore, g.TTFTFit, ttftCV, g.TPOTBefore, g.TPOTFit, tpotCV, un})
 	}
@@ -219,8 +220,10 @@ func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
 		return "", asUser(err)
 	}
 	var in store.PointInputs
-	if s.pt != nil { // the quantisation the pass timing was built with (a calibration is keyed by it)
-		in = refine.QuantInputs(s.pt.Estimator().Config())
+	if s.pt != nil { // the quantisation and layout the pass timing was built with (a calibration is keyed by them)
+		cfg := s.pt.Estimator().Config()
+		in = refine.QuantInputs(cfg)
+		in.TP, in.PP, in.DP = cfg.TP, cfg.PP, cfg.DP
 	}
 	in.Model, in.System, in.Backend, in.Version = s.dep.Model, s.dep.System, s.dep.Backend, s.dep.Version
 	in.Deployed = store.DeployedAs(s.dep.Deployed, s.dep.Version)
@@ -230,10 +233,12 @@ func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
 		if in.Deployed != "" {
 			at += " deployed as " + in.Deployed
 		}
-		msg := fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s [%s]", cal.Name(), in.System, in.Backend, at, in.Model,
-			store.QuantLabel(in))
-		if ds := cal.Deployed(in); len(ds) > 0 {
+		msg := fmt.Sprintf("uncalibrated: %s has no fit for %s %s %s %s [%s; %s]", cal.Name(), in.System, in.Backend, at, in.Model,
+			store.QuantLabel(in), store.LayoutLabel(in))
+		if ds := cal.Deployed(in); len(ds) > 0 && !slices.Contains(ds, in.DeployedVersion()) {
 			msg += "; it has fits of runs deployed on " + strings.Join(ds, ", ") + ": pass --deployed-version"
+		} else if ls := cal.Labels(in); len(ls) > 0 {
+			msg += "; its fits of this deployment are for [" + strings.Join(ls, "], [") + "] only ('' = any)"
 		}
 		return msg, nil
 	}

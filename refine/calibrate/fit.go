@@ -69,6 +69,7 @@ type GroupFit struct {
 	System, Backend, Version, Model string
 	Deployed                        string // engine version of the group's measurements (PointInputs.DeployedVersion)
 	Quant                           string // store.QuantLabel of the group's points
+	Layout                          string // store.LayoutLabel of the group's points
 	Adjust                          refine.PassAdjust
 	Samples                         []Sample
 	// Per sample (same order): predictions uncalibrated, fitted, and held out
@@ -332,7 +333,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	for gi, k := range keys {
 		g := groups[k]
 		slices.SortFunc(g, func(a, b Sample) int { return int(a.MeasurementID - b.MeasurementID) })
-		out[gi] = GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Deployed: k.Deployed, Model: k.Model, Quant: k.Quant, Samples: g}
+		out[gi] = GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Deployed: k.Deployed, Model: k.Model, Quant: k.Quant, Layout: k.Layout, Samples: g}
 		jobs = append(jobs, job{gi, -1})
 		if k := opt.Holdout; k >= 2 && len(g) >= k {
 			for i := range g {

@@ -11,23 +11,25 @@ import (
 )
 
 // deployKey is what a calibration is fitted per: (system, backend, version,
-// deployed, model, quant) of the predicted point (version: the perf-data
-// version the measurements were mapped to; deployed: the engine version they
-// were measured on, store.PointInputs.DeployedVersion — runs of engine versions
-// priced at one perf-data version need different corrections; quant its
-// store.QuantLabel: points of one model in different quantisations run
-// different kernels, whose perf-data errors differ).
-type deployKey struct{ System, Backend, Version, Deployed, Model, Quant string }
+// deployed, model, quant, layout) of the predicted point (version: the
+// perf-data version the measurements were mapped to; deployed: the engine
+// version they were measured on, store.PointInputs.DeployedVersion — runs of
+// engine versions priced at one perf-data version need different corrections;
+// quant its store.QuantLabel: points of one model in different quantisations
+// run different kernels, whose perf-data errors differ; layout its
+// store.LayoutLabel: attention-DP ranks step in lockstep and pipelines run
+// stages, which the one-rank kernel prices leave to the correction).
+type deployKey struct{ System, Backend, Version, Deployed, Model, Quant, Layout string }
 
 // keyOf is the deployment key of a point: the one rule every user of the key
 // calls (the fit's groups, Calibration.For).
 func keyOf(in store.PointInputs) deployKey {
-	return deployKey{in.System, in.Backend, in.Version, in.DeployedVersion(), in.Model, store.QuantLabel(in)}
+	return deployKey{in.System, in.Backend, in.Version, in.DeployedVersion(), in.Model, store.QuantLabel(in), store.LayoutLabel(in)}
 }
 
 // String is the key's sort form (fields joined by NUL): Fit orders its groups by it.
 func (k deployKey) String() string {
-	return k.System + "\x00" + k.Backend + "\x00" + k.Version + "\x00" + k.Deployed + "\x00" + k.Model + "\x00" + k.Quant
+	return k.System + "\x00" + k.Backend + "\x00" + k.Version + "\x00" + k.Deployed + "\x00" + k.Model + "\x00" + k.Quant + "\x00" + k.Layout
 }
 
 // Calibration is a stored calibration: one PassAdjust per deployment key. It
@@ -43,15 +45,18 @@ type Calibration struct {
 func (c *Calibration) Name() string { return c.name + "@" + c.digest }
 
 // For implements refine.Calibrator: the fit of the point's deployment key; else
-// one stored with quant "" (any quantisation: fitted before migration 00014),
-// with deployed version "" (any: fitted before 00015), or both, in that order
-// (the point_calibrations view's order).
+// one stored with layout "" (any layout: fitted before migration 00018), quant
+// "" (any quantisation: fitted before 00014), deployed version "" (any: fitted
+// before 00015), or several of them, the deployed version's match first, then
+// the quantisation's, then the layout's (the point_calibrations view's order).
 func (c *Calibration) For(in store.PointInputs) (refine.PassAdjust, bool) {
 	k := keyOf(in)
 	for _, d := range [2]string{k.Deployed, ""} {
 		for _, q := range [2]string{k.Quant, ""} {
-			if a, ok := c.params[deployKey{k.System, k.Backend, k.Version, d, k.Model, q}]; ok {
-				return a, true
+			for _, l := range [2]string{k.Layout, ""} {
+				if a, ok := c.params[deployKey{k.System, k.Backend, k.Version, d, k.Model, q, l}]; ok {
+					return a, true
+				}
 			}
 		}
 	}
@@ -74,6 +79,24 @@ func (c *Calibration) Deployed(in store.PointInputs) []string {
 	return out
 }
 
+// Labels lists the "quant; layout" labels of the fits the calibration has at the
+// point's system, backend, version, deployed version and model, sorted: what an
+// uncalibrated point's note names when only its quantisation or layout has no
+// fit.
+func (c *Calibration) Labels(in store.PointInputs) []string {
+	var out []string
+	for k := range c.params {
+		if k.System == in.System && k.Backend == in.Backend && k.Version == in.Version && k.Model == in.Model &&
+			(k.Deployed == in.DeployedVersion() || k.Deployed == "") {
+			if l := k.Quant + "; " + k.Layout; !slices.Contains(out, l) {
+				out = append(out, l)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Load reads the calibration NAME from the store.
 func Load(ctx context.Context, st *store.Store, name string) (*Calibration, error) {
 	digest, err := st.CalibrationDigest(ctx, name)
@@ -90,7 +113,7 @@ func Load(ctx context.Context, st *store.Store, name string) (*Calibration, erro
 	}
 	c := &Calibration{name: name, digest: digest, params: map[deployKey]refine.PassAdjust{}}
 	for _, p := range ps {
-		c.params[deployKey{p.System, p.Backend, p.Version, p.Deployed, p.Model, p.Quant}] = refine.PassAdjust{PrefillScale: p.PrefillScale,
+		c.params[deployKey{p.System, p.Backend, p.Version, p.Deployed, p.Model, p.Quant, p.Layout}] = refine.PassAdjust{PrefillScale: p.PrefillScale,
 			DecodeScale: p.DecodeScale, PassOverheadMs: p.PassOverheadMs, RequestOverheadMs: p.RequestOverheadMs}
 	}
 	return c, nil

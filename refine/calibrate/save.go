@@ -18,7 +18,7 @@ import (
 func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, profile string, holdout int, loss string, fits []GroupFit, createdAt string) (string, error) {
 	h := sha256.New()
 	for _, g := range fits {
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%x\x00%x\x00%x\x00%x\n", g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant,
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%x\x00%x\x00%x\x00%x\n", g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, g.Layout,
 			math.Float64bits(g.Adjust.PrefillScale), math.Float64bits(g.Adjust.DecodeScale),
 			math.Float64bits(g.Adjust.PassOverheadMs), math.Float64bits(g.Adjust.RequestOverheadMs))
 	}
@@ -35,7 +35,7 @@ func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, prof
 	for k, g := range fits {
 		un, _ := json.Marshal(append([]string{}, g.Unidentified...))
 		a := g.Adjust
-		params[k] = store.CalibrationParam{System: g.System, Backend: g.Backend, Version: g.Version, Deployed: g.Deployed, Model: g.Model, Quant: g.Quant,
+		params[k] = store.CalibrationParam{System: g.System, Backend: g.Backend, Version: g.Version, Deployed: g.Deployed, Model: g.Model, Quant: g.Quant, Layout: g.Layout,
 			PrefillScale: a.PrefillScale, DecodeScale: a.DecodeScale, PassOverheadMs: a.PassOverheadMs,
 			RequestOverheadMs: a.RequestOverheadMs, Rows: len(g.Samples), TTFTMAPEBefore: g.TTFTBefore,
 			TPOTMAPEBefore: g.TPOTBefore, TTFTMAPEFit: g.TTFTFit, TPOTMAPEFit: g.TPOTFit, HasCV: g.HasCV,
@@ -44,7 +44,7 @@ func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, prof
 			for j, metric := range []string{"ttft", "tpot"} {
 				meas := [2]float64{s.TTFT, s.TPOT}[j]
 				r := store.CalibrationSample{MeasurementID: s.MeasurementID, System: g.System, Backend: g.Backend,
-					Version: g.Version, Deployed: g.Deployed, Model: g.Model, Quant: g.Quant, Metric: metric, Measured: meas, Uncalibrated: g.Before[i][j],
+					Version: g.Version, Deployed: g.Deployed, Model: g.Model, Quant: g.Quant, Layout: g.Layout, Metric: metric, Measured: meas, Uncalibrated: g.Before[i][j],
 					Fitted: g.Fitted[i][j], Residual: g.Fitted[i][j]/meas - 1, Fold: s.Fold}
 				if g.HasCV {
 					r.HasHeldOut, r.HeldOut = true, g.HeldOut[i][j]
