@@ -105,21 +105,32 @@ func TestPointCalibrationsQuant(t *testing.T) {
 		}
 	}
 	// The view's label is QuantLabel's for any quant columns, empty ones too.
-	key := fp8.Key()
 	part := rapid.SampledFrom([]string{"", "fp8", "nvfp4", "bfloat16", "int4_wo", "half", "w4a16_mxfp4"})
-	rapid.Check(t, func(rt *rapid.T) {
+	viewLabelMatches(t, s, fp8.Key(), "quant", func(rt *rapid.T) (string, []any, string) {
 		in := PointInputs{GemmQuant: part.Draw(rt, "gemm"), MoEQuant: part.Draw(rt, "moe"), KVCacheQuant: part.Draw(rt, "kv"),
 			FMHAQuant: part.Draw(rt, "fmha"), CommQuant: part.Draw(rt, "comm")}
-		if _, err := s.db.ExecContext(ctx, `UPDATE operating_points SET gemm_quant = ?, moe_quant = ?, kvcache_quant = ?,
-			fmha_quant = ?, comm_quant = ? WHERE key = ?`, in.GemmQuant, in.MoEQuant, in.KVCacheQuant, in.FMHAQuant, in.CommQuant, key); err != nil {
+		return `gemm_quant = ?, moe_quant = ?, kvcache_quant = ?, fmha_quant = ?, comm_quant = ?`,
+			[]any{in.GemmQuant, in.MoEQuant, in.KVCacheQuant, in.FMHAQuant, in.CommQuant}, QuantLabel(in)
+	})
+}
+
+// viewLabelMatches checks a point_calibrations label column against its Go rule:
+// draw gives the operating_points assignments (SET clause and arguments) for the
+// point key and the label the Go rule gives them.
+func viewLabelMatches(t *testing.T, s *Store, key, column string, draw func(*rapid.T) (set string, args []any, want string)) {
+	t.Helper()
+	ctx := context.Background()
+	rapid.Check(t, func(rt *rapid.T) {
+		set, args, want := draw(rt)
+		if _, err := s.db.ExecContext(ctx, `UPDATE operating_points SET `+set+` WHERE key = ?`, append(args, key)...); err != nil {
 			rt.Fatal(err)
 		}
 		var got string
-		if err := s.db.GetContext(ctx, &got, `SELECT quant FROM point_calibrations WHERE key = ?`, key); err != nil {
+		if err := s.db.GetContext(ctx, &got, `SELECT `+column+` FROM point_calibrations WHERE key = ?`, key); err != nil {
 			rt.Fatal(err)
 		}
-		if want := QuantLabel(in); got != want {
-			rt.Fatalf("view label %q, QuantLabel %q", got, want)
+		if got != want {
+			rt.Fatalf("view %s %q, Go rule %q", column, got, want)
 		}
 	})
 }

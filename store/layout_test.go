@@ -98,22 +98,11 @@ func TestPointCalibrationsLayout(t *testing.T) {
 		}
 	}
 	// The view's label is LayoutLabel's for any layout columns of either mode.
-	key := pts[0].Key
 	size, pool := rapid.SampledFrom([]int{1, 2, 4, 8}), rapid.SampledFrom([]int{0, 1, 2, 4, 8}) // a pool's 0: agg
-	rapid.Check(t, func(rt *rapid.T) {
+	viewLabelMatches(t, s, pts[0].Key, "layout", func(rt *rapid.T) (string, []any, string) {
 		in := PointInputs{PP: size.Draw(rt, "pp"), DP: size.Draw(rt, "dp"), PPP: pool.Draw(rt, "p_pp"), PDP: pool.Draw(rt, "p_dp"),
 			DPP: pool.Draw(rt, "d_pp"), DDP: pool.Draw(rt, "d_dp")}
-		if _, err := s.db.ExecContext(ctx, `UPDATE operating_points SET pp = ?, dp = ?, p_pp = ?, p_dp = ?, d_pp = ?, d_dp = ?
-			WHERE key = ?`, in.PP, in.DP, in.PPP, in.PDP, in.DPP, in.DDP, key); err != nil {
-			rt.Fatal(err)
-		}
-		var got string
-		if err := s.db.GetContext(ctx, &got, `SELECT layout FROM point_calibrations WHERE key = ?`, key); err != nil {
-			rt.Fatal(err)
-		}
-		if want := LayoutLabel(in); got != want {
-			rt.Fatalf("view label %q, LayoutLabel %q", got, want)
-		}
+		return `pp = ?, dp = ?, p_pp = ?, p_dp = ?, d_pp = ?, d_dp = ?`, []any{in.PP, in.DP, in.PPP, in.PDP, in.DPP, in.DDP}, LayoutLabel(in)
 	})
 }
 

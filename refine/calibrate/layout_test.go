@@ -23,13 +23,7 @@ func TestFitGroupsByLayout(t *testing.T) {
 		adp[i].In.DP = 4
 		adp[i].MeasurementID += 100
 	}
-	fits, err := Fit(context.Background(), ev, append(adp, tp...), FitOptions{Workers: 1, MaxIter: 4, SimplexEvals: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(fits) != 2 {
-		t.Fatalf("%d groups, want 2 (one per layout)", len(fits))
-	}
+	fits := fitTwoGroups(t, ev, adp, tp)
 	for i, w := range []struct {
 		layout   string
 		overhead float64

@@ -27,13 +27,7 @@ func TestFitGroupsByQuant(t *testing.T) {
 	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
 	int4 := withQuant(synthSamples(t, ev, refine.PassAdjust{PrefillScale: 1, DecodeScale: 0.7}), "bfloat16", "int4_wo", 0)
 	nvfp4 := withQuant(synthSamples(t, ev, refine.PassAdjust{PrefillScale: 1, DecodeScale: 1.3}), "nvfp4", "nvfp4", 100)
-	fits, err := Fit(context.Background(), ev, append(nvfp4, int4...), FitOptions{Workers: 1, MaxIter: 4, SimplexEvals: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(fits) != 2 {
-		t.Fatalf("%d groups, want 2 (one per quantisation)", len(fits))
-	}
+	fits := fitTwoGroups(t, ev, nvfp4, int4)
 	for i, w := range []struct {
 		quant  string
 		decode float64
@@ -84,6 +78,20 @@ func TestLoadForQuant(t *testing.T) {
 			t.Errorf("For(%s [%s]) = %+v, %v; want prefill %v, %v", c.in.Model, store.QuantLabel(c.in), a, ok, c.prefill, c.ok)
 		}
 	}
+}
+
+// fitTwoGroups fits the samples of a and b together (a short descent, no
+// polish) and checks that they make two deployment keys.
+func fitTwoGroups(t *testing.T, ev Evaluator, a, b []Sample) []GroupFit {
+	t.Helper()
+	fits, err := Fit(context.Background(), ev, append(a, b...), FitOptions{Workers: 1, MaxIter: 4, SimplexEvals: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fits) != 2 {
+		t.Fatalf("%d groups, want 2 (one per key)", len(fits))
+	}
+	return fits
 }
 
 // saveAndLoad stores calibration name with params ps and loads it back.
