@@ -82,15 +82,24 @@ func (s *sim) trtTrimFinal() int {
 			continue
 		}
 		n++
-		if !kv || r.blocks <= 0 {
-			continue
-		}
-		if keep := ceilDiv(r.isl+r.osl-1, s.e.BlockSize); keep < r.blocks {
-			s.kvFree += r.blocks - keep
-			r.blocks = keep
+		if kv {
+			s.trtKeepWritten(r)
 		}
 	}
 	return n
+}
+
+// trtKeepWritten lowers r's KV from its reservation ⌈(isl + osl)/tokens_per_block⌉
+// to the blocks it has written, ⌈(isl + osl − 1)/tokens_per_block⌉ (its final
+// token's KV is never written), the difference back to the free blocks: once
+// its final token is in flight (trtTrimFinal) or, on a prefill hold kernel,
+// once it finished and waits for its pull (T-D1; the DES's context-only
+// request holds its table, the prompt's blocks).
+func (s *sim) trtKeepWritten(r *simReq) {
+	if keep := ceilDiv(r.isl+r.osl-1, s.e.BlockSize); r.blocks > 0 && keep < r.blocks {
+		s.kvFree += r.blocks - keep
+		r.blocks = keep
+	}
 }
 
 // trtMicroBatch is the T-R3 micro-batch over the capacity step's list act.

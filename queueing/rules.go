@@ -26,6 +26,13 @@ type backendRules interface {
 	// TensorRT-LLM's on a prefill hold kernel (T-R1 admission, T-D1: the tandem
 	// keeps a decode worker's T-D3 reservations itself).
 	kernelKV(hold bool) bool
+	// holdFinished is what a hold kernel's finished request keeps of its KV until
+	// the pull releases it (r.blocks, the difference back to the free blocks):
+	// TensorRT-LLM's context-only request keeps the blocks it wrote, its
+	// reservation's final-token block returning (T-R1, T-D1: trtKeepWritten, as
+	// the overlap executor's final-token trim); vLLM's blocks are the ones it
+	// wrote (lookahead slots included, V-S2) and stay.
+	holdFinished(s *sim, r *simReq)
 	// chunkCap is the screening tier's largest prompt chunk one request gets in a
 	// pass with rows decode rows, and whether prompts are whole (screening_cycle.go).
 	chunkCap(e engine.Spec, rows int) (int, bool)
@@ -81,3 +88,8 @@ func (vllmRules) kernelKV(bool) bool     { return true }
 func (trtRules) kernelKV(hold bool) bool { return hold }
 func (sglangRules) kernelKV(bool) bool   { return false }
 func (noRules) kernelKV(bool) bool       { return false }
+
+func (vllmRules) holdFinished(*sim, *simReq)    {}
+func (trtRules) holdFinished(s *sim, r *simReq) { s.trtKeepWritten(r) }
+func (sglangRules) holdFinished(*sim, *simReq)  {}
+func (noRules) holdFinished(*sim, *simReq)      {}

@@ -386,8 +386,12 @@ func (s *sim) finish(ri int32, end float64) {
 	r := &s.reqs[ri]
 	r.finished = true
 	r.done = end
-	if r.blocks > 0 && !s.holdKV {
-		s.kvRelease(ri)
+	if r.blocks > 0 {
+		if !s.holdKV {
+			s.kvRelease(ri)
+		} else {
+			s.rules.holdFinished(s, r)
+		}
 	}
 	s.finBuf = append(s.finBuf, ri)
 }

@@ -63,6 +63,12 @@ func requireExactDisaggFinite(t *testing.T, f DisaggFiniteFamily) {
 //   - An asynchronous prefill kernel under κ saw slots released during the pass
 //     in flight when it scheduled the next pass as of that pass's start; the
 //     engine scheduled before them (ttft_mean was +6 %).
+//   - A TensorRT-LLM prefill pool (T-D1) kept a finished context's whole
+//     reservation, prompt + 1 tokens in blocks, until its pull; the engine and
+//     the DES keep the blocks it wrote, the prompt's: at isl 1024 of 32-token
+//     blocks a 65-block pool holds the first prompt (32) and admits the second
+//     (33), where the tandem waited for the first pull (ttft_mean was +108 %,
+//     found by `make explore`).
 func TestDisaggFoundByFiniteProperty(t *testing.T) {
 	kv := tandemConfig(1, 1, trtEngine(), 2)
 	kv.Decode.KVCapacityTokens = 64
@@ -84,6 +90,11 @@ func TestDisaggFoundByFiniteProperty(t *testing.T) {
 	kappa.Decode.KVCapacityTokens = 32
 	requireExactDisaggFinite(t, DisaggFiniteFamily{DisaggFamily: DisaggFamily{Name: "trtllm overlap κ1 decode kv 1 block c3 isl16 osl2", Spec: closed(16, 2, 0, 3), Config: kappa},
 		Run: queueing.FiniteRun{Requests: 3}})
+	pool := tandemConfig(1, 1, trtEngine(), 2)
+	pool.Decode.KVCapacityTokens = 33 * 32
+	pool.Prefill.KVCapacityTokens = 65 * 32
+	requireExactDisaggFinite(t, DisaggFiniteFamily{DisaggFamily: DisaggFamily{Name: "trtllm prefill pool 65 blocks decode kv 33 c2 isl1024 osl2", Spec: closed(1024, 2, 0, 2), Config: pool},
+		Run: queueing.FiniteRun{Requests: 2}})
 }
 
 // fataler is what requireDisaggExact needs of a *testing.T or a *rapid.T.
