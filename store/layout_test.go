@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 
 	"github.com/pressly/goose/v3"
@@ -171,4 +172,28 @@ func downKeepsLargerGroup(t *testing.T, s *Store, version int64, name, column st
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatalf("up: %v", err)
 	}
+}
+
+// TestReadOnlyRefusesOlderSchema: a read-only open cannot migrate, so a store of
+// an older schema is refused in one line naming the migration; a writable open
+// migrates it, after which a read-only open succeeds.
+func TestReadOnlyRefusesOlderSchema(t *testing.T) {
+	ctx := context.Background()
+	path, db := storeAt(t, 17)
+	db.Close()
+	_, err := Open(ctx, path, Options{ReadOnly: true})
+	if err == nil || !strings.Contains(err.Error(), "has schema version 17, older than this aicdb's") ||
+		!strings.Contains(err.Error(), "run 'aicdb init --db "+path+"' once to migrate it") {
+		t.Fatalf("read-only open of a schema-17 store: %v", err)
+	}
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open after the migration: %v", err)
+	}
+	s.Close()
 }

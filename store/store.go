@@ -148,9 +148,16 @@ func openReadOnly(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s := &Store{db: db, Path: path, ReadOnly: true}
-	if _, _, err := s.schemaVersions(ctx); err != nil {
+	current, known, err := s.schemaVersions(ctx)
+	if err != nil {
 		db.Close()
 		return nil, err
+	}
+	if current > 0 && current < known {
+		// A read-only open cannot migrate, and this binary's reads (views,
+		// calibration keys, new columns) assume the newest schema.
+		db.Close()
+		return nil, fmt.Errorf("store %s has schema version %d, older than this aicdb's %d: run 'aicdb init --db %s' once to migrate it (nothing else changes), then retry", path, current, known, path)
 	}
 	return s, nil
 }
