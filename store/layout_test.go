@@ -197,3 +197,31 @@ func TestReadOnlyRefusesOlderSchema(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestCalibrationCoverage counts a calibrated sweep's rows by what
+// point_calibrations says of them: the layouts the calibration has fits for are
+// calibrated, the others not; rows of another evaluator or workload are not
+// counted.
+func TestCalibrationCoverage(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	saveLayoutCalibration(t, s, "c", "d1", "tp", "adp")
+	var pts []Point
+	for _, l := range []struct{ tp, pp, dp int }{{8, 1, 1}, {1, 1, 8}, {4, 2, 1}, {2, 2, 2}} {
+		in := testInputs()
+		in.TP, in.PP, in.DP, in.Evaluator = l.tp, l.pp, l.dp, "ev+cal:c@d1"
+		pts = append(pts, testPoint(in, 30, 1000))
+	}
+	other := testInputs()
+	other.OSL, other.Evaluator = 64, "ev+cal:c@d1"
+	pts = append(pts, testPoint(other, 30, 1000))
+	if _, err := s.InsertPoints(ctx, pts); err != nil {
+		t.Fatal(err)
+	}
+	in := testInputs()
+	cal, uncal, err := s.CalibrationCoverage(ctx, PointFilter{Model: in.Model, System: in.System, Backend: in.Backend, Version: in.Version,
+		ISL: in.ISL, OSL: in.OSL, IncludeOOM: true, Where: "evaluator = ?", WhereArgs: []any{"ev+cal:c@d1"}})
+	if err != nil || cal != 2 || uncal != 2 {
+		t.Fatalf("coverage: %d calibrated, %d uncalibrated (%v); want 2 (tp, adp) and 2 (pp, adp,pp)", cal, uncal, err)
+	}
+}

@@ -338,11 +338,10 @@ type PointFilter struct {
 // readColumns are read back from the points view by SelectPoints.
 var readColumns = append(append([]string{}, pointColumns...), "is_pareto")
 
-// SelectPoints reads rows of the points view (each at its best available tier)
-// matching f, ordered by tokens_per_s_per_gpu descending, then key.
-func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error) {
-	var where []string
-	var args []any
+// sql is f as the source SelectPoints reads (the points view, or the
+// screening rows of operating_points) and the conditions on it with their
+// arguments.
+func (f PointFilter) sql() (from string, where []string, args []any) {
 	add := func(col string, v any) {
 		where = append(where, col+" = ?")
 		args = append(args, v)
@@ -382,7 +381,7 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 	if f.ParetoOnly {
 		where = append(where, "is_pareto = 1")
 	}
-	from := "points"
+	from = "points"
 	if f.Tier == TierScreening {
 		// Screening rows are the operating_points rows without a quantitative result:
 		// read the table itself (no join, no CASE per column).
@@ -403,6 +402,13 @@ func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error
 		where = append(where, "key IN (SELECT value FROM json_each(?))")
 		args = append(args, jsonStrings(f.Keys))
 	}
+	return from, where, args
+}
+
+// SelectPoints reads rows of the points view (each at its best available tier)
+// matching f, ordered by tokens_per_s_per_gpu descending, then key.
+func (s *Store) SelectPoints(ctx context.Context, f PointFilter) ([]Point, error) {
+	from, where, args := f.sql()
 	q := `SELECT ` + strings.Join(readColumns, ", ") + ` FROM ` + from
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
@@ -496,4 +502,21 @@ func scanPoint(rows *sql.Rows) (Point, error) {
 			HasKVTransferP99: kvP99.Valid, PQueueMsP99: pq.Float64, DHeadroomMin: head.Float64, MultiStable: multi.Int64 == 1}
 	}
 	return p, nil
+}
+
+// CalibrationCoverage counts the rows matching f (as SelectPoints reads them)
+// that their calibration covers and those it leaves uncalibrated (the
+// point_calibrations view's status): a calibrated sweep's closing note.
+func (s *Store) CalibrationCoverage(ctx context.Context, f PointFilter) (calibrated, uncalibrated int, err error) {
+	from, where, args := f.sql()
+	q := `SELECT key FROM ` + from
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	err = s.db.QueryRowContext(ctx, `SELECT coalesce(sum(calibration_status = 'calibrated'), 0),
+		coalesce(sum(calibration_status LIKE 'uncalibrated%'), 0) FROM point_calibrations WHERE key IN (`+q+`)`, args...).Scan(&calibrated, &uncalibrated)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read calibration coverage: %w", err)
+	}
+	return calibrated, uncalibrated, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -168,6 +169,14 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "uncalibrated: mix@") || !strings.Contains(out, "; pp]") ||
 		!strings.Contains(out, "; tp] only") || strings.Contains(out, "pass --deployed-version") {
 		t.Errorf("eval deployed 0.19.0 at pp 2: %d %q %q", code, out, errs)
+	}
+	// A calibrated sweep says how many of its points the calibration covers
+	// (every one here: the sweep's layouts of a dense model are all tensor
+	// parallel, and the fits are of its quantisation).
+	code, out, errs = cliRun(t, db, "sweep", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm",
+		"--total-gpus", "2", "--isl", "2000", "--osl", "64", "--deployed-version", "0.19.0", "--calibration", "mix")
+	if m := regexp.MustCompile(`(?m)^calibration mix: (\d+) of (\d+) points calibrated$`).FindStringSubmatch(out); code != 0 || m == nil || m[1] != m[2] || m[1] == "0" {
+		t.Errorf("calibrated sweep: %d %q %q", code, out, errs)
 	}
 	code, out, errs = cliRun(t, db, append(ev, "--deployed-version", "0.21.0")...)
 	if code != 0 || !strings.Contains(out, "uncalibrated: mix@") || !strings.Contains(out, "deployed as 0.21.0") ||

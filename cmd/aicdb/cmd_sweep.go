@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -292,9 +293,6 @@ func runSweep(c *cli.Context) error {
 	if res.Replaced > 0 {
 		fmt.Fprintf(sumW, "replaced %d stored rows made by an older evaluator version (%s is current)\n", res.Replaced, ev.Name())
 	}
-	if sla.Empty() {
-		return nil
-	}
 	f := store.PointFilter{Model: spec.Model, System: spec.System, Backend: spec.Backend, Version: res.Version, Deployed: cmp.Or(spec.Deployed, res.Version),
 		ISL: spec.ISL, OSL: spec.OSL, Prefix: spec.Prefix, PrefixSet: spec.Trace == nil, WorkloadSet: spec.Trace == nil}
 	if len(spec.Modes) == 1 {
@@ -302,9 +300,38 @@ func runSweep(c *cli.Context) error {
 	}
 	if spec.Trace != nil {
 		refine.TraceFilter(&f, *spec.Trace, spec.TotalGPUs)
+	}
+	if name := c.String("calibration"); name != "" {
+		if err := noteCalibrationCoverage(c, st, f, ev.Name(), name, sumW); err != nil {
+			return err
+		}
+	}
+	if sla.Empty() {
+		return nil
+	}
+	if spec.Trace != nil {
 		return printBest(c, st, refine.WithTraces(ev, st), f, sla)
 	}
 	return printBest(c, st, ev, f, sla)
+}
+
+// noteCalibrationCoverage prints how many of a calibrated sweep's rows (f, of
+// evaluator evName) the calibration covers: a point whose system, backend,
+// version, deployed version, model, quantisation or layout it has no fit for
+// stays uncalibrated, and the note says how many and where to read which.
+func noteCalibrationCoverage(c *cli.Context, st *store.Store, f store.PointFilter, evName, name string, w io.Writer) error {
+	f.IncludeOOM = true
+	f.Where, f.WhereArgs = "evaluator = ?", []any{evName}
+	cal, uncal, err := st.CalibrationCoverage(c.Context, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "calibration %s: %d of %d points calibrated", name, cal, cal+uncal)
+	if uncal > 0 {
+		fmt.Fprintf(w, "; %d uncalibrated (no fit for their quantisation or layout: select * from point_calibrations where calibration_status like 'uncalibrated%%')", uncal)
+	}
+	fmt.Fprintln(w)
+	return nil
 }
 
 // newEvaluator returns the evaluator the sweep, best and query commands use:
