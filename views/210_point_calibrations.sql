@@ -27,13 +27,18 @@ WITH c AS (
                 WHEN max(dp, p_dp, d_dp) > 1 THEN 'adp'
                 WHEN max(pp, p_pp, d_pp) > 1 THEN 'pp'
                 ELSE 'tp' END AS layout,
-           CASE WHEN instr(evaluator, '+cal:') > 0 THEN substr(evaluator, instr(evaluator, '+cal:') + 5) END AS cal
+           CASE WHEN instr(evaluator, '+cal:') > 0 THEN substr(evaluator, instr(evaluator, '+cal:') + 5) END AS cal_rest
     FROM operating_points
+), c2 AS (
+    -- NAME@digest ends at the next '+' (accuracy's points append "+run:…"; a
+    -- calibration name has no '+', calibrate refuses one).
+    SELECT c.*, CASE WHEN instr(cal_rest, '+') > 0 THEN substr(cal_rest, 1, instr(cal_rest, '+') - 1) ELSE cal_rest END AS cal
+    FROM c
 ), n AS (
     SELECT key, system, backend, version, model, deployed, quant, layout, cal,
            substr(cal, 1, instr(cal, '@') - 1) AS cal_name,
            substr(cal, instr(cal, '@') + 1) AS cal_digest
-    FROM c
+    FROM c2
 ), m AS (
     SELECT n.*, k.name AS stored_name,
            (SELECT p.rowid FROM calibration_params p WHERE p.name = k.name AND p.system = n.system

@@ -174,8 +174,29 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 		t.Errorf("unknown calibration: %d %q", code, errs)
 	}
 	code, out, errs = cliRun(t, db, "accuracy", "--calibration", "t", "--metrics", "ttft_mean,tpot_mean", "--format", "csv")
-	if code != 0 || strings.Count(out, "\n") != 3 {
+	if code != 0 || strings.Count(out, "\n") != 3 || strings.Contains(errs, "predicted uncalibrated") {
 		t.Errorf("calibrated accuracy: %d %q %q", code, out, errs)
+	}
+	// point_calibrations reads the calibration out of an accuracy point's
+	// evaluator name, which carries the run after it ("…+cal:t@digest+run:…").
+	code, out, _ = cliRun(t, db, "query", "--format", "csv", `select pc.calibration_status, count(*) from measurement_predictions mp
+		join point_calibrations pc on pc.key = mp.point_key where mp.calibration = 't' group by 1`)
+	if code != 0 || strings.TrimSpace(out) != "calibration_status,count(*)\ncalibrated,2" {
+		t.Errorf("the calibrated accuracy points' status: %q, want both calibrated", out)
+	}
+	// Rows the calibration does not cover (it fits another model only) are
+	// predicted uncalibrated, and said so.
+	for _, q := range []string{`INSERT INTO calibrations VALUES ('u', 'd9', 'true', 'ev', 'aiconfigurator', 0, '{}', '2026-12-01T00:00:00Z')`,
+		`INSERT INTO calibration_params (name, system, backend, version, model, prefill_scale, decode_scale, pass_overhead_ms,
+			request_overhead_ms, rows, ttft_mape_before, tpot_mape_before, ttft_mape_fit, tpot_mape_fit, unidentified)
+			VALUES ('u', 'h200_sxm', 'vllm', '0.22.0', 'Qwen/Qwen3-8B', 0.5, 1, 0, 0, 2, 10, 10, 5, 5, '[]')`} {
+		if code, _, errs := cliRun(t, db, "query", "--write", q); code != 0 {
+			t.Fatalf("%s: %q", q, errs)
+		}
+	}
+	code, _, errs = cliRun(t, db, "accuracy", "--calibration", "u", "--metrics", "ttft_mean", "--quiet")
+	if code != 0 || !strings.Contains(errs, "aicdb: note: calibration u covers 0 of the 2 predicted rows; the other 2 are predicted uncalibrated") {
+		t.Errorf("accuracy under a calibration that covers no row: %d %q", code, errs)
 	}
 }
 
