@@ -447,9 +447,7 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 	}
 	async := s.e.AsyncScheduling
 	if async && !s.early {
-		s.absorb(s.curStart)
-		s.admitPrefilled()
-		s.schedule(s.next())
+		s.scheduleNext()
 	}
 	s.early = false
 	s.complete(s.cur(), s.curStart, s.curEnd)
@@ -467,10 +465,16 @@ func (s *sim) finishPass(ctx context.Context) (started bool, err error) {
 // launches pass k+1 while pass k runs): finishPass's schedule made at once, so
 // KV taken and seats filled by it are seen by what happens before pass k ends.
 func (s *sim) scheduleEarly() {
+	s.scheduleNext()
+	s.early = true
+}
+
+// scheduleNext is an asynchronous engine's schedule of the pass after the one
+// in flight, as of that pass's start (V-R10): finishPass's, or scheduleEarly's.
+func (s *sim) scheduleNext() {
 	s.absorb(s.curStart)
 	s.admitPrefilled()
 	s.schedule(s.next())
-	s.early = true
 }
 
 // seatsTaken is the number of running requests that hold a seat of the running

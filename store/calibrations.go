@@ -293,22 +293,3 @@ func (s *Store) QuantitativeKeys(ctx context.Context, keys []string) (map[string
 	}
 	return have, nil
 }
-
-// CalibrationStatuses returns the point_calibrations status of each of keys
-// that is stored ("calibrated", "uncalibrated: …", "none", …).
-func (s *Store) CalibrationStatuses(ctx context.Context, keys []string) (map[string]string, error) {
-	out := make(map[string]string, len(keys))
-	err := s.EachRow(ctx, `SELECT key, calibration_status FROM point_calibrations WHERE key IN (SELECT value FROM json_each(?))`,
-		[]any{jsonStrings(keys)}, func(scan func(...any) error) error {
-			var k, st string
-			if err := scan(&k, &st); err != nil {
-				return err
-			}
-			out[k] = st
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("read calibration statuses: %w", err)
-	}
-	return out, nil
-}

@@ -174,7 +174,7 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 		t.Errorf("unknown calibration: %d %q", code, errs)
 	}
 	code, out, errs = cliRun(t, db, "accuracy", "--calibration", "t", "--metrics", "ttft_mean,tpot_mean", "--format", "csv")
-	if code != 0 || strings.Count(out, "\n") != 3 || strings.Contains(errs, "predicted uncalibrated") {
+	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(errs, "calibration t: 2 of 2 points calibrated\n") {
 		t.Errorf("calibrated accuracy: %d %q %q", code, out, errs)
 	}
 	// point_calibrations reads the calibration out of an accuracy point's
@@ -184,7 +184,7 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "calibration_status,count(*)\ncalibrated,2" {
 		t.Errorf("the calibrated accuracy points' status: %q, want both calibrated", out)
 	}
-	// Rows the calibration does not cover (it fits another model only) are
+	// Points the calibration does not cover (it fits another model only) are
 	// predicted uncalibrated, and said so.
 	for _, q := range []string{`INSERT INTO calibrations VALUES ('u', 'd9', 'true', 'ev', 'aiconfigurator', 0, '{}', '2026-12-01T00:00:00Z')`,
 		`INSERT INTO calibration_params (name, system, backend, version, model, prefill_scale, decode_scale, pass_overhead_ms,
@@ -195,7 +195,7 @@ func TestBenchImportAccuracyRoundTrip(t *testing.T) {
 		}
 	}
 	code, _, errs = cliRun(t, db, "accuracy", "--calibration", "u", "--metrics", "ttft_mean", "--quiet")
-	if code != 0 || !strings.Contains(errs, "aicdb: note: calibration u covers 0 of the 2 predicted rows; the other 2 are predicted uncalibrated") {
+	if code != 0 || !strings.Contains(errs, "calibration u: 0 of 2 points calibrated; 2 uncalibrated (no fit for their quantisation or layout") {
 		t.Errorf("accuracy under a calibration that covers no row: %d %q", code, errs)
 	}
 }

@@ -91,8 +91,14 @@ func runAccuracy(c *cli.Context) error {
 		return err
 	}
 	bar.Summary("%s", predictionCounts(preds))
-	if calName != "" {
-		if err := noteUncalibratedRows(c, st, preds, calName); err != nil {
+	if calName != "" { // the predicted points the calibration covers (the others are predicted uncalibrated)
+		keys := []string{} // not nil: a filter without keys would count every point
+		for _, p := range preds {
+			if p.Reason == "" {
+				keys = append(keys, p.Key)
+			}
+		}
+		if err := noteCalibrationCoverage(c, st, store.PointFilter{Keys: keys}, calName, c.App.ErrWriter); err != nil {
 			return err
 		}
 	}
@@ -101,33 +107,6 @@ func runAccuracy(c *cli.Context) error {
 		return asUser(err)
 	}
 	return printAccuracy(c, by, rep, format)
-}
-
-// noteUncalibratedRows says, on stderr, how many predicted rows the calibration
-// name does not cover (their points' point_calibrations status): the report
-// mixes them with the calibrated ones, predicted uncalibrated.
-func noteUncalibratedRows(c *cli.Context, st *store.Store, preds []calibrate.Prediction, name string) error {
-	var keys []string
-	for _, p := range preds {
-		if p.Reason == "" {
-			keys = append(keys, p.Key)
-		}
-	}
-	status, err := st.CalibrationStatuses(c.Context, keys)
-	if err != nil {
-		return err
-	}
-	un := 0
-	for _, k := range keys {
-		if status[k] != "calibrated" {
-			un++
-		}
-	}
-	if un > 0 {
-		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: calibration %s covers %d of the %d predicted rows; the other %d are predicted uncalibrated (no fit for their system, backend, version, deployed version, model, quantisation or layout: --by calibration does not separate them, point_calibrations does)\n",
-			name, len(keys)-un, len(keys), un)
-	}
-	return nil
 }
 
 func validMetric(m string) bool {

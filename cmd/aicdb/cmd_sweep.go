@@ -302,7 +302,9 @@ func runSweep(c *cli.Context) error {
 		refine.TraceFilter(&f, *spec.Trace, spec.TotalGPUs)
 	}
 	if name := c.String("calibration"); name != "" {
-		if err := noteCalibrationCoverage(c, st, f, ev.Name(), name, sumW); err != nil {
+		cf := f
+		cf.Where, cf.WhereArgs = "evaluator = ?", []any{ev.Name()}
+		if err := noteCalibrationCoverage(c, st, cf, name, sumW); err != nil {
 			return err
 		}
 	}
@@ -315,13 +317,13 @@ func runSweep(c *cli.Context) error {
 	return printBest(c, st, ev, f, sla)
 }
 
-// noteCalibrationCoverage prints how many of a calibrated sweep's rows (f, of
-// evaluator evName) the calibration covers: a point whose system, backend,
-// version, deployed version, model, quantisation or layout it has no fit for
-// stays uncalibrated, and the note says how many and where to read which.
-func noteCalibrationCoverage(c *cli.Context, st *store.Store, f store.PointFilter, evName, name string, w io.Writer) error {
+// noteCalibrationCoverage prints how many of the points f selects (a
+// calibrated sweep's, accuracy's predictions) calibration name covers: a point
+// whose system, backend, version, deployed version, model, quantisation or
+// layout it has no fit for stays uncalibrated, and the note says how many and
+// where to read which.
+func noteCalibrationCoverage(c *cli.Context, st *store.Store, f store.PointFilter, name string, w io.Writer) error {
 	f.IncludeOOM = true
-	f.Where, f.WhereArgs = "evaluator = ?", []any{evName}
 	cal, uncal, err := st.CalibrationCoverage(c.Context, f)
 	if err != nil {
 		return err

@@ -511,9 +511,13 @@ func aiperfConfig(cfg obj, m *Measurement) error {
 		// How the rate's sends are spaced (AIPerf --arrival-pattern, default
 		// poisson, and a gamma pattern's --arrival-smoothness): kept so an
 		// open-loop row is predicted with its sends (Measurement.OpenArrivals);
-		// and the load options that send otherwise (aiperfLoadKeys), kept so such a
+		// and the load options that send otherwise (aiperfLoads), kept so such a
 		// row is refused with its reason (Measurement.LoadUnmodelled).
-		for _, k := range append([]string{"arrival_pattern", "request_rate_mode", "arrival_smoothness"}, aiperfLoadKeys...) {
+		keys := []string{"arrival_pattern", "request_rate_mode", "arrival_smoothness"}
+		for _, l := range aiperfLoads {
+			keys = append(keys, l.key)
+		}
+		for _, k := range keys {
 			if v, ok := lg.m[k]; ok && v != nil && v != "" && v != false {
 				if m.Extra == nil {
 					m.Extra = map[string]any{}

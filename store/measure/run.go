@@ -159,12 +159,19 @@ func (m *Measurement) OpenArrivals() (a Arrivals, why string) {
 	return a, ""
 }
 
-// aiperfLoadKeys are AIPerf load-generator options (input_config.loadgen) that
-// send a measured run's requests in a way no FiniteRun represents: kept in Extra
-// by the reader, refused by LoadUnmodelled. Warm-up options are not among them
-// (the warm-up is excluded from the statistics and drained first).
-var aiperfLoadKeys = []string{"prefill_concurrency", "concurrency_ramp_duration", "prefill_concurrency_ramp_duration",
-	"request_rate_ramp_duration", "user_centric_rate", "request_cancellation_rate"}
+// aiperfLoads are AIPerf load-generator options (input_config.loadgen) that
+// send a measured run's requests in a way no FiniteRun represents, with what
+// each does: kept in Extra by the reader, refused by LoadUnmodelled. Warm-up
+// options are not among them (the warm-up is excluded from the statistics and
+// drained first).
+var aiperfLoads = []struct{ key, what string }{
+	{"prefill_concurrency", "holds a request until fewer than that many wait for their first token"},
+	{"concurrency_ramp_duration", "ramps the clients from 1 over that many seconds"},
+	{"prefill_concurrency_ramp_duration", "ramps the prefill concurrency limit over that many seconds"},
+	{"request_rate_ramp_duration", "ramps the rate over that many seconds of wall time"},
+	{"user_centric_rate", "sends per-user sessions with fixed turn gaps"},
+	{"request_cancellation_rate", "cancels that percentage of requests"},
+}
 
 // LoadUnmodelled says why the run's load cannot be predicted as it was sent
 // ("" when it can): AIPerf's prefill concurrency limit, its time-based ramps of
@@ -172,20 +179,10 @@ var aiperfLoadKeys = []string{"prefill_concurrency", "concurrency_ramp_duration"
 // Ramped), user-centric sessions, cancelled requests, and a fixed schedule
 // replaying a dataset's timestamps (replay the trace instead).
 func (m *Measurement) LoadUnmodelled() string {
-	for _, k := range aiperfLoadKeys {
-		v, ok := m.Extra[k]
-		if !ok || v == nil {
-			continue
+	for _, l := range aiperfLoads {
+		if v, ok := m.Extra[l.key]; ok && v != nil {
+			return fmt.Sprintf("aiperf %s %s: %s, which the model does not represent", l.key, quoteValue(v), l.what)
 		}
-		what := map[string]string{
-			"prefill_concurrency":               "holds a request until fewer than that many wait for their first token",
-			"concurrency_ramp_duration":         "ramps the clients from 1 over that many seconds",
-			"prefill_concurrency_ramp_duration": "ramps the prefill concurrency limit over that many seconds",
-			"request_rate_ramp_duration":        "ramps the rate over that many seconds of wall time",
-			"user_centric_rate":                 "sends per-user sessions with fixed turn gaps",
-			"request_cancellation_rate":         "cancels that percentage of requests",
-		}[k]
-		return fmt.Sprintf("aiperf %s %s: %s, which the model does not represent", k, quoteValue(v), what)
 	}
 	if m.Extra["fixed_schedule"] == true {
 		return "aiperf fixed schedule (--fixed-schedule or a mooncake_trace dataset): the requests replay the dataset's timestamps; import the trace and replay it (aicdb trace) instead"
