@@ -155,13 +155,7 @@ func TestMigration00014(t *testing.T) {
 	}
 	in := testInputs()
 	in.Evaluator = "ev+cal:old@d0"
-	if _, err := s.InsertPoints(ctx, []Point{testPoint(in, 30, 1000)}); err != nil {
-		t.Fatal(err)
-	}
-	var status string
-	if err := s.db.GetContext(ctx, &status, `SELECT calibration_status FROM point_calibrations WHERE key = ?`, in.Key()); err != nil || status != "calibrated" {
-		t.Fatalf("pre-00014 calibration on a point: %q (%v), want calibrated", status, err)
-	}
+	requireCalibratedPoint(t, s, in, "pre-00014 calibration on a point")
 	saveTestCalibration(t, s, "new", "d1", [2]string{"Qwen/Qwen3-32B", "gemm=fp8"}, [2]string{"Qwen/Qwen3-32B", "gemm=nvfp4"}) // 10 and 11 rows
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.db.DB, migrations.FS)
 	if err != nil {

@@ -135,13 +135,7 @@ func TestMigration00015(t *testing.T) {
 	}
 	in := testInputs()
 	in.Deployed, in.Evaluator = "0.17.0", "ev+cal:old@d0"
-	if _, err := s.InsertPoints(ctx, []Point{testPoint(in, 30, 1000)}); err != nil {
-		t.Fatal(err)
-	}
-	var status string
-	if err := s.db.GetContext(ctx, &status, `SELECT calibration_status FROM point_calibrations WHERE key = ?`, in.Key()); err != nil || status != "calibrated" {
-		t.Fatalf("pre-00015 calibration on a deployed point: %q (%v), want calibrated", status, err)
-	}
+	requireCalibratedPoint(t, s, in, "pre-00015 calibration on a deployed point")
 	saveDeployedCalibration(t, s, "new", "d1", "0.17.0", "0.22.0") // 10 and 11 rows
 	downKeepsLargerGroup(t, s, 14, "new", "deployed_version", "operating_points", "calibration_params", "calibration_rows")
 	if ps, err = s.CalibrationParams(ctx, "new"); err != nil || len(ps) != 1 || ps[0].Deployed != "" || ps[0].PrefillScale != 3 {

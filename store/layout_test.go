@@ -128,13 +128,7 @@ func TestMigration00018(t *testing.T) {
 	}
 	in := testInputs()
 	in.TP, in.DP, in.Evaluator = 1, 8, "ev+cal:old@d0"
-	if _, err := s.InsertPoints(ctx, []Point{testPoint(in, 30, 1000)}); err != nil {
-		t.Fatal(err)
-	}
-	var status string
-	if err := s.db.GetContext(ctx, &status, `SELECT calibration_status FROM point_calibrations WHERE key = ?`, in.Key()); err != nil || status != "calibrated" {
-		t.Fatalf("pre-00018 calibration on an attention-DP point: %q (%v), want calibrated", status, err)
-	}
+	requireCalibratedPoint(t, s, in, "pre-00018 calibration on an attention-DP point")
 	saveLayoutCalibration(t, s, "new", "d1", "adp", "tp") // 10 and 11 rows
 	downKeepsLargerGroup(t, s, 17, "new", "layout", "calibration_params", "calibration_rows")
 	if ps, err := s.CalibrationParams(ctx, "new"); err != nil || len(ps) != 1 || ps[0].Layout != "" || ps[0].PrefillScale != 3 {
@@ -223,5 +217,19 @@ func TestCalibrationCoverage(t *testing.T) {
 		ISL: in.ISL, OSL: in.OSL, IncludeOOM: true, Where: "evaluator = ?", WhereArgs: []any{"ev+cal:c@d1"}})
 	if err != nil || cal != 2 || uncal != 2 {
 		t.Fatalf("coverage: %d calibrated, %d uncalibrated (%v); want 2 (tp, adp) and 2 (pp, adp,pp)", cal, uncal, err)
+	}
+}
+
+// requireCalibratedPoint stores point in (its evaluator naming a calibration)
+// and fails unless point_calibrations says it is calibrated; what names the case.
+func requireCalibratedPoint(t *testing.T, s *Store, in PointInputs, what string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.InsertPoints(ctx, []Point{testPoint(in, 30, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	if err := s.db.GetContext(ctx, &status, `SELECT calibration_status FROM point_calibrations WHERE key = ?`, in.Key()); err != nil || status != "calibrated" {
+		t.Fatalf("%s: %q (%v), want calibrated", what, status, err)
 	}
 }

@@ -3,7 +3,6 @@ package calibrate
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -18,11 +17,7 @@ import (
 // Go rule and the SQL rule agree on the fallback order (migrations 00014, 00015).
 func TestPropertyForMatchesPointCalibrations(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "p.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := tempStore(t)
 	db := storetest.DB(t, st)
 	base := store.PointInputs{Model: "m", System: "b200_sxm", Backend: "vllm", Version: "0.19.0", Mode: store.ModeAgg,
 		ISL: 1024, OSL: 128, TP: 1, PP: 1, DP: 1, MoETP: 1, MoEEP: 1, Batch: 4, CtxTokens: 1024, MaxNumBatchedTokens: 1024,

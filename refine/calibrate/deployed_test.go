@@ -1,8 +1,6 @@
 package calibrate
 
 import (
-	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -15,12 +13,7 @@ import (
 // with deployed version "" (any: fitted before migration 00015). Deployed lists
 // what it covers, and the fit's groups are split by deployed version.
 func TestForDeployedVersion(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "c.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := tempStore(t)
 	at19 := store.PointInputs{System: "b200_sxm", Backend: "vllm", Version: "0.19.0", Model: "m", GemmQuant: "fp8"}
 	at17, at18 := at19, at19
 	at17.Deployed, at18.Deployed = "0.17.0", "0.18.0"

@@ -1,9 +1,7 @@
 package calibrate
 
 import (
-	"context"
 	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/aicdb/aicdb/queueing/timing"
@@ -44,12 +42,7 @@ func TestFitGroupsByLayout(t *testing.T) {
 // and the quantisation's matches rank before the layout's (the
 // point_calibrations view's order).
 func TestLoadForLayout(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "c.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := tempStore(t)
 	tp := store.PointInputs{System: "b200_sxm", Backend: "trtllm", Version: "1.2.0rc5", Model: "m", GemmQuant: "nvfp4",
 		MoEQuant: "nvfp4", CommQuant: "half", TP: 8, PP: 1, DP: 1}
 	adp, pp := tp, tp

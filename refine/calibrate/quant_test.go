@@ -46,12 +46,7 @@ func TestFitGroupsByQuant(t *testing.T) {
 // quantisation; a fit stored with quant "" (before migration 00014) applies to
 // every quantisation of its key, and an own-quant fit wins over it.
 func TestLoadForQuant(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "c.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := tempStore(t)
 	fp8 := store.PointInputs{System: "b200_sxm", Backend: "vllm", Version: "0.19.0", Model: "m", GemmQuant: "fp8", MoEQuant: "fp8",
 		KVCacheQuant: "fp8", FMHAQuant: "bfloat16", CommQuant: "half"}
 	nvfp4, int4 := fp8, fp8
@@ -92,6 +87,18 @@ func fitTwoGroups(t *testing.T, ev Evaluator, a, b []Sample) []GroupFit {
 		t.Fatalf("%d groups, want 2 (one per key)", len(fits))
 	}
 	return fits
+}
+
+// tempStore is a new store in the test's temporary directory, closed when the
+// test ends.
+func tempStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "c.sqlite"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // saveAndLoad stores calibration name with params ps and loads it back.
