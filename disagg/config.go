@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/aicdb/aicdb/engine"
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/queueing/workload"
 )
@@ -194,7 +195,7 @@ func (c *Config) decodeSlots() int {
 // SGLang prefill workers (S-D1..S-D3) and push connectors keep the check
 // (PrefillHoldsError).
 func (c *Config) prefillPoolModelled() bool {
-	return c.Prefill.KVCapacityTokens > 0 && !c.Push && (c.Prefill.Engine.Backend == engine.VLLM || c.Prefill.Engine.Backend == engine.TRTLLM)
+	return c.Prefill.KVCapacityTokens > 0 && !c.Push && queueing.KernelModelsKV(c.Prefill.Engine.Backend, true)
 }
 
 // prefillKappa is κ of each prefill worker: the pool's InFlightCap lowered to

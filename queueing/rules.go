@@ -89,6 +89,12 @@ func (trtRules) kernelKV(hold bool) bool { return hold }
 func (sglangRules) kernelKV(bool) bool   { return false }
 func (noRules) kernelKV(bool) bool       { return false }
 
+// KernelModelsKV reports that a step Kernel of backend b — a hold kernel (a
+// prefill worker keeping finished prompts for their pull) when hold — models a
+// bounded KV pool given KernelOptions.KVCapacityTokens (the rules' kernelKV):
+// what the tandem asks before it gives a kernel its pool.
+func KernelModelsKV(b engine.Backend, hold bool) bool { return rulesFor(b).kernelKV(hold) }
+
 func (vllmRules) holdFinished(*sim, *simReq)    {}
 func (trtRules) holdFinished(s *sim, r *simReq) { s.trtKeepWritten(r) }
 func (sglangRules) holdFinished(*sim, *simReq)  {}

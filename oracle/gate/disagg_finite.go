@@ -53,12 +53,11 @@ func DisaggFiniteFamilies() []DisaggFiniteFamily {
 		if r, err := disagg.Quantitative(context.Background(), f.Spec, f.Config, disagg.Options{NoMultiStability: true}); err == nil {
 			rate = math.Round(openLoad*r.ThroughputRPS*100) / 100
 		}
-		lo, hi := math.Round(rate*25)/100, math.Round(rate*150)/100
 		for _, run := range []queueing.FiniteRun{
 			{Requests: openRequests, Open: true, RateRPS: rate},
 			{Requests: openRequests, Open: true, RateRPS: rate, MaxConcurrency: max(f.Spec.Concurrency/2, 1)},
 			{Requests: 2 * f.Spec.Concurrency, Open: true},
-			{Requests: openRequests, Open: true, RateRPS: lo, Ramp: queueing.RampLinear, RampEndRPS: hi},
+			rampRun(rate, queueing.RampLinear),
 		} {
 			g := f
 			g.Name += " · " + run.Label()

@@ -81,17 +81,25 @@ func HoldFamily(kappa int) DisaggFamily {
 func PoolFamily(async bool, budget int) DisaggFamily {
 	v := vllm(budget, 256)
 	v.AsyncScheduling = async
-	c := tandemConfig(2, 1, v, 4)
-	c.Prefill.Timing, c.Decode.Timing = holdPrefill, holdDecode
-	c.Decode.KVCapacityTokens = 8 * (3000 + 64)
-	c.Prefill.KVCapacityTokens = 3 * 3008
-	c.KVBytesPerToken = 1e5
+	c := poolConfig(v)
 	mode := "sync"
 	if async {
 		mode = "async"
 	}
 	return DisaggFamily{Name: fmt.Sprintf("prefill-pool 2P1D vllm %s b%d c32 isl3000 osl64 pkv3req kv8req 4GB/s", mode, budget),
 		Spec: closed(3000, 64, 0, 32), Config: c}
+}
+
+// poolConfig is the prefill-pool families' 2P1D deployment of engine e: the
+// hold timings, a decode KV of 8 requests, a prefill pool of three prompts of
+// isl 3000 (3,008 tokens each in whole blocks), 4 GB/s NICs.
+func poolConfig(e engine.Spec) disagg.Config {
+	c := tandemConfig(2, 1, e, 4)
+	c.Prefill.Timing, c.Decode.Timing = holdPrefill, holdDecode
+	c.Decode.KVCapacityTokens = 8 * (3000 + 64)
+	c.Prefill.KVCapacityTokens = 3 * 3008
+	c.KVBytesPerToken = 1e5
+	return c
 }
 
 // TRTPoolFamily is PoolFamily on TensorRT-LLM: the overlap executor, chunked
@@ -101,13 +109,8 @@ func PoolFamily(async bool, budget int) DisaggFamily {
 func TRTPoolFamily() DisaggFamily {
 	e := trtEngine()
 	e.EnableChunkedPrefill, e.MaxNumTokens = true, 1024
-	c := tandemConfig(2, 1, e, 4)
-	c.Prefill.Timing, c.Decode.Timing = holdPrefill, holdDecode
-	c.Decode.KVCapacityTokens = 8 * (3000 + 64)
-	c.Prefill.KVCapacityTokens = 3 * 3008
-	c.KVBytesPerToken = 1e5
 	return DisaggFamily{Name: "prefill-pool 2P1D trtllm overlap chunked1024 c32 isl3000 osl64 pkv3req kv8req 4GB/s",
-		Spec: closed(3000, 64, 0, 32), Config: c}
+		Spec: closed(3000, 64, 0, 32), Config: poolConfig(e)}
 }
 
 // DisaggFamilies returns the gated disaggregated families (issue 11): 1P1D per

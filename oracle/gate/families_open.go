@@ -68,12 +68,11 @@ func OpenFiniteFamilies() []FiniteFamily {
 			{Requests: once, Open: true},
 		}
 		if containsName(openSpacedBase, f.Name) {
-			lo, hi := math.Round(rate*25)/100, math.Round(rate*150)/100 // ¼ and 1.5 × the rate
+			bursty := rampRun(rate, queueing.RampExponential)
+			bursty.GammaShape, bursty.MaxConcurrency = 0.5, max(f.Spec.Concurrency/2, 1)
 			runs = append(runs, queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: rate, GammaShape: 0.5},
 				queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: rate, Constant: true},
-				queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: lo, Ramp: queueing.RampLinear, RampEndRPS: hi},
-				queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: lo, Ramp: queueing.RampExponential, RampEndRPS: hi,
-					GammaShape: 0.5, MaxConcurrency: max(f.Spec.Concurrency/2, 1)})
+				rampRun(rate, queueing.RampLinear), bursty)
 		}
 		for _, run := range runs {
 			d := f
@@ -91,4 +90,12 @@ func containsName(names []string, n string) bool {
 		}
 	}
 	return false
+}
+
+// rampRun is the gate's ramped open run about rate: openRequests requests from
+// ¼ to 1.5 × the rate (rounded to 0.01 rps), so the end outruns the engine and a
+// queue builds late.
+func rampRun(rate float64, strategy string) queueing.FiniteRun {
+	return queueing.FiniteRun{Requests: openRequests, Open: true, RateRPS: math.Round(rate*25) / 100, Ramp: strategy,
+		RampEndRPS: math.Round(rate*150) / 100}
 }
