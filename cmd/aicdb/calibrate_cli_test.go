@@ -281,3 +281,54 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 	}
 	return p
 }
+
+// TestCalibrateOverall: calibrate prints the row-weighted MAPE over all its
+// groups and stores it in the calibration's report; the cross-validated figure
+// is the average of |held_out / measured − 1| over calibration_rows (what the
+// report says it is), and a calibration without folds — none asked, or no group
+// with as many rows as folds — says so and stores no such figure.
+func TestCalibrateOverall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the embedded perf data and fits two measured runs")
+	}
+	db := benchDB(t)
+	noCV := func(name, rows string) {
+		t.Helper()
+		got := queryCSV(t, db, "select json_type(report, '$.ttft_mape_pct_cv') is null as no_cv, json_extract(report, '$.rows') as n from calibrations where name = '"+name+"'")
+		if got != "no_cv,n\n1,"+rows {
+			t.Errorf("report of %s: %q, want no cross-validated figure", name, got)
+		}
+	}
+	code, out, errs := cliRun(t, db, "calibrate", "--name", "one", "--holdout", "2")
+	if code != 0 || !strings.Contains(out, "\nall 1 rows: TTFT / TPOT MAPE ") || !strings.Contains(out, "% fitted; no group has 2 rows for 2-fold cross-validation\n") {
+		t.Fatalf("calibrate --holdout 2 on one row: %d %q %q", code, out, errs)
+	}
+	noCV("one", "1")
+	if code, out, errs := cliRun(t, db, "bench", "import", measureTestdata+"aiperf.json", "--system", "h200_sxm", "--backend", "vllm",
+		"--version", "0.22.0", "--tp", "2"); code != 0 {
+		t.Fatalf("import aiperf: %d %q %q", code, out, errs)
+	}
+	code, out, errs = cliRun(t, db, "calibrate", "--name", "cv", "--holdout", "2")
+	if code != 0 {
+		t.Fatalf("calibrate --holdout 2: %d %q", code, errs)
+	}
+	line := regexp.MustCompile(`(?m)^all 2 rows: TTFT / TPOT MAPE [0-9.]+ / [0-9.]+ % uncalibrated, [0-9.]+ / [0-9.]+ % fitted; 2-fold cross-validated ([0-9.]+) / ([0-9.]+) % over the 2 rows in folds$`)
+	m := line.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no overall line in %q", out)
+	}
+	printed := m[1] + "," + m[2]
+	report := queryCSV(t, db, "select printf('%.2f,%.2f', json_extract(report, '$.ttft_mape_pct_cv'), json_extract(report, '$.tpot_mape_pct_cv')) as cv, json_extract(report, '$.cv_rows') as n from calibrations where name = 'cv'")
+	if want := "cv,n\n\"" + printed + "\",2"; report != want {
+		t.Errorf("report %q, want %q (the printed figures over 2 rows)", report, want)
+	}
+	rows := queryCSV(t, db, "select printf('%.2f,%.2f', avg(case when metric = 'ttft' then abs(held_out / measured - 1) end) * 100, avg(case when metric = 'tpot' then abs(held_out / measured - 1) end) * 100) as cv from calibration_rows where name = 'cv' and held_out is not null")
+	if want := "cv\n\"" + printed + "\""; rows != want {
+		t.Errorf("calibration_rows average %q, want %q (the printed figures)", rows, want)
+	}
+	code, out, errs = cliRun(t, db, "calibrate", "--name", "nocv")
+	if code != 0 || !strings.Contains(out, "\nall 2 rows: ") || !strings.Contains(out, "% fitted; no cross-validation (--holdout K for K-fold)\n") {
+		t.Fatalf("calibrate without folds: %d %q %q", code, out, errs)
+	}
+	noCV("nocv", "2")
+}

@@ -117,7 +117,21 @@ func runCalibrate(c *cli.Context) error {
 		sum = c.App.ErrWriter
 	}
 	fmt.Fprintf(sum, "calibration %s@%s: %d groups from %d of %d measurements (%d without a prediction)\n", name, digest, len(fits), len(samples), len(rows), len(rows)-len(samples))
+	fmt.Fprintln(sum, overallLine(calibrate.OverallOf(fits), k))
 	return writeCalibration(c.App.Writer, format, name+"@"+digest, fits)
+}
+
+// overallLine is calibrate's second summary line: the row-weighted TTFT / TPOT
+// MAPE over every group, uncalibrated, fitted and (with --holdout) held out.
+func overallLine(o calibrate.Overall, k int) string {
+	l := fmt.Sprintf("all %d rows: TTFT / TPOT MAPE %.2f / %.2f %% uncalibrated, %.2f / %.2f %% fitted", o.Rows, o.TTFTBefore, o.TPOTBefore, o.TTFTFit, o.TPOTFit)
+	switch {
+	case k < 2:
+		return l + "; no cross-validation (--holdout K for K-fold)"
+	case o.CVRows == 0:
+		return l + fmt.Sprintf("; no group has %d rows for %d-fold cross-validation", k, k)
+	}
+	return l + fmt.Sprintf("; %d-fold cross-validated %.2f / %.2f %% over the %d rows in folds", k, o.TTFTCV, o.TPOTCV, o.CVRows)
 }
 
 // calibrationColumns are the keys of calibrate's rows: the deployment key

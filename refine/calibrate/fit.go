@@ -435,16 +435,65 @@ func firstError(ctx context.Context, errs []error) error {
 	return nil
 }
 
+// Overall is a calibration's accuracy over all its groups, every row weighing
+// the same (the figure issue 9 states its acceptance in): the TTFT and TPOT
+// MAPE (%) of the Rows fitted rows uncalibrated and fitted, and held out over
+// the CVRows rows of the groups that had folds (0: none had as many rows as
+// folds; the CV figures are then 0 and not reported).
+type Overall struct {
+	Rows, CVRows                     int
+	TTFTBefore, TPOTBefore           float64
+	TTFTFit, TPOTFit, TTFTCV, TPOTCV float64
+}
+
+// OverallOf is the Overall of fits: per-row errors summed across groups, as
+// mape sums them within one (the same numbers an average of
+// abs(held_out / measured − 1) over calibration_rows gives).
+func OverallOf(fits []GroupFit) Overall {
+	var o Overall
+	var before, fit, cv [2]float64
+	for _, g := range fits {
+		for i := range g.Samples {
+			s := &g.Samples[i]
+			o.Rows++
+			addAbsRel(&before, s, g.Before[i])
+			addAbsRel(&fit, s, g.Fitted[i])
+			if g.HasCV {
+				o.CVRows++
+				addAbsRel(&cv, s, g.HeldOut[i])
+			}
+		}
+	}
+	if o.Rows > 0 {
+		n := float64(o.Rows)
+		o.TTFTBefore, o.TPOTBefore = 100*before[0]/n, 100*before[1]/n
+		o.TTFTFit, o.TPOTFit = 100*fit[0]/n, 100*fit[1]/n
+	}
+	if o.CVRows > 0 {
+		n := float64(o.CVRows)
+		o.TTFTCV, o.TPOTCV = 100*cv[0]/n, 100*cv[1]/n
+	}
+	return o
+}
+
+// mape is the TTFT and TPOT MAPE (%) of predictions p of samples ss.
 func mape(ss []Sample, p [][2]float64) (ttft, tpot float64) {
 	if len(ss) == 0 {
 		return 0, 0
 	}
-	for i, s := range ss {
-		ttft += math.Abs(p[i][0]/s.TTFT - 1)
-		tpot += math.Abs(p[i][1]/s.TPOT - 1)
+	var acc [2]float64
+	for i := range ss {
+		addAbsRel(&acc, &ss[i], p[i])
 	}
 	n := float64(len(ss))
-	return 100 * ttft / n, 100 * tpot / n
+	return 100 * acc[0] / n, 100 * acc[1] / n
+}
+
+// addAbsRel adds the absolute relative errors of prediction p of sample s
+// (TTFT, TPOT) to acc.
+func addAbsRel(acc *[2]float64, s *Sample, p [2]float64) {
+	acc[0] += math.Abs(p[0]/s.TTFT - 1)
+	acc[1] += math.Abs(p[1]/s.TPOT - 1)
 }
 
 // Parameter space of the fit: x = (ln prefill_scale, ln decode_scale,

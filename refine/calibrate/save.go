@@ -13,8 +13,8 @@ import (
 
 // Save stores a fitted calibration under name (replacing one of the same name) in
 // one transaction: its parameters per deployment key, quality and the training
-// rows with their residuals. The report records the folds and the fit's loss
-// (FitOptions.Loss).
+// rows with their residuals. The report records the folds, the fit's loss
+// (FitOptions.Loss) and the row-weighted MAPE over all groups (OverallOf).
 func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, profile string, holdout int, loss string, fits []GroupFit, createdAt string) (string, error) {
 	h := sha256.New()
 	for _, g := range fits {
@@ -26,7 +26,16 @@ func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, prof
 	if loss == "" {
 		loss = DefaultLoss
 	}
-	report, err := json.Marshal(map[string]any{"groups": len(fits), "holdout": holdout, "loss": loss})
+	rep := map[string]any{"groups": len(fits), "holdout": holdout, "loss": loss}
+	// The row-weighted figures over every group (OverallOf); the cross-validated
+	// ones only when some group had folds.
+	o := OverallOf(fits)
+	rep["rows"], rep["ttft_mape_pct_before"], rep["tpot_mape_pct_before"] = o.Rows, o.TTFTBefore, o.TPOTBefore
+	rep["ttft_mape_pct_fit"], rep["tpot_mape_pct_fit"] = o.TTFTFit, o.TPOTFit
+	if o.CVRows > 0 {
+		rep["cv_rows"], rep["ttft_mape_pct_cv"], rep["tpot_mape_pct_cv"] = o.CVRows, o.TTFTCV, o.TPOTCV
+	}
+	report, err := json.Marshal(rep)
 	if err != nil {
 		return "", err
 	}
