@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -162,6 +164,53 @@ func (s *Store) CalibrationParams(ctx context.Context, name string) ([]Calibrati
 			return nil
 		})
 	return out, err
+}
+
+// CalibrationTrained counts the measurements among ids that trained the
+// calibration name (its calibration_rows): predicted under it, their error is
+// the fit's, in-sample.
+func (s *Store) CalibrationTrained(ctx context.Context, name string, ids []int64) (int, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = s.db.GetContext(ctx, &n, `SELECT count(DISTINCT measurement_id) FROM calibration_rows
+		WHERE name = ? AND measurement_id IN (SELECT value FROM json_each(?))`, name, string(list))
+	if err != nil {
+		return 0, fmt.Errorf("read calibration %s's training rows: %w", name, err)
+	}
+	return n, nil
+}
+
+// CalibrationCV is the row-weighted cross-validated accuracy a calibration's
+// report keeps: K folds over Rows rows, TTFT and TPOT MAPE (%).
+type CalibrationCV struct {
+	K, Rows    int
+	TTFT, TPOT float64
+}
+
+// CalibrationCrossValidated reads the cross-validated figures of the
+// calibration name's report; ok is false when it has none (fitted without
+// folds, or no group had as many rows as folds, or stored before the report
+// kept them).
+func (s *Store) CalibrationCrossValidated(ctx context.Context, name string) (cv CalibrationCV, ok bool, err error) {
+	var r struct {
+		K    int             `db:"holdout_k"`
+		Rows sql.NullInt64   `db:"rows"`
+		TTFT sql.NullFloat64 `db:"ttft"`
+		TPOT sql.NullFloat64 `db:"tpot"`
+	}
+	err = s.db.GetContext(ctx, &r, `SELECT holdout_k, json_extract(report, '$.cv_rows') AS rows,
+		json_extract(report, '$.ttft_mape_pct_cv') AS ttft, json_extract(report, '$.tpot_mape_pct_cv') AS tpot
+		FROM calibrations WHERE name = ?`, name)
+	if err != nil {
+		return CalibrationCV{}, false, fmt.Errorf("read calibration %s's report: %w", name, err)
+	}
+	if !r.Rows.Valid || !r.TTFT.Valid || !r.TPOT.Valid || r.Rows.Int64 == 0 {
+		return CalibrationCV{}, false, nil
+	}
+	return CalibrationCV{K: r.K, Rows: int(r.Rows.Int64), TTFT: r.TTFT.Float64, TPOT: r.TPOT.Float64}, true, nil
 }
 
 // AccuracyRow is one (group, metric) aggregate of the accuracy view (see

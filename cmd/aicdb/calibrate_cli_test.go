@@ -331,4 +331,33 @@ func TestCalibrateOverall(t *testing.T) {
 		t.Fatalf("calibrate without folds: %d %q %q", code, out, errs)
 	}
 	noCV("nocv", "2")
+
+	// accuracy under a calibration says which of its rows trained it: their
+	// MAPE is in-sample; the cross-validated figure is what to expect elsewhere.
+	inSample := func(name, where, want string) {
+		t.Helper()
+		args := []string{"accuracy", "--calibration", name, "--metrics", "ttft_mean"}
+		if where != "" {
+			args = append(args, "--measurements", where)
+		}
+		code, _, errs := cliRun(t, db, args...)
+		if code != 0 {
+			t.Fatalf("accuracy --calibration %s: %d %q", name, code, errs)
+		}
+		i := strings.Index(errs, "calibration "+name+": ")
+		j := strings.LastIndex(errs, "calibration "+name+": ")
+		if i < 0 {
+			t.Fatalf("accuracy --calibration %s: no coverage line in %q", name, errs)
+		}
+		got := ""
+		if i != j { // the coverage line, then the in-sample one
+			got = strings.TrimSpace(errs[j:])
+		}
+		if got != want {
+			t.Errorf("accuracy --calibration %s (%q): in-sample note %q, want %q", name, where, got, want)
+		}
+	}
+	inSample("cv", "", "calibration cv: 2 of the 2 predicted rows trained it, so their MAPE below is in-sample (the fit's); on runs it has not seen expect its 2-fold cross-validated TTFT / TPOT MAPE, "+m[1]+" / "+m[2]+" % over 2 rows")
+	inSample("nocv", "", "calibration nocv: 2 of the 2 predicted rows trained it, so their MAPE below is in-sample (the fit's); it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen")
+	inSample("one", "id = (select max(id) from measurements)", "") // the AIPerf run came after: it did not train "one"
 }

@@ -101,12 +101,45 @@ func runAccuracy(c *cli.Context) error {
 		if err := noteCalibrationCoverage(c, st, store.PointFilter{Keys: keys}, calName, c.App.ErrWriter); err != nil {
 			return err
 		}
+		if err := noteInSample(c, st, calName, preds); err != nil {
+			return err
+		}
 	}
 	rep, err := calibrate.Report(c.Context, st, by, metrics, calName, where)
 	if err != nil {
 		return asUser(err)
 	}
 	return printAccuracy(c, by, rep, format)
+}
+
+// noteInSample says, on stderr, how many of the predicted rows trained the
+// calibration name: their calibrated MAPE is the fit's own, in-sample, and what
+// to expect on runs it has not seen is its cross-validated figure (read from its
+// report), or measured by calibrate --holdout when it has none. Nothing when no
+// predicted row trained it.
+func noteInSample(c *cli.Context, st *store.Store, name string, preds []calibrate.Prediction) error {
+	ids := []int64{}
+	for _, p := range preds {
+		if p.Reason == "" {
+			ids = append(ids, p.Row.ID)
+		}
+	}
+	trained, err := st.CalibrationTrained(c.Context, name, ids)
+	if err != nil || trained == 0 {
+		return err
+	}
+	cv, ok, err := st.CalibrationCrossValidated(c.Context, name)
+	if err != nil {
+		return err
+	}
+	w := c.App.ErrWriter
+	fmt.Fprintf(w, "calibration %s: %d of the %d predicted rows trained it, so their MAPE below is in-sample (the fit's)", name, trained, len(ids))
+	if !ok {
+		_, err := fmt.Fprintf(w, "; it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen\n")
+		return err
+	}
+	_, err = fmt.Fprintf(w, "; on runs it has not seen expect its %d-fold cross-validated TTFT / TPOT MAPE, %.2f / %.2f %% over %d rows\n", cv.K, cv.TTFT, cv.TPOT, cv.Rows)
+	return err
 }
 
 func validMetric(m string) bool {
