@@ -178,6 +178,11 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 	if m := regexp.MustCompile(`(?m)^calibration mix: (\d+) of (\d+) points calibrated$`).FindStringSubmatch(out); code != 0 || m == nil || m[1] != m[2] || m[1] == "0" {
 		t.Errorf("calibrated sweep: %d %q %q", code, out, errs)
 	}
+	// … and what its figures are worth on runs it was not fitted on (fitted
+	// without folds here: how to measure it).
+	if !strings.Contains(out, "\ncalibration mix: it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen\n") {
+		t.Errorf("calibrated sweep without the calibration's held-out note: %q", out)
+	}
 	code, out, errs = cliRun(t, db, append(ev, "--deployed-version", "0.21.0")...)
 	if code != 0 || !strings.Contains(out, "uncalibrated: mix@") || !strings.Contains(out, "deployed as 0.21.0") ||
 		!strings.Contains(out, "it has fits of runs deployed on 0.19.0, 0.20.0: pass --deployed-version") {

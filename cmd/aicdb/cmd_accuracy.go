@@ -114,9 +114,8 @@ func runAccuracy(c *cli.Context) error {
 
 // noteInSample says, on stderr, how many of the predicted rows trained the
 // calibration name: their calibrated MAPE is the fit's own, in-sample, and what
-// to expect on runs it has not seen is its cross-validated figure (read from its
-// report), or measured by calibrate --holdout when it has none. Nothing when no
-// predicted row trained it.
+// to expect on runs it has not seen is its cross-validated figure
+// (calibrationUnseen). Nothing when no predicted row trained it.
 func noteInSample(c *cli.Context, st *store.Store, name string, preds []calibrate.Prediction) error {
 	ids := []int64{}
 	for _, p := range preds {
@@ -128,18 +127,23 @@ func noteInSample(c *cli.Context, st *store.Store, name string, preds []calibrat
 	if err != nil || trained == 0 {
 		return err
 	}
-	cv, ok, err := st.CalibrationCrossValidated(c.Context, name)
+	unseen, err := calibrationUnseen(c, st, name)
 	if err != nil {
 		return err
 	}
-	w := c.App.ErrWriter
-	fmt.Fprintf(w, "calibration %s: %d of the %d predicted rows trained it, so their MAPE below is in-sample (the fit's)", name, trained, len(ids))
-	if !ok {
-		_, err := fmt.Fprintf(w, "; it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen\n")
-		return err
-	}
-	_, err = fmt.Fprintf(w, "; on runs it has not seen expect its %d-fold cross-validated TTFT / TPOT MAPE, %.2f / %.2f %% over %d rows\n", cv.K, cv.TTFT, cv.TPOT, cv.Rows)
+	_, err = fmt.Fprintf(c.App.ErrWriter, "calibration %s: %d of the %d predicted rows trained it, so their MAPE below is in-sample (the fit's); %s\n", name, trained, len(ids), unseen)
 	return err
+}
+
+// calibrationUnseen is what a calibration's figures are worth on runs it was
+// not fitted on: its cross-validated MAPE from its report, or, fitted without
+// folds, how to measure it.
+func calibrationUnseen(c *cli.Context, st *store.Store, name string) (string, error) {
+	cv, ok, err := st.CalibrationCrossValidated(c.Context, name)
+	if err != nil || !ok {
+		return "it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen", err
+	}
+	return fmt.Sprintf("on runs it has not seen expect its %d-fold cross-validated TTFT / TPOT MAPE, %.2f / %.2f %% over %d rows", cv.K, cv.TTFT, cv.TPOT, cv.Rows), nil
 }
 
 func validMetric(m string) bool {
