@@ -150,16 +150,21 @@ func (s *Store) CalibrationNames(ctx context.Context) ([]string, error) {
 }
 
 // CalibrationParams reads the fitted adjustments of the calibration name, by
-// deployment key (only the key and the four adjustment fields are set).
+// deployment key: the key, the four adjustment fields, the group's rows and its
+// cross-validated MAPE (HasCV false where it had no folds).
 func (s *Store) CalibrationParams(ctx context.Context, name string) ([]CalibrationParam, error) {
 	var out []CalibrationParam
 	err := s.EachRow(ctx, `SELECT system, backend, version, deployed_version, model, quant, layout, prefill_scale, decode_scale,
-		pass_overhead_ms, request_overhead_ms FROM calibration_params WHERE name = ? ORDER BY system, backend, version, deployed_version, model, quant, layout`,
+		pass_overhead_ms, request_overhead_ms, rows, ttft_mape_cv, tpot_mape_cv FROM calibration_params WHERE name = ?
+		ORDER BY system, backend, version, deployed_version, model, quant, layout`,
 		[]any{name}, func(scan func(...any) error) error {
 			var p CalibrationParam
-			if err := scan(&p.System, &p.Backend, &p.Version, &p.Deployed, &p.Model, &p.Quant, &p.Layout, &p.PrefillScale, &p.DecodeScale, &p.PassOverheadMs, &p.RequestOverheadMs); err != nil {
+			var ttft, tpot sql.NullFloat64
+			if err := scan(&p.System, &p.Backend, &p.Version, &p.Deployed, &p.Model, &p.Quant, &p.Layout, &p.PrefillScale, &p.DecodeScale,
+				&p.PassOverheadMs, &p.RequestOverheadMs, &p.Rows, &ttft, &tpot); err != nil {
 				return err
 			}
+			p.HasCV, p.TTFTMAPECV, p.TPOTMAPECV = ttft.Valid && tpot.Valid, ttft.Float64, tpot.Float64
 			out = append(out, p)
 			return nil
 		})

@@ -365,4 +365,30 @@ func TestCalibrateOverall(t *testing.T) {
 	inSample("cv", "", "calibration cv: 2 of the 2 predicted rows trained it, so their MAPE below is in-sample (the fit's); on runs it has not seen expect its 2-fold cross-validated TTFT / TPOT MAPE, "+m[1]+" / "+m[2]+" % over 2 rows")
 	inSample("nocv", "", "calibration nocv: 2 of the 2 predicted rows trained it, so their MAPE below is in-sample (the fit's); it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen")
 	inSample("one", "id = (select max(id) from measurements)", "") // the AIPerf run came after: it did not train "one"
+
+	// eval under a calibration carries what the applied fit is worth: its rows
+	// and, fitted with folds, its cross-validated MAPE (calibration_params').
+	ev := []string{"eval", "--model", "Qwen/Qwen3-32B", "--system", "h200_sxm", "--backend", "vllm", "--version", "0.22.0", "--tp", "2",
+		"--concurrency", "16", "--isl", "2000", "--osl", "64", "--format", "csv", "--calibration"}
+	evalCols := func(name string) map[string]string {
+		t.Helper()
+		code, out, errs := cliRun(t, db, append(ev, name)...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) != 2 {
+			t.Fatalf("eval --calibration %s: %d %q %q", name, code, out, errs)
+		}
+		cols := map[string]string{}
+		vals := strings.Split(lines[1], ",")
+		for i, k := range strings.Split(lines[0], ",") {
+			cols[k] = vals[i]
+		}
+		return cols
+	}
+	want := queryCSV(t, db, "select rows || ',' || ttft_mape_cv || ',' || tpot_mape_cv as q from calibration_params where name = 'cv'")
+	if c := evalCols("cv"); "q\n\""+c["calibration_rows"]+","+c["calibration_ttft_cv_mape_pct"]+","+c["calibration_tpot_cv_mape_pct"]+"\"" != want {
+		t.Errorf("eval --calibration cv: rows and CV %q, %q, %q; calibration_params %q", c["calibration_rows"], c["calibration_ttft_cv_mape_pct"], c["calibration_tpot_cv_mape_pct"], want)
+	}
+	if c := evalCols("nocv"); c["calibration_rows"] != "2" || c["calibration_ttft_cv_mape_pct"] != "" {
+		t.Errorf("eval --calibration nocv: rows %q, CV %q; want 2 rows and no CV", c["calibration_rows"], c["calibration_ttft_cv_mape_pct"])
+	}
 }

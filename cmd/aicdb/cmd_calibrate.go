@@ -212,26 +212,50 @@ func calibratedBest(c *cli.Context, st *store.Store, f *store.PointFilter, bar *
 	return ev, nil
 }
 
-// calibrateEval applies --calibration to eval's perf-database timing through the
-// same refine.PassAdjust as sweep points. It returns what the output records:
+// evalCalibration is what eval's output records of --calibration: label is
 // "NAME@digest", or "uncalibrated: …" when the calibration has no fit for the
-// point ("" without the flag).
-func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
+// point ("" without the flag); q is the applied fit's Quality (applied).
+type evalCalibration struct {
+	label   string
+	q       calibrate.Quality
+	applied bool
+}
+
+// columns adds the calibration's columns to an eval row: its label and, for an
+// applied fit, the rows it was fitted on and its cross-validated MAPE — the
+// error to expect of the calibrated figures on runs it was not fitted on.
+func (e evalCalibration) columns(cols map[string]any) {
+	if e.label == "" {
+		return
+	}
+	cols["calibration"] = e.label
+	if !e.applied {
+		return
+	}
+	cols["calibration_rows"] = e.q.Rows
+	if e.q.HasCV {
+		cols["calibration_ttft_cv_mape_pct"], cols["calibration_tpot_cv_mape_pct"] = e.q.TTFTCV, e.q.TPOTCV
+	}
+}
+
+// calibrateEval applies --calibration to eval's perf-database timing through the
+// same refine.PassAdjust as sweep points, and returns what the output records.
+func calibrateEval(c *cli.Context, s *evalSpec) (evalCalibration, error) {
 	name := c.String("calibration")
 	if name == "" {
-		return "", nil
+		return evalCalibration{}, nil
 	}
 	if !s.dep.set.given("model") {
-		return "", userErrorf("--calibration: calibrations apply to the perf-database timing (--model), not to --timing")
+		return evalCalibration{}, userErrorf("--calibration: calibrations apply to the perf-database timing (--model), not to --timing")
 	}
 	st, err := store.Open(c.Context, c.String("db"), store.Options{ReadOnly: true})
 	if err != nil {
-		return "", asUser(err)
+		return evalCalibration{}, asUser(err)
 	}
 	defer st.Close()
 	cal, err := calibrate.Load(c.Context, st, name)
 	if err != nil {
-		return "", asUser(err)
+		return evalCalibration{}, asUser(err)
 	}
 	var in store.PointInputs
 	if s.pt != nil { // the quantisation and layout the pass timing was built with (a calibration is keyed by them)
@@ -254,8 +278,9 @@ func calibrateEval(c *cli.Context, s *evalSpec) (string, error) {
 		} else if ls := cal.Labels(in); len(ls) > 0 {
 			msg += "; its fits of this deployment are for [" + strings.Join(ls, "], [") + "] only ('' = any)"
 		}
-		return msg, nil
+		return evalCalibration{label: msg}, nil
 	}
 	s.t = adj.Apply(&s.e, s.t)
-	return cal.Name(), nil
+	q, _ := cal.QualityFor(in)
+	return evalCalibration{label: cal.Name(), q: q, applied: true}, nil
 }

@@ -144,9 +144,7 @@ func runEval(c *cli.Context) error {
 		if spec.e.KVCapacityTokens > 0 && !rep.Unstable {
 			cols["kv_capacity_tokens"] = spec.e.KVCapacityTokens
 		}
-		if cal != "" {
-			cols["calibration"] = cal
-		}
+		cal.columns(cols)
 		if spec.dep.Deployed != "" {
 			cols["deployed_version"], cols["priced_version"] = spec.dep.Deployed, spec.dep.Version
 		}

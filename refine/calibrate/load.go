@@ -35,9 +35,19 @@ func (k deployKey) String() string {
 // Calibration is a stored calibration: one PassAdjust per deployment key. It
 // implements refine.Calibrator.
 type Calibration struct {
-	name   string
-	digest string
-	params map[deployKey]refine.PassAdjust
+	name    string
+	digest  string
+	params  map[deployKey]refine.PassAdjust
+	quality map[deployKey]Quality
+}
+
+// Quality is what one fit of a calibration is worth: the rows it was fitted
+// on and, when it had folds (HasCV), its cross-validated TTFT and TPOT MAPE
+// (%), the error to expect on runs it was not fitted on.
+type Quality struct {
+	Rows           int
+	HasCV          bool
+	TTFTCV, TPOTCV float64
 }
 
 // Name implements refine.Calibrator: NAME@digest of the fitted parameters, so a
@@ -50,17 +60,30 @@ func (c *Calibration) Name() string { return c.name + "@" + c.digest }
 // before 00015), or several of them, the deployed version's match first, then
 // the quantisation's, then the layout's (the point_calibrations view's order).
 func (c *Calibration) For(in store.PointInputs) (refine.PassAdjust, bool) {
+	k, ok := c.find(in)
+	return c.params[k], ok
+}
+
+// QualityFor is the Quality of the fit For applies to the point (false: none).
+func (c *Calibration) QualityFor(in store.PointInputs) (Quality, bool) {
+	k, ok := c.find(in)
+	return c.quality[k], ok
+}
+
+// find is the key of the fit that applies to the point, in For's order.
+func (c *Calibration) find(in store.PointInputs) (deployKey, bool) {
 	k := keyOf(in)
 	for _, d := range [2]string{k.Deployed, ""} {
 		for _, q := range [2]string{k.Quant, ""} {
 			for _, l := range [2]string{k.Layout, ""} {
-				if a, ok := c.params[deployKey{k.System, k.Backend, k.Version, d, k.Model, q, l}]; ok {
-					return a, true
+				f := deployKey{k.System, k.Backend, k.Version, d, k.Model, q, l}
+				if _, ok := c.params[f]; ok {
+					return f, true
 				}
 			}
 		}
 	}
-	return refine.PassAdjust{}, false
+	return deployKey{}, false
 }
 
 // Deployed lists the engine versions the calibration has fits for at the
@@ -111,10 +134,12 @@ func Load(ctx context.Context, st *store.Store, name string) (*Calibration, erro
 	if err != nil {
 		return nil, fmt.Errorf("read calibration %s: %w", name, err)
 	}
-	c := &Calibration{name: name, digest: digest, params: map[deployKey]refine.PassAdjust{}}
+	c := &Calibration{name: name, digest: digest, params: map[deployKey]refine.PassAdjust{}, quality: map[deployKey]Quality{}}
 	for _, p := range ps {
-		c.params[deployKey{p.System, p.Backend, p.Version, p.Deployed, p.Model, p.Quant, p.Layout}] = refine.PassAdjust{PrefillScale: p.PrefillScale,
+		k := deployKey{p.System, p.Backend, p.Version, p.Deployed, p.Model, p.Quant, p.Layout}
+		c.params[k] = refine.PassAdjust{PrefillScale: p.PrefillScale,
 			DecodeScale: p.DecodeScale, PassOverheadMs: p.PassOverheadMs, RequestOverheadMs: p.RequestOverheadMs}
+		c.quality[k] = Quality{Rows: p.Rows, HasCV: p.HasCV, TTFTCV: p.TTFTMAPECV, TPOTCV: p.TPOTMAPECV}
 	}
 	return c, nil
 }
