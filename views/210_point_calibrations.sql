@@ -13,7 +13,10 @@
 -- the point's parallel layout (migration 00018), store.LayoutLabel's rule over
 -- every pool: 'adp' (attention DP > 1), 'pp' (pipeline > 1), 'adp,pp', else
 -- 'tp'; a fit of the point's own layout wins over one stored with layout ''
--- (any: fitted before 00018).
+-- (any: fitted before 00018). With the applied fit come the rows it was fitted
+-- on and its cross-validated TTFT / TPOT MAPE (%; NULL when it had no folds):
+-- the error to expect of a calibrated point's figures (eval's columns of the same
+-- names).
 CREATE VIEW point_calibrations AS
 WITH c AS (
     SELECT key, system, backend, version, model,
@@ -57,6 +60,7 @@ SELECT m.key, m.cal AS calibration,
     END AS calibration_status,
     m.quant, p.quant AS calibration_quant, m.deployed AS deployed_version, p.deployed_version AS calibration_deployed_version,
     m.layout, p.layout AS calibration_layout,
-    p.prefill_scale, p.decode_scale, p.pass_overhead_ms, p.request_overhead_ms
+    p.prefill_scale, p.decode_scale, p.pass_overhead_ms, p.request_overhead_ms,
+    p.rows AS calibration_rows, p.ttft_mape_cv AS calibration_ttft_cv_mape_pct, p.tpot_mape_cv AS calibration_tpot_cv_mape_pct
 FROM m
 LEFT JOIN calibration_params p ON p.rowid = m.param;

@@ -14,7 +14,8 @@ import (
 // TestPropertyForMatchesPointCalibrations: for any set of fits over deployed
 // versions and quantisations (each possibly ” = any) and any point, the fit
 // Calibration.For applies is the one the point_calibrations view reports — the
-// Go rule and the SQL rule agree on the fallback order (migrations 00014, 00015).
+// Go rule and the SQL rule agree on the fallback order (migrations 00014, 00015),
+// and the view's fit quality (rows, cross-validated MAPE) is QualityFor's.
 func TestPropertyForMatchesPointCalibrations(t *testing.T) {
 	ctx := context.Background()
 	st := tempStore(t)
@@ -43,7 +44,8 @@ func TestPropertyForMatchesPointCalibrations(t *testing.T) {
 				label = ""
 			}
 			ps = append(ps, store.CalibrationParam{System: base.System, Backend: base.Backend, Version: base.Version, Deployed: d,
-				Model: base.Model, Quant: label, PrefillScale: float64(i + 2), DecodeScale: 1, Rows: 5, Unidentified: "[]"})
+				Model: base.Model, Quant: label, PrefillScale: float64(i + 2), DecodeScale: 1, Rows: 5 + i, Unidentified: "[]",
+				HasCV: i%2 == 0, TTFTMAPECV: float64(10 + i), TPOTMAPECV: float64(20 + i)})
 		}
 		if err := st.SaveCalibration(ctx, store.Calibration{Name: name, Digest: "d", Predicate: "true", Evaluator: "ev",
 			Profile: "aiconfigurator", Report: "{}", CreatedAt: "2026-12-05T00:00:00Z"}, ps, nil); err != nil {
@@ -70,14 +72,24 @@ func TestPropertyForMatchesPointCalibrations(t *testing.T) {
 		var got struct {
 			Status  string          `db:"calibration_status"`
 			Prefill sql.NullFloat64 `db:"prefill_scale"`
+			Rows    sql.NullInt64   `db:"calibration_rows"`
+			TTFTCV  sql.NullFloat64 `db:"calibration_ttft_cv_mape_pct"`
+			TPOTCV  sql.NullFloat64 `db:"calibration_tpot_cv_mape_pct"`
 		}
-		if err := db.GetContext(ctx, &got, `SELECT calibration_status, prefill_scale FROM point_calibrations WHERE key = ?`, p.Key); err != nil {
+		if err := db.GetContext(ctx, &got, `SELECT calibration_status, prefill_scale, calibration_rows, calibration_ttft_cv_mape_pct,
+			calibration_tpot_cv_mape_pct FROM point_calibrations WHERE key = ?`, p.Key); err != nil {
 			rt.Fatal(err)
 		}
 		a, ok := cal.For(in)
 		if ok != (got.Status == "calibrated") || (ok && a.PrefillScale != got.Prefill.Float64) {
 			rt.Fatalf("For: %v prefill %v; view: %q prefill %v (point deployed %q quant %q; fits %+v)",
 				ok, a.PrefillScale, got.Status, got.Prefill.Float64, in.DeployedVersion(), store.QuantLabel(in), ps)
+		}
+		// The applied fit's quality: the same fit in Go (QualityFor) and in the view.
+		qf, qok := cal.QualityFor(in)
+		view := Quality{Rows: int(got.Rows.Int64), HasCV: got.TTFTCV.Valid && got.TPOTCV.Valid, TTFTCV: got.TTFTCV.Float64, TPOTCV: got.TPOTCV.Float64}
+		if qok != ok || (ok && qf != view) || (!ok && got.Rows.Valid) {
+			rt.Fatalf("QualityFor: %v %+v; view: %+v (rows valid %v)", qok, qf, view, got.Rows.Valid)
 		}
 	})
 }
