@@ -297,6 +297,27 @@ func viewsVersion(schema int64) (string, []string, error) {
 	return fmt.Sprintf("%x@%d", h.Sum(nil), schema), names, nil
 }
 
+// ViewsStale reports that the store's views were created from other view
+// definitions than this binary embeds (another aicdb version made them): a
+// writable open re-creates them, a read-only one reads them as they are, so a
+// query of a column they lack fails until 'aicdb init' (or any writing
+// command) refreshes them.
+func (s *Store) ViewsStale(ctx context.Context) (bool, error) {
+	current, _, err := s.schemaVersions(ctx)
+	if err != nil {
+		return false, err
+	}
+	want, _, err := viewsVersion(current)
+	if err != nil {
+		return false, err
+	}
+	var got []string
+	if err := s.db.SelectContext(ctx, &got, `SELECT value FROM store_meta WHERE key = ?`, viewsVersionKey); err != nil {
+		return false, fmt.Errorf("store %s: read views version: %w", s.Path, err)
+	}
+	return len(got) != 1 || got[0] != want, nil
+}
+
 // ensureIdentityAndViews sets PRAGMA application_id to AppID (a store from before
 // aicdb set it gets it here) and re-creates the views when their recorded version
 // differs from the embedded one, in one transaction. An up-to-date store is only

@@ -122,6 +122,9 @@ func runQuery(c *cli.Context) error {
 		}
 	}
 	if err != nil {
+		if stale, serr := st.ViewsStale(ctx); serr == nil && stale {
+			return userErrorf("query: %v (this store's views were made by another aicdb version: 'aicdb init --db %s' refreshes them, nothing else changes)", err, path)
+		}
 		return userErrorf("query: %v", err)
 	}
 	if n := dropNonFinite(data); n > 0 {

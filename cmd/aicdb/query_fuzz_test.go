@@ -158,3 +158,32 @@ func FuzzQueryReadOnly(f *testing.F) {
 		checkQueryLeavesStore(t, t.Fatalf, base, db, func(dir string) string { return grammarSQL(pick, dir) })
 	})
 }
+
+// TestQueryStaleViewsHint: a read-only query whose store's views another aicdb
+// version made (their recorded fingerprint differs) fails with the SQLite error
+// and names the command that refreshes them; on an up-to-date store the same
+// error carries no such hint, and after the refresh the store is up to date.
+func TestQueryStaleViewsHint(t *testing.T) {
+	db := newStore(t, filepath.Join(t.TempDir(), "v.sqlite"))
+	const bad = "select no_such_column from point_calibrations"
+	hint := "this store's views were made by another aicdb version: 'aicdb init --db " + db + "' refreshes them, nothing else changes"
+	code, _, errs := cliRun(t, db, "query", bad)
+	if code != 1 || !strings.Contains(errs, "no such column: no_such_column") || strings.Contains(errs, "views were made") {
+		t.Fatalf("up-to-date store: %d %q, want the error without the hint", code, errs)
+	}
+	// What an older binary leaves: another fingerprint (the writable open of
+	// --write records the current one first; the statement then replaces it).
+	if code, _, errs := cliRun(t, db, "query", "--write", "update store_meta set value = 'older' where key = 'views_version'"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, _, errs = cliRun(t, db, "query", bad)
+	if code != 1 || !strings.Contains(errs, "no such column: no_such_column") || !strings.Contains(errs, hint) {
+		t.Fatalf("stale views: %d %q, want the error and %q", code, errs, hint)
+	}
+	if code, _, errs := cliRun(t, db, "init"); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, _, errs = cliRun(t, db, "query", bad); code != 1 || strings.Contains(errs, "views were made") {
+		t.Fatalf("after init: %d %q, want no hint", code, errs)
+	}
+}
