@@ -183,6 +183,12 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 	if !strings.Contains(out, "\ncalibration mix: it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen\n") {
 		t.Errorf("calibrated sweep without the calibration's held-out note: %q", out)
 	}
+	// best over the calibrated rows says the same of them.
+	code, out, errs = cliRun(t, db, "best", "--model", "Qwen/Qwen3-32B", "--calibration", "mix", "--top", "1", "--format", "csv")
+	if code != 0 || strings.Count(out, "\n") != 2 ||
+		!strings.Contains(errs, "calibration mix: it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen\n") {
+		t.Errorf("calibrated best: %d %q %q", code, out, errs)
+	}
 	code, out, errs = cliRun(t, db, append(ev, "--deployed-version", "0.21.0")...)
 	if code != 0 || !strings.Contains(out, "uncalibrated: mix@") || !strings.Contains(out, "deployed as 0.21.0") ||
 		!strings.Contains(out, "it has fits of runs deployed on 0.19.0, 0.20.0: pass --deployed-version") {
