@@ -189,9 +189,11 @@ func (s *Store) CalibrationTrained(ctx context.Context, name string, ids []int64
 }
 
 // CalibrationCV is the row-weighted cross-validated accuracy a calibration's
-// report keeps: K folds over Rows rows, TTFT and TPOT MAPE (%).
+// report keeps: K folds (each holding out what By names: "rows", or a
+// calibrate --holdout-by column) over Rows rows, TTFT and TPOT MAPE (%).
 type CalibrationCV struct {
 	K, Rows    int
+	By         string
 	TTFT, TPOT float64
 }
 
@@ -202,20 +204,21 @@ type CalibrationCV struct {
 func (s *Store) CalibrationCrossValidated(ctx context.Context, name string) (cv CalibrationCV, ok bool, err error) {
 	var r struct {
 		K    int             `db:"holdout_k"`
+		By   string          `db:"by"`
 		Rows sql.NullInt64   `db:"rows"`
 		TTFT sql.NullFloat64 `db:"ttft"`
 		TPOT sql.NullFloat64 `db:"tpot"`
 	}
-	err = s.db.GetContext(ctx, &r, `SELECT holdout_k, json_extract(report, '$.cv_rows') AS rows,
-		json_extract(report, '$.ttft_mape_pct_cv') AS ttft, json_extract(report, '$.tpot_mape_pct_cv') AS tpot
-		FROM calibrations WHERE name = ?`, name)
+	err = s.db.GetContext(ctx, &r, `SELECT holdout_k, coalesce(json_extract(report, '$.holdout_by'), 'rows') AS by,
+		json_extract(report, '$.cv_rows') AS rows, json_extract(report, '$.ttft_mape_pct_cv') AS ttft,
+		json_extract(report, '$.tpot_mape_pct_cv') AS tpot FROM calibrations WHERE name = ?`, name)
 	if err != nil {
 		return CalibrationCV{}, false, fmt.Errorf("read calibration %s's report: %w", name, err)
 	}
 	if !r.Rows.Valid || !r.TTFT.Valid || !r.TPOT.Valid || r.Rows.Int64 == 0 {
 		return CalibrationCV{}, false, nil
 	}
-	return CalibrationCV{K: r.K, Rows: int(r.Rows.Int64), TTFT: r.TTFT.Float64, TPOT: r.TPOT.Float64}, true, nil
+	return CalibrationCV{K: r.K, Rows: int(r.Rows.Int64), By: r.By, TTFT: r.TTFT.Float64, TPOT: r.TPOT.Float64}, true, nil
 }
 
 // AccuracyRow is one (group, metric) aggregate of the accuracy view (see

@@ -337,6 +337,32 @@ func TestCalibrateOverall(t *testing.T) {
 	if want := "cv\n\"" + printed + "\""; rows != want {
 		t.Errorf("calibration_rows average %q, want %q (the printed figures)", rows, want)
 	}
+	// Folds by a column hold out its values whole; the two runs differ in shape
+	// and concurrency, not in layout (tp 2 both).
+	code, out, errs = cliRun(t, db, "calibrate", "--name", "byshape", "--holdout", "2", "--holdout-by", "shape")
+	if code != 0 || !strings.Contains(out, "; 2-fold cross-validated (folds by shape) ") {
+		t.Errorf("calibrate --holdout-by shape: %d %q %q", code, out, errs)
+	}
+	if got := queryCSV(t, db, "select json_extract(report, '$.holdout_by') as by from calibrations where name = 'byshape'"); got != "by\nshape" {
+		t.Errorf("report of byshape: %q", got)
+	}
+	code, out, errs = cliRun(t, db, "calibrate", "--name", "bylayout", "--holdout", "2", "--holdout-by", "parallel")
+	if code != 0 || !strings.Contains(out, "% fitted; no group has 2 layouts for 2-fold cross-validation\n") {
+		t.Errorf("calibrate --holdout-by parallel: %d %q %q", code, out, errs)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"--holdout-by shape", "calibrate: --holdout-by shape needs --holdout K (k ≥ 2 folds)"},
+		{"--holdout 2 --holdout-by model", `calibrate: --holdout-by "model": want shape, concurrency or parallel (default: every k-th row)`},
+	} {
+		code, _, errs := cliRun(t, db, append([]string{"calibrate", "--name", "byshape"}, strings.Fields(c.args)...)...)
+		if code != 1 || strings.TrimSpace(errs) != "aicdb: "+c.want {
+			t.Errorf("calibrate %s: %d %q, want exit 1 and %q", c.args, code, errs, c.want)
+		}
+	}
+	if got := queryCSV(t, db, "select json_extract(report, '$.holdout_by') as by from calibrations where name = 'byshape'"); got != "by\nshape" {
+		t.Errorf("a refused calibrate changed the stored byshape: %q", got)
+	}
+
 	code, out, errs = cliRun(t, db, "calibrate", "--name", "nocv")
 	if code != 0 || !strings.Contains(out, "\nall 2 rows: ") || !strings.Contains(out, "% fitted; no cross-validation (--holdout K for K-fold)\n") {
 		t.Fatalf("calibrate without folds: %d %q %q", code, out, errs)
@@ -371,6 +397,8 @@ func TestCalibrateOverall(t *testing.T) {
 	inSample("cv", "", "calibration cv: 2 of the 2 predicted rows trained it, so their MAPE below is in-sample (the fit's); on runs it has not seen expect its 2-fold cross-validated TTFT / TPOT MAPE, "+m[1]+" / "+m[2]+" % over 2 rows")
 	inSample("nocv", "", "calibration nocv: 2 of the 2 predicted rows trained it, so their MAPE below is in-sample (the fit's); it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen")
 	inSample("one", "id = (select max(id) from measurements)", "") // the AIPerf run came after: it did not train "one"
+	// (its two folds hold the same rows as by rows: the same figures, said to be by shape)
+	inSample("byshape", "", "calibration byshape: 2 of the 2 predicted rows trained it, so their MAPE below is in-sample (the fit's); on runs it has not seen expect its 2-fold cross-validated (folds by shape) TTFT / TPOT MAPE, "+m[1]+" / "+m[2]+" % over 2 rows")
 
 	// eval under a calibration carries what the applied fit is worth: its rows
 	// and, fitted with folds, its cross-validated MAPE (calibration_params').

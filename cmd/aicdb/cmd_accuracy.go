@@ -143,7 +143,11 @@ func calibrationUnseen(c *cli.Context, st *store.Store, name string) (string, er
 	if err != nil || !ok {
 		return "it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen", err
 	}
-	return fmt.Sprintf("on runs it has not seen expect its %d-fold cross-validated TTFT / TPOT MAPE, %.2f / %.2f %% over %d rows", cv.K, cv.TTFT, cv.TPOT, cv.Rows), nil
+	folds := ""
+	if cv.By != "rows" {
+		folds = " (folds by " + cv.By + ")"
+	}
+	return fmt.Sprintf("on runs it has not seen expect its %d-fold cross-validated%s TTFT / TPOT MAPE, %.2f / %.2f %% over %d rows", cv.K, folds, cv.TTFT, cv.TPOT, cv.Rows), nil
 }
 
 func validMetric(m string) bool {

@@ -28,6 +28,7 @@ func calibrateCommand() *cli.Command {
 			&cli.StringFlag{Name: "name", Required: true, Usage: "calibration `NAME` (replaces one of the same name)"},
 			&cli.StringFlag{Name: "measurements", Usage: "SQL predicate over the measurements table (default: all)"},
 			&cli.IntFlag{Name: "holdout", Usage: "report k-fold cross-validated MAPE (k ≥ 2; 0 = none)"},
+			&cli.StringFlag{Name: "holdout-by", Usage: "with --holdout: what a fold holds out whole — shape (isl, osl, prefix), concurrency or parallel (the layout) — so each held-out prediction is of a configuration the fit has not seen (default: every k-th row)"},
 			&cli.StringFlag{Name: "objective", Value: "quantitative", Usage: "tier the fit minimises: quantitative | screening (fast, less accurate); reported errors are quantitative"},
 			&cli.StringFlag{Name: "loss", Value: calibrate.DefaultLoss, Usage: "what the fit minimises over the relative TTFT and TPOT errors: l1 (their mean absolute value, the reported MAPE) | l2 (their squares, least squares)"},
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
@@ -50,6 +51,13 @@ func runCalibrate(c *cli.Context) error {
 	k := c.Int("holdout")
 	if k == 1 || k < 0 {
 		return userErrorf("calibrate: --holdout %d: want 0 (none) or k ≥ 2 folds", k)
+	}
+	by := c.String("holdout-by")
+	if err := calibrate.CheckHoldoutBy(by); err != nil {
+		return userErrorf("calibrate: %v", err)
+	}
+	if by != "" && k < 2 {
+		return userErrorf("calibrate: --holdout-by %s needs --holdout K (k ≥ 2 folds)", by)
 	}
 	loss := c.String("loss")
 	if err := calibrate.CheckLoss(loss); err != nil {
@@ -96,7 +104,8 @@ func runCalibrate(c *cli.Context) error {
 		return userErrorf("calibrate: none of the %d measurements matching %q can be predicted (see 'aicdb query \"select reason, count(*) from accuracy group by 1\"')", len(rows), where)
 	}
 	fitBar := newProgress(c, "calibrate: fit", "fits")
-	fits, err := calibrate.Fit(c.Context, ev, samples, calibrate.FitOptions{Holdout: k, Objective: c.String("objective"), Loss: loss, Progress: fitBar.Update})
+	fo := calibrate.FitOptions{Holdout: k, HoldoutBy: by, Objective: c.String("objective"), Loss: loss, Progress: fitBar.Update}
+	fits, err := calibrate.Fit(c.Context, ev, samples, fo)
 	if err != nil {
 		fitBar.Done()
 		return err
@@ -106,7 +115,7 @@ func runCalibrate(c *cli.Context) error {
 		cv = fmt.Sprintf("%d-fold cross-validation", k)
 	}
 	fitBar.Summary("%s", cv) // the group and sample counts are the summary line's below
-	digest, err := calibrate.Save(c.Context, st, name, where, ev.Name(), res.Profile, k, loss, fits, time.Now().UTC().Format(time.RFC3339))
+	digest, err := calibrate.Save(c.Context, st, name, where, ev.Name(), res.Profile, fo, fits, time.Now().UTC().Format(time.RFC3339))
 	if err != nil {
 		return err
 	}
@@ -117,21 +126,26 @@ func runCalibrate(c *cli.Context) error {
 		sum = c.App.ErrWriter
 	}
 	fmt.Fprintf(sum, "calibration %s@%s: %d groups from %d of %d measurements (%d without a prediction)\n", name, digest, len(fits), len(samples), len(rows), len(rows)-len(samples))
-	fmt.Fprintln(sum, overallLine(calibrate.OverallOf(fits), k))
+	fmt.Fprintln(sum, overallLine(calibrate.OverallOf(fits), k, by))
 	return writeCalibration(c.App.Writer, format, name+"@"+digest, fits)
 }
 
 // overallLine is calibrate's second summary line: the row-weighted TTFT / TPOT
 // MAPE over every group, uncalibrated, fitted and (with --holdout) held out.
-func overallLine(o calibrate.Overall, k int) string {
+func overallLine(o calibrate.Overall, k int, by string) string {
 	l := fmt.Sprintf("all %d rows: TTFT / TPOT MAPE %.2f / %.2f %% uncalibrated, %.2f / %.2f %% fitted", o.Rows, o.TTFTBefore, o.TPOTBefore, o.TTFTFit, o.TPOTFit)
+	units, folds := "rows", ""
+	if by != "" {
+		units = map[string]string{calibrate.HoldoutShape: "shapes", calibrate.HoldoutConcurrency: "concurrencies", calibrate.HoldoutParallel: "layouts"}[by]
+		folds = " (folds by " + by + ")"
+	}
 	switch {
 	case k < 2:
 		return l + "; no cross-validation (--holdout K for K-fold)"
 	case o.CVRows == 0:
-		return l + fmt.Sprintf("; no group has %d rows for %d-fold cross-validation", k, k)
+		return l + fmt.Sprintf("; no group has %d %s for %d-fold cross-validation", k, units, k)
 	}
-	return l + fmt.Sprintf("; %d-fold cross-validated %.2f / %.2f %% over the %d rows in folds", k, o.TTFTCV, o.TPOTCV, o.CVRows)
+	return l + fmt.Sprintf("; %d-fold cross-validated%s %.2f / %.2f %% over the %d rows in folds", k, folds, o.TTFTCV, o.TPOTCV, o.CVRows)
 }
 
 // calibrationColumns are the keys of calibrate's rows: the deployment key

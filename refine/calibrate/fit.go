@@ -87,7 +87,12 @@ type GroupFit struct {
 // FitOptions tune a fit.
 type FitOptions struct {
 	Holdout int // k-fold cross-validation (0 = none; ≥ 2)
-	Workers int
+	// HoldoutBy is what a fold holds out whole (CheckHoldoutBy): HoldoutRows
+	// (every k-th row by measurement id, the default), or all the rows of a
+	// shape, a concurrency or a parallel layout — so each held-out prediction is
+	// of a configuration the fit has not seen.
+	HoldoutBy string
+	Workers   int
 	// MaxIter caps the Levenberg–Marquardt iterations (default 6; under LossL1
 	// twice that per reweighted descent, which converges only linearly).
 	MaxIter int
@@ -119,6 +124,67 @@ const (
 	// DefaultLoss is the loss of FitOptions.Loss "".
 	DefaultLoss = LossL1
 )
+
+// Values of FitOptions.HoldoutBy.
+const (
+	HoldoutRows        = ""            // every k-th row (by measurement id) in fold k
+	HoldoutShape       = "shape"       // the rows of one (isl, osl, prefix) together
+	HoldoutConcurrency = "concurrency" // the rows of one concurrency together
+	HoldoutParallel    = "parallel"    // the rows of one parallel layout (every pool's tp, pp, dp, moe_tp, moe_ep) together
+)
+
+// CheckHoldoutBy validates a FitOptions.HoldoutBy.
+func CheckHoldoutBy(by string) error {
+	switch by {
+	case HoldoutRows, HoldoutShape, HoldoutConcurrency, HoldoutParallel:
+		return nil
+	}
+	return fmt.Errorf("--holdout-by %q: want %s, %s or %s (default: every k-th row)", by, HoldoutShape, HoldoutConcurrency, HoldoutParallel)
+}
+
+// foldKey is what HoldoutBy by keeps together in one fold, as a string that
+// sorts in the column's order (zero-padded integers).
+func foldKey(by string, in *store.PointInputs) string {
+	switch by {
+	case HoldoutShape:
+		return fmt.Sprintf("%09d/%09d/%09d", in.ISL, in.OSL, in.Prefix)
+	case HoldoutConcurrency:
+		return fmt.Sprintf("%09d/%09d", in.Batch, in.DBatch*max(in.DWorkers, 1))
+	}
+	return fmt.Sprintf("%04d/%04d/%04d/%04d/%04d p%04d/%04d/%04d d%04d/%04d/%04d", in.TP, in.PP, in.DP, in.MoETP, in.MoEEP,
+		in.PTP, in.PPP, in.PDP, in.DTP, in.DPP, in.DDP)
+}
+
+// assignFolds sets the fold of every sample of g (sorted by measurement id)
+// for k-fold cross-validation and reports whether g can be cross-validated:
+// by rows, row i in fold i mod k, given at least k rows; by a column, the
+// column's distinct values in order, value j's rows in fold j mod k, given at
+// least k values.
+func assignFolds(g []Sample, k int, by string) bool {
+	if by == HoldoutRows {
+		if len(g) < k {
+			return false
+		}
+		for i := range g {
+			g[i].Fold = i % k
+		}
+		return true
+	}
+	var vals []string
+	for i := range g {
+		if v := foldKey(by, &g[i].In); !slices.Contains(vals, v) {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) < k {
+		return false
+	}
+	slices.Sort(vals)
+	for i := range g {
+		g[i].Fold = slices.Index(vals, foldKey(by, &g[i].In)) % k
+	}
+	return true
+}
 
 // CheckLoss validates a FitOptions.Loss ("" is DefaultLoss).
 func CheckLoss(loss string) error {
@@ -303,13 +369,10 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	total, done := 0, 0
-	for _, k := range keys {
-		total++
-		if opt.Holdout >= 2 && len(groups[k]) >= opt.Holdout {
-			total += opt.Holdout
-		}
+	if err := CheckHoldoutBy(opt.HoldoutBy); err != nil {
+		return nil, err
 	}
+	total, done := 0, 0 // total: len(jobs), set once they are listed
 	var mu sync.Mutex
 	fitted := func() {
 		mu.Lock()
@@ -335,10 +398,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		slices.SortFunc(g, func(a, b Sample) int { return int(a.MeasurementID - b.MeasurementID) })
 		out[gi] = GroupFit{System: k.System, Backend: k.Backend, Version: k.Version, Deployed: k.Deployed, Model: k.Model, Quant: k.Quant, Layout: k.Layout, Samples: g}
 		jobs = append(jobs, job{gi, -1})
-		if k := opt.Holdout; k >= 2 && len(g) >= k {
-			for i := range g {
-				g[i].Fold = i % k
-			}
+		if k := opt.Holdout; k >= 2 && assignFolds(g, k, opt.HoldoutBy) {
 			out[gi].HeldOut = make([][2]float64, len(g))
 			out[gi].HasCV = true
 			for fold := range k {
@@ -346,6 +406,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 			}
 		}
 	}
+	total = len(jobs)
 	run := func(ctx context.Context, j job) error {
 		gf := &out[j.group]
 		g := gf.Samples

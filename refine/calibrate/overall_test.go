@@ -2,7 +2,10 @@ package calibrate
 
 import (
 	"math"
+	"slices"
 	"testing"
+
+	"github.com/aicdb/aicdb/store"
 )
 
 // TestOverallRowWeighted: a calibration's overall MAPE weighs every row the
@@ -52,5 +55,49 @@ func TestOverallRowWeighted(t *testing.T) {
 	}
 	if empty := OverallOf(nil); empty != (Overall{}) {
 		t.Errorf("no groups: %+v", empty)
+	}
+}
+
+// TestAssignFoldsBy: folds by a column hold out all the rows of a value
+// together (values in order, value j in fold j mod k), and a group with fewer
+// distinct values than folds is not cross-validated; by rows, row i is in fold
+// i mod k given k rows.
+func TestAssignFoldsBy(t *testing.T) {
+	var g []Sample
+	for i, sh := range [][2]int{{1024, 1024}, {8192, 1024}, {1024, 8192}, {1024, 1024}, {8192, 1024}, {1024, 8192}} {
+		in := store.PointInputs{ISL: sh[0], OSL: sh[1], Batch: 4 << (i % 2), TP: 1 + i%3, PP: 1, DP: 1, MoETP: 1, MoEEP: 1}
+		g = append(g, Sample{MeasurementID: int64(i + 1), In: in})
+	}
+	folds := func() []int {
+		f := make([]int, len(g))
+		for i := range g {
+			f[i] = g[i].Fold
+		}
+		return f
+	}
+	if !assignFolds(g, 3, HoldoutShape) {
+		t.Fatal("3 shapes, 3 folds: not cross-validated")
+	}
+	// shapes in order: 1024/1024 → 0, 1024/8192 → 1, 8192/1024 → 2
+	if got, want := folds(), []int{0, 2, 1, 0, 2, 1}; !slices.Equal(got, want) {
+		t.Errorf("folds by shape %v, want %v", got, want)
+	}
+	if assignFolds(g, 4, HoldoutShape) {
+		t.Error("3 shapes, 4 folds: cross-validated")
+	}
+	if !assignFolds(g, 2, HoldoutConcurrency) || !slices.Equal(folds(), []int{0, 1, 0, 1, 0, 1}) {
+		t.Errorf("folds by concurrency (4, 8, …): %v", folds())
+	}
+	if !assignFolds(g, 3, HoldoutParallel) || !slices.Equal(folds(), []int{0, 1, 2, 0, 1, 2}) {
+		t.Errorf("folds by layout (tp 1, 2, 3, …): %v", folds())
+	}
+	if !assignFolds(g, 4, HoldoutRows) || !slices.Equal(folds(), []int{0, 1, 2, 3, 0, 1}) {
+		t.Errorf("folds by rows: %v", folds())
+	}
+	if assignFolds(g, 7, HoldoutRows) {
+		t.Error("6 rows, 7 folds: cross-validated")
+	}
+	if err := CheckHoldoutBy("model"); err == nil || err.Error() != `--holdout-by "model": want shape, concurrency or parallel (default: every k-th row)` {
+		t.Errorf("CheckHoldoutBy(model) = %v", err)
 	}
 }

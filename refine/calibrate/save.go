@@ -1,6 +1,7 @@
 package calibrate
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,9 +14,10 @@ import (
 
 // Save stores a fitted calibration under name (replacing one of the same name) in
 // one transaction: its parameters per deployment key, quality and the training
-// rows with their residuals. The report records the folds, the fit's loss
-// (FitOptions.Loss) and the row-weighted MAPE over all groups (OverallOf).
-func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, profile string, holdout int, loss string, fits []GroupFit, createdAt string) (string, error) {
+// rows with their residuals. The report records the folds (opt.Holdout,
+// opt.HoldoutBy), the fit's loss (opt.Loss) and the row-weighted MAPE over all
+// groups (OverallOf).
+func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, profile string, opt FitOptions, fits []GroupFit, createdAt string) (string, error) {
 	h := sha256.New()
 	for _, g := range fits {
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%x\x00%x\x00%x\x00%x\n", g.System, g.Backend, g.Version, g.Deployed, g.Model, g.Quant, g.Layout,
@@ -23,10 +25,11 @@ func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, prof
 			math.Float64bits(g.Adjust.PassOverheadMs), math.Float64bits(g.Adjust.RequestOverheadMs))
 	}
 	digest := hex.EncodeToString(h.Sum(nil))[:8]
-	if loss == "" {
-		loss = DefaultLoss
+	loss := cmp.Or(opt.Loss, DefaultLoss)
+	rep := map[string]any{"groups": len(fits), "holdout": opt.Holdout, "loss": loss}
+	if opt.Holdout >= 2 {
+		rep["holdout_by"] = cmp.Or(opt.HoldoutBy, "rows")
 	}
-	rep := map[string]any{"groups": len(fits), "holdout": holdout, "loss": loss}
 	// The row-weighted figures over every group (OverallOf); the cross-validated
 	// ones only when some group had folds.
 	o := OverallOf(fits)
@@ -63,6 +66,6 @@ func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, prof
 		}
 	}
 	err = st.SaveCalibration(ctx, store.Calibration{Name: name, Digest: digest, Predicate: predicate, Evaluator: evaluator,
-		Profile: profile, HoldoutK: holdout, Report: string(report), CreatedAt: createdAt}, params, samples)
+		Profile: profile, HoldoutK: opt.Holdout, Report: string(report), CreatedAt: createdAt}, params, samples)
 	return digest, err
 }
