@@ -127,7 +127,7 @@ const (
 
 // Values of FitOptions.HoldoutBy.
 const (
-	HoldoutRows        = ""            // every k-th row (by measurement id) in fold k
+	HoldoutRows        = ""            // row i of a group (by measurement id) in fold i mod k
 	HoldoutShape       = "shape"       // the rows of one (isl, osl, prefix) together
 	HoldoutConcurrency = "concurrency" // the rows of one concurrency together
 	HoldoutParallel    = "parallel"    // the rows of one parallel layout (every pool's tp, pp, dp, moe_tp, moe_ep) together
