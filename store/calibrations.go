@@ -171,6 +171,34 @@ func (s *Store) CalibrationParams(ctx context.Context, name string) ([]Calibrati
 	return out, err
 }
 
+// CalibrationShape is one (isl, osl) a calibration's fit was trained on, with
+// the fit's deployment key (CalibrationParam's key fields).
+type CalibrationShape struct {
+	System, Backend, Version, Deployed, Model, Quant, Layout string
+	ISL, OSL                                                 int
+}
+
+// CalibrationShapes lists the distinct (isl, osl) of the measurements each fit
+// of the calibration name was trained on (its calibration_rows).
+func (s *Store) CalibrationShapes(ctx context.Context, name string) ([]CalibrationShape, error) {
+	var out []CalibrationShape
+	err := s.EachRow(ctx, `SELECT DISTINCT r.system, r.backend, r.version, r.deployed_version, r.model, r.quant, r.layout, m.isl, m.osl
+		FROM calibration_rows r JOIN measurements m ON m.id = r.measurement_id WHERE r.name = ?
+		ORDER BY r.system, r.backend, r.version, r.deployed_version, r.model, r.quant, r.layout, m.isl, m.osl`,
+		[]any{name}, func(scan func(...any) error) error {
+			var c CalibrationShape
+			if err := scan(&c.System, &c.Backend, &c.Version, &c.Deployed, &c.Model, &c.Quant, &c.Layout, &c.ISL, &c.OSL); err != nil {
+				return err
+			}
+			out = append(out, c)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read calibration %s's training shapes: %w", name, err)
+	}
+	return out, nil
+}
+
 // CalibrationTrained counts the measurements among ids that trained the
 // calibration name (its calibration_rows): predicted under it, their error is
 // the fit's, in-sample.

@@ -152,7 +152,9 @@ func TestCalibrateKeysDeployedVersions(t *testing.T) {
 		t.Errorf("eval at the newest version: %d %q, want a hint naming the fitted deployed versions", code, out)
 	}
 	code, at19, errs := cliRun(t, db, append(ev, "--deployed-version", "0.19.0")...)
-	if code != 0 || strings.Contains(at19, "uncalibrated") || strings.Contains(errs, "note") {
+	// (no version note: 0.19.0 has perf data; the fit's shape note stays, it was trained at isl 1024)
+	if code != 0 || strings.Contains(at19, "uncalibrated") || strings.Contains(errs, "note: --deployed-version") ||
+		!strings.Contains(errs, "was trained on isl/osl 1024/64, not 2000/64") {
 		t.Fatalf("eval at 0.19.0: %d %q %q", code, at19, errs)
 	}
 	code, at20, errs := cliRun(t, db, append(ev, "--deployed-version", "0.20.0")...)
@@ -422,7 +424,17 @@ func TestCalibrateOverall(t *testing.T) {
 	if c := evalCols("cv"); "q\n\""+c["calibration_rows"]+","+c["calibration_ttft_cv_mape_pct"]+","+c["calibration_tpot_cv_mape_pct"]+"\"" != want {
 		t.Errorf("eval --calibration cv: rows and CV %q, %q, %q; calibration_params %q", c["calibration_rows"], c["calibration_ttft_cv_mape_pct"], c["calibration_tpot_cv_mape_pct"], want)
 	}
-	if c := evalCols("nocv"); c["calibration_rows"] != "2" || c["calibration_ttft_cv_mape_pct"] != "" {
-		t.Errorf("eval --calibration nocv: rows %q, CV %q; want 2 rows and no CV", c["calibration_rows"], c["calibration_ttft_cv_mape_pct"])
+	if c := evalCols("nocv"); c["calibration_rows"] != "2" || c["calibration_ttft_cv_mape_pct"] != "" || c["calibration_shape_measured"] != "true" {
+		t.Errorf("eval --calibration nocv: rows %q, CV %q, shape measured %q; want 2 rows, no CV, the measured isl 2000 / osl 64",
+			c["calibration_rows"], c["calibration_ttft_cv_mape_pct"], c["calibration_shape_measured"])
+	}
+	// A shape the fit was not trained on (isl 3000) is said to be so: a column
+	// and a note naming the shapes it was.
+	unseen := slices.Clone(ev)
+	unseen[slices.Index(unseen, "2000")] = "3000"
+	code, out, errs = cliRun(t, db, append(unseen, "nocv")...)
+	if code != 0 || !strings.HasSuffix(strings.TrimSpace(out), ",2,false") || !strings.Contains(errs, "aicdb: note: calibration nocv@") ||
+		!strings.Contains(errs, "'s fit for this deployment was trained on isl/osl 1024/64, 2000/64, not 3000/64: its TTFT correction may not carry") {
+		t.Errorf("eval --calibration nocv at an unmeasured shape: %d %q %q", code, out, errs)
 	}
 }

@@ -233,6 +233,8 @@ type evalCalibration struct {
 	label   string
 	q       calibrate.Quality
 	applied bool
+	// shapeMeasured: the fit's training rows include the point's (isl, osl).
+	shapeMeasured bool
 }
 
 // columns adds the calibration's columns to an eval row: its label and, for an
@@ -246,7 +248,7 @@ func (e evalCalibration) columns(cols map[string]any) {
 	if !e.applied {
 		return
 	}
-	cols["calibration_rows"] = e.q.Rows
+	cols["calibration_rows"], cols["calibration_shape_measured"] = e.q.Rows, e.shapeMeasured
 	if e.q.HasCV {
 		cols["calibration_ttft_cv_mape_pct"], cols["calibration_tpot_cv_mape_pct"] = e.q.TTFTCV, e.q.TPOTCV
 	}
@@ -296,5 +298,15 @@ func calibrateEval(c *cli.Context, s *evalSpec) (evalCalibration, error) {
 	}
 	s.t = adj.Apply(&s.e, s.t)
 	q, _ := cal.QualityFor(in)
-	return evalCalibration{label: cal.Name(), q: q, applied: true}, nil
+	shapes := cal.Shapes(in)
+	measured := slices.Contains(shapes, [2]int{s.w.ISL, s.w.OSL})
+	if !measured {
+		seen := make([]string, len(shapes))
+		for i, sh := range shapes {
+			seen[i] = fmt.Sprintf("%d/%d", sh[0], sh[1])
+		}
+		fmt.Fprintf(c.App.ErrWriter, "aicdb: note: calibration %s's fit for this deployment was trained on isl/osl %s, not %d/%d: its TTFT correction may not carry to a shape it did not see (on the B200 rows it did not; its TPOT one did: docs/validation.md, Round 27)\n",
+			cal.Name(), strings.Join(seen, ", "), s.w.ISL, s.w.OSL)
+	}
+	return evalCalibration{label: cal.Name(), q: q, applied: true, shapeMeasured: measured}, nil
 }
