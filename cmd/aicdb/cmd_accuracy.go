@@ -92,16 +92,16 @@ func runAccuracy(c *cli.Context) error {
 	}
 	bar.Summary("%s", predictionCounts(preds))
 	if calName != "" { // the predicted points the calibration covers (the others are predicted uncalibrated)
-		keys := []string{} // not nil: a filter without keys would count every point
+		keys, ids := []string{}, []int64{} // not nil: a filter without keys would count every point
 		for _, p := range preds {
 			if p.Reason == "" {
-				keys = append(keys, p.Key)
+				keys, ids = append(keys, p.Key), append(ids, p.Row.ID)
 			}
 		}
 		if err := noteCalibrationCoverage(c, st, store.PointFilter{Keys: keys}, calName, c.App.ErrWriter); err != nil {
 			return err
 		}
-		if err := noteInSample(c, st, calName, preds); err != nil {
+		if err := noteInSample(c, st, calName, ids); err != nil {
 			return err
 		}
 	}
@@ -112,17 +112,11 @@ func runAccuracy(c *cli.Context) error {
 	return printAccuracy(c, by, rep, format)
 }
 
-// noteInSample says, on stderr, how many of the predicted rows trained the
-// calibration name: their calibrated MAPE is the fit's own, in-sample, and what
-// to expect on runs it has not seen is its cross-validated figure
-// (calibrationUnseen). Nothing when no predicted row trained it.
-func noteInSample(c *cli.Context, st *store.Store, name string, preds []calibrate.Prediction) error {
-	ids := []int64{}
-	for _, p := range preds {
-		if p.Reason == "" {
-			ids = append(ids, p.Row.ID)
-		}
-	}
+// noteInSample says, on stderr, how many of the predicted rows (measurement
+// ids) trained the calibration name: their calibrated MAPE is the fit's own,
+// in-sample, and what to expect on runs it has not seen is its cross-validated
+// figure (calibrationUnseen). Nothing when no predicted row trained it.
+func noteInSample(c *cli.Context, st *store.Store, name string, ids []int64) error {
 	trained, err := st.CalibrationTrained(c.Context, name, ids)
 	if err != nil || trained == 0 {
 		return err
@@ -133,21 +127,6 @@ func noteInSample(c *cli.Context, st *store.Store, name string, preds []calibrat
 	}
 	_, err = fmt.Fprintf(c.App.ErrWriter, "calibration %s: %d of the %d predicted rows trained it, so their MAPE below is in-sample (the fit's); %s\n", name, trained, len(ids), unseen)
 	return err
-}
-
-// calibrationUnseen is what a calibration's figures are worth on runs it was
-// not fitted on: its cross-validated MAPE from its report, or, fitted without
-// folds, how to measure it.
-func calibrationUnseen(c *cli.Context, st *store.Store, name string) (string, error) {
-	cv, ok, err := st.CalibrationCrossValidated(c.Context, name)
-	if err != nil || !ok {
-		return "it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen", err
-	}
-	folds := ""
-	if cv.By != "rows" {
-		folds = " (folds by " + cv.By + ")"
-	}
-	return fmt.Sprintf("on runs it has not seen expect its %d-fold cross-validated%s TTFT / TPOT MAPE, %.2f / %.2f %% over %d rows", cv.K, folds, cv.TTFT, cv.TPOT, cv.Rows), nil
 }
 
 func validMetric(m string) bool {

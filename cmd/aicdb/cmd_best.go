@@ -141,11 +141,9 @@ func runBest(c *cli.Context) error {
 		return err
 	}
 	if name := c.String("calibration"); name != "" { // what the calibrated rows' figures are worth
-		unseen, err := calibrationUnseen(c, st, name)
-		if err != nil {
+		if err := noteCalibrationUnseen(c, st, name, c.App.ErrWriter); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.ErrWriter, "calibration %s: %s\n", name, unseen)
 	}
 	return printBest(c, st, refine.WithTraces(ev, st), f, sla)
 }

@@ -134,11 +134,11 @@ func runCalibrate(c *cli.Context) error {
 // MAPE over every group, uncalibrated, fitted and (with --holdout) held out.
 func overallLine(o calibrate.Overall, k int, by string) string {
 	l := fmt.Sprintf("all %d rows: TTFT / TPOT MAPE %.2f / %.2f %% uncalibrated, %.2f / %.2f %% fitted", o.Rows, o.TTFTBefore, o.TPOTBefore, o.TTFTFit, o.TPOTFit)
-	units, folds := "rows", ""
+	units := "rows"
 	if by != "" {
 		units = map[string]string{calibrate.HoldoutShape: "shapes", calibrate.HoldoutConcurrency: "concurrencies", calibrate.HoldoutParallel: "layouts"}[by]
-		folds = " (folds by " + by + ")"
 	}
+	folds := foldsLabel(by)
 	switch {
 	case k < 2:
 		return l + "; no cross-validation (--holdout K for K-fold)"
@@ -146,6 +146,37 @@ func overallLine(o calibrate.Overall, k int, by string) string {
 		return l + fmt.Sprintf("; no group has %d %s for %d-fold cross-validation", k, units, k)
 	}
 	return l + fmt.Sprintf("; %d-fold cross-validated%s %.2f / %.2f %% over the %d rows in folds", k, folds, o.TTFTCV, o.TPOTCV, o.CVRows)
+}
+
+// foldsLabel names what a cross-validated figure's folds held out when it is
+// not every k-th row (by: calibrate --holdout-by, "" or "rows" for the default).
+func foldsLabel(by string) string {
+	if by == "" || by == "rows" {
+		return ""
+	}
+	return " (folds by " + by + ")"
+}
+
+// calibrationUnseen is what a calibration's figures are worth on runs it was
+// not fitted on: its cross-validated MAPE from its report, or, fitted without
+// folds, how to measure it.
+func calibrationUnseen(c *cli.Context, st *store.Store, name string) (string, error) {
+	cv, ok, err := st.CalibrationCrossValidated(c.Context, name)
+	if err != nil || !ok {
+		return "it was fitted without folds: 'aicdb calibrate --holdout K' measures its error on runs it has not seen", err
+	}
+	return fmt.Sprintf("on runs it has not seen expect its %d-fold cross-validated%s TTFT / TPOT MAPE, %.2f / %.2f %% over %d rows", cv.K, foldsLabel(cv.By), cv.TTFT, cv.TPOT, cv.Rows), nil
+}
+
+// noteCalibrationUnseen prints calibrationUnseen's line for a calibrated
+// sweep's or best's rows on w.
+func noteCalibrationUnseen(c *cli.Context, st *store.Store, name string, w io.Writer) error {
+	unseen, err := calibrationUnseen(c, st, name)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "calibration %s: %s\n", name, unseen)
+	return err
 }
 
 // calibrationColumns are the keys of calibrate's rows: the deployment key

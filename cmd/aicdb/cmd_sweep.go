@@ -307,11 +307,9 @@ func runSweep(c *cli.Context) error {
 		if err := noteCalibrationCoverage(c, st, cf, name, sumW); err != nil {
 			return err
 		}
-		unseen, err := calibrationUnseen(c, st, name)
-		if err != nil {
+		if err := noteCalibrationUnseen(c, st, name, sumW); err != nil {
 			return err
 		}
-		fmt.Fprintf(sumW, "calibration %s: %s\n", name, unseen)
 	}
 	if sla.Empty() {
 		return nil
