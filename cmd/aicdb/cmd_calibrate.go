@@ -329,7 +329,11 @@ func calibrateEval(c *cli.Context, s *evalSpec) (evalCalibration, error) {
 	}
 	s.t = adj.Apply(&s.e, s.t)
 	q, _ := cal.QualityFor(in)
-	shapes := cal.Shapes(in)
+	trained, err := st.CalibrationShapes(c.Context, name)
+	if err != nil {
+		return evalCalibration{}, err
+	}
+	shapes := cal.Shapes(in, trained)
 	measured := slices.Contains(shapes, [2]int{s.w.ISL, s.w.OSL})
 	if !measured {
 		seen := make([]string, len(shapes))

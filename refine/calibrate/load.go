@@ -39,7 +39,6 @@ type Calibration struct {
 	digest  string
 	params  map[deployKey]refine.PassAdjust
 	quality map[deployKey]Quality
-	shapes  map[deployKey][][2]int // the (isl, osl) each fit was trained on, in order
 }
 
 // Quality is what one fit of a calibration is worth: the rows it was fitted
@@ -72,14 +71,22 @@ func (c *Calibration) QualityFor(in store.PointInputs) (Quality, bool) {
 }
 
 // Shapes lists the (isl, osl) the fit For applies to the point was trained
-// on (nil: no fit applies). A fit's TTFT correction does not carry to shapes
-// it did not see (docs/validation.md, Round 27: cross-validation by shape).
-func (c *Calibration) Shapes(in store.PointInputs) [][2]int {
+// on, from the calibration's training shapes (store.CalibrationShapes, read by
+// the one caller that asks: eval); nil when no fit applies. A fit's TTFT
+// correction does not carry to shapes it did not see (docs/validation.md,
+// Round 27: cross-validation by shape).
+func (c *Calibration) Shapes(in store.PointInputs, trained []store.CalibrationShape) [][2]int {
 	k, ok := c.find(in)
 	if !ok {
 		return nil
 	}
-	return c.shapes[k]
+	var out [][2]int
+	for _, sh := range trained {
+		if (deployKey{sh.System, sh.Backend, sh.Version, sh.Deployed, sh.Model, sh.Quant, sh.Layout}) == k {
+			out = append(out, [2]int{sh.ISL, sh.OSL})
+		}
+	}
+	return out
 }
 
 // find is the key of the fit that applies to the point, in For's order.
@@ -146,21 +153,13 @@ func Load(ctx context.Context, st *store.Store, name string) (*Calibration, erro
 	if err != nil {
 		return nil, fmt.Errorf("read calibration %s: %w", name, err)
 	}
-	c := &Calibration{name: name, digest: digest, params: map[deployKey]refine.PassAdjust{}, quality: map[deployKey]Quality{},
-		shapes: map[deployKey][][2]int{}}
+	c := &Calibration{name: name, digest: digest, params: map[deployKey]refine.PassAdjust{}, quality: map[deployKey]Quality{}}
 	for _, p := range ps {
 		k := deployKey{p.System, p.Backend, p.Version, p.Deployed, p.Model, p.Quant, p.Layout}
 		c.params[k] = refine.PassAdjust{PrefillScale: p.PrefillScale,
 			DecodeScale: p.DecodeScale, PassOverheadMs: p.PassOverheadMs, RequestOverheadMs: p.RequestOverheadMs}
 		c.quality[k] = Quality{Rows: p.Rows, HasCV: p.HasCV, TTFTCV: p.TTFTMAPECV, TPOTCV: p.TPOTMAPECV}
 	}
-	shapes, err := st.CalibrationShapes(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	for _, sh := range shapes {
-		k := deployKey{sh.System, sh.Backend, sh.Version, sh.Deployed, sh.Model, sh.Quant, sh.Layout}
-		c.shapes[k] = append(c.shapes[k], [2]int{sh.ISL, sh.OSL})
-	}
+
 	return c, nil
 }
