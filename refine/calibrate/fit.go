@@ -170,18 +170,17 @@ func assignFolds(g []Sample, k int, by string) bool {
 		}
 		return true
 	}
-	var vals []string
+	keys := make([]string, len(g))
 	for i := range g {
-		if v := foldKey(by, &g[i].In); !slices.Contains(vals, v) {
-			vals = append(vals, v)
-		}
+		keys[i] = foldKey(by, &g[i].In)
 	}
+	vals := slices.Compact(slices.Sorted(slices.Values(keys)))
 	if len(vals) < k {
 		return false
 	}
-	slices.Sort(vals)
 	for i := range g {
-		g[i].Fold = slices.Index(vals, foldKey(by, &g[i].In)) % k
+		j, _ := slices.BinarySearch(vals, keys[i])
+		g[i].Fold = j % k
 	}
 	return true
 }
