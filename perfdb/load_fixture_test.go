@@ -2,7 +2,6 @@ package perfdb
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"io/fs"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // Fixture row types: column order and int widths differ on purpose (vllm and
@@ -253,15 +253,7 @@ reuse:
 }
 
 // openTestStore opens a fresh store in a temp dir.
-func openTestStore(t testing.TB) *store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "aicdb.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func openTestStore(t testing.TB) *store.Store { return storetest.Temp(t) }
 
 var updateAIC = flag.Bool("update-aic", false, "rewrite ../testdata/aic/systems from buildFixture")
 

@@ -35,15 +35,9 @@ func (c *counting) Quantitative(ctx context.Context, in store.PointInputs) (stor
 	return c.Evaluator.Quantitative(ctx, in)
 }
 
-func openStore(t testing.TB) *store.Store {
-	t.Helper()
-	s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "r.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+// openStore is a new store in the test's temporary directory, closed when the
+// test ends.
+func openStore(t testing.TB) *store.Store { return storetest.Temp(t) }
 
 func fixedNow() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 

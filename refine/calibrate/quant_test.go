@@ -3,12 +3,12 @@ package calibrate
 import (
 	"context"
 	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
+	"github.com/aicdb/aicdb/store/storetest"
 )
 
 // withQuant labels samples with a gemm/moe quantisation and offsets their ids.
@@ -91,15 +91,7 @@ func fitTwoGroups(t *testing.T, ev Evaluator, a, b []Sample) []GroupFit {
 
 // tempStore is a new store in the test's temporary directory, closed when the
 // test ends.
-func tempStore(t *testing.T) *store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "c.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func tempStore(t *testing.T) *store.Store { return storetest.Temp(t) }
 
 // saveAndLoad stores calibration name with params ps and loads it back.
 func saveAndLoad(t *testing.T, st *store.Store, name string, ps []store.CalibrationParam) *Calibration {
