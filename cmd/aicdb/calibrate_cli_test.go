@@ -295,12 +295,21 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-// TestCalibrateOverall: calibrate prints the row-weighted MAPE over all its
-// groups and stores it in the calibration's report; the cross-validated figure
-// is the average of |held_out / measured − 1| over calibration_rows (what the
-// report says it is), and a calibration without folds — none asked, or no group
-// with as many rows as folds — says so and stores no such figure.
-func TestCalibrateOverall(t *testing.T) {
+// TestCalibrateHeldOutFigures: what a calibration's figures are worth, wherever
+// they are shown.
+//   - calibrate prints the row-weighted MAPE over all its groups and stores it in
+//     the report; the cross-validated figure is the average of
+//     |held_out / measured − 1| over calibration_rows, and a calibration without
+//     folds (none asked, or no group with as many rows as folds) says so and
+//     stores no such figure;
+//   - --holdout-by folds by a column (recorded, quoted "(folds by shape)"; a
+//     column with too few values gives no folds; bad uses refused in one line,
+//     the store unchanged);
+//   - accuracy names the rows that trained the calibration (in-sample) with its
+//     held-out figure, and is silent on a row it never saw;
+//   - eval carries the applied fit's rows, held-out MAPE and whether it saw the
+//     point's shape, with a note naming the shapes it did when not.
+func TestCalibrateHeldOutFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and fits two measured runs")
 	}
