@@ -82,6 +82,15 @@ type Spec struct {
 	MaxBatchSize   int    `json:"max_batch_size,omitempty"`  // T-R1/T-R3
 	MaxNumTokens   int    `json:"max_num_tokens,omitempty"`  // T-R3 token budget
 	CapacityPolicy string `json:"capacity_policy,omitempty"` // "guaranteed_no_evict" | "max_utilization"
+	// BatchWaitTimeoutIters and BatchWaitMaxTokensRatio are TensorRT-LLM's batch
+	// waiting (T-R6; batch_wait_timeout_iters, batch_wait_max_tokens_ratio): the
+	// executor holds back a schedule's context requests while generation
+	// requests run, until the schedule's tokens reach BatchWaitMaxTokensRatio ×
+	// max_num_tokens or it has held contexts BatchWaitTimeoutIters times since
+	// it last let them through. It waits only when both are > 0 (BatchWaiting);
+	// 0 is the engine's default, no waiting.
+	BatchWaitTimeoutIters   int     `json:"batch_wait_timeout_iters,omitempty"`
+	BatchWaitMaxTokensRatio float64 `json:"batch_wait_max_tokens_ratio,omitempty"`
 	// DraftTokens is the MTP draft length of one decode step: vLLM's MTP
 	// speculative decoding (speculative_config num_speculative_tokens), where a
 	// decode step schedules 1 + DraftTokens tokens against the token budget,
@@ -164,6 +173,7 @@ func (s Spec) Validate() error {
 		{"max_prefill_tokens", s.MaxPrefillTokens}, {"max_batch_size", s.MaxBatchSize},
 		{"max_num_tokens", s.MaxNumTokens}, {"cuda_graph_max_bs", s.CUDAGraphMaxBS},
 		{"draft_tokens", s.DraftTokens}, {"max_model_len", s.MaxModelLen},
+		{"batch_wait_timeout_iters", s.BatchWaitTimeoutIters},
 	}
 	for _, f := range neg {
 		if f.v < 0 {
@@ -172,6 +182,9 @@ func (s Spec) Validate() error {
 	}
 	if !(s.MemFraction >= 0 && s.MemFraction <= 1) {
 		return fmt.Errorf("engine mem_fraction = %v: must be in (0, 1] (0 = the engine's default)", s.MemFraction)
+	}
+	if !(s.BatchWaitMaxTokensRatio >= 0 && s.BatchWaitMaxTokensRatio <= 1) {
+		return fmt.Errorf("engine batch_wait_max_tokens_ratio = %v: must be in [0, 1] (a fraction of max_num_tokens; 0 = no batch waiting)", s.BatchWaitMaxTokensRatio)
 	}
 	if s.KVCacheMemoryBytes < 0 {
 		return fmt.Errorf("engine kv_cache_memory_bytes = %d: must be ≥ 0", s.KVCacheMemoryBytes)
@@ -230,6 +243,15 @@ func (s Spec) validateDrafts() error {
 		}
 	}
 	return nil
+}
+
+// BatchWaiting reports whether a TensorRT-LLM engine holds back context
+// requests (T-R6): only with both batch_wait_timeout_iters and
+// batch_wait_max_tokens_ratio above 0 — with either at 0 the executor's stop
+// test (iterations held ≥ the timeout, or tokens ≥ ratio × max_num_tokens)
+// holds at once.
+func (s Spec) BatchWaiting() bool {
+	return s.Backend == TRTLLM && s.BatchWaitTimeoutIters > 0 && s.BatchWaitMaxTokensRatio > 0
 }
 
 // DraftMethods are the separate drafters modelled (Spec.DraftMethod: vLLM's

@@ -99,6 +99,7 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 			}
 		}
 	}
+	sched = s.trtBatchWait(sched)
 	s.trt.chunks, s.trt.sched = chunks, sched
 
 	// prepare_resources and the pass entries.
@@ -156,6 +157,47 @@ func (s *Sim) scheduleTRT(pb *passBuf) {
 		}
 		pb.entries = append(pb.entries, entry{r: it.r, n: max(end-from, 0), from: from, samples: r.c >= trtCtx(r)})
 	}
+}
+
+// trtBatchWait is PyExecutor._schedule's batch waiting (T-R6,
+// _waiting_requests), applied to the micro-batch's items when the engine has it
+// (engine.Spec.BatchWaiting): when the items hold both contexts and generation
+// requests, it keeps the contexts only if the schedule's tokens — each context's
+// whole token list (get_tokens(0): its prompt, and the outputs a paused one
+// recomputes, trtCtx) plus 1 + drafts per generation request — reach
+// batch_wait_max_tokens_ratio × max_num_tokens, or if contexts have been held
+// batch_wait_timeout_iters times since they last went (the count is reset
+// then); otherwise it drops them from this pass (they stay active) and counts
+// the hold. The generation items are unchanged either way.
+func (s *Sim) trtBatchWait(sched []trtItem) []trtItem {
+	e := &s.eng
+	if !e.BatchWaiting() {
+		return sched
+	}
+	ctx, gen := 0, 0
+	for _, it := range sched {
+		if r := &s.reqs[it.r]; r.c < trtCtx(r) {
+			ctx += trtCtx(r)
+		} else {
+			gen += 1 + e.DraftTokens
+		}
+	}
+	if ctx == 0 || gen == 0 {
+		return sched
+	}
+	if s.trt.held >= e.BatchWaitTimeoutIters || float64(ctx+gen) >= e.BatchWaitMaxTokensRatio*float64(e.MaxNumTokens) {
+		s.trt.held = 0
+		return sched
+	}
+	s.trt.held++
+	k := 0
+	for _, it := range sched {
+		if r := &s.reqs[it.r]; r.c >= trtCtx(r) {
+			sched[k] = it
+			k++
+		}
+	}
+	return sched[:k]
 }
 
 // trtCapacityNoEvict is GUARANTEED_NO_EVICT (T-R1): generation requests first,
@@ -378,4 +420,7 @@ type trtState struct {
 	fit    []int32
 	chunks []int32
 	sched  []trtItem
+	// held is PyExecutor's batch_wait_iters_count: schedules that held their
+	// contexts since batch waiting last let them through (T-R6).
+	held int
 }

@@ -102,11 +102,31 @@ func (s *sim) trtKeepWritten(r *simReq) {
 	}
 }
 
-// trtMicroBatch is the T-R3 micro-batch over the capacity step's list act.
+// trtMicroBatch is the T-R3 micro-batch over the capacity step's list act,
+// then batch waiting (T-R6) when the engine has it: a dry scan tells what the
+// micro-batch schedules, trtHoldContexts decides, and the scan that builds the
+// pass leaves the contexts out when they are held (their budget still
+// charged, so the generation rows are the micro-batch's).
 func (s *sim) trtMicroBatch(p *simPass, act []int32) {
+	hold := false
+	if s.e.BatchWaiting() {
+		ctx, gen := s.trtScan(p, act, false, true)
+		hold = s.trtHoldContexts(ctx, gen)
+	}
+	s.trtScan(p, act, hold, false)
+}
+
+// trtScan is the T-R3 scan over act into p: generation rows, then with
+// chunking on the contexts sized from the budget left. skipCtx leaves the
+// contexts out of the pass; dry changes nothing (no row is added, no request
+// started or grown). It returns the scheduled contexts' whole token lists
+// (their prompts, plus the outputs a paused one recomputes) and the
+// generation rows' tokens (1 + drafts each), as batch waiting counts them.
+func (s *sim) trtScan(p *simPass, act []int32, skipCtx, dry bool) (ctxTokens, genTokens int) {
 	tokens, count := 0, 0
 	gen := 1 + s.e.DraftTokens // a generation request's tokens (T-R3)
 	drafts := gen > 1
+	apply := !dry && !skipCtx
 	s.chunkList = s.chunkList[:0]
 	for _, ri := range act {
 		r := &s.reqs[ri]
@@ -117,6 +137,11 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 			if tokens+gen > s.budget {
 				break
 			}
+			tokens += gen
+			genTokens += gen
+			if dry {
+				continue
+			}
 			if s.kv.on && s.e.CapacityPolicy == engine.PolicyMaxUtilization {
 				s.kvGrow(ri, decodeKVTokens(r)) // the block of its next token (fit, T-R2)
 			}
@@ -125,15 +150,17 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 			} else {
 				s.addDecode(p, ri)
 			}
-			tokens += gen
 		} else if !s.e.EnableChunkedPrefill {
 			t := r.promptLen() - r.c
 			if tokens+t > s.budget {
 				break
 			}
-			s.trtStart(ri)
-			s.addPrompt(p, ri, t)
 			tokens += t
+			ctxTokens += r.promptLen()
+			if apply {
+				s.trtStart(ri)
+				s.addPrompt(p, ri, t)
+			}
 		} else {
 			s.chunkList = append(s.chunkList, ri)
 		}
@@ -141,9 +168,6 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 		if count >= s.seqCap {
 			break
 		}
-	}
-	if len(s.chunkList) == 0 {
-		return
 	}
 	capacity := s.budget - tokens
 	unit := s.e.BlockSize
@@ -158,12 +182,38 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 			continue
 		}
 		capacity -= chunk
+		ctxTokens += r.promptLen()
+		if !apply {
+			continue
+		}
 		s.trtStart(ri)
 		if r.c == 0 && r.prefix > 0 && chunk < rest {
 			chunk = trtFirstChunkEnd(r.prefix, chunk, r.promptLen(), unit) // the budget was charged chunk tokens all the same
 		}
 		s.addPrompt(p, ri, chunk)
 	}
+	return ctxTokens, genTokens
+}
+
+// trtHoldContexts is TensorRT-LLM's batch waiting (T-R6, PyExecutor
+// _waiting_requests, called from _schedule) for a schedule whose contexts
+// count ctxTokens and generation rows genTokens (trtScan): with no context or
+// no generation row nothing is held ("no need to wait, to avoid dead
+// waiting"); otherwise the contexts go when the schedule's tokens reach
+// batch_wait_max_tokens_ratio × max_num_tokens or when the executor has held
+// contexts batch_wait_timeout_iters times since it last let them through (the
+// count is reset only then); else they are held this pass — they stay admitted
+// (T-R1) — and the count grows. It reports whether they are held.
+func (s *sim) trtHoldContexts(ctxTokens, genTokens int) bool {
+	if ctxTokens == 0 || genTokens == 0 {
+		return false
+	}
+	if s.trtHeld >= s.e.BatchWaitTimeoutIters || float64(ctxTokens+genTokens) >= s.e.BatchWaitMaxTokensRatio*float64(s.budget) {
+		s.trtHeld = 0
+		return false
+	}
+	s.trtHeld++
+	return true
 }
 
 // trtFirstChunkEnd is where a cut first chunk of chunk budgeted tokens ends for

@@ -112,7 +112,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	// least this (docs/queueing.md §4.6).
 	lo := stage + math.Min(alonePrefillMs(pr, e, b.minISL, prefix), remainderFirstMs(pr, e, b.minISL, prefix))
 
-	if rep, ok := lockedCohort(pr, e, w, b, isl, prefix, osl, int(math.Round(O))-1, lo); ok {
+	if rep, ok := lockedCohort(pr, e, w, b, isl, prefix, osl, int(math.Round(O))-1, lo); ok && !batchWaitCanHold(e, b.minISL) {
 		return rep, nil
 	}
 
@@ -158,17 +158,19 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	}
 	c := s.c
 	s.tok = tok
+	hold := batchHoldMs(e, c, s.tgen, b.minISL)
 
-	// Waiting for a slot (closed loop, C > max running): Little's law on the cycle.
+	// Waiting for a slot (closed loop, C > max running): Little's law on the cycle
+	// (a request's cycle includes its batch-waiting hold).
 	wait := 0.0
 	thr := 0.0
 	if !open {
 		C := float64(w.Concurrency)
 		if C > c {
-			thr = c / s.tcyc
-			wait = math.Max(0, C/thr-s.tcyc-w.TurnaroundMs)
+			thr = c / (s.tcyc + hold)
+			wait = math.Max(0, C/thr-s.tcyc-hold-w.TurnaroundMs)
 		} else {
-			thr = C / (s.tcyc + w.TurnaroundMs)
+			thr = C / (s.tcyc + hold + w.TurnaroundMs)
 		}
 		rho = s.nmix * s.tmix / s.tcyc
 	} else {
@@ -237,7 +239,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	if !open && s.nmix > float64(s.np)+O-1 {
 		phase = math.Max(phase, s.tcyc-decodeMs)
 	}
-	shift := stage + wait + phase
+	shift := stage + wait + phase + hold
 	ttft := res.Shift(shift)
 	if open && S > 1 {
 		ttft = wq.Shift(shift + res.Mean())
@@ -280,6 +282,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 		thr = float64(w.Concurrency) / (stretch + gens + w.TurnaroundMs) // one stretch + decode per cycle
 	}
 	hi, certain := bracketHi(pr, e, w, b, async, alternating)
+	certain = certain && hold == 0 // the hold is a bound, not the calendar's replay
 	p99 := ttft.Quantile(0.99)
 	if !certain {
 		hi = math.Max(hi, p99)
@@ -294,4 +297,28 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 			OwnPrefillMs: s.own, RideMs: s.ride},
 	}
 	return rep, nil
+}
+
+// batchHoldMs is the screening tier's TensorRT-LLM batch waiting (T-R6): with
+// c > 1 requests in the engine a prompt finds generation rows beside it and is
+// held at most batch_wait_timeout_iters passes, each at least a decode-only
+// pass of tgen; the tier adds that whole hold to every TTFT and cycle, an upper
+// bound of the wait (prompts that arrive during a hold, or reach
+// batch_wait_max_tokens_ratio × max_num_tokens together, wait less), so its
+// TTFT errs high, never optimistic; the quantitative tier replays the rule.
+// 0 without batch waiting, and when the shortest prompt (minISL tokens) with
+// one generation row already reaches the ratio: no schedule can hold.
+func batchHoldMs(e engine.Spec, c, tgen float64, minISL int) float64 {
+	if c <= 1 || !batchWaitCanHold(e, minISL) {
+		return 0
+	}
+	return float64(e.BatchWaitTimeoutIters) * tgen
+}
+
+// batchWaitCanHold reports whether e's batch waiting (T-R6) can hold a
+// prompt of minISL tokens or more: its shortest schedule with a context, that
+// prompt and one generation row, stays below the ratio's threshold. A locked
+// cohort (lockedCohort) is then not the steady state the tier may assume.
+func batchWaitCanHold(e engine.Spec, minISL int) bool {
+	return e.BatchWaiting() && float64(minISL+1+e.DraftTokens) < e.BatchWaitMaxTokensRatio*float64(e.TokenBudget())
 }

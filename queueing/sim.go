@@ -133,10 +133,13 @@ type sim struct {
 	finBuf    []int32
 	decBuf    []int32 // SGLang decoders of the pass being built
 	chunkList []int32 // TRT-LLM contexts to size after the scan
-	rowBuf    []bucketRows
-	draftBuf  []draftRow // fastForwardDrafts' rows
-	posBuf    []int32    // runningPositions' scratch: running position per request, −1 elsewhere
-	orderBuf  []int32    // stateOrder's scratch
+	// trtHeld is TensorRT-LLM's batch_wait_iters_count: the schedules that held
+	// their contexts since batch waiting last let them through (T-R6).
+	trtHeld  int
+	rowBuf   []bucketRows
+	draftBuf []draftRow // fastForwardDrafts' rows
+	posBuf   []int32    // runningPositions' scratch: running position per request, −1 elsewhere
+	orderBuf []int32    // stateOrder's scratch
 	// tokens[r] are the emission times of request r, when recorded (kept out of
 	// simReq so that the request slice holds no pointers: no write barriers or GC
 	// scanning on the hot path).

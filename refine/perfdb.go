@@ -705,6 +705,11 @@ func pointEngine(in store.PointInputs) (engine.Spec, error) {
 	if err == nil && in.NextN > 0 {
 		err = e.Validate()
 	}
+	if in.DP > 1 && e.Backend == engine.TRTLLM {
+		// TensorRT-LLM skips batch waiting under attention DP (T-R6: _schedule
+		// calls _waiting_requests only without enable_attention_dp).
+		e.BatchWaitTimeoutIters, e.BatchWaitMaxTokensRatio = 0, 0
+	}
 	return e, err
 }
 

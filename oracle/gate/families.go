@@ -167,6 +167,19 @@ func baseFamilies() []Family {
 	e = trtEngine()
 	e.CapacityPolicy = engine.PolicyMaxUtilization
 	add("trtllm/c32 isl2048 osl256 max_utilization", closed(2048, 256, 0, 32), e)
+	// Batch waiting (T-R6): contexts held beside generation rows until the
+	// schedule's tokens reach ratio × max_num_tokens or 20 / 50 holds —
+	// InferenceMAX's 1k/1k setting (the timeout binds), a ratio that two
+	// prompts reach (the tokens bind), chunked, and an open loop.
+	e = batchWait(trtEngine(), 20, 0.9)
+	e.MaxNumTokens = 16384
+	add("trtllm/c16 isl1024 osl256 batch wait 20 0.9 t16384", closed(1024, 256, 0, 16), e)
+	e = batchWait(trtEngine(), 50, 0.45)
+	add("trtllm/c64 isl2048 osl128 batch wait 50 0.45", closed(2048, 128, 0, 64), e)
+	e = batchWait(trtEngine(), 10, 0.9)
+	e.EnableChunkedPrefill, e.MaxNumTokens = true, 2048
+	add("trtllm/c32 isl4096 osl256 batch wait 10 0.9 chunked t2048", closed(4096, 256, 0, 32), e)
+	add("trtllm/open ρ0.5 isl2048 osl256 batch wait 20 0.9", open(2048, 256, 0, 0.5*11.9, 2048), batchWait(trtEngine(), 20, 0.9))
 	// One-model MTP: drafts charged to max_num_tokens (T-R3), each decode step emitting
 	// engine.StepTokens of the accepted-drafts mean on both sides: one draft at 0.85
 	// and 0.5 accepted, three at 1.7 with chunking, overlap off, the no-evict KV cap

@@ -38,6 +38,13 @@ func trtEngine() engine.Spec {
 	return e
 }
 
+// batchWait is e with TensorRT-LLM batch waiting (T-R6): held at most iters
+// times, until ratio × max_num_tokens tokens are scheduled.
+func batchWait(e engine.Spec, iters int, ratio float64) engine.Spec {
+	e.BatchWaitTimeoutIters, e.BatchWaitMaxTokensRatio = iters, ratio
+	return e
+}
+
 func sglEngine() engine.Spec {
 	e, err := engine.Defaults(engine.SGLang, "")
 	if err != nil {

@@ -117,6 +117,23 @@ func fractionKey() rule {
 	}
 }
 
+// ratioKey is a fraction in [0, 1] set by set (0: the feature off).
+func ratioKey(set func(e *engine.Spec, v float64)) rule {
+	return rule{
+		check: func(v string) (string, error) {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(f >= 0 && f <= 1) {
+				return "", fmt.Errorf("want a fraction in [0, 1]")
+			}
+			return ftoa(f), nil
+		},
+		apply: func(e *engine.Spec, v string) {
+			f, _ := strconv.ParseFloat(v, 64)
+			set(e, f)
+		},
+	}
+}
+
 // maxKVBytes bounds kv_cache_memory_bytes (1 PiB: no GPU comes near).
 const maxKVBytes = 1 << 50
 
@@ -565,7 +582,11 @@ func trtllmRule(k string) (rule, bool) {
 		return r, true
 	case "scheduler_config.context_chunking_policy":
 		return onlyKey("context_chunking_policy", "first_come_first_served"), true
-	case "batch_wait_timeout_ms", "batch_wait_timeout_iters", "batch_wait_max_tokens_ratio":
+	case "batch_wait_timeout_iters": // T-R6 batch waiting
+		return intKey(0, func(e *engine.Spec, v int) { e.BatchWaitTimeoutIters = v }), true
+	case "batch_wait_max_tokens_ratio": // T-R6 batch waiting
+		return ratioKey(func(e *engine.Spec, v float64) { e.BatchWaitMaxTokensRatio = v }), true
+	case "batch_wait_timeout_ms": // a wall-clock wait for requests to arrive, before they reach the scheduler: not modelled
 		return onlyKey(k, "0"), true
 	case "max_beam_width":
 		return onlyKey(k, "1"), true
