@@ -214,7 +214,9 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 		thr = 1 / (s.tcyc + w.TurnaroundMs + res.Mean())
 	case !open && w.Concurrency == 1:
 		res = PointMass(0) // one client: its request finds the engine idle, whatever its delay
-	case open || w.TurnaroundMs > 0:
+	case open || w.TurnaroundMs > 0 || hold > 0:
+		// A held prompt (T-R6) starts with the decode passes of the hold, not
+		// aligned with a returning cohort: the residual of a random arrival.
 		res = residual(s, async)
 	case async && c > 1 && len(w.ISLQuantiles) == 0 && len(w.OSLQuantiles) == 0:
 		// Pass-aligned arrival, seen one pass late (V-R10): one whole pass. With a

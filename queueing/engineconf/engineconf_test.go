@@ -89,6 +89,12 @@ func TestValuesMapped(t *testing.T) {
 		{"trtllm", "--max_batch_size 16 --max_num_tokens 4096", func(e engine.Spec) bool { return e.MaxBatchSize == 16 && e.MaxNumTokens == 4096 }},
 		{"trtllm", "kv_cache_config:\n  max_tokens: 100000\n", func(e engine.Spec) bool { return e.KVCapacityTokens == 100000 }},
 		{"trtllm", "tokens_per_block: 64", func(e engine.Spec) bool { return e.BlockSize == 64 }},
+		// InferenceMAX's Llama-70B 1k/1k extra_llm_api_options (T-R6).
+		{"trtllm", "batch_wait_max_tokens_ratio: 0.9\nbatch_wait_timeout_iters: 20\n", func(e engine.Spec) bool {
+			return e.BatchWaitTimeoutIters == 20 && e.BatchWaitMaxTokensRatio == 0.9 && e.BatchWaiting()
+		}},
+		{"trtllm", "--batch_wait_timeout_iters 20", func(e engine.Spec) bool { return e.BatchWaitTimeoutIters == 20 && !e.BatchWaiting() }},
+		{"trtllm", "batch_wait_timeout_ms: 0\nbatch_wait_max_tokens_ratio: 0\n", func(e engine.Spec) bool { return !e.BatchWaiting() }},
 		{"sglang", "--chunked-prefill-size -1", func(e engine.Spec) bool { return !e.EnableChunkedPrefill }},
 		{"sglang", "--chunked-prefill-size 2048", func(e engine.Spec) bool { return e.EnableChunkedPrefill && e.ChunkedPrefillSize == 2048 }},
 		{"sglang", "--max-running-requests 12 --disable-overlap-schedule", func(e engine.Spec) bool { return e.MaxNumSeqs == 12 && !e.AsyncScheduling }},
@@ -144,6 +150,9 @@ func TestErrors(t *testing.T) {
 		{"vllm", "--num-speculative-tokens 3", `line 1: flag --num-speculative-tokens: changes scheduling (speculative decoding with a separate draft model (the pre-speculative_config flags): only speculative_config with an MTP method is modelled), which the model does not represent; remove it`},
 		{"trtllm", "attention_dp_config:\n  enable_balance: true\n  timeout_iters: 50\n", `line 2: key attention_dp_config.enable_balance "true": attention-DP balancing holds context requests until every rank has one (up to timeout_iters); the model represents only false`},
 		{"vllm", "--cpu-offload-gb 20", `line 1: flag --cpu-offload-gb "20": weights offloaded to CPU memory stream to the GPU in every pass, which the perf data (weights in GPU memory) does not time; set 0 or remove it`},
+		{"trtllm", "batch_wait_max_tokens_ratio: 1.5\n", `line 1: key batch_wait_max_tokens_ratio "1.5": want a fraction in [0, 1]`},
+		{"trtllm", "batch_wait_timeout_iters: -1\n", `line 1: key batch_wait_timeout_iters "-1": want an integer in 0..2147483647`},
+		{"trtllm", "batch_wait_timeout_ms: 100\n", `line 1: key batch_wait_timeout_ms "100": the executor waits up to that many milliseconds for more requests before it schedules (a wall-clock wait the model does not represent); set 0 or remove it`},
 		{"trtllm", "stream_interval: 10\n", `line 1: key stream_interval "10": the server streams each request's tokens 10 at a time, so the client does not see the per-token TTFT and inter-token gaps the model predicts; set 1 or remove it`},
 		{"sglang", "--stream-interval 8", `line 1: flag --stream-interval "8": the server streams each request's tokens 8 at a time, so the client does not see the per-token TTFT and inter-token gaps the model predicts; set 1 or remove it`},
 		{"vllm", "kv_transfer_config:\n  kv_connector: NixlConnector\n", `line 2: key kv_transfer_config.kv_connector: changes scheduling (a KV connector: requests wait for remote KV before they are scheduled), which the model does not represent; remove it`},

@@ -324,6 +324,20 @@ func streamIntervalKey() rule {
 	}
 }
 
+// zeroOnly accepts a numeric scheduling key only at 0 (the feature off); why
+// says what another value does.
+func zeroOnly(why string) rule {
+	return rule{
+		check: func(v string) (string, error) {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || f != 0 {
+				return "", fmt.Errorf("%s; set 0 or remove it", why)
+			}
+			return "0", nil
+		},
+		apply: func(*engine.Spec, string) {},
+	}
+}
+
 // boolOnly accepts a boolean scheduling key only at value want.
 func boolOnly(want bool, why string) rule {
 	return rule{isBool: true,
@@ -586,8 +600,8 @@ func trtllmRule(k string) (rule, bool) {
 		return intKey(0, func(e *engine.Spec, v int) { e.BatchWaitTimeoutIters = v }), true
 	case "batch_wait_max_tokens_ratio": // T-R6 batch waiting
 		return ratioKey(func(e *engine.Spec, v float64) { e.BatchWaitMaxTokensRatio = v }), true
-	case "batch_wait_timeout_ms": // a wall-clock wait for requests to arrive, before they reach the scheduler: not modelled
-		return onlyKey(k, "0"), true
+	case "batch_wait_timeout_ms":
+		return zeroOnly("the executor waits up to that many milliseconds for more requests before it schedules (a wall-clock wait the model does not represent)"), true
 	case "max_beam_width":
 		return onlyKey(k, "1"), true
 	case "stream_interval":
