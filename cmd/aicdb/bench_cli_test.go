@@ -583,3 +583,52 @@ func importRuns(t *testing.T, db string, runs map[string]string, side string) {
 		t.Fatalf("import: %d %q %q", code, out, errs)
 	}
 }
+
+// TestBenchDeploymentRuns: a --deployment file's runs: apply per run id of a
+// CSV of many runs (engine config, benchmark rounds and length spread), are
+// kept with the file's deployment, and a later import of the same file with
+// another deployment updates its rows in place (their predictions dropped)
+// instead of calling it unchanged; a file whose runs match no row of the
+// files given is one line, exit 1, nothing stored.
+func TestBenchDeploymentRuns(t *testing.T) {
+	db := syntheticDB(t)
+	file := measureTestdata + "silicon.csv"
+	const id = "2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x1024_c64_tp2_ep1_582"
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stray := write("stray.yaml", "runs:\n  not_a_row: {benchmark: {rounds: 10}}\n")
+	if code, out, errs := cliRun(t, db, "bench", "import", "--deployment", stray, file); code != 1 || out != "" ||
+		!strings.Contains(errs, `runs: none of its 1 runs (e.g. "not_a_row") is a run of the files given`) || strings.Count(errs, "\n") != 1 {
+		t.Errorf("stray runs: %d %q %q", code, out, errs)
+	}
+	dep := write("d.yaml", "runs:\n  "+id+":\n    benchmark: {tool: bench_serving, rounds: 10, warmup_rounds: 0, length_spread: [0.8, 1.0]}\n"+
+		"    engine_config: {max_num_tokens: 16384, batch_wait_timeout_iters: 20, batch_wait_max_tokens_ratio: 0.9}\n  other_file_row: {tp: 1}\n")
+	code, out, errs := cliRun(t, db, "bench", "import", "--deployment", dep, file)
+	if code != 0 || !strings.Contains(out, "2 measured runs imported") || !strings.Contains(errs, "1 of its 2 runs are not in the files given") {
+		t.Fatalf("import: %d %q %q", code, out, errs)
+	}
+	row := func() string {
+		t.Helper()
+		_, out, _ := cliRun(t, db, "query", "--format", "csv", "select engine_config, json_extract(extra, '$.benchmark.rounds'), json_array_length(extra, '$.isl_quantiles') from measurements where run_id = '"+id+"'")
+		return strings.TrimSpace(out[strings.Index(out, "\n")+1:])
+	}
+	if got := row(); got != `"{""batch_wait_max_tokens_ratio"":0.9,""batch_wait_timeout_iters"":20,""max_num_tokens"":16384}",10,16` {
+		t.Errorf("the run's row: %s", got)
+	}
+	if code, out, _ := cliRun(t, db, "bench", "import", "--deployment", dep, file); code != 0 || !strings.Contains(out, "unchanged (already imported)") {
+		t.Errorf("same file, same deployment: %d %q", code, out)
+	}
+	if code, out, _ := cliRun(t, db, "bench", "import", file); code != 0 || !strings.Contains(out, "2 measured runs updated to the deployment given now") {
+		t.Errorf("same file, no deployment: %d %q", code, out)
+	}
+	if got := row(); got != "{},," {
+		t.Errorf("the run's row without the deployment: %s", got)
+	}
+}

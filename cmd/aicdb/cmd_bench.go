@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -122,7 +124,21 @@ func runBenchImport(c *cli.Context) error {
 		if err != nil {
 			return asUser(err)
 		}
+		if shared == nil && side != nil {
+			if err := checkRuns(c.App.ErrWriter, side.Runs, "sidecar of "+f, ms); err != nil {
+				return err
+			}
+		}
 		all = append(all, parsed{f, ms, dep})
+	}
+	if shared != nil {
+		var ms []measure.Measurement
+		for _, p := range all {
+			ms = append(ms, p.ms...)
+		}
+		if err := checkRuns(c.App.ErrWriter, shared.Runs, "--deployment "+c.String("deployment"), ms); err != nil {
+			return err
+		}
 	}
 	st, err := store.Open(c.Context, c.String("db"), store.Options{})
 	if err != nil {
@@ -130,7 +146,7 @@ func runBenchImport(c *cli.Context) error {
 	}
 	defer st.Close()
 	now := time.Now().UTC().Format(time.RFC3339)
-	runs, unchanged, reread := 0, 0, 0
+	runs, unchanged, reread, redeployed := 0, 0, 0, 0
 	for i, p := range all {
 		bar.Update(len(all)+i, 2*len(all))
 		res, err := measure.Import(c.Context, st, p.ms, p.dep, now)
@@ -150,6 +166,11 @@ func runBenchImport(c *cli.Context) error {
 			reread++
 			continue
 		}
+		if res.Redeployed {
+			fmt.Fprintf(c.App.Writer, "%s: %d measured runs updated to the deployment given now (imported before with another; their cached predictions dropped)\n", p.file, res.Rows)
+			redeployed++
+			continue
+		}
 		fmt.Fprintf(c.App.Writer, "%s: %d measured runs imported (%s)\n", p.file, res.Rows, p.ms[0].Format)
 		runs += res.Rows
 	}
@@ -157,6 +178,36 @@ func runBenchImport(c *cli.Context) error {
 	if reread > 0 {
 		again = fmt.Sprintf(", %d files read again by a newer reader", reread)
 	}
+	if redeployed > 0 {
+		again += fmt.Sprintf(", %d files given another deployment", redeployed)
+	}
 	bar.Summary("%d files: %d measured runs imported, %d files unchanged%s", len(all), runs, unchanged, again)
+	return nil
+}
+
+// checkRuns refuses a deployment file whose runs: name no run of the
+// measurements ms (a wrong file, or ids that are not the CSV id column), and
+// notes on errOut how many of them name none (a deployment file may cover
+// several files' runs).
+func checkRuns(errOut io.Writer, runs map[string]measure.Deployment, from string, ms []measure.Measurement) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(ms))
+	for i := range ms {
+		seen[ms[i].RunID] = true
+	}
+	var missing []string
+	for _, id := range slices.Sorted(maps.Keys(runs)) {
+		if !seen[id] {
+			missing = append(missing, id)
+		}
+	}
+	switch {
+	case len(missing) == len(runs):
+		return userErrorf("bench import: %s: runs: none of its %d runs (e.g. %q) is a run of the files given (runs are keyed by the CSV id column, or a JSON file's base name); give the files it describes", from, len(runs), missing[0])
+	case len(missing) > 0:
+		fmt.Fprintf(errOut, "aicdb: bench import: %s: %d of its %d runs are not in the files given (e.g. %q); the others applied\n", from, len(missing), len(runs), missing[0])
+	}
 	return nil
 }

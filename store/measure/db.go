@@ -19,6 +19,10 @@ type ImportResult struct {
 	// its Rows rows were updated in place.
 	Reread bool
 	ReadBy string
+	// Redeployed: the same content was imported before with another deployment
+	// (flags, sidecar or --deployment file); its rows were updated in place
+	// with this one and their cached predictions dropped.
+	Redeployed bool
 }
 
 // ReaderVersion names the rules files of format are read by. A change to how a
@@ -101,17 +105,25 @@ func Import(ctx context.Context, st *store.Store, ms []Measurement, dep Deployme
 	}
 	reader := ReaderVersion(src.Format)
 	err = st.Tx(ctx, func(tx *sqlx.Tx) error {
-		var readBy []string
-		if err := tx.SelectContext(ctx, &readBy, `SELECT reader FROM measurement_sources WHERE sha256 = ?`, src.SHA256); err != nil {
+		var prev []struct {
+			Reader     string `db:"reader"`
+			Deployment string `db:"deployment"`
+		}
+		if err := tx.SelectContext(ctx, &prev, `SELECT reader, deployment FROM measurement_sources WHERE sha256 = ?`, src.SHA256); err != nil {
 			return fmt.Errorf("look up %s: %w", src.File, err)
 		}
-		if len(readBy) > 0 {
-			if readBy[0] == reader {
+		if len(prev) > 0 {
+			switch {
+			case prev[0].Reader == reader && prev[0].Deployment == string(depJSON):
 				res.Unchanged = true
 				return nil
+			case prev[0].Reader == reader:
+				res.Redeployed = true // the same file given another deployment: its rows take it
+			default:
+				res.Reread, res.ReadBy = true, prev[0].Reader
 			}
-			res.Reread, res.ReadBy, res.Rows = true, readBy[0], len(ms)
-			return reread(ctx, tx, ms, string(depJSON), readBy[0], reader)
+			res.Rows = len(ms)
+			return reread(ctx, tx, ms, string(depJSON), prev[0].Reader, reader)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO measurement_sources (sha256, file, format, rows, deployment, imported_at, reader)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`, src.SHA256, src.File, src.Format, len(ms), string(depJSON), importedAt, reader); err != nil {
@@ -247,6 +259,7 @@ func Select(ctx context.Context, st *store.Store, where string) ([]Row, error) {
 			return rowErr
 		}
 		m.readQuantiles()
+		m.readBenchmark()
 		for k, v := range vals {
 			if v != nil {
 				m.Set(Metric(k), *v)

@@ -47,6 +47,24 @@ func TestImportIdempotent(t *testing.T) {
 	var n int
 	if err := storetest.DB(t, st).GetContext(ctx, &n, `SELECT count(*) FROM measurements`); err != nil || n != 2 {
 		t.Errorf("%d rows after a failed import (%v), want 2", n, err)
+	} // A deployment file's benchmark is read back from the extra column.
+	dep, err := ParseSidecar("d.yaml", []byte("benchmark: {tool: bench_serving, rounds: 10, warmup_rounds: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bms, err := Parse("bench.csv", append(read(t, "silicon.csv"), '\n', '\n'), "", dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(ctx, st, bms, dep, "t3"); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Select(ctx, st, "source_sha256 = '"+bms[0].SHA256+"'")
+	if err != nil || len(back) != 2 {
+		t.Fatalf("%d rows, %v", len(back), err)
+	}
+	if b := back[0].Benchmark; b == nil || b.Rounds != 10 || b.WarmupRounds != 1 || b.Tool != "bench_serving" {
+		t.Errorf("benchmark read back %+v", b)
 	}
 }
 
@@ -54,6 +72,7 @@ func TestImportIdempotent(t *testing.T) {
 func FuzzParseSidecar(f *testing.F) {
 	f.Add(read(f, "vllm_bench.yaml"))
 	f.Add([]byte("tp: [1]\n"))
+	f.Add([]byte("runs:\n  a: &x {benchmark: {rounds: 10, length_spread: [0.8, 1]}}\n  b: *x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = ParseSidecar("s.yaml", data)
 	})

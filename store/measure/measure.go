@@ -58,11 +58,114 @@ type Deployment struct {
 	ISLQuantiles []int `yaml:"isl_quantiles" json:"isl_quantiles,omitempty"`
 	OSLQuantiles []int `yaml:"osl_quantiles" json:"osl_quantiles,omitempty"`
 
+	// Benchmark is how the file's closed-loop runs were driven, for formats
+	// that do not say (aic-silicon rows default to aiconfigurator's aiperf
+	// benchmark, AICBenchRounds); nil: the format's own rule.
+	Benchmark *Benchmark `yaml:"benchmark" json:"benchmark,omitempty"`
+
+	// Runs are per-run deployment fields of a file of many runs (an aic-silicon
+	// CSV whose rows were deployed differently), keyed by the run's id (the CSV
+	// id column): a run's entry fills its unset fields before the file-level
+	// ones. Stored with the file's deployment (measurement_sources), not with
+	// its rows.
+	Runs map[string]Deployment `yaml:"runs" json:"runs,omitempty"`
+
 	// Prefill and Decode are a disaggregated deployment's pools (mode disagg), for
 	// files that do not state them (vllm bench serve, AIPerf): the measurement's
 	// p_* and d_* columns. The row's tp, pp and dp default to the decode pool's.
 	Prefill Pool `yaml:"prefill" json:"prefill,omitzero"`
 	Decode  Pool `yaml:"decode" json:"decode,omitzero"`
+}
+
+// Benchmark is how a file's closed-loop runs were driven: each client sent
+// WarmupRounds requests whose statistics were dropped, then Rounds measured
+// ones (InferenceMAX's bench_serving: 10 rounds, no warm-up; aiconfigurator's
+// aiperf: 20 and 2); LengthSpread [lo, hi], when set, draws each request's
+// prompt and output lengths uniformly over [lo·isl, hi·isl] and [lo·osl,
+// hi·osl] (bench_serving's --random-range-ratio r: [r, 1]), kept as the run's
+// quantile points; Tool names the benchmark, for the record.
+type Benchmark struct {
+	Rounds       int       `yaml:"rounds" json:"rounds"`
+	WarmupRounds int       `yaml:"warmup_rounds" json:"warmup_rounds"`
+	LengthSpread []float64 `yaml:"length_spread" json:"length_spread,omitempty"`
+	Tool         string    `yaml:"tool" json:"tool,omitempty"`
+}
+
+// maxRounds bounds Benchmark.Rounds and WarmupRounds (a run of more requests
+// per client than this is not a benchmark the evaluator replays).
+const maxRounds = 1000
+
+// check reports a Benchmark field out of range as a one-line error.
+func (b *Benchmark) check() error {
+	if b.Rounds < 1 || b.Rounds > maxRounds {
+		return fmt.Errorf("benchmark.rounds %d: want the measured requests per client, 1..%d", b.Rounds, maxRounds)
+	}
+	if b.WarmupRounds < 0 || b.WarmupRounds > maxRounds {
+		return fmt.Errorf("benchmark.warmup_rounds %d: want the warm-up requests per client, 0..%d", b.WarmupRounds, maxRounds)
+	}
+	if len(b.LengthSpread) == 0 {
+		return nil
+	}
+	if len(b.LengthSpread) != 2 || !(b.LengthSpread[0] > 0 && b.LengthSpread[0] <= b.LengthSpread[1] && b.LengthSpread[1] <= 4) {
+		return fmt.Errorf("benchmark.length_spread %v: want [lo, hi] with 0 < lo ≤ hi ≤ 4 (lengths uniform over lo·isl..hi·isl)", b.LengthSpread)
+	}
+	return nil
+}
+
+// spreadPoints is lengthSpreadPoints equally weighted quantile points of a
+// length drawn uniformly over [lo·n, hi·n]: the midpoints of equal slices,
+// each at least 1.
+func spreadPoints(n int, spread []float64) []int {
+	out := make([]int, lengthSpreadPoints)
+	lo, hi := spread[0]*float64(n), spread[1]*float64(n)
+	for i := range out {
+		out[i] = max(1, int(lo+(hi-lo)*(float64(i)+0.5)/lengthSpreadPoints))
+	}
+	return out
+}
+
+// lengthSpreadPoints is the quantile points a Benchmark.LengthSpread gives.
+const lengthSpreadPoints = 16
+
+// applyBenchmark records m's benchmark (Deployment.Benchmark) in its extra
+// column and, with a length spread and no quantile points of its own, sets
+// its lengths' points from its isl and osl.
+func (m *Measurement) applyBenchmark() {
+	b := m.Benchmark
+	if b == nil {
+		return
+	}
+	if len(b.LengthSpread) == 2 {
+		if len(m.ISLQuantiles) == 0 {
+			m.ISLQuantiles = spreadPoints(m.ISL, b.LengthSpread)
+		}
+		if len(m.OSLQuantiles) == 0 {
+			m.OSLQuantiles = spreadPoints(m.OSL, b.LengthSpread)
+		}
+	}
+	if m.Extra == nil {
+		m.Extra = map[string]any{}
+	}
+	m.Extra["benchmark"] = map[string]any{"rounds": b.Rounds, "warmup_rounds": b.WarmupRounds, "tool": b.Tool}
+}
+
+// readBenchmark sets m's benchmark rounds from a stored row's extra column.
+func (m *Measurement) readBenchmark() {
+	x, ok := m.Extra["benchmark"].(map[string]any)
+	if !ok {
+		return
+	}
+	num := func(k string) int {
+		switch v := x[k].(type) {
+		case float64: // as decoded from the stored JSON
+			return int(v)
+		case int:
+			return v
+		}
+		return 0
+	}
+	tool, _ := x["tool"].(string)
+	m.Benchmark = &Benchmark{Rounds: num("rounds"), WarmupRounds: num("warmup_rounds"), Tool: tool}
 }
 
 // Pool is one pool of a disaggregated deployment: its worker count, per-worker
@@ -122,6 +225,9 @@ func (d *Deployment) Merge(o Deployment) {
 	}
 	if len(d.OSLQuantiles) == 0 {
 		d.OSLQuantiles = o.OSLQuantiles
+	}
+	if d.Benchmark == nil {
+		d.Benchmark = o.Benchmark
 	}
 	o.Prefill.fill(&d.Prefill.Workers, &d.Prefill.Batch, &d.Prefill.TP, &d.Prefill.PP, &d.Prefill.DP)
 	o.Decode.fill(&d.Decode.Workers, &d.Decode.Batch, &d.Decode.TP, &d.Decode.PP, &d.Decode.DP)

@@ -523,3 +523,53 @@ func TestRunLengths(t *testing.T) {
 		t.Errorf("bad sidecar quantiles: %v", err)
 	}
 }
+
+// TestDeploymentRuns: a deployment file's runs: entry applies to its run only
+// (the CSV id), before the file-level fields and under the row's own; its
+// benchmark sets the rounds BenchmarkRun replays and, with a length spread,
+// 16 quantile points of each length; the benchmark is kept in the extra
+// column. Bad entries are one-line errors naming the key.
+func TestDeploymentRuns(t *testing.T) {
+	const id = "2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x1024_c64_tp2_ep1_582"
+	side := []byte("engine_config: {max_num_tokens: 4096}\nruns:\n  " + id + ":\n    tp: 8\n" +
+		"    benchmark: {tool: bench_serving, rounds: 10, warmup_rounds: 0, length_spread: [0.8, 1.0]}\n" +
+		"    engine_config: {max_num_tokens: 16384, batch_wait_timeout_iters: 20}\n")
+	dep, err := ParseSidecar("d.yaml", side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Parse("silicon.csv", read(t, "silicon.csv"), "", dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, run := ms[0], ms[1]
+	if run.RunID != id || run.TP != 2 || run.EngineConfig["max_num_tokens"] != 16384 || run.Runs != nil {
+		t.Errorf("the run's entry: tp %d (the row's own 2 wins), config %v", run.TP, run.EngineConfig)
+	}
+	if other.EngineConfig["max_num_tokens"] != 4096 || other.Benchmark != nil || other.ISLQuantiles != nil {
+		t.Errorf("another row took the run's entry: config %v, benchmark %v", other.EngineConfig, other.Benchmark)
+	}
+	if r, ok := run.BenchmarkRun(1); !ok || r.Requests != 640 || r.Warmup != 0 || !strings.Contains(r.Source, "bench_serving (10 rounds, 0 warm-up rounds)") {
+		t.Errorf("run %+v %v", r, ok)
+	}
+	if q := run.ISLQuantiles; len(q) != 16 || q[0] != 825 || q[15] != 1017 || run.OSLQuantiles[0] != 825 {
+		t.Errorf("length spread points %v / %v", q, run.OSLQuantiles)
+	}
+	if b, ok := run.Extra["benchmark"].(map[string]any); !ok || b["rounds"] != 10 {
+		t.Errorf("extra %v", run.Extra)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"benchmark: {rounds: 0}\n", "benchmark.rounds 0: want the measured requests per client, 1..1000"},
+		{"benchmark: {rounds: 10, warmup_rounds: -1}\n", "benchmark.warmup_rounds -1"},
+		{"benchmark: {rounds: 10, length_spread: [1.0, 0.8]}\n", "benchmark.length_spread [1 0.8]: want [lo, hi] with 0 < lo ≤ hi ≤ 4"},
+		{"benchmark: {rounds: 10, length_spread: [0.5]}\n", "benchmark.length_spread [0.5]"},
+		{"runs:\n  a: {benchmark: {rounds: 2000}}\n", "runs: a: benchmark.rounds 2000"},
+		{"runs:\n  a: {runs: {b: {tp: 1}}}\n", "runs: a: runs: a run's entry cannot hold runs of its own"},
+		{"runs:\n  a: {gpus: 1}\n", "field gpus not found"},
+	} {
+		_, err := ParseSidecar("d.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error %v, want one line with %q", c.yaml, err, c.want)
+		}
+	}
+}

@@ -94,11 +94,16 @@ func Parse(file string, data []byte, format string, dep Deployment) ([]Measureme
 		if m.RunID == "" {
 			m.RunID = filepath.Base(file)
 		}
+		if r, ok := dep.Runs[m.RunID]; ok {
+			m.Deployment.Merge(r) // the run's own entry before the file's fields
+		}
 		m.Deployment.Merge(dep)
+		m.Runs = nil
 		if m.Mode == "" {
 			m.Mode = "agg"
 		}
 		m.applyPools()
+		m.applyBenchmark()
 		m.applyQuantiles()
 		for _, p := range []*int{&m.PP, &m.DP} {
 			if *p == 0 {

@@ -39,12 +39,25 @@ type Run struct {
 // steady state is what can be predicted. aic-silicon rows were measured by
 // aiconfigurator's benchmark (AICBenchRounds rounds per client); vllm bench serve
 // and AIPerf files state their own num_prompts / request_count (no warm-up known).
+// A deployment file's benchmark (Deployment.Benchmark) overrides the rounds and
+// warm-up; a file's own request count still wins.
 func (m *Measurement) BenchmarkRun(workers int) (Run, bool) {
 	if m.Concurrency <= 0 || m.OpenLoop() || (m.Mode != "agg" && m.Mode != "disagg") {
 		return Run{}, false
 	}
 	workers = max(workers, 1)
 	perWorker := func(n int) int { return (n + workers - 1) / workers }
+	if b := m.Benchmark; b != nil && b.Rounds > 0 {
+		// The deployment file says how the run was driven (Benchmark): its rounds
+		// per client, unless the file counts its requests itself.
+		c := perWorker(m.Concurrency)
+		run := Run{Requests: b.Rounds * c, Warmup: b.WarmupRounds * c,
+			Source: fmt.Sprintf("deployment file benchmark %s(%d rounds, %d warm-up rounds)", toolLabel(b.Tool), b.Rounds, b.WarmupRounds)}
+		if m.Format != FormatAICSilicon && m.NumPrompts > 0 {
+			run.Requests = perWorker(m.NumPrompts)
+		}
+		return run, true
+	}
 	switch m.Format {
 	case FormatAICSilicon:
 		c := perWorker(m.Concurrency)
@@ -242,4 +255,12 @@ func quoteValue(v any) string {
 		return `""`
 	}
 	return s
+}
+
+// toolLabel is a benchmark tool's name and a space, or "" without one.
+func toolLabel(tool string) string {
+	if tool == "" {
+		return ""
+	}
+	return tool + " "
 }

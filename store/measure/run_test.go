@@ -17,6 +17,12 @@ func TestBenchmarkRun(t *testing.T) {
 		// A disaggregated deployment is one tandem: the whole run, 20·C requests.
 		{Measurement{Format: FormatAICSilicon, Concurrency: 64, Deployment: Deployment{Mode: "disagg"}}, 1, Run{Requests: 1280, Warmup: 128}, true},
 		{Measurement{Format: FormatAICSilicon, Concurrency: 64, Deployment: Deployment{Mode: "static"}}, 1, Run{}, false},
+		// A deployment file's benchmark: its rounds per client (InferenceMAX's 10,
+		// no warm-up), a file's own request count still winning.
+		{Measurement{Format: FormatAICSilicon, Concurrency: 64, Deployment: Deployment{Mode: "agg", Benchmark: &Benchmark{Rounds: 10}}}, 1, Run{Requests: 640}, true},
+		{Measurement{Format: FormatAICSilicon, Concurrency: 64, Deployment: Deployment{Mode: "agg", Benchmark: &Benchmark{Rounds: 10, WarmupRounds: 1}}}, 2, Run{Requests: 320, Warmup: 32}, true},
+		{Measurement{Format: FormatVLLMBench, Concurrency: 32, NumPrompts: 320, Deployment: Deployment{Mode: "agg", Benchmark: &Benchmark{Rounds: 5, WarmupRounds: 2}}}, 1, Run{Requests: 320, Warmup: 64}, true},
+		{Measurement{Format: FormatAIPerf, Concurrency: 8, Deployment: Deployment{Mode: "agg", Benchmark: &Benchmark{Rounds: 5}}}, 1, Run{Requests: 40}, true},
 	} {
 		got, ok := c.m.BenchmarkRun(c.workers)
 		got.Source = ""

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -20,10 +22,31 @@ func ParseSidecar(file string, data []byte) (Deployment, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&d); err != nil && !errors.Is(err, io.EOF) {
-		return d, fmt.Errorf("%s: %s (known keys: model, system, backend, version, mode, tp, pp, dp, moe_tp, moe_ep, gemm_quant, moe_quant, isl, osl, prefix, engine_config, prefill and decode with workers, batch, tp, pp, dp, isl_quantiles, osl_quantiles)",
+		return d, fmt.Errorf("%s: %s (known keys: model, system, backend, version, mode, tp, pp, dp, moe_tp, moe_ep, gemm_quant, moe_quant, isl, osl, prefix, engine_config, prefill and decode with workers, batch, tp, pp, dp, isl_quantiles, osl_quantiles, benchmark with rounds, warmup_rounds, length_spread, tool, and runs: the same keys per run id)",
 			file, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
+	if err := d.checkSidecar(); err != nil {
+		return d, fmt.Errorf("%s: %w", file, err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(d.Runs)) {
+		r := d.Runs[id]
+		if len(r.Runs) > 0 {
+			return d, fmt.Errorf("%s: runs: %s: runs: a run's entry cannot hold runs of its own", file, id)
+		}
+		if err := r.checkSidecar(); err != nil {
+			return d, fmt.Errorf("%s: runs: %s: %w", file, id, err)
+		}
+	}
 	return d, nil
+}
+
+// checkSidecar checks the fields a sidecar adds beyond a file's own: its
+// benchmark.
+func (d *Deployment) checkSidecar() error {
+	if d.Benchmark == nil {
+		return nil
+	}
+	return d.Benchmark.check()
 }
 
 // SidecarPath returns the sidecar YAML of a benchmark file if one exists:
