@@ -230,6 +230,9 @@ func trtllmYAML(e engine.Spec, layout []renderKV) string {
 	}
 	fmt.Fprintf(&b, "scheduler_config:\n  capacity_scheduler_policy: %s\n  context_chunking_policy: FIRST_COME_FIRST_SERVED\n",
 		strings.ToUpper(e.CapacityPolicy))
+	if e.BatchWaitTimeoutIters > 0 || e.BatchWaitMaxTokensRatio > 0 { // T-R6, as predicted
+		fmt.Fprintf(&b, "batch_wait_timeout_iters: %d\nbatch_wait_max_tokens_ratio: %s\n", e.BatchWaitTimeoutIters, ftoa(e.BatchWaitMaxTokensRatio))
+	}
 	if e.DisableCUDAGraph {
 		b.WriteString("cuda_graph_config: null\n")
 	}

@@ -28,6 +28,7 @@ func sched(e engine.Spec) engine.Spec {
 	case engine.TRTLLM:
 		o.MaxBatchSize, o.MaxNumTokens, o.AsyncScheduling, o.CapacityPolicy = e.MaxBatchSize, e.MaxNumTokens, e.AsyncScheduling, e.CapacityPolicy
 		o.DisableCUDAGraph = e.DisableCUDAGraph
+		o.BatchWaitTimeoutIters, o.BatchWaitMaxTokensRatio = e.BatchWaitTimeoutIters, e.BatchWaitMaxTokensRatio // T-R6
 	case engine.SGLang:
 		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk, o.AsyncScheduling = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.AsyncScheduling
 		o.CUDAGraphMaxBS, o.DisableCUDAGraph = e.CUDAGraphMaxBS, e.DisableCUDAGraph
@@ -94,6 +95,8 @@ func TestRenderRoundTrip(t *testing.T) {
 		if backend == "trtllm" {
 			e.DisableCUDAGraph = rapid.Bool().Draw(t, "nographs")
 			e.CapacityPolicy = rapid.SampledFrom([]string{engine.PolicyGuaranteedNoEvict, engine.PolicyMaxUtilization}).Draw(t, "policy")
+			e.BatchWaitTimeoutIters = rapid.SampledFrom([]int{0, 1, 20}).Draw(t, "waititers") // T-R6
+			e.BatchWaitMaxTokensRatio = rapid.SampledFrom([]float64{0, 0.123456789, 0.9, 1}).Draw(t, "waitratio")
 		}
 		if e.Validate() != nil {
 			t.Skip("invalid draw")
