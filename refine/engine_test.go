@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/engineconf"
 	"github.com/aicdb/aicdb/store"
@@ -142,5 +143,29 @@ func TestPointResolved(t *testing.T) {
 	r, recorded, err = PointResolved(in)
 	if err != nil || !recorded || r.Engine.MaxNumBatchedTokens != 2508 {
 		t.Fatalf("recorded: %+v %v %v", r, recorded, err)
+	}
+}
+
+// TestPointEngineBatchWaitUnderADP: a TensorRT-LLM point whose recorded engine
+// waits for batches (T-R6) keeps it at dp 1 and drops it under attention DP,
+// where the executor never calls _waiting_requests.
+func TestPointEngineBatchWaitUnderADP(t *testing.T) {
+	e, err := engine.Defaults(engine.TRTLLM, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.BatchWaitTimeoutIters, e.BatchWaitMaxTokensRatio = 20, 0.9
+	rec, err := engineconf.Resolved{Profile: "defaults", Engine: &e}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dp := range []int{1, 4} {
+		got, err := pointEngine(store.PointInputs{Backend: string(engine.TRTLLM), DP: dp, Engine: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.BatchWaiting() != (dp == 1) {
+			t.Errorf("dp %d: batch waiting %v (iters %d, ratio %v)", dp, got.BatchWaiting(), got.BatchWaitTimeoutIters, got.BatchWaitMaxTokensRatio)
+		}
 	}
 }
