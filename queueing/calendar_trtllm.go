@@ -103,31 +103,17 @@ func (s *sim) trtKeepWritten(r *simReq) {
 }
 
 // trtMicroBatch is the T-R3 micro-batch over the capacity step's list act,
-// then batch waiting (T-R6) when the engine has it: a dry scan tells what the
-// micro-batch schedules, trtHoldContexts decides, and the scan that builds the
-// pass leaves the contexts out when they are held (their budget still
-// charged, so the generation rows are the micro-batch's).
+// then batch waiting (T-R6) when the engine has it: the generation rows go
+// into the pass as the scan meets them (they are the micro-batch's whether the
+// contexts are held or not), the scheduled contexts are listed (s.ctxList)
+// and put in the pass after them only if trtHoldContexts lets them go.
+// Without batch waiting each context goes in as the scan meets it.
 func (s *sim) trtMicroBatch(p *simPass, act []int32) {
-	hold := false
-	if s.e.BatchWaiting() {
-		ctx, gen := s.trtScan(p, act, false, true)
-		hold = s.trtHoldContexts(ctx, gen)
-	}
-	s.trtScan(p, act, hold, false)
-}
-
-// trtScan is the T-R3 scan over act into p: generation rows, then with
-// chunking on the contexts sized from the budget left. skipCtx leaves the
-// contexts out of the pass; dry changes nothing (no row is added, no request
-// started or grown). It returns the scheduled contexts' whole token lists
-// (their prompts, plus the outputs a paused one recomputes) and the
-// generation rows' tokens (1 + drafts each), as batch waiting counts them.
-func (s *sim) trtScan(p *simPass, act []int32, skipCtx, dry bool) (ctxTokens, genTokens int) {
 	tokens, count := 0, 0
 	gen := 1 + s.e.DraftTokens // a generation request's tokens (T-R3)
 	drafts := gen > 1
-	apply := !dry && !skipCtx
-	s.chunkList = s.chunkList[:0]
+	wait := s.e.BatchWaiting()
+	s.chunkList, s.ctxList = s.chunkList[:0], s.ctxList[:0]
 	for _, ri := range act {
 		r := &s.reqs[ri]
 		if r.gSched >= r.osl {
@@ -137,11 +123,6 @@ func (s *sim) trtScan(p *simPass, act []int32, skipCtx, dry bool) (ctxTokens, ge
 			if tokens+gen > s.budget {
 				break
 			}
-			tokens += gen
-			genTokens += gen
-			if dry {
-				continue
-			}
 			if s.kv.on && s.e.CapacityPolicy == engine.PolicyMaxUtilization {
 				s.kvGrow(ri, decodeKVTokens(r)) // the block of its next token (fit, T-R2)
 			}
@@ -150,17 +131,14 @@ func (s *sim) trtScan(p *simPass, act []int32, skipCtx, dry bool) (ctxTokens, ge
 			} else {
 				s.addDecode(p, ri)
 			}
+			tokens += gen
 		} else if !s.e.EnableChunkedPrefill {
 			t := r.promptLen() - r.c
 			if tokens+t > s.budget {
 				break
 			}
+			s.trtContext(p, ri, t, wait)
 			tokens += t
-			ctxTokens += r.promptLen()
-			if apply {
-				s.trtStart(ri)
-				s.addPrompt(p, ri, t)
-			}
 		} else {
 			s.chunkList = append(s.chunkList, ri)
 		}
@@ -169,46 +147,67 @@ func (s *sim) trtScan(p *simPass, act []int32, skipCtx, dry bool) (ctxTokens, ge
 			break
 		}
 	}
-	capacity := s.budget - tokens
-	unit := s.e.BlockSize
-	for _, ri := range s.chunkList {
-		r := &s.reqs[ri]
-		rest := r.promptLen() - r.c
-		chunk := min(rest, capacity)
-		if chunk < rest {
-			chunk = chunk / unit * unit
+	if len(s.chunkList) > 0 {
+		capacity := s.budget - tokens
+		unit := s.e.BlockSize
+		for _, ri := range s.chunkList {
+			r := &s.reqs[ri]
+			rest := r.promptLen() - r.c
+			chunk := min(rest, capacity)
+			if chunk < rest {
+				chunk = chunk / unit * unit
+			}
+			if chunk <= 0 {
+				continue
+			}
+			capacity -= chunk
+			if r.c == 0 && r.prefix > 0 && chunk < rest {
+				chunk = trtFirstChunkEnd(r.prefix, chunk, r.promptLen(), unit) // the budget was charged chunk tokens all the same
+			}
+			s.trtContext(p, ri, chunk, wait)
 		}
-		if chunk <= 0 {
-			continue
-		}
-		capacity -= chunk
-		ctxTokens += r.promptLen()
-		if !apply {
-			continue
-		}
-		s.trtStart(ri)
-		if r.c == 0 && r.prefix > 0 && chunk < rest {
-			chunk = trtFirstChunkEnd(r.prefix, chunk, r.promptLen(), unit) // the budget was charged chunk tokens all the same
-		}
-		s.addPrompt(p, ri, chunk)
 	}
-	return ctxTokens, genTokens
+	if len(s.ctxList) == 0 || s.trtHoldContexts(len(p.entries)*gen) { // p holds only generation rows here
+		return
+	}
+	for _, c := range s.ctxList {
+		s.trtStart(c.r)
+		s.addPrompt(p, c.r, int(c.n))
+	}
+}
+
+// trtContext schedules n prompt tokens of context request ri (its first chunk
+// starts it, trtStart), or with wait lists it in s.ctxList for batch waiting
+// to decide (trtHoldContexts).
+func (s *sim) trtContext(p *simPass, ri int32, n int, wait bool) {
+	if wait {
+		s.ctxList = append(s.ctxList, entry{r: ri, n: int32(n)})
+		return
+	}
+	s.trtStart(ri)
+	s.addPrompt(p, ri, n)
 }
 
 // trtHoldContexts is TensorRT-LLM's batch waiting (T-R6, PyExecutor
-// _waiting_requests, called from _schedule) for a schedule whose contexts
-// count ctxTokens and generation rows genTokens (trtScan): with no context or
+// _waiting_requests, called from _schedule) for the contexts of s.ctxList
+// scheduled beside generation rows of genTokens tokens (1 + drafts each): with
 // no generation row nothing is held ("no need to wait, to avoid dead
-// waiting"); otherwise the contexts go when the schedule's tokens reach
-// batch_wait_max_tokens_ratio × max_num_tokens or when the executor has held
+// waiting"); otherwise the contexts go when the schedule's tokens — each
+// context's whole token list (get_tokens: its prompt, plus the outputs a
+// paused one recomputes), whatever its chunk, and the generation rows' — reach
+// batch_wait_max_tokens_ratio × max_num_tokens, or when the executor has held
 // contexts batch_wait_timeout_iters times since it last let them through (the
-// count is reset only then); else they are held this pass — they stay admitted
-// (T-R1) — and the count grows. It reports whether they are held.
-func (s *sim) trtHoldContexts(ctxTokens, genTokens int) bool {
-	if ctxTokens == 0 || genTokens == 0 {
+// count is reset only then); else they are held this pass — they stay
+// admitted (T-R1) — and the count grows. It reports whether they are held.
+func (s *sim) trtHoldContexts(genTokens int) bool {
+	if genTokens == 0 {
 		return false
 	}
-	if s.trtHeld >= s.e.BatchWaitTimeoutIters || float64(ctxTokens+genTokens) >= s.e.BatchWaitMaxTokensRatio*float64(s.budget) {
+	tokens := genTokens
+	for _, c := range s.ctxList {
+		tokens += s.reqs[c.r].promptLen()
+	}
+	if s.trtHeld >= s.e.BatchWaitTimeoutIters || float64(tokens) >= s.e.BatchWaitMaxTokensRatio*float64(s.budget) {
 		s.trtHeld = 0
 		return false
 	}
