@@ -63,11 +63,13 @@ type Deployment struct {
 	// benchmark, AICBenchRounds); nil: the format's own rule.
 	Benchmark *Benchmark `yaml:"benchmark" json:"benchmark,omitempty"`
 
-	// Runs are per-run deployment fields of a file of many runs (an aic-silicon
-	// CSV whose rows were deployed differently), keyed by the run's id (the CSV
-	// id column): a run's entry fills its unset fields before the file-level
-	// ones. Stored with the file's deployment (measurement_sources), not with
-	// its rows.
+	// Runs are per-run deployments of a file of many runs (an aic-silicon CSV
+	// whose rows were deployed differently), keyed by the run's id (the CSV id
+	// column): a run's entry states how that run was deployed, so its fields
+	// win over the row's own (a correction: e.g. the expert parallelism a
+	// launch script chose by concurrency), then the file-level fields fill what
+	// both leave unset. Stored with the file's deployment (measurement_sources),
+	// not with its rows.
 	Runs map[string]Deployment `yaml:"runs" json:"runs,omitempty"`
 
 	// Prefill and Decode are a disaggregated deployment's pools (mode disagg), for

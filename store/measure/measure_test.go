@@ -525,14 +525,14 @@ func TestRunLengths(t *testing.T) {
 }
 
 // TestDeploymentRuns: a deployment file's runs: entry applies to its run only
-// (the CSV id), before the file-level fields and under the row's own; its
+// (the CSV id), over the row's own fields and before the file-level ones; its
 // benchmark sets the rounds BenchmarkRun replays and, with a length spread,
 // 16 quantile points of each length; the benchmark is kept in the extra
 // column. Bad entries are one-line errors naming the key.
 func TestDeploymentRuns(t *testing.T) {
 	const id = "2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x1024_c64_tp2_ep1_582"
 	side := []byte("engine_config: {max_num_tokens: 4096}\nruns:\n  " + id + ":\n    tp: 8\n" +
-		"    benchmark: {tool: bench_serving, rounds: 10, warmup_rounds: 0, length_spread: [0.8, 1.0]}\n" +
+		"    moe_tp: 8\n    benchmark: {tool: bench_serving, rounds: 10, warmup_rounds: 0, length_spread: [0.8, 1.0]}\n" +
 		"    engine_config: {max_num_tokens: 16384, batch_wait_timeout_iters: 20}\n")
 	dep, err := ParseSidecar("d.yaml", side)
 	if err != nil {
@@ -543,8 +543,8 @@ func TestDeploymentRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, run := ms[0], ms[1]
-	if run.RunID != id || run.TP != 2 || run.EngineConfig["max_num_tokens"] != 16384 || run.Runs != nil {
-		t.Errorf("the run's entry: tp %d (the row's own 2 wins), config %v", run.TP, run.EngineConfig)
+	if run.RunID != id || run.TP != 8 || run.MoETP != 8 || run.EngineConfig["max_num_tokens"] != 16384 || run.Runs != nil {
+		t.Errorf("the run's entry: tp %d moe-tp %d (the entry's 8 wins over the row's 2 and 2), config %v", run.TP, run.MoETP, run.EngineConfig)
 	}
 	if other.EngineConfig["max_num_tokens"] != 4096 || other.Benchmark != nil || other.ISLQuantiles != nil {
 		t.Errorf("another row took the run's entry: config %v, benchmark %v", other.EngineConfig, other.Benchmark)

@@ -95,7 +95,10 @@ func Parse(file string, data []byte, format string, dep Deployment) ([]Measureme
 			m.RunID = filepath.Base(file)
 		}
 		if r, ok := dep.Runs[m.RunID]; ok {
-			m.Deployment.Merge(r) // the run's own entry before the file's fields
+			// The run's entry states how that run was deployed: it wins over the
+			// file's own fields (a correction), which fill what it leaves unset.
+			r.Merge(m.Deployment)
+			m.Deployment = r
 		}
 		m.Deployment.Merge(dep)
 		m.Runs = nil
