@@ -29,7 +29,7 @@ const (
 // (the overlap executor), BlockSize (tokens_per_block), KVCapacityTokens,
 // CapacityPolicy, DraftTokens and DraftAccepted (MTP). SGLang reads ChunkedPrefillSize, MaxPrefillTokens,
 // EnableChunkedPrefill, EnableMixedChunk, MaxNumSeqs (max_running_requests),
-// AsyncScheduling (the overlap scheduler), BlockSize (page_size),
+// AsyncScheduling (the overlap scheduler), SchedulerRecvInterval, BlockSize (page_size),
 // KVCapacityTokens, DraftTokens and DraftAccepted (EAGLE / NEXTN). The oracle also reads
 // EnablePrefixCaching.
 type Spec struct {
@@ -73,10 +73,14 @@ type Spec struct {
 	// check); false is every engine's default, a prefix cache on.
 	NoPrefixReuse bool `json:"no_prefix_reuse,omitempty"`
 
-	// SGLang (S-R1..S-R6).
+	// SGLang (S-R1..S-R7).
 	ChunkedPrefillSize int  `json:"chunked_prefill_size,omitempty"` // S-R4 shared per-pass prompt budget
 	MaxPrefillTokens   int  `json:"max_prefill_tokens,omitempty"`   // S-R4 second prompt cap
 	EnableMixedChunk   bool `json:"enable_mixed_chunk"`             // S-R4 decodes ride along prefill batches
+	// SchedulerRecvInterval is SGLang's scheduler_recv_interval (S-R7): after a
+	// decode-only batch the scheduler receives new requests only every that many
+	// iterations. 0 or 1: every iteration (the default).
+	SchedulerRecvInterval int `json:"scheduler_recv_interval,omitempty"`
 
 	// TRT-LLM (T-R1..T-R3).
 	MaxBatchSize   int    `json:"max_batch_size,omitempty"`  // T-R1/T-R3
@@ -173,7 +177,7 @@ func (s Spec) Validate() error {
 		{"max_prefill_tokens", s.MaxPrefillTokens}, {"max_batch_size", s.MaxBatchSize},
 		{"max_num_tokens", s.MaxNumTokens}, {"cuda_graph_max_bs", s.CUDAGraphMaxBS},
 		{"draft_tokens", s.DraftTokens}, {"max_model_len", s.MaxModelLen},
-		{"batch_wait_timeout_iters", s.BatchWaitTimeoutIters},
+		{"batch_wait_timeout_iters", s.BatchWaitTimeoutIters}, {"scheduler_recv_interval", s.SchedulerRecvInterval},
 	}
 	for _, f := range neg {
 		if f.v < 0 {
@@ -252,6 +256,16 @@ func (s Spec) validateDrafts() error {
 // holds at once.
 func (s Spec) BatchWaiting() bool {
 	return s.Backend == TRTLLM && s.BatchWaitTimeoutIters > 0 && s.BatchWaitMaxTokensRatio > 0
+}
+
+// RecvEvery is the iteration interval of an SGLang engine's request receipt
+// after decode-only batches (S-R7, scheduler_recv_interval), or 0 when it
+// receives at every iteration (another backend, or an interval of 0 or 1).
+func (s Spec) RecvEvery() int {
+	if s.Backend != SGLang || s.SchedulerRecvInterval <= 1 {
+		return 0
+	}
+	return s.SchedulerRecvInterval
 }
 
 // DraftMethods are the separate drafters modelled (Spec.DraftMethod: vLLM's

@@ -53,6 +53,11 @@ type sglState struct {
 	// arrived and that wait, FIFO, for a seat in the running batch (S-R2 on a
 	// decode server: get_new_prebuilt_batch).
 	landed []int32
+	// recvCount counts the schedules after decode-only batches since requests
+	// were last received (S-R7, scheduler_recv_interval); lastKind is the
+	// latest schedule's batch: 0 none, 1 decode rows only, 2 a prompt chunk.
+	recvCount int
+	lastKind  uint8
 }
 
 // sglReserve is min(max_new − out, 4096): the output tokens a request may still need.
@@ -444,4 +449,42 @@ func (s *Sim) updateSGLang(pb *passBuf) {
 		s.dropFinished()
 		s.sgl.batchFull = false // S-R2/S-R5: the batch a finished request was in shrank
 	}
+}
+
+// sglRecv is SGLang's recv_requests (S-R7): with scheduler_recv_interval N > 1
+// a schedule after a decode-only batch (weight 1) receives only when its count
+// reaches N; after a batch with a prompt chunk (EXTEND / MIXED, weight 1000)
+// or none (the idle loop spins through the count) it receives at once. It
+// reports whether the schedule receives.
+func (s *Sim) sglRecv() bool {
+	n := s.eng.RecvEvery()
+	if n == 0 {
+		return true
+	}
+	if s.sgl.lastKind == 1 {
+		if s.sgl.recvCount++; s.sgl.recvCount < n {
+			return false
+		}
+	}
+	s.sgl.recvCount = 0
+	return true
+}
+
+// sglNoteBatch records the kind of the batch a schedule formed (sglRecv):
+// none, decode rows only, or with a prompt chunk.
+func (s *Sim) sglNoteBatch(pb *passBuf) {
+	if s.eng.RecvEvery() == 0 {
+		return
+	}
+	var k uint8
+	if pb != nil && len(pb.entries) > 0 {
+		k = 1
+		for _, en := range pb.entries {
+			if !en.dec {
+				k = 2
+				break
+			}
+		}
+	}
+	s.sgl.lastKind = k
 }

@@ -21,10 +21,13 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 	st := &s.step
 	did := false
 	if !st.mustPop {
-		s.absorb()
+		if s.sglRecv() {
+			s.absorb()
+		}
 		if s.hasRequests() {
 			pb := s.pushPass()
 			s.schedule(pb)
+			s.sglNoteBatch(pb)
 			if s.fatal != nil {
 				return false, s.fatal
 			}
@@ -36,6 +39,7 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 			}
 			did = true
 		} else if s.qlen == 0 {
+			s.sglNoteBatch(nil)
 			s.rules.idle(s)
 			if len(s.arrivals) == 0 {
 				return false, nil
@@ -46,6 +50,8 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 			}
 			s.now = t
 			return true, nil
+		} else {
+			s.sglNoteBatch(nil) // nothing to schedule while a pass runs: no batch formed
 		}
 		st.mustPop = true
 	}

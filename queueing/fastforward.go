@@ -143,6 +143,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	advanceContexts(cur, shift)
 	// j passes were scheduled (the last is in flight over [ps, pe]); j−1 completed.
 	s.kvAdvance(cur, j)
+	s.recvAdvance(j) // each a schedule after a decode-only batch that received nothing (S-R7)
 	for _, en := range cur.entries {
 		r := &s.reqs[en.r]
 		r.gSched += j
@@ -314,6 +315,7 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 		j++
 	}
 	// j steps were scheduled (the last in flight over [ps, pe]); j − 1 completed.
+	s.recvAdvance(j) // each after a decode-only (verify) batch, receiving nothing (S-R7)
 	cur.extra = cur.extra[:0]
 	for _, w := range rows {
 		r := &s.reqs[w.r]

@@ -112,7 +112,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	// least this (docs/queueing.md §4.6).
 	lo := stage + math.Min(alonePrefillMs(pr, e, b.minISL, prefix), remainderFirstMs(pr, e, b.minISL, prefix))
 
-	if rep, ok := lockedCohort(pr, e, w, b, isl, prefix, osl, int(math.Round(O))-1, lo); ok && !batchWaitCanHold(e, b.minISL) {
+	if rep, ok := lockedCohort(pr, e, w, b, isl, prefix, osl, int(math.Round(O))-1, lo); ok && !promptsHeld(e, b.minISL) {
 		return rep, nil
 	}
 
@@ -158,7 +158,7 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	}
 	c := s.c
 	s.tok = tok
-	hold := batchHoldMs(e, c, s.tgen, b.minISL)
+	hold := heldMs(e, c, s.tgen, b.minISL)
 
 	// Waiting for a slot (closed loop, C > max running): Little's law on the cycle
 	// (a request's cycle includes its batch-waiting hold).
@@ -301,26 +301,33 @@ func screen(pr *pricer, w workload.Spec, e engine.Spec, b shapeBounds) (*Report,
 	return rep, nil
 }
 
-// batchHoldMs is the screening tier's TensorRT-LLM batch waiting (T-R6): with
-// c > 1 requests in the engine a prompt finds generation rows beside it and is
-// held at most batch_wait_timeout_iters passes, each at least a decode-only
-// pass of tgen; the tier adds that whole hold to every TTFT and cycle, an upper
-// bound of the wait (prompts that arrive during a hold, or reach
-// batch_wait_max_tokens_ratio × max_num_tokens together, wait less), so its
-// TTFT errs high, never optimistic; the quantitative tier replays the rule.
-// 0 without batch waiting, and when the shortest prompt (minISL tokens) with
-// one generation row already reaches the ratio: no schedule can hold.
-func batchHoldMs(e engine.Spec, c, tgen float64, minISL int) float64 {
-	if c <= 1 || !batchWaitCanHold(e, minISL) {
+// heldMs is the screening tier's bound on what an engine holds a new request
+// back beside running ones, added to every TTFT and cycle (0 with c ≤ 1: no
+// decode rows run beside it): TensorRT-LLM's batch waiting (T-R6) holds a
+// prompt at most batch_wait_timeout_iters passes, and SGLang's skipped
+// receipt (S-R7) receives it within scheduler_recv_interval passes, each at
+// least a decode-only pass of tgen. The whole count is an upper bound (a
+// request that arrives during a hold, or with others that reach the ratio,
+// waits less), so the tier's TTFT errs high, never optimistic; the
+// quantitative tier replays the rules.
+func heldMs(e engine.Spec, c, tgen float64, minISL int) float64 {
+	switch {
+	case c <= 1 || !promptsHeld(e, minISL):
 		return 0
+	case e.RecvEvery() > 0:
+		return float64(e.RecvEvery()) * tgen
 	}
 	return float64(e.BatchWaitTimeoutIters) * tgen
 }
 
-// batchWaitCanHold reports whether e's batch waiting (T-R6) can hold a
-// prompt of minISL tokens or more: its shortest schedule with a context, that
-// prompt and one generation row, stays below the ratio's threshold. A locked
-// cohort (lockedCohort) is then not the steady state the tier may assume.
-func batchWaitCanHold(e engine.Spec, minISL int) bool {
+// promptsHeld reports whether e can hold back a prompt of minISL tokens or
+// more beside running requests: SGLang's skipped receipt (S-R7), or batch
+// waiting (T-R6) whose shortest schedule with a context — that prompt and one
+// generation row — stays below the ratio's threshold. A locked cohort
+// (lockedCohort) is then not the steady state the tier may assume.
+func promptsHeld(e engine.Spec, minISL int) bool {
+	if e.RecvEvery() > 0 {
+		return true
+	}
 	return e.BatchWaiting() && float64(minISL+1+e.DraftTokens) < e.BatchWaitMaxTokensRatio*float64(e.TokenBudget())
 }

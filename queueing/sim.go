@@ -136,11 +136,16 @@ type sim struct {
 	ctxList   []entry // TRT-LLM contexts (request, tokens) batch waiting decides (T-R6)
 	// trtHeld is TensorRT-LLM's batch_wait_iters_count: the schedules that held
 	// their contexts since batch waiting last let them through (T-R6).
-	trtHeld  int
-	rowBuf   []bucketRows
-	draftBuf []draftRow // fastForwardDrafts' rows
-	posBuf   []int32    // runningPositions' scratch: running position per request, −1 elsewhere
-	orderBuf []int32    // stateOrder's scratch
+	trtHeld int
+	// SGLang's request receipt (S-R7, SchedulerRecvInterval): recvEvery > 0
+	// skips it after decode-only batches until recvCount reaches recvEvery;
+	// lastKind is the kind of the latest schedule's batch.
+	recvEvery, recvCount int
+	lastKind             batchKind
+	rowBuf               []bucketRows
+	draftBuf             []draftRow // fastForwardDrafts' rows
+	posBuf               []int32    // runningPositions' scratch: running position per request, −1 elsewhere
+	orderBuf             []int32    // stateOrder's scratch
 	// tokens[r] are the emission times of request r, when recorded (kept out of
 	// simReq so that the request slice holds no pointers: no write barriers or GC
 	// scanning on the hot path).
@@ -276,7 +281,59 @@ func appendDecodeRow(entries []entry, dec []int, ri int32, r *simReq) ([]entry, 
 // and traits, no chunk in flight, no barrier.
 func newSim(e engine.Spec, t timing.Timing) sim {
 	return sim{e: e, tr: e.Traits(), t: t, rules: rulesFor(e.Backend), budget: e.TokenBudget(), seqCap: e.SeatCap(),
-		chunked: -1, barrier: math.Inf(1)}
+		chunked: -1, barrier: math.Inf(1), recvEvery: e.RecvEvery()}
+}
+
+// batchKind is what a schedule put in its pass, as SGLang's request receipt
+// weighs the last batch (S-R7).
+type batchKind uint8
+
+const (
+	batchNone   batchKind = iota // nothing scheduled (the engine idles)
+	batchDecode                  // decode rows only (DECODE, TARGET_VERIFY)
+	batchExtend                  // a prompt chunk in it (EXTEND, MIXED)
+)
+
+// kindOf is the batchKind of pass p.
+func kindOf(p *simPass) batchKind {
+	switch {
+	case len(p.entries) == 0:
+		return batchNone
+	case len(p.tp.Prefill) > 0:
+		return batchExtend
+	}
+	for _, en := range p.entries {
+		if !en.decode {
+			return batchExtend
+		}
+	}
+	return batchDecode
+}
+
+// recv is SGLang's recv_requests at a schedule (S-R7): with a receipt
+// interval, a schedule after a decode-only batch counts one iteration and
+// receives only once the count reaches the interval (the count restarts);
+// after a batch with a prompt chunk (weight 1000, above any interval used) or
+// none (the idle loop spins through its count in microseconds) it receives
+// at once. It then absorbs what arrived by t.
+func (s *sim) recv(t float64) {
+	if s.recvEvery > 0 {
+		if s.lastKind == batchDecode {
+			if s.recvCount++; s.recvCount < s.recvEvery {
+				return
+			}
+		}
+		s.recvCount = 0
+	}
+	s.absorb(t)
+}
+
+// recvAdvance counts n schedules after decode-only batches that received
+// nothing (a decode stretch run in bulk): the count restarts at the interval.
+func (s *sim) recvAdvance(n int) {
+	if s.recvEvery > 0 {
+		s.recvCount = (s.recvCount + n) % s.recvEvery
+	}
 }
 
 // schedule builds the next pass into p from the current state.
@@ -422,9 +479,12 @@ func (s *sim) next() *simPass { return &s.pass[s.curIdx^1] }
 // puts it in flight; it reports false (nothing in flight) when the calendar
 // schedules nothing.
 func (s *sim) schedulePass() (bool, error) {
-	s.absorb(s.now)
+	s.recv(s.now)
 	s.admitPrefilled()
 	s.schedule(s.cur())
+	if s.recvEvery > 0 {
+		s.lastKind = kindOf(s.cur())
+	}
 	if len(s.cur().entries) == 0 {
 		return false, nil
 	}
@@ -476,9 +536,12 @@ func (s *sim) scheduleEarly() {
 // scheduleNext is an asynchronous engine's schedule of the pass after the one
 // in flight, as of that pass's start (V-R10): finishPass's, or scheduleEarly's.
 func (s *sim) scheduleNext() {
-	s.absorb(s.curStart)
+	s.recv(s.curStart)
 	s.admitPrefilled()
 	s.schedule(s.next())
+	if s.recvEvery > 0 {
+		s.lastKind = kindOf(s.next())
+	}
 }
 
 // seatsTaken is the number of running requests that hold a seat of the running

@@ -300,10 +300,11 @@ func (c *stateCkpt) equals(ints []int64, fl []float64, tol float64) bool {
 	return true
 }
 
-const stateHeaderLen = 11
+const stateHeaderLen = 13
 
 // stateHeader is the cheap part of the state: counts, free blocks, the SGLang
-// admission state, TensorRT-LLM's batch-waiting count (T-R6), and a signature of the running requests' progress
+// admission state, TensorRT-LLM's batch-waiting count (T-R6), SGLang's
+// receipt count and last batch kind (S-R7), and a signature of the running requests' progress
 // (runSig). Equal states have equal headers, so a header that differs from a
 // checkpoint's rejects it without encoding the live state.
 func (s *sim) stateHeader() [stateHeaderLen]int64 {
@@ -313,7 +314,7 @@ func (s *sim) stateHeader() [stateHeaderLen]int64 {
 	}
 	return [stateHeaderLen]int64{int64(len(s.running)), int64(s.waitingLen()), int64(len(s.incoming) - s.inHead), inFlight,
 		int64(s.kvFree), b2i(s.kv.batchFull), int64(s.kv.runLen), b2i(s.kv.chunkRan), int64(math.Float64bits(s.kv.ratio)),
-		s.runSig(), int64(s.trtHeld)}
+		s.runSig(), int64(s.trtHeld), int64(s.recvCount), int64(s.lastKind)}
 }
 
 // runSig is an order-sensitive hash of the running requests' prompt positions

@@ -119,6 +119,9 @@ func NewKernel(e engine.Spec, t timing.Timing, o KernelOptions) (*Kernel, error)
 	if o.SeqCap < 0 || o.InFlightCap < 0 {
 		return nil, inputErr(fmt.Errorf("kernel seq cap = %d, in-flight cap = %d: must be ≥ 0", o.SeqCap, o.InFlightCap))
 	}
+	if e.RecvEvery() > 0 {
+		return nil, inputErr(fmt.Errorf("engine scheduler_recv_interval = %d: SGLang's skipped request receipt (S-R7) is modelled for aggregated engines only, not for a disaggregated pool, whose requests also arrive through its transfer queue; drop it for the pools", e.SchedulerRecvInterval))
+	}
 	if o.KVCapacityTokens < 0 || (o.KVCapacityTokens > 0 && (!rulesFor(e.Backend).kernelKV(o.Hold) || o.KVCapacityTokens < e.BlockSize)) {
 		return nil, inputErr(fmt.Errorf("kernel kv capacity = %d tokens: a kernel models KV only for vLLM and a TensorRT-LLM prefill hold, at least one block of %d tokens", o.KVCapacityTokens, e.BlockSize))
 	}

@@ -167,6 +167,18 @@ func baseFamilies() []Family {
 	e = trtEngine()
 	e.CapacityPolicy = engine.PolicyMaxUtilization
 	add("trtllm/c32 isl2048 osl256 max_utilization", closed(2048, 256, 0, 32), e)
+	// SGLang's skipped request receipt (S-R7, scheduler_recv_interval): after a
+	// decode-only batch requests are received every 10 / 30 iterations;
+	// overlap on and off, mixed chunk off, an open loop.
+	e = recvEvery(sglEngine(), 10)
+	add("sglang/c16 isl1024 osl256 recv 10", closed(1024, 256, 0, 16), e)
+	e = recvEvery(sglEngine(), 30)
+	e.AsyncScheduling = false
+	add("sglang/c64 isl2048 osl128 recv 30 overlap off", closed(2048, 128, 0, 64), e)
+	e = recvEvery(sglEngine(), 10)
+	e.EnableMixedChunk = false
+	add("sglang/c32 isl1024 osl256 recv 10 mixed off", closed(1024, 256, 0, 32), e)
+	add("sglang/open ρ0.5 isl2048 osl256 recv 10", open(2048, 256, 0, 0.5*11.9, 2048), recvEvery(sglEngine(), 10))
 	// Batch waiting (T-R6): contexts held beside generation rows until the
 	// schedule's tokens reach ratio × max_num_tokens or 20 / 50 holds —
 	// InferenceMAX's 1k/1k setting (the timeout binds), a ratio that two

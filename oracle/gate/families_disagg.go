@@ -45,6 +45,13 @@ func batchWait(e engine.Spec, iters int, ratio float64) engine.Spec {
 	return e
 }
 
+// recvEvery is SGLang engine e receiving requests every n iterations after
+// decode-only batches (S-R7, scheduler_recv_interval).
+func recvEvery(e engine.Spec, n int) engine.Spec {
+	e.SchedulerRecvInterval = n
+	return e
+}
+
 func sglEngine() engine.Spec {
 	e, err := engine.Defaults(engine.SGLang, "")
 	if err != nil {

@@ -101,6 +101,9 @@ func TestValuesMapped(t *testing.T) {
 		{"sglang", "--max-running-requests 12", func(e engine.Spec) bool { return e.AsyncScheduling }}, // overlap on by default (§3.2)
 		{"sglang", "disable_overlap_schedule: false\n", func(e engine.Spec) bool { return e.AsyncScheduling }},
 		{"sglang", "schedule-conservativeness: 1", func(engine.Spec) bool { return true }},
+		// InferenceMAX's DeepSeek flags (S-R7).
+		{"sglang", "--scheduler-recv-interval 30", func(e engine.Spec) bool { return e.SchedulerRecvInterval == 30 && e.RecvEvery() == 30 }},
+		{"sglang", "scheduler_recv_interval: 1", func(e engine.Spec) bool { return e.RecvEvery() == 0 }},
 		// Memory keys: they size the KV pool (refine.KVPoolTokens).
 		{"vllm", "--gpu-memory-utilization 0.5", func(e engine.Spec) bool { return e.MemFraction == 0.5 }},
 		{"vllm", "--num-gpu-blocks-override 101 --block-size 32", func(e engine.Spec) bool { return e.KVCapacityTokens == 100*32 && e.GPUBlocks() == 101 }},
@@ -154,6 +157,7 @@ func TestErrors(t *testing.T) {
 		{"trtllm", "batch_wait_timeout_iters: -1\n", `line 1: key batch_wait_timeout_iters "-1": want an integer in 0..2147483647`},
 		{"trtllm", "batch_wait_timeout_ms: 100\n", `line 1: key batch_wait_timeout_ms "100": the executor waits up to that many milliseconds for more requests before it schedules (a wall-clock wait the model does not represent); set 0 or remove it`},
 		{"trtllm", "stream_interval: 10\n", `line 1: key stream_interval "10": the server streams each request's tokens 10 at a time, so the client does not see the per-token TTFT and inter-token gaps the model predicts; set 1 or remove it`},
+		{"sglang", "--scheduler-recv-interval 0", `line 1: flag --scheduler-recv-interval "0": want an integer in 1..2147483647`},
 		{"sglang", "--stream-interval 8", `line 1: flag --stream-interval "8": the server streams each request's tokens 8 at a time, so the client does not see the per-token TTFT and inter-token gaps the model predicts; set 1 or remove it`},
 		{"vllm", "kv_transfer_config:\n  kv_connector: NixlConnector\n", `line 2: key kv_transfer_config.kv_connector: changes scheduling (a KV connector: requests wait for remote KV before they are scheduled), which the model does not represent; remove it`},
 		{"vllm", "--frobnicate 3", `line 1: flag --frobnicate: not a vllm key aicdb knows, so it cannot tell whether it changes scheduling; remove it (harmless keys such as ports, logging and the model path are ignored)`},

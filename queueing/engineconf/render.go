@@ -168,6 +168,9 @@ func sglangKVs(e engine.Spec, model string, layout []renderKV) []renderKV {
 	if !e.AsyncScheduling { // the overlap scheduler is SGLang's default (§3.2)
 		kv = append(kv, renderKV{key: "disable-overlap-schedule", flagOnly: true})
 	}
+	if e.SchedulerRecvInterval > 1 { // S-R7, as predicted
+		kv = append(kv, renderKV{key: "scheduler-recv-interval", value: itoa(e.SchedulerRecvInterval)})
+	}
 	if e.DraftTokens > 0 { // EAGLE chain over the model's MTP layers or a head (acceptance: the model's and the data's)
 		alg := "NEXTN"
 		if e.SeparateDrafter() {

@@ -32,6 +32,7 @@ func sched(e engine.Spec) engine.Spec {
 	case engine.SGLang:
 		o.MaxNumSeqs, o.MaxPrefillTokens, o.EnableMixedChunk, o.AsyncScheduling = e.MaxNumSeqs, e.MaxPrefillTokens, e.EnableMixedChunk, e.AsyncScheduling
 		o.CUDAGraphMaxBS, o.DisableCUDAGraph = e.CUDAGraphMaxBS, e.DisableCUDAGraph
+		o.SchedulerRecvInterval = e.SchedulerRecvInterval                                       // S-R7
 		o.DraftTokens, o.DraftMethod, o.DraftModel = e.DraftTokens, e.DraftMethod, e.DraftModel // EAGLE's chain length and head (the acceptance is no key)
 		if e.EnableChunkedPrefill {
 			o.ChunkedPrefillSize = e.ChunkedPrefillSize
@@ -82,6 +83,7 @@ func TestRenderRoundTrip(t *testing.T) {
 		dtypes := map[string][]string{"vllm": {"", "bfloat16", "fp8"}, "trtllm": {"", "bfloat16", "fp8", "int8"}, "sglang": {"", "bfloat16", "fp8"}}
 		e.KVCacheDtype = rapid.SampledFrom(dtypes[backend]).Draw(t, "dtype")
 		if backend == "sglang" {
+			e.SchedulerRecvInterval = rapid.SampledFrom([]int{0, 10, 30}).Draw(t, "recv") // S-R7
 			e.CUDAGraphMaxBS = rapid.IntRange(0, 1024).Draw(t, "graphbs")
 			e.DisableCUDAGraph = rapid.Bool().Draw(t, "nograph")
 			if rapid.IntRange(0, 2).Draw(t, "eagle") == 0 { // EAGLE / NEXTN: overlap and mixed chunk off

@@ -779,6 +779,8 @@ func sglangRule(k string) (rule, bool) {
 		return timingOnly("batch-invariant kernels run slower than the ones the perf data was measured with, so predicted pass times may be optimistic"), true
 	case "context_length": // requests longer than it (prompt + max_new_tokens) are rejected
 		return maxLenKey(), true
+	case "scheduler_recv_interval": // S-R7: requests received every N iterations after decode-only batches
+		return intKey(1, func(e *engine.Spec, v int) { e.SchedulerRecvInterval = v }), true
 	case "disable_radix_cache": // S-R1; on: a workload prefix is not reused
 		return prefixCacheOffKey(true), true
 	case "tp_size", "tensor_parallel_size", "tp":
