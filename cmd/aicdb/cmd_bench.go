@@ -35,7 +35,7 @@ prefill: and decode: with workers, batch, tp, pp, dp) come from a sidecar YAML b
 				&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the files' `FORMAT`: vllm-bench | aiperf | aic-silicon; --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			}, benchDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"}},
 				parallelSpec{}.flags(), benchShape.flags(), []cli.Flag{
-					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars)"},
+					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars); its runs: (keyed by the CSV id column) state single runs, its benchmark: how the runs were driven (rounds, warm-up rounds, length spread)"},
 					quietFlag(),
 				}),
 			Action: runBenchImport,
