@@ -137,7 +137,7 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 			if tokens+t > s.budget {
 				break
 			}
-			s.trtContext(p, ri, t, wait)
+			s.trtContext(p, ctxItem{r: ri, n: int32(t), rest: int32(t)}, wait)
 			tokens += t
 		} else {
 			s.chunkList = append(s.chunkList, ri)
@@ -161,31 +161,45 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 				continue
 			}
 			capacity -= chunk
-			if r.c == 0 && r.prefix > 0 && chunk < rest {
-				chunk = trtFirstChunkEnd(r.prefix, chunk, r.promptLen(), unit) // the budget was charged chunk tokens all the same
-			}
-			s.trtContext(p, ri, chunk, wait)
+			s.trtContext(p, ctxItem{r: ri, n: int32(chunk), rest: int32(rest)}, wait)
 		}
 	}
 	if len(s.ctxList) == 0 || s.trtHoldContexts(len(p.entries)*gen) { // p holds only generation rows here
 		return
 	}
 	for _, c := range s.ctxList {
-		s.trtStart(c.r)
-		s.addPrompt(p, c.r, int(c.n))
+		s.trtAddContext(p, c)
 	}
 }
 
-// trtContext schedules n prompt tokens of context request ri (its first chunk
-// starts it, trtStart), or with wait lists it in s.ctxList for batch waiting
-// to decide (trtHoldContexts).
-func (s *sim) trtContext(p *simPass, ri int32, n int, wait bool) {
+// ctxItem is a context the micro-batch scheduled: request r, n budgeted
+// tokens, and the rest of its prompt when it was sized.
+type ctxItem struct {
+	r       int32
+	n, rest int32
+}
+
+// trtContext schedules context c (trtAddContext), or with wait lists it in
+// s.ctxList for batch waiting to decide (trtHoldContexts).
+func (s *sim) trtContext(p *simPass, c ctxItem, wait bool) {
 	if wait {
-		s.ctxList = append(s.ctxList, entry{r: ri, n: int32(n)})
+		s.ctxList = append(s.ctxList, c)
 		return
 	}
-	s.trtStart(ri)
-	s.addPrompt(p, ri, n)
+	s.trtAddContext(p, c)
+}
+
+// trtAddContext puts context c in p: its first chunk starts it (trtStart); a
+// cut first chunk of a prompt with a reused prefix moves past the prefix
+// keeping its size (trtFirstChunkEnd: the budget was charged c.n tokens all
+// the same).
+func (s *sim) trtAddContext(p *simPass, c ctxItem) {
+	s.trtStart(c.r)
+	n := int(c.n)
+	if r := &s.reqs[c.r]; r.c == 0 && r.prefix > 0 && c.n < c.rest {
+		n = trtFirstChunkEnd(r.prefix, n, r.promptLen(), s.e.BlockSize)
+	}
+	s.addPrompt(p, c.r, n)
 }
 
 // trtHoldContexts is TensorRT-LLM's batch waiting (T-R6, PyExecutor

@@ -131,9 +131,9 @@ type sim struct {
 	passes    int
 	maxPasses int
 	finBuf    []int32
-	decBuf    []int32 // SGLang decoders of the pass being built
-	chunkList []int32 // TRT-LLM contexts to size after the scan
-	ctxList   []entry // TRT-LLM contexts (request, tokens) batch waiting decides (T-R6)
+	decBuf    []int32   // SGLang decoders of the pass being built
+	chunkList []int32   // TRT-LLM contexts to size after the scan
+	ctxList   []ctxItem // TRT-LLM contexts batch waiting decides (T-R6)
 	// trtHeld is TensorRT-LLM's batch_wait_iters_count: the schedules that held
 	// their contexts since batch waiting last let them through (T-R6).
 	trtHeld int
