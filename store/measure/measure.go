@@ -114,35 +114,24 @@ func (b *Benchmark) check() error {
 	return nil
 }
 
-// spreadPoints is lengthSpreadPoints equally weighted quantile points of a
-// length drawn uniformly over [lo·n, hi·n]: the midpoints of equal slices,
-// each at least 1.
-func spreadPoints(n int, spread []float64) []int {
-	out := make([]int, lengthSpreadPoints)
-	lo, hi := spread[0]*float64(n), spread[1]*float64(n)
-	for i := range out {
-		out[i] = max(1, int(lo+(hi-lo)*(float64(i)+0.5)/lengthSpreadPoints))
-	}
-	return out
-}
-
-// lengthSpreadPoints is the quantile points a Benchmark.LengthSpread gives.
-const lengthSpreadPoints = 16
-
 // applyBenchmark records m's benchmark (Deployment.Benchmark) in its extra
 // column and, with a length spread and no quantile points of its own, sets
-// its lengths' points from its isl and osl.
+// its lengths' points from its isl and osl (linearPoints, as an AIPerf
+// export's percentiles).
 func (m *Measurement) applyBenchmark() {
 	b := m.Benchmark
 	if b == nil {
 		return
 	}
-	if len(b.LengthSpread) == 2 {
+	if len(b.LengthSpread) == 2 { // uniform lengths: a quantile function linear from lo·n to hi·n
+		spread := func(n int) []int {
+			return linearPoints([]float64{0, 100}, []float64{b.LengthSpread[0] * float64(n), b.LengthSpread[1] * float64(n)})
+		}
 		if len(m.ISLQuantiles) == 0 {
-			m.ISLQuantiles = spreadPoints(m.ISL, b.LengthSpread)
+			m.ISLQuantiles = spread(m.ISL)
 		}
 		if len(m.OSLQuantiles) == 0 {
-			m.OSLQuantiles = spreadPoints(m.OSL, b.LengthSpread)
+			m.OSLQuantiles = spread(m.OSL)
 		}
 	}
 	if m.Extra == nil {
@@ -158,13 +147,8 @@ func (m *Measurement) readBenchmark() {
 		return
 	}
 	num := func(k string) int {
-		switch v := x[k].(type) {
-		case float64: // as decoded from the stored JSON
-			return int(v)
-		case int:
-			return v
-		}
-		return 0
+		v, _ := x[k].(float64) // as decoded from the stored JSON
+		return int(v)
 	}
 	tool, _ := x["tool"].(string)
 	m.Benchmark = &Benchmark{Rounds: num("rounds"), WarmupRounds: num("warmup_rounds"), Tool: tool}

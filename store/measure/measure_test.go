@@ -552,7 +552,7 @@ func TestDeploymentRuns(t *testing.T) {
 	if r, ok := run.BenchmarkRun(1); !ok || r.Requests != 640 || r.Warmup != 0 || !strings.Contains(r.Source, "bench_serving (10 rounds, 0 warm-up rounds)") {
 		t.Errorf("run %+v %v", r, ok)
 	}
-	if q := run.ISLQuantiles; len(q) != 16 || q[0] != 825 || q[15] != 1017 || run.OSLQuantiles[0] != 825 {
+	if q := run.ISLQuantiles; len(q) != 16 || q[0] != 826 || q[15] != 1018 || run.OSLQuantiles[0] != 826 {
 		t.Errorf("length spread points %v / %v", q, run.OSLQuantiles)
 	}
 	if b, ok := run.Extra["benchmark"].(map[string]any); !ok || b["rounds"] != 10 {

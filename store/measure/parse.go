@@ -101,7 +101,6 @@ func Parse(file string, data []byte, format string, dep Deployment) ([]Measureme
 			m.Deployment = r
 		}
 		m.Deployment.Merge(dep)
-		m.Runs = nil
 		if m.Mode == "" {
 			m.Mode = "agg"
 		}
@@ -856,6 +855,13 @@ func percentilePoints(rec obj) ([]int, error) {
 	if len(ps) < 3 || ps[0] != 0 || ps[len(ps)-1] != 100 || !slices.Contains(ps, 50) {
 		return nil, nil
 	}
+	return linearPoints(ps, vs), nil
+}
+
+// linearPoints is shapePoints equally weighted quantile points of a length
+// whose quantile function is linear between the percentiles ps (from 0 to
+// 100, increasing) and their values vs; nil when the lengths do not vary.
+func linearPoints(ps, vs []float64) []int {
 	out := make([]int, shapePoints)
 	for i := range out {
 		p := (float64(i) + 0.5) * 100 / shapePoints
@@ -866,5 +872,5 @@ func percentilePoints(rec obj) ([]int, error) {
 		v := vs[j-1] + (vs[j]-vs[j-1])*(p-ps[j-1])/(ps[j]-ps[j-1])
 		out[i] = max(1, int(math.Round(v)))
 	}
-	return varying(out), nil
+	return varying(out)
 }
