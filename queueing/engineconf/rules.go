@@ -102,28 +102,18 @@ func intKey(lo int, set func(e *engine.Spec, v int)) rule {
 	}
 }
 
-// fractionKey maps a memory fraction in (0, 1] onto engine.Spec.MemFraction
-// (the KV pool's size: refine.KVPoolTokens).
-func fractionKey() rule {
-	return rule{
-		check: func(v string) (string, error) {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || !(f > 0 && f <= 1) {
-				return "", fmt.Errorf("want a fraction in (0, 1]")
-			}
-			return ftoa(f), nil
-		},
-		apply: func(e *engine.Spec, v string) { e.MemFraction, _ = strconv.ParseFloat(v, 64) },
+// fractionKey is a fraction in (0, 1], or in [0, 1] with zero (0: the
+// feature off), applied by set.
+func fractionKey(zero bool, set func(e *engine.Spec, v float64)) rule {
+	want := "want a fraction in (0, 1]"
+	if zero {
+		want = "want a fraction in [0, 1]"
 	}
-}
-
-// ratioKey is a fraction in [0, 1] set by set (0: the feature off).
-func ratioKey(set func(e *engine.Spec, v float64)) rule {
 	return rule{
 		check: func(v string) (string, error) {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || !(f >= 0 && f <= 1) {
-				return "", fmt.Errorf("want a fraction in [0, 1]")
+			if err != nil || !(f > 0 || zero && f == 0) || !(f <= 1) {
+				return "", errors.New(want)
 			}
 			return ftoa(f), nil
 		},
@@ -132,6 +122,12 @@ func ratioKey(set func(e *engine.Spec, v float64)) rule {
 			set(e, f)
 		},
 	}
+}
+
+// memFractionKey maps a memory fraction in (0, 1] onto engine.Spec.MemFraction
+// (the KV pool's size: refine.KVPoolTokens).
+func memFractionKey() rule {
+	return fractionKey(false, func(e *engine.Spec, v float64) { e.MemFraction = v })
 }
 
 // maxKVBytes bounds kv_cache_memory_bytes (1 PiB: no GPU comes near).
@@ -467,7 +463,7 @@ func vllmRule(k string) (rule, bool) {
 	case "block_size": // KV block
 		return intKey(1, func(e *engine.Spec, v int) { e.BlockSize = v }), true
 	case "gpu_memory_utilization": // KV pool size (V-R6 preemption)
-		return fractionKey(), true
+		return memFractionKey(), true
 	case "kv_cache_memory", "kv_cache_memory_bytes": // KV pool per GPU (V-R6)
 		return kvBytesKey(), true
 	case "num_gpu_blocks_override": // KV pool in blocks, block 0 the null block (V-R6)
@@ -587,7 +583,7 @@ func trtllmRule(k string) (rule, bool) {
 	case "kv_cache_config.max_tokens": // T-R1 GUARANTEED_NO_EVICT admission
 		return intKey(0, func(e *engine.Spec, v int) { e.KVCapacityTokens = v }), true
 	case "kv_cache_config.free_gpu_memory_fraction", "free_gpu_memory_fraction", "kv_cache_free_gpu_memory_fraction": // KV pool (T-R1/T-R2)
-		return fractionKey(), true
+		return memFractionKey(), true
 	case "kv_cache_config.dtype": // must match the point's KV quant (CheckKVQuant)
 		return kvDtypeKey(trtllmKVDtypes), true
 	case "scheduler_config.capacity_scheduler_policy": // T-R1 / T-R2
@@ -599,7 +595,7 @@ func trtllmRule(k string) (rule, bool) {
 	case "batch_wait_timeout_iters": // T-R6 batch waiting
 		return intKey(0, func(e *engine.Spec, v int) { e.BatchWaitTimeoutIters = v }), true
 	case "batch_wait_max_tokens_ratio": // T-R6 batch waiting
-		return ratioKey(func(e *engine.Spec, v float64) { e.BatchWaitMaxTokensRatio = v }), true
+		return fractionKey(true, func(e *engine.Spec, v float64) { e.BatchWaitMaxTokensRatio = v }), true
 	case "batch_wait_timeout_ms":
 		return zeroOnly("the executor waits up to that many milliseconds for more requests before it schedules (a wall-clock wait the model does not represent)"), true
 	case "max_beam_width":
@@ -719,7 +715,7 @@ func sglangRule(k string) (rule, bool) {
 	case "max_total_tokens": // KV pool (only the oracle models SGLang KV pressure)
 		return intKey(1, func(e *engine.Spec, v int) { e.KVCapacityTokens = v }), true
 	case "mem_fraction_static": // KV pool (S-R4 reservation, S-R5 retraction)
-		return fractionKey(), true
+		return memFractionKey(), true
 	case "cuda_graph_max_bs": // the graph reserve SGLang's default mem_fraction_static leaves
 		return intKey(1, func(e *engine.Spec, v int) { e.CUDAGraphMaxBS = v }), true
 	case "cuda_graph_bs": // cuda_graph_max_bs = max of the list
