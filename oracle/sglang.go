@@ -55,10 +55,20 @@ type sglState struct {
 	landed []int32
 	// recvCount counts the schedules after decode-only batches since requests
 	// were last received (S-R7, scheduler_recv_interval); lastKind is the
-	// latest schedule's batch: 0 none, 1 decode rows only, 2 a prompt chunk.
+	// latest schedule's batch.
 	recvCount int
-	lastKind  uint8
+	lastKind  sglBatchKind
 }
+
+// sglBatchKind is what a schedule formed, as SGLang's request receipt weighs
+// the last batch (S-R7).
+type sglBatchKind uint8
+
+const (
+	sglNoBatch     sglBatchKind = iota // none (the loop idles)
+	sglDecodeBatch                     // decode rows only (DECODE, TARGET_VERIFY)
+	sglExtendBatch                     // with a prompt chunk (EXTEND, MIXED)
+)
 
 // sglReserve is min(max_new − out, 4096): the output tokens a request may still need.
 func sglReserve(r *req) int { return min(r.maxTokens-r.g, sglClipMaxNew) }
@@ -461,7 +471,7 @@ func (s *Sim) sglRecv() bool {
 	if n == 0 {
 		return true
 	}
-	if s.sgl.lastKind == 1 {
+	if s.sgl.lastKind == sglDecodeBatch {
 		if s.sgl.recvCount++; s.sgl.recvCount < n {
 			return false
 		}
@@ -476,12 +486,12 @@ func (s *Sim) sglNoteBatch(pb *passBuf) {
 	if s.eng.RecvEvery() == 0 {
 		return
 	}
-	var k uint8
+	k := sglNoBatch
 	if pb != nil && len(pb.entries) > 0 {
-		k = 1
+		k = sglDecodeBatch
 		for _, en := range pb.entries {
 			if !en.dec {
-				k = 2
+				k = sglExtendBatch
 				break
 			}
 		}

@@ -38,8 +38,7 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 				return true, nil
 			}
 			did = true
-		} else if s.qlen == 0 {
-			s.sglNoteBatch(nil)
+		} else if s.sglNoteBatch(nil); s.qlen == 0 { // no batch formed
 			s.rules.idle(s)
 			if len(s.arrivals) == 0 {
 				return false, nil
@@ -50,8 +49,6 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 			}
 			s.now = t
 			return true, nil
-		} else {
-			s.sglNoteBatch(nil) // nothing to schedule while a pass runs: no batch formed
 		}
 		st.mustPop = true
 	}
