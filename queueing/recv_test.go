@@ -40,9 +40,6 @@ func TestRecvIntervalDelaysArrivals(t *testing.T) {
 	if extra < 30.0/4 || extra > 30 {
 		t.Errorf("interval 30: TTFT %.3f → %.3f ms, %.1f decode passes more; want between 7.5 and 30", off.TTFTSteady.Mean(), on.TTFTSteady.Mean(), extra)
 	}
-	if !(on.TTFTSteadyP99Hi >= on.TTFTSteady.Quantile(0.99)) {
-		t.Errorf("p99 bracket %v below the p99 %v", on.TTFTSteadyP99Hi, on.TTFTSteady.Quantile(0.99))
-	}
 }
 
 // TestRecvIntervalRefusedInPools: a disaggregated pool's kernel refuses the
