@@ -160,6 +160,5 @@ func Load(ctx context.Context, st *store.Store, name string) (*Calibration, erro
 			DecodeScale: p.DecodeScale, PassOverheadMs: p.PassOverheadMs, RequestOverheadMs: p.RequestOverheadMs}
 		c.quality[k] = Quality{Rows: p.Rows, HasCV: p.HasCV, TTFTCV: p.TTFTMAPECV, TPOTCV: p.TPOTMAPECV}
 	}
-
 	return c, nil
 }
