@@ -218,7 +218,7 @@ func TestBenchImportRereadsCLI(t *testing.T) {
 	}
 	st.Close()
 	code, out, errs := cliRun(t, db, "bench", "import", file)
-	if code != 0 || !strings.Contains(out, "silicon.csv: 2 measured runs read again (imported by reader unrecorded, now aic-silicon/2)") ||
+	if code != 0 || !strings.Contains(out, "silicon.csv: 2 measured runs read again (imported by reader unrecorded, now aic-silicon/3)") ||
 		!strings.Contains(errs, "1 files: 0 measured runs imported, 0 files unchanged, 1 files read again by a newer reader") {
 		t.Errorf("import after an older reader: %d %q %q", code, out, errs)
 	}
@@ -588,8 +588,10 @@ func importRuns(t *testing.T, db string, runs map[string]string, side string) {
 // CSV of many runs (engine config, benchmark rounds and length spread), are
 // kept with the file's deployment, and a later import of the same file with
 // another deployment updates its rows in place (their predictions dropped)
-// instead of calling it unchanged; a file whose runs match no row of the
-// files given is one line, exit 1, nothing stored.
+// instead of calling it unchanged — without a file of the user's, the
+// built-in campaign rules deploy the row, and --campaigns none reads it as
+// recorded; a file whose runs match no row of the files given, or a bad
+// --campaigns, is one line, exit 1, nothing stored.
 func TestBenchDeploymentRuns(t *testing.T) {
 	db := syntheticDB(t)
 	file := measureTestdata + "silicon.csv"
@@ -628,7 +630,23 @@ func TestBenchDeploymentRuns(t *testing.T) {
 	if code, out, _ := cliRun(t, db, "bench", "import", file); code != 0 || !strings.Contains(out, "2 measured runs updated to the deployment given now") {
 		t.Errorf("same file, no deployment: %d %q", code, out)
 	}
+	// Without a file of the user's, the built-in campaign rules deploy the row
+	// (InferenceMAX's Llama-70B sweep: max_num_tokens 16384, batch waiting at
+	// 1k/1k and tp < 8, block reuse off, bench_serving's 10 rounds).
+	if got := row(); got != `"{""batch_wait_max_tokens_ratio"":0.9,""batch_wait_timeout_iters"":20,""kv_cache_config"":{""enable_block_reuse"":false},""max_num_tokens"":16384}",10,16` {
+		t.Errorf("the run's row deployed by the built-in campaigns: %s", got)
+	}
+	if _, out, _ := cliRun(t, db, "query", "--format", "csv", "select json_extract(extra, '$.deployed_as') from measurements where run_id = '"+id+"'"); !strings.Contains(out, "built-in rule InferenceMAX Llama-3.1-70B TensorRT-LLM 1k/1k tp<8 (batch waiting)") {
+		t.Errorf("deployed_as: %q", out)
+	}
+	if code, out, errs := cliRun(t, db, "bench", "import", "--campaigns", "all", file); code != 1 || out != "" ||
+		errs != "aicdb: bench import: --campaigns \"all\": want builtin or none\n" {
+		t.Errorf("bad --campaigns: %d %q %q", code, out, errs)
+	}
+	if code, out, _ := cliRun(t, db, "bench", "import", "--campaigns", "none", file); code != 0 || !strings.Contains(out, "2 measured runs updated to the deployment given now") {
+		t.Errorf("same file, campaigns off: %d %q", code, out)
+	}
 	if got := row(); got != "{},," {
-		t.Errorf("the run's row without the deployment: %s", got)
+		t.Errorf("the run's row without any deployment: %s", got)
 	}
 }

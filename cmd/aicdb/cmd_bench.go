@@ -30,12 +30,16 @@ func benchCommand() *cli.Command {
 is sniffed unless --input-format (alias --format) is given. Deployment fields the file lacks (model,
 system, backend, version, parallelism, isl/osl, engine config; for mode disagg the pools:
 prefill: and decode: with workers, batch, tp, pp, dp) come from a sidecar YAML beside it
-(FILE.yaml or FILE's name with .yaml) and then from the flags.`,
+(FILE.yaml or FILE's name with .yaml) and then from the flags. Rows of known public benchmark
+campaigns (InferenceMAX / InferenceX runs in aiconfigurator's silicon sample) are deployed as their
+launch scripts ran them, by aicdb's built-in rules, unless a deployment file of yours deploys them
+or --campaigns none is given; each row records what deployed it (extra.deployed_as).`,
 			Flags: slices.Concat([]cli.Flag{
 				&cli.StringFlag{Name: "input-format", Aliases: []string{"format"}, Usage: "the files' `FORMAT`: vllm-bench | aiperf | aic-silicon; --format is an alias: here it names the input, not the output", DefaultText: "sniffed"},
 			}, benchDeployment.flags(), []cli.Flag{&cli.StringFlag{Name: "mode", Usage: "agg | disagg (default agg)"}},
 				parallelSpec{}.flags(), benchShape.flags(), []cli.Flag{
-					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars); its runs: (keyed by the CSV id column) state single runs, its benchmark: how the runs were driven (rounds, warm-up rounds, length spread)"},
+					&cli.StringFlag{Name: "deployment", Usage: "deployment YAML `FILE` for every FILE (instead of per-file sidecars); its runs: (keyed by the CSV id column) state single runs, its rules: (name, match, then the same keys) the runs each matches, its benchmark: how the runs were driven (rounds, warm-up rounds, length spread)"},
+					&cli.StringFlag{Name: "campaigns", Value: "builtin", Usage: "`builtin`: deploy rows of known benchmark campaigns by aicdb's built-in rules (store/measure/campaigns/inferencemax.yaml) where no deployment file of yours does; none: read every row as its file records it"},
 					quietFlag(),
 				}),
 			Action: runBenchImport,
@@ -74,6 +78,18 @@ func runBenchImport(c *cli.Context) error {
 	flags := measure.Deployment{Model: dep.Model, System: dep.System, Backend: dep.Backend,
 		Version: dep.Version, Mode: c.String("mode"), TP: par.TP, PP: par.PP, DP: par.DP,
 		MoETP: par.MoETP, MoEEP: par.MoEEP, ISL: sh.ISL, OSL: sh.OSL, Prefix: sh.Prefix}
+	var campaigns *measure.Deployment
+	switch v := c.String("campaigns"); v {
+	case "builtin":
+		d, err := measure.Campaigns()
+		if err != nil {
+			return err
+		}
+		campaigns = &d
+	case "none":
+	default:
+		return userErrorf("bench import: --campaigns %q: want builtin or none", v)
+	}
 	var shared *measure.Deployment
 	if p := c.String("deployment"); p != "" {
 		b, err := os.ReadFile(p)
@@ -119,6 +135,9 @@ func runBenchImport(c *cli.Context) error {
 		if side != nil {
 			dep = *side
 			dep.Merge(flags) // the sidecar wins over the flags
+		}
+		if campaigns != nil {
+			dep = dep.WithCampaigns(*campaigns)
 		}
 		ms, err := measure.Parse(f, data, format, dep)
 		if err != nil {

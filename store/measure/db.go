@@ -30,7 +30,9 @@ type ImportResult struct {
 // reader is read again (Import) instead of keeping the old reading.
 func ReaderVersion(format string) string {
 	if format == FormatAICSilicon {
-		return format + "/2" // 2: silicon_concurrency is the client count (docs/validation.md Round 15)
+		// 2: silicon_concurrency is the client count (docs/validation.md Round 15);
+		// 3: rows of known benchmark campaigns deployed as they ran (Round 29).
+		return format + "/3"
 	}
 	// 2: an open-loop run's send pattern kept (burstiness, ramp_up_strategy,
 	// arrival_pattern and arrival_smoothness), rate inf without a bound read as

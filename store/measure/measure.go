@@ -71,6 +71,14 @@ type Deployment struct {
 	// both leave unset. Stored with the file's deployment (measurement_sources),
 	// not with its rows.
 	Runs map[string]Deployment `yaml:"runs" json:"runs,omitempty"`
+	// Rules deploy the runs each selects (Rule): a campaign's launch rules,
+	// for runs no runs: entry names; the first that matches applies.
+	Rules []Rule `yaml:"rules" json:"rules,omitempty"`
+	// Campaigns are the built-in deployments of known benchmark campaigns
+	// (campaigns.go), tried after Runs and Rules; nil: not applied (bench
+	// import --campaigns none). Stored with the file's deployment, so turning
+	// them on or off re-deploys a file imported before.
+	Campaigns *Deployment `yaml:"-" json:"campaigns,omitempty"`
 
 	// Prefill and Decode are a disaggregated deployment's pools (mode disagg), for
 	// files that do not state them (vllm bench serve, AIPerf): the measurement's

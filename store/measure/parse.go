@@ -94,11 +94,13 @@ func Parse(file string, data []byte, format string, dep Deployment) ([]Measureme
 		if m.RunID == "" {
 			m.RunID = filepath.Base(file)
 		}
-		if r, ok := dep.Runs[m.RunID]; ok {
-			// The run's entry states how that run was deployed: it wins over the
-			// file's own fields (a correction), which fill what it leaves unset.
-			r.Merge(m.Deployment)
-			m.Deployment = r
+		if e, how, ok := dep.entryFor(m); ok {
+			// The run's entry or rule states how that run was deployed: it wins
+			// over the file's own fields (a correction), which fill what it
+			// leaves unset.
+			if err := m.deployEntry(e, how); err != nil {
+				return nil, err
+			}
 		}
 		m.Deployment.Merge(dep)
 		if m.Mode == "" {

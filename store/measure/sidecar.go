@@ -22,16 +22,25 @@ func ParseSidecar(file string, data []byte) (Deployment, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&d); err != nil && !errors.Is(err, io.EOF) {
-		return d, fmt.Errorf("%s: %s (known keys: model, system, backend, version, mode, tp, pp, dp, moe_tp, moe_ep, gemm_quant, moe_quant, isl, osl, prefix, engine_config, prefill and decode with workers, batch, tp, pp, dp, isl_quantiles, osl_quantiles, benchmark with rounds, warmup_rounds, length_spread, tool, and runs: the same keys per run id)",
+		return d, fmt.Errorf("%s: %s (known keys: model, system, backend, version, mode, tp, pp, dp, moe_tp, moe_ep, gemm_quant, moe_quant, isl, osl, prefix, engine_config, prefill and decode with workers, batch, tp, pp, dp, isl_quantiles, osl_quantiles, benchmark with rounds, warmup_rounds, length_spread, tool, runs: the same keys per run id, and rules: name, match and the same keys)",
 			file, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if err := d.checkSidecar(); err != nil {
 		return d, fmt.Errorf("%s: %w", file, err)
 	}
+	for i := range d.Rules {
+		r := &d.Rules[i]
+		if r.Name == "" {
+			return d, fmt.Errorf("%s: rules: rule %d: name: empty (name each rule, as rows record it)", file, i+1)
+		}
+		if err := r.check(); err != nil {
+			return d, fmt.Errorf("%s: rules: %s: %w", file, r.Name, err)
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(d.Runs)) {
 		r := d.Runs[id]
-		if len(r.Runs) > 0 {
-			return d, fmt.Errorf("%s: runs: %s: runs: a run's entry cannot hold runs of its own", file, id)
+		if len(r.Runs) > 0 || len(r.Rules) > 0 {
+			return d, fmt.Errorf("%s: runs: %s: a run's entry cannot hold runs or rules of its own", file, id)
 		}
 		if err := r.checkSidecar(); err != nil {
 			return d, fmt.Errorf("%s: runs: %s: %w", file, id, err)
