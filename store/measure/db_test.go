@@ -68,13 +68,21 @@ func TestImportIdempotent(t *testing.T) {
 	}
 }
 
-// FuzzParseSidecar: any YAML gives a deployment or an error, never a panic.
+// FuzzParseSidecar: any YAML gives a deployment or an error, never a panic,
+// and a deployment it gives (runs, rules and their expressions) deploys the
+// silicon fixture's rows or refuses them with an error, never a panic.
 func FuzzParseSidecar(f *testing.F) {
 	f.Add(read(f, "vllm_bench.yaml"))
 	f.Add([]byte("tp: [1]\n"))
 	f.Add([]byte("runs:\n  a: &x {benchmark: {rounds: 10, length_spread: [0.8, 1]}}\n  b: *x\n"))
+	f.Add([]byte("rules:\n  - {name: a, match: {model: Llama-3.1-70B, tp: [1, 2], concurrency: [4, 64]}, moe_ep: 2, engine_config: {x: '= ceil_to(concurrency + isl, 64)', y: {z: '= osl / tp'}}}\n"))
+	silicon := read(f, "silicon.csv")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = ParseSidecar("s.yaml", data)
+		d, err := ParseSidecar("s.yaml", data)
+		if err != nil {
+			return
+		}
+		_, _ = Parse("silicon.csv", silicon, "", d)
 	})
 }
 

@@ -44,43 +44,31 @@ type Match struct {
 	Concurrency []int `yaml:"concurrency" json:"concurrency,omitempty"`
 }
 
-// strList is a YAML scalar or sequence of strings.
-type strList []string
+// oneOrMany is a YAML scalar (one value) or sequence of values.
+type oneOrMany[T any] []T
 
 // UnmarshalYAML reads a scalar as a one-element list.
-func (l *strList) UnmarshalYAML(n *yaml.Node) error {
+func (l *oneOrMany[T]) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
-		*l = strList{n.Value}
-		return nil
-	}
-	var s []string
-	if err := n.Decode(&s); err != nil {
-		return err
-	}
-	*l = s
-	return nil
-}
-
-// intList is a YAML scalar or sequence of whole numbers.
-type intList []int
-
-// UnmarshalYAML reads a scalar as a one-element list.
-func (l *intList) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		var v int
+		var v T
 		if err := n.Decode(&v); err != nil {
 			return err
 		}
-		*l = intList{v}
+		*l = oneOrMany[T]{v}
 		return nil
 	}
-	var s []int
+	var s []T
 	if err := n.Decode(&s); err != nil {
 		return err
 	}
 	*l = s
 	return nil
 }
+
+type (
+	strList = oneOrMany[string]
+	intList = oneOrMany[int]
+)
 
 // measuredDay reads an aic-silicon row's measurement day from its
 // silicon_data_source ("…; measured=2025-10-29T00:00:00.000Z; …").
