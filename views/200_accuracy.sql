@@ -11,7 +11,9 @@
 -- measurement (burst start, N requests per worker, statistics over all of them;
 -- aicdb accuracy --run benchmark, the default), 'steady' = the steady state.
 -- nextn / nextn_accepted: the MTP the point was predicted with (accuracy --nextn;
--- 0 = none; NULL without a point).
+-- 0 = none; NULL without a point). deployed_as: what deployed the measurement
+-- when its file did not say it all (bench import: a deployment file's run entry
+-- or rule, or a built-in campaign rule; NULL: the file's own fields).
 CREATE VIEW accuracy AS
 WITH base AS (
     SELECT
@@ -20,6 +22,7 @@ WITH base AS (
         m.run_id, m.model, m.system, m.backend, m.version, m.mode, m.isl, m.osl, m.prefix,
         m.tp, m.pp, m.dp, m.moe_tp, m.moe_ep, m.gemm_quant, m.concurrency, m.request_rate,
         mp.model_used, mp.version_used, mp.version_mapping, mp.engine_profile, mp.evaluator,
+        json_extract(m.extra, '$.deployed_as') AS deployed_as,
         mp.point_key, o.nextn, o.nextn_accepted,
         CASE WHEN o.key IS NULL THEN NULL
              WHEN instr(o.evaluator, '+run:') > 0 THEN substr(o.evaluator, instr(o.evaluator, '+run:') + 5)
@@ -51,7 +54,7 @@ WITH base AS (
 )
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_mean' AS metric, m_ttft_mean AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_mean' AS metric, m_ttft_mean AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_mean > 0 THEN (p_ttft_mean - m_ttft_mean) / m_ttft_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_mean END AS legacy,
@@ -61,7 +64,7 @@ FROM base WHERE m_ttft_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_p50' AS metric, m_ttft_p50 AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_p50' AS metric, m_ttft_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_p50 > 0 THEN (p_ttft_p50 - m_ttft_p50) / m_ttft_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_p50 END AS legacy,
@@ -71,7 +74,7 @@ FROM base WHERE m_ttft_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_p99' AS metric, m_ttft_p99 AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'ttft_p99' AS metric, m_ttft_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_ttft_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_ttft_p99 > 0 THEN (p_ttft_p99 - m_ttft_p99) / m_ttft_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_ttft_p99 END AS legacy,
@@ -81,7 +84,7 @@ FROM base WHERE m_ttft_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_mean' AS metric, m_tpot_mean AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_mean' AS metric, m_tpot_mean AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_mean > 0 THEN (p_tpot_mean - m_tpot_mean) / m_tpot_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_mean END AS legacy,
@@ -91,7 +94,7 @@ FROM base WHERE m_tpot_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_p50' AS metric, m_tpot_p50 AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_p50' AS metric, m_tpot_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_p50 > 0 THEN (p_tpot_p50 - m_tpot_p50) / m_tpot_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_p50 END AS legacy,
@@ -101,7 +104,7 @@ FROM base WHERE m_tpot_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_p99' AS metric, m_tpot_p99 AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'tpot_p99' AS metric, m_tpot_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_tpot_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_tpot_p99 > 0 THEN (p_tpot_p99 - m_tpot_p99) / m_tpot_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_tpot_p99 END AS legacy,
@@ -111,7 +114,7 @@ FROM base WHERE m_tpot_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_mean' AS metric, m_itl_mean AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_mean' AS metric, m_itl_mean AS measured,
     CASE WHEN reason IS NULL THEN p_itl_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_mean > 0 THEN (p_itl_mean - m_itl_mean) / m_itl_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_mean END AS legacy,
@@ -121,7 +124,7 @@ FROM base WHERE m_itl_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_p50' AS metric, m_itl_p50 AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_p50' AS metric, m_itl_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_itl_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_p50 > 0 THEN (p_itl_p50 - m_itl_p50) / m_itl_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_p50 END AS legacy,
@@ -131,7 +134,7 @@ FROM base WHERE m_itl_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_p99' AS metric, m_itl_p99 AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'itl_p99' AS metric, m_itl_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_itl_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_itl_p99 > 0 THEN (p_itl_p99 - m_itl_p99) / m_itl_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_itl_p99 END AS legacy,
@@ -141,7 +144,7 @@ FROM base WHERE m_itl_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_mean' AS metric, m_e2e_mean AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_mean' AS metric, m_e2e_mean AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_mean END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_mean > 0 THEN (p_e2e_mean - m_e2e_mean) / m_e2e_mean END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_mean END AS legacy,
@@ -151,7 +154,7 @@ FROM base WHERE m_e2e_mean IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_p50' AS metric, m_e2e_p50 AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_p50' AS metric, m_e2e_p50 AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_p50 END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_p50 > 0 THEN (p_e2e_p50 - m_e2e_p50) / m_e2e_p50 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_p50 END AS legacy,
@@ -161,7 +164,7 @@ FROM base WHERE m_e2e_p50 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_p99' AS metric, m_e2e_p99 AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'e2e_p99' AS metric, m_e2e_p99 AS measured,
     CASE WHEN reason IS NULL THEN p_e2e_p99 END AS predicted,
     CASE WHEN reason IS NULL AND m_e2e_p99 > 0 THEN (p_e2e_p99 - m_e2e_p99) / m_e2e_p99 END AS rel_error,
     CASE WHEN reason IS NULL THEN l_e2e_p99 END AS legacy,
@@ -171,7 +174,7 @@ FROM base WHERE m_e2e_p99 IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'throughput_rps' AS metric, m_throughput_rps AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'throughput_rps' AS metric, m_throughput_rps AS measured,
     CASE WHEN reason IS NULL THEN p_throughput_rps END AS predicted,
     CASE WHEN reason IS NULL AND m_throughput_rps > 0 THEN (p_throughput_rps - m_throughput_rps) / m_throughput_rps END AS rel_error,
     CASE WHEN reason IS NULL THEN l_throughput_rps END AS legacy,
@@ -181,7 +184,7 @@ FROM base WHERE m_throughput_rps IS NOT NULL
 UNION ALL
 SELECT measurement_id, calibration, run_id, model, system, backend, version, mode, isl, osl, prefix,
     tp, pp, dp, moe_tp, moe_ep, gemm_quant, concurrency, request_rate, model_used, version_used, version_mapping,
-    engine_profile, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'output_tokens_per_s' AS metric, m_output_tokens_per_s AS measured,
+    engine_profile, deployed_as, evaluator, run, nextn, nextn_accepted, point_key, queueing_tier, 'output_tokens_per_s' AS metric, m_output_tokens_per_s AS measured,
     CASE WHEN reason IS NULL THEN p_output_tokens_per_s END AS predicted,
     CASE WHEN reason IS NULL AND m_output_tokens_per_s > 0 THEN (p_output_tokens_per_s - m_output_tokens_per_s) / m_output_tokens_per_s END AS rel_error,
     CASE WHEN reason IS NULL THEN l_output_tokens_per_s END AS legacy,

@@ -10,7 +10,7 @@ import (
 )
 
 // GroupColumns are the accuracy view's columns a report may group by.
-var GroupColumns = []string{"backend", "model", "system", "mode", "version", "version_used", "gemm_quant", "isl", "osl", "tp", "pp", "dp", "moe_ep", "concurrency", "calibration", "run", "nextn"}
+var GroupColumns = []string{"backend", "model", "system", "mode", "version", "version_used", "gemm_quant", "isl", "osl", "tp", "pp", "dp", "moe_ep", "concurrency", "calibration", "run", "nextn", "deployed_as"}
 
 // CheckGroupBy refuses a grouping column that is not one of GroupColumns.
 func CheckGroupBy(by []string) error {
