@@ -241,7 +241,7 @@ func TestAccuracyCalibrateBadFlagsLeaveStore(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"accuracy", "--by", "backend,nonexistent"}, "aicdb: accuracy: --by nonexistent: want some of backend, model, system, mode, version, version_used, gemm_quant, isl, osl, tp, pp, dp, moe_ep, concurrency, calibration, run, nextn\n"},
+		{[]string{"accuracy", "--by", "backend,nonexistent"}, "aicdb: accuracy: --by nonexistent: want some of backend, model, system, mode, version, version_used, gemm_quant, isl, osl, tp, pp, dp, moe_ep, concurrency, calibration, run, nextn, deployed_as\n"},
 		{[]string{"calibrate", "--name", "x", "--measurements", "backend = 'none'"}, "aicdb: calibrate: no measurements match \"backend = 'none'\": list them with aicdb query \"select id, backend, model, system from measurements\", or import some with 'aicdb bench import'\n"},
 		{[]string{"calibrate", "--name", "x", "--objective", "bogus"}, "aicdb: calibrate: --objective \"bogus\": want quantitative or screening\n"},
 	} {
