@@ -44,31 +44,30 @@ type Match struct {
 	Concurrency []int `yaml:"concurrency" json:"concurrency,omitempty"`
 }
 
-// oneOrMany is a YAML scalar (one value) or sequence of values.
-type oneOrMany[T any] []T
+// strList and intList are a YAML scalar (one value) or sequence of values.
+type (
+	strList []string
+	intList []int
+)
 
 // UnmarshalYAML reads a scalar as a one-element list.
-func (l *oneOrMany[T]) UnmarshalYAML(n *yaml.Node) error {
+func (l *strList) UnmarshalYAML(n *yaml.Node) error { return oneOrMany(n, (*[]string)(l)) }
+
+// UnmarshalYAML reads a scalar as a one-element list.
+func (l *intList) UnmarshalYAML(n *yaml.Node) error { return oneOrMany(n, (*[]int)(l)) }
+
+// oneOrMany decodes node n, a scalar or a sequence, into the list dst.
+func oneOrMany[T any](n *yaml.Node, dst *[]T) error {
 	if n.Kind == yaml.ScalarNode {
 		var v T
 		if err := n.Decode(&v); err != nil {
 			return err
 		}
-		*l = oneOrMany[T]{v}
+		*dst = []T{v}
 		return nil
 	}
-	var s []T
-	if err := n.Decode(&s); err != nil {
-		return err
-	}
-	*l = s
-	return nil
+	return n.Decode(dst)
 }
-
-type (
-	strList = oneOrMany[string]
-	intList = oneOrMany[int]
-)
 
 // measuredDay reads an aic-silicon row's measurement day from its
 // silicon_data_source ("…; measured=2025-10-29T00:00:00.000Z; …").
