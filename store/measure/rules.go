@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -111,7 +112,7 @@ func (x *Match) selects(m *Measurement) bool {
 	has := func(l strList, v string) bool { return len(l) == 0 || slices.Contains(l, v) }
 	hasInt := func(l intList, v int) bool { return len(l) == 0 || slices.Contains(l, v) }
 	if !has(x.System, m.System) || !has(x.Backend, m.Backend) || !has(x.Version, m.Version) ||
-		!has(x.GemmQuant, m.GemmQuant) || !has(x.Mode, cmpOr(m.Mode, "agg")) {
+		!has(x.GemmQuant, m.GemmQuant) || !has(x.Mode, cmp.Or(m.Mode, "agg")) {
 		return false
 	}
 	if len(x.Measured) > 0 && !slices.Contains(x.Measured, m.MeasuredDay()) {
@@ -126,14 +127,7 @@ func (x *Match) selects(m *Measurement) bool {
 	return true
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// checkRule reports a rule that cannot apply: an empty match, a bad
+// check reports a rule that cannot apply: an empty match, a bad
 // expression, or rules and runs of its own.
 func (r *Rule) check() error {
 	if err := r.Match.check(); err != nil {
@@ -151,20 +145,21 @@ func (r *Rule) check() error {
 // walkExprs calls f on every expression value in cfg (nested maps and lists
 // included), stopping at its first error.
 func walkExprs(cfg map[string]any, f func(src string) (any, error)) error {
-	_, err := substExprs(cfg, f)
+	_, err := substExprs(cfg, "", f)
 	return err
 }
 
-// substExprs returns a copy of v with every expression value replaced by f's
-// result.
-func substExprs(v any, f func(src string) (any, error)) (any, error) {
+// substExprs returns a copy of v, the engine_config value at path (dotted
+// keys), with every expression value replaced by f's result; an error names
+// the key.
+func substExprs(v any, path string, f func(src string) (any, error)) (any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			s, err := substExprs(e, f)
+			s, err := substExprs(e, strings.TrimPrefix(path+"."+k, "."), f)
 			if err != nil {
-				return nil, fmt.Errorf("engine_config %s: %w", k, err)
+				return nil, err
 			}
 			out[k] = s
 		}
@@ -172,7 +167,7 @@ func substExprs(v any, f func(src string) (any, error)) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			s, err := substExprs(e, f)
+			s, err := substExprs(e, fmt.Sprintf("%s[%d]", path, i), f)
 			if err != nil {
 				return nil, err
 			}
@@ -181,7 +176,11 @@ func substExprs(v any, f func(src string) (any, error)) (any, error) {
 		return out, nil
 	}
 	if src, ok := isExpr(v); ok {
-		return f(src)
+		r, err := f(src)
+		if err != nil {
+			return nil, fmt.Errorf("engine_config %s: %w", path, err)
+		}
+		return r, nil
 	}
 	return v, nil
 }
@@ -211,7 +210,7 @@ func (d *Deployment) entryFor(m *Measurement) (entry Deployment, how string, ok 
 func (m *Measurement) deployEntry(entry Deployment, how string) error {
 	entry.Merge(m.Deployment)
 	vars := exprVars{ISL: entry.ISL, OSL: entry.OSL, Concurrency: m.Concurrency, TP: max(entry.TP, 1)}
-	cfg, err := substExprs(entry.EngineConfig, func(src string) (any, error) {
+	cfg, err := substExprs(entry.EngineConfig, "", func(src string) (any, error) {
 		v, err := evalExpr(src, vars)
 		return int(v), err
 	})

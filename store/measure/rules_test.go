@@ -139,6 +139,7 @@ func TestRuleErrors(t *testing.T) {
 		{"rules:\n  - {name: a, match: {tp: 1}, engine_config: {x: '= isl +'}}\n", `rules: a: engine_config x: expression "isl +": ends early`},
 		{"rules:\n  - {name: a, match: {tp: 1}, engine_config: {x: '= conc'}}\n", `unknown name "conc" (want isl, osl, concurrency, tp or ceil_to)`},
 		{"rules:\n  - {name: a, match: {tp: 1}, engine_config: {x: '= isl / 0'}}\n", "division by zero"},
+		{"rules:\n  - {name: a, match: {tp: 1}, engine_config: {kv: {y: [1, '= tp +']}}}\n", `rules: a: engine_config kv.y[1]: expression "tp +": ends early`},
 		{"rules:\n  - {name: a, match: {tp: 1}, runs: {b: {tp: 2}}}\n", "rules: a: a rule cannot hold runs or rules of its own"},
 		{"rules:\n  - {name: a, match: {tp: 1}, benchmark: {rounds: 0}}\n", "rules: a: benchmark.rounds 0"},
 		{"rules:\n  - {name: a, match: {gpus: 1}}\n", "field gpus not found"},
