@@ -590,8 +590,9 @@ func importRuns(t *testing.T, db string, runs map[string]string, side string) {
 // another deployment updates its rows in place (their predictions dropped)
 // instead of calling it unchanged — without a file of the user's, the
 // built-in campaign rules deploy the row, and --campaigns none reads it as
-// recorded; a file whose runs match no row of the files given, or a bad
-// --campaigns, is one line, exit 1, nothing stored.
+// recorded; a file whose runs and rules deploy no row of the files given, or
+// a bad --campaigns, is one line, exit 1, nothing stored, and runs or rules
+// that deploy nothing beside others that do are noted.
 func TestBenchDeploymentRuns(t *testing.T) {
 	db := syntheticDB(t)
 	file := measureTestdata + "silicon.csv"
@@ -610,10 +611,20 @@ func TestBenchDeploymentRuns(t *testing.T) {
 		!strings.Contains(errs, `runs: none of its 1 runs (e.g. "not_a_row") is a run of the files given`) || strings.Count(errs, "\n") != 1 {
 		t.Errorf("stray runs: %d %q %q", code, out, errs)
 	}
+	strayRule := write("rule.yaml", "rules:\n  - {name: other campaign, match: {model: Llama-3.1-8B}, engine_config: {max_num_tokens: 1}}\n")
+	if code, out, errs := cliRun(t, db, "bench", "import", "--deployment", strayRule, file); code != 1 || out != "" ||
+		!strings.Contains(errs, `none of its 0 runs and 1 rules (e.g. rule "other campaign") deploys a run of the files given`) || strings.Count(errs, "\n") != 1 {
+		t.Errorf("stray rules: %d %q %q", code, out, errs)
+	}
+	if _, out, _ := cliRun(t, db, "query", "--format", "csv", "select count(*) from measurements"); !strings.Contains(out, "\n0") {
+		t.Errorf("a refused deployment file stored rows: %q", out)
+	}
 	dep := write("d.yaml", "runs:\n  "+id+":\n    benchmark: {tool: bench_serving, rounds: 10, warmup_rounds: 0, length_spread: [0.8, 1.0]}\n"+
-		"    engine_config: {max_num_tokens: 16384, batch_wait_timeout_iters: 20, batch_wait_max_tokens_ratio: 0.9}\n  other_file_row: {tp: 1}\n")
+		"    engine_config: {max_num_tokens: 16384, batch_wait_timeout_iters: 20, batch_wait_max_tokens_ratio: 0.9}\n  other_file_row: {tp: 1}\n"+
+		"rules:\n  - {name: another sweep, match: {model: Llama-3.1-8B}, engine_config: {max_num_tokens: 1}}\n")
 	code, out, errs := cliRun(t, db, "bench", "import", "--deployment", dep, file)
-	if code != 0 || !strings.Contains(out, "2 measured runs imported") || !strings.Contains(errs, "1 of its 2 runs are not in the files given") {
+	if code != 0 || !strings.Contains(out, "2 measured runs imported") || !strings.Contains(errs, "1 of its 2 runs are not in the files given") ||
+		!strings.Contains(errs, `1 of its 1 rules select no run of the files given (e.g. "another sweep")`) {
 		t.Fatalf("import: %d %q %q", code, out, errs)
 	}
 	row := func() string {

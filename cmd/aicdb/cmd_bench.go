@@ -144,7 +144,7 @@ func runBenchImport(c *cli.Context) error {
 			return asUser(err)
 		}
 		if shared == nil && side != nil {
-			if err := checkRuns(c.App.ErrWriter, side.Runs, "sidecar of "+f, ms); err != nil {
+			if err := checkRuns(c.App.ErrWriter, side, "sidecar of "+f, ms); err != nil {
 				return err
 			}
 		}
@@ -155,7 +155,7 @@ func runBenchImport(c *cli.Context) error {
 		for _, p := range all {
 			ms = append(ms, p.ms...)
 		}
-		if err := checkRuns(c.App.ErrWriter, shared.Runs, "--deployment "+c.String("deployment"), ms); err != nil {
+		if err := checkRuns(c.App.ErrWriter, shared, "--deployment "+c.String("deployment"), ms); err != nil {
 			return err
 		}
 	}
@@ -204,29 +204,44 @@ func runBenchImport(c *cli.Context) error {
 	return nil
 }
 
-// checkRuns refuses a deployment file whose runs: name no run of the
-// measurements ms (a wrong file, or ids that are not the CSV id column), and
-// notes on errOut how many of them name none (a deployment file may cover
-// several files' runs).
-func checkRuns(errOut io.Writer, runs map[string]measure.Deployment, from string, ms []measure.Measurement) error {
-	if len(runs) == 0 {
+// checkRuns refuses a deployment file whose runs: and rules: deploy no run
+// of the measurements ms (a wrong file, or ids that are not the CSV id
+// column), and notes on errOut how many of its runs name none and how many of
+// its rules select none (a deployment file may cover several files' runs).
+func checkRuns(errOut io.Writer, dep *measure.Deployment, from string, ms []measure.Measurement) error {
+	if len(dep.Runs) == 0 && len(dep.Rules) == 0 {
 		return nil
 	}
 	seen := make(map[string]bool, len(ms))
+	used := map[string]bool{}
 	for i := range ms {
 		seen[ms[i].RunID] = true
+		if how, ok := ms[i].Extra["deployed_as"].(string); ok {
+			used[how] = true
+		}
 	}
-	var missing []string
-	for _, id := range slices.Sorted(maps.Keys(runs)) {
+	var missing, unused []string
+	for _, id := range slices.Sorted(maps.Keys(dep.Runs)) {
 		if !seen[id] {
 			missing = append(missing, id)
 		}
 	}
-	switch {
-	case len(missing) == len(runs):
-		return userErrorf("bench import: %s: runs: none of its %d runs (e.g. %q) is a run of the files given (runs are keyed by the CSV id column, or a JSON file's base name); give the files it describes", from, len(runs), missing[0])
-	case len(missing) > 0:
-		fmt.Fprintf(errOut, "aicdb: bench import: %s: %d of its %d runs are not in the files given (e.g. %q); the others applied\n", from, len(missing), len(runs), missing[0])
+	for _, r := range dep.Rules {
+		if !used["rule "+r.Name] {
+			unused = append(unused, r.Name)
+		}
+	}
+	if len(missing) == len(dep.Runs) && len(unused) == len(dep.Rules) {
+		if len(dep.Rules) == 0 {
+			return userErrorf("bench import: %s: runs: none of its %d runs (e.g. %q) is a run of the files given (runs are keyed by the CSV id column, or a JSON file's base name); give the files it describes", from, len(dep.Runs), missing[0])
+		}
+		return userErrorf("bench import: %s: none of its %d runs and %d rules (e.g. rule %q) deploys a run of the files given (a rule's match must hold for a row as its file records it); give the files it describes", from, len(dep.Runs), len(dep.Rules), unused[0])
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(errOut, "aicdb: bench import: %s: %d of its %d runs are not in the files given (e.g. %q); the others applied\n", from, len(missing), len(dep.Runs), missing[0])
+	}
+	if len(unused) > 0 {
+		fmt.Fprintf(errOut, "aicdb: bench import: %s: %d of its %d rules select no run of the files given (e.g. %q); the others applied\n", from, len(unused), len(dep.Rules), unused[0])
 	}
 	return nil
 }
