@@ -49,6 +49,11 @@ type FiniteRun struct {
 	// (QuantitativeFinite, finiteDesync). The tandem's finite run has no such
 	// model and refuses it.
 	Desync bool `json:"desync,omitempty"`
+	// StaggerPhases > 0 evaluates a Desync run's steady part over that many
+	// client phases instead of Options.StaggerPhases: a cheaper objective for a
+	// calibration's descent (refine/calibrate FitOptions.DescentClients); every
+	// prediction aicdb reports or stores uses the options'. Not in Label.
+	StaggerPhases int `json:"stagger_phases,omitempty"`
 
 	// Open marks an open-loop run (finite_open.go): the requests are sent at the
 	// instants of an arrival process, not by clients in a loop — `vllm bench
@@ -199,6 +204,9 @@ func (f FiniteRun) Validate() error {
 	}
 	if f.Warmup < 0 || f.Warmup > maxFiniteRequests {
 		return fmt.Errorf("finite run warmup = %d: must be in 0..%d", f.Warmup, maxFiniteRequests)
+	}
+	if f.StaggerPhases < 0 || f.StaggerPhases > maxStaggerPhases || (f.StaggerPhases > 0 && !f.Desync) {
+		return fmt.Errorf("finite run stagger_phases = %d: must be in 0..%d, and only on a desync run", f.StaggerPhases, maxStaggerPhases)
 	}
 	if _, _, err := f.shapeQuantiles(); err != nil {
 		return err

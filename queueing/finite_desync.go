@@ -33,7 +33,7 @@ import (
 // mass at 0, the rest bit-identical.
 func finiteDesync(ctx context.Context, w workload.Spec, e engine.Spec, t timing.Timing, o Options, f FiniteRun, summary bool) (*Report, error) {
 	locked := f
-	locked.Desync = false
+	locked.Desync, locked.StaggerPhases = false, 0
 	if f.Requests <= w.Concurrency {
 		return quantitativeFinite(ctx, w, e, t, o, locked, summary)
 	}
@@ -53,6 +53,9 @@ func finiteDesync(ctx context.Context, w workload.Spec, e engine.Spec, t timing.
 	so := o
 	so.RecordTokenTimes = false
 	so.summary = summary
+	if f.StaggerPhases > 0 && so.StaggerPhases > 0 {
+		so.StaggerPhases = f.StaggerPhases // a calibration descent's cheaper objective
+	}
 	st, err := QuantitativeWith(ctx, w, e, t, so)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/aicdb/aicdb/engine"
@@ -282,5 +283,51 @@ func TestFiniteDesync(t *testing.T) {
 	}
 	if sd.ITL.Len() != 1 || sd.ITL.Mean() != 0 || !(d.ITL.Mean() > 0) {
 		t.Errorf("summary of a desync run: ITL len %d mean %v, want a point mass at 0 (full: mean %v)", sd.ITL.Len(), sd.ITL.Mean(), d.ITL.Mean())
+	}
+}
+
+// TestFiniteRunStaggerPhases: a desync run's StaggerPhases evaluates its steady
+// part over that many client phases, bit for bit the run under options of
+// that many phases (the cheaper objective of a calibration's descent); it is
+// not part of the run's label, and a run that is not desync, or a count out of
+// range, is refused.
+func TestFiniteRunStaggerPhases(t *testing.T) {
+	e, err := engine.Defaults(engine.VLLM, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.MaxNumBatchedTokens = 2048
+	w := workload.Spec{ISL: 512, OSL: 64, Concurrency: 8}
+	ctx := context.Background()
+	run := FiniteRun{Requests: 160, Desync: true}
+	one := run
+	one.StaggerPhases = 1
+	got, err := QuantitativeFiniteSummary(ctx, w, e, benchLin, DefaultOptions(), one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.StaggerPhases = 1
+	want, err := QuantitativeFiniteSummary(ctx, w, e, benchLin, o, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := QuantitativeFiniteSummary(ctx, w, e, benchLin, DefaultOptions(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TTFTSteady.Mean() != want.TTFTSteady.Mean() || got.TPOT.Mean() != want.TPOT.Mean() {
+		t.Errorf("StaggerPhases 1: TTFT %v TPOT %v, options of 1 phase: %v %v", got.TTFTSteady.Mean(), got.TPOT.Mean(), want.TTFTSteady.Mean(), want.TPOT.Mean())
+	}
+	if got.TTFTSteady.Mean() == full.TTFTSteady.Mean() && got.TPOT.Mean() == full.TPOT.Mean() {
+		t.Errorf("StaggerPhases 1 changed nothing against %d phases", DefaultStaggerPhases)
+	}
+	if one.Label() != run.Label() {
+		t.Errorf("label %q, want %q", one.Label(), run.Label())
+	}
+	for _, bad := range []FiniteRun{{Requests: 10, StaggerPhases: 2}, {Requests: 10, Desync: true, StaggerPhases: 17}, {Requests: 10, Desync: true, StaggerPhases: -1}} {
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "stagger_phases") {
+			t.Errorf("%+v: error %v", bad, err)
+		}
 	}
 }

@@ -244,6 +244,7 @@ func TestAccuracyCalibrateBadFlagsLeaveStore(t *testing.T) {
 		{[]string{"accuracy", "--by", "backend,nonexistent"}, "aicdb: accuracy: --by nonexistent: want some of backend, model, system, mode, version, version_used, gemm_quant, isl, osl, tp, pp, dp, moe_ep, concurrency, calibration, run, nextn, deployed_as\n"},
 		{[]string{"calibrate", "--name", "x", "--measurements", "backend = 'none'"}, "aicdb: calibrate: no measurements match \"backend = 'none'\": list them with aicdb query \"select id, backend, model, system from measurements\", or import some with 'aicdb bench import'\n"},
 		{[]string{"calibrate", "--name", "x", "--objective", "bogus"}, "aicdb: calibrate: --objective \"bogus\": want quantitative or screening\n"},
+		{[]string{"calibrate", "--name", "x", "--descent-clients", "-1"}, "aicdb: calibrate: --descent-clients -1: want the client starts the descent averages over (16 by default), or 0 for the evaluator's phases\n"},
 	} {
 		code, out, errs := cliRun(t, db, c.args...)
 		if code != 1 || out != "" || errs != c.want {

@@ -11,8 +11,9 @@ import (
 )
 
 // TestCalibrateLoss: --loss names what the fit minimises and is recorded in the
-// calibration's report; an unknown loss is one line naming the flag and its
-// values, exit 1, and the store keeps the calibration it had.
+// calibration's report, as is --descent-clients; an unknown loss is one line
+// naming the flag and its values, exit 1, and the store keeps the calibration
+// it had.
 func TestCalibrateLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the embedded perf data and fits two measured runs")
@@ -45,6 +46,14 @@ func TestCalibrateLoss(t *testing.T) {
 	}
 	if got := report(); got != "name,loss\nd,l1\nl1,l1\nl2,l2" {
 		t.Errorf("a refused --loss changed the store: %q", got)
+	}
+	// The report records the descent's client starts (--descent-clients, 16 by
+	// default; 0: the evaluator's phases, not recorded).
+	if code, _, errs := cliRun(t, db, "calibrate", "--name", "full", "--descent-clients", "0"); code != 0 {
+		t.Fatalf("--descent-clients 0: %s", errs)
+	}
+	if got := queryCSV(t, db, "select name, json_extract(report, '$.descent_clients') as dc from calibrations where name in ('d', 'full') order by name"); got != "name,dc\nd,16\nfull," {
+		t.Errorf("descent_clients in the reports: %q", got)
 	}
 }
 

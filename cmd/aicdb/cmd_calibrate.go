@@ -30,6 +30,7 @@ func calibrateCommand() *cli.Command {
 			&cli.IntFlag{Name: "holdout", Usage: "report k-fold cross-validated MAPE (k ≥ 2; 0 = none)"},
 			&cli.StringFlag{Name: "holdout-by", Usage: "with --holdout: what a fold holds out whole — shape (isl, osl, prefix), concurrency or parallel (the layout) — so each held-out prediction is of a configuration the fit has not seen (default: every k-th row)"},
 			&cli.StringFlag{Name: "objective", Value: "quantitative", Usage: "tier the fit minimises: quantitative | screening (fast, less accurate); reported errors are quantitative"},
+			&cli.IntFlag{Name: "descent-clients", Value: calibrate.DefaultDescentClients, Usage: "the descent's quantitative objective averages a desync run of C clients over ⌈N / C⌉ client phases (at least 1; fewer than the evaluator's 4 only for C > N/4: cheaper where runs cost most); reported errors and stored predictions use the evaluator's phases; 0: the descent uses them too"},
 			&cli.StringFlag{Name: "loss", Value: calibrate.DefaultLoss, Usage: "what the fit minimises over the relative TTFT and TPOT errors: l1 (their mean absolute value, the reported MAPE) | l2 (their squares, least squares)"},
 			&cli.StringFlag{Name: "engine-profile", Value: calibrate.ProfileAIConfigurator, Usage: "engine configuration of measurements that do not state one: aiconfigurator | defaults"},
 			formatFlag(formatTable),
@@ -62,6 +63,9 @@ func runCalibrate(c *cli.Context) error {
 	loss := c.String("loss")
 	if err := calibrate.CheckLoss(loss); err != nil {
 		return userErrorf("calibrate: %v", err)
+	}
+	if n := c.Int("descent-clients"); n < 0 {
+		return userErrorf("calibrate: --descent-clients %d: want the client starts the descent averages over (%d by default), or 0 for the evaluator's phases", n, calibrate.DefaultDescentClients)
 	}
 	if err := calibrate.CheckObjective(c.String("objective")); err != nil {
 		return userErrorf("calibrate: %v", err)
@@ -104,7 +108,7 @@ func runCalibrate(c *cli.Context) error {
 		return userErrorf("calibrate: none of the %d measurements matching %q can be predicted (see 'aicdb query \"select reason, count(*) from accuracy group by 1\"')", len(rows), where)
 	}
 	fitBar := newProgress(c, "calibrate: fit", "fits")
-	fo := calibrate.FitOptions{Holdout: k, HoldoutBy: by, Objective: c.String("objective"), Loss: loss, Progress: fitBar.Update}
+	fo := calibrate.FitOptions{Holdout: k, HoldoutBy: by, Objective: c.String("objective"), Loss: loss, Progress: fitBar.Update, DescentClients: c.Int("descent-clients")}
 	fits, err := calibrate.Fit(c.Context, ev, samples, fo)
 	if err != nil {
 		fitBar.Done()

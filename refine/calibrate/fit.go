@@ -115,7 +115,24 @@ type FitOptions struct {
 	// Progress, if set, is called after each fit with (done, total): one fit per
 	// group, plus one per fold of a cross-validated group.
 	Progress func(done, total int)
+	// DescentClients > 0 lets the descent's objective average a desync run's
+	// steady part over fewer client phases (queueing.FiniteRun.StaggerPhases)
+	// than the evaluator's: ⌈DescentClients / C⌉ of them for C clients, at least
+	// one — the same model, with at least DescentClients client starts in the
+	// average instead of the evaluator's phases × C, at a fraction of the cost
+	// where C is large (a run's cost grows as C², docs/validation.md Round 27).
+	// Every reported number — uncalibrated, fitted, held out — and every stored
+	// prediction is evaluated with the evaluator's phases. 0: the descent uses
+	// them too.
+	DescentClients int
 }
+
+// DefaultDescentClients is calibrate's FitOptions.DescentClients: a run of C
+// ≥ 16 clients is descended over one client phase, of 8 over two, of ≤ 5 over
+// the evaluator's four (docs/validation.md Round 29: on the B200 rows the
+// calibration runs 1.9–2.8× faster and its held-out errors move by under half
+// a point).
+const DefaultDescentClients = 16
 
 // Losses of FitOptions.Loss.
 const (
@@ -207,20 +224,36 @@ func CheckObjective(objective string) error {
 // evalFn predicts (TTFT, TPOT) of every sample under adj.
 type evalFn func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error)
 
-// quantEval evaluates through the evaluator's quantitative tier, in parallel.
-// Samples of the same point and run (the measured files repeat deployments: the
-// 145 predicted SGLang 0.5.9 DeepSeek rows of measurements-dev are 97 points)
-// are evaluated once, at the first of them: an evaluation is deterministic, so
-// every copy gets the prediction its own evaluation would.
-func quantEval(ev Evaluator, workers int) evalFn {
+// quantEval evaluates through the evaluator's quantitative tier, in parallel;
+// descentClients > 0 evaluates each desync run's steady part over fewer client
+// phases (FitOptions.DescentClients).
+func quantEval(ev Evaluator, workers, descentClients int) evalFn {
 	return func(ctx context.Context, ss []Sample, adj refine.PassAdjust) ([][2]float64, error) {
 		return evalDistinct(ctx, ss, workers, func(ctx context.Context, s *Sample) (store.Quantitative, error) {
 			if s.Run != nil {
-				return ev.QuantitativeRunSummaryAdjusted(ctx, s.In, adj, *s.Run)
+				run := *s.Run
+				if k := descentPhases(descentClients, s.In.Batch); k > 0 && run.Desync {
+					run.StaggerPhases = k
+				}
+				return ev.QuantitativeRunSummaryAdjusted(ctx, s.In, adj, run)
 			}
 			return ev.QuantitativeAdjusted(ctx, s.In, adj)
 		}, func(q *store.Quantitative, s *Sample) [2]float64 { return [2]float64{q.V[s.ttftCol], q.V[s.tpotCol]} })
 	}
+}
+
+// descentPhases is the client phases a descent evaluates a desync run of c
+// clients with under FitOptions.DescentClients: ⌈clients / c⌉, at least 1; 0
+// (the evaluator's phases) when that is not fewer than the evaluator's
+// queueing.DefaultStaggerPhases, or clients or c is 0.
+func descentPhases(clients, c int) int {
+	if clients <= 0 || c <= 0 {
+		return 0
+	}
+	if k := (clients + c - 1) / c; k < queueing.DefaultStaggerPhases {
+		return k
+	}
+	return 0
 }
 
 // evalDistinct evaluates each distinct (point, run) of ss once (one, at the
@@ -340,7 +373,11 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	if opt.MaxIter <= 0 {
 		opt.MaxIter = 6
 	}
-	f := quantEval(ev, opt.Workers)
+	f := quantEval(ev, opt.Workers, 0)
+	fd := f // the descent's objective (DescentClients)
+	if opt.DescentClients > 0 {
+		fd = quantEval(ev, opt.Workers, opt.DescentClients)
+	}
 	fj := screenEval(ev, opt.Workers)
 	if err := CheckObjective(opt.Objective); err != nil {
 		return nil, err
@@ -350,8 +387,11 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 	// evaluation, or the screening tier.
 	evalsOn := func(ss []Sample) (quant, objective evalFn) {
 		quant = memoOn(ss, f)
-		if opt.Objective == store.TierScreening {
+		switch {
+		case opt.Objective == store.TierScreening:
 			return quant, fj
+		case opt.DescentClients > 0:
+			return quant, memoOn(ss, fd)
 		}
 		return quant, quant
 	}

@@ -98,7 +98,7 @@ func TestQuantEvalDistinctRuns(t *testing.T) {
 	ss := []Sample{mk(in, run, store.QTTFTSteadyMean), mk(other, run, store.QTTFTSteadyMean), mk(in, &queueing.FiniteRun{Requests: 20}, store.QTTFTSteadyP50),
 		mk(in, run2, store.QTTFTSteadyMean), mk(in, nil, store.QTTFTSteadyMean), mk(in, nil, store.QTTFTSteadyMean)}
 	ev := &countingEval{}
-	got, err := quantEval(ev, 2)(context.Background(), ss, refine.PassAdjust{PrefillScale: 2, DecodeScale: 3})
+	got, err := quantEval(ev, 2, 0)(context.Background(), ss, refine.PassAdjust{PrefillScale: 2, DecodeScale: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

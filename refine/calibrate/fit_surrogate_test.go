@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/quick"
 
+	"github.com/aicdb/aicdb/queueing"
 	"github.com/aicdb/aicdb/queueing/timing"
 	"github.com/aicdb/aicdb/refine"
 	"github.com/aicdb/aicdb/store"
@@ -80,7 +81,7 @@ func TestMappedDescentCheaper(t *testing.T) {
 		var evals [2]int
 		for k, mapped := range []bool{false, true} {
 			n := 0
-			q := quantEval(ev, 1)
+			q := quantEval(ev, 1, 0)
 			counted := memoOn(ss, func(ctx context.Context, s []Sample, adj refine.PassAdjust) ([][2]float64, error) {
 				n++
 				return q(ctx, s, adj)
@@ -123,7 +124,7 @@ func TestMappedDescentScreeningRefusal(t *testing.T) {
 		}
 		return screen(ctx, s, adj)
 	}
-	f := memoOn(ss, quantEval(ev, 1))
+	f := memoOn(ss, quantEval(ev, 1, 0))
 	x, c, err := surrogateDescend(ctx, f, refusing, ss, [4]float64{}, LossL2, 6)
 	if err != nil {
 		t.Fatalf("mapped descent failed on a screening refusal: %v", err)
@@ -185,5 +186,61 @@ func TestFitWorkersDeterministic(t *testing.T) {
 	if a.Adjust != b.Adjust || a.TTFTFit != b.TTFTFit || a.TPOTFit != b.TPOTFit || a.TTFTCV != b.TTFTCV || a.TPOTCV != b.TPOTCV {
 		t.Errorf("4 workers: %+v fit %v/%v CV %v/%v; 1 worker: %+v fit %v/%v CV %v/%v",
 			b.Adjust, b.TTFTFit, b.TPOTFit, b.TTFTCV, b.TPOTCV, a.Adjust, a.TTFTFit, a.TPOTFit, a.TTFTCV, a.TPOTCV)
+	}
+}
+
+// TestDescentClientsReportFullPhases: with DescentClients the descent's
+// objective averages a desync run of many clients over fewer client phases
+// (⌈clients / C⌉, at least one; the evaluator's where that is not fewer), but
+// every reported number is the evaluator's own: the uncalibrated predictions
+// are those of a fit without it bit for bit, and the fitted ones are the full
+// evaluation at the adjustment found (not the cheaper objective's), which
+// recovers the known corrections about as well.
+func TestDescentClientsReportFullPhases(t *testing.T) {
+	for _, c := range []struct{ clients, c, want int }{
+		{64, 128, 1}, {64, 64, 1}, {64, 33, 2}, {64, 32, 2}, {64, 22, 3}, {64, 21, 0}, {64, 16, 0}, {64, 1, 0}, {0, 128, 0}, {64, 0, 0},
+	} {
+		if got := descentPhases(c.clients, c.c); got != c.want {
+			t.Errorf("descentPhases(%d, %d) = %d, want %d", c.clients, c.c, got, c.want)
+		}
+	}
+	ev := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	truth := refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8, PassOverheadMs: 1, RequestOverheadMs: 20}
+	var ss []Sample // made by the model under truth, as desync runs
+	for _, isl := range []int{512, 2048} {
+		for _, c := range []int{2, 16, 96} {
+			ss = append(ss, modelMade(t, ev, truth, int64(len(ss)+1), synthPoint(isl, c), queueing.FiniteRun{Requests: 10 * c, Desync: true}))
+		}
+	}
+	ctx := context.Background()
+	full, err := Fit(ctx, ev, ss, FitOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cheap, err := Fit(ctx, ev, ss, FitOptions{Workers: 2, DescentClients: DefaultDescentClients})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) != 1 || len(cheap) != 1 {
+		t.Fatalf("%d and %d groups", len(full), len(cheap))
+	}
+	for i := range ss {
+		if full[0].Before[i] != cheap[0].Before[i] {
+			t.Errorf("row %d: uncalibrated %v with DescentClients, %v without", i, cheap[0].Before[i], full[0].Before[i])
+		}
+	}
+	at, err := quantEval(ev, 2, 0)(ctx, cheap[0].Samples, cheap[0].Adjust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range at {
+		if at[i] != cheap[0].Fitted[i] {
+			t.Errorf("row %d: fitted %v, the full evaluation at the fit's adjustment %v", i, cheap[0].Fitted[i], at[i])
+		}
+	}
+	tf, pf := mape(full[0].Samples, full[0].Fitted)
+	tc, pc := mape(cheap[0].Samples, cheap[0].Fitted)
+	if tc > tf+2 || pc > pf+2 {
+		t.Errorf("fitted TTFT / TPOT MAPE %.2f / %.2f %% with DescentClients %d, %.2f / %.2f %% without: want within 2 points", tc, pc, DefaultDescentClients, tf, pf)
 	}
 }

@@ -15,8 +15,8 @@ import (
 // Save stores a fitted calibration under name (replacing one of the same name) in
 // one transaction: its parameters per deployment key, quality and the training
 // rows with their residuals. The report records the folds (opt.Holdout,
-// opt.HoldoutBy), the fit's loss (opt.Loss) and the row-weighted MAPE over all
-// groups (OverallOf).
+// opt.HoldoutBy), the fit's loss (opt.Loss), its descent's client starts
+// (opt.DescentClients) and the row-weighted MAPE over all groups (OverallOf).
 func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, profile string, opt FitOptions, fits []GroupFit, createdAt string) (string, error) {
 	h := sha256.New()
 	for _, g := range fits {
@@ -29,6 +29,9 @@ func Save(ctx context.Context, st *store.Store, name, predicate, evaluator, prof
 	rep := map[string]any{"groups": len(fits), "holdout": opt.Holdout, "loss": loss}
 	if opt.Holdout >= 2 {
 		rep["holdout_by"] = cmp.Or(opt.HoldoutBy, "rows")
+	}
+	if opt.DescentClients > 0 {
+		rep["descent_clients"] = opt.DescentClients // the descent's client phases (FitOptions.DescentClients)
 	}
 	// The row-weighted figures over every group (OverallOf); the cross-validated
 	// ones only when some group had folds.
