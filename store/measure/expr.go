@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -32,7 +33,21 @@ func isExpr(v any) (string, bool) {
 
 // evalExpr evaluates the expression src (without its leading "=") for vars.
 func evalExpr(src string, vars exprVars) (int64, error) {
-	p := exprParser{src: src, vars: vars}
+	return parseExpr(src, vars, false)
+}
+
+// checkExpr reports an expression no run can evaluate: its syntax and names.
+// Errors that depend on the run's values (a division by zero, a value out of
+// range, a multiple ≤ 0) are left to the runs that meet them (evalExpr).
+func checkExpr(src string) error {
+	_, err := parseExpr(src, exprVars{}, true)
+	return err
+}
+
+// parseExpr parses src and evaluates it for vars; syntaxOnly ignores the
+// value-dependent errors (checkExpr).
+func parseExpr(src string, vars exprVars, syntaxOnly bool) (int64, error) {
+	p := exprParser{src: src, vars: vars, syntaxOnly: syntaxOnly}
 	v, err := p.sum()
 	if err != nil {
 		return 0, fmt.Errorf("expression %q: %w", src, err)
@@ -44,18 +59,12 @@ func evalExpr(src string, vars exprVars) (int64, error) {
 	return v, nil
 }
 
-// checkExpr reports an expression that cannot be evaluated for any run: its
-// syntax, checked with typical values.
-func checkExpr(src string) error {
-	_, err := evalExpr(src, exprVars{ISL: 1024, OSL: 1024, Concurrency: 8, TP: 8})
-	return err
-}
-
 type exprParser struct {
-	src  string
-	pos  int
-	vars exprVars
-	deep int
+	src        string
+	pos        int
+	vars       exprVars
+	deep       int
+	syntaxOnly bool // value-dependent errors ignored (checkExpr)
 }
 
 func (p *exprParser) space() {
@@ -64,61 +73,59 @@ func (p *exprParser) space() {
 	}
 }
 
-// sum: term (("+" | "-") term)*
-func (p *exprParser) sum() (int64, error) {
-	v, err := p.term()
-	if err != nil {
-		return 0, err
+// valueErr is a value-dependent error, or nil when only the syntax is checked.
+func (p *exprParser) valueErr(msg string) error {
+	if p.syntaxOnly {
+		return nil
 	}
-	for {
-		p.space()
-		if p.pos >= len(p.src) || (p.src[p.pos] != '+' && p.src[p.pos] != '-') {
-			return v, nil
-		}
-		op := p.src[p.pos]
-		p.pos++
-		w, err := p.term()
-		if err != nil {
-			return 0, err
-		}
-		if op == '+' {
-			v += w
-		} else {
-			v -= w
-		}
-		if v > exprLimit || v < -exprLimit {
-			return 0, fmt.Errorf("value out of range")
-		}
-	}
+	return errors.New(msg)
 }
 
+// sum: term (("+" | "-") term)*
+func (p *exprParser) sum() (int64, error) { return p.chain("+-", p.term) }
+
 // term: factor (("*" | "/") factor)*
-func (p *exprParser) term() (int64, error) {
-	v, err := p.factor()
+func (p *exprParser) term() (int64, error) { return p.chain("*/", p.factor) }
+
+// chain parses operand (op operand)* for the operators ops of one precedence
+// level, left to right, each intermediate value within ±exprLimit.
+func (p *exprParser) chain(ops string, operand func() (int64, error)) (int64, error) {
+	v, err := operand()
 	if err != nil {
 		return 0, err
 	}
 	for {
 		p.space()
-		if p.pos >= len(p.src) || (p.src[p.pos] != '*' && p.src[p.pos] != '/') {
+		if p.pos >= len(p.src) || !strings.ContainsRune(ops, rune(p.src[p.pos])) {
 			return v, nil
 		}
 		op := p.src[p.pos]
 		p.pos++
-		w, err := p.factor()
+		w, err := operand()
 		if err != nil {
 			return 0, err
 		}
-		if op == '*' {
+		switch op {
+		case '+':
+			v += w
+		case '-':
+			v -= w
+		case '*':
 			v *= w
-		} else {
+		case '/':
 			if w == 0 {
-				return 0, fmt.Errorf("division by zero")
+				if err := p.valueErr("division by zero"); err != nil {
+					return 0, err
+				}
+				v, w = 0, 1
 			}
 			v /= w
 		}
 		if v > exprLimit || v < -exprLimit {
-			return 0, fmt.Errorf("value out of range")
+			if err := p.valueErr("value out of range"); err != nil {
+				return 0, err
+			}
+			v = 0
 		}
 	}
 }
@@ -186,6 +193,9 @@ func (p *exprParser) factor() (int64, error) {
 				return 0, err
 			}
 			if m <= 0 {
+				if p.syntaxOnly {
+					return 0, nil
+				}
 				return 0, fmt.Errorf("ceil_to(x, %d): want a multiple > 0", m)
 			}
 			if x <= 0 {

@@ -564,7 +564,7 @@ func TestDeploymentRuns(t *testing.T) {
 		{"benchmark: {rounds: 10, length_spread: [1.0, 0.8]}\n", "benchmark.length_spread [1 0.8]: want [lo, hi] with 0 < lo ≤ hi ≤ 4"},
 		{"benchmark: {rounds: 10, length_spread: [0.5]}\n", "benchmark.length_spread [0.5]"},
 		{"runs:\n  a: {benchmark: {rounds: 2000}}\n", "runs: a: benchmark.rounds 2000"},
-		{"runs:\n  a: {runs: {b: {tp: 1}}}\n", "runs: a: a run's entry cannot hold runs or rules of its own"},
+		{"runs:\n  a: {runs: {b: {tp: 1}}}\n", "runs: a: an entry cannot hold runs or rules of its own"},
 		{"runs:\n  a: {gpus: 1}\n", "field gpus not found"},
 	} {
 		_, err := ParseSidecar("d.yaml", []byte(c.yaml))

@@ -101,8 +101,8 @@ func (x *Match) check() error {
 }
 
 // selects reports whether the match holds for m (as its file records it,
-// before any deployment is applied).
-func (x *Match) selects(m *Measurement) bool {
+// before any deployment is applied), measured on day (m.MeasuredDay).
+func (x *Match) selects(m *Measurement, day string) bool {
 	if len(x.Model) > 0 {
 		base := m.Model[strings.LastIndex(m.Model, "/")+1:]
 		if !slices.ContainsFunc(x.Model, func(s string) bool { return strings.EqualFold(s, m.Model) || strings.EqualFold(s, base) }) {
@@ -115,7 +115,7 @@ func (x *Match) selects(m *Measurement) bool {
 		!has(x.GemmQuant, m.GemmQuant) || !has(x.Mode, cmp.Or(m.Mode, "agg")) {
 		return false
 	}
-	if len(x.Measured) > 0 && !slices.Contains(x.Measured, m.MeasuredDay()) {
+	if len(x.Measured) > 0 && !slices.Contains(x.Measured, day) {
 		return false
 	}
 	if !hasInt(x.ISL, m.ISL) || !hasInt(x.OSL, m.OSL) || !hasInt(x.TP, m.TP) {
@@ -127,26 +127,26 @@ func (x *Match) selects(m *Measurement) bool {
 	return true
 }
 
-// check reports a rule that cannot apply: an empty match, a bad
-// expression, or rules and runs of its own.
+// check reports a rule that cannot apply: an empty or bad match, or an
+// entry that cannot (checkEntry).
 func (r *Rule) check() error {
 	if err := r.Match.check(); err != nil {
 		return err
 	}
-	if len(r.Runs) > 0 || len(r.Rules) > 0 || r.Campaigns != nil {
-		return fmt.Errorf("a rule cannot hold runs or rules of its own")
-	}
-	if err := walkExprs(r.EngineConfig, func(src string) (any, error) { return nil, checkExpr(src) }); err != nil {
-		return err
-	}
-	return r.checkSidecar()
+	return r.checkEntry()
 }
 
-// walkExprs calls f on every expression value in cfg (nested maps and lists
-// included), stopping at its first error.
-func walkExprs(cfg map[string]any, f func(src string) (any, error)) error {
-	_, err := substExprs(cfg, "", f)
-	return err
+// checkEntry reports a runs: or rules: entry that cannot apply: runs, rules
+// or campaigns of its own, an engine_config expression no run can evaluate
+// (checkExpr), or a bad benchmark.
+func (d *Deployment) checkEntry() error {
+	if len(d.Runs) > 0 || len(d.Rules) > 0 || d.Campaigns != nil {
+		return fmt.Errorf("an entry cannot hold runs or rules of its own")
+	}
+	if _, err := substExprs(d.EngineConfig, "", func(src string) (any, error) { return nil, checkExpr(src) }); err != nil {
+		return err
+	}
+	return d.checkSidecar()
 }
 
 // substExprs returns a copy of v, the engine_config value at path (dotted
@@ -189,16 +189,21 @@ func substExprs(v any, path string, f func(src string) (any, error)) (any, error
 // the first rule that selects it, else the campaigns' entry (d.Campaigns),
 // with how it was found ("run" or "rule NAME"); ok false when none does.
 func (d *Deployment) entryFor(m *Measurement) (entry Deployment, how string, ok bool) {
+	return d.entryOn(m, m.MeasuredDay())
+}
+
+// entryOn is entryFor with m's measurement day read once for every rule.
+func (d *Deployment) entryOn(m *Measurement, day string) (entry Deployment, how string, ok bool) {
 	if r, ok := d.Runs[m.RunID]; ok {
 		return r, "run", true
 	}
 	for i := range d.Rules {
-		if d.Rules[i].Match.selects(m) {
+		if d.Rules[i].Match.selects(m, day) {
 			return d.Rules[i].Deployment, "rule " + d.Rules[i].Name, true
 		}
 	}
 	if d.Campaigns != nil {
-		e, how, ok := d.Campaigns.entryFor(m)
+		e, how, ok := d.Campaigns.entryOn(m, day)
 		return e, "built-in " + how, ok
 	}
 	return Deployment{}, "", false

@@ -138,18 +138,39 @@ func TestRuleErrors(t *testing.T) {
 		{"rules:\n  - {name: a, match: {measured: 2025}}\n", `match: measured "2025": want a day YYYY-MM-DD`},
 		{"rules:\n  - {name: a, match: {tp: 1}, engine_config: {x: '= isl +'}}\n", `rules: a: engine_config x: expression "isl +": ends early`},
 		{"rules:\n  - {name: a, match: {tp: 1}, engine_config: {x: '= conc'}}\n", `unknown name "conc" (want isl, osl, concurrency, tp or ceil_to)`},
-		{"rules:\n  - {name: a, match: {tp: 1}, engine_config: {x: '= isl / 0'}}\n", "division by zero"},
 		{"rules:\n  - {name: a, match: {tp: 1}, engine_config: {kv: {y: [1, '= tp +']}}}\n", `rules: a: engine_config kv.y[1]: expression "tp +": ends early`},
-		{"rules:\n  - {name: a, match: {tp: 1}, runs: {b: {tp: 2}}}\n", "rules: a: a rule cannot hold runs or rules of its own"},
+		{"rules:\n  - {name: a, match: {tp: 1}, runs: {b: {tp: 2}}}\n", "rules: a: an entry cannot hold runs or rules of its own"},
 		{"rules:\n  - {name: a, match: {tp: 1}, benchmark: {rounds: 0}}\n", "rules: a: benchmark.rounds 0"},
 		{"rules:\n  - {name: a, match: {gpus: 1}}\n", "field gpus not found"},
 		{"rules:\n  - {name: a, match: {tp: x}}\n", "cannot unmarshal"},
-		{"runs:\n  a: {rules: [{name: b, match: {tp: 1}}]}\n", "runs: a: a run's entry cannot hold runs or rules of its own"},
+		{"runs:\n  a: {rules: [{name: b, match: {tp: 1}}]}\n", "runs: a: an entry cannot hold runs or rules of its own"},
+		{"runs:\n  a: {engine_config: {x: '= conc'}}\n", `runs: a: engine_config x: expression "conc": unknown name "conc"`},
 	} {
 		_, err := ParseSidecar("d.yaml", []byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: error %v, want one line with %q", c.yaml, err, c.want)
 		}
+	}
+}
+
+// TestRuleValueErrorsAtImport: an expression whose value depends on the run
+// (a division by tp − 2) is accepted with the file — other runs evaluate it —
+// and the run it cannot evaluate is a one-line error naming the file, line,
+// rule and key.
+func TestRuleValueErrorsAtImport(t *testing.T) {
+	for _, src := range []string{"isl / (tp - 2)", "ceil_to(isl, tp - 2)", "isl * isl * isl * isl"} {
+		if err := checkExpr(src); err != nil {
+			t.Errorf("checkExpr(%q): %v, want the syntax accepted", src, err)
+		}
+	}
+	dep, err := ParseSidecar("d.yaml", []byte("rules:\n  - {name: per tp, match: {model: Llama-3.1-70B}, engine_config: {kv: {n: '= isl / (tp - 2)'}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Parse("silicon.csv", read(t, "silicon.csv"), "", dep)
+	want := `silicon.csv line 3: field deployment rule per tp: engine_config kv.n: expression "isl / (tp - 2)": division by zero`
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %v, want one line with %q", err, want)
 	}
 }
 

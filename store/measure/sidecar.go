@@ -39,10 +39,7 @@ func ParseSidecar(file string, data []byte) (Deployment, error) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(d.Runs)) {
 		r := d.Runs[id]
-		if len(r.Runs) > 0 || len(r.Rules) > 0 {
-			return d, fmt.Errorf("%s: runs: %s: a run's entry cannot hold runs or rules of its own", file, id)
-		}
-		if err := r.checkSidecar(); err != nil {
+		if err := r.checkEntry(); err != nil {
 			return d, fmt.Errorf("%s: runs: %s: %w", file, id, err)
 		}
 	}
