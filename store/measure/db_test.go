@@ -47,16 +47,27 @@ func TestImportIdempotent(t *testing.T) {
 	var n int
 	if err := storetest.DB(t, st).GetContext(ctx, &n, `SELECT count(*) FROM measurements`); err != nil || n != 2 {
 		t.Errorf("%d rows after a failed import (%v), want 2", n, err)
-	} // A deployment file's benchmark is read back from the extra column.
+	}
+}
+
+// TestImportKeepsBenchmark: a deployment file's benchmark (rounds, warm-up
+// rounds, tool) is stored with each row and read back by Select.
+func TestImportKeepsBenchmark(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "m.sqlite"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	dep, err := ParseSidecar("d.yaml", []byte("benchmark: {tool: bench_serving, rounds: 10, warmup_rounds: 1}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bms, err := Parse("bench.csv", append(read(t, "silicon.csv"), '\n', '\n'), "", dep)
+	bms, err := Parse("bench.csv", read(t, "silicon.csv"), "", dep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Import(ctx, st, bms, dep, "t3"); err != nil {
+	if _, err := Import(ctx, st, bms, dep, "t0"); err != nil {
 		t.Fatal(err)
 	}
 	back, err := Select(ctx, st, "source_sha256 = '"+bms[0].SHA256+"'")
