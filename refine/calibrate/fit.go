@@ -256,6 +256,20 @@ func descentPhases(clients, c int) int {
 	return 0
 }
 
+// descendsCheaper reports whether some desync run of ss is descended over
+// fewer client phases under DescentClients clients (descentPhases); when none
+// is, the descent's objective is the quantitative evaluation itself and shares
+// its remembered predictions (the identity's, the fit's) instead of
+// evaluating them again.
+func descendsCheaper(ss []Sample, clients int) bool {
+	for i := range ss {
+		if r := ss[i].Run; r != nil && r.Desync && descentPhases(clients, ss[i].In.Batch) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // evalDistinct evaluates each distinct (point, run) of ss once (one, at the
 // first sample of each; at most workers at a time) and gives every sample its
 // point's columns (cols: a sample names its measured statistics). An
@@ -390,7 +404,7 @@ func Fit(ctx context.Context, ev Evaluator, ss []Sample, opt FitOptions) ([]Grou
 		switch {
 		case opt.Objective == store.TierScreening:
 			return quant, fj
-		case opt.DescentClients > 0:
+		case descendsCheaper(ss, opt.DescentClients):
 			return quant, memoOn(ss, fd)
 		}
 		return quant, quant

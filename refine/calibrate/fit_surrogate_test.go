@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"testing/quick"
 
@@ -242,5 +243,47 @@ func TestDescentClientsReportFullPhases(t *testing.T) {
 	tc, pc := mape(cheap[0].Samples, cheap[0].Fitted)
 	if tc > tf+2 || pc > pf+2 {
 		t.Errorf("fitted TTFT / TPOT MAPE %.2f / %.2f %% with DescentClients %d, %.2f / %.2f %% without: want within 2 points", tc, pc, DefaultDescentClients, tf, pf)
+	}
+}
+
+// countingLinear counts a linearEval's quantitative run evaluations.
+type countingLinear struct {
+	linearEval
+	calls atomic.Int32
+}
+
+func (c *countingLinear) QuantitativeRunSummaryAdjusted(ctx context.Context, in store.PointInputs, adj refine.PassAdjust, run queueing.FiniteRun) (store.Quantitative, error) {
+	c.calls.Add(1)
+	return c.linearEval.QuantitativeRunSummaryAdjusted(ctx, in, adj, run)
+}
+
+// TestDescentClientsSmallRunsShareEvaluations: a group none of whose runs is
+// descended over fewer phases (C below DescentClients / 3) fits exactly as
+// without DescentClients, with the same evaluations — the descent shares the
+// quantitative tier's remembered predictions instead of repeating them.
+func TestDescentClientsSmallRunsShareEvaluations(t *testing.T) {
+	truth := refine.PassAdjust{PrefillScale: 1.4, DecodeScale: 0.8, PassOverheadMs: 1, RequestOverheadMs: 20}
+	lin := linearEval{timing.Linear{BaseMs: 4, PrefillMsPerToken: 0.02, DecodeMsPerRow: 0.05, CtxMsPerToken: 0.0001}}
+	var ss []Sample
+	for _, isl := range []int{512, 2048} {
+		for _, c := range []int{2, 4} {
+			ss = append(ss, modelMade(t, lin, truth, int64(len(ss)+1), synthPoint(isl, c), queueing.FiniteRun{Requests: 10 * c, Desync: true}))
+		}
+	}
+	if descendsCheaper(ss, DefaultDescentClients) {
+		t.Fatal("C 2 and 4 descended over fewer phases")
+	}
+	var fits [2][]GroupFit
+	var calls [2]int32
+	for i, clients := range []int{0, DefaultDescentClients} {
+		ev := &countingLinear{linearEval: lin}
+		f, err := Fit(context.Background(), ev, ss, FitOptions{Workers: 1, DescentClients: clients})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fits[i], calls[i] = f, ev.calls.Load()
+	}
+	if calls[0] != calls[1] || fits[0][0].Adjust != fits[1][0].Adjust || fits[0][0].TTFTFit != fits[1][0].TTFTFit {
+		t.Errorf("without DescentClients %d evaluations, %+v; with it %d, %+v", calls[0], fits[0][0].Adjust, calls[1], fits[1][0].Adjust)
 	}
 }
