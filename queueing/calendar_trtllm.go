@@ -147,22 +147,19 @@ func (s *sim) trtMicroBatch(p *simPass, act []int32) {
 			break
 		}
 	}
-	if len(s.chunkList) > 0 {
-		capacity := s.budget - tokens
-		unit := s.e.BlockSize
-		for _, ri := range s.chunkList {
-			r := &s.reqs[ri]
-			rest := r.promptLen() - r.c
-			chunk := min(rest, capacity)
-			if chunk < rest {
-				chunk = chunk / unit * unit
-			}
-			if chunk <= 0 {
-				continue
-			}
-			capacity -= chunk
-			s.trtContext(p, ctxItem{r: ri, n: int32(chunk), rest: int32(rest)}, wait)
+	capacity := s.budget - tokens
+	for _, ri := range s.chunkList {
+		r := &s.reqs[ri]
+		rest := r.promptLen() - r.c
+		chunk := min(rest, capacity)
+		if chunk < rest {
+			chunk = chunk / s.e.BlockSize * s.e.BlockSize
 		}
+		if chunk <= 0 {
+			continue
+		}
+		capacity -= chunk
+		s.trtContext(p, ctxItem{r: ri, n: int32(chunk), rest: int32(rest)}, wait)
 	}
 	if len(s.ctxList) == 0 || s.trtHoldContexts(len(p.entries)*gen) { // p holds only generation rows here
 		return
