@@ -144,7 +144,7 @@ func runBenchImport(c *cli.Context) error {
 			return asUser(err)
 		}
 		if shared == nil && side != nil {
-			if err := checkRuns(c.App.ErrWriter, side, "sidecar of "+f, ms); err != nil {
+			if err := checkDeploymentUsed(c.App.ErrWriter, side, "sidecar of "+f, ms); err != nil {
 				return err
 			}
 		}
@@ -155,7 +155,7 @@ func runBenchImport(c *cli.Context) error {
 		for _, p := range all {
 			ms = append(ms, p.ms...)
 		}
-		if err := checkRuns(c.App.ErrWriter, shared, "--deployment "+c.String("deployment"), ms); err != nil {
+		if err := checkDeploymentUsed(c.App.ErrWriter, shared, "--deployment "+c.String("deployment"), ms); err != nil {
 			return err
 		}
 	}
@@ -204,11 +204,11 @@ func runBenchImport(c *cli.Context) error {
 	return nil
 }
 
-// checkRuns refuses a deployment file whose runs: and rules: deploy no run
+// checkDeploymentUsed refuses a deployment file whose runs: and rules: deploy no run
 // of the measurements ms (a wrong file, or ids that are not the CSV id
 // column), and notes on errOut how many of its runs name none and how many of
 // its rules select none (a deployment file may cover several files' runs).
-func checkRuns(errOut io.Writer, dep *measure.Deployment, from string, ms []measure.Measurement) error {
+func checkDeploymentUsed(errOut io.Writer, dep *measure.Deployment, from string, ms []measure.Measurement) error {
 	if len(dep.Runs) == 0 && len(dep.Rules) == 0 {
 		return nil
 	}
