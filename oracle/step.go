@@ -38,17 +38,20 @@ func (s *Sim) iterate(limit float64) (bool, error) {
 				return true, nil
 			}
 			did = true
-		} else if s.sglNoteBatch(nil); s.qlen == 0 { // no batch formed
-			s.rules.idle(s)
-			if len(s.arrivals) == 0 {
-				return false, nil
+		} else {
+			s.sglNoteBatch(nil) // no batch formed
+			if s.qlen == 0 {
+				s.rules.idle(s)
+				if len(s.arrivals) == 0 {
+					return false, nil
+				}
+				t := max(s.now, s.arrivals[0].t)
+				if t > limit {
+					return false, nil
+				}
+				s.now = t
+				return true, nil
 			}
-			t := max(s.now, s.arrivals[0].t)
-			if t > limit {
-				return false, nil
-			}
-			s.now = t
-			return true, nil
 		}
 		st.mustPop = true
 	}
