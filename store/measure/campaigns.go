@@ -11,13 +11,13 @@ import (
 //go:embed campaigns/inferencemax.yaml
 var campaignsFile []byte
 
-// CampaignsName names the built-in deployment file in messages.
-const CampaignsName = "store/measure/campaigns/inferencemax.yaml"
+// campaignsName names the built-in deployment file in messages.
+const campaignsName = "store/measure/campaigns/inferencemax.yaml"
 
 // Campaigns returns the built-in deployments of known benchmark campaigns
 // (campaigns/inferencemax.yaml).
 func Campaigns() (Deployment, error) {
-	d, err := ParseSidecar(CampaignsName, campaignsFile)
+	d, err := ParseSidecar(campaignsName, campaignsFile)
 	if err != nil {
 		return d, fmt.Errorf("built-in campaigns: %w", err)
 	}

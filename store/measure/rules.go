@@ -70,14 +70,14 @@ func oneOrMany[T any](n *yaml.Node, dst *[]T) error {
 	return n.Decode(dst)
 }
 
-// measuredDay reads an aic-silicon row's measurement day from its
+// measuredRE reads an aic-silicon row's measurement day from its
 // silicon_data_source ("…; measured=2025-10-29T00:00:00.000Z; …").
-var measuredDay = regexp.MustCompile(`measured=([0-9]{4}-[0-9]{2}-[0-9]{2})`)
+var measuredRE = regexp.MustCompile(`measured=([0-9]{4}-[0-9]{2}-[0-9]{2})`)
 
-// MeasuredDay is the day m was measured, "" when its file does not say.
-func (m *Measurement) MeasuredDay() string {
+// measuredDay is the day m was measured, "" when its file does not say.
+func (m *Measurement) measuredDay() string {
 	src, _ := m.Extra["silicon_data_source"].(string)
-	if d := measuredDay.FindStringSubmatch(src); d != nil {
+	if d := measuredRE.FindStringSubmatch(src); d != nil {
 		return d[1]
 	}
 	return ""
@@ -93,7 +93,7 @@ func (x *Match) check() error {
 		return fmt.Errorf("match: concurrency %v: want [lo, hi] with 1 ≤ lo ≤ hi", c)
 	}
 	for _, d := range x.Measured {
-		if !measuredDay.MatchString("measured=" + d) {
+		if !measuredRE.MatchString("measured=" + d) {
 			return fmt.Errorf("match: measured %q: want a day YYYY-MM-DD", d)
 		}
 	}
@@ -101,7 +101,7 @@ func (x *Match) check() error {
 }
 
 // selects reports whether the match holds for m (as its file records it,
-// before any deployment is applied), measured on day (m.MeasuredDay).
+// before any deployment is applied), measured on day (m.measuredDay).
 func (x *Match) selects(m *Measurement, day string) bool {
 	if len(x.Model) > 0 {
 		base := m.Model[strings.LastIndex(m.Model, "/")+1:]
@@ -189,7 +189,7 @@ func substExprs(v any, path string, f func(src string) (any, error)) (any, error
 // the first rule that selects it, else the campaigns' entry (d.Campaigns),
 // with how it was found ("run" or "rule NAME"); ok false when none does.
 func (d *Deployment) entryFor(m *Measurement) (entry Deployment, how string, ok bool) {
-	return d.entryOn(m, m.MeasuredDay())
+	return d.entryOn(m, m.measuredDay())
 }
 
 // entryOn is entryFor with m's measurement day read once for every rule.
