@@ -21,34 +21,31 @@ import (
 // normally, prices those passes in turn (contexts + 1) recording only their
 // lengths, and leaves the last of them in flight as the new cur, so the regular
 // loop resumes with exactly the state the pass-by-pass recursion would have.
+// TensorRT-LLM contexts left out of cur stay out of the stretch's passes
+// (trtContextsOut), batch waiting holding them for at most holdLimit passes.
 func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64) error {
 	// MTP steps emit a varying number of tokens per row: a stretch only in a
 	// summary run (no ITL recorded), by fastForwardDrafts — not for vLLM, whose
 	// steps are cut by the budget left and skipped or discarded by the async
 	// rules (V-S1, V-S3): pass by pass.
 	if s.record || (s.e.DraftTokens > 0 && (!s.summary || s.e.Backend == engine.VLLM)) || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
-		len(cur.entries) != len(s.running) || len(cur.entries) != len(cur.tp.Decode) {
+		len(cur.entries) != len(cur.tp.Decode) || (len(cur.entries) != len(s.running) && !s.trtContextsOut(cur) && !s.sglSpentOnly(cur)) {
 		return nil
 	}
 	tA, ok := s.nextArrival()
 	if !ok {
 		tA = math.Inf(1)
 	}
-	async, barrier := s.e.AsyncScheduling, s.barrier
-	schedAt := func(prevStart, prevEnd float64) float64 { // schedule time of the pass after prev
-		if async {
-			return prevStart
-		}
-		return prevEnd
-	}
+	barrier := s.barrier
+	unseen := s.arrivalUnseen(tA)
 	// A pass may not end at or beyond the driver's barrier (an open-loop stability
 	// check instant): the driver observes the state at the first pass end there.
 	// (Tested before the rows: an arrival ends most attempts here.)
-	if schedAt(*start, *end) >= tA || *end >= barrier {
+	if !unseen(0, *start, *end) || *end >= barrier {
 		return nil
 	}
 	if s.e.DraftTokens > 0 {
-		return s.fastForwardDrafts(ctx, cur, start, end, tA, schedAt)
+		return s.fastForwardDrafts(ctx, cur, start, end, unseen)
 	}
 	k := math.MaxInt
 	rows := s.rowBuf[:0] // the stretch's rows per ITL bucket (the rows never change)
@@ -57,13 +54,16 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 		if !en.decode {
 			return nil
 		}
+		if !en.emits {
+			continue // a spent row (sglSpentOnly): not in the stretch's passes
+		}
 		k = min(k, r.osl-r.gSched)
 		if !s.summary { // rows feed s.fast, a no-op in a summary run
 			rows = addBucketRow(rows, r.bucket, 1)
 		}
 	}
 	s.rowBuf = rows
-	if k = s.kvStretch(cur, k); k < 2 {
+	if k = s.kvStretch(cur, min(k, s.holdLimit())); k < 2 {
 		return nil
 	}
 	if err := s.countPass(ctx); err != nil {
@@ -71,6 +71,9 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	}
 	s.complete(cur, *start, *end) // no row finishes: each has ≥ 2 outputs left
 	s.now = *end
+	if len(cur.entries) != len(s.running) {
+		s.sglDropSpent(cur)
+	}
 	// A timing that prices a decode-only pass from its row count and summed context
 	// prices the stretch without visiting the rows: pass j has every context j
 	// longer, so X grows by D per pass (integers: the sums the rows would give).
@@ -84,7 +87,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	j := 0
 	ps, pe := *start, *end
 	collect := !s.summary // pass lengths feed s.fast (a summary run's records nothing)
-	for j < k && schedAt(ps, pe) < tA && pe < barrier {
+	for j < k && unseen(j, ps, pe) && pe < barrier {
 		if j > 0 { // the previous stretch pass completes in bulk
 			if err := s.countPass(ctx); err != nil {
 				return err
@@ -100,7 +103,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 			j++
 			if !collect { // the span's next passes move only the clock: counted in bulk
 				n := 0
-				for j < k && schedAt(ps, pe) < tA && pe < barrier && X+D <= spanEnd {
+				for j < k && unseen(j, ps, pe) && pe < barrier && X+D <= spanEnd {
 					n++
 					shift++
 					X += D
@@ -144,6 +147,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	// j passes were scheduled (the last is in flight over [ps, pe]); j−1 completed.
 	s.kvAdvance(cur, j)
 	s.recvAdvance(j) // each a schedule after a decode-only batch that received nothing (S-R7)
+	s.holdAdvance(j)
 	for _, en := range cur.entries {
 		r := &s.reqs[en.r]
 		r.gSched += j
@@ -155,6 +159,110 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	s.now = ps
 	*start, *end = ps, pe
 	return nil
+}
+
+// arrivalUnseen returns the test a stretch makes before each schedule: that the
+// schedule of the pass after stretch pass j (cur is pass 0), with pass j in
+// flight over [ps, pe], receives no new request, tA being the next arrival.
+// That schedule is made at pe when synchronous, at ps when asynchronous (V-R10),
+// and absorbs what arrived by then — unless SGLang's receipt interval (S-R7)
+// skips it: every schedule of the stretch follows a decode-only batch, so the
+// (j+1)-th counts the interval once more from its count now and receives only
+// when that count comes round to a multiple of the interval (recv). An arrival
+// already due therefore waits for that schedule while the stretch runs on.
+func (s *sim) arrivalUnseen(tA float64) func(j int, ps, pe float64) bool {
+	async, every, count := s.e.AsyncScheduling, s.recvEvery, s.recvCount
+	return func(j int, ps, pe float64) bool {
+		t := pe
+		if async {
+			t = ps
+		}
+		return t < tA || every > 0 && (count+j+1)%every != 0 // not yet arrived, or a skipped receipt (S-R7)
+	}
+}
+
+// trtContextsOut reports that every running request cur does not carry is a
+// TensorRT-LLM context (prompt not complete) that the stretch's passes leave
+// out as cur did: with cur's decode rows unchanged, each stretch schedule's
+// micro-batch (T-R3) charges the same generation tokens and leaves the same
+// budget, so a context that got no chunk gets none again, a whole prompt that
+// did not fit does not fit again, and contexts that batch waiting held (T-R6)
+// are held again on the same tokens, until its count reaches the timeout
+// (holdLimit). Not under MAX_UTILIZATION with a KV pool, whose fit (T-R2) moves
+// with every pass's blocks, nor for another backend.
+func (s *sim) trtContextsOut(cur *simPass) bool {
+	if s.e.Backend != engine.TRTLLM || s.kvPerPass() {
+		return false
+	}
+	out := len(s.running) - len(cur.entries)
+	for _, ri := range s.running {
+		if r := &s.reqs[ri]; r.c < r.promptLen() {
+			out--
+		}
+	}
+	return out == 0
+}
+
+// sglSpentOnly reports that what cur carries beyond the running requests is
+// spent rows (appendSpentRow) of requests that finished since cur was
+// scheduled, and nobody waits while some run: SGLang's overlap scheduler ran cur's schedule
+// while their final tokens were in flight, so cur computes a row for each that
+// samples nothing (§3.2); the schedules after it no longer see them (they left
+// running), so the stretch's passes carry cur's other rows (sglDropSpent).
+func (s *sim) sglSpentOnly(cur *simPass) bool {
+	if s.e.Backend != engine.SGLang || !s.e.AsyncScheduling || s.waitingLen() > 0 || len(s.running) == 0 {
+		return false // (with nobody running, no pass follows cur)
+	}
+	extra := len(cur.entries) - len(s.running)
+	for _, en := range cur.entries {
+		if en.decode && !en.emits && s.reqs[en.r].finished {
+			extra--
+		}
+	}
+	return extra == 0
+}
+
+// sglDropSpent removes cur's spent rows (sglSpentOnly) once it completed, so
+// that cur's rows are the stretch's, and makes the request-level state what
+// the first stretch schedule leaves (scheduleSGLang): with a KV pool, the
+// finishes since cur's schedule shrank running, which clears a sticky
+// batch_is_full (S-R2), and the schedule notes the running length (sglNote).
+func (s *sim) sglDropSpent(cur *simPass) {
+	k := 0
+	for i, en := range cur.entries {
+		if en.emits {
+			cur.entries[k], cur.tp.Decode[k] = en, cur.tp.Decode[i]
+			k++
+		}
+	}
+	cur.entries, cur.tp.Decode = cur.entries[:k], cur.tp.Decode[:k]
+	if s.kv.on {
+		if len(s.running) < s.kv.runLen || s.kv.chunkRan {
+			s.kv.batchFull = false
+		}
+		s.kv.chunkRan = false
+		s.kv.runLen = len(s.running)
+	}
+}
+
+// holdLimit is the passes a stretch may schedule while TensorRT-LLM batch
+// waiting holds the contexts cur's schedule held (T-R6, trtHoldContexts;
+// s.ctxList is that schedule's, and a decode-only cur means they were held):
+// the m-th schedule after it holds them again while the count, h after cur's,
+// is below the timeout — h + m − 1 < batch_wait_timeout_iters — and lets them
+// through at the next. Without held contexts, no limit.
+func (s *sim) holdLimit() int {
+	if !s.e.BatchWaiting() || len(s.ctxList) == 0 {
+		return math.MaxInt
+	}
+	return s.e.BatchWaitTimeoutIters - s.trtHeld
+}
+
+// holdAdvance counts n stretch schedules that held cur's contexts (holdLimit).
+func (s *sim) holdAdvance(n int) {
+	if s.e.BatchWaiting() && len(s.ctxList) > 0 {
+		s.trtHeld += n
+	}
 }
 
 // decodeOnlyPricer is a timing that prices a decode-only pass from its number of
@@ -229,7 +337,7 @@ type draftRow struct {
 // token and accepted drafts of every row, decays new_token_ratio and notes the
 // peak, as scheduleSGLang does pass by pass (not with shared prefix blocks or
 // session contexts: those stretches run pass by pass).
-func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *float64, tA float64, schedAt func(float64, float64) float64) error {
+func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *float64, unseen func(j int, ps, pe float64) bool) error {
 	kvSteps := s.kvPerPass() // SGLang EAGLE: KV grows with every step
 	if kvSteps && (s.share != nil || s.kv.ctx != nil) {
 		return nil
@@ -248,7 +356,7 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 		rows = append(rows, draftRow{r: en.r, m: int(r.steps), left: left})
 	}
 	s.draftBuf = rows
-	if k < 2 {
+	if k = min(k, s.holdLimit()); k < 2 {
 		return nil
 	}
 	// The in-flight pass's own tokens: its rows' contexts grow by them first
@@ -275,7 +383,7 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 	j := 0
 	ps, pe := *start, *end
 	barrier := s.barrier
-	for j < k && schedAt(ps, pe) < tA && pe < barrier {
+	for j < k && unseen(j, ps, pe) && pe < barrier {
 		if j > 0 {
 			if kvSteps && !s.sglStretchFits(rows) {
 				break // the pass in flight completes in the regular loop, whose next schedule refuses this step
@@ -316,6 +424,7 @@ func (s *sim) fastForwardDrafts(ctx context.Context, cur *simPass, start, end *f
 	}
 	// j steps were scheduled (the last in flight over [ps, pe]); j − 1 completed.
 	s.recvAdvance(j) // each after a decode-only (verify) batch, receiving nothing (S-R7)
+	s.holdAdvance(j)
 	cur.extra = cur.extra[:0]
 	for _, w := range rows {
 		r := &s.reqs[w.r]

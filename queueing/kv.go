@@ -233,6 +233,9 @@ func (s *sim) kvPerPass() bool {
 func (s *sim) kvStretchBlocks(cur *simPass, j int) int {
 	n := 0
 	for _, en := range cur.entries {
+		if !en.emits {
+			continue // a spent row (sglSpentOnly): its request finished
+		}
 		r := &s.reqs[en.r]
 		n += max(ceilDiv(decodeKVTokens(r)+j-1, s.e.BlockSize)-r.blocks, 0)
 	}

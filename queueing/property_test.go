@@ -64,6 +64,10 @@ func propConfig(rt *rapid.T) (workload.Spec, engine.Spec, timing.Timing) {
 		}
 		e.AsyncScheduling = rapid.Bool().Draw(rt, "async")
 		e.BlockSize = rapid.SampledFrom([]int{1, 16, 32}).Draw(rt, "tpb")
+		if rapid.IntRange(0, 2).Draw(rt, "bw") == 0 { // batch waiting (T-R6)
+			e.BatchWaitTimeoutIters = rapid.IntRange(1, 30).Draw(rt, "bwIters")
+			e.BatchWaitMaxTokensRatio = rapid.Float64Range(0.05, 1).Draw(rt, "bwRatio")
+		}
 		if rapid.Bool().Draw(rt, "kv") {
 			per := ceilDiv(maxISL+2*w.OSL, e.BlockSize) * e.BlockSize
 			e.KVCapacityTokens = per * rapid.IntRange(1, 50).Draw(rt, "kvreqs")
@@ -75,6 +79,9 @@ func propConfig(rt *rapid.T) (workload.Spec, engine.Spec, timing.Timing) {
 		e.BlockSize = rapid.SampledFrom([]int{1, 16}).Draw(rt, "page")
 		e.ChunkedPrefillSize = max(e.ChunkedPrefillSize, e.BlockSize)
 		e.AsyncScheduling = rapid.Bool().Draw(rt, "async") // the overlap scheduler (§3.2)
+		if rapid.IntRange(0, 2).Draw(rt, "recv") == 0 {
+			e.SchedulerRecvInterval = rapid.IntRange(1, 40).Draw(rt, "recvEvery") // S-R7
+		}
 	}
 	if rapid.Bool().Draw(rt, "stage") {
 		e.StageMs = rapid.Float64Range(0, 50).Draw(rt, "stageMs")
