@@ -79,6 +79,7 @@ type cycleDetector struct {
 	c, win, horizon int
 	sig             [][]float64 // per generation: 3 values per slot (arrival, ttft, e2e)
 	srt             [][]float64 // per generation: the sorted pattern (lazily)
+	scale           []float64   // per generation with a sorted pattern: match's tolerance scale
 	have            []int       // slots filled per generation
 	complete        int         // generations 0 … complete−1 are complete
 	w               Window
@@ -128,11 +129,7 @@ func (d *cycleDetector) check(g int) {
 // agree within the tolerance.
 func (d *cycleDetector) match(a, b int) bool {
 	sa, sb := d.sorted(a), d.sorted(b)
-	scale := 1.0
-	for i := 0; i < d.c; i++ {
-		scale = math.Max(scale, math.Max(sa[3*i+2], sa[3*i]))
-	}
-	tol := cycleTol * scale
+	tol := cycleTol * d.scale[a]
 	for i := range sa {
 		if math.Abs(sa[i]-sb[i]) > tol {
 			return false
@@ -142,10 +139,12 @@ func (d *cycleDetector) match(a, b int) bool {
 }
 
 // sorted returns generation g's triples with arrivals relative to the earliest,
-// sorted by (offset, TTFT, E2E) (computed once per generation).
+// sorted by (offset, TTFT, E2E), and notes its tolerance scale — the largest
+// offset or E2E, at least 1 (computed once per generation).
 func (d *cycleDetector) sorted(g int) []float64 {
 	for len(d.srt) <= g {
 		d.srt = append(d.srt, nil)
+		d.scale = append(d.scale, 0)
 	}
 	if d.srt[g] != nil {
 		return d.srt[g]
@@ -171,7 +170,11 @@ func (d *cycleDetector) sorted(g int) []float64 {
 	for j, i := range idx {
 		out[3*j], out[3*j+1], out[3*j+2] = s[3*i]-m, s[3*i+1], s[3*i+2]
 	}
-	d.srt[g] = out
+	scale := 1.0
+	for i := 0; i < d.c; i++ {
+		scale = math.Max(scale, math.Max(out[3*i+2], out[3*i]))
+	}
+	d.srt[g], d.scale[g] = out, scale
 	return out
 }
 

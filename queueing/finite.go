@@ -445,7 +445,7 @@ func quantitativeFinite(ctx context.Context, w workload.Spec, e engine.Spec, t t
 			return
 		}
 		r := s.reqs[ri]
-		nri := s.newReq(&w, r.slot, r.gen+1, adm.At(now+delay))
+		nri := s.newReq(&w, int(r.slot), int(r.gen)+1, adm.At(now+delay))
 		s.reqs[nri].steady, s.reqs[nri].bucket = true, 0
 	}
 	stop := func() bool { return done == N }

@@ -206,7 +206,7 @@ func quantitativeRun(ctx context.Context, w workload.Spec, e engine.Spec, t timi
 func (s *sim) newReq(w *workload.Spec, slot, gen int, arrival float64) int32 {
 	k := len(s.reqs)
 	isl, osl := w.Shape(k)
-	s.reqs = append(s.reqs, simReq{slot: slot, gen: gen, arrival: arrival, isl: isl, prefix: w.Prefix, osl: osl, bucket: -1})
+	s.reqs = append(s.reqs, simReq{slot: int32(slot), gen: int32(gen), arrival: arrival, isl: isl, prefix: w.Prefix, osl: osl, bucket: -1})
 	// Keep the pending arrivals sorted by time, ties in creation order (the oracle's
 	// arrival heap): a staggered client's first request can arrive after another
 	// client's replacement was created.
@@ -291,9 +291,9 @@ func runClosed(ctx context.Context, s *sim, col *collector, w workload.Spec, o O
 		if r.gen == 0 {
 			gen0++
 		} else {
-			det.add(r.slot, r.gen, r.arrival, r.first-r.arrival, r.done-r.arrival)
+			det.add(int(r.slot), int(r.gen), r.arrival, r.first-r.arrival, r.done-r.arrival)
 		}
-		nri := s.newReq(&w, r.slot, r.gen+1, now+delay)
+		nri := s.newReq(&w, int(r.slot), int(r.gen)+1, now+delay)
 		if r.gen+1 < maxBuckets {
 			s.reqs[nri].bucket = int32(r.gen + 1)
 		}
@@ -391,7 +391,7 @@ func stateCycleReport(s *sim, col *collector, w workload.Spec, sc *stateCycle, d
 		r := &s.reqs[i]
 		r.steady = r.finished && r.done > t0 && r.done <= t1
 		if r.steady {
-			g0, g1 = min(g0, r.gen), max(g1, r.gen)
+			g0, g1 = min(g0, int(r.gen)), max(g1, int(r.gen))
 		}
 	}
 	if g1 < 0 {
@@ -598,7 +598,7 @@ func (s *sim) report(col *collector, w workload.Spec, win0, win1 int) (*Report, 
 	if win0 >= 0 {
 		for i := range s.reqs {
 			r := &s.reqs[i]
-			r.steady = r.gen >= win0 && r.gen < win1
+			r.steady = int(r.gen) >= win0 && int(r.gen) < win1
 		}
 	}
 	n := 0
@@ -639,7 +639,7 @@ func (s *sim) report(col *collector, w workload.Spec, win0, win1 int) (*Report, 
 		if s.record && i < len(s.tokens) {
 			toks = s.tokens[i]
 		}
-		recs = append(recs, RequestRecord{Slot: r.slot, Generation: r.gen, ArrivalMs: r.arrival - stage,
+		recs = append(recs, RequestRecord{Slot: int(r.slot), Generation: int(r.gen), ArrivalMs: r.arrival - stage,
 			ISL: r.isl, Prefix: r.prefix, OSL: r.osl, TTFTMs: tt, E2EMs: ee, TokenMs: toks,
 			Transient: r.transient && !r.steady})
 	}

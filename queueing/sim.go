@@ -9,12 +9,13 @@ import (
 	"github.com/aicdb/aicdb/queueing/timing"
 )
 
-// simReq is one request slot-instance of the recursion.
+// simReq is one request slot-instance of the recursion. The fields every pass
+// that carries the request reads or writes (the calendars' decode rows,
+// complete, the stretch) come first and fill one 64-byte line; the whole is
+// 128 bytes, two lines, so a pass over the running requests touches one line
+// of each.
 type simReq struct {
-	slot, gen   int
-	arrival     float64
-	isl, prefix int
-	osl         int
+	isl, osl int
 	// c is the prompt position: tokens of the prompt already scheduled (computed or
 	// served from the prefix cache). vLLM/SGLang start it at prefix on admission
 	// (cached tokens cost no budget); TRT-LLM starts it at 0 and applies reuse after
@@ -23,20 +24,24 @@ type simReq struct {
 	// gSched counts output tokens already scheduled (sampled or in flight); gOut
 	// counts output tokens emitted.
 	gSched, gOut int
-	first, last  float64 // emission times of the first and latest token
+	blocks       int     // KV blocks held (TRT-LLM: the GUARANTEED_NO_EVICT reservation)
+	rec          int     // outputs folded into the prompt phase by a recompute (kv.go)
+	last         float64 // emission time of the latest token
+	first        float64 // emission time of the first token
+	prefix       int
+	arrival      float64
 	done         float64
-	blocks       int   // KV blocks held (TRT-LLM: the GUARANTEED_NO_EVICT reservation)
-	rec          int   // outputs folded into the prompt phase by a recompute (kv.go)
+	slot, gen    int32
 	preempts     int32 // preemptions / retractions suffered (kv.go)
 	steps        int32 // decode steps scheduled (engine.StepTokens numbers them; MTP only)
 	specIn       int32 // vLLM MTP: drafts scheduled in r's latest step (V-S2: counted computed until its output)
-	finished     bool
-	steady       bool
-	transient    bool
 	// bucket is the ITL accumulator of the request's gaps (closed loop: its
 	// generation, so the steady window can be chosen after the fact; open loop: 0
 	// for steady requests), or −1 for none.
-	bucket int32
+	bucket    int32
+	finished  bool
+	steady    bool
+	transient bool
 }
 
 // entry is one scheduled item of a pass.

@@ -201,7 +201,7 @@ func (sc *stateCycle) windowDone(s *sim, o int) bool {
 	short := sc.clients
 	for i := len(s.reqs) - 1; i >= 0 && short > 0; i-- {
 		r := &s.reqs[i]
-		if r.finished && r.done > sc.ck.now && r.slot >= 0 && r.slot < sc.clients {
+		if r.finished && r.done > sc.ck.now && r.slot >= 0 && int(r.slot) < sc.clients {
 			if n[r.slot]++; n[r.slot] == sc.win {
 				short--
 			}
@@ -239,12 +239,12 @@ func (sc *stateCycle) generationsRepeat(s *sim, c *stateCkpt) bool {
 	prev, adv := make([]int, C), make([]int, C)
 	gmin, gmax := math.MaxInt, 0
 	for i, ri := range order {
-		u := s.reqs[ri].slot
+		u := int(s.reqs[ri].slot)
 		if u < 0 || u >= C {
 			return true
 		}
 		prev[u] = int(c.slots[i])
-		adv[u] = s.reqs[ri].gen - int(c.gens[i])
+		adv[u] = int(s.reqs[ri].gen) - int(c.gens[i])
 		gmin, gmax = min(gmin, int(c.gens[i])), max(gmax, int(c.gens[i]))
 	}
 	limit := sc.horizon - gmax - 1 // a shift D ≥ limit is not seen before the horizon

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/aicdb/aicdb/engine"
 	"github.com/aicdb/aicdb/queueing/workload"
@@ -147,5 +148,24 @@ func TestSGLDropSpent(t *testing.T) {
 	p.entries, p.tp.Decode = appendSpentRow(p.entries, p.tp.Decode, 1, &s.reqs[1])
 	if s.sglSpentOnly(p) {
 		t.Error("sglSpentOnly: true for a row of a request that has not finished")
+	}
+}
+
+// TestSimReqLayout: a request is two 64-byte lines, the fields a pass over the
+// running requests touches in the first (simReq's doc comment).
+func TestSimReqLayout(t *testing.T) {
+	var r simReq
+	if size := unsafe.Sizeof(r); size != 128 {
+		t.Errorf("simReq is %d bytes; want 128 (two cache lines)", size)
+	}
+	for name, end := range map[string]uintptr{
+		"isl": unsafe.Offsetof(r.isl) + unsafe.Sizeof(r.isl), "osl": unsafe.Offsetof(r.osl) + unsafe.Sizeof(r.osl),
+		"c": unsafe.Offsetof(r.c) + unsafe.Sizeof(r.c), "gSched": unsafe.Offsetof(r.gSched) + unsafe.Sizeof(r.gSched),
+		"gOut": unsafe.Offsetof(r.gOut) + unsafe.Sizeof(r.gOut), "blocks": unsafe.Offsetof(r.blocks) + unsafe.Sizeof(r.blocks),
+		"rec": unsafe.Offsetof(r.rec) + unsafe.Sizeof(r.rec), "last": unsafe.Offsetof(r.last) + unsafe.Sizeof(r.last),
+	} {
+		if end > 64 {
+			t.Errorf("simReq.%s ends at byte %d, outside the first line", name, end)
+		}
 	}
 }

@@ -157,7 +157,7 @@ func replayTrace(ctx context.Context, reqs []TraceRequest, e engine.Spec, t timi
 	s.maxPasses = int(min(bound, math.MaxInt32))
 	s.reqs = make([]simReq, 0, len(reqs))
 	for i, r := range reqs {
-		s.reqs = append(s.reqs, simReq{slot: -1, gen: i, arrival: r.ArrivalMs + e.StageMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL, steady: true})
+		s.reqs = append(s.reqs, simReq{slot: -1, gen: int32(i), arrival: r.ArrivalMs + e.StageMs, isl: r.ISL, prefix: r.Prefix, osl: r.OSL, steady: true})
 	}
 	done := 0
 	hit0 := make([]int, len(reqs)) // each request's cached prefix at its first admission
