@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,13 +21,7 @@ func BenchmarkCalibrateMeasured200(b *testing.B) {
 	if testing.Short() {
 		b.Skip("imports the perf data and the measured rows (seconds), then calibrates for ~20 s per backend")
 	}
-	meas := filepath.Join(sharedData, "measurements-dev")
-	systems := filepath.Join(sharedData, "aiconfigurator/aic-core/src/aiconfigurator_core/systems")
-	for _, p := range []string{meas, systems} {
-		if _, err := os.Stat(p); err != nil {
-			b.Skipf("no %s", p)
-		}
-	}
+	meas, systems := sharedTrees(b)
 	db := filepath.Join(b.TempDir(), "c.sqlite")
 	cli := func(args ...string) string {
 		b.Helper()

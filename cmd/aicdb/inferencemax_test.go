@@ -13,6 +13,20 @@ import (
 // aiconfigurator's complete perf-data trees), absent on machines without it.
 const sharedData = "../../../shared/data"
 
+// sharedTrees returns ../shared's measured rows (measurements-dev) and
+// aiconfigurator's perf-data systems tree, skipping tb when either is absent.
+func sharedTrees(tb testing.TB) (meas, systems string) {
+	tb.Helper()
+	meas = filepath.Join(sharedData, "measurements-dev")
+	systems = filepath.Join(sharedData, "aiconfigurator/aic-core/src/aiconfigurator_core/systems")
+	for _, p := range []string{meas, systems} {
+		if _, err := os.Stat(p); err != nil {
+			tb.Skipf("no %s", p)
+		}
+	}
+	return meas, systems
+}
+
 // TestInferenceMAXAsDeployed: the rows of measurements-dev that InferenceMAX
 // measured — Llama-3.1-70B, TensorRT-LLM DeepSeek of 2025-11-02, SGLang
 // DeepSeek fp8 and nvfp4 of 2026-03-25 — imported as bench import does by
@@ -30,13 +44,7 @@ func TestInferenceMAXAsDeployed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("imports the B200 and H200 perf data and predicts ~400 measured rows twice")
 	}
-	meas := filepath.Join(sharedData, "measurements-dev")
-	systems := filepath.Join(sharedData, "aiconfigurator/aic-core/src/aiconfigurator_core/systems")
-	for _, p := range []string{meas, systems} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("no %s", p)
-		}
-	}
+	meas, systems := sharedTrees(t)
 	csvs := []string{filepath.Join(meas, "silicon_b200.csv"), filepath.Join(meas, "silicon_dev.csv")}
 	db := filepath.Join(t.TempDir(), "a.sqlite")
 	for _, args := range [][]string{{"init"}, {"perfdb", "import", "--no-mirror", "--quiet", systems},
