@@ -63,6 +63,39 @@ func TestRecvIntervalStretchIsExact(t *testing.T) {
 	}
 }
 
+// TestDraftStretchRulesAreExact: the MTP stretch of a summary run
+// (fastForwardDrafts) takes the same two rules — SGLang EAGLE through skipped
+// receipts, TensorRT-LLM one-model MTP with held contexts — bit for bit.
+func TestDraftStretchRulesAreExact(t *testing.T) {
+	for _, every := range []int{2, 7, 30} {
+		e, err := engine.Defaults(engine.SGLang, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SchedulerRecvInterval = every
+		e.SetDrafts(3, 1.7)
+		for _, c := range []int{3, 16} {
+			w := workload.Spec{ISL: 1024, OSL: 300, Concurrency: c, OSLQuantiles: []int{240, 270, 300}}
+			checkStretchExact(t, fmt.Sprintf("EAGLE recv every %d c %d", every, c), w, e)
+		}
+	}
+	for _, iters := range []int{5, 20} {
+		for _, async := range []bool{false, true} {
+			e, err := engine.Defaults(engine.TRTLLM, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.BatchWaitTimeoutIters, e.BatchWaitMaxTokensRatio = iters, 0.9
+			e.AsyncScheduling, e.MaxNumTokens = async, 4096
+			e.SetDrafts(3, 1.7)
+			for _, c := range []int{4, 24} {
+				w := workload.Spec{ISL: 1024, OSL: 300, Concurrency: c, OSLQuantiles: []int{240, 270, 300}}
+				checkStretchExact(t, fmt.Sprintf("MTP batch wait %d async %v c %d", iters, async, c), w, e)
+			}
+		}
+	}
+}
+
 // TestBatchWaitStretchIsExact: TensorRT-LLM contexts that batch waiting holds
 // (T-R6) or that get no budget stay out of a decode stretch, which ends where
 // the hold's count reaches the timeout (trtContextsOut, holdLimit): exact,
