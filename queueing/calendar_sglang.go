@@ -40,12 +40,7 @@ import "math"
 func (s *sim) scheduleSGLang(p *simPass) {
 	const inf = int(^uint(0) >> 2)
 	kv := s.kv.on
-	if kv {
-		if len(s.running) < s.kv.runLen || s.kv.chunkRan {
-			s.kv.batchFull = false // a request finished, or the chunked one was filtered (S-R2)
-		}
-		s.kv.chunkRan = false
-	}
+	s.sglFilterBatch()
 	// The decoders — prompt complete before this pass (S-R2) — and, when a
 	// continuation or an admission will read it, S-R4's rem_total in tokens: a
 	// base (the free pages less each decoder's reservation, in running order)
@@ -207,6 +202,19 @@ func (s *sim) scheduleSGLang(p *simPass) {
 		}
 	}
 	p.entries, p.tp.Decode = entries, rows
+}
+
+// sglFilterBatch is the start of a schedule with a KV pool: the running batch
+// filtered of what left it since the last schedule clears a sticky
+// batch_is_full — a request finished, or the chunked one was filtered (S-R2).
+func (s *sim) sglFilterBatch() {
+	if !s.kv.on {
+		return
+	}
+	if len(s.running) < s.kv.runLen || s.kv.chunkRan {
+		s.kv.batchFull = false
+	}
+	s.kv.chunkRan = false
 }
 
 // sglAddDraftStep schedules decoder ri's next EAGLE step (SGLang speculative

@@ -29,7 +29,7 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	// steps are cut by the budget left and skipped or discarded by the async
 	// rules (V-S1, V-S3): pass by pass.
 	if s.record || (s.e.DraftTokens > 0 && (!s.summary || s.e.Backend == engine.VLLM)) || s.chunked >= 0 || (s.waitingLen() > 0 && !s.kvQueueBlocked(cur)) || len(cur.tp.Prefill) > 0 ||
-		len(cur.entries) != len(cur.tp.Decode) || (len(cur.entries) != len(s.running) && !s.trtContextsOut(cur) && !s.sglSpentOnly(cur)) {
+		len(cur.entries) != len(cur.tp.Decode) {
 		return nil
 	}
 	tA, ok := s.nextArrival()
@@ -42,6 +42,9 @@ func (s *sim) fastForward(ctx context.Context, cur *simPass, start, end *float64
 	// check instant): the driver observes the state at the first pass end there.
 	// (Tested before the rows: an arrival ends most attempts here.)
 	if !unseen(0, *start, *end) || *end >= barrier {
+		return nil
+	}
+	if len(cur.entries) != len(s.running) && !s.trtContextsOut(cur) && !s.sglSpentOnly(cur) { // (these visit the rows)
 		return nil
 	}
 	if s.e.DraftTokens > 0 {
@@ -223,10 +226,10 @@ func (s *sim) sglSpentOnly(cur *simPass) bool {
 }
 
 // sglDropSpent removes cur's spent rows (sglSpentOnly) once it completed, so
-// that cur's rows are the stretch's, and makes the request-level state what
-// the first stretch schedule leaves (scheduleSGLang): with a KV pool, the
-// finishes since cur's schedule shrank running, which clears a sticky
-// batch_is_full (S-R2), and the schedule notes the running length (sglNote).
+// that cur's rows are the stretch's, and leaves the state the first stretch
+// schedule would (scheduleSGLang): the finishes since cur's schedule shrank
+// running, which clears a sticky batch_is_full (sglFilterBatch), and the
+// schedule notes the running length (sglNote).
 func (s *sim) sglDropSpent(cur *simPass) {
 	k := 0
 	for i, en := range cur.entries {
@@ -236,13 +239,8 @@ func (s *sim) sglDropSpent(cur *simPass) {
 		}
 	}
 	cur.entries, cur.tp.Decode = cur.entries[:k], cur.tp.Decode[:k]
-	if s.kv.on {
-		if len(s.running) < s.kv.runLen || s.kv.chunkRan {
-			s.kv.batchFull = false
-		}
-		s.kv.chunkRan = false
-		s.kv.runLen = len(s.running)
-	}
+	s.sglFilterBatch()
+	s.sglNote()
 }
 
 // holdLimit is the passes a stretch may schedule while TensorRT-LLM batch
@@ -252,7 +250,7 @@ func (s *sim) sglDropSpent(cur *simPass) {
 // is below the timeout — h + m − 1 < batch_wait_timeout_iters — and lets them
 // through at the next. Without held contexts, no limit.
 func (s *sim) holdLimit() int {
-	if !s.e.BatchWaiting() || len(s.ctxList) == 0 {
+	if !s.holding() {
 		return math.MaxInt
 	}
 	return s.e.BatchWaitTimeoutIters - s.trtHeld
@@ -260,10 +258,14 @@ func (s *sim) holdLimit() int {
 
 // holdAdvance counts n stretch schedules that held cur's contexts (holdLimit).
 func (s *sim) holdAdvance(n int) {
-	if s.e.BatchWaiting() && len(s.ctxList) > 0 {
+	if s.holding() {
 		s.trtHeld += n
 	}
 }
+
+// holding reports that the latest schedule, a decode-only cur's, held
+// contexts back (T-R6): it listed some for batch waiting to decide.
+func (s *sim) holding() bool { return s.e.BatchWaiting() && len(s.ctxList) > 0 }
 
 // decodeOnlyPricer is a timing that prices a decode-only pass from its number of
 // rows and the sum of their context lengths alone (timing.Linear), exactly as its
