@@ -232,7 +232,7 @@ func quantEval(ev Evaluator, workers, descentClients int) evalFn {
 		return evalDistinct(ctx, ss, workers, func(ctx context.Context, s *Sample) (store.Quantitative, error) {
 			if s.Run != nil {
 				run := *s.Run
-				if k := descentPhases(descentClients, s.In.Batch); k > 0 && run.Desync {
+				if k := s.descentPhases(descentClients); k > 0 {
 					run.StaggerPhases = k
 				}
 				return ev.QuantitativeRunSummaryAdjusted(ctx, s.In, adj, run)
@@ -256,6 +256,16 @@ func descentPhases(clients, c int) int {
 	return 0
 }
 
+// descentPhases is the client phases a descent evaluates s with under
+// DescentClients clients (the package's descentPhases at its batch): 0 unless s
+// is a desync run.
+func (s *Sample) descentPhases(clients int) int {
+	if s.Run == nil || !s.Run.Desync {
+		return 0
+	}
+	return descentPhases(clients, s.In.Batch)
+}
+
 // descendsCheaper reports whether some desync run of ss is descended over
 // fewer client phases under DescentClients clients (descentPhases); when none
 // is, the descent's objective is the quantitative evaluation itself and shares
@@ -263,7 +273,7 @@ func descentPhases(clients, c int) int {
 // evaluating them again.
 func descendsCheaper(ss []Sample, clients int) bool {
 	for i := range ss {
-		if r := ss[i].Run; r != nil && r.Desync && descentPhases(clients, ss[i].In.Batch) > 0 {
+		if ss[i].descentPhases(clients) > 0 {
 			return true
 		}
 	}

@@ -14,11 +14,7 @@ import (
 // back as parsed; a row the store refuses rolls the whole file back.
 func TestImportIdempotent(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "m.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Temp(t)
 	ms, err := Parse("silicon.csv", read(t, "silicon.csv"), "", Deployment{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,11 +50,7 @@ func TestImportIdempotent(t *testing.T) {
 // rounds, tool) is stored with each row and read back by Select.
 func TestImportKeepsBenchmark(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "m.sqlite"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Temp(t)
 	dep, err := ParseSidecar("d.yaml", []byte("benchmark: {tool: bench_serving, rounds: 10, warmup_rounds: 1}\n"))
 	if err != nil {
 		t.Fatal(err)

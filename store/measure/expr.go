@@ -193,10 +193,7 @@ func (p *exprParser) factor() (int64, error) {
 				return 0, err
 			}
 			if m <= 0 {
-				if p.syntaxOnly {
-					return 0, nil
-				}
-				return 0, fmt.Errorf("ceil_to(x, %d): want a multiple > 0", m)
+				return 0, p.valueErr(fmt.Sprintf("ceil_to(x, %d): want a multiple > 0", m))
 			}
 			if x <= 0 {
 				return x / m * m, nil
